@@ -1,0 +1,52 @@
+//! Named counters for input that was dropped, rejected or answered with an
+//! error, so that bad input is always counted (and exported as metrics).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A set of counters shared by a network function's tasks.
+#[derive(Clone, Default)]
+pub struct Counters {
+    inner: Arc<Mutex<BTreeMap<&'static str, Arc<AtomicU64>>>>,
+}
+
+impl Counters {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// The counter of this name, created at zero on first use.
+    pub fn get(&self, name: &'static str) -> Arc<AtomicU64> {
+        self.inner.lock().unwrap().entry(name).or_default().clone()
+    }
+    pub fn incr(&self, name: &'static str) {
+        self.get(name).fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn value(&self, name: &'static str) -> u64 {
+        self.inner.lock().unwrap().get(name).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+    pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
+        self.inner.lock().unwrap().iter().map(|(k, v)| (*k, v.load(Ordering::Relaxed))).collect()
+    }
+    /// Prometheus text exposition, one `mobicore_<prefix>_<name>` per counter.
+    pub fn prometheus(&self, prefix: &str) -> String {
+        self.snapshot()
+            .into_iter()
+            .map(|(k, v)| format!("mobicore_{prefix}_{k} {v}\n"))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn counts_and_exports() {
+        let c = Counters::new();
+        c.incr("s1ap_malformed");
+        c.incr("s1ap_malformed");
+        assert_eq!(c.value("s1ap_malformed"), 2);
+        assert_eq!(c.value("other"), 0);
+        assert_eq!(c.prometheus("mme"), "mobicore_mme_s1ap_malformed 2\n");
+    }
+}

@@ -1,0 +1,22 @@
+//! Types every mobicore network function shares.
+//!
+//! # Layout
+//! - [`ids`]: identifiers named as in the specifications (IMSI, PLMN, TAI,
+//!   GUTI, TEID, F-TEID, S1AP UE IDs, EBI).
+//! - [`s6a`]: the S6a requests and answers the MME and HSS exchange, as typed
+//!   values independent of the Diameter encoding (TS 29.272).
+//! - [`s11`]: the S11 requests and responses the MME and S/P-GW-C exchange,
+//!   independent of the GTPv2-C encoding (TS 29.274).
+//! - [`requester`]: the channel-shaped client handle a protocol client task
+//!   offers to a network function shell (request in, answer out).
+//! - [`sctp_api`]: the channel interface of an SCTP endpoint task (S1-MME).
+//! - [`counters`]: named counters of dropped or rejected input.
+
+pub mod counters;
+pub mod ids;
+pub mod requester;
+pub mod s11;
+pub mod s6a;
+pub mod sctp_api;
+
+pub use ids::*;

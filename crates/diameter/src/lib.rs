@@ -1,0 +1,1 @@
+//! mobicore-diameter: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! mobicore-gtp: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! mobicore-hss: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! mobicore-mme: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! mobicore-ran: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! mobicore-sctp: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! mobicore-spgwc: see ARCHITECTURE.md.

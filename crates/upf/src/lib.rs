@@ -1,0 +1,1 @@
+//! mobicore-upf: see ARCHITECTURE.md.
