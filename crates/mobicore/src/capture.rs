@@ -1,0 +1,166 @@
+//! Packet capture with tshark, and its verdict: every packet of the
+//! protocols we speak must decode without a malformed packet or an expert
+//! error. Used by `mobicore demo --pcap` and by the integration tests as an
+//! independent check of what mobicore puts on the wire.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `tshark` capture on the loopback interface.
+pub struct Capture {
+    child: Child,
+    pub file: PathBuf,
+}
+
+/// tshark's decode-as arguments for our ports (Diameter and PFCP may run on
+/// ports other than their registered ones in tests).
+pub fn decode_as_args(ports: &Ports) -> Vec<String> {
+    let mut a = Vec::new();
+    for p in &ports.diameter {
+        a.extend(["-d".into(), format!("tcp.port=={p},diameter")]);
+    }
+    for p in &ports.gtpv2 {
+        a.extend(["-d".into(), format!("udp.port=={p},gtpv2")]);
+    }
+    for p in &ports.pfcp {
+        a.extend(["-d".into(), format!("udp.port=={p},pfcp")]);
+    }
+    a
+}
+
+/// The ports a capture should cover, by protocol.
+#[derive(Debug, Clone, Default)]
+pub struct Ports {
+    pub diameter: Vec<u16>,
+    pub gtpv2: Vec<u16>,
+    pub pfcp: Vec<u16>,
+}
+
+impl Ports {
+    fn filter(&self) -> String {
+        let mut f = vec!["sctp".to_string()];
+        f.extend(self.diameter.iter().map(|p| format!("tcp port {p}")));
+        f.extend(self.gtpv2.iter().chain(&self.pfcp).map(|p| format!("udp port {p}")));
+        f.join(" or ")
+    }
+}
+
+pub fn tshark_available() -> bool {
+    Command::new("tshark").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+impl Capture {
+    /// Starts capturing on `lo` and waits until tshark reports it is capturing.
+    pub fn start(file: &Path, ports: &Ports) -> Result<Capture> {
+        let _ = std::fs::remove_file(file);
+        let mut child = Command::new("tshark")
+            .args(["-i", "lo", "-q", "-f", &ports.filter(), "-w"])
+            .arg(file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting tshark (install it: apt-get install tshark)")?;
+        // tshark prints "Capturing on 'Loopback: lo'" once the capture runs.
+        let stderr = child.stderr.take().context("tshark stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::{BufRead, BufReader};
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent && line.contains("Capturing on") {
+                    let _ = tx.send(());
+                    sent = true;
+                }
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            let _ = child.kill();
+            bail!("tshark did not start capturing on lo within 20 s");
+        }
+        Ok(Capture { child, file: file.to_path_buf() })
+    }
+
+    /// Stops the capture (SIGINT, so tshark flushes the file).
+    pub fn stop(mut self) -> Result<PathBuf> {
+        // Give the last packets time to reach the capture buffer.
+        std::thread::sleep(Duration::from_millis(500));
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.child.try_wait()?.is_some() {
+                return Ok(self.file.clone());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Ok(self.file.clone())
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// What tshark found in a capture.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Verdict {
+    /// Packets per protocol name as tshark labels them (S1AP, NAS-EPS, ...).
+    pub packets: std::collections::BTreeMap<String, u64>,
+    pub malformed: Vec<String>,
+    pub expert_errors: Vec<String>,
+    pub expert_warnings: Vec<String>,
+}
+
+impl Verdict {
+    pub fn is_clean(&self) -> bool {
+        self.malformed.is_empty() && self.expert_errors.is_empty()
+    }
+}
+
+/// Reads the capture back with tshark and collects malformed packets and
+/// expert errors of any severity "Error" (and warnings, for the report).
+pub fn analyze(file: &Path, ports: &Ports) -> Result<Verdict> {
+    let decode = decode_as_args(ports);
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(file)
+        .args(&decode)
+        .args(["-T", "fields", "-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity", "-e", "_ws.expert.message"])
+        .output()
+        .context("running tshark -r")?;
+    if !out.status.success() {
+        bail!("tshark -r failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut v = Verdict::default();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let (num, protos) = (cols.first().copied().unwrap_or(""), cols.get(1).copied().unwrap_or(""));
+        for p in ["s1ap", "nas-eps", "gtpv2", "pfcp", "diameter", "sctp", "gtp"] {
+            if protos.split(':').any(|x| x == p) {
+                *v.packets.entry(p.to_string()).or_default() += 1;
+            }
+        }
+        if protos.contains("_ws.malformed") || cols.get(2).is_some_and(|m| !m.is_empty()) {
+            v.malformed.push(format!("frame {num}: {protos}"));
+        }
+        let severities = cols.get(3).copied().unwrap_or("");
+        let messages = cols.get(4).copied().unwrap_or("");
+        for (sev, msg) in severities.split(',').zip(messages.split(',')) {
+            // Severity values of epan/proto.h: 0x00800000 error, 0x00600000 warning.
+            match sev.trim() {
+                "8388608" => v.expert_errors.push(format!("frame {num}: {msg}")),
+                "6291456" => v.expert_warnings.push(format!("frame {num}: {msg}")),
+                _ => {}
+            }
+        }
+    }
+    Ok(v)
+}

@@ -1,0 +1,115 @@
+//! The command line. Every subcommand runs with sane defaults and no config
+//! file; `--config FILE` (TOML, see `mobicore config default`) overrides.
+
+use crate::{bench, config, demo, subscriber};
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "mobicore", version, about = "A software-defined LTE packet core: MME, HSS, S/P-GW-C, UPF and an emulated RAN in one binary", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log filter (tracing env-filter syntax; RUST_LOG overrides).
+    #[arg(long, global = true, default_value = "warn")]
+    pub log: String,
+    /// Tokio worker threads.
+    #[arg(long, global = true, default_value_t = 2)]
+    pub threads: usize,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run every network function on this machine, attach and detach N emulated UEs, print a summary.
+    Demo(demo::DemoArgs),
+    /// Measurements, each with its baseline in the same run.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Run the MME alone (S1-MME over SCTP, S6a client, S11 client).
+    Mme(NfArgs),
+    /// Run the HSS alone (S6a over Diameter/TCP, embedded subscriber store).
+    Hss(NfArgs),
+    /// Run the combined S/P-GW control plane alone (S11, PFCP).
+    Spgwc(NfArgs),
+    /// Run the user-plane node's PFCP side alone.
+    Upf(NfArgs),
+    /// Run the emulated RAN against an MME: attach (and detach) UEs.
+    Ran(RanArgs),
+    /// Manage the HSS's subscribers.
+    #[command(subcommand)]
+    Subscriber(subscriber::SubscriberCommand),
+    /// Configuration helpers.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Args, Debug)]
+pub struct NfArgs {
+    /// TOML config file (sections [mme], [hss], [spgwc], [upf], [ran], [sctp]).
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct RanArgs {
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Number of UEs (overrides [ran] ues).
+    #[arg(long)]
+    pub ues: Option<u64>,
+    /// Number of eNBs (overrides [ran] enbs).
+    #[arg(long)]
+    pub enbs: Option<u32>,
+    /// UE arrivals per second (default: as fast as possible).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Write the report as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print the default configuration as TOML, every option with its default.
+    Default,
+    /// Parse a config file and report errors.
+    Check { file: PathBuf },
+}
+
+/// How S1-MME SCTP is carried.
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SctpTransport {
+    /// Kernel SCTP if the kernel has it, else raw IP.
+    #[default]
+    Auto,
+    /// User-space SCTP over raw IP protocol 132 (needs root).
+    Raw,
+    /// User-space SCTP over UDP (RFC 6951).
+    Udp,
+    /// Kernel SCTP.
+    Kernel,
+}
+
+pub async fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Demo(a) => demo::run(a).await,
+        Command::Bench(b) => bench::run(b).await,
+        Command::Mme(a) => crate::allinone::run_nf("mme", a.config).await,
+        Command::Hss(a) => crate::allinone::run_nf("hss", a.config).await,
+        Command::Spgwc(a) => crate::allinone::run_nf("spgwc", a.config).await,
+        Command::Upf(a) => crate::allinone::run_nf("upf", a.config).await,
+        Command::Ran(a) => crate::allinone::run_ran(a).await,
+        Command::Subscriber(c) => subscriber::run(c),
+        Command::Config(ConfigCommand::Default) => {
+            print!("{}", config::default_toml()?);
+            Ok(())
+        }
+        Command::Config(ConfigCommand::Check { file }) => {
+            config::load(Some(&file))?;
+            println!("{}: ok", file.display());
+            Ok(())
+        }
+    }
+}
