@@ -1,0 +1,243 @@
+//! Byte and property tests of the message `Repr`s.
+
+use super::*;
+use crate::wire::ie::*;
+use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Imsi, PdnType, Plmn, Tai};
+use proptest::prelude::*;
+use std::net::Ipv4Addr;
+
+fn plmn() -> impl Strategy<Value = Plmn> {
+    ("[0-9]{3}", "[0-9]{2,3}").prop_map(|(a, b)| Plmn::new(&a, &b).unwrap())
+}
+fn fteid() -> impl Strategy<Value = FteidIe> {
+    (0u8..64, any::<u32>(), any::<u32>()).prop_map(|(i, t, a)| FteidIe::v4(i, t, Ipv4Addr::from(a)))
+}
+fn cause() -> impl Strategy<Value = CauseIe> {
+    (any::<u8>(), 0u8..8, proptest::option::of((any::<u8>(), 0u8..16)))
+        .prop_map(|(value, flags, offending)| CauseIe { value, flags, offending })
+}
+fn qos() -> impl Strategy<Value = BearerQos> {
+    (0u8..16, any::<bool>(), any::<bool>(), any::<u8>(), [0u64..1 << 40, 0u64..1 << 40, 0u64..1 << 40, 0u64..1 << 40])
+        .prop_map(|(pl, c, v, qci, r)| BearerQos {
+            arp: Arp { priority_level: pl, pre_emption_capability: c, pre_emption_vulnerability: v },
+            qci,
+            mbr_ul: r[0],
+            mbr_dl: r[1],
+            gbr_ul: r[2],
+            gbr_dl: r[3],
+        })
+}
+fn ambr() -> impl Strategy<Value = Ambr> {
+    (any::<u32>(), any::<u32>()).prop_map(|(u, d)| Ambr { uplink: u as u64 * 1000, downlink: d as u64 * 1000 })
+}
+fn uli() -> impl Strategy<Value = Uli> {
+    (proptest::option::of((plmn(), any::<u16>())), proptest::option::of((plmn(), 0u32..1 << 28))).prop_map(|(t, e)| Uli {
+        tai: t.map(|(plmn, tac)| Tai { plmn, tac }),
+        ecgi: e.map(|(plmn, eci)| Ecgi { plmn, eci }),
+    })
+}
+fn ebi() -> impl Strategy<Value = Ebi> {
+    (0u8..16).prop_map(Ebi)
+}
+fn paa() -> impl Strategy<Value = Paa> {
+    prop_oneof![
+        any::<u32>().prop_map(|a| Paa::ipv4(Ipv4Addr::from(a))),
+        (any::<u32>(), any::<u128>(), 0u8..=128).prop_map(|(a, b, l)| Paa {
+            pdn_type: PdnType::Ipv4v6,
+            ipv4: Some(Ipv4Addr::from(a)),
+            ipv6: Some((l, b.into()))
+        }),
+    ]
+}
+fn apn() -> impl Strategy<Value = String> {
+    "[a-z0-9-]{1,12}(\\.[a-z0-9]{1,8}){0,3}"
+}
+fn digits() -> impl Strategy<Value = String> {
+    "[0-9]{1,15}"
+}
+fn opt_bytes() -> impl Strategy<Value = Option<Vec<u8>>> {
+    proptest::option::of(proptest::collection::vec(any::<u8>(), 1..5))
+}
+
+fn csr() -> impl Strategy<Value = CreateSessionRequest> {
+    let bc = (ebi(), qos(), proptest::option::of(fteid()))
+        .prop_map(|(ebi, bearer_qos, s1u_enb_fteid)| BearerContextToCreate { ebi, bearer_qos, s1u_enb_fteid });
+    (
+        (proptest::option::of("[0-9]{6,15}"), proptest::option::of(digits()), proptest::option::of(digits()), proptest::option::of(uli())),
+        (proptest::option::of(plmn()), any::<u8>(), opt_bytes(), fteid(), proptest::option::of(fteid()), apn()),
+        (proptest::option::of(0u8..4), proptest::option::of(Just(PdnType::Ipv4)), proptest::option::of(paa()), proptest::option::of(any::<u8>())),
+        (proptest::option::of(ambr()), proptest::collection::vec(bc, 1..3), proptest::option::of(any::<u8>())),
+    )
+        .prop_map(|((imsi, msisdn, mei, uli), (sn, rat, ind, sf, pf, apn), (sel, pdn, paa, restr), (ambr, bcs, rec))| {
+            CreateSessionRequest {
+                imsi: imsi.map(|s| s.parse::<Imsi>().unwrap()),
+                msisdn,
+                mei,
+                uli,
+                serving_network: sn,
+                rat_type: rat,
+                indication: ind,
+                sender_fteid: sf,
+                pgw_s5s8_fteid: pf,
+                apn,
+                selection_mode: sel,
+                pdn_type: pdn,
+                paa,
+                apn_restriction: restr,
+                apn_ambr: ambr,
+                bearer_contexts: bcs,
+                recovery: rec,
+            }
+        })
+}
+
+fn csresp() -> impl Strategy<Value = CreateSessionResponse> {
+    let bc = (ebi(), cause(), proptest::option::of(fteid()), proptest::option::of(fteid()), proptest::option::of(qos()), proptest::option::of(any::<u32>()))
+        .prop_map(|(ebi, cause, s1u_sgw_fteid, s5s8_pgw_fteid, bearer_qos, charging_id)| BearerContextCreated {
+            ebi,
+            cause,
+            s1u_sgw_fteid,
+            s5s8_pgw_fteid,
+            bearer_qos,
+            charging_id,
+        });
+    (
+        cause(),
+        proptest::option::of(fteid()),
+        proptest::option::of(fteid()),
+        proptest::option::of(paa()),
+        proptest::option::of(any::<u8>()),
+        proptest::option::of(ambr()),
+        proptest::collection::vec(bc, 0..3),
+        proptest::option::of(any::<u8>()),
+    )
+        .prop_map(|(cause, sender_fteid, pgw_s5s8_fteid, paa, apn_restriction, apn_ambr, bearer_contexts, recovery)| {
+            CreateSessionResponse { cause, sender_fteid, pgw_s5s8_fteid, paa, apn_restriction, apn_ambr, bearer_contexts, recovery }
+        })
+}
+
+fn any_message() -> impl Strategy<Value = Message> {
+    let mbr_bc = (ebi(), proptest::option::of(fteid())).prop_map(|(ebi, s1u_enb_fteid)| BearerContextToModify { ebi, s1u_enb_fteid });
+    let mbresp_bc = (ebi(), cause(), proptest::option::of(fteid()))
+        .prop_map(|(ebi, cause, s1u_sgw_fteid)| BearerContextModified { ebi, cause, s1u_sgw_fteid });
+    let cause_only = || (cause(), proptest::option::of(any::<u8>())).prop_map(|(cause, recovery)| CauseOnlyResponse { cause, recovery });
+    prop_oneof![
+        any::<u8>().prop_map(|recovery| Message::EchoRequest(Echo { recovery })),
+        any::<u8>().prop_map(|recovery| Message::EchoResponse(Echo { recovery })),
+        csr().prop_map(Message::CreateSessionRequest),
+        csresp().prop_map(Message::CreateSessionResponse),
+        (opt_bytes(), proptest::option::of(uli()), proptest::option::of(plmn()), proptest::option::of(any::<u8>()), proptest::option::of(fteid()), proptest::collection::vec(mbr_bc, 0..3), proptest::option::of(any::<u8>()))
+            .prop_map(|(indication, uli, serving_network, rat_type, sender_fteid, bearer_contexts, recovery)| {
+                Message::ModifyBearerRequest(ModifyBearerRequest { indication, uli, serving_network, rat_type, sender_fteid, bearer_contexts, recovery })
+            }),
+        (cause(), proptest::option::of(digits()), proptest::collection::vec(mbresp_bc, 0..3), proptest::option::of(any::<u8>()))
+            .prop_map(|(cause, msisdn, bearer_contexts, recovery)| Message::ModifyBearerResponse(ModifyBearerResponse { cause, msisdn, bearer_contexts, recovery })),
+        (proptest::option::of(ebi()), proptest::option::of(uli()), opt_bytes())
+            .prop_map(|(linked_ebi, uli, indication)| Message::DeleteSessionRequest(DeleteSessionRequest { linked_ebi, uli, indication })),
+        cause_only().prop_map(Message::DeleteSessionResponse),
+        opt_bytes().prop_map(|indication| Message::ReleaseAccessBearersRequest(ReleaseAccessBearersRequest { indication })),
+        cause_only().prop_map(Message::ReleaseAccessBearersResponse),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn never_panics_on_arbitrary_bytes(b in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = GtpMessage::parse(&b);
+    }
+
+    #[test]
+    fn never_panics_on_valid_header_arbitrary_body(t in any::<u8>(), body in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let mut b = vec![0x48, t, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0];
+        b.extend_from_slice(&body);
+        let l = (b.len() - 4) as u16;
+        b[2..4].copy_from_slice(&l.to_be_bytes());
+        let _ = GtpMessage::parse(&b);
+    }
+
+    #[test]
+    fn emit_then_parse_round_trips(body in any_message(), teid in any::<u32>(), seq in 0u32..1 << 24) {
+        let is_echo = matches!(body, Message::EchoRequest(_) | Message::EchoResponse(_));
+        let msg = GtpMessage { teid: if is_echo { None } else { Some(teid) }, seq, body };
+        let bytes = msg.to_bytes();
+        prop_assert_eq!(bytes.len(), msg.buffer_len());
+        prop_assert_eq!(GtpMessage::parse(&bytes).map_err(|e| e.1), Ok(msg));
+    }
+
+    #[test]
+    fn truncation_never_panics(body in any_message(), cut in 0usize..400) {
+        let bytes = GtpMessage { teid: Some(1), seq: 1, body }.to_bytes();
+        let _ = GtpMessage::parse(&bytes[..cut.min(bytes.len())]);
+    }
+}
+
+fn sample_csr() -> CreateSessionRequest {
+    CreateSessionRequest {
+        imsi: Some("001010000000001".parse().unwrap()),
+        msisdn: None,
+        mei: None,
+        uli: None,
+        serving_network: None,
+        rat_type: 6,
+        indication: None,
+        sender_fteid: FteidIe::v4(10, 1, Ipv4Addr::LOCALHOST),
+        pgw_s5s8_fteid: None,
+        apn: "internet".into(),
+        selection_mode: None,
+        pdn_type: None,
+        paa: None,
+        apn_restriction: None,
+        apn_ambr: None,
+        bearer_contexts: vec![BearerContextToCreate { ebi: Ebi(5), bearer_qos: BearerQos::new(9, Arp::default()), s1u_enb_fteid: None }],
+        recovery: None,
+    }
+}
+
+#[test]
+fn unknown_ie_is_skipped() {
+    let msg = GtpMessage { teid: Some(0), seq: 3, body: Message::CreateSessionRequest(sample_csr()) };
+    let mut bytes = msg.to_bytes();
+    // An IE type we do not know (TS 29.274 7.7.8), placed in the middle.
+    bytes.extend_from_slice(&[250, 0, 3, 0, 1, 2, 3]);
+    let l = (bytes.len() - 4) as u16;
+    bytes[2..4].copy_from_slice(&l.to_be_bytes());
+    assert_eq!(GtpMessage::parse(&bytes).unwrap(), msg);
+}
+
+#[test]
+fn missing_mandatory_ie_is_reported_with_header() {
+    let msg = GtpMessage { teid: Some(0), seq: 9, body: Message::CreateSessionRequest(sample_csr()) };
+    let bytes = msg.to_bytes();
+    // Remove the Sender F-TEID (type 87 instance 0).
+    let mut out = bytes[..12].to_vec();
+    for ie in IeIter::new(&bytes[12..]) {
+        let ie = ie.unwrap();
+        if ie.ie_type != ie_type::FTEID {
+            put_ie(&mut out, ie.ie_type, ie.instance, |b| b.extend_from_slice(ie.value));
+        }
+    }
+    let l = (out.len() - 4) as u16;
+    out[2..4].copy_from_slice(&l.to_be_bytes());
+    let (h, e) = GtpMessage::parse(&out).unwrap_err();
+    assert_eq!(e, MessageError::MissingIe { ie_type: 87, instance: 0 });
+    let h = h.unwrap();
+    assert_eq!((h.msg_type, h.seq), (msg_type::CREATE_SESSION_REQUEST, 9));
+    let rej = reject(h.msg_type, 0x55, h.seq, e.cause().unwrap().0, e.offending_ie()).unwrap();
+    let Message::CreateSessionResponse(r) = &rej.body else { panic!() };
+    assert_eq!(r.cause, CauseIe { value: 70, flags: 0, offending: Some((87, 0)) });
+    assert_eq!(rej.teid, Some(0x55));
+}
+
+#[test]
+fn truncated_ie_is_malformed() {
+    let bytes = [0x48, 32, 0, 12, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 8, 0];
+    assert!(matches!(GtpMessage::parse(&bytes), Err((Some(_), MessageError::Malformed(_)))));
+}
+
+#[test]
+fn echo_request_bytes() {
+    let m = GtpMessage { teid: None, seq: 1, body: Message::EchoRequest(Echo { recovery: 7 }) };
+    assert_eq!(m.to_bytes(), [0x40, 1, 0, 9, 0, 0, 1, 0, 3, 0, 1, 0, 7]);
+}

@@ -1,0 +1,229 @@
+//! Mapping between GTPv2-C messages and the typed S11 procedures of
+//! [`mobicore_common::s11`] (TS 29.274 7.2).
+
+use crate::message::{self as m, GtpMessage, Message, MessageError};
+use crate::wire::ie::{ie_type, interface_type, BearerQos, CauseIe, FteidIe, Paa, Uli};
+use mobicore_common::s11::*;
+use mobicore_common::{Ebi, Fteid, Teid};
+use std::net::Ipv4Addr;
+
+/// RAT Type EUTRAN (TS 29.274 8.17).
+pub const RAT_TYPE_EUTRAN: u8 = 6;
+
+fn fteid_ie(interface_type: u8, f: &Fteid) -> FteidIe {
+    FteidIe::v4(interface_type, f.teid.0, f.ipv4)
+}
+
+/// An F-TEID we use must carry an IPv4 address.
+fn fteid_of(ie: &FteidIe, ie_type: u8, instance: u8) -> Result<Fteid, MessageError> {
+    let ipv4 = ie.ipv4.ok_or(MessageError::IncorrectIe { ie_type, instance })?;
+    Ok(Fteid { teid: Teid(ie.teid), ipv4 })
+}
+
+/// The header TEID a request is sent with: 0 for Create Session (the SGW
+/// has no context yet, TS 29.274 5.5.2), else the SGW's S11 TEID.
+pub fn request_teid(req: &S11Request) -> u32 {
+    match req {
+        S11Request::CreateSession(_) => 0,
+        S11Request::ModifyBearer(r) => r.sgw_teid.0,
+        S11Request::DeleteSession(r) => r.sgw_teid.0,
+        S11Request::ReleaseAccessBearers(r) => r.sgw_teid.0,
+    }
+}
+
+/// MME side: the GTPv2-C request for a typed S11 request.
+pub fn encode_request(req: &S11Request, seq: u32) -> GtpMessage {
+    let body = match req {
+        S11Request::CreateSession(r) => Message::CreateSessionRequest(m::CreateSessionRequest {
+            imsi: Some(r.imsi.clone()),
+            msisdn: r.msisdn.clone(),
+            mei: None,
+            uli: Some(Uli { tai: Some(r.tai), ecgi: Some(r.ecgi) }),
+            serving_network: Some(r.serving_network),
+            rat_type: RAT_TYPE_EUTRAN,
+            indication: None,
+            sender_fteid: fteid_ie(interface_type::S11_MME_GTPC, &r.sender_fteid),
+            pgw_s5s8_fteid: None,
+            apn: r.apn.clone(),
+            selection_mode: Some(0),
+            pdn_type: Some(r.pdn_type),
+            // Dynamic allocation requested with 0.0.0.0 (TS 29.274 7.2.1).
+            paa: Some(Paa { pdn_type: r.pdn_type, ipv4: Some(Ipv4Addr::UNSPECIFIED), ipv6: None }),
+            apn_restriction: Some(0),
+            apn_ambr: Some(r.apn_ambr),
+            bearer_contexts: vec![m::BearerContextToCreate {
+                ebi: r.bearer.ebi,
+                bearer_qos: BearerQos::new(r.bearer.qci, r.bearer.arp),
+                s1u_enb_fteid: None,
+            }],
+            recovery: None,
+        }),
+        S11Request::ModifyBearer(r) => Message::ModifyBearerRequest(m::ModifyBearerRequest {
+            indication: None,
+            uli: None,
+            serving_network: None,
+            rat_type: None,
+            sender_fteid: None,
+            bearer_contexts: vec![m::BearerContextToModify {
+                ebi: r.ebi,
+                s1u_enb_fteid: Some(fteid_ie(interface_type::S1U_ENB_GTPU, &r.s1u_enb_fteid)),
+            }],
+            recovery: None,
+        }),
+        S11Request::DeleteSession(r) => Message::DeleteSessionRequest(m::DeleteSessionRequest {
+            linked_ebi: Some(r.linked_ebi),
+            uli: None,
+            indication: None,
+        }),
+        S11Request::ReleaseAccessBearers(_) => {
+            Message::ReleaseAccessBearersRequest(m::ReleaseAccessBearersRequest::default())
+        }
+    };
+    GtpMessage { teid: Some(request_teid(req)), seq, body }
+}
+
+/// SGW side: the typed request in a GTPv2-C request. The IEs the MME sends
+/// as conditional on E-UTRAN initial attach (IMSI, Serving Network, ULI with
+/// TAI and ECGI) are required here and reported missing otherwise.
+pub fn decode_request(msg: &GtpMessage) -> Result<S11Request, MessageError> {
+    let teid = Teid(msg.teid.unwrap_or(0));
+    let missing = |ie_type, instance| MessageError::MissingIe { ie_type, instance };
+    Ok(match &msg.body {
+        Message::CreateSessionRequest(r) => {
+            let bc = r.bearer_contexts.first().ok_or(missing(ie_type::BEARER_CONTEXT, 0))?;
+            let uli = r.uli.ok_or(missing(ie_type::ULI, 0))?;
+            S11Request::CreateSession(CreateSessionRequest {
+                imsi: r.imsi.clone().ok_or(missing(ie_type::IMSI, 0))?,
+                msisdn: r.msisdn.clone(),
+                serving_network: r.serving_network.ok_or(missing(ie_type::SERVING_NETWORK, 0))?,
+                tai: uli.tai.ok_or(missing(ie_type::ULI, 0))?,
+                ecgi: uli.ecgi.ok_or(missing(ie_type::ULI, 0))?,
+                sender_fteid: fteid_of(&r.sender_fteid, ie_type::FTEID, 0)?,
+                apn: r.apn.clone(),
+                pdn_type: r.pdn_type.unwrap_or_default(),
+                apn_ambr: r.apn_ambr.unwrap_or_default(),
+                bearer: BearerContextToCreate { ebi: bc.ebi, qci: bc.bearer_qos.qci, arp: bc.bearer_qos.arp },
+            })
+        }
+        Message::ModifyBearerRequest(r) => {
+            let bc = r.bearer_contexts.first().ok_or(missing(ie_type::BEARER_CONTEXT, 0))?;
+            let f = bc.s1u_enb_fteid.as_ref().ok_or(missing(ie_type::FTEID, 0))?;
+            S11Request::ModifyBearer(ModifyBearerRequest {
+                sgw_teid: teid,
+                ebi: bc.ebi,
+                s1u_enb_fteid: fteid_of(f, ie_type::FTEID, 0)?,
+            })
+        }
+        Message::DeleteSessionRequest(r) => S11Request::DeleteSession(DeleteSessionRequest {
+            sgw_teid: teid,
+            linked_ebi: r.linked_ebi.unwrap_or(Ebi(5)),
+        }),
+        Message::ReleaseAccessBearersRequest(_) => {
+            S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: teid })
+        }
+        other => return Err(MessageError::UnknownMessage(other.msg_type())),
+    })
+}
+
+/// SGW side: the GTPv2-C response, sent to the MME's TEID `teid`.
+pub fn encode_response(resp: &S11Response, teid: u32, seq: u32, recovery: Option<u8>) -> GtpMessage {
+    let body = match resp {
+        S11Response::CreateSession(r) => Message::CreateSessionResponse(m::CreateSessionResponse {
+            cause: CauseIe::new(r.cause.0),
+            sender_fteid: r.sgw_fteid.as_ref().map(|f| fteid_ie(interface_type::S11S4_SGW_GTPC, f)),
+            pgw_s5s8_fteid: None,
+            paa: r.paa.map(Paa::ipv4),
+            apn_restriction: r.cause.is_accepted().then_some(0),
+            apn_ambr: r.apn_ambr,
+            bearer_contexts: if r.cause.is_accepted() || r.s1u_sgw_fteid.is_some() {
+                vec![m::BearerContextCreated {
+                    ebi: r.bearer_ebi,
+                    cause: CauseIe::new(r.bearer_cause.0),
+                    s1u_sgw_fteid: r.s1u_sgw_fteid.as_ref().map(|f| fteid_ie(interface_type::S1U_SGW_GTPU, f)),
+                    s5s8_pgw_fteid: None,
+                    bearer_qos: None,
+                    charging_id: None,
+                }]
+            } else {
+                vec![]
+            },
+            recovery,
+        }),
+        S11Response::ModifyBearer(r) => Message::ModifyBearerResponse(m::ModifyBearerResponse {
+            cause: CauseIe::new(r.cause.0),
+            msisdn: None,
+            bearer_contexts: vec![],
+            recovery,
+        }),
+        S11Response::DeleteSession(c) => {
+            Message::DeleteSessionResponse(m::CauseOnlyResponse { cause: CauseIe::new(c.0), recovery })
+        }
+        S11Response::ReleaseAccessBearers(c) => {
+            Message::ReleaseAccessBearersResponse(m::CauseOnlyResponse { cause: CauseIe::new(c.0), recovery })
+        }
+    };
+    GtpMessage { teid: Some(teid), seq, body }
+}
+
+/// Modify Bearer Response with the bearer it modified (TS 29.274 7.2.8).
+pub fn modify_bearer_response(teid: u32, seq: u32, cause: GtpCause, ebi: Ebi, s1u_sgw: Option<Fteid>) -> GtpMessage {
+    let mut msg = encode_response(
+        &S11Response::ModifyBearer(ModifyBearerResponse { cause, bearer_cause: Some(cause) }),
+        teid,
+        seq,
+        None,
+    );
+    if let Message::ModifyBearerResponse(r) = &mut msg.body {
+        r.bearer_contexts.push(m::BearerContextModified {
+            ebi,
+            cause: CauseIe::new(cause.0),
+            s1u_sgw_fteid: s1u_sgw.as_ref().map(|f| fteid_ie(interface_type::S1U_SGW_GTPU, f)),
+        });
+    }
+    msg
+}
+
+/// MME side: the typed response in a GTPv2-C response. `request_ebi` fills
+/// the bearer EBI of a rejection that carried no Bearer Context.
+pub fn decode_response(msg: &GtpMessage, request_ebi: Ebi) -> Result<S11Response, MessageError> {
+    Ok(match &msg.body {
+        Message::CreateSessionResponse(r) => {
+            let cause = GtpCause(r.cause.value);
+            let bc = r.bearer_contexts.first();
+            let sgw_fteid = match &r.sender_fteid {
+                Some(f) => Some(fteid_of(f, ie_type::FTEID, 0)?),
+                None => None,
+            };
+            let s1u = match bc.and_then(|b| b.s1u_sgw_fteid.as_ref()) {
+                Some(f) => Some(fteid_of(f, ie_type::FTEID, 0)?),
+                None => None,
+            };
+            S11Response::CreateSession(CreateSessionResponse {
+                cause,
+                sgw_fteid,
+                paa: r.paa.and_then(|p| p.ipv4),
+                apn_ambr: r.apn_ambr,
+                bearer_ebi: bc.map_or(request_ebi, |b| b.ebi),
+                bearer_cause: bc.map_or(cause, |b| GtpCause(b.cause.value)),
+                s1u_sgw_fteid: s1u,
+            })
+        }
+        Message::ModifyBearerResponse(r) => S11Response::ModifyBearer(ModifyBearerResponse {
+            cause: GtpCause(r.cause.value),
+            bearer_cause: r.bearer_contexts.first().map(|b| GtpCause(b.cause.value)),
+        }),
+        Message::DeleteSessionResponse(r) => S11Response::DeleteSession(GtpCause(r.cause.value)),
+        Message::ReleaseAccessBearersResponse(r) => S11Response::ReleaseAccessBearers(GtpCause(r.cause.value)),
+        other => return Err(MessageError::UnknownMessage(other.msg_type())),
+    })
+}
+
+/// The EBI a request concerns, for [`decode_response`].
+pub fn request_ebi(req: &S11Request) -> Ebi {
+    match req {
+        S11Request::CreateSession(r) => r.bearer.ebi,
+        S11Request::ModifyBearer(r) => r.ebi,
+        S11Request::DeleteSession(r) => r.linked_ebi,
+        S11Request::ReleaseAccessBearers(_) => Ebi(5),
+    }
+}

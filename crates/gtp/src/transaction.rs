@@ -1,0 +1,319 @@
+//! Sans-I/O transaction layer (TS 29.274 7.6; the same rules serve PFCP,
+//! TS 29.244 6.4, with T1/N1).
+//!
+//! Requester side: each request gets a 24-bit sequence number, is resent
+//! every T3 up to N3 times and then fails. Responder side: a request whose
+//! (peer, sequence number) was already answered gets the cached answer
+//! again without being processed again; the cache entry lives T3 x N3.
+//!
+//! No clock and no socket: time comes in as `now`, datagrams go out through
+//! [`Transactions::poll_transmit`], and [`Transactions::poll_timeout`] says
+//! when to call [`Transactions::handle_timeout`] next.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+/// T3-RESPONSE and N3-REQUESTS (TS 29.274 7.6), defaults 3 s and 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransactionConfig {
+    pub t3: Duration,
+    pub n3: u32,
+}
+
+impl Default for TransactionConfig {
+    fn default() -> Self {
+        TransactionConfig { t3: Duration::from_secs(3), n3: 3 }
+    }
+}
+
+/// What to do with a received request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Incoming {
+    /// Not seen before: process it and call [`Transactions::answer`].
+    New,
+    /// Already answered: the cached answer has been queued for sending again.
+    Duplicate,
+    /// Seen and still being processed: drop this copy.
+    InProgress,
+}
+
+struct Outstanding<P, T> {
+    peer: P,
+    bytes: Vec<u8>,
+    retransmissions: u32,
+    token: T,
+}
+
+enum Answer {
+    InProgress,
+    Sent(Vec<u8>),
+}
+
+struct Cached {
+    answer: Answer,
+    expires: Instant,
+}
+
+/// Counters of the transaction layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransactionStats {
+    pub retransmissions: u64,
+    pub timeouts: u64,
+    pub duplicates_answered: u64,
+    pub duplicates_in_progress: u64,
+    pub unmatched_responses: u64,
+}
+
+pub struct Transactions<P, T> {
+    cfg: TransactionConfig,
+    next_seq: u32,
+    outstanding: HashMap<u32, Outstanding<P, T>>,
+    /// (deadline, seq, retransmissions at arming time); stale entries skipped.
+    retx: VecDeque<(Instant, u32, u32)>,
+    answered: HashMap<(P, u32), Cached>,
+    expiry: VecDeque<(Instant, P, u32)>,
+    transmits: VecDeque<(P, Vec<u8>)>,
+    timeouts: VecDeque<(u32, T)>,
+    pub stats: TransactionStats,
+}
+
+const SEQ_MASK: u32 = 0x00ff_ffff;
+
+impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
+    pub fn new(cfg: TransactionConfig) -> Self {
+        Self::with_first_seq(cfg, 1)
+    }
+
+    pub fn with_first_seq(cfg: TransactionConfig, first: u32) -> Self {
+        Transactions {
+            cfg,
+            next_seq: first & SEQ_MASK,
+            outstanding: HashMap::new(),
+            retx: VecDeque::new(),
+            answered: HashMap::new(),
+            expiry: VecDeque::new(),
+            transmits: VecDeque::new(),
+            timeouts: VecDeque::new(),
+            stats: TransactionStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> TransactionConfig {
+        self.cfg
+    }
+
+    /// A fresh 24-bit sequence number not used by an outstanding request.
+    pub fn next_seq(&mut self) -> u32 {
+        loop {
+            let s = self.next_seq;
+            self.next_seq = (self.next_seq + 1) & SEQ_MASK;
+            if !self.outstanding.contains_key(&s) {
+                return s;
+            }
+        }
+    }
+
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Sends a request numbered `seq` (from [`Self::next_seq`]) and arms T3.
+    pub fn send_request(&mut self, now: Instant, peer: P, seq: u32, bytes: Vec<u8>, token: T) {
+        self.transmits.push_back((peer, bytes.clone()));
+        self.outstanding.insert(seq, Outstanding { peer, bytes, retransmissions: 0, token });
+        self.retx.push_back((now + self.cfg.t3, seq, 0));
+    }
+
+    /// A response numbered `seq` arrived from `peer`: the token of the
+    /// request it answers, or `None` for a late or unknown response.
+    pub fn on_response(&mut self, peer: P, seq: u32) -> Option<T> {
+        match self.outstanding.get(&seq) {
+            Some(o) if o.peer == peer => self.outstanding.remove(&seq).map(|o| o.token),
+            _ => {
+                self.stats.unmatched_responses += 1;
+                None
+            }
+        }
+    }
+
+    /// Gives up on an outstanding request without a timeout event.
+    pub fn cancel(&mut self, seq: u32) -> Option<T> {
+        self.outstanding.remove(&seq).map(|o| o.token)
+    }
+
+    /// A request numbered `seq` arrived from `peer` (TS 29.274 7.6).
+    pub fn on_request(&mut self, now: Instant, peer: P, seq: u32) -> Incoming {
+        match self.answered.get(&(peer, seq)) {
+            Some(Cached { answer: Answer::Sent(bytes), .. }) => {
+                self.stats.duplicates_answered += 1;
+                self.transmits.push_back((peer, bytes.clone()));
+                Incoming::Duplicate
+            }
+            Some(Cached { answer: Answer::InProgress, .. }) => {
+                self.stats.duplicates_in_progress += 1;
+                Incoming::InProgress
+            }
+            None => {
+                let expires = now + self.cache_lifetime();
+                self.answered.insert((peer, seq), Cached { answer: Answer::InProgress, expires });
+                self.expiry.push_back((expires, peer, seq));
+                Incoming::New
+            }
+        }
+    }
+
+    /// Sends the answer to request (`peer`, `seq`) and keeps it for duplicates.
+    pub fn answer(&mut self, now: Instant, peer: P, seq: u32, bytes: Vec<u8>) {
+        let expires = now + self.cache_lifetime();
+        self.transmits.push_back((peer, bytes.clone()));
+        self.answered.insert((peer, seq), Cached { answer: Answer::Sent(bytes), expires });
+        self.expiry.push_back((expires, peer, seq));
+    }
+
+    fn cache_lifetime(&self) -> Duration {
+        self.cfg.t3 * self.cfg.n3.max(1)
+    }
+
+    /// Retransmits due requests, fails those past N3, expires the cache.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(deadline, seq, armed)) = self.retx.front() {
+            if deadline > now {
+                break;
+            }
+            self.retx.pop_front();
+            let Some(o) = self.outstanding.get_mut(&seq) else { continue };
+            if o.retransmissions != armed {
+                continue;
+            }
+            if o.retransmissions < self.cfg.n3 {
+                o.retransmissions += 1;
+                self.stats.retransmissions += 1;
+                self.transmits.push_back((o.peer, o.bytes.clone()));
+                self.retx.push_back((now + self.cfg.t3, seq, o.retransmissions));
+            } else if let Some(o) = self.outstanding.remove(&seq) {
+                self.stats.timeouts += 1;
+                self.timeouts.push_back((seq, o.token));
+            }
+        }
+        while let Some(&(expires, peer, seq)) = self.expiry.front() {
+            if expires > now {
+                break;
+            }
+            self.expiry.pop_front();
+            if self.answered.get(&(peer, seq)).is_some_and(|c| c.expires == expires) {
+                self.answered.remove(&(peer, seq));
+            }
+        }
+    }
+
+    /// When [`Self::handle_timeout`] should next be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let a = self.retx.front().map(|e| e.0);
+        let b = self.expiry.front().map(|e| e.0);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The next datagram to send.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<(P, Vec<u8>)> {
+        self.transmits.pop_front()
+    }
+
+    /// The next request that failed after N3 retransmissions: (seq, token).
+    #[must_use]
+    pub fn poll_timed_out(&mut self) -> Option<(u32, T)> {
+        self.timeouts.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> TransactionConfig {
+        TransactionConfig { t3: Duration::from_secs(3), n3: 3 }
+    }
+
+    fn drain<P: Copy + Eq + Hash, T>(t: &mut Transactions<P, T>) -> Vec<(P, Vec<u8>)> {
+        std::iter::from_fn(|| t.poll_transmit()).collect()
+    }
+
+    #[test]
+    fn request_is_retransmitted_n3_times_then_times_out() {
+        let t0 = Instant::now();
+        let mut t = Transactions::<u8, &str>::new(cfg());
+        let seq = t.next_seq();
+        t.send_request(t0, 1, seq, vec![9], "csr");
+        assert_eq!(drain(&mut t), vec![(1, vec![9])]);
+        for i in 1..=3 {
+            let now = t.poll_timeout().unwrap();
+            assert_eq!(now, t0 + Duration::from_secs(3 * i));
+            t.handle_timeout(now);
+            assert_eq!(drain(&mut t), vec![(1, vec![9])], "retransmission {i}");
+            assert!(t.poll_timed_out().is_none());
+        }
+        let now = t.poll_timeout().unwrap();
+        t.handle_timeout(now);
+        assert!(drain(&mut t).is_empty());
+        assert_eq!(t.poll_timed_out(), Some((seq, "csr")));
+        assert_eq!(t.stats.retransmissions, 3);
+        assert_eq!(t.outstanding(), 0);
+        // A late answer matches nothing.
+        assert_eq!(t.on_response(1, seq), None);
+    }
+
+    #[test]
+    fn response_stops_retransmission() {
+        let t0 = Instant::now();
+        let mut t = Transactions::<u8, u32>::new(cfg());
+        let seq = t.next_seq();
+        t.send_request(t0, 1, seq, vec![1], 77);
+        let _ = drain(&mut t);
+        assert_eq!(t.on_response(2, seq), None, "wrong peer");
+        assert_eq!(t.on_response(1, seq), Some(77));
+        t.handle_timeout(t0 + Duration::from_secs(30));
+        assert!(drain(&mut t).is_empty());
+        assert!(t.poll_timed_out().is_none());
+    }
+
+    #[test]
+    fn duplicate_request_gets_cached_answer_until_expiry() {
+        let t0 = Instant::now();
+        let mut t = Transactions::<u8, ()>::new(cfg());
+        assert_eq!(t.on_request(t0, 5, 100), Incoming::New);
+        assert_eq!(t.on_request(t0, 5, 100), Incoming::InProgress);
+        t.answer(t0, 5, 100, vec![42]);
+        assert_eq!(drain(&mut t), vec![(5, vec![42])]);
+        let later = t0 + Duration::from_secs(8);
+        t.handle_timeout(later);
+        assert_eq!(t.on_request(later, 5, 100), Incoming::Duplicate);
+        assert_eq!(drain(&mut t), vec![(5, vec![42])]);
+        // Another peer with the same sequence number is a new request.
+        assert_eq!(t.on_request(later, 6, 100), Incoming::New);
+        // After T3 x N3 the entry is gone.
+        let expired = t0 + Duration::from_secs(9);
+        t.handle_timeout(expired);
+        assert_eq!(t.on_request(expired, 5, 100), Incoming::New);
+        assert_eq!(t.stats.duplicates_answered, 1);
+    }
+
+    #[test]
+    fn sequence_numbers_wrap_at_24_bits_and_skip_outstanding() {
+        let mut t = Transactions::<u8, ()>::with_first_seq(cfg(), 0x00ff_fffe);
+        let t0 = Instant::now();
+        let a = t.next_seq();
+        t.send_request(t0, 1, a, vec![], ());
+        assert_eq!(t.next_seq(), 0x00ff_ffff);
+        assert_eq!(t.next_seq(), 0);
+        let mut u = Transactions::<u8, ()>::with_first_seq(cfg(), 5);
+        let s = u.next_seq();
+        u.send_request(t0, 1, s, vec![], ());
+        u.next_seq = 5;
+        assert_eq!(u.next_seq(), 6);
+    }
+}
