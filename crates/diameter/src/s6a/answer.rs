@@ -1,0 +1,240 @@
+//! S6a answers: ULA (TS 29.272 7.2.4), AIA (7.2.6), PUA (7.2.14).
+
+use super::*;
+use crate::avp::AvpRepr;
+use crate::base::{s6a_vendor_specific_application_id, LocalIdentity};
+use crate::dict::{avp, cmd, result, VENDOR_3GPP};
+use crate::message::{find, Message};
+use mobicore_common::s6a::*;
+use mobicore_common::{tbcd_decode, tbcd_encode, Ambr, Arp, PdnType};
+
+fn result_avp(err: Option<S6aError>) -> AvpRepr {
+    match err {
+        None => avp::RESULT_CODE.u32(result::DIAMETER_SUCCESS),
+        Some(e) if e.is_experimental() => avp::EXPERIMENTAL_RESULT
+            .grouped(&[avp::VENDOR_ID.u32(VENDOR_3GPP), avp::EXPERIMENTAL_RESULT_CODE.u32(e.code())]),
+        Some(e) => avp::RESULT_CODE.u32(e.code()),
+    }
+}
+
+fn clamp32(v: u64) -> u32 {
+    v.min(u64::from(u32::MAX)) as u32
+}
+
+fn ambr_avp(a: &Ambr) -> AvpRepr {
+    avp::AMBR.grouped(&[
+        avp::MAX_REQUESTED_BANDWIDTH_UL.u32(clamp32(a.uplink)),
+        avp::MAX_REQUESTED_BANDWIDTH_DL.u32(clamp32(a.downlink)),
+    ])
+}
+
+fn pdn_type_code(p: PdnType) -> u32 {
+    match p {
+        PdnType::Ipv4 => 0,
+        PdnType::Ipv6 => 1,
+        PdnType::Ipv4v6 => 2,
+    }
+}
+
+/// APN-Configuration (TS 29.272 7.3.35).
+fn apn_avp(a: &ApnConfiguration) -> AvpRepr {
+    // TS 29.212 5.3.46/47: 0 = ENABLED, 1 = DISABLED.
+    let arp = avp::ALLOCATION_RETENTION_PRIORITY.grouped(&[
+        avp::PRIORITY_LEVEL.u32(a.arp.priority_level.into()),
+        avp::PRE_EMPTION_CAPABILITY.u32(u32::from(!a.arp.pre_emption_capability)),
+        avp::PRE_EMPTION_VULNERABILITY.u32(u32::from(!a.arp.pre_emption_vulnerability)),
+    ]);
+    let qos = avp::EPS_SUBSCRIBED_QOS_PROFILE.grouped(&[avp::QOS_CLASS_IDENTIFIER.u32(a.qci.into()), arp]);
+    avp::APN_CONFIGURATION.grouped(&[
+        avp::CONTEXT_IDENTIFIER.u32(a.context_identifier),
+        avp::PDN_TYPE.u32(pdn_type_code(a.pdn_type)),
+        avp::SERVICE_SELECTION.utf8(&a.service_selection),
+        qos,
+        ambr_avp(&a.ambr),
+    ])
+}
+
+/// Subscription-Data (TS 29.272 7.3.2).
+fn subscription_data_avp(s: &SubscriptionData) -> AvpRepr {
+    let mut c = Vec::with_capacity(6);
+    if let Some(msisdn) = &s.msisdn {
+        // TS 29.329 6.3.2: E.164 number in TBCD.
+        c.push(avp::MSISDN.octets(&tbcd_encode(msisdn)));
+    }
+    c.push(avp::NETWORK_ACCESS_MODE.u32(NETWORK_ACCESS_MODE_ONLY_PACKET));
+    c.push(avp::SUBSCRIBER_STATUS.u32(SUBSCRIBER_STATUS_SERVICE_GRANTED));
+    c.push(ambr_avp(&s.ue_ambr));
+    let mut profile = vec![
+        avp::CONTEXT_IDENTIFIER.u32(s.default_context_identifier),
+        avp::ALL_APN_CONFIGURATIONS_INCLUDED_INDICATOR.u32(0),
+    ];
+    profile.extend(s.apns.iter().map(apn_avp));
+    c.push(avp::APN_CONFIGURATION_PROFILE.grouped(&profile));
+    avp::SUBSCRIPTION_DATA.grouped(&c)
+}
+
+/// Encodes the answer to `req` (whose header and Session-Id it takes).
+pub fn encode_answer(req: &Message, ans: &S6aAnswer, local: &LocalIdentity) -> Message {
+    let mut m = Message::new(req.header.answer());
+    m.avps.reserve(10);
+    if let Some(s) = req.find(avp::SESSION_ID) {
+        m.push(s.clone());
+    }
+    m.push(s6a_vendor_specific_application_id());
+    let err = match ans {
+        S6aAnswer::AuthenticationInformation(r) => r.as_ref().err().copied(),
+        S6aAnswer::UpdateLocation(r) => r.as_ref().err().copied(),
+        S6aAnswer::PurgeUe(r) => r.as_ref().err().copied(),
+    };
+    m.push(result_avp(err));
+    m.push(avp::AUTH_SESSION_STATE.u32(NO_STATE_MAINTAINED));
+    m.push(avp::ORIGIN_HOST.utf8(&local.origin_host));
+    m.push(avp::ORIGIN_REALM.utf8(&local.origin_realm));
+    match ans {
+        S6aAnswer::AuthenticationInformation(Ok(vectors)) => {
+            let v: Vec<AvpRepr> = vectors
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    avp::E_UTRAN_VECTOR.grouped(&[
+                        avp::ITEM_NUMBER.u32(i as u32 + 1),
+                        avp::RAND.octets(&v.rand),
+                        avp::XRES.octets(&v.xres),
+                        avp::AUTN.octets(&v.autn),
+                        avp::KASME.octets(&v.kasme),
+                    ])
+                })
+                .collect();
+            m.push(avp::AUTHENTICATION_INFO.grouped(&v));
+        }
+        S6aAnswer::UpdateLocation(Ok(sd)) => {
+            m.push(avp::ULA_FLAGS.u32(ULA_FLAG_SEPARATION_INDICATION));
+            m.push(subscription_data_avp(sd));
+        }
+        S6aAnswer::PurgeUe(Ok(())) => {
+            m.push(avp::PUA_FLAGS.u32(0));
+        }
+        _ => {}
+    }
+    m
+}
+
+/// Why an answer could not be mapped to a typed answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed S6a answer: {0}")]
+pub struct AnswerError(pub String);
+
+fn bad(what: &str) -> AnswerError {
+    AnswerError(what.to_string())
+}
+
+fn grouped(a: &AvpRepr) -> Result<Vec<AvpRepr>, AnswerError> {
+    a.grouped().map_err(|e| AnswerError(e.to_string()))
+}
+
+fn ambr_of(a: Option<&AvpRepr>) -> Result<Ambr, AnswerError> {
+    let Some(a) = a else { return Ok(Ambr::default()) };
+    let c = grouped(a)?;
+    let e = |_| bad("AMBR");
+    Ok(Ambr {
+        uplink: u32_of(&c, avp::MAX_REQUESTED_BANDWIDTH_UL).map_err(e)?.unwrap_or(0).into(),
+        downlink: u32_of(&c, avp::MAX_REQUESTED_BANDWIDTH_DL).map_err(e)?.unwrap_or(0).into(),
+    })
+}
+
+fn apn_of(a: &AvpRepr) -> Result<ApnConfiguration, AnswerError> {
+    let c = grouped(a)?;
+    let e = |_| bad("APN-Configuration");
+    let context_identifier = u32_of(&c, avp::CONTEXT_IDENTIFIER).map_err(e)?.ok_or_else(|| bad("Context-Identifier"))?;
+    let service_selection = find(&c, avp::SERVICE_SELECTION)
+        .and_then(|a| a.as_str().ok())
+        .ok_or_else(|| bad("Service-Selection"))?
+        .to_string();
+    let pdn_type = match u32_of(&c, avp::PDN_TYPE).map_err(e)? {
+        Some(1) => PdnType::Ipv6,
+        Some(2) | Some(3) => PdnType::Ipv4v6,
+        _ => PdnType::Ipv4,
+    };
+    let qos = grouped(find(&c, avp::EPS_SUBSCRIBED_QOS_PROFILE).ok_or_else(|| bad("EPS-Subscribed-QoS-Profile"))?)?;
+    let qci = u32_of(&qos, avp::QOS_CLASS_IDENTIFIER).map_err(e)?.ok_or_else(|| bad("QCI"))?;
+    let mut arp = Arp::default();
+    if let Some(a) = find(&qos, avp::ALLOCATION_RETENTION_PRIORITY) {
+        let g = grouped(a)?;
+        if let Some(p) = u32_of(&g, avp::PRIORITY_LEVEL).map_err(e)? {
+            arp.priority_level = p.min(15) as u8;
+        }
+        if let Some(p) = u32_of(&g, avp::PRE_EMPTION_CAPABILITY).map_err(e)? {
+            arp.pre_emption_capability = p == 0;
+        }
+        if let Some(p) = u32_of(&g, avp::PRE_EMPTION_VULNERABILITY).map_err(e)? {
+            arp.pre_emption_vulnerability = p == 0;
+        }
+    }
+    Ok(ApnConfiguration {
+        context_identifier,
+        service_selection,
+        pdn_type,
+        qci: qci.min(255) as u8,
+        arp,
+        ambr: ambr_of(find(&c, avp::AMBR))?,
+    })
+}
+
+fn subscription_data_of(a: &AvpRepr) -> Result<SubscriptionData, AnswerError> {
+    let c = grouped(a)?;
+    let msisdn = find(&c, avp::MSISDN).map(|a| tbcd_decode(&a.data).ok_or_else(|| bad("MSISDN"))).transpose()?;
+    let ue_ambr = ambr_of(find(&c, avp::AMBR))?;
+    let (mut default_context_identifier, mut apns) = (0, Vec::new());
+    if let Some(p) = find(&c, avp::APN_CONFIGURATION_PROFILE) {
+        let p = grouped(p)?;
+        default_context_identifier =
+            u32_of(&p, avp::CONTEXT_IDENTIFIER).map_err(|_| bad("Context-Identifier"))?.unwrap_or(0);
+        for a in p.iter().filter(|a| avp::APN_CONFIGURATION.matches(a)) {
+            apns.push(apn_of(a)?);
+        }
+    }
+    Ok(SubscriptionData { msisdn, ue_ambr, default_context_identifier, apns })
+}
+
+fn vector_of(a: &AvpRepr) -> Result<EutranVector, AnswerError> {
+    let c = grouped(a)?;
+    let get = |d| find(&c, d).ok_or_else(|| bad("E-UTRAN-Vector"));
+    let e = |_| bad("E-UTRAN-Vector");
+    Ok(EutranVector {
+        rand: fixed(get(avp::RAND)?).map_err(e)?,
+        xres: get(avp::XRES)?.data.clone(),
+        autn: fixed(get(avp::AUTN)?).map_err(e)?,
+        kasme: fixed(get(avp::KASME)?).map_err(e)?,
+    })
+}
+
+/// Decodes an answer to a typed answer. A failure Result-Code or
+/// Experimental-Result becomes the `Err` of the typed answer; a message that
+/// says success but lacks its content is an [`AnswerError`].
+pub fn decode_answer(m: &Message) -> Result<S6aAnswer, AnswerError> {
+    let code = m.result_code().ok_or_else(|| bad("no Result-Code or Experimental-Result"))?;
+    let err = (code != result::DIAMETER_SUCCESS).then(|| S6aError::from_code(code));
+    match m.header.command_code {
+        cmd::AUTHENTICATION_INFORMATION => Ok(S6aAnswer::AuthenticationInformation(match err {
+            Some(e) => Err(e),
+            None => {
+                let info = m.find(avp::AUTHENTICATION_INFO).ok_or_else(|| bad("no Authentication-Info"))?;
+                let c = grouped(info)?;
+                let v = c.iter().filter(|a| avp::E_UTRAN_VECTOR.matches(a)).map(vector_of);
+                Ok(v.collect::<Result<Vec<_>, _>>()?)
+            }
+        })),
+        cmd::UPDATE_LOCATION => Ok(S6aAnswer::UpdateLocation(match err {
+            Some(e) => Err(e),
+            None => {
+                let sd = m.find(avp::SUBSCRIPTION_DATA).ok_or_else(|| bad("no Subscription-Data"))?;
+                Ok(subscription_data_of(sd)?)
+            }
+        })),
+        cmd::PURGE_UE => Ok(S6aAnswer::PurgeUe(match err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        })),
+        c => Err(AnswerError(format!("unexpected command {c}"))),
+    }
+}
