@@ -1,1 +1,18 @@
-//! mobicore-ran: see ARCHITECTURE.md.
+//! mobicore-ran: emulated eNBs and UEs that run real S1AP and NAS with real
+//! security against an MME, and the workload driver that measures them.
+//!
+//! # Layout
+//! - [`config`]: [`RanConfig`], [`SubscriberPlan`], [`imsi_for`], [`usim_for`].
+//! - [`usim`]: the USIM (Milenage, SQN array of TS 33.102 Annex C).
+//! - [`ue`]: the UE's EMM/ESM state machine, one module per procedure.
+//! - [`enb`]: the eNB's S1AP state machine (S1 Setup, UE-associated
+//!   signalling), owning its UEs.
+//! - [`report`]: latencies, percentiles and failure counters.
+//! - [`shell`]: the tokio driver [`run`] over an SCTP endpoint.
+
+pub mod config;
+pub mod ue;
+pub mod usim;
+
+pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};
+pub use usim::Usim;
