@@ -1,1 +1,43 @@
-//! mobicore-mme: see ARCHITECTURE.md.
+//! mobicore-mme: the MME of the EPC (see ARCHITECTURE.md), as a sans-I/O
+//! core ([`Mme`]: events in, actions out, time passed in) and a thin tokio
+//! shell ([`run`]).
+//!
+//! # Layout
+//! - [`config`]: [`MmeConfig`], typed, with defaults.
+//! - [`context`]: eNB and UE contexts, [`UeRef`], [`MmeStats`].
+//! - [`mme`]: the core: [`MmeEvent`], [`MmeAction`], dispatch, NAS timers and
+//!   the helpers every procedure uses (send NAS, release a UE).
+//! - procedures, each an `impl Mme` block: [`s1_setup`], [`attach`],
+//!   [`identity`], [`authentication`], [`security_mode`], [`esm`] (default
+//!   bearer), [`detach`], [`ue_context_release`].
+//! - S1AP: [`s1ap_handler`] (decode and dispatch), [`s1ap_build`].
+//! - NAS: [`nas_handler`] (security, replay protection, dispatch),
+//!   [`nas_build`].
+//! - [`shell`]: [`run`], the tokio task driving the core.
+
+pub mod attach;
+pub mod authentication;
+pub mod config;
+pub mod context;
+pub mod detach;
+pub mod esm;
+pub mod identity;
+pub mod mme;
+pub mod nas_build;
+pub mod nas_handler;
+pub mod s1_setup;
+pub mod s1ap_build;
+pub mod s1ap_handler;
+pub mod security_mode;
+pub mod shell;
+pub mod ue_context_release;
+
+#[cfg(test)]
+mod test_ue;
+#[cfg(test)]
+mod tests;
+
+pub use config::{Eea, Eia, MmeConfig, NasTimerConfig};
+pub use context::{MmeStats, UeRef};
+pub use mme::{Mme, MmeAction, MmeEvent};
+pub use shell::{run, MmeError};

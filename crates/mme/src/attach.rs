@@ -1,0 +1,187 @@
+//! Attach (TS 24.301 5.5.1.2, TS 23.401 5.3.2.1): identification, EPS-AKA,
+//! NAS security, Update Location, Create Session, Initial Context Setup with
+//! Attach Accept, Modify Bearer, Attach Complete. This file has the start,
+//! the subscription step, the end and the rejections; the common procedures
+//! are in their own modules.
+
+use crate::context::{AttachData, EmmState, Step};
+use crate::mme::Mme;
+use crate::nas_build;
+use crate::s1ap_handler::S1Result;
+use mobicore_common::s6a::{S6aError, S6aRequest, SubscriptionData, UpdateLocationRequest};
+use mobicore_common::sctp_api::AssocId;
+use mobicore_common::Imsi;
+use oxirush_nas::nas_eps::*;
+use oxirush_s1ap::extract_s1ap_ies;
+use oxirush_s1ap::s1ap::{Cause, CauseNas, S1APPDU};
+
+/// ULR-Flags (TS 29.272 7.3.7): S6a/S6d-Indicator and Initial-Attach-Indicator.
+const ULR_FLAGS: u32 = (1 << 1) | (1 << 5);
+
+/// The EMM cause for an S6a error (TS 29.272 Annex A, Table A.1).
+pub fn emm_cause_for(e: S6aError) -> EmmCause {
+    match e {
+        S6aError::UserUnknown => EmmCause::EpsServicesAndNonEpsServicesNotAllowed,
+        S6aError::UnknownEpsSubscription => EmmCause::EpsServicesNotAllowed,
+        S6aError::RoamingNotAllowed => EmmCause::PlmnNotAllowed,
+        S6aError::RatNotAllowed => EmmCause::NoSuitableCellsInTrackingArea,
+        S6aError::AuthenticationDataUnavailable | S6aError::UnableToComply | S6aError::Other(_) => {
+            EmmCause::NetworkFailure
+        }
+    }
+}
+
+impl Mme {
+    /// ATTACH REQUEST (TS 24.301 5.5.1.2.3).
+    pub(crate) fn on_attach_request(&mut self, id: u32, req: NasAttachRequest) {
+        // A second ATTACH REQUEST restarts the procedure (5.5.1.2.7 d, e).
+        self.stop_timer(id);
+        self.delete_session_detached(id);
+        let cap = req.ue_network_capability.clone();
+        let esm = match req.esm_message_container.decode_as_esm_message() {
+            Ok(NasEpsMessage::Esm(h, NasEsmMessage::PdnConnectivityRequest(p))) => Some((h, p)),
+            _ => None,
+        };
+        let Some((esm_header, pdn)) = esm else {
+            // 5.5.1.2.3: the container must hold a PDN CONNECTIVITY REQUEST.
+            self.counters.incr("attach_bad_esm_container");
+            self.reject_attach(id, EmmCause::InvalidMandatoryInformation, None);
+            return;
+        };
+        let data = AttachData {
+            eea: cap.eea_byte(),
+            eia: cap.eia_byte(),
+            ue_network_capability: cap,
+            pti: esm_header.procedure_transaction_identity,
+            requested_apn: pdn.access_point_name.as_ref().and_then(|a| a.as_string()),
+            pdn_type: pdn.pdn_type.pdn_type_raw(),
+            by_guti: false,
+            imsi_requested: false,
+        };
+        let identity = &req.eps_mobile_identity;
+        let imsi = identity.as_imsi().and_then(|i| i.to_string().parse::<Imsi>().ok());
+        let known = identity.as_guti().and_then(|g| self.known_guti(&g));
+        let Some(ue) = self.ues.get_mut(&id) else { return };
+        ue.emm = EmmState::CommonProcedureInitiated;
+        ue.attach = Some(data);
+        ue.auth = None;
+        ue.security = None;
+        ue.ics_done = false;
+        ue.attach_complete = false;
+        match (imsi, known) {
+            (Some(imsi), _) => {
+                self.bind_imsi(id, imsi);
+                self.start_authentication(id, None);
+            }
+            (None, Some((old, imsi))) => {
+                // A GUTI of ours that we know: reuse the identity, run AKA again.
+                self.abort_ue(old, CauseNas::normal_release);
+                if let Some(a) = self.ues.get_mut(&id).and_then(|u| u.attach.as_mut()) {
+                    a.by_guti = true;
+                }
+                self.bind_imsi(id, imsi);
+                self.start_authentication(id, None);
+            }
+            // TS 24.301 5.5.1.2.3: unknown GUTI -> identification (5.4.4).
+            (None, None) => self.start_identification(id),
+        }
+    }
+
+    /// The UE context and IMSI of a GUTI that this MME allocated.
+    fn known_guti(&self, g: &oxirush_nas::nas_eps::Guti) -> Option<(u32, Imsi)> {
+        let ours = nas_build::nas_plmn(&self.cfg.plmn)?;
+        if g.plmn() != ours || g.mme_group_id() != self.cfg.mme_group_id || g.mme_code() != self.cfg.mme_code {
+            return None;
+        }
+        let old = *self.by_mtmsi.get(&g.m_tmsi())?;
+        let imsi = self.ues.get(&old)?.imsi.clone()?;
+        Some((old, imsi))
+    }
+
+    /// Bind an IMSI to a UE; another context of the same IMSI is aborted.
+    pub(crate) fn bind_imsi(&mut self, id: u32, imsi: Imsi) {
+        if let Some(&other) = self.by_imsi.get(&imsi) {
+            if other != id {
+                self.abort_ue(other, CauseNas::normal_release);
+            }
+        }
+        self.by_imsi.insert(imsi.clone(), id);
+        if let Some(ue) = self.ues.get_mut(&id) {
+            ue.imsi = Some(imsi);
+        }
+    }
+
+    /// After NAS security: Update Location (TS 23.401 5.3.2.1 step 8).
+    pub(crate) fn start_update_location(&mut self, id: u32) {
+        let Some(ue) = self.ues.get_mut(&id) else { return };
+        let Some(imsi) = ue.imsi.clone() else { return };
+        ue.step = Step::UpdateLocation;
+        let req = UpdateLocationRequest { imsi, visited_plmn: self.cfg.plmn, flags: ULR_FLAGS };
+        self.request_s6a(id, S6aRequest::UpdateLocation(req));
+    }
+
+    pub(crate) fn on_update_location(&mut self, id: u32, r: Result<SubscriptionData, S6aError>) {
+        match r {
+            Ok(sub) => {
+                if let Some(ue) = self.ues.get_mut(&id) {
+                    ue.subscription = Some(sub);
+                }
+                self.start_create_session(id);
+            }
+            Err(e) => {
+                self.counters.incr("s6a_update_location_rejected");
+                self.reject_attach(id, emm_cause_for(e), None);
+            }
+        }
+    }
+
+    /// ATTACH COMPLETE (TS 24.301 5.5.1.2.4): the UE is EMM-REGISTERED.
+    pub(crate) fn on_attach_complete(&mut self, id: u32, msg: NasAttachComplete) {
+        let accepted = matches!(
+            msg.esm_message_container.decode_as_esm_message(),
+            Ok(NasEpsMessage::Esm(_, NasEsmMessage::ActivateDefaultEpsBearerContextAccept(_)))
+        );
+        if !accepted {
+            // 6.4.1.5: the default bearer was refused; the attach fails.
+            self.counters.incr("attach_default_bearer_rejected");
+            self.abort_ue(id, CauseNas::unspecified);
+            return;
+        }
+        self.stop_timer(id);
+        let Some(ue) = self.ues.get_mut(&id) else { return };
+        ue.attach_complete = true;
+        ue.emm = EmmState::Registered;
+        ue.step = Step::Idle;
+        ue.attach = None;
+        ue.auth = None;
+        self.counters.incr("attach_complete");
+    }
+
+    /// ATTACH REJECT (5.5.1.2.5), then release of the UE.
+    pub(crate) fn reject_attach(&mut self, id: u32, cause: EmmCause, esm: Option<Vec<u8>>) {
+        self.counters.incr("attach_reject");
+        self.stop_timer(id);
+        if let Some(plain) = nas_build::attach_reject(cause, esm) {
+            let header = self.dl_header(id);
+            self.send_dl_nas(id, &plain, header);
+        }
+        self.abort_ue(id, CauseNas::unspecified);
+    }
+
+    /// INITIAL CONTEXT SETUP FAILURE (TS 36.413 8.3.1.3): the attach fails.
+    pub(crate) fn on_ics_failure(&mut self, assoc: AssocId, pdu: &S1APPDU<'_>) -> S1Result {
+        extract_s1ap_ies!(pdu, InitialContextSetupFailure,
+            req mme_id: u32 = MME_UE_S1AP_ID(id),
+            req enb_id: u32 = eNB_UE_S1AP_ID(id),
+        );
+        match self.ue_for(assoc, mme_id, enb_id) {
+            Ok(id) => {
+                self.counters.incr("initial_context_setup_failure");
+                self.stop_timer(id);
+                self.abort_ue(id, CauseNas::unspecified);
+            }
+            Err(e) => self.unknown_ue(assoc, mme_id, enb_id, e),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,257 @@
+//! The MME's state: eNB contexts (one per S1 association) and UE contexts
+//! (EMM, NAS security, subscription, session), keyed by MME-UE-S1AP-ID.
+
+use bytes::Bytes;
+use mobicore_common::s6a::{EutranVector, SubscriptionData};
+use mobicore_common::sctp_api::AssocId;
+use mobicore_common::{Ambr, Arp, Ecgi, Fteid, Guti, Imsi, Tai};
+use oxirush_nas::nas_eps::{NasEpsSecurityHeaderType, NasSecurityContext, NasUeNetworkCapability};
+use oxirush_security::nas_eps::KAsme;
+use std::net::Ipv4Addr;
+use std::time::Instant;
+
+/// The MME's opaque key of a UE in S6a/S11 exchanges: the MME-UE-S1AP-ID
+/// and the generation of the context, so that a late answer for a released
+/// (or restarted) UE is recognised and ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UeRef {
+    pub mme_ue_s1ap_id: u32,
+    pub generation: u64,
+}
+
+/// An eNB as the S1 Setup made it known (TS 36.413 8.7.3).
+#[derive(Debug, Clone)]
+pub struct EnbContext {
+    pub assoc: AssocId,
+    pub outbound_streams: u16,
+    /// S1 Setup succeeded.
+    pub setup: bool,
+    pub name: Option<String>,
+    /// 20 or 28-bit eNB ID with its PLMN, as received.
+    pub global_enb_id: Option<(String, u32)>,
+    pub tacs: Vec<u16>,
+    /// Round-robin cursor over UE-associated streams.
+    pub next_stream: u16,
+}
+
+impl EnbContext {
+    pub fn new(assoc: AssocId, outbound_streams: u16) -> Self {
+        EnbContext {
+            assoc,
+            outbound_streams,
+            setup: false,
+            name: None,
+            global_enb_id: None,
+            tacs: Vec::new(),
+            next_stream: 0,
+        }
+    }
+
+    /// Stream for a new UE: non-UE signalling keeps stream 0, UE-associated
+    /// signalling uses 1..outbound_streams-1 (TS 36.412 7).
+    pub fn pick_stream(&mut self) -> u16 {
+        if self.outbound_streams <= 1 {
+            return 0;
+        }
+        let n = self.outbound_streams - 1;
+        self.next_stream = (self.next_stream % n) + 1;
+        self.next_stream
+    }
+}
+
+/// The UE's S1 connection (ECM-CONNECTED): the association and the eNB's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct S1Conn {
+    pub assoc: AssocId,
+    pub enb_ue_s1ap_id: u32,
+    pub stream: u16,
+}
+
+/// EMM main state (TS 24.301 5.1.3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmmState {
+    Deregistered,
+    CommonProcedureInitiated,
+    Registered,
+}
+
+/// What the UE context waits for: the step of the running procedure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Idle,
+    /// Identity Request sent (T3470).
+    Identity,
+    /// S6a Authentication-Information-Request in flight.
+    AuthInfo,
+    /// Authentication Request sent (T3460).
+    Authentication,
+    /// Security Mode Command sent (T3460).
+    SecurityMode,
+    /// S6a Update-Location-Request in flight.
+    UpdateLocation,
+    /// S11 Create Session Request in flight.
+    CreateSession,
+    /// Initial Context Setup with Attach Accept sent (T3450); waiting for the
+    /// ICS Response and the Attach Complete, in either order.
+    AttachAccept,
+    /// S11 Delete Session in flight for a UE-initiated detach.
+    DetachDeleteSession { switch_off: bool },
+    /// S11 Release Access Bearers in flight for an S1 release.
+    ReleaseAccessBearers,
+}
+
+/// Which NAS timer runs (TS 24.301 10.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NasTimerKind {
+    T3450,
+    T3460,
+    T3470,
+}
+
+/// A running NAS timer and the downlink message it retransmits.
+#[derive(Debug, Clone)]
+pub struct NasTimer {
+    pub kind: NasTimerKind,
+    pub seq: u64,
+    pub deadline: Instant,
+    pub expiries: u8,
+    pub message: Bytes,
+    pub header: NasEpsSecurityHeaderType,
+}
+
+/// What the Attach Request asked for (TS 24.301 8.2.4).
+#[derive(Debug, Clone)]
+pub struct AttachData {
+    /// EEA and EIA octets of the UE network capability (TS 24.301 9.9.3.34),
+    /// EEA0/EIA0 in the most significant bit.
+    pub eea: u8,
+    pub eia: u8,
+    /// The UE network capability IE, replayed in the SMC.
+    pub ue_network_capability: NasUeNetworkCapability,
+    /// PDN CONNECTIVITY REQUEST in the ESM container.
+    pub pti: u8,
+    pub requested_apn: Option<String>,
+    /// PDN type code of TS 24.301 9.9.4.10 (1 IPv4, 2 IPv6, 3 IPv4v6).
+    pub pdn_type: u8,
+    /// The UE gave an old GUTI of ours that we knew.
+    pub by_guti: bool,
+    /// The UE was already asked for its IMSI in this attach.
+    pub imsi_requested: bool,
+}
+
+/// A running EPS-AKA (TS 33.401 6.1).
+#[derive(Debug, Clone)]
+pub struct AuthState {
+    pub vector: EutranVector,
+    pub ksi: u8,
+    pub sync_failures: u8,
+}
+
+/// The UE's NAS security context and its eKSI (TS 33.401 7.2.5).
+pub struct NasSecurity {
+    pub ctx: NasSecurityContext,
+    pub kasme: KAsme,
+    pub ksi: u8,
+    /// Taken into use by a Security Mode Complete.
+    pub active: bool,
+    /// The uplink NAS COUNT of the latest verified uplink message.
+    pub last_ul_count: u32,
+    /// S1AP UE security capabilities octets (EEA1.., EIA1.. first).
+    pub ue_eea: u8,
+    pub ue_eia: u8,
+}
+
+/// The PDN connection of the default bearer (TS 23.401 5.3.2.1).
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub apn: String,
+    pub ebi: u8,
+    pub qci: u8,
+    pub arp: Arp,
+    pub apn_ambr: Ambr,
+    pub sgw_s11: Fteid,
+    pub sgw_s1u: Fteid,
+    pub paa: Ipv4Addr,
+    pub enb_s1u: Option<Fteid>,
+}
+
+/// One UE.
+pub struct UeContext {
+    pub id: u32,
+    pub generation: u64,
+    pub s1: Option<S1Conn>,
+    pub imsi: Option<Imsi>,
+    pub guti: Option<Guti>,
+    pub emm: EmmState,
+    pub step: Step,
+    pub attach: Option<AttachData>,
+    pub ics_done: bool,
+    pub attach_complete: bool,
+    pub auth: Option<AuthState>,
+    pub security: Option<NasSecurity>,
+    pub subscription: Option<SubscriptionData>,
+    pub session: Option<Session>,
+    pub timer: Option<NasTimer>,
+    pub tai: Option<Tai>,
+    pub ecgi: Option<Ecgi>,
+}
+
+impl UeContext {
+    pub fn new(id: u32, generation: u64, s1: S1Conn) -> Self {
+        UeContext {
+            id,
+            generation,
+            s1: Some(s1),
+            imsi: None,
+            guti: None,
+            emm: EmmState::Deregistered,
+            step: Step::Idle,
+            attach: None,
+            ics_done: false,
+            attach_complete: false,
+            auth: None,
+            security: None,
+            subscription: None,
+            session: None,
+            timer: None,
+            tai: None,
+            ecgi: None,
+        }
+    }
+
+    pub fn ue_ref(&self) -> UeRef {
+        UeRef { mme_ue_s1ap_id: self.id, generation: self.generation }
+    }
+
+    /// Whether downlink NAS goes integrity protected and ciphered.
+    pub fn security_active(&self) -> bool {
+        self.security.as_ref().is_some_and(|s| s.active)
+    }
+}
+
+/// What `stats()` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MmeStats {
+    /// UE contexts held (connected or idle).
+    pub ues: usize,
+    /// eNBs whose S1 Setup succeeded.
+    pub enbs: usize,
+    /// UEs in EMM-REGISTERED.
+    pub attached: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_skip_zero_and_wrap() {
+        let mut e = EnbContext::new(AssocId(1), 3);
+        let s: Vec<u16> = (0..5).map(|_| e.pick_stream()).collect();
+        assert_eq!(s, vec![1, 2, 1, 2, 1]);
+        let mut single = EnbContext::new(AssocId(2), 1);
+        assert_eq!(single.pick_stream(), 0);
+        let mut zero = EnbContext::new(AssocId(3), 0);
+        assert_eq!(zero.pick_stream(), 0);
+    }
+}

@@ -1,0 +1,420 @@
+//! The MME core: sans-I/O. Events go in through [`Mme::handle`] with the
+//! current time, actions come out of [`Mme::poll_action`], NAS timers are
+//! deadlines that [`Mme::poll_timeout`] reports and [`Mme::handle_timeout`]
+//! fires. Procedures live in their own modules as `impl Mme` blocks; this
+//! file has the dispatch and the helpers they share.
+
+use crate::config::{MmeConfig, NasTimerConfig};
+use crate::context::*;
+use crate::s1ap_build;
+use bytes::Bytes;
+use mobicore_common::counters::Counters;
+use mobicore_common::requester::TransportError;
+use mobicore_common::s11::{DeleteSessionRequest, S11Request, S11Response};
+use mobicore_common::s6a::{S6aAnswer, S6aRequest};
+use mobicore_common::sctp_api::AssocId;
+use mobicore_common::{Ebi, Gummei, Guti, Imsi, MTmsi};
+use oxirush_nas::nas_eps::{Direction, NasEpsSecurityHeaderType};
+use oxirush_s1ap::s1ap::{Cause, CauseNas};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::time::Instant;
+
+/// What the shell feeds the core.
+#[derive(Debug)]
+pub enum MmeEvent {
+    /// An S1 association is up (an eNB connected).
+    S1Up { assoc: AssocId, outbound_streams: u16 },
+    /// An S1AP PDU arrived.
+    S1Data { assoc: AssocId, stream: u16, data: Bytes },
+    /// The association is gone.
+    S1Down { assoc: AssocId },
+    /// The answer (or the transport failure) of an S6a request.
+    S6a { ue: UeRef, answer: Result<S6aAnswer, TransportError> },
+    /// The response (or the transport failure) of an S11 request.
+    S11 { ue: UeRef, response: Result<S11Response, TransportError> },
+}
+
+/// What the core asks the shell to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MmeAction {
+    /// Send an S1AP PDU (PPID 18) on a stream of an association.
+    S1Send { assoc: AssocId, stream: u16, data: Bytes },
+    /// Send an S6a request; its answer comes back as [`MmeEvent::S6a`].
+    S6a { ue: UeRef, request: S6aRequest },
+    /// Send an S11 request; its response comes back as [`MmeEvent::S11`].
+    S11 { ue: UeRef, request: S11Request },
+}
+
+/// The MME state machine.
+pub struct Mme {
+    pub(crate) cfg: MmeConfig,
+    pub(crate) enbs: HashMap<AssocId, EnbContext>,
+    pub(crate) ues: HashMap<u32, UeContext>,
+    pub(crate) by_enb_ue: HashMap<(AssocId, u32), u32>,
+    pub(crate) by_mtmsi: HashMap<u32, u32>,
+    pub(crate) by_imsi: HashMap<Imsi, u32>,
+    next_id: u32,
+    next_generation: u64,
+    next_mtmsi: u32,
+    next_timer_seq: u64,
+    timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
+    actions: VecDeque<MmeAction>,
+    pub(crate) counters: Counters,
+    pub(crate) now: Instant,
+}
+
+impl Mme {
+    pub fn new(cfg: MmeConfig) -> Self {
+        let next_mtmsi = cfg.mtmsi_seed.unwrap_or_else(rand::random);
+        Mme {
+            cfg,
+            enbs: HashMap::new(),
+            ues: HashMap::new(),
+            by_enb_ue: HashMap::new(),
+            by_mtmsi: HashMap::new(),
+            by_imsi: HashMap::new(),
+            next_id: 1,
+            next_generation: 1,
+            next_mtmsi,
+            next_timer_seq: 1,
+            timers: BinaryHeap::new(),
+            actions: VecDeque::new(),
+            counters: Counters::new(),
+            now: Instant::now(),
+        }
+    }
+
+    pub fn config(&self) -> &MmeConfig {
+        &self.cfg
+    }
+
+    pub fn handle(&mut self, now: Instant, ev: MmeEvent) {
+        self.now = now;
+        match ev {
+            MmeEvent::S1Up { assoc, outbound_streams } => self.on_s1_up(assoc, outbound_streams),
+            MmeEvent::S1Data { assoc, stream, data } => self.on_s1_data(assoc, stream, &data),
+            MmeEvent::S1Down { assoc } => self.on_s1_down(assoc),
+            MmeEvent::S6a { ue, answer } => self.on_s6a(ue, answer),
+            MmeEvent::S11 { ue, response } => self.on_s11(ue, response),
+        }
+        self.prune_timers();
+    }
+
+    #[must_use]
+    pub fn poll_action(&mut self) -> Option<MmeAction> {
+        self.actions.pop_front()
+    }
+
+    /// The earliest NAS timer deadline.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        while let Some(&Reverse((deadline, id, seq))) = self.timers.peek() {
+            if deadline > now {
+                break;
+            }
+            self.timers.pop();
+            if self.timer_is_live(id, seq) {
+                self.on_nas_timer_expiry(id);
+            }
+        }
+        self.prune_timers();
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn stats(&self) -> MmeStats {
+        MmeStats {
+            ues: self.ues.len(),
+            enbs: self.enbs.values().filter(|e| e.setup).count(),
+            attached: self.ues.values().filter(|u| u.emm == EmmState::Registered).count(),
+        }
+    }
+
+    /// The UE's context, if `ue` still names it.
+    pub(crate) fn live(&self, ue: UeRef) -> bool {
+        self.ues.get(&ue.mme_ue_s1ap_id).is_some_and(|u| u.generation == ue.generation)
+    }
+
+    fn on_s6a(&mut self, ue: UeRef, answer: Result<S6aAnswer, TransportError>) {
+        if !self.live(ue) {
+            self.counters.incr("s6a_stale_answer");
+            return;
+        }
+        let id = ue.mme_ue_s1ap_id;
+        let step = self.ues[&id].step;
+        match (step, answer) {
+            (Step::AuthInfo, Ok(S6aAnswer::AuthenticationInformation(r))) => self.on_auth_info(id, r),
+            (Step::UpdateLocation, Ok(S6aAnswer::UpdateLocation(r))) => self.on_update_location(id, r),
+            (Step::AuthInfo | Step::UpdateLocation, Err(_)) => {
+                // TS 24.301 5.5.1.2.5, TS 29.272 Annex A: no answer from the HSS.
+                self.counters.incr("s6a_transport_error");
+                self.reject_attach(id, oxirush_nas::nas_eps::EmmCause::NetworkFailure, None);
+            }
+            _ => self.counters.incr("s6a_unexpected_answer"),
+        }
+    }
+
+    fn on_s11(&mut self, ue: UeRef, response: Result<S11Response, TransportError>) {
+        if !self.live(ue) {
+            self.counters.incr("s11_stale_response");
+            return;
+        }
+        let id = ue.mme_ue_s1ap_id;
+        let step = self.ues[&id].step;
+        match (step, response) {
+            (Step::CreateSession, Ok(S11Response::CreateSession(r))) => self.on_create_session(id, r),
+            (Step::CreateSession, Err(_)) => {
+                self.counters.incr("s11_transport_error");
+                self.reject_attach(id, oxirush_nas::nas_eps::EmmCause::NetworkFailure, None);
+            }
+            (_, Ok(S11Response::ModifyBearer(r))) => self.on_modify_bearer(id, r),
+            (Step::DetachDeleteSession { switch_off }, r) => {
+                if !matches!(r, Ok(S11Response::DeleteSession(c)) if c.is_accepted()) {
+                    self.counters.incr("s11_delete_session_failed");
+                }
+                self.finish_detach(id, switch_off);
+            }
+            (Step::ReleaseAccessBearers, r) => {
+                if !matches!(r, Ok(S11Response::ReleaseAccessBearers(c)) if c.is_accepted()) {
+                    self.counters.incr("s11_release_access_bearers_failed");
+                }
+                self.finish_s1_release(id);
+            }
+            (_, Err(_)) => self.counters.incr("s11_transport_error"),
+            _ => self.counters.incr("s11_unexpected_response"),
+        }
+    }
+
+    // ---- helpers shared by the procedures ----
+
+    pub(crate) fn push(&mut self, action: MmeAction) {
+        self.actions.push_back(action);
+    }
+
+    pub(crate) fn push_s1(&mut self, assoc: AssocId, stream: u16, data: Option<Vec<u8>>) {
+        match data {
+            Some(d) => self.push(MmeAction::S1Send { assoc, stream, data: Bytes::from(d) }),
+            None => self.counters.incr("s1ap_encode_error"),
+        }
+    }
+
+    pub(crate) fn request_s6a(&mut self, id: u32, request: S6aRequest) {
+        if let Some(ue) = self.ues.get(&id) {
+            let ue = ue.ue_ref();
+            self.push(MmeAction::S6a { ue, request });
+        }
+    }
+
+    pub(crate) fn request_s11(&mut self, id: u32, request: S11Request) {
+        if let Some(ue) = self.ues.get(&id) {
+            let ue = ue.ue_ref();
+            self.push(MmeAction::S11 { ue, request });
+        }
+    }
+
+    /// A fresh UE context on an S1 connection; returns its MME-UE-S1AP-ID.
+    pub(crate) fn new_ue(&mut self, s1: S1Conn) -> u32 {
+        let mut id = self.next_id;
+        while self.ues.contains_key(&id) {
+            id = id.wrapping_add(1);
+        }
+        self.next_id = id.wrapping_add(1);
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        self.ues.insert(id, UeContext::new(id, generation, s1));
+        if let Some(old) = self.by_enb_ue.insert((s1.assoc, s1.enb_ue_s1ap_id), id) {
+            // The eNB reused its UE id: the old S1 connection is gone.
+            if let Some(u) = self.ues.get_mut(&old) {
+                u.s1 = None;
+            }
+        }
+        id
+    }
+
+    /// A GUTI with an M-TMSI unique in this MME (TS 23.003 2.8).
+    pub(crate) fn alloc_guti(&mut self, id: u32) -> Guti {
+        let mut m = self.next_mtmsi;
+        while m == u32::MAX || self.by_mtmsi.contains_key(&m) {
+            m = m.wrapping_add(1);
+        }
+        self.next_mtmsi = m.wrapping_add(1);
+        self.by_mtmsi.insert(m, id);
+        Guti { gummei: self.gummei(), m_tmsi: MTmsi(m) }
+    }
+
+    pub(crate) fn gummei(&self) -> Gummei {
+        Gummei { plmn: self.cfg.plmn, mme_group_id: self.cfg.mme_group_id, mme_code: self.cfg.mme_code }
+    }
+
+    /// The header a downlink message goes under in the UE's current state.
+    pub(crate) fn dl_header(&self, id: u32) -> NasEpsSecurityHeaderType {
+        match self.ues.get(&id).is_some_and(|u| u.security_active()) {
+            true => NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered,
+            false => NasEpsSecurityHeaderType::PlainNasMessageNotSecurityProtected,
+        }
+    }
+
+    /// Protect `plain` under `header` with the UE's NAS security context.
+    pub(crate) fn protect_dl(
+        &mut self,
+        id: u32,
+        plain: &[u8],
+        header: NasEpsSecurityHeaderType,
+    ) -> Option<Vec<u8>> {
+        if header == NasEpsSecurityHeaderType::PlainNasMessageNotSecurityProtected {
+            return Some(plain.to_vec());
+        }
+        let sec = self.ues.get_mut(&id)?.security.as_mut()?;
+        match sec.ctx.protect_bytes(plain.to_vec(), header, Direction::Downlink) {
+            Ok(p) => Some(p),
+            Err(_) => {
+                self.counters.incr("nas_protect_error");
+                None
+            }
+        }
+    }
+
+    /// Send a NAS message in a DOWNLINK NAS TRANSPORT (TS 36.413 8.6.2.1).
+    pub(crate) fn send_dl_nas(&mut self, id: u32, plain: &[u8], header: NasEpsSecurityHeaderType) {
+        let Some(s1) = self.ues.get(&id).and_then(|u| u.s1) else { return };
+        let Some(pdu) = self.protect_dl(id, plain, header) else { return };
+        let data = s1ap_build::downlink_nas_transport(id, s1.enb_ue_s1ap_id, pdu);
+        self.push_s1(s1.assoc, s1.stream, data);
+    }
+
+    /// Send a NAS message and start the timer that retransmits it.
+    pub(crate) fn send_dl_nas_timed(
+        &mut self,
+        id: u32,
+        kind: NasTimerKind,
+        plain: Vec<u8>,
+        header: NasEpsSecurityHeaderType,
+    ) {
+        self.send_dl_nas(id, &plain, header);
+        self.start_timer(id, kind, Bytes::from(plain), header);
+    }
+
+    fn timer_config(&self, kind: NasTimerKind) -> NasTimerConfig {
+        match kind {
+            NasTimerKind::T3450 => self.cfg.t3450,
+            NasTimerKind::T3460 => self.cfg.t3460,
+            NasTimerKind::T3470 => self.cfg.t3470,
+        }
+    }
+
+    pub(crate) fn start_timer(
+        &mut self,
+        id: u32,
+        kind: NasTimerKind,
+        message: Bytes,
+        header: NasEpsSecurityHeaderType,
+    ) {
+        self.arm_timer(id, NasTimer { kind, seq: 0, deadline: self.now, expiries: 0, message, header });
+    }
+
+    fn arm_timer(&mut self, id: u32, mut timer: NasTimer) {
+        let seq = self.next_timer_seq;
+        self.next_timer_seq += 1;
+        timer.seq = seq;
+        timer.deadline = self.now + self.timer_config(timer.kind).period();
+        let deadline = timer.deadline;
+        if let Some(ue) = self.ues.get_mut(&id) {
+            ue.timer = Some(timer);
+            self.timers.push(Reverse((deadline, id, seq)));
+        }
+    }
+
+    pub(crate) fn stop_timer(&mut self, id: u32) {
+        if let Some(ue) = self.ues.get_mut(&id) {
+            ue.timer = None;
+        }
+    }
+
+    fn timer_is_live(&self, id: u32, seq: u64) -> bool {
+        self.ues.get(&id).and_then(|u| u.timer.as_ref()).is_some_and(|t| t.seq == seq)
+    }
+
+    /// Drop stale heap heads so that `poll_timeout` is exact.
+    fn prune_timers(&mut self) {
+        while let Some(&Reverse((_, id, seq))) = self.timers.peek() {
+            if self.timer_is_live(id, seq) {
+                break;
+            }
+            self.timers.pop();
+        }
+    }
+
+    /// TS 24.301 5.4.2.7 (T3460), 5.4.3.7 (T3460), 5.4.4.6 (T3470),
+    /// 5.5.1.2.7 (T3450): retransmit; abort on the fifth expiry.
+    fn on_nas_timer_expiry(&mut self, id: u32) {
+        let Some(timer) = self.ues.get_mut(&id).and_then(|u| u.timer.take()) else { return };
+        if timer.expiries >= self.timer_config(timer.kind).max_retransmissions {
+            self.counters.incr(match timer.kind {
+                NasTimerKind::T3450 => "t3450_abort",
+                NasTimerKind::T3460 => "t3460_abort",
+                NasTimerKind::T3470 => "t3470_abort",
+            });
+            self.abort_ue(id, CauseNas::unspecified);
+            return;
+        }
+        self.counters.incr("nas_retransmission");
+        self.send_dl_nas(id, &timer.message.clone(), timer.header);
+        let next = NasTimer { expiries: timer.expiries + 1, ..timer };
+        self.arm_timer(id, next);
+    }
+
+    /// Send UE CONTEXT RELEASE COMMAND (TS 36.413 8.3.3) if the UE has an S1
+    /// connection, and forget the connection.
+    pub(crate) fn release_s1(&mut self, id: u32, cause: Cause) {
+        let Some(s1) = self.ues.get_mut(&id).and_then(|u| u.s1.take()) else { return };
+        if self.by_enb_ue.get(&(s1.assoc, s1.enb_ue_s1ap_id)) == Some(&id) {
+            self.by_enb_ue.remove(&(s1.assoc, s1.enb_ue_s1ap_id));
+        }
+        let data = s1ap_build::ue_context_release_command(id, s1.enb_ue_s1ap_id, cause);
+        self.push_s1(s1.assoc, s1.stream, data);
+    }
+
+    /// Forget a UE entirely: its S1 connection, its GUTI, its context.
+    pub(crate) fn remove_ue(&mut self, id: u32) {
+        let Some(ue) = self.ues.remove(&id) else { return };
+        if let Some(s1) = ue.s1 {
+            if self.by_enb_ue.get(&(s1.assoc, s1.enb_ue_s1ap_id)) == Some(&id) {
+                self.by_enb_ue.remove(&(s1.assoc, s1.enb_ue_s1ap_id));
+            }
+        }
+        if let Some(i) = ue.imsi.as_ref() {
+            if self.by_imsi.get(i) == Some(&id) {
+                self.by_imsi.remove(i);
+            }
+        }
+        if let Some(g) = ue.guti {
+            if self.by_mtmsi.get(&g.m_tmsi.0) == Some(&id) {
+                self.by_mtmsi.remove(&g.m_tmsi.0);
+            }
+        }
+    }
+
+    /// Delete the UE's PDN connection at the S-GW, if it has one, without
+    /// waiting for the answer.
+    pub(crate) fn delete_session_detached(&mut self, id: u32) {
+        let Some(s) = self.ues.get_mut(&id).and_then(|u| u.session.take()) else { return };
+        let req = DeleteSessionRequest { sgw_teid: s.sgw_s11.teid, linked_ebi: Ebi(s.ebi) };
+        self.request_s11(id, S11Request::DeleteSession(req));
+    }
+
+    /// Abort whatever the UE is doing: delete its session, release its S1
+    /// connection and forget it.
+    pub(crate) fn abort_ue(&mut self, id: u32, cause: CauseNas) {
+        self.delete_session_detached(id);
+        self.release_s1(id, Cause::nas(cause));
+        self.remove_ue(id);
+    }
+}

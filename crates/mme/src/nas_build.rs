@@ -1,0 +1,184 @@
+//! Building the plain EPS NAS messages the MME sends (TS 24.301 8.2, 8.3).
+//! Each returns the plain octets, which the caller protects per the UE's
+//! security state; `None` if a value could not be encoded.
+
+use mobicore_common::{Ambr, Guti, Plmn};
+use oxirush_nas::nas_eps::*;
+
+/// The NAS PLMN of ours (TS 24.008 10.5.1.13 order).
+pub fn nas_plmn(p: &Plmn) -> Option<oxirush_nas::nas_eps::Plmn> {
+    oxirush_nas::nas_eps::Plmn::new(&p.mcc(), &p.mnc()).ok()
+}
+
+fn emm(m: impl Into<NasEmmMessage>) -> Option<Vec<u8>> {
+    NasEpsMessage::new_emm(m).encode().ok()
+}
+
+fn ksi_ie(ksi: u8) -> Option<NasKeySetIdentifier> {
+    NasKeySetIdentifier::from_key_set_identifier(KeySetIdentifier::Native(ksi & 7)).ok()
+}
+
+/// IDENTITY REQUEST for the IMSI (8.2.18).
+pub fn identity_request_imsi() -> Option<Vec<u8>> {
+    emm(NasIdentityRequest::new(NasIdentityType2::from_identity_type(IdentityType::Imsi).ok()?))
+}
+
+/// AUTHENTICATION REQUEST (8.2.7).
+pub fn authentication_request(ksi: u8, rand: [u8; 16], autn: [u8; 16]) -> Option<Vec<u8>> {
+    emm(NasAuthenticationRequest::new(
+        ksi_ie(ksi)?,
+        NasAuthenticationParameterRand::from_rand(rand),
+        NasAuthenticationParameterAutn::from_autn(autn),
+    ))
+}
+
+/// AUTHENTICATION REJECT (8.2.6).
+pub fn authentication_reject() -> Option<Vec<u8>> {
+    emm(NasAuthenticationReject::new())
+}
+
+/// SECURITY MODE COMMAND (8.2.20) with the replayed UE security capability.
+pub fn security_mode_command(
+    eea: CipheringAlgorithm,
+    eia: IntegrityAlgorithm,
+    ksi: u8,
+    capability: &NasUeNetworkCapability,
+) -> Option<Vec<u8>> {
+    emm(NasSecurityModeCommand::new(
+        NasSecurityAlgorithms::from_algorithms(eea, eia),
+        ksi_ie(ksi)?,
+        NasUeSecurityCapability::from_ue_network_capability(capability),
+    ))
+}
+
+/// What the default bearer of the attach carries (TS 24.301 8.3.6).
+pub struct DefaultBearer<'a> {
+    pub ebi: u8,
+    pub pti: u8,
+    pub qci: u8,
+    pub apn: &'a str,
+    pub ipv4: [u8; 4],
+    pub apn_ambr: Ambr,
+    pub esm_cause: Option<EsmCause>,
+}
+
+/// ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST (8.3.6), as an ESM PDU.
+pub fn activate_default_bearer_request(b: &DefaultBearer<'_>) -> Option<NasEpsMessage> {
+    let qos = NasEpsQualityOfService::from_qos(EpsQos::new(b.qci, None, None, None)).ok()?;
+    // 9.9.4.2: APN-AMBR in kbit/s; at least 1 kbit/s where a rate is set.
+    let kbps = |bps: u64| if bps == 0 { 0 } else { (bps / 1000).max(1) };
+    let mut msg = NasActivateDefaultEpsBearerContextRequest::new(
+        qos,
+        NasAccessPointName::from_string(b.apn).ok()?,
+        NasPdnAddress::from_ipv4(b.ipv4),
+    );
+    if b.apn_ambr.downlink > 0 || b.apn_ambr.uplink > 0 {
+        let ambr =
+            NasApnAggregateMaximumBitRate::from_kbps(kbps(b.apn_ambr.downlink), kbps(b.apn_ambr.uplink)).ok()?;
+        msg = msg.with_apn_ambr(ambr);
+    }
+    if let Some(c) = b.esm_cause {
+        msg = msg.with_esm_cause(NasEsmCause::from_cause(c));
+    }
+    Some(NasEpsMessage::new_esm(msg, b.ebi, b.pti))
+}
+
+/// PDN CONNECTIVITY REJECT (8.3.19), as an ESM PDU.
+pub fn pdn_connectivity_reject(pti: u8, cause: EsmCause) -> Option<Vec<u8>> {
+    NasEpsMessage::new_esm(NasPdnConnectivityReject::new(NasEsmCause::from_cause(cause)), 0, pti)
+        .encode()
+        .ok()
+}
+
+/// The EPS mobile identity of a GUTI (9.9.3.12).
+pub fn guti_identity(g: &Guti) -> Option<NasEpsMobileIdentity> {
+    let plmn = nas_plmn(&g.gummei.plmn)?;
+    Some(NasEpsMobileIdentity::from_guti(oxirush_nas::nas_eps::Guti::new(
+        plmn,
+        g.gummei.mme_group_id,
+        g.gummei.mme_code,
+        g.m_tmsi.0,
+    )))
+}
+
+/// ATTACH ACCEPT (8.2.1) with the default bearer in its ESM container.
+pub fn attach_accept(
+    plmn: &Plmn,
+    tacs: &[u16],
+    t3412_seconds: u64,
+    guti: &Guti,
+    esm: &NasEpsMessage,
+) -> Option<Vec<u8>> {
+    let nas_plmn = nas_plmn(plmn)?;
+    let t3412 = NasT3412Value::from_seconds(t3412_seconds)
+        .or_else(|_| NasT3412Value::from_seconds(t3412_seconds / 360 * 360))
+        .ok()?;
+    let accept = NasAttachAccept::new(
+        NasEpsAttachResult::from_attach_result(AttachResult::EpsOnly),
+        t3412,
+        NasTrackingAreaIdentityList::from_plmn_tacs(&nas_plmn, tacs).ok()?,
+        NasEsmMessageContainer::from_esm_message(esm).ok()?,
+    )
+    .with_guti(guti_identity(guti)?);
+    emm(accept)
+}
+
+/// ATTACH REJECT (8.2.3), with an ESM container for cause #19.
+pub fn attach_reject(cause: EmmCause, esm: Option<Vec<u8>>) -> Option<Vec<u8>> {
+    let mut reject = NasAttachReject::new(NasEmmCause::from_cause(cause));
+    if let Some(e) = esm {
+        reject = reject.with_esm_message_container(NasEsmMessageContainer::new(e));
+    }
+    emm(reject)
+}
+
+/// DETACH ACCEPT (8.2.10.1), network to UE.
+pub fn detach_accept() -> Option<Vec<u8>> {
+    emm(NasDetachAccept::new())
+}
+
+/// EMM STATUS (8.2.14).
+pub fn emm_status(cause: EmmCause) -> Option<Vec<u8>> {
+    emm(NasEmmStatus::new(NasEmmCause::from_cause(cause)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_decode_back() {
+        let plmn: Plmn = "00101".parse().unwrap();
+        let b = DefaultBearer {
+            ebi: 5,
+            pti: 1,
+            qci: 9,
+            apn: "internet",
+            ipv4: [10, 45, 0, 2],
+            apn_ambr: Ambr { uplink: 50_000_000, downlink: 100_000_000 },
+            esm_cause: None,
+        };
+        let esm = activate_default_bearer_request(&b).unwrap();
+        let guti = Guti {
+            gummei: mobicore_common::Gummei { plmn, mme_group_id: 1, mme_code: 1 },
+            m_tmsi: mobicore_common::MTmsi(0x1234_5678),
+        };
+        let accept = attach_accept(&plmn, &[1, 2], 3240, &guti, &esm).unwrap();
+        let NasEpsMessage::Emm(_, NasEmmMessage::AttachAccept(a)) = NasEpsMessage::decode(&accept).unwrap()
+        else {
+            panic!("not an attach accept")
+        };
+        let g = a.guti.as_ref().unwrap().as_guti().unwrap();
+        assert_eq!(g.m_tmsi(), 0x1234_5678);
+        let NasEpsMessage::Esm(h, NasEsmMessage::ActivateDefaultEpsBearerContextRequest(r)) =
+            a.esm_message_container.decode_as_esm_message().unwrap()
+        else {
+            panic!("not a default bearer request")
+        };
+        assert_eq!((h.eps_bearer_identity, h.procedure_transaction_identity), (5, 1));
+        assert_eq!(r.pdn_address.ipv4(), Some([10, 45, 0, 2]));
+        assert_eq!(r.access_point_name.as_string().as_deref(), Some("internet"));
+        assert!(identity_request_imsi().is_some());
+        assert_eq!(attach_reject(EmmCause::IllegalUe, None).unwrap(), vec![0x07, 0x44, 0x03]);
+    }
+}

@@ -1,0 +1,70 @@
+//! S1 release (TS 23.401 5.3.5, TS 36.413 8.3.2/8.3.3): the eNB asks for a
+//! release, the MME releases the S1-U bearers at the S-GW (Release Access
+//! Bearers), then commands the release; the UE goes ECM-IDLE.
+
+use crate::context::{EmmState, Step};
+use crate::mme::Mme;
+use crate::s1ap_handler::S1Result;
+use mobicore_common::s11::{ReleaseAccessBearersRequest, S11Request};
+use mobicore_common::sctp_api::AssocId;
+use oxirush_s1ap::extract_s1ap_ies;
+use oxirush_s1ap::s1ap::*;
+
+impl Mme {
+    /// UE CONTEXT RELEASE REQUEST (TS 36.413 8.3.2).
+    pub(crate) fn on_release_request(&mut self, assoc: AssocId, pdu: &S1APPDU<'_>) -> S1Result {
+        extract_s1ap_ies!(pdu, UEContextReleaseRequest,
+            req mme_id: u32 = MME_UE_S1AP_ID(id),
+            req enb_id: u32 = eNB_UE_S1AP_ID(id),
+        );
+        let id = match self.ue_for(assoc, mme_id, enb_id) {
+            Ok(id) => id,
+            Err(e) => {
+                self.unknown_ue(assoc, mme_id, enb_id, e);
+                return Ok(());
+            }
+        };
+        let ue = &self.ues[&id];
+        let settled = ue.emm == EmmState::Registered && ue.step == Step::Idle;
+        match (&ue.session, settled) {
+            (Some(s), true) => {
+                let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
+                self.ues.get_mut(&id).map(|u| u.step = Step::ReleaseAccessBearers);
+                self.request_s11(id, S11Request::ReleaseAccessBearers(req));
+            }
+            (_, true) => self.finish_s1_release(id),
+            // A release in the middle of a procedure aborts it.
+            (_, false) => {
+                self.counters.incr("ue_aborted_release_request");
+                self.abort_ue(id, CauseNas::unspecified);
+            }
+        }
+        Ok(())
+    }
+
+    /// After Release Access Bearers: command the release, keep the UE idle.
+    pub(crate) fn finish_s1_release(&mut self, id: u32) {
+        let Some(ue) = self.ues.get_mut(&id) else { return };
+        ue.step = Step::Idle;
+        ue.timer = None;
+        if let Some(s) = ue.session.as_mut() {
+            s.enb_s1u = None;
+        }
+        let registered = ue.emm == EmmState::Registered;
+        self.release_s1(id, Cause::radioNetwork(CauseRadioNetwork::user_inactivity));
+        if !registered {
+            self.remove_ue(id);
+        }
+    }
+
+    /// UE CONTEXT RELEASE COMPLETE (TS 36.413 8.3.3.2). The S1 connection
+    /// was forgotten when the command was sent; nothing is left to do.
+    pub(crate) fn on_release_complete(&mut self, _assoc: AssocId, pdu: &S1APPDU<'_>) -> S1Result {
+        extract_s1ap_ies!(pdu, UEContextReleaseComplete,
+            req _mme_id: u32 = MME_UE_S1AP_ID(id),
+            req _enb_id: u32 = eNB_UE_S1AP_ID(id),
+        );
+        self.counters.incr("ue_context_release_complete");
+        Ok(())
+    }
+}
