@@ -1,0 +1,85 @@
+//! CSV import of subscribers.
+//!
+//! Format: a header line, then one line per subscriber and APN:
+//!
+//! ```text
+//! imsi,k,opc,amf,sqn,msisdn,apn,qci,arp,ambr_ul,ambr_dl
+//! 001010000000001,465b5ce8b199b49faa5f0a2ee238a6bc,cd63cb71954a9f4e48a5994e37a02baf,8000,0,46700000001,internet,9,9,100000000,100000000
+//! ```
+//!
+//! - `imsi`: 6 to 15 digits; `k`, `opc`: 32 hex digits; `amf`: 4 hex digits
+//!   (empty: 8000); `sqn`: decimal (empty: 0); `msisdn`: digits or empty.
+//! - `apn`, `qci` (empty: 9), `arp` (priority level 1..15, empty: 9;
+//!   pre-emption capability off, vulnerability on), `ambr_ul`, `ambr_dl`
+//!   in bit/s (empty: 100000000). The UE-AMBR is that of the first line.
+//! - Several lines with the same IMSI add APNs to that subscriber, in order
+//!   (the first APN is the default context). Blank lines and lines starting
+//!   with `#` are skipped.
+
+use crate::store::StoreError;
+use crate::subscriber::{parse_amf, parse_key, ApnProfile, Subscriber, DEFAULT_AMF};
+use mobicore_common::Ambr;
+
+const HEADER: [&str; 11] = ["imsi", "k", "opc", "amf", "sqn", "msisdn", "apn", "qci", "arp", "ambr_ul", "ambr_dl"];
+
+fn num<T: std::str::FromStr>(s: &str, default: T, what: &str, line: usize) -> Result<T, StoreError> {
+    if s.is_empty() {
+        return Ok(default);
+    }
+    s.parse().map_err(|_| StoreError::Csv { line, message: format!("bad {what} {s:?}") })
+}
+
+/// Parses the CSV text into subscribers (in file order).
+pub fn parse_csv(text: &str) -> Result<Vec<Subscriber>, StoreError> {
+    let mut out: Vec<Subscriber> = Vec::new();
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+    let Some((_, header)) = lines.next() else { return Ok(out) };
+    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    if cols != HEADER {
+        return Err(StoreError::Csv { line: 1, message: format!("header must be {}", HEADER.join(",")) });
+    }
+    for (i, l) in lines {
+        let line = i + 1;
+        let f: Vec<&str> = l.split(',').map(str::trim).collect();
+        if f.len() != HEADER.len() {
+            return Err(StoreError::Csv { line, message: format!("expected {} fields, got {}", HEADER.len(), f.len()) });
+        }
+        let err = |message: String| StoreError::Csv { line, message };
+        let imsi = f[0].parse().map_err(|e: mobicore_common::IdError| err(e.to_string()))?;
+        let k = parse_key(f[1]).map_err(err)?;
+        let opc = parse_key(f[2]).map_err(err)?;
+        let amf = if f[3].is_empty() { DEFAULT_AMF } else { parse_amf(f[3]).map_err(err)? };
+        let sqn = num(f[4], 0u64, "sqn", line)?;
+        let msisdn = (!f[5].is_empty()).then(|| f[5].to_string());
+        if msisdn.as_ref().is_some_and(|m| !m.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(StoreError::Csv { line, message: format!("bad msisdn {:?}", f[5]) });
+        }
+        let ambr = Ambr {
+            uplink: num(f[9], 100_000_000, "ambr_ul", line)?,
+            downlink: num(f[10], 100_000_000, "ambr_dl", line)?,
+        };
+        let apn = (!f[6].is_empty()).then(|| -> Result<ApnProfile, StoreError> {
+            let mut a = ApnProfile::new(f[6]);
+            a.qci = num(f[7], 9, "qci", line)?;
+            a.arp_priority = num(f[8], 9, "arp", line)?;
+            if !(1..=15).contains(&a.arp_priority) {
+                return Err(StoreError::Csv { line, message: "arp must be 1..15".into() });
+            }
+            a.ambr = ambr;
+            Ok(a)
+        });
+        let apn = apn.transpose()?;
+        if let Some(s) = out.iter_mut().find(|s| s.imsi == imsi) {
+            s.apns.extend(apn);
+            continue;
+        }
+        let mut s = Subscriber::new(imsi, k, opc);
+        s.amf = amf;
+        s.sqn = sqn;
+        s.msisdn = msisdn;
+        s.ue_ambr = ambr;
+        s.apns = apn.into_iter().collect();
+        out.push(s);
+    }
+    Ok(out)
+}
