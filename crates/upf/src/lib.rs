@@ -1,1 +1,32 @@
-//! mobicore-upf: see ARCHITECTURE.md.
+//! mobicore-upf: the PFCP node side of the user-plane function (TS 29.244).
+//!
+//! # Layout
+//! - [`config`]: [`UpfConfig`] with defaults (PFCP on 127.0.0.1:8805).
+//! - [`pfcp`]: framing glue over rs-pfcp (header check, IE lists, encode).
+//! - [`rules`]: PDR/FAR/QER/URR/BAR as plain values, the
+//!   [`ForwardingPlane`] trait and the in-memory [`MemoryPlane`].
+//! - [`node`]: the sans-I/O PFCP node: associations, heartbeat, dispatch,
+//!   duplicate detection.
+//! - `session`: session establishment / modification / deletion handlers.
+//! - [`shell`]: the tokio task ([`run`], or [`Upf::bind`] then
+//!   [`Upf::run`] to learn the bound address first).
+//!
+//! Counter names: `pfcp_malformed`, `pfcp_rejected`,
+//! `pfcp_duplicate_request`, `pfcp_unsupported_message`,
+//! `pfcp_sessions_established`, `pfcp_sessions_deleted`,
+//! `pfcp_associations_set_up`.
+
+pub mod config;
+pub mod node;
+pub mod pfcp;
+pub mod rules;
+mod session;
+pub mod shell;
+
+pub use config::UpfConfig;
+pub use node::{Association, Session, UpfCore};
+pub use rules::{ForwardingPlane, MemoryPlane, SessionRules};
+pub use shell::{run, Upf, UpfError};
+
+#[cfg(test)]
+mod tests;

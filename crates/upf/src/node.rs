@@ -1,0 +1,243 @@
+//! The PFCP node (TS 29.244 6.2): associations, heartbeat, request
+//! dispatch and duplicate detection. Sans-I/O: datagrams in through
+//! [`UpfCore::handle_datagram`], out through [`UpfCore::poll_transmit`].
+
+use crate::config::UpfConfig;
+use crate::pfcp::{cause_ie, decode, encode, first, msg, node_id_text, offending_ie_ie, FrameError, PfcpHeader};
+use crate::rules::{offending_ie, ForwardingPlane, SessionRules};
+use mobicore_common::counters::Counters;
+use mobicore_gtp::transaction::{Incoming, TransactionConfig, Transactions};
+use rs_pfcp::ie::cause::CauseValue;
+use rs_pfcp::ie::node_id::NodeId;
+use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
+use rs_pfcp::ie::{Ie, IeType};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Instant, SystemTime};
+
+/// One PFCP association with a CP function (TS 29.244 6.2.6).
+#[derive(Debug, Clone)]
+pub struct Association {
+    pub peer: SocketAddr,
+    pub recovery: Option<SystemTime>,
+}
+
+/// One PFCP session on this node.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub up_seid: u64,
+    pub cp_seid: u64,
+    /// The CP function's Node ID.
+    pub node: String,
+    pub rules: SessionRules,
+}
+
+pub struct UpfCore {
+    pub(crate) cfg: UpfConfig,
+    pub(crate) recovery: SystemTime,
+    pub(crate) associations: HashMap<String, Association>,
+    pub(crate) sessions: HashMap<u64, Session>,
+    pub(crate) next_seid: u64,
+    pub(crate) next_teid: u32,
+    pub(crate) plane: Box<dyn ForwardingPlane>,
+    tx: Transactions<SocketAddr, ()>,
+    pub counters: Counters,
+}
+
+/// A request's answer: message type, header SEID, IEs.
+pub(crate) type Reply = (u8, Option<u64>, Vec<Ie>);
+
+impl UpfCore {
+    /// `recovery` is our start time, sent as Recovery Time Stamp.
+    pub fn new(cfg: UpfConfig, plane: Box<dyn ForwardingPlane>, recovery: SystemTime, counters: Counters) -> Self {
+        let tx = Transactions::new(TransactionConfig { t3: cfg.t1, n3: cfg.n1 });
+        UpfCore {
+            cfg,
+            recovery,
+            associations: HashMap::new(),
+            sessions: HashMap::new(),
+            next_seid: 1,
+            next_teid: 1,
+            plane,
+            tx,
+            counters,
+        }
+    }
+
+    pub fn associations(&self) -> &HashMap<String, Association> {
+        &self.associations
+    }
+
+    pub fn sessions(&self) -> &HashMap<u64, Session> {
+        &self.sessions
+    }
+
+    pub(crate) fn node_id_ie(&self) -> Ie {
+        NodeId::new_ipv4(self.cfg.node_id).to_ie()
+    }
+
+    pub(crate) fn recovery_ie(&self) -> Ie {
+        RecoveryTimeStamp::new(self.recovery).to_ie()
+    }
+
+    /// One datagram from `peer`.
+    pub fn handle_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
+        let (h, ies) = match decode(bytes) {
+            Ok(x) => x,
+            Err(FrameError::Header) => {
+                self.counters.incr("pfcp_malformed");
+                return;
+            }
+            Err(FrameError::Ies(h, e)) => {
+                self.counters.incr("pfcp_malformed");
+                if msg::is_request(h.msg_type) && h.version == 1 {
+                    if let Some(t) = response_type(h.msg_type) {
+                        let seid = h.seid.map(|_| 0);
+                        let mut ies = vec![cause_ie(e.to_cause_code())];
+                        if let Some(o) = offending_ie(&e) {
+                            ies.push(offending_ie_ie(o));
+                        }
+                        if h.msg_type < 50 {
+                            ies.insert(0, self.node_id_ie());
+                        }
+                        self.reply(now, peer, &h, (t, seid, ies));
+                    }
+                }
+                return;
+            }
+        };
+        if h.version != 1 {
+            // TS 29.244 7.4.4.7: Version Not Supported Response.
+            self.counters.incr("pfcp_version_not_supported");
+            let b = encode(msg::VERSION_NOT_SUPPORTED_RESPONSE, None, h.seq, &[]);
+            self.tx.answer(now, peer, h.seq, b);
+            return;
+        }
+        if !msg::is_request(h.msg_type) {
+            self.counters.incr("pfcp_unexpected_response");
+            return;
+        }
+        match self.tx.on_request(now, peer, h.seq) {
+            Incoming::New => {}
+            Incoming::Duplicate | Incoming::InProgress => {
+                self.counters.incr("pfcp_duplicate_request");
+                return;
+            }
+        }
+        let reply = match h.msg_type {
+            msg::HEARTBEAT_REQUEST => Some((msg::HEARTBEAT_RESPONSE, None, vec![self.recovery_ie()])),
+            msg::ASSOCIATION_SETUP_REQUEST => Some(self.association_setup(peer, &ies)),
+            msg::ASSOCIATION_UPDATE_REQUEST => Some(self.association_update(&ies)),
+            msg::ASSOCIATION_RELEASE_REQUEST => Some(self.association_release(&ies)),
+            msg::SESSION_ESTABLISHMENT_REQUEST => Some(self.session_establishment(&ies)),
+            msg::SESSION_MODIFICATION_REQUEST => Some(self.session_modification(h.seid.unwrap_or(0), &ies)),
+            msg::SESSION_DELETION_REQUEST => Some(self.session_deletion(h.seid.unwrap_or(0))),
+            _ => None,
+        };
+        match reply {
+            Some(r) => {
+                if r.2.iter().any(|ie| ie.ie_type == IeType::Cause && ie.payload.first() != Some(&1)) {
+                    self.counters.incr("pfcp_rejected");
+                }
+                self.reply(now, peer, &h, r)
+            }
+            None => self.counters.incr("pfcp_unsupported_message"),
+        }
+    }
+
+    fn reply(&mut self, now: Instant, peer: SocketAddr, h: &PfcpHeader, (t, seid, ies): Reply) {
+        self.tx.answer(now, peer, h.seq, encode(t, seid, h.seq, &ies));
+    }
+
+    /// The Node ID of a node-level request, or the reply rejecting it.
+    pub(crate) fn node_id_of(&self, ies: &[Ie], resp: u8) -> Result<String, Reply> {
+        let missing = || (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeMissing), offending_ie_ie(IeType::NodeId as u16)]);
+        let ie = first(ies, IeType::NodeId).ok_or_else(missing)?;
+        let n = NodeId::unmarshal(&ie.payload).map_err(|_| {
+            (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeIncorrect), offending_ie_ie(IeType::NodeId as u16)])
+        })?;
+        Ok(node_id_text(&n))
+    }
+
+    /// Association Setup (TS 29.244 6.2.6.2.2).
+    fn association_setup(&mut self, peer: SocketAddr, ies: &[Ie]) -> Reply {
+        let resp = msg::ASSOCIATION_SETUP_RESPONSE;
+        let node = match self.node_id_of(ies, resp) {
+            Ok(n) => n,
+            Err(r) => return r,
+        };
+        let Some(rts) = first(ies, IeType::RecoveryTimeStamp) else {
+            return (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeMissing), offending_ie_ie(IeType::RecoveryTimeStamp as u16)]);
+        };
+        let recovery = RecoveryTimeStamp::unmarshal(&rts.payload).ok().map(|r| r.timestamp);
+        // A new association replaces an old one; the old sessions go with it
+        // if the CP function restarted.
+        if let Some(old) = self.associations.get(&node) {
+            if old.recovery != recovery {
+                self.delete_sessions_of(&node);
+            }
+        }
+        self.associations.insert(node, Association { peer, recovery });
+        self.counters.incr("pfcp_associations_set_up");
+        (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted), self.recovery_ie()])
+    }
+
+    fn association_update(&mut self, ies: &[Ie]) -> Reply {
+        let resp = msg::ASSOCIATION_UPDATE_RESPONSE;
+        match self.node_id_of(ies, resp) {
+            Ok(n) if self.associations.contains_key(&n) => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)]),
+            Ok(_) => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::NoEstablishedPfcpAssociation)]),
+            Err(r) => r,
+        }
+    }
+
+    /// Association Release (TS 29.244 6.2.8): its sessions are deleted.
+    fn association_release(&mut self, ies: &[Ie]) -> Reply {
+        let resp = msg::ASSOCIATION_RELEASE_RESPONSE;
+        match self.node_id_of(ies, resp) {
+            Ok(n) if self.associations.remove(&n).is_some() => {
+                self.delete_sessions_of(&n);
+                (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)])
+            }
+            Ok(_) => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::NoEstablishedPfcpAssociation)]),
+            Err(r) => r,
+        }
+    }
+
+    fn delete_sessions_of(&mut self, node: &str) {
+        let gone: Vec<u64> = self.sessions.values().filter(|s| s.node == node).map(|s| s.up_seid).collect();
+        for seid in gone {
+            self.sessions.remove(&seid);
+            let _ = self.plane.remove(seid);
+        }
+    }
+
+    /// Expires the duplicate-detection cache.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.tx.handle_timeout(now);
+    }
+
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.tx.poll_timeout()
+    }
+
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
+        self.tx.poll_transmit()
+    }
+}
+
+/// The response type of a request type we answer.
+pub(crate) fn response_type(t: u8) -> Option<u8> {
+    match t {
+        msg::HEARTBEAT_REQUEST
+        | msg::ASSOCIATION_SETUP_REQUEST
+        | msg::ASSOCIATION_UPDATE_REQUEST
+        | msg::ASSOCIATION_RELEASE_REQUEST
+        | msg::SESSION_ESTABLISHMENT_REQUEST
+        | msg::SESSION_MODIFICATION_REQUEST
+        | msg::SESSION_DELETION_REQUEST => Some(t + 1),
+        _ => None,
+    }
+}

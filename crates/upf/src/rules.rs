@@ -1,0 +1,354 @@
+//! The rules a PFCP session installs (TS 29.244 5.2): PDR, FAR, QER, URR,
+//! BAR as plain values, read from rs-pfcp's IEs, and the
+//! [`ForwardingPlane`] that holds them (an in-memory one here; the data path
+//! implements the same trait later).
+
+use rs_pfcp::error::PfcpError;
+use rs_pfcp::ie::apply_action::ApplyAction;
+use rs_pfcp::ie::create_bar::CreateBar;
+use rs_pfcp::ie::create_far::CreateFar;
+use rs_pfcp::ie::create_pdr::CreatePdr;
+use rs_pfcp::ie::create_qer::CreateQer;
+use rs_pfcp::ie::create_urr::CreateUrr;
+use rs_pfcp::ie::gate_status::GateStatusValue;
+use rs_pfcp::ie::network_instance::NetworkInstance;
+use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
+use rs_pfcp::ie::pdi::Pdi;
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+
+/// Source Interface values (TS 29.244 8.2.2).
+pub const INTERFACE_ACCESS: u8 = 0;
+pub const INTERFACE_CORE: u8 = 1;
+
+/// Network Instance, accepted as DNS labels or as plain text (TS 29.244
+/// 8.2.4 allows both encodings); kept as dotted text.
+pub fn network_instance_text(raw: &[u8]) -> String {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    let mut labels = true;
+    while let Some((&l, tail)) = rest.split_first() {
+        let l = l as usize;
+        if l == 0 || l > 63 || tail.len() < l || !tail[..l].iter().all(|c| c.is_ascii_graphic() && *c != b'.') {
+            labels = false;
+            break;
+        }
+        if !out.is_empty() {
+            out.push(b'.');
+        }
+        out.extend_from_slice(&tail[..l]);
+        rest = &tail[l..];
+    }
+    if labels && !raw.is_empty() {
+        String::from_utf8_lossy(&out).into_owned()
+    } else {
+        String::from_utf8_lossy(raw).into_owned()
+    }
+}
+
+fn ni(n: &Option<NetworkInstance>) -> Option<String> {
+    n.as_ref().map(|n| network_instance_text(n.instance.as_bytes()))
+}
+
+/// Packet Detection Information (TS 29.244 7.5.2.2-2), the parts we match on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketDetection {
+    pub source_interface: u8,
+    /// Local F-TEID: TEID and IPv4 address.
+    pub local_fteid: Option<(u32, Ipv4Addr)>,
+    /// Requested CHOOSE: the UP function allocates the F-TEID.
+    pub choose_fteid: bool,
+    pub ue_ipv4: Option<Ipv4Addr>,
+    pub network_instance: Option<String>,
+    pub sdf_filters: usize,
+}
+
+impl PacketDetection {
+    pub fn from_pdi(p: &Pdi) -> Self {
+        PacketDetection {
+            source_interface: p.source_interface.value as u8,
+            local_fteid: p.f_teid.as_ref().and_then(|f| f.ipv4_address.map(|a| (u32::from(f.teid), a))),
+            choose_fteid: p.f_teid.as_ref().is_some_and(|f| f.ch),
+            ue_ipv4: p.ue_ip_addresses.iter().find_map(|u| u.ipv4_address),
+            network_instance: ni(&p.network_instance),
+            sdf_filters: p.sdf_filters.len(),
+        }
+    }
+}
+
+/// Packet Detection Rule (TS 29.244 7.5.2.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pdr {
+    pub id: u16,
+    pub precedence: u32,
+    pub pdi: PacketDetection,
+    /// Outer Header Removal description (0 = GTP-U/UDP/IPv4).
+    pub outer_header_removal: Option<u8>,
+    pub far_id: Option<u32>,
+    pub qer_ids: Vec<u32>,
+    pub urr_ids: Vec<u32>,
+}
+
+impl Pdr {
+    pub fn from_ie(c: &CreatePdr) -> Self {
+        Pdr {
+            id: c.pdr_id.value,
+            precedence: c.precedence.value,
+            pdi: PacketDetection::from_pdi(&c.pdi),
+            outer_header_removal: c.outer_header_removal.map(|o| o.description),
+            far_id: c.far_id.map(|f| f.value),
+            qer_ids: c.qer_ids.iter().map(|q| q.value).collect(),
+            urr_ids: c.urr_ids.iter().map(|u| u.id).collect(),
+        }
+    }
+}
+
+/// Outer Header Creation with GTP-U/UDP/IPv4 (TS 29.244 8.2.56).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GtpuTunnel {
+    pub teid: u32,
+    pub ipv4: Ipv4Addr,
+}
+
+/// Apply Action flags (TS 29.244 8.2.26) we act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Action {
+    pub drop: bool,
+    pub forw: bool,
+    pub buff: bool,
+    pub nocp: bool,
+    pub dupl: bool,
+}
+
+impl Action {
+    pub fn from_ie(a: &ApplyAction) -> Self {
+        Action {
+            drop: a.contains(ApplyAction::DROP),
+            forw: a.contains(ApplyAction::FORW),
+            buff: a.contains(ApplyAction::BUFF),
+            nocp: a.contains(ApplyAction::NOCP),
+            dupl: a.contains(ApplyAction::DUPL),
+        }
+    }
+    /// Exactly one of DROP, FORW, BUFF must be set (TS 29.244 8.2.26).
+    pub fn is_valid(&self) -> bool {
+        [self.drop, self.forw, self.buff].iter().filter(|b| **b).count() == 1
+    }
+}
+
+/// Forwarding Action Rule (TS 29.244 7.5.2.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Far {
+    pub id: u32,
+    pub action: Action,
+    pub destination_interface: Option<u8>,
+    pub network_instance: Option<String>,
+    pub outer_header_creation: Option<GtpuTunnel>,
+    pub bar_id: Option<u8>,
+}
+
+pub(crate) fn gtpu_tunnel(o: &OuterHeaderCreation) -> Option<GtpuTunnel> {
+    match (o.description.gtpu_udp_ipv4, o.teid, o.ipv4_address) {
+        (true, Some(t), Some(a)) => Some(GtpuTunnel { teid: t.into(), ipv4: a }),
+        _ => None,
+    }
+}
+
+impl Far {
+    pub fn from_ie(c: &CreateFar) -> Self {
+        let fp = c.forwarding_parameters.as_ref();
+        Far {
+            id: c.far_id.value,
+            action: Action::from_ie(&c.apply_action),
+            destination_interface: fp.map(|f| f.destination_interface.interface as u8),
+            network_instance: fp.and_then(|f| ni(&f.network_instance)),
+            outer_header_creation: fp.and_then(|f| f.outer_header_creation.as_ref()).and_then(gtpu_tunnel),
+            bar_id: c.bar_id.as_ref().map(|b| b.id),
+        }
+    }
+}
+
+/// QoS Enforcement Rule (TS 29.244 7.5.2.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Qer {
+    pub id: u32,
+    pub gate_ul_open: bool,
+    pub gate_dl_open: bool,
+    /// MBR uplink, downlink in kbit/s.
+    pub mbr: Option<(u64, u64)>,
+    pub qfi: Option<u8>,
+}
+
+impl Qer {
+    pub fn from_ie(c: &CreateQer) -> Self {
+        Qer {
+            id: c.qer_id.value,
+            gate_ul_open: c.gate_status.is_none_or(|g| g.uplink_gate == GateStatusValue::Open),
+            gate_dl_open: c.gate_status.is_none_or(|g| g.downlink_gate == GateStatusValue::Open),
+            mbr: c.mbr.as_ref().map(|m| (m.uplink, m.downlink)),
+            qfi: c.qfi.as_ref().map(|q| q.value()),
+        }
+    }
+}
+
+/// Usage Reporting Rule (TS 29.244 7.5.2.4): identity and method only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Urr {
+    pub id: u32,
+}
+
+impl Urr {
+    pub fn from_ie(c: &CreateUrr) -> Self {
+        Urr { id: c.urr_id.id }
+    }
+}
+
+/// Buffering Action Rule (TS 29.244 7.5.2.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bar {
+    pub id: u8,
+    pub suggested_buffering_packets_count: Option<u16>,
+}
+
+impl Bar {
+    pub fn from_ie(c: &CreateBar) -> Self {
+        Bar { id: c.bar_id.id, suggested_buffering_packets_count: c.suggested_buffering_packets_count.as_ref().map(|s| s.count) }
+    }
+}
+
+/// All the rules of one PFCP session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionRules {
+    pub pdrs: BTreeMap<u16, Pdr>,
+    pub fars: BTreeMap<u32, Far>,
+    pub qers: BTreeMap<u32, Qer>,
+    pub urrs: BTreeMap<u32, Urr>,
+    pub bars: BTreeMap<u8, Bar>,
+}
+
+/// Which rule a check failed on (for the Failed Rule ID IE, TS 29.244 8.2.80).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleRef {
+    Pdr(u16),
+    Far(u32),
+    Qer(u32),
+    Urr(u32),
+    Bar(u8),
+}
+
+impl SessionRules {
+    /// Cross-references between rules hold (TS 29.244 5.2.1): each PDR has a
+    /// FAR that exists, its QERs and URRs exist, a FAR's BAR exists, and a
+    /// FAR's apply action is coherent.
+    pub fn check(&self) -> Result<(), RuleRef> {
+        for p in self.pdrs.values() {
+            match p.far_id {
+                Some(f) if self.fars.contains_key(&f) => {}
+                _ => return Err(RuleRef::Pdr(p.id)),
+            }
+            if p.qer_ids.iter().any(|q| !self.qers.contains_key(q)) || p.urr_ids.iter().any(|u| !self.urrs.contains_key(u)) {
+                return Err(RuleRef::Pdr(p.id));
+            }
+        }
+        for f in self.fars.values() {
+            if !f.action.is_valid() || f.bar_id.is_some_and(|b| !self.bars.contains_key(&b)) {
+                return Err(RuleRef::Far(f.id));
+            }
+            if f.action.forw && f.destination_interface.is_none() {
+                return Err(RuleRef::Far(f.id));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why the forwarding plane refused rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaneError {
+    #[error("session {0:#x} already installed")]
+    Exists(u64),
+    #[error("session {0:#x} not installed")]
+    NotFound(u64),
+    #[error("forwarding plane: {0}")]
+    Other(String),
+}
+
+/// Where a session's rules go (the eUPF-style `ForwardingPlaneController`).
+pub trait ForwardingPlane: Send {
+    fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError>;
+    fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError>;
+    fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError>;
+}
+
+/// An in-memory forwarding plane; clones share the same table, so a test
+/// can inspect what the PFCP node installed.
+#[derive(Clone, Default)]
+pub struct MemoryPlane {
+    table: Arc<Mutex<HashMap<u64, SessionRules>>>,
+}
+
+impl MemoryPlane {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// A copy of every installed session's rules, keyed by UP SEID.
+    pub fn sessions(&self) -> HashMap<u64, SessionRules> {
+        self.table.lock().unwrap().clone()
+    }
+    pub fn len(&self) -> usize {
+        self.table.lock().unwrap().len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn get(&self, up_seid: u64) -> Option<SessionRules> {
+        self.table.lock().unwrap().get(&up_seid).cloned()
+    }
+}
+
+impl ForwardingPlane for MemoryPlane {
+    fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        let mut t = self.table.lock().unwrap();
+        if t.contains_key(&up_seid) {
+            return Err(PlaneError::Exists(up_seid));
+        }
+        t.insert(up_seid, rules.clone());
+        Ok(())
+    }
+    fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        match self.table.lock().unwrap().get_mut(&up_seid) {
+            Some(r) => {
+                *r = rules.clone();
+                Ok(())
+            }
+            None => Err(PlaneError::NotFound(up_seid)),
+        }
+    }
+    fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        self.table.lock().unwrap().remove(&up_seid).map(|_| ()).ok_or(PlaneError::NotFound(up_seid))
+    }
+}
+
+/// The offending IE type of a decoding error, if it names one.
+pub fn offending_ie(e: &PfcpError) -> Option<u16> {
+    match e {
+        PfcpError::MissingMandatoryIe { ie_type, .. } => Some(*ie_type as u16),
+        PfcpError::IeParseError { ie_type, .. } => Some(*ie_type as u16),
+        PfcpError::InvalidLength { ie_type, .. } => Some(*ie_type as u16),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_instance_both_encodings() {
+        assert_eq!(network_instance_text(b"\x08internet"), "internet");
+        assert_eq!(network_instance_text(b"\x03ims\x03mnc"), "ims.mnc");
+        assert_eq!(network_instance_text(b"internet"), "internet");
+        assert_eq!(network_instance_text(b"edge.local"), "edge.local");
+    }
+}

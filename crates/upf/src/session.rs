@@ -1,0 +1,287 @@
+//! PFCP session procedures on the UP function (TS 29.244 6.3, 7.5):
+//! establishment, modification and deletion, with the causes of 7.2.2.4.
+
+use crate::node::{Reply, Session, UpfCore};
+use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie};
+use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Far, Pdr, Qer, RuleRef, SessionRules, Urr};
+use rs_pfcp::error::PfcpError;
+use rs_pfcp::ie::cause::CauseValue;
+use rs_pfcp::ie::create_bar::CreateBar;
+use rs_pfcp::ie::create_far::CreateFar;
+use rs_pfcp::ie::create_pdr::CreatePdr;
+use rs_pfcp::ie::create_qer::CreateQer;
+use rs_pfcp::ie::create_urr::CreateUrr;
+use rs_pfcp::ie::created_pdr::CreatedPdr;
+use rs_pfcp::ie::f_teid::Fteid;
+use rs_pfcp::ie::failed_rule_id::FailedRuleId;
+use rs_pfcp::ie::fseid::Fseid;
+use rs_pfcp::ie::node_id::NodeId;
+use rs_pfcp::ie::pdr_id::PdrId;
+use rs_pfcp::ie::update_bar::UpdateBar;
+use rs_pfcp::ie::update_far::UpdateFar;
+use rs_pfcp::ie::update_pdr::UpdatePdr;
+use rs_pfcp::ie::update_qer::UpdateQer;
+use rs_pfcp::ie::{Ie, IeType};
+
+/// A rejection: cause, and the offending IE or failed rule to report.
+struct Reject {
+    cause: CauseValue,
+    offending: Option<u16>,
+    failed_rule: Option<RuleRef>,
+}
+
+impl Reject {
+    fn cause(cause: CauseValue) -> Self {
+        Reject { cause, offending: None, failed_rule: None }
+    }
+    fn missing(t: IeType) -> Self {
+        Reject { cause: CauseValue::MandatoryIeMissing, offending: Some(t as u16), failed_rule: None }
+    }
+    fn decode(e: PfcpError, group: IeType) -> Self {
+        Reject { cause: e.to_cause_code(), offending: Some(offending_ie(&e).unwrap_or(group as u16)), failed_rule: None }
+    }
+    fn rule(r: RuleRef) -> Self {
+        Reject { cause: CauseValue::RuleCreationModificationFailure, offending: None, failed_rule: Some(r) }
+    }
+    fn ies(&self) -> Vec<Ie> {
+        let mut v = vec![cause_ie(self.cause)];
+        if let Some(o) = self.offending {
+            v.push(offending_ie_ie(o));
+        }
+        let failed = match self.failed_rule {
+            Some(RuleRef::Pdr(i)) => Some(FailedRuleId::pdr(i)),
+            Some(RuleRef::Far(i)) => Some(FailedRuleId::far(i)),
+            Some(RuleRef::Qer(i)) => Some(FailedRuleId::qer(i)),
+            Some(RuleRef::Urr(i)) => Some(FailedRuleId::urr(i)),
+            // rs-pfcp 0.5 has no BAR kind of Failed Rule ID (TS 29.244 8.2.80).
+            Some(RuleRef::Bar(_)) | None => None,
+        };
+        if let Some(f) = failed {
+            v.push(Ie::new(IeType::FailedRuleId, f.marshal()));
+        }
+        v
+    }
+}
+
+fn parse_each<T>(ies: &[Ie], t: IeType, f: impl Fn(&[u8]) -> Result<T, PfcpError>) -> Result<Vec<T>, Reject> {
+    all(ies, t).map(|ie| f(&ie.payload).map_err(|e| Reject::decode(e, t))).collect()
+}
+
+/// Adds the rules of Create PDR/FAR/QER/URR/BAR IEs; an ID in use is a
+/// rule creation failure.
+fn create_rules(rules: &mut SessionRules, ies: &[Ie]) -> Result<(), Reject> {
+    for c in parse_each(ies, IeType::CreateFar, CreateFar::unmarshal)? {
+        let f = Far::from_ie(&c);
+        if rules.fars.insert(f.id, f).is_some() {
+            return Err(Reject::rule(RuleRef::Far(c.far_id.value)));
+        }
+    }
+    for c in parse_each(ies, IeType::CreateQer, CreateQer::unmarshal)? {
+        if rules.qers.insert(c.qer_id.value, Qer::from_ie(&c)).is_some() {
+            return Err(Reject::rule(RuleRef::Qer(c.qer_id.value)));
+        }
+    }
+    for c in parse_each(ies, IeType::CreateUrr, CreateUrr::unmarshal)? {
+        if rules.urrs.insert(c.urr_id.id, Urr::from_ie(&c)).is_some() {
+            return Err(Reject::rule(RuleRef::Urr(c.urr_id.id)));
+        }
+    }
+    for c in parse_each(ies, IeType::CreateBar, CreateBar::unmarshal)? {
+        if rules.bars.insert(c.bar_id.id, Bar::from_ie(&c)).is_some() {
+            return Err(Reject::rule(RuleRef::Bar(c.bar_id.id)));
+        }
+    }
+    for c in parse_each(ies, IeType::CreatePdr, CreatePdr::unmarshal)? {
+        if rules.pdrs.insert(c.pdr_id.value, Pdr::from_ie(&c)).is_some() {
+            return Err(Reject::rule(RuleRef::Pdr(c.pdr_id.value)));
+        }
+    }
+    Ok(())
+}
+
+impl UpfCore {
+    /// PDRs asking for CHOOSE get an F-TEID from us (TS 29.244 5.5.3);
+    /// returns the Created PDR IEs.
+    fn allocate_fteids(&mut self, rules: &mut SessionRules) -> Vec<Ie> {
+        let mut created = vec![];
+        for p in rules.pdrs.values_mut().filter(|p| p.pdi.choose_fteid && p.pdi.local_fteid.is_none()) {
+            let teid = self.next_teid;
+            self.next_teid = self.next_teid.wrapping_add(1).max(1);
+            p.pdi.local_fteid = Some((teid, self.cfg.s1u_addr));
+            let mut c = CreatedPdr::new(PdrId::new(p.id));
+            c.f_teid = Some(Fteid::new(true, false, teid, Some(self.cfg.s1u_addr), None, 0));
+            created.push(c.to_ie());
+        }
+        created
+    }
+
+    /// Session Establishment (TS 29.244 7.5.2, 7.5.3).
+    pub(crate) fn session_establishment(&mut self, ies: &[Ie]) -> Reply {
+        let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
+        let cp_fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(&i.payload).ok());
+        // TS 29.244 7.2.2.4.2: SEID 0 when the CP F-SEID could not be read.
+        let seid = Some(cp_fseid.as_ref().map_or(0, |f| u64::from(f.seid)));
+        match self.establish(ies, cp_fseid) {
+            Ok(mut ok) => {
+                ok.insert(0, self.node_id_ie());
+                (resp, seid, ok)
+            }
+            Err(r) => {
+                let mut v = vec![self.node_id_ie()];
+                v.extend(r.ies());
+                (resp, seid, v)
+            }
+        }
+    }
+
+    fn establish(&mut self, ies: &[Ie], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
+        let node_ie = first(ies, IeType::NodeId).ok_or(Reject::missing(IeType::NodeId))?;
+        let node = NodeId::unmarshal(&node_ie.payload).map_err(|e| Reject::decode(e, IeType::NodeId))?;
+        let fseid_ie = first(ies, IeType::Fseid).ok_or(Reject::missing(IeType::Fseid))?;
+        let cp_fseid = cp_fseid.ok_or(Reject { cause: CauseValue::MandatoryIeIncorrect, offending: Some(fseid_ie.ie_type as u16), failed_rule: None })?;
+        if first(ies, IeType::CreatePdr).is_none() {
+            return Err(Reject::missing(IeType::CreatePdr));
+        }
+        if first(ies, IeType::CreateFar).is_none() {
+            return Err(Reject::missing(IeType::CreateFar));
+        }
+        let node = crate::pfcp::node_id_text(&node);
+        if !self.associations.contains_key(&node) {
+            return Err(Reject::cause(CauseValue::NoEstablishedPfcpAssociation));
+        }
+        let mut rules = SessionRules::default();
+        create_rules(&mut rules, ies)?;
+        rules.check().map_err(Reject::rule)?;
+        let created = self.allocate_fteids(&mut rules);
+        let up_seid = self.next_seid;
+        self.next_seid += 1;
+        self.plane.install(up_seid, &rules).map_err(|_| Reject::cause(CauseValue::SystemFailure))?;
+        self.sessions.insert(up_seid, Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules });
+        self.counters.incr("pfcp_sessions_established");
+        let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
+        out.push(Ie::new(IeType::Fseid, Fseid::new(up_seid, Some(self.cfg.node_id), None).marshal()));
+        out.extend(created);
+        Ok(out)
+    }
+
+    /// Session Modification (TS 29.244 7.5.4, 7.5.5).
+    pub(crate) fn session_modification(&mut self, up_seid: u64, ies: &[Ie]) -> Reply {
+        let resp = msg::SESSION_MODIFICATION_RESPONSE;
+        let Some(s) = self.sessions.get(&up_seid) else {
+            return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
+        };
+        let cp_seid = s.cp_seid;
+        let mut rules = s.rules.clone();
+        match self.modify(&mut rules, ies) {
+            Ok(created) => {
+                if self.plane.update(up_seid, &rules).is_err() {
+                    return (resp, Some(cp_seid), vec![cause_ie(CauseValue::SystemFailure)]);
+                }
+                let s = self.sessions.get_mut(&up_seid).expect("checked above");
+                s.rules = rules;
+                if let Some(f) = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(&i.payload).ok()) {
+                    s.cp_seid = f.seid.into();
+                }
+                let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
+                out.extend(created);
+                (resp, Some(cp_seid), out)
+            }
+            Err(r) => (resp, Some(cp_seid), r.ies()),
+        }
+    }
+
+    fn modify(&mut self, rules: &mut SessionRules, ies: &[Ie]) -> Result<Vec<Ie>, Reject> {
+        // Removals first, then creations, then updates (TS 29.244 7.5.4.1).
+        for ie in all(ies, IeType::RemovePdr) {
+            let id = rs_pfcp::ie::remove_pdr::RemovePdr::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemovePdr))?.pdr_id.value;
+            rules.pdrs.remove(&id).ok_or(Reject::rule(RuleRef::Pdr(id)))?;
+        }
+        for ie in all(ies, IeType::RemoveFar) {
+            let id = rs_pfcp::ie::remove_far::RemoveFar::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveFar))?.far_id.value;
+            rules.fars.remove(&id).ok_or(Reject::rule(RuleRef::Far(id)))?;
+        }
+        for ie in all(ies, IeType::RemoveQer) {
+            let id = rs_pfcp::ie::remove_qer::RemoveQer::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveQer))?.qer_id.value;
+            rules.qers.remove(&id).ok_or(Reject::rule(RuleRef::Qer(id)))?;
+        }
+        for ie in all(ies, IeType::RemoveUrr) {
+            let id = rs_pfcp::ie::remove_urr::RemoveUrr::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveUrr))?.urr_id.id;
+            rules.urrs.remove(&id).ok_or(Reject::rule(RuleRef::Urr(id)))?;
+        }
+        for ie in all(ies, IeType::RemoveBar) {
+            let id = rs_pfcp::ie::remove_bar::RemoveBar::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveBar))?.bar_id.id;
+            rules.bars.remove(&id).ok_or(Reject::rule(RuleRef::Bar(id)))?;
+        }
+        create_rules(rules, ies)?;
+        for u in parse_each(ies, IeType::UpdatePdr, UpdatePdr::unmarshal)? {
+            let p = rules.pdrs.get_mut(&u.pdr_id.value).ok_or(Reject::rule(RuleRef::Pdr(u.pdr_id.value)))?;
+            if let Some(x) = u.precedence {
+                p.precedence = x.value;
+            }
+            if let Some(x) = &u.pdi {
+                p.pdi = crate::rules::PacketDetection::from_pdi(x);
+            }
+            if let Some(x) = u.outer_header_removal {
+                p.outer_header_removal = Some(x.description);
+            }
+            if let Some(x) = u.far_id {
+                p.far_id = Some(x.value);
+            }
+            if !u.qer_ids.is_empty() {
+                p.qer_ids = u.qer_ids.iter().map(|q| q.value).collect();
+            }
+            if !u.urr_ids.is_empty() {
+                p.urr_ids = u.urr_ids.iter().map(|q| q.id).collect();
+            }
+        }
+        for u in parse_each(ies, IeType::UpdateFar, UpdateFar::unmarshal)? {
+            let f = rules.fars.get_mut(&u.far_id.value).ok_or(Reject::rule(RuleRef::Far(u.far_id.value)))?;
+            if let Some(a) = &u.apply_action {
+                f.action = Action::from_ie(a);
+            }
+            if let Some(fp) = &u.update_forwarding_parameters {
+                if let Some(d) = &fp.destination_interface {
+                    f.destination_interface = Some(d.interface as u8);
+                }
+                if let Some(n) = &fp.network_instance {
+                    f.network_instance = Some(crate::rules::network_instance_text(n.instance.as_bytes()));
+                }
+                if let Some(o) = &fp.outer_header_creation {
+                    f.outer_header_creation = Some(gtpu_tunnel(o).ok_or(Reject::rule(RuleRef::Far(f.id)))?);
+                }
+            }
+            if let Some(b) = &u.bar_id {
+                f.bar_id = Some(b.id);
+            }
+        }
+        for u in parse_each(ies, IeType::UpdateQer, UpdateQer::unmarshal)? {
+            let q = rules.qers.get_mut(&u.qer_id.value).ok_or(Reject::rule(RuleRef::Qer(u.qer_id.value)))?;
+            if let Some(g) = u.gate_status {
+                q.gate_ul_open = g.uplink_gate == rs_pfcp::ie::gate_status::GateStatusValue::Open;
+                q.gate_dl_open = g.downlink_gate == rs_pfcp::ie::gate_status::GateStatusValue::Open;
+            }
+            if let Some(m) = u.mbr {
+                q.mbr = Some((m.uplink, m.downlink));
+            }
+        }
+        for u in parse_each(ies, IeType::UpdateBar, UpdateBar::unmarshal)? {
+            let b = rules.bars.get_mut(&u.bar_id.id).ok_or(Reject::rule(RuleRef::Bar(u.bar_id.id)))?;
+            b.suggested_buffering_packets_count = u.suggested_buffering_packets_count.map(|s| s.count);
+        }
+        rules.check().map_err(Reject::rule)?;
+        Ok(self.allocate_fteids(rules))
+    }
+
+    /// Session Deletion (TS 29.244 7.5.6, 7.5.7).
+    pub(crate) fn session_deletion(&mut self, up_seid: u64) -> Reply {
+        let resp = msg::SESSION_DELETION_RESPONSE;
+        match self.sessions.remove(&up_seid) {
+            Some(s) => {
+                let _ = self.plane.remove(up_seid);
+                self.counters.incr("pfcp_sessions_deleted");
+                (resp, Some(s.cp_seid), vec![cause_ie(CauseValue::RequestAccepted)])
+            }
+            None => (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]),
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Deterministic tests of the PFCP node: no sockets, no sleeps.
+
+use crate::config::UpfConfig;
+use crate::node::UpfCore;
+use crate::pfcp::{decode, encode, first, msg};
+use crate::rules::{GtpuTunnel, MemoryPlane, INTERFACE_ACCESS, INTERFACE_CORE};
+use mobicore_common::counters::Counters;
+use rs_pfcp::ie::apply_action::ApplyAction;
+use rs_pfcp::ie::cause::Cause;
+use rs_pfcp::ie::create_bar::CreateBar;
+use rs_pfcp::ie::create_far::CreateFar;
+use rs_pfcp::ie::create_pdr::CreatePdr;
+use rs_pfcp::ie::destination_interface::{DestinationInterface, Interface};
+use rs_pfcp::ie::f_teid::Fteid;
+use rs_pfcp::ie::far_id::FarId;
+use rs_pfcp::ie::forwarding_parameters::ForwardingParameters;
+use rs_pfcp::ie::fseid::Fseid;
+use rs_pfcp::ie::network_instance::NetworkInstance;
+use rs_pfcp::ie::node_id::NodeId;
+use rs_pfcp::ie::offending_ie::OffendingIe;
+use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
+use rs_pfcp::ie::outer_header_removal::OuterHeaderRemoval;
+use rs_pfcp::ie::pdi::Pdi;
+use rs_pfcp::ie::pdr_id::PdrId;
+use rs_pfcp::ie::precedence::Precedence;
+use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
+use rs_pfcp::ie::source_interface::{SourceInterface, SourceInterfaceValue};
+use rs_pfcp::ie::ue_ip_address::UeIpAddress;
+use rs_pfcp::ie::update_far::UpdateFar;
+use rs_pfcp::ie::update_forwarding_parameters::UpdateForwardingParameters;
+use rs_pfcp::ie::bar_id::BarId;
+use rs_pfcp::ie::{Ie, IeType};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Instant, SystemTime};
+
+const SMF: &str = "127.0.0.2:8805";
+
+fn smf() -> SocketAddr {
+    SMF.parse().unwrap()
+}
+
+struct Harness {
+    core: UpfCore,
+    plane: MemoryPlane,
+    now: Instant,
+    seq: u32,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let plane = MemoryPlane::new();
+        let cfg = UpfConfig { s1u_addr: Ipv4Addr::new(127, 0, 0, 9), ..UpfConfig::default() };
+        let core = UpfCore::new(cfg, Box::new(plane.clone()), SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(3_900_000_000 - 2_208_988_800), Counters::new());
+        Harness { core, plane, now: Instant::now(), seq: 0 }
+    }
+    /// Sends a request, returns the (header, IEs) of the single answer.
+    fn request(&mut self, t: u8, seid: Option<u64>, ies: &[Ie]) -> (crate::pfcp::PfcpHeader, Vec<Ie>) {
+        self.seq += 1;
+        let b = encode(t, seid, self.seq, ies);
+        self.raw(&b).expect("an answer")
+    }
+    fn raw(&mut self, b: &[u8]) -> Option<(crate::pfcp::PfcpHeader, Vec<Ie>)> {
+        self.core.handle_datagram(self.now, smf(), b);
+        let out = self.core.poll_transmit().map(|(to, b)| {
+            assert_eq!(to, smf());
+            decode(&b).unwrap()
+        });
+        assert!(self.core.poll_transmit().is_none());
+        out
+    }
+    fn associate(&mut self) {
+        let (h, ies) = self.request(msg::ASSOCIATION_SETUP_REQUEST, None, &[node_ie(), recovery_ie()]);
+        assert_eq!(h.msg_type, msg::ASSOCIATION_SETUP_RESPONSE);
+        assert_eq!(cause(&ies), 1);
+    }
+}
+
+fn node_ie() -> Ie {
+    NodeId::new_ipv4(Ipv4Addr::new(127, 0, 0, 2)).to_ie()
+}
+fn recovery_ie() -> Ie {
+    RecoveryTimeStamp::new(SystemTime::UNIX_EPOCH).to_ie()
+}
+fn fseid_ie(seid: u64) -> Ie {
+    Ie::new(IeType::Fseid, Fseid::new(seid, Some(Ipv4Addr::new(127, 0, 0, 2)), None).marshal())
+}
+fn cause(ies: &[Ie]) -> u8 {
+    first(ies, IeType::Cause).map(|c| Cause::unmarshal(&c.payload).unwrap().value as u8).unwrap()
+}
+fn offending(ies: &[Ie]) -> Option<u16> {
+    first(ies, IeType::OffendingIe).map(|c| OffendingIe::unmarshal(&c.payload).unwrap().ie_type)
+}
+
+/// The SGW-C's usual rules: UL PDR 1 -> FAR 1 (FORW core), DL PDR 2 -> FAR 2 (BUFF, BAR 1).
+fn session_rules(teid: u32, ue: Ipv4Addr, ni: &str) -> Vec<Ie> {
+    let mut ul_pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Access));
+    ul_pdi.f_teid = Some(Fteid::new(true, false, teid, Some(Ipv4Addr::new(127, 0, 0, 9)), None, 0));
+    ul_pdi.network_instance = Some(NetworkInstance { instance: ni.into() });
+    let mut ul = CreatePdr::new(PdrId::new(1), Precedence::new(100), ul_pdi);
+    ul.outer_header_removal = Some(OuterHeaderRemoval::new(0));
+    ul.far_id = Some(FarId::new(1));
+    let mut dl_pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Core));
+    dl_pdi.ue_ip_addresses = vec![{
+        let mut u = UeIpAddress::new(Some(ue), None);
+        u.source_destination = true;
+        u
+    }];
+    let mut dl = CreatePdr::new(PdrId::new(2), Precedence::new(100), dl_pdi);
+    dl.far_id = Some(FarId::new(2));
+    let mut ul_far = CreateFar::new(FarId::new(1), ApplyAction::new(0x02));
+    ul_far.forwarding_parameters = Some(ForwardingParameters::new(DestinationInterface::new(Interface::Core)));
+    let mut dl_far = CreateFar::new(FarId::new(2), ApplyAction::new(0x04));
+    dl_far.bar_id = Some(BarId::new(1));
+    let bar = CreateBar::new(BarId::new(1), None);
+    vec![ul.to_ie(), dl.to_ie(), ul_far.to_ie(), dl_far.to_ie(), bar.to_ie()]
+}
+
+fn establish(h: &mut Harness, cp_seid: u64) -> (crate::pfcp::PfcpHeader, Vec<Ie>) {
+    let mut ies = vec![node_ie(), fseid_ie(cp_seid)];
+    ies.extend(session_rules(0x100 + cp_seid as u32, Ipv4Addr::new(10, 45, 0, cp_seid as u8), "\x08internet"));
+    h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies)
+}
+
+fn up_seid(ies: &[Ie]) -> u64 {
+    Fseid::unmarshal(&first(ies, IeType::Fseid).unwrap().payload).unwrap().seid.into()
+}
+
+#[test]
+fn establishment_installs_rules() {
+    let mut h = Harness::new();
+    h.associate();
+    let (hd, ies) = establish(&mut h, 7);
+    assert_eq!(hd.msg_type, msg::SESSION_ESTABLISHMENT_RESPONSE);
+    assert_eq!(hd.seid, Some(7), "response goes to the CP SEID");
+    assert_eq!(cause(&ies), 1);
+    let seid = up_seid(&ies);
+    let r = h.plane.get(seid).expect("installed");
+    let ul = &r.pdrs[&1];
+    assert_eq!(ul.pdi.source_interface, INTERFACE_ACCESS);
+    assert_eq!(ul.pdi.local_fteid, Some((0x107, Ipv4Addr::new(127, 0, 0, 9))));
+    assert_eq!(ul.pdi.network_instance.as_deref(), Some("internet"), "DNS-label Network Instance");
+    assert_eq!(ul.outer_header_removal, Some(0));
+    let dl = &r.pdrs[&2];
+    assert_eq!(dl.pdi.source_interface, INTERFACE_CORE);
+    assert_eq!(dl.pdi.ue_ipv4, Some(Ipv4Addr::new(10, 45, 0, 7)));
+    assert!(r.fars[&1].action.forw && r.fars[&1].destination_interface == Some(INTERFACE_CORE));
+    assert!(r.fars[&2].action.buff && r.fars[&2].bar_id == Some(1));
+    assert_eq!(h.core.sessions()[&seid].cp_seid, 7);
+}
+
+#[test]
+fn establishment_without_association_is_rejected() {
+    let mut h = Harness::new();
+    let (hd, ies) = establish(&mut h, 1);
+    assert_eq!(cause(&ies), 72);
+    assert_eq!(hd.seid, Some(1));
+    assert!(h.plane.is_empty());
+}
+
+#[test]
+fn missing_mandatory_ie_names_it() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut ies = vec![node_ie()];
+    ies.extend(session_rules(1, Ipv4Addr::new(10, 45, 0, 1), "internet"));
+    let (hd, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies);
+    assert_eq!((cause(&r), offending(&r), hd.seid), (66, Some(IeType::Fseid as u16), Some(0)));
+    let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &[node_ie(), fseid_ie(3)]);
+    assert_eq!((cause(&r), offending(&r)), (66, Some(IeType::CreatePdr as u16)));
+    // A Create PDR without its PDI.
+    let bad_pdr = Ie::new_grouped(IeType::CreatePdr, vec![PdrId::new(1).to_ie(), Precedence::new(1).to_ie()]);
+    let far = CreateFar::new(FarId::new(1), ApplyAction::new(0x01)).to_ie();
+    let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &[node_ie(), fseid_ie(3), bad_pdr, far]);
+    assert_eq!((cause(&r), offending(&r)), (66, Some(IeType::Pdi as u16)));
+    assert!(h.plane.is_empty());
+}
+
+#[test]
+fn dangling_far_reference_is_a_rule_failure() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut ies = vec![node_ie(), fseid_ie(3)];
+    let mut rules = session_rules(1, Ipv4Addr::new(10, 45, 0, 1), "internet");
+    rules.remove(3); // FAR 2 gone: PDR 2 points nowhere.
+    ies.extend(rules);
+    let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies);
+    assert_eq!(cause(&r), 73);
+    let f = first(&r, IeType::FailedRuleId).expect("Failed Rule ID");
+    assert_eq!(rs_pfcp::ie::failed_rule_id::FailedRuleId::unmarshal(&f.payload).unwrap().rule_id(), 2);
+}
+
+#[test]
+fn modification_forwards_downlink_then_deletion() {
+    let mut h = Harness::new();
+    h.associate();
+    let (_, ies) = establish(&mut h, 9);
+    let seid = up_seid(&ies);
+    let mut fp = UpdateForwardingParameters::new();
+    fp.destination_interface = Some(DestinationInterface::new(Interface::Access));
+    fp.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv4(0xabcd, Ipv4Addr::new(127, 0, 0, 50)));
+    let mut uf = UpdateFar::new(FarId::new(2), Some(ApplyAction::new(0x02)), Some(fp), None, None);
+    uf.bar_id = None;
+    let (hd, r) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[uf.to_ie()]);
+    assert_eq!((hd.seid, cause(&r)), (Some(9), 1));
+    let far = &h.plane.get(seid).unwrap().fars[&2];
+    assert!(far.action.forw && !far.action.buff);
+    assert_eq!(far.outer_header_creation, Some(GtpuTunnel { teid: 0xabcd, ipv4: Ipv4Addr::new(127, 0, 0, 50) }));
+
+    let (hd, r) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid + 100), &[]);
+    assert_eq!((hd.seid, cause(&r)), (Some(0), 65));
+
+    let (hd, r) = h.request(msg::SESSION_DELETION_REQUEST, Some(seid), &[]);
+    assert_eq!((hd.msg_type, hd.seid, cause(&r)), (msg::SESSION_DELETION_RESPONSE, Some(9), 1));
+    assert!(h.plane.is_empty());
+    let (_, r) = h.request(msg::SESSION_DELETION_REQUEST, Some(seid), &[]);
+    assert_eq!(cause(&r), 65);
+}
+
+#[test]
+fn retransmitted_request_gets_the_same_answer_once_processed() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut ies = vec![node_ie(), fseid_ie(4)];
+    ies.extend(session_rules(4, Ipv4Addr::new(10, 45, 0, 4), "internet"));
+    let b = encode(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), 999, &ies);
+    let first_answer = h.raw(&b).unwrap();
+    let again = h.raw(&b).unwrap();
+    assert_eq!(first_answer, again);
+    assert_eq!(h.plane.len(), 1);
+}
+
+#[test]
+fn heartbeat_release_and_malformed() {
+    let mut h = Harness::new();
+    let (hd, r) = h.request(msg::HEARTBEAT_REQUEST, None, &[recovery_ie()]);
+    assert_eq!(hd.msg_type, msg::HEARTBEAT_RESPONSE);
+    assert!(first(&r, IeType::RecoveryTimeStamp).is_some());
+    let (_, r) = h.request(msg::ASSOCIATION_UPDATE_REQUEST, None, &[node_ie()]);
+    assert_eq!(cause(&r), 72);
+    h.associate();
+    establish(&mut h, 1);
+    let (_, r) = h.request(msg::ASSOCIATION_RELEASE_REQUEST, None, &[node_ie()]);
+    assert_eq!(cause(&r), 1);
+    assert!(h.plane.is_empty(), "release deletes the sessions");
+    // A truncated IE inside a known request is answered with a cause.
+    let mut b = encode(msg::SESSION_DELETION_REQUEST, Some(1), 77, &[]);
+    b.extend_from_slice(&[0, 19, 0, 9, 1]);
+    let l = (b.len() - 4) as u16;
+    b[2..4].copy_from_slice(&l.to_be_bytes());
+    let (hd, r) = h.raw(&b).unwrap();
+    assert_eq!(hd.msg_type, msg::SESSION_DELETION_RESPONSE);
+    assert_ne!(cause(&r), 1);
+    // Garbage is dropped and counted.
+    assert!(h.raw(&[0x20, 1]).is_none());
+    assert_eq!(h.core.counters.value("pfcp_malformed"), 2);
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    proptest! {
+        #[test]
+        fn node_never_panics(b in proptest::collection::vec(any::<u8>(), 0..300), t in prop_oneof![Just(5u8), Just(50), Just(52), Just(54), any::<u8>()]) {
+            let mut h = Harness::new();
+            h.associate();
+            let mut m = b.clone();
+            if m.len() >= 16 { m[0] = 0x21; m[1] = t; let l = (m.len() - 4) as u16; m[2..4].copy_from_slice(&l.to_be_bytes()); }
+            h.core.handle_datagram(h.now, smf(), &m);
+            h.core.handle_datagram(h.now, smf(), &b);
+            while h.core.poll_transmit().is_some() {}
+        }
+    }
+}
