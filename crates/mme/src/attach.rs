@@ -13,7 +13,7 @@ use mobicore_common::sctp_api::AssocId;
 use mobicore_common::Imsi;
 use oxirush_nas::nas_eps::*;
 use oxirush_s1ap::extract_s1ap_ies;
-use oxirush_s1ap::s1ap::{Cause, CauseNas, S1APPDU};
+use oxirush_s1ap::s1ap::{CauseNas, S1APPDU};
 
 /// ULR-Flags (TS 29.272 7.3.7): S6a/S6d-Indicator and Initial-Attach-Indicator.
 const ULR_FLAGS: u32 = (1 << 1) | (1 << 5);
