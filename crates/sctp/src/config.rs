@@ -1,0 +1,109 @@
+//! Endpoint configuration with the defaults of RFC 9260 15 where it gives one.
+
+use mobicore_common::counters::Counters;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The default UDP port of SCTP over UDP (RFC 6951 5).
+pub const UDP_ENCAPS_PORT: u16 = 9899;
+
+/// How SCTP packets reach the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// User-space SCTP over raw IP protocol 132 (wire-compatible with kernel SCTP peers; needs root).
+    RawIp,
+    /// User-space SCTP over UDP (RFC 6951); `port` is the local UDP port (0: ephemeral).
+    Udp { port: u16 },
+    /// The kernel's SCTP, where the kernel has it.
+    Kernel,
+}
+
+impl Default for Transport {
+    fn default() -> Self {
+        Transport::Udp { port: UDP_ENCAPS_PORT }
+    }
+}
+
+impl Transport {
+    /// `Kernel` if this kernel has SCTP, else `RawIp` (probed once per process).
+    pub fn auto() -> Transport {
+        if crate::shell::kernel::available() {
+            Transport::Kernel
+        } else {
+            Transport::RawIp
+        }
+    }
+}
+
+/// Configuration of one endpoint (one local IP and SCTP port).
+#[derive(Clone)]
+pub struct EndpointConfig {
+    /// Local IP and SCTP port; port 0 picks an ephemeral port (49152-65535).
+    pub local: SocketAddr,
+    pub transport: Transport,
+    /// HB.interval (RFC 9260 8.3).
+    pub heartbeat_interval: Duration,
+    pub rto_initial: Duration,
+    pub rto_min: Duration,
+    pub rto_max: Duration,
+    /// Path.Max.Retrans: consecutive timeouts before the association goes Down.
+    pub path_max_retrans: u32,
+    /// Max.Init.Retransmits for INIT and COOKIE ECHO.
+    pub max_init_retrans: u32,
+    /// Outbound streams we ask for.
+    pub outbound_streams: u16,
+    /// Inbound streams we accept at most.
+    pub max_inbound_streams: u16,
+    /// Largest SCTP packet (common header + chunks), bytes.
+    pub mtu: usize,
+    /// Delayed SACK timeout (RFC 9260 6.2: at most 500 ms; low for signalling latency).
+    pub sack_delay: Duration,
+    /// Receive buffer advertised to peers (a_rwnd), bytes.
+    pub receive_window: u32,
+    /// Valid.Cookie.Life.
+    pub cookie_lifetime: Duration,
+    /// Remote UDP port for `Transport::Udp` peers we connect to before hearing from them.
+    pub udp_remote_port: u16,
+    /// Dropped or rejected input is counted here (names `sctp_*`).
+    pub counters: Counters,
+}
+
+impl EndpointConfig {
+    pub fn new(local: SocketAddr, transport: Transport) -> Self {
+        EndpointConfig {
+            local,
+            transport,
+            heartbeat_interval: Duration::from_secs(30),
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_secs(1),
+            rto_max: Duration::from_secs(60),
+            path_max_retrans: 5,
+            max_init_retrans: 8,
+            outbound_streams: 16,
+            max_inbound_streams: 16,
+            mtu: 1400,
+            sack_delay: Duration::from_millis(10),
+            receive_window: 4 << 20,
+            cookie_lifetime: Duration::from_secs(60),
+            udp_remote_port: UDP_ENCAPS_PORT,
+            counters: Counters::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for EndpointConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointConfig")
+            .field("local", &self.local)
+            .field("transport", &self.transport)
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("rto_initial", &self.rto_initial)
+            .field("rto_min", &self.rto_min)
+            .field("rto_max", &self.rto_max)
+            .field("path_max_retrans", &self.path_max_retrans)
+            .field("outbound_streams", &self.outbound_streams)
+            .field("max_inbound_streams", &self.max_inbound_streams)
+            .field("mtu", &self.mtu)
+            .finish_non_exhaustive()
+    }
+}
