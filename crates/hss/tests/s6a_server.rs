@@ -1,0 +1,249 @@
+//! The HSS server on 127.0.0.1:0 with the S6a client of mobicore-diameter:
+//! AIR, ULR, PUR, unknown IMSI, resync, 1000 concurrent requests; malformed
+//! input from a raw peer gets its answer (or a disconnect) while the server
+//! keeps serving the other peers.
+
+use mobicore_common::requester::Requester;
+use mobicore_common::s6a::*;
+use mobicore_common::{Imsi, Plmn};
+use mobicore_diameter::dict::{app, avp, cmd, result};
+use mobicore_diameter::header::HeaderRepr;
+use mobicore_diameter::{base, connect_s6a, Message, S6aClientConfig};
+use mobicore_hss::{auth, bind, HssConfig, SubscriberStore, SubscriberTemplate};
+use oxirush_security::milenage::Sqn;
+use oxirush_security::{Autn, Rand};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const K: [u8; 16] = [0x46, 0x5b, 0x5c, 0xe8, 0xb1, 0x99, 0xb4, 0x9f, 0xaa, 0x5f, 0x0a, 0x2e, 0xe2, 0x38, 0xa6, 0xbc];
+const OPC: [u8; 16] = [0xcd, 0x63, 0xcb, 0x71, 0x95, 0x4a, 0x9f, 0x4e, 0x48, 0xa5, 0x99, 0x4e, 0x37, 0xa0, 0x2b, 0xaf];
+
+fn imsi(n: u64) -> Imsi {
+    format!("0010100000{n:05}").parse().unwrap()
+}
+fn plmn() -> Plmn {
+    "00101".parse().unwrap()
+}
+
+struct Server {
+    addr: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<(), mobicore_hss::HssError>>,
+    counters: mobicore_common::counters::Counters,
+}
+
+async fn start(port: u16) -> Server {
+    let store = SubscriberStore::in_memory();
+    let t = SubscriberTemplate { first_msisdn: Some(46700000000), ..Default::default() };
+    store.import_range(&imsi(0), 2000, K, OPC, &t).unwrap();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let cfg = HssConfig { listen: SocketAddr::from(([127, 0, 0, 1], port)), ..Default::default() };
+    let counters = mobicore_common::counters::Counters::new();
+    let (addr, fut) = bind(cfg, store, counters.clone(), rx).await.unwrap();
+    Server { addr, stop, task: tokio::spawn(fut), counters }
+}
+
+async fn client(addr: SocketAddr) -> Requester<S6aRequest, S6aAnswer> {
+    let mut cfg = S6aClientConfig::new("mme.mobicore.local", "mobicore.local");
+    cfg.peer = addr;
+    cfg.request_timeout = Duration::from_secs(20);
+    connect_s6a(cfg).await.unwrap()
+}
+
+fn air(i: u64, resync: Option<ResyncInfo>) -> S6aRequest {
+    S6aRequest::AuthenticationInformation(AuthInfoRequest { imsi: imsi(i), visited_plmn: plmn(), num_vectors: 1, resync })
+}
+
+/// The procedures a test run (and the tshark capture) goes through.
+pub async fn exercise(s6a: &Requester<S6aRequest, S6aAnswer>) {
+    let usim = auth::milenage(&K, &OPC);
+    // AIR: a vector the USIM accepts.
+    let S6aAnswer::AuthenticationInformation(Ok(v)) = s6a.request(air(1, None)).await.unwrap() else { panic!() };
+    let r = usim.check_autn(&Rand::new(&v[0].rand), &Autn::new(&v[0].autn)).unwrap();
+    assert_eq!(auth::seq_of(r.sqn().get()), 1);
+    // Resync: the USIM is at SEQ 500.
+    let auts = usim.auts(&Rand::new(&v[0].rand), &Sqn::try_from(500 << 5).unwrap());
+    let rs = ResyncInfo { rand: v[0].rand, auts: *auts.as_octets() };
+    let S6aAnswer::AuthenticationInformation(Ok(v)) = s6a.request(air(1, Some(rs))).await.unwrap() else { panic!() };
+    let r = usim.check_autn(&Rand::new(&v[0].rand), &Autn::new(&v[0].autn)).unwrap();
+    assert_eq!(auth::seq_of(r.sqn().get()), 501);
+    // ULR
+    let ulr = S6aRequest::UpdateLocation(UpdateLocationRequest { imsi: imsi(1), visited_plmn: plmn(), flags: 2 });
+    let S6aAnswer::UpdateLocation(Ok(sd)) = s6a.request(ulr).await.unwrap() else { panic!() };
+    assert_eq!(sd.msisdn.as_deref(), Some("46700000001"));
+    assert_eq!(sd.default_apn().unwrap().service_selection, "internet");
+    // Unknown IMSI: Experimental-Result 5001.
+    let unknown: Imsi = "001019999999999".parse().unwrap();
+    let req = AuthInfoRequest { imsi: unknown.clone(), visited_plmn: plmn(), num_vectors: 1, resync: None };
+    let a = s6a.request(S6aRequest::AuthenticationInformation(req)).await.unwrap();
+    assert_eq!(a, S6aAnswer::AuthenticationInformation(Err(S6aError::UserUnknown)));
+    let ulr = S6aRequest::UpdateLocation(UpdateLocationRequest { imsi: unknown, visited_plmn: plmn(), flags: 2 });
+    assert_eq!(s6a.request(ulr).await.unwrap(), S6aAnswer::UpdateLocation(Err(S6aError::UserUnknown)));
+    // PUR
+    let pur = S6aRequest::PurgeUe(PurgeUeRequest { imsi: imsi(1) });
+    assert_eq!(s6a.request(pur).await.unwrap(), S6aAnswer::PurgeUe(Ok(())));
+}
+
+#[tokio::test]
+async fn procedures_over_diameter() {
+    let srv = start(0).await;
+    let s6a = client(srv.addr).await;
+    exercise(&s6a).await;
+    srv.stop.send(true).unwrap();
+    srv.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousand_concurrent_requests_all_answered() {
+    let srv = start(0).await;
+    let s6a = client(srv.addr).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..1000u64 {
+        let s6a = s6a.clone();
+        tasks.spawn(async move {
+            let a = s6a.request(air(i % 2000, None)).await.unwrap();
+            matches!(a, S6aAnswer::AuthenticationInformation(Ok(v)) if v.len() == 1)
+        });
+    }
+    let mut ok = 0;
+    while let Some(r) = tasks.join_next().await {
+        ok += r.unwrap() as usize;
+    }
+    assert_eq!(ok, 1000);
+    srv.stop.send(true).unwrap();
+    srv.task.await.unwrap().unwrap();
+}
+
+/// A raw peer that has done CER/CEA.
+async fn raw_peer(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let id = base::LocalIdentity::new("raw.mobicore.local", "mobicore.local");
+    s.write_all(&base::cer(&id, 1, 1).to_vec()).await.unwrap();
+    let cea = read_message(&mut s).await.unwrap();
+    assert_eq!(cea.result_code(), Some(result::DIAMETER_SUCCESS));
+    s
+}
+
+async fn read_message(s: &mut TcpStream) -> Option<Message> {
+    let mut hdr = [0u8; 20];
+    tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut hdr)).await.ok()?.ok()?;
+    let len = u32::from_be_bytes([0, hdr[1], hdr[2], hdr[3]]) as usize;
+    let mut buf = hdr.to_vec();
+    buf.resize(len, 0);
+    s.read_exact(&mut buf[20..]).await.ok()?;
+    Some(Message::parse(&buf).unwrap())
+}
+
+fn s6a_air_bytes(hop: u32) -> Vec<u8> {
+    let id = base::LocalIdentity::new("raw.mobicore.local", "mobicore.local");
+    let ctx = mobicore_diameter::s6a::RequestContext {
+        session_id: "raw.mobicore.local;1;1",
+        local: &id,
+        destination_realm: "mobicore.local",
+        destination_host: None,
+        hop_by_hop: hop,
+        end_to_end: hop,
+    };
+    mobicore_diameter::s6a::encode_request(&air(3, None), &ctx).to_vec()
+}
+
+#[tokio::test]
+async fn malformed_messages_get_their_answers_and_others_are_served() {
+    let srv = start(0).await;
+    let good = client(srv.addr).await;
+
+    // Truncated AVP: the last AVP claims more octets than the message has.
+    let mut p = raw_peer(srv.addr).await;
+    let mut bytes = s6a_air_bytes(10);
+    let n = bytes.len();
+    // The last AVP is Visited-PLMN-Id (12 header + 3 data + 1 pad = 16).
+    bytes[n - 16 + 7] = 40;
+    p.write_all(&bytes).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!(a.header.hop_by_hop, 10);
+    assert_eq!(a.result_code(), Some(result::DIAMETER_INVALID_AVP_LENGTH));
+    assert!(a.find(avp::FAILED_AVP).is_some());
+    assert!(a.find(avp::ORIGIN_HOST).is_some());
+
+    // Missing User-Name: DIAMETER_MISSING_AVP with Failed-AVP.
+    let mut m = Message::parse(&s6a_air_bytes(11)).unwrap();
+    m.avps.retain(|a| !avp::USER_NAME.matches(a));
+    p.write_all(&m.to_vec()).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!(a.result_code(), Some(result::DIAMETER_MISSING_AVP));
+    let failed = a.find(avp::FAILED_AVP).unwrap().grouped().unwrap();
+    assert_eq!(failed[0].code, avp::USER_NAME.code);
+
+    // Unknown command with M-bit AVPs: DIAMETER_COMMAND_UNSUPPORTED, E-bit.
+    let mut m = Message::parse(&s6a_air_bytes(12)).unwrap();
+    m.header.command_code = 999;
+    p.write_all(&m.to_vec()).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!(a.result_code(), Some(result::DIAMETER_COMMAND_UNSUPPORTED));
+    assert!(a.header.error);
+    assert_eq!(a.session_id(), Some("raw.mobicore.local;1;1"));
+
+    // Unknown AVP with the M-bit in an AIR: DIAMETER_AVP_UNSUPPORTED.
+    let mut m = Message::parse(&s6a_air_bytes(13)).unwrap();
+    m.avps.push(mobicore_diameter::avp::AvpRepr { code: 9999, vendor_id: None, mandatory: true, protected: false, data: vec![1] });
+    p.write_all(&m.to_vec()).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!(a.result_code(), Some(result::DIAMETER_AVP_UNSUPPORTED));
+
+    // Unknown application: DIAMETER_APPLICATION_UNSUPPORTED.
+    let mut m = Message::parse(&s6a_air_bytes(14)).unwrap();
+    m.header.application_id = 4;
+    p.write_all(&m.to_vec()).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!(a.result_code(), Some(result::DIAMETER_APPLICATION_UNSUPPORTED));
+
+    // Other Destination-Host: DIAMETER_UNABLE_TO_DELIVER.
+    let mut m = Message::parse(&s6a_air_bytes(15)).unwrap();
+    m.avps.insert(5, avp::DESTINATION_HOST.utf8("elsewhere.example"));
+    p.write_all(&m.to_vec()).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!(a.result_code(), Some(result::DIAMETER_UNABLE_TO_DELIVER));
+    assert!(a.header.error);
+
+    // The same connection still serves a good request, and DWR.
+    p.write_all(&s6a_air_bytes(16)).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!((a.header.hop_by_hop, a.result_code()), (16, Some(result::DIAMETER_SUCCESS)));
+    let id = base::LocalIdentity::new("raw.mobicore.local", "mobicore.local");
+    p.write_all(&base::dwr(&id, 17, 17).to_vec()).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!((a.header.command_code, a.result_code()), (cmd::DEVICE_WATCHDOG, Some(2001)));
+
+    // Bad message length (below the header): answered, then disconnected.
+    let mut bytes = s6a_air_bytes(18);
+    bytes[1..4].copy_from_slice(&[0, 0, 8]);
+    p.write_all(&bytes).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!(a.result_code(), Some(result::DIAMETER_INVALID_MESSAGE_LENGTH));
+    assert!(read_message(&mut p).await.is_none(), "connection closed");
+
+    // A peer that skips CER is disconnected.
+    let mut q = TcpStream::connect(srv.addr).await.unwrap();
+    q.write_all(&s6a_air_bytes(19)).await.unwrap();
+    assert!(read_message(&mut q).await.is_none());
+
+    // Garbage from a third peer does not disturb the client.
+    let mut g = TcpStream::connect(srv.addr).await.unwrap();
+    g.write_all(&[0xff; 64]).await.unwrap();
+    let S6aAnswer::AuthenticationInformation(Ok(_)) = good.request(air(2, None)).await.unwrap() else { panic!() };
+    assert!(srv.counters.value("diameter_malformed") >= 1);
+    assert!(srv.counters.value("diameter_command_unsupported") >= 1);
+
+    // DPR from the raw peer side is answered with DPA.
+    let mut p = raw_peer(srv.addr).await;
+    p.write_all(&base::dpr(&id, 20, 20, 0).to_vec()).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!(a.header.command_code, cmd::DISCONNECT_PEER);
+    let _ = HeaderRepr::default();
+    let _ = app::S6A;
+
+    srv.stop.send(true).unwrap();
+    srv.task.await.unwrap().unwrap();
+}
