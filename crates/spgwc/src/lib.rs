@@ -1,1 +1,32 @@
-//! mobicore-spgwc: see ARCHITECTURE.md.
+//! mobicore-spgwc: a combined SGW-C + PGW-C (TS 23.401, TS 29.274 S11,
+//! TS 29.244 Sxa/Sxb). An ordinary 3GPP S/P-GW: its processing depends
+//! only on the messages it receives, its configuration and the times it is
+//! given, so recorded S11 traffic replays into a fresh instance.
+//!
+//! # Layout
+//! - [`config`]: [`SpgwcConfig`] (APNs with pools, UPFs, timers).
+//! - [`context`]: sessions keyed by our S11 TEID, IPv4 pools, UPF state.
+//! - [`core`]: the sans-I/O [`SpgwcCore`] (`handle_s11`, `handle_pfcp`,
+//!   `handle_timeout`, `poll_transmit`, `poll_timeout`).
+//! - [`s11_handler`]: Create Session, Modify Bearer, Release Access
+//!   Bearers, Delete Session.
+//! - [`sxa_build`] / `sxa_handler`: PFCP requests and answers.
+//! - [`shell`]: the tokio task. Either `run(cfg, shutdown)`, or
+//!   `bind(cfg)` (port 0 allowed) to learn `s11_addr` / `pfcp_addr`, then
+//!   `.run(shutdown)`.
+//!
+//! Counter names: `gtp_malformed`, `s11_rejected`, `s11_rejected_ie`,
+//! `s11_duplicate_request`, `pfcp_malformed`, `pfcp_timeout`,
+//! `pfcp_unmatched_response`, `sessions_created`, `sessions_deleted`.
+
+pub mod config;
+pub mod context;
+pub mod core;
+pub mod s11_handler;
+pub mod shell;
+pub mod sxa_build;
+mod sxa_handler;
+
+pub use config::{ApnConfig, SpgwcConfig, UpfPeerConfig};
+pub use core::{Interface, SpgwcCore, Transmit};
+pub use shell::{bind, run, Spgwc, SpgwcError};

@@ -1,0 +1,81 @@
+//! S/P-GW-C configuration (one TOML section `[spgwc]`).
+
+use serde::{Deserialize, Serialize};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// One APN and its UE address pool.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ApnConfig {
+    /// APN Network Identifier, e.g. "internet" (matched case-insensitively;
+    /// an Operator Identifier suffix ".mncXXX.mccYYY.gprs" is ignored).
+    pub name: String,
+    /// First address of the IPv4 pool, e.g. 10.45.0.0.
+    pub pool: Ipv4Addr,
+    /// Prefix length of the pool, e.g. 16.
+    pub prefix_len: u8,
+}
+
+/// A user-plane node we program over PFCP.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UpfPeerConfig {
+    /// Its PFCP address.
+    pub pfcp: SocketAddr,
+    /// Its S1-U (N3) GTP-U address, put in the S1-U SGW F-TEID.
+    pub s1u_addr: Ipv4Addr,
+    /// The S1-U TEIDs we hand out for this node: [teid_base, teid_base + teid_count).
+    pub teid_base: u32,
+    pub teid_count: u32,
+}
+
+impl Default for UpfPeerConfig {
+    fn default() -> Self {
+        UpfPeerConfig {
+            pfcp: "127.0.0.1:8806".parse().unwrap(),
+            s1u_addr: Ipv4Addr::LOCALHOST,
+            teid_base: 0x0001_0000,
+            teid_count: 0x00ff_0000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SpgwcConfig {
+    /// S11 GTP-C listen address (port 2123 by default; 0 picks one).
+    pub s11: SocketAddr,
+    /// PFCP listen address (port 8805 by default; 0 picks one).
+    pub pfcp: SocketAddr,
+    /// Our PFCP Node ID and the address in our CP F-SEIDs.
+    pub node_id: Ipv4Addr,
+    pub apns: Vec<ApnConfig>,
+    pub upfs: Vec<UpfPeerConfig>,
+    /// GTP-C T3 / N3 (TS 29.274 7.6).
+    pub t3: Duration,
+    pub n3: u32,
+    /// PFCP T1 / N1 (TS 29.244 6.4).
+    pub t1: Duration,
+    pub n1: u32,
+    /// Interval of PFCP Heartbeat Requests to associated UPFs.
+    pub heartbeat_interval: Duration,
+    /// Our GTP-C Recovery restart counter (TS 29.274 8.5).
+    pub recovery: u8,
+}
+
+impl Default for SpgwcConfig {
+    fn default() -> Self {
+        SpgwcConfig {
+            s11: "127.0.0.1:2123".parse().unwrap(),
+            pfcp: "127.0.0.1:8805".parse().unwrap(),
+            node_id: Ipv4Addr::LOCALHOST,
+            apns: vec![ApnConfig { name: "internet".into(), pool: Ipv4Addr::new(10, 45, 0, 0), prefix_len: 16 }],
+            upfs: vec![UpfPeerConfig::default()],
+            t3: Duration::from_secs(3),
+            n3: 3,
+            t1: Duration::from_secs(3),
+            n1: 3,
+            heartbeat_interval: Duration::from_secs(10),
+            recovery: 0,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! S/P-GW-C state: per-UE sessions keyed by our S11 TEID, and the IPv4
+//! pools per APN.
+
+use crate::config::ApnConfig;
+use mobicore_common::{Ambr, Ebi, Fteid, Imsi, Teid};
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// Where a procedure stands for one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// PFCP Session Establishment sent, Create Session Response pending.
+    Creating,
+    Active,
+    /// A PFCP modification or deletion is in flight.
+    Busy,
+}
+
+/// The S11 request a session owes an answer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct S11Pending {
+    pub peer: SocketAddr,
+    pub seq: u32,
+}
+
+/// One PDN connection (default bearer only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub imsi: Imsi,
+    pub apn: String,
+    pub state: SessionState,
+    /// Our S11 F-TEID (the key of the session table).
+    pub sgw_s11: Fteid,
+    /// The MME's S11 F-TEID (Sender F-TEID of the Create Session Request).
+    pub mme_s11: Fteid,
+    pub ue_ipv4: Ipv4Addr,
+    pub ebi: Ebi,
+    pub apn_ambr: Ambr,
+    /// S1-U SGW F-TEID (allocated from the UPF's range, the UPF's address).
+    pub s1u_sgw: Fteid,
+    /// S1-U eNB F-TEID once Modify Bearer gave it; None while idle.
+    pub s1u_enb: Option<Fteid>,
+    /// Index of the UPF in the configuration.
+    pub upf: usize,
+    pub cp_seid: u64,
+    pub up_seid: Option<u64>,
+}
+
+/// A sequential IPv4 pool (deterministic: lowest free address first after
+/// the last one handed out, released addresses reused after wrap).
+#[derive(Debug, Clone)]
+pub struct Pool {
+    first: u32,
+    size: u32,
+    next: u32,
+    used: BTreeSet<u32>,
+}
+
+impl Pool {
+    pub fn new(cfg: &ApnConfig) -> Self {
+        let prefix = cfg.prefix_len.min(30);
+        let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
+        let net = u32::from(cfg.pool) & mask;
+        let size = (!mask).saturating_sub(1); // no network / broadcast address
+        Pool { first: net + 1, size, next: 0, used: BTreeSet::new() }
+    }
+
+    pub fn allocate(&mut self) -> Option<Ipv4Addr> {
+        if self.used.len() as u32 >= self.size {
+            return None;
+        }
+        loop {
+            let off = self.next;
+            self.next = (self.next + 1) % self.size;
+            if self.used.insert(off) {
+                return Some(Ipv4Addr::from(self.first + off));
+            }
+        }
+    }
+
+    pub fn release(&mut self, a: Ipv4Addr) {
+        self.used.remove(&u32::from(a).wrapping_sub(self.first));
+    }
+
+    pub fn in_use(&self) -> usize {
+        self.used.len()
+    }
+}
+
+/// Our side of one PFCP association.
+#[derive(Debug, Clone)]
+pub struct UpfState {
+    pub associated: bool,
+    /// A setup or heartbeat request is outstanding.
+    pub probing: bool,
+    pub next_teid: u32,
+}
+
+/// Teid newtype helper for the session map key.
+pub fn key(t: Teid) -> u32 {
+    t.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_allocates_in_order_and_exhausts() {
+        let mut p = Pool::new(&ApnConfig { name: "x".into(), pool: Ipv4Addr::new(10, 0, 0, 0), prefix_len: 30 });
+        assert_eq!(p.allocate(), Some(Ipv4Addr::new(10, 0, 0, 1)));
+        assert_eq!(p.allocate(), Some(Ipv4Addr::new(10, 0, 0, 2)));
+        assert_eq!(p.allocate(), None);
+        p.release(Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(p.allocate(), Some(Ipv4Addr::new(10, 0, 0, 1)));
+    }
+}

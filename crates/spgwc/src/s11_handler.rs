@@ -1,0 +1,177 @@
+//! S11 procedures of the SGW-C (TS 29.274 7.2; TS 23.401 5.3.2.1, 5.3.4,
+//! 5.3.5, 5.3.8): each request starts a PFCP procedure and is answered
+//! when the UPF has answered.
+
+use crate::context::{S11Pending, Session, SessionState};
+use crate::core::{PfcpOp, SpgwcCore};
+use crate::sxa_build::{self as sxa, msg};
+use mobicore_common::s11::*;
+use mobicore_common::{Fteid, PdnType, Teid};
+use mobicore_gtp::message::{self as gm, GtpMessage};
+use mobicore_gtp::s11::{decode_request, encode_response};
+use std::time::Instant;
+
+/// GTPv2-C causes not named in `mobicore_common::s11::GtpCause`.
+pub const PREFERRED_PDN_TYPE_NOT_SUPPORTED: GtpCause = GtpCause(83);
+pub const REMOTE_PEER_NOT_RESPONDING: GtpCause = GtpCause(100);
+
+/// The APN-NI of an APN that may carry an Operator Identifier.
+pub fn apn_ni(apn: &str) -> String {
+    let l = apn.to_ascii_lowercase();
+    match l.find(".mnc") {
+        Some(i) if l.ends_with(".gprs") => l[..i].to_string(),
+        _ => l,
+    }
+}
+
+impl SpgwcCore {
+    pub(crate) fn reject_s11(&mut self, now: Instant, p: S11Pending, request_type: u8, teid: u32, cause: GtpCause) {
+        self.counters.incr("s11_rejected");
+        if let Some(r) = gm::reject(request_type, teid, p.seq, cause.0, None) {
+            self.answer_s11(now, p, r);
+        }
+    }
+
+    pub(crate) fn on_s11_request(&mut self, now: Instant, p: S11Pending, m: &GtpMessage) {
+        let t = m.body.msg_type();
+        let req = match decode_request(m) {
+            Ok(r) => r,
+            Err(e) => {
+                self.counters.incr("s11_rejected_ie");
+                let teid = self.mme_teid_for(m.teid.unwrap_or(0));
+                let cause = e.cause().unwrap_or(GtpCause::SYSTEM_FAILURE).0;
+                if let Some(r) = gm::reject(t, teid, p.seq, cause, e.offending_ie()) {
+                    self.answer_s11(now, p, r);
+                }
+                return;
+            }
+        };
+        match req {
+            S11Request::CreateSession(r) => self.create_session(now, p, r),
+            S11Request::ModifyBearer(r) => {
+                let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
+                if s.ebi != r.ebi {
+                    let mme = s.mme_s11.teid.0;
+                    let resp = mobicore_gtp::s11::modify_bearer_response(mme, p.seq, GtpCause::CONTEXT_NOT_FOUND, r.ebi, None);
+                    return self.answer_s11(now, p, resp);
+                }
+                let (upf, up_seid) = (s.upf, s.up_seid);
+                let ies = sxa::forward_downlink(r.s1u_enb_fteid.teid.0, r.s1u_enb_fteid.ipv4);
+                self.session_request(now, upf, up_seid, &ies, PfcpOp::ModifyBearer { teid: r.sgw_teid.0, s11: p, enb: r.s1u_enb_fteid });
+            }
+            S11Request::ReleaseAccessBearers(r) => {
+                let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
+                let (upf, up_seid) = (s.upf, s.up_seid);
+                self.session_request(now, upf, up_seid, &sxa::buffer_downlink(), PfcpOp::ReleaseAccess { teid: r.sgw_teid.0, s11: p });
+            }
+            S11Request::DeleteSession(r) => {
+                let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
+                let (upf, up_seid) = (s.upf, s.up_seid);
+                self.counters.incr("s11_delete_session");
+                self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_DELETION_REQUEST, up_seid, &[], PfcpOp::Delete { teid: r.sgw_teid.0, s11: p });
+            }
+        }
+    }
+
+    /// The active session of `teid`, marked busy; or the request is
+    /// rejected (Context Not Found, TS 29.274 7.2.8 etc.) and `None`.
+    fn active(&mut self, now: Instant, p: S11Pending, t: u8, teid: Teid) -> Option<&Session> {
+        match self.sessions.get(&teid.0).map(|s| (s.state, s.mme_s11.teid.0)) {
+            None => {
+                self.reject_s11(now, p, t, 0, GtpCause::CONTEXT_NOT_FOUND);
+                None
+            }
+            Some((SessionState::Active, _)) => {
+                let s = self.sessions.get_mut(&teid.0).expect("present");
+                s.state = SessionState::Busy;
+                Some(s)
+            }
+            Some((_, mme)) => {
+                // Another procedure of this session is in flight.
+                self.reject_s11(now, p, t, mme, GtpCause::REQUEST_REJECTED);
+                None
+            }
+        }
+    }
+
+    fn session_request(&mut self, now: Instant, upf: usize, up_seid: Option<u64>, ies: &[rs_pfcp::ie::Ie], op: PfcpOp) {
+        self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_MODIFICATION_REQUEST, up_seid, ies, op);
+    }
+
+    /// Create Session (TS 29.274 7.2.1; TS 23.401 5.3.2.1 steps 12-16).
+    fn create_session(&mut self, now: Instant, p: S11Pending, r: CreateSessionRequest) {
+        let reject = |core: &mut Self, cause: GtpCause| {
+            let resp = CreateSessionResponse {
+                cause,
+                sgw_fteid: None,
+                paa: None,
+                apn_ambr: None,
+                bearer_ebi: r.bearer.ebi,
+                bearer_cause: cause,
+                s1u_sgw_fteid: None,
+            };
+            core.counters.incr("s11_rejected");
+            let m = encode_response(&S11Response::CreateSession(resp), r.sender_fteid.teid.0, p.seq, None);
+            core.answer_s11(now, p, m);
+        };
+        let apn = apn_ni(&r.apn);
+        if !self.pools.contains_key(&apn) {
+            return reject(self, GtpCause::MISSING_OR_UNKNOWN_APN);
+        }
+        if r.pdn_type == PdnType::Ipv6 {
+            return reject(self, PREFERRED_PDN_TYPE_NOT_SUPPORTED);
+        }
+        let Some(upf) = self.pick_upf() else {
+            return reject(self, GtpCause::NO_RESOURCES_AVAILABLE);
+        };
+        let Some(ue_ipv4) = self.pools.get_mut(&apn).and_then(|pl| pl.allocate()) else {
+            return reject(self, GtpCause::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
+        };
+        let teid = self.allocate_s11_teid();
+        let ucfg = &self.cfg.upfs[upf];
+        let u = &mut self.upfs[upf];
+        let s1u_teid = u.next_teid;
+        u.next_teid = if u.next_teid + 1 >= ucfg.teid_base.saturating_add(ucfg.teid_count) { ucfg.teid_base } else { u.next_teid + 1 };
+        let s1u_sgw = Fteid { teid: Teid(s1u_teid), ipv4: ucfg.s1u_addr };
+        let cp_seid = self.next_seid;
+        self.next_seid += 1;
+        let spec = sxa::SessionSpec { node_id: self.cfg.node_id, cp_seid, apn: apn.clone(), s1u_teid, s1u_addr: s1u_sgw.ipv4, ue_ipv4 };
+        self.sessions.insert(
+            teid,
+            Session {
+                imsi: r.imsi.clone(),
+                apn,
+                state: SessionState::Creating,
+                sgw_s11: Fteid { teid: Teid(teid), ipv4: self.s11_ip },
+                mme_s11: r.sender_fteid,
+                ue_ipv4,
+                ebi: r.bearer.ebi,
+                apn_ambr: r.apn_ambr,
+                s1u_sgw,
+                s1u_enb: None,
+                upf,
+                cp_seid,
+                up_seid: None,
+            },
+        );
+        let ies = sxa::session_establishment(&spec);
+        // TS 29.244 7.2.2.4.2: SEID 0 in an establishment request header.
+        self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies, PfcpOp::Establish { teid, s11: p });
+    }
+
+    fn allocate_s11_teid(&mut self) -> u32 {
+        loop {
+            let t = self.next_teid;
+            self.next_teid = self.next_teid.wrapping_add(1).max(1);
+            if !self.sessions.contains_key(&t) {
+                return t;
+            }
+        }
+    }
+
+    /// Round robin over associated UPFs.
+    fn pick_upf(&mut self) -> Option<usize> {
+        let n = self.upfs.len();
+        (0..n).map(|k| (self.next_upf + k) % n).find(|&i| self.upfs[i].associated).inspect(|&i| self.next_upf = (i + 1) % n)
+    }
+}

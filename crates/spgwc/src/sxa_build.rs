@@ -1,0 +1,207 @@
+//! Building the PFCP requests of the SGW-C/PGW-C (TS 29.244 7.4, 7.5) with
+//! rs-pfcp's IE types, and reading the answers' header and IEs.
+
+use rs_pfcp::ie::apply_action::ApplyAction;
+use rs_pfcp::ie::bar_id::BarId;
+use rs_pfcp::ie::create_bar::CreateBar;
+use rs_pfcp::ie::create_far::CreateFar;
+use rs_pfcp::ie::create_pdr::CreatePdr;
+use rs_pfcp::ie::destination_interface::{DestinationInterface, Interface};
+use rs_pfcp::ie::f_teid::Fteid;
+use rs_pfcp::ie::far_id::FarId;
+use rs_pfcp::ie::forwarding_parameters::ForwardingParameters;
+use rs_pfcp::ie::fseid::Fseid;
+use rs_pfcp::ie::network_instance::NetworkInstance;
+use rs_pfcp::ie::node_id::NodeId;
+use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
+use rs_pfcp::ie::outer_header_removal::OuterHeaderRemoval;
+use rs_pfcp::ie::pdi::Pdi;
+use rs_pfcp::ie::pdr_id::PdrId;
+use rs_pfcp::ie::precedence::Precedence;
+use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
+use rs_pfcp::ie::source_interface::{SourceInterface, SourceInterfaceValue};
+use rs_pfcp::ie::ue_ip_address::UeIpAddress;
+use rs_pfcp::ie::update_far::UpdateFar;
+use rs_pfcp::ie::update_forwarding_parameters::UpdateForwardingParameters;
+use rs_pfcp::ie::{Ie, IeType};
+use std::net::Ipv4Addr;
+use std::time::SystemTime;
+
+/// Message types (TS 29.244 Table 7.3-1).
+pub mod msg {
+    pub const HEARTBEAT_REQUEST: u8 = 1;
+    pub const HEARTBEAT_RESPONSE: u8 = 2;
+    pub const ASSOCIATION_SETUP_REQUEST: u8 = 5;
+    pub const ASSOCIATION_SETUP_RESPONSE: u8 = 6;
+    pub const SESSION_ESTABLISHMENT_REQUEST: u8 = 50;
+    pub const SESSION_ESTABLISHMENT_RESPONSE: u8 = 51;
+    pub const SESSION_MODIFICATION_REQUEST: u8 = 52;
+    pub const SESSION_MODIFICATION_RESPONSE: u8 = 53;
+    pub const SESSION_DELETION_REQUEST: u8 = 54;
+    pub const SESSION_DELETION_RESPONSE: u8 = 55;
+}
+
+/// Rule IDs of the default bearer's rules.
+pub const PDR_UPLINK: u16 = 1;
+pub const PDR_DOWNLINK: u16 = 2;
+pub const FAR_UPLINK: u32 = 1;
+pub const FAR_DOWNLINK: u32 = 2;
+pub const BAR_DOWNLINK: u8 = 1;
+/// Outer Header Removal "GTP-U/UDP/IPv4" (TS 29.244 8.2.64).
+pub const OHR_GTPU_UDP_IPV4: u8 = 0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PfcpHeader {
+    pub version: u8,
+    pub msg_type: u8,
+    pub seid: Option<u64>,
+    pub seq: u32,
+}
+
+/// Reads the header and the top-level IEs; `None` if unreadable.
+pub fn decode(b: &[u8]) -> Option<(PfcpHeader, Vec<Ie>)> {
+    if b.len() < 8 {
+        return None;
+    }
+    let has_seid = b[0] & 0x01 != 0;
+    let hlen = if has_seid { 16 } else { 8 };
+    let total = 4 + u16::from_be_bytes([b[2], b[3]]) as usize;
+    if b.len() < hlen || total < hlen || total > b.len() {
+        return None;
+    }
+    let seid = has_seid.then(|| u64::from_be_bytes(b[4..12].try_into().unwrap()));
+    let o = hlen - 4;
+    let h = PfcpHeader { version: b[0] >> 5, msg_type: b[1], seid, seq: u32::from_be_bytes([0, b[o], b[o + 1], b[o + 2]]) };
+    let mut ies = Vec::new();
+    let mut off = hlen;
+    while off < total {
+        let ie = Ie::unmarshal(&b[off..total]).ok()?;
+        off += ie.len() as usize;
+        ies.push(ie);
+    }
+    Some((h, ies))
+}
+
+/// Builds a PFCP message (version 1).
+pub fn encode(msg_type: u8, seid: Option<u64>, seq: u32, ies: &[Ie]) -> Vec<u8> {
+    let hlen = if seid.is_some() { 16 } else { 8 };
+    let mut b = vec![0u8; hlen];
+    for ie in ies {
+        ie.marshal_into(&mut b);
+    }
+    b[0] = (1 << 5) | seid.is_some() as u8;
+    b[1] = msg_type;
+    let len = (b.len() - 4) as u16;
+    b[2..4].copy_from_slice(&len.to_be_bytes());
+    let o = if let Some(s) = seid {
+        b[4..12].copy_from_slice(&s.to_be_bytes());
+        12
+    } else {
+        4
+    };
+    b[o..o + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
+    b
+}
+
+/// The Cause value of an answer (TS 29.244 8.2.1), 0 if absent.
+pub fn cause_of(ies: &[Ie]) -> u8 {
+    ies.iter().find(|i| i.ie_type == IeType::Cause).and_then(|i| i.payload.first().copied()).unwrap_or(0)
+}
+
+/// The UP F-SEID of a Session Establishment Response.
+pub fn up_seid_of(ies: &[Ie]) -> Option<u64> {
+    ies.iter().find(|i| i.ie_type == IeType::Fseid).and_then(|i| Fseid::unmarshal(&i.payload).ok()).map(|f| f.seid.into())
+}
+
+/// Network Instance as DNS labels, like an APN (TS 29.244 8.2.4, TS 23.003 9.1).
+pub fn network_instance(apn: &str) -> NetworkInstance {
+    let mut s = String::new();
+    for l in apn.split('.').filter(|l| !l.is_empty()) {
+        s.push(l.len().min(63) as u8 as char);
+        s.push_str(&l[..l.len().min(63)]);
+    }
+    NetworkInstance { instance: s }
+}
+
+pub fn association_setup_request(node_id: Ipv4Addr, recovery: SystemTime) -> Vec<Ie> {
+    vec![NodeId::new_ipv4(node_id).to_ie(), RecoveryTimeStamp::new(recovery).to_ie()]
+}
+
+pub fn heartbeat_request(recovery: SystemTime) -> Vec<Ie> {
+    vec![RecoveryTimeStamp::new(recovery).to_ie()]
+}
+
+/// What a default bearer's session needs on the UPF.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    pub node_id: Ipv4Addr,
+    pub cp_seid: u64,
+    pub apn: String,
+    pub s1u_teid: u32,
+    pub s1u_addr: Ipv4Addr,
+    pub ue_ipv4: Ipv4Addr,
+}
+
+/// Session Establishment Request IEs (TS 29.244 7.5.2): uplink PDR
+/// (Access, local F-TEID, outer header removal) -> FAR FORW to Core;
+/// downlink PDR (Core, UE IP as destination) -> FAR BUFF with a BAR until
+/// the eNB F-TEID is known.
+pub fn session_establishment(s: &SessionSpec) -> Vec<Ie> {
+    let ni = network_instance(&s.apn);
+    let mut ul_pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Access));
+    ul_pdi.f_teid = Some(Fteid::new(true, false, s.s1u_teid, Some(s.s1u_addr), None, 0));
+    ul_pdi.network_instance = Some(ni.clone());
+    let mut ul = CreatePdr::new(PdrId::new(PDR_UPLINK), Precedence::new(255), ul_pdi);
+    ul.outer_header_removal = Some(OuterHeaderRemoval::new(OHR_GTPU_UDP_IPV4));
+    ul.far_id = Some(FarId::new(FAR_UPLINK));
+
+    let mut dl_pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Core));
+    dl_pdi.network_instance = Some(ni.clone());
+    let mut ue = UeIpAddress::new(Some(s.ue_ipv4), None);
+    ue.source_destination = true; // S/D = destination (TS 29.244 8.2.62)
+    dl_pdi.ue_ip_addresses = vec![ue];
+    let mut dl = CreatePdr::new(PdrId::new(PDR_DOWNLINK), Precedence::new(255), dl_pdi);
+    dl.far_id = Some(FarId::new(FAR_DOWNLINK));
+
+    let mut ul_far = CreateFar::new(FarId::new(FAR_UPLINK), ApplyAction::new(0));
+    ul_far.apply_action.insert(ApplyAction::FORW);
+    let mut fp = ForwardingParameters::new(DestinationInterface::new(Interface::Core));
+    fp.network_instance = Some(ni);
+    ul_far.forwarding_parameters = Some(fp);
+
+    let mut dl_far = CreateFar::new(FarId::new(FAR_DOWNLINK), ApplyAction::new(0));
+    dl_far.apply_action.insert(ApplyAction::BUFF);
+    dl_far.bar_id = Some(BarId::new(BAR_DOWNLINK));
+
+    vec![
+        NodeId::new_ipv4(s.node_id).to_ie(),
+        Ie::new(IeType::Fseid, Fseid::new(s.cp_seid, Some(s.node_id), None).marshal()),
+        ul.to_ie(),
+        dl.to_ie(),
+        ul_far.to_ie(),
+        dl_far.to_ie(),
+        CreateBar::new(BarId::new(BAR_DOWNLINK), None).to_ie(),
+    ]
+}
+
+/// Session Modification after Modify Bearer: the downlink FAR forwards to
+/// the eNB with Outer Header Creation GTP-U/UDP/IPv4 (TS 29.244 7.5.4).
+pub fn forward_downlink(enb_teid: u32, enb_ipv4: Ipv4Addr) -> Vec<Ie> {
+    let mut fp = UpdateForwardingParameters::new();
+    fp.destination_interface = Some(DestinationInterface::new(Interface::Access));
+    fp.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv4(enb_teid, enb_ipv4));
+    let mut a = ApplyAction::new(0);
+    a.insert(ApplyAction::FORW);
+    vec![UpdateFar::new(FarId::new(FAR_DOWNLINK), Some(a), Some(fp), None, None).to_ie()]
+}
+
+/// Session Modification after Release Access Bearers: buffer downlink and
+/// notify the CP function of the first packet (BUFF + NOCP).
+pub fn buffer_downlink() -> Vec<Ie> {
+    let mut a = ApplyAction::new(0);
+    a.insert(ApplyAction::BUFF);
+    a.insert(ApplyAction::NOCP);
+    let mut u = UpdateFar::new(FarId::new(FAR_DOWNLINK), Some(a), None, None, None);
+    u.bar_id = Some(BarId::new(BAR_DOWNLINK));
+    vec![u.to_ie()]
+}

@@ -1,0 +1,151 @@
+//! PFCP answers and failures (TS 29.244 6.2, 7.5) and the S11 responses
+//! they complete.
+
+use crate::context::{S11Pending, SessionState};
+use crate::core::{Interface, PfcpOp, SpgwcCore};
+use crate::s11_handler::REMOTE_PEER_NOT_RESPONDING;
+use crate::sxa_build::{self as sxa, msg};
+use mobicore_common::s11::*;
+use mobicore_gtp::s11::{encode_response, modify_bearer_response};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// PFCP Cause "Request accepted" (TS 29.244 8.2.1).
+const PFCP_ACCEPTED: u8 = 1;
+
+impl SpgwcCore {
+    /// One PFCP datagram from `peer`.
+    pub fn handle_pfcp(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
+        let Some((h, ies)) = sxa::decode(bytes) else {
+            self.counters.incr("pfcp_malformed");
+            return;
+        };
+        match h.msg_type {
+            msg::HEARTBEAT_REQUEST => {
+                // Answer a UPF's heartbeat with our Recovery Time Stamp.
+                let b = sxa::encode(msg::HEARTBEAT_RESPONSE, None, h.seq, &sxa::heartbeat_request(self.pfcp_recovery));
+                self.out.push_back(crate::core::Transmit { interface: Interface::Pfcp, dst: peer, bytes: b });
+                return;
+            }
+            msg::HEARTBEAT_RESPONSE
+            | msg::ASSOCIATION_SETUP_RESPONSE
+            | msg::SESSION_ESTABLISHMENT_RESPONSE
+            | msg::SESSION_MODIFICATION_RESPONSE
+            | msg::SESSION_DELETION_RESPONSE => {}
+            _ => {
+                self.counters.incr("pfcp_unsupported_message");
+                return;
+            }
+        }
+        let Some(op) = self.pfcp.on_response(peer, h.seq) else {
+            self.counters.incr("pfcp_unmatched_response");
+            return;
+        };
+        let cause = sxa::cause_of(&ies);
+        match op {
+            PfcpOp::AssociationSetup(i) => {
+                self.upfs[i].probing = false;
+                self.upfs[i].associated = cause == PFCP_ACCEPTED;
+                if !self.upfs[i].associated {
+                    self.counters.incr("pfcp_association_rejected");
+                }
+            }
+            PfcpOp::Heartbeat(i) => self.upfs[i].probing = false,
+            PfcpOp::Establish { teid, s11 } => match sxa::up_seid_of(&ies).filter(|_| cause == PFCP_ACCEPTED) {
+                Some(up_seid) => self.session_created(now, teid, s11, up_seid),
+                None => self.create_failed(now, teid, s11, GtpCause::NO_RESOURCES_AVAILABLE),
+            },
+            PfcpOp::ModifyBearer { teid, s11, enb } => {
+                let ok = cause == PFCP_ACCEPTED;
+                self.modify_done(now, teid, s11, ok.then_some(enb), ok)
+            }
+            PfcpOp::ReleaseAccess { teid, s11 } => self.release_done(now, teid, s11, cause == PFCP_ACCEPTED),
+            PfcpOp::Delete { teid, s11 } => self.session_deleted(now, teid, s11),
+        }
+    }
+
+    pub(crate) fn on_pfcp_timeout(&mut self, now: Instant, op: PfcpOp) {
+        self.counters.incr("pfcp_timeout");
+        match op {
+            PfcpOp::AssociationSetup(i) => self.upfs[i].probing = false,
+            PfcpOp::Heartbeat(i) => {
+                // TS 29.244 6.2.2: the peer is considered down.
+                self.upfs[i].probing = false;
+                self.upfs[i].associated = false;
+            }
+            PfcpOp::Establish { teid, s11 } => self.create_failed(now, teid, s11, REMOTE_PEER_NOT_RESPONDING),
+            PfcpOp::ModifyBearer { teid, s11, .. } => self.modify_done(now, teid, s11, None, false),
+            PfcpOp::ReleaseAccess { teid, s11 } => self.release_done(now, teid, s11, false),
+            // The context goes away whatever the UPF says (TS 23.401 5.3.8.2.1).
+            PfcpOp::Delete { teid, s11 } => self.session_deleted(now, teid, s11),
+        }
+    }
+
+    fn session_created(&mut self, now: Instant, teid: u32, p: S11Pending, up_seid: u64) {
+        let Some(s) = self.sessions.get_mut(&teid) else { return };
+        s.up_seid = Some(up_seid);
+        s.state = SessionState::Active;
+        let resp = CreateSessionResponse {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            sgw_fteid: Some(s.sgw_s11),
+            paa: Some(s.ue_ipv4),
+            apn_ambr: Some(s.apn_ambr),
+            bearer_ebi: s.ebi,
+            bearer_cause: GtpCause::REQUEST_ACCEPTED,
+            s1u_sgw_fteid: Some(s.s1u_sgw),
+        };
+        let m = encode_response(&S11Response::CreateSession(resp), s.mme_s11.teid.0, p.seq, None);
+        self.counters.incr("sessions_created");
+        self.answer_s11(now, p, m);
+    }
+
+    fn create_failed(&mut self, now: Instant, teid: u32, p: S11Pending, cause: GtpCause) {
+        let Some(s) = self.sessions.remove(&teid) else { return };
+        if let Some(pool) = self.pools.get_mut(&s.apn) {
+            pool.release(s.ue_ipv4);
+        }
+        let resp = CreateSessionResponse {
+            cause,
+            sgw_fteid: None,
+            paa: None,
+            apn_ambr: None,
+            bearer_ebi: s.ebi,
+            bearer_cause: cause,
+            s1u_sgw_fteid: None,
+        };
+        self.counters.incr("s11_rejected");
+        self.answer_s11(now, p, encode_response(&S11Response::CreateSession(resp), s.mme_s11.teid.0, p.seq, None));
+    }
+
+    fn modify_done(&mut self, now: Instant, teid: u32, p: S11Pending, enb: Option<mobicore_common::Fteid>, ok: bool) {
+        let Some(s) = self.sessions.get_mut(&teid) else { return };
+        s.state = SessionState::Active;
+        if enb.is_some() {
+            s.s1u_enb = enb;
+        }
+        let cause = if ok { GtpCause::REQUEST_ACCEPTED } else { GtpCause::SYSTEM_FAILURE };
+        let m = modify_bearer_response(s.mme_s11.teid.0, p.seq, cause, s.ebi, ok.then_some(s.s1u_sgw));
+        self.answer_s11(now, p, m);
+    }
+
+    fn release_done(&mut self, now: Instant, teid: u32, p: S11Pending, ok: bool) {
+        let Some(s) = self.sessions.get_mut(&teid) else { return };
+        s.state = SessionState::Active;
+        if ok {
+            s.s1u_enb = None;
+        }
+        let cause = if ok { GtpCause::REQUEST_ACCEPTED } else { GtpCause::SYSTEM_FAILURE };
+        let m = encode_response(&S11Response::ReleaseAccessBearers(cause), s.mme_s11.teid.0, p.seq, None);
+        self.answer_s11(now, p, m);
+    }
+
+    fn session_deleted(&mut self, now: Instant, teid: u32, p: S11Pending) {
+        let Some(s) = self.sessions.remove(&teid) else { return };
+        if let Some(pool) = self.pools.get_mut(&s.apn) {
+            pool.release(s.ue_ipv4);
+        }
+        self.counters.incr("sessions_deleted");
+        let m = encode_response(&S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED), s.mme_s11.teid.0, p.seq, None);
+        self.answer_s11(now, p, m);
+    }
+}
