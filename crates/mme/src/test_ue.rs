@@ -8,7 +8,7 @@ use bytes::Bytes;
 use mobicore_common::s11::*;
 use mobicore_common::s6a::*;
 use mobicore_common::sctp_api::AssocId;
-use mobicore_common::{Ambr, Arp, Ebi, Fteid, Imsi, PdnType, Teid};
+use mobicore_common::{Ambr, Arp, Ebi, Fteid, PdnType, Teid};
 use oxirush_nas::nas_eps::*;
 use oxirush_s1ap::helpers::{eutran_cgi, global_enb_id, plmn, tai, EnbKind};
 use oxirush_s1ap::s1ap::*;
@@ -379,13 +379,13 @@ impl Harness {
         self.s1(initial_ue_message(enb_ue_id, ue.attach_request()));
         let (r, req) = expect_s6a(&self.drain());
         assert!(matches!(req, S6aRequest::AuthenticationInformation(ref a) if a.imsi.as_str() == imsi));
-        self.s6a(r, S6aAnswer::AuthenticationInformation(Ok(vec![hss_vector(32, 0x23)])));
-        self.finish_attach_from_challenge(&mut ue, r);
+        self.finish_attach(&mut ue, r);
         ue
     }
 
-    /// From the AUTHENTICATION REQUEST on.
-    pub fn finish_attach_from_challenge(&mut self, ue: &mut TestUe, r: UeRef) {
+    /// From the Authentication-Information-Answer on.
+    pub fn finish_attach(&mut self, ue: &mut TestUe, r: UeRef) {
+        self.s6a(r, S6aAnswer::AuthenticationInformation(Ok(vec![hss_vector(32, 0x23)])));
         let d = self.one_down();
         ue.mme_ue_id = d.mme_id;
         let NasEmmMessage::AuthenticationRequest(a) = ue.receive(&d.nas.unwrap()) else { panic!() };
@@ -440,6 +440,43 @@ pub fn expect_s11(out: &[MmeAction]) -> (UeRef, S11Request) {
     }
 }
 
-pub fn imsi(s: &str) -> Imsi {
-    s.parse().unwrap()
+impl Harness {
+    /// INITIAL UE MESSAGE with an Attach Request by IMSI; returns the AIR.
+    pub fn start_attach(&mut self, imsi: &str, enb_ue_id: u32) -> (TestUe, UeRef) {
+        let ue = TestUe::new(imsi, enb_ue_id);
+        self.s1(initial_ue_message(enb_ue_id, ue.attach_request()));
+        let (r, _) = expect_s6a(&self.drain());
+        (ue, r)
+    }
+
+    /// Answer the AIR with a vector; returns the AUTHENTICATION REQUEST.
+    pub fn challenge(&mut self, ue: &mut TestUe, r: UeRef, sqn: u64) -> NasAuthenticationRequest {
+        self.s6a(r, S6aAnswer::AuthenticationInformation(Ok(vec![hss_vector(sqn, 0x23)])));
+        let d = self.one_down();
+        ue.mme_ue_id = d.mme_id;
+        match ue.receive(&d.nas.unwrap()) {
+            NasEmmMessage::AuthenticationRequest(a) => *a,
+            other => panic!("not an authentication request: {other:?}"),
+        }
+    }
+
+    pub fn up(&mut self, ue: &TestUe, nas: Vec<u8>) {
+        self.s1(uplink_nas(ue.mme_ue_id.unwrap(), ue.enb_ue_id, nas));
+    }
+}
+
+/// The algorithms a SECURITY MODE COMMAND selects.
+pub fn smc_algorithms(pdu: &[u8]) -> (CipheringAlgorithm, IntegrityAlgorithm) {
+    let NasEpsMessage::SecurityProtected(_, inner) = NasEpsMessage::decode(pdu).unwrap() else { panic!() };
+    let NasEpsMessage::Emm(_, NasEmmMessage::SecurityModeCommand(cmd)) = *inner else { panic!() };
+    let a = &cmd.selected_nas_security_algorithms;
+    (a.ciphering().unwrap(), a.integrity().unwrap())
+}
+
+/// The EMM message of a plain NAS PDU.
+pub fn plain_emm(pdu: &[u8]) -> NasEmmMessage {
+    match NasEpsMessage::decode(pdu).unwrap() {
+        NasEpsMessage::Emm(_, m) => m,
+        other => panic!("not plain EMM: {other:?}"),
+    }
 }

@@ -2,5 +2,8 @@
 //! virtual clock.
 
 mod attach;
+mod failures;
+mod prop;
+mod s1;
 
 use crate::test_ue::*;

@@ -1,0 +1,149 @@
+use super::*;
+use crate::context::EmmState;
+use crate::{MmeAction, MmeEvent};
+use mobicore_common::s11::*;
+use mobicore_common::sctp_api::AssocId;
+use oxirush_nas::nas_eps::*;
+use oxirush_s1ap::s1ap::{Cause, CauseMisc, CauseNas, CauseProtocol, CauseRadioNetwork};
+use oxirush_s1ap::S1apPduKind;
+
+#[test]
+fn s1_setup_fails_for_unknown_plmn() {
+    let mut h = Harness::default();
+    h.mme.handle(h.now, MmeEvent::S1Up { assoc: AssocId(5), outbound_streams: 2 });
+    h.s1_on(AssocId(5), 0, s1_setup_request("208", "93", 5));
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Unsuccessful_S1Setup);
+    assert_eq!(d.cause, Some(Cause::misc(CauseMisc::unknown_PLMN)));
+    assert_eq!(h.mme.stats().enbs, 1, "only the harness eNB is set up");
+    // A UE of the failed eNB is not served.
+    let ue = TestUe::new("001010000000031", 1);
+    h.s1_on(AssocId(5), 1, initial_ue_message(1, ue.attach_request()));
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_ErrorIndication);
+    assert_eq!(h.mme.stats().ues, 0);
+}
+
+#[test]
+fn garbage_s1ap_gets_error_indication() {
+    let mut h = Harness::default();
+    h.s1(vec![0xff, 0x00, 0x13, 0x37]);
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_ErrorIndication);
+    assert_eq!(d.cause, Some(Cause::protocol(CauseProtocol::transfer_syntax_error)));
+    assert_eq!(h.mme.counters().value("s1ap_malformed"), 1);
+}
+
+#[test]
+fn unknown_mme_ue_s1ap_id_gets_error_indication() {
+    let mut h = Harness::default();
+    h.s1(uplink_nas(4242, 1, vec![0x07, 0x5d]));
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_ErrorIndication);
+    assert_eq!(d.cause, Some(Cause::radioNetwork(CauseRadioNetwork::unknown_mme_ue_s1ap_id)));
+    assert_eq!((d.mme_id, d.enb_id), (Some(4242), Some(1)));
+}
+
+#[test]
+fn another_enb_cannot_touch_a_ue() {
+    let mut h = Harness::default();
+    let mut ue = h.attach("001010000000032", 32);
+    h.enb_up(AssocId(2));
+    let detach = ue.detach_request(true);
+    h.s1_on(AssocId(2), 1, uplink_nas(ue.mme_ue_id.unwrap(), ue.enb_ue_id, detach));
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_ErrorIndication);
+    assert_eq!(h.mme.stats().attached, 1);
+}
+
+#[test]
+fn detach_normal_deletes_session_accepts_and_releases() {
+    let mut h = Harness::default();
+    let mut ue = h.attach("001010000000033", 33);
+    let d = ue.detach_request(false);
+    h.up(&ue, d);
+    let (r, req) = expect_s11(&h.drain());
+    let S11Request::DeleteSession(ds) = req else { panic!() };
+    assert_eq!(ds.sgw_teid, SGW_S11.teid);
+    assert_eq!(ds.linked_ebi.0, 5);
+    h.s11(r, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
+    let out = h.drain();
+    assert_eq!(out.len(), 2);
+    let acc = read_down(&s1_data(&out[0]).2);
+    assert!(matches!(ue.receive(&acc.nas.unwrap()), NasEmmMessage::DetachAccept(_)));
+    let rel = read_down(&s1_data(&out[1]).2);
+    assert_eq!(rel.kind, S1apPduKind::Initiating_UEContextRelease);
+    assert_eq!(rel.cause, Some(Cause::nas(CauseNas::detach)));
+    assert_eq!(h.mme.stats().ues, 0);
+}
+
+#[test]
+fn detach_switch_off_sends_no_accept() {
+    let mut h = Harness::default();
+    let mut ue = h.attach("001010000000034", 34);
+    let d = ue.detach_request(true);
+    h.up(&ue, d);
+    let (r, req) = expect_s11(&h.drain());
+    assert!(matches!(req, S11Request::DeleteSession(_)));
+    h.s11(r, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_UEContextRelease);
+    assert_eq!(h.mme.stats().ues, 0);
+    assert_eq!(h.mme.counters().value("detach_switch_off"), 1);
+}
+
+#[test]
+fn release_request_releases_access_bearers_and_keeps_ue_registered() {
+    let mut h = Harness::default();
+    let ue = h.attach("001010000000035", 35);
+    let id = ue.mme_ue_id.unwrap();
+    h.s1(release_request(id, 35));
+    let (r, req) = expect_s11(&h.drain());
+    assert!(matches!(req, S11Request::ReleaseAccessBearers(_)));
+    h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_UEContextRelease);
+    assert_eq!((d.mme_id, d.enb_id), (Some(id), Some(35)));
+    let ctx = &h.mme.ues[&id];
+    assert_eq!(ctx.emm, EmmState::Registered);
+    assert!(ctx.s1.is_none());
+    assert_eq!(h.mme.stats().attached, 1);
+}
+
+#[test]
+fn enb_down_cleans_only_its_ues() {
+    let mut h = Harness::default();
+    h.enb_up(AssocId(2));
+    // eNB 1: a registered UE and a UE in the middle of its attach.
+    let a = h.attach("001010000000036", 36);
+    let (_, _r) = h.start_attach("001010000000037", 37);
+    // eNB 2: a registered UE.
+    h.assoc = AssocId(2);
+    let b = h.attach("001010000000038", 38);
+    h.assoc = AssocId(1);
+    assert_eq!(h.mme.stats().ues, 3);
+    h.mme.handle(h.now, MmeEvent::S1Down { assoc: AssocId(1) });
+    let out = h.drain();
+    // Nothing goes to the lost association; the S-GW hears of it.
+    assert!(out.iter().all(|a| !matches!(a, MmeAction::S1Send { .. })));
+    let s = h.mme.stats();
+    assert_eq!((s.ues, s.enbs, s.attached), (2, 1, 2));
+    assert!(h.mme.ues[&a.mme_ue_id.unwrap()].s1.is_none(), "ECM-IDLE");
+    let other = &h.mme.ues[&b.mme_ue_id.unwrap()];
+    assert_eq!(other.s1.map(|s| s.assoc), Some(AssocId(2)));
+    assert_eq!(other.emm, EmmState::Registered);
+}
+
+#[test]
+fn late_s11_answer_for_released_ue_is_ignored() {
+    let mut h = Harness::default();
+    let mut ue = h.attach("001010000000039", 39);
+    let d = ue.detach_request(true);
+    h.up(&ue, d);
+    let (r, _) = expect_s11(&h.drain());
+    h.s11(r, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
+    let _ = h.drain();
+    h.s11(r, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
+    assert!(h.drain().is_empty());
+    assert_eq!(h.mme.counters().value("s11_stale_response"), 1);
+}
