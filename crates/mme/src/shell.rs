@@ -123,3 +123,67 @@ pub async fn run(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_ue::*;
+    use crate::MmeConfig;
+    use bytes::Bytes;
+    use mobicore_common::sctp_api::AssocId;
+    use oxirush_s1ap::S1apPduKind;
+
+    /// The shell against in-memory SCTP, HSS and S-GW tasks: S1 Setup and
+    /// the first NAS round trip through a spawned S6a request, then shutdown.
+    #[tokio::test]
+    async fn shell_drives_core_and_answers_through_requesters() {
+        let (ev_tx, ev_rx) = mpsc::channel(64);
+        let (cmd_tx, mut cmd_rx) = mpsc::channel(64);
+        let sctp = SctpHandle { commands: cmd_tx, events: ev_rx, local: "127.0.0.1:36412".parse().unwrap() };
+        let (s6a, mut hss) = Requester::<S6aRequest, S6aAnswer>::channel(16);
+        let (s11, _sgw) = Requester::<S11Request, S11Response>::channel(16);
+        tokio::spawn(async move {
+            while let Some(p) = hss.recv().await {
+                let ans = S6aAnswer::AuthenticationInformation(Ok(vec![hss_vector(32, 9)]));
+                let _ = p.reply.send(Ok(ans));
+            }
+        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let core = Mme::new(MmeConfig::default());
+        let task = tokio::spawn(run(core, sctp, s6a, s11, stop_rx));
+
+        let assoc = AssocId(3);
+        let peer = "127.0.0.1:5000".parse().unwrap();
+        ev_tx.send(SctpEvent::Up { assoc, peer, inbound_streams: 4, outbound_streams: 4 }).await.unwrap();
+        let setup = Bytes::from(s1_setup_request("001", "01", 1));
+        ev_tx.send(SctpEvent::Data { assoc, stream: 0, ppid: PPID_S1AP, data: setup }).await.unwrap();
+        let Some(SctpCommand::Send { assoc: a, stream, ppid, data }) = cmd_rx.recv().await else { panic!() };
+        assert_eq!((a, stream, ppid), (assoc, 0, PPID_S1AP));
+        assert_eq!(read_down(&data).kind, S1apPduKind::Successful_S1Setup);
+
+        let ue = TestUe::new("001010000000051", 5);
+        let initial = Bytes::from(initial_ue_message(5, ue.attach_request()));
+        ev_tx.send(SctpEvent::Data { assoc, stream: 1, ppid: PPID_S1AP, data: initial }).await.unwrap();
+        let Some(SctpCommand::Send { data, .. }) = cmd_rx.recv().await else { panic!() };
+        let d = read_down(&data);
+        assert_eq!(d.kind, S1apPduKind::Initiating_downlinkNASTransport);
+        assert!(matches!(plain_emm(&d.nas.unwrap()), oxirush_nas::nas_eps::NasEmmMessage::AuthenticationRequest(_)));
+
+        stop_tx.send(true).unwrap();
+        let stats = task.await.unwrap().unwrap();
+        assert_eq!((stats.enbs, stats.ues), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn shell_reports_closed_sctp() {
+        let (ev_tx, ev_rx) = mpsc::channel(1);
+        let (cmd_tx, _cmd_rx) = mpsc::channel(1);
+        let sctp = SctpHandle { commands: cmd_tx, events: ev_rx, local: "127.0.0.1:36412".parse().unwrap() };
+        let (s6a, _h) = Requester::channel(1);
+        let (s11, _s) = Requester::channel(1);
+        let (_stop_tx, stop_rx) = watch::channel(false);
+        drop(ev_tx);
+        let r = run(Mme::new(MmeConfig::default()), sctp, s6a, s11, stop_rx).await;
+        assert!(matches!(r, Err(MmeError::SctpClosed)));
+    }
+}

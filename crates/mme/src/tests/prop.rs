@@ -48,3 +48,32 @@ proptest! {
         prop_assert_eq!(fingerprint(&h, b.mme_ue_id.unwrap()), before);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Valid PDUs of UE A with bytes changed: UE B is never touched.
+    #[test]
+    fn mutated_pdus_of_one_ue_leave_another_alone(
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+        which in 0usize..3,
+    ) {
+        let mut h = Harness::default();
+        let mut a = h.attach("001010000000044", 44);
+        let b = h.attach("001010000000045", 45);
+        let before = fingerprint(&h, b.mme_ue_id.unwrap());
+        let a_id = a.mme_ue_id.unwrap();
+        let mut pdu = match which {
+            0 => uplink_nas(a_id, 44, a.detach_request(false)),
+            1 => ics_response(a_id, 44, 0x1234),
+            _ => release_request(a_id, 44),
+        };
+        for (at, x) in flips {
+            let n = pdu.len();
+            pdu[at % n] ^= x;
+        }
+        h.s1(pdu);
+        let _ = h.drain();
+        prop_assert_eq!(fingerprint(&h, b.mme_ue_id.unwrap()), before);
+    }
+}
