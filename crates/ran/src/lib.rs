@@ -16,3 +16,7 @@ pub mod usim;
 
 pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};
 pub use usim::Usim;
+pub mod enb;
+
+#[cfg(test)]
+mod tests;

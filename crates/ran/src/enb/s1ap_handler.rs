@@ -1,0 +1,176 @@
+//! Decoding of the S1AP messages an MME sends to an eNB into typed events
+//! (TS 36.413 9.1). Nothing here panics on any input.
+
+use std::net::Ipv4Addr;
+
+use oxirush_s1ap::s1ap::*;
+use oxirush_s1ap::{extract_s1ap_ies, ie, S1apPduKind};
+
+/// A received S1AP message, as the eNB needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Downlink {
+    S1SetupResponse { mme_name: Option<String>, relative_capacity: u8 },
+    S1SetupFailure { cause: String },
+    DownlinkNas { mme_ue_id: u32, enb_ue_id: u32, nas: Vec<u8> },
+    InitialContextSetup(IcsRequest),
+    UeContextReleaseCommand { mme_ue_id: u32, enb_ue_id: Option<u32>, cause: String },
+    ErrorIndication { mme_ue_id: Option<u32>, enb_ue_id: Option<u32>, cause: Option<String> },
+    Paging,
+    /// A message the emulated eNB does not handle, by name.
+    Other(String),
+}
+
+/// INITIAL CONTEXT SETUP REQUEST, the parts the eNB keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IcsRequest {
+    pub mme_ue_id: u32,
+    pub enb_ue_id: u32,
+    pub kenb: [u8; 32],
+    pub ambr: Option<(u64, u64)>,
+    pub erabs: Vec<ErabToSetup>,
+}
+
+/// One item of the E-RAB To Be Setup List.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErabToSetup {
+    pub e_rab_id: u8,
+    pub qci: u8,
+    /// The S-GW's S1-U address (the IPv4 part of the transport address).
+    pub sgw_address: Option<Ipv4Addr>,
+    pub sgw_teid: u32,
+    pub nas: Option<Vec<u8>>,
+}
+
+/// Why a received PDU could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum S1apError {
+    /// The PDU itself does not decode (answered with transfer-syntax-error).
+    #[error("undecodable S1AP PDU: {0}")]
+    Pdu(String),
+    /// A message whose IEs are missing or do not decode.
+    #[error("malformed {message}: {reason}")]
+    Ies { message: &'static str, reason: String, mme_ue_id: Option<u32>, enb_ue_id: Option<u32> },
+}
+
+/// Decode one S1AP PDU received from the MME.
+pub fn decode(data: &[u8]) -> Result<Downlink, S1apError> {
+    let pdu = S1AP_PDU::decode(data).map_err(|e| S1apError::Pdu(e.to_string()))?;
+    let ids = || {
+        let mme = pdu.ie::<ie::MME_UE_S1AP_ID>().and_then(Result::ok).map(|i| i.0);
+        let enb = pdu.ie::<ie::ENB_UE_S1AP_ID>().and_then(Result::ok).map(|i| i.0);
+        (mme, enb)
+    };
+    let ies_error = |message: &'static str, e: oxirush_s1ap::Error| {
+        let (mme_ue_id, enb_ue_id) = ids();
+        S1apError::Ies { message, reason: e.to_string(), mme_ue_id, enb_ue_id }
+    };
+    match pdu.kind() {
+        S1apPduKind::Successful_S1Setup => s1_setup_response(&pdu).map_err(|e| ies_error("S1SetupResponse", e)),
+        S1apPduKind::Unsuccessful_S1Setup => s1_setup_failure(&pdu).map_err(|e| ies_error("S1SetupFailure", e)),
+        S1apPduKind::Initiating_downlinkNASTransport => {
+            downlink_nas(&pdu).map_err(|e| ies_error("DownlinkNASTransport", e))
+        }
+        S1apPduKind::Initiating_InitialContextSetup => {
+            ics_request(&pdu).map_err(|e| ies_error("InitialContextSetupRequest", e))
+        }
+        S1apPduKind::Initiating_UEContextRelease => {
+            release_command(&pdu).map_err(|e| ies_error("UEContextReleaseCommand", e))
+        }
+        S1apPduKind::Initiating_ErrorIndication => Ok(error_indication(&pdu)),
+        S1apPduKind::Initiating_Paging => Ok(Downlink::Paging),
+        _ => Ok(Downlink::Other(format!("{} ({})", pdu.procedure_name(), pdu.direction()))),
+    }
+}
+
+type R<T> = Result<T, oxirush_s1ap::Error>;
+
+fn s1_setup_response(pdu: &S1AP_PDU) -> R<Downlink> {
+    extract_s1ap_ies!(pdu, S1SetupResponse,
+        lax mme_name: String = MMEname(n) => n.0.to_string(),
+        req relative_capacity: u8 = RelativeMMECapacity(c) => c.0,
+    );
+    Ok(Downlink::S1SetupResponse { mme_name, relative_capacity })
+}
+
+fn s1_setup_failure(pdu: &S1AP_PDU) -> R<Downlink> {
+    extract_s1ap_ies!(pdu, S1SetupFailure,
+        req cause: String = Cause(c) => cause_text(&c),
+    );
+    Ok(Downlink::S1SetupFailure { cause })
+}
+
+fn downlink_nas(pdu: &S1AP_PDU) -> R<Downlink> {
+    extract_s1ap_ies!(pdu, DownlinkNASTransport,
+        req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
+        req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
+        req nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
+    );
+    Ok(Downlink::DownlinkNas { mme_ue_id, enb_ue_id, nas })
+}
+
+fn ics_request(pdu: &S1AP_PDU) -> R<Downlink> {
+    extract_s1ap_ies!(pdu, InitialContextSetupRequest,
+        req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
+        req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
+        req key: Vec<u8> = SecurityKey(k) => k.0.as_octets().to_vec(),
+        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) =>
+            (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0),
+    );
+    let mut kenb = [0; 32];
+    if key.len() != 32 {
+        return Err(oxirush_s1ap::Error::argument(format!("SecurityKey of {} octets", key.len())));
+    }
+    kenb.copy_from_slice(&key);
+    let mut erabs = Vec::new();
+    for item in pdu.items::<ie::E_RABToBeSetupListCtxtSUReq>() {
+        let item = item?;
+        let address = item.transport_layer_address.0.as_octets();
+        // TS 36.414 5.3: 32 bits IPv4, 128 IPv6, 160 both (IPv4 first).
+        let sgw_address = match address.len() {
+            4 | 20 => Some(Ipv4Addr::new(address[0], address[1], address[2], address[3])),
+            _ => None,
+        };
+        erabs.push(ErabToSetup {
+            e_rab_id: u8::try_from(item.e_rab_id.0).unwrap_or(u8::MAX),
+            qci: item.e_rab_level_qos_parameters.qci.0,
+            sgw_address,
+            sgw_teid: u32::from_be_bytes(item.gtp_teid.0),
+            nas: item.nas_pdu.as_ref().map(|n| n.0.to_vec()),
+        });
+    }
+    Ok(Downlink::InitialContextSetup(IcsRequest { mme_ue_id, enb_ue_id, kenb, ambr, erabs }))
+}
+
+fn release_command(pdu: &S1AP_PDU) -> R<Downlink> {
+    extract_s1ap_ies!(pdu, UEContextReleaseCommand,
+        req ids: UES1APIDs = UE_S1AP_IDs(i) => i,
+        req cause: String = Cause(c) => cause_text(&c),
+    );
+    let (mme_ue_id, enb_ue_id) = match ids {
+        UES1APIDs::uE_S1AP_ID_pair(p) => (p.mme_ue_s1ap_id.0, Some(p.enb_ue_s1ap_id.0)),
+        UES1APIDs::mME_UE_S1AP_ID(m) => (m.0, None),
+        _ => return Err(oxirush_s1ap::Error::argument("UE-S1AP-IDs of an unknown kind".to_string())),
+    };
+    Ok(Downlink::UeContextReleaseCommand { mme_ue_id, enb_ue_id, cause })
+}
+
+fn error_indication(pdu: &S1AP_PDU) -> Downlink {
+    extract_s1ap_ies!(pdu, ErrorIndication,
+        lax mme_ue_id: u32 = MME_UE_S1AP_ID(id),
+        lax enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
+        lax cause: String = Cause(c) => cause_text(&c),
+    );
+    Downlink::ErrorIndication { mme_ue_id, enb_ue_id, cause }
+}
+
+/// A cause as "group/value", e.g. "nas/normal_release".
+pub fn cause_text(cause: &Cause) -> String {
+    match cause {
+        Cause::radioNetwork(c) => format!("radioNetwork/{c:?}"),
+        Cause::transport(c) => format!("transport/{c:?}"),
+        Cause::nas(c) => format!("nas/{c:?}"),
+        Cause::protocol(c) => format!("protocol/{c:?}"),
+        Cause::misc(c) => format!("misc/{c:?}"),
+        _ => "unknown cause".to_string(),
+    }
+}

@@ -1,0 +1,8 @@
+//! Deterministic tests of the eNB and UE state machines against a scripted
+//! MME (no sockets, no sleeps).
+
+mod attach;
+mod detach;
+mod fuzz;
+mod mme;
+mod security;
