@@ -30,3 +30,6 @@ mod sxa_handler;
 pub use config::{ApnConfig, SpgwcConfig, UpfPeerConfig};
 pub use core::{Interface, SpgwcCore, Transmit};
 pub use shell::{bind, run, Spgwc, SpgwcError};
+
+#[cfg(test)]
+mod tests;

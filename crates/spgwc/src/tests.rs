@@ -1,0 +1,307 @@
+//! The S/P-GW-C core against a real in-memory PFCP node (mobicore-upf's
+//! sans-I/O core): no sockets, no sleeps, a virtual clock.
+
+use crate::config::{ApnConfig, SpgwcConfig, UpfPeerConfig};
+use crate::core::{Interface, SpgwcCore};
+use crate::sxa_build::{self as sxa, msg};
+use mobicore_common::counters::Counters;
+use mobicore_common::s11::*;
+use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_gtp::message::{GtpMessage, Message};
+use mobicore_gtp::s11::{decode_response, encode_request};
+use mobicore_upf::rules::{GtpuTunnel, INTERFACE_ACCESS, INTERFACE_CORE};
+use mobicore_upf::{MemoryPlane, UpfConfig, UpfCore};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Instant, SystemTime};
+
+const MME: &str = "127.0.0.1:40000";
+const GW_PFCP: &str = "127.0.0.1:8805";
+const UPF: &str = "127.0.0.1:8806";
+const S1U: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
+
+fn a(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+struct Net {
+    gw: SpgwcCore,
+    upf: UpfCore,
+    plane: MemoryPlane,
+    now: Instant,
+    /// S11 messages the gateway sent to the MME.
+    s11_out: Vec<GtpMessage>,
+    /// PFCP datagrams the gateway sent, in order.
+    pfcp_log: Vec<Vec<u8>>,
+    /// When false, PFCP from the gateway is dropped (UPF unreachable).
+    upf_up: bool,
+    seq: u32,
+}
+
+impl Net {
+    fn new(cfg: SpgwcConfig) -> Net {
+        let plane = MemoryPlane::new();
+        let upf = UpfCore::new(UpfConfig { s1u_addr: S1U, ..UpfConfig::default() }, Box::new(plane.clone()), SystemTime::UNIX_EPOCH, Counters::new());
+        let gw = SpgwcCore::new(cfg, Ipv4Addr::LOCALHOST, SystemTime::UNIX_EPOCH, Counters::new());
+        let mut n = Net { gw, upf, plane, now: Instant::now(), s11_out: vec![], pfcp_log: vec![], upf_up: true, seq: 0 };
+        n.gw.start(n.now);
+        n.drive();
+        assert!(n.gw.upf_associated(0));
+        n
+    }
+
+    fn cfg() -> SpgwcConfig {
+        SpgwcConfig { upfs: vec![UpfPeerConfig { pfcp: a(UPF), s1u_addr: S1U, teid_base: 0x1000, teid_count: 0x1000 }], ..SpgwcConfig::default() }
+    }
+
+    /// Carries datagrams until nobody has anything to send.
+    fn drive(&mut self) {
+        loop {
+            let mut progress = false;
+            while let Some(t) = self.gw.poll_transmit() {
+                progress = true;
+                match t.interface {
+                    Interface::S11 => {
+                        assert_eq!(t.dst, a(MME));
+                        self.s11_out.push(GtpMessage::parse(&t.bytes).expect("we emit well-formed GTPv2-C"));
+                    }
+                    Interface::Pfcp => {
+                        assert_eq!(t.dst, a(UPF));
+                        self.pfcp_log.push(t.bytes.clone());
+                        if self.upf_up {
+                            self.upf.handle_datagram(self.now, a(GW_PFCP), &t.bytes);
+                        }
+                    }
+                }
+            }
+            while let Some((to, b)) = self.upf.poll_transmit() {
+                progress = true;
+                assert_eq!(to, a(GW_PFCP));
+                self.gw.handle_pfcp(self.now, a(UPF), &b);
+            }
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    /// Sends an S11 request and returns the response it got, if any.
+    fn s11(&mut self, req: &S11Request) -> Option<S11Response> {
+        self.seq += 1;
+        let bytes = encode_request(req, self.seq).to_bytes();
+        self.s11_raw(&bytes).map(|m| decode_response(&m, mobicore_gtp::s11::request_ebi(req)).unwrap())
+    }
+
+    fn s11_raw(&mut self, bytes: &[u8]) -> Option<GtpMessage> {
+        let before = self.s11_out.len();
+        self.gw.handle_s11(self.now, a(MME), bytes);
+        self.drive();
+        assert!(self.s11_out.len() <= before + 1);
+        self.s11_out.get(before).cloned()
+    }
+
+    /// Jumps to the next deadline.
+    fn step(&mut self) {
+        self.now = self.gw.poll_timeout().expect("a timer");
+        self.gw.handle_timeout(self.now);
+        self.drive();
+    }
+}
+
+fn csr(i: u32) -> CreateSessionRequest {
+    let plmn = Plmn::new("001", "01").unwrap();
+    CreateSessionRequest {
+        imsi: format!("0010100000{:05}", i).parse().unwrap(),
+        msisdn: None,
+        serving_network: plmn,
+        tai: Tai { plmn, tac: 1 },
+        ecgi: Ecgi { plmn, eci: 0x100 },
+        sender_fteid: Fteid { teid: Teid(0x9000 + i), ipv4: Ipv4Addr::LOCALHOST },
+        apn: "internet".into(),
+        pdn_type: PdnType::Ipv4,
+        apn_ambr: Ambr { uplink: 100_000_000, downlink: 200_000_000 },
+        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
+    }
+}
+
+fn created(r: Option<S11Response>) -> CreateSessionResponse {
+    match r {
+        Some(S11Response::CreateSession(c)) => c,
+        other => panic!("expected Create Session Response, got {other:?}"),
+    }
+}
+
+#[test]
+fn create_session_installs_uplink_and_buffering_downlink() {
+    let mut n = Net::new(Net::cfg());
+    let r = created(n.s11(&S11Request::CreateSession(csr(1))));
+    assert_eq!(r.cause, GtpCause::REQUEST_ACCEPTED);
+    assert_eq!(r.paa, Some(Ipv4Addr::new(10, 45, 0, 1)));
+    let s1u = r.s1u_sgw_fteid.unwrap();
+    assert_eq!(s1u, Fteid { teid: Teid(0x1000), ipv4: S1U });
+    let sgw = r.sgw_fteid.unwrap();
+    assert_eq!(sgw.ipv4, Ipv4Addr::LOCALHOST);
+    assert_eq!(n.s11_out[0].teid, Some(0x9001), "answered on the MME's TEID");
+
+    // The Session Establishment Request as rs-pfcp reads it.
+    let ser = n.pfcp_log.iter().find(|b| b[1] == msg::SESSION_ESTABLISHMENT_REQUEST).unwrap();
+    let m = <rs_pfcp::message::SessionEstablishmentRequest as rs_pfcp::message::Message>::unmarshal(ser).expect("rs-pfcp reads our SER");
+    assert_eq!(m.create_pdrs.len(), 2);
+    assert_eq!(m.create_fars.len(), 2);
+    assert_eq!(m.create_bars.len(), 1);
+
+    // What the UPF installed.
+    let rules = n.plane.sessions().into_values().next().unwrap();
+    let ul = &rules.pdrs[&sxa::PDR_UPLINK];
+    assert_eq!(ul.pdi.source_interface, INTERFACE_ACCESS);
+    assert_eq!(ul.pdi.local_fteid, Some((0x1000, S1U)));
+    assert_eq!(ul.outer_header_removal, Some(sxa::OHR_GTPU_UDP_IPV4));
+    assert_eq!(ul.pdi.network_instance.as_deref(), Some("internet"));
+    let ul_far = &rules.fars[&ul.far_id.unwrap()];
+    assert!(ul_far.action.forw);
+    assert_eq!(ul_far.destination_interface, Some(INTERFACE_CORE));
+    let dl = &rules.pdrs[&sxa::PDR_DOWNLINK];
+    assert_eq!(dl.pdi.source_interface, INTERFACE_CORE);
+    assert_eq!(dl.pdi.ue_ipv4, Some(Ipv4Addr::new(10, 45, 0, 1)));
+    let dl_far = &rules.fars[&dl.far_id.unwrap()];
+    assert!(dl_far.action.buff && !dl_far.action.forw);
+    assert_eq!(dl_far.bar_id, Some(sxa::BAR_DOWNLINK));
+    assert!(rules.bars.contains_key(&sxa::BAR_DOWNLINK));
+}
+
+#[test]
+fn modify_bearer_forwards_to_enb_and_release_buffers() {
+    let mut n = Net::new(Net::cfg());
+    let r = created(n.s11(&S11Request::CreateSession(csr(1))));
+    let sgw_teid = r.sgw_fteid.unwrap().teid;
+    let enb = Fteid { teid: Teid(0xe0b), ipv4: Ipv4Addr::new(127, 0, 0, 9) };
+    let m = n.s11(&S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb }));
+    assert_eq!(m, Some(S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: Some(GtpCause::REQUEST_ACCEPTED) })));
+    let smr = n.pfcp_log.last().unwrap();
+    assert_eq!(smr[1], msg::SESSION_MODIFICATION_REQUEST);
+    let rules = n.plane.sessions().into_values().next().unwrap();
+    let far = &rules.fars[&sxa::FAR_DOWNLINK];
+    assert!(far.action.forw);
+    assert_eq!(far.destination_interface, Some(INTERFACE_ACCESS));
+    assert_eq!(far.outer_header_creation, Some(GtpuTunnel { teid: 0xe0b, ipv4: Ipv4Addr::new(127, 0, 0, 9) }));
+    assert_eq!(n.gw.session(sgw_teid).unwrap().s1u_enb, Some(enb));
+
+    let rab = n.s11(&S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid }));
+    assert_eq!(rab, Some(S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED)));
+    let far = &n.plane.sessions().into_values().next().unwrap().fars[&sxa::FAR_DOWNLINK];
+    assert!(far.action.buff && far.action.nocp && !far.action.forw);
+    assert_eq!(n.gw.session(sgw_teid).unwrap().s1u_enb, None);
+}
+
+#[test]
+fn delete_session_removes_everything_and_frees_the_address() {
+    let mut n = Net::new(Net::cfg());
+    let r = created(n.s11(&S11Request::CreateSession(csr(1))));
+    let sgw_teid = r.sgw_fteid.unwrap().teid;
+    let d = n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) }));
+    assert_eq!(d, Some(S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED)));
+    assert_eq!(n.pfcp_log.last().unwrap()[1], msg::SESSION_DELETION_REQUEST);
+    assert!(n.plane.is_empty());
+    assert!(n.gw.sessions().is_empty());
+    // Unknown TEID now.
+    let d = n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) }));
+    assert_eq!(d, Some(S11Response::DeleteSession(GtpCause::CONTEXT_NOT_FOUND)));
+    assert_eq!(n.s11_out.last().unwrap().teid, Some(0), "TEID 0 when no context");
+    let m = n.s11(&S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid: Teid(777), ebi: Ebi(5), s1u_enb_fteid: Fteid { teid: Teid(1), ipv4: Ipv4Addr::LOCALHOST } }));
+    assert!(matches!(m, Some(S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::CONTEXT_NOT_FOUND, .. }))));
+}
+
+#[test]
+fn unknown_apn_and_exhausted_pool() {
+    let mut cfg = Net::cfg();
+    cfg.apns = vec![ApnConfig { name: "internet".into(), pool: Ipv4Addr::new(10, 45, 0, 0), prefix_len: 30 }];
+    let mut n = Net::new(cfg);
+    let mut bad = csr(1);
+    bad.apn = "nowhere".into();
+    assert_eq!(created(n.s11(&S11Request::CreateSession(bad))).cause, GtpCause::MISSING_OR_UNKNOWN_APN);
+    // With an Operator Identifier, case-insensitively.
+    let mut oi = csr(2);
+    oi.apn = "Internet.mnc001.mcc001.gprs".into();
+    assert_eq!(created(n.s11(&S11Request::CreateSession(oi))).cause, GtpCause::REQUEST_ACCEPTED);
+    assert_eq!(created(n.s11(&S11Request::CreateSession(csr(3)))).cause, GtpCause::REQUEST_ACCEPTED);
+    let r = created(n.s11(&S11Request::CreateSession(csr(4))));
+    assert_eq!(r.cause, GtpCause::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
+    assert_eq!(r.bearer_ebi, Ebi(5));
+    assert_eq!(n.plane.len(), 2);
+}
+
+#[test]
+fn missing_mandatory_ie_gets_cause_70_with_offending_ie() {
+    let mut n = Net::new(Net::cfg());
+    let mut m = encode_request(&S11Request::CreateSession(csr(1)), 50);
+    if let Message::CreateSessionRequest(r) = &mut m.body {
+        r.serving_network = None;
+    }
+    let resp = n.s11_raw(&m.to_bytes()).unwrap();
+    let Message::CreateSessionResponse(r) = resp.body else { panic!() };
+    assert_eq!(r.cause.value, 70);
+    assert_eq!(r.cause.offending, Some((83, 0)));
+    assert!(n.plane.is_empty());
+}
+
+#[test]
+fn duplicate_request_is_answered_from_cache_without_reprocessing() {
+    let mut n = Net::new(Net::cfg());
+    let bytes = encode_request(&S11Request::CreateSession(csr(1)), 77).to_bytes();
+    let first = n.s11_raw(&bytes).unwrap();
+    let pfcp_sent = n.pfcp_log.len();
+    let again = n.s11_raw(&bytes).unwrap();
+    assert_eq!(first, again);
+    assert_eq!(n.pfcp_log.len(), pfcp_sent, "no second PFCP establishment");
+    assert_eq!(n.gw.sessions().len(), 1);
+}
+
+#[test]
+fn upf_silence_fails_create_session_after_n1_retransmissions() {
+    let mut n = Net::new(Net::cfg());
+    n.upf_up = false;
+    let bytes = encode_request(&S11Request::CreateSession(csr(1)), 5).to_bytes();
+    assert!(n.s11_raw(&bytes).is_none(), "no answer before the UPF answers");
+    let before = n.s11_out.len();
+    for _ in 0..20 {
+        if n.s11_out.len() > before {
+            break;
+        }
+        n.step();
+    }
+    let sers = n.pfcp_log.iter().filter(|b| b[1] == msg::SESSION_ESTABLISHMENT_REQUEST).count();
+    assert_eq!(sers, 4, "sent once and retransmitted N1 = 3 times");
+    let Message::CreateSessionResponse(r) = &n.s11_out.last().unwrap().body else { panic!() };
+    assert_eq!(r.cause.value, 100);
+    assert!(n.gw.sessions().is_empty());
+}
+
+#[test]
+fn processing_is_deterministic() {
+    let run = || {
+        let mut n = Net::new(Net::cfg());
+        let mut out = vec![];
+        for i in 0..20 {
+            out.push(n.s11(&S11Request::CreateSession(csr(i))));
+        }
+        (out, n.pfcp_log)
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn heartbeats_flow_and_echo_is_answered() {
+    let mut n = Net::new(Net::cfg());
+    for _ in 0..10 {
+        n.step();
+    }
+    assert!(n.pfcp_log.iter().any(|b| b[1] == msg::HEARTBEAT_REQUEST));
+    assert!(n.gw.upf_associated(0));
+    let echo = GtpMessage { teid: None, seq: 3, body: Message::EchoRequest(mobicore_gtp::message::Echo { recovery: 1 }) };
+    let r = n.s11_raw(&echo.to_bytes()).unwrap();
+    assert!(matches!(r.body, Message::EchoResponse(_)));
+    // Garbage is counted and dropped.
+    assert!(n.s11_raw(&[0x48, 32, 0, 1]).is_none());
+    assert_eq!(n.gw.counters.value("gtp_malformed"), 1);
+    n.gw.handle_pfcp(n.now, a(UPF), &[1, 2, 3]);
+    assert_eq!(n.gw.counters.value("pfcp_malformed"), 1);
+}
