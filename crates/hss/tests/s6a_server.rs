@@ -335,3 +335,35 @@ async fn tshark_decodes_the_session_without_errors() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Throughput over loopback (not a timing assertion: it prints the rate).
+/// `cargo test -p mobicore-hss --release --test s6a_server throughput -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn throughput() {
+    let srv = start(0).await;
+    let s6a = client(srv.addr).await;
+    for (name, total) in [("PUR", 200_000u64), ("AIR", 100_000u64)] {
+        let start = std::time::Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        let workers = 512;
+        for w in 0..workers {
+            let s6a = s6a.clone();
+            tasks.spawn(async move {
+                for i in 0..total / workers {
+                    let req = if name == "PUR" {
+                        S6aRequest::PurgeUe(PurgeUeRequest { imsi: imsi((w * 7 + i) % 2000) })
+                    } else {
+                        air((w * 7 + i) % 2000, None)
+                    };
+                    s6a.request(req).await.unwrap();
+                }
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        let secs = start.elapsed().as_secs_f64();
+        println!("{name}: {total} requests in {secs:.2} s = {:.0}/s", total as f64 / secs);
+    }
+    srv.stop.send(true).unwrap();
+    srv.task.await.unwrap().unwrap();
+}
