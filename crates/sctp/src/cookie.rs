@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use crate::wire::{be16, be32};
 
 /// Bytes of an encoded cookie.
-pub const COOKIE_LEN: usize = 4 * 5 + 2 * 2 + 8 + 16 + 2 + 4 * 2 + 8;
+pub const COOKIE_LEN: usize = 4 * 5 + 2 * 2 + 8 + 16 + 2 + 4 * 2 + 2 + 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cookie {
@@ -27,6 +27,8 @@ pub struct Cookie {
     /// Tags of an association that existed when the INIT came (RFC 9260 5.2.2).
     pub tie_local_tag: u32,
     pub tie_peer_tag: u32,
+    /// Our SCTP port the INIT was addressed to.
+    pub local_port: u16,
 }
 
 /// The endpoint's secret key.
@@ -66,6 +68,7 @@ impl Cookie {
         put(&self.peer.port().to_be_bytes());
         put(&self.tie_local_tag.to_be_bytes());
         put(&self.tie_peer_tag.to_be_bytes());
+        put(&self.local_port.to_be_bytes());
         let mac = key.mac(&b[..COOKIE_LEN - 8]);
         b[COOKIE_LEN - 8..].copy_from_slice(&mac.to_be_bytes());
         b
@@ -98,6 +101,7 @@ impl Cookie {
             peer: SocketAddr::new(ip, be16(b, 48)),
             tie_local_tag: be32(b, 50),
             tie_peer_tag: be32(b, 54),
+            local_port: be16(b, 58),
         })
     }
 }
@@ -121,6 +125,7 @@ mod tests {
             peer: "127.0.0.1:36412".parse().unwrap(),
             tie_local_tag: 9,
             tie_peer_tag: 10,
+            local_port: 11,
         };
         let mut b = c.encode(&key);
         assert_eq!(Cookie::decode(&b, &key), Some(c));

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use mobicore_common::sctp_api::{AssocId, SctpEvent};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -41,19 +41,23 @@ pub struct Stats {
 /// Why an association could not be opened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConnectError {
-    #[error("an association with {0} exists already")]
-    AlreadyAssociated(SocketAddr),
+    #[error("no free local port for another association with {0}")]
+    NoFreePort(SocketAddr),
 }
 
 pub struct Endpoint {
     p: Params,
     local_port: u16,
+    /// Extra local ports opened for further associations to a peer we are
+    /// already associated with (SCTP allows one association per port pair).
+    extra_ports: HashSet<u16>,
+    ports_changed: bool,
     cookie_lifetime: Duration,
     key: CookieKey,
     rng: StdRng,
     epoch: Instant,
     assocs: HashMap<AssocId, Association>,
-    by_peer: HashMap<SocketAddr, AssocId>,
+    by_peer: HashMap<(u16, SocketAddr), AssocId>,
     next_id: u64,
     tx_queue: VecDeque<AssocId>,
     ootb: VecDeque<(SocketAddr, Vec<u8>)>,
@@ -69,6 +73,8 @@ impl Endpoint {
         Endpoint {
             p: Params::from_config(cfg),
             local_port,
+            extra_ports: HashSet::new(),
+            ports_changed: false,
             cookie_lifetime: cfg.cookie_lifetime,
             key,
             rng,
@@ -85,6 +91,22 @@ impl Endpoint {
 
     pub fn local_port(&self) -> u16 {
         self.local_port
+    }
+
+    /// Every local SCTP port in use: the endpoint's own and the extra ones.
+    pub fn local_ports(&self) -> Vec<u16> {
+        let mut v: Vec<u16> = std::iter::once(self.local_port).chain(self.extra_ports.iter().copied()).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// True once after the set of local ports changed (the shell re-filters its socket).
+    pub fn take_ports_changed(&mut self) -> bool {
+        std::mem::take(&mut self.ports_changed)
+    }
+
+    fn owns_port(&self, port: u16) -> bool {
+        port == self.local_port || self.extra_ports.contains(&port)
     }
 
     pub fn association_ids(&self) -> Vec<AssocId> {
@@ -116,20 +138,37 @@ impl Endpoint {
     }
 
     /// Open an association to `remote`; `SctpEvent::Up` follows when it is established.
+    ///
+    /// SCTP allows one association per pair of ports; a further association to
+    /// the same remote gets an extra ephemeral local port of this endpoint.
     pub fn connect(&mut self, now: Instant, remote: SocketAddr) -> Result<AssocId, ConnectError> {
-        if let Some(&old) = self.by_peer.get(&remote) {
+        let mut lport = self.local_port;
+        if let Some(&old) = self.by_peer.get(&(lport, remote)) {
             if self.assocs.get(&old).is_some_and(|a| !a.is_closed()) {
-                return Err(ConnectError::AlreadyAssociated(remote));
+                lport = self.extra_port().ok_or(ConnectError::NoFreePort(remote))?;
+            } else {
+                self.forget(old);
             }
-            self.forget(old);
         }
         let id = self.new_id();
         let (tag, tsn) = (self.nonzero_tag(), self.rng.random());
-        let a = Association::connect(id, remote, self.local_port, self.p, tag, tsn, now);
+        let a = Association::connect(id, remote, lport, self.p, tag, tsn, now);
         self.assocs.insert(id, a);
-        self.by_peer.insert(remote, id);
+        self.by_peer.insert((lport, remote), id);
         self.after(id);
         Ok(id)
+    }
+
+    fn extra_port(&mut self) -> Option<u16> {
+        for _ in 0..64 {
+            let p: u16 = self.rng.random_range(49152..=65535);
+            if !self.owns_port(p) {
+                self.extra_ports.insert(p);
+                self.ports_changed = true;
+                return Some(p);
+            }
+        }
+        None
     }
 
     /// Queue a user message.
@@ -173,8 +212,13 @@ impl Endpoint {
 
     fn forget(&mut self, id: AssocId) {
         if let Some(a) = self.assocs.remove(&id) {
-            if self.by_peer.get(&a.peer) == Some(&id) {
-                self.by_peer.remove(&a.peer);
+            let key = (a.local_port, a.peer);
+            if self.by_peer.get(&key) == Some(&id) {
+                self.by_peer.remove(&key);
+            }
+            if a.local_port != self.local_port && !self.by_peer.keys().any(|(p, _)| *p == a.local_port) {
+                self.extra_ports.remove(&a.local_port);
+                self.ports_changed = true;
             }
         }
     }
@@ -186,7 +230,8 @@ impl Endpoint {
             self.stats.malformed += 1;
             return;
         };
-        if p.dst_port() != self.local_port {
+        let lport = p.dst_port();
+        if !self.owns_port(lport) {
             self.stats.foreign_port += 1;
             return;
         }
@@ -217,7 +262,7 @@ impl Endpoint {
             let c = p.chunks().next().and_then(Result::ok);
             let init = c.as_ref().map(ChunkRepr::parse);
             match init {
-                Some(Ok(ChunkRepr::Init(i))) if n == 1 && vtag == 0 && i.initiate_tag != 0 => self.on_init(now, peer, &i),
+                Some(Ok(ChunkRepr::Init(i))) if n == 1 && vtag == 0 && i.initiate_tag != 0 => self.on_init(now, lport, peer, &i),
                 _ => self.stats.malformed += 1,
             }
             return;
@@ -226,11 +271,11 @@ impl Endpoint {
         let id = if first_type == ChunkType::COOKIE_ECHO {
             skip = 1;
             let c = p.chunks().next().and_then(Result::ok).expect("validated");
-            match self.on_cookie_echo(now, peer, vtag, c.value()) {
+            match self.on_cookie_echo(now, lport, peer, vtag, c.value()) {
                 Some(id) => id,
                 None => return,
             }
-        } else if let Some(&id) = self.by_peer.get(&peer) {
+        } else if let Some(&id) = self.by_peer.get(&(lport, peer)) {
             let a = &self.assocs[&id];
             // RFC 9260 8.5.1 B/C: ABORT and SHUTDOWN COMPLETE may reflect the tag (T bit).
             let reflect = matches!(first_type, ChunkType::ABORT | ChunkType::SHUTDOWN_COMPLETE) && first_flags & 1 != 0;
@@ -241,7 +286,7 @@ impl Endpoint {
             }
             id
         } else {
-            self.out_of_the_blue(peer, vtag, &p);
+            self.out_of_the_blue(lport, peer, vtag, &p);
             return;
         };
         self.dispatch(now, id, &p, skip);
@@ -301,21 +346,21 @@ impl Endpoint {
         self.after(id);
     }
 
-    fn single_chunk_packet(&self, dst_port: u16, vtag: u32, c: &ChunkRepr<'_>) -> Vec<u8> {
+    fn single_chunk_packet(src_port: u16, dst_port: u16, vtag: u32, c: &ChunkRepr<'_>) -> Vec<u8> {
         let mut buf = vec![0u8; HEADER_LEN];
         buf.extend_from_slice(&encode(c));
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        CommonHeader { src_port: self.local_port, dst_port, verification_tag: vtag }.emit(&mut p);
+        CommonHeader { src_port, dst_port, verification_tag: vtag }.emit(&mut p);
         p.fill_checksum();
         buf
     }
 
     /// INIT: answer with INIT ACK and a State Cookie, keeping no state (RFC 9260 5.1 B, 5.2).
-    fn on_init(&mut self, now: Instant, peer: SocketAddr, init: &InitRepr<'_>) {
+    fn on_init(&mut self, now: Instant, lport: u16, peer: SocketAddr, init: &InitRepr<'_>) {
         if init.outbound_streams == 0 || init.inbound_streams == 0 {
             let mut causes = Vec::new();
             Tlv { ty: cause::INVALID_MANDATORY_PARAMETER, value: &[] }.push(&mut causes);
-            let pkt = self.single_chunk_packet(peer.port(), init.initiate_tag, &ChunkRepr::Abort { t: false, causes: &causes });
+            let pkt = Self::single_chunk_packet(lport, peer.port(), init.initiate_tag, &ChunkRepr::Abort { t: false, causes: &causes });
             self.ootb.push_back((peer, pkt));
             return;
         }
@@ -343,7 +388,7 @@ impl Endpoint {
                 break;
             }
         }
-        let existing = self.by_peer.get(&peer).and_then(|id| self.assocs.get(id));
+        let existing = self.by_peer.get(&(lport, peer)).and_then(|id| self.assocs.get(id));
         let (local_tag, local_tsn, tie) = match existing.map(|a| (a.state, a.local_tag, a.peer_tag, a.local_initial_tsn())) {
             // RFC 9260 5.2.1: INIT in COOKIE-WAIT/ECHOED answers with our existing tag.
             Some((State::CookieWait | State::CookieEchoed, lt, _, tsn)) => (lt, tsn, (0, 0)),
@@ -363,6 +408,7 @@ impl Endpoint {
             peer,
             tie_local_tag: tie.0,
             tie_peer_tag: tie.1,
+            local_port: lport,
         };
         let mut all = Vec::new();
         Tlv { ty: param::STATE_COOKIE, value: &cookie.encode(&self.key) }.push(&mut all);
@@ -375,17 +421,17 @@ impl Endpoint {
             initial_tsn: local_tsn,
             params: &all,
         });
-        let pkt = self.single_chunk_packet(peer.port(), init.initiate_tag, &ack);
+        let pkt = Self::single_chunk_packet(lport, peer.port(), init.initiate_tag, &ack);
         self.ootb.push_back((peer, pkt));
     }
 
     /// COOKIE ECHO (RFC 9260 5.1 D, 5.1.5, 5.2.4); returns the association that continues with the packet.
-    fn on_cookie_echo(&mut self, now: Instant, peer: SocketAddr, vtag: u32, bytes: &[u8]) -> Option<AssocId> {
+    fn on_cookie_echo(&mut self, now: Instant, lport: u16, peer: SocketAddr, vtag: u32, bytes: &[u8]) -> Option<AssocId> {
         let Some(c) = Cookie::decode(bytes, &self.key) else {
             self.stats.bad_cookie += 1;
             return None;
         };
-        if c.peer != peer || vtag != c.local_tag {
+        if c.peer != peer || c.local_port != lport || vtag != c.local_tag {
             self.stats.bad_cookie += 1;
             return None;
         }
@@ -396,11 +442,11 @@ impl Endpoint {
             let staleness = ((age - self.cookie_lifetime).as_micros().min(u32::MAX as u128) as u32).to_be_bytes();
             let mut causes = Vec::new();
             Tlv { ty: cause::STALE_COOKIE, value: &staleness }.push(&mut causes);
-            let pkt = self.single_chunk_packet(peer.port(), c.peer_tag, &ChunkRepr::Error { causes: &causes });
+            let pkt = Self::single_chunk_packet(lport, peer.port(), c.peer_tag, &ChunkRepr::Error { causes: &causes });
             self.ootb.push_back((peer, pkt));
             return None;
         }
-        if let Some(&id) = self.by_peer.get(&peer) {
+        if let Some(&id) = self.by_peer.get(&(lport, peer)) {
             let a = self.assocs.get_mut(&id).expect("indexed");
             if !a.is_closed() {
                 let early = matches!(a.state, State::CookieWait | State::CookieEchoed);
@@ -423,15 +469,15 @@ impl Endpoint {
             }
         }
         let id = self.new_id();
-        let a = Association::from_cookie(id, self.local_port, self.p, &c, now);
+        let a = Association::from_cookie(id, lport, self.p, &c, now);
         self.assocs.insert(id, a);
-        self.by_peer.insert(peer, id);
+        self.by_peer.insert((lport, peer), id);
         self.after(id);
         Some(id)
     }
 
     /// RFC 9260 8.4: packets that belong to no association.
-    fn out_of_the_blue(&mut self, peer: SocketAddr, vtag: u32, p: &Packet<&[u8]>) {
+    fn out_of_the_blue(&mut self, lport: u16, peer: SocketAddr, vtag: u32, p: &Packet<&[u8]>) {
         self.stats.out_of_the_blue += 1;
         let mut shutdown_ack = false;
         for c in p.chunks().flatten() {
@@ -442,7 +488,7 @@ impl Endpoint {
             }
         }
         let reply = if shutdown_ack { ChunkRepr::ShutdownComplete { t: true } } else { ChunkRepr::Abort { t: true, causes: &[] } };
-        let pkt = self.single_chunk_packet(peer.port(), vtag, &reply);
+        let pkt = Self::single_chunk_packet(lport, peer.port(), vtag, &reply);
         self.ootb.push_back((peer, pkt));
     }
 

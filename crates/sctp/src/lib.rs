@@ -25,4 +25,4 @@ pub use assoc::{SendError, State};
 pub use bench::{bench, BenchResult};
 pub use config::{EndpointConfig, Transport, UDP_ENCAPS_PORT};
 pub use endpoint::{ConnectError, Endpoint, Stats};
-pub use shell::{bind, SctpError};
+pub use shell::{bind, bind_with_info, Bound, SctpError};

@@ -66,7 +66,7 @@ impl Pair {
                 }
             }
             while let Some(dst) = self.b.poll_transmit(self.now, &mut buf) {
-                assert_eq!(dst.port(), A_PORT);
+                assert!(dst.port() == A_PORT || dst.port() >= 49152);
                 moved = true;
                 self.wire.push((false, buf.clone()));
                 if (self.filter)(false, &buf) {
@@ -172,8 +172,15 @@ fn handshake_brings_both_sides_up_with_negotiated_streams() {
     let types: Vec<_> = p.wire.iter().map(|(_, b)| chunk_types(b)[0]).collect();
     assert_eq!(types, [ChunkType::INIT, ChunkType::INIT_ACK, ChunkType::COOKIE_ECHO, ChunkType::COOKIE_ACK]);
     assert_eq!(Packet::new_checked(&p.wire[0].1[..]).unwrap().verification_tag(), 0);
-    // A second connect to the same peer is refused.
-    assert!(p.a.connect(p.now, Pair::b_addr()).is_err());
+    // A second association to the same peer gets its own local port.
+    let id2 = p.a.connect(p.now, Pair::b_addr()).unwrap();
+    p.drive();
+    assert_eq!(p.a.state(id2), Some(State::Established));
+    assert_eq!(p.a.local_ports().len(), 2);
+    assert_eq!(p.b.association_count(), 2);
+    p.a.abort(id2);
+    p.drive();
+    assert_eq!(p.a.local_ports(), [A_PORT]);
 }
 
 #[test]

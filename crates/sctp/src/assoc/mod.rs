@@ -92,7 +92,7 @@ struct Ctrl {
 pub(crate) struct Association {
     pub id: AssocId,
     pub peer: SocketAddr,
-    local_port: u16,
+    pub local_port: u16,
     pub state: State,
     pub local_tag: u32,
     pub peer_tag: u32,

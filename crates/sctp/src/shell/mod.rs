@@ -158,6 +158,11 @@ impl Task {
         tokio::pin!(sleep);
         let mut armed: Option<Instant> = None;
         loop {
+            if self.ep.take_ports_changed() {
+                if let Err(e) = self.sock.set_ports(&self.ep.local_ports()) {
+                    tracing::warn!("sctp: cannot update the socket's port filter: {e}");
+                }
+            }
             self.collect_events();
             self.flush_events();
             self.flush_output().await;

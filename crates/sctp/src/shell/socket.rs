@@ -80,16 +80,7 @@ impl PacketSocket {
             s.bind(&SockAddr::from(SocketAddrV4::new(ip, 0)))
                 .map_err(|e| SctpError::Bind { addr: local, source: e })?;
         }
-        // Every raw 132 socket sees every SCTP packet: let the kernel drop the
-        // ones for other ports (classic BPF on the IPv4 header + SCTP header).
-        let filter = [
-            bpf(0xb1, 0, 0, 0),            // ldxb 4*([0]&0xf): IP header length
-            bpf(0x48, 0, 0, 2),            // ldh [x+2]: SCTP destination port
-            bpf(0x15, 0, 1, port as u32),  // jeq #port
-            bpf(0x06, 0, 0, 0x0004_0000),  // ret #262144: accept
-            bpf(0x06, 0, 0, 0),            // ret #0: drop
-        ];
-        s.attach_filter(&filter)?;
+        attach_port_filter(&s, &[port])?;
         Ok(PacketSocket { fd: register(s)?, io: Batcher { kind: Kind::Raw, bufs: vec![vec![0; RECV_BUF]; BATCH] } })
     }
 
@@ -111,6 +102,14 @@ impl PacketSocket {
             fd: register(s)?,
             io: Batcher { kind: Kind::Udp { peer_ports: HashMap::new(), default_remote }, bufs: vec![vec![0; RECV_BUF]; BATCH] },
         })
+    }
+
+    /// Deliver only packets to these SCTP ports (raw sockets; UDP needs nothing).
+    pub fn set_ports(&self, ports: &[u16]) -> io::Result<()> {
+        match self.io.kind {
+            Kind::Raw => attach_port_filter(self.fd.get_ref(), ports),
+            Kind::Udp { .. } => Ok(()),
+        }
     }
 
     pub fn local_udp_port(&self) -> Option<u16> {
@@ -176,6 +175,26 @@ impl Batcher {
         }
         sendmmsg(fd, &pkts[..n], &addrs[..n])
     }
+}
+
+/// Every raw 132 socket sees every SCTP packet of the host: let the kernel
+/// drop the ones for other ports (classic BPF over the IPv4 and SCTP headers).
+/// Above 250 ports everything is accepted and the endpoint demultiplexes.
+fn attach_port_filter(s: &Socket, ports: &[u16]) -> io::Result<()> {
+    let n = ports.len();
+    if n > 250 {
+        return s.attach_filter(&[bpf(0x06, 0, 0, 0x0004_0000)]);
+    }
+    let mut prog = vec![
+        bpf(0xb1, 0, 0, 0), // ldxb 4*([0]&0xf): IP header length
+        bpf(0x48, 0, 0, 2), // ldh [x+2]: SCTP destination port
+    ];
+    for (i, &p) in ports.iter().enumerate() {
+        prog.push(bpf(0x15, (n - i) as u8, 0, p as u32)); // jeq #port -> accept
+    }
+    prog.push(bpf(0x06, 0, 0, 0)); // ret #0: drop
+    prog.push(bpf(0x06, 0, 0, 0x0004_0000)); // ret #262144: accept
+    s.attach_filter(&prog)
 }
 
 const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {

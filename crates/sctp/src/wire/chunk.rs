@@ -228,14 +228,16 @@ impl<'a> ChunkRepr<'a> {
         }
     }
 
-    /// Length of the value (without chunk header and padding).
+    /// Length of the value (without chunk header and padding). A chunk that
+    /// ends in a TLV does not count that TLV's padding (RFC 9260 3.2.1: the
+    /// padding of the last parameter is the padding of the chunk).
     fn value_len(&self) -> usize {
         match self {
             ChunkRepr::Data(d) => 12 + d.data.len(),
-            ChunkRepr::Init(i) | ChunkRepr::InitAck(i) => 16 + i.params.len(),
+            ChunkRepr::Init(i) | ChunkRepr::InitAck(i) => 16 + tlv_list_len(i.params),
             ChunkRepr::Sack(s) => 12 + 4 * s.gap_blocks.len() + 4 * s.dup_tsns.len(),
-            ChunkRepr::Heartbeat { info } | ChunkRepr::HeartbeatAck { info } => info.len(),
-            ChunkRepr::Abort { causes, .. } | ChunkRepr::Error { causes } => causes.len(),
+            ChunkRepr::Heartbeat { info } | ChunkRepr::HeartbeatAck { info } => tlv_list_len(info),
+            ChunkRepr::Abort { causes, .. } | ChunkRepr::Error { causes } => tlv_list_len(causes),
             ChunkRepr::Shutdown { .. } => 4,
             ChunkRepr::CookieEcho { cookie } => cookie.len(),
             ChunkRepr::ShutdownAck | ChunkRepr::CookieAck | ChunkRepr::ShutdownComplete { .. } => 0,
@@ -272,7 +274,8 @@ impl<'a> ChunkRepr<'a> {
                 v[8..10].copy_from_slice(&i.outbound_streams.to_be_bytes());
                 v[10..12].copy_from_slice(&i.inbound_streams.to_be_bytes());
                 v[12..16].copy_from_slice(&i.initial_tsn.to_be_bytes());
-                v[16..16 + i.params.len()].copy_from_slice(i.params);
+                let n = tlv_list_len(i.params);
+                v[16..16 + n].copy_from_slice(&i.params[..n]);
             }
             ChunkRepr::Sack(s) => {
                 v[0..4].copy_from_slice(&s.cum_tsn_ack.to_be_bytes());
@@ -294,14 +297,36 @@ impl<'a> ChunkRepr<'a> {
             ChunkRepr::Heartbeat { info: b }
             | ChunkRepr::HeartbeatAck { info: b }
             | ChunkRepr::Abort { causes: b, .. }
-            | ChunkRepr::Error { causes: b }
-            | ChunkRepr::CookieEcho { cookie: b }
+            | ChunkRepr::Error { causes: b } => {
+                let n = tlv_list_len(b);
+                v[..n].copy_from_slice(&b[..n]);
+            }
+            ChunkRepr::CookieEcho { cookie: b }
             | ChunkRepr::Unknown { value: b, .. } => v[..b.len()].copy_from_slice(b),
             ChunkRepr::ShutdownAck | ChunkRepr::CookieAck | ChunkRepr::ShutdownComplete { .. } => {}
         }
         buf[len..padded].fill(0);
         padded
     }
+}
+
+/// Length of a TLV list without the padding of its last element; the whole
+/// length if the list is not well formed.
+fn tlv_list_len(b: &[u8]) -> usize {
+    let mut at = 0;
+    let mut end = b.len();
+    while at + 4 <= b.len() {
+        let len = be16(b, at + 2) as usize;
+        if len < 4 || at + len > b.len() {
+            return b.len();
+        }
+        end = at + len;
+        at += pad4(len);
+    }
+    if at < b.len() {
+        return b.len();
+    }
+    end
 }
 
 #[cfg(test)]
@@ -340,7 +365,7 @@ mod tests {
             outbound_streams: 16,
             inbound_streams: 16,
             initial_tsn: 99,
-            params: &[0, 12, 0, 6, 0, 5, 0, 0],
+            params: &[0, 12, 0, 6, 0, 5],
         }));
         round_trip(ChunkRepr::InitAck(InitRepr {
             initiate_tag: 8,
@@ -348,7 +373,7 @@ mod tests {
             outbound_streams: 2,
             inbound_streams: 3,
             initial_tsn: 4,
-            params: &[0, 7, 0, 5, 9, 0, 0, 0],
+            params: &[0, 7, 0, 5, 9],
         }));
         round_trip(ChunkRepr::Sack(SackRepr {
             cum_tsn_ack: 5,
@@ -367,6 +392,22 @@ mod tests {
         let b = round_trip(ChunkRepr::ShutdownComplete { t: true });
         assert_eq!(b, [14, 1, 0, 4]);
         round_trip(ChunkRepr::Unknown { ty: 0xc1, flags: 3, value: &[1] });
+    }
+
+    #[test]
+    fn last_parameter_padding_is_the_chunk_padding() {
+        let r = ChunkRepr::Init(InitRepr {
+            initiate_tag: 1,
+            a_rwnd: 2,
+            outbound_streams: 3,
+            inbound_streams: 4,
+            initial_tsn: 5,
+            params: &[0, 12, 0, 6, 0, 5, 0, 0],
+        });
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut buf);
+        assert_eq!(buf.len(), 28);
+        assert_eq!(&buf[2..4], &[0, 26], "chunk length excludes the last parameter's padding");
     }
 
     #[test]

@@ -1,0 +1,246 @@
+//! Two endpoints over real sockets on 127.0.0.1: raw IP protocol 132 and
+//! RFC 6951 UDP encapsulation. Raw sockets need root (these tests skip with a
+//! note otherwise). With tshark installed, the raw run is captured and dissected.
+
+use bytes::Bytes;
+use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
+use mobicore_sctp::{bind_with_info, EndpointConfig, SctpError, Transport};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+const ASSOCS: usize = 3;
+const MESSAGES: u32 = 1000;
+const STREAMS: u16 = 4;
+
+fn lo() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+fn message(i: u32) -> Bytes {
+    // Varied sizes, some above the MTU so that fragmentation is exercised too.
+    let len = if i % 97 == 0 { 3000 } else { 40 + (i % 200) as usize };
+    let mut v = vec![(i % 251) as u8; len];
+    v[..4].copy_from_slice(&i.to_be_bytes());
+    Bytes::from(v)
+}
+
+async fn next_event(h: &mut SctpHandle) -> SctpEvent {
+    recv(&mut h.events).await
+}
+
+async fn recv(events: &mut mpsc::Receiver<SctpEvent>) -> SctpEvent {
+    tokio::time::timeout(Duration::from_secs(30), events.recv()).await.expect("event in time").expect("endpoint alive")
+}
+
+/// Receive until `total` Data events arrived; check order per (association, stream).
+async fn collect(events: &mut mpsc::Receiver<SctpEvent>, total: usize) -> HashMap<AssocId, usize> {
+    let mut next: HashMap<(AssocId, u16), u32> = HashMap::new();
+    let mut per_assoc: HashMap<AssocId, usize> = HashMap::new();
+    let mut n = 0;
+    while n < total {
+        if let SctpEvent::Data { assoc, stream, ppid, data } = recv(events).await {
+            assert_eq!(ppid, PPID_S1AP);
+            let i = u32::from_be_bytes(data[..4].try_into().unwrap());
+            assert_eq!(data, message(i), "payload intact");
+            assert_eq!(i % STREAMS as u32, stream as u32);
+            let want = next.entry((assoc, stream)).or_insert(stream as u32);
+            assert_eq!(i, *want, "in order on {assoc:?} stream {stream}");
+            *want += STREAMS as u32;
+            *per_assoc.entry(assoc).or_default() += 1;
+            n += 1;
+        }
+    }
+    per_assoc
+}
+
+async fn send_all(commands: &mpsc::Sender<SctpCommand>, assocs: &[AssocId]) {
+    for i in 0..MESSAGES {
+        for &assoc in assocs {
+            let cmd = SctpCommand::Send { assoc, stream: (i % STREAMS as u32) as u16, ppid: PPID_S1AP, data: message(i) };
+            commands.send(cmd).await.unwrap();
+        }
+    }
+}
+
+async fn exchange(server_tr: Transport, client_tr: Transport, before_traffic: impl FnOnce(u16, u16)) {
+    let server = bind_with_info(EndpointConfig::new(lo(), server_tr)).await.unwrap();
+    let mut ccfg = EndpointConfig::new(lo(), client_tr);
+    if let Some(p) = server.udp_port {
+        ccfg.udp_remote_port = p;
+    }
+    let mut client = bind_with_info(ccfg).await.unwrap().handle;
+    let mut server = server.handle;
+    assert_ne!(server.local.port(), 0);
+    before_traffic(server.local.port(), client.local.port());
+
+    let mut client_ids = Vec::new();
+    for _ in 0..ASSOCS {
+        let (tx, rx) = oneshot::channel();
+        client.commands.send(SctpCommand::Connect { remote: server.local, reply: tx }).await.unwrap();
+        client_ids.push(rx.await.unwrap().expect("association up"));
+    }
+    let mut server_ids = Vec::new();
+    while server_ids.len() < ASSOCS {
+        if let SctpEvent::Up { assoc, peer, .. } = next_event(&mut server).await {
+            assert_eq!(peer.ip(), client.local.ip());
+            server_ids.push(assoc);
+        }
+    }
+    for _ in 0..ASSOCS {
+        assert!(matches!(next_event(&mut client).await, SctpEvent::Up { .. }));
+    }
+
+    let total = ASSOCS * MESSAGES as usize;
+    let (to_server, to_client) = tokio::join!(
+        async {
+            send_all(&client.commands, &client_ids).await;
+            collect(&mut server.events, total).await
+        },
+        async {
+            send_all(&server.commands, &server_ids).await;
+            collect(&mut client.events, total).await
+        }
+    );
+    assert!(to_server.values().all(|&n| n == MESSAGES as usize) && to_server.len() == ASSOCS);
+    assert!(to_client.values().all(|&n| n == MESSAGES as usize) && to_client.len() == ASSOCS);
+
+    // Graceful shutdown of one, abort of another.
+    client.commands.send(SctpCommand::Shutdown { assoc: client_ids[0] }).await.unwrap();
+    client.commands.send(SctpCommand::Abort { assoc: client_ids[1] }).await.unwrap();
+    let mut reasons = Vec::new();
+    while reasons.len() < 2 {
+        if let SctpEvent::Down { reason, .. } = next_event(&mut server).await {
+            reasons.push(reason);
+        }
+    }
+    reasons.sort();
+    assert_eq!(reasons, ["aborted by the peer: user-initiated abort", "shutdown"]);
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+struct Capture {
+    child: Child,
+    file: std::path::PathBuf,
+}
+
+fn start_capture(ports: (u16, u16)) -> Option<Capture> {
+    if Command::new("tshark").arg("--version").stdout(Stdio::null()).status().is_err() {
+        println!("note: tshark is not installed; skipping the dissector check");
+        return None;
+    }
+    let file = std::env::temp_dir().join(format!("mobicore-sctp-{}-{}.pcapng", std::process::id(), ports.0));
+    let _ = std::fs::remove_file(&file);
+    let filter = format!("sctp and (port {} or port {})", ports.0, ports.1);
+    let mut child = Command::new("tshark")
+        .args(["-i", "lo", "-f", &filter, "-w"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
+    // tshark says "Capturing on 'Loopback: lo'" and then "Capture started" once it listens.
+    use std::io::{BufRead, BufReader};
+    let mut err = BufReader::new(child.stderr.take()?);
+    let mut line = String::new();
+    while err.read_line(&mut line).ok()? > 0 {
+        if line.contains("Capture started") {
+            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+            std::thread::sleep(Duration::from_millis(300));
+            return Some(Capture { child, file });
+        }
+        line.clear();
+    }
+    println!("note: tshark did not start capturing; skipping the dissector check");
+    None
+}
+
+fn check_capture(mut cap: Capture) {
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling the child we spawned, by its pid.
+    unsafe { libc::kill(cap.child.id() as i32, libc::SIGINT) };
+    cap.child.wait().unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new("tshark")
+            .args(["-r"])
+            .arg(&cap.file)
+            .args(["-o", "sctp.checksum:CRC-32C"])
+            // The test payloads are not S1AP: dissect SCTP only.
+            .args(["--disable-protocol", "s1ap"])
+            .args(extra)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let verbose = run(&["-V"]);
+    let frames = verbose.matches("\nFrame ").count() + verbose.starts_with("Frame ") as usize;
+    assert!(frames > 100, "captured {frames} frames");
+    if verbose.contains("Malformed") {
+        let at = verbose.find("Malformed").unwrap();
+        panic!("tshark found malformed packets: {}", &verbose[at.saturating_sub(3000)..(at + 500).min(verbose.len())]);
+    }
+    assert!(verbose.contains("[Checksum Status: Good]") || verbose.contains("Checksum Status: Good"));
+    assert!(!verbose.contains("Checksum Status: Bad"), "bad checksum on the wire");
+    let expert = run(&["-q", "-z", "expert"]);
+    let errors = expert.lines().skip_while(|l| !l.contains("Errors (")).skip(1).take_while(|l| !l.starts_with("====")).count();
+    assert!(!expert.contains("Errors ("), "tshark expert errors:\n{expert}");
+    println!("tshark: {frames} frames, no malformed packets, no expert errors ({errors})");
+    let _ = std::fs::remove_file(&cap.file);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_ip_three_associations_thousand_messages_each_way() {
+    if !is_root() {
+        println!("note: not root; raw sockets need CAP_NET_RAW, skipping");
+        return;
+    }
+    let mut cap = None;
+    exchange(Transport::RawIp, Transport::RawIp, |s, c| cap = start_capture((s, c))).await;
+    if let Some(cap) = cap {
+        check_capture(cap);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_encapsulation_three_associations_thousand_messages_each_way() {
+    exchange(Transport::Udp { port: 0 }, Transport::Udp { port: 0 }, |_, _| {}).await;
+}
+
+#[tokio::test]
+async fn udp_port_in_use_is_reported() {
+    let first = bind_with_info(EndpointConfig::new(lo(), Transport::Udp { port: 0 })).await.unwrap();
+    let port = first.udp_port.unwrap();
+    let err = bind_with_info(EndpointConfig::new(lo(), Transport::Udp { port })).await.err().unwrap();
+    assert!(matches!(err, SctpError::PortInUse { port: p } if p == port));
+    assert_eq!(err.to_string(), format!("UDP port {port} is in use"));
+}
+
+#[tokio::test]
+async fn kernel_transport_reports_clearly_when_missing() {
+    if Transport::auto() == Transport::Kernel {
+        return;
+    }
+    let err = bind_with_info(EndpointConfig::new(lo(), Transport::Kernel)).await.err().unwrap();
+    assert_eq!(err.to_string(), "kernel SCTP is not available on this host; use the raw or udp transport");
+    assert_eq!(Transport::auto(), Transport::RawIp);
+}
+
+#[tokio::test]
+async fn connect_to_nobody_fails() {
+    let mut cfg = EndpointConfig::new(lo(), Transport::Udp { port: 0 });
+    cfg.rto_initial = Duration::from_millis(20);
+    cfg.rto_min = Duration::from_millis(20);
+    cfg.rto_max = Duration::from_millis(40);
+    cfg.max_init_retrans = 2;
+    cfg.udp_remote_port = 9; // discard: nobody answers
+    let h = bind_with_info(cfg).await.unwrap().handle;
+    let (tx, rx) = oneshot::channel();
+    h.commands.send(SctpCommand::Connect { remote: "127.0.0.1:36999".parse().unwrap(), reply: tx }).await.unwrap();
+    assert_eq!(rx.await.unwrap(), Err("no answer to INIT".to_string()));
+}
