@@ -244,3 +244,12 @@ async fn connect_to_nobody_fails() {
     h.commands.send(SctpCommand::Connect { remote: "127.0.0.1:36999".parse().unwrap(), reply: tx }).await.unwrap();
     assert_eq!(rx.await.unwrap(), Err("no answer to INIT".to_string()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_runs_over_udp() {
+    let r = mobicore_sctp::bench(Transport::Udp { port: 0 }, 4, 20_000, 100).await;
+    assert_eq!(r.error, None);
+    assert_eq!(r.delivered, 20_000);
+    assert!(r.msgs_per_s > 0.0);
+    println!("bench udp: {:.0} msgs/s", r.msgs_per_s);
+}
