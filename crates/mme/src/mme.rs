@@ -188,6 +188,8 @@ impl Mme {
                 }
                 self.finish_s1_release(id);
             }
+            // Answers to requests sent without waiting (S1 loss, aborts).
+            (_, Ok(S11Response::ReleaseAccessBearers(_) | S11Response::DeleteSession(_))) => {}
             (_, Err(_)) => self.counters.incr("s11_transport_error"),
             _ => self.counters.incr("s11_unexpected_response"),
         }

@@ -160,3 +160,22 @@ fn create_session_transport_error_rejects_with_network_failure() {
     assert_eq!(read_down(&s1_data(&out[1]).2).kind, S1apPduKind::Initiating_UEContextRelease);
     assert_eq!(h.mme.stats().ues, 0);
 }
+
+/// Not a timing assertion: prints how many attaches per second the core
+/// and the scripted UE/eNB/HSS together run on one core.
+#[test]
+#[ignore]
+fn attach_rate() {
+    let mut h = Harness::default();
+    let n = 5000u32;
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        let imsi = format!("00101{:010}", i);
+        let _ = h.attach(&imsi, i);
+        h.s1(release_request(h.mme.ues.keys().copied().max().unwrap(), i));
+        let _ = h.drain();
+    }
+    let dt = t.elapsed();
+    eprintln!("{n} attaches in {dt:?}: {:.0}/s (core + test UE)", n as f64 / dt.as_secs_f64());
+    assert_eq!(h.mme.stats().attached, n as usize);
+}

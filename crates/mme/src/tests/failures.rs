@@ -217,3 +217,59 @@ fn unknown_message_type_gets_emm_status_97() {
     assert_eq!(st.emm_cause.cause(), Some(EmmCause::MessageTypeNonExistentOrNotImplemented));
     assert_eq!(h.mme.counters().value("nas_malformed"), 1);
 }
+
+#[test]
+fn t3470_aborts_after_four_identity_retransmissions() {
+    let mut h = Harness::default();
+    let ue = TestUe::new("001010000000022", 22);
+    let plmn = oxirush_nas::nas_eps::Plmn::new("001", "01").unwrap();
+    let foreign = oxirush_nas::nas_eps::Guti::new(plmn, 9, 9, 1);
+    h.s1(initial_ue_message(22, ue.attach_request_with(NasEpsMobileIdentity::from_guti(foreign))));
+    assert!(matches!(plain_emm(&h.one_down().nas.unwrap()), NasEmmMessage::IdentityRequest(_)));
+    for _ in 0..4 {
+        h.advance(Duration::from_secs(6));
+        assert!(matches!(plain_emm(&h.one_down().nas.unwrap()), NasEmmMessage::IdentityRequest(_)));
+    }
+    h.advance(Duration::from_secs(6));
+    assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
+    assert_eq!(h.mme.counters().value("t3470_abort"), 1);
+    assert_eq!(h.mme.stats().ues, 0);
+}
+
+#[test]
+fn t3450_retransmits_attach_accept_protected_with_new_counts() {
+    let mut h = Harness::default();
+    let (mut ue, r) = h.start_attach("001010000000023", 23);
+    let a = h.challenge(&mut ue, r, 32);
+    let resp = ue.authenticate(&a);
+    h.up(&ue, resp);
+    let smc = h.one_down().nas.unwrap();
+    let c = ue.security_mode_complete(&smc);
+    h.up(&ue, c);
+    let _ = h.drain();
+    h.s6a(r, S6aAnswer::UpdateLocation(Ok(subscription())));
+    let (r, _) = expect_s11(&h.drain());
+    h.s11(r, create_session_ok());
+    let ics = h.one_down();
+    assert!(matches!(ue.receive(&ics.nas.unwrap()), NasEmmMessage::AttachAccept(_)));
+    h.advance(Duration::from_secs(6));
+    let again = h.one_down();
+    assert_eq!(again.kind, S1apPduKind::Initiating_downlinkNASTransport);
+    // The UE verifies the retransmission (a fresh downlink COUNT) and completes.
+    assert!(matches!(ue.receive(&again.nas.unwrap()), NasEmmMessage::AttachAccept(_)));
+    let complete = ue.attach_complete();
+    h.up(&ue, complete);
+    assert_eq!(h.mme.stats().attached, 1);
+    assert_eq!(h.mme.poll_timeout(), None);
+}
+
+#[test]
+fn release_request_mid_attach_aborts_it() {
+    let mut h = Harness::default();
+    let (mut ue, r) = h.start_attach("001010000000024", 24);
+    let _ = h.challenge(&mut ue, r, 32);
+    h.s1(release_request(ue.mme_ue_id.unwrap(), 24));
+    assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
+    assert_eq!(h.mme.stats().ues, 0);
+    assert_eq!(h.mme.poll_timeout(), None);
+}
