@@ -11,12 +11,16 @@
 //! - [`shell`]: the tokio driver [`run`] over an SCTP endpoint.
 
 pub mod config;
+pub mod enb;
+pub mod report;
+pub mod shell;
 pub mod ue;
 pub mod usim;
 
 pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};
+pub use report::{percentile, LatencySummary, Phase, PhaseReport, Progress, RanReport};
+pub use shell::{run, RanError};
 pub use usim::Usim;
-pub mod enb;
 
 #[cfg(test)]
 mod tests;

@@ -175,8 +175,12 @@ impl FakeMme {
 
     /// Read the ATTACH REQUEST of an INITIAL UE MESSAGE.
     pub fn attach_request(&mut self, nas: &[u8]) -> NasAttachRequest {
-        let NasEpsMessage::Emm(_, NasEmmMessage::AttachRequest(req)) = NasEpsMessage::decode(nas).unwrap() else {
-            panic!("not a plain ATTACH REQUEST")
+        let message = match NasEpsMessage::decode(nas).unwrap() {
+            NasEpsMessage::SecurityProtected(_, inner) => *inner,
+            plain => plain,
+        };
+        let NasEpsMessage::Emm(_, NasEmmMessage::AttachRequest(req)) = message else {
+            panic!("not an ATTACH REQUEST")
         };
         self.ue_capability = Some(req.ue_network_capability.clone());
         *req

@@ -6,3 +6,4 @@ mod detach;
 mod fuzz;
 mod mme;
 mod security;
+mod shell;

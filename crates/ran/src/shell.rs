@@ -1,0 +1,504 @@
+//! The thin tokio driver of the emulated RAN: one task owns every eNB (and
+//! so every UE), feeds them SCTP events and timer expiries, and hands what
+//! they send to the SCTP endpoint. It drains every ready event per wakeup
+//! and spawns nothing per message.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
+use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
+use tokio::sync::oneshot;
+
+use crate::config::{usim_for, RanConfig};
+use crate::enb::{Enb, EnbAction, EnbConfig, Outcome, S1State};
+use crate::report::{Phase, PhaseReport, Progress, RanReport};
+use crate::ue::{EmmState, Ue};
+
+/// Why a run could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum RanError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("eNB {enb}: SCTP association to the MME failed: {reason}")]
+    Connect { enb: u32, reason: String },
+    #[error("eNB {enb}: S1 Setup failed: {reason}")]
+    S1Setup { enb: u32, reason: String },
+    #[error("the SCTP endpoint task is gone")]
+    SctpClosed,
+}
+
+/// Events handled per wakeup before the output is flushed.
+const EVENT_BATCH: usize = 1024;
+/// How long S1 Setup waits for an association's Up event.
+const UP_GRACE: Duration = Duration::from_millis(500);
+/// After the last phase: how long replies (UE Context Release Commands)
+/// are still answered, and the silence that ends that early.
+const LINGER: Duration = Duration::from_millis(500);
+const LINGER_SILENCE: Duration = Duration::from_millis(50);
+/// Interval of progress messages.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// Run the configured workload: connect one association per eNB, S1 Setup
+/// for all, attach every UE at the arrival rate, then detach them (and a
+/// second GUTI round) if configured.
+pub async fn run(
+    cfg: RanConfig,
+    sctp: SctpHandle,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+) -> Result<RanReport, RanError> {
+    validate(&cfg)?;
+    let mut enbs = Vec::with_capacity(cfg.enbs as usize);
+    for i in 0..cfg.enbs {
+        let enb_id = cfg.first_enb_id + i;
+        let enb_cfg = EnbConfig {
+            enb_id,
+            name: format!("mobicore-enb-{enb_id}"),
+            plmn: cfg.plmn,
+            tac: cfg.tac,
+            s1u_addr: cfg.s1u_addr,
+            procedure_timeout: cfg.procedure_timeout(),
+            s1_setup_timeout: cfg.s1_setup_timeout(),
+        };
+        enbs.push(Enb::new(enb_cfg).map_err(|e| RanError::Config(e.to_string()))?);
+    }
+    let SctpHandle { commands, events, .. } = sctp;
+    let mut d = Driver {
+        cfg,
+        enbs,
+        assoc_of: Vec::new(),
+        enb_of: HashMap::new(),
+        commands,
+        events,
+        outbox: VecDeque::new(),
+        progress,
+        last_progress: None,
+        report: RanReport::default(),
+        phase: PhaseState::new(Phase::Connect, 0),
+        s1_results: Vec::new(),
+    };
+    d.report.ues = d.cfg.ues;
+    d.report.enbs = d.cfg.enbs;
+    d.connect().await?;
+    d.s1_setup().await?;
+
+    let attach = d.procedure_phase(Phase::Attach, (0..d.cfg.ues).collect()).await?;
+    d.report.set_attach(attach);
+    if d.cfg.detach {
+        let registered = d.ues_in(EmmState::Registered);
+        let detach = d.procedure_phase(Phase::Detach, registered).await?;
+        d.report.set_detach(detach);
+        if d.cfg.attach_with_guti_second_round {
+            let again = d.ues_in(EmmState::Deregistered);
+            d.report.reattach = Some(d.procedure_phase(Phase::Reattach, again).await?);
+            let registered = d.ues_in(EmmState::Registered);
+            d.report.redetach = Some(d.procedure_phase(Phase::Redetach, registered).await?);
+        }
+    }
+    d.shutdown().await;
+    Ok(d.report)
+}
+
+fn validate(cfg: &RanConfig) -> Result<(), RanError> {
+    if cfg.enbs == 0 {
+        return Err(RanError::Config("at least one eNB".into()));
+    }
+    if cfg.max_in_flight == 0 {
+        return Err(RanError::Config("max_in_flight must be at least 1".into()));
+    }
+    if let Some(r) = cfg.rate {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(RanError::Config(format!("rate must be positive, got {r}")));
+        }
+    }
+    if cfg.first_enb_id + cfg.enbs - 1 >= 1 << 20 {
+        return Err(RanError::Config("eNB IDs must fit in 20 bits".into()));
+    }
+    Ok(())
+}
+
+struct PhaseState {
+    phase: Phase,
+    total: u64,
+    done: u64,
+    failed: u64,
+    in_flight: usize,
+    report: PhaseReport,
+}
+
+impl PhaseState {
+    fn new(phase: Phase, total: u64) -> Self {
+        PhaseState { phase, total, done: 0, failed: 0, in_flight: 0, report: PhaseReport::default() }
+    }
+}
+
+struct Driver {
+    cfg: RanConfig,
+    enbs: Vec<Enb>,
+    /// The association of each eNB, once connected.
+    assoc_of: Vec<Option<AssocId>>,
+    enb_of: HashMap<AssocId, usize>,
+    commands: mpsc::Sender<SctpCommand>,
+    events: mpsc::Receiver<SctpEvent>,
+    /// Commands not yet taken by the endpoint (never blocks the event side).
+    outbox: VecDeque<SctpCommand>,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+    last_progress: Option<Instant>,
+    report: RanReport,
+    phase: PhaseState,
+    /// S1 Setup results per eNB.
+    s1_results: Vec<Option<Result<(), String>>>,
+}
+
+impl Driver {
+    /// One SCTP association per eNB (all through the same endpoint).
+    async fn connect(&mut self) -> Result<(), RanError> {
+        self.phase = PhaseState::new(Phase::Connect, self.enbs.len() as u64);
+        let mut replies = Vec::new();
+        for _ in &self.enbs {
+            let (tx, rx) = oneshot::channel();
+            self.commands
+                .send(SctpCommand::Connect { remote: self.cfg.mme, reply: tx })
+                .await
+                .map_err(|_| RanError::SctpClosed)?;
+            replies.push(rx);
+        }
+        self.assoc_of = vec![None; self.enbs.len()];
+        self.s1_results = vec![None; self.enbs.len()];
+        let deadline = Instant::now() + self.cfg.s1_setup_timeout();
+        // Up events that come before their Connect reply wait here.
+        let mut early_up: HashMap<AssocId, u16> = HashMap::new();
+        for (i, rx) in replies.into_iter().enumerate() {
+            let enb = self.enbs[i].config().enb_id;
+            let mut rx = rx;
+            let assoc = loop {
+                tokio::select! {
+                    r = &mut rx => match r {
+                        Ok(Ok(a)) => break a,
+                        Ok(Err(reason)) => return Err(RanError::Connect { enb, reason }),
+                        Err(_) => return Err(RanError::SctpClosed),
+                    },
+                    ev = self.events.recv() => match ev {
+                        Some(SctpEvent::Up { assoc, outbound_streams, .. }) => {
+                            match self.enb_of.get(&assoc) {
+                                Some(&k) if self.enbs[k].s1_state() == &S1State::Down => {
+                                    self.enbs[k].start_s1_setup(Instant::now(), outbound_streams)
+                                }
+                                Some(_) => {}
+                                None => { early_up.insert(assoc, outbound_streams); }
+                            }
+                        }
+                        Some(other) => self.handle_event(Instant::now(), other),
+                        None => return Err(RanError::SctpClosed),
+                    },
+                    _ = tokio::time::sleep_until(deadline.into()) => {
+                        return Err(RanError::Connect { enb, reason: "timeout".into() });
+                    }
+                }
+            };
+            self.assoc_of[i] = Some(assoc);
+            self.enb_of.insert(assoc, i);
+            if let Some(streams) = early_up.remove(&assoc) {
+                self.enbs[i].start_s1_setup(Instant::now(), streams);
+            }
+            self.phase.done += 1;
+            self.report_progress(false);
+        }
+        self.collect_actions(Instant::now());
+        Ok(())
+    }
+
+    /// Wait for every eNB's S1 Setup to end.
+    async fn s1_setup(&mut self) -> Result<(), RanError> {
+        self.phase = PhaseState::new(Phase::S1Setup, self.enbs.len() as u64);
+        let started = Instant::now();
+        let deadline = started + self.cfg.s1_setup_timeout() * 2;
+        let mut fallback_done = false;
+        while self.s1_results.iter().any(Option::is_none) {
+            // An endpoint that reports no Up for associations it connected:
+            // after a grace time, set up S1 on stream 0 alone.
+            if !fallback_done && Instant::now() >= started + UP_GRACE {
+                fallback_done = true;
+                let now = Instant::now();
+                for (k, enb) in self.enbs.iter_mut().enumerate() {
+                    if self.assoc_of[k].is_some() && enb.s1_state() == &S1State::Down {
+                        enb.start_s1_setup(now, 1);
+                    }
+                }
+                self.collect_actions(now);
+            }
+            let wake = if fallback_done { Some(deadline) } else { Some(started + UP_GRACE) };
+            // eNBs whose Up never came get a deadline of their own here.
+            if Instant::now() >= deadline {
+                let i = self.s1_results.iter().position(Option::is_none).unwrap_or(0);
+                let enb = self.enbs[i].config().enb_id;
+                return Err(RanError::S1Setup { enb, reason: "association never came up".into() });
+            }
+            self.step(wake).await?;
+        }
+        for (i, r) in self.s1_results.iter().enumerate() {
+            if let Some(Err(reason)) = r {
+                let enb = self.enbs[i].config().enb_id;
+                return Err(RanError::S1Setup { enb, reason: reason.clone() });
+            }
+        }
+        self.report_progress(true);
+        Ok(())
+    }
+
+    /// UE indices in an EMM state, in order.
+    fn ues_in(&self, state: EmmState) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .enbs
+            .iter()
+            .flat_map(|e| e.ues().filter(|(_, c)| c.ue.emm_state() == state).map(|(i, _)| i))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Start one procedure per UE of `ues`, at the arrival rate and under
+    /// the in-flight cap, until every one has ended.
+    async fn procedure_phase(&mut self, phase: Phase, ues: Vec<u64>) -> Result<PhaseReport, RanError> {
+        self.phase = PhaseState::new(phase, ues.len() as u64);
+        let start = Instant::now();
+        let mut next = 0usize;
+        let interval = self.cfg.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+        let mut last_end = start;
+        while self.phase.done < self.phase.total {
+            let now = Instant::now();
+            // Arrivals due now.
+            let mut arrival_wake = None;
+            while next < ues.len() && self.phase.in_flight < self.cfg.max_in_flight {
+                if let Some(iv) = interval {
+                    let due = start + iv.mul_f64(next as f64);
+                    if due > now {
+                        arrival_wake = Some(due);
+                        break;
+                    }
+                }
+                self.start(now, phase, ues[next]);
+                next += 1;
+            }
+            let done_before = self.phase.done;
+            self.collect_actions(now);
+            if self.phase.done >= self.phase.total {
+                last_end = Instant::now();
+                break;
+            }
+            if self.phase.done != done_before {
+                last_end = Instant::now();
+                continue;
+            }
+            self.step(arrival_wake).await?;
+            if self.phase.done != done_before {
+                last_end = Instant::now();
+            }
+        }
+        self.flush_now();
+        let mut report = std::mem::take(&mut self.phase.report);
+        report.elapsed = last_end.saturating_duration_since(start);
+        self.report_progress(true);
+        Ok(report)
+    }
+
+    fn start(&mut self, now: Instant, phase: Phase, ue: u64) {
+        let k = (ue % self.enbs.len() as u64) as usize;
+        let enb = &mut self.enbs[k];
+        let started = match phase {
+            Phase::Attach | Phase::Reattach => {
+                if enb.ue(ue).is_none() {
+                    enb.add_ue(ue, Ue::new(usim_for(ue, &self.cfg.plan), self.cfg.plmn));
+                }
+                enb.start_attach(now, ue)
+            }
+            _ => enb.start_detach(now, ue, self.cfg.switch_off),
+        };
+        self.phase.in_flight += 1;
+        if let Err(e) = started {
+            let procedure = if matches!(phase, Phase::Attach | Phase::Reattach) {
+                crate::ue::Procedure::Attach
+            } else {
+                crate::ue::Procedure::Detach
+            };
+            self.outcome(Outcome { ue, procedure, latency: Duration::ZERO, result: Err(e.to_string()) });
+        }
+    }
+
+    /// Wait for something to do (an event, room in the endpoint's queue, a
+    /// timer or `wake`), then handle every event that is ready.
+    async fn step(&mut self, wake: Option<Instant>) -> Result<(), RanError> {
+        self.flush();
+        let timer = self.enbs.iter().filter_map(Enb::poll_timeout).min();
+        let wake = match (timer, wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let far = Instant::now() + Duration::from_secs(3600);
+        let sleep = tokio::time::sleep_until(wake.unwrap_or(far).into());
+        let has_output = !self.outbox.is_empty();
+        let event = tokio::select! {
+            ev = self.events.recv() => Some(ev.ok_or(RanError::SctpClosed)?),
+            permit = self.commands.reserve(), if has_output => {
+                let permit = permit.map_err(|_| RanError::SctpClosed)?;
+                if let Some(c) = self.outbox.pop_front() {
+                    permit.send(c);
+                }
+                None
+            }
+            _ = sleep => None,
+        };
+        if let Some(ev) = event {
+            let now = Instant::now();
+            self.handle_event(now, ev);
+            for _ in 1..EVENT_BATCH {
+                match self.events.try_recv() {
+                    Ok(ev) => self.handle_event(now, ev),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return Err(RanError::SctpClosed),
+                }
+            }
+        }
+        let now = Instant::now();
+        for enb in &mut self.enbs {
+            if enb.poll_timeout().is_some_and(|t| t <= now) {
+                enb.handle_timeout(now);
+            }
+        }
+        self.collect_actions(now);
+        self.flush();
+        Ok(())
+    }
+
+    fn handle_event(&mut self, now: Instant, ev: SctpEvent) {
+        match ev {
+            SctpEvent::Data { assoc, stream, ppid, data } => {
+                let Some(&k) = self.enb_of.get(&assoc) else {
+                    return self.anomaly("data on an unknown association".into());
+                };
+                if ppid != PPID_S1AP {
+                    return self.anomaly(format!("payload with PPID {ppid} ignored"));
+                }
+                self.enbs[k].handle_s1ap(now, stream, &data);
+            }
+            SctpEvent::Up { assoc, outbound_streams, .. } => {
+                if let Some(&k) = self.enb_of.get(&assoc) {
+                    if self.enbs[k].s1_state() == &S1State::Down {
+                        self.enbs[k].start_s1_setup(now, outbound_streams);
+                    }
+                }
+            }
+            SctpEvent::Down { assoc, reason } => {
+                if let Some(&k) = self.enb_of.get(&assoc) {
+                    self.enbs[k].association_lost(now, &reason);
+                }
+            }
+        }
+    }
+
+    /// Move every eNB's actions to the outbox and the report.
+    fn collect_actions(&mut self, _now: Instant) {
+        for k in 0..self.enbs.len() {
+            while let Some(action) = self.enbs[k].poll_action() {
+                match action {
+                    EnbAction::Send { stream, pdu } => {
+                        if let Some(assoc) = self.assoc_of[k] {
+                            let data = Bytes::from(pdu);
+                            self.outbox.push_back(SctpCommand::Send { assoc, stream, ppid: PPID_S1AP, data });
+                        }
+                    }
+                    EnbAction::S1Setup(r) => {
+                        if let Some(slot) = self.s1_results.get_mut(k) {
+                            *slot = Some(r);
+                            self.phase.done += 1;
+                        }
+                    }
+                    EnbAction::Outcome(o) => self.outcome(o),
+                    EnbAction::Anomaly(a) => self.anomaly(a),
+                }
+            }
+        }
+        self.report_progress(false);
+    }
+
+    fn outcome(&mut self, o: Outcome) {
+        self.phase.in_flight = self.phase.in_flight.saturating_sub(1);
+        self.phase.done += 1;
+        let ok = o.result.is_ok();
+        if let Err(reason) = &o.result {
+            self.phase.failed += 1;
+            *self.report.failures.entry(format!("{}: {reason}", o.procedure.name())).or_default() += 1;
+        }
+        self.phase.report.record(o.latency, ok);
+    }
+
+    fn anomaly(&mut self, what: String) {
+        *self.report.anomalies.entry(what).or_default() += 1;
+    }
+
+    /// Hand queued commands to the endpoint while it has room.
+    fn flush(&mut self) {
+        while let Some(c) = self.outbox.pop_front() {
+            match self.commands.try_send(c) {
+                Ok(()) => {}
+                Err(TrySendError::Full(c)) => {
+                    self.outbox.push_front(c);
+                    break;
+                }
+                Err(TrySendError::Closed(_)) => {
+                    self.outbox.clear();
+                    break;
+                }
+            }
+        }
+    }
+
+    fn flush_now(&mut self) {
+        self.flush();
+    }
+
+    fn report_progress(&mut self, force: bool) {
+        let Some(tx) = &self.progress else { return };
+        let now = Instant::now();
+        if !force && self.last_progress.is_some_and(|t| now.duration_since(t) < PROGRESS_EVERY) {
+            return;
+        }
+        self.last_progress = Some(now);
+        let p = &self.phase;
+        let _ = tx.send(Progress { phase: p.phase, done: p.done, failed: p.failed, total: p.total });
+    }
+
+    /// Answer what the MME still sends for a short while (releases after
+    /// detach), deliver what is left and close the associations gracefully.
+    async fn shutdown(&mut self) {
+        let end = Instant::now() + LINGER;
+        loop {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            let wake = (now + LINGER_SILENCE).min(end);
+            let got = tokio::select! {
+                ev = self.events.recv() => ev,
+                _ = tokio::time::sleep_until(wake.into()) => None,
+            };
+            let Some(ev) = got else { break };
+            let now = Instant::now();
+            self.handle_event(now, ev);
+            while let Ok(ev) = self.events.try_recv() {
+                self.handle_event(now, ev);
+            }
+            self.collect_actions(now);
+            self.flush();
+        }
+        while let Some(c) = self.outbox.pop_front() {
+            if self.commands.send(c).await.is_err() {
+                return;
+            }
+        }
+        for assoc in self.assoc_of.iter().flatten() {
+            let _ = self.commands.send(SctpCommand::Shutdown { assoc: *assoc }).await;
+        }
+    }
+}
