@@ -61,7 +61,7 @@ pub async fn s11_client(cfg: S11ClientConfig) -> Result<Requester<S11Request, S1
 
 /// Like [`s11_client`], also returning the bound address and counters.
 pub async fn s11_client_bound(cfg: S11ClientConfig) -> Result<S11Client, GtpError> {
-    let socket = UdpSocket::bind(cfg.local).await?;
+    let socket = crate::udp::bind_udp(cfg.local)?;
     let local_addr = socket.local_addr()?;
     let (requester, rx) = Requester::channel(4096);
     let counters = Counters::new();

@@ -11,6 +11,7 @@
 //! - [`client`]: the S11 client task used by the MME shell.
 
 pub mod client;
+pub mod udp;
 pub mod message;
 pub mod s11;
 pub mod transaction;

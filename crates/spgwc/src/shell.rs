@@ -29,8 +29,8 @@ pub struct Spgwc {
 
 /// Binds the S11 and PFCP sockets of `cfg`.
 pub async fn bind(cfg: SpgwcConfig) -> Result<Spgwc, SpgwcError> {
-    let s11 = UdpSocket::bind(cfg.s11).await?;
-    let pfcp = UdpSocket::bind(cfg.pfcp).await?;
+    let s11 = mobicore_gtp::udp::bind_udp(cfg.s11)?;
+    let pfcp = mobicore_gtp::udp::bind_udp(cfg.pfcp)?;
     let s11_addr = s11.local_addr()?;
     let pfcp_addr = pfcp.local_addr()?;
     let s11_ip = match s11_addr.ip() {

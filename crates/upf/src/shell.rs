@@ -26,7 +26,7 @@ pub struct Upf {
 impl Upf {
     /// Binds `cfg.pfcp` (port 0 is fine) with an in-memory forwarding plane.
     pub async fn bind(cfg: UpfConfig) -> Result<Upf, UpfError> {
-        let socket = UdpSocket::bind(cfg.pfcp).await?;
+        let socket = mobicore_gtp::udp::bind_udp(cfg.pfcp)?;
         let plane = MemoryPlane::new();
         let counters = Counters::new();
         let core = UpfCore::new(cfg, Box::new(plane.clone()), SystemTime::now(), counters.clone());
