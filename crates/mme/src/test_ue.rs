@@ -255,7 +255,7 @@ impl TestUe {
 
     /// Answer an AUTHENTICATION REQUEST: the USIM checks AUTN, gives RES.
     pub fn authenticate(&mut self, req: &NasAuthenticationRequest) -> Vec<u8> {
-        let rand = Rand::new(&req.authentication_parameter_rand.rand().unwrap());
+        let rand = Rand::new(req.authentication_parameter_rand.rand().unwrap());
         let autn_bytes: [u8; 16] = *req.authentication_parameter_autn.autn().unwrap();
         let autn = oxirush_security::Autn::new(&autn_bytes);
         let usim = milenage().check_autn(&rand, &autn).expect("AUTN of our HSS");
@@ -319,11 +319,13 @@ pub struct Harness {
     pub mme: Mme,
     pub now: Instant,
     pub assoc: AssocId,
+    /// Every S1AP PDU both ways, for the tshark check.
+    pub log: Vec<Vec<u8>>,
 }
 
 impl Harness {
     pub fn new(cfg: MmeConfig) -> Self {
-        let mut h = Harness { mme: Mme::new(cfg), now: Instant::now(), assoc: AssocId(1) };
+        let mut h = Harness { mme: Mme::new(cfg), now: Instant::now(), assoc: AssocId(1), log: Vec::new() };
         h.enb_up(AssocId(1));
         h
     }
@@ -342,6 +344,7 @@ impl Harness {
     }
 
     pub fn s1_on(&mut self, assoc: AssocId, stream: u16, data: Vec<u8>) {
+        self.log.push(data.clone());
         self.mme.handle(self.now, MmeEvent::S1Data { assoc, stream, data: Bytes::from(data) });
     }
 
@@ -350,7 +353,13 @@ impl Harness {
     }
 
     pub fn drain(&mut self) -> Vec<MmeAction> {
-        std::iter::from_fn(|| self.mme.poll_action()).collect()
+        let out: Vec<MmeAction> = std::iter::from_fn(|| self.mme.poll_action()).collect();
+        for a in &out {
+            if let MmeAction::S1Send { data, .. } = a {
+                self.log.push(data.to_vec());
+            }
+        }
+        out
     }
 
     pub fn advance(&mut self, d: Duration) {

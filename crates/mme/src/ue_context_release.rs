@@ -29,7 +29,9 @@ impl Mme {
         match (&ue.session, settled) {
             (Some(s), true) => {
                 let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
-                self.ues.get_mut(&id).map(|u| u.step = Step::ReleaseAccessBearers);
+                if let Some(u) = self.ues.get_mut(&id) {
+                    u.step = Step::ReleaseAccessBearers;
+                }
                 self.request_s11(id, S11Request::ReleaseAccessBearers(req));
             }
             (_, true) => self.finish_s1_release(id),

@@ -5,5 +5,6 @@ mod attach;
 mod failures;
 mod prop;
 mod s1;
+mod tshark;
 
 use crate::test_ue::*;

@@ -1,0 +1,63 @@
+//! An independent check of the wire: tshark dissects every S1AP PDU (and
+//! the NAS inside, EEA0 so readable) of a full attach and a detach.
+
+use super::*;
+use std::process::Command;
+
+fn pcap(pdus: &[Vec<u8>]) -> Vec<u8> {
+    // pcap header, link type 147 (USER0) mapped to s1ap below.
+    let mut out = Vec::new();
+    for v in [0xa1b2c3d4u32.to_le_bytes().to_vec(), 2u16.to_le_bytes().to_vec(), 4u16.to_le_bytes().to_vec()] {
+        out.extend(v);
+    }
+    for v in [0u32, 0, 65535, 147] {
+        out.extend(v.to_le_bytes());
+    }
+    for (i, p) in pdus.iter().enumerate() {
+        for v in [i as u32, 0, p.len() as u32, p.len() as u32] {
+            out.extend(v.to_le_bytes());
+        }
+        out.extend(p);
+    }
+    out
+}
+
+#[test]
+fn tshark_dissects_attach_and_detach_without_errors() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        eprintln!("tshark not installed: skipped");
+        return;
+    }
+    let mut h = Harness::default();
+    let mut ue = h.attach("001010000000061", 61);
+    let d = ue.detach_request(false);
+    h.up(&ue, d);
+    let (r, _) = expect_s11(&h.drain());
+    h.s11(r, mobicore_common::s11::S11Response::DeleteSession(mobicore_common::s11::GtpCause::REQUEST_ACCEPTED));
+    let _ = h.drain();
+    let path = std::env::temp_dir().join(format!("mobicore-mme-{}.pcap", std::process::id()));
+    std::fs::write(&path, pcap(&h.log)).unwrap();
+    let out = Command::new("tshark")
+        .args(["-r", path.to_str().unwrap(), "-V"])
+        .args(["-o", r#"uat:user_dlts:"User 0 (DLT=147)","s1ap","0","","0","""#])
+        .args(["-o", "nas-eps.null_decipher:TRUE"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("Malformed"), "malformed packet:\n{text}");
+    assert!(!text.contains("Expert Info (Error"), "dissector error:\n{text}");
+    for name in [
+        "S1SetupResponse",
+        "Authentication request",
+        "Security mode command",
+        "InitialContextSetupRequest",
+        "Attach accept",
+        "Activate default EPS bearer context request",
+        "Detach accept",
+        "UEContextReleaseCommand",
+    ] {
+        assert!(text.contains(name), "tshark did not see {name}");
+    }
+}
