@@ -24,6 +24,9 @@ pub struct BenchResult {
     pub elapsed: Duration,
     pub msgs_per_s: f64,
     pub mbit_per_s: f64,
+    /// SCTP packets the client and the server sent (DATA bundles, SACKs, control).
+    pub client_packets: u64,
+    pub server_packets: u64,
     /// Set when the run could not complete (bind failure, timeout).
     pub error: Option<String>,
 }
@@ -49,8 +52,11 @@ async fn run(transport: Transport, assocs: usize, messages: usize, size: usize, 
         Transport::Udp { .. } => (Transport::Udp { port: 0 }, Transport::Udp { port: 0 }),
         t => (t, t),
     };
-    let server = bind_with_info(EndpointConfig::new(lo, server_tr)).await.map_err(|e| e.to_string())?;
+    let scfg = EndpointConfig::new(lo, server_tr);
+    let server_counters = scfg.counters.clone();
+    let server = bind_with_info(scfg).await.map_err(|e| e.to_string())?;
     let mut ccfg = EndpointConfig::new(lo, client_tr);
+    let client_counters = ccfg.counters.clone();
     if let Some(p) = server.udp_port {
         ccfg.udp_remote_port = p;
     }
@@ -91,5 +97,8 @@ async fn run(transport: Transport, assocs: usize, messages: usize, size: usize, 
     r.msgs_per_s = messages as f64 / secs;
     r.mbit_per_s = (messages * size * 8) as f64 / secs / 1e6;
     let _ = sender.await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    r.client_packets = client_counters.value("sctp_tx_packets");
+    r.server_packets = server_counters.value("sctp_tx_packets");
     Ok(())
 }

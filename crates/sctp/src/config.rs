@@ -25,10 +25,13 @@ impl Default for Transport {
 }
 
 impl Transport {
-    /// `Kernel` if this kernel has SCTP, else `RawIp` (probed once per process).
+    /// `RawIp` when the kernel has no SCTP (probed once per process). Where it
+    /// has, raw sockets would fight the kernel's stack (it answers our packets
+    /// with ABORT) and the kernel transport is not implemented yet, so UDP
+    /// encapsulation on port 9899 is chosen.
     pub fn auto() -> Transport {
         if crate::shell::kernel::available() {
-            Transport::Kernel
+            Transport::Udp { port: UDP_ENCAPS_PORT }
         } else {
             Transport::RawIp
         }

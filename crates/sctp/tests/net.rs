@@ -161,11 +161,27 @@ fn start_capture(ports: (u16, u16)) -> Option<Capture> {
     None
 }
 
+impl Capture {
+    fn stop(&mut self) {
+        // SAFETY: signalling the child we spawned, by its pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Capture {
+    /// Also on a failed assertion: never leave tshark running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
 fn check_capture(mut cap: Capture) {
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: signalling the child we spawned, by its pid.
-    unsafe { libc::kill(cap.child.id() as i32, libc::SIGINT) };
-    cap.child.wait().unwrap();
+    cap.stop();
     let run = |extra: &[&str]| {
         let out = Command::new("tshark")
             .args(["-r"])
@@ -191,7 +207,6 @@ fn check_capture(mut cap: Capture) {
     let errors = expert.lines().skip_while(|l| !l.contains("Errors (")).skip(1).take_while(|l| !l.starts_with("====")).count();
     assert!(!expert.contains("Errors ("), "tshark expert errors:\n{expert}");
     println!("tshark: {frames} frames, no malformed packets, no expert errors ({errors})");
-    let _ = std::fs::remove_file(&cap.file);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,9 +238,6 @@ async fn udp_port_in_use_is_reported() {
 
 #[tokio::test]
 async fn kernel_transport_reports_clearly_when_missing() {
-    if Transport::auto() == Transport::Kernel {
-        return;
-    }
     let err = bind_with_info(EndpointConfig::new(lo(), Transport::Kernel)).await.err().unwrap();
     assert_eq!(err.to_string(), "kernel SCTP is not available on this host; use the raw or udp transport");
     assert_eq!(Transport::auto(), Transport::RawIp);

@@ -32,6 +32,8 @@ pub enum SctpError {
     Bind { addr: SocketAddr, source: io::Error },
     #[error("kernel SCTP is not available on this host; use the raw or udp transport")]
     KernelUnavailable,
+    #[error("the kernel SCTP transport is not implemented yet; use the udp transport on hosts with kernel SCTP")]
+    KernelNotImplemented,
     #[error("{0} is not supported")]
     Unsupported(&'static str),
     #[error("socket error: {0}")]
@@ -48,6 +50,8 @@ pub struct Bound {
 const CHANNEL: usize = 65_536;
 /// Commands taken per wakeup before packets are built (bundling).
 const COMMANDS_PER_ROUND: usize = 1024;
+/// A round with at least this many commands means load: yield once to gather more.
+const COALESCE_MIN: usize = 8;
 /// Receive batches per wakeup before output is flushed.
 const RECV_ROUNDS: usize = 8;
 /// Stop reading the network while this many events wait for the user.
@@ -67,6 +71,7 @@ pub async fn bind_with_info(cfg: EndpointConfig) -> Result<Bound, SctpError> {
     let sock = match cfg.transport {
         Transport::RawIp => PacketSocket::raw(cfg.local, port)?,
         Transport::Udp { port: udp } => PacketSocket::udp(cfg.local, udp, cfg.udp_remote_port)?,
+        Transport::Kernel if kernel::available() => return Err(SctpError::KernelNotImplemented),
         Transport::Kernel => return Err(SctpError::KernelUnavailable),
     };
     let udp_port = sock.local_udp_port();
@@ -201,10 +206,23 @@ impl Task {
             match wake {
                 Wake::Command(Some(cmd)) => {
                     self.command(cmd);
-                    for _ in 1..COMMANDS_PER_ROUND {
+                    let mut n = 1;
+                    while n < COMMANDS_PER_ROUND {
                         match self.cmd_rx.try_recv() {
                             Ok(cmd) => self.command(cmd),
                             Err(_) => break,
+                        }
+                        n += 1;
+                    }
+                    if n >= COALESCE_MIN && n < COMMANDS_PER_ROUND {
+                        // Busy: let the producers add more before packets are built (bundling).
+                        tokio::task::yield_now().await;
+                        while n < COMMANDS_PER_ROUND {
+                            match self.cmd_rx.try_recv() {
+                                Ok(cmd) => self.command(cmd),
+                                Err(_) => break,
+                            }
+                            n += 1;
                         }
                     }
                 }
