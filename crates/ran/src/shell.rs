@@ -112,7 +112,7 @@ fn validate(cfg: &RanConfig) -> Result<(), RanError> {
             return Err(RanError::Config(format!("rate must be positive, got {r}")));
         }
     }
-    if cfg.first_enb_id + cfg.enbs - 1 >= 1 << 20 {
+    if u64::from(cfg.first_enb_id) + u64::from(cfg.enbs) > 1 << 20 {
         return Err(RanError::Config("eNB IDs must fit in 20 bits".into()));
     }
     Ok(())

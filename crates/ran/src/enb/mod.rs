@@ -36,6 +36,9 @@ pub struct Enb {
     outbound_streams: u16,
     ues: HashMap<u64, UeContext>,
     by_enb_ue_id: HashMap<u32, u64>,
+    /// Connections a UE left that the MME has not released yet:
+    /// eNB-UE-S1AP-ID to MME-UE-S1AP-ID and stream.
+    stale: HashMap<u32, (u32, u16)>,
     next_enb_ue_id: u32,
     next_teid: u32,
     timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
@@ -53,6 +56,7 @@ impl Enb {
             outbound_streams: 1,
             ues: HashMap::new(),
             by_enb_ue_id: HashMap::new(),
+            stale: HashMap::new(),
             next_enb_ue_id: 1,
             next_teid: 1,
             timers: BinaryHeap::new(),
@@ -126,6 +130,8 @@ impl Enb {
         ctx.ue.start_attach(now)?;
         ctx.erabs.clear();
         ctx.kenb = None;
+        // An attach opens a new NAS signalling connection.
+        self.retire_connection(index);
         self.begin_procedure(now, index);
         Ok(())
     }
@@ -198,12 +204,12 @@ impl Enb {
 
     /// Allocate an eNB-UE-S1AP-ID and a stream for a new connection.
     fn new_connection(&mut self, index: u64) -> Option<S1Connection> {
-        if self.by_enb_ue_id.len() as u32 >= ENB_UE_ID_SPACE - 1 {
+        if (self.by_enb_ue_id.len() + self.stale.len()) as u32 >= ENB_UE_ID_SPACE - 1 {
             self.actions.push_back(EnbAction::Anomaly("eNB-UE-S1AP-IDs exhausted".into()));
             return None;
         }
         let mut id = self.next_enb_ue_id;
-        while self.by_enb_ue_id.contains_key(&id) {
+        while self.by_enb_ue_id.contains_key(&id) || self.stale.contains_key(&id) {
             id = (id + 1) % ENB_UE_ID_SPACE;
         }
         self.next_enb_ue_id = (id + 1) % ENB_UE_ID_SPACE;
@@ -211,14 +217,22 @@ impl Enb {
         // (TS 36.412 7).
         let stream = if self.outbound_streams > 1 { 1 + (id % (self.outbound_streams as u32 - 1)) as u16 } else { 0 };
         let conn = S1Connection { enb_ue_id: id, mme_ue_id: None, stream, release_requested: false };
+        self.retire_connection(index);
         if let Some(ctx) = self.ues.get_mut(&index) {
-            if let Some(old) = ctx.s1.take() {
-                self.by_enb_ue_id.remove(&old.enb_ue_id);
-            }
             ctx.s1 = Some(conn);
         }
         self.by_enb_ue_id.insert(id, index);
         Some(conn)
+    }
+
+    /// Leave a UE's connection for a new one: one the MME knows stays
+    /// until the MME releases it, apart from the UE.
+    fn retire_connection(&mut self, index: u64) {
+        let Some(old) = self.ues.get_mut(&index).and_then(|c| c.s1.take()) else { return };
+        self.by_enb_ue_id.remove(&old.enb_ue_id);
+        if let Some(mme) = old.mme_ue_id {
+            self.stale.insert(old.enb_ue_id, (mme, old.stream));
+        }
     }
 
     fn drop_connection(&mut self, index: u64) {
@@ -287,6 +301,7 @@ impl Enb {
             self.drive(index);
         }
         self.timers.clear();
+        self.stale.clear();
     }
 
     /// A PDU from the MME.
@@ -373,6 +388,10 @@ impl Enb {
     /// first one (TS 36.413 8.6.2.1), answers ERROR INDICATION for an
     /// unknown or inconsistent pair (10.6).
     fn associate(&mut self, mme_ue_id: u32, enb_ue_id: u32) -> Option<u64> {
+        if self.stale.contains_key(&enb_ue_id) {
+            self.anomaly("UE-associated message on a connection the UE left");
+            return None;
+        }
         let index = self.by_enb_ue_id.get(&enb_ue_id).copied();
         let conn = index.and_then(|i| self.ues.get_mut(&i)).and_then(|c| c.s1.as_mut());
         let cause = match conn {
@@ -465,6 +484,11 @@ impl Enb {
                 .find(|(_, c)| c.s1.is_some_and(|s| s.mme_ue_id == Some(mme_ue_id)))
                 .map(|(i, _)| *i),
         };
+        if let Some((mme, stream)) = enb_ue_id.and_then(|id| self.stale.get(&id).copied()) {
+            let enb = enb_ue_id.unwrap_or_default();
+            self.stale.remove(&enb);
+            return self.push_pdu(stream, s1ap_build::ue_context_release_complete(mme, enb));
+        }
         let Some(index) = index else {
             self.actions.push_back(EnbAction::Anomaly("UE CONTEXT RELEASE COMMAND for an unknown UE".into()));
             let built = match enb_ue_id {

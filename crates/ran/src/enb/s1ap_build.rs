@@ -19,14 +19,14 @@ impl CellIdentity {
     pub fn new(plmn: mobicore_common::Plmn, enb_id: u32, tac: u16) -> Result<Self, Error> {
         let plmn = oxirush_s1ap::helpers::plmn(&plmn.mcc(), &plmn.mnc())?;
         // Check once that the eNB ID fits a macro eNB ID.
-        global_enb_id(plmn.clone(), EnbKind::Macro, enb_id)?;
+        global_enb_id(plmn, EnbKind::Macro, enb_id)?;
         Ok(CellIdentity { plmn, enb_id, cell: 1, tac: tac.to_be_bytes() })
     }
     fn tai(&self) -> TAI {
-        tai(self.plmn.clone(), self.tac)
+        tai(self.plmn, self.tac)
     }
     fn ecgi(&self) -> Result<EUTRANCGI, Error> {
-        eutran_cgi(self.plmn.clone(), EnbKind::Macro, self.enb_id, self.cell)
+        eutran_cgi(self.plmn, EnbKind::Macro, self.enb_id, self.cell)
     }
 }
 
@@ -36,8 +36,8 @@ fn encode(pdu: S1AP_PDU) -> Result<Vec<u8>, Error> {
 
 /// S1 SETUP REQUEST (9.1.8.4).
 pub fn s1_setup_request(cell: &CellIdentity, name: &str) -> Result<Vec<u8>, Error> {
-    let enb = global_enb_id(cell.plmn.clone(), EnbKind::Macro, cell.enb_id)?;
-    let area = SupportedTAsItem::new(TAC(cell.tac), BPLMNs(vec![cell.plmn.clone()]), None);
+    let enb = global_enb_id(cell.plmn, EnbKind::Macro, cell.enb_id)?;
+    let area = SupportedTAsItem::new(TAC(cell.tac), BPLMNs(vec![cell.plmn]), None);
     encode(build_s1ap!(InitiatingMessage, S1Setup, S1SetupRequest,
         Global_ENB_ID(enb),
         eNBname(name.to_string()),

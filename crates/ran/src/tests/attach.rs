@@ -253,3 +253,44 @@ fn timeout_fails_attach_and_unknown_ue_gets_error_indication() {
     );
     assert_eq!(cause, Some(Cause::radioNetwork(CauseRadioNetwork::unknown_enb_ue_s1ap_id)));
 }
+
+/// Rough cost of the RAN side of one attach (eNB + UE), the scripted MME's
+/// work excluded. Run with `--ignored --nocapture`; asserts nothing on time.
+#[test]
+#[ignore]
+fn ran_side_cost_of_attach() {
+    use std::time::Duration as D;
+    let n = 2000u64;
+    let now = Instant::now();
+    let mut enb = ready_enb(now);
+    let mut ran = D::ZERO;
+    for i in 1..=n {
+        enb.add_ue(i, crate::ue::Ue::new(crate::usim_for(i, &crate::SubscriberPlan::default()), serving()));
+        let mut mme = FakeMme::new();
+        let t = Instant::now();
+        enb.start_attach(now, i).unwrap();
+        let sent = sends(&mut enb);
+        ran += t.elapsed();
+        let (id, nas) = uplink_nas(&sent[0].1);
+        mme.attach_request(&nas);
+        let m = downlink_nas(id, mme.authentication_request(64));
+        let t = Instant::now();
+        enb.handle_s1ap(now, 1, &m);
+        let sent = sends(&mut enb);
+        ran += t.elapsed();
+        mme.authentication_response(&uplink_nas(&sent[0].1).1);
+        let r = mme.replayed();
+        let m = downlink_nas(id, mme.security_mode_command(r));
+        let t = Instant::now();
+        enb.handle_s1ap(now, 1, &m);
+        let _ = sends(&mut enb);
+        ran += t.elapsed();
+        let a = mme.attach_accept();
+        let m = mme.ics_request(id, a);
+        let t = Instant::now();
+        enb.handle_s1ap(now, 1, &m);
+        let _ = drain(&mut enb);
+        ran += t.elapsed();
+    }
+    println!("RAN side: {:?} per attach", ran / n as u32);
+}

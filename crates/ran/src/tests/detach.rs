@@ -128,3 +128,33 @@ fn identity_request_is_answered_with_the_imsi() {
     };
     assert_eq!(r.mobile_identity.as_imsi().unwrap().to_string(), "001010000000001");
 }
+
+#[test]
+fn reattach_before_the_release_leaves_the_old_connection_to_the_mme() {
+    let now = Instant::now();
+    let mut enb = ready_enb(now);
+    let mut mme = FakeMme::new();
+    let old_id = attach(&mut enb, &mut mme, now);
+    enb.start_detach(now, 0, false).unwrap();
+    let (_, nas) = uplink_nas(&sends(&mut enb)[0].1);
+    detach_request(&mut mme, &nas);
+    let accept = mme.protect(NasEpsMessage::new_emm(NasDetachAccept::new()));
+    enb.handle_s1ap(now, 1, &downlink_nas(old_id, accept));
+    let _ = drain(&mut enb);
+
+    // Attach again at once, on a new connection.
+    enb.start_attach(now, 0).unwrap();
+    let sent = sends(&mut enb);
+    assert_eq!(S1AP_PDU::decode(&sent[0].1).unwrap().kind(), S1apPduKind::Initiating_initialUEMessage);
+    let (new_id, _) = uplink_nas(&sent[0].1);
+    assert_ne!(new_id, old_id);
+
+    // The release of the old connection is completed and touches nothing.
+    enb.handle_s1ap(now, 1, &release_command(old_id));
+    let actions = drain(&mut enb);
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    let EnbAction::Send { pdu, .. } = &actions[0] else { panic!() };
+    expect_release_complete(pdu);
+    assert_eq!(enb.ue(0).unwrap().s1.unwrap().enb_ue_id, new_id);
+    assert_eq!(enb.ue(0).unwrap().ue.procedure(), Some(Procedure::Attach));
+}
