@@ -499,3 +499,38 @@ fn forged_and_stale_cookies_are_refused() {
     p.b.handle_packet(p.now, ip(), &buf);
     assert_eq!(p.b.association_count(), 1);
 }
+
+mod lossy {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Random loss and duplication both ways: every message still arrives
+        /// exactly once, intact and in order.
+        #[test]
+        fn everything_arrives_in_order_despite_loss(seed: u64, loss in 0u32..30, sizes in proptest::collection::vec(1usize..4000, 1..60)) {
+            let mut p = Pair::new();
+            let (ia, _) = p.connect();
+            let mut x = seed | 1;
+            p.filter = Box::new(move |_, _| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 100) as u32 >= loss
+            });
+            let msgs: Vec<Bytes> = sizes.iter().enumerate().map(|(i, &n)| Bytes::from(vec![i as u8; n])).collect();
+            for m in &msgs {
+                p.a.send(ia, 2, PPID_S1AP, m.clone()).unwrap();
+            }
+            let n = msgs.len();
+            p.run_until(|p| p.data_b().len() == n || down_reason(&p.ev_a).is_some());
+            prop_assert!(down_reason(&p.ev_a).is_none() || loss > 20, "down at {loss}% loss");
+            if down_reason(&p.ev_a).is_none() {
+                let got: Vec<Bytes> = p.data_b().into_iter().map(|(_, _, d)| d).collect();
+                prop_assert_eq!(got, msgs);
+            }
+        }
+    }
+}

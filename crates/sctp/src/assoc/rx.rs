@@ -7,6 +7,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::wire::{DataRepr, SackRepr};
 
+/// How far above the cumulative TSN a DATA chunk may be and still be kept.
+const MAX_TSN_AHEAD: u64 = 1 << 18;
+
 /// Extend a 32-bit serial number (RFC 9260 1.6) to 64 bits around `near`.
 pub(crate) fn unwrap_tsn(tsn: u32, near: u64) -> u64 {
     let delta = tsn.wrapping_sub(near as u32) as i32 as i64;
@@ -99,10 +102,12 @@ impl Receiver {
             }
             return DataOutcome::Duplicate;
         }
-        let fragmented = !(d.begin && d.end);
-        if fragmented && self.buffered + d.data.len() > self.window && tsn != self.cum + 1 {
+        // Out of buffer space, or absurdly far ahead: drop without acknowledging,
+        // so that a peer cannot make us hold unbounded state (RFC 9260 6.2).
+        if tsn != self.cum + 1 && (self.buffered + d.data.len() > self.window || tsn - self.cum > MAX_TSN_AHEAD) {
             return DataOutcome::Dropped;
         }
+        let fragmented = !(d.begin && d.end);
         self.mark_received(tsn);
         if d.stream_id as usize >= self.streams.len() {
             return DataOutcome::InvalidStream;
