@@ -10,6 +10,7 @@
 //! [`Transactions::poll_transmit`], and [`Transactions::poll_timeout`] says
 //! when to call [`Transactions::handle_timeout`] next.
 
+use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
@@ -40,14 +41,14 @@ pub enum Incoming {
 
 struct Outstanding<P, T> {
     peer: P,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     retransmissions: u32,
     token: T,
 }
 
 enum Answer {
     InProgress,
-    Sent(Vec<u8>),
+    Sent(Bytes),
 }
 
 struct Cached {
@@ -73,7 +74,7 @@ pub struct Transactions<P, T> {
     retx: VecDeque<(Instant, u32, u32)>,
     answered: HashMap<(P, u32), Cached>,
     expiry: VecDeque<(Instant, P, u32)>,
-    transmits: VecDeque<(P, Vec<u8>)>,
+    transmits: VecDeque<(P, Bytes)>,
     timeouts: VecDeque<(u32, T)>,
     pub stats: TransactionStats,
 }
@@ -119,7 +120,8 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     }
 
     /// Sends a request numbered `seq` (from [`Self::next_seq`]) and arms T3.
-    pub fn send_request(&mut self, now: Instant, peer: P, seq: u32, bytes: Vec<u8>, token: T) {
+    pub fn send_request(&mut self, now: Instant, peer: P, seq: u32, bytes: impl Into<Bytes>, token: T) {
+        let bytes = bytes.into();
         self.transmits.push_back((peer, bytes.clone()));
         self.outstanding.insert(seq, Outstanding { peer, bytes, retransmissions: 0, token });
         self.retx.push_back((now + self.cfg.t3, seq, 0));
@@ -164,7 +166,8 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     }
 
     /// Sends the answer to request (`peer`, `seq`) and keeps it for duplicates.
-    pub fn answer(&mut self, now: Instant, peer: P, seq: u32, bytes: Vec<u8>) {
+    pub fn answer(&mut self, now: Instant, peer: P, seq: u32, bytes: impl Into<Bytes>) {
+        let bytes = bytes.into();
         let expires = now + self.cache_lifetime();
         self.transmits.push_back((peer, bytes.clone()));
         self.answered.insert((peer, seq), Cached { answer: Answer::Sent(bytes), expires });
@@ -220,7 +223,7 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
 
     /// The next datagram to send.
     #[must_use]
-    pub fn poll_transmit(&mut self) -> Option<(P, Vec<u8>)> {
+    pub fn poll_transmit(&mut self) -> Option<(P, Bytes)> {
         self.transmits.pop_front()
     }
 
@@ -240,7 +243,7 @@ mod tests {
     }
 
     fn drain<P: Copy + Eq + Hash, T>(t: &mut Transactions<P, T>) -> Vec<(P, Vec<u8>)> {
-        std::iter::from_fn(|| t.poll_transmit()).collect()
+        std::iter::from_fn(|| t.poll_transmit()).map(|(p, b)| (p, b.to_vec())).collect()
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub enum Interface {
 pub struct Transmit {
     pub interface: Interface,
     pub dst: SocketAddr,
-    pub bytes: Vec<u8>,
+    pub bytes: bytes::Bytes,
 }
 
 /// What an outstanding PFCP request is for.
@@ -160,7 +160,7 @@ impl SpgwcCore {
             Message::EchoRequest(_) => {
                 // TS 29.274 7.1.2: Echo Response with our Recovery.
                 let r = GtpMessage { teid: None, seq: m.seq, body: Message::EchoResponse(gm::Echo { recovery: self.cfg.recovery }) };
-                self.out.push_back(Transmit { interface: Interface::S11, dst: peer, bytes: r.to_bytes() });
+                self.out.push_back(Transmit { interface: Interface::S11, dst: peer, bytes: r.to_bytes().into() });
             }
             Message::EchoResponse(_) => {}
             b if gm::msg_type::is_request(b.msg_type()) => {

@@ -24,7 +24,7 @@ impl SpgwcCore {
             msg::HEARTBEAT_REQUEST => {
                 // Answer a UPF's heartbeat with our Recovery Time Stamp.
                 let b = sxa::encode(msg::HEARTBEAT_RESPONSE, None, h.seq, &sxa::heartbeat_request(self.pfcp_recovery));
-                self.out.push_back(crate::core::Transmit { interface: Interface::Pfcp, dst: peer, bytes: b });
+                self.out.push_back(crate::core::Transmit { interface: Interface::Pfcp, dst: peer, bytes: b.into() });
                 return;
             }
             msg::HEARTBEAT_RESPONSE

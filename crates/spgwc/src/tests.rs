@@ -66,7 +66,7 @@ impl Net {
                     }
                     Interface::Pfcp => {
                         assert_eq!(t.dst, a(UPF));
-                        self.pfcp_log.push(t.bytes.clone());
+                        self.pfcp_log.push(t.bytes.to_vec());
                         if self.upf_up {
                             self.upf.handle_datagram(self.now, a(GW_PFCP), &t.bytes);
                         }

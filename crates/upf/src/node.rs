@@ -223,7 +223,7 @@ impl UpfCore {
     }
 
     #[must_use]
-    pub fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
+    pub fn poll_transmit(&mut self) -> Option<(SocketAddr, bytes::Bytes)> {
         self.tx.poll_transmit()
     }
 }
