@@ -45,6 +45,14 @@ pub enum ConnectError {
     NoFreePort(SocketAddr),
 }
 
+/// Hands out local SCTP ports for extra associations. The shell's allocator
+/// reserves each port host-wide so that endpoints of other processes do not
+/// pick it too (raw sockets have no kernel port binding).
+pub trait PortAllocator: Send {
+    fn allocate(&mut self) -> Option<u16>;
+    fn release(&mut self, port: u16);
+}
+
 pub struct Endpoint {
     p: Params,
     local_port: u16,
@@ -52,6 +60,7 @@ pub struct Endpoint {
     /// already associated with (SCTP allows one association per port pair).
     extra_ports: HashSet<u16>,
     ports_changed: bool,
+    ports: Option<Box<dyn PortAllocator>>,
     cookie_lifetime: Duration,
     key: CookieKey,
     rng: StdRng,
@@ -75,6 +84,7 @@ impl Endpoint {
             local_port,
             extra_ports: HashSet::new(),
             ports_changed: false,
+            ports: None,
             cookie_lifetime: cfg.cookie_lifetime,
             key,
             rng,
@@ -161,14 +171,25 @@ impl Endpoint {
 
     fn extra_port(&mut self) -> Option<u16> {
         for _ in 0..64 {
-            let p: u16 = self.rng.random_range(49152..=65535);
+            let p = match self.ports.as_mut() {
+                Some(a) => a.allocate()?,
+                None => self.rng.random_range(49152..=65535),
+            };
             if !self.owns_port(p) {
                 self.extra_ports.insert(p);
                 self.ports_changed = true;
                 return Some(p);
             }
+            if let Some(a) = self.ports.as_mut() {
+                a.release(p);
+            }
         }
         None
+    }
+
+    /// Where extra local ports come from (default: random ephemeral ports).
+    pub fn set_port_allocator(&mut self, a: Box<dyn PortAllocator>) {
+        self.ports = Some(a);
     }
 
     /// Queue a user message.
@@ -219,6 +240,9 @@ impl Endpoint {
             if a.local_port != self.local_port && !self.by_peer.keys().any(|(p, _)| *p == a.local_port) {
                 self.extra_ports.remove(&a.local_port);
                 self.ports_changed = true;
+                if let Some(alloc) = self.ports.as_mut() {
+                    alloc.release(a.local_port);
+                }
             }
         }
     }

@@ -237,6 +237,15 @@ async fn udp_port_in_use_is_reported() {
 }
 
 #[tokio::test]
+async fn sctp_port_in_use_is_reported() {
+    let first = bind_with_info(EndpointConfig::new(lo(), Transport::Udp { port: 0 })).await.unwrap();
+    let port = first.handle.local.port();
+    let again = SocketAddr::new(lo().ip(), port);
+    let err = bind_with_info(EndpointConfig::new(again, Transport::Udp { port: 0 })).await.err().unwrap();
+    assert_eq!(err.to_string(), format!("SCTP port {port} is in use by another endpoint on this host"));
+}
+
+#[tokio::test]
 async fn kernel_transport_reports_clearly_when_missing() {
     let err = bind_with_info(EndpointConfig::new(lo(), Transport::Kernel)).await.err().unwrap();
     assert_eq!(err.to_string(), "kernel SCTP is not available on this host; use the raw or udp transport");

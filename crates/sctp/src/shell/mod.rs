@@ -4,6 +4,7 @@
 //! building packets so that chunks bundle.
 
 pub(crate) mod kernel;
+mod ports;
 mod socket;
 
 use mobicore_common::counters::Counters;
@@ -26,6 +27,8 @@ use std::os::fd::{AsRawFd, RawFd};
 pub enum SctpError {
     #[error("raw sockets need root (CAP_NET_RAW)")]
     NeedRoot,
+    #[error("SCTP port {port} is in use by another endpoint on this host")]
+    SctpPortInUse { port: u16 },
     #[error("UDP port {port} is in use")]
     PortInUse { port: u16 },
     #[error("cannot bind {addr}: {source}")]
@@ -64,10 +67,13 @@ pub async fn bind(cfg: EndpointConfig) -> Result<SctpHandle, SctpError> {
 
 /// Like [`bind`], also telling the UDP port bound.
 pub async fn bind_with_info(cfg: EndpointConfig) -> Result<Bound, SctpError> {
-    let port = match cfg.local.port() {
-        0 => rand::random_range(49152..=65535u16),
-        p => p,
-    };
+    let (reservation, port) = ports::reserve(cfg.local.ip(), cfg.local.port()).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            SctpError::SctpPortInUse { port: cfg.local.port() }
+        } else {
+            SctpError::Bind { addr: cfg.local, source: e }
+        }
+    })?;
     let sock = match cfg.transport {
         Transport::RawIp => PacketSocket::raw(cfg.local, port)?,
         Transport::Udp { port: udp } => PacketSocket::udp(cfg.local, udp, cfg.udp_remote_port)?,
@@ -76,7 +82,8 @@ pub async fn bind_with_info(cfg: EndpointConfig) -> Result<Bound, SctpError> {
     };
     let udp_port = sock.local_udp_port();
     let local = SocketAddr::new(cfg.local.ip(), port);
-    let ep = Endpoint::new(&cfg, port, rand::random(), Instant::now());
+    let mut ep = Endpoint::new(&cfg, port, rand::random(), Instant::now());
+    ep.set_port_allocator(Box::new(ports::ReservedPorts::new(cfg.local.ip())));
     let (cmd_tx, cmd_rx) = mpsc::channel(CHANNEL);
     let (ev_tx, ev_rx) = mpsc::channel(CHANNEL);
     let task = Task {
@@ -89,6 +96,7 @@ pub async fn bind_with_info(cfg: EndpointConfig) -> Result<Bound, SctpError> {
         out: Vec::with_capacity(BATCH),
         spare: Vec::new(),
         counters: StatCounters::new(&cfg.counters),
+        _reservation: reservation,
     };
     tokio::spawn(task.run());
     Ok(Bound { handle: SctpHandle { commands: cmd_tx, events: ev_rx, local }, udp_port })
@@ -154,6 +162,8 @@ struct Task {
     out: Vec<(SocketAddr, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
     counters: StatCounters,
+    /// Holds our SCTP port number host-wide while the task lives.
+    _reservation: socket2::Socket,
 }
 
 impl Task {
