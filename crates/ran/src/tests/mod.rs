@@ -7,3 +7,4 @@ mod fuzz;
 mod mme;
 mod security;
 mod shell;
+mod wire;

@@ -1,0 +1,88 @@
+//! An independent check of what the eNB puts on the wire: tshark dissects
+//! the S1AP (and the plain NAS inside) of a whole attach and detach. The
+//! test is skipped where tshark or text2pcap is not installed.
+
+use std::process::Command;
+use std::time::Instant;
+
+use super::mme::*;
+
+fn tool(name: &str) -> bool {
+    Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// text2pcap's input: each packet as offset-prefixed hex lines.
+fn hexdump(pdus: &[Vec<u8>]) -> String {
+    let mut out = String::new();
+    for pdu in pdus {
+        for (i, chunk) in pdu.chunks(16).enumerate() {
+            let bytes: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
+            out.push_str(&format!("{:06x} {}\n", i * 16, bytes.join(" ")));
+        }
+    }
+    out
+}
+
+#[test]
+fn tshark_dissects_every_enb_message_without_error() {
+    if !tool("tshark") || !tool("text2pcap") {
+        eprintln!("tshark or text2pcap missing: skipped");
+        return;
+    }
+    let now = Instant::now();
+    let mut enb = ready_enb(now);
+    let mut mme = FakeMme::new();
+    let cell = crate::enb::s1ap_build::CellIdentity::new(serving(), 1, 1).unwrap();
+    let mut pdus = vec![crate::enb::s1ap_build::s1_setup_request(&cell, "enb-1").unwrap(), s1_setup_response()];
+    enb.start_attach(now, 0).unwrap();
+    let sent = sends(&mut enb);
+    let (id, nas) = uplink_nas(&sent[0].1);
+    pdus.push(sent[0].1.clone());
+    mme.attach_request(&nas);
+    let auth = downlink_nas(id, mme.authentication_request(64));
+    pdus.push(auth.clone());
+    enb.handle_s1ap(now, 1, &auth);
+    let sent = sends(&mut enb);
+    pdus.push(sent[0].1.clone());
+    mme.authentication_response(&uplink_nas(&sent[0].1).1);
+    let r = mme.replayed();
+    let smc = downlink_nas(id, mme.security_mode_command(r));
+    pdus.push(smc.clone());
+    enb.handle_s1ap(now, 1, &smc);
+    let sent = sends(&mut enb);
+    pdus.push(sent[0].1.clone());
+    mme.unprotect(&uplink_nas(&sent[0].1).1);
+    let accept = mme.attach_accept();
+    let ics = mme.ics_request(id, accept);
+    pdus.push(ics.clone());
+    enb.handle_s1ap(now, 1, &ics);
+    pdus.extend(sends(&mut enb).into_iter().map(|(_, p)| p));
+    enb.start_detach(now, 0, false).unwrap();
+    pdus.extend(sends(&mut enb).into_iter().map(|(_, p)| p));
+    enb.handle_s1ap(now, 1, &release_command(id));
+    pdus.extend(sends(&mut enb).into_iter().map(|(_, p)| p));
+
+    let dir = std::env::temp_dir().join(format!("mobicore-ran-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (txt, pcap) = (dir.join("s1ap.txt"), dir.join("s1ap.pcap"));
+    std::fs::write(&txt, hexdump(&pdus)).unwrap();
+    let t2p = Command::new("text2pcap").args(["-q", "-S", "36412,36412,18"]).arg(&txt).arg(&pcap).output().unwrap();
+    assert!(t2p.status.success(), "{}", String::from_utf8_lossy(&t2p.stderr));
+    let out = Command::new("tshark").arg("-r").arg(&pcap).arg("-V").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success());
+    assert!(!text.contains("Malformed"), "{text}");
+    assert!(!text.contains("[Expert Info (Error"), "{text}");
+    for expected in [
+        "S1SetupRequest",
+        "initialUEMessage",
+        "Attach request",
+        "uplinkNASTransport",
+        "Authentication response",
+        "InitialContextSetupResponse",
+        "UEContextReleaseComplete",
+    ] {
+        assert!(text.contains(expected), "no {expected} in the dissection");
+    }
+}
