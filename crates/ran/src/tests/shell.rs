@@ -157,3 +157,14 @@ async fn run_with_a_rate_and_a_second_guti_round() {
     // The scripted HSS reused SQN 64: every USIM asked for a resync.
     assert_eq!(report.anomalies.get("synch failure #21 sent (SQN resynchronisation)"), Some(&6));
 }
+
+/// Throughput of the shell and the scripted core sharing one thread. Run
+/// with `--ignored --nocapture`; asserts nothing on time.
+#[tokio::test]
+#[ignore]
+async fn shell_throughput_in_memory() {
+    let cfg = RanConfig { enbs: 4, ues: 20_000, max_in_flight: 1000, detach: true, ..RanConfig::default() };
+    let report = run(cfg, endpoint(), None).await.unwrap();
+    assert_eq!(report.attached, 20_000, "{}", report.table());
+    println!("{}", report.table());
+}
