@@ -243,10 +243,13 @@ impl Association {
     }
 
     fn abort_with(&mut self, cause_code: u16, info: &[u8], reason: String) {
-        let mut causes = Vec::new();
-        Tlv { ty: cause_code, value: info }.push(&mut causes);
         self.ctrl.clear();
-        self.push_ctrl(&ChunkRepr::Abort { t: false, causes: &causes });
+        // Before the INIT ACK we do not know the peer's tag: nothing to send.
+        if self.peer_tag != 0 {
+            let mut causes = Vec::new();
+            Tlv { ty: cause_code, value: info }.push(&mut causes);
+            self.push_ctrl(&ChunkRepr::Abort { t: false, causes: &causes });
+        }
         self.close(reason);
     }
 
@@ -483,7 +486,7 @@ impl Association {
     pub fn on_shutdown(&mut self, now: Instant, cum_tsn_ack: u32) {
         match self.state {
             State::Established | State::ShutdownPending | State::ShutdownReceived => {
-                let sack = SackRepr { cum_tsn_ack, a_rwnd: self.p.receive_window, ..Default::default() };
+                let sack = SackRepr { cum_tsn_ack, a_rwnd: self.tx.peer_a_rwnd(), ..Default::default() };
                 self.tx.on_sack(now, &sack);
                 self.state = State::ShutdownReceived;
                 self.progress_shutdown(now);

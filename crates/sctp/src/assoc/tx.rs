@@ -142,6 +142,11 @@ impl Sender {
         self.rtx_count > 0 || self.n_sent < self.q.len()
     }
 
+    /// The peer's last advertised window (what a SHUTDOWN, which carries none, leaves as is).
+    pub fn peer_a_rwnd(&self) -> u32 {
+        (self.peer_rwnd + self.flight).min(u32::MAX as usize) as u32
+    }
+
     fn may_send(&self, size: usize, bypass: bool) -> bool {
         bypass || self.flight == 0 || self.flight + size <= self.cwnd
     }
