@@ -227,3 +227,122 @@ pub fn request_ebi(req: &S11Request) -> Ebi {
         S11Request::ReleaseAccessBearers(_) => Ebi(5),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mobicore_common::{Ambr, Arp, Ecgi, PdnType, Plmn, Tai};
+    use proptest::prelude::*;
+
+    fn fteid() -> impl Strategy<Value = Fteid> {
+        (any::<u32>(), any::<u32>()).prop_map(|(t, a)| Fteid { teid: Teid(t), ipv4: Ipv4Addr::from(a) })
+    }
+    fn cause() -> impl Strategy<Value = GtpCause> {
+        any::<u8>().prop_map(GtpCause)
+    }
+
+    fn request() -> impl Strategy<Value = S11Request> {
+        let plmn = ("[0-9]{3}", "[0-9]{2,3}").prop_map(|(a, b)| Plmn::new(&a, &b).unwrap());
+        let csr = (
+            "[0-9]{6,15}",
+            proptest::option::of("[0-9]{1,15}"),
+            plmn,
+            any::<u16>(),
+            0u32..1 << 28,
+            fteid(),
+            "[a-z]{1,10}(\\.[a-z0-9]{1,6}){0,2}",
+            prop_oneof![Just(PdnType::Ipv4), Just(PdnType::Ipv4v6)],
+            (any::<u32>(), any::<u32>()),
+            (0u8..16, any::<u8>(), 0u8..16, any::<bool>(), any::<bool>()),
+        )
+            .prop_map(|(imsi, msisdn, plmn, tac, eci, f, apn, pdn, (ul, dl), (ebi, qci, pl, c, v))| {
+                S11Request::CreateSession(CreateSessionRequest {
+                    imsi: imsi.parse().unwrap(),
+                    msisdn,
+                    serving_network: plmn,
+                    tai: Tai { plmn, tac },
+                    ecgi: Ecgi { plmn, eci },
+                    sender_fteid: f,
+                    apn,
+                    pdn_type: pdn,
+                    apn_ambr: Ambr { uplink: ul as u64 * 1000, downlink: dl as u64 * 1000 },
+                    bearer: BearerContextToCreate {
+                        ebi: Ebi(ebi),
+                        qci,
+                        arp: Arp { priority_level: pl, pre_emption_capability: c, pre_emption_vulnerability: v },
+                    },
+                })
+            });
+        prop_oneof![
+            csr,
+            (any::<u32>(), 0u8..16, fteid()).prop_map(|(t, e, f)| S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid: Teid(t), ebi: Ebi(e), s1u_enb_fteid: f })),
+            (any::<u32>(), 0u8..16).prop_map(|(t, e)| S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: Teid(t), linked_ebi: Ebi(e) })),
+            any::<u32>().prop_map(|t| S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(t) })),
+        ]
+    }
+
+    fn response() -> impl Strategy<Value = S11Response> {
+        prop_oneof![
+            (proptest::option::of(fteid()), proptest::option::of(any::<u32>()), proptest::option::of((any::<u32>(), any::<u32>())), 0u8..16, cause(), proptest::option::of(fteid()))
+                .prop_map(|(sgw, paa, ambr, ebi, bc, s1u)| {
+                    S11Response::CreateSession(CreateSessionResponse {
+                        // Accepted, so the bearer context is always sent.
+                        cause: GtpCause::REQUEST_ACCEPTED,
+                        sgw_fteid: sgw,
+                        paa: paa.map(Ipv4Addr::from),
+                        apn_ambr: ambr.map(|(u, d)| Ambr { uplink: u as u64 * 1000, downlink: d as u64 * 1000 }),
+                        bearer_ebi: Ebi(ebi),
+                        bearer_cause: bc,
+                        s1u_sgw_fteid: s1u,
+                    })
+                }),
+            cause().prop_map(|c| S11Response::DeleteSession(c)),
+            cause().prop_map(|c| S11Response::ReleaseAccessBearers(c)),
+            cause().prop_map(|c| S11Response::ModifyBearer(ModifyBearerResponse { cause: c, bearer_cause: None })),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn typed_request_round_trips_through_the_wire(req in request(), seq in 0u32..1 << 24) {
+            let bytes = encode_request(&req, seq).to_bytes();
+            let m = GtpMessage::parse(&bytes).map_err(|e| e.1).unwrap();
+            prop_assert_eq!(m.seq, seq);
+            prop_assert_eq!(decode_request(&m).unwrap(), req);
+        }
+
+        #[test]
+        fn typed_response_round_trips_through_the_wire(resp in response(), teid in any::<u32>(), seq in 0u32..1 << 24) {
+            let bytes = encode_response(&resp, teid, seq, None).to_bytes();
+            let m = GtpMessage::parse(&bytes).map_err(|e| e.1).unwrap();
+            prop_assert_eq!(m.teid, Some(teid));
+            prop_assert_eq!(decode_response(&m, Ebi(5)).unwrap(), resp);
+        }
+    }
+
+    #[test]
+    fn rejected_create_session_keeps_the_request_ebi() {
+        let resp = S11Response::CreateSession(CreateSessionResponse {
+            cause: GtpCause::MISSING_OR_UNKNOWN_APN,
+            sgw_fteid: None,
+            paa: None,
+            apn_ambr: None,
+            bearer_ebi: Ebi(6),
+            bearer_cause: GtpCause::MISSING_OR_UNKNOWN_APN,
+            s1u_sgw_fteid: None,
+        });
+        let m = GtpMessage::parse(&encode_response(&resp, 1, 1, None).to_bytes()).unwrap();
+        assert_eq!(decode_response(&m, Ebi(6)).unwrap(), resp);
+    }
+
+    #[test]
+    fn modify_bearer_response_carries_the_bearer() {
+        let f = Fteid { teid: Teid(9), ipv4: Ipv4Addr::LOCALHOST };
+        let m = modify_bearer_response(3, 4, GtpCause::REQUEST_ACCEPTED, Ebi(5), Some(f));
+        let m = GtpMessage::parse(&m.to_bytes()).unwrap();
+        assert_eq!(
+            decode_response(&m, Ebi(5)).unwrap(),
+            S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: Some(GtpCause::REQUEST_ACCEPTED) })
+        );
+    }
+}
