@@ -21,7 +21,7 @@ fn lo() -> SocketAddr {
 
 fn message(i: u32) -> Bytes {
     // Varied sizes, some above the MTU so that fragmentation is exercised too.
-    let len = if i % 97 == 0 { 3000 } else { 40 + (i % 200) as usize };
+    let len = if i.is_multiple_of(97) { 3000 } else { 40 + (i % 200) as usize };
     let mut v = vec![(i % 251) as u8; len];
     v[..4].copy_from_slice(&i.to_be_bytes());
     Bytes::from(v)

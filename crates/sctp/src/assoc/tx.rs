@@ -366,8 +366,7 @@ mod tests {
         let mut s = Sender::new(100, 2, 1 << 20, 1400);
         s.enqueue(0, 18, Bytes::from(vec![7u8; 3000]));
         s.enqueue(1, 18, Bytes::from_static(b"small"));
-        let mut buf = Vec::new();
-        buf.resize(12, 0);
+        let mut buf = vec![0; 12];
         assert_eq!(s.fill(now, &mut buf), 1);
         assert!(buf.len() <= 1400);
         let mut buf2 = vec![0; 12];

@@ -121,11 +121,13 @@ fn receive(ep: &mut Endpoint, io: &mut Batcher, fd: RawFd) -> bool {
     false
 }
 
-struct StatCounters(Vec<(fn(&Stats) -> u64, Arc<AtomicU64>)>);
+type StatField = fn(&Stats) -> u64;
+
+struct StatCounters(Vec<(StatField, Arc<AtomicU64>)>);
 
 impl StatCounters {
     fn new(c: &Counters) -> Self {
-        let fields: [(&'static str, fn(&Stats) -> u64); 10] = [
+        let fields: [(&'static str, StatField); 10] = [
             ("sctp_rx_packets", |s| s.rx_packets),
             ("sctp_tx_packets", |s| s.tx_packets),
             ("sctp_foreign_port", |s| s.foreign_port),
@@ -224,7 +226,7 @@ impl Task {
                         }
                         n += 1;
                     }
-                    if n >= COALESCE_MIN && n < COMMANDS_PER_ROUND {
+                    if (COALESCE_MIN..COMMANDS_PER_ROUND).contains(&n) {
                         // Busy: let the producers add more before packets are built (bundling).
                         tokio::task::yield_now().await;
                         while n < COMMANDS_PER_ROUND {
