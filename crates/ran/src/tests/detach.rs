@@ -112,6 +112,18 @@ fn detach_from_idle_is_an_initial_message_and_reattach_uses_guti() {
     };
     assert_eq!(req.eps_mobile_identity.as_guti().unwrap().m_tmsi(), M_TMSI);
     assert_eq!(req.nas_key_set_identifier.ksi(), 0);
+
+    // The MME takes the context as it is (no AKA, no SMC): ATTACH ACCEPT
+    // under it, and KeNB of the ATTACH REQUEST's uplink COUNT, the fourth
+    // uplink message of the context (TS 33.401 7.2.6.2).
+    let id = enb.ue(0).unwrap().s1.unwrap().enb_ue_id;
+    let kenb = *oxirush_security::nas_eps::derive_kenb(mme.kasme.as_ref().unwrap(), NasCount::try_from(3u32).unwrap())
+        .as_octets();
+    let accept = mme.attach_accept();
+    enb.handle_s1ap(now, 1, &ics_request(id, accept, kenb));
+    let o = outcomes(&drain(&mut enb));
+    assert_eq!(o[0].result, Ok(()), "{o:?}");
+    assert_eq!(enb.ue(0).unwrap().ue.emm_state(), EmmState::Registered);
 }
 
 #[test]

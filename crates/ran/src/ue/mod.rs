@@ -199,7 +199,13 @@ impl Ue {
                     return self.problem(now, "protected downlink NAS without a security context".into());
                 };
                 match sec.unprotect(pdu) {
-                    Ok(m) => m,
+                    // The network uses the current context on this
+                    // connection (e.g. after an integrity protected GUTI
+                    // attach that needed no new authentication).
+                    Ok(m) => {
+                        self.secured_connection = true;
+                        m
+                    }
                     Err(oxirush_nas::NasError::IntegrityCheckFailed) => {
                         return self.problem(now, "downlink NAS MAC failure".into())
                     }
@@ -248,7 +254,17 @@ impl Ue {
     /// `initial` marks an initial NAS message (integrity only).
     fn send(&mut self, now: Instant, msg: &NasEpsMessage, initial: bool) {
         let encoded = match self.security.as_mut() {
-            Some(sec) if self.secured_connection || initial => sec.protect(msg, initial),
+            Some(sec) if self.secured_connection || initial => {
+                if initial && !self.secured_connection {
+                    // TS 33.401 7.2.6.2: without a new SECURITY MODE
+                    // COMMAND, KeNB comes from the uplink NAS COUNT of
+                    // the initial NAS message.
+                    if let Some(count) = sec.next_uplink_count() {
+                        self.kenb = Some(sec.kenb(count));
+                    }
+                }
+                sec.protect(msg, initial)
+            }
             _ => msg.encode(),
         };
         match encoded {
