@@ -296,8 +296,8 @@ mod tests {
                         s1u_sgw_fteid: s1u,
                     })
                 }),
-            cause().prop_map(|c| S11Response::DeleteSession(c)),
-            cause().prop_map(|c| S11Response::ReleaseAccessBearers(c)),
+            cause().prop_map(S11Response::DeleteSession),
+            cause().prop_map(S11Response::ReleaseAccessBearers),
             cause().prop_map(|c| S11Response::ModifyBearer(ModifyBearerResponse { cause: c, bearer_cause: None })),
         ]
     }

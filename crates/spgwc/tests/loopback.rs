@@ -185,7 +185,7 @@ async fn thousand_sessions_over_loopback() {
     // Delete half now; the other half after the malformed input.
     let (first, rest) = made.split_at(made.len() / 2);
     let mut set = tokio::task::JoinSet::new();
-    for m in first.to_vec() {
+    for m in first.iter().copied() {
         let r = client.requester.clone();
         set.spawn(async move {
             let d = r.request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: m.1, linked_ebi: Ebi(5) })).await.unwrap();
@@ -232,7 +232,7 @@ async fn thousand_sessions_over_loopback() {
 
     // The other sessions are undisturbed: they still delete cleanly.
     let mut set = tokio::task::JoinSet::new();
-    for m in rest.to_vec() {
+    for m in rest.iter().copied() {
         let r = client.requester.clone();
         set.spawn(async move {
             let d = r.request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: m.1, linked_ebi: Ebi(5) })).await.unwrap();

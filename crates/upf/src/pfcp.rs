@@ -117,7 +117,7 @@ pub mod msg {
         if t < 50 {
             t % 2 == 1 && t != 11
         } else {
-            t % 2 == 0
+            t.is_multiple_of(2)
         }
     }
 }
