@@ -68,7 +68,7 @@ impl PacketSocket {
     pub fn raw(local: SocketAddr, port: u16) -> Result<PacketSocket, SctpError> {
         let ip = v4(local, "raw IPv6")?;
         let s = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(IPPROTO_SCTP))).map_err(|e| {
-            if e.raw_os_error() == Some(libc::EPERM) {
+            if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
                 SctpError::NeedRoot
             } else {
                 SctpError::Io(e)
