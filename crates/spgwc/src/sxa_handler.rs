@@ -12,6 +12,8 @@ use std::time::Instant;
 
 /// PFCP Cause "Request accepted" (TS 29.244 8.2.1).
 const PFCP_ACCEPTED: u8 = 1;
+/// PFCP Cause "No established PFCP Association".
+const PFCP_NO_ASSOCIATION: u8 = 72;
 
 impl SpgwcCore {
     /// One PFCP datagram from `peer`.
@@ -42,6 +44,16 @@ impl SpgwcCore {
             return;
         };
         let cause = sxa::cause_of(&ies);
+        if cause == PFCP_NO_ASSOCIATION {
+            // The UPF lost our association (e.g. it restarted): set it up
+            // again (TS 29.244 6.2.6.2.1).
+            if let Some(i) = self.cfg.upfs.iter().position(|u| u.pfcp == peer) {
+                if !self.upfs[i].probing {
+                    self.upfs[i].associated = false;
+                    self.associate(now, i);
+                }
+            }
+        }
         match op {
             PfcpOp::AssociationSetup(i) => {
                 self.upfs[i].probing = false;

@@ -305,3 +305,34 @@ fn heartbeats_flow_and_echo_is_answered() {
     n.gw.handle_pfcp(n.now, a(UPF), &[1, 2, 3]);
     assert_eq!(n.gw.counters.value("pfcp_malformed"), 1);
 }
+
+#[test]
+fn pfcp_rejection_fails_create_session_and_frees_resources() {
+    let mut n = Net::new(Net::cfg());
+    // The UPF loses the association (as after its restart).
+    let release = sxa::encode(9, None, 0x7777, &[rs_pfcp::ie::node_id::NodeId::new_ipv4(Ipv4Addr::LOCALHOST).to_ie()]);
+    n.upf.handle_datagram(n.now, a(GW_PFCP), &release);
+    n.drive();
+    let r = created(n.s11(&S11Request::CreateSession(csr(1))));
+    assert_eq!(r.cause, GtpCause::NO_RESOURCES_AVAILABLE);
+    assert_eq!(r.sgw_fteid, None);
+    assert!(n.gw.sessions().is_empty());
+    // The address went back to the pool: after re-association the next UE gets it.
+    n.gw.handle_timeout(n.now + std::time::Duration::from_secs(60));
+    n.drive();
+    assert!(n.gw.upf_associated(0));
+    let r = created(n.s11(&S11Request::CreateSession(csr(2))));
+    assert_eq!(r.cause, GtpCause::REQUEST_ACCEPTED);
+}
+
+#[test]
+fn requests_while_a_procedure_is_in_flight_are_rejected() {
+    let mut n = Net::new(Net::cfg());
+    let r = created(n.s11(&S11Request::CreateSession(csr(1))));
+    let sgw_teid = r.sgw_fteid.unwrap().teid;
+    n.upf_up = false;
+    let enb = Fteid { teid: Teid(1), ipv4: Ipv4Addr::LOCALHOST };
+    assert!(n.s11(&S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb })).is_none());
+    let d = n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) }));
+    assert_eq!(d, Some(S11Response::DeleteSession(GtpCause::REQUEST_REJECTED)));
+}

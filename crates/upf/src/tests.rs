@@ -271,3 +271,63 @@ mod props {
         }
     }
 }
+
+#[test]
+fn choose_fteid_is_allocated_and_reported() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Access));
+    pdi.f_teid = Some(Fteid::new_with_choose(true, false, true, false, 0u32, None, None, 0));
+    pdi.network_instance = Some(NetworkInstance::new("internet"));
+    let mut pdr = CreatePdr::new(PdrId::new(1), Precedence::new(10), pdi);
+    pdr.far_id = Some(FarId::new(1));
+    let mut far = CreateFar::new(FarId::new(1), ApplyAction::new(0x02));
+    far.forwarding_parameters = Some(ForwardingParameters::new(DestinationInterface::new(Interface::Core)));
+    let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &[node_ie(), fseid_ie(1), pdr.to_ie(), far.to_ie()]);
+    assert_eq!(cause(&r), 1);
+    let created = rs_pfcp::ie::created_pdr::CreatedPdr::unmarshal(&first(&r, IeType::CreatedPdr).expect("Created PDR").payload).unwrap();
+    let f = created.f_teid.unwrap();
+    assert_eq!(f.ipv4_address, Some(Ipv4Addr::new(127, 0, 0, 9)));
+    let rules = h.plane.get(up_seid(&r)).unwrap();
+    assert_eq!(rules.pdrs[&1].pdi.local_fteid, Some((u32::from(f.teid), Ipv4Addr::new(127, 0, 0, 9))));
+    assert_eq!(rules.pdrs[&1].pdi.network_instance.as_deref(), Some("internet"), "plain-text Network Instance");
+}
+
+#[test]
+fn modification_removes_and_creates_rules() {
+    let mut h = Harness::new();
+    h.associate();
+    let (_, ies) = establish(&mut h, 2);
+    let seid = up_seid(&ies);
+    // Replace the downlink pair: remove PDR 2 and FAR 2, create PDR 3 -> FAR 3 (DROP).
+    let mut pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Core));
+    pdi.ue_ip_addresses = vec![UeIpAddress::new(Some(Ipv4Addr::new(10, 45, 0, 2)), None)];
+    let mut pdr = CreatePdr::new(PdrId::new(3), Precedence::new(10), pdi);
+    pdr.far_id = Some(FarId::new(3));
+    let far = CreateFar::new(FarId::new(3), ApplyAction::new(0x01));
+    let ies = [
+        rs_pfcp::ie::remove_pdr::RemovePdr::new(PdrId::new(2)).to_ie(),
+        rs_pfcp::ie::remove_far::RemoveFar::new(FarId::new(2)).to_ie(),
+        pdr.to_ie(),
+        far.to_ie(),
+    ];
+    let (_, r) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &ies);
+    assert_eq!(cause(&r), 1);
+    let rules = h.plane.get(seid).unwrap();
+    assert!(!rules.pdrs.contains_key(&2) && !rules.fars.contains_key(&2));
+    assert!(rules.fars[&3].action.drop);
+    // Removing FAR 1 while PDR 1 still uses it fails and changes nothing.
+    let (_, r) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[rs_pfcp::ie::remove_far::RemoveFar::new(FarId::new(1)).to_ie()]);
+    assert_eq!(cause(&r), 73);
+    assert_eq!(h.plane.get(seid).unwrap(), rules);
+}
+
+#[test]
+fn association_setup_needs_recovery_time_stamp() {
+    let mut h = Harness::new();
+    let (_, r) = h.request(msg::ASSOCIATION_SETUP_REQUEST, None, &[node_ie()]);
+    assert_eq!((cause(&r), offending(&r)), (66, Some(IeType::RecoveryTimeStamp as u16)));
+    assert!(h.core.associations().is_empty());
+    let (_, r) = h.request(msg::ASSOCIATION_SETUP_REQUEST, None, &[recovery_ie()]);
+    assert_eq!((cause(&r), offending(&r)), (66, Some(IeType::NodeId as u16)));
+}
