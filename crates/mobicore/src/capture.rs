@@ -22,7 +22,7 @@ pub fn decode_as_args(ports: &Ports) -> Vec<String> {
         a.extend(["-d".into(), format!("tcp.port=={p},diameter")]);
     }
     for p in &ports.gtpv2 {
-        a.extend(["-d".into(), format!("udp.port=={p},gtpv2")]);
+        a.extend(["-d".into(), format!("udp.port=={p},gtp")]);
     }
     for p in &ports.pfcp {
         a.extend(["-d".into(), format!("udp.port=={p},pfcp")]);
@@ -39,7 +39,16 @@ pub struct Ports {
 }
 
 impl Ports {
+    /// Captures all SCTP, TCP and UDP on lo; the ports given to [`analyze`]
+    /// later say how to decode them.
+    pub fn everything() -> Ports {
+        Ports::default()
+    }
+
     fn filter(&self) -> String {
+        if self.diameter.is_empty() && self.gtpv2.is_empty() && self.pfcp.is_empty() {
+            return "sctp or tcp or udp".into();
+        }
         let mut f = vec!["sctp".to_string()];
         f.extend(self.diameter.iter().map(|p| format!("tcp port {p}")));
         f.extend(self.gtpv2.iter().chain(&self.pfcp).map(|p| format!("udp port {p}")));
@@ -62,14 +71,14 @@ impl Capture {
             .stderr(Stdio::piped())
             .spawn()
             .context("starting tshark (install it: apt-get install tshark)")?;
-        // tshark prints "Capturing on 'Loopback: lo'" once the capture runs.
+        // Wait for "Capture started.": dumpcap prints "Capturing on ..." before it sees packets.
         let stderr = child.stderr.take().context("tshark stderr")?;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             use std::io::{BufRead, BufReader};
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent && line.contains("Capturing on") {
+                if !sent && line.contains("Capture started") {
                     let _ = tx.send(());
                     sent = true;
                 }
@@ -154,7 +163,8 @@ pub fn analyze(file: &Path, ports: &Ports) -> Result<Verdict> {
         let severities = cols.get(3).copied().unwrap_or("");
         let messages = cols.get(4).copied().unwrap_or("");
         for (sev, msg) in severities.split(',').zip(messages.split(',')) {
-            // Severity values of epan/proto.h: 0x00800000 error, 0x00600000 warning.
+            // (GTPv2-C is decoded by the "gtp" dissector, which dispatches on the version.)
+    // Severity values of epan/proto.h: 0x00800000 error, 0x00600000 warning.
             match sev.trim() {
                 "8388608" => v.expert_errors.push(format!("frame {num}: {msg}")),
                 "6291456" => v.expert_warnings.push(format!("frame {num}: {msg}")),

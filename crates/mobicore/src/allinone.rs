@@ -1,0 +1,252 @@
+//! Starting network functions: all of them in this process on loopback
+//! (`demo`, `bench`), or one per process (`mobicore mme|hss|spgwc|upf`).
+
+use crate::cli::{RanArgs, SctpTransport};
+use crate::config::{self, Config};
+use anyhow::{bail, Context, Result};
+use mobicore_common::counters::Counters;
+use mobicore_common::sctp_api::SctpHandle;
+use mobicore_hss::{SubscriberStore, SubscriberTemplate};
+use mobicore_sctp::{EndpointConfig, Transport};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The SCTP transport actually used for `choice`.
+pub fn transport(choice: SctpTransport, udp_port: u16) -> Transport {
+    match choice {
+        SctpTransport::Auto => match Transport::auto() {
+            Transport::Udp { .. } => Transport::Udp { port: udp_port },
+            t => t,
+        },
+        SctpTransport::Raw => Transport::RawIp,
+        SctpTransport::Udp => Transport::Udp { port: udp_port },
+        SctpTransport::Kernel => Transport::Kernel,
+    }
+}
+
+/// Raw IP sockets need root; say so before anything starts.
+pub fn check_privileges(t: Transport) -> Result<()> {
+    if t == Transport::RawIp && unsafe { libc::geteuid() } != 0 {
+        bail!("SCTP over raw IP needs root (CAP_NET_RAW): run as root, or use --sctp udp");
+    }
+    Ok(())
+}
+
+/// An SCTP endpoint with the `[sctp]` settings.
+pub async fn sctp_endpoint(cfg: &Config, local: SocketAddr, t: Transport, remote_udp: u16) -> Result<SctpHandle> {
+    let mut ep = EndpointConfig::new(local, t);
+    ep.heartbeat_interval = Duration::from_secs(cfg.sctp.heartbeat_interval_secs);
+    ep.outbound_streams = cfg.sctp.outbound_streams;
+    ep.udp_remote_port = remote_udp;
+    mobicore_sctp::bind(ep).await.with_context(|| format!("opening the SCTP endpoint on {local} ({t:?})"))
+}
+
+/// Every core network function running in this process.
+pub struct AllInOne {
+    pub s1ap: SocketAddr,
+    pub hss: SocketAddr,
+    pub sgw_s11: SocketAddr,
+    pub pfcp: (SocketAddr, SocketAddr),
+    pub counters: Vec<(&'static str, Counters)>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<(&'static str, JoinHandle<Result<()>>)>,
+}
+
+/// What the core should answer on, for the all-in-one run: the MME on its
+/// S1-MME port, everything else on ephemeral loopback ports so that a demo
+/// never collides with a standalone NF.
+pub async fn start(cfg: &Config, store: SubscriberStore, t: Transport) -> Result<AllInOne> {
+    let (shutdown, rx) = watch::channel(false);
+    let mut tasks: Vec<(&'static str, JoinHandle<Result<()>>)> = Vec::new();
+    let mut counters = Vec::new();
+
+    let mut hss_cfg = cfg.hss.core.clone();
+    hss_cfg.listen = "127.0.0.1:0".parse()?;
+    let hss_counters = Counters::new();
+    let (hss, serve) = mobicore_hss::bind(hss_cfg, store, hss_counters.clone(), rx.clone()).await.context("starting the HSS")?;
+    tasks.push(("hss", tokio::spawn(async move { serve.await.map_err(Into::into) })));
+    counters.push(("hss", hss_counters));
+
+    let mut upf_cfg = cfg.upf.clone();
+    upf_cfg.pfcp = "127.0.0.1:0".parse()?;
+    let upf = mobicore_upf::Upf::bind(upf_cfg.clone()).await.context("starting the UPF's PFCP node")?;
+    let upf_pfcp = upf.pfcp_addr();
+    let r = rx.clone();
+    tasks.push(("upf", tokio::spawn(async move { upf.run(r).await.map_err(Into::into) })));
+
+    let mut sgw_cfg = cfg.spgwc.clone();
+    sgw_cfg.s11 = "127.0.0.1:0".parse()?;
+    sgw_cfg.pfcp = "127.0.0.1:0".parse()?;
+    let mut peer = sgw_cfg.upfs.first().cloned().unwrap_or_default();
+    peer.pfcp = upf_pfcp;
+    peer.s1u_addr = upf_cfg.s1u_addr;
+    sgw_cfg.upfs = vec![peer];
+    let sgw = mobicore_spgwc::bind(sgw_cfg).await.context("starting the S/P-GW-C")?;
+    let (sgw_s11, sgw_pfcp) = (sgw.s11_addr, sgw.pfcp_addr);
+    counters.push(("spgwc", sgw.counters.clone()));
+    let r = rx.clone();
+    tasks.push(("spgwc", tokio::spawn(async move { sgw.run(r).await.map_err(Into::into) })));
+
+    let mme = start_mme(cfg, hss, sgw_s11, t, rx.clone()).await?;
+    counters.extend(mme.1);
+    tasks.push(("mme", mme.0));
+
+    Ok(AllInOne { s1ap: cfg.mme.s1ap, hss, sgw_s11, pfcp: (sgw_pfcp, upf_pfcp), counters, shutdown, tasks })
+}
+
+/// The MME with its S6a and S11 clients and its SCTP endpoint.
+async fn start_mme(
+    cfg: &Config,
+    hss: SocketAddr,
+    sgw: SocketAddr,
+    t: Transport,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(JoinHandle<Result<()>>, Vec<(&'static str, Counters)>)> {
+    let mut s6a_cfg = mobicore_diameter::S6aClientConfig::new(&cfg.mme.origin_host, &cfg.mme.origin_realm);
+    s6a_cfg.peer = hss;
+    let s6a_counters = s6a_cfg.counters.clone();
+    let s6a = mobicore_diameter::connect_s6a(s6a_cfg).await.with_context(|| format!("connecting S6a to the HSS at {hss}"))?;
+    let s11 = mobicore_gtp::client::s11_client_bound(mobicore_gtp::client::S11ClientConfig {
+        local: cfg.mme.s11_local,
+        peer: sgw,
+        ..Default::default()
+    })
+    .await
+    .context("opening the MME's S11 socket")?;
+    let mut core_cfg = cfg.mme.core.clone();
+    if let std::net::IpAddr::V4(ip) = s11.local_addr.ip() {
+        core_cfg.s11_local_ip = ip;
+    }
+    let sctp = sctp_endpoint(cfg, cfg.mme.s1ap, t, 0).await?;
+    let core = mobicore_mme::Mme::new(core_cfg);
+    let mme_counters = core.counters().clone();
+    let task = tokio::spawn(async move {
+        mobicore_mme::run(core, sctp, s6a, s11.requester, shutdown).await.map(|_| ()).map_err(Into::into)
+    });
+    Ok((task, vec![("mme", mme_counters), ("s6a_client", s6a_counters), ("s11_client", s11.counters)]))
+}
+
+impl AllInOne {
+    /// Stops every task and waits for them (a task stuck for 5 s is aborted).
+    pub async fn stop(self) -> Result<()> {
+        let _ = self.shutdown.send(true);
+        let mut errors = Vec::new();
+        for (name, mut task) in self.tasks {
+            match tokio::time::timeout(Duration::from_secs(5), &mut task).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => errors.push(format!("{name}: {e:#}")),
+                Ok(Err(e)) => errors.push(format!("{name}: {e}")),
+                Err(_) => {
+                    task.abort();
+                    errors.push(format!("{name}: did not stop within 5 s"));
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            bail!("shutdown: {}", errors.join("; "))
+        }
+    }
+}
+
+/// Provisions the subscribers of the RAN's plan for `ues` UEs.
+pub fn provision(store: &SubscriberStore, plan: &mobicore_ran::SubscriberPlan, ues: u64) -> Result<()> {
+    let first = mobicore_ran::imsi_for(0, plan);
+    let template = SubscriberTemplate { amf: plan.amf, sqn: plan.sqn, ..Default::default() };
+    store.import_range(&first, ues, plan.k, plan.opc, &template).context("provisioning subscribers")?;
+    Ok(())
+}
+
+/// Runs the emulated RAN (its own SCTP endpoint) and reports progress.
+pub async fn run_ran_workload(
+    cfg: &Config,
+    ran: mobicore_ran::RanConfig,
+    t: Transport,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<mobicore_ran::Progress>>,
+) -> Result<mobicore_ran::RanReport> {
+    let remote_udp = match t {
+        Transport::Udp { port } => port,
+        _ => 0,
+    };
+    let ran_t = match t {
+        Transport::Udp { .. } => Transport::Udp { port: 0 },
+        t => t,
+    };
+    let sctp = sctp_endpoint(cfg, cfg.ran.local, ran_t, remote_udp).await?;
+    mobicore_ran::run(ran, sctp, progress).await.context("running the emulated RAN")
+}
+
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `mobicore mme|hss|spgwc|upf`: one network function in this process.
+pub async fn run_nf(nf: &str, file: Option<PathBuf>) -> Result<()> {
+    let cfg = config::load(file.as_deref())?;
+    let (tx, rx) = watch::channel(false);
+    let task: JoinHandle<Result<()>> = match nf {
+        "hss" => {
+            let store = match &cfg.hss.store {
+                Some(p) => SubscriberStore::open(p),
+                None => SubscriberStore::open_default(),
+            }
+            .context("opening the subscriber store (set [hss] store or MOBICORE_DATA_DIR)")?;
+            eprintln!("hss: S6a on {} ({} subscribers)", cfg.hss.core.listen, store.len());
+            let h = cfg.hss.core.clone();
+            tokio::spawn(async move { mobicore_hss::run(h, store, rx).await.map_err(Into::into) })
+        }
+        "spgwc" => {
+            let s = mobicore_spgwc::bind(cfg.spgwc.clone()).await?;
+            eprintln!("spgwc: S11 on {}, PFCP on {}", s.s11_addr, s.pfcp_addr);
+            tokio::spawn(async move { s.run(rx).await.map_err(Into::into) })
+        }
+        "upf" => {
+            let u = mobicore_upf::Upf::bind(cfg.upf.clone()).await?;
+            eprintln!("upf: PFCP on {}", u.pfcp_addr());
+            tokio::spawn(async move { u.run(rx).await.map_err(Into::into) })
+        }
+        "mme" => {
+            let t = transport(cfg.sctp.transport, cfg.sctp.udp_port);
+            check_privileges(t)?;
+            let (task, _) = start_mme(&cfg, cfg.mme.hss, cfg.mme.sgw, t, rx).await?;
+            eprintln!("mme: S1-MME on {} ({t:?})", cfg.mme.s1ap);
+            task
+        }
+        other => bail!("unknown network function {other}"),
+    };
+    tokio::select! {
+        r = task => return r?,
+        _ = wait_for_signal() => {}
+    }
+    let _ = tx.send(true);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(())
+}
+
+/// `mobicore ran`: the emulated RAN against a running MME.
+pub async fn run_ran(a: RanArgs) -> Result<()> {
+    let cfg = config::load(a.config.as_deref())?;
+    let mut ran = cfg.ran.core.clone();
+    ran.mme = cfg.mme.s1ap;
+    if let Some(n) = a.ues {
+        ran.ues = n;
+    }
+    if let Some(n) = a.enbs {
+        ran.enbs = n;
+    }
+    if a.rate.is_some() {
+        ran.rate = a.rate;
+    }
+    let t = transport(cfg.sctp.transport, cfg.sctp.udp_port);
+    check_privileges(t)?;
+    let report = run_ran_workload(&cfg, ran, t, None).await?;
+    crate::demo::print_report(&report);
+    if let Some(path) = a.json {
+        crate::demo::write_json(&path, &crate::demo::summary_json(&report))?;
+    }
+    Ok(())
+}

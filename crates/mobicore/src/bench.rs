@@ -1,0 +1,148 @@
+//! `mobicore bench ...`: each figure is measured next to its baseline in
+//! the same run, because these machines are shared and noisy.
+
+use crate::allinone;
+use crate::cli::SctpTransport;
+use crate::config;
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use mobicore_hss::SubscriberStore;
+use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Full attaches per second (EPS-AKA + NAS security + S6a + S11 + PFCP)
+    /// and attach latency, then detach; baseline: the S1-MME transport's
+    /// own message rate in the same run.
+    Attach(AttachArgs),
+    /// User-space SCTP message rate on loopback.
+    Sctp(SctpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// Number of UEs.
+    #[arg(long, default_value_t = 10_000)]
+    pub ues: u64,
+    /// UE arrivals per second (default: as fast as possible).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Number of eNBs.
+    #[arg(long, default_value_t = 16)]
+    pub enbs: u32,
+    /// Attach procedures in flight at most.
+    #[arg(long, default_value_t = 2000)]
+    pub in_flight: usize,
+    #[arg(long, value_enum)]
+    pub sctp: Option<SctpTransport>,
+    /// Write the results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Skip the transport baseline.
+    #[arg(long)]
+    pub no_baseline: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SctpArgs {
+    #[arg(long, value_enum, default_value = "raw")]
+    pub sctp: SctpTransport,
+    #[arg(long, default_value_t = 16)]
+    pub assocs: usize,
+    #[arg(long, default_value_t = 200_000)]
+    pub messages: usize,
+    /// User message size in bytes (S1AP messages are mostly 30-150 bytes).
+    #[arg(long, default_value_t = 100)]
+    pub size: usize,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// S1AP messages per attach between eNB and MME: Initial UE Message,
+/// Authentication Request/Response, Security Mode Command/Complete, Initial
+/// Context Setup Request/Response, Attach Complete.
+const S1AP_MESSAGES_PER_ATTACH: f64 = 8.0;
+
+pub async fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Attach(a) => attach(a).await,
+        BenchCommand::Sctp(a) => sctp(a).await,
+    }
+}
+
+async fn attach(a: AttachArgs) -> Result<()> {
+    let cfg = config::load(a.config.as_deref())?;
+    let t = allinone::transport(a.sctp.unwrap_or(cfg.sctp.transport), cfg.sctp.udp_port);
+    allinone::check_privileges(t)?;
+    let mut ran = cfg.ran.core.clone();
+    ran.mme = cfg.mme.s1ap;
+    ran.ues = a.ues;
+    ran.enbs = a.enbs;
+    ran.rate = a.rate;
+    ran.max_in_flight = a.in_flight;
+    ran.detach = true;
+    let store = SubscriberStore::in_memory();
+    allinone::provision(&store, &ran.plan, ran.ues)?;
+    let core = allinone::start(&cfg, store, t).await?;
+    let report = crate::demo::run_with_progress(&cfg, ran, t, false).await;
+    core.stop().await?;
+    let report = report?;
+    crate::demo::print_report(&report);
+    let mut out = crate::demo::summary_json(&report);
+
+    if !a.no_baseline {
+        // The transport alone, same machine, same run: eNB->MME messages of
+        // S1AP size over as many associations as eNBs.
+        let messages = (a.ues as f64 * S1AP_MESSAGES_PER_ATTACH).clamp(50_000.0, 400_000.0) as usize;
+        let b = mobicore_sctp::bench(t, a.enbs as usize, messages, 100).await;
+        if let Some(e) = &b.error {
+            bail!("SCTP baseline failed: {e}");
+        }
+        let ceiling = b.msgs_per_s / S1AP_MESSAGES_PER_ATTACH;
+        println!(
+            "baseline: SCTP alone {:.0} msgs/s = {:.0} attach-equivalents/s; full attaches reach {:.1}% of it",
+            b.msgs_per_s,
+            ceiling,
+            100.0 * report.attach_per_s / ceiling
+        );
+        out["baseline_sctp_msgs_per_s"] = json!(b.msgs_per_s);
+        out["baseline_attach_equivalent_per_s"] = json!(ceiling);
+        out["ratio_to_baseline"] = json!(report.attach_per_s / ceiling);
+    }
+    out["transport"] = json!(format!("{t:?}"));
+    if let Some(p) = &a.json {
+        crate::demo::write_json(p, &out)?;
+    }
+    if report.failed > 0 {
+        bail!("{} attaches failed", report.failed);
+    }
+    Ok(())
+}
+
+async fn sctp(a: SctpArgs) -> Result<()> {
+    let t = allinone::transport(a.sctp, 9899);
+    allinone::check_privileges(t)?;
+    let b = mobicore_sctp::bench(t, a.assocs, a.messages, a.size).await;
+    let row = vec![
+        b.transport.clone(),
+        b.assocs.to_string(),
+        format!("{}/{}", b.delivered, b.messages),
+        b.size.to_string(),
+        format!("{:.0}", b.msgs_per_s),
+        format!("{:.1}", b.mbit_per_s),
+    ];
+    print!("{}", crate::report::table(&["transport", "assocs", "delivered", "size", "msgs/s", "Mbit/s"], &[row]));
+    if let Some(p) = &a.json {
+        crate::demo::write_json(p, &serde_json::to_value(json!({
+            "transport": b.transport, "assocs": b.assocs, "messages": b.messages, "delivered": b.delivered,
+            "size": b.size, "msgs_per_s": b.msgs_per_s, "mbit_per_s": b.mbit_per_s,
+        }))?)?;
+    }
+    if let Some(e) = b.error {
+        bail!("{e}");
+    }
+    Ok(())
+}
