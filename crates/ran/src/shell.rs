@@ -278,7 +278,7 @@ impl Driver {
                         break;
                     }
                 }
-                self.start(now, phase, ues[next]);
+                self.start(Instant::now(), phase, ues[next]);
                 next += 1;
             }
             let done_before = self.phase.done;
@@ -350,11 +350,12 @@ impl Driver {
             _ = sleep => None,
         };
         if let Some(ev) = event {
-            let now = Instant::now();
-            self.handle_event(now, ev);
+            // Each event gets its own time, so that latencies are not
+            // rounded to the batch.
+            self.handle_event(Instant::now(), ev);
             for _ in 1..EVENT_BATCH {
                 match self.events.try_recv() {
-                    Ok(ev) => self.handle_event(now, ev),
+                    Ok(ev) => self.handle_event(Instant::now(), ev),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return Err(RanError::SctpClosed),
                 }
