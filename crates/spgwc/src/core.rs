@@ -8,7 +8,7 @@ use crate::context::{Pool, S11Pending, Session, UpfState};
 use crate::sxa_build::{self as sxa, msg};
 use mobicore_common::counters::Counters;
 use mobicore_common::s11::GtpCause;
-use mobicore_common::Teid;
+use mobicore_common::{Imsi, Teid};
 use mobicore_gtp::message::{self as gm, GtpMessage, Message};
 use mobicore_gtp::transaction::{TransactionConfig, Transactions};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -39,6 +39,8 @@ pub(crate) enum PfcpOp {
     ModifyBearer { teid: u32, s11: S11Pending, enb: mobicore_common::Fteid },
     ReleaseAccess { teid: u32, s11: S11Pending },
     Delete { teid: u32, s11: S11Pending },
+    /// Deletion of a UPF session whose S11 context is already gone.
+    DeleteStale,
 }
 
 pub struct SpgwcCore {
@@ -49,6 +51,8 @@ pub struct SpgwcCore {
     pub(crate) s11: Transactions<SocketAddr, ()>,
     pub(crate) pfcp: Transactions<SocketAddr, PfcpOp>,
     pub(crate) sessions: HashMap<u32, Session>,
+    /// (IMSI, default bearer EBI) -> our S11 TEID.
+    pub(crate) by_imsi: HashMap<(Imsi, u8), u32>,
     pub(crate) pools: BTreeMap<String, Pool>,
     pub(crate) upfs: Vec<UpfState>,
     pub(crate) next_teid: u32,
@@ -73,6 +77,7 @@ impl SpgwcCore {
             s11_ip,
             pfcp_recovery,
             sessions: HashMap::new(),
+            by_imsi: HashMap::new(),
             pools,
             upfs,
             next_teid: 1,
@@ -92,6 +97,24 @@ impl SpgwcCore {
 
     pub fn session(&self, sgw_teid: Teid) -> Option<&Session> {
         self.sessions.get(&sgw_teid.0)
+    }
+
+    /// Removes a session from the tables and returns its address to the pool.
+    pub(crate) fn remove_session(&mut self, teid: u32) -> Option<Session> {
+        let s = self.sessions.remove(&teid)?;
+        if self.by_imsi.get(&(s.imsi.clone(), s.ebi.0)) == Some(&teid) {
+            self.by_imsi.remove(&(s.imsi.clone(), s.ebi.0));
+        }
+        if let Some(pool) = self.pools.get_mut(&s.apn) {
+            pool.release(s.ue_ipv4);
+        }
+        Some(s)
+    }
+
+    /// Deletes a UPF session nobody waits for.
+    pub(crate) fn delete_on_upf(&mut self, now: Instant, upf: usize, up_seid: u64) {
+        let to = self.cfg.upfs[upf].pfcp;
+        self.pfcp_request(now, to, msg::SESSION_DELETION_REQUEST, Some(up_seid), &[], PfcpOp::DeleteStale);
     }
 
     /// Whether UPF `i` (configuration order) has a PFCP association.

@@ -114,6 +114,17 @@ impl SpgwcCore {
             let m = encode_response(&S11Response::CreateSession(resp), r.sender_fteid.teid.0, p.seq, None);
             core.answer_s11(now, p, m);
         };
+        // A Create Session for a PDN connection we already have (same IMSI,
+        // same default bearer) replaces it (TS 29.274 7.2.1, e.g. after an
+        // MME restart or a re-attach without detach).
+        if let Some(old) = self.by_imsi.get(&(r.imsi.clone(), r.bearer.ebi.0)).copied() {
+            if let Some(s) = self.remove_session(old) {
+                self.counters.incr("sessions_replaced");
+                if let Some(up) = s.up_seid {
+                    self.delete_on_upf(now, s.upf, up);
+                }
+            }
+        }
         let apn = apn_ni(&r.apn);
         if !self.pools.contains_key(&apn) {
             return reject(self, GtpCause::MISSING_OR_UNKNOWN_APN);
@@ -136,6 +147,7 @@ impl SpgwcCore {
         let cp_seid = self.next_seid;
         self.next_seid += 1;
         let spec = sxa::SessionSpec { node_id: self.cfg.node_id, cp_seid, apn: apn.clone(), s1u_teid, s1u_addr: s1u_sgw.ipv4, ue_ipv4 };
+        self.by_imsi.insert((r.imsi.clone(), r.bearer.ebi.0), teid);
         self.sessions.insert(
             teid,
             Session {

@@ -64,7 +64,13 @@ impl SpgwcCore {
             }
             PfcpOp::Heartbeat(i) => self.upfs[i].probing = false,
             PfcpOp::Establish { teid, s11 } => match sxa::up_seid_of(&ies).filter(|_| cause == PFCP_ACCEPTED) {
-                Some(up_seid) => self.session_created(now, teid, s11, up_seid),
+                Some(up_seid) if self.sessions.contains_key(&teid) => self.session_created(now, teid, s11, up_seid),
+                Some(up_seid) => {
+                    // Replaced by a newer Create Session meanwhile: undo on the UPF.
+                    if let Some(i) = self.cfg.upfs.iter().position(|u| u.pfcp == peer) {
+                        self.delete_on_upf(now, i, up_seid);
+                    }
+                }
                 None => self.create_failed(now, teid, s11, GtpCause::NO_RESOURCES_AVAILABLE),
             },
             PfcpOp::ModifyBearer { teid, s11, enb } => {
@@ -73,6 +79,7 @@ impl SpgwcCore {
             }
             PfcpOp::ReleaseAccess { teid, s11 } => self.release_done(now, teid, s11, cause == PFCP_ACCEPTED),
             PfcpOp::Delete { teid, s11 } => self.session_deleted(now, teid, s11),
+            PfcpOp::DeleteStale => {}
         }
     }
 
@@ -90,6 +97,7 @@ impl SpgwcCore {
             PfcpOp::ReleaseAccess { teid, s11 } => self.release_done(now, teid, s11, false),
             // The context goes away whatever the UPF says (TS 23.401 5.3.8.2.1).
             PfcpOp::Delete { teid, s11 } => self.session_deleted(now, teid, s11),
+            PfcpOp::DeleteStale => {}
         }
     }
 
@@ -112,10 +120,7 @@ impl SpgwcCore {
     }
 
     fn create_failed(&mut self, now: Instant, teid: u32, p: S11Pending, cause: GtpCause) {
-        let Some(s) = self.sessions.remove(&teid) else { return };
-        if let Some(pool) = self.pools.get_mut(&s.apn) {
-            pool.release(s.ue_ipv4);
-        }
+        let Some(s) = self.remove_session(teid) else { return };
         let resp = CreateSessionResponse {
             cause,
             sgw_fteid: None,
@@ -152,10 +157,7 @@ impl SpgwcCore {
     }
 
     fn session_deleted(&mut self, now: Instant, teid: u32, p: S11Pending) {
-        let Some(s) = self.sessions.remove(&teid) else { return };
-        if let Some(pool) = self.pools.get_mut(&s.apn) {
-            pool.release(s.ue_ipv4);
-        }
+        let Some(s) = self.remove_session(teid) else { return };
         self.counters.incr("sessions_deleted");
         let m = encode_response(&S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED), s.mme_s11.teid.0, p.seq, None);
         self.answer_s11(now, p, m);

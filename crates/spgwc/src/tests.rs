@@ -336,3 +336,16 @@ fn requests_while_a_procedure_is_in_flight_are_rejected() {
     let d = n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) }));
     assert_eq!(d, Some(S11Response::DeleteSession(GtpCause::REQUEST_REJECTED)));
 }
+
+#[test]
+fn create_session_for_an_existing_pdn_connection_replaces_it() {
+    let mut n = Net::new(Net::cfg());
+    let first = created(n.s11(&S11Request::CreateSession(csr(1))));
+    let second = created(n.s11(&S11Request::CreateSession(csr(1))));
+    assert_eq!(second.cause, GtpCause::REQUEST_ACCEPTED);
+    assert_ne!(first.sgw_fteid, second.sgw_fteid);
+    assert_eq!(n.gw.sessions().len(), 1);
+    assert_eq!(n.plane.len(), 1, "the old UPF session was deleted");
+    assert!(n.gw.session(first.sgw_fteid.unwrap().teid).is_none());
+    assert_eq!(n.gw.counters.value("sessions_replaced"), 1);
+}
