@@ -31,7 +31,8 @@ pub struct UpfPeerConfig {
 impl Default for UpfPeerConfig {
     fn default() -> Self {
         UpfPeerConfig {
-            pfcp: "127.0.0.1:8806".parse().unwrap(),
+            // mobicore-upf's default PFCP address.
+            pfcp: "127.0.0.2:8805".parse().unwrap(),
             s1u_addr: Ipv4Addr::LOCALHOST,
             teid_base: 0x0001_0000,
             teid_count: 0x00ff_0000,

@@ -2,7 +2,7 @@
 //! pools per APN.
 
 use crate::config::ApnConfig;
-use mobicore_common::{Ambr, Ebi, Fteid, Imsi, Teid};
+use mobicore_common::{Ambr, Ebi, Fteid, Imsi};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -94,11 +94,6 @@ pub struct UpfState {
     /// A setup or heartbeat request is outstanding.
     pub probing: bool,
     pub next_teid: u32,
-}
-
-/// Teid newtype helper for the session map key.
-pub fn key(t: Teid) -> u32 {
-    t.0
 }
 
 #[cfg(test)]
