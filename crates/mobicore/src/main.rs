@@ -1,26 +1,9 @@
-//! `mobicore`: a software-defined LTE packet core in one binary.
-//!
-//! # Layout
-//! - `cli`: the command line (clap).
-//! - `config`: the one TOML config file, a section per network function.
-//! - `allinone`: starts every network function in this process on loopback.
-//! - `demo`: `mobicore demo`, the end-to-end story with a summary.
-//! - `bench`: `mobicore bench ...`, measurements with their baselines.
-//! - `subscriber`: `mobicore subscriber ...`, the HSS's embedded store.
-//! - `capture`: tshark capture and its verdict.
-//! - `report`: percentiles, tables, JSON.
-
-mod allinone;
-mod bench;
-mod capture;
-mod cli;
-mod config;
-mod demo;
-mod report;
-mod subscriber;
+//! The `mobicore` binary: parses the command line and runs it on a tokio
+//! runtime (see the library's crate docs for the layout).
 
 use anyhow::Result;
 use clap::Parser;
+use mobicore::cli;
 
 fn main() -> Result<()> {
     let cli = cli::Cli::parse();

@@ -44,6 +44,10 @@ pub struct Session {
     pub upf: usize,
     pub cp_seid: u64,
     pub up_seid: Option<u64>,
+    /// S11 requests that arrived while another procedure of this session
+    /// was in flight, served in arrival order once it ends (an MME may send
+    /// Delete Session before the Modify Bearer Response came back).
+    pub queued: std::collections::VecDeque<(S11Pending, mobicore_common::s11::S11Request)>,
 }
 
 /// A sequential IPv4 pool (deterministic: lowest free address first after

@@ -46,6 +46,21 @@ impl SpgwcCore {
                 return;
             }
         };
+        self.dispatch_s11(now, p, t, req);
+    }
+
+    /// Serves one decoded S11 request; one of a session whose procedure is
+    /// still in flight waits in its queue.
+    fn dispatch_s11(&mut self, now: Instant, p: S11Pending, t: u8, req: S11Request) {
+        if let Some(teid) = session_teid(&req) {
+            if let Some(s) = self.sessions.get_mut(&teid.0) {
+                if s.state != SessionState::Active {
+                    s.queued.push_back((p, req));
+                    self.counters.incr("s11_queued_busy");
+                    return;
+                }
+            }
+        }
         match req {
             S11Request::CreateSession(r) => self.create_session(now, p, r),
             S11Request::ModifyBearer(r) => {
@@ -87,10 +102,22 @@ impl SpgwcCore {
                 Some(s)
             }
             Some((_, mme)) => {
-                // Another procedure of this session is in flight.
+                // Unreachable through dispatch_s11, which queues such requests.
                 self.reject_s11(now, p, t, mme, GtpCause::REQUEST_REJECTED);
                 None
             }
+        }
+    }
+
+    /// Serves the next queued request of a session that became Active.
+    pub(crate) fn run_queued(&mut self, now: Instant, teid: u32) {
+        let next = match self.sessions.get_mut(&teid) {
+            Some(s) if s.state == SessionState::Active => s.queued.pop_front(),
+            _ => None,
+        };
+        if let Some((p, req)) = next {
+            let t = request_type(&req);
+            self.dispatch_s11(now, p, t, req);
         }
     }
 
@@ -164,6 +191,7 @@ impl SpgwcCore {
                 upf,
                 cp_seid,
                 up_seid: None,
+                queued: Default::default(),
             },
         );
         let ies = sxa::session_establishment(&spec);
@@ -185,5 +213,25 @@ impl SpgwcCore {
     fn pick_upf(&mut self) -> Option<usize> {
         let n = self.upfs.len();
         (0..n).map(|k| (self.next_upf + k) % n).find(|&i| self.upfs[i].associated).inspect(|&i| self.next_upf = (i + 1) % n)
+    }
+}
+
+/// The SGW S11 TEID a request addresses (None for Create Session).
+fn session_teid(req: &S11Request) -> Option<Teid> {
+    match req {
+        S11Request::CreateSession(_) => None,
+        S11Request::ModifyBearer(r) => Some(r.sgw_teid),
+        S11Request::ReleaseAccessBearers(r) => Some(r.sgw_teid),
+        S11Request::DeleteSession(r) => Some(r.sgw_teid),
+    }
+}
+
+/// The GTPv2-C message type of a request (TS 29.274 Table 6.1-1).
+pub(crate) fn request_type(req: &S11Request) -> u8 {
+    match req {
+        S11Request::CreateSession(_) => 32,
+        S11Request::ModifyBearer(_) => 34,
+        S11Request::DeleteSession(_) => 36,
+        S11Request::ReleaseAccessBearers(_) => 170,
     }
 }

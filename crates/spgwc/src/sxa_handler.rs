@@ -117,6 +117,7 @@ impl SpgwcCore {
         let m = encode_response(&S11Response::CreateSession(resp), s.mme_s11.teid.0, p.seq, None);
         self.counters.incr("sessions_created");
         self.answer_s11(now, p, m);
+        self.run_queued(now, teid);
     }
 
     fn create_failed(&mut self, now: Instant, teid: u32, p: S11Pending, cause: GtpCause) {
@@ -143,6 +144,7 @@ impl SpgwcCore {
         let cause = if ok { GtpCause::REQUEST_ACCEPTED } else { GtpCause::SYSTEM_FAILURE };
         let m = modify_bearer_response(s.mme_s11.teid.0, p.seq, cause, s.ebi, ok.then_some(s.s1u_sgw));
         self.answer_s11(now, p, m);
+        self.run_queued(now, teid);
     }
 
     fn release_done(&mut self, now: Instant, teid: u32, p: S11Pending, ok: bool) {
@@ -154,6 +156,7 @@ impl SpgwcCore {
         let cause = if ok { GtpCause::REQUEST_ACCEPTED } else { GtpCause::SYSTEM_FAILURE };
         let m = encode_response(&S11Response::ReleaseAccessBearers(cause), s.mme_s11.teid.0, p.seq, None);
         self.answer_s11(now, p, m);
+        self.run_queued(now, teid);
     }
 
     fn session_deleted(&mut self, now: Instant, teid: u32, p: S11Pending) {
@@ -161,5 +164,13 @@ impl SpgwcCore {
         self.counters.incr("sessions_deleted");
         let m = encode_response(&S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED), s.mme_s11.teid.0, p.seq, None);
         self.answer_s11(now, p, m);
+        // Requests queued behind the deletion address a context that is gone.
+        for (q, req) in s.queued {
+            self.counters.incr("s11_rejected");
+            let t = super::s11_handler::request_type(&req);
+            if let Some(r) = mobicore_gtp::message::reject(t, s.mme_s11.teid.0, q.seq, GtpCause::CONTEXT_NOT_FOUND.0, None) {
+                self.answer_s11(now, q, r);
+            }
+        }
     }
 }

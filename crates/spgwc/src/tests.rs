@@ -326,15 +326,27 @@ fn pfcp_rejection_fails_create_session_and_frees_resources() {
 }
 
 #[test]
-fn requests_while_a_procedure_is_in_flight_are_rejected() {
+fn requests_while_a_procedure_is_in_flight_wait_for_it() {
     let mut n = Net::new(Net::cfg());
     let r = created(n.s11(&S11Request::CreateSession(csr(1))));
     let sgw_teid = r.sgw_fteid.unwrap().teid;
     n.upf_up = false;
     let enb = Fteid { teid: Teid(1), ipv4: Ipv4Addr::LOCALHOST };
     assert!(n.s11(&S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb })).is_none());
-    let d = n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) }));
-    assert_eq!(d, Some(S11Response::DeleteSession(GtpCause::REQUEST_REJECTED)));
+    // The MME detaches before the Modify Bearer Response: the request waits.
+    assert!(n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) })).is_none());
+    assert_eq!(n.gw.counters.value("s11_queued_busy"), 1);
+    // The UPF comes back: the retransmitted modification is answered, then
+    // the queued deletion runs, and both responses reach the MME in order.
+    n.upf_up = true;
+    let before = n.s11_out.len();
+    n.step();
+    let out: Vec<u8> = n.s11_out[before..].iter().map(|m| m.body.msg_type()).collect();
+    assert_eq!(out, vec![35, 37], "Modify Bearer Response, then Delete Session Response");
+    let del = decode_response(&n.s11_out[before + 1], Ebi(5)).unwrap();
+    assert_eq!(del, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
+    assert!(n.gw.sessions().is_empty());
+    assert_eq!(n.plane.len(), 0);
 }
 
 #[test]

@@ -1,0 +1,21 @@
+//! `mobicore`: a software-defined LTE packet core in one binary. The
+//! library half holds the commands so integration tests can drive them.
+//!
+//! # Layout
+//! - `cli`: the command line (clap).
+//! - `config`: the one TOML config file, a section per network function.
+//! - `allinone`: starts every network function in this process on loopback.
+//! - `demo`: `mobicore demo`, the end-to-end story with a summary.
+//! - `bench`: `mobicore bench ...`, measurements with their baselines.
+//! - `subscriber`: `mobicore subscriber ...`, the HSS's embedded store.
+//! - `capture`: tshark capture and its verdict.
+//! - `report`: percentiles, tables, JSON.
+
+pub mod allinone;
+pub mod bench;
+pub mod capture;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod report;
+pub mod subscriber;
