@@ -17,11 +17,13 @@
 //! `pfcp_associations_set_up`.
 
 pub mod config;
+pub mod dataplane;
 pub mod node;
 pub mod pfcp;
 pub mod rules;
 mod session;
 pub mod shell;
+pub mod xdp;
 
 pub use config::UpfConfig;
 pub use node::{Association, Session, UpfCore};

@@ -1,0 +1,1 @@
+//! User-space data path and slow path (issue 3).
