@@ -8,9 +8,11 @@
 //!   [`mobicore_common::s11`].
 //! - [`transaction`]: the sans-I/O transaction layer (T3/N3 retransmission,
 //!   duplicate request detection; TS 29.274 7.6), reusable for PFCP.
+//! - [`gtpu`]: GTP-U (TS 29.281) wire view and message `Repr`s.
 //! - [`client`]: the S11 client task used by the MME shell.
 
 pub mod client;
+pub mod gtpu;
 pub mod udp;
 pub mod message;
 pub mod s11;
