@@ -42,13 +42,30 @@ impl<Req, Ans> Requester<Req, Ans> {
         (Requester { tx }, rx)
     }
 
-    pub async fn request(&self, request: Req) -> Result<Ans, TransportError> {
+    pub async fn request(&self, request: Req) -> Result<Ans, TransportError>
+    where
+        Ans: Send + 'static,
+    {
+        self.submit(request).await.await
+    }
+
+    /// Queues the request now and returns the future of its answer.
+    /// Requests submitted one after another reach the client task (and so
+    /// the wire) in that order, which spawning `request` calls would not
+    /// guarantee (a Delete Session must not overtake a Modify Bearer).
+    pub async fn submit(
+        &self,
+        request: Req,
+    ) -> impl std::future::Future<Output = Result<Ans, TransportError>> + Send + 'static
+    where
+        Ans: Send + 'static,
+    {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Pending { request, reply })
-            .await
-            .map_err(|_| TransportError::Closed)?;
-        rx.await.map_err(|_| TransportError::Closed)?
+        let sent = self.tx.send(Pending { request, reply }).await.map_err(|_| TransportError::Closed);
+        async move {
+            sent?;
+            rx.await.map_err(|_| TransportError::Closed)?
+        }
     }
 }
 
@@ -65,6 +82,25 @@ mod tests {
             }
         });
         assert_eq!(h.request(21).await, Ok(42));
+    }
+
+    #[tokio::test]
+    async fn submitted_requests_arrive_in_order() {
+        let (h, mut rx) = Requester::<u32, u32>::channel(64);
+        let mut answers = Vec::new();
+        for i in 0..10 {
+            answers.push(tokio::spawn(h.submit(i).await));
+        }
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let p = rx.recv().await.unwrap();
+            seen.push(p.request);
+            let _ = p.reply.send(Ok(p.request + 100));
+        }
+        assert_eq!(seen, (0..10).collect::<Vec<_>>());
+        for (i, a) in answers.into_iter().enumerate() {
+            assert_eq!(a.await.unwrap(), Ok(i as u32 + 100));
+        }
     }
 
     #[tokio::test]

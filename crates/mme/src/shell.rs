@@ -106,17 +106,16 @@ pub async fn run(
                     }
                 }
                 MmeAction::S6a { ue, request } => {
-                    let (client, tx) = (s6a.clone(), answers_tx.clone());
+                    // Queued in order here; only the wait for the answer is spawned.
+                    let (answer, tx) = (s6a.submit(request).await, answers_tx.clone());
                     tokio::spawn(async move {
-                        let answer = client.request(request).await;
-                        let _ = tx.send(MmeEvent::S6a { ue, answer });
+                        let _ = tx.send(MmeEvent::S6a { ue, answer: answer.await });
                     });
                 }
                 MmeAction::S11 { ue, request } => {
-                    let (client, tx) = (s11.clone(), answers_tx.clone());
+                    let (response, tx) = (s11.submit(request).await, answers_tx.clone());
                     tokio::spawn(async move {
-                        let response = client.request(request).await;
-                        let _ = tx.send(MmeEvent::S11 { ue, response });
+                        let _ = tx.send(MmeEvent::S11 { ue, response: response.await });
                     });
                 }
             }
