@@ -1,0 +1,29 @@
+//! Link settings that `ip` does not cover.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use crate::tun::IfReq;
+
+/// ETHTOOL_SGRO (include/uapi/linux/ethtool.h).
+const ETHTOOL_SGRO: u32 = 0x0000_002c;
+
+/// Turn GRO on or off on `ifname` in the calling thread's namespace (the
+/// ethtool ioctl; no ethtool binary needed). Call it through
+/// [`crate::run_in`]. A veth that is the target of an XDP_REDIRECT drops
+/// everything unless its peer has an XDP program or GRO on.
+pub fn set_gro(ifname: &str, on: bool) -> io::Result<()> {
+    let sock = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    // struct ethtool_value { __u32 cmd; __u32 data; }
+    let mut value = [ETHTOOL_SGRO, u32::from(on)];
+    let mut req = IfReq::new(ifname)?;
+    let ptr = value.as_mut_ptr() as usize;
+    req.data[..std::mem::size_of::<usize>()].copy_from_slice(&ptr.to_ne_bytes());
+    // SAFETY: SIOCETHTOOL reads a `struct ifreq` whose ifr_data points at
+    // `value`, which outlives the call.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req as *mut IfReq) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

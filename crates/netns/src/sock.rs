@@ -1,0 +1,24 @@
+//! Sockets bound to a given source address, for traffic from a UE address.
+
+use std::io;
+use std::net::{SocketAddr, SocketAddrV4, TcpStream};
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// A TCP connection from `local` (e.g. a UE address; port 0 for any) to
+/// `remote`, in the calling thread's namespace.
+pub fn tcp_connect_from(local: SocketAddrV4, remote: SocketAddrV4, timeout: Duration) -> io::Result<TcpStream> {
+    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+    s.bind(&SocketAddr::V4(local).into())?;
+    s.connect_timeout(&SocketAddr::V4(remote).into(), timeout)?;
+    Ok(s.into())
+}
+
+/// A raw ICMPv4 socket bound to `local` (datagrams received carry their
+/// IPv4 header), in the calling thread's namespace. Needs CAP_NET_RAW.
+pub fn icmp_raw(local: std::net::Ipv4Addr) -> io::Result<Socket> {
+    let s = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4))?;
+    s.bind(&SocketAddr::V4(SocketAddrV4::new(local, 0)).into())?;
+    Ok(s)
+}
