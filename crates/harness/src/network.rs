@@ -1,0 +1,488 @@
+//! [`Network`]: every sans-I/O core of the EPC wired together in memory
+//! under a virtual clock.
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use mobicore_common::counters::Counters;
+use mobicore_common::requester::TransportError;
+use mobicore_common::sctp_api::AssocId;
+use mobicore_common::Ebi;
+use mobicore_gtp::message::{msg_type, GtpMessage};
+use mobicore_gtp::s11::{decode_response, encode_request, request_ebi};
+use mobicore_gtp::transaction::{TransactionConfig, Transactions};
+use mobicore_hss::{Hss, SubscriberStore, SubscriberTemplate};
+use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent, UeRef};
+use mobicore_ran::enb::{Enb, EnbAction, EnbConfig, Outcome};
+use mobicore_ran::ue::Ue;
+use mobicore_ran::{imsi_for, usim_for, SubscriberPlan};
+use mobicore_spgwc::{Interface, SpgwcConfig, SpgwcCore, UpfPeerConfig};
+use mobicore_upf::{MemoryPlane, UpfConfig, UpfCore};
+
+use crate::fault::{FaultAction, Faults, Link, Msg};
+
+/// The SGW-C's S11 address (a label: nothing is bound).
+pub const SGW_S11: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 2123);
+/// The MME's S11 address.
+pub const MME_S11: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 2124);
+/// The SGW-C's PFCP address.
+pub const SGW_PFCP: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 8805);
+/// The UPF's PFCP address.
+pub const UPF_PFCP: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 8805);
+/// The UPF's S1-U address.
+pub const UPF_S1U: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+
+/// Most deliveries one [`Network::drive`] makes before it declares a
+/// livelock.
+const MAX_DELIVERIES: usize = 1_000_000;
+
+/// Overrides of the default configuration of every node.
+#[derive(Debug, Clone)]
+pub struct NetworkConfig {
+    pub plan: SubscriberPlan,
+    /// SQN the HSS is provisioned with; `plan.sqn` when `None`.
+    pub hss_sqn: Option<u64>,
+    pub mme: MmeConfig,
+    pub spgwc: SpgwcConfig,
+    pub upf: UpfConfig,
+    /// eNB guard timer of a UE procedure.
+    pub procedure_timeout: Duration,
+    pub s1_setup_timeout: Duration,
+    /// Seed of the HSS's RANDs.
+    pub seed: u64,
+    /// S1AP outbound streams each eNB association has.
+    pub streams: u16,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        let mut spgwc = SpgwcConfig { s11: SGW_S11, pfcp: SGW_PFCP, ..SpgwcConfig::default() };
+        spgwc.upfs = vec![UpfPeerConfig { pfcp: UPF_PFCP, s1u_addr: UPF_S1U, ..UpfPeerConfig::default() }];
+        NetworkConfig {
+            plan: SubscriberPlan::default(),
+            hss_sqn: None,
+            mme: MmeConfig { mtmsi_seed: Some(0x1000), s11_local_ip: Ipv4Addr::LOCALHOST, ..MmeConfig::default() },
+            spgwc,
+            upf: UpfConfig { pfcp: UPF_PFCP, node_id: UPF_S1U, s1u_addr: UPF_S1U, ..UpfConfig::default() },
+            procedure_timeout: Duration::from_secs(60),
+            s1_setup_timeout: Duration::from_secs(5),
+            seed: 7,
+            streams: 4,
+        }
+    }
+}
+
+
+/// What an eNB reported, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    S1Setup { enb: usize, result: Result<(), String> },
+    Outcome { enb: usize, outcome: Outcome },
+    Anomaly { enb: usize, what: String },
+}
+
+/// The EPC in memory. Fields are public so that a scenario can look at
+/// (and poke) any core directly.
+pub struct Network {
+    /// The virtual clock; only the harness advances it.
+    pub now: Instant,
+    pub enbs: Vec<Enb>,
+    /// eNB `i` talks to the MME on association `i + 1`; `false` once
+    /// disconnected.
+    pub connected: Vec<bool>,
+    pub mme: Mme,
+    pub hss: Hss,
+    pub spgwc: SpgwcCore,
+    pub upf: UpfCore,
+    /// The UPF's forwarding plane (shares its table with the UPF).
+    pub plane: MemoryPlane,
+    /// The MME's S11 client: sequence numbers, T3/N3 retransmission.
+    pub s11_client: Transactions<SocketAddr, (UeRef, Ebi)>,
+    pub plan: SubscriberPlan,
+    /// Everything eNBs reported, in order.
+    pub reports: Vec<Report>,
+    /// Messages delivered so far, per link order irrelevant.
+    pub delivered: usize,
+    pub(crate) queue: VecDeque<Msg>,
+    pub(crate) held: Vec<Msg>,
+    pub(crate) faults: Faults,
+    n_ues: u64,
+    streams: u16,
+}
+
+impl Network {
+    /// `n_enbs` eNBs with `n_ues` UEs spread round robin (UE `u` camps on
+    /// eNB `u % n_enbs`), every subscriber provisioned in the HSS, the
+    /// SGW-C associated with the UPF. No S1 Setup yet.
+    pub fn new(n_enbs: usize, n_ues: u64, cfg: NetworkConfig) -> Self {
+        assert!(n_enbs > 0, "at least one eNB");
+        let now = Instant::now();
+        let store = SubscriberStore::in_memory();
+        let template = SubscriberTemplate { amf: cfg.plan.amf, sqn: cfg.hss_sqn.unwrap_or(cfg.plan.sqn), ..Default::default() };
+        if n_ues > 0 {
+            store
+                .import_range(&imsi_for(0, &cfg.plan), n_ues, cfg.plan.k, cfg.plan.opc, &template)
+                .expect("subscriber range fits the IMSI");
+        }
+        let hss = Hss::with_seed(store, cfg.seed);
+        let mut enbs: Vec<Enb> = (0..n_enbs)
+            .map(|i| {
+                Enb::new(EnbConfig {
+                    enb_id: i as u32 + 1,
+                    name: format!("enb-{}", i + 1),
+                    plmn: cfg.plan.plmn,
+                    tac: 1,
+                    s1u_addr: Ipv4Addr::new(10, 0, 1, i as u8 + 1),
+                    procedure_timeout: cfg.procedure_timeout,
+                    s1_setup_timeout: cfg.s1_setup_timeout,
+                })
+                .expect("valid eNB identity")
+            })
+            .collect();
+        for u in 0..n_ues {
+            enbs[(u % n_enbs as u64) as usize].add_ue(u, Ue::new(usim_for(u, &cfg.plan), cfg.plan.plmn));
+        }
+        let plane = MemoryPlane::new();
+        let upf = UpfCore::new(cfg.upf.clone(), Box::new(plane.clone()), SystemTime::UNIX_EPOCH, Counters::new());
+        let mut spgwc = SpgwcCore::new(cfg.spgwc.clone(), Ipv4Addr::LOCALHOST, SystemTime::UNIX_EPOCH, Counters::new());
+        spgwc.start(now);
+        let s11_client = Transactions::with_first_seq(TransactionConfig { t3: cfg.spgwc.t3, n3: cfg.spgwc.n3 }, 1);
+        let mut net = Network {
+            now,
+            connected: vec![true; n_enbs],
+            enbs,
+            mme: Mme::new(cfg.mme.clone()),
+            hss,
+            spgwc,
+            upf,
+            plane,
+            s11_client,
+            plan: cfg.plan.clone(),
+            reports: Vec::new(),
+            delivered: 0,
+            queue: VecDeque::new(),
+            held: Vec::new(),
+            faults: Faults::default(),
+            n_ues,
+            streams: cfg.streams.max(1),
+        };
+        net.drive();
+        assert!(net.spgwc.upf_associated(0), "SGW-C associated with the UPF");
+        net
+    }
+
+    pub fn n_ues(&self) -> u64 {
+        self.n_ues
+    }
+
+    /// The eNB UE `ue` camps on.
+    pub fn enb_of(&self, ue: u64) -> usize {
+        (ue % self.enbs.len() as u64) as usize
+    }
+
+    fn assoc(enb: usize) -> AssocId {
+        AssocId(enb as u64 + 1)
+    }
+
+    /// Every eNB's association comes up and it runs S1 Setup; panics if
+    /// one fails.
+    pub fn s1_setup_all(&mut self) {
+        let streams = self.streams();
+        for i in 0..self.enbs.len() {
+            self.mme.handle(self.now, MmeEvent::S1Up { assoc: Self::assoc(i), outbound_streams: streams });
+            self.enbs[i].start_s1_setup(self.now, streams);
+        }
+        self.drive();
+        for (i, e) in self.enbs.iter().enumerate() {
+            assert!(e.is_ready(), "eNB {i} S1 state {:?}", e.s1_state());
+        }
+    }
+
+    fn streams(&self) -> u16 {
+        self.streams
+    }
+
+    /// Start UE `ue`'s attach (call [`Network::drive`] to run it).
+    pub fn attach(&mut self, ue: u64) {
+        let e = self.enb_of(ue);
+        self.enbs[e].start_attach(self.now, ue).unwrap_or_else(|err| panic!("attach of UE {ue}: {err}"));
+    }
+
+    /// Start UE `ue`'s detach.
+    pub fn detach(&mut self, ue: u64, switch_off: bool) {
+        let e = self.enb_of(ue);
+        self.enbs[e].start_detach(self.now, ue, switch_off).unwrap_or_else(|err| panic!("detach of UE {ue}: {err}"));
+    }
+
+    /// Replace UE `ue` by a fresh one with `usim` (e.g. another K).
+    pub fn replace_ue(&mut self, ue: u64, usim: mobicore_ran::Usim) {
+        let e = self.enb_of(ue);
+        let plmn = self.plan.plmn;
+        self.enbs[e].add_ue(ue, Ue::new(usim, plmn));
+    }
+
+    /// The SCTP association of eNB `enb` goes down on both sides; what is
+    /// in flight to or from it is lost.
+    pub fn disconnect_enb(&mut self, enb: usize) {
+        self.connected[enb] = false;
+        self.queue.retain(|m| !matches!(m, Msg::S1Uplink { enb: e, .. } | Msg::S1Downlink { enb: e, .. } if *e == enb));
+        self.enbs[enb].association_lost(self.now, "disconnected by the harness");
+        self.mme.handle(self.now, MmeEvent::S1Down { assoc: Self::assoc(enb) });
+        self.collect();
+    }
+
+    /// Put a message on a link as if a node had sent it.
+    pub fn inject(&mut self, m: Msg) {
+        self.queue.push_back(m);
+    }
+
+    /// Arm a fault on the next `n` messages of `link` (that `matcher`
+    /// selects, if given).
+    pub fn fault(&mut self, link: Link, action: FaultAction, n: u32, matcher: Option<crate::fault::Matcher>) {
+        self.faults.armed.push(crate::fault::Fault { link, action, remaining: n, matcher });
+    }
+
+    pub fn drop_next(&mut self, link: Link, n: u32) {
+        self.fault(link, FaultAction::Drop, n, None);
+    }
+
+    pub fn corrupt_next(&mut self, link: Link, n: u32) {
+        self.fault(link, FaultAction::Corrupt, n, None);
+    }
+
+    /// Disarm every fault not yet used up.
+    pub fn clear_faults(&mut self) {
+        self.faults.armed.clear();
+    }
+
+    /// Messages dropped by faults so far.
+    pub fn dropped(&self) -> &[Msg] {
+        &self.faults.dropped
+    }
+
+    /// Messages held by [`FaultAction::Hold`].
+    pub fn held(&self) -> &[Msg] {
+        &self.held
+    }
+
+    /// Put the held messages back on their links, in order.
+    pub fn release_held(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        self.queue.extend(held);
+    }
+
+    /// Take every action and datagram every node has queued.
+    fn collect(&mut self) {
+        for (i, enb) in self.enbs.iter_mut().enumerate() {
+            while let Some(a) = enb.poll_action() {
+                match a {
+                    EnbAction::Send { stream, pdu } => {
+                        if self.connected[i] {
+                            self.queue.push_back(Msg::S1Uplink { enb: i, stream, pdu: Bytes::from(pdu) })
+                        }
+                    }
+                    EnbAction::S1Setup(result) => self.reports.push(Report::S1Setup { enb: i, result }),
+                    EnbAction::Outcome(outcome) => self.reports.push(Report::Outcome { enb: i, outcome }),
+                    EnbAction::Anomaly(what) => self.reports.push(Report::Anomaly { enb: i, what }),
+                }
+            }
+        }
+        while let Some(a) = self.mme.poll_action() {
+            match a {
+                MmeAction::S1Send { assoc, stream, data } => {
+                    let enb = assoc.0 as usize - 1;
+                    if self.connected.get(enb) == Some(&true) {
+                        self.queue.push_back(Msg::S1Downlink { enb, stream, pdu: data });
+                    }
+                }
+                MmeAction::S6a { ue, request } => self.queue.push_back(Msg::S6aRequest { ue, request }),
+                MmeAction::S11 { ue, request } => {
+                    // What the S11 client task does: number, encode, send.
+                    let seq = self.s11_client.next_seq();
+                    let bytes = encode_request(&request, seq).to_bytes();
+                    self.s11_client.send_request(self.now, SGW_S11, seq, bytes, (ue, request_ebi(&request)));
+                }
+            }
+        }
+        while let Some((_, bytes)) = self.s11_client.poll_transmit() {
+            self.queue.push_back(Msg::S11ToSgw(bytes));
+        }
+        while let Some((_, (ue, _))) = self.s11_client.poll_timed_out() {
+            self.mme.handle(self.now, MmeEvent::S11 { ue, response: Err(TransportError::Timeout) });
+        }
+        while let Some(t) = self.spgwc.poll_transmit() {
+            self.queue.push_back(match t.interface {
+                Interface::S11 => Msg::S11ToMme(t.bytes),
+                Interface::Pfcp => Msg::PfcpToUpf(t.bytes),
+            });
+        }
+        while let Some((_, bytes)) = self.upf.poll_transmit() {
+            self.queue.push_back(Msg::PfcpToCp(bytes));
+        }
+    }
+
+    /// Whether any node still has something queued (after a collect).
+    fn busy(&mut self) -> bool {
+        self.collect();
+        !self.queue.is_empty()
+    }
+
+    /// Deliver one message: `false` if nothing was in flight.
+    pub fn deliver_one(&mut self) -> bool {
+        self.collect();
+        let Some(m) = self.queue.pop_front() else { return false };
+        let m = match self.faults.apply(&m) {
+            None => m,
+            Some(FaultAction::Drop) => {
+                self.faults.dropped.push(m);
+                return true;
+            }
+            Some(FaultAction::Hold) => {
+                self.held.push(m);
+                return true;
+            }
+            Some(FaultAction::Corrupt) => match m.corrupt() {
+                Some(m) => m,
+                None => return true,
+            },
+        };
+        self.delivered += 1;
+        let now = self.now;
+        match m {
+            Msg::S1Uplink { enb, stream, pdu } => {
+                if self.connected[enb] {
+                    self.mme.handle(now, MmeEvent::S1Data { assoc: Self::assoc(enb), stream, data: pdu });
+                }
+            }
+            Msg::S1Downlink { enb, stream, pdu } => {
+                if self.connected.get(enb) == Some(&true) {
+                    self.enbs[enb].handle_s1ap(now, stream, &pdu);
+                }
+            }
+            Msg::S6aRequest { ue, request } => {
+                let answer = self.hss.handle(request);
+                self.queue.push_back(Msg::S6aAnswer { ue, answer });
+            }
+            Msg::S6aAnswer { ue, answer } => self.mme.handle(now, MmeEvent::S6a { ue, answer: Ok(answer) }),
+            Msg::S11ToSgw(b) => self.spgwc.handle_s11(now, MME_S11, &b),
+            Msg::S11ToMme(b) => self.s11_to_mme(&b),
+            Msg::PfcpToUpf(b) => self.upf.handle_datagram(now, SGW_PFCP, &b),
+            Msg::PfcpToCp(b) => self.spgwc.handle_pfcp(now, UPF_PFCP, &b),
+        }
+        self.collect();
+        true
+    }
+
+    /// What the S11 client task does with a datagram from the SGW-C.
+    fn s11_to_mme(&mut self, bytes: &[u8]) {
+        let (seq, response) = match GtpMessage::parse(bytes) {
+            Ok(m) if !msg_type::is_request(m.body.msg_type()) => (m.seq, Ok(m)),
+            Ok(_) => return,
+            Err((Some(h), e)) if !msg_type::is_request(h.msg_type) => (h.seq, Err(e.to_string())),
+            Err(_) => return,
+        };
+        let Some((ue, ebi)) = self.s11_client.on_response(SGW_S11, seq) else { return };
+        let response = match response {
+            Ok(m) => decode_response(&m, ebi).map_err(|e| TransportError::Malformed(e.to_string())),
+            Err(e) => Err(TransportError::Malformed(e)),
+        };
+        self.mme.handle(self.now, MmeEvent::S11 { ue, response });
+    }
+
+    /// Deliver until every queue is empty (the clock does not move).
+    /// Returns how many messages were delivered or faulted.
+    pub fn drive(&mut self) -> usize {
+        let mut n = 0;
+        while self.deliver_one() {
+            n += 1;
+            assert!(n < MAX_DELIVERIES, "no quiescence after {n} deliveries: livelock");
+        }
+        n
+    }
+
+    /// The earliest deadline of any node.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let enbs = self.enbs.iter().map(|e| e.poll_timeout());
+        enbs.chain([
+            self.mme.poll_timeout(),
+            self.spgwc.poll_timeout(),
+            self.upf.poll_timeout(),
+            self.s11_client.poll_timeout(),
+        ])
+        .flatten()
+        .min()
+    }
+
+    /// Fire every timer due at `self.now`.
+    fn fire(&mut self) {
+        let now = self.now;
+        for e in &mut self.enbs {
+            if e.poll_timeout().is_some_and(|t| t <= now) {
+                e.handle_timeout(now);
+            }
+        }
+        if self.mme.poll_timeout().is_some_and(|t| t <= now) {
+            self.mme.handle_timeout(now);
+        }
+        if self.spgwc.poll_timeout().is_some_and(|t| t <= now) {
+            self.spgwc.handle_timeout(now);
+        }
+        if self.upf.poll_timeout().is_some_and(|t| t <= now) {
+            self.upf.handle_timeout(now);
+        }
+        if self.s11_client.poll_timeout().is_some_and(|t| t <= now) {
+            self.s11_client.handle_timeout(now);
+        }
+        self.collect();
+    }
+
+    /// Advance the clock to the earliest deadline, fire it, and
+    /// [`drive`](Network::drive). `false` if no node has a deadline.
+    pub fn step(&mut self) -> bool {
+        if self.busy() {
+            self.drive();
+        }
+        let Some(t) = self.next_deadline() else { return false };
+        self.now = self.now.max(t);
+        self.fire();
+        self.drive();
+        true
+    }
+
+    /// [`drive`](Network::drive), then at most `max_steps` steps; returns
+    /// the steps taken.
+    pub fn drive_bounded(&mut self, max_steps: usize) -> usize {
+        self.drive();
+        (0..max_steps).take_while(|_| self.step()).count()
+    }
+
+    /// Step until `done` holds (checked after each drive) or `max_steps`
+    /// were taken; returns whether `done` holds.
+    pub fn run_until(&mut self, max_steps: usize, mut done: impl FnMut(&Network) -> bool) -> bool {
+        self.drive();
+        for _ in 0..max_steps {
+            if done(self) {
+                return true;
+            }
+            if !self.step() {
+                break;
+            }
+        }
+        done(self)
+    }
+
+    /// Fire every deadline up to `now + d` in order, then set the clock
+    /// there.
+    pub fn advance(&mut self, d: Duration) {
+        let target = self.now + d;
+        self.drive();
+        while let Some(t) = self.next_deadline().filter(|t| *t <= target) {
+            self.now = self.now.max(t);
+            self.fire();
+            self.drive();
+        }
+        self.now = target;
+    }
+}
