@@ -14,6 +14,7 @@ use rs_pfcp::ie::gate_status::GateStatusValue;
 use rs_pfcp::ie::network_instance::NetworkInstance;
 use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
 use rs_pfcp::ie::pdi::Pdi;
+pub use crate::dataplane::flow::FlowFilter;
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -62,6 +63,9 @@ pub struct PacketDetection {
     pub ue_ipv4: Option<Ipv4Addr>,
     pub network_instance: Option<String>,
     pub sdf_filters: usize,
+    /// The SDF filters' flow descriptions that we could read (TS 29.244
+    /// 8.2.5); a PDR with an unreadable one never matches.
+    pub flows: Vec<FlowFilter>,
 }
 
 impl PacketDetection {
@@ -73,6 +77,7 @@ impl PacketDetection {
             ue_ipv4: p.ue_ip_addresses.iter().find_map(|u| u.ipv4_address),
             network_instance: ni(&p.network_instance),
             sdf_filters: p.sdf_filters.len(),
+            flows: p.sdf_filters.iter().map(|f| FlowFilter::parse(&f.flow_description).unwrap_or(FlowFilter::NEVER)).collect(),
         }
     }
 }
@@ -192,15 +197,49 @@ impl Qer {
     }
 }
 
-/// Usage Reporting Rule (TS 29.244 7.5.2.4): identity and method only.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Volume limits of a URR in octets (TS 29.244 8.2.13, 8.2.50).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VolumeLimit {
+    pub total: Option<u64>,
+    pub uplink: Option<u64>,
+    pub downlink: Option<u64>,
+}
+
+impl VolumeLimit {
+    /// Whether (ul, dl) octets reach any of the limits.
+    pub fn reached(&self, ul: u64, dl: u64) -> bool {
+        self.total.is_some_and(|t| ul + dl >= t) || self.uplink.is_some_and(|t| ul >= t) || self.downlink.is_some_and(|t| dl >= t)
+    }
+}
+
+/// Usage Reporting Rule (TS 29.244 7.5.2.4).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Urr {
     pub id: u32,
+    /// Measurement Method VOLUM and DURAT (TS 29.244 8.2.40).
+    pub measure_volume: bool,
+    pub measure_duration: bool,
+    pub volume_threshold: Option<VolumeLimit>,
+    pub volume_quota: Option<VolumeLimit>,
 }
 
 impl Urr {
     pub fn from_ie(c: &CreateUrr) -> Self {
-        Urr { id: c.urr_id.id }
+        Urr {
+            id: c.urr_id.id,
+            measure_volume: c.measurement_method.volume,
+            measure_duration: c.measurement_method.duration,
+            volume_threshold: c.volume_threshold.as_ref().map(|v| VolumeLimit {
+                total: v.total_volume.filter(|_| v.tovol),
+                uplink: v.uplink_volume.filter(|_| v.ulvol),
+                downlink: v.downlink_volume.filter(|_| v.dlvol),
+            }),
+            volume_quota: c.volume_quota.as_ref().map(|v| VolumeLimit {
+                total: v.total_volume.filter(|_| v.has_total_volume()),
+                uplink: v.uplink_volume.filter(|_| v.has_uplink_volume()),
+                downlink: v.downlink_volume.filter(|_| v.has_downlink_volume()),
+            }),
+        }
     }
 }
 
@@ -274,11 +313,50 @@ pub enum PlaneError {
     Other(String),
 }
 
+/// What a usage report was triggered by (TS 29.244 8.2.41).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageTrigger {
+    VolumeThreshold,
+    VolumeQuota,
+    /// The session or URR was removed (TERMR).
+    Termination,
+}
+
+/// One URR's measurement since its last report (TS 29.244 7.5.8.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageMeasurement {
+    pub urr_id: u32,
+    /// UR-SEQN: per URR, from 0 (TS 29.244 8.2.42).
+    pub seqn: u32,
+    pub trigger: UsageTrigger,
+    pub uplink_octets: u64,
+    pub downlink_octets: u64,
+    pub uplink_packets: u64,
+    pub downlink_packets: u64,
+    pub duration_secs: u32,
+}
+
+/// Something the data path tells the PFCP node, which turns it into a
+/// PFCP Session Report Request (TS 29.244 7.5.8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlaneReport {
+    /// The first downlink packet was buffered for a FAR with NOCP: a
+    /// Downlink Data Report (report type DLDR) naming the PDR.
+    DownlinkData { up_seid: u64, pdr_id: u16 },
+    /// A URR threshold or quota was reached: a Usage Report (USAR).
+    Usage { up_seid: u64, usage: UsageMeasurement },
+}
+
 /// Where a session's rules go (the eUPF-style `ForwardingPlaneController`).
 pub trait ForwardingPlane: Send {
     fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError>;
     fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError>;
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError>;
+    /// The next report for the CP function, if any (planes that never
+    /// report keep the default).
+    fn poll_report(&mut self) -> Option<PlaneReport> {
+        None
+    }
 }
 
 /// An in-memory forwarding plane; clones share the same table, so a test

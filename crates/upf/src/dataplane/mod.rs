@@ -1,1 +1,377 @@
-//! User-space data path and slow path (issue 3).
+//! The pure user-space data path, and the slow path both data paths share.
+//!
+//! # Layout
+//! - [`UserPlane`] (this file): the sans-I/O packet core. Rules come in
+//!   through install/update/remove; packets through [`UserPlane::uplink`]
+//!   (a UDP datagram received on the S1-U address, port 2152) and
+//!   [`UserPlane::downlink`] (an IPv4 packet routed to the UE pools on the
+//!   core side); what to send comes out of [`UserPlane::poll_transmit`] and
+//!   what to tell the CP function out of [`UserPlane::poll_report`].
+//! - `forward`: the per-packet pipeline (PDR match, QER, URR, FAR).
+//! - [`flow`]: SDF filters (flow descriptions).
+//! - `ipv4`: the IPv4 fields we read.
+//! - [`plane`]: [`UserspacePlane`], the shared handle implementing
+//!   [`ForwardingPlane`] for the PFCP node.
+//! - [`io`]: the I/O shell: a UDP socket on S1-U:2152 on the access side
+//!   and a TUN device on the core side.
+//!
+//! Counter names: `gtpu_malformed`, `gtpu_echo_request`,
+//! `gtpu_error_indication_sent`, `gtpu_error_indication_suppressed`,
+//! `gtpu_error_indication_received`, `gtpu_end_marker_sent`,
+//! `gtpu_unknown_teid`, `upf_ul_spoofed`, `upf_no_pdr`, `upf_gate_closed`,
+//! `upf_mbr_exceeded`, `upf_quota_exhausted`, `upf_far_drop`,
+//! `upf_buffer_overflow`, `upf_buffer_discarded`, `upf_dl_no_session`,
+//! `upf_ul_forwarded`, `upf_dl_forwarded`, `upf_buffered`, `upf_released`.
+
+pub mod flow;
+mod forward;
+pub mod io;
+pub mod ipv4;
+pub mod plane;
+
+use crate::rules::{GtpuTunnel, PlaneError, PlaneReport, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
+use mobicore_common::counters::Counters;
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Instant;
+
+pub use plane::UserspacePlane;
+
+/// Budgets and limits of the user-space data path.
+#[derive(Debug, Clone)]
+pub struct DatapathConfig {
+    /// Our S1-U address (GTP-U Peer Address of Error Indications).
+    pub s1u_addr: Ipv4Addr,
+    /// Octets of buffered downlink packets one session may hold.
+    pub buffer_session_bytes: usize,
+    /// Octets of buffered downlink packets all sessions together may hold.
+    pub buffer_total_bytes: usize,
+    /// Error Indications per second, at most (TS 29.281 7.3.1 leaves the
+    /// rate to us; a flood of unknown TEIDs must not become a flood back).
+    pub error_indications_per_sec: u32,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        DatapathConfig {
+            s1u_addr: Ipv4Addr::LOCALHOST,
+            buffer_session_bytes: 256 * 1024,
+            buffer_total_bytes: 64 * 1024 * 1024,
+            error_indications_per_sec: 100,
+        }
+    }
+}
+
+/// A packet to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transmit {
+    /// A GTP-U message to a peer's UDP address (access side, or another
+    /// user-plane node).
+    Gtpu { to: SocketAddrV4, bytes: Vec<u8> },
+    /// An IPv4 packet for the core side (the data network).
+    Core(Vec<u8>),
+}
+
+/// Why a packet was dropped; each has its own counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    Malformed,
+    UnknownTeid,
+    NoSession,
+    Spoofed,
+    NoPdr,
+    GateClosed,
+    MbrExceeded,
+    QuotaExhausted,
+    FarDrop,
+    BufferFull,
+    NoDestination,
+    Unsupported,
+}
+
+impl DropReason {
+    pub fn counter(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "gtpu_malformed",
+            DropReason::UnknownTeid => "gtpu_unknown_teid",
+            DropReason::NoSession => "upf_dl_no_session",
+            DropReason::Spoofed => "upf_ul_spoofed",
+            DropReason::NoPdr => "upf_no_pdr",
+            DropReason::GateClosed => "upf_gate_closed",
+            DropReason::MbrExceeded => "upf_mbr_exceeded",
+            DropReason::QuotaExhausted => "upf_quota_exhausted",
+            DropReason::FarDrop => "upf_far_drop",
+            DropReason::BufferFull => "upf_buffer_overflow",
+            DropReason::NoDestination => "upf_no_destination",
+            DropReason::Unsupported => "gtpu_unsupported_message",
+        }
+    }
+}
+
+/// What became of one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Forwarded (see [`UserPlane::poll_transmit`]).
+    Forwarded,
+    /// Held in a session's downlink buffer.
+    Buffered,
+    /// A GTP-U control message, handled (an answer may be queued).
+    Control,
+    Dropped(DropReason),
+}
+
+/// A token bucket (octets, or messages).
+#[derive(Debug, Clone)]
+pub(crate) struct TokenBucket {
+    rate: f64,
+    depth: f64,
+    tokens: f64,
+    last: Option<Instant>,
+}
+
+impl TokenBucket {
+    pub(crate) fn new(rate_per_sec: f64, depth: f64) -> Self {
+        TokenBucket { rate: rate_per_sec, depth, tokens: depth, last: None }
+    }
+    pub(crate) fn take(&mut self, now: Instant, n: f64) -> bool {
+        if let Some(l) = self.last {
+            let dt = now.saturating_duration_since(l).as_secs_f64();
+            self.tokens = (self.tokens + dt * self.rate).min(self.depth);
+        }
+        self.last = Some(now);
+        if self.tokens >= n {
+            self.tokens -= n;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// One URR's running measurement.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UrrState {
+    pub ul_octets: u64,
+    pub dl_octets: u64,
+    pub ul_packets: u64,
+    pub dl_packets: u64,
+    /// Since install, for the quota.
+    pub total_ul: u64,
+    pub total_dl: u64,
+    pub start: Option<Instant>,
+    pub seqn: u32,
+    pub exhausted: bool,
+}
+
+/// The data path's view of one PFCP session.
+#[derive(Debug, Default)]
+pub(crate) struct SessionState {
+    pub rules: SessionRules,
+    pub ue_ip: Option<Ipv4Addr>,
+    /// Uplink PDRs (source interface Access), by precedence.
+    pub ul_pdrs: Vec<u16>,
+    /// Downlink PDRs (source interface Core), by precedence.
+    pub dl_pdrs: Vec<u16>,
+    pub teids: Vec<u32>,
+    /// MBR buckets per (QER ID, uplink).
+    pub buckets: HashMap<(u32, bool), TokenBucket>,
+    pub usage: HashMap<u32, UrrState>,
+    /// Buffered downlink packets with the PDR that buffered them.
+    pub buffer: VecDeque<(u16, Vec<u8>)>,
+    pub buffer_bytes: usize,
+    /// A Downlink Data Report was sent for the current buffering episode.
+    pub dldr_sent: bool,
+}
+
+impl SessionState {
+    fn new(rules: &SessionRules) -> Self {
+        let mut s = SessionState::default();
+        s.set_rules(rules);
+        s
+    }
+
+    fn set_rules(&mut self, rules: &SessionRules) {
+        self.rules = rules.clone();
+        let by_prec = |iface: u8| {
+            let mut v: Vec<(u32, u16)> =
+                rules.pdrs.values().filter(|p| p.pdi.source_interface == iface).map(|p| (p.precedence, p.id)).collect();
+            v.sort();
+            v.into_iter().map(|(_, id)| id).collect::<Vec<_>>()
+        };
+        self.ul_pdrs = by_prec(INTERFACE_ACCESS);
+        self.dl_pdrs = by_prec(INTERFACE_CORE);
+        self.teids = rules.pdrs.values().filter_map(|p| p.pdi.local_fteid.map(|f| f.0)).collect();
+        self.teids.sort();
+        self.teids.dedup();
+        self.ue_ip = rules.pdrs.values().find_map(|p| p.pdi.ue_ipv4);
+        self.usage.retain(|id, _| rules.urrs.contains_key(id));
+        for id in rules.urrs.keys() {
+            self.usage.entry(*id).or_default();
+        }
+        self.buckets.retain(|(id, _), _| rules.qers.contains_key(id));
+    }
+}
+
+/// The sans-I/O user-space data path.
+pub struct UserPlane {
+    pub(crate) cfg: DatapathConfig,
+    pub(crate) sessions: HashMap<u64, SessionState>,
+    pub(crate) by_teid: HashMap<u32, u64>,
+    pub(crate) by_ue: HashMap<Ipv4Addr, u64>,
+    pub(crate) buffered_total: usize,
+    pub(crate) transmits: VecDeque<Transmit>,
+    pub(crate) reports: VecDeque<PlaneReport>,
+    pub(crate) error_indications: TokenBucket,
+    pub(crate) gtpu_seq: u16,
+    pub counters: Counters,
+}
+
+impl UserPlane {
+    pub fn new(cfg: DatapathConfig, counters: Counters) -> Self {
+        let r = f64::from(cfg.error_indications_per_sec.max(1));
+        UserPlane {
+            error_indications: TokenBucket::new(r, r),
+            cfg,
+            sessions: HashMap::new(),
+            by_teid: HashMap::new(),
+            by_ue: HashMap::new(),
+            buffered_total: 0,
+            transmits: VecDeque::new(),
+            reports: VecDeque::new(),
+            gtpu_seq: 0,
+            counters,
+        }
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Octets buffered by one session, and in total.
+    pub fn buffered(&self, up_seid: u64) -> (usize, usize) {
+        (self.sessions.get(&up_seid).map_or(0, |s| s.buffer_bytes), self.buffered_total)
+    }
+
+    /// The (uplink, downlink) octets a URR measured since its last report.
+    pub fn usage(&self, up_seid: u64, urr_id: u32) -> Option<(u64, u64)> {
+        self.sessions.get(&up_seid)?.usage.get(&urr_id).map(|u| (u.ul_octets, u.dl_octets))
+    }
+
+    /// Checks that no other session owns the TEIDs or UE address.
+    fn check_keys(&self, up_seid: u64, s: &SessionState) -> Result<(), PlaneError> {
+        for t in &s.teids {
+            if self.by_teid.get(t).is_some_and(|o| *o != up_seid) {
+                return Err(PlaneError::Other(format!("TEID {t:#x} belongs to another session")));
+            }
+        }
+        if let Some(ue) = s.ue_ip {
+            if self.by_ue.get(&ue).is_some_and(|o| *o != up_seid) {
+                return Err(PlaneError::Other(format!("UE address {ue} belongs to another session")));
+            }
+        }
+        Ok(())
+    }
+
+    fn index(&mut self, up_seid: u64) {
+        let s = &self.sessions[&up_seid];
+        for t in &s.teids {
+            self.by_teid.insert(*t, up_seid);
+        }
+        if let Some(ue) = s.ue_ip {
+            self.by_ue.insert(ue, up_seid);
+        }
+    }
+
+    fn unindex(&mut self, up_seid: u64) {
+        self.by_teid.retain(|_, s| *s != up_seid);
+        self.by_ue.retain(|_, s| *s != up_seid);
+    }
+
+    pub fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        if self.sessions.contains_key(&up_seid) {
+            return Err(PlaneError::Exists(up_seid));
+        }
+        let s = SessionState::new(rules);
+        self.check_keys(up_seid, &s)?;
+        self.sessions.insert(up_seid, s);
+        self.index(up_seid);
+        Ok(())
+    }
+
+    /// New rules for a session: End Markers on paths that change (TS 29.281
+    /// 7.3.2, TS 23.401 5.3.3.1 step 13), then the buffer is released in
+    /// order if its FARs now forward.
+    pub fn update(&mut self, now: Instant, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        let s = self.sessions.get(&up_seid).ok_or(PlaneError::NotFound(up_seid))?;
+        let probe = SessionState::new(rules);
+        self.check_keys(up_seid, &probe)?;
+        let old: Vec<GtpuTunnel> = s
+            .rules
+            .fars
+            .values()
+            .filter(|f| f.action.forw)
+            .filter_map(|f| {
+                let new = rules.fars.get(&f.id).filter(|n| n.action.forw).and_then(|n| n.outer_header_creation);
+                f.outer_header_creation.filter(|o| new.is_some_and(|n| n != *o))
+            })
+            .collect();
+        for t in old {
+            self.counters.incr("gtpu_end_marker_sent");
+            self.transmits.push_back(Transmit::Gtpu { to: SocketAddrV4::new(t.ipv4, mobicore_gtp::gtpu::PORT), bytes: mobicore_gtp::gtpu::end_marker(t.teid) });
+        }
+        let s = self.sessions.get_mut(&up_seid).expect("checked above");
+        s.set_rules(rules);
+        self.unindex(up_seid);
+        self.index(up_seid);
+        self.release(now, up_seid);
+        Ok(())
+    }
+
+    pub fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        let s = self.sessions.remove(&up_seid).ok_or(PlaneError::NotFound(up_seid))?;
+        self.buffered_total -= s.buffer_bytes;
+        for _ in &s.buffer {
+            self.counters.incr("upf_buffer_discarded");
+        }
+        self.unindex(up_seid);
+        Ok(())
+    }
+
+    /// Re-runs a session's buffered packets through the downlink pipeline,
+    /// in arrival order; those still buffered go back in the same order.
+    fn release(&mut self, now: Instant, up_seid: u64) {
+        let Some(s) = self.sessions.get_mut(&up_seid) else { return };
+        if s.buffer.is_empty() {
+            return;
+        }
+        let held: Vec<(u16, Vec<u8>)> = s.buffer.drain(..).collect();
+        self.buffered_total -= s.buffer_bytes;
+        s.buffer_bytes = 0;
+        for (_, p) in held {
+            match self.downlink_inner(now, &p, true) {
+                Verdict::Forwarded => self.counters.incr("upf_released"),
+                Verdict::Buffered => {}
+                Verdict::Dropped(r) => self.counters.incr(r.counter()),
+                Verdict::Control => {}
+            }
+        }
+        if let Some(s) = self.sessions.get_mut(&up_seid) {
+            if s.buffer.is_empty() {
+                s.dldr_sent = false;
+            }
+        }
+    }
+
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    #[must_use]
+    pub fn poll_report(&mut self) -> Option<PlaneReport> {
+        self.reports.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,241 @@
+//! The per-packet pipeline of the user-space data path (TS 29.244 5.2.1):
+//! find the session and its PDR, then QER (gate, MBR), URR (counting,
+//! thresholds, quota) and the FAR (FORW / BUFF / DROP).
+
+use super::flow::FlowKey;
+use super::ipv4::{self, Ipv4Info};
+use super::{DropReason, SessionState, TokenBucket, Transmit, UserPlane, Verdict};
+use crate::rules::{PlaneReport, UsageMeasurement, UsageTrigger, INTERFACE_CORE};
+use mobicore_gtp::gtpu::{self, msg, HeaderRepr, Packet};
+use std::net::{IpAddr, SocketAddrV4};
+use std::time::Instant;
+
+impl UserPlane {
+    /// One UDP datagram received on S1-U port 2152 from `from`.
+    pub fn uplink(&mut self, now: Instant, from: SocketAddrV4, datagram: &[u8]) -> Verdict {
+        let v = self.uplink_inner(now, from, datagram);
+        if let Verdict::Dropped(r) = v {
+            self.counters.incr(r.counter());
+        }
+        v
+    }
+
+    /// One IPv4 packet for a UE, received on the core side.
+    pub fn downlink(&mut self, now: Instant, packet: &[u8]) -> Verdict {
+        let v = self.downlink_inner(now, packet, false);
+        if let Verdict::Dropped(r) = v {
+            self.counters.incr(r.counter());
+        }
+        v
+    }
+
+    fn uplink_inner(&mut self, now: Instant, from: SocketAddrV4, datagram: &[u8]) -> Verdict {
+        let Ok(p) = Packet::new_checked(datagram) else {
+            return Verdict::Dropped(DropReason::Malformed);
+        };
+        match p.msg_type() {
+            msg::G_PDU => {}
+            msg::ECHO_REQUEST => {
+                // TS 29.281 7.2.2: answered to the request's source port.
+                self.counters.incr("gtpu_echo_request");
+                self.transmits.push_back(Transmit::Gtpu { to: from, bytes: gtpu::echo_response(p.seq()) });
+                return Verdict::Control;
+            }
+            msg::ECHO_RESPONSE => {
+                self.counters.incr("gtpu_echo_response");
+                return Verdict::Control;
+            }
+            msg::ERROR_INDICATION => {
+                self.counters.incr("gtpu_error_indication_received");
+                return Verdict::Control;
+            }
+            msg::END_MARKER => {
+                self.counters.incr("gtpu_end_marker_received");
+                return Verdict::Control;
+            }
+            _ => return Verdict::Dropped(DropReason::Unsupported),
+        }
+        let teid = p.teid();
+        let Some(&seid) = self.by_teid.get(&teid) else {
+            self.error_indication(now, from, teid);
+            return Verdict::Dropped(DropReason::UnknownTeid);
+        };
+        let inner = &datagram[p.payload_offset()..p.total_len()];
+        let Some(ip) = ipv4::parse(inner) else {
+            return Verdict::Dropped(DropReason::Malformed);
+        };
+        let s = self.sessions.get(&seid).expect("indexed session");
+        // Anti-spoofing: the inner source must be the session's UE address.
+        if s.ue_ip.is_some_and(|ue| ue != ip.src) {
+            return Verdict::Dropped(DropReason::Spoofed);
+        }
+        let key = FlowKey { proto: ip.proto, ue: ip.src, remote: ip.dst, ue_port: ip.ports.map(|p| p.0), remote_port: ip.ports.map(|p| p.1) };
+        let pdr = s.ul_pdrs.iter().copied().find(|id| {
+            let pd = &s.rules.pdrs[id].pdi;
+            pd.local_fteid.is_some_and(|f| f.0 == teid) && (pd.flows.is_empty() || pd.flows.iter().any(|f| f.matches(&key)))
+        });
+        let Some(pdr) = pdr else {
+            return Verdict::Dropped(DropReason::NoPdr);
+        };
+        self.apply(now, seid, pdr, inner, true, false)
+    }
+
+    /// TS 29.281 7.3.1: an Error Indication to the sender of a G-PDU for an
+    /// unknown TEID, at a bounded rate.
+    fn error_indication(&mut self, now: Instant, from: SocketAddrV4, teid: u32) {
+        if !self.error_indications.take(now, 1.0) {
+            self.counters.incr("gtpu_error_indication_suppressed");
+            return;
+        }
+        self.counters.incr("gtpu_error_indication_sent");
+        self.gtpu_seq = self.gtpu_seq.wrapping_add(1);
+        let b = gtpu::error_indication(self.gtpu_seq, teid, IpAddr::V4(self.cfg.s1u_addr), Some(from.port()));
+        self.transmits.push_back(Transmit::Gtpu { to: SocketAddrV4::new(*from.ip(), gtpu::PORT), bytes: b });
+    }
+
+    pub(crate) fn downlink_inner(&mut self, now: Instant, packet: &[u8], releasing: bool) -> Verdict {
+        let Some(ip) = ipv4::parse(packet) else {
+            return Verdict::Dropped(DropReason::Malformed);
+        };
+        let Some(&seid) = self.by_ue.get(&ip.dst) else {
+            return Verdict::Dropped(DropReason::NoSession);
+        };
+        let s = &self.sessions[&seid];
+        let Some(pdr) = match_downlink(s, &ip) else {
+            return Verdict::Dropped(DropReason::NoPdr);
+        };
+        self.apply(now, seid, pdr, packet, false, releasing)
+    }
+
+    /// QER, URR and FAR of `pdr` on one inner packet.
+    fn apply(&mut self, now: Instant, seid: u64, pdr_id: u16, pkt: &[u8], uplink: bool, releasing: bool) -> Verdict {
+        let s = self.sessions.get_mut(&seid).expect("session");
+        let pdr = &s.rules.pdrs[&pdr_id];
+        let Some(far) = pdr.far_id.and_then(|f| s.rules.fars.get(&f)) else {
+            return Verdict::Dropped(DropReason::NoPdr);
+        };
+        let len = pkt.len();
+        // QER (TS 29.244 5.4.2): gate, then MBR. Released packets passed
+        // their QERs when they arrived.
+        if !releasing {
+            for q in &pdr.qer_ids {
+                let qer = &s.rules.qers[q];
+                if !(if uplink { qer.gate_ul_open } else { qer.gate_dl_open }) {
+                    return Verdict::Dropped(DropReason::GateClosed);
+                }
+                if let Some((ul, dl)) = qer.mbr {
+                    let kbps = if uplink { ul } else { dl };
+                    if kbps > 0 {
+                        let rate = kbps as f64 * 1000.0 / 8.0;
+                        let b = s.buckets.entry((*q, uplink)).or_insert_with(|| TokenBucket::new(rate, (rate / 10.0).max(16_000.0)));
+                        if !b.take(now, len as f64) {
+                            return Verdict::Dropped(DropReason::MbrExceeded);
+                        }
+                    }
+                }
+            }
+        }
+        if pdr.urr_ids.iter().any(|u| s.usage.get(u).is_some_and(|x| x.exhausted)) {
+            return Verdict::Dropped(DropReason::QuotaExhausted);
+        }
+        let action = far.action;
+        if action.buff {
+            if action.drop || action.forw {
+                return Verdict::Dropped(DropReason::FarDrop);
+            }
+            let count_cap = far.bar_id.and_then(|b| s.rules.bars.get(&b)).and_then(|b| b.suggested_buffering_packets_count);
+            if s.buffer_bytes + len > self.cfg.buffer_session_bytes
+                || self.buffered_total + len > self.cfg.buffer_total_bytes
+                || count_cap.is_some_and(|c| c > 0 && s.buffer.len() >= c as usize)
+            {
+                return Verdict::Dropped(DropReason::BufferFull);
+            }
+            s.buffer.push_back((pdr_id, pkt.to_vec()));
+            s.buffer_bytes += len;
+            self.buffered_total += len;
+            self.counters.incr("upf_buffered");
+            // TS 29.244 5.2.3.1: NOCP asks for a report of the first
+            // buffered packet.
+            if action.nocp && !s.dldr_sent {
+                s.dldr_sent = true;
+                self.reports.push_back(PlaneReport::DownlinkData { up_seid: seid, pdr_id });
+            }
+            return Verdict::Buffered;
+        }
+        if !action.forw {
+            return Verdict::Dropped(DropReason::FarDrop);
+        }
+        let out = match far.outer_header_creation {
+            Some(t) => {
+                let h = HeaderRepr::gpdu(t.teid);
+                let mut b = vec![0u8; h.header_len() + len];
+                h.emit(&mut b, len);
+                b[h.header_len()..].copy_from_slice(pkt);
+                Transmit::Gtpu { to: SocketAddrV4::new(t.ipv4, gtpu::PORT), bytes: b }
+            }
+            None if far.destination_interface == Some(INTERFACE_CORE) => Transmit::Core(pkt.to_vec()),
+            None => return Verdict::Dropped(DropReason::NoDestination),
+        };
+        // URR (TS 29.244 5.2.2): count what is forwarded.
+        for u in &pdr.urr_ids {
+            let (Some(st), Some(urr)) = (s.usage.get_mut(u), s.rules.urrs.get(u)) else { continue };
+            st.start.get_or_insert(now);
+            if uplink {
+                st.ul_octets += len as u64;
+                st.ul_packets += 1;
+                st.total_ul += len as u64;
+            } else {
+                st.dl_octets += len as u64;
+                st.dl_packets += 1;
+                st.total_dl += len as u64;
+            }
+            let quota = urr.volume_quota.is_some_and(|q| q.reached(st.total_ul, st.total_dl));
+            let threshold = urr.volume_threshold.is_some_and(|t| t.reached(st.ul_octets, st.dl_octets));
+            if quota && !st.exhausted {
+                st.exhausted = true;
+                self.reports.push_back(usage_report(seid, *u, st, now, UsageTrigger::VolumeQuota));
+            } else if threshold {
+                self.reports.push_back(usage_report(seid, *u, st, now, UsageTrigger::VolumeThreshold));
+            }
+        }
+        self.counters.incr(if uplink { "upf_ul_forwarded" } else { "upf_dl_forwarded" });
+        if far.action.dupl {
+            // Duplicating Parameters are not kept in our FAR; DUPL is counted.
+            self.counters.incr("upf_dupl_ignored");
+        }
+        self.transmits.push_back(out);
+        Verdict::Forwarded
+    }
+}
+
+/// The downlink PDR of highest precedence whose UE address and SDF filters
+/// match. A non-first fragment carries no ports: it matches only PDRs
+/// whose filters do not look at ports (see the module docs of `io`).
+fn match_downlink(s: &SessionState, ip: &Ipv4Info) -> Option<u16> {
+    let key = FlowKey { proto: ip.proto, ue: ip.dst, remote: ip.src, ue_port: ip.ports.map(|p| p.1), remote_port: ip.ports.map(|p| p.0) };
+    s.dl_pdrs.iter().copied().find(|id| {
+        let pd = &s.rules.pdrs[id].pdi;
+        pd.ue_ipv4.is_none_or(|u| u == ip.dst) && (pd.flows.is_empty() || pd.flows.iter().any(|f| f.matches(&key)))
+    })
+}
+
+/// A usage report of a URR; the measurement restarts (TS 29.244 5.2.2.3).
+fn usage_report(up_seid: u64, urr_id: u32, st: &mut super::UrrState, now: Instant, trigger: UsageTrigger) -> PlaneReport {
+    let usage = UsageMeasurement {
+        urr_id,
+        seqn: st.seqn,
+        trigger,
+        uplink_octets: st.ul_octets,
+        downlink_octets: st.dl_octets,
+        uplink_packets: st.ul_packets,
+        downlink_packets: st.dl_packets,
+        duration_secs: st.start.map_or(0, |s| now.saturating_duration_since(s).as_secs() as u32),
+    };
+    st.seqn = st.seqn.wrapping_add(1);
+    st.ul_octets = 0;
+    st.dl_octets = 0;
+    st.ul_packets = 0;
+    st.dl_packets = 0;
+    st.start = Some(now);
+    PlaneReport::Usage { up_seid, usage }
+}

@@ -1,0 +1,50 @@
+//! [`UserspacePlane`]: the handle the PFCP node programs. The packet core
+//! sits behind a mutex shared with the I/O task; every rule change wakes
+//! that task so released packets and End Markers go out at once.
+
+use super::{DatapathConfig, UserPlane};
+use crate::rules::{ForwardingPlane, PlaneError, PlaneReport, SessionRules};
+use mobicore_common::counters::Counters;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// A cloneable handle on one [`UserPlane`].
+#[derive(Clone)]
+pub struct UserspacePlane {
+    core: Arc<Mutex<UserPlane>>,
+    /// Woken when the core has something to send (released packets, End
+    /// Markers) or to report.
+    pub(crate) wake: Arc<Notify>,
+}
+
+impl UserspacePlane {
+    pub fn new(cfg: DatapathConfig, counters: Counters) -> Self {
+        UserspacePlane { core: Arc::new(Mutex::new(UserPlane::new(cfg, counters))), wake: Arc::new(Notify::new()) }
+    }
+    /// The packet core (for the I/O shell and tests).
+    pub fn lock(&self) -> MutexGuard<'_, UserPlane> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Woken when there is output after a rule change or a report.
+    pub fn notified(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+}
+
+impl ForwardingPlane for UserspacePlane {
+    fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        self.lock().install(up_seid, rules)
+    }
+    fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        let r = self.lock().update(Instant::now(), up_seid, rules);
+        self.wake.notify_one();
+        r
+    }
+    fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        self.lock().remove(up_seid)
+    }
+    fn poll_report(&mut self) -> Option<PlaneReport> {
+        self.lock().poll_report()
+    }
+}
