@@ -1,0 +1,44 @@
+/* IPv4 header checksums: full (RFC 791) and incremental (RFC 1624 eqn. 3). */
+#ifndef UPF_CSUM_H
+#define UPF_CSUM_H
+
+#include <linux/types.h>
+#include <linux/ip.h>
+
+static __always_inline __u16 csum_fold32(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)~s;
+}
+
+/* Checksum of a 20-octet IPv4 header whose check field is zero. */
+static __always_inline __u16 ipv4_csum(const struct iphdr *ip)
+{
+	const __u16 *w = (const __u16 *)ip;
+	__u32 s = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		s += w[i];
+	return csum_fold32(s);
+}
+
+/* HC' = ~(~HC + ~m + m') for one 16-bit word changing from old to new. */
+static __always_inline void csum_replace2(__u16 *check, __u16 old, __u16 new)
+{
+	__u32 s = (__u16)~*check;
+	s += (__u16)~old;
+	s += new;
+	*check = csum_fold32(s);
+}
+
+/* Decrement the TTL and update the checksum incrementally. */
+static __always_inline void ipv4_dec_ttl(struct iphdr *ip)
+{
+	__u16 *w = (__u16 *)&ip->ttl; /* ttl and protocol share one word */
+	__u16 old = *w;
+	ip->ttl--;
+	csum_replace2(&ip->check, old, *w);
+}
+
+#endif

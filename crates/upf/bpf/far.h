@@ -1,0 +1,83 @@
+/* FAR table, next-hop cache with bpf_fib_lookup fallback, and the egress
+ * DEVMAP (TS 29.244 5.2.1: forwarding per the FAR). */
+#ifndef UPF_FAR_H
+#define UPF_FAR_H
+
+#include "maps.h"
+#include "counters.h"
+#include "parse.h"
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UPF_MAX_FARS);
+	__type(key, __u32);
+	__type(value, struct far_entry);
+} fars SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UPF_MAX_NEXTHOPS);
+	__type(key, __u32);
+	__type(value, struct nexthop);
+} nexthops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, UPF_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports SEC(".maps");
+
+static __always_inline void mac_copy(__u8 *dst, const __u8 *src)
+{
+	__builtin_memcpy(dst, src, ETH_ALEN);
+}
+
+/* Sends the IPv4 packet at data (Ethernet header in front) towards dst:
+ * cached next hop, else the kernel FIB, else the slow path. */
+static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len, __u32 cfg_flags)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return XDP_DROP;
+	eth->h_proto = bpf_htons(ETH_P_IP);
+	__u32 ifindex;
+	struct nexthop *nh = bpf_map_lookup_elem(&nexthops, &dst);
+	if (nh) {
+		mac_copy(eth->h_dest, nh->dmac);
+		mac_copy(eth->h_source, nh->smac);
+		ifindex = nh->ifindex;
+		count(CNT_NH_CACHE_HIT);
+	} else {
+		if (cfg_flags & CFG_F_NO_FIB) {
+			count(CNT_PASS_NO_ROUTE);
+			return XDP_PASS;
+		}
+		struct bpf_fib_lookup f = {};
+		f.family = AF_INET;
+		f.ipv4_src = src;
+		f.ipv4_dst = dst;
+		f.tot_len = tot_len;
+		f.ifindex = ctx->ingress_ifindex;
+		long rc = bpf_fib_lookup(ctx, &f, sizeof(f), 0);
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+			count(CNT_PASS_NO_ROUTE);
+			return XDP_PASS;
+		}
+		mac_copy(eth->h_dest, f.dmac);
+		mac_copy(eth->h_source, f.smac);
+		ifindex = f.ifindex;
+		count(CNT_NH_FIB_HIT);
+	}
+	if (ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect_map(&tx_ports, ifindex, XDP_PASS);
+}
+
+#endif

@@ -1,0 +1,176 @@
+/* Map layout shared by the XDP programs and the Rust map layer
+ * (crates/upf/src/xdp/maps.rs mirrors every struct here, byte for byte;
+ * the _Static_asserts below and the Rust const asserts keep them in step).
+ *
+ * Byte order: IPv4 addresses are kept in network order (as on the wire);
+ * TEIDs, ports, precedence and indices in host order. */
+#ifndef UPF_MAPS_H
+#define UPF_MAPS_H
+
+#include <linux/types.h>
+
+#define UPF_GTPU_PORT 2152
+/* PDRs per TEID (uplink) or per UE address (downlink), sorted by precedence. */
+#define PDR_SET_MAX 4
+/* "No rule" in a far/qer/urr index. */
+#define UPF_IDX_NONE 0xffffffffu
+
+/* Default map sizes; the loader may shrink or grow them before load. */
+#define UPF_MAX_TUNNELS 262144
+#define UPF_MAX_FARS 262144
+#define UPF_MAX_QERS 262144
+#define UPF_MAX_URRS 262144
+#define UPF_MAX_NEXTHOPS 4096
+#define UPF_MAX_PORTS 64
+
+/* SDF filter: 5-tuple of the inner packet (TS 29.244 8.2.5, flow description
+ * as IPFilterRule). proto 0 = any; mask 0 = any address; a port range
+ * lo..hi inclusive (0..65535 = any). */
+struct sdf_filter {
+	__u32 src_addr;
+	__u32 src_mask;
+	__u32 dst_addr;
+	__u32 dst_mask;
+	__u16 sport_lo;
+	__u16 sport_hi;
+	__u16 dport_lo;
+	__u16 dport_hi;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+#define PDR_F_SDF (1 << 0) /* sdf is valid; otherwise the PDR matches all */
+#define PDR_F_OHR (1 << 1) /* outer header removal (GTP-U/UDP/IPv4) */
+
+struct pdr_rule {
+	__u32 precedence;
+	__u32 far_idx;
+	__u32 qer_idx;
+	__u32 urr_idx;
+	__u16 pdr_id;
+	__u8 flags;
+	__u8 pad;
+	struct sdf_filter sdf;
+};
+
+/* Value of pdr_ul (key: TEID, host order) and pdr_dl (key: UE IPv4,
+ * network order). rules[0..count] sorted by ascending precedence value. */
+struct pdr_set {
+	__u32 ue_addr; /* uplink: the tunnel's UE address (anti-spoofing); 0 = no check */
+	__u32 count;
+	struct pdr_rule rules[PDR_SET_MAX];
+};
+
+/* Apply Action (TS 29.244 8.2.26). */
+#define FAR_FORW (1 << 0)
+#define FAR_DROP (1 << 1)
+#define FAR_BUFF (1 << 2)
+#define FAR_NOCP (1 << 3)
+#define FAR_DUPL (1 << 4)
+
+#define FAR_F_OHC (1 << 0) /* outer header creation GTP-U/UDP/IPv4 */
+
+/* Value of the far array. */
+struct far_entry {
+	__u8 action;
+	__u8 dst_iface;
+	__u8 flags;
+	__u8 pad;
+	__u32 teid;       /* OHC: the peer's TEID */
+	__u32 peer_addr;  /* OHC: the peer's IPv4 (network order) */
+	__u32 local_addr; /* OHC: our source address; 0 = upf_config.s1u_addr */
+};
+
+/* Value of the qer array. MBR as a GCRA (virtual-time token bucket):
+ * cost of one byte in picoseconds, tolerance (burst) in ns; tat fields are
+ * the per-direction theoretical arrival times kept by the program with
+ * atomic compare-and-swap. ps_per_byte 0 = no MBR. */
+struct qer_entry {
+	__u8 gate_ul; /* 1 = open */
+	__u8 gate_dl;
+	__u8 pad[6];
+	__u64 ul_ps_per_byte;
+	__u64 dl_ps_per_byte;
+	__u64 ul_burst_ns;
+	__u64 dl_burst_ns;
+	__u64 ul_tat;
+	__u64 dl_tat;
+};
+
+/* Value of the urr per-CPU array. */
+struct urr_counts {
+	__u64 ul_bytes;
+	__u64 ul_pkts;
+	__u64 dl_bytes;
+	__u64 dl_pkts;
+};
+
+/* Value of the nexthop hash (key: destination IPv4, network order), kept
+ * current by the control side; a miss falls back to bpf_fib_lookup. */
+struct nexthop {
+	__u32 ifindex;
+	__u8 dmac[6];
+	__u8 smac[6];
+};
+
+#define CFG_F_NO_FIB (1 << 0) /* cache miss goes to the slow path, no fib lookup */
+
+/* Single entry of the config array. */
+struct upf_config {
+	__u32 s1u_addr; /* our S1-U / N3 address (network order) */
+	__u32 mtu;      /* egress MTU: an encapsulated packet above it goes to the slow path */
+	__u32 flags;
+	__u32 pad;
+};
+
+/* Indices of the per-CPU counters array. */
+enum upf_counter {
+	CNT_RX = 0,
+	CNT_UL_FWD,
+	CNT_DL_FWD,
+	CNT_PASS_NOT_IPV4,
+	CNT_PASS_FRAGMENT,
+	CNT_PASS_IP_OPTIONS,
+	CNT_PASS_GTP_CONTROL,
+	CNT_PASS_UNKNOWN_TEID,
+	CNT_DROP_SPOOFED,
+	CNT_DROP_MALFORMED,
+	CNT_DROP_FAR,
+	CNT_PASS_BUFFER,
+	CNT_DROP_GATE,
+	CNT_DROP_MBR,
+	CNT_PASS_OVERSIZE,
+	CNT_PASS_NO_ROUTE,
+	CNT_DROP_NO_PDR,
+	CNT_PASS_TTL,
+	CNT_DROP_NO_FAR,
+	CNT_PASS_NOT_UE,
+	CNT_NH_CACHE_HIT,
+	CNT_NH_FIB_HIT,
+	CNT_PASS_TRUNCATED,
+	CNT_PASS_UNSUPPORTED,
+	CNT_PASS_GTP_LONG_CHAIN,
+	CNT_MAX
+};
+
+/* Baselines: the one fixed tunnel / next hop of the minimal programs. */
+struct min_config {
+	__u32 teid;     /* host order */
+	__u32 src_addr; /* encap: outer source (network order) */
+	__u32 dst_addr; /* encap: outer destination (network order) */
+	__u32 ifindex;  /* egress (in the min_tx devmap) */
+	__u8 dmac[6];
+	__u8 smac[6];
+};
+
+_Static_assert(sizeof(struct sdf_filter) == 28, "sdf_filter");
+_Static_assert(sizeof(struct pdr_rule) == 48, "pdr_rule");
+_Static_assert(sizeof(struct pdr_set) == 8 + 48 * PDR_SET_MAX, "pdr_set");
+_Static_assert(sizeof(struct far_entry) == 16, "far_entry");
+_Static_assert(sizeof(struct qer_entry) == 56, "qer_entry");
+_Static_assert(sizeof(struct urr_counts) == 32, "urr_counts");
+_Static_assert(sizeof(struct nexthop) == 16, "nexthop");
+_Static_assert(sizeof(struct upf_config) == 16, "upf_config");
+_Static_assert(sizeof(struct min_config) == 28, "min_config");
+
+#endif

@@ -1,0 +1,52 @@
+/* PDR lookup: by TEID (uplink) or UE address (downlink), then the first
+ * rule in precedence order whose SDF filter matches (TS 29.244 5.2.1). */
+#ifndef UPF_PDR_H
+#define UPF_PDR_H
+
+#include "maps.h"
+#include "parse.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UPF_MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct pdr_set);
+} pdr_ul SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UPF_MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct pdr_set);
+} pdr_dl SEC(".maps");
+
+static __always_inline int sdf_match(const struct sdf_filter *s, const struct flow *f)
+{
+	if (s->proto && s->proto != f->proto)
+		return 0;
+	if ((f->saddr & s->src_mask) != s->src_addr)
+		return 0;
+	if ((f->daddr & s->dst_mask) != s->dst_addr)
+		return 0;
+	if (f->sport < s->sport_lo || f->sport > s->sport_hi)
+		return 0;
+	if (f->dport < s->dport_lo || f->dport > s->dport_hi)
+		return 0;
+	return 1;
+}
+
+static __always_inline const struct pdr_rule *pdr_select(const struct pdr_set *set, const struct flow *f)
+{
+	__u32 n = set->count;
+	/* bounded loop (verifier >= 5.3); not unrolled because of the early exits */
+	for (int i = 0; i < PDR_SET_MAX; i++) {
+		if (i >= n)
+			break;
+		const struct pdr_rule *r = &set->rules[i];
+		if (!(r->flags & PDR_F_SDF) || sdf_match(&r->sdf, f))
+			return r;
+	}
+	return 0;
+}
+
+#endif

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The UPF fast path: uplink GTP-U decapsulation and downlink encapsulation
+ * under PDR/FAR/QER/URR rules (TS 29.244, TS 29.281). Anything needing user
+ * space returns XDP_PASS to the kernel stack (the slow path picks it up on
+ * its UDP socket on port 2152 or by routing). */
+#include "maps.h"
+#include "parse.h"
+#include "csum.h"
+#include "gtpu.h"
+#include "counters.h"
+#include "pdr.h"
+#include "far.h"
+#include "qer.h"
+#include "urr.h"
+
+#define ENCAP_LEN (sizeof(struct iphdr) + sizeof(struct udphdr) + sizeof(struct gtpu_hdr))
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct upf_config);
+} config SEC(".maps");
+
+static __always_inline int verdict(__u32 cnt, int action)
+{
+	count(cnt);
+	return action;
+}
+
+/* Drops trailing octets after the IPv4 packet (Ethernet padding). */
+static __always_inline int trim_tail(struct xdp_md *ctx, void *ip, __u16 tot_len)
+{
+	void *data_end = (void *)(long)ctx->data_end;
+	long extra = (long)(data_end - ip) - tot_len;
+	if (extra > 0 && extra < 4096)
+		return bpf_xdp_adjust_tail(ctx, (int)-extra);
+	return 0;
+}
+
+/* FAR action checks shared by both directions; 0 = forward. */
+static __always_inline __u32 far_gate(const struct far_entry *far)
+{
+	if (far->action & FAR_DROP)
+		return CNT_DROP_FAR;
+	if (!(far->action & FAR_FORW) || (far->action & (FAR_BUFF | FAR_NOCP)))
+		return CNT_PASS_BUFFER;
+	return 0;
+}
+
+static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const struct upf_config *cfg)
+{
+	struct gtpu_info g;
+	switch (gtpu_parse(c, &g)) {
+	case GTPU_OK:
+		break;
+	case GTPU_CONTROL:
+		return verdict(CNT_PASS_GTP_CONTROL, XDP_PASS);
+	case GTPU_TOO_LONG:
+		return verdict(CNT_PASS_GTP_LONG_CHAIN, XDP_PASS);
+	default:
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	}
+	struct pdr_set *set = bpf_map_lookup_elem(&pdr_ul, &g.teid);
+	if (!set)
+		return verdict(CNT_PASS_UNKNOWN_TEID, XDP_PASS);
+
+	struct iphdr *ip = c->pos;
+	if ((void *)(ip + 1) > c->data_end)
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	if (ip->version != 4)
+		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
+	if (ip->ihl != 5)
+		return verdict(CNT_PASS_IP_OPTIONS, XDP_PASS);
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	if (tot < sizeof(*ip) || (void *)ip + tot > c->data_end)
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	if (set->ue_addr && ip->saddr != set->ue_addr)
+		return verdict(CNT_DROP_SPOOFED, XDP_DROP);
+
+	struct flow f;
+	flow_of(ip, c->data_end, &f);
+	const struct pdr_rule *r = pdr_select(set, &f);
+	if (!r)
+		return verdict(CNT_DROP_NO_PDR, XDP_DROP);
+	__u32 far_idx = r->far_idx, qer_idx = r->qer_idx, urr_idx = r->urr_idx;
+	if (!(r->flags & PDR_F_OHR))
+		return verdict(CNT_PASS_UNSUPPORTED, XDP_PASS);
+	struct far_entry *far = bpf_map_lookup_elem(&fars, &far_idx);
+	if (!far)
+		return verdict(CNT_DROP_NO_FAR, XDP_DROP);
+	__u32 why = far_gate(far);
+	if (why)
+		return verdict(why, why == CNT_DROP_FAR ? XDP_DROP : XDP_PASS);
+	if (far->flags & FAR_F_OHC)
+		return verdict(CNT_PASS_UNSUPPORTED, XDP_PASS); /* N9 re-tunnelling */
+	if (ip->ttl <= 1)
+		return verdict(CNT_PASS_TTL, XDP_PASS);
+	why = qer_check(qer_idx, 1, tot);
+	if (why)
+		return verdict(why, XDP_DROP);
+	urr_count(urr_idx, 1, tot);
+
+	ipv4_dec_ttl(ip);
+	__u32 saddr = ip->saddr, daddr = ip->daddr;
+	int outer = (int)((void *)ip - c->data) - (int)sizeof(struct ethhdr);
+	if (trim_tail(ctx, ip, tot) || bpf_xdp_adjust_head(ctx, outer))
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	count(CNT_UL_FWD);
+	return forward_ipv4(ctx, daddr, saddr, tot, cfg->flags);
+}
+
+static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg)
+{
+	struct pdr_set *set = bpf_map_lookup_elem(&pdr_dl, &ip->daddr);
+	if (!set)
+		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	if (tot < sizeof(*ip) || (void *)ip + tot > data_end)
+		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
+	struct flow f;
+	flow_of(ip, data_end, &f);
+	const struct pdr_rule *r = pdr_select(set, &f);
+	if (!r)
+		return verdict(CNT_DROP_NO_PDR, XDP_DROP);
+	__u32 far_idx = r->far_idx, qer_idx = r->qer_idx, urr_idx = r->urr_idx;
+	struct far_entry *far = bpf_map_lookup_elem(&fars, &far_idx);
+	if (!far)
+		return verdict(CNT_DROP_NO_FAR, XDP_DROP);
+	__u32 why = far_gate(far);
+	if (why)
+		return verdict(why, why == CNT_DROP_FAR ? XDP_DROP : XDP_PASS);
+	int ohc = far->flags & FAR_F_OHC;
+	if (ohc && (__u32)tot + ENCAP_LEN > cfg->mtu)
+		return verdict(CNT_PASS_OVERSIZE, XDP_PASS);
+	if (ip->ttl <= 1)
+		return verdict(CNT_PASS_TTL, XDP_PASS);
+	why = qer_check(qer_idx, 0, tot);
+	if (why)
+		return verdict(why, XDP_DROP);
+	urr_count(urr_idx, 0, tot);
+	ipv4_dec_ttl(ip);
+
+	__u32 teid = far->teid, peer = far->peer_addr;
+	__u32 local = far->local_addr ? far->local_addr : cfg->s1u_addr;
+	if (trim_tail(ctx, ip, tot))
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	if (!ohc) {
+		count(CNT_DL_FWD);
+		__u32 dst = ip->daddr, src = ip->saddr;
+		return forward_ipv4(ctx, dst, src, tot, cfg->flags);
+	}
+	if (bpf_xdp_adjust_head(ctx, -(int)ENCAP_LEN))
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+
+	/* Outer GTP-U/UDP/IPv4 (TS 29.281 5.1, TS 29.244 5.2.1 OHC). */
+	void *data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	struct iphdr *oip = data + sizeof(struct ethhdr);
+	struct udphdr *udp = (void *)(oip + 1);
+	struct gtpu_hdr *gh = (void *)(udp + 1);
+	if ((void *)(gh + 1) > data_end)
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	__u16 olen = tot + ENCAP_LEN;
+	oip->version = 4;
+	oip->ihl = 5;
+	oip->tos = 0;
+	oip->tot_len = bpf_htons(olen);
+	oip->id = 0;
+	oip->frag_off = 0;
+	oip->ttl = 64;
+	oip->protocol = IPPROTO_UDP_;
+	oip->check = 0;
+	oip->saddr = local;
+	oip->daddr = peer;
+	oip->check = ipv4_csum(oip);
+	udp->source = bpf_htons(UPF_GTPU_PORT);
+	udp->dest = bpf_htons(UPF_GTPU_PORT);
+	udp->len = bpf_htons(olen - sizeof(struct iphdr));
+	udp->check = 0; /* allowed for UDP over IPv4 */
+	gh->flags = GTPU_VERSION_PT;
+	gh->type = GTPU_G_PDU;
+	gh->length = bpf_htons(tot);
+	gh->teid = bpf_htonl(teid);
+	count(CNT_DL_FWD);
+	return forward_ipv4(ctx, peer, local, olen, cfg->flags);
+}
+
+SEC("xdp")
+int upf_xdp(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct upf_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return XDP_PASS;
+	count(CNT_RX);
+	struct pctx c;
+	pctx_init(&c, ctx);
+	struct ethhdr *eth = PULL(&c, sizeof(*eth));
+	if (!eth || eth->h_proto != bpf_htons(ETH_P_IP))
+		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
+	struct iphdr *ip = PULL(&c, sizeof(*ip));
+	if (!ip)
+		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
+	if (ip->version != 4)
+		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
+	if (ip->ihl != 5)
+		return verdict(CNT_PASS_IP_OPTIONS, XDP_PASS);
+	if (ipv4_is_fragment(ip))
+		return verdict(CNT_PASS_FRAGMENT, XDP_PASS);
+	if (ip->protocol == IPPROTO_UDP_ && ip->daddr == cfg->s1u_addr) {
+		struct udphdr *udp = PULL(&c, sizeof(*udp));
+		if (!udp)
+			return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
+		if (udp->dest == bpf_htons(UPF_GTPU_PORT))
+			return uplink(ctx, &c, cfg);
+		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
+	}
+	return downlink(ctx, ip, c.data_end, cfg);
+}
+
+char _license[] SEC("license") = "GPL";

@@ -1,0 +1,257 @@
+//! Loading the C objects with aya, attaching and detaching them, and the
+//! aya-backed [`MapStore`].
+
+use super::maps::*;
+use aya::maps::{Array, DevMapHash, HashMap as BpfHash, MapData, PerCpuArray, PerCpuValues};
+use aya::programs::{TestRun, TestRunOptions, Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader};
+use std::ffi::CString;
+
+pub static UPF_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/upf.o"));
+pub static DECAP_MIN_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/decap_min.o"));
+pub static ENCAP_MIN_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/encap_min.o"));
+pub static REDIRECT_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/redirect.o"));
+pub static PASS_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pass.o"));
+
+/// Why the fast path could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    #[error("loading the XDP object: {0}")]
+    Load(String),
+    #[error("attaching XDP to {iface}: {msg}")]
+    Attach { iface: String, msg: String },
+    #[error("no interface {0}")]
+    NoInterface(String),
+    #[error(transparent)]
+    Map(#[from] MapError),
+    #[error("BPF_PROG_RUN: {0}")]
+    TestRun(String),
+}
+
+/// How to attach: native (driver) mode, which veth supports, or generic
+/// (skb) mode as the fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AttachMode {
+    #[default]
+    Native,
+    Generic,
+}
+
+impl AttachMode {
+    fn aya(self) -> XdpMode {
+        match self {
+            AttachMode::Native => XdpMode::Driver,
+            AttachMode::Generic => XdpMode::Skb,
+        }
+    }
+}
+
+/// Interface index by name.
+pub fn ifindex(name: &str) -> Result<u32, XdpError> {
+    let c = CString::new(name).map_err(|_| XdpError::NoInterface(name.into()))?;
+    // SAFETY: c is a valid NUL-terminated string.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(XdpError::NoInterface(name.into())),
+        i => Ok(i),
+    }
+}
+
+/// Map capacities (the C defaults are for production; tests shrink them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapSizes {
+    pub tunnels: u32,
+    pub fars: u32,
+    pub qers: u32,
+    pub urrs: u32,
+}
+
+impl Default for MapSizes {
+    fn default() -> Self {
+        MapSizes { tunnels: 262_144, fars: 262_144, qers: 262_144, urrs: 262_144 }
+    }
+}
+
+impl MapSizes {
+    pub fn small() -> Self {
+        MapSizes { tunnels: 1024, fars: 1024, qers: 1024, urrs: 1024 }
+    }
+}
+
+/// One loaded XDP program (one ELF object), with the interfaces it is
+/// attached to. Dropping it detaches it from every interface.
+pub struct LoadedProgram {
+    ebpf: Ebpf,
+    name: &'static str,
+    attached: Vec<(String, aya::programs::xdp::XdpLinkId)>,
+}
+
+impl LoadedProgram {
+    /// Loads `obj` and its program `name` into the kernel (verifier runs here).
+    pub fn load(obj: &[u8], name: &'static str, sizes: Option<MapSizes>) -> Result<Self, XdpError> {
+        let mut loader = EbpfLoader::new();
+        if let Some(s) = sizes {
+            loader
+                .map_max_entries("pdr_ul", s.tunnels)
+                .map_max_entries("pdr_dl", s.tunnels)
+                .map_max_entries("fars", s.fars)
+                .map_max_entries("qers", s.qers)
+                .map_max_entries("urrs", s.urrs);
+        }
+        let mut ebpf = loader.load(obj).map_err(|e| XdpError::Load(format!("{e:#}")))?;
+        let prog: &mut Xdp = ebpf
+            .program_mut(name)
+            .ok_or_else(|| XdpError::Load(format!("no program {name}")))?
+            .try_into()
+            .map_err(|e| XdpError::Load(format!("{e}")))?;
+        prog.load().map_err(|e| XdpError::Load(verifier_error(e)))?;
+        Ok(LoadedProgram { ebpf, name, attached: Vec::new() })
+    }
+
+    pub fn program(&self) -> &Xdp {
+        self.ebpf.program(self.name).and_then(|p| p.try_into().ok()).expect("loaded in load()")
+    }
+
+    fn program_mut(&mut self) -> &mut Xdp {
+        self.ebpf.program_mut(self.name).and_then(|p| p.try_into().ok()).expect("loaded in load()")
+    }
+
+    /// Attaches to an interface (in the caller's network namespace).
+    pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<(), XdpError> {
+        let idx = ifindex(iface)?;
+        let link = self
+            .program_mut()
+            .attach_to_if_index(idx, mode.aya())
+            .map_err(|e| XdpError::Attach { iface: iface.into(), msg: verifier_error(e) })?;
+        self.attached.push((iface.to_string(), link));
+        Ok(())
+    }
+
+    /// Detaches from every interface (also done on drop).
+    pub fn detach_all(&mut self) {
+        for (_, link) in std::mem::take(&mut self.attached) {
+            let _ = self.program_mut().detach(link);
+        }
+    }
+
+    pub fn attached(&self) -> Vec<String> {
+        self.attached.iter().map(|(i, _)| i.clone()).collect()
+    }
+
+    pub(crate) fn take_map(&mut self, name: &'static str) -> Result<aya::maps::Map, MapError> {
+        self.ebpf.take_map(name).ok_or(MapError { map: name, msg: "not in the object".into() })
+    }
+
+    /// Runs the program once on `pkt` with `BPF_PROG_RUN` (no network): the
+    /// verdict (XDP_ABORTED 0, DROP 1, PASS 2, TX 3, REDIRECT 4) and the
+    /// packet as the program left it.
+    pub fn test_run(&self, pkt: &[u8]) -> Result<(u32, Vec<u8>), XdpError> {
+        let mut out = vec![0u8; pkt.len() + 512];
+        let opts = TestRunOptions { data_in: Some(pkt), data_out: Some(&mut out), repeat: 1, ..Default::default() };
+        let r = self.program().test_run(opts).map_err(|e| XdpError::TestRun(format!("{e}")))?;
+        out.truncate(r.data_size_out as usize);
+        Ok((r.return_value, out))
+    }
+}
+
+impl Drop for LoadedProgram {
+    fn drop(&mut self) {
+        self.detach_all();
+    }
+}
+
+fn verifier_error(e: aya::programs::ProgramError) -> String {
+    let s = format!("{e:#}");
+    // Keep the tail of a verifier log: that is where the reason is.
+    if s.len() > 4000 { format!("...{}", &s[s.len() - 4000..]) } else { s }
+}
+
+fn me(map: &'static str) -> impl Fn(aya::maps::MapError) -> MapError {
+    move |e| MapError { map, msg: format!("{e}") }
+}
+
+/// The maps of the loaded `upf.o`, owned (taken out of the Ebpf object).
+pub struct AyaMaps {
+    config: Array<MapData, UpfConfigEntry>,
+    pdr_ul: BpfHash<MapData, u32, PdrSet>,
+    pdr_dl: BpfHash<MapData, u32, PdrSet>,
+    fars: Array<MapData, FarEntry>,
+    qers: Array<MapData, QerEntry>,
+    urrs: PerCpuArray<MapData, UrrCounts>,
+    nexthops: BpfHash<MapData, u32, NextHop>,
+    tx_ports: DevMapHash<MapData>,
+    counters: PerCpuArray<MapData, u64>,
+    ncpus: usize,
+}
+
+impl AyaMaps {
+    pub(crate) fn take(p: &mut LoadedProgram) -> Result<Self, MapError> {
+        fn conv<T, E: std::fmt::Display>(name: &'static str, r: Result<T, E>) -> Result<T, MapError> {
+            r.map_err(|e| MapError { map: name, msg: e.to_string() })
+        }
+        let ncpus = aya::util::nr_cpus().map_err(|(m, e)| MapError { map: "urrs", msg: format!("{m}: {e}") })?;
+        Ok(AyaMaps {
+            config: conv("config", Array::try_from(p.take_map("config")?))?,
+            pdr_ul: conv("pdr_ul", BpfHash::try_from(p.take_map("pdr_ul")?))?,
+            pdr_dl: conv("pdr_dl", BpfHash::try_from(p.take_map("pdr_dl")?))?,
+            fars: conv("fars", Array::try_from(p.take_map("fars")?))?,
+            qers: conv("qers", Array::try_from(p.take_map("qers")?))?,
+            urrs: conv("urrs", PerCpuArray::try_from(p.take_map("urrs")?))?,
+            nexthops: conv("nexthops", BpfHash::try_from(p.take_map("nexthops")?))?,
+            tx_ports: conv("tx_ports", DevMapHash::try_from(p.take_map("tx_ports")?))?,
+            counters: conv("counters", PerCpuArray::try_from(p.take_map("counters")?))?,
+            ncpus,
+        })
+    }
+}
+
+impl MapStore for AyaMaps {
+    fn set_config(&mut self, c: &UpfConfigEntry) -> Result<(), MapError> {
+        self.config.set(0, c, 0).map_err(me("config"))
+    }
+    fn put_pdr_ul(&mut self, teid: u32, s: &PdrSet) -> Result<(), MapError> {
+        self.pdr_ul.insert(teid, s, 0).map_err(me("pdr_ul"))
+    }
+    fn del_pdr_ul(&mut self, teid: u32) -> Result<(), MapError> {
+        self.pdr_ul.remove(&teid).map_err(me("pdr_ul"))
+    }
+    fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError> {
+        self.pdr_dl.insert(ue, s, 0).map_err(me("pdr_dl"))
+    }
+    fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
+        self.pdr_dl.remove(&ue).map_err(me("pdr_dl"))
+    }
+    fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {
+        self.fars.set(idx, f, 0).map_err(me("fars"))
+    }
+    fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError> {
+        self.qers.set(idx, q, 0).map_err(me("qers"))
+    }
+    fn reset_urr(&mut self, idx: u32) -> Result<(), MapError> {
+        let zero = PerCpuValues::try_from(vec![UrrCounts::default(); self.ncpus]).map_err(|e| MapError { map: "urrs", msg: e.to_string() })?;
+        self.urrs.set(idx, zero, 0).map_err(me("urrs"))
+    }
+    fn urr(&self, idx: u32) -> Result<UrrCounts, MapError> {
+        let v = self.urrs.get(&idx, 0).map_err(me("urrs"))?;
+        let mut sum = UrrCounts::default();
+        for c in v.iter() {
+            sum += *c;
+        }
+        Ok(sum)
+    }
+    fn put_nexthop(&mut self, dst: u32, n: &NextHop) -> Result<(), MapError> {
+        self.nexthops.insert(dst, n, 0).map_err(me("nexthops"))
+    }
+    fn del_nexthop(&mut self, dst: u32) -> Result<(), MapError> {
+        match self.nexthops.remove(&dst) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(me("nexthops")(e)),
+        }
+    }
+    fn add_port(&mut self, ifindex: u32) -> Result<(), MapError> {
+        self.tx_ports.insert(ifindex, ifindex, None, 0).map_err(|e| MapError { map: "tx_ports", msg: e.to_string() })
+    }
+    fn counter(&self, c: Counter) -> Result<u64, MapError> {
+        let v = self.counters.get(&(c as u32), 0).map_err(me("counters"))?;
+        Ok(v.iter().sum())
+    }
+}

@@ -1,0 +1,408 @@
+//! The typed map layer: `#[repr(C)]` mirrors of `crates/upf/bpf/maps.h`
+//! (byte for byte; the size asserts below match the C `_Static_assert`s),
+//! and [`MapStore`], the trait every map write and read goes through, so
+//! the rule translation can run against [`MemoryMaps`] in tests.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+pub const PDR_SET_MAX: usize = 4;
+pub const IDX_NONE: u32 = u32::MAX;
+pub const GTPU_PORT: u16 = 2152;
+/// Octets the downlink encapsulation adds (IPv4 20 + UDP 8 + GTP-U 8).
+pub const ENCAP_LEN: usize = 36;
+
+pub const PDR_F_SDF: u8 = 1 << 0;
+pub const PDR_F_OHR: u8 = 1 << 1;
+
+pub const FAR_FORW: u8 = 1 << 0;
+pub const FAR_DROP: u8 = 1 << 1;
+pub const FAR_BUFF: u8 = 1 << 2;
+pub const FAR_NOCP: u8 = 1 << 3;
+pub const FAR_DUPL: u8 = 1 << 4;
+pub const FAR_F_OHC: u8 = 1 << 0;
+
+pub const CFG_F_NO_FIB: u32 = 1 << 0;
+
+/// An IPv4 address as the programs keep it: network order in a `u32`.
+pub fn be_addr(a: Ipv4Addr) -> u32 {
+    u32::from_ne_bytes(a.octets())
+}
+
+/// SDF filter on the inner 5-tuple, oriented as the packet travels
+/// (`src` is the packet's source). `proto` 0 = any, mask 0 = any address.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SdfFilter {
+    pub src_addr: u32,
+    pub src_mask: u32,
+    pub dst_addr: u32,
+    pub dst_mask: u32,
+    pub sport_lo: u16,
+    pub sport_hi: u16,
+    pub dport_lo: u16,
+    pub dport_hi: u16,
+    pub proto: u8,
+    pub pad: [u8; 3],
+}
+
+impl SdfFilter {
+    /// Matches everything.
+    pub fn any() -> Self {
+        SdfFilter { sport_hi: u16::MAX, dport_hi: u16::MAX, ..Default::default() }
+    }
+    /// Source and destination prefixes (address, prefix length).
+    pub fn with_src(mut self, addr: Ipv4Addr, len: u8) -> Self {
+        (self.src_addr, self.src_mask) = prefix(addr, len);
+        self
+    }
+    pub fn with_dst(mut self, addr: Ipv4Addr, len: u8) -> Self {
+        (self.dst_addr, self.dst_mask) = prefix(addr, len);
+        self
+    }
+    pub fn with_proto(mut self, proto: u8) -> Self {
+        self.proto = proto;
+        self
+    }
+    pub fn with_sports(mut self, lo: u16, hi: u16) -> Self {
+        (self.sport_lo, self.sport_hi) = (lo, hi);
+        self
+    }
+    pub fn with_dports(mut self, lo: u16, hi: u16) -> Self {
+        (self.dport_lo, self.dport_hi) = (lo, hi);
+        self
+    }
+}
+
+fn prefix(addr: Ipv4Addr, len: u8) -> (u32, u32) {
+    let len = len.min(32) as u32;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    let mask = Ipv4Addr::from(mask);
+    let net = Ipv4Addr::from(u32::from(addr) & u32::from(mask));
+    (be_addr(net), be_addr(mask))
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PdrRule {
+    pub precedence: u32,
+    pub far_idx: u32,
+    pub qer_idx: u32,
+    pub urr_idx: u32,
+    pub pdr_id: u16,
+    pub flags: u8,
+    pub pad: u8,
+    pub sdf: SdfFilter,
+}
+
+/// Value of `pdr_ul` (key TEID, host order) and `pdr_dl` (key UE address,
+/// network order): rules sorted by ascending precedence.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PdrSet {
+    /// Uplink: the tunnel's UE address for the anti-spoofing check; 0 = none.
+    pub ue_addr: u32,
+    pub count: u32,
+    pub rules: [PdrRule; PDR_SET_MAX],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FarEntry {
+    pub action: u8,
+    pub dst_iface: u8,
+    pub flags: u8,
+    pub pad: u8,
+    pub teid: u32,
+    pub peer_addr: u32,
+    pub local_addr: u32,
+}
+
+/// QER with MBR as a GCRA: picoseconds per byte (0 = no MBR), burst
+/// tolerance in ns; the `*_tat` fields are the program's state.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QerEntry {
+    pub gate_ul: u8,
+    pub gate_dl: u8,
+    pub pad: [u8; 6],
+    pub ul_ps_per_byte: u64,
+    pub dl_ps_per_byte: u64,
+    pub ul_burst_ns: u64,
+    pub dl_burst_ns: u64,
+    pub ul_tat: u64,
+    pub dl_tat: u64,
+}
+
+/// Cost of one byte at `kbps` in picoseconds (0 kbit/s = no limit).
+pub fn ps_per_byte(kbps: u64) -> u64 {
+    if kbps == 0 {
+        0
+    } else {
+        (8_000_000_000u64 / kbps).max(1)
+    }
+}
+
+/// Burst tolerance: 10 ms at the rate, at least two 1500-octet packets.
+pub fn burst_ns(ps_per_byte: u64) -> u64 {
+    let two_mtu = 3000 * ps_per_byte / 1000;
+    two_mtu.max(10_000_000)
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UrrCounts {
+    pub ul_bytes: u64,
+    pub ul_pkts: u64,
+    pub dl_bytes: u64,
+    pub dl_pkts: u64,
+}
+
+impl std::ops::AddAssign for UrrCounts {
+    fn add_assign(&mut self, o: Self) {
+        self.ul_bytes += o.ul_bytes;
+        self.ul_pkts += o.ul_pkts;
+        self.dl_bytes += o.dl_bytes;
+        self.dl_pkts += o.dl_pkts;
+    }
+}
+
+/// Next hop of a destination (key: IPv4, network order).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NextHop {
+    pub ifindex: u32,
+    pub dmac: [u8; 6],
+    pub smac: [u8; 6],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UpfConfigEntry {
+    pub s1u_addr: u32,
+    pub mtu: u32,
+    pub flags: u32,
+    pub pad: u32,
+}
+
+/// Baselines: the one fixed tunnel and next hop.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MinConfig {
+    pub teid: u32,
+    pub src_addr: u32,
+    pub dst_addr: u32,
+    pub ifindex: u32,
+    pub dmac: [u8; 6],
+    pub smac: [u8; 6],
+}
+
+const _: () = assert!(std::mem::size_of::<SdfFilter>() == 28);
+const _: () = assert!(std::mem::size_of::<PdrRule>() == 48);
+const _: () = assert!(std::mem::size_of::<PdrSet>() == 8 + 48 * PDR_SET_MAX);
+const _: () = assert!(std::mem::size_of::<FarEntry>() == 16);
+const _: () = assert!(std::mem::size_of::<QerEntry>() == 56);
+const _: () = assert!(std::mem::size_of::<UrrCounts>() == 32);
+const _: () = assert!(std::mem::size_of::<NextHop>() == 16);
+const _: () = assert!(std::mem::size_of::<UpfConfigEntry>() == 16);
+const _: () = assert!(std::mem::size_of::<MinConfig>() == 28);
+
+// SAFETY: plain #[repr(C)] structs of integers with explicit padding fields.
+unsafe impl aya::Pod for SdfFilter {}
+unsafe impl aya::Pod for PdrRule {}
+unsafe impl aya::Pod for PdrSet {}
+unsafe impl aya::Pod for FarEntry {}
+unsafe impl aya::Pod for QerEntry {}
+unsafe impl aya::Pod for UrrCounts {}
+unsafe impl aya::Pod for NextHop {}
+unsafe impl aya::Pod for UpfConfigEntry {}
+unsafe impl aya::Pod for MinConfig {}
+
+/// Indices of the per-CPU `counters` array (enum upf_counter in maps.h).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Counter {
+    Rx = 0,
+    UlFwd,
+    DlFwd,
+    PassNotIpv4,
+    PassFragment,
+    PassIpOptions,
+    PassGtpControl,
+    PassUnknownTeid,
+    DropSpoofed,
+    DropMalformed,
+    DropFar,
+    PassBuffer,
+    DropGate,
+    DropMbr,
+    PassOversize,
+    PassNoRoute,
+    DropNoPdr,
+    PassTtl,
+    DropNoFar,
+    PassNotUe,
+    NhCacheHit,
+    NhFibHit,
+    PassTruncated,
+    PassUnsupported,
+    PassGtpLongChain,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 25] = [
+        Counter::Rx,
+        Counter::UlFwd,
+        Counter::DlFwd,
+        Counter::PassNotIpv4,
+        Counter::PassFragment,
+        Counter::PassIpOptions,
+        Counter::PassGtpControl,
+        Counter::PassUnknownTeid,
+        Counter::DropSpoofed,
+        Counter::DropMalformed,
+        Counter::DropFar,
+        Counter::PassBuffer,
+        Counter::DropGate,
+        Counter::DropMbr,
+        Counter::PassOversize,
+        Counter::PassNoRoute,
+        Counter::DropNoPdr,
+        Counter::PassTtl,
+        Counter::DropNoFar,
+        Counter::PassNotUe,
+        Counter::NhCacheHit,
+        Counter::NhFibHit,
+        Counter::PassTruncated,
+        Counter::PassUnsupported,
+        Counter::PassGtpLongChain,
+    ];
+    /// Counter name for `mobicore_common::counters` style reporting.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Rx => "xdp_rx",
+            Counter::UlFwd => "xdp_ul_forwarded",
+            Counter::DlFwd => "xdp_dl_forwarded",
+            Counter::PassNotIpv4 => "xdp_pass_not_ipv4",
+            Counter::PassFragment => "xdp_pass_fragment",
+            Counter::PassIpOptions => "xdp_pass_ip_options",
+            Counter::PassGtpControl => "xdp_pass_gtpu_control",
+            Counter::PassUnknownTeid => "xdp_pass_unknown_teid",
+            Counter::DropSpoofed => "xdp_drop_spoofed_ue_address",
+            Counter::DropMalformed => "xdp_drop_malformed",
+            Counter::DropFar => "xdp_drop_far",
+            Counter::PassBuffer => "xdp_pass_buffer",
+            Counter::DropGate => "xdp_drop_gate_closed",
+            Counter::DropMbr => "xdp_drop_mbr",
+            Counter::PassOversize => "xdp_pass_oversize",
+            Counter::PassNoRoute => "xdp_pass_no_route",
+            Counter::DropNoPdr => "xdp_drop_no_pdr",
+            Counter::PassTtl => "xdp_pass_ttl_expired",
+            Counter::DropNoFar => "xdp_drop_no_far",
+            Counter::PassNotUe => "xdp_pass_not_ue",
+            Counter::NhCacheHit => "xdp_nexthop_cache_hit",
+            Counter::NhFibHit => "xdp_nexthop_fib_hit",
+            Counter::PassTruncated => "xdp_pass_truncated",
+            Counter::PassUnsupported => "xdp_pass_unsupported",
+            Counter::PassGtpLongChain => "xdp_pass_gtpu_long_ext_chain",
+        }
+    }
+}
+
+/// Error of a map operation (kernel errno text or a mock failure).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("xdp map {map}: {msg}")]
+pub struct MapError {
+    pub map: &'static str,
+    pub msg: String,
+}
+
+/// Every map access of the fast path. Implemented by the aya-backed
+/// [`super::loader::AyaMaps`] and by [`MemoryMaps`].
+pub trait MapStore: Send {
+    fn set_config(&mut self, c: &UpfConfigEntry) -> Result<(), MapError>;
+    fn put_pdr_ul(&mut self, teid: u32, s: &PdrSet) -> Result<(), MapError>;
+    fn del_pdr_ul(&mut self, teid: u32) -> Result<(), MapError>;
+    /// `ue` in network order (see [`be_addr`]).
+    fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError>;
+    fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError>;
+    fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError>;
+    fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError>;
+    /// Zeroes the URR's counters (a fresh slot).
+    fn reset_urr(&mut self, idx: u32) -> Result<(), MapError>;
+    /// Summed over CPUs.
+    fn urr(&self, idx: u32) -> Result<UrrCounts, MapError>;
+    fn put_nexthop(&mut self, dst: u32, n: &NextHop) -> Result<(), MapError>;
+    fn del_nexthop(&mut self, dst: u32) -> Result<(), MapError>;
+    /// Adds an egress interface to the redirect DEVMAP.
+    fn add_port(&mut self, ifindex: u32) -> Result<(), MapError>;
+    /// Summed over CPUs.
+    fn counter(&self, c: Counter) -> Result<u64, MapError>;
+}
+
+/// In-memory maps with the same semantics (for translation tests and mocks).
+#[derive(Debug, Default, Clone)]
+pub struct MemoryMaps {
+    pub config: UpfConfigEntry,
+    pub pdr_ul: HashMap<u32, PdrSet>,
+    pub pdr_dl: HashMap<u32, PdrSet>,
+    pub fars: HashMap<u32, FarEntry>,
+    pub qers: HashMap<u32, QerEntry>,
+    pub urrs: HashMap<u32, UrrCounts>,
+    pub nexthops: HashMap<u32, NextHop>,
+    pub ports: Vec<u32>,
+    pub counters: HashMap<u32, u64>,
+}
+
+impl MapStore for MemoryMaps {
+    fn set_config(&mut self, c: &UpfConfigEntry) -> Result<(), MapError> {
+        self.config = *c;
+        Ok(())
+    }
+    fn put_pdr_ul(&mut self, teid: u32, s: &PdrSet) -> Result<(), MapError> {
+        self.pdr_ul.insert(teid, *s);
+        Ok(())
+    }
+    fn del_pdr_ul(&mut self, teid: u32) -> Result<(), MapError> {
+        self.pdr_ul.remove(&teid).map(|_| ()).ok_or(MapError { map: "pdr_ul", msg: "no such key".into() })
+    }
+    fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError> {
+        self.pdr_dl.insert(ue, *s);
+        Ok(())
+    }
+    fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
+        self.pdr_dl.remove(&ue).map(|_| ()).ok_or(MapError { map: "pdr_dl", msg: "no such key".into() })
+    }
+    fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {
+        self.fars.insert(idx, *f);
+        Ok(())
+    }
+    fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError> {
+        self.qers.insert(idx, *q);
+        Ok(())
+    }
+    fn reset_urr(&mut self, idx: u32) -> Result<(), MapError> {
+        self.urrs.insert(idx, UrrCounts::default());
+        Ok(())
+    }
+    fn urr(&self, idx: u32) -> Result<UrrCounts, MapError> {
+        Ok(self.urrs.get(&idx).copied().unwrap_or_default())
+    }
+    fn put_nexthop(&mut self, dst: u32, n: &NextHop) -> Result<(), MapError> {
+        self.nexthops.insert(dst, *n);
+        Ok(())
+    }
+    fn del_nexthop(&mut self, dst: u32) -> Result<(), MapError> {
+        self.nexthops.remove(&dst);
+        Ok(())
+    }
+    fn add_port(&mut self, ifindex: u32) -> Result<(), MapError> {
+        if !self.ports.contains(&ifindex) {
+            self.ports.push(ifindex);
+        }
+        Ok(())
+    }
+    fn counter(&self, c: Counter) -> Result<u64, MapError> {
+        Ok(self.counters.get(&(c as u32)).copied().unwrap_or(0))
+    }
+}
