@@ -89,3 +89,30 @@ pub fn exec_in(ns: &str, cmd: &[&str]) -> Result<Output, NetnsError> {
     c.args(["netns", "exec", ns]).args(cmd);
     checked(c)
 }
+
+/// Many `ip` commands in one process (`ip -n <ns> -batch -`), one per line
+/// of `lines` (e.g. `addr add 10.45.0.2/32 dev ue0`).
+pub fn ip_batch(ns: &str, lines: &[String]) -> Result<(), NetnsError> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new("ip")
+        .args(["-n", ns, "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let text = lines.join("\n") + "\n";
+    let write = stdin.write_all(text.as_bytes());
+    drop(stdin);
+    let out = child.wait_with_output()?;
+    write?;
+    if !out.status.success() {
+        return Err(NetnsError::Command {
+            cmd: format!("ip -n {ns} -batch - ({} lines)", lines.len()),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(())
+}

@@ -22,3 +22,30 @@ pub fn icmp_raw(local: std::net::Ipv4Addr) -> io::Result<Socket> {
     s.bind(&SocketAddr::V4(SocketAddrV4::new(local, 0)).into())?;
     Ok(s)
 }
+
+/// A UDP socket bound to `local` with receive and send buffers of
+/// `buffer` octets (capped by `net.core.{r,w}mem_max` unless root, where
+/// the FORCE variants are used), in the calling thread's namespace.
+pub fn udp_bind(local: SocketAddrV4, buffer: usize) -> io::Result<std::net::UdpSocket> {
+    use std::os::fd::AsRawFd;
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        let v = buffer as libc::c_int;
+        // SAFETY: setsockopt with a c_int option value of the right size.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                &v as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            s.set_recv_buffer_size(buffer)?;
+            s.set_send_buffer_size(buffer)?;
+        }
+    }
+    s.bind(&SocketAddr::V4(local).into())?;
+    Ok(s.into())
+}

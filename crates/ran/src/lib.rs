@@ -15,6 +15,7 @@ pub mod enb;
 pub mod report;
 pub mod shell;
 pub mod ue;
+pub mod userplane;
 pub mod usim;
 
 pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};

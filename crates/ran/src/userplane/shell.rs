@@ -1,0 +1,251 @@
+//! The tokio shell of the eNB user plane: one task owns the TUN device, the
+//! S1-U UDP socket and the [`Tunnels`] table.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+use mobicore_netns::{ip_batch, run_in, Tun};
+use tokio::io::unix::AsyncFd;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::tunnels::{Downlink, Tunnels, UeTunnel, UserPlaneStats, OVERHEAD};
+
+/// Where and how the eNB user plane runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserPlaneConfig {
+    /// Network namespace of the RAN (the TUN device and the S1-U socket).
+    pub netns: String,
+    /// Name of the TUN device holding the UE addresses.
+    pub tun_name: String,
+    /// The eNB's S1-U address (must be an address of `netns`); the same
+    /// as `RanConfig::s1u_addr`, so the F-TEIDs the eNB hands out match.
+    pub s1u_addr: Ipv4Addr,
+    /// GTP-U port, 2152 (TS 29.281 4.4.2).
+    pub port: u16,
+    /// The UE pool: traffic from it is routed into the TUN device.
+    pub ue_pool: (Ipv4Addr, u8),
+    /// Routing table and rule priority of that policy route.
+    pub route_table: u32,
+    pub rule_priority: u32,
+    /// MTU of the S1-U link; the TUN gets this minus the GTP-U overhead so
+    /// that nothing needs fragmenting.
+    pub link_mtu: u32,
+    /// Send G-PDUs with the S flag and a sequence number.
+    pub sequence_numbers: bool,
+}
+
+impl UserPlaneConfig {
+    /// Defaults for namespace `netns` with eNB S1-U address `s1u_addr`.
+    pub fn new(netns: &str, s1u_addr: Ipv4Addr) -> Self {
+        UserPlaneConfig {
+            netns: netns.into(),
+            tun_name: "ue0".into(),
+            s1u_addr,
+            port: mobicore_gtp::gtpu::PORT,
+            ue_pool: (Ipv4Addr::new(10, 45, 0, 0), 16),
+            route_table: 145,
+            rule_priority: 100,
+            link_mtu: 1500,
+            sequence_numbers: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UserPlaneError {
+    #[error("namespace setup: {0}")]
+    Netns(#[from] mobicore_netns::NetnsError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the user-plane task has stopped")]
+    Stopped,
+}
+
+enum Cmd {
+    Add(Vec<UeTunnel>),
+    Remove(Vec<Ipv4Addr>),
+    Stats(oneshot::Sender<UserPlaneStats>),
+    Stop,
+}
+
+/// A running eNB user plane. [`UserPlane::stop`] ends it and returns the
+/// counters; dropping it aborts the task (the TUN device goes with it).
+pub struct UserPlane {
+    cfg: UserPlaneConfig,
+    cmds: mpsc::Sender<Cmd>,
+    task: Option<JoinHandle<Tunnels>>,
+}
+
+/// Receive and send buffer of the S1-U socket: bursts of a TCP window
+/// must not overflow it.
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// Packets read from the TUN per readiness event before yielding.
+const BATCH: usize = 64;
+
+impl UserPlane {
+    /// Create the TUN device and the S1-U socket in `cfg.netns`, route the
+    /// UE pool into the TUN, give it the addresses of `tunnels` and start
+    /// the task. Needs a tokio runtime and root.
+    pub async fn start(cfg: UserPlaneConfig, tunnels: Vec<UeTunnel>) -> Result<UserPlane, UserPlaneError> {
+        let (name, addr) = (cfg.tun_name.clone(), SocketAddrV4::new(cfg.s1u_addr, cfg.port));
+        let (tun, sock) = run_in(&cfg.netns, move || -> std::io::Result<_> {
+            let tun = Tun::create(&name)?;
+            let sock = mobicore_netns::sock::udp_bind(addr, SOCKET_BUFFER)?;
+            sock.set_nonblocking(true)?;
+            Ok((tun, sock))
+        })??;
+        let c = cfg.clone();
+        let ips: Vec<Ipv4Addr> = tunnels.iter().map(|t| t.ue_ip).collect();
+        tokio::task::spawn_blocking(move || setup_routing(&c, &ips))
+            .await
+            .map_err(|_| UserPlaneError::Stopped)??;
+        // `Tun` owns its fd and the AsyncFd owns the `Tun`, so the fd stays
+        // valid for as long as it is registered.
+        #[allow(deprecated)]
+        let tun = AsyncFd::new(tun)?;
+        let sock = UdpSocket::from_std(sock)?;
+        let mut table = Tunnels::new(cfg.s1u_addr, cfg.sequence_numbers);
+        for t in tunnels {
+            table.insert(t);
+        }
+        let (tx, rx) = mpsc::channel(16);
+        let task = tokio::spawn(run(table, tun, sock, rx));
+        Ok(UserPlane { cfg, cmds: tx, task: Some(task) })
+    }
+
+    pub fn config(&self) -> &UserPlaneConfig {
+        &self.cfg
+    }
+
+    /// Add UEs (e.g. attached later): their addresses and tunnels.
+    pub async fn add(&self, tunnels: Vec<UeTunnel>) -> Result<(), UserPlaneError> {
+        let lines = tunnels
+            .iter()
+            .map(|t| format!("addr replace {}/32 dev {}", t.ue_ip, self.cfg.tun_name))
+            .collect::<Vec<_>>();
+        let ns = self.cfg.netns.clone();
+        tokio::task::spawn_blocking(move || ip_batch(&ns, &lines)).await.map_err(|_| UserPlaneError::Stopped)??;
+        self.cmds.send(Cmd::Add(tunnels)).await.map_err(|_| UserPlaneError::Stopped)
+    }
+
+    /// Remove UEs (detached): their tunnels and addresses.
+    pub async fn remove(&self, ue_ips: Vec<Ipv4Addr>) -> Result<(), UserPlaneError> {
+        let lines = ue_ips
+            .iter()
+            .map(|ip| format!("addr del {ip}/32 dev {}", self.cfg.tun_name))
+            .collect::<Vec<_>>();
+        self.cmds.send(Cmd::Remove(ue_ips)).await.map_err(|_| UserPlaneError::Stopped)?;
+        let ns = self.cfg.netns.clone();
+        tokio::task::spawn_blocking(move || ip_batch(&ns, &lines)).await.map_err(|_| UserPlaneError::Stopped)??;
+        Ok(())
+    }
+
+    /// The counters so far.
+    pub async fn stats(&self) -> Result<UserPlaneStats, UserPlaneError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmds.send(Cmd::Stats(tx)).await.map_err(|_| UserPlaneError::Stopped)?;
+        rx.await.map_err(|_| UserPlaneError::Stopped)
+    }
+
+    /// Stop the task, remove the TUN device and the policy rule, and
+    /// return the final counters.
+    pub async fn stop(mut self) -> Result<UserPlaneStats, UserPlaneError> {
+        let _ = self.cmds.send(Cmd::Stop).await;
+        let task = self.task.take().ok_or(UserPlaneError::Stopped)?;
+        let table = task.await.map_err(|_| UserPlaneError::Stopped)?;
+        let cfg = self.cfg.clone();
+        let _ = tokio::task::spawn_blocking(move || remove_rule(&cfg)).await;
+        Ok(table.stats)
+    }
+}
+
+impl Drop for UserPlane {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            remove_rule(&self.cfg);
+        }
+    }
+}
+
+fn setup_routing(cfg: &UserPlaneConfig, ips: &[Ipv4Addr]) -> Result<(), mobicore_netns::NetnsError> {
+    let dev = &cfg.tun_name;
+    let mtu = cfg.link_mtu as usize - OVERHEAD;
+    let mut lines = vec![
+        format!("link set {dev} up mtu {mtu}"),
+        format!("route replace default dev {dev} table {}", cfg.route_table),
+        format!("rule add from {}/{} lookup {} pref {}", cfg.ue_pool.0, cfg.ue_pool.1, cfg.route_table, cfg.rule_priority),
+    ];
+    lines.extend(ips.iter().map(|ip| format!("addr replace {ip}/32 dev {dev}")));
+    // Best effort, before the link is up: no IPv6 chatter (router
+    // solicitations) into the tunnels.
+    let _ = mobicore_netns::topology::sysctl(&cfg.netns, &format!("net/ipv6/conf/{dev}/disable_ipv6"), "1");
+    ip_batch(&cfg.netns, &lines)?;
+    Ok(())
+}
+
+fn remove_rule(cfg: &UserPlaneConfig) {
+    let pool = format!("{}/{}", cfg.ue_pool.0, cfg.ue_pool.1);
+    let _ = mobicore_netns::ip(&[
+        "-n",
+        &cfg.netns,
+        "rule",
+        "del",
+        "from",
+        &pool,
+        "lookup",
+        &cfg.route_table.to_string(),
+        "pref",
+        &cfg.rule_priority.to_string(),
+    ]);
+}
+
+async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc::Receiver<Cmd>) -> Tunnels {
+    let mut rx = vec![0u8; 65536];
+    let mut pkt = vec![0u8; 65536];
+    let mut out = Vec::with_capacity(65536);
+    loop {
+        tokio::select! {
+            cmd = cmds.recv() => match cmd {
+                None | Some(Cmd::Stop) => break,
+                Some(Cmd::Add(v)) => v.into_iter().for_each(|x| t.insert(x)),
+                Some(Cmd::Remove(v)) => v.into_iter().for_each(|ip| { t.remove(ip); }),
+                Some(Cmd::Stats(reply)) => { let _ = reply.send(t.stats.clone()); }
+            },
+            ready = tun.readable() => {
+                let Ok(mut guard) = ready else { break };
+                for _ in 0..BATCH {
+                    match guard.try_io(|inner| inner.get_ref().recv(&mut pkt)) {
+                        Ok(Ok(n)) => {
+                            if let Ok(dst) = t.uplink(&pkt[..n], &mut out) {
+                                if let Err(e) = sock.send_to(&out, dst).await {
+                                    tracing::debug!(error = %e, "S1-U send failed");
+                                }
+                            }
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "TUN read failed");
+                            break;
+                        }
+                        Err(_would_block) => break,
+                    }
+                }
+            }
+            got = sock.recv_from(&mut rx) => {
+                let Ok((n, SocketAddr::V4(from))) = got else { continue };
+                match t.downlink(&rx[..n], from) {
+                    Downlink::Deliver(ip) => {
+                        if let Err(e) = tun.get_ref().send(ip) {
+                            tracing::debug!(error = %e, "TUN write failed");
+                        }
+                    }
+                    Downlink::Reply(m) => { let _ = sock.send_to(&m, from).await; }
+                    Downlink::Drop(_) => {}
+                }
+            }
+        }
+    }
+    t
+}
