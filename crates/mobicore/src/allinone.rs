@@ -74,6 +74,7 @@ pub async fn start(cfg: &Config, store: SubscriberStore, t: Transport) -> Result
     upf_cfg.pfcp = "127.0.0.1:0".parse()?;
     let upf = mobicore_upf::Upf::bind(upf_cfg.clone()).await.context("starting the UPF's PFCP node")?;
     let upf_pfcp = upf.pfcp_addr();
+    counters.push(("upf", upf.counters.clone()));
     let r = rx.clone();
     tasks.push(("upf", tokio::spawn(async move { upf.run(r).await.map_err(Into::into) })));
 

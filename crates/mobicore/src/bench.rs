@@ -18,6 +18,22 @@ pub enum BenchCommand {
     Attach(AttachArgs),
     /// User-space SCTP message rate on loopback.
     Sctp(SctpArgs),
+    /// PFCP session establishments and deletions per second against the
+    /// UPF's PFCP node, with 1 and N requests in flight; baseline: PFCP
+    /// Heartbeats at the same concurrency.
+    Pfcp(PfcpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PfcpArgs {
+    /// Sessions established (and deleted) per case.
+    #[arg(long, default_value_t = 50_000)]
+    pub sessions: usize,
+    /// Requests in flight, one case each.
+    #[arg(long, value_delimiter = ',', default_value = "1,32")]
+    pub in_flight: Vec<usize>,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +86,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Attach(a) => attach(a).await,
         BenchCommand::Sctp(a) => sctp(a).await,
+        BenchCommand::Pfcp(a) => pfcp(a).await,
     }
 }
 
@@ -143,6 +160,31 @@ async fn sctp(a: SctpArgs) -> Result<()> {
     }
     if let Some(e) = b.error {
         bail!("{e}");
+    }
+    Ok(())
+}
+
+async fn pfcp(a: PfcpArgs) -> Result<()> {
+    let cases = crate::bench_pfcp::run(a.sessions, &a.in_flight).await?;
+    let rows: Vec<Vec<String>> = cases
+        .iter()
+        .map(|c| {
+            vec![
+                c.in_flight.to_string(),
+                c.sessions.to_string(),
+                format!("{:.0}", c.establish_per_s),
+                format!("{:.0}", c.delete_per_s),
+                format!("{:.0}", c.baseline_heartbeat_per_s),
+                format!("{:.2}", c.establish_ratio_to_heartbeat),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        crate::report::table(&["in flight", "sessions", "establish/s", "delete/s", "heartbeat/s (baseline)", "establish/heartbeat"], &rows)
+    );
+    if let Some(p) = &a.json {
+        crate::demo::write_json(p, &serde_json::to_value(&cases)?)?;
     }
     Ok(())
 }

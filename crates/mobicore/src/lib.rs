@@ -6,13 +6,15 @@
 //! - `config`: the one TOML config file, a section per network function.
 //! - `allinone`: starts every network function in this process on loopback.
 //! - `demo`: `mobicore demo`, the end-to-end story with a summary.
-//! - `bench`: `mobicore bench ...`, measurements with their baselines.
+//! - `bench`: `mobicore bench ...`, measurements with their baselines
+//!   (`bench_pfcp`: the PFCP session bench).
 //! - `subscriber`: `mobicore subscriber ...`, the HSS's embedded store.
 //! - `capture`: tshark capture and its verdict.
 //! - `report`: percentiles, tables, JSON.
 
 pub mod allinone;
 pub mod bench;
+pub mod bench_pfcp;
 pub mod capture;
 pub mod cli;
 pub mod config;

@@ -1,0 +1,180 @@
+//! Whole-system tests over real sockets on loopback: the demo's capture
+//! decodes cleanly in tshark, and bad input on every interface of a running
+//! core is answered or counted while other UEs' attaches still complete.
+//! They need root (raw IP for SCTP); without it they say so and pass.
+
+use bytes::Bytes;
+use mobicore::allinone;
+use mobicore::config::Config;
+use mobicore_common::sctp_api::{SctpCommand, SctpEvent, PPID_S1AP};
+use mobicore_hss::SubscriberStore;
+use mobicore_sctp::Transport;
+use oxirush_s1ap::s1ap::*;
+use oxirush_s1ap::build_s1ap;
+use std::process::Command;
+use std::time::Duration;
+
+fn is_root() -> bool {
+    unsafe { libc_geteuid() == 0 }
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn tshark() -> bool {
+    mobicore::capture::tshark_available()
+}
+
+#[test]
+fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
+    if !is_root() || !tshark() {
+        eprintln!("skipped: needs root and tshark");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mobicore-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, json) = (dir.join("demo.pcapng"), dir.join("demo.json"));
+    let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
+        .args(["demo", "--ues", "30", "--enbs", "2", "--quiet", "--sctp", "raw"])
+        .arg("--pcap")
+        .arg(&pcap)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["attached"], 30);
+    assert_eq!(v["detached"], 30);
+    assert_eq!(v["failed"], 0);
+    let cap = &v["capture"];
+    for proto in ["s1ap", "nas-eps", "diameter", "gtpv2", "pfcp"] {
+        assert!(cap["packets"][proto].as_u64().unwrap_or(0) > 0, "no {proto} in the capture: {cap}");
+    }
+    assert_eq!(cap["malformed"].as_array().unwrap().len(), 0, "{cap}");
+    assert_eq!(cap["expert_errors"].as_array().unwrap().len(), 0, "{cap}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn demo_runs_over_udp_encapsulated_sctp() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
+        .args(["demo", "--ues", "20", "--enbs", "3", "--quiet", "--sctp", "udp"])
+        .env("MOBICORE_TEST", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("attach           20       0"), "{stdout}");
+}
+
+/// Receives S1AP PDUs on `assoc` until one of `kind`'s procedure arrives.
+async fn expect_pdu(
+    events: &mut tokio::sync::mpsc::Receiver<SctpEvent>,
+    want: impl Fn(&S1AP_PDU) -> bool,
+) -> S1AP_PDU {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let ev = tokio::time::timeout_at(deadline, events.recv()).await.expect("an answer from the MME").expect("endpoint");
+        if let SctpEvent::Data { data, .. } = ev {
+            let pdu = S1AP_PDU::decode(&data).expect("the MME sends valid S1AP");
+            if want(&pdu) {
+                return pdu;
+            }
+        }
+    }
+}
+
+fn is_error_indication(pdu: &S1AP_PDU) -> bool {
+    format!("{pdu}").starts_with("ErrorIndication")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_on_every_interface_leaves_other_ues_attaching() {
+    if !is_root() {
+        eprintln!("skipped: needs root (raw IP for SCTP)");
+        return;
+    }
+    let mut cfg = Config::default();
+    cfg.mme.s1ap = "127.0.0.1:36470".parse().unwrap();
+    let t = Transport::RawIp;
+    let mut ran = cfg.ran.core.clone();
+    ran.mme = cfg.mme.s1ap;
+    ran.ues = 200;
+    ran.enbs = 2;
+    ran.rate = Some(2000.0);
+    ran.detach = true;
+    let store = SubscriberStore::in_memory();
+    allinone::provision(&store, &ran.plan, ran.ues).unwrap();
+    let core = allinone::start(&cfg, store, t).await.unwrap();
+    let counter = |nf: &str, name: &'static str| {
+        core.counters.iter().filter(|(n, _)| *n == nf).map(|(_, c)| c.value(name)).sum::<u64>()
+    };
+
+    // The well-behaved RAN runs its 200 UEs while the rest of this test misbehaves.
+    let ran_cfg = cfg.clone();
+    let workload = tokio::spawn(async move { allinone::run_ran_workload(&ran_cfg, ran, t, None).await });
+
+    // A rogue eNB on S1-MME.
+    let mut rogue = allinone::sctp_endpoint(&cfg, "127.0.0.1:0".parse().unwrap(), t, 0).await.unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rogue.commands.send(SctpCommand::Connect { remote: cfg.mme.s1ap, reply: tx }).await.unwrap();
+    let assoc = rx.await.unwrap().unwrap();
+    let send = |data: Vec<u8>, stream: u16| SctpCommand::Send { assoc, stream, ppid: PPID_S1AP, data: Bytes::from(data) };
+    // Garbage: an Error Indication (TS 36.413 10.3), counted.
+    rogue.commands.send(send(vec![0xde, 0xad, 0xbe, 0xef, 0x00, 0x17], 0)).await.unwrap();
+    expect_pdu(&mut rogue.events, is_error_indication).await;
+    // Truncated: the first bytes of a valid PDU.
+    let unknown_ue = build_s1ap!(InitiatingMessage, uplinkNASTransport, UplinkNASTransport,
+        MME_UE_S1AP_ID(0x00ab_cdefu32),
+        eNB_UE_S1AP_ID(7u32),
+        NAS_PDU(vec![0x07, 0x45, 0x01]),
+        EUTRAN_CGI(oxirush_s1ap::helpers::eutran_cgi(oxirush_s1ap::helpers::plmn("001", "01").unwrap(), oxirush_s1ap::helpers::EnbKind::Macro, 0x99, 1).unwrap()),
+        TAI(oxirush_s1ap::helpers::tai(oxirush_s1ap::helpers::plmn("001", "01").unwrap(), [0, 1])),
+    )
+    .unwrap()
+    .encode()
+    .unwrap();
+    rogue.commands.send(send(unknown_ue[..unknown_ue.len() / 2].to_vec(), 1)).await.unwrap();
+    expect_pdu(&mut rogue.events, is_error_indication).await;
+    // A UE-associated message for an MME UE S1AP ID nobody has.
+    rogue.commands.send(send(unknown_ue.clone(), 1)).await.unwrap();
+    let ei = expect_pdu(&mut rogue.events, is_error_indication).await;
+    let cause = (|| -> Result<Option<Cause>, Box<dyn std::error::Error>> {
+        oxirush_s1ap::extract_s1ap_ies!(ei, ErrorIndication, opt cause: Cause = Cause(c) => c,);
+        Ok(cause)
+    })()
+    .unwrap();
+    assert!(
+        matches!(cause, Some(Cause::radioNetwork(CauseRadioNetwork::unknown_mme_ue_s1ap_id))),
+        "TS 36.413 10.6: Error Indication with unknown-mme-ue-s1ap-id, got {cause:?}"
+    );
+
+    // Garbage on S11, PFCP (both ends) and S6a.
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    for dst in [core.sgw_s11, core.pfcp.0, core.pfcp.1] {
+        udp.send_to(&[0x48, 0x20, 0x00, 0x40, 1, 2, 3], dst).await.unwrap();
+        udp.send_to(&[0xff; 3], dst).await.unwrap();
+    }
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut tcp = tokio::net::TcpStream::connect(core.hss).await.unwrap();
+        let _ = tcp.write_all(&[0x01, 0x00, 0x00, 0x08, 0x80, 0x00, 0x01, 0x01]).await;
+        let _ = tcp.write_all(&[0x00; 64]).await;
+    }
+
+    let report = workload.await.unwrap().unwrap();
+    assert_eq!(report.attached, 200, "failures: {:?}", report.failures);
+    assert_eq!(report.detached, 200, "failures: {:?}", report.failures);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(counter("mme", "s1ap_malformed") >= 2, "garbage and truncated S1AP counted");
+    assert!(counter("mme", "s1ap_unknown_ue") >= 1);
+    assert!(counter("spgwc", "gtp_malformed") >= 1, "garbage GTPv2-C counted");
+    assert!(counter("spgwc", "pfcp_malformed") + counter("upf", "pfcp_malformed") >= 2, "garbage PFCP counted");
+    assert!(core.counters.iter().filter(|(n, _)| *n == "hss").map(|(_, c)| c.snapshot().iter().filter(|(k, _)| k.starts_with("diameter_")).map(|(_, v)| *v).sum::<u64>()).sum::<u64>() >= 1, "garbage Diameter counted");
+    let _ = rogue.commands.send(SctpCommand::Abort { assoc }).await;
+    core.stop().await.unwrap();
+}
