@@ -179,3 +179,58 @@ fn enb_disconnected_mid_attach() {
     assert_eq!(net.spgwc.sessions().len(), 6);
     assert_eq!(net.plane.len(), 6);
 }
+
+#[test]
+fn lost_create_session_request_is_resent_on_t3() {
+    let mut net = ready(1, 1, NetworkConfig::default());
+    net.drop_next(Link::S11ToSgw, 1);
+    net.attach(0);
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::Attach), None);
+    assert!(net.spgwc.sessions().is_empty(), "the request never arrived");
+    let t0 = net.now;
+    assert!(net.run_until(10, |n| n.attached(0)));
+    // T3 is 3 s; the NAS timers (6 s) did not have to fire.
+    assert_eq!(net.now - t0, Duration::from_secs(3));
+    assert_eq!(net.mme_counter("nas_retransmission"), 0);
+    assert_eq!(net.spgwc.sessions().len(), 1);
+    assert_eq!(net.spgwc.counters.value("s11_duplicate_request"), 0);
+}
+
+#[test]
+fn lost_create_session_response_is_replayed_from_the_sgw_cache() {
+    let mut net = ready(1, 1, NetworkConfig::default());
+    net.drop_next(Link::S11ToMme, 1);
+    net.attach(0);
+    net.drive();
+    assert_eq!(net.spgwc.sessions().len(), 1, "the session exists, its response was lost");
+    assert!(net.run_until(10, |n| n.attached(0)), "{:?}", net.outcomes(0));
+    // The retransmitted request is a duplicate: answered from the cache,
+    // no second session, no second address.
+    assert_eq!(net.spgwc.counters.value("s11_duplicate_request"), 1);
+    assert_eq!(net.spgwc.sessions().len(), 1);
+    assert_eq!(net.plane.len(), 1);
+    assert_eq!(net.spgwc.counters.value("sessions_created"), 1);
+}
+
+#[test]
+fn corrupted_create_session_request_is_rejected_then_attach_again_works() {
+    let mut net = ready(1, 1, NetworkConfig::default());
+    net.corrupt_next(Link::S11ToSgw, 1);
+    net.attach(0);
+    net.drive();
+    // TS 29.274 7.7.3: the SGW-C rejects naming the IE; the MME rejects
+    // the PDN connection and with it the attach (ESM failure, #19).
+    assert_eq!(net.spgwc.counters.value("s11_rejected_ie"), 1);
+    assert_eq!(net.mme_counter("s11_create_session_rejected"), 1);
+    let r = net.last_result(0, Procedure::Attach).expect("attach ended");
+    assert!(r.as_ref().is_err_and(|e| e.contains("#19")), "{r:?}");
+    assert_eq!(net.mme_stats().ues, 0);
+    assert!(net.spgwc.sessions().is_empty());
+    assert!(net.plane.is_empty());
+    net.attach(0);
+    net.drive();
+    assert!(net.attached(0), "{:?}", net.outcomes(0));
+    assert_eq!(net.spgwc.sessions().len(), 1);
+    assert_eq!(net.plane.len(), 1);
+}
