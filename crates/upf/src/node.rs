@@ -40,7 +40,7 @@ pub struct UpfCore {
     pub(crate) next_seid: u64,
     pub(crate) next_teid: u32,
     pub(crate) plane: Box<dyn ForwardingPlane>,
-    tx: Transactions<SocketAddr, ()>,
+    pub(crate) tx: Transactions<SocketAddr, ()>,
     pub counters: Counters,
 }
 
@@ -111,6 +111,10 @@ impl UpfCore {
             self.counters.incr("pfcp_version_not_supported");
             let b = encode(msg::VERSION_NOT_SUPPORTED_RESPONSE, None, h.seq, &[]);
             self.tx.answer(now, peer, h.seq, b);
+            return;
+        }
+        if h.msg_type == crate::session::SESSION_REPORT_RESPONSE {
+            self.session_report_response(peer, h.seq, &ies);
             return;
         }
         if !msg::is_request(h.msg_type) {

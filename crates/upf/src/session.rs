@@ -3,7 +3,7 @@
 
 use crate::node::{Reply, Session, UpfCore};
 use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie};
-use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Far, Pdr, Qer, RuleRef, SessionRules, Urr};
+use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Far, Pdr, PlaneReport, Qer, RuleRef, SessionRules, Urr, UsageTrigger};
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::CauseValue;
 use rs_pfcp::ie::create_bar::CreateBar;
@@ -282,6 +282,91 @@ impl UpfCore {
                 (resp, Some(s.cp_seid), vec![cause_ie(CauseValue::RequestAccepted)])
             }
             None => (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]),
+        }
+    }
+}
+
+/// PFCP Session Report (TS 29.244 7.5.8, 7.5.9), UP function initiated.
+pub(crate) const SESSION_REPORT_REQUEST: u8 = 56;
+pub(crate) const SESSION_REPORT_RESPONSE: u8 = 57;
+
+impl UpfCore {
+    /// Turns the data path's reports into Session Report Requests towards
+    /// the CP function of each session (TS 29.244 7.5.8): a Downlink Data
+    /// Report (DLDR) or a Usage Report (USAR).
+    pub fn poll_plane_reports(&mut self, now: std::time::Instant) {
+        while let Some(r) = self.plane.poll_report() {
+            let seid = match &r {
+                PlaneReport::DownlinkData { up_seid, .. } | PlaneReport::Usage { up_seid, .. } => *up_seid,
+            };
+            let Some(s) = self.sessions.get(&seid) else {
+                self.counters.incr("pfcp_report_for_unknown_session");
+                continue;
+            };
+            let Some(peer) = self.associations.get(&s.node).map(|a| a.peer) else {
+                self.counters.incr("pfcp_report_without_association");
+                continue;
+            };
+            let ies = report_ies(&r);
+            let seq = self.tx.next_seq();
+            let b = crate::pfcp::encode(SESSION_REPORT_REQUEST, Some(s.cp_seid), seq, &ies);
+            self.tx.send_request(now, peer, seq, b, ());
+            self.counters.incr(match r {
+                PlaneReport::DownlinkData { .. } => "pfcp_session_report_dldr_sent",
+                PlaneReport::Usage { .. } => "pfcp_session_report_usar_sent",
+            });
+        }
+    }
+
+    /// A Session Report Response (TS 29.244 7.5.9): matched to our request;
+    /// a rejection is counted (cause 65, Session context not found, means
+    /// the CP function no longer has the session).
+    pub(crate) fn session_report_response(&mut self, peer: std::net::SocketAddr, seq: u32, ies: &[Ie]) {
+        if self.tx.on_response(peer, seq).is_none() {
+            self.counters.incr("pfcp_unexpected_response");
+            return;
+        }
+        match first(ies, IeType::Cause).and_then(|c| c.payload.first()) {
+            Some(1) => self.counters.incr("pfcp_session_report_accepted"),
+            _ => self.counters.incr("pfcp_session_report_rejected"),
+        }
+    }
+}
+
+/// The IEs of a Session Report Request for one report.
+pub(crate) fn report_ies(r: &PlaneReport) -> Vec<Ie> {
+    use rs_pfcp::ie::downlink_data_report::DownlinkDataReport;
+    use rs_pfcp::ie::duration_measurement::DurationMeasurement;
+    use rs_pfcp::ie::report_type::ReportType;
+    use rs_pfcp::ie::ur_seqn::UrSeqn;
+    use rs_pfcp::ie::urr_id::UrrId;
+    use rs_pfcp::ie::usage_report::UsageReport;
+    use rs_pfcp::ie::usage_report_trigger::UsageReportTrigger;
+    use rs_pfcp::ie::volume_measurement::VolumeMeasurement;
+    match r {
+        PlaneReport::DownlinkData { pdr_id, .. } => {
+            vec![ReportType::downlink_data_report().to_ie(), DownlinkDataReport::new(PdrId::new(*pdr_id)).to_ie()]
+        }
+        PlaneReport::Usage { usage: u, .. } => {
+            let mut t = UsageReportTrigger::new(0);
+            t.insert(match u.trigger {
+                UsageTrigger::VolumeThreshold => UsageReportTrigger::VOLTH,
+                UsageTrigger::VolumeQuota => UsageReportTrigger::VOLQU,
+                UsageTrigger::Termination => UsageReportTrigger::TERMR,
+            });
+            let mut rep = UsageReport::new(UrrId::new(u.urr_id), UrSeqn::new(u.seqn), t);
+            // TS 29.244 8.2.44: TOVOL, ULVOL, DLVOL, TONOP, ULNOP, DLNOP.
+            rep.volume_measurement = Some(VolumeMeasurement::new(
+                0x3f,
+                Some(u.uplink_octets + u.downlink_octets),
+                Some(u.uplink_octets),
+                Some(u.downlink_octets),
+                Some(u.uplink_packets + u.downlink_packets),
+                Some(u.uplink_packets),
+                Some(u.downlink_packets),
+            ));
+            rep.duration_measurement = Some(DurationMeasurement::new(u.duration_secs));
+            vec![ReportType::usage_report().to_ie(), rep.to_ie()]
         }
     }
 }

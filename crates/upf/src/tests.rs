@@ -331,3 +331,62 @@ fn association_setup_needs_recovery_time_stamp() {
     let (_, r) = h.request(msg::ASSOCIATION_SETUP_REQUEST, None, &[recovery_ie()]);
     assert_eq!((cause(&r), offending(&r)), (66, Some(IeType::NodeId as u16)));
 }
+
+/// The user-space data path reports the first buffered downlink packet of a
+/// NOCP FAR: the node sends a Session Report Request with a Downlink Data
+/// Report to the CP function and matches its response (TS 29.244 7.5.8).
+#[test]
+fn first_buffered_packet_sends_session_report_request() {
+    use crate::dataplane::{DatapathConfig, UserspacePlane, Verdict};
+    let mut h = Harness::new();
+    let up = UserspacePlane::new(DatapathConfig::default(), Counters::new());
+    h.core = UpfCore::new(UpfConfig { s1u_addr: Ipv4Addr::new(127, 0, 0, 9), ..UpfConfig::default() }, Box::new(up.clone()), SystemTime::UNIX_EPOCH, Counters::new());
+    h.associate();
+    let mut ies = vec![node_ie(), fseid_ie(5)];
+    let mut rules = session_rules(0x105, Ipv4Addr::new(10, 45, 0, 5), "internet");
+    // DL FAR 2: BUFF + NOCP.
+    let mut dl_far = CreateFar::new(FarId::new(2), ApplyAction::new(0x04 | 0x08));
+    dl_far.bar_id = Some(BarId::new(1));
+    rules[3] = dl_far.to_ie();
+    ies.extend(rules);
+    let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies);
+    assert_eq!(cause(&r), 1);
+    let pkt = crate::dataplane::ipv4::udp_packet(Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(10, 45, 0, 5), 53, 4000, b"dl");
+    assert_eq!(up.lock().downlink(h.now, &pkt), Verdict::Buffered);
+    assert_eq!(up.lock().downlink(h.now, &pkt), Verdict::Buffered);
+    h.core.poll_plane_reports(h.now);
+    let (to, b) = h.core.poll_transmit().expect("a Session Report Request");
+    assert!(h.core.poll_transmit().is_none(), "one report for the first packet only");
+    assert_eq!(to, smf());
+    let (hd, ies) = decode(&b).unwrap();
+    assert_eq!((hd.msg_type, hd.seid), (56, Some(5)));
+    let rt = first(&ies, IeType::ReportType).unwrap();
+    assert_eq!(rt.payload, vec![0x01], "DLDR");
+    let ddr = rs_pfcp::ie::downlink_data_report::DownlinkDataReport::unmarshal(&first(&ies, IeType::DownlinkDataReport).unwrap().payload).unwrap();
+    assert_eq!(ddr.pdr_id.value, 2);
+    // rs-pfcp reads the whole message.
+    assert!(rs_pfcp::message::parse(&b).is_ok());
+    // The response is matched; a retransmission would stop.
+    let resp = encode(57, Some(0x1), hd.seq, &[crate::pfcp::cause_ie(rs_pfcp::ie::cause::CauseValue::RequestAccepted)]);
+    h.core.handle_datagram(h.now, smf(), &resp);
+    assert_eq!(h.core.counters.value("pfcp_session_report_accepted"), 1);
+    h.core.handle_timeout(h.now + std::time::Duration::from_secs(10));
+    assert!(h.core.poll_transmit().is_none(), "no retransmission after the response");
+}
+
+#[test]
+fn usage_report_ies_parse() {
+    use crate::rules::{PlaneReport, UsageMeasurement, UsageTrigger};
+    let r = PlaneReport::Usage {
+        up_seid: 1,
+        usage: UsageMeasurement { urr_id: 3, seqn: 2, trigger: UsageTrigger::VolumeThreshold, uplink_octets: 10, downlink_octets: 20, uplink_packets: 1, downlink_packets: 2, duration_secs: 4 },
+    };
+    let ies = crate::session::report_ies(&r);
+    assert_eq!(ies[0].payload, vec![0x02], "USAR");
+    let u = rs_pfcp::ie::usage_report::UsageReport::unmarshal(&ies[1].payload).unwrap();
+    assert_eq!(u.urr_id.id, 3);
+    assert!(u.usage_report_trigger.contains(rs_pfcp::ie::usage_report_trigger::UsageReportTrigger::VOLTH));
+    assert_eq!(u.volume_measurement.unwrap().total_volume, Some(30));
+    let b = encode(56, Some(9), 1, &ies);
+    assert!(rs_pfcp::message::parse(&b).is_ok());
+}
