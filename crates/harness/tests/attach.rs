@@ -117,7 +117,7 @@ fn guti_reattach_after_detach_keeps_the_guti() {
     assert!(net.guti(0).is_some());
     assert!(net.ipv4(0).is_some_and(in_pool));
     assert_user_plane(&net, 0);
-    // The MME did not know the GUTI any more: it asked the UE its IMSI.
+    // The MME forgot the GUTI at detach; the attach by GUTI still ends registered.
     assert_eq!(net.mme_stats().attached, 1);
     assert_eq!(net.spgwc.sessions().len(), 1);
     assert_eq!(net.plane.len(), 1);
@@ -135,4 +135,24 @@ fn same_scenario_same_run() {
         (0..6).map(|u| (net.guti(u), net.ipv4(u), net.enb_fteid(u))).collect::<Vec<_>>()
     };
     assert_eq!(run(), run());
+}
+
+#[test]
+fn idle_network_only_heartbeats_and_keeps_sessions() {
+    let mut net = Network::new(1, 2, NetworkConfig::default());
+    net.s1_setup_all();
+    net.attach(0);
+    net.attach(1);
+    net.drive();
+    let t0 = net.now;
+    // There is always a next deadline (the SGW-C's PFCP heartbeat), so the
+    // bound is what stops this.
+    assert_eq!(net.drive_bounded(20), 20);
+    assert!(net.now - t0 >= std::time::Duration::from_secs(60), "virtual time moved");
+    assert!(net.spgwc.upf_associated(0), "heartbeats kept the association");
+    assert_eq!(net.spgwc.counters.value("pfcp_timeout"), 0);
+    assert!(net.attached(0) && net.attached(1));
+    assert_eq!(net.mme_stats().attached, 2);
+    assert_eq!(net.plane.len(), 2);
+    assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
 }
