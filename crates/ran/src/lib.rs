@@ -8,7 +8,10 @@
 //! - [`enb`]: the eNB's S1AP state machine (S1 Setup, UE-associated
 //!   signalling), owning its UEs.
 //! - [`report`]: latencies, percentiles and failure counters.
-//! - [`shell`]: the tokio driver [`run`] over an SCTP endpoint.
+//! - [`shell`]: the tokio driver [`run`] over an SCTP endpoint
+//!   ([`run_with`] hands the attached UEs' user-plane data to a future).
+//! - [`userplane`]: the eNB's S1-U user plane (TUN + GTP-U) and the
+//!   traffic driver [`userplane::run_traffic`].
 
 pub mod config;
 pub mod enb;
@@ -20,7 +23,7 @@ pub mod usim;
 
 pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};
 pub use report::{percentile, LatencySummary, Phase, PhaseReport, Progress, RanReport};
-pub use shell::{run, RanError};
+pub use shell::{run, run_with, AttachedUe, RanError};
 pub use usim::Usim;
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use crate::config::{usim_for, RanConfig};
 use crate::enb::{Enb, EnbAction, EnbConfig, Outcome, S1State};
 use crate::report::{Phase, PhaseReport, Progress, RanReport};
 use crate::ue::{EmmState, Ue};
+use crate::userplane::UeTunnel;
 
 /// Why a run could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +49,33 @@ pub async fn run(
     sctp: SctpHandle,
     progress: Option<mpsc::UnboundedSender<Progress>>,
 ) -> Result<RanReport, RanError> {
+    run_with(cfg, sctp, progress, |_| async {}).await.map(|(report, _)| report)
+}
+
+/// The user-plane data of a UE attached after the attach phase: its
+/// default bearer's E-RAB ID, UE address and S1-U F-TEIDs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachedUe {
+    pub index: u64,
+    pub e_rab_id: u8,
+    pub tunnel: UeTunnel,
+}
+
+/// [`run`], and between the attach phase and the detach phase call
+/// `while_attached` with every attached UE's user-plane data and await
+/// its future (e.g. start a [`crate::userplane::UserPlane`] and
+/// [`crate::userplane::run_traffic`]) while the eNBs keep serving S1AP.
+/// Returns the report and the future's output.
+pub async fn run_with<F, Fut>(
+    cfg: RanConfig,
+    sctp: SctpHandle,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+    while_attached: F,
+) -> Result<(RanReport, Fut::Output), RanError>
+where
+    F: FnOnce(Vec<AttachedUe>) -> Fut,
+    Fut: std::future::Future,
+{
     validate(&cfg)?;
     let mut enbs = Vec::with_capacity(cfg.enbs as usize);
     for i in 0..cfg.enbs {
@@ -85,6 +113,8 @@ pub async fn run(
 
     let attach = d.procedure_phase(Phase::Attach, (0..d.cfg.ues).collect()).await?;
     d.report.set_attach(attach);
+    let attached = d.attached_ues();
+    let out = d.serve_until(while_attached(attached)).await?;
     if d.cfg.detach {
         let registered = d.ues_in(EmmState::Registered);
         let detach = d.procedure_phase(Phase::Detach, registered).await?;
@@ -97,7 +127,7 @@ pub async fn run(
         }
     }
     d.shutdown().await;
-    Ok(d.report)
+    Ok((d.report, out))
 }
 
 fn validate(cfg: &RanConfig) -> Result<(), RanError> {
@@ -245,6 +275,37 @@ impl Driver {
         }
         self.report_progress(true);
         Ok(())
+    }
+
+    /// Registered UEs with an address and an E-RAB whose S-GW F-TEID is
+    /// known, in index order.
+    fn attached_ues(&self) -> Vec<AttachedUe> {
+        let mut v: Vec<AttachedUe> = self
+            .enbs
+            .iter()
+            .flat_map(|e| e.ues())
+            .filter(|(_, c)| c.ue.emm_state() == EmmState::Registered)
+            .filter_map(|(index, c)| {
+                let ue_ip = c.ue.ipv4()?;
+                let erab = c.erabs.iter().find(|e| e.sgw.is_some())?;
+                let tunnel = UeTunnel { ue_ip, sgw: erab.sgw?, enb: erab.enb };
+                Some(AttachedUe { index, e_rab_id: erab.e_rab_id, tunnel })
+            })
+            .collect();
+        v.sort_unstable_by_key(|a| a.index);
+        v
+    }
+
+    /// Keep serving S1AP until `fut` is done.
+    async fn serve_until<Fut: std::future::Future>(&mut self, fut: Fut) -> Result<Fut::Output, RanError> {
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut fut => return Ok(out),
+                r = self.step(None) => r?,
+            }
+        }
     }
 
     /// UE indices in an EMM state, in order.
