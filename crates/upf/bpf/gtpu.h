@@ -69,20 +69,23 @@ static __always_inline int gtpu_parse(struct pctx *c, struct gtpu_info *g)
 		if (next == 0)
 			return GTPU_OK;
 		__u8 *e = c->pos;
-		if ((void *)(e + 1) > c->data_end)
+		/* Every extension is at least one unit: length, 2 octets, next type. */
+		if ((void *)(e + 4) > c->data_end)
 			return GTPU_MALFORMED;
-		__u32 units = e[0];
+		__u64 units = e[0];
 		if (units == 0)
 			return GTPU_MALFORMED;
 		if (units > GTPU_MAX_EXT_UNITS)
 			return GTPU_TOO_LONG;
-		__u32 len = units * 4;
-		if ((void *)(e + len) > c->data_end)
-			return GTPU_MALFORMED;
 		if (next == GTPU_EXT_PDU_SESSION)
 			g->qfi = e[2] & 0x3f; /* octet 2: QFI in both PDU types */
-		next = e[len - 1];
-		c->pos = e + len;
+		__u8 *last = e + units * 4 - 1;
+		/* keep the checked pointer in one register for the verifier */
+		asm volatile("" : "+r"(last));
+		if ((void *)(last + 1) > c->data_end)
+			return GTPU_MALFORMED;
+		next = *last;
+		c->pos = last + 1;
 	}
 	return next == 0 ? GTPU_OK : GTPU_TOO_LONG;
 }

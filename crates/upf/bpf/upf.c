@@ -143,11 +143,11 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 
 	__u32 teid = far->teid, peer = far->peer_addr;
 	__u32 local = far->local_addr ? far->local_addr : cfg->s1u_addr;
+	__u32 dst = ip->daddr, src = ip->saddr;
 	if (trim_tail(ctx, ip, tot))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	if (!ohc) {
 		count(CNT_DL_FWD);
-		__u32 dst = ip->daddr, src = ip->saddr;
 		return forward_ipv4(ctx, dst, src, tot, cfg->flags);
 	}
 	if (bpf_xdp_adjust_head(ctx, -(int)ENCAP_LEN))

@@ -25,7 +25,7 @@ mod tests_netns;
 
 pub use loader::{ifindex, AttachMode, AyaMaps, LoadedProgram, MapSizes, XdpError};
 pub use maps::{Counter, MapError, MapStore, MemoryMaps, NextHop, SdfFilter, UrrCounts};
-pub use translate::{parse_flow_description, PdrKey, RuleSlots, SdfTable};
+pub use translate::{sdf_from_flow, PdrKey, RuleSlots, SdfTable};
 
 use crate::rules::{ForwardingPlane, PlaneError, SessionRules};
 use maps::{be_addr, UpfConfigEntry, CFG_F_NO_FIB};
@@ -160,6 +160,7 @@ impl<M: MapStore> XdpPlane<M> {
     /// Installs or replaces a session with explicit SDF filters per PDR
     /// (oriented as the packet travels; see [`translate::SdfTable`]).
     pub fn apply(&mut self, up_seid: u64, rules: &SessionRules, sdf: &SdfTable) -> Result<(), PlaneError> {
+        let existed = self.sessions.contains_key(&up_seid);
         let old = self.sessions.remove(&up_seid).unwrap_or_default();
         let other = |m: &Self, k: &PdrKey| m.owners.get(k).is_some_and(|s| *s != up_seid);
         // Slots: keep the slot of a rule id that stays (URR counters and
@@ -184,7 +185,9 @@ impl<M: MapStore> XdpPlane<M> {
             (None, Ok(s)) if !s.iter().any(|(k, _)| other(self, k)) => s,
             (f, r) => {
                 self.release_new(&old.slots, &slots);
-                self.sessions.insert(up_seid, old);
+                if existed {
+                    self.sessions.insert(up_seid, old);
+                }
                 return Err(PlaneError::Other(match (f, r) {
                     (Some(f), _) => f.to_string(),
                     (_, Err(e)) => e,

@@ -1,0 +1,527 @@
+//! Tests of the XDP programs with `BPF_PROG_RUN` on crafted packets (no
+//! network needed; skipped with a note when not root), and of the rule
+//! translation over [`MemoryMaps`] (run everywhere).
+
+use super::maps::*;
+use super::*;
+use crate::rules::{Action, Far, GtpuTunnel, PacketDetection, Pdr, Qer, Urr, INTERFACE_ACCESS, INTERFACE_CORE};
+use proptest::prelude::*;
+
+pub(crate) const S1U: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 1);
+pub(crate) const ENB: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 2);
+pub(crate) const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
+pub(crate) const DN: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+const TEID: u32 = 0x1000;
+const ENB_TEID: u32 = 0x2000;
+const NH_DMAC: [u8; 6] = [2, 0, 0, 0, 0, 0xd];
+const NH_SMAC: [u8; 6] = [2, 0, 0, 0, 0, 0x5];
+
+const XDP_ABORTED: u32 = 0;
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+const XDP_TX: u32 = 3;
+
+pub(crate) fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+macro_rules! need_root {
+    () => {
+        if !is_root() {
+            eprintln!("note: skipped, BPF_PROG_RUN needs root");
+            return;
+        }
+    };
+}
+
+// ---- packet builders -------------------------------------------------
+
+pub(crate) fn csum(b: &[u8]) -> u16 {
+    let mut s: u32 = b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+pub(crate) fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload: &[u8]) -> Vec<u8> {
+    let len = (20 + payload.len()) as u16;
+    let mut h = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, proto, 0, 0];
+    h[2..4].copy_from_slice(&len.to_be_bytes());
+    h.extend_from_slice(&src.octets());
+    h.extend_from_slice(&dst.octets());
+    let c = csum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h.extend_from_slice(payload);
+    h
+}
+
+pub(crate) fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    u
+}
+
+pub(crate) fn eth(ip: &[u8]) -> Vec<u8> {
+    let mut e = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    e.extend_from_slice(ip);
+    e
+}
+
+/// GTP-U header: flags, type, TEID, optional (seq, next ext) and raw
+/// extension headers (each a full length-prefixed block).
+pub(crate) fn gtpu(flags: u8, msg: u8, teid: u32, opt: Option<(u16, u8)>, exts: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    if let Some((seq, next)) = opt {
+        body.extend_from_slice(&seq.to_be_bytes());
+        body.push(0);
+        body.push(next);
+    }
+    body.extend_from_slice(exts);
+    body.extend_from_slice(payload);
+    let mut g = vec![flags, msg];
+    g.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend_from_slice(&body);
+    g
+}
+
+pub(crate) fn inner_udp(src: Ipv4Addr, dst: Ipv4Addr, dport: u16, len: usize) -> Vec<u8> {
+    ipv4(src, dst, 17, &udp(40000, dport, &vec![0xab; len]))
+}
+
+pub(crate) fn ul_frame(teid: u32, gtp_flags: u8, opt: Option<(u16, u8)>, exts: &[u8], inner: &[u8]) -> Vec<u8> {
+    eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &gtpu(gtp_flags, 255, teid, opt, exts, inner))))
+}
+
+// ---- rules -------------------------------------------------------------
+
+const FORW: Action = Action { drop: false, forw: true, buff: false, nocp: false, dupl: false };
+const BUFF: Action = Action { drop: false, forw: false, buff: true, nocp: true, dupl: false };
+
+fn pd(iface: u8, teid: Option<u32>, flows: &[&str]) -> PacketDetection {
+    PacketDetection {
+        source_interface: iface,
+        local_fteid: teid.map(|t| (t, S1U)),
+        choose_fteid: false,
+        ue_ipv4: Some(UE),
+        network_instance: None,
+        sdf_filters: flows.len(),
+        flows: flows.iter().map(|f| crate::rules::FlowFilter::parse(f).unwrap()).collect(),
+    }
+}
+
+fn far(id: u32, action: Action, tunnel: Option<u32>) -> Far {
+    Far {
+        id,
+        action,
+        destination_interface: Some(if tunnel.is_some() { INTERFACE_ACCESS } else { INTERFACE_CORE }),
+        network_instance: None,
+        outer_header_creation: tunnel.map(|teid| GtpuTunnel { teid, ipv4: ENB }),
+        bar_id: None,
+    }
+}
+
+fn urr(id: u32) -> Urr {
+    Urr { id, measure_volume: true, measure_duration: false, volume_threshold: None, volume_quota: None }
+}
+
+/// One bearer as the S/P-GW-C installs it: uplink by TEID with outer header
+/// removal, downlink by UE address with outer header creation; QER 1 and
+/// URR 1 on both PDRs.
+pub(crate) fn bearer(dl: Action, qer: Qer) -> SessionRules {
+    let mut r = SessionRules::default();
+    r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pd(INTERFACE_ACCESS, Some(TEID), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![1], urr_ids: vec![1] });
+    r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pd(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![1], urr_ids: vec![1] });
+    r.fars.insert(1, far(1, FORW, None));
+    r.fars.insert(2, far(2, dl, dl.forw.then_some(ENB_TEID)));
+    r.qers.insert(1, qer);
+    r.urrs.insert(1, urr(1));
+    r
+}
+
+fn open_qer() -> Qer {
+    Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: None, qfi: None }
+}
+
+fn nexthop() -> NextHop {
+    NextHop { ifindex: 1, dmac: NH_DMAC, smac: NH_SMAC } // lo: the BPF_PROG_RUN ingress, so XDP_TX
+}
+
+fn cfg() -> XdpConfig {
+    XdpConfig { s1u_addr: S1U, mtu: 1500, no_fib: true, sizes: MapSizes::small() }
+}
+
+fn plane(rules: &SessionRules) -> XdpPlane {
+    let mut p = XdpPlane::load(cfg()).expect("load upf_xdp");
+    p.set_next_hop(DN, nexthop()).unwrap();
+    p.set_next_hop(ENB, nexthop()).unwrap();
+    p.install(7, rules).unwrap();
+    p
+}
+
+fn run(p: &XdpPlane, pkt: &[u8]) -> (u32, Vec<u8>) {
+    p.program().unwrap().test_run(pkt).expect("BPF_PROG_RUN")
+}
+
+fn assert_ip_ok(ip: &[u8]) {
+    assert_eq!(csum(&ip[..20]), 0, "IPv4 header checksum");
+    assert_eq!(u16::from_be_bytes([ip[2], ip[3]]) as usize, ip.len(), "total length");
+}
+
+/// Decapsulated output: next-hop MACs, then the inner packet with TTL - 1.
+fn assert_decap(out: &[u8], inner: &[u8]) {
+    assert_eq!(&out[..6], &NH_DMAC);
+    assert_eq!(&out[6..12], &NH_SMAC);
+    assert_eq!(&out[12..14], &[0x08, 0x00]);
+    let ip = &out[14..];
+    assert_eq!(ip.len(), inner.len());
+    assert_eq!(ip[8], inner[8] - 1, "TTL decremented");
+    assert_ip_ok(ip);
+    assert_eq!(&ip[12..], &inner[12..], "addresses and payload unchanged");
+}
+
+// ---- uplink ------------------------------------------------------------
+
+#[test]
+fn uplink_plain_gpdu_is_decapsulated() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let inner = inner_udp(UE, DN, 53, 40);
+    let (v, out) = run(&p, &ul_frame(TEID, 0x30, None, &[], &inner));
+    assert_eq!(v, XDP_TX);
+    assert_decap(&out, &inner);
+    assert_eq!(p.counter(Counter::UlFwd).unwrap(), 1);
+    assert_eq!(p.counter(Counter::NhCacheHit).unwrap(), 1);
+}
+
+#[test]
+fn uplink_with_sequence_number_is_decapsulated() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let inner = inner_udp(UE, DN, 53, 10);
+    let (v, out) = run(&p, &ul_frame(TEID, 0x32, Some((0x1234, 0)), &[], &inner));
+    assert_eq!(v, XDP_TX);
+    assert_decap(&out, &inner);
+}
+
+#[test]
+fn uplink_with_pdu_session_container_and_chain_is_decapsulated() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let inner = inner_udp(UE, DN, 53, 10);
+    // PDU session container (0x85, UL PDU type 1, QFI 9) -> UDP port ext (0x40) -> end.
+    let exts = [1, 0x10, 9, 0x40, 1, 0x08, 0x68, 0];
+    let (v, out) = run(&p, &ul_frame(TEID, 0x34, Some((0, 0x85)), &exts, &inner));
+    assert_eq!(v, XDP_TX);
+    assert_decap(&out, &inner);
+    // A two-unit container works too.
+    let exts = [2, 0x10, 9, 0, 0, 0, 0, 0];
+    let (v, out) = run(&p, &ul_frame(TEID, 0x36, Some((7, 0x85)), &exts, &inner));
+    assert_eq!(v, XDP_TX);
+    assert_decap(&out, &inner);
+}
+
+#[test]
+fn uplink_unknown_teid_goes_to_slow_path() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let (v, _) = run(&p, &ul_frame(0xdead, 0x30, None, &[], &inner_udp(UE, DN, 53, 10)));
+    assert_eq!(v, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassUnknownTeid).unwrap(), 1);
+}
+
+#[test]
+fn uplink_spoofed_source_is_dropped() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let (v, _) = run(&p, &ul_frame(TEID, 0x30, None, &[], &inner_udp(Ipv4Addr::new(10, 45, 0, 99), DN, 53, 10)));
+    assert_eq!(v, XDP_DROP);
+    assert_eq!(p.counter(Counter::DropSpoofed).unwrap(), 1);
+}
+
+#[test]
+fn gtpu_control_messages_go_to_slow_path() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    for msg in [1u8, 2, 26, 254] {
+        // Echo Request / Response, Error Indication, End Marker
+        let f = eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &gtpu(0x32, msg, TEID, Some((1, 0)), &[], &[]))));
+        assert_eq!(run(&p, &f).0, XDP_PASS);
+    }
+    assert_eq!(p.counter(Counter::PassGtpControl).unwrap(), 4);
+}
+
+#[test]
+fn malformed_extension_length_is_dropped() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let inner = inner_udp(UE, DN, 53, 10);
+    let (v, _) = run(&p, &ul_frame(TEID, 0x34, Some((0, 0x85)), &[0, 0, 0, 0], &inner));
+    assert_eq!(v, XDP_DROP);
+    assert_eq!(p.counter(Counter::DropMalformed).unwrap(), 1);
+}
+
+#[test]
+fn fragments_go_to_slow_path() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let mut f = ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 10));
+    f[14 + 6] = 0x20; // MF
+    assert_eq!(run(&p, &f).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassFragment).unwrap(), 1);
+}
+
+// ---- downlink ----------------------------------------------------------
+
+/// Checks an encapsulated frame and returns (TEID, inner packet).
+fn parse_encap(out: &[u8]) -> (u32, Vec<u8>) {
+    assert_eq!(&out[..6], &NH_DMAC);
+    let ip = &out[14..];
+    assert_ip_ok(ip);
+    assert_eq!(ip[9], 17);
+    assert_eq!(&ip[12..16], &S1U.octets());
+    assert_eq!(&ip[16..20], &ENB.octets());
+    let u = &ip[20..];
+    assert_eq!(u16::from_be_bytes([u[0], u[1]]), 2152);
+    assert_eq!(u16::from_be_bytes([u[2], u[3]]), 2152);
+    assert_eq!(u16::from_be_bytes([u[4], u[5]]) as usize, u.len());
+    let g = &u[8..];
+    assert_eq!((g[0], g[1]), (0x30, 255));
+    assert_eq!(u16::from_be_bytes([g[2], g[3]]) as usize, g.len() - 8);
+    (u32::from_be_bytes([g[4], g[5], g[6], g[7]]), g[8..].to_vec())
+}
+
+#[test]
+fn downlink_is_encapsulated_to_the_enb_fteid() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let inner = inner_udp(DN, UE, 5000, 64);
+    let (v, out) = run(&p, &eth(&inner));
+    assert_eq!(v, XDP_TX);
+    let (teid, got) = parse_encap(&out);
+    assert_eq!(teid, ENB_TEID);
+    assert_eq!(got.len(), inner.len());
+    assert_eq!(got[8], inner[8] - 1);
+    assert_ip_ok(&got);
+    assert_eq!(p.counter(Counter::DlFwd).unwrap(), 1);
+}
+
+#[test]
+fn sdf_precedence_selects_the_pdr() {
+    need_root!();
+    let mut r = bearer(FORW, open_qer());
+    // PDR 3, precedence 10 (checked before PDR 2 at 100): UDP to UE ports 5000-5010 -> FAR 3.
+    r.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000-5010"]), outer_header_removal: None, far_id: Some(3), qer_ids: vec![], urr_ids: vec![] });
+    r.fars.insert(3, far(3, FORW, Some(0x3333)));
+    let p = plane(&r);
+    let (v, out) = run(&p, &eth(&inner_udp(DN, UE, 5005, 10)));
+    assert_eq!(v, XDP_TX);
+    assert_eq!(parse_encap(&out).0, 0x3333);
+    let (_, out) = run(&p, &eth(&inner_udp(DN, UE, 80, 10)));
+    assert_eq!(parse_encap(&out).0, ENB_TEID);
+    let tcp = eth(&ipv4(DN, UE, 6, &[0x13, 0x88, 0x13, 0x8d, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 0, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(parse_encap(&run(&p, &tcp).1).0, ENB_TEID, "protocol must match too");
+}
+
+#[test]
+fn buffering_far_goes_to_slow_path() {
+    need_root!();
+    let p = plane(&bearer(BUFF, open_qer()));
+    assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassBuffer).unwrap(), 1);
+}
+
+#[test]
+fn oversized_after_encapsulation_goes_to_slow_path() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let (v, _) = run(&p, &eth(&inner_udp(DN, UE, 5000, 1500 - 28 - 20)));
+    assert_eq!(v, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassOversize).unwrap(), 1);
+    // 1464 + 36 = 1500 exactly still fits.
+    assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 1464 - 28))).0, XDP_TX);
+}
+
+#[test]
+fn not_a_ue_goes_to_the_kernel() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    assert_eq!(run(&p, &eth(&inner_udp(DN, Ipv4Addr::new(10, 45, 0, 77), 5000, 10))).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassNotUe).unwrap(), 1);
+}
+
+// ---- QER / URR -----------------------------------------------------------
+
+#[test]
+fn closed_gate_drops() {
+    need_root!();
+    let p = plane(&bearer(FORW, Qer { gate_ul_open: false, gate_dl_open: false, ..open_qer() }));
+    assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_DROP);
+    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 10))).0, XDP_DROP);
+    assert_eq!(p.counter(Counter::DropGate).unwrap(), 2);
+}
+
+#[test]
+fn mbr_exceeded_drops() {
+    need_root!();
+    // 8 kbit/s = 1 octet/ms; burst tolerance 3 s = 3000 octets.
+    let p = plane(&bearer(FORW, Qer { mbr: Some((8, 8)), ..open_qer() }));
+    let pkt = eth(&inner_udp(DN, UE, 5000, 1000 - 28));
+    let verdicts: Vec<u32> = (0..10).map(|_| run(&p, &pkt).0).collect();
+    assert_eq!(verdicts[0], XDP_TX);
+    assert_eq!(verdicts.iter().filter(|v| **v == XDP_TX).count(), 4, "{verdicts:?}");
+    assert_eq!(p.counter(Counter::DropMbr).unwrap(), 6);
+}
+
+#[test]
+fn urr_counts_bytes_and_packets() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let ul = inner_udp(UE, DN, 53, 100);
+    let dl = inner_udp(DN, UE, 5000, 200);
+    for _ in 0..3 {
+        run(&p, &ul_frame(TEID, 0x30, None, &[], &ul));
+    }
+    run(&p, &eth(&dl));
+    let u = p.urr_usage(7, 1).unwrap();
+    assert_eq!(u, UrrCounts { ul_bytes: 3 * ul.len() as u64, ul_pkts: 3, dl_bytes: dl.len() as u64, dl_pkts: 1 });
+}
+
+#[test]
+fn update_keeps_usage_and_remove_unprograms() {
+    need_root!();
+    let mut p = plane(&bearer(BUFF, open_qer()));
+    run(&p, &ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 10)));
+    assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_PASS);
+    p.update(7, &bearer(FORW, open_qer())).unwrap();
+    assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_TX);
+    assert_eq!(p.urr_usage(7, 1).unwrap().ul_pkts, 1);
+    p.remove(7).unwrap();
+    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 10))).0, XDP_PASS);
+    assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_PASS);
+}
+
+// ---- robustness ------------------------------------------------------------
+
+#[test]
+fn truncations_never_abort() {
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let exts = [1, 0x10, 9, 0];
+    let frames =
+        [ul_frame(TEID, 0x34, Some((0, 0x85)), &exts, &inner_udp(UE, DN, 53, 20)), ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 20)), eth(&inner_udp(DN, UE, 5000, 20))];
+    for f in &frames {
+        for n in 14..f.len() {
+            let (v, _) = run(&p, &f[..n]);
+            assert!(v != XDP_ABORTED && v <= 4, "len {n}: verdict {v}");
+            if n < f.len() {
+                assert_ne!(v, XDP_TX, "a truncated frame {n}/{} was forwarded", f.len());
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn arbitrary_gtpu_payloads_never_abort(flags in any::<u8>(), msg in any::<u8>(), body in proptest::collection::vec(any::<u8>(), 0..80)) {
+        if is_root() {
+            let p = plane(&bearer(FORW, open_qer()));
+            let mut g = vec![flags, msg];
+            g.extend_from_slice(&(body.len() as u16).to_be_bytes());
+            g.extend_from_slice(&TEID.to_be_bytes());
+            g.extend_from_slice(&body);
+            let f = eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &g)));
+            let (v, _) = run(&p, &f);
+            prop_assert!(v != XDP_ABORTED && v <= 4);
+        }
+    }
+}
+
+// ---- translation over MemoryMaps (no root needed) ---------------------------
+
+#[test]
+fn translation_programs_the_maps() {
+    let mut p = XdpPlane::with_maps(MemoryMaps::default(), cfg()).unwrap();
+    p.install(7, &bearer(FORW, Qer { mbr: Some((1000, 2000)), ..open_qer() })).unwrap();
+    let m = p.maps();
+    assert_eq!(m.config.s1u_addr, be_addr(S1U));
+    let ul = m.pdr_ul[&TEID];
+    assert_eq!((ul.ue_addr, ul.count), (be_addr(UE), 1));
+    assert_eq!(ul.rules[0].flags, PDR_F_OHR);
+    let dl = m.pdr_dl[&be_addr(UE)];
+    let far = m.fars[&dl.rules[0].far_idx];
+    assert_eq!((far.action, far.flags, far.teid, far.peer_addr), (FAR_FORW, FAR_F_OHC, ENB_TEID, be_addr(ENB)));
+    let q = m.qers[&dl.rules[0].qer_idx];
+    assert_eq!((q.ul_ps_per_byte, q.dl_ps_per_byte), (8_000_000, 4_000_000));
+    assert_eq!(ul.rules[0].urr_idx, dl.rules[0].urr_idx);
+    // Another session may not take the same TEID.
+    assert!(p.install(8, &bearer(FORW, open_qer())).is_err());
+    assert_eq!(p.install(7, &bearer(FORW, open_qer())), Err(PlaneError::Exists(7)));
+    p.remove(7).unwrap();
+    assert!(p.maps().pdr_ul.is_empty() && p.maps().pdr_dl.is_empty());
+    p.install(8, &bearer(FORW, open_qer())).unwrap();
+    assert_eq!(p.remove(9), Err(PlaneError::NotFound(9)));
+}
+
+#[test]
+fn too_many_pdrs_per_key_is_refused_and_leaves_the_old_rules() {
+    let mut p = XdpPlane::with_maps(MemoryMaps::default(), cfg()).unwrap();
+    let good = bearer(FORW, open_qer());
+    p.install(7, &good).unwrap();
+    let mut bad = good.clone();
+    for i in 10..15u16 {
+        bad.pdrs.insert(i, Pdr { id: i, precedence: i as u32, pdi: pd(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+    }
+    assert!(p.update(7, &bad).is_err());
+    assert_eq!(p.maps().pdr_dl[&be_addr(UE)].count, 1);
+}
+
+#[test]
+fn uplink_sdf_is_oriented_ue_first() {
+    let f = crate::rules::FlowFilter::parse("permit out 17 from 192.0.2.0/24 80 to assigned 1000-2000").unwrap();
+    let ul = translate::sdf_from_flow(&f, true);
+    assert_eq!((ul.src_addr, ul.src_mask), (0, 0));
+    assert_eq!((ul.dst_addr, ul.dst_mask), (be_addr(Ipv4Addr::new(192, 0, 2, 0)), be_addr(Ipv4Addr::new(255, 255, 255, 0))));
+    assert_eq!((ul.sport_lo, ul.sport_hi, ul.dport_lo, ul.dport_hi, ul.proto), (1000, 2000, 80, 80, 17));
+    assert_eq!(translate::sdf_from_flow(&f, false), ul.reversed());
+}
+
+// ---- baselines ---------------------------------------------------------------
+
+#[test]
+fn baselines_decap_encap_redirect_pass() {
+    need_root!();
+    let t = baseline::FixedTunnel { teid: TEID, src: S1U, dst: ENB, ifindex: 1, dmac: NH_DMAC, smac: NH_SMAC };
+    let inner = inner_udp(UE, DN, 53, 30);
+    let d = baseline::load_decap_min(&t).unwrap();
+    let (v, out) = d.program.test_run(&ul_frame(TEID, 0x30, None, &[], &inner)).unwrap();
+    assert_eq!(v, XDP_TX);
+    assert_eq!(&out[14..], &inner[..]);
+    assert_eq!(d.program.test_run(&ul_frame(TEID + 1, 0x30, None, &[], &inner)).unwrap().0, XDP_PASS);
+    let e = baseline::load_encap_min(&t).unwrap();
+    let (v, out) = e.program.test_run(&eth(&inner)).unwrap();
+    assert_eq!(v, XDP_TX);
+    let (teid, got) = parse_encap(&out);
+    assert_eq!((teid, got), (TEID, inner.clone()));
+    let r = baseline::load_redirect(&t).unwrap();
+    let (v, out) = r.program.test_run(&eth(&inner)).unwrap();
+    assert_eq!((v, &out[..6]), (XDP_TX, &NH_DMAC[..]));
+    assert_eq!(baseline::load_pass().unwrap().test_run(&eth(&inner)).unwrap().0, XDP_PASS);
+}
+
+#[test]
+fn xdp_available_probe() {
+    let r = xdp_available();
+    if is_root() {
+        assert_eq!(r, Ok(()));
+    } else {
+        assert!(r.is_err());
+    }
+}

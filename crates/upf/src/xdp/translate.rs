@@ -1,13 +1,15 @@
-//! SessionRules (TS 29.244 PDR/FAR/QER/URR) to map entries, and the SDF
-//! flow-description parser (TS 29.244 8.2.5, IPFilterRule of RFC 6733).
+//! SessionRules (TS 29.244 PDR/FAR/QER/URR) to map entries; SDF filters
+//! (TS 29.244 8.2.5) as the program's 5-tuple match.
 
 use super::maps::*;
+use crate::dataplane::flow::{AddrMatch, FlowFilter};
 use crate::rules::{Far, Pdr, Qer, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 /// SDF filters per PDR id, oriented as the packet travels (for an uplink
-/// PDR the UE is the source). A PDR with no entry matches every packet.
+/// PDR the UE is the source), overriding the PDR's own flow descriptions
+/// (`pdi.flows`). A PDR with neither matches every packet.
 pub type SdfTable = HashMap<u16, Vec<SdfFilter>>;
 
 /// Map slot of each rule id of one session.
@@ -116,7 +118,9 @@ pub fn pdr_sets(rules: &SessionRules, slots: &RuleSlots, sdf: &SdfTable) -> Resu
         if let (PdrKey::Teid(_), Some(ue)) = (key, p.pdi.ue_ipv4) {
             entry.0 = be_addr(ue);
         }
-        match sdf.get(&p.id) {
+        let uplink = matches!(key, PdrKey::Teid(_));
+        let own: Vec<SdfFilter> = p.pdi.flows.iter().map(|f| sdf_from_flow(f, uplink)).collect();
+        match sdf.get(&p.id).or(Some(&own)) {
             Some(fs) if !fs.is_empty() => {
                 for f in fs {
                     entry.1.push(PdrRule { flags: base.flags | PDR_F_SDF, sdf: *f, ..base });
@@ -139,76 +143,27 @@ pub fn pdr_sets(rules: &SessionRules, slots: &RuleSlots, sdf: &SdfTable) -> Resu
     Ok(out)
 }
 
-/// Parses an IPFilterRule flow description as used in SDF filters:
-/// `permit out <proto> from <addr>[/len] [ports] to <addr>[/len] [ports]`,
-/// `<proto>` `ip` or a number, `<addr>` also `any` or `assigned` (the UE:
-/// any here, since the PDR lookup already fixed the UE), ports `p` or
-/// `lo-hi`. Returned as written (from = source); reverse it for uplink.
-pub fn parse_flow_description(s: &str) -> Result<SdfFilter, String> {
-    let t: Vec<&str> = s.split_whitespace().collect();
-    if t.len() < 6 || t[0] != "permit" || !(t[1] == "out" || t[1] == "in") {
-        return Err(format!("not a permit rule: {s:?}"));
+/// A PDR's SDF filter (oriented UE / remote) as the 5-tuple match of the
+/// program (oriented as the packet travels): uplink source = UE.
+pub fn sdf_from_flow(f: &FlowFilter, uplink: bool) -> SdfFilter {
+    if f.never {
+        // lo > hi: matches no packet.
+        return SdfFilter { sport_lo: 1, sport_hi: 0, ..SdfFilter::any() };
     }
-    let mut f = SdfFilter::any();
-    f.proto = match t[2] {
-        "ip" => 0,
-        p => p.parse().map_err(|_| format!("bad protocol {p:?}"))?,
-    };
-    if t[3] != "from" {
-        return Err(format!("expected from: {s:?}"));
-    }
-    let mut i = 4;
-    let (sa, sm, sp, j) = endpoint(&t, i)?;
-    i = j;
-    if t.get(i) != Some(&"to") {
-        return Err(format!("expected to: {s:?}"));
-    }
-    let (da, dm, dp, j) = endpoint(&t, i + 1)?;
-    if j != t.len() {
-        return Err(format!("trailing options unsupported: {s:?}"));
-    }
-    (f.src_addr, f.src_mask, f.dst_addr, f.dst_mask) = (sa, sm, da, dm);
-    (f.sport_lo, f.sport_hi) = sp;
-    (f.dport_lo, f.dport_hi) = dp;
-    Ok(f)
-}
-
-type Endpoint = (u32, u32, (u16, u16), usize);
-
-fn endpoint(t: &[&str], i: usize) -> Result<Endpoint, String> {
-    let a = t.get(i).ok_or("missing address")?;
-    let (addr, mask) = match *a {
-        "any" | "assigned" => (0, 0),
-        a => {
-            let (ip, len) = match a.split_once('/') {
-                Some((ip, l)) => (ip, l.parse::<u8>().map_err(|_| format!("bad prefix {a:?}"))?),
-                None => (a, 32),
-            };
-            let ip: Ipv4Addr = ip.parse().map_err(|_| format!("bad address {a:?}"))?;
-            if len > 32 {
-                return Err(format!("bad prefix {a:?}"));
-            }
-            let f = SdfFilter::any().with_src(ip, len);
+    let addr = |m: AddrMatch| match m {
+        AddrMatch::Any | AddrMatch::Assigned => (0, 0),
+        AddrMatch::Prefix(a, l) => {
+            let f = SdfFilter::any().with_src(a, l);
             (f.src_addr, f.src_mask)
         }
     };
-    let mut ports = (0, u16::MAX);
-    let mut next = i + 1;
-    if let Some(p) = t.get(next).filter(|p| p.starts_with(|c: char| c.is_ascii_digit())) {
-        let bad = || format!("bad port {p:?}");
-        ports = match p.split_once('-') {
-            Some((lo, hi)) => (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?),
-            None => {
-                let v = p.parse().map_err(|_| bad())?;
-                (v, v)
-            }
-        };
-        if ports.0 > ports.1 {
-            return Err(bad());
-        }
-        next += 1;
-    }
-    Ok((addr, mask, ports, next))
+    let ports = |p: Option<(u16, u16)>| p.unwrap_or((0, u16::MAX));
+    let (ue, remote) = (addr(f.ue), addr(f.remote));
+    let (ue_p, remote_p) = (ports(f.ue_ports), ports(f.remote_ports));
+    let mut s = SdfFilter { proto: f.proto.unwrap_or(0), ..SdfFilter::any() };
+    (s.src_addr, s.src_mask, s.dst_addr, s.dst_mask) = (remote.0, remote.1, ue.0, ue.1);
+    (s.sport_lo, s.sport_hi, s.dport_lo, s.dport_hi) = (remote_p.0, remote_p.1, ue_p.0, ue_p.1);
+    if uplink { s.reversed() } else { s }
 }
 
 impl SdfFilter {
