@@ -19,6 +19,42 @@ pub struct UpfConfig {
     /// (T1 x N1, TS 29.244 6.4).
     pub t1: Duration,
     pub n1: u32,
+    /// Which data path carries user traffic: "none" (PFCP only, rules
+    /// kept in memory), "userspace" (UDP socket on S1-U + TUN device),
+    /// "xdp" (the XDP fast path), or "auto" (XDP if it loads, else
+    /// userspace).
+    pub datapath: DatapathKind,
+    /// GTP-U UDP port on the S1-U address (TS 29.281: 2152).
+    pub s1u_port: u16,
+    /// Network namespace (under /var/run/netns) of the access (S1-U) side;
+    /// empty = the current one.
+    pub access_netns: Option<String>,
+    /// Network namespace of the core (SGi/N6) side, where the TUN device
+    /// and the UE pool routes go; empty = the current one.
+    pub core_netns: Option<String>,
+    /// Interface names for the XDP fast path (access and core side).
+    pub access_interface: Option<String>,
+    pub core_interface: Option<String>,
+    /// Name of the core-side TUN device of the user-space data path.
+    pub tun_name: String,
+    /// UE address pools routed to the data path, e.g. ["10.45.0.0/16"].
+    pub ue_pools: Vec<String>,
+    /// Downlink buffering budget per session and in total, in octets.
+    pub buffer_session_bytes: usize,
+    pub buffer_total_bytes: usize,
+    /// Error Indications sent per second at most.
+    pub error_indications_per_sec: u32,
+}
+
+/// The `datapath` option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatapathKind {
+    Auto,
+    Xdp,
+    Userspace,
+    #[default]
+    None,
 }
 
 impl Default for UpfConfig {
@@ -29,6 +65,17 @@ impl Default for UpfConfig {
             s1u_addr: Ipv4Addr::LOCALHOST,
             t1: Duration::from_secs(3),
             n1: 3,
+            datapath: DatapathKind::None,
+            s1u_port: 2152,
+            access_netns: None,
+            core_netns: None,
+            access_interface: None,
+            core_interface: None,
+            tun_name: "mcupf0".into(),
+            ue_pools: vec!["10.45.0.0/16".into()],
+            buffer_session_bytes: 256 * 1024,
+            buffer_total_bytes: 64 * 1024 * 1024,
+            error_indications_per_sec: 100,
         }
     }
 }

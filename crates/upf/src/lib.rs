@@ -3,6 +3,8 @@
 //! # Layout
 //! - [`config`]: [`UpfConfig`] with defaults (PFCP on 127.0.0.1:8805).
 //! - [`pfcp`]: framing glue over rs-pfcp (header check, IE lists, encode).
+//! - [`dataplane`]: the user-space data path and the slow path (GTP-U
+//!   Echo, Error Indication, End Marker, buffering, usage reports).
 //! - [`rules`]: PDR/FAR/QER/URR/BAR as plain values, the
 //!   [`ForwardingPlane`] trait and the in-memory [`MemoryPlane`].
 //! - [`node`]: the sans-I/O PFCP node: associations, heartbeat, dispatch,
@@ -25,7 +27,7 @@ mod session;
 pub mod shell;
 pub mod xdp;
 
-pub use config::UpfConfig;
+pub use config::{DatapathKind, UpfConfig};
 pub use node::{Association, Session, UpfCore};
 pub use rules::{ForwardingPlane, MemoryPlane, SessionRules};
 pub use shell::{run, Upf, UpfError};

@@ -1,8 +1,13 @@
 //! The tokio shell: one task owns the PFCP socket and drives [`UpfCore`].
 
-use crate::config::UpfConfig;
+use crate::config::{DatapathKind, UpfConfig};
+use crate::dataplane::io::{DatapathIo, IoConfig};
+use crate::dataplane::{DatapathConfig, UserspacePlane};
 use crate::node::UpfCore;
-use crate::rules::MemoryPlane;
+use crate::rules::{ForwardingPlane, MemoryPlane, PlaneError, PlaneReport, SessionRules};
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use tokio::sync::Notify;
 use mobicore_common::counters::Counters;
 use std::net::SocketAddr;
 use std::time::SystemTime;
@@ -13,6 +18,64 @@ use tokio::sync::watch;
 pub enum UpfError {
     #[error("PFCP socket: {0}")]
     Io(#[from] std::io::Error),
+    #[error("user-space data path: {0} (it needs root for the TUN device and port 2152 free on the S1-U address)")]
+    Datapath(std::io::Error),
+    #[error("XDP data path: {0}")]
+    Xdp(String),
+}
+
+/// The PFCP node's view of the installed rules ([`MemoryPlane`], always)
+/// mirrored into the data path, if one runs.
+struct Tee {
+    memory: MemoryPlane,
+    user: UserspacePlane,
+}
+
+impl ForwardingPlane for Tee {
+    fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        self.user.install(up_seid, rules)?;
+        self.memory.install(up_seid, rules)
+    }
+    fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        self.user.update(up_seid, rules)?;
+        self.memory.update(up_seid, rules)
+    }
+    fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        let _ = self.user.remove(up_seid);
+        self.memory.remove(up_seid)
+    }
+    fn poll_report(&mut self) -> Option<PlaneReport> {
+        self.user.poll_report()
+    }
+}
+
+/// The data path `cfg.datapath` asks for, opened.
+fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<(UserspacePlane, DatapathIo)>, UpfError> {
+    let kind = match cfg.datapath {
+        DatapathKind::None => return Ok(None),
+        // TODO(xdp): use crate::xdp::XdpPlane when crate::xdp::xdp_available()
+        // is Ok (auto) / required (xdp), with this user-space path as its
+        // slow path; until then auto means userspace.
+        DatapathKind::Auto | DatapathKind::Userspace => DatapathKind::Userspace,
+        DatapathKind::Xdp => return Err(UpfError::Xdp("not wired into `mobicore upf` yet; use datapath = \"userspace\"".into())),
+    };
+    debug_assert_eq!(kind, DatapathKind::Userspace);
+    let dp = DatapathConfig {
+        s1u_addr: cfg.s1u_addr,
+        buffer_session_bytes: cfg.buffer_session_bytes,
+        buffer_total_bytes: cfg.buffer_total_bytes,
+        error_indications_per_sec: cfg.error_indications_per_sec,
+    };
+    let plane = UserspacePlane::new(dp, counters.clone());
+    let io = IoConfig {
+        s1u: SocketAddrV4::new(cfg.s1u_addr, cfg.s1u_port),
+        access_netns: cfg.access_netns.clone(),
+        core_netns: cfg.core_netns.clone(),
+        tun_name: cfg.tun_name.clone(),
+        ue_pools: cfg.ue_pools.clone(),
+    };
+    let io = DatapathIo::open(&io, plane.clone()).map_err(UpfError::Datapath)?;
+    Ok(Some((plane, io)))
 }
 
 /// A bound UPF, not yet running: its address, counters and rule table.
@@ -20,17 +83,29 @@ pub struct Upf {
     socket: UdpSocket,
     core: UpfCore,
     plane: MemoryPlane,
+    datapath: Option<(UserspacePlane, DatapathIo)>,
     pub counters: Counters,
 }
 
 impl Upf {
-    /// Binds `cfg.pfcp` (port 0 is fine) with an in-memory forwarding plane.
+    /// Binds `cfg.pfcp` (port 0 is fine) and opens the data path of
+    /// `cfg.datapath` (none: rules are only kept in memory).
     pub async fn bind(cfg: UpfConfig) -> Result<Upf, UpfError> {
         let socket = mobicore_gtp::udp::bind_udp(cfg.pfcp)?;
         let plane = MemoryPlane::new();
         let counters = Counters::new();
-        let core = UpfCore::new(cfg, Box::new(plane.clone()), SystemTime::now(), counters.clone());
-        Ok(Upf { socket, core, plane, counters })
+        let datapath = open_datapath(&cfg, &counters)?;
+        let fp: Box<dyn ForwardingPlane> = match &datapath {
+            Some((user, _)) => Box::new(Tee { memory: plane.clone(), user: user.clone() }),
+            None => Box::new(plane.clone()),
+        };
+        let core = UpfCore::new(cfg, fp, SystemTime::now(), counters.clone());
+        Ok(Upf { socket, core, plane, datapath, counters })
+    }
+
+    /// The user-space data path's handle, when one runs.
+    pub fn userspace_plane(&self) -> Option<UserspacePlane> {
+        self.datapath.as_ref().map(|(p, _)| p.clone())
     }
 
     pub fn pfcp_addr(&self) -> SocketAddr {
@@ -44,7 +119,20 @@ impl Upf {
 
     /// Serves PFCP until `shutdown` turns true.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), UpfError> {
-        let Upf { socket, mut core, .. } = self;
+        let Upf { socket, mut core, datapath, .. } = self;
+        let reports: Arc<Notify> = match datapath {
+            Some((plane, io)) => {
+                let r = plane.reports_ready();
+                let sd = shutdown.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = io.run(sd).await {
+                        tracing::error!("user-space data path stopped: {e}");
+                    }
+                });
+                r
+            }
+            None => Arc::new(Notify::new()),
+        };
         let mut buf = vec![0u8; 65536];
         loop {
             let deadline = core.poll_timeout().map(tokio::time::Instant::from_std);
@@ -58,6 +146,9 @@ impl Upf {
                 }
                 _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
                     core.handle_timeout(std::time::Instant::now());
+                }
+                _ = reports.notified() => {
+                    core.poll_plane_reports(std::time::Instant::now());
                 }
                 _ = shutdown.changed() => {
                     if *shutdown.borrow() { return Ok(()); }

@@ -16,19 +16,25 @@ pub struct UserspacePlane {
     /// Woken when the core has something to send (released packets, End
     /// Markers) or to report.
     pub(crate) wake: Arc<Notify>,
+    /// Woken when reports for the PFCP node are waiting.
+    pub(crate) reports_ready: Arc<Notify>,
 }
 
 impl UserspacePlane {
     pub fn new(cfg: DatapathConfig, counters: Counters) -> Self {
-        UserspacePlane { core: Arc::new(Mutex::new(UserPlane::new(cfg, counters))), wake: Arc::new(Notify::new()) }
+        UserspacePlane { core: Arc::new(Mutex::new(UserPlane::new(cfg, counters))), wake: Arc::new(Notify::new()), reports_ready: Arc::new(Notify::new()) }
     }
     /// The packet core (for the I/O shell and tests).
     pub fn lock(&self) -> MutexGuard<'_, UserPlane> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
-    /// Woken when there is output after a rule change or a report.
+    /// Woken when there is output after a rule change.
     pub fn notified(&self) -> Arc<Notify> {
         self.wake.clone()
+    }
+    /// Woken when reports for the PFCP node are waiting.
+    pub fn reports_ready(&self) -> Arc<Notify> {
+        self.reports_ready.clone()
     }
 }
 
