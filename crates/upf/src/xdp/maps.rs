@@ -136,11 +136,7 @@ pub struct QerEntry {
 
 /// Cost of one byte at `kbps` in picoseconds (0 kbit/s = no limit).
 pub fn ps_per_byte(kbps: u64) -> u64 {
-    if kbps == 0 {
-        0
-    } else {
-        (8_000_000_000u64 / kbps).max(1)
-    }
+    8_000_000_000u64.checked_div(kbps).map_or(0, |v| v.max(1))
 }
 
 /// Burst tolerance: 10 ms at the rate, at least two 1500-octet packets.
