@@ -375,3 +375,5 @@ impl UserPlane {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_netns;

@@ -1,0 +1,268 @@
+//! Over real sockets in network namespaces this test creates (enb - upf -
+//! dn, veth pairs): G-PDUs from "enb" arrive decapsulated at a UDP server
+//! in "dn", replies come back encapsulated; buffering releases 100
+//! packets in order. Skipped unless root with `ip` available. The GTP-U
+//! we emit is checked with tshark when it is installed.
+
+use super::io::{in_netns, DatapathIo, IoConfig};
+use super::ipv4::udp_packet;
+use super::{DatapathConfig, UserspacePlane};
+use crate::rules::{Action, Far, ForwardingPlane, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
+use mobicore_common::counters::Counters;
+use mobicore_gtp::gtpu::{self, Body, HeaderRepr, Repr};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().expect("run");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Namespaces enb, upf, dn and their veths; removed on drop.
+struct Topo {
+    enb: String,
+    upf: String,
+    dn: String,
+    tun: String,
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        for ns in [&self.enb, &self.upf, &self.dn] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+impl Topo {
+    fn new() -> Option<Topo> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipped: needs root and iproute2");
+            return None;
+        }
+        let id = format!("{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed));
+        let t = Topo { enb: format!("mct-{id}-enb"), upf: format!("mct-{id}-upf"), dn: format!("mct-{id}-dn"), tun: format!("mcu{id}") };
+        for ns in [&t.enb, &t.upf, &t.dn] {
+            sh(&["ip", "netns", "add", ns]);
+        }
+        let (a, b, c, d) = (format!("mva{id}"), format!("mvb{id}"), format!("mvc{id}"), format!("mvd{id}"));
+        sh(&["ip", "link", "add", &a, "netns", &t.enb, "type", "veth", "peer", "name", &b, "netns", &t.upf]);
+        sh(&["ip", "link", "add", &c, "netns", &t.upf, "type", "veth", "peer", "name", &d, "netns", &t.dn]);
+        let ip = |ns: &str, args: &[&str]| {
+            let mut v = vec!["ip", "-n", ns];
+            v.extend_from_slice(args);
+            sh(&v);
+        };
+        ip(&t.enb, &["addr", "add", "10.200.1.2/24", "dev", &a]);
+        ip(&t.upf, &["addr", "add", "10.200.1.1/24", "dev", &b]);
+        ip(&t.upf, &["addr", "add", "10.200.2.1/24", "dev", &c]);
+        ip(&t.dn, &["addr", "add", "10.200.2.2/24", "dev", &d]);
+        for (ns, dev) in [(&t.enb, &a), (&t.upf, &b), (&t.upf, &c), (&t.dn, &d)] {
+            ip(ns, &["link", "set", dev, "up"]);
+            ip(ns, &["link", "set", "lo", "up"]);
+        }
+        ip(&t.dn, &["route", "add", "10.45.0.0/24", "via", "10.200.2.1"]);
+        sh(&["ip", "netns", "exec", &t.upf, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+        Some(t)
+    }
+}
+
+const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
+const ENB: Ipv4Addr = Ipv4Addr::new(10, 200, 1, 2);
+const DN: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 200, 2, 2), 5000);
+
+fn rules(dl: Action) -> SessionRules {
+    let pd = |iface, teid: Option<u32>| PacketDetection {
+        source_interface: iface,
+        local_fteid: teid.map(|t| (t, Ipv4Addr::new(10, 200, 1, 1))),
+        choose_fteid: false,
+        ue_ipv4: Some(UE),
+        network_instance: None,
+        sdf_filters: 0,
+        flows: vec![],
+    };
+    let mut r = SessionRules::default();
+    r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pd(INTERFACE_ACCESS, Some(0x100)), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
+    r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pd(INTERFACE_CORE, None), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+    let forw = Action { forw: true, ..Action::default() };
+    r.fars.insert(1, Far { id: 1, action: forw, destination_interface: Some(INTERFACE_CORE), network_instance: None, outer_header_creation: None, bar_id: None });
+    let ohc = dl.forw.then_some(GtpuTunnel { teid: 0x900, ipv4: ENB });
+    r.fars.insert(2, Far { id: 2, action: dl, destination_interface: Some(INTERFACE_ACCESS), network_instance: None, outer_header_creation: ohc, bar_id: None });
+    r
+}
+
+/// The data path running in "upf" on a runtime of its own.
+struct Running {
+    plane: UserspacePlane,
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn start(t: &Topo) -> Running {
+    let plane = UserspacePlane::new(DatapathConfig { s1u_addr: Ipv4Addr::new(10, 200, 1, 1), ..DatapathConfig::default() }, Counters::new());
+    let cfg = IoConfig {
+        s1u: SocketAddrV4::new(Ipv4Addr::new(10, 200, 1, 1), gtpu::PORT),
+        access_netns: Some(t.upf.clone()),
+        core_netns: Some(t.upf.clone()),
+        tun_name: t.tun.clone(),
+        ue_pools: vec!["10.45.0.0/24".into()],
+    };
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let p = plane.clone();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let io = DatapathIo::open(&cfg, p);
+            let io = match io {
+                Ok(io) => {
+                    ready_tx.send(Ok(())).unwrap();
+                    io
+                }
+                Err(e) => return ready_tx.send(Err(e)).unwrap(),
+            };
+            io.run(rx).await.unwrap();
+        });
+    });
+    ready_rx.recv().unwrap().expect("data path opens");
+    Running { plane, stop, thread: Some(thread) }
+}
+
+fn udp_in(ns: &str, addr: SocketAddrV4) -> UdpSocket {
+    let s = in_netns(Some(ns), move || UdpSocket::bind(addr)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
+    Repr { header: HeaderRepr::gpdu(teid), body: Body::GPdu(inner) }.to_vec()
+}
+
+/// Checks GTP-U datagrams with tshark (wrapped in IPv4/UDP in a pcap).
+fn tshark_clean(datagrams: &[Vec<u8>]) {
+    if Command::new("tshark").arg("-v").output().is_err() {
+        eprintln!("tshark not installed: GTP-U not cross-checked");
+        return;
+    }
+    let mut pcap = vec![];
+    pcap.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
+    pcap.extend_from_slice(&2u16.to_le_bytes());
+    pcap.extend_from_slice(&4u16.to_le_bytes());
+    pcap.extend_from_slice(&[0; 8]);
+    pcap.extend_from_slice(&65535u32.to_le_bytes());
+    pcap.extend_from_slice(&101u32.to_le_bytes()); // LINKTYPE_RAW
+    for d in datagrams {
+        let p = udp_packet(Ipv4Addr::new(10, 200, 1, 1), ENB, gtpu::PORT, gtpu::PORT, d);
+        pcap.extend_from_slice(&[0; 8]);
+        pcap.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&p);
+    }
+    let f = std::env::temp_dir().join(format!("mct-gtpu-{}-{}.pcap", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    std::fs::write(&f, &pcap).unwrap();
+    let out = Command::new("tshark").args(["-r", f.to_str().unwrap(), "-V"]).output().unwrap();
+    let expert = Command::new("tshark").args(["-r", f.to_str().unwrap(), "-q", "-z", "expert,error"]).output().unwrap();
+    let _ = std::fs::remove_file(&f);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("GPRS Tunneling Protocol"), "{text}");
+    assert!(!text.contains("Malformed"), "{text}");
+    let e = String::from_utf8_lossy(&expert.stdout);
+    assert!(!e.contains("Error"), "{e}");
+}
+
+#[test]
+fn gpdu_round_trip_enb_upf_dn() {
+    let Some(t) = Topo::new() else { return };
+    let mut run = start(&t);
+    run.plane.install(1, &rules(Action { forw: true, ..Action::default() })).unwrap();
+    let enb = udp_in(&t.enb, SocketAddrV4::new(ENB, gtpu::PORT));
+    let dn = udp_in(&t.dn, DN);
+    let s1u = SocketAddrV4::new(Ipv4Addr::new(10, 200, 1, 1), gtpu::PORT);
+    let mut seen = vec![];
+    for i in 0..5u8 {
+        let inner = udp_packet(UE, *DN.ip(), 4000, DN.port(), &[b'u', i]);
+        enb.send_to(&gpdu(0x100, &inner), s1u).unwrap();
+        let mut buf = [0u8; 2048];
+        let (n, from) = dn.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], &[b'u', i]);
+        assert_eq!(from, std::net::SocketAddr::V4(SocketAddrV4::new(UE, 4000)));
+        dn.send_to(&[b'd', i], from).unwrap();
+        let (n, _) = enb.recv_from(&mut buf).unwrap();
+        let r = gtpu::parse(&buf[..n]).unwrap();
+        assert_eq!(r.header.teid, 0x900);
+        let Body::GPdu(ip) = r.body else { panic!("{r:?}") };
+        assert_eq!(&ip[28..], &[b'd', i]);
+        assert_eq!(super::ipv4::parse(ip).unwrap().dst, UE);
+        seen.push(buf[..n].to_vec());
+    }
+    // Echo Request -> Echo Response; unknown TEID -> Error Indication.
+    let echo = Repr { header: HeaderRepr { msg_type: gtpu::msg::ECHO_REQUEST, seq: Some(3), ..Default::default() }, body: Body::EchoRequest }.to_vec();
+    enb.send_to(&echo, s1u).unwrap();
+    let mut buf = [0u8; 2048];
+    let (n, _) = enb.recv_from(&mut buf).unwrap();
+    assert_eq!(gtpu::parse(&buf[..n]).unwrap().body, Body::EchoResponse { recovery: 0 });
+    seen.push(buf[..n].to_vec());
+    enb.send_to(&gpdu(0xbad, &udp_packet(UE, *DN.ip(), 1, 2, b"x")), s1u).unwrap();
+    let (n, _) = enb.recv_from(&mut buf).unwrap();
+    assert!(matches!(gtpu::parse(&buf[..n]).unwrap().body, Body::ErrorIndication { teid_data_i: 0xbad, .. }));
+    seen.push(buf[..n].to_vec());
+    // Moving the downlink tunnel sends an End Marker on the old path.
+    let mut moved = rules(Action { forw: true, ..Action::default() });
+    moved.fars.get_mut(&2).unwrap().outer_header_creation = Some(GtpuTunnel { teid: 0x901, ipv4: ENB });
+    run.plane.update(1, &moved).unwrap();
+    let (n, _) = enb.recv_from(&mut buf).unwrap();
+    let r = gtpu::parse(&buf[..n]).unwrap();
+    assert_eq!((r.header.teid, r.body), (0x900, Body::EndMarker));
+    seen.push(buf[..n].to_vec());
+    // A spoofed inner source never reaches the data network.
+    enb.send_to(&gpdu(0x100, &udp_packet(Ipv4Addr::new(10, 45, 0, 99), *DN.ip(), 1, DN.port(), b"spoof")), s1u).unwrap();
+    enb.send_to(&gpdu(0x100, &udp_packet(UE, *DN.ip(), 4000, DN.port(), b"ok")), s1u).unwrap();
+    let (n, _) = dn.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"ok");
+    assert_eq!(run.plane.lock().counters.value("upf_ul_spoofed"), 1);
+    tshark_clean(&seen);
+    run.plane.remove(1).unwrap();
+    drop(run);
+}
+
+#[test]
+fn buffered_downlink_released_in_order_over_sockets() {
+    let Some(t) = Topo::new() else { return };
+    let mut run = start(&t);
+    run.plane.install(1, &rules(Action { buff: true, nocp: true, ..Action::default() })).unwrap();
+    let enb = udp_in(&t.enb, SocketAddrV4::new(ENB, gtpu::PORT));
+    let dn = udp_in(&t.dn, DN);
+    for i in 0..100u16 {
+        dn.send_to(&i.to_be_bytes(), SocketAddrV4::new(UE, 4000)).unwrap();
+    }
+    // Wait (no timing assertion) until all 100 are held.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while run.plane.lock().counters.value("upf_buffered") < 100 {
+        assert!(Instant::now() < deadline, "buffered {}", run.plane.lock().counters.value("upf_buffered"));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(matches!(run.plane.poll_report(), Some(crate::rules::PlaneReport::DownlinkData { up_seid: 1, pdr_id: 2 })));
+    run.plane.update(1, &rules(Action { forw: true, ..Action::default() })).unwrap();
+    let mut buf = [0u8; 2048];
+    for i in 0..100u16 {
+        let (n, _) = enb.recv_from(&mut buf).unwrap();
+        let r = gtpu::parse(&buf[..n]).unwrap();
+        let Body::GPdu(ip) = r.body else { panic!() };
+        assert_eq!(&ip[28..], &i.to_be_bytes(), "packet {i} in order");
+    }
+    assert_eq!(run.plane.lock().buffered(1), (0, 0));
+}
