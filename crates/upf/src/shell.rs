@@ -25,22 +25,38 @@ pub enum UpfError {
 }
 
 /// The PFCP node's view of the installed rules ([`MemoryPlane`], always)
-/// mirrored into the data path, if one runs.
+/// mirrored into the data path: the user-space one (the whole data path,
+/// or the slow path behind XDP) and the XDP fast path when loaded.
 struct Tee {
     memory: MemoryPlane,
     user: UserspacePlane,
+    xdp: Option<Box<dyn ForwardingPlane>>,
 }
 
 impl ForwardingPlane for Tee {
     fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
         self.user.install(up_seid, rules)?;
+        if let Some(x) = self.xdp.as_mut() {
+            if let Err(e) = x.install(up_seid, rules) {
+                let _ = self.user.remove(up_seid);
+                return Err(e);
+            }
+        }
         self.memory.install(up_seid, rules)
     }
     fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        // The slow path first: it holds the buffered packets and sends the
+        // End Markers before the fast path switches to the new tunnel.
         self.user.update(up_seid, rules)?;
+        if let Some(x) = self.xdp.as_mut() {
+            x.update(up_seid, rules)?;
+        }
         self.memory.update(up_seid, rules)
     }
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        if let Some(x) = self.xdp.as_mut() {
+            let _ = x.remove(up_seid);
+        }
         let _ = self.user.remove(up_seid);
         self.memory.remove(up_seid)
     }
@@ -49,24 +65,50 @@ impl ForwardingPlane for Tee {
     }
 }
 
-/// The data path `cfg.datapath` asks for, opened.
-fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<(UserspacePlane, DatapathIo)>, UpfError> {
-    let kind = match cfg.datapath {
+/// A running data path: the user-space plane (always: whole path or slow
+/// path), its I/O, and the XDP fast path if loaded.
+struct Datapath {
+    user: UserspacePlane,
+    io: DatapathIo,
+    xdp: Option<Box<dyn ForwardingPlane>>,
+}
+
+/// Loads and attaches the XDP fast path to the configured interfaces.
+fn open_xdp(cfg: &UpfConfig) -> Result<Box<dyn ForwardingPlane>, String> {
+    crate::xdp::xdp_available()?;
+    let access = cfg.access_interface.as_deref().ok_or("access_interface is not set")?;
+    let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig::new(cfg.s1u_addr)).map_err(|e| e.to_string())?;
+    for iface in std::iter::once(access).chain(cfg.core_interface.as_deref()) {
+        x.attach(iface, crate::xdp::AttachMode::Native)
+            .or_else(|_| x.attach(iface, crate::xdp::AttachMode::Generic))
+            .map_err(|e| format!("attaching to {iface}: {e}"))?;
+    }
+    Ok(Box::new(x))
+}
+
+/// The data path `cfg.datapath` asks for, opened: `auto` takes XDP when it
+/// loads and attaches, else the user-space data path alone.
+fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<Datapath>, UpfError> {
+    let xdp = match cfg.datapath {
         DatapathKind::None => return Ok(None),
-        // TODO(xdp): use crate::xdp::XdpPlane when crate::xdp::xdp_available()
-        // is Ok (auto) / required (xdp), with this user-space path as its
-        // slow path; until then auto means userspace.
-        DatapathKind::Auto | DatapathKind::Userspace => DatapathKind::Userspace,
-        DatapathKind::Xdp => return Err(UpfError::Xdp("not wired into `mobicore upf` yet; use datapath = \"userspace\"".into())),
+        DatapathKind::Userspace => None,
+        DatapathKind::Xdp => Some(open_xdp(cfg).map_err(UpfError::Xdp)?),
+        DatapathKind::Auto => match open_xdp(cfg) {
+            Ok(x) => Some(x),
+            Err(e) => {
+                tracing::info!("XDP not used ({e}): user-space data path");
+                counters.incr("upf_xdp_fallback");
+                None
+            }
+        },
     };
-    debug_assert_eq!(kind, DatapathKind::Userspace);
     let dp = DatapathConfig {
         s1u_addr: cfg.s1u_addr,
         buffer_session_bytes: cfg.buffer_session_bytes,
         buffer_total_bytes: cfg.buffer_total_bytes,
         error_indications_per_sec: cfg.error_indications_per_sec,
     };
-    let plane = UserspacePlane::new(dp, counters.clone());
+    let user = UserspacePlane::new(dp, counters.clone());
     let io = IoConfig {
         s1u: SocketAddrV4::new(cfg.s1u_addr, cfg.s1u_port),
         access_netns: cfg.access_netns.clone(),
@@ -74,8 +116,8 @@ fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<(Userspa
         tun_name: cfg.tun_name.clone(),
         ue_pools: cfg.ue_pools.clone(),
     };
-    let io = DatapathIo::open(&io, plane.clone()).map_err(UpfError::Datapath)?;
-    Ok(Some((plane, io)))
+    let io = DatapathIo::open(&io, user.clone()).map_err(UpfError::Datapath)?;
+    Ok(Some(Datapath { user, io, xdp }))
 }
 
 /// A bound UPF, not yet running: its address, counters and rule table.
@@ -83,7 +125,8 @@ pub struct Upf {
     socket: UdpSocket,
     core: UpfCore,
     plane: MemoryPlane,
-    datapath: Option<(UserspacePlane, DatapathIo)>,
+    datapath: Option<Datapath>,
+    xdp_loaded: bool,
     pub counters: Counters,
 }
 
@@ -94,18 +137,24 @@ impl Upf {
         let socket = mobicore_gtp::udp::bind_udp(cfg.pfcp)?;
         let plane = MemoryPlane::new();
         let counters = Counters::new();
-        let datapath = open_datapath(&cfg, &counters)?;
-        let fp: Box<dyn ForwardingPlane> = match &datapath {
-            Some((user, _)) => Box::new(Tee { memory: plane.clone(), user: user.clone() }),
+        let mut datapath = open_datapath(&cfg, &counters)?;
+        let xdp_loaded = datapath.as_ref().is_some_and(|d| d.xdp.is_some());
+        let fp: Box<dyn ForwardingPlane> = match datapath.as_mut() {
+            Some(d) => Box::new(Tee { memory: plane.clone(), user: d.user.clone(), xdp: d.xdp.take() }),
             None => Box::new(plane.clone()),
         };
         let core = UpfCore::new(cfg, fp, SystemTime::now(), counters.clone());
-        Ok(Upf { socket, core, plane, datapath, counters })
+        Ok(Upf { socket, core, plane, datapath, xdp_loaded, counters })
     }
 
     /// The user-space data path's handle, when one runs.
     pub fn userspace_plane(&self) -> Option<UserspacePlane> {
-        self.datapath.as_ref().map(|(p, _)| p.clone())
+        self.datapath.as_ref().map(|d| d.user.clone())
+    }
+
+    /// Whether the XDP fast path is loaded and attached.
+    pub fn xdp_loaded(&self) -> bool {
+        self.xdp_loaded
     }
 
     pub fn pfcp_addr(&self) -> SocketAddr {
@@ -121,8 +170,8 @@ impl Upf {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), UpfError> {
         let Upf { socket, mut core, datapath, .. } = self;
         let reports: Arc<Notify> = match datapath {
-            Some((plane, io)) => {
-                let r = plane.reports_ready();
+            Some(Datapath { user, io, .. }) => {
+                let r = user.reports_ready();
                 let sd = shutdown.clone();
                 tokio::spawn(async move {
                     if let Err(e) = io.run(sd).await {

@@ -266,3 +266,27 @@ fn buffered_downlink_released_in_order_over_sockets() {
     }
     assert_eq!(run.plane.lock().buffered(1), (0, 0));
 }
+
+/// `datapath = "auto"` without an XDP interface falls back to the
+/// user-space data path, opened in the configured namespaces.
+#[test]
+fn upf_auto_falls_back_to_userspace() {
+    let Some(t) = Topo::new() else { return };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let cfg = crate::UpfConfig {
+            pfcp: "127.0.0.1:0".parse().unwrap(),
+            s1u_addr: Ipv4Addr::new(10, 200, 1, 1),
+            datapath: crate::DatapathKind::Auto,
+            access_netns: Some(t.upf.clone()),
+            core_netns: Some(t.upf.clone()),
+            tun_name: t.tun.clone(),
+            ue_pools: vec!["10.45.0.0/24".into()],
+            ..crate::UpfConfig::default()
+        };
+        let upf = crate::Upf::bind(cfg).await.expect("binds");
+        assert!(!upf.xdp_loaded());
+        assert!(upf.userspace_plane().is_some());
+        assert_eq!(upf.counters.value("upf_xdp_fallback"), 1);
+    });
+}
