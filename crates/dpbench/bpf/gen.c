@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Load generator for `mobicore bench dataplane`: run with BPF_PROG_RUN and
+ * BPF_F_TEST_XDP_LIVE_FRAMES, it rewrites the template headers of every
+ * frame (live frames are recycled, and the device under test rewrites them
+ * in place), varies the TEID or UE address across the installed sessions,
+ * and sends the frame out of the ingress veth with XDP_TX. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define HDR_LEN 78 /* eth + IPv4 + UDP + GTP-U + IPv4 + UDP, or eth + 64 */
+
+enum gen_mode {
+	GEN_FIXED = 0,    /* template as is */
+	GEN_DOWNLINK = 1, /* IPv4 destination at 30 varies, header at 14 */
+	GEN_UPLINK = 2,   /* TEID at 46 and inner source at 62 vary, inner header at 50 */
+};
+
+struct gen_cfg {
+	__u32 mode;
+	__u32 n;         /* sessions to cycle through (>= 1) */
+	__u32 teid_base; /* host order */
+	__u32 addr_base; /* host order */
+	__u8 hdr[80];    /* the first HDR_LEN bytes of every frame */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_cfg);
+} gen_cfg SEC(".maps");
+
+/* 0: next session index, 1: frames sent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} gen_state SEC(".maps");
+
+static __always_inline __u16 csum20(const __u16 *w)
+{
+	__u32 s = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		s += w[i];
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)~s;
+}
+
+SEC("xdp")
+int gen_xdp(struct xdp_md *ctx)
+{
+	__u32 zero = 0, one = 1;
+	struct gen_cfg *c = bpf_map_lookup_elem(&gen_cfg, &zero);
+	__u64 *next = bpf_map_lookup_elem(&gen_state, &zero);
+	__u64 *sent = bpf_map_lookup_elem(&gen_state, &one);
+	if (!c || !next || !sent)
+		return XDP_ABORTED;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	if (data + HDR_LEN > data_end)
+		return XDP_ABORTED;
+	__u64 *d8 = data;
+	const __u64 *s8 = (const __u64 *)c->hdr;
+#pragma unroll
+	for (int i = 0; i < 9; i++)
+		d8[i] = s8[i];
+	*(__u32 *)(data + 72) = *(const __u32 *)(c->hdr + 72);
+	*(__u16 *)(data + 76) = *(const __u16 *)(c->hdr + 76);
+
+	__u32 i = (__u32)*next;
+	*next = (i + 1 >= c->n) ? 0 : i + 1;
+	*sent += 1;
+	if (c->mode == GEN_DOWNLINK) {
+		*(__u32 *)(data + 30) = bpf_htonl(c->addr_base + i);
+		*(__u16 *)(data + 24) = 0;
+		*(__u16 *)(data + 24) = csum20(data + 14);
+	} else if (c->mode == GEN_UPLINK) {
+		*(__u32 *)(data + 46) = bpf_htonl(c->teid_base + i);
+		*(__u32 *)(data + 62) = bpf_htonl(c->addr_base + i);
+		*(__u16 *)(data + 60) = 0;
+		*(__u16 *)(data + 60) = csum20(data + 50);
+	}
+	return XDP_TX;
+}
+
+char _license[] SEC("license") = "GPL";

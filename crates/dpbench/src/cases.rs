@@ -1,0 +1,285 @@
+//! The devices under test and the measuring loop.
+//!
+//! Order of a run: baselines (kernel, minimal XDP) for every direction and
+//! size; the UPF with each number of sessions installed; the baselines
+//! again (the two passes are averaged, to even out the drift of a shared
+//! host); the bare-redirect ceiling.
+
+use crate::frames::*;
+use crate::progs::{Generator, Sink};
+use crate::rtt::{median_rtt, Echo, Probe};
+use crate::topo::BenchTopology;
+use crate::{DataplaneBenchOptions, DataplaneCase, DataplaneReport, DpBenchError};
+use mobicore_netns::run_in;
+use mobicore_upf::rules::{Action, Far, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
+use mobicore_upf::xdp::baseline::{self, FixedTunnel};
+use mobicore_upf::xdp::{ifindex, AttachMode, LoadedProgram, MapSizes, NextHop, XdpConfig, XdpPlane};
+use mobicore_upf::ForwardingPlane;
+use std::collections::HashMap;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    Uplink,
+    Downlink,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Uplink => "uplink",
+            Direction::Downlink => "downlink",
+        }
+    }
+}
+
+const DIRECTIONS: [Direction; 2] = [Direction::Uplink, Direction::Downlink];
+
+/// One bearer of session `i` as the S/P-GW-C installs it after Modify
+/// Bearer (crates/spgwc sxa_build): uplink PDR by local F-TEID with outer
+/// header removal -> FAR FORW to Core; downlink PDR by UE IP -> FAR FORW
+/// to Access with outer header creation towards the eNB (the sink).
+pub fn session_rules(i: u32) -> SessionRules {
+    let forw = Action { forw: true, ..Default::default() };
+    let pdi = |iface: u8| PacketDetection {
+        source_interface: iface,
+        local_fteid: None,
+        choose_fteid: false,
+        ue_ipv4: None,
+        network_instance: Some("internet".into()),
+        sdf_filters: 0,
+        flows: Vec::new(),
+    };
+    let mut r = SessionRules::default();
+    let ul_pdi = PacketDetection { local_fteid: Some((TEID_BASE + i, DUT0)), ..pdi(INTERFACE_ACCESS) };
+    let dl_pdi = PacketDetection { ue_ipv4: Some(ue(i)), ..pdi(INTERFACE_CORE) };
+    r.pdrs.insert(1, Pdr { id: 1, precedence: 255, pdi: ul_pdi, outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
+    r.pdrs.insert(2, Pdr { id: 2, precedence: 255, pdi: dl_pdi, outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+    let far = |id, iface, ohc| Far { id, action: forw, destination_interface: Some(iface), network_instance: Some("internet".into()), outer_header_creation: ohc, bar_id: None };
+    r.fars.insert(1, far(1, INTERFACE_CORE, None));
+    r.fars.insert(2, far(2, INTERFACE_ACCESS, Some(GtpuTunnel { teid: ENB_TEID_BASE + i, ipv4: SINK })));
+    r
+}
+
+fn ue(i: u32) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::from(u32::from(UE_BASE) + i)
+}
+
+/// What runs on `d0` in the dut namespace; dropping it detaches.
+enum Dut {
+    Upf(Box<XdpPlane>),
+    Min(baseline::Baseline),
+    Pass(LoadedProgram),
+}
+
+/// The run: topology, generator, sink, echo servers. Field order is drop
+/// order: programs and threads first, namespaces last.
+pub struct Bench {
+    echo: Option<Echo>,
+    gen: Option<Generator>,
+    sink: Sink,
+    g0: u32,
+    d1: u32,
+    opts: DataplaneBenchOptions,
+    topo: BenchTopology,
+}
+
+impl Bench {
+    pub fn run(opts: &DataplaneBenchOptions) -> Result<DataplaneReport, DpBenchError> {
+        if opts.sizes.is_empty() || opts.sessions.is_empty() {
+            return Err(DpBenchError::Options("at least one size and one session count".into()));
+        }
+        if let Some(s) = opts.sizes.iter().find(|s| !(MIN_SIZE..=1400).contains(*s)) {
+            return Err(DpBenchError::Options(format!("size {s} outside 64..=1400")));
+        }
+        if let Some(n) = opts.sessions.iter().find(|n| **n == 0 || **n > 1_000_000) {
+            return Err(DpBenchError::Options(format!("{n} sessions outside 1..=1000000")));
+        }
+        mobicore_netns::require_root()?;
+        let topo = BenchTopology::create(&mobicore_netns::unique_tag("mcdp"))?;
+        let mut sink = Sink::load()?;
+        let s0 = run_in(&topo.sink, || ifindex("s0"))??;
+        run_in(&topo.sink, || sink.attach(s0))??;
+        let g0 = run_in(&topo.gen, || ifindex("g0"))??;
+        let d1 = run_in(&topo.dut, || ifindex("d1"))??;
+        let echo = Some(Echo::start(&topo.sink)?);
+        let mut b = Bench { echo, gen: Some(Generator::load()?), sink, g0, d1, opts: opts.clone(), topo };
+        let r = b.measure_all();
+        b.echo.take();
+        r
+    }
+
+    fn rtt_samples(&self) -> usize {
+        if self.opts.quick { 20 } else { 200 }
+    }
+
+    fn measure_all(&mut self) -> Result<DataplaneReport, DpBenchError> {
+        let mut base: HashMap<(Direction, usize), (f64, f64)> = HashMap::new();
+        let mut krtt: HashMap<(Direction, usize), Option<f64>> = HashMap::new();
+        self.baselines(&mut base, Some(&mut krtt))?;
+        let upf = self.upf_cases()?;
+        self.baselines(&mut base, None)?;
+        let ceiling = self.ceiling(self.opts.sizes[0])?;
+        let cases = upf
+            .into_iter()
+            .map(|(dir, size, n, mpps, rtt)| {
+                let (k, x) = base[&(dir, size)];
+                let (k, x) = (k / 2.0, x / 2.0);
+                DataplaneCase {
+                    direction: dir.name(),
+                    size,
+                    sessions: n,
+                    mpps,
+                    baseline_kernel_mpps: k,
+                    baseline_xdp_mpps: x,
+                    ratio_to_xdp: if x > 0.0 { mpps / x } else { 0.0 },
+                    ratio_to_kernel: if k > 0.0 { mpps / k } else { 0.0 },
+                    rtt_us: rtt.zip(krtt.get(&(dir, size)).copied().flatten()).map(|(u, k)| u - k),
+                }
+            })
+            .collect();
+        Ok(DataplaneReport { cases, ceiling_redirect_mpps: ceiling })
+    }
+
+    /// One pass of both baselines over every direction and size, summed
+    /// into `base`; kernel round trips into `rtt` when given.
+    fn baselines(&mut self, base: &mut HashMap<(Direction, usize), (f64, f64)>, mut rtt: Option<&mut HashMap<(Direction, usize), Option<f64>>>) -> Result<(), DpBenchError> {
+        for dir in DIRECTIONS {
+            for size in self.opts.sizes.clone() {
+                let pass = self.attach(Dut::Pass(baseline::load_pass()?))?;
+                let (frame, cfg) = match dir {
+                    Direction::Uplink => fixed(uplink_frame(SINK, TEID_BASE, UE_BASE, size)),
+                    Direction::Downlink => fixed(downlink_frame(UE_BASE, size)),
+                };
+                let k = self.blast(&frame, &cfg)?;
+                if let Some(r) = rtt.as_deref_mut() {
+                    let p = if dir == Direction::Uplink { Probe::KernelUplink } else { Probe::KernelDownlink };
+                    r.insert((dir, size), median_rtt(&self.topo.gen, p, size, self.rtt_samples())?);
+                }
+                drop(pass);
+                let t = FixedTunnel { teid: TEID_BASE, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
+                let (min, (frame, cfg)) = match dir {
+                    Direction::Uplink => (baseline::load_decap_min(&t)?, fixed(uplink_frame(DUT0, TEID_BASE, UE_BASE, size))),
+                    Direction::Downlink => (baseline::load_encap_min(&FixedTunnel { teid: ENB_TEID_BASE, ..t })?, fixed(downlink_frame(UE_BASE, size))),
+                };
+                let min = self.attach(Dut::Min(min))?;
+                let x = self.blast(&frame, &cfg)?;
+                drop(min);
+                tracing::info!(direction = dir.name(), size, kernel_mpps = k, xdp_min_mpps = x, "baselines");
+                let e = base.entry((dir, size)).or_default();
+                e.0 += k;
+                e.1 += x;
+            }
+        }
+        Ok(())
+    }
+
+    /// The UPF with each number of sessions: (direction, size, sessions, Mpps, RTT).
+    #[allow(clippy::type_complexity)]
+    fn upf_cases(&mut self) -> Result<Vec<(Direction, usize, usize, f64, Option<f64>)>, DpBenchError> {
+        let max = *self.opts.sessions.iter().max().expect("checked") as u32;
+        let sizes = MapSizes { tunnels: max + 16, fars: 2 * max + 16, qers: 16, urrs: 16 };
+        let mut out = Vec::new();
+        for n in self.opts.sessions.clone() {
+            let mut plane = XdpPlane::load(XdpConfig { s1u_addr: DUT0, mtu: 1500, no_fib: false, sizes })?;
+            plane.set_next_hop(SINK, NextHop { ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 })?;
+            for i in 0..n as u32 {
+                plane.install(u64::from(i) + 1, &session_rules(i)).map_err(|e| DpBenchError::Plane(format!("session {i}: {e}")))?;
+            }
+            let dut = self.attach(Dut::Upf(Box::new(plane)))?;
+            for dir in DIRECTIONS {
+                for size in self.opts.sizes.clone() {
+                    let (frame, cfg) = match dir {
+                        Direction::Uplink => {
+                            let f = uplink_frame(DUT0, TEID_BASE, UE_BASE, size);
+                            let c = gen_cfg(&f, GEN_UPLINK, n as u32, TEID_BASE, UE_BASE);
+                            (f, c)
+                        }
+                        Direction::Downlink => {
+                            let f = downlink_frame(UE_BASE, size);
+                            let c = gen_cfg(&f, GEN_DOWNLINK, n as u32, 0, UE_BASE);
+                            (f, c)
+                        }
+                    };
+                    let mpps = self.blast(&frame, &cfg)?;
+                    let p = if dir == Direction::Uplink { Probe::UpfUplink } else { Probe::UpfDownlink };
+                    let rtt = median_rtt(&self.topo.gen, p, size, self.rtt_samples())?;
+                    if let Dut::Upf(p) = &dut {
+                        tracing::info!(direction = dir.name(), size, sessions = n, mpps, counters = ?p.counters().unwrap_or_default().into_iter().filter(|c| c.1 > 0).collect::<Vec<_>>(), "UPF");
+                    }
+                    out.push((dir, size, n, mpps, rtt));
+                }
+            }
+            drop(dut);
+        }
+        Ok(out)
+    }
+
+    fn ceiling(&mut self, size: usize) -> Result<f64, DpBenchError> {
+        let t = FixedTunnel { teid: 0, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
+        let dut = self.attach(Dut::Min(baseline::load_redirect(&t)?))?;
+        let (frame, cfg) = fixed(downlink_frame(UE_BASE, size));
+        let r = self.blast(&frame, &cfg);
+        drop(dut);
+        tracing::info!(size, mpps = r.as_ref().ok(), "ceiling (bare redirect)");
+        r
+    }
+
+    /// Attaches a device under test to d0 (native XDP) in the dut namespace.
+    fn attach(&self, mut dut: Dut) -> Result<Dut, DpBenchError> {
+        run_in(&self.topo.dut, || match &mut dut {
+            Dut::Upf(p) => p.attach("d0", AttachMode::Native),
+            Dut::Min(b) => b.program.attach("d0", AttachMode::Native),
+            Dut::Pass(p) => p.attach("d0", AttachMode::Native),
+        })??;
+        Ok(dut)
+    }
+
+    /// Offers `frame` for the configured duration (after a short warm-up);
+    /// the rate the sink counted, in Mpps.
+    fn blast(&mut self, frame: &[u8], cfg: &GenCfg) -> Result<f64, DpBenchError> {
+        let mut gen = self.gen.take().expect("generator present between runs");
+        let warm = if self.opts.quick { Duration::from_millis(20) } else { Duration::from_millis(200) };
+        let dur = self.opts.duration;
+        let (g0, sink) = (self.g0, &self.sink);
+        let (gen, r) = run_in(&self.topo.gen, move || {
+            let r = (|| {
+                gen.configure(cfg)?;
+                gen.blast(frame, g0, warm, 1 << 14)?;
+                std::thread::sleep(Duration::from_millis(5));
+                let before = sink.count()?;
+                let t = gen.blast(frame, g0, dur, 1 << 16)?;
+                std::thread::sleep(Duration::from_millis(5));
+                let after = sink.count()?;
+                Ok::<_, DpBenchError>((after.saturating_sub(before)) as f64 / t.as_secs_f64() / 1e6)
+            })();
+            (gen, r)
+        })?;
+        self.gen = Some(gen);
+        r
+    }
+}
+
+fn fixed(frame: Vec<u8>) -> (Vec<u8>, GenCfg) {
+    let c = gen_cfg(&frame, GEN_FIXED, 1, 0, UE_BASE);
+    (frame, c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mobicore_upf::xdp::MemoryMaps;
+
+    #[test]
+    fn sessions_install_through_the_forwarding_plane() {
+        let mut p = XdpPlane::with_maps(MemoryMaps::default(), XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(DUT0) }).unwrap();
+        for i in 0..100 {
+            p.install(u64::from(i) + 1, &session_rules(i)).unwrap();
+        }
+        assert_eq!(p.sessions(), 100);
+        let r = session_rules(7);
+        assert_eq!(r.pdrs[&1].pdi.local_fteid, Some((TEID_BASE + 7, DUT0)));
+        assert_eq!(r.pdrs[&2].pdi.ue_ipv4, Some(std::net::Ipv4Addr::new(10, 64, 0, 8)));
+        assert_eq!(r.fars[&2].outer_header_creation, Some(GtpuTunnel { teid: ENB_TEID_BASE + 7, ipv4: SINK }));
+    }
+}

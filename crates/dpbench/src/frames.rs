@@ -1,0 +1,169 @@
+//! Addresses of the bench topology and the template frames of the load
+//! generator (pure functions, unit tested).
+
+use std::net::Ipv4Addr;
+
+/// gen `g0` (the eNB or the data network, by direction).
+pub const GEN: Ipv4Addr = Ipv4Addr::new(10, 201, 1, 1);
+/// dut `d0`: also the UPF's S1-U address.
+pub const DUT0: Ipv4Addr = Ipv4Addr::new(10, 201, 1, 2);
+/// dut `d1`.
+pub const DUT1: Ipv4Addr = Ipv4Addr::new(10, 201, 2, 1);
+/// sink `s0` (the data network, or the eNB of the downlink).
+pub const SINK: Ipv4Addr = Ipv4Addr::new(10, 201, 2, 2);
+/// First UE address; session i has `UE_BASE + i` (a /14 holds 100,000).
+pub const UE_BASE: Ipv4Addr = Ipv4Addr::new(10, 64, 0, 1);
+pub const UE_POOL: &str = "10.64.0.0/14";
+/// UE address of the uplink round-trip probes (lives on gen's loopback).
+pub const PROBE_UE_UL: Ipv4Addr = Ipv4Addr::new(10, 63, 0, 1);
+/// UE address of the kernel downlink probe (lives on sink's loopback).
+pub const PROBE_UE_DL: Ipv4Addr = Ipv4Addr::new(10, 63, 0, 2);
+/// Local TEID of session i: `TEID_BASE + i`; eNB TEID: `ENB_TEID_BASE + i`.
+pub const TEID_BASE: u32 = 0x0010_0000;
+pub const ENB_TEID_BASE: u32 = 0x0080_0000;
+pub const GTPU_PORT: u16 = 2152;
+/// UDP port of the measured frames (counted and dropped by the sink).
+pub const BENCH_PORT: u16 = 9;
+/// UDP echo port of the round-trip probes.
+pub const ECHO_PORT: u16 = 7;
+
+pub const MAC_G0: [u8; 6] = [0x02, 0xdb, 0, 0, 0, 0x01];
+pub const MAC_D0: [u8; 6] = [0x02, 0xdb, 0, 0, 0, 0x02];
+pub const MAC_D1: [u8; 6] = [0x02, 0xdb, 0, 0, 0, 0x03];
+pub const MAC_S0: [u8; 6] = [0x02, 0xdb, 0, 0, 0, 0x04];
+
+/// Bytes of every frame the generator rewrites (bpf/gen.c HDR_LEN).
+pub const HDR_LEN: usize = 78;
+/// Smallest inner packet: the generator's header must fit.
+pub const MIN_SIZE: usize = 64;
+
+/// Generator modes (bpf/gen.c enum gen_mode).
+pub const GEN_FIXED: u32 = 0;
+pub const GEN_DOWNLINK: u32 = 1;
+pub const GEN_UPLINK: u32 = 2;
+
+/// The generator's configuration (bpf/gen.c struct gen_cfg).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GenCfg {
+    pub mode: u32,
+    pub n: u32,
+    pub teid_base: u32,
+    pub addr_base: u32,
+    pub hdr: [u8; 80],
+}
+
+// SAFETY: #[repr(C)] integers and bytes, no padding (4*4 + 80).
+unsafe impl aya::Pod for GenCfg {}
+const _: () = assert!(std::mem::size_of::<GenCfg>() == 96);
+
+pub fn mac_text(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+pub fn ipv4_csum(h: &[u8]) -> u16 {
+    let mut s: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// IPv4 (no options, TTL 64, checksum set) + UDP (checksum 0) of `total`
+/// bytes (at least 28), payload bytes 0x5a.
+pub fn ipv4_udp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, total: usize) -> Vec<u8> {
+    let total = total.max(28);
+    let mut p = vec![0x5a; total];
+    p[..12].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    p[12..16].copy_from_slice(&src.octets());
+    p[16..20].copy_from_slice(&dst.octets());
+    let c = ipv4_csum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&dport.to_be_bytes());
+    p[24..26].copy_from_slice(&((total - 20) as u16).to_be_bytes());
+    p[26..28].copy_from_slice(&[0, 0]);
+    p
+}
+
+/// A G-PDU (TS 29.281 5.1, no optional fields) carrying `inner`.
+pub fn gtpu(teid: u32, inner: &[u8]) -> Vec<u8> {
+    let mut g = vec![0x30, 0xff];
+    g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend_from_slice(inner);
+    g
+}
+
+fn eth(ip: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + ip.len());
+    f.extend_from_slice(&MAC_D0);
+    f.extend_from_slice(&MAC_G0);
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(ip);
+    f
+}
+
+/// Uplink frame: gen -> `outer_dst`:2152, G-PDU with TEID `teid`, inner
+/// UDP of `size` bytes from `ue` to the sink's bench port.
+pub fn uplink_frame(outer_dst: Ipv4Addr, teid: u32, ue: Ipv4Addr, size: usize) -> Vec<u8> {
+    let inner = ipv4_udp(ue, SINK, 10000, BENCH_PORT, size);
+    eth(&ipv4_udp_payload(GEN, outer_dst, GTPU_PORT, GTPU_PORT, &gtpu(teid, &inner)))
+}
+
+/// Downlink frame: plain UDP of `size` bytes from gen to `ue`.
+pub fn downlink_frame(ue: Ipv4Addr, size: usize) -> Vec<u8> {
+    eth(&ipv4_udp(GEN, ue, 10000, BENCH_PORT, size))
+}
+
+/// IPv4 + UDP around `payload`.
+pub fn ipv4_udp_payload(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut p = ipv4_udp(src, dst, sport, dport, 28 + payload.len());
+    p[28..].copy_from_slice(payload);
+    p
+}
+
+/// The generator configuration for `frame`, cycling through `n` sessions.
+pub fn gen_cfg(frame: &[u8], mode: u32, n: u32, teid_base: u32, addr_base: Ipv4Addr) -> GenCfg {
+    let mut hdr = [0u8; 80];
+    let k = frame.len().min(HDR_LEN);
+    hdr[..k].copy_from_slice(&frame[..k]);
+    GenCfg { mode, n: n.max(1), teid_base, addr_base: u32::from(addr_base), hdr }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uplink_frame_layout_matches_the_generator_offsets() {
+        let f = uplink_frame(DUT0, TEID_BASE + 5, Ipv4Addr::new(10, 64, 0, 6), 64);
+        assert_eq!(f.len(), 14 + 20 + 8 + 8 + 64);
+        assert_eq!(&f[46..50], &(TEID_BASE + 5).to_be_bytes(), "TEID at 46");
+        assert_eq!(&f[62..66], &[10, 64, 0, 6], "inner source at 62");
+        assert_eq!(ipv4_csum(&f[14..34]), 0, "outer checksum");
+        assert_eq!(ipv4_csum(&f[50..70]), 0, "inner checksum at 50");
+        assert_eq!(u16::from_be_bytes([f[72], f[73]]), BENCH_PORT, "inner dport at 72 (bpf/sink.c)");
+        assert_eq!(u16::from_be_bytes([f[44], f[45]]), 64, "GTP-U length");
+    }
+
+    #[test]
+    fn downlink_frame_layout_matches_the_generator_offsets() {
+        let f = downlink_frame(Ipv4Addr::new(10, 64, 0, 1), 64);
+        assert_eq!(f.len(), HDR_LEN);
+        assert_eq!(&f[30..34], &[10, 64, 0, 1], "destination at 30");
+        assert_eq!(ipv4_csum(&f[14..34]), 0);
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), BENCH_PORT);
+        assert_eq!(downlink_frame(UE_BASE, 1400).len(), 1414);
+    }
+
+    #[test]
+    fn gen_cfg_copies_the_header_only() {
+        let f = downlink_frame(UE_BASE, 1400);
+        let c = gen_cfg(&f, GEN_DOWNLINK, 0, 0, UE_BASE);
+        assert_eq!(c.n, 1, "at least one session");
+        assert_eq!(&c.hdr[..HDR_LEN], &f[..HDR_LEN]);
+        assert_eq!(c.addr_base, u32::from(UE_BASE));
+    }
+}

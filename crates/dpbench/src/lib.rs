@@ -1,0 +1,143 @@
+//! mobicore-dpbench: `mobicore bench dataplane` (issue 3 item 6).
+//!
+//! Uplink and downlink packet rates of the XDP UPF for each inner packet
+//! size and number of installed sessions, each against two baselines on
+//! the identical topology (`gen -> dut -> sink`, see [`topo`]): plain
+//! kernel IPv4 forwarding and the minimal XDP GTP-U decap/encap of one
+//! fixed tunnel; plus a bare XDP redirect as the ceiling of the host, and
+//! the round-trip time the UPF adds over kernel forwarding.
+//!
+//! - [`frames`]: addresses and the generator's template frames.
+//! - [`progs`]: the live-frames load generator and the sink counter.
+//! - [`topo`]: the namespaces and veths (removed on drop).
+//! - [`rtt`]: round-trip probes and echo servers.
+//! - [`cases`]: the devices under test and the measuring loop.
+
+pub mod cases;
+pub mod frames;
+pub mod progs;
+pub mod rtt;
+pub mod topo;
+
+use serde::Serialize;
+use std::time::Duration;
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataplaneBenchOptions {
+    /// Inner packet sizes in bytes (>= 64, <= 1400 so that the
+    /// encapsulated packet fits a 1500-byte MTU).
+    pub sizes: Vec<usize>,
+    /// Numbers of sessions installed in the UPF.
+    pub sessions: Vec<usize>,
+    /// Measuring time of each case.
+    pub duration: Duration,
+    /// Fewer round-trip samples and a shorter warm-up (for tests).
+    pub quick: bool,
+}
+
+impl Default for DataplaneBenchOptions {
+    /// The issue's matrix: 64 and 1400 bytes, 1 / 1,000 / 100,000 sessions.
+    fn default() -> Self {
+        DataplaneBenchOptions { sizes: vec![64, 1400], sessions: vec![1, 1000, 100_000], duration: Duration::from_secs(2), quick: false }
+    }
+}
+
+impl DataplaneBenchOptions {
+    /// A tiny run: one size, 1 and 1000 sessions, 200 ms per case.
+    pub fn quick() -> Self {
+        DataplaneBenchOptions { sizes: vec![64], sessions: vec![1, 1000], duration: Duration::from_millis(200), quick: true }
+    }
+}
+
+/// One measured case (the `--json` rows).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataplaneCase {
+    /// "uplink" or "downlink".
+    pub direction: &'static str,
+    /// Inner packet bytes.
+    pub size: usize,
+    pub sessions: usize,
+    /// Our XDP UPF with full rule processing, million packets per second.
+    pub mpps: f64,
+    /// Plain kernel IPv4 forwarding (uplink: the outer GTP-U packet).
+    pub baseline_kernel_mpps: f64,
+    /// Minimal XDP decap/encap of one fixed tunnel, no rule lookup.
+    pub baseline_xdp_mpps: f64,
+    pub ratio_to_xdp: f64,
+    pub ratio_to_kernel: f64,
+    /// Added round-trip time over kernel forwarding, microseconds
+    /// (median of single-packet probes); None if the probes got no answer.
+    pub rtt_us: Option<f64>,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataplaneReport {
+    pub cases: Vec<DataplaneCase>,
+    /// Bare XDP redirect (MAC rewrite only) of the smallest size: the
+    /// ceiling of this host's veth path.
+    pub ceiling_redirect_mpps: f64,
+}
+
+/// Why the bench could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DpBenchError {
+    #[error("the data-plane bench needs root (network namespaces, XDP); run it as root")]
+    NotRoot,
+    #[error("network namespace setup: {0}")]
+    Netns(mobicore_netns::NetnsError),
+    #[error("XDP: {0} (is this a kernel with XDP and BPF_PROG_RUN live frames, 5.18 or later?)")]
+    Xdp(String),
+    #[error("installing sessions in the XDP UPF: {0}")]
+    Plane(String),
+    #[error("bad options: {0}")]
+    Options(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<mobicore_netns::NetnsError> for DpBenchError {
+    fn from(e: mobicore_netns::NetnsError) -> Self {
+        match e {
+            mobicore_netns::NetnsError::NotRoot => DpBenchError::NotRoot,
+            e => DpBenchError::Netns(e),
+        }
+    }
+}
+
+impl From<mobicore_upf::xdp::XdpError> for DpBenchError {
+    fn from(e: mobicore_upf::xdp::XdpError) -> Self {
+        DpBenchError::Xdp(e.to_string())
+    }
+}
+
+/// Runs the bench on a blocking thread (it takes `duration` per case plus
+/// the session installs; namespaces and XDP programs are gone when it returns).
+pub async fn run(opts: DataplaneBenchOptions) -> Result<DataplaneReport, DpBenchError> {
+    tokio::task::spawn_blocking(move || run_blocking(&opts))
+        .await
+        .map_err(|e| DpBenchError::Io(std::io::Error::other(format!("bench thread: {e}"))))?
+}
+
+/// The same, synchronously.
+pub fn run_blocking(opts: &DataplaneBenchOptions) -> Result<DataplaneReport, DpBenchError> {
+    cases::Bench::run(opts)
+}
+
+/// A fixed-width table of the report (the summary of `mobicore bench dataplane`).
+pub fn table(r: &DataplaneReport) -> String {
+    let mut s = format!(
+        "{:<9} {:>5} {:>8} {:>8} {:>10} {:>10} {:>7} {:>8} {:>9}\n",
+        "direction", "size", "sessions", "Mpps", "xdp-min", "kernel", "/xdp", "/kernel", "+rtt us"
+    );
+    for c in &r.cases {
+        let rtt = c.rtt_us.map_or("-".to_string(), |v| format!("{v:.1}"));
+        s += &format!(
+            "{:<9} {:>5} {:>8} {:>8.3} {:>10.3} {:>10.3} {:>7.2} {:>8.2} {:>9}\n",
+            c.direction, c.size, c.sessions, c.mpps, c.baseline_xdp_mpps, c.baseline_kernel_mpps, c.ratio_to_xdp, c.ratio_to_kernel, rtt
+        );
+    }
+    s += &format!("ceiling (bare XDP redirect): {:.3} Mpps\n", r.ceiling_redirect_mpps);
+    s
+}
