@@ -146,7 +146,7 @@ impl Bench {
     fn baselines(&mut self, base: &mut HashMap<(Direction, usize), (f64, f64)>, mut rtt: Option<&mut HashMap<(Direction, usize), Option<f64>>>) -> Result<(), DpBenchError> {
         for dir in DIRECTIONS {
             for size in self.opts.sizes.clone() {
-                let pass = self.attach(Dut::Pass(baseline::load_pass()?))?;
+                let pass = self.attach(|| Ok(Dut::Pass(baseline::load_pass()?)))?;
                 let (frame, cfg) = match dir {
                     Direction::Uplink => fixed(uplink_frame(SINK, TEID_BASE, UE_BASE, size)),
                     Direction::Downlink => fixed(downlink_frame(UE_BASE, size)),
@@ -158,11 +158,16 @@ impl Bench {
                 }
                 drop(pass);
                 let t = FixedTunnel { teid: TEID_BASE, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
-                let (min, (frame, cfg)) = match dir {
-                    Direction::Uplink => (baseline::load_decap_min(&t)?, fixed(uplink_frame(DUT0, TEID_BASE, UE_BASE, size))),
-                    Direction::Downlink => (baseline::load_encap_min(&FixedTunnel { teid: ENB_TEID_BASE, ..t })?, fixed(downlink_frame(UE_BASE, size))),
+                let (frame, cfg) = match dir {
+                    Direction::Uplink => fixed(uplink_frame(DUT0, TEID_BASE, UE_BASE, size)),
+                    Direction::Downlink => fixed(downlink_frame(UE_BASE, size)),
                 };
-                let min = self.attach(Dut::Min(min))?;
+                let min = self.attach(|| {
+                    Ok(Dut::Min(match dir {
+                        Direction::Uplink => baseline::load_decap_min(&t)?,
+                        Direction::Downlink => baseline::load_encap_min(&FixedTunnel { teid: ENB_TEID_BASE, ..t })?,
+                    }))
+                })?;
                 let x = self.blast(&frame, &cfg)?;
                 drop(min);
                 tracing::info!(direction = dir.name(), size, kernel_mpps = k, xdp_min_mpps = x, "baselines");
@@ -181,12 +186,15 @@ impl Bench {
         let sizes = MapSizes { tunnels: max + 16, fars: 2 * max + 16, qers: 16, urrs: 16 };
         let mut out = Vec::new();
         for n in self.opts.sessions.clone() {
-            let mut plane = XdpPlane::load(XdpConfig { s1u_addr: DUT0, mtu: 1500, no_fib: false, sizes })?;
-            plane.set_next_hop(SINK, NextHop { ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 })?;
-            for i in 0..n as u32 {
-                plane.install(u64::from(i) + 1, &session_rules(i)).map_err(|e| DpBenchError::Plane(format!("session {i}: {e}")))?;
-            }
-            let dut = self.attach(Dut::Upf(Box::new(plane)))?;
+            let d1 = self.d1;
+            let dut = self.attach(|| {
+                let mut plane = XdpPlane::load(XdpConfig { s1u_addr: DUT0, mtu: 1500, no_fib: false, sizes })?;
+                plane.set_next_hop(SINK, NextHop { ifindex: d1, dmac: MAC_S0, smac: MAC_D1 })?;
+                for i in 0..n as u32 {
+                    plane.install(u64::from(i) + 1, &session_rules(i)).map_err(|e| DpBenchError::Plane(format!("session {i}: {e}")))?;
+                }
+                Ok(Dut::Upf(Box::new(plane)))
+            })?;
             for dir in DIRECTIONS {
                 for size in self.opts.sizes.clone() {
                     let (frame, cfg) = match dir {
@@ -217,7 +225,7 @@ impl Bench {
 
     fn ceiling(&mut self, size: usize) -> Result<f64, DpBenchError> {
         let t = FixedTunnel { teid: 0, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
-        let dut = self.attach(Dut::Min(baseline::load_redirect(&t)?))?;
+        let dut = self.attach(|| Ok(Dut::Min(baseline::load_redirect(&t)?)))?;
         let (frame, cfg) = fixed(downlink_frame(UE_BASE, size));
         let r = self.blast(&frame, &cfg);
         drop(dut);
@@ -225,14 +233,20 @@ impl Bench {
         r
     }
 
-    /// Attaches a device under test to d0 (native XDP) in the dut namespace.
-    fn attach(&self, mut dut: Dut) -> Result<Dut, DpBenchError> {
-        run_in(&self.topo.dut, || match &mut dut {
-            Dut::Upf(p) => p.attach("d0", AttachMode::Native),
-            Dut::Min(b) => b.program.attach("d0", AttachMode::Native),
-            Dut::Pass(p) => p.attach("d0", AttachMode::Native),
-        })??;
-        Ok(dut)
+    /// Builds a device under test and attaches it to d0 (native XDP), all
+    /// on a thread in the dut namespace: DEVMAP entries name interfaces by
+    /// index in the namespace of the thread that writes them, so a map
+    /// written from another namespace would redirect to a foreign device.
+    fn attach(&self, make: impl FnOnce() -> Result<Dut, DpBenchError> + Send) -> Result<Dut, DpBenchError> {
+        run_in(&self.topo.dut, || {
+            let mut dut = make()?;
+            match &mut dut {
+                Dut::Upf(p) => p.attach("d0", AttachMode::Native)?,
+                Dut::Min(b) => b.program.attach("d0", AttachMode::Native)?,
+                Dut::Pass(p) => p.attach("d0", AttachMode::Native)?,
+            }
+            Ok(dut)
+        })?
     }
 
     /// Offers `frame` for the configured duration (after a short warm-up);
