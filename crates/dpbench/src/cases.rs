@@ -68,7 +68,7 @@ fn ue(i: u32) -> std::net::Ipv4Addr {
 /// What runs on `d0` in the dut namespace; dropping it detaches.
 enum Dut {
     Upf(Box<XdpPlane>),
-    Min(baseline::Baseline),
+    Min(Box<baseline::Baseline>),
     Pass(LoadedProgram),
 }
 
@@ -163,10 +163,10 @@ impl Bench {
                     Direction::Downlink => fixed(downlink_frame(UE_BASE, size)),
                 };
                 let min = self.attach(|| {
-                    Ok(Dut::Min(match dir {
+                    Ok(Dut::Min(Box::new(match dir {
                         Direction::Uplink => baseline::load_decap_min(&t)?,
                         Direction::Downlink => baseline::load_encap_min(&FixedTunnel { teid: ENB_TEID_BASE, ..t })?,
-                    }))
+                    })))
                 })?;
                 let x = self.blast(&frame, &cfg)?;
                 drop(min);
@@ -225,7 +225,7 @@ impl Bench {
 
     fn ceiling(&mut self, size: usize) -> Result<f64, DpBenchError> {
         let t = FixedTunnel { teid: 0, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
-        let dut = self.attach(|| Ok(Dut::Min(baseline::load_redirect(&t)?)))?;
+        let dut = self.attach(|| Ok(Dut::Min(Box::new(baseline::load_redirect(&t)?))))?;
         let (frame, cfg) = fixed(downlink_frame(UE_BASE, size));
         let r = self.blast(&frame, &cfg);
         drop(dut);
@@ -274,8 +274,11 @@ impl Bench {
     }
 }
 
+/// One fixed flow, with the generator doing the same per-frame work as in
+/// the UPF cases (field writes and checksum), so only the DUT differs.
 fn fixed(frame: Vec<u8>) -> (Vec<u8>, GenCfg) {
-    let c = gen_cfg(&frame, GEN_FIXED, 1, 0, UE_BASE);
+    let mode = if frame.len() >= 50 && frame[36..38] == GTPU_PORT.to_be_bytes() { GEN_UPLINK } else { GEN_DOWNLINK };
+    let c = gen_cfg(&frame, mode, 1, TEID_BASE, UE_BASE);
     (frame, c)
 }
 

@@ -58,7 +58,10 @@ impl Drop for Echo {
 
 /// Echoes every datagram: back to the sender, or where `redirect` says
 /// (payload range, destination).
-fn serve(sock: &UdpSocket, stop: &AtomicBool, redirect: fn(&[u8], SocketAddr) -> Option<(usize, SocketAddr)>) {
+/// Where to answer a datagram: (payload offset, destination), None = as is.
+type Redirect = fn(&[u8], SocketAddr) -> Option<(usize, SocketAddr)>;
+
+fn serve(sock: &UdpSocket, stop: &AtomicBool, redirect: Redirect) {
     let mut buf = [0u8; 2048];
     while !stop.load(Ordering::Relaxed) {
         let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
