@@ -7,6 +7,8 @@ use anyhow::{bail, Context, Result};
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::SctpHandle;
 use mobicore_hss::{SubscriberStore, SubscriberTemplate};
+use mobicore_netns::Topology;
+use mobicore_upf::config::DatapathKind;
 use mobicore_sctp::{EndpointConfig, Transport};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,6 +48,8 @@ pub async fn sctp_endpoint(cfg: &Config, local: SocketAddr, t: Transport, remote
 
 /// Every core network function running in this process.
 pub struct AllInOne {
+    /// Which user-plane data path runs.
+    pub datapath: &'static str,
     pub s1ap: SocketAddr,
     pub hss: SocketAddr,
     pub sgw_s11: SocketAddr,
@@ -59,6 +63,13 @@ pub struct AllInOne {
 /// S1-MME port, everything else on ephemeral loopback ports so that a demo
 /// never collides with a standalone NF.
 pub async fn start(cfg: &Config, store: SubscriberStore, t: Transport) -> Result<AllInOne> {
+    start_with(cfg, store, t, None).await
+}
+
+/// Like [`start`]; with a topology, the UPF's data path runs in its `core`
+/// namespace (S1-U towards `ran`, SGi towards `dn`) and the S/P-GW-C hands
+/// out its S1-U address.
+pub async fn start_with(cfg: &Config, store: SubscriberStore, t: Transport, topo: Option<&Topology>) -> Result<AllInOne> {
     let (shutdown, rx) = watch::channel(false);
     let mut tasks: Vec<(&'static str, JoinHandle<Result<()>>)> = Vec::new();
     let mut counters = Vec::new();
@@ -72,8 +83,24 @@ pub async fn start(cfg: &Config, store: SubscriberStore, t: Transport) -> Result
 
     let mut upf_cfg = cfg.upf.clone();
     upf_cfg.pfcp = "127.0.0.1:0".parse()?;
+    if let Some(topo) = topo {
+        if upf_cfg.datapath == DatapathKind::None {
+            upf_cfg.datapath = DatapathKind::Auto;
+        }
+        upf_cfg.access_netns = Some(topo.core.clone());
+        upf_cfg.core_netns = Some(topo.core.clone());
+        upf_cfg.access_interface = Some(mobicore_netns::topology::S1U_IF.into());
+        upf_cfg.core_interface = Some(mobicore_netns::topology::SGI_IF.into());
+        upf_cfg.s1u_addr = topo.addr.core_s1u;
+        upf_cfg.ue_pools = vec![format!("{}/{}", topo.addr.ue_pool, topo.addr.ue_pool_prefix)];
+    }
     let upf = mobicore_upf::Upf::bind(upf_cfg.clone()).await.context("starting the UPF's PFCP node")?;
     let upf_pfcp = upf.pfcp_addr();
+    let datapath = match (upf_cfg.datapath, upf.xdp_loaded()) {
+        (DatapathKind::None, _) => "none (PFCP only)",
+        (_, true) => "XDP fast path + user-space slow path",
+        (_, false) => "user space",
+    };
     counters.push(("upf", upf.counters.clone()));
     let r = rx.clone();
     tasks.push(("upf", tokio::spawn(async move { upf.run(r).await.map_err(Into::into) })));
@@ -95,7 +122,7 @@ pub async fn start(cfg: &Config, store: SubscriberStore, t: Transport) -> Result
     counters.extend(mme.1);
     tasks.push(("mme", mme.0));
 
-    Ok(AllInOne { s1ap: cfg.mme.s1ap, hss, sgw_s11, pfcp: (sgw_pfcp, upf_pfcp), counters, shutdown, tasks })
+    Ok(AllInOne { datapath, s1ap: cfg.mme.s1ap, hss, sgw_s11, pfcp: (sgw_pfcp, upf_pfcp), counters, shutdown, tasks })
 }
 
 /// The MME with its S6a and S11 clients and its SCTP endpoint.
@@ -169,6 +196,22 @@ pub async fn run_ran_workload(
     t: Transport,
     progress: Option<tokio::sync::mpsc::UnboundedSender<mobicore_ran::Progress>>,
 ) -> Result<mobicore_ran::RanReport> {
+    Ok(run_ran_workload_with(cfg, ran, t, progress, |_| async {}).await?.0)
+}
+
+/// Like [`run_ran_workload`], awaiting `while_attached` with the attached
+/// UEs' tunnels between the attach and the detach phases.
+pub async fn run_ran_workload_with<F, Fut>(
+    cfg: &Config,
+    ran: mobicore_ran::RanConfig,
+    t: Transport,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<mobicore_ran::Progress>>,
+    while_attached: F,
+) -> Result<(mobicore_ran::RanReport, Fut::Output)>
+where
+    F: FnOnce(Vec<mobicore_ran::AttachedUe>) -> Fut,
+    Fut: std::future::Future,
+{
     let remote_udp = match t {
         Transport::Udp { port } => port,
         _ => 0,
@@ -178,7 +221,7 @@ pub async fn run_ran_workload(
         t => t,
     };
     let sctp = sctp_endpoint(cfg, cfg.ran.local, ran_t, remote_udp).await?;
-    mobicore_ran::run(ran, sctp, progress).await.context("running the emulated RAN")
+    mobicore_ran::run_with(ran, sctp, progress, while_attached).await.context("running the emulated RAN")
 }
 
 async fn wait_for_signal() {

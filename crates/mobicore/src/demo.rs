@@ -5,10 +5,11 @@ use crate::allinone::{self, AllInOne};
 use crate::capture::{self, Capture, Ports};
 use crate::cli::SctpTransport;
 use crate::config;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use mobicore_hss::SubscriberStore;
+use mobicore_ran::userplane::TrafficReport;
 use mobicore_ran::{Progress, RanReport};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,12 @@ pub struct DemoArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// UEs that carry real traffic (ICMP echo, UDP echo, TCP bulk both
+    /// ways) through their GTP-U tunnels between the attach and the detach,
+    /// in network namespaces ran/core/dn the demo creates and removes;
+    /// 0: signalling only, no namespaces.
+    #[arg(long, default_value_t = 10)]
+    pub traffic_ues: usize,
 }
 
 pub async fn run(a: DemoArgs) -> Result<()> {
@@ -55,6 +62,15 @@ pub async fn run(a: DemoArgs) -> Result<()> {
 
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
+    let topo = if a.traffic_ues > 0 {
+        let _ = mobicore_netns::cleanup_stale("mc");
+        let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mc"))
+            .context("creating the demo's network namespaces (needs root and iproute2)")?;
+        ran.s1u_addr = topo.addr.ran_s1u;
+        Some(topo)
+    } else {
+        None
+    };
 
     // Capture everything on lo from before the first S6a connection.
     let capture = match &a.pcap {
@@ -64,19 +80,39 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         }
         None => None,
     };
-    let core = allinone::start(&cfg, store, t).await?;
+    let core = allinone::start_with(&cfg, store, t, topo.as_ref()).await?;
     println!(
-        "mobicore demo: MME S1-MME {} over {:?}, HSS S6a {}, S/P-GW-C S11 {}, PFCP {} -> UPF {}",
-        core.s1ap, t, core.hss, core.sgw_s11, core.pfcp.0, core.pfcp.1
+        "mobicore demo: MME S1-MME {} over {:?}, HSS S6a {}, S/P-GW-C S11 {}, PFCP {} -> UPF {}, data path: {}",
+        core.s1ap, t, core.hss, core.sgw_s11, core.pfcp.0, core.pfcp.1, core.datapath
     );
-    let report = run_with_progress(&cfg, ran, t, a.quiet).await;
+    let traffic = topo.as_ref().map(|topo| TrafficPlan { topo, ues: a.traffic_ues });
+    let result = run_with_progress_and_traffic(&cfg, ran, t, a.quiet, traffic).await;
+    let (report, traffic) = match result {
+        Ok((r, t)) => (Ok(r), t),
+        Err(e) => (Err(e), None),
+    };
     let ports = ports_of(&core);
     let counters = counters_of(&core);
     core.stop().await?;
+    drop(topo);
     let report = report?;
     print_report(&report);
-    print_counters(&counters);
     let mut summary = summary_json(&report);
+    let mut traffic_ok = true;
+    if let Some(tr) = &traffic {
+        match tr {
+            Ok(tr) => {
+                print_traffic(tr);
+                traffic_ok = tr.errors.is_empty() && tr.icmp.received > 0 && tr.tcp_uplink.completed == tr.tcp_uplink.started;
+                summary["traffic"] = serde_json::to_value(tr)?;
+            }
+            Err(e) => {
+                println!("traffic: {e:#}");
+                traffic_ok = false;
+            }
+        }
+    }
+    print_counters(&counters);
     let mut clean = true;
     if let Some(cap) = capture {
         let file = cap.stop()?;
@@ -98,11 +134,34 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     if !clean {
         bail!("the capture has malformed packets or expert errors");
     }
+    if !traffic_ok {
+        bail!("user-plane traffic did not get through");
+    }
     Ok(())
 }
 
+/// UEs to carry traffic, and the namespaces they run in.
+pub struct TrafficPlan<'a> {
+    pub topo: &'a mobicore_netns::Topology,
+    pub ues: usize,
+}
+
+type TrafficResult = Result<TrafficReport>;
+
 /// Runs the RAN workload with a progress bar per phase.
 pub async fn run_with_progress(cfg: &config::Config, ran: mobicore_ran::RanConfig, t: mobicore_sctp::Transport, quiet: bool) -> Result<RanReport> {
+    Ok(run_with_progress_and_traffic(cfg, ran, t, quiet, None).await?.0)
+}
+
+/// Like [`run_with_progress`]; with a plan, the first UEs' tunnels carry
+/// ICMP, UDP and TCP between `ran` and `dn` before the detach.
+pub async fn run_with_progress_and_traffic(
+    cfg: &config::Config,
+    ran: mobicore_ran::RanConfig,
+    t: mobicore_sctp::Transport,
+    quiet: bool,
+    traffic: Option<TrafficPlan<'_>>,
+) -> Result<(RanReport, Option<TrafficResult>)> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
     let bar_task = tokio::spawn(async move {
         let mut bar: Option<(mobicore_ran::Phase, ProgressBar)> = None;
@@ -134,9 +193,58 @@ pub async fn run_with_progress(cfg: &config::Config, ran: mobicore_ran::RanConfi
             b.finish();
         }
     });
-    let r = allinone::run_ran_workload(cfg, ran, t, Some(tx)).await;
+    let r = allinone::run_ran_workload_with(cfg, ran, t, Some(tx), |ues| async move {
+        let plan = traffic?;
+        Some(run_traffic(plan, ues).await)
+    })
+    .await;
     let _ = bar_task.await;
     r
+}
+
+/// The user plane of the first `plan.ues` UEs: eNB-side GTP-U in `ran`,
+/// then ICMP echo, UDP echo and TCP bulk transfers to servers in `dn`.
+async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedUe>) -> TrafficResult {
+    use mobicore_ran::userplane::{TrafficConfig, UserPlane, UserPlaneConfig};
+    let topo = plan.topo;
+    let tunnels: Vec<_> = ues.into_iter().take(plan.ues).map(|u| u.tunnel).collect();
+    let ips: Vec<_> = tunnels.iter().map(|t| t.ue_ip).collect();
+    anyhow::ensure!(!ips.is_empty(), "no attached UE to carry traffic");
+    let up = UserPlane::start(UserPlaneConfig::new(&topo.ran, topo.addr.ran_s1u), tunnels)
+        .await
+        .context("starting the eNBs' user plane")?;
+    let mut tc = TrafficConfig::new(&topo.ran, &topo.dn, topo.addr.dn_sgi);
+    tc.tcp_bytes = 4 << 20;
+    let report = mobicore_ran::userplane::run_traffic(tc, ips).await.context("running traffic");
+    let _ = up.stop().await;
+    report
+}
+
+fn print_traffic(t: &TrafficReport) {
+    let ms = |us: u64| format!("{:.2}", us as f64 / 1000.0);
+    let rows = vec![
+        vec!["icmp echo".into(), format!("{}/{}", t.icmp.received, t.icmp.sent), ms(t.icmp.rtt_us.p50), ms(t.icmp.rtt_us.p99), "".into()],
+        vec!["udp echo".into(), format!("{}/{}", t.udp.received, t.udp.sent), ms(t.udp.rtt_us.p50), ms(t.udp.rtt_us.p99), "".into()],
+        vec![
+            "tcp uplink".into(),
+            format!("{}/{}", t.tcp_uplink.completed, t.tcp_uplink.started),
+            "".into(),
+            "".into(),
+            format!("{:.0}", t.tcp_uplink.mbit_s),
+        ],
+        vec![
+            "tcp downlink".into(),
+            format!("{}/{}", t.tcp_downlink.completed, t.tcp_downlink.started),
+            "".into(),
+            "".into(),
+            format!("{:.0}", t.tcp_downlink.mbit_s),
+        ],
+    ];
+    println!("user plane: {} UE(s) through GTP-U", t.ues);
+    print!("{}", crate::report::table(&["traffic", "ok", "rtt p50 ms", "rtt p99 ms", "Mbit/s"], &rows));
+    for e in t.errors.iter().take(10) {
+        println!("  error: {e}");
+    }
 }
 
 fn ports_of(core: &AllInOne) -> Ports {

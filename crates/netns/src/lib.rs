@@ -20,7 +20,7 @@ pub mod topology;
 pub mod tun;
 
 pub use exec::{exec_in, ip, ip_batch, run_in, spawn_in};
-pub use link::set_gro;
+pub use link::{set_gro, set_tx_checksum};
 pub use topology::{cleanup_stale, unique_tag, Addressing, Topology};
 pub use tun::Tun;
 

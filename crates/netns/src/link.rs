@@ -5,17 +5,32 @@ use std::os::fd::AsRawFd;
 
 use crate::tun::IfReq;
 
-/// ETHTOOL_SGRO (include/uapi/linux/ethtool.h).
+/// ETHTOOL_SGRO and ETHTOOL_STXCSUM (include/uapi/linux/ethtool.h).
 const ETHTOOL_SGRO: u32 = 0x0000_002c;
+const ETHTOOL_STXCSUM: u32 = 0x0000_0017;
 
 /// Turn GRO on or off on `ifname` in the calling thread's namespace (the
 /// ethtool ioctl; no ethtool binary needed). Call it through
 /// [`crate::run_in`]. A veth that is the target of an XDP_REDIRECT drops
 /// everything unless its peer has an XDP program or GRO on.
 pub fn set_gro(ifname: &str, on: bool) -> io::Result<()> {
+    ethtool_set(ifname, ETHTOOL_SGRO, on)
+}
+
+/// Turn transmit checksum offload on or off on `ifname` (in the calling
+/// thread's namespace). A veth with it on hands its peer packets whose
+/// TCP/UDP checksum is still partial; an XDP program that re-tunnels them
+/// (the UPF's downlink encapsulation) would carry that unfinished checksum
+/// to the UE, as no real NIC ever delivers it. So the ends whose locally
+/// sent traffic crosses an XDP data path compute checksums in software.
+pub fn set_tx_checksum(ifname: &str, on: bool) -> io::Result<()> {
+    ethtool_set(ifname, ETHTOOL_STXCSUM, on)
+}
+
+fn ethtool_set(ifname: &str, cmd: u32, on: bool) -> io::Result<()> {
     let sock = std::net::UdpSocket::bind("0.0.0.0:0")?;
     // struct ethtool_value { __u32 cmd; __u32 data; }
-    let mut value = [ETHTOOL_SGRO, u32::from(on)];
+    let mut value = [cmd, u32::from(on)];
     let mut req = IfReq::new(ifname)?;
     let ptr = value.as_mut_ptr() as usize;
     req.data[..std::mem::size_of::<usize>()].copy_from_slice(&ptr.to_ne_bytes());

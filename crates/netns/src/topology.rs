@@ -14,7 +14,7 @@
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::{exec::ip, link::set_gro, require_root, run_in, NetnsError};
+use crate::{exec::ip, link::set_gro, link::set_tx_checksum, require_root, run_in, NetnsError};
 
 /// Addresses and prefix lengths of the topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +118,7 @@ impl Topology {
             ip(&["-n", ns, "addr", "add", &format!("{addr}/{prefix}"), "dev", name])?;
             ip(&["-n", ns, "link", "set", name, "up"])?;
             let n = name.to_string();
-            run_in(ns, move || set_gro(&n, true))??;
+            run_in(ns, move || set_gro(&n, true).and_then(|_| set_tx_checksum(&n, false)))??;
         }
         Ok(())
     }

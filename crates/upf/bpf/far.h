@@ -39,7 +39,12 @@ static __always_inline void mac_copy(__u8 *dst, const __u8 *src)
 
 /* Sends the IPv4 packet at data (Ethernet header in front) towards dst:
  * cached next hop, else the kernel FIB, else the slow path. */
-static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len, __u32 cfg_flags)
+/* `rx` is the Ethernet header the packet arrived with: a packet handed to
+ * the kernel after decapsulation or encapsulation gets it back, so that the
+ * stack sees a frame addressed to this host and forwards it (resolving the
+ * neighbour the FIB lookup was missing). */
+static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len, __u32 cfg_flags,
+					const struct ethhdr *rx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -47,6 +52,8 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src
 	if ((void *)(eth + 1) > data_end)
 		return XDP_DROP;
 	eth->h_proto = bpf_htons(ETH_P_IP);
+	mac_copy(eth->h_dest, rx->h_dest);
+	mac_copy(eth->h_source, rx->h_source);
 	__u32 ifindex;
 	struct nexthop *nh = bpf_map_lookup_elem(&nexthops, &dst);
 	if (nh) {

@@ -48,7 +48,8 @@ static __always_inline __u32 far_gate(const struct far_entry *far)
 	return 0;
 }
 
-static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const struct upf_config *cfg)
+static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const struct upf_config *cfg,
+				  const struct ethhdr *rx)
 {
 	struct gtpu_info g;
 	switch (gtpu_parse(c, &g)) {
@@ -107,10 +108,11 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	if (trim_tail(ctx, ip, tot) || bpf_xdp_adjust_head(ctx, outer))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	count(CNT_UL_FWD);
-	return forward_ipv4(ctx, daddr, saddr, tot, cfg->flags);
+	return forward_ipv4(ctx, daddr, saddr, tot, cfg->flags, rx);
 }
 
-static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg)
+static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg,
+				    const struct ethhdr *rx)
 {
 	struct pdr_set *set = bpf_map_lookup_elem(&pdr_dl, &ip->daddr);
 	if (!set)
@@ -148,7 +150,7 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	if (!ohc) {
 		count(CNT_DL_FWD);
-		return forward_ipv4(ctx, dst, src, tot, cfg->flags);
+		return forward_ipv4(ctx, dst, src, tot, cfg->flags, rx);
 	}
 	if (bpf_xdp_adjust_head(ctx, -(int)ENCAP_LEN))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
@@ -183,7 +185,7 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 	gh->length = bpf_htons(tot);
 	gh->teid = bpf_htonl(teid);
 	count(CNT_DL_FWD);
-	return forward_ipv4(ctx, peer, local, olen, cfg->flags);
+	return forward_ipv4(ctx, peer, local, olen, cfg->flags, rx);
 }
 
 SEC("xdp")
@@ -199,6 +201,7 @@ int upf_xdp(struct xdp_md *ctx)
 	struct ethhdr *eth = PULL(&c, sizeof(*eth));
 	if (!eth || eth->h_proto != bpf_htons(ETH_P_IP))
 		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
+	struct ethhdr rx = *eth; /* head adjustments overwrite it */
 	struct iphdr *ip = PULL(&c, sizeof(*ip));
 	if (!ip)
 		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
@@ -213,10 +216,10 @@ int upf_xdp(struct xdp_md *ctx)
 		if (!udp)
 			return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
 		if (udp->dest == bpf_htons(UPF_GTPU_PORT))
-			return uplink(ctx, &c, cfg);
+			return uplink(ctx, &c, cfg, &rx);
 		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
 	}
-	return downlink(ctx, ip, c.data_end, cfg);
+	return downlink(ctx, ip, c.data_end, cfg, &rx);
 }
 
 char _license[] SEC("license") = "GPL";

@@ -73,8 +73,16 @@ struct Datapath {
     xdp: Option<Box<dyn ForwardingPlane>>,
 }
 
-/// Loads and attaches the XDP fast path to the configured interfaces.
+/// Loads the XDP fast path and attaches it to the configured interfaces,
+/// from inside the access namespace (interface names and netlink are per
+/// namespace; the program and maps are not).
 fn open_xdp(cfg: &UpfConfig) -> Result<Box<dyn ForwardingPlane>, String> {
+    let c = cfg.clone();
+    crate::dataplane::io::in_netns(cfg.access_netns.as_deref(), move || open_xdp_here(&c).map_err(std::io::Error::other))
+        .map_err(|e| e.to_string())
+}
+
+fn open_xdp_here(cfg: &UpfConfig) -> Result<Box<dyn ForwardingPlane>, String> {
     crate::xdp::xdp_available()?;
     let access = cfg.access_interface.as_deref().ok_or("access_interface is not set")?;
     let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig::new(cfg.s1u_addr)).map_err(|e| e.to_string())?;
