@@ -22,6 +22,27 @@ pub enum BenchCommand {
     /// UPF's PFCP node, with 1 and N requests in flight; baseline: PFCP
     /// Heartbeats at the same concurrency.
     Pfcp(PfcpArgs),
+    /// User-plane packet rate (uplink/downlink, 64 and 1400-byte inner
+    /// packets, 1/1,000/100,000 sessions) and added RTT of the XDP UPF,
+    /// each case next to plain kernel forwarding and a minimal XDP GTP-U
+    /// forwarder on the identical namespace topology, plus the bare XDP
+    /// redirect ceiling. Load from a BPF_PROG_RUN live-frames generator.
+    Dataplane(DataplaneArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DataplaneArgs {
+    /// Inner packet sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "64,1400")]
+    pub sizes: Vec<usize>,
+    /// Installed sessions, one case each.
+    #[arg(long, value_delimiter = ',', default_value = "1,1000,100000")]
+    pub sessions: Vec<usize>,
+    /// Seconds per case.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -87,6 +108,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Attach(a) => attach(a).await,
         BenchCommand::Sctp(a) => sctp(a).await,
         BenchCommand::Pfcp(a) => pfcp(a).await,
+        BenchCommand::Dataplane(a) => dataplane(a).await,
     }
 }
 
@@ -185,6 +207,21 @@ async fn pfcp(a: PfcpArgs) -> Result<()> {
     );
     if let Some(p) = &a.json {
         crate::demo::write_json(p, &serde_json::to_value(&cases)?)?;
+    }
+    Ok(())
+}
+
+async fn dataplane(a: DataplaneArgs) -> Result<()> {
+    let opts = mobicore_dpbench::DataplaneBenchOptions {
+        sizes: a.sizes,
+        sessions: a.sessions,
+        duration: std::time::Duration::from_secs_f64(a.seconds),
+        ..Default::default()
+    };
+    let report = tokio::task::spawn_blocking(move || mobicore_dpbench::run_blocking(&opts)).await??;
+    print!("{}", mobicore_dpbench::table(&report));
+    if let Some(p) = &a.json {
+        crate::demo::write_json(p, &serde_json::to_value(&report)?)?;
     }
     Ok(())
 }
