@@ -5,6 +5,7 @@
 //! again (the two passes are averaged, to even out the drift of a shared
 //! host); the bare-redirect ceiling.
 
+use crate::cpus::{self, Placement};
 use crate::frames::*;
 use crate::progs::{Generator, Sink};
 use crate::rtt::{median_rtt, Echo, Probe};
@@ -80,6 +81,7 @@ pub struct Bench {
     sink: Sink,
     g0: u32,
     d1: u32,
+    place: Option<Placement>,
     opts: DataplaneBenchOptions,
     topo: BenchTopology,
 }
@@ -103,7 +105,12 @@ impl Bench {
         let g0 = run_in(&topo.gen, || ifindex("g0"))??;
         let d1 = run_in(&topo.dut, || ifindex("d1"))??;
         let echo = Some(Echo::start(&topo.sink)?);
-        let mut b = Bench { echo, gen: Some(Generator::load()?), sink, g0, d1, opts: opts.clone(), topo };
+        let place = Placement::detect();
+        tracing::info!(?place, "generator and device-under-test CPUs");
+        if let (Some(p), Ok(_)) = (place, std::env::var("MCDP_SINK_ON_GEN")) {
+            cpus::threaded_napi(&topo.sink, "s0", p.gen)?;
+        }
+        let mut b = Bench { echo, gen: Some(Generator::load()?), sink, g0, d1, place, opts: opts.clone(), topo };
         let r = b.measure_all();
         b.echo.take();
         r
@@ -237,16 +244,22 @@ impl Bench {
     /// on a thread in the dut namespace: DEVMAP entries name interfaces by
     /// index in the namespace of the thread that writes them, so a map
     /// written from another namespace would redirect to a foreign device.
+    /// With two CPUs, d0's NAPI poll then moves to its pinned thread
+    /// (see [`crate::cpus`]).
     fn attach(&self, make: impl FnOnce() -> Result<Dut, DpBenchError> + Send) -> Result<Dut, DpBenchError> {
-        run_in(&self.topo.dut, || {
+        let dut = run_in(&self.topo.dut, || {
             let mut dut = make()?;
             match &mut dut {
                 Dut::Upf(p) => p.attach("d0", AttachMode::Native)?,
                 Dut::Min(b) => b.program.attach("d0", AttachMode::Native)?,
                 Dut::Pass(p) => p.attach("d0", AttachMode::Native)?,
             }
-            Ok(dut)
-        })?
+            Ok::<_, DpBenchError>(dut)
+        })??;
+        if let Some(p) = self.place {
+            cpus::threaded_napi(&self.topo.dut, "d0", p.dut)?;
+        }
+        Ok(dut)
     }
 
     /// Offers `frame` for the configured duration (after a short warm-up);
@@ -255,9 +268,12 @@ impl Bench {
         let mut gen = self.gen.take().expect("generator present between runs");
         let warm = if self.opts.quick { Duration::from_millis(20) } else { Duration::from_millis(200) };
         let dur = self.opts.duration;
-        let (g0, sink) = (self.g0, &self.sink);
+        let (g0, sink, place) = (self.g0, &self.sink, self.place);
         let (gen, r) = run_in(&self.topo.gen, move || {
             let r = (|| {
+                if let Some(p) = place {
+                    cpus::pin(0, p.gen)?;
+                }
                 gen.configure(cfg)?;
                 gen.blast(frame, g0, warm, 1 << 14)?;
                 std::thread::sleep(Duration::from_millis(5));

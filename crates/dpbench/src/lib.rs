@@ -11,9 +11,11 @@
 //! - [`progs`]: the live-frames load generator and the sink counter.
 //! - [`topo`]: the namespaces and veths (removed on drop).
 //! - [`rtt`]: round-trip probes and echo servers.
+//! - [`cpus`]: generator on one CPU, the DUT's receive path on another.
 //! - [`cases`]: the devices under test and the measuring loop.
 
 pub mod cases;
+pub mod cpus;
 pub mod frames;
 pub mod progs;
 pub mod rtt;
