@@ -63,9 +63,26 @@ pub fn tshark_available() -> bool {
 impl Capture {
     /// Starts capturing on `lo` and waits until tshark reports it is capturing.
     pub fn start(file: &Path, ports: &Ports) -> Result<Capture> {
+        Self::start_on(None, "lo", &ports.filter(), file)
+    }
+
+    /// Starts capturing GTP-U on `iface` inside network namespace `netns`.
+    pub fn start_gtpu(netns: &str, iface: &str, file: &Path) -> Result<Capture> {
+        Self::start_on(Some(netns), iface, "udp port 2152", file)
+    }
+
+    fn start_on(netns: Option<&str>, iface: &str, filter: &str, file: &Path) -> Result<Capture> {
         let _ = std::fs::remove_file(file);
-        let mut child = Command::new("tshark")
-            .args(["-i", "lo", "-q", "-f", &ports.filter(), "-w"])
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "tshark"]);
+                c
+            }
+            None => Command::new("tshark"),
+        };
+        let mut child = cmd
+            .args(["-i", iface, "-q", "-f", filter, "-w"])
             .arg(file)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -86,7 +103,7 @@ impl Capture {
         });
         if rx.recv_timeout(Duration::from_secs(20)).is_err() {
             let _ = child.kill();
-            bail!("tshark did not start capturing on lo within 20 s");
+            bail!("tshark did not start capturing on {iface} within 20 s");
         }
         Ok(Capture { child, file: file.to_path_buf() })
     }
@@ -132,6 +149,17 @@ impl Verdict {
     pub fn is_clean(&self) -> bool {
         self.malformed.is_empty() && self.expert_errors.is_empty()
     }
+
+    /// Adds another capture's findings, its frames labelled `what`.
+    pub fn merge(&mut self, other: Verdict, what: &str) {
+        for (k, v) in other.packets {
+            *self.packets.entry(k).or_default() += v;
+        }
+        let label = |v: Vec<String>| v.into_iter().map(move |m| format!("{what} {m}"));
+        self.malformed.extend(label(other.malformed));
+        self.expert_errors.extend(label(other.expert_errors));
+        self.expert_warnings.extend(label(other.expert_warnings));
+    }
 }
 
 /// Reads the capture back with tshark and collects malformed packets and
@@ -152,7 +180,7 @@ pub fn analyze(file: &Path, ports: &Ports) -> Result<Verdict> {
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let cols: Vec<&str> = line.split('\t').collect();
         let (num, protos) = (cols.first().copied().unwrap_or(""), cols.get(1).copied().unwrap_or(""));
-        for p in ["s1ap", "nas-eps", "gtpv2", "pfcp", "diameter", "sctp", "gtp"] {
+        for p in ["s1ap", "nas-eps", "gtpv2", "pfcp", "diameter", "sctp", "gtp", "gtpu"] {
             if protos.split(':').any(|x| x == p) {
                 *v.packets.entry(p.to_string()).or_default() += 1;
             }

@@ -80,6 +80,12 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         }
         None => None,
     };
+    // And the user plane's GTP-U on S1-U, seen from the eNB side (frames
+    // the XDP program redirects or transmits bypass taps in `core`).
+    let gtpu_capture = match (&a.pcap, &topo) {
+        (Some(f), Some(topo)) => Some(Capture::start_gtpu(&topo.ran, mobicore_netns::topology::S1U_IF, &f.with_extension("s1u.pcapng"))?),
+        _ => None,
+    };
     let core = allinone::start_with(&cfg, store, t, topo.as_ref()).await?;
     println!(
         "mobicore demo: MME S1-MME {} over {:?}, HSS S6a {}, S/P-GW-C S11 {}, PFCP {} -> UPF {}, data path: {}",
@@ -94,6 +100,7 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     let ports = ports_of(&core);
     let counters = counters_of(&core);
     core.stop().await?;
+    let gtpu_file = gtpu_capture.map(Capture::stop).transpose()?;
     drop(topo);
     let report = report?;
     print_report(&report);
@@ -116,8 +123,11 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     let mut clean = true;
     if let Some(cap) = capture {
         let file = cap.stop()?;
-        let v = capture::analyze(&file, &ports)?;
-        println!("capture {}: packets {:?}", file.display(), v.packets);
+        let mut v = capture::analyze(&file, &ports)?;
+        if let Some(g) = &gtpu_file {
+            v.merge(capture::analyze(g, &Ports::default())?, "s1u");
+        }
+        println!("capture {}{}: packets {:?}", file.display(), gtpu_file.as_ref().map(|g| format!(" + {}", g.display())).unwrap_or_default(), v.packets);
         for m in v.malformed.iter().chain(&v.expert_errors).take(20) {
             println!("  problem: {m}");
         }

@@ -54,6 +54,10 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     for proto in ["s1ap", "nas-eps", "diameter", "gtpv2", "pfcp"] {
         assert!(cap["packets"][proto].as_u64().unwrap_or(0) > 0, "no {proto} in the capture: {cap}");
     }
+    // The user plane's GTP-U on S1-U is in the capture too.
+    assert!(cap["packets"]["gtp"].as_u64().unwrap() > cap["packets"]["gtpv2"].as_u64().unwrap(), "no GTP-U: {cap}");
+    assert!(v["traffic"]["tcp_uplink"]["completed"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["traffic"]["icmp"]["received"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(cap["malformed"].as_array().unwrap().len(), 0, "{cap}");
     assert_eq!(cap["expert_errors"].as_array().unwrap().len(), 0, "{cap}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -61,14 +65,23 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
 
 #[test]
 fn demo_runs_over_udp_encapsulated_sctp() {
+    if !is_root() {
+        eprintln!("skipped: needs root (namespaces for the user plane)");
+        return;
+    }
+    // Its own S1-MME port: the raw-IP demo test may run at the same time.
+    let cfg = std::env::temp_dir().join(format!("mobicore-udp-{}.toml", std::process::id()));
+    std::fs::write(&cfg, "[mme]\ns1ap = \"127.0.0.1:36471\"\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
-        .args(["demo", "--ues", "20", "--enbs", "3", "--quiet", "--sctp", "udp"])
-        .env("MOBICORE_TEST", "1")
+        .args(["demo", "--ues", "20", "--enbs", "3", "--quiet", "--sctp", "udp", "--traffic-ues", "2", "-c"])
+        .arg(&cfg)
         .output()
         .unwrap();
+    let _ = std::fs::remove_file(&cfg);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("attach           20       0"), "{stdout}");
+    assert!(stdout.contains("tcp uplink    2/2"), "{stdout}");
 }
 
 /// Receives S1AP PDUs on `assoc` until one of `kind`'s procedure arrives.
