@@ -61,6 +61,28 @@ struct pdr_set {
 	struct pdr_rule rules[PDR_SET_MAX];
 };
 
+/* Value of fast_ul (key: TEID, host order) and fast_dl (key: UE IPv4,
+ * network order): every installed key has one. The common bearer - one PDR
+ * without SDF filter - is complete here, its FAR inline, so a packet costs
+ * one hash lookup on a 32-octet value. FAST_F_SET marks a key whose PDRs
+ * (several, or with SDF filters) are in pdr_ul / pdr_dl with their FARs in
+ * the far array; then only ue_addr is meaningful. */
+#define FAST_F_SET (1 << 0)
+
+struct pdr_fast {
+	__u32 ue_addr; /* uplink: the tunnel's UE address (anti-spoofing); 0 = no check */
+	__u32 qer_idx;
+	__u32 urr_idx;
+	__u32 teid;       /* FAR OHC: the peer's TEID */
+	__u32 peer_addr;  /* FAR OHC: the peer's IPv4 (network order) */
+	__u32 local_addr; /* FAR OHC: our source address; 0 = upf_config.s1u_addr */
+	__u8 action;      /* FAR apply action */
+	__u8 far_flags;   /* FAR_F_* */
+	__u8 pdr_flags;   /* PDR_F_OHR */
+	__u8 flags;       /* FAST_F_* */
+	__u32 pad;
+};
+
 /* Apply Action (TS 29.244 8.2.26). */
 #define FAR_FORW (1 << 0)
 #define FAR_DROP (1 << 1)
@@ -167,6 +189,7 @@ _Static_assert(sizeof(struct sdf_filter) == 28, "sdf_filter");
 _Static_assert(sizeof(struct pdr_rule) == 48, "pdr_rule");
 _Static_assert(sizeof(struct pdr_set) == 8 + 48 * PDR_SET_MAX, "pdr_set");
 _Static_assert(sizeof(struct far_entry) == 16, "far_entry");
+_Static_assert(sizeof(struct pdr_fast) == 32, "pdr_fast");
 _Static_assert(sizeof(struct qer_entry) == 56, "qer_entry");
 _Static_assert(sizeof(struct urr_counts) == 32, "urr_counts");
 _Static_assert(sizeof(struct nexthop) == 16, "nexthop");

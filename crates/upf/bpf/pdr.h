@@ -20,6 +20,20 @@ struct {
 	__type(value, struct pdr_set);
 } pdr_dl SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UPF_MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct pdr_fast);
+} fast_ul SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UPF_MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct pdr_fast);
+} fast_dl SEC(".maps");
+
 static __always_inline int sdf_match(const struct sdf_filter *s, const struct flow *f)
 {
 	if (s->proto && s->proto != f->proto)

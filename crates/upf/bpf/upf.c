@@ -39,13 +39,44 @@ static __always_inline int trim_tail(struct xdp_md *ctx, void *ip, __u16 tot_len
 }
 
 /* FAR action checks shared by both directions; 0 = forward. */
-static __always_inline __u32 far_gate(const struct far_entry *far)
+static __always_inline __u32 far_gate(__u8 action)
 {
-	if (far->action & FAR_DROP)
+	if (action & FAR_DROP)
 		return CNT_DROP_FAR;
-	if (!(far->action & FAR_FORW) || (far->action & (FAR_BUFF | FAR_NOCP)))
+	if (!(action & FAR_FORW) || (action & (FAR_BUFF | FAR_NOCP)))
 		return CNT_PASS_BUFFER;
 	return 0;
+}
+
+/* A key with a PDR set: the first matching PDR (TS 29.244 5.2.1) and its
+ * FAR, copied into the shape of a fast entry. 0 = found, else the counter
+ * of why not (uplink: a PDR without outer header removal is reported
+ * before a missing FAR, as the fast path checks it first). */
+static __always_inline __u32 from_set(const struct pdr_set *set, const struct flow *f, int uplink, struct pdr_fast *out)
+{
+	const struct pdr_rule *r = pdr_select(set, f);
+	if (!r)
+		return CNT_DROP_NO_PDR;
+	__u32 far_idx = r->far_idx;
+	out->qer_idx = r->qer_idx;
+	out->urr_idx = r->urr_idx;
+	out->pdr_flags = r->flags;
+	if (uplink && !(r->flags & PDR_F_OHR))
+		return CNT_PASS_UNSUPPORTED;
+	struct far_entry *far = bpf_map_lookup_elem(&fars, &far_idx);
+	if (!far)
+		return CNT_DROP_NO_FAR;
+	out->action = far->action;
+	out->far_flags = far->flags;
+	out->teid = far->teid;
+	out->peer_addr = far->peer_addr;
+	out->local_addr = far->local_addr;
+	return 0;
+}
+
+static __always_inline int set_verdict(__u32 why)
+{
+	return verdict(why, why == CNT_PASS_UNSUPPORTED ? XDP_PASS : XDP_DROP);
 }
 
 static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const struct upf_config *cfg,
@@ -62,8 +93,8 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	default:
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	}
-	struct pdr_set *set = bpf_map_lookup_elem(&pdr_ul, &g.teid);
-	if (!set)
+	struct pdr_fast *fe = bpf_map_lookup_elem(&fast_ul, &g.teid);
+	if (!fe)
 		return verdict(CNT_PASS_UNKNOWN_TEID, XDP_PASS);
 
 	struct iphdr *ip = c->pos;
@@ -76,24 +107,29 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	__u16 tot = bpf_ntohs(ip->tot_len);
 	if (tot < sizeof(*ip) || (void *)ip + tot > c->data_end)
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
-	if (set->ue_addr && ip->saddr != set->ue_addr)
+	if (fe->ue_addr && ip->saddr != fe->ue_addr)
 		return verdict(CNT_DROP_SPOOFED, XDP_DROP);
 
-	struct flow f;
-	flow_of(ip, c->data_end, &f);
-	const struct pdr_rule *r = pdr_select(set, &f);
-	if (!r)
-		return verdict(CNT_DROP_NO_PDR, XDP_DROP);
-	__u32 far_idx = r->far_idx, qer_idx = r->qer_idx, urr_idx = r->urr_idx;
-	if (!(r->flags & PDR_F_OHR))
+	struct pdr_fast rule;
+	const struct pdr_fast *r = fe;
+	if (fe->flags & FAST_F_SET) {
+		struct pdr_set *set = bpf_map_lookup_elem(&pdr_ul, &g.teid);
+		if (!set)
+			return verdict(CNT_PASS_UNKNOWN_TEID, XDP_PASS);
+		struct flow f;
+		flow_of(ip, c->data_end, &f);
+		__u32 why = from_set(set, &f, 1, &rule);
+		if (why)
+			return set_verdict(why);
+		r = &rule;
+	}
+	__u32 qer_idx = r->qer_idx, urr_idx = r->urr_idx;
+	if (!(r->pdr_flags & PDR_F_OHR))
 		return verdict(CNT_PASS_UNSUPPORTED, XDP_PASS);
-	struct far_entry *far = bpf_map_lookup_elem(&fars, &far_idx);
-	if (!far)
-		return verdict(CNT_DROP_NO_FAR, XDP_DROP);
-	__u32 why = far_gate(far);
+	__u32 why = far_gate(r->action);
 	if (why)
 		return verdict(why, why == CNT_DROP_FAR ? XDP_DROP : XDP_PASS);
-	if (far->flags & FAR_F_OHC)
+	if (r->far_flags & FAR_F_OHC)
 		return verdict(CNT_PASS_UNSUPPORTED, XDP_PASS); /* N9 re-tunnelling */
 	if (ip->ttl <= 1)
 		return verdict(CNT_PASS_TTL, XDP_PASS);
@@ -114,25 +150,30 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg,
 				    const struct ethhdr *rx)
 {
-	struct pdr_set *set = bpf_map_lookup_elem(&pdr_dl, &ip->daddr);
-	if (!set)
+	struct pdr_fast *fe = bpf_map_lookup_elem(&fast_dl, &ip->daddr);
+	if (!fe)
 		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
 	__u16 tot = bpf_ntohs(ip->tot_len);
 	if (tot < sizeof(*ip) || (void *)ip + tot > data_end)
 		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
-	struct flow f;
-	flow_of(ip, data_end, &f);
-	const struct pdr_rule *r = pdr_select(set, &f);
-	if (!r)
-		return verdict(CNT_DROP_NO_PDR, XDP_DROP);
-	__u32 far_idx = r->far_idx, qer_idx = r->qer_idx, urr_idx = r->urr_idx;
-	struct far_entry *far = bpf_map_lookup_elem(&fars, &far_idx);
-	if (!far)
-		return verdict(CNT_DROP_NO_FAR, XDP_DROP);
-	__u32 why = far_gate(far);
+	struct pdr_fast rule;
+	const struct pdr_fast *r = fe;
+	if (fe->flags & FAST_F_SET) {
+		struct pdr_set *set = bpf_map_lookup_elem(&pdr_dl, &ip->daddr);
+		if (!set)
+			return verdict(CNT_PASS_NOT_UE, XDP_PASS);
+		struct flow f;
+		flow_of(ip, data_end, &f);
+		__u32 why = from_set(set, &f, 0, &rule);
+		if (why)
+			return set_verdict(why);
+		r = &rule;
+	}
+	__u32 qer_idx = r->qer_idx, urr_idx = r->urr_idx;
+	__u32 why = far_gate(r->action);
 	if (why)
 		return verdict(why, why == CNT_DROP_FAR ? XDP_DROP : XDP_PASS);
-	int ohc = far->flags & FAR_F_OHC;
+	int ohc = r->far_flags & FAR_F_OHC;
 	if (ohc && (__u32)tot + ENCAP_LEN > cfg->mtu)
 		return verdict(CNT_PASS_OVERSIZE, XDP_PASS);
 	if (ip->ttl <= 1)
@@ -143,8 +184,8 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 	urr_count(urr_idx, 0, tot);
 	ipv4_dec_ttl(ip);
 
-	__u32 teid = far->teid, peer = far->peer_addr;
-	__u32 local = far->local_addr ? far->local_addr : cfg->s1u_addr;
+	__u32 teid = r->teid, peer = r->peer_addr;
+	__u32 local = r->local_addr ? r->local_addr : cfg->s1u_addr;
 	__u32 dst = ip->daddr, src = ip->saddr;
 	if (trim_tail(ctx, ip, tot))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);

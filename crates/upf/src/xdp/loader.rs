@@ -93,6 +93,8 @@ impl LoadedProgram {
             loader
                 .map_max_entries("pdr_ul", s.tunnels)
                 .map_max_entries("pdr_dl", s.tunnels)
+                .map_max_entries("fast_ul", s.tunnels)
+                .map_max_entries("fast_dl", s.tunnels)
                 .map_max_entries("fars", s.fars)
                 .map_max_entries("qers", s.qers)
                 .map_max_entries("urrs", s.urrs);
@@ -174,6 +176,8 @@ pub struct AyaMaps {
     config: Array<MapData, UpfConfigEntry>,
     pdr_ul: BpfHash<MapData, u32, PdrSet>,
     pdr_dl: BpfHash<MapData, u32, PdrSet>,
+    fast_ul: BpfHash<MapData, u32, FastEntry>,
+    fast_dl: BpfHash<MapData, u32, FastEntry>,
     fars: Array<MapData, FarEntry>,
     qers: Array<MapData, QerEntry>,
     urrs: PerCpuArray<MapData, UrrCounts>,
@@ -193,6 +197,8 @@ impl AyaMaps {
             config: conv("config", Array::try_from(p.take_map("config")?))?,
             pdr_ul: conv("pdr_ul", BpfHash::try_from(p.take_map("pdr_ul")?))?,
             pdr_dl: conv("pdr_dl", BpfHash::try_from(p.take_map("pdr_dl")?))?,
+            fast_ul: conv("fast_ul", BpfHash::try_from(p.take_map("fast_ul")?))?,
+            fast_dl: conv("fast_dl", BpfHash::try_from(p.take_map("fast_dl")?))?,
             fars: conv("fars", Array::try_from(p.take_map("fars")?))?,
             qers: conv("qers", Array::try_from(p.take_map("qers")?))?,
             urrs: conv("urrs", PerCpuArray::try_from(p.take_map("urrs")?))?,
@@ -219,6 +225,18 @@ impl MapStore for AyaMaps {
     }
     fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
         self.pdr_dl.remove(&ue).map_err(me("pdr_dl"))
+    }
+    fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
+        self.fast_ul.insert(teid, e, 0).map_err(me("fast_ul"))
+    }
+    fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError> {
+        self.fast_ul.remove(&teid).map_err(me("fast_ul"))
+    }
+    fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError> {
+        self.fast_dl.insert(ue, e, 0).map_err(me("fast_dl"))
+    }
+    fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError> {
+        self.fast_dl.remove(&ue).map_err(me("fast_dl"))
     }
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {
         self.fars.set(idx, f, 0).map_err(me("fars"))

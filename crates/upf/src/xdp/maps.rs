@@ -23,6 +23,7 @@ pub const FAR_DUPL: u8 = 1 << 4;
 pub const FAR_F_OHC: u8 = 1 << 0;
 
 pub const CFG_F_NO_FIB: u32 = 1 << 0;
+pub const FAST_F_SET: u8 = 1 << 0;
 
 /// An IPv4 address as the programs keep it: network order in a `u32`.
 pub fn be_addr(a: Ipv4Addr) -> u32 {
@@ -104,6 +105,30 @@ pub struct PdrSet {
     pub ue_addr: u32,
     pub count: u32,
     pub rules: [PdrRule; PDR_SET_MAX],
+}
+
+/// Value of `fast_ul` (key TEID) and `fast_dl` (key UE address): every
+/// installed key has one. A key with one PDR and no SDF filter (the common
+/// bearer) is complete here with its FAR inline (one lookup per packet);
+/// [`FAST_F_SET`] sends the packet on to the key's [`PdrSet`] (only
+/// `ue_addr` is then meaningful).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FastEntry {
+    /// Uplink: the tunnel's UE address for the anti-spoofing check; 0 = none.
+    pub ue_addr: u32,
+    pub qer_idx: u32,
+    pub urr_idx: u32,
+    /// FAR outer header creation: the peer's TEID, peer and local address.
+    pub teid: u32,
+    pub peer_addr: u32,
+    pub local_addr: u32,
+    /// FAR apply action (`FAR_FORW`...).
+    pub action: u8,
+    pub far_flags: u8,
+    pub pdr_flags: u8,
+    pub flags: u8,
+    pub pad: u32,
 }
 
 #[repr(C)]
@@ -197,6 +222,7 @@ const _: () = assert!(std::mem::size_of::<SdfFilter>() == 28);
 const _: () = assert!(std::mem::size_of::<PdrRule>() == 48);
 const _: () = assert!(std::mem::size_of::<PdrSet>() == 8 + 48 * PDR_SET_MAX);
 const _: () = assert!(std::mem::size_of::<FarEntry>() == 16);
+const _: () = assert!(std::mem::size_of::<FastEntry>() == 32);
 const _: () = assert!(std::mem::size_of::<QerEntry>() == 56);
 const _: () = assert!(std::mem::size_of::<UrrCounts>() == 32);
 const _: () = assert!(std::mem::size_of::<NextHop>() == 16);
@@ -208,6 +234,7 @@ unsafe impl aya::Pod for SdfFilter {}
 unsafe impl aya::Pod for PdrRule {}
 unsafe impl aya::Pod for PdrSet {}
 unsafe impl aya::Pod for FarEntry {}
+unsafe impl aya::Pod for FastEntry {}
 unsafe impl aya::Pod for QerEntry {}
 unsafe impl aya::Pod for UrrCounts {}
 unsafe impl aya::Pod for NextHop {}
@@ -322,6 +349,11 @@ pub trait MapStore: Send {
     /// `ue` in network order (see [`be_addr`]).
     fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError>;
     fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError>;
+    fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError>;
+    fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError>;
+    /// `ue` in network order.
+    fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError>;
+    fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError>;
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError>;
     fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError>;
     /// Zeroes the URR's counters (a fresh slot).
@@ -342,6 +374,8 @@ pub struct MemoryMaps {
     pub config: UpfConfigEntry,
     pub pdr_ul: HashMap<u32, PdrSet>,
     pub pdr_dl: HashMap<u32, PdrSet>,
+    pub fast_ul: HashMap<u32, FastEntry>,
+    pub fast_dl: HashMap<u32, FastEntry>,
     pub fars: HashMap<u32, FarEntry>,
     pub qers: HashMap<u32, QerEntry>,
     pub urrs: HashMap<u32, UrrCounts>,
@@ -368,6 +402,20 @@ impl MapStore for MemoryMaps {
     }
     fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
         self.pdr_dl.remove(&ue).map(|_| ()).ok_or(MapError { map: "pdr_dl", msg: "no such key".into() })
+    }
+    fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
+        self.fast_ul.insert(teid, *e);
+        Ok(())
+    }
+    fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError> {
+        self.fast_ul.remove(&teid).map(|_| ()).ok_or(MapError { map: "fast_ul", msg: "no such key".into() })
+    }
+    fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError> {
+        self.fast_dl.insert(ue, *e);
+        Ok(())
+    }
+    fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError> {
+        self.fast_dl.remove(&ue).map(|_| ()).ok_or(MapError { map: "fast_dl", msg: "no such key".into() })
     }
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {
         self.fars.insert(idx, *f);

@@ -65,6 +65,8 @@ impl XdpConfig {
 struct Installed {
     slots: RuleSlots,
     keys: Vec<PdrKey>,
+    /// The keys that have a PDR set behind their fast entry.
+    sets: Vec<PdrKey>,
 }
 
 /// The XDP forwarding plane: a loaded `upf_xdp` program (absent with a mock
@@ -195,8 +197,11 @@ impl<M: MapStore> XdpPlane<M> {
                 }));
             }
         };
-        let res = self.write(rules, &slots, &old, &sets);
+        let fars: HashMap<u32, FarEntry> = rules.fars.iter().map(|(id, f)| (slots.far[id], translate::far_entry(f))).collect();
+        let split: Vec<_> = sets.iter().map(|(k, s)| (*k, translate::fast_split(s, &fars))).collect();
+        let res = self.write(rules, &slots, &old, &fars, &split);
         let keys: Vec<PdrKey> = sets.iter().map(|(k, _)| *k).collect();
+        let with_set: Vec<PdrKey> = split.iter().filter(|(_, (_, s))| s.is_some()).map(|(k, _)| *k).collect();
         for k in &keys {
             self.owners.insert(*k, up_seid);
         }
@@ -204,7 +209,7 @@ impl<M: MapStore> XdpPlane<M> {
             self.owners.remove(k);
         }
         self.release_new(&slots, &old.slots);
-        self.sessions.insert(up_seid, Installed { slots, keys });
+        self.sessions.insert(up_seid, Installed { slots, keys, sets: with_set });
         res.map_err(|e| PlaneError::Other(e.to_string()))
     }
 
@@ -219,10 +224,17 @@ impl<M: MapStore> XdpPlane<M> {
         }
     }
 
-    fn write(&mut self, rules: &SessionRules, slots: &RuleSlots, old: &Installed, sets: &[(PdrKey, PdrSet)]) -> Result<(), MapError> {
+    fn write(
+        &mut self,
+        rules: &SessionRules,
+        slots: &RuleSlots,
+        old: &Installed,
+        fars: &HashMap<u32, FarEntry>,
+        split: &[(PdrKey, (FastEntry, Option<PdrSet>))],
+    ) -> Result<(), MapError> {
         // Targets first, then the PDRs that point at them, then stale keys.
-        for (id, f) in &rules.fars {
-            self.maps.put_far(slots.far[id], &translate::far_entry(f))?;
+        for (i, f) in fars {
+            self.maps.put_far(*i, f)?;
         }
         for (id, q) in &rules.qers {
             self.maps.put_qer(slots.qer[id], &translate::qer_entry(q))?;
@@ -232,23 +244,46 @@ impl<M: MapStore> XdpPlane<M> {
                 self.maps.reset_urr(*i)?;
             }
         }
-        for (k, s) in sets {
+        // A set is written before the fast entry that sends packets to it,
+        // and removed after the fast entry that no longer does.
+        for (k, (fast, set)) in split {
+            if let Some(s) = set {
+                match k {
+                    PdrKey::Teid(t) => self.maps.put_pdr_ul(*t, s)?,
+                    PdrKey::UeAddr(a) => self.maps.put_pdr_dl(be_addr(*a), s)?,
+                }
+            }
             match k {
-                PdrKey::Teid(t) => self.maps.put_pdr_ul(*t, s)?,
-                PdrKey::UeAddr(a) => self.maps.put_pdr_dl(be_addr(*a), s)?,
+                PdrKey::Teid(t) => self.maps.put_fast_ul(*t, fast)?,
+                PdrKey::UeAddr(a) => self.maps.put_fast_dl(be_addr(*a), fast)?,
+            }
+            if set.is_none() && old.sets.contains(k) {
+                self.del_set(k)?;
             }
         }
-        for k in old.keys.iter().filter(|k| !sets.iter().any(|(n, _)| n == *k)) {
-            self.del_key(k)?;
+        for k in old.keys.iter().filter(|k| !split.iter().any(|(n, _)| n == *k)) {
+            self.del_key(k, old.sets.contains(k))?;
         }
         Ok(())
     }
 
-    fn del_key(&mut self, k: &PdrKey) -> Result<(), MapError> {
+    fn del_set(&mut self, k: &PdrKey) -> Result<(), MapError> {
         match k {
             PdrKey::Teid(t) => self.maps.del_pdr_ul(*t),
             PdrKey::UeAddr(a) => self.maps.del_pdr_dl(be_addr(*a)),
         }
+    }
+
+    /// Removes a key's fast entry, then its set if it has one.
+    fn del_key(&mut self, k: &PdrKey, has_set: bool) -> Result<(), MapError> {
+        match k {
+            PdrKey::Teid(t) => self.maps.del_fast_ul(*t)?,
+            PdrKey::UeAddr(a) => self.maps.del_fast_dl(be_addr(*a))?,
+        }
+        if has_set {
+            self.del_set(k)?;
+        }
+        Ok(())
     }
 
     pub fn sessions(&self) -> usize {
@@ -256,7 +291,7 @@ impl<M: MapStore> XdpPlane<M> {
     }
 }
 
-use maps::PdrSet;
+use maps::{FarEntry, FastEntry, PdrSet};
 
 impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
     fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
@@ -276,7 +311,7 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
         let mut err = None;
         for k in &s.keys {
             self.owners.remove(k);
-            if let Err(e) = self.del_key(k) {
+            if let Err(e) = self.del_key(k, s.sets.contains(k)) {
                 err = Some(e);
             }
         }

@@ -452,20 +452,21 @@ fn translation_programs_the_maps() {
     p.install(7, &bearer(FORW, Qer { mbr: Some((1000, 2000)), ..open_qer() })).unwrap();
     let m = p.maps();
     assert_eq!(m.config.s1u_addr, be_addr(S1U));
-    let ul = m.pdr_ul[&TEID];
-    assert_eq!((ul.ue_addr, ul.count), (be_addr(UE), 1));
-    assert_eq!(ul.rules[0].flags, PDR_F_OHR);
-    let dl = m.pdr_dl[&be_addr(UE)];
-    let far = m.fars[&dl.rules[0].far_idx];
-    assert_eq!((far.action, far.flags, far.teid, far.peer_addr), (FAR_FORW, FAR_F_OHC, ENB_TEID, be_addr(ENB)));
-    let q = m.qers[&dl.rules[0].qer_idx];
+    // One PDR without SDF filter per key: the fast entries hold everything.
+    assert!(m.pdr_ul.is_empty() && m.pdr_dl.is_empty());
+    let ul = m.fast_ul[&TEID];
+    assert_eq!((ul.ue_addr, ul.flags, ul.pdr_flags), (be_addr(UE), 0, PDR_F_OHR));
+    assert_eq!((ul.action, ul.far_flags), (FAR_FORW, 0));
+    let dl = m.fast_dl[&be_addr(UE)];
+    assert_eq!((dl.action, dl.far_flags, dl.teid, dl.peer_addr), (FAR_FORW, FAR_F_OHC, ENB_TEID, be_addr(ENB)));
+    let q = m.qers[&dl.qer_idx];
     assert_eq!((q.ul_ps_per_byte, q.dl_ps_per_byte), (8_000_000, 4_000_000));
-    assert_eq!(ul.rules[0].urr_idx, dl.rules[0].urr_idx);
+    assert_eq!(ul.urr_idx, dl.urr_idx);
     // Another session may not take the same TEID.
     assert!(p.install(8, &bearer(FORW, open_qer())).is_err());
     assert_eq!(p.install(7, &bearer(FORW, open_qer())), Err(PlaneError::Exists(7)));
     p.remove(7).unwrap();
-    assert!(p.maps().pdr_ul.is_empty() && p.maps().pdr_dl.is_empty());
+    assert!(p.maps().fast_ul.is_empty() && p.maps().fast_dl.is_empty());
     p.install(8, &bearer(FORW, open_qer())).unwrap();
     assert_eq!(p.remove(9), Err(PlaneError::NotFound(9)));
 }
@@ -480,7 +481,28 @@ fn too_many_pdrs_per_key_is_refused_and_leaves_the_old_rules() {
         bad.pdrs.insert(i, Pdr { id: i, precedence: i as u32, pdi: pd(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
     }
     assert!(p.update(7, &bad).is_err());
-    assert_eq!(p.maps().pdr_dl[&be_addr(UE)].count, 1);
+    assert_eq!(p.maps().fast_dl[&be_addr(UE)].flags, 0, "still the one-rule fast entry");
+}
+
+#[test]
+fn sdf_filters_move_a_key_to_its_pdr_set_and_back() {
+    let mut p = XdpPlane::with_maps(MemoryMaps::default(), cfg()).unwrap();
+    let plain = bearer(FORW, open_qer());
+    p.install(7, &plain).unwrap();
+    let mut sdf = plain.clone();
+    sdf.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000"]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+    p.update(7, &sdf).unwrap();
+    let m = p.maps();
+    assert_eq!(m.fast_dl[&be_addr(UE)].flags, FAST_F_SET);
+    assert_eq!(m.pdr_dl[&be_addr(UE)].count, 2);
+    assert_eq!(m.fast_ul[&TEID].flags, 0, "the uplink key stays on the fast entry");
+    p.update(7, &plain).unwrap();
+    assert!(p.maps().pdr_dl.is_empty());
+    assert_eq!(p.maps().fast_dl[&be_addr(UE)].flags, 0);
+    p.update(7, &sdf).unwrap();
+    p.remove(7).unwrap();
+    let m = p.maps();
+    assert!(m.pdr_dl.is_empty() && m.pdr_ul.is_empty() && m.fast_dl.is_empty() && m.fast_ul.is_empty());
 }
 
 #[test]

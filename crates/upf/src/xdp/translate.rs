@@ -182,3 +182,28 @@ impl SdfFilter {
         }
     }
 }
+
+/// What goes into the maps for one lookup key: its fast entry, and the PDR
+/// set behind it when the fast entry cannot hold the rule (several PDRs, an
+/// SDF filter, or a FAR without a slot, which the set path reports).
+pub fn fast_split(set: &PdrSet, fars: &HashMap<u32, FarEntry>) -> (FastEntry, Option<PdrSet>) {
+    let r = &set.rules[0];
+    match fars.get(&r.far_idx) {
+        Some(f) if set.count == 1 && r.flags & PDR_F_SDF == 0 => {
+            let e = FastEntry {
+                ue_addr: set.ue_addr,
+                qer_idx: r.qer_idx,
+                urr_idx: r.urr_idx,
+                teid: f.teid,
+                peer_addr: f.peer_addr,
+                local_addr: f.local_addr,
+                action: f.action,
+                far_flags: f.flags,
+                pdr_flags: r.flags,
+                ..Default::default()
+            };
+            (e, None)
+        }
+        _ => (FastEntry { ue_addr: set.ue_addr, flags: FAST_F_SET, ..Default::default() }, Some(*set)),
+    }
+}
