@@ -229,9 +229,10 @@ async fn wait_for_signal() {
 }
 
 /// `mobicore mme|hss|spgwc|upf`: one network function in this process.
-pub async fn run_nf(nf: &str, file: Option<PathBuf>) -> Result<()> {
-    let cfg = config::load(file.as_deref())?;
+pub async fn run_nf(nf: &str, args: crate::cli::NfArgs) -> Result<()> {
+    let cfg = config::load(args.config.as_deref())?;
     let (tx, rx) = watch::channel(false);
+    let mut counters: Vec<(&'static str, Counters)> = Vec::new();
     let task: JoinHandle<Result<()>> = match nf {
         "hss" => {
             let store = match &cfg.hss.store {
@@ -239,29 +240,40 @@ pub async fn run_nf(nf: &str, file: Option<PathBuf>) -> Result<()> {
                 None => SubscriberStore::open_default(),
             }
             .context("opening the subscriber store (set [hss] store or MOBICORE_DATA_DIR)")?;
-            eprintln!("hss: S6a on {} ({} subscribers)", cfg.hss.core.listen, store.len());
-            let h = cfg.hss.core.clone();
-            tokio::spawn(async move { mobicore_hss::run(h, store, rx).await.map_err(Into::into) })
+            let n = store.len();
+            let c = Counters::new();
+            counters.push(("hss", c.clone()));
+            let (addr, serve) = mobicore_hss::bind(cfg.hss.core.clone(), store, c, rx).await?;
+            eprintln!("hss: S6a on {addr} ({n} subscribers)");
+            tokio::spawn(async move { serve.await.map_err(Into::into) })
         }
         "spgwc" => {
             let s = mobicore_spgwc::bind(cfg.spgwc.clone()).await?;
             eprintln!("spgwc: S11 on {}, PFCP on {}", s.s11_addr, s.pfcp_addr);
+            counters.push(("spgwc", s.counters.clone()));
             tokio::spawn(async move { s.run(rx).await.map_err(Into::into) })
         }
         "upf" => {
             let u = mobicore_upf::Upf::bind(cfg.upf.clone()).await?;
-            eprintln!("upf: PFCP on {}", u.pfcp_addr());
+            eprintln!("upf: PFCP on {} (data path {:?}{})", u.pfcp_addr(), cfg.upf.datapath, if u.xdp_loaded() { ", XDP loaded" } else { "" });
+            counters.push(("upf", u.counters.clone()));
             tokio::spawn(async move { u.run(rx).await.map_err(Into::into) })
         }
         "mme" => {
             let t = transport(cfg.sctp.transport, cfg.sctp.udp_port);
             check_privileges(t)?;
-            let (task, _) = start_mme(&cfg, cfg.mme.hss, cfg.mme.sgw, t, rx).await?;
+            let (task, c) = start_mme(&cfg, cfg.mme.hss, cfg.mme.sgw, t, rx).await?;
+            counters.extend(c);
             eprintln!("mme: S1-MME on {} ({t:?})", cfg.mme.s1ap);
             task
         }
         other => bail!("unknown network function {other}"),
     };
+    if let Some(addr) = args.metrics {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("metrics address {addr}"))?;
+        eprintln!("{nf}: Prometheus metrics on http://{addr}/metrics");
+        tokio::spawn(serve_metrics(listener, counters));
+    }
     tokio::select! {
         r = task => return r?,
         _ = wait_for_signal() => {}
@@ -269,6 +281,21 @@ pub async fn run_nf(nf: &str, file: Option<PathBuf>) -> Result<()> {
     let _ = tx.send(true);
     tokio::time::sleep(Duration::from_millis(200)).await;
     Ok(())
+}
+
+/// Answers every HTTP request with the counters in Prometheus text format.
+async fn serve_metrics(listener: tokio::net::TcpListener, counters: Vec<(&'static str, Counters)>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    while let Ok((mut conn, _)) = listener.accept().await {
+        let body: String = counters.iter().map(|(nf, c)| c.prometheus(nf)).collect();
+        tokio::spawn(async move {
+            let mut req = [0u8; 1024];
+            let _ = conn.read(&mut req).await;
+            let head = format!("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n", body.len());
+            let _ = conn.write_all(head.as_bytes()).await;
+            let _ = conn.write_all(body.as_bytes()).await;
+        });
+    }
 }
 
 /// `mobicore ran`: the emulated RAN against a running MME.

@@ -49,6 +49,9 @@ pub struct NfArgs {
     /// TOML config file (sections [mme], [hss], [spgwc], [upf], [ran], [sctp]).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
+    /// Serve Prometheus metrics (the NF's counters) on this address, e.g. 127.0.0.1:9100.
+    #[arg(long)]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args, Debug)]
@@ -96,10 +99,10 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(a) => demo::run(a).await,
         Command::Bench(b) => bench::run(b).await,
-        Command::Mme(a) => crate::allinone::run_nf("mme", a.config).await,
-        Command::Hss(a) => crate::allinone::run_nf("hss", a.config).await,
-        Command::Spgwc(a) => crate::allinone::run_nf("spgwc", a.config).await,
-        Command::Upf(a) => crate::allinone::run_nf("upf", a.config).await,
+        Command::Mme(a) => crate::allinone::run_nf("mme", a).await,
+        Command::Hss(a) => crate::allinone::run_nf("hss", a).await,
+        Command::Spgwc(a) => crate::allinone::run_nf("spgwc", a).await,
+        Command::Upf(a) => crate::allinone::run_nf("upf", a).await,
         Command::Ran(a) => crate::allinone::run_ran(a).await,
         Command::Subscriber(c) => subscriber::run(c),
         Command::Config(ConfigCommand::Default) => {
