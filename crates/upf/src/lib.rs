@@ -20,6 +20,7 @@
 
 pub mod config;
 pub mod dataplane;
+mod mmsg;
 pub mod node;
 pub mod pfcp;
 pub mod rules;

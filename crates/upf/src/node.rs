@@ -29,7 +29,8 @@ pub struct Session {
     pub cp_seid: u64,
     /// The CP function's Node ID.
     pub node: String,
-    pub rules: SessionRules,
+    /// Shared with the forwarding plane's copy when it keeps one.
+    pub rules: std::sync::Arc<SessionRules>,
 }
 
 pub struct UpfCore {

@@ -352,6 +352,15 @@ pub trait ForwardingPlane: Send {
     fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError>;
     fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError>;
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError>;
+    /// [`Self::install`] of rules the PFCP node keeps too: a plane that
+    /// keeps a copy may share this one instead.
+    fn install_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
+        self.install(up_seid, rules)
+    }
+    /// [`Self::update`] of rules the PFCP node keeps too.
+    fn update_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
+        self.update(up_seid, rules)
+    }
     /// The next report for the CP function, if any (planes that never
     /// report keep the default).
     fn poll_report(&mut self) -> Option<PlaneReport> {
@@ -360,10 +369,11 @@ pub trait ForwardingPlane: Send {
 }
 
 /// An in-memory forwarding plane; clones share the same table, so a test
-/// can inspect what the PFCP node installed.
+/// can inspect what the PFCP node installed. Rules installed through
+/// [`ForwardingPlane::install_shared`] are shared, not copied.
 #[derive(Clone, Default)]
 pub struct MemoryPlane {
-    table: Arc<Mutex<HashMap<u64, SessionRules>>>,
+    table: Arc<Mutex<HashMap<u64, Arc<SessionRules>>>>,
 }
 
 impl MemoryPlane {
@@ -372,7 +382,7 @@ impl MemoryPlane {
     }
     /// A copy of every installed session's rules, keyed by UP SEID.
     pub fn sessions(&self) -> HashMap<u64, SessionRules> {
-        self.table.lock().unwrap().clone()
+        self.table.lock().unwrap().iter().map(|(k, v)| (*k, SessionRules::clone(v))).collect()
     }
     pub fn len(&self) -> usize {
         self.table.lock().unwrap().len()
@@ -381,20 +391,30 @@ impl MemoryPlane {
         self.len() == 0
     }
     pub fn get(&self, up_seid: u64) -> Option<SessionRules> {
-        self.table.lock().unwrap().get(&up_seid).cloned()
+        self.table.lock().unwrap().get(&up_seid).map(|r| SessionRules::clone(r))
     }
 }
 
 impl ForwardingPlane for MemoryPlane {
     fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
-        let mut t = self.table.lock().unwrap();
-        if t.contains_key(&up_seid) {
-            return Err(PlaneError::Exists(up_seid));
-        }
-        t.insert(up_seid, rules.clone());
-        Ok(())
+        self.install_shared(up_seid, &Arc::new(rules.clone()))
     }
     fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        self.update_shared(up_seid, &Arc::new(rules.clone()))
+    }
+    fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        self.table.lock().unwrap().remove(&up_seid).map(|_| ()).ok_or(PlaneError::NotFound(up_seid))
+    }
+    fn install_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
+        match self.table.lock().unwrap().entry(up_seid) {
+            std::collections::hash_map::Entry::Occupied(_) => Err(PlaneError::Exists(up_seid)),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(rules.clone());
+                Ok(())
+            }
+        }
+    }
+    fn update_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
         match self.table.lock().unwrap().get_mut(&up_seid) {
             Some(r) => {
                 *r = rules.clone();
@@ -402,9 +422,6 @@ impl ForwardingPlane for MemoryPlane {
             }
             None => Err(PlaneError::NotFound(up_seid)),
         }
-    }
-    fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
-        self.table.lock().unwrap().remove(&up_seid).map(|_| ()).ok_or(PlaneError::NotFound(up_seid))
     }
 }
 

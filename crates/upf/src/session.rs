@@ -155,7 +155,8 @@ impl UpfCore {
         let created = self.allocate_fteids(&mut rules);
         let up_seid = self.next_seid;
         self.next_seid += 1;
-        self.plane.install(up_seid, &rules).map_err(|_| Reject::cause(CauseValue::SystemFailure))?;
+        let rules = std::sync::Arc::new(rules);
+        self.plane.install_shared(up_seid, &rules).map_err(|_| Reject::cause(CauseValue::SystemFailure))?;
         self.sessions.insert(up_seid, Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules });
         self.counters.incr("pfcp_sessions_established");
         let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
@@ -171,10 +172,11 @@ impl UpfCore {
             return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
         };
         let cp_seid = s.cp_seid;
-        let mut rules = s.rules.clone();
+        let mut rules = SessionRules::clone(&s.rules);
         match self.modify(&mut rules, ies) {
             Ok(created) => {
-                if self.plane.update(up_seid, &rules).is_err() {
+                let rules = std::sync::Arc::new(rules);
+                if self.plane.update_shared(up_seid, &rules).is_err() {
                     return (resp, Some(cp_seid), vec![cause_ie(CauseValue::SystemFailure)]);
                 }
                 let s = self.sessions.get_mut(&up_seid).expect("checked above");

@@ -44,6 +44,23 @@ impl ForwardingPlane for Tee {
         }
         self.memory.install(up_seid, rules)
     }
+    fn install_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
+        self.user.install(up_seid, rules)?;
+        if let Some(x) = self.xdp.as_mut() {
+            if let Err(e) = x.install(up_seid, rules) {
+                let _ = self.user.remove(up_seid);
+                return Err(e);
+            }
+        }
+        self.memory.install_shared(up_seid, rules)
+    }
+    fn update_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
+        self.user.update(up_seid, rules)?;
+        if let Some(x) = self.xdp.as_mut() {
+            x.update(up_seid, rules)?;
+        }
+        self.memory.update_shared(up_seid, rules)
+    }
     fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
         // The slow path first: it holds the buffered packets and sends the
         // End Markers before the fast path switches to the new tunnel.
@@ -190,18 +207,42 @@ impl Upf {
             }
             None => Arc::new(Notify::new()),
         };
-        let mut buf = vec![0u8; 65536];
+        let mut rx = crate::mmsg::RecvBatch::new();
+        let mut out: Vec<(SocketAddr, bytes::Bytes)> = Vec::new();
+        // One timer, moved when the core's next deadline changes.
+        let far = tokio::time::Instant::now() + std::time::Duration::from_secs(86400 * 365);
+        let timer = tokio::time::sleep_until(far);
+        tokio::pin!(timer);
+        let mut armed: Option<tokio::time::Instant> = None;
         loop {
             let deadline = core.poll_timeout().map(tokio::time::Instant::from_std);
+            if deadline != armed {
+                timer.as_mut().reset(deadline.unwrap_or(far));
+                armed = deadline;
+            }
             tokio::select! {
-                r = socket.recv_from(&mut buf) => {
-                    let (n, from) = r?;
-                    core.handle_datagram(std::time::Instant::now(), from, &buf[..n]);
-                    while let Ok((n, from)) = socket.try_recv_from(&mut buf) {
-                        core.handle_datagram(std::time::Instant::now(), from, &buf[..n]);
+                r = socket.readable() => {
+                    r?;
+                    // Every ready datagram is handled before the answers go out.
+                    for _ in 0..8 {
+                        match rx.recv(&socket) {
+                            Ok(n) => {
+                                let now = std::time::Instant::now();
+                                for (from, b) in rx.iter() {
+                                    core.handle_datagram(now, from, b);
+                                }
+                                if n < crate::mmsg::BATCH {
+                                    break;
+                                }
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                            // ICMP errors of earlier sends surface here on Linux.
+                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+                            Err(e) => return Err(e.into()),
+                        }
                     }
                 }
-                _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
+                _ = &mut timer, if armed.is_some() => {
                     core.handle_timeout(std::time::Instant::now());
                 }
                 _ = reports.notified() => {
@@ -211,10 +252,12 @@ impl Upf {
                     if *shutdown.borrow() { return Ok(()); }
                 }
             }
-            while let Some((to, b)) = core.poll_transmit() {
-                if socket.send_to(&b, to).await.is_err() {
+            out.extend(std::iter::from_fn(|| core.poll_transmit()));
+            if !out.is_empty() {
+                for _ in 0..crate::mmsg::send_all(&socket, &out).await {
                     core.counters.incr("pfcp_send_error");
                 }
+                out.clear();
             }
         }
     }
