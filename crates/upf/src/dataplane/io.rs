@@ -119,6 +119,10 @@ impl DatapathIo {
         let name = cfg.tun_name.clone();
         let tun = in_netns(cfg.core_netns.as_deref(), move || open_tun(&name))?;
         let ns = cfg.core_netns.as_deref();
+        // IPv4 only: without this the kernel sends the new device's IPv6
+        // router solicitations into it, counted as malformed G-PDU payload.
+        let path = format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", cfg.tun_name);
+        let _ = in_netns(ns, move || std::fs::write(path, "1"));
         ip(ns, &["link", "set", "dev", &cfg.tun_name, "up"])?;
         for pool in &cfg.ue_pools {
             ip(ns, &["route", "replace", pool, "dev", &cfg.tun_name])?;
