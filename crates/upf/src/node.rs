@@ -3,7 +3,7 @@
 //! [`UpfCore::handle_datagram`], out through [`UpfCore::poll_transmit`].
 
 use crate::config::UpfConfig;
-use crate::pfcp::{cause_ie, decode, encode, first, msg, node_id_text, offending_ie_ie, FrameError, PfcpHeader};
+use crate::pfcp::{cause_ie, decode_view, encode, IeRef, first, msg, node_id_text, offending_ie_ie, FrameError, PfcpHeader};
 use crate::rules::{offending_ie, ForwardingPlane, SessionRules};
 use mobicore_common::counters::Counters;
 use mobicore_gtp::transaction::{Incoming, TransactionConfig, Transactions};
@@ -83,7 +83,7 @@ impl UpfCore {
 
     /// One datagram from `peer`.
     pub fn handle_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
-        let (h, ies) = match decode(bytes) {
+        let (h, ies) = match decode_view(bytes) {
             Ok(x) => x,
             Err(FrameError::Header) => {
                 self.counters.incr("pfcp_malformed");
@@ -155,7 +155,7 @@ impl UpfCore {
     }
 
     /// The Node ID of a node-level request, or the reply rejecting it.
-    pub(crate) fn node_id_of(&self, ies: &[Ie], resp: u8) -> Result<String, Reply> {
+    pub(crate) fn node_id_of(&self, ies: &[IeRef], resp: u8) -> Result<String, Reply> {
         let missing = || (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeMissing), offending_ie_ie(IeType::NodeId as u16)]);
         let ie = first(ies, IeType::NodeId).ok_or_else(missing)?;
         let n = NodeId::unmarshal(&ie.payload).map_err(|_| {
@@ -165,7 +165,7 @@ impl UpfCore {
     }
 
     /// Association Setup (TS 29.244 6.2.6.2.2).
-    fn association_setup(&mut self, peer: SocketAddr, ies: &[Ie]) -> Reply {
+    fn association_setup(&mut self, peer: SocketAddr, ies: &[IeRef]) -> Reply {
         let resp = msg::ASSOCIATION_SETUP_RESPONSE;
         let node = match self.node_id_of(ies, resp) {
             Ok(n) => n,
@@ -187,7 +187,7 @@ impl UpfCore {
         (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted), self.recovery_ie()])
     }
 
-    fn association_update(&mut self, ies: &[Ie]) -> Reply {
+    fn association_update(&mut self, ies: &[IeRef]) -> Reply {
         let resp = msg::ASSOCIATION_UPDATE_RESPONSE;
         match self.node_id_of(ies, resp) {
             Ok(n) if self.associations.contains_key(&n) => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)]),
@@ -197,7 +197,7 @@ impl UpfCore {
     }
 
     /// Association Release (TS 29.244 6.2.8): its sessions are deleted.
-    fn association_release(&mut self, ies: &[Ie]) -> Reply {
+    fn association_release(&mut self, ies: &[IeRef]) -> Reply {
         let resp = msg::ASSOCIATION_RELEASE_RESPONSE;
         match self.node_id_of(ies, resp) {
             Ok(n) if self.associations.remove(&n).is_some() => {

@@ -27,6 +27,19 @@ pub enum FrameError {
 
 /// Reads the header and splits the top-level IEs.
 pub fn decode(b: &[u8]) -> Result<(PfcpHeader, Vec<Ie>), FrameError> {
+    let (h, hlen, total) = header(b)?;
+    let mut ies = Vec::new();
+    let mut off = hlen;
+    while off < total {
+        let ie = Ie::unmarshal(&b[off..total]).map_err(|e| FrameError::Ies(h, e))?;
+        off += ie.len() as usize;
+        ies.push(ie);
+    }
+    Ok((h, ies))
+}
+
+/// The header, its length and the message's length.
+fn header(b: &[u8]) -> Result<(PfcpHeader, usize, usize), FrameError> {
     if b.len() < 8 {
         return Err(FrameError::Header);
     }
@@ -39,11 +52,58 @@ pub fn decode(b: &[u8]) -> Result<(PfcpHeader, Vec<Ie>), FrameError> {
     let seid = has_seid.then(|| u64::from_be_bytes(b[4..12].try_into().unwrap()));
     let o = hlen - 4;
     let h = PfcpHeader { version: b[0] >> 5, msg_type: b[1], seid, seq: u32::from_be_bytes([0, b[o], b[o + 1], b[o + 2]]) };
-    let mut ies = Vec::new();
+    Ok((h, hlen, total))
+}
+
+/// A top-level IE read in place: its type and value (TS 29.244 8.1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IeRef<'a> {
+    pub ie_type: IeType,
+    pub payload: &'a [u8],
+}
+
+/// What [`first`] and [`all`] look at: an IE's type.
+pub trait TypedIe {
+    fn typ(&self) -> IeType;
+}
+
+impl TypedIe for Ie {
+    fn typ(&self) -> IeType {
+        self.ie_type
+    }
+}
+
+impl TypedIe for IeRef<'_> {
+    fn typ(&self) -> IeType {
+        self.ie_type
+    }
+}
+
+/// The IE at the start of `b` and its encoded length. The common case is
+/// read in place; vendor-specific and empty IEs, and every error, go
+/// through rs-pfcp so that they are judged exactly as [`decode`] does.
+fn ie_at(b: &[u8]) -> Result<(IeRef<'_>, usize), PfcpError> {
+    if b.len() >= 4 {
+        let raw = u16::from_be_bytes([b[0], b[1]]);
+        let len = u16::from_be_bytes([b[2], b[3]]) as usize;
+        if raw & 0x8000 == 0 && len != 0 && b.len() >= 4 + len {
+            return Ok((IeRef { ie_type: IeType::from(raw), payload: &b[4..4 + len] }, 4 + len));
+        }
+    }
+    let ie = Ie::unmarshal(b)?;
+    let start = if b[0] & 0x80 != 0 { 6 } else { 4 };
+    let end = ie.len() as usize;
+    Ok((IeRef { ie_type: ie.ie_type, payload: &b[start..end] }, end))
+}
+
+/// [`decode`] without copying: the IEs are views into `b`.
+pub fn decode_view(b: &[u8]) -> Result<(PfcpHeader, Vec<IeRef<'_>>), FrameError> {
+    let (h, hlen, total) = header(b)?;
+    let mut ies = Vec::with_capacity(8);
     let mut off = hlen;
     while off < total {
-        let ie = Ie::unmarshal(&b[off..total]).map_err(|e| FrameError::Ies(h, e))?;
-        off += ie.len() as usize;
+        let (ie, n) = ie_at(&b[off..total]).map_err(|e| FrameError::Ies(h, e))?;
+        off += n;
         ies.push(ie);
     }
     Ok((h, ies))
@@ -69,12 +129,12 @@ pub fn encode(msg_type: u8, seid: Option<u64>, seq: u32, ies: &[Ie]) -> Vec<u8> 
     b
 }
 
-pub fn first(ies: &[Ie], t: IeType) -> Option<&Ie> {
-    ies.iter().find(|i| i.ie_type == t)
+pub fn first<T: TypedIe>(ies: &[T], t: IeType) -> Option<&T> {
+    ies.iter().find(|i| i.typ() == t)
 }
 
-pub fn all(ies: &[Ie], t: IeType) -> impl Iterator<Item = &Ie> {
-    ies.iter().filter(move |i| i.ie_type == t)
+pub fn all<T: TypedIe>(ies: &[T], t: IeType) -> impl Iterator<Item = &T> {
+    ies.iter().filter(move |i| i.typ() == t)
 }
 
 pub fn cause_ie(c: CauseValue) -> Ie {
@@ -143,6 +203,31 @@ mod tests {
         #[test]
         fn decode_never_panics(b in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&b);
+        }
+
+        /// The in-place reading agrees with rs-pfcp's on every input.
+        #[test]
+        fn decode_view_agrees_with_decode(b in proptest::collection::vec(any::<u8>(), 0..200), t in any::<u8>(), vendor in any::<bool>()) {
+            // Also well-formed messages with random IEs after a real header.
+            let mut m = encode(50 + (t % 8), Some(1), 7, &[]);
+            m.extend_from_slice(&b);
+            if vendor && m.len() > 16 { m[16] |= 0x80; }
+            let len = (m.len() - 4) as u16;
+            m[2..4].copy_from_slice(&len.to_be_bytes());
+            for input in [&b[..], &m[..]] {
+                match (decode(input), decode_view(input)) {
+                    (Ok((h1, a)), Ok((h2, v))) => {
+                        prop_assert_eq!(h1, h2);
+                        prop_assert_eq!(a.len(), v.len());
+                        for (x, y) in a.iter().zip(&v) {
+                            prop_assert_eq!(x.ie_type, y.ie_type);
+                            prop_assert_eq!(&x.payload[..], y.payload);
+                        }
+                    }
+                    (Err(e1), Err(e2)) => prop_assert_eq!(e1, e2),
+                    (x, y) => prop_assert!(false, "{:?} vs {:?}", x.is_ok(), y.is_ok()),
+                }
+            }
         }
     }
 }

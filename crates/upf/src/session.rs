@@ -2,7 +2,7 @@
 //! establishment, modification and deletion, with the causes of 7.2.2.4.
 
 use crate::node::{Reply, Session, UpfCore};
-use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie};
+use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie, IeRef};
 use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Far, Pdr, PlaneReport, Qer, RuleRef, SessionRules, Urr, UsageTrigger};
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::CauseValue;
@@ -63,13 +63,13 @@ impl Reject {
     }
 }
 
-fn parse_each<T>(ies: &[Ie], t: IeType, f: impl Fn(&[u8]) -> Result<T, PfcpError>) -> Result<Vec<T>, Reject> {
+fn parse_each<T>(ies: &[IeRef], t: IeType, f: impl Fn(&[u8]) -> Result<T, PfcpError>) -> Result<Vec<T>, Reject> {
     all(ies, t).map(|ie| f(&ie.payload).map_err(|e| Reject::decode(e, t))).collect()
 }
 
 /// Adds the rules of Create PDR/FAR/QER/URR/BAR IEs; an ID in use is a
 /// rule creation failure.
-fn create_rules(rules: &mut SessionRules, ies: &[Ie]) -> Result<(), Reject> {
+fn create_rules(rules: &mut SessionRules, ies: &[IeRef]) -> Result<(), Reject> {
     for c in parse_each(ies, IeType::CreateFar, CreateFar::unmarshal)? {
         let f = Far::from_ie(&c);
         if rules.fars.insert(f.id, f).is_some() {
@@ -116,7 +116,7 @@ impl UpfCore {
     }
 
     /// Session Establishment (TS 29.244 7.5.2, 7.5.3).
-    pub(crate) fn session_establishment(&mut self, ies: &[Ie]) -> Reply {
+    pub(crate) fn session_establishment(&mut self, ies: &[IeRef]) -> Reply {
         let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
         let cp_fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(&i.payload).ok());
         // TS 29.244 7.2.2.4.2: SEID 0 when the CP F-SEID could not be read.
@@ -134,7 +134,7 @@ impl UpfCore {
         }
     }
 
-    fn establish(&mut self, ies: &[Ie], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
+    fn establish(&mut self, ies: &[IeRef], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
         let node_ie = first(ies, IeType::NodeId).ok_or(Reject::missing(IeType::NodeId))?;
         let node = NodeId::unmarshal(&node_ie.payload).map_err(|e| Reject::decode(e, IeType::NodeId))?;
         let fseid_ie = first(ies, IeType::Fseid).ok_or(Reject::missing(IeType::Fseid))?;
@@ -166,7 +166,7 @@ impl UpfCore {
     }
 
     /// Session Modification (TS 29.244 7.5.4, 7.5.5).
-    pub(crate) fn session_modification(&mut self, up_seid: u64, ies: &[Ie]) -> Reply {
+    pub(crate) fn session_modification(&mut self, up_seid: u64, ies: &[IeRef]) -> Reply {
         let resp = msg::SESSION_MODIFICATION_RESPONSE;
         let Some(s) = self.sessions.get(&up_seid) else {
             return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
@@ -192,7 +192,7 @@ impl UpfCore {
         }
     }
 
-    fn modify(&mut self, rules: &mut SessionRules, ies: &[Ie]) -> Result<Vec<Ie>, Reject> {
+    fn modify(&mut self, rules: &mut SessionRules, ies: &[IeRef]) -> Result<Vec<Ie>, Reject> {
         // Removals first, then creations, then updates (TS 29.244 7.5.4.1).
         for ie in all(ies, IeType::RemovePdr) {
             let id = rs_pfcp::ie::remove_pdr::RemovePdr::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemovePdr))?.pdr_id.value;
@@ -323,7 +323,7 @@ impl UpfCore {
     /// A Session Report Response (TS 29.244 7.5.9): matched to our request;
     /// a rejection is counted (cause 65, Session context not found, means
     /// the CP function no longer has the session).
-    pub(crate) fn session_report_response(&mut self, peer: std::net::SocketAddr, seq: u32, ies: &[Ie]) {
+    pub(crate) fn session_report_response(&mut self, peer: std::net::SocketAddr, seq: u32, ies: &[IeRef]) {
         if self.tx.on_response(peer, seq).is_none() {
             self.counters.incr("pfcp_unexpected_response");
             return;
