@@ -1,5 +1,6 @@
 //! Building the PFCP requests of the SGW-C/PGW-C (TS 29.244 7.4, 7.5) with
-//! rs-pfcp's IE types, and reading the answers' header and IEs.
+//! rs-pfcp's IE types, and reading the answers' header and IEs (framing
+//! from [`mobicore_upf::pfcp`]).
 
 use rs_pfcp::ie::apply_action::ApplyAction;
 use rs_pfcp::ie::bar_id::BarId;
@@ -27,19 +28,11 @@ use rs_pfcp::ie::{Ie, IeType};
 use std::net::Ipv4Addr;
 use std::time::SystemTime;
 
-/// Message types (TS 29.244 Table 7.3-1).
-pub mod msg {
-    pub const HEARTBEAT_REQUEST: u8 = 1;
-    pub const HEARTBEAT_RESPONSE: u8 = 2;
-    pub const ASSOCIATION_SETUP_REQUEST: u8 = 5;
-    pub const ASSOCIATION_SETUP_RESPONSE: u8 = 6;
-    pub const SESSION_ESTABLISHMENT_REQUEST: u8 = 50;
-    pub const SESSION_ESTABLISHMENT_RESPONSE: u8 = 51;
-    pub const SESSION_MODIFICATION_REQUEST: u8 = 52;
-    pub const SESSION_MODIFICATION_RESPONSE: u8 = 53;
-    pub const SESSION_DELETION_REQUEST: u8 = 54;
-    pub const SESSION_DELETION_RESPONSE: u8 = 55;
-}
+/// Message types (TS 29.244 Table 7.3-1), shared with the UPF.
+pub use mobicore_upf::pfcp::msg;
+/// The PFCP header fields (TS 29.244 7.2.2) and the message builder are
+/// the UPF's.
+pub use mobicore_upf::pfcp::{encode, PfcpHeader};
 
 /// Rule IDs of the default bearer's rules.
 pub const PDR_UPLINK: u16 = 1;
@@ -50,57 +43,9 @@ pub const BAR_DOWNLINK: u8 = 1;
 /// Outer Header Removal "GTP-U/UDP/IPv4" (TS 29.244 8.2.64).
 pub const OHR_GTPU_UDP_IPV4: u8 = 0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PfcpHeader {
-    pub version: u8,
-    pub msg_type: u8,
-    pub seid: Option<u64>,
-    pub seq: u32,
-}
-
 /// Reads the header and the top-level IEs; `None` if unreadable.
 pub fn decode(b: &[u8]) -> Option<(PfcpHeader, Vec<Ie>)> {
-    if b.len() < 8 {
-        return None;
-    }
-    let has_seid = b[0] & 0x01 != 0;
-    let hlen = if has_seid { 16 } else { 8 };
-    let total = 4 + u16::from_be_bytes([b[2], b[3]]) as usize;
-    if b.len() < hlen || total < hlen || total > b.len() {
-        return None;
-    }
-    let seid = has_seid.then(|| u64::from_be_bytes(b[4..12].try_into().unwrap()));
-    let o = hlen - 4;
-    let h = PfcpHeader { version: b[0] >> 5, msg_type: b[1], seid, seq: u32::from_be_bytes([0, b[o], b[o + 1], b[o + 2]]) };
-    let mut ies = Vec::new();
-    let mut off = hlen;
-    while off < total {
-        let ie = Ie::unmarshal(&b[off..total]).ok()?;
-        off += ie.len() as usize;
-        ies.push(ie);
-    }
-    Some((h, ies))
-}
-
-/// Builds a PFCP message (version 1).
-pub fn encode(msg_type: u8, seid: Option<u64>, seq: u32, ies: &[Ie]) -> Vec<u8> {
-    let hlen = if seid.is_some() { 16 } else { 8 };
-    let mut b = vec![0u8; hlen];
-    for ie in ies {
-        ie.marshal_into(&mut b);
-    }
-    b[0] = (1 << 5) | seid.is_some() as u8;
-    b[1] = msg_type;
-    let len = (b.len() - 4) as u16;
-    b[2..4].copy_from_slice(&len.to_be_bytes());
-    let o = if let Some(s) = seid {
-        b[4..12].copy_from_slice(&s.to_be_bytes());
-        12
-    } else {
-        4
-    };
-    b[o..o + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
-    b
+    mobicore_upf::pfcp::decode(b).ok()
 }
 
 /// The Cause value of an answer (TS 29.244 8.2.1), 0 if absent.
