@@ -3,7 +3,13 @@
  * BPF_F_TEST_XDP_LIVE_FRAMES, it rewrites the template headers of every
  * frame (live frames are recycled, and the device under test rewrites them
  * in place), varies the TEID or UE address across the installed sessions,
- * and sends the frame out of the ingress veth with XDP_TX. */
+ * and sends the frame out of the ingress veth with XDP_TX.
+ *
+ * Sessions are visited in order (0, 1, ..., n-1, 0, ...: every packet a
+ * different session, the worst case for caches) or, with `skew`, drawn from
+ * a Zipf-like distribution (s = 1: rank r has weight ~1/r) through the
+ * inverse-CDF table gen_zipf, the ranks scattered over the session indices
+ * by multiplication with `perm` (coprime with n) modulo n. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -22,7 +28,21 @@ struct gen_cfg {
 	__u32 teid_base; /* host order */
 	__u32 addr_base; /* host order */
 	__u8 hdr[80];    /* the first HDR_LEN bytes of every frame */
+	__u32 skew;      /* 1 = Zipf-like draw, 0 = sequential */
+	__u32 perm;      /* rank -> session multiplier, coprime with n */
 };
+
+#define ZIPF_STEPS 1024
+
+/* t[k] = floor((n + 1)^(k / ZIPF_STEPS)) - 1, k = 0..ZIPF_STEPS: a rank
+ * uniform between t[k] and t[k+1] for k uniform is a piecewise log-uniform
+ * (continuous Zipf, s = 1) rank. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ZIPF_STEPS + 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} gen_zipf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -73,6 +93,17 @@ int gen_xdp(struct xdp_md *ctx)
 
 	__u32 i = (__u32)*next;
 	*next = (i + 1 >= c->n) ? 0 : i + 1;
+	if (c->skew) {
+		__u32 r = bpf_get_prandom_u32();
+		__u32 k = r >> 22, k1 = k + 1;
+		__u32 *lo = bpf_map_lookup_elem(&gen_zipf, &k);
+		__u32 *hi = bpf_map_lookup_elem(&gen_zipf, &k1);
+		if (!lo || !hi)
+			return XDP_ABORTED;
+		__u32 w = *hi > *lo ? *hi - *lo : 0;
+		__u64 rank = *lo + (w ? (r & 0x3fffff) % w : 0);
+		i = (__u32)((rank * c->perm) % c->n);
+	}
 	*sent += 1;
 	if (c->mode == GEN_DOWNLINK) {
 		*(__u32 *)(data + 30) = bpf_htonl(c->addr_base + i);

@@ -1,13 +1,14 @@
-//! `cargo run -p mobicore-dpbench --example dataplane [-- --quick] [--json FILE]`:
+//! `cargo run -p mobicore-dpbench --example dataplane [-- --quick] [--split-cpus] [--json FILE]`:
 //! the full matrix (or a quick one), the table on stdout, JSON optionally.
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let opts = if args.iter().any(|a| a == "--quick") {
+    let mut opts = if args.iter().any(|a| a == "--quick") {
         mobicore_dpbench::DataplaneBenchOptions::quick()
     } else {
         mobicore_dpbench::DataplaneBenchOptions::default()
     };
+    opts.split_cpus = args.iter().any(|a| a == "--split-cpus");
     match mobicore_dpbench::run_blocking(&opts) {
         Ok(r) => {
             print!("{}", mobicore_dpbench::table(&r));

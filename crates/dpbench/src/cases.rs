@@ -105,11 +105,8 @@ impl Bench {
         let g0 = run_in(&topo.gen, || ifindex("g0"))??;
         let d1 = run_in(&topo.dut, || ifindex("d1"))??;
         let echo = Some(Echo::start(&topo.sink)?);
-        let place = Placement::detect();
-        tracing::info!(?place, "generator and device-under-test CPUs");
-        if let (Some(p), Ok(_)) = (place, std::env::var("MCDP_SINK_ON_GEN")) {
-            cpus::threaded_napi(&topo.sink, "s0", p.gen)?;
-        }
+        let place = if opts.split_cpus { Placement::detect() } else { None };
+        tracing::info!(?place, "generator and device-under-test CPUs (None: all on the generator's)");
         let mut b = Bench { echo, gen: Some(Generator::load()?), sink, g0, d1, place, opts: opts.clone(), topo };
         let r = b.measure_all();
         b.echo.take();
@@ -129,7 +126,7 @@ impl Bench {
         let ceiling = self.ceiling(self.opts.sizes[0])?;
         let cases = upf
             .into_iter()
-            .map(|(dir, size, n, mpps, rtt)| {
+            .map(|(dir, size, n, mpps, zipf, rtt)| {
                 let (k, x) = base[&(dir, size)];
                 let (k, x) = (k / 2.0, x / 2.0);
                 DataplaneCase {
@@ -141,6 +138,7 @@ impl Bench {
                     baseline_xdp_mpps: x,
                     ratio_to_xdp: if x > 0.0 { mpps / x } else { 0.0 },
                     ratio_to_kernel: if k > 0.0 { mpps / k } else { 0.0 },
+                    mpps_zipf: zipf,
                     rtt_us: rtt.zip(krtt.get(&(dir, size)).copied().flatten()).map(|(u, k)| u - k),
                 }
             })
@@ -186,9 +184,10 @@ impl Bench {
         Ok(())
     }
 
-    /// The UPF with each number of sessions: (direction, size, sessions, Mpps, RTT).
+    /// The UPF with each number of sessions: (direction, size, sessions,
+    /// Mpps in order, Mpps Zipf-like, RTT).
     #[allow(clippy::type_complexity)]
-    fn upf_cases(&mut self) -> Result<Vec<(Direction, usize, usize, f64, Option<f64>)>, DpBenchError> {
+    fn upf_cases(&mut self) -> Result<Vec<(Direction, usize, usize, f64, Option<f64>, Option<f64>)>, DpBenchError> {
         let max = *self.opts.sessions.iter().max().expect("checked") as u32;
         let sizes = MapSizes { tunnels: max + 16, fars: 2 * max + 16, qers: 16, urrs: 16 };
         let mut out = Vec::new();
@@ -217,12 +216,13 @@ impl Bench {
                         }
                     };
                     let mpps = self.blast(&frame, &cfg)?;
+                    let zipf = if n > 1 { Some(self.blast(&frame, &GenCfg { skew: 1, perm: coprime_multiplier(n as u32), ..cfg })?) } else { None };
                     let p = if dir == Direction::Uplink { Probe::UpfUplink } else { Probe::UpfDownlink };
                     let rtt = median_rtt(&self.topo.gen, p, size, self.rtt_samples())?;
                     if let Dut::Upf(p) = &dut {
-                        tracing::info!(direction = dir.name(), size, sessions = n, mpps, counters = ?p.counters().unwrap_or_default().into_iter().filter(|c| c.1 > 0).collect::<Vec<_>>(), "UPF");
+                        tracing::info!(direction = dir.name(), size, sessions = n, mpps, zipf, counters = ?p.counters().unwrap_or_default().into_iter().filter(|c| c.1 > 0).collect::<Vec<_>>(), "UPF");
                     }
-                    out.push((dir, size, n, mpps, rtt));
+                    out.push((dir, size, n, mpps, zipf, rtt));
                 }
             }
             drop(dut);

@@ -51,11 +51,58 @@ pub struct GenCfg {
     pub teid_base: u32,
     pub addr_base: u32,
     pub hdr: [u8; 80],
+    /// 1: sessions drawn Zipf-like (see [`zipf_table`]); 0: in order.
+    pub skew: u32,
+    /// Rank-to-session multiplier, coprime with `n`.
+    pub perm: u32,
 }
 
-// SAFETY: #[repr(C)] integers and bytes, no padding (4*4 + 80).
+// SAFETY: #[repr(C)] integers and bytes, no padding (4*4 + 80 + 2*4).
 unsafe impl aya::Pod for GenCfg {}
-const _: () = assert!(std::mem::size_of::<GenCfg>() == 96);
+const _: () = assert!(std::mem::size_of::<GenCfg>() == 104);
+
+/// Steps of the generator's Zipf table (bpf/gen.c ZIPF_STEPS).
+pub const ZIPF_STEPS: usize = 1024;
+
+/// Inverse CDF of a continuous Zipf (s = 1) over ranks 0..n:
+/// `t[k] = floor((n + 1)^(k / ZIPF_STEPS)) - 1`, so `t[0] = 0`,
+/// `t[ZIPF_STEPS] = n`. The generator draws k uniformly, then a rank
+/// uniformly in `t[k]..t[k+1]` (or `t[k]` when they are equal).
+pub fn zipf_table(n: u32) -> Vec<u32> {
+    let n1 = f64::from(n.max(1)) + 1.0;
+    (0..=ZIPF_STEPS).map(|k| ((n1.powf(k as f64 / ZIPF_STEPS as f64)).floor() as u32).saturating_sub(1).min(n.max(1))).collect()
+}
+
+/// With [`zipf_table`]: the share of draws landing on rank 0..`top`.
+pub fn zipf_share(t: &[u32], top: u32) -> f64 {
+    let mut hits = 0.0;
+    for w in t.windows(2) {
+        let (lo, hi) = (w[0], w[1]);
+        hits += if hi <= lo {
+            f64::from(u8::from(lo < top))
+        } else {
+            f64::from(top.clamp(lo, hi) - lo) / f64::from(hi - lo)
+        };
+    }
+    hits / (t.len() - 1) as f64
+}
+
+/// A multiplier coprime with `n` (near the golden ratio of 2^32), so that
+/// `rank * perm % n` is a permutation of 0..n.
+pub fn coprime_multiplier(n: u32) -> u32 {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    let n = u64::from(n.max(1));
+    let mut p = 2_654_435_761u64 % n;
+    while p == 0 || gcd(p, n) != 1 {
+        p = (p + 1) % n;
+        if n == 1 {
+            return 1;
+        }
+    }
+    p as u32
+}
 
 pub fn mac_text(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
@@ -129,7 +176,7 @@ pub fn gen_cfg(frame: &[u8], mode: u32, n: u32, teid_base: u32, addr_base: Ipv4A
     let mut hdr = [0u8; 80];
     let k = frame.len().min(HDR_LEN);
     hdr[..k].copy_from_slice(&frame[..k]);
-    GenCfg { mode, n: n.max(1), teid_base, addr_base: u32::from(addr_base), hdr }
+    GenCfg { mode, n: n.max(1), teid_base, addr_base: u32::from(addr_base), hdr, skew: 0, perm: 1 }
 }
 
 #[cfg(test)]
@@ -156,6 +203,30 @@ mod tests {
         assert_eq!(ipv4_csum(&f[14..34]), 0);
         assert_eq!(u16::from_be_bytes([f[36], f[37]]), BENCH_PORT);
         assert_eq!(downlink_frame(UE_BASE, 1400).len(), 1414);
+    }
+
+    #[test]
+    fn zipf_table_is_a_skewed_inverse_cdf() {
+        let t = zipf_table(100_000);
+        assert_eq!((t[0], t[ZIPF_STEPS]), (0, 100_000));
+        assert!(t.windows(2).all(|w| w[0] <= w[1]));
+        // Zipf s = 1 over 100k: the top 1% of sessions carry about 60%.
+        let top = zipf_share(&t, 1000);
+        assert!((0.5..0.7).contains(&top), "{top}");
+        assert!(zipf_share(&t, 1) > 0.03);
+        assert_eq!(zipf_table(1)[ZIPF_STEPS], 1);
+    }
+
+    #[test]
+    fn multiplier_permutes_the_sessions() {
+        for n in [1u32, 2, 1000, 100_000, 65_536] {
+            let p = u64::from(coprime_multiplier(n));
+            let mut seen = vec![false; n as usize];
+            for r in 0..u64::from(n) {
+                seen[(r * p % u64::from(n)) as usize] = true;
+            }
+            assert!(seen.iter().all(|s| *s), "n = {n}");
+        }
     }
 
     #[test]

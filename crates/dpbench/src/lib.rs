@@ -36,19 +36,26 @@ pub struct DataplaneBenchOptions {
     pub duration: Duration,
     /// Fewer round-trip samples and a shorter warm-up (for tests).
     pub quick: bool,
+    /// Generator on one CPU, the DUT's and sink's receive path on another
+    /// ([`cpus`]). Off by default: on the 2-vCPU hosts measured, the
+    /// cross-CPU hand-off (thread wake-ups, frames crossing caches, pages
+    /// returned to another CPU's pool) halves every rate, the ceiling's
+    /// included, and costs more than the generator work it takes off the
+    /// DUT's CPU.
+    pub split_cpus: bool,
 }
 
 impl Default for DataplaneBenchOptions {
     /// The matrix: 64 and 1400 bytes, 1 / 1,000 / 100,000 sessions.
     fn default() -> Self {
-        DataplaneBenchOptions { sizes: vec![64, 1400], sessions: vec![1, 1000, 100_000], duration: Duration::from_secs(2), quick: false }
+        DataplaneBenchOptions { sizes: vec![64, 1400], sessions: vec![1, 1000, 100_000], duration: Duration::from_secs(2), quick: false, split_cpus: false }
     }
 }
 
 impl DataplaneBenchOptions {
     /// A tiny run: one size, 1 and 1000 sessions, 200 ms per case.
     pub fn quick() -> Self {
-        DataplaneBenchOptions { sizes: vec![64], sessions: vec![1, 1000], duration: Duration::from_millis(200), quick: true }
+        DataplaneBenchOptions { sizes: vec![64], sessions: vec![1, 1000], duration: Duration::from_millis(200), quick: true, split_cpus: false }
     }
 }
 
@@ -68,6 +75,10 @@ pub struct DataplaneCase {
     pub baseline_xdp_mpps: f64,
     pub ratio_to_xdp: f64,
     pub ratio_to_kernel: f64,
+    /// The same UPF case with sessions drawn Zipf-like (s = 1, the top 1%
+    /// of sessions carry ~60% of packets) instead of in order; None for a
+    /// single session. The in-order `mpps` is the worst case for caches.
+    pub mpps_zipf: Option<f64>,
     /// Added round-trip time over kernel forwarding, microseconds
     /// (median of single-packet probes); None if the probes got no answer.
     pub rtt_us: Option<f64>,
@@ -130,14 +141,15 @@ pub fn run_blocking(opts: &DataplaneBenchOptions) -> Result<DataplaneReport, DpB
 /// A fixed-width table of the report (the summary of `mobicore bench dataplane`).
 pub fn table(r: &DataplaneReport) -> String {
     let mut s = format!(
-        "{:<9} {:>5} {:>8} {:>8} {:>10} {:>10} {:>7} {:>8} {:>9}\n",
-        "direction", "size", "sessions", "Mpps", "xdp-min", "kernel", "/xdp", "/kernel", "+rtt us"
+        "{:<9} {:>5} {:>8} {:>8} {:>10} {:>10} {:>7} {:>8} {:>9} {:>10}\n",
+        "direction", "size", "sessions", "Mpps", "xdp-min", "kernel", "/xdp", "/kernel", "+rtt us", "zipf Mpps"
     );
     for c in &r.cases {
         let rtt = c.rtt_us.map_or("-".to_string(), |v| format!("{v:.1}"));
+        let zipf = c.mpps_zipf.map_or("-".to_string(), |v| format!("{v:.3}"));
         s += &format!(
-            "{:<9} {:>5} {:>8} {:>8.3} {:>10.3} {:>10.3} {:>7.2} {:>8.2} {:>9}\n",
-            c.direction, c.size, c.sessions, c.mpps, c.baseline_xdp_mpps, c.baseline_kernel_mpps, c.ratio_to_xdp, c.ratio_to_kernel, rtt
+            "{:<9} {:>5} {:>8} {:>8.3} {:>10.3} {:>10.3} {:>7.2} {:>8.2} {:>9} {:>10}\n",
+            c.direction, c.size, c.sessions, c.mpps, c.baseline_xdp_mpps, c.baseline_kernel_mpps, c.ratio_to_xdp, c.ratio_to_kernel, rtt, zipf
         );
     }
     s += &format!("ceiling (bare XDP redirect): {:.3} Mpps\n", r.ceiling_redirect_mpps);

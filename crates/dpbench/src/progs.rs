@@ -50,6 +50,7 @@ struct XdpMd {
 pub struct Generator {
     ebpf: Ebpf,
     cfg: Array<MapData, GenCfg>,
+    zipf: Array<MapData, u32>,
     state: PerCpuArray<MapData, u64>,
 }
 
@@ -59,10 +60,18 @@ impl Generator {
         let cfg = Array::try_from(ebpf.take_map("gen_cfg").ok_or(DpBenchError::Xdp("no map gen_cfg".into()))?).map_err(map_err("gen_cfg"))?;
         let state = PerCpuArray::try_from(ebpf.take_map("gen_state").ok_or(DpBenchError::Xdp("no map gen_state".into()))?)
             .map_err(map_err("gen_state"))?;
-        Ok(Generator { ebpf, cfg, state })
+        let zipf = Array::try_from(ebpf.take_map("gen_zipf").ok_or(DpBenchError::Xdp("no map gen_zipf".into()))?).map_err(map_err("gen_zipf"))?;
+        Ok(Generator { ebpf, cfg, zipf, state })
     }
 
+    /// The configuration; with `c.skew`, also the Zipf table for `c.n`
+    /// sessions ([`crate::frames::zipf_table`]).
     pub fn configure(&mut self, c: &GenCfg) -> Result<(), DpBenchError> {
+        if c.skew != 0 {
+            for (k, t) in crate::frames::zipf_table(c.n).into_iter().enumerate() {
+                self.zipf.set(k as u32, t, 0).map_err(map_err("gen_zipf"))?;
+            }
+        }
         self.cfg.set(0, c, 0).map_err(map_err("gen_cfg"))
     }
 
