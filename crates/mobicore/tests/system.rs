@@ -36,8 +36,12 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     let dir = std::env::temp_dir().join(format!("mobicore-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (pcap, json) = (dir.join("demo.pcapng"), dir.join("demo.json"));
+    // Its own S1-MME port, so that an MME running on this host is no obstacle.
+    let cfg = dir.join("demo.toml");
+    std::fs::write(&cfg, "[mme]\ns1ap = \"127.0.0.1:36472\"\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
-        .args(["demo", "--ues", "30", "--enbs", "2", "--quiet", "--sctp", "raw"])
+        .args(["demo", "--ues", "30", "--enbs", "2", "--quiet", "--sctp", "raw", "-c"])
+        .arg(&cfg)
         .arg("--pcap")
         .arg(&pcap)
         .arg("--json")
