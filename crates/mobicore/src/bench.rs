@@ -68,8 +68,8 @@ pub struct AttachArgs {
     /// Number of eNBs.
     #[arg(long, default_value_t = 16)]
     pub enbs: u32,
-    /// Attach procedures in flight at most.
-    #[arg(long, default_value_t = 2000)]
+    /// Attach procedures in flight at most (more adds queueing latency, not rate).
+    #[arg(long, default_value_t = 256)]
     pub in_flight: usize,
     #[arg(long, value_enum)]
     pub sctp: Option<SctpTransport>,
