@@ -158,7 +158,7 @@ impl UpfCore {
     pub(crate) fn node_id_of(&self, ies: &[IeRef], resp: u8) -> Result<String, Reply> {
         let missing = || (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeMissing), offending_ie_ie(IeType::NodeId as u16)]);
         let ie = first(ies, IeType::NodeId).ok_or_else(missing)?;
-        let n = NodeId::unmarshal(&ie.payload).map_err(|_| {
+        let n = NodeId::unmarshal(ie.payload).map_err(|_| {
             (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeIncorrect), offending_ie_ie(IeType::NodeId as u16)])
         })?;
         Ok(node_id_text(&n))
@@ -174,7 +174,7 @@ impl UpfCore {
         let Some(rts) = first(ies, IeType::RecoveryTimeStamp) else {
             return (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeMissing), offending_ie_ie(IeType::RecoveryTimeStamp as u16)]);
         };
-        let recovery = RecoveryTimeStamp::unmarshal(&rts.payload).ok().map(|r| r.timestamp);
+        let recovery = RecoveryTimeStamp::unmarshal(rts.payload).ok().map(|r| r.timestamp);
         // A new association replaces an old one; the old sessions go with it
         // if the CP function restarted.
         if let Some(old) = self.associations.get(&node) {

@@ -64,7 +64,7 @@ impl Reject {
 }
 
 fn parse_each<T>(ies: &[IeRef], t: IeType, f: impl Fn(&[u8]) -> Result<T, PfcpError>) -> Result<Vec<T>, Reject> {
-    all(ies, t).map(|ie| f(&ie.payload).map_err(|e| Reject::decode(e, t))).collect()
+    all(ies, t).map(|ie| f(ie.payload).map_err(|e| Reject::decode(e, t))).collect()
 }
 
 /// Adds the rules of Create PDR/FAR/QER/URR/BAR IEs; an ID in use is a
@@ -118,7 +118,7 @@ impl UpfCore {
     /// Session Establishment (TS 29.244 7.5.2, 7.5.3).
     pub(crate) fn session_establishment(&mut self, ies: &[IeRef]) -> Reply {
         let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
-        let cp_fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(&i.payload).ok());
+        let cp_fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
         // TS 29.244 7.2.2.4.2: SEID 0 when the CP F-SEID could not be read.
         let seid = Some(cp_fseid.as_ref().map_or(0, |f| u64::from(f.seid)));
         match self.establish(ies, cp_fseid) {
@@ -136,7 +136,7 @@ impl UpfCore {
 
     fn establish(&mut self, ies: &[IeRef], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
         let node_ie = first(ies, IeType::NodeId).ok_or(Reject::missing(IeType::NodeId))?;
-        let node = NodeId::unmarshal(&node_ie.payload).map_err(|e| Reject::decode(e, IeType::NodeId))?;
+        let node = NodeId::unmarshal(node_ie.payload).map_err(|e| Reject::decode(e, IeType::NodeId))?;
         let fseid_ie = first(ies, IeType::Fseid).ok_or(Reject::missing(IeType::Fseid))?;
         let cp_fseid = cp_fseid.ok_or(Reject { cause: CauseValue::MandatoryIeIncorrect, offending: Some(fseid_ie.ie_type as u16), failed_rule: None })?;
         if first(ies, IeType::CreatePdr).is_none() {
@@ -181,7 +181,7 @@ impl UpfCore {
                 }
                 let s = self.sessions.get_mut(&up_seid).expect("checked above");
                 s.rules = rules;
-                if let Some(f) = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(&i.payload).ok()) {
+                if let Some(f) = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok()) {
                     s.cp_seid = f.seid.into();
                 }
                 let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
@@ -195,23 +195,23 @@ impl UpfCore {
     fn modify(&mut self, rules: &mut SessionRules, ies: &[IeRef]) -> Result<Vec<Ie>, Reject> {
         // Removals first, then creations, then updates (TS 29.244 7.5.4.1).
         for ie in all(ies, IeType::RemovePdr) {
-            let id = rs_pfcp::ie::remove_pdr::RemovePdr::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemovePdr))?.pdr_id.value;
+            let id = rs_pfcp::ie::remove_pdr::RemovePdr::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemovePdr))?.pdr_id.value;
             rules.pdrs.remove(&id).ok_or(Reject::rule(RuleRef::Pdr(id)))?;
         }
         for ie in all(ies, IeType::RemoveFar) {
-            let id = rs_pfcp::ie::remove_far::RemoveFar::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveFar))?.far_id.value;
+            let id = rs_pfcp::ie::remove_far::RemoveFar::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveFar))?.far_id.value;
             rules.fars.remove(&id).ok_or(Reject::rule(RuleRef::Far(id)))?;
         }
         for ie in all(ies, IeType::RemoveQer) {
-            let id = rs_pfcp::ie::remove_qer::RemoveQer::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveQer))?.qer_id.value;
+            let id = rs_pfcp::ie::remove_qer::RemoveQer::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveQer))?.qer_id.value;
             rules.qers.remove(&id).ok_or(Reject::rule(RuleRef::Qer(id)))?;
         }
         for ie in all(ies, IeType::RemoveUrr) {
-            let id = rs_pfcp::ie::remove_urr::RemoveUrr::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveUrr))?.urr_id.id;
+            let id = rs_pfcp::ie::remove_urr::RemoveUrr::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveUrr))?.urr_id.id;
             rules.urrs.remove(&id).ok_or(Reject::rule(RuleRef::Urr(id)))?;
         }
         for ie in all(ies, IeType::RemoveBar) {
-            let id = rs_pfcp::ie::remove_bar::RemoveBar::unmarshal(&ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveBar))?.bar_id.id;
+            let id = rs_pfcp::ie::remove_bar::RemoveBar::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveBar))?.bar_id.id;
             rules.bars.remove(&id).ok_or(Reject::rule(RuleRef::Bar(id)))?;
         }
         create_rules(rules, ies)?;
