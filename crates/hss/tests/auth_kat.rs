@@ -138,3 +138,40 @@ fn sqn_is_seq_and_ind() {
         assert_eq!(sqn & 31, i % 32);
     }
 }
+
+/// The KDF of TS 33.220 B.2 with one parameter: HMAC-SHA-256(key, FC || P0 || L0).
+fn kdf1(key: &[u8], fc: u8, p0: &[u8]) -> [u8; 32] {
+    let mut s = vec![fc];
+    s.extend_from_slice(p0);
+    s.extend_from_slice(&(p0.len() as u16).to_be_bytes());
+    hmac_sha256(key, &s)
+}
+
+/// KeNB (TS 33.401 A.3, FC 0x11, P0 = uplink NAS COUNT) and the NAS keys
+/// (A.7, FC 0x15, P0 = algorithm type distinguisher, P1 = algorithm
+/// identity, the key being the last 128 bits), as the MME and the emulated
+/// UE derive them through oxirush-security, checked against this file's
+/// independent HMAC-SHA-256.
+#[test]
+fn kenb_and_nas_keys_per_ts_33_401_annex_a() {
+    use oxirush_security::nas_eps::{derive_kenb, derive_knas_enc, derive_knas_int, KAsme};
+    use oxirush_security::{CipheringAlgorithm, IntegrityAlgorithm};
+    let kasme_octets: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
+    let kasme = KAsme::new(&kasme_octets);
+    for count in [0u32, 1, 0x0001_0203, 0x00ff_ffff] {
+        let want = kdf1(&kasme_octets, 0x11, &count.to_be_bytes());
+        let nas_count = oxirush_security::NasCount::new(count).unwrap();
+        assert_eq!(derive_kenb(&kasme, nas_count).as_octets(), &want, "KeNB for uplink NAS COUNT {count:#x}");
+    }
+    let alg_key = |distinguisher: u8, id: u8| {
+        let s = [0x15, distinguisher, 0x00, 0x01, id, 0x00, 0x01];
+        let k = hmac_sha256(&kasme_octets, &s);
+        k[16..].to_vec()
+    };
+    for (alg, id) in [(CipheringAlgorithm::Null, 0), (CipheringAlgorithm::Snow3g, 1), (CipheringAlgorithm::Aes, 2), (CipheringAlgorithm::Zuc, 3)] {
+        assert_eq!(derive_knas_enc(&kasme, alg).as_octets().to_vec(), alg_key(0x01, id), "KNASenc for EEA{id}");
+    }
+    for (alg, id) in [(IntegrityAlgorithm::Snow3g, 1), (IntegrityAlgorithm::Aes, 2), (IntegrityAlgorithm::Zuc, 3)] {
+        assert_eq!(derive_knas_int(&kasme, alg).as_octets().to_vec(), alg_key(0x02, id), "KNASint for EIA{id}");
+    }
+}
