@@ -21,7 +21,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run every network function on this machine, attach and detach N emulated UEs, print a summary.
+    /// Run every network function on this machine, attach N emulated UEs, carry some of their traffic through GTP-U, detach them, print a summary.
     Demo(demo::DemoArgs),
     /// Measurements, each with its baseline in the same run.
     #[command(subcommand)]
@@ -32,7 +32,7 @@ pub enum Command {
     Hss(NfArgs),
     /// Run the combined S/P-GW control plane alone (S11, PFCP).
     Spgwc(NfArgs),
-    /// Run the user-plane node's PFCP side alone.
+    /// Run the user-plane function alone (PFCP; XDP or user-space data path, see [upf] datapath).
     Upf(NfArgs),
     /// Run the emulated RAN against an MME: attach (and detach) UEs.
     Ran(RanArgs),
