@@ -64,10 +64,21 @@ struct pdr_set {
 /* Value of fast_ul (key: TEID, host order) and fast_dl (key: UE IPv4,
  * network order): every installed key has one. The common bearer - one PDR
  * without SDF filter - is complete here, its FAR inline, so a packet costs
- * one hash lookup on a 32-octet value. FAST_F_SET marks a key whose PDRs
+ * one lookup on a 32-octet value (its index slot, or the hash). FAST_F_SET marks a key whose PDRs
  * (several, or with SDF filters) are in pdr_ul / pdr_dl with their FARs in
  * the far array; then only ue_addr is meaningful. */
 #define FAST_F_SET (1 << 0)
+/* In fast_ul_idx / fast_dl_idx only: the slot holds the entry of `key`. */
+#define FAST_F_IDX (1 << 1)
+
+/* Direct-indexed copies of the fast entries (an array, one cache line and
+ * no bucket walk): slot = TEID (uplink) or UE address in host order
+ * (downlink) masked to FAST_IDX_BITS. A slot is used only when FAST_F_IDX
+ * is set and its `key` is the packet's; otherwise (empty, or the slot is
+ * owned by a colliding key) the hash maps, which stay the source of truth,
+ * are looked up. */
+#define FAST_IDX_BITS 18
+#define FAST_IDX_SIZE (1u << FAST_IDX_BITS)
 
 struct pdr_fast {
 	__u32 ue_addr; /* uplink: the tunnel's UE address (anti-spoofing); 0 = no check */
@@ -80,7 +91,7 @@ struct pdr_fast {
 	__u8 far_flags;   /* FAR_F_* */
 	__u8 pdr_flags;   /* PDR_F_OHR */
 	__u8 flags;       /* FAST_F_* */
-	__u32 pad;
+	__u32 key;        /* index arrays: the slot's TEID / UE address (as the hash key); else 0 */
 };
 
 /* Apply Action (TS 29.244 8.2.26). */

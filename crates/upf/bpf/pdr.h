@@ -34,6 +34,30 @@ struct {
 	__type(value, struct pdr_fast);
 } fast_dl SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FAST_IDX_SIZE);
+	__type(key, __u32);
+	__type(value, struct pdr_fast);
+} fast_ul_idx SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FAST_IDX_SIZE);
+	__type(key, __u32);
+	__type(value, struct pdr_fast);
+} fast_dl_idx SEC(".maps");
+
+/* The fast entry of `key`: its index slot when it owns it, else the hash. */
+static __always_inline struct pdr_fast *fast_lookup(void *idx_map, void *hash_map, __u32 key, __u32 host_key)
+{
+	__u32 i = host_key & (FAST_IDX_SIZE - 1);
+	struct pdr_fast *s = bpf_map_lookup_elem(idx_map, &i);
+	if (s && (s->flags & FAST_F_IDX) && s->key == key)
+		return s;
+	return bpf_map_lookup_elem(hash_map, &key);
+}
+
 static __always_inline int sdf_match(const struct sdf_filter *s, const struct flow *f)
 {
 	if (s->proto && s->proto != f->proto)

@@ -171,6 +171,41 @@ fn me(map: &'static str) -> impl Fn(aya::maps::MapError) -> MapError {
     move |e| MapError { map, msg: format!("{e}") }
 }
 
+/// A direct-indexed copy of a fast hash map (`fast_ul_idx`, `fast_dl_idx`):
+/// the first key to land on a slot owns it until deleted; a colliding key
+/// stays in the hash only (the program checks the slot's key).
+struct FastIndex {
+    name: &'static str,
+    slots: Array<MapData, FastEntry>,
+    /// Slot -> owning key.
+    owner: std::collections::HashMap<u32, u32>,
+}
+
+impl FastIndex {
+    fn new(name: &'static str, slots: Array<MapData, FastEntry>) -> Self {
+        FastIndex { name, slots, owner: Default::default() }
+    }
+    fn put(&mut self, slot: u32, key: u32, e: &FastEntry) -> Result<(), MapError> {
+        match self.owner.get(&slot) {
+            Some(k) if *k != key => return Ok(()),
+            // An update: invalidate first, so a packet reading the slot
+            // meanwhile falls back to the (atomically replaced) hash entry.
+            Some(_) => self.slots.set(slot, FastEntry::default(), 0).map_err(me(self.name))?,
+            None => {}
+        }
+        self.owner.insert(slot, key);
+        let v = FastEntry { flags: e.flags | FAST_F_IDX, key, ..*e };
+        self.slots.set(slot, v, 0).map_err(me(self.name))
+    }
+    fn del(&mut self, slot: u32, key: u32) -> Result<(), MapError> {
+        if self.owner.get(&slot) == Some(&key) {
+            self.slots.set(slot, FastEntry::default(), 0).map_err(me(self.name))?;
+            self.owner.remove(&slot);
+        }
+        Ok(())
+    }
+}
+
 /// The maps of the loaded `upf.o`, owned (taken out of the Ebpf object).
 pub struct AyaMaps {
     config: Array<MapData, UpfConfigEntry>,
@@ -178,6 +213,8 @@ pub struct AyaMaps {
     pdr_dl: BpfHash<MapData, u32, PdrSet>,
     fast_ul: BpfHash<MapData, u32, FastEntry>,
     fast_dl: BpfHash<MapData, u32, FastEntry>,
+    fast_ul_idx: FastIndex,
+    fast_dl_idx: FastIndex,
     fars: Array<MapData, FarEntry>,
     qers: Array<MapData, QerEntry>,
     urrs: PerCpuArray<MapData, UrrCounts>,
@@ -199,6 +236,8 @@ impl AyaMaps {
             pdr_dl: conv("pdr_dl", BpfHash::try_from(p.take_map("pdr_dl")?))?,
             fast_ul: conv("fast_ul", BpfHash::try_from(p.take_map("fast_ul")?))?,
             fast_dl: conv("fast_dl", BpfHash::try_from(p.take_map("fast_dl")?))?,
+            fast_ul_idx: FastIndex::new("fast_ul_idx", conv("fast_ul_idx", Array::try_from(p.take_map("fast_ul_idx")?))?),
+            fast_dl_idx: FastIndex::new("fast_dl_idx", conv("fast_dl_idx", Array::try_from(p.take_map("fast_dl_idx")?))?),
             fars: conv("fars", Array::try_from(p.take_map("fars")?))?,
             qers: conv("qers", Array::try_from(p.take_map("qers")?))?,
             urrs: conv("urrs", PerCpuArray::try_from(p.take_map("urrs")?))?,
@@ -226,16 +265,22 @@ impl MapStore for AyaMaps {
     fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
         self.pdr_dl.remove(&ue).map_err(me("pdr_dl"))
     }
+    // The hash is the source of truth: written before the index slot,
+    // removed after it.
     fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.fast_ul.insert(teid, e, 0).map_err(me("fast_ul"))
+        self.fast_ul.insert(teid, e, 0).map_err(me("fast_ul"))?;
+        self.fast_ul_idx.put(teid & FAST_IDX_MASK, teid, e)
     }
     fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError> {
+        self.fast_ul_idx.del(teid & FAST_IDX_MASK, teid)?;
         self.fast_ul.remove(&teid).map_err(me("fast_ul"))
     }
     fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.fast_dl.insert(ue, e, 0).map_err(me("fast_dl"))
+        self.fast_dl.insert(ue, e, 0).map_err(me("fast_dl"))?;
+        self.fast_dl_idx.put(u32::from_be(ue) & FAST_IDX_MASK, ue, e)
     }
     fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError> {
+        self.fast_dl_idx.del(u32::from_be(ue) & FAST_IDX_MASK, ue)?;
         self.fast_dl.remove(&ue).map_err(me("fast_dl"))
     }
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {

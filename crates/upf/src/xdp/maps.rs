@@ -24,6 +24,12 @@ pub const FAR_F_OHC: u8 = 1 << 0;
 
 pub const CFG_F_NO_FIB: u32 = 1 << 0;
 pub const FAST_F_SET: u8 = 1 << 0;
+/// In the index arrays only: the slot holds the entry of its `key`.
+pub const FAST_F_IDX: u8 = 1 << 1;
+/// Slots of `fast_ul_idx` / `fast_dl_idx`: TEID or UE address (host order)
+/// masked to these bits.
+pub const FAST_IDX_BITS: u32 = 18;
+pub const FAST_IDX_MASK: u32 = (1 << FAST_IDX_BITS) - 1;
 
 /// An IPv4 address as the programs keep it: network order in a `u32`.
 pub fn be_addr(a: Ipv4Addr) -> u32 {
@@ -128,7 +134,8 @@ pub struct FastEntry {
     pub far_flags: u8,
     pub pdr_flags: u8,
     pub flags: u8,
-    pub pad: u32,
+    /// Index arrays: the slot's key (TEID, or UE address in network order); else 0.
+    pub key: u32,
 }
 
 #[repr(C)]

@@ -407,6 +407,32 @@ fn update_keeps_usage_and_remove_unprograms() {
     assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_PASS);
 }
 
+/// Two TEIDs on one index slot (`fast_ul_idx`): the owner is served from the
+/// slot, the other from the hash, and either goes away without the other.
+#[test]
+fn colliding_index_slots_fall_back_to_the_hash() {
+    need_root!();
+    let teid2 = TEID ^ (1 << FAST_IDX_BITS);
+    let mut p = plane(&bearer(FORW, open_qer()));
+    let mut r = SessionRules::default();
+    r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pd(INTERFACE_ACCESS, Some(teid2), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
+    r.fars.insert(1, far(1, FORW, None));
+    p.install(8, &r).unwrap();
+    let inner = inner_udp(UE, DN, 53, 10);
+    for t in [TEID, teid2] {
+        let (v, out) = run(&p, &ul_frame(t, 0x30, None, &[], &inner));
+        assert_eq!(v, XDP_TX, "teid {t:#x}");
+        assert_decap(&out, &inner);
+    }
+    p.remove(7).unwrap();
+    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &inner)).0, XDP_PASS);
+    assert_eq!(run(&p, &ul_frame(teid2, 0x30, None, &[], &inner)).0, XDP_TX);
+    p.install(7, &bearer(FORW, open_qer())).unwrap();
+    p.remove(8).unwrap();
+    assert_eq!(run(&p, &ul_frame(teid2, 0x30, None, &[], &inner)).0, XDP_PASS);
+    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &inner)).0, XDP_TX);
+}
+
 // ---- robustness ------------------------------------------------------------
 
 #[test]
