@@ -26,6 +26,13 @@ struct {
 } nexthops SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NH_MEMO_SLOTS);
+	__type(key, __u32);
+	__type(value, struct nh_memo);
+} nh_memo SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
 	__uint(max_entries, UPF_MAX_PORTS);
 	__type(key, __u32);
@@ -37,14 +44,56 @@ static __always_inline void mac_copy(__u8 *dst, const __u8 *src)
 	__builtin_memcpy(dst, src, ETH_ALEN);
 }
 
+/* The destination and source MAC of an Ethernet header (its first 12
+ * octets) as three words, so that they move in three loads and stores
+ * rather than twelve byte moves (unaligned word access to packet data is
+ * allowed where the kernel has efficient unaligned access, as on x86-64
+ * and arm64). */
+struct eth_macs {
+	__u32 w[3];
+};
+
+static __always_inline void macs_load(struct eth_macs *m, const void *src)
+{
+	const __u32 *s = src;
+	m->w[0] = s[0];
+	m->w[1] = s[1];
+	m->w[2] = s[2];
+}
+
+static __always_inline void macs_store(void *dst, const struct eth_macs *m)
+{
+	__u32 *d = dst;
+	d[0] = m->w[0];
+	d[1] = m->w[1];
+	d[2] = m->w[2];
+}
+
+/* The nexthops entry of dst (network order), through this CPU's memo. */
+static __always_inline const struct nexthop *nexthop_get(__u32 dst, __u32 gen)
+{
+	__u32 slot = bpf_ntohl(dst) & (NH_MEMO_SLOTS - 1);
+	struct nh_memo *m = bpf_map_lookup_elem(&nh_memo, &slot);
+	if (m && m->valid && m->dst == dst && m->gen == gen)
+		return &m->nh;
+	struct nexthop *nh = bpf_map_lookup_elem(&nexthops, &dst);
+	if (nh && m) {
+		m->dst = dst;
+		m->gen = gen;
+		m->nh = *nh;
+		m->valid = 1;
+	}
+	return nh;
+}
+
 /* Sends the IPv4 packet at data (Ethernet header in front) towards dst:
  * cached next hop, else the kernel FIB, else the slow path. */
-/* `rx` is the Ethernet header the packet arrived with: a packet handed to
- * the kernel after decapsulation or encapsulation gets it back, so that the
+/* `rx` is the MAC pair the packet arrived with: a packet handed to the
+ * kernel after decapsulation or encapsulation gets it back, so that the
  * stack sees a frame addressed to this host and forwards it (resolving the
  * neighbour the FIB lookup was missing). */
-static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len, __u32 cfg_flags,
-					const struct ethhdr *rx)
+static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len,
+					const struct upf_config *cfg, const struct eth_macs *rx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -52,17 +101,16 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src
 	if ((void *)(eth + 1) > data_end)
 		return XDP_DROP;
 	eth->h_proto = bpf_htons(ETH_P_IP);
-	mac_copy(eth->h_dest, rx->h_dest);
-	mac_copy(eth->h_source, rx->h_source);
 	__u32 ifindex;
-	struct nexthop *nh = bpf_map_lookup_elem(&nexthops, &dst);
+	const struct nexthop *nh = nexthop_get(dst, cfg->nexthop_gen);
 	if (nh) {
-		mac_copy(eth->h_dest, nh->dmac);
-		mac_copy(eth->h_source, nh->smac);
+		/* dmac and smac are the 12 octets after ifindex, word aligned */
+		macs_store(eth, (const struct eth_macs *)nh->dmac);
 		ifindex = nh->ifindex;
 		count(CNT_NH_CACHE_HIT);
 	} else {
-		if (cfg_flags & CFG_F_NO_FIB) {
+		macs_store(eth, rx);
+		if (cfg->flags & CFG_F_NO_FIB) {
 			count(CNT_PASS_NO_ROUTE);
 			return XDP_PASS;
 		}

@@ -146,6 +146,18 @@ struct nexthop {
 	__u8 smac[6];
 };
 
+/* Per-CPU memo of the last nexthops entries used, direct-mapped by the
+ * destination (slot = host-order address masked to NH_MEMO_SLOTS), valid
+ * while its gen equals upf_config.nexthop_gen: a packet to a recently used
+ * destination costs an array slot instead of a hash lookup. */
+#define NH_MEMO_SLOTS 64
+struct nh_memo {
+	__u32 dst;
+	__u32 gen;
+	__u32 valid;
+	struct nexthop nh;
+};
+
 #define CFG_F_NO_FIB (1 << 0) /* cache miss goes to the slow path, no fib lookup */
 
 /* Single entry of the config array. */
@@ -153,7 +165,7 @@ struct upf_config {
 	__u32 s1u_addr; /* our S1-U / N3 address (network order) */
 	__u32 mtu;      /* egress MTU: an encapsulated packet above it goes to the slow path */
 	__u32 flags;
-	__u32 pad;
+	__u32 nexthop_gen; /* bumped by the control side on every nexthops change (invalidates nh_memo) */
 };
 
 /* Indices of the per-CPU counters array. */
@@ -205,6 +217,7 @@ _Static_assert(sizeof(struct qer_entry) == 56, "qer_entry");
 _Static_assert(sizeof(struct urr_counts) == 32, "urr_counts");
 _Static_assert(sizeof(struct nexthop) == 16, "nexthop");
 _Static_assert(sizeof(struct upf_config) == 16, "upf_config");
+_Static_assert(sizeof(struct nh_memo) == 28, "nh_memo");
 _Static_assert(sizeof(struct min_config) == 28, "min_config");
 
 #endif

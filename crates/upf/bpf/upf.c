@@ -80,7 +80,7 @@ static __always_inline int set_verdict(__u32 why)
 }
 
 static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const struct upf_config *cfg,
-				  const struct ethhdr *rx)
+				  const struct eth_macs *rx)
 {
 	struct gtpu_info g;
 	switch (gtpu_parse(c, &g)) {
@@ -144,11 +144,11 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	if (trim_tail(ctx, ip, tot) || bpf_xdp_adjust_head(ctx, outer))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	count(CNT_UL_FWD);
-	return forward_ipv4(ctx, daddr, saddr, tot, cfg->flags, rx);
+	return forward_ipv4(ctx, daddr, saddr, tot, cfg, rx);
 }
 
 static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg,
-				    const struct ethhdr *rx)
+				    const struct eth_macs *rx)
 {
 	struct pdr_fast *fe = fast_lookup(&fast_dl_idx, &fast_dl, ip->daddr, bpf_ntohl(ip->daddr));
 	if (!fe)
@@ -191,7 +191,7 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	if (!ohc) {
 		count(CNT_DL_FWD);
-		return forward_ipv4(ctx, dst, src, tot, cfg->flags, rx);
+		return forward_ipv4(ctx, dst, src, tot, cfg, rx);
 	}
 	if (bpf_xdp_adjust_head(ctx, -(int)ENCAP_LEN))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
@@ -200,33 +200,29 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 	void *data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
 	struct iphdr *oip = data + sizeof(struct ethhdr);
-	struct udphdr *udp = (void *)(oip + 1);
-	struct gtpu_hdr *gh = (void *)(udp + 1);
-	if ((void *)(gh + 1) > data_end)
+	if ((void *)oip + ENCAP_LEN > data_end)
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
-	__u16 olen = tot + ENCAP_LEN;
-	oip->version = 4;
-	oip->ihl = 5;
-	oip->tos = 0;
-	oip->tot_len = bpf_htons(olen);
-	oip->id = 0;
-	oip->frag_off = 0;
-	oip->ttl = 64;
-	oip->protocol = IPPROTO_UDP_;
-	oip->check = 0;
-	oip->saddr = local;
-	oip->daddr = peer;
-	oip->check = ipv4_csum(oip);
-	udp->source = bpf_htons(UPF_GTPU_PORT);
-	udp->dest = bpf_htons(UPF_GTPU_PORT);
-	udp->len = bpf_htons(olen - sizeof(struct iphdr));
-	udp->check = 0; /* allowed for UDP over IPv4 */
-	gh->flags = GTPU_VERSION_PT;
-	gh->type = GTPU_G_PDU;
-	gh->length = bpf_htons(tot);
-	gh->teid = bpf_htonl(teid);
+	__u32 olen = (__u32)tot + ENCAP_LEN;
+	/* Checksum of the outer header in registers: the constant words
+	 * (version/IHL/TOS 0x4500, id 0, flags 0, TTL 64/UDP 0x4011), the
+	 * length and the two addresses (RFC 1071). */
+	__u32 hl = bpf_ntohl(local), hp = bpf_ntohl(peer);
+	__u32 s = 0x4500 + 0x4011 + olen + (hl >> 16) + (hl & 0xffff) + (hp >> 16) + (hp & 0xffff);
+	__u16 check = csum_fold32(s);
+	/* Written as words (big-endian values), see struct eth_macs on the
+	 * alignment. */
+	__u32 *w = (__u32 *)oip;
+	w[0] = bpf_htonl(0x45000000 | olen);             /* version 4, IHL 5, TOS 0, total length */
+	w[1] = 0;                                        /* identification 0, no fragmentation */
+	w[2] = bpf_htonl((64u << 24) | (IPPROTO_UDP_ << 16) | check);
+	w[3] = local;
+	w[4] = peer;
+	w[5] = bpf_htonl((UPF_GTPU_PORT << 16) | UPF_GTPU_PORT);
+	w[6] = bpf_htonl((olen - sizeof(struct iphdr)) << 16); /* UDP length; checksum 0, allowed over IPv4 */
+	w[7] = bpf_htonl((GTPU_VERSION_PT << 24) | (GTPU_G_PDU << 16) | tot);
+	w[8] = bpf_htonl(teid);
 	count(CNT_DL_FWD);
-	return forward_ipv4(ctx, peer, local, olen, cfg->flags, rx);
+	return forward_ipv4(ctx, peer, local, olen, cfg, rx);
 }
 
 SEC("xdp")
@@ -242,7 +238,8 @@ int upf_xdp(struct xdp_md *ctx)
 	struct ethhdr *eth = PULL(&c, sizeof(*eth));
 	if (!eth || eth->h_proto != bpf_htons(ETH_P_IP))
 		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
-	struct ethhdr rx = *eth; /* head adjustments overwrite it */
+	struct eth_macs rx; /* head adjustments overwrite it */
+	macs_load(&rx, eth);
 	struct iphdr *ip = PULL(&c, sizeof(*ip));
 	if (!ip)
 		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);

@@ -210,7 +210,9 @@ pub struct UpfConfigEntry {
     pub s1u_addr: u32,
     pub mtu: u32,
     pub flags: u32,
-    pub pad: u32,
+    /// Bumped on every next-hop change: the program's per-CPU memo of
+    /// next hops (bpf/maps.h `nh_memo`) holds only for the current value.
+    pub nexthop_gen: u32,
 }
 
 /// Baselines: the one fixed tunnel and next hop.

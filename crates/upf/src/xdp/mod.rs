@@ -74,6 +74,8 @@ struct Installed {
 /// Dropping it detaches the program from every interface.
 pub struct XdpPlane<M: MapStore = AyaMaps> {
     maps: M,
+    /// What the `config` map holds.
+    config: UpfConfigEntry,
     program: Option<LoadedProgram>,
     sessions: HashMap<u64, Installed>,
     owners: HashMap<PdrKey, u64>,
@@ -97,9 +99,11 @@ impl<M: MapStore> XdpPlane<M> {
     /// A plane over any map store (for tests: [`MemoryMaps`]).
     pub fn with_maps(mut maps: M, cfg: XdpConfig) -> Result<Self, XdpError> {
         let flags = if cfg.no_fib { CFG_F_NO_FIB } else { 0 };
-        maps.set_config(&UpfConfigEntry { s1u_addr: be_addr(cfg.s1u_addr), mtu: cfg.mtu, flags, pad: 0 })?;
+        let config = UpfConfigEntry { s1u_addr: be_addr(cfg.s1u_addr), mtu: cfg.mtu, flags, nexthop_gen: 0 };
+        maps.set_config(&config)?;
         Ok(XdpPlane {
             maps,
+            config,
             program: None,
             sessions: HashMap::new(),
             owners: HashMap::new(),
@@ -137,11 +141,20 @@ impl<M: MapStore> XdpPlane<M> {
     /// Next-hop cache entry for a destination (kept current by the control side).
     pub fn set_next_hop(&mut self, dst: Ipv4Addr, nh: NextHop) -> Result<(), XdpError> {
         self.maps.add_port(nh.ifindex)?;
-        Ok(self.maps.put_nexthop(be_addr(dst), &nh)?)
+        self.maps.put_nexthop(be_addr(dst), &nh)?;
+        self.next_hops_changed()
     }
 
     pub fn remove_next_hop(&mut self, dst: Ipv4Addr) -> Result<(), XdpError> {
-        Ok(self.maps.del_nexthop(be_addr(dst))?)
+        self.maps.del_nexthop(be_addr(dst))?;
+        self.next_hops_changed()
+    }
+
+    /// Invalidates the program's per-CPU next-hop memo (after the
+    /// `nexthops` map changed, so a memo refill sees the new entry).
+    fn next_hops_changed(&mut self) -> Result<(), XdpError> {
+        self.config.nexthop_gen = self.config.nexthop_gen.wrapping_add(1);
+        Ok(self.maps.set_config(&self.config)?)
     }
 
     /// All counters, summed over CPUs.

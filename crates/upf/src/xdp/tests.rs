@@ -282,15 +282,21 @@ fn fragments_go_to_slow_path() {
 /// Checks an encapsulated frame and returns (TEID, inner packet).
 fn parse_encap(out: &[u8]) -> (u32, Vec<u8>) {
     assert_eq!(&out[..6], &NH_DMAC);
+    assert_eq!(&out[6..12], &NH_SMAC);
+    assert_eq!(&out[12..14], &[0x08, 0x00]);
     let ip = &out[14..];
     assert_ip_ok(ip);
-    assert_eq!(ip[9], 17);
+    // version 4, IHL 5, TOS 0; id 0, no fragmentation; TTL 64, UDP
+    assert_eq!((ip[0], ip[1]), (0x45, 0));
+    assert_eq!(&ip[4..8], &[0, 0, 0, 0]);
+    assert_eq!((ip[8], ip[9]), (64, 17));
     assert_eq!(&ip[12..16], &S1U.octets());
     assert_eq!(&ip[16..20], &ENB.octets());
     let u = &ip[20..];
     assert_eq!(u16::from_be_bytes([u[0], u[1]]), 2152);
     assert_eq!(u16::from_be_bytes([u[2], u[3]]), 2152);
     assert_eq!(u16::from_be_bytes([u[4], u[5]]) as usize, u.len());
+    assert_eq!(&u[6..8], &[0, 0], "UDP checksum 0 over IPv4");
     let g = &u[8..];
     assert_eq!((g[0], g[1]), (0x30, 255));
     assert_eq!(u16::from_be_bytes([g[2], g[3]]) as usize, g.len() - 8);
@@ -310,6 +316,26 @@ fn downlink_is_encapsulated_to_the_enb_fteid() {
     assert_eq!(got[8], inner[8] - 1);
     assert_ip_ok(&got);
     assert_eq!(p.counter(Counter::DlFwd).unwrap(), 1);
+}
+
+#[test]
+fn next_hop_changes_take_effect_at_once() {
+    need_root!();
+    let mut p = plane(&bearer(FORW, open_qer()));
+    let pkt = eth(&inner_udp(DN, UE, 5000, 64));
+    for _ in 0..3 {
+        assert_eq!(&run(&p, &pkt).1[..6], &NH_DMAC); // fills the per-CPU memo
+    }
+    let other = NextHop { ifindex: 1, dmac: [2, 0, 0, 0, 0, 0xee], smac: [2, 0, 0, 0, 0, 0xef] };
+    p.set_next_hop(ENB, other).unwrap();
+    let (v, out) = run(&p, &pkt);
+    assert_eq!(v, XDP_TX);
+    assert_eq!((&out[..6], &out[6..12]), (&other.dmac[..], &other.smac[..]));
+    p.remove_next_hop(ENB).unwrap();
+    let (v, out) = run(&p, &pkt);
+    assert_eq!(v, XDP_PASS, "no next hop and no FIB: slow path");
+    assert_eq!(&out[..12], &pkt[..12], "handed back with the MACs it arrived with");
+    assert_eq!(p.counter(Counter::PassNoRoute).unwrap(), 1);
 }
 
 #[test]
