@@ -11,7 +11,6 @@ use mobicore_netns::Topology;
 use mobicore_upf::config::DatapathKind;
 use mobicore_sctp::{EndpointConfig, Transport};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

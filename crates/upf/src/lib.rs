@@ -21,6 +21,7 @@
 pub mod config;
 pub mod dataplane;
 mod mmsg;
+pub mod neighbours;
 pub mod node;
 pub mod pfcp;
 pub mod rules;

@@ -366,6 +366,19 @@ pub trait ForwardingPlane: Send {
     fn poll_report(&mut self) -> Option<PlaneReport> {
         None
     }
+    /// The neighbours the data path's interfaces currently resolve (the
+    /// whole set each time): a fast path keeps its next-hop cache to them.
+    fn set_neighbours(&mut self, _neighbours: &[Neighbour]) {}
+}
+
+/// A resolved IPv4 neighbour on one of the data path's interfaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Neighbour {
+    pub addr: Ipv4Addr,
+    pub ifindex: u32,
+    pub mac: [u8; 6],
+    /// The MAC address of our interface towards it.
+    pub local_mac: [u8; 6],
 }
 
 /// An in-memory forwarding plane; clones share the same table, so a test

@@ -80,6 +80,11 @@ impl ForwardingPlane for Tee {
     fn poll_report(&mut self) -> Option<PlaneReport> {
         self.user.poll_report()
     }
+    fn set_neighbours(&mut self, neighbours: &[crate::rules::Neighbour]) {
+        if let Some(x) = self.xdp.as_mut() {
+            x.set_neighbours(neighbours);
+        }
+    }
 }
 
 /// A running data path: the user-space plane (always: whole path or slow
@@ -152,6 +157,8 @@ pub struct Upf {
     plane: MemoryPlane,
     datapath: Option<Datapath>,
     xdp_loaded: bool,
+    /// Where the XDP program's interfaces live, to watch their neighbours.
+    neighbour_scope: (Option<String>, Vec<String>),
     pub counters: Counters,
 }
 
@@ -168,8 +175,10 @@ impl Upf {
             Some(d) => Box::new(Tee { memory: plane.clone(), user: d.user.clone(), xdp: d.xdp.take() }),
             None => Box::new(plane.clone()),
         };
+        let neighbour_scope =
+            (cfg.access_netns.clone(), cfg.access_interface.iter().chain(&cfg.core_interface).cloned().collect());
         let core = UpfCore::new(cfg, fp, SystemTime::now(), counters.clone());
-        Ok(Upf { socket, core, plane, datapath, xdp_loaded, counters })
+        Ok(Upf { socket, core, plane, datapath, xdp_loaded, neighbour_scope, counters })
     }
 
     /// The user-space data path's handle, when one runs.
@@ -193,7 +202,28 @@ impl Upf {
 
     /// Serves PFCP until `shutdown` turns true.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), UpfError> {
-        let Upf { socket, mut core, datapath, .. } = self;
+        let Upf { socket, mut core, datapath, xdp_loaded, neighbour_scope, .. } = self;
+        // The XDP next-hop cache follows the neighbour tables, read every second.
+        let (nb_tx, mut nb_rx) = tokio::sync::mpsc::channel::<Vec<crate::rules::Neighbour>>(1);
+        if xdp_loaded {
+            let mut sd = shutdown.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        _ = sd.changed() => return,
+                    }
+                    let (ns, ifs) = neighbour_scope.clone();
+                    let read = tokio::task::spawn_blocking(move || crate::neighbours::read(ns.as_deref(), &ifs)).await;
+                    if let Ok(Ok(n)) = read {
+                        if nb_tx.send(n).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
         let reports: Arc<Notify> = match datapath {
             Some(Datapath { user, io, .. }) => {
                 let r = user.reports_ready();
@@ -247,6 +277,9 @@ impl Upf {
                 }
                 _ = reports.notified() => {
                     core.poll_plane_reports(std::time::Instant::now());
+                }
+                Some(n) = nb_rx.recv() => {
+                    core.plane.set_neighbours(&n);
                 }
                 _ = shutdown.changed() => {
                     if *shutdown.borrow() { return Ok(()); }

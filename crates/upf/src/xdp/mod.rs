@@ -82,6 +82,8 @@ pub struct XdpPlane<M: MapStore = AyaMaps> {
     far_slots: Slots,
     qer_slots: Slots,
     urr_slots: Slots,
+    /// The next hops written from the neighbour tables (see `set_neighbours`).
+    neighbours: HashMap<Ipv4Addr, NextHop>,
 }
 
 impl XdpPlane<AyaMaps> {
@@ -110,6 +112,7 @@ impl<M: MapStore> XdpPlane<M> {
             far_slots: Slots::new(cfg.sizes.fars),
             qer_slots: Slots::new(cfg.sizes.qers),
             urr_slots: Slots::new(cfg.sizes.urrs),
+            neighbours: HashMap::new(),
         })
     }
 
@@ -307,6 +310,27 @@ impl<M: MapStore> XdpPlane<M> {
 use maps::{FarEntry, FastEntry, PdrSet};
 
 impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
+    /// Keeps the `nexthops` cache equal to the resolved neighbours:
+    /// added or changed entries are written, vanished ones removed; a
+    /// destination that is not a neighbour falls back to bpf_fib_lookup.
+    fn set_neighbours(&mut self, neighbours: &[crate::rules::Neighbour]) {
+        let want: HashMap<Ipv4Addr, NextHop> = neighbours
+            .iter()
+            .map(|n| (n.addr, NextHop { ifindex: n.ifindex, dmac: n.mac, smac: n.local_mac }))
+            .collect();
+        let gone: Vec<Ipv4Addr> = self.neighbours.keys().filter(|a| !want.contains_key(a)).copied().collect();
+        for a in gone {
+            if self.remove_next_hop(a).is_ok() {
+                self.neighbours.remove(&a);
+            }
+        }
+        for (a, nh) in want {
+            if self.neighbours.get(&a) != Some(&nh) && self.set_next_hop(a, nh).is_ok() {
+                self.neighbours.insert(a, nh);
+            }
+        }
+    }
+
     fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
         if self.sessions.contains_key(&up_seid) {
             return Err(PlaneError::Exists(up_seid));

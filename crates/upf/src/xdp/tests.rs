@@ -599,3 +599,27 @@ fn xdp_available_probe() {
         assert!(r.is_err());
     }
 }
+
+#[test]
+fn neighbour_tables_keep_the_next_hop_cache_current() {
+    use crate::rules::Neighbour;
+    let mut p = XdpPlane::with_maps(MemoryMaps::default(), cfg()).unwrap();
+    let enb = Neighbour { addr: ENB, ifindex: 2, mac: [2, 0, 0, 0, 0, 1], local_mac: [2, 0, 0, 0, 0, 9] };
+    let dn = Neighbour { addr: "10.200.2.2".parse().unwrap(), ifindex: 3, mac: [2, 0, 0, 0, 0, 2], local_mac: [2, 0, 0, 0, 0, 8] };
+    let gen0 = p.maps().config.nexthop_gen;
+    p.set_neighbours(&[enb, dn]);
+    let nh = p.maps().nexthops[&be_addr(ENB)];
+    assert_eq!((nh.ifindex, nh.dmac, nh.smac), (2, enb.mac, enb.local_mac));
+    assert_eq!(p.maps().nexthops.len(), 2);
+    assert!(p.maps().ports.contains(&3), "the egress is in the DEVMAP");
+    // The eNB's MAC changes and the DN host vanishes.
+    let moved = Neighbour { mac: [2, 0, 0, 0, 0, 7], ..enb };
+    p.set_neighbours(&[moved]);
+    assert_eq!(p.maps().nexthops[&be_addr(ENB)].dmac, moved.mac);
+    assert_eq!(p.maps().nexthops.len(), 1);
+    assert!(p.maps().config.nexthop_gen > gen0, "per-CPU memos are invalidated");
+    // Unchanged tables write nothing.
+    let gen1 = p.maps().config.nexthop_gen;
+    p.set_neighbours(&[moved]);
+    assert_eq!(p.maps().config.nexthop_gen, gen1);
+}
