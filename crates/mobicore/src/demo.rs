@@ -220,7 +220,11 @@ async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedUe>) 
     let tunnels: Vec<_> = ues.into_iter().take(plan.ues).map(|u| u.tunnel).collect();
     let ips: Vec<_> = tunnels.iter().map(|t| t.ue_ip).collect();
     anyhow::ensure!(!ips.is_empty(), "no attached UE to carry traffic");
-    let up = UserPlane::start(UserPlaneConfig::new(&topo.ran, topo.addr.ran_s1u), tunnels)
+    // Uplink G-PDUs carry the optional sequence number (S flag), so the run
+    // exercises the optional-field parsing of the fast path.
+    let mut upc = UserPlaneConfig::new(&topo.ran, topo.addr.ran_s1u);
+    upc.sequence_numbers = true;
+    let up = UserPlane::start(upc, tunnels)
         .await
         .context("starting the eNBs' user plane")?;
     let mut tc = TrafficConfig::new(&topo.ran, &topo.dn, topo.addr.dn_sgi);
