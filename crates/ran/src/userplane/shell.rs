@@ -172,7 +172,10 @@ impl Drop for UserPlane {
 
 fn setup_routing(cfg: &UserPlaneConfig, ips: &[Ipv4Addr]) -> Result<(), mobicore_netns::NetnsError> {
     let dev = &cfg.tun_name;
-    let mtu = cfg.link_mtu as usize - OVERHEAD;
+    // The optional fields (sequence number, N-PDU, next extension type) add
+    // 4 octets (TS 29.281 5.1): without them in the budget, full-size UE
+    // packets would be fragmented on S1-U.
+    let mtu = cfg.link_mtu as usize - OVERHEAD - if cfg.sequence_numbers { 4 } else { 0 };
     let mut lines = vec![
         format!("link set {dev} up mtu {mtu}"),
         format!("route replace default dev {dev} table {}", cfg.route_table),

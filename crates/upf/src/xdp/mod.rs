@@ -141,7 +141,9 @@ impl<M: MapStore> XdpPlane<M> {
         Ok(self.maps.add_port(ifindex)?)
     }
 
-    /// Next-hop cache entry for a destination (kept current by the control side).
+    /// Next-hop cache entry for a destination (kept current by the control
+    /// side). Call it from a thread inside the data path's namespace: the
+    /// DEVMAP resolves `nh.ifindex` in the caller's namespace.
     pub fn set_next_hop(&mut self, dst: Ipv4Addr, nh: NextHop) -> Result<(), XdpError> {
         self.maps.add_port(nh.ifindex)?;
         self.maps.put_nexthop(be_addr(dst), &nh)?;
@@ -325,7 +327,14 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
             }
         }
         for (a, nh) in want {
-            if self.neighbours.get(&a) != Some(&nh) && self.set_next_hop(a, nh).is_ok() {
+            // Not set_next_hop: its DEVMAP insert would resolve the ifindex
+            // in the namespace of the calling thread (the PFCP task's, not
+            // the data path's). The attached interfaces are in the DEVMAP
+            // already, and only their neighbours are given here.
+            if self.neighbours.get(&a) == Some(&nh) {
+                continue;
+            }
+            if self.maps.put_nexthop(be_addr(a), &nh).is_ok() && self.next_hops_changed().is_ok() {
                 self.neighbours.insert(a, nh);
             }
         }

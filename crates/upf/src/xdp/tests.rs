@@ -611,7 +611,10 @@ fn neighbour_tables_keep_the_next_hop_cache_current() {
     let nh = p.maps().nexthops[&be_addr(ENB)];
     assert_eq!((nh.ifindex, nh.dmac, nh.smac), (2, enb.mac, enb.local_mac));
     assert_eq!(p.maps().nexthops.len(), 2);
-    assert!(p.maps().ports.contains(&3), "the egress is in the DEVMAP");
+    // The DEVMAP is left to attach(), which runs inside the data path's
+    // namespace: an insert from the watcher's thread would resolve the
+    // ifindex in the wrong namespace.
+    assert!(p.maps().ports.is_empty());
     // The eNB's MAC changes and the DN host vanishes.
     let moved = Neighbour { mac: [2, 0, 0, 0, 0, 7], ..enb };
     p.set_neighbours(&[moved]);
