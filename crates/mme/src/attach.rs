@@ -174,13 +174,10 @@ impl Mme {
             req mme_id: u32 = MME_UE_S1AP_ID(id),
             req enb_id: u32 = eNB_UE_S1AP_ID(id),
         );
-        match self.ue_for(assoc, mme_id, enb_id) {
-            Ok(id) => {
-                self.counters.incr("initial_context_setup_failure");
-                self.stop_timer(id);
-                self.abort_ue(id, CauseNas::unspecified);
-            }
-            Err(e) => self.unknown_ue(assoc, mme_id, enb_id, e),
+        if let Some(id) = self.known_ue(assoc, mme_id, enb_id) {
+            self.counters.incr("initial_context_setup_failure");
+            self.stop_timer(id);
+            self.abort_ue(id, CauseNas::unspecified);
         }
         Ok(())
     }

@@ -201,13 +201,7 @@ impl Mme {
             req mme_id: u32 = MME_UE_S1AP_ID(id),
             req enb_id: u32 = eNB_UE_S1AP_ID(id),
         );
-        let id = match self.ue_for(assoc, mme_id, enb_id) {
-            Ok(id) => id,
-            Err(e) => {
-                self.unknown_ue(assoc, mme_id, enb_id, e);
-                return Ok(());
-            }
-        };
+        let Some(id) = self.known_ue(assoc, mme_id, enb_id) else { return Ok(()) };
         let mut enb_s1u = None;
         for item in pdu.items::<ie::E_RABSetupListCtxtSURes>() {
             let item = item?;

@@ -123,7 +123,19 @@ impl Mme {
         }
     }
 
-    pub(crate) fn unknown_ue(&mut self, assoc: AssocId, mme_id: u32, enb_id: u32, e: UnknownUe) {
+    /// The UE a UE-associated message names, or `None` after answering
+    /// the Error Indication of TS 36.413 10.6 (unknown or inconsistent IDs).
+    pub(crate) fn known_ue(&mut self, assoc: AssocId, mme_id: u32, enb_id: u32) -> Option<u32> {
+        match self.ue_for(assoc, mme_id, enb_id) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                self.unknown_ue(assoc, mme_id, enb_id, e);
+                None
+            }
+        }
+    }
+
+    fn unknown_ue(&mut self, assoc: AssocId, mme_id: u32, enb_id: u32, e: UnknownUe) {
         self.counters.incr("s1ap_unknown_ue");
         let ind = s1ap_build::error_indication(Some(mme_id), Some(enb_id), Cause::radioNetwork(e.0));
         self.push_s1(assoc, 0, ind);
@@ -178,9 +190,8 @@ impl Mme {
             req enb_id: u32 = eNB_UE_S1AP_ID(id),
             req nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
         );
-        match self.ue_for(assoc, mme_id, enb_id) {
-            Ok(id) => self.on_uplink_nas(id, &nas, false),
-            Err(e) => self.unknown_ue(assoc, mme_id, enb_id, e),
+        if let Some(id) = self.known_ue(assoc, mme_id, enb_id) {
+            self.on_uplink_nas(id, &nas, false);
         }
         Ok(())
     }
