@@ -170,7 +170,7 @@ pub fn analyze(file: &Path, ports: &Ports) -> Result<Verdict> {
         .arg("-r")
         .arg(file)
         .args(&decode)
-        .args(["-T", "fields", "-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity", "-e", "_ws.expert.message"])
+        .args(["-T", "fields", "-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity", "-e", "_ws.expert.message", "-e", "gtp.ext_hdr.pdu_ses_con.qos_flow_id", "-e", "gtp.seq_number"])
         .output()
         .context("running tshark -r")?;
     if !out.status.success() {
@@ -185,14 +185,20 @@ pub fn analyze(file: &Path, ports: &Ports) -> Result<Verdict> {
                 *v.packets.entry(p.to_string()).or_default() += 1;
             }
         }
+        // GTP-U frames with a PDU Session Container (TS 29.281 5.2.2.7) and
+        // with a sequence number (S flag), as tshark decodes them.
+        for (col, name) in [(5, "gtp-pdu-session-container"), (6, "gtp-sequence-number")] {
+            if cols.get(col).is_some_and(|c| !c.is_empty()) && protos.split(':').any(|x| x == "gtp") {
+                *v.packets.entry(name.to_string()).or_default() += 1;
+            }
+        }
         if protos.contains("_ws.malformed") || cols.get(2).is_some_and(|m| !m.is_empty()) {
             v.malformed.push(format!("frame {num}: {protos}"));
         }
         let severities = cols.get(3).copied().unwrap_or("");
         let messages = cols.get(4).copied().unwrap_or("");
+        // Severity values of epan/proto.h: 0x00800000 error, 0x00600000 warning.
         for (sev, msg) in severities.split(',').zip(messages.split(',')) {
-            // (GTPv2-C is decoded by the "gtp" dissector, which dispatches on the version.)
-    // Severity values of epan/proto.h: 0x00800000 error, 0x00600000 warning.
             match sev.trim() {
                 "8388608" => v.expert_errors.push(format!("frame {num}: {msg}")),
                 "6291456" => v.expert_warnings.push(format!("frame {num}: {msg}")),

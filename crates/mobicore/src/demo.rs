@@ -220,10 +220,13 @@ async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedUe>) 
     let tunnels: Vec<_> = ues.into_iter().take(plan.ues).map(|u| u.tunnel).collect();
     let ips: Vec<_> = tunnels.iter().map(|t| t.ue_ip).collect();
     anyhow::ensure!(!ips.is_empty(), "no attached UE to carry traffic");
-    // Uplink G-PDUs carry the optional sequence number (S flag), so the run
-    // exercises the optional-field parsing of the fast path.
+    // Uplink G-PDUs carry the optional sequence number (S flag) and a PDU
+    // Session Container (QFI 9, the default bearer's QCI), so the run
+    // exercises the optional-field and extension-chain parsing of the fast
+    // path and puts extension headers in the capture.
     let mut upc = UserPlaneConfig::new(&topo.ran, topo.addr.ran_s1u);
     upc.sequence_numbers = true;
+    upc.pdu_session_qfi = Some(9);
     let up = UserPlane::start(upc, tunnels)
         .await
         .context("starting the eNBs' user plane")?;

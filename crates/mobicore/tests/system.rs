@@ -60,6 +60,12 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     }
     // The user plane's GTP-U on S1-U is in the capture too.
     assert!(cap["packets"]["gtp"].as_u64().unwrap() > cap["packets"]["gtpv2"].as_u64().unwrap(), "no GTP-U: {cap}");
+    // Uplink G-PDUs carry a sequence number and a PDU Session Container
+    // extension header, decoded by tshark (and by our fast path: the
+    // traffic below went through it).
+    for field in ["gtp-pdu-session-container", "gtp-sequence-number"] {
+        assert!(cap["packets"][field].as_u64().unwrap_or(0) > 100, "no {field} in the capture: {cap}");
+    }
     assert!(v["traffic"]["tcp_uplink"]["completed"].as_u64().unwrap() > 0, "{v}");
     assert!(v["traffic"]["icmp"]["received"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(cap["malformed"].as_array().unwrap().len(), 0, "{cap}");

@@ -33,6 +33,9 @@ pub struct UserPlaneConfig {
     pub link_mtu: u32,
     /// Send G-PDUs with the S flag and a sequence number.
     pub sequence_numbers: bool,
+    /// Tag uplink G-PDUs with a PDU Session Container extension header
+    /// carrying this QFI (as an N3 access node does).
+    pub pdu_session_qfi: Option<u8>,
 }
 
 impl UserPlaneConfig {
@@ -48,6 +51,7 @@ impl UserPlaneConfig {
             rule_priority: 100,
             link_mtu: 1500,
             sequence_numbers: false,
+            pdu_session_qfi: None,
         }
     }
 }
@@ -107,6 +111,9 @@ impl UserPlane {
         let tun = AsyncFd::new(tun)?;
         let sock = UdpSocket::from_std(sock)?;
         let mut table = Tunnels::new(cfg.s1u_addr, cfg.sequence_numbers);
+        if let Some(q) = cfg.pdu_session_qfi {
+            table = table.with_pdu_session_container(q);
+        }
         for t in tunnels {
             table.insert(t);
         }
@@ -173,9 +180,10 @@ impl Drop for UserPlane {
 fn setup_routing(cfg: &UserPlaneConfig, ips: &[Ipv4Addr]) -> Result<(), mobicore_netns::NetnsError> {
     let dev = &cfg.tun_name;
     // The optional fields (sequence number, N-PDU, next extension type) add
-    // 4 octets (TS 29.281 5.1): without them in the budget, full-size UE
-    // packets would be fragmented on S1-U.
-    let mtu = cfg.link_mtu as usize - OVERHEAD - if cfg.sequence_numbers { 4 } else { 0 };
+    // 4 octets (TS 29.281 5.1), a PDU Session Container 4 more: without them
+    // in the budget, full-size UE packets would be fragmented on S1-U.
+    let optional = cfg.sequence_numbers || cfg.pdu_session_qfi.is_some();
+    let mtu = cfg.link_mtu as usize - OVERHEAD - if optional { 4 } else { 0 } - if cfg.pdu_session_qfi.is_some() { 4 } else { 0 };
     let mut lines = vec![
         format!("link set {dev} up mtu {mtu}"),
         format!("route replace default dev {dev} table {}", cfg.route_table),

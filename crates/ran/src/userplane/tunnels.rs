@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
 use mobicore_common::{Fteid, Teid};
-use mobicore_gtp::gtpu::{self, Body, HeaderRepr};
+use mobicore_gtp::gtpu::{self, Body, Extension, HeaderRepr};
 use serde::Serialize;
 
 /// The user-plane data of one attached UE (its default bearer): the
@@ -77,6 +77,8 @@ pub struct Tunnels {
     by_teid: HashMap<Teid, Ipv4Addr>,
     /// Send G-PDUs with the S flag and a per-tunnel sequence number.
     sequence_numbers: bool,
+    /// Tag uplink G-PDUs with a PDU Session Container carrying this QFI.
+    pdu_session_qfi: Option<u8>,
     seq: HashMap<Ipv4Addr, u16>,
     /// Sequence number of the Error Indications we send.
     ei_seq: u16,
@@ -92,6 +94,14 @@ impl Tunnels {
     /// Error Indications it sends).
     pub fn new(local: Ipv4Addr, sequence_numbers: bool) -> Self {
         Tunnels { sequence_numbers, local: Some(local), ..Default::default() }
+    }
+
+    /// Uplink G-PDUs also carry a PDU Session Container extension header
+    /// (UL PDU SESSION INFORMATION, TS 38.415 5.5.2.2) with `qfi`, as an
+    /// N3 access node sends them (TS 29.281 5.2.2.7).
+    pub fn with_pdu_session_container(mut self, qfi: u8) -> Self {
+        self.pdu_session_qfi = Some(qfi & 0x3f);
+        self
     }
 
     /// Add or replace a UE's tunnel.
@@ -147,6 +157,9 @@ impl Tunnels {
             let s = self.seq.entry(src).or_default();
             h.seq = Some(*s);
             *s = s.wrapping_add(1);
+        }
+        if let Some(qfi) = self.pdu_session_qfi {
+            h.extensions.push(Extension::pdu_session_container(true, qfi));
         }
         let n = h.header_len();
         out.clear();
@@ -243,6 +256,25 @@ mod tests {
     }
 
     #[test]
+    fn uplink_with_pdu_session_container_tags_the_qfi() {
+        let mut t = Tunnels::new(ENB, true).with_pdu_session_container(9);
+        t.insert(tunnel(2));
+        let ip = ipv4(Ipv4Addr::new(10, 45, 0, 2), Ipv4Addr::new(10, 200, 2, 2), b"data");
+        let mut out = Vec::new();
+        t.uplink(&ip, &mut out).unwrap();
+        // E and S flags; 4 optional octets, then one 4-octet extension:
+        // length 1, PDU type 1 (UL) in the high nibble, QFI 9, next type 0.
+        assert_eq!(out[0], 0x36);
+        assert_eq!(out[11], 0x85);
+        assert_eq!(&out[12..16], &[1, 0x10, 9, 0]);
+        assert_eq!(&out[16..], &ip[..]);
+        let p = gtpu::Packet::new_checked(&out[..]).unwrap();
+        let qfis: Vec<_> = p.extensions().map(|(kind, c)| Extension { kind, content: c.to_vec() }.qfi()).collect();
+        assert_eq!(qfis, vec![Some(9)]);
+        assert_eq!(p.payload(), &ip[..]);
+    }
+
+    #[test]
     fn uplink_with_sequence_numbers_counts_per_tunnel() {
         let mut t = Tunnels::new(ENB, true);
         t.insert(tunnel(2));
@@ -334,8 +366,11 @@ mod tests {
         }
 
         #[test]
-        fn uplink_then_downlink_round_trips(payload in proptest::collection::vec(any::<u8>(), 0..1400), seq in any::<bool>()) {
+        fn uplink_then_downlink_round_trips(payload in proptest::collection::vec(any::<u8>(), 0..1400), seq in any::<bool>(), qfi in proptest::option::of(0u8..64)) {
             let mut t = Tunnels::new(ENB, seq);
+            if let Some(q) = qfi {
+                t = t.with_pdu_session_container(q);
+            }
             let tun = tunnel(2);
             t.insert(tun);
             let ip = ipv4(tun.ue_ip, tun.ue_ip, &payload);
