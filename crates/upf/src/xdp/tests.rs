@@ -128,7 +128,7 @@ fn far(id: u32, action: Action, tunnel: Option<u32>) -> Far {
 }
 
 fn urr(id: u32) -> Urr {
-    Urr { id, measure_volume: true, measure_duration: false, volume_threshold: None, volume_quota: None }
+    Urr { id, measure_volume: true, ..Default::default() }
 }
 
 /// One bearer as the S/P-GW-C installs it: uplink by TEID with outer header
