@@ -39,6 +39,36 @@ struct {
 	__type(value, __u32);
 } tx_ports SEC(".maps");
 
+/* BUFF / NOCP (TS 29.244 5.2.1): the slow path's AF_XDP sockets, by
+ * receive queue, and the interface they are bound to (entry 0; 0 = none).
+ * A socket only takes frames of its own (interface, queue): anything else
+ * would be dropped by the redirect, so other interfaces keep XDP_PASS. */
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, UPF_MAX_XSK_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsk_ifindex SEC(".maps");
+
+/* A downlink packet of a buffering session: to the AF_XDP socket of its
+ * receive queue when one is registered, else up the stack (XDP_PASS, the
+ * UE pool route into the slow path's TUN device). */
+static __always_inline int to_buffer(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	__u32 *ifx = bpf_map_lookup_elem(&xsk_ifindex, &zero);
+	if (!ifx || *ifx == 0 || *ifx != ctx->ingress_ifindex)
+		return XDP_PASS;
+	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+}
+
 static __always_inline void mac_copy(__u8 *dst, const __u8 *src)
 {
 	__builtin_memcpy(dst, src, ETH_ALEN);

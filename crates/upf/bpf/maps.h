@@ -198,6 +198,10 @@ enum upf_counter {
 	CNT_MAX
 };
 
+/* BUFF/NOCP slow path over AF_XDP (bpf/far.h `xsks`, crates/upf/src/afxdp):
+ * one socket per receive queue of the one interface named in `xsk_ifindex`. */
+#define UPF_MAX_XSK_QUEUES 64
+
 /* Baselines: the one fixed tunnel / next hop of the minimal programs. */
 struct min_config {
 	__u32 teid;     /* host order */

@@ -171,6 +171,8 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 	}
 	__u32 qer_idx = r->qer_idx, urr_idx = r->urr_idx;
 	__u32 why = far_gate(r->action);
+	if (why == CNT_PASS_BUFFER)
+		return verdict(why, to_buffer(ctx)); /* AF_XDP slow path, else XDP_PASS */
 	if (why)
 		return verdict(why, why == CNT_DROP_FAR ? XDP_DROP : XDP_PASS);
 	int ohc = r->far_flags & FAR_F_OHC;

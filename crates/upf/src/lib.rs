@@ -1,6 +1,7 @@
 //! mobicore-upf: the PFCP node side of the user-plane function (TS 29.244).
 //!
 //! # Layout
+//! - [`afxdp`]: AF_XDP copy-mode receive sockets (buffered downlink in XDP mode).
 //! - [`config`]: [`UpfConfig`] with defaults (PFCP on 127.0.0.1:8805).
 //! - [`pfcp`]: framing glue over rs-pfcp (header check, IE lists, encode).
 //! - [`dataplane`]: the user-space data path and the slow path (GTP-U
@@ -18,6 +19,7 @@
 //! `pfcp_sessions_established`, `pfcp_sessions_deleted`,
 //! `pfcp_associations_set_up`.
 
+pub mod afxdp;
 pub mod config;
 pub mod dataplane;
 mod mmsg;

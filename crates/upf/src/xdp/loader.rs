@@ -155,6 +155,19 @@ impl LoadedProgram {
     }
 }
 
+/// AF_XDP slow path (`xsks` / `xsk_ifindex` in bpf/far.h; only `upf.o` has them).
+impl LoadedProgram {
+    /// Registers the AF_XDP socket `fd`, bound to queue `queue` of
+    /// `ifindex`, as the receiver of that queue's buffered downlink packets.
+    /// Every socket of one program must be on the same interface.
+    pub fn register_xsk(&mut self, ifindex: u32, queue: u32, fd: std::os::fd::BorrowedFd<'_>) -> Result<(), MapError> {
+        let m = self.ebpf.map_mut("xsks").ok_or(MapError { map: "xsks", msg: "not in the object".into() })?;
+        aya::maps::XskMap::try_from(m).map_err(me("xsks"))?.set(queue, fd, 0).map_err(me("xsks"))?;
+        let m = self.ebpf.map_mut("xsk_ifindex").ok_or(MapError { map: "xsk_ifindex", msg: "not in the object".into() })?;
+        Array::<_, u32>::try_from(m).map_err(me("xsk_ifindex"))?.set(0, ifindex, 0).map_err(me("xsk_ifindex"))
+    }
+}
+
 impl Drop for LoadedProgram {
     fn drop(&mut self) {
         self.detach_all();

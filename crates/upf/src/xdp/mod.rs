@@ -125,6 +125,16 @@ impl<M: MapStore> XdpPlane<M> {
         self.program.as_ref()
     }
 
+    /// Registers an AF_XDP socket for the buffered downlink packets of
+    /// queue `queue` of `ifindex` ([`LoadedProgram::register_xsk`]); a
+    /// plane without a loaded program ignores it.
+    pub fn register_xsk(&mut self, ifindex: u32, queue: u32, fd: std::os::fd::BorrowedFd<'_>) -> Result<(), XdpError> {
+        match self.program.as_mut() {
+            Some(p) => Ok(p.register_xsk(ifindex, queue, fd)?),
+            None => Ok(()),
+        }
+    }
+
     /// Attaches the fast path to an interface (native mode, or generic).
     pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<(), XdpError> {
         let idx = ifindex(iface)?;
