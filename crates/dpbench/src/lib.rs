@@ -13,12 +13,15 @@
 //! - [`rtt`]: round-trip probes and echo servers.
 //! - [`cpus`]: generator on one CPU, the DUT's receive path on another.
 //! - [`cases`]: the devices under test and the measuring loop.
+//! - [`slowpath`]: `mobicore bench slowpath`, buffered downlink received by
+//!   user space through XDP_PASS + TUN versus an AF_XDP socket.
 
 pub mod cases;
 pub mod cpus;
 pub mod frames;
 pub mod progs;
 pub mod rtt;
+pub mod slowpath;
 pub mod topo;
 
 use serde::Serialize;

@@ -28,6 +28,11 @@ pub enum BenchCommand {
     /// forwarder on the identical namespace topology, plus the bare XDP
     /// redirect ceiling. Load from a BPF_PROG_RUN live-frames generator.
     Dataplane(DataplaneArgs),
+    /// Slow-path receive rate of buffered downlink packets (FAR BUFF) in
+    /// XDP mode: XDP_PASS + kernel route + TUN read (the fallback) versus
+    /// an AF_XDP copy-mode socket (the default), 64 and 1400-byte packets,
+    /// same run and topology as `bench dataplane`, with the offered rate.
+    Slowpath(crate::bench_slowpath::SlowpathArgs),
 }
 
 #[derive(Args, Debug)]
@@ -109,6 +114,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Sctp(a) => sctp(a).await,
         BenchCommand::Pfcp(a) => pfcp(a).await,
         BenchCommand::Dataplane(a) => dataplane(a).await,
+        BenchCommand::Slowpath(a) => crate::bench_slowpath::run(a).await,
     }
 }
 

@@ -7,7 +7,8 @@
 //! - `allinone`: starts every network function in this process on loopback.
 //! - `demo`: `mobicore demo`, the end-to-end story with a summary.
 //! - `bench`: `mobicore bench ...`, measurements with their baselines
-//!   (`bench_pfcp`: the PFCP session bench).
+//!   (`bench_pfcp`: the PFCP session bench; `bench_slowpath`: TUN versus
+//!   AF_XDP for buffered downlink packets).
 //! - `subscriber`: `mobicore subscriber ...`, the HSS's embedded store.
 //! - `capture`: tshark capture and its verdict.
 //! - `report`: percentiles, tables, JSON.
@@ -15,6 +16,7 @@
 pub mod allinone;
 pub mod bench;
 pub mod bench_pfcp;
+pub mod bench_slowpath;
 pub mod capture;
 pub mod cli;
 pub mod config;

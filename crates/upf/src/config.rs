@@ -44,6 +44,13 @@ pub struct UpfConfig {
     pub buffer_total_bytes: usize,
     /// Error Indications sent per second at most.
     pub error_indications_per_sec: u32,
+    /// XDP mode: the downlink packets of a buffering session (FAR
+    /// BUFF/NOCP) reach the slow path through AF_XDP copy-mode sockets on
+    /// every receive queue of `core_interface` (measured faster, see
+    /// `mobicore bench slowpath`); false, or when the sockets cannot be
+    /// bound (logged, counter `upf_afxdp_fallback`): XDP_PASS and the UE
+    /// pool route into the TUN device.
+    pub buffer_afxdp: bool,
 }
 
 /// The `datapath` option.
@@ -76,6 +83,7 @@ impl Default for UpfConfig {
             buffer_session_bytes: 256 * 1024,
             buffer_total_bytes: 64 * 1024 * 1024,
             error_indications_per_sec: 100,
+            buffer_afxdp: true,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The tokio shell: one task owns the PFCP socket and drives [`UpfCore`].
 
 use crate::config::{DatapathKind, UpfConfig};
+use crate::afxdp::XskSocket;
 use crate::dataplane::io::{DatapathIo, IoConfig};
 use crate::dataplane::{DatapathConfig, UserspacePlane};
 use crate::node::UpfCore;
@@ -98,13 +99,25 @@ struct Datapath {
 /// Loads the XDP fast path and attaches it to the configured interfaces,
 /// from inside the access namespace (interface names and netlink are per
 /// namespace; the program and maps are not).
-fn open_xdp(cfg: &UpfConfig) -> Result<Box<dyn ForwardingPlane>, String> {
+/// Also the AF_XDP sockets for buffered downlink packets, or why there are none.
+fn open_xdp(cfg: &UpfConfig) -> Result<(Box<dyn ForwardingPlane>, Result<Vec<XskSocket>, String>), String> {
     let c = cfg.clone();
     crate::dataplane::io::in_netns(cfg.access_netns.as_deref(), move || open_xdp_here(&c).map_err(std::io::Error::other))
         .map_err(|e| e.to_string())
 }
 
-fn open_xdp_here(cfg: &UpfConfig) -> Result<Box<dyn ForwardingPlane>, String> {
+/// AF_XDP copy-mode sockets on every receive queue of the core interface,
+/// registered in the program (crate::afxdp), for the downlink packets of
+/// buffering sessions; Err: they arrive on the TUN device instead.
+fn open_buffer_sockets(x: &mut crate::xdp::XdpPlane, cfg: &UpfConfig) -> Result<Vec<XskSocket>, String> {
+    if !cfg.buffer_afxdp {
+        return Err("buffer_afxdp = false".into());
+    }
+    let core = cfg.core_interface.as_deref().ok_or("core_interface is not set")?;
+    crate::afxdp::open_for_plane(x, core, crate::afxdp::DEFAULT_FRAMES)
+}
+
+fn open_xdp_here(cfg: &UpfConfig) -> Result<(Box<dyn ForwardingPlane>, Result<Vec<XskSocket>, String>), String> {
     crate::xdp::xdp_available()?;
     let access = cfg.access_interface.as_deref().ok_or("access_interface is not set")?;
     let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig::new(cfg.s1u_addr)).map_err(|e| e.to_string())?;
@@ -113,25 +126,34 @@ fn open_xdp_here(cfg: &UpfConfig) -> Result<Box<dyn ForwardingPlane>, String> {
             .or_else(|_| x.attach(iface, crate::xdp::AttachMode::Generic))
             .map_err(|e| format!("attaching to {iface}: {e}"))?;
     }
-    Ok(Box::new(x))
+    let xsks = open_buffer_sockets(&mut x, cfg);
+    Ok((Box::new(x), xsks))
 }
 
 /// The data path `cfg.datapath` asks for, opened: `auto` takes XDP when it
 /// loads and attaches, else the user-space data path alone.
 fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<Datapath>, UpfError> {
-    let xdp = match cfg.datapath {
+    let (xdp, xsks) = match cfg.datapath {
         DatapathKind::None => return Ok(None),
-        DatapathKind::Userspace => None,
-        DatapathKind::Xdp => Some(open_xdp(cfg).map_err(UpfError::Xdp)?),
+        DatapathKind::Userspace => (None, Ok(Vec::new())),
+        DatapathKind::Xdp => {
+            let (x, s) = open_xdp(cfg).map_err(UpfError::Xdp)?;
+            (Some(x), s)
+        }
         DatapathKind::Auto => match open_xdp(cfg) {
-            Ok(x) => Some(x),
+            Ok((x, s)) => (Some(x), s),
             Err(e) => {
                 tracing::info!("XDP not used ({e}): user-space data path");
                 counters.incr("upf_xdp_fallback");
-                None
+                (None, Ok(Vec::new()))
             }
         },
     };
+    let xsks = xsks.unwrap_or_else(|e| {
+        tracing::warn!("AF_XDP not used for buffered downlink packets ({e}): they arrive on the TUN device");
+        counters.incr("upf_afxdp_fallback");
+        Vec::new()
+    });
     let dp = DatapathConfig {
         s1u_addr: cfg.s1u_addr,
         buffer_session_bytes: cfg.buffer_session_bytes,
@@ -146,7 +168,10 @@ fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<Datapath
         tun_name: cfg.tun_name.clone(),
         ue_pools: cfg.ue_pools.clone(),
     };
-    let io = DatapathIo::open(&io, user.clone()).map_err(UpfError::Datapath)?;
+    let io = DatapathIo::open(&io, user.clone()).and_then(|io| io.with_afxdp(xsks)).map_err(UpfError::Datapath)?;
+    if io.afxdp_sockets() > 0 {
+        tracing::info!(sockets = io.afxdp_sockets(), "buffered downlink packets over AF_XDP (copy mode)");
+    }
     Ok(Some(Datapath { user, io, xdp }))
 }
 

@@ -88,6 +88,9 @@ pub struct XskSocket {
 // SAFETY: the socket owns its mappings exclusively; the kernel side is
 // synchronised through the rings' atomic producer/consumer words.
 unsafe impl Send for XskSocket {}
+// SAFETY: every method that touches the rings or the UMEM takes &mut self;
+// the &self ones only read the kernel's atomic indices or make syscalls.
+unsafe impl Sync for XskSocket {}
 
 fn last_err() -> io::Error {
     io::Error::last_os_error()
@@ -337,11 +340,27 @@ pub fn open_for_plane(plane: &mut crate::xdp::XdpPlane, iface: &str, frames: u32
     let queues = rx_queues(iface).min(UPF_MAX_XSK_QUEUES);
     let mut out = Vec::with_capacity(queues as usize);
     for q in 0..queues {
-        let s = XskSocket::bind(ifindex, q, frames).map_err(|e| format!("{iface} queue {q}: {e}"))?;
+        let s = bind_retrying(ifindex, q, frames).map_err(|e| format!("{iface} queue {q}: {e}"))?;
         plane.register_xsk(ifindex, q, s.as_fd()).map_err(|e| format!("{iface} queue {q}: {e}"))?;
         out.push(s);
     }
     Ok(out)
+}
+
+/// [`XskSocket::bind`], retried for up to a second while the queue is
+/// busy: the kernel releases a closed socket's hold on its queue in
+/// deferred work, so a socket closed just before (a restart) still holds it.
+pub fn bind_retrying(ifindex: u32, queue: u32, frames: u32) -> Result<XskSocket, XskError> {
+    let mut tries = 0;
+    loop {
+        match XskSocket::bind(ifindex, queue, frames) {
+            Err(XskError::Bind { err, .. }) if err.raw_os_error() == Some(libc::EBUSY) && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Keys of the XSKMAP (bpf/maps.h UPF_MAX_XSK_QUEUES).

@@ -166,6 +166,13 @@ impl LoadedProgram {
         let m = self.ebpf.map_mut("xsk_ifindex").ok_or(MapError { map: "xsk_ifindex", msg: "not in the object".into() })?;
         Array::<_, u32>::try_from(m).map_err(me("xsk_ifindex"))?.set(0, ifindex, 0).map_err(me("xsk_ifindex"))
     }
+
+    /// Sends buffered downlink packets up the stack again (XDP_PASS)
+    /// while the sockets stay open; `register_xsk` turns them back on.
+    pub fn suspend_xsks(&mut self) -> Result<(), MapError> {
+        let m = self.ebpf.map_mut("xsk_ifindex").ok_or(MapError { map: "xsk_ifindex", msg: "not in the object".into() })?;
+        Array::<_, u32>::try_from(m).map_err(me("xsk_ifindex"))?.set(0, 0, 0).map_err(me("xsk_ifindex"))
+    }
 }
 
 impl Drop for LoadedProgram {

@@ -135,6 +135,15 @@ impl<M: MapStore> XdpPlane<M> {
         }
     }
 
+    /// Buffered downlink packets go up the stack (XDP_PASS) again; the
+    /// sockets stay open ([`LoadedProgram::suspend_xsks`]).
+    pub fn suspend_xsks(&mut self) -> Result<(), XdpError> {
+        match self.program.as_mut() {
+            Some(p) => Ok(p.suspend_xsks()?),
+            None => Ok(()),
+        }
+    }
+
     /// Attaches the fast path to an interface (native mode, or generic).
     pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<(), XdpError> {
         let idx = ifindex(iface)?;
