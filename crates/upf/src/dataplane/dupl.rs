@@ -1,0 +1,45 @@
+//! FAR DUPL (TS 29.244 5.2.1, Apply Action 8.2.26): besides what the FAR
+//! does with a packet (forward, buffer or drop), a copy goes to each of
+//! its Duplicating Parameters (Table 7.5.2.3-3): in GTP-U/UDP/IPv4 to the
+//! Outer Header Creation's peer (port 2152) with the Transport Level
+//! Marking's ToS on the outer header, or as is to the core side when no
+//! outer header is asked for and the destination is Core. Copies are made
+//! of the packet as received (before the FAR's own encapsulation), are
+//! not counted by URRs, and are sent whole (the kernel fragments the outer
+//! packet of an oversize copy). Counter: `upf_duplicated` per copy.
+//! The XDP fast path passes packets of DUPL FARs up to this slow path.
+
+use super::Transmit;
+use crate::rules::{Duplicate, INTERFACE_CORE};
+use mobicore_common::counters::Counters;
+use mobicore_gtp::gtpu::{self, HeaderRepr};
+use std::collections::VecDeque;
+use std::net::SocketAddrV4;
+
+/// A G-PDU carrying `inner` on `teid` (TS 29.281 5.1, no optional fields).
+pub(crate) fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
+    let h = HeaderRepr::gpdu(teid);
+    let mut b = vec![0u8; h.header_len() + inner.len()];
+    h.emit(&mut b, inner.len());
+    b[h.header_len()..].copy_from_slice(inner);
+    b
+}
+
+/// Queues one copy of `pkt` per Duplicating Parameters.
+pub(crate) fn copies(dups: &[Duplicate], pkt: &[u8], out: &mut VecDeque<Transmit>, counters: &Counters) {
+    for d in dups {
+        let t = match (d.outer_header_creation, d.tos) {
+            (Some(t), None) => Transmit::Gtpu { to: SocketAddrV4::new(t.ipv4, gtpu::PORT), bytes: gpdu(t.teid, pkt) },
+            (Some(t), Some(tos)) => Transmit::GtpuMarked { to: SocketAddrV4::new(t.ipv4, gtpu::PORT), tos, bytes: gpdu(t.teid, pkt) },
+            // Rules without a way to deliver copies are refused at
+            // installation (SessionRules::check); counted if one slips by.
+            (None, _) if d.destination_interface == INTERFACE_CORE => Transmit::Core(pkt.to_vec()),
+            (None, _) => {
+                counters.incr("upf_dupl_no_destination");
+                continue;
+            }
+        };
+        counters.incr("upf_duplicated");
+        out.push_back(t);
+    }
+}
