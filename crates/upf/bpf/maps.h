@@ -71,14 +71,24 @@ struct pdr_set {
 /* In fast_ul_idx / fast_dl_idx only: the slot holds the entry of `key`. */
 #define FAST_F_IDX (1 << 1)
 
-/* Direct-indexed copies of the fast entries (an array, one cache line and
- * no bucket walk): slot = TEID (uplink) or UE address in host order
- * (downlink) masked to FAST_IDX_BITS. A slot is used only when FAST_F_IDX
- * is set and its `key` is the packet's; otherwise (empty, or the slot is
- * owned by a colliding key) the hash maps, which stay the source of truth,
- * are looked up. */
+/* Direct-indexed fast entries, copy-on-write (no bucket walk, no torn
+ * read). fast_ul_ref / fast_dl_ref are arrays of 32-bit slot numbers,
+ * indexed by the TEID (uplink) or the UE address in host order (downlink)
+ * masked to FAST_IDX_BITS; the slot numbers index the entry pools
+ * fast_ul_idx / fast_dl_idx. A pool slot is written only while no
+ * reference points to it and no program can still hold an old reference
+ * (user space quarantines a released slot for a grace period, see
+ * crates/upf/src/xdp/slots.rs); an update writes a free slot and then
+ * switches the reference with one aligned 32-bit store through mmap
+ * (BPF_F_MMAPABLE), so a program sees the old entry or the new one, whole.
+ * A reference is used only when its entry has FAST_F_IDX and the packet's
+ * key; otherwise (FAST_REF_NONE, or the position is owned by a colliding
+ * key) the hash maps, which stay the source of truth, are looked up. */
 #define FAST_IDX_BITS 18
 #define FAST_IDX_SIZE (1u << FAST_IDX_BITS)
+/* Pool slots: one per reference position plus room for the quarantine. */
+#define FAST_POOL_SIZE (FAST_IDX_SIZE + (1u << 16))
+#define FAST_REF_NONE 0xffffffffu
 
 struct pdr_fast {
 	__u32 ue_addr; /* uplink: the tunnel's UE address (anti-spoofing); 0 = no check */
@@ -195,6 +205,7 @@ enum upf_counter {
 	CNT_PASS_TRUNCATED,
 	CNT_PASS_UNSUPPORTED,
 	CNT_PASS_GTP_LONG_CHAIN,
+	CNT_PASS_DUPL, /* FAR with DUPL: the slow path duplicates (TS 29.244 5.2.1) */
 	CNT_MAX
 };
 

@@ -34,27 +34,55 @@ struct {
 	__type(value, struct pdr_fast);
 } fast_dl SEC(".maps");
 
+/* Entry pools (see maps.h, "Direct-indexed fast entries"). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FAST_IDX_SIZE);
+	__uint(max_entries, FAST_POOL_SIZE);
 	__type(key, __u32);
 	__type(value, struct pdr_fast);
 } fast_ul_idx SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FAST_IDX_SIZE);
+	__uint(max_entries, FAST_POOL_SIZE);
 	__type(key, __u32);
 	__type(value, struct pdr_fast);
 } fast_dl_idx SEC(".maps");
 
-/* The fast entry of `key`: its index slot when it owns it, else the hash. */
-static __always_inline struct pdr_fast *fast_lookup(void *idx_map, void *hash_map, __u32 key, __u32 host_key)
+/* References into the pools, written by user space with single aligned
+ * 32-bit stores through mmap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FAST_IDX_SIZE);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+} fast_ul_ref SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FAST_IDX_SIZE);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+} fast_dl_ref SEC(".maps");
+
+/* The fast entry of `key`: through its reference when its position is its
+ * own, else the hash. The reference is read once (one 32-bit load); the
+ * entry it names is immutable while any program may still hold it (the
+ * pool slot is written only after its grace period), and the entry load
+ * depends on the reference by address, so no fence is needed. */
+static __always_inline struct pdr_fast *fast_lookup(void *ref_map, void *idx_map, void *hash_map, __u32 key,
+						    __u32 host_key)
 {
-	__u32 i = host_key & (FAST_IDX_SIZE - 1);
-	struct pdr_fast *s = bpf_map_lookup_elem(idx_map, &i);
-	if (s && (s->flags & FAST_F_IDX) && s->key == key)
-		return s;
+	__u32 pos = host_key & (FAST_IDX_SIZE - 1);
+	__u32 *ref = bpf_map_lookup_elem(ref_map, &pos);
+	if (ref) {
+		__u32 slot = *(volatile __u32 *)ref;
+		struct pdr_fast *s = bpf_map_lookup_elem(idx_map, &slot);
+		if (s && (s->flags & FAST_F_IDX) && s->key == key)
+			return s;
+	}
 	return bpf_map_lookup_elem(hash_map, &key);
 }
 

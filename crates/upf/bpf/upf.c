@@ -2,7 +2,11 @@
 /* The UPF fast path: uplink GTP-U decapsulation and downlink encapsulation
  * under PDR/FAR/QER/URR rules (TS 29.244, TS 29.281). Anything needing user
  * space returns XDP_PASS to the kernel stack (the slow path picks it up on
- * its UDP socket on port 2152 or by routing). */
+ * its UDP socket on port 2152 or by routing): among others a FAR with DUPL
+ * (the slow path forwards and makes the copies), and a downlink packet
+ * larger than upf_config.mtu (the egress device's, set by user space)
+ * after encapsulation. Session entries are read through copy-on-write
+ * references (pdr.h fast_lookup), never while user space rewrites them. */
 #include "maps.h"
 #include "parse.h"
 #include "csum.h"
@@ -93,7 +97,7 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	default:
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	}
-	struct pdr_fast *fe = fast_lookup(&fast_ul_idx, &fast_ul, g.teid, g.teid);
+	struct pdr_fast *fe = fast_lookup(&fast_ul_ref, &fast_ul_idx, &fast_ul, g.teid, g.teid);
 	if (!fe)
 		return verdict(CNT_PASS_UNKNOWN_TEID, XDP_PASS);
 
@@ -129,6 +133,9 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	__u32 why = far_gate(r->action);
 	if (why)
 		return verdict(why, why == CNT_DROP_FAR ? XDP_DROP : XDP_PASS);
+	/* DUPL (TS 29.244 5.2.1, 8.2.26): the slow path forwards and duplicates. */
+	if (r->action & FAR_DUPL)
+		return verdict(CNT_PASS_DUPL, XDP_PASS);
 	if (r->far_flags & FAR_F_OHC)
 		return verdict(CNT_PASS_UNSUPPORTED, XDP_PASS); /* N9 re-tunnelling */
 	if (ip->ttl <= 1)
@@ -150,7 +157,7 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg,
 				    const struct eth_macs *rx)
 {
-	struct pdr_fast *fe = fast_lookup(&fast_dl_idx, &fast_dl, ip->daddr, bpf_ntohl(ip->daddr));
+	struct pdr_fast *fe = fast_lookup(&fast_dl_ref, &fast_dl_idx, &fast_dl, ip->daddr, bpf_ntohl(ip->daddr));
 	if (!fe)
 		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
 	__u16 tot = bpf_ntohs(ip->tot_len);
@@ -175,6 +182,9 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 		return verdict(why, to_buffer(ctx)); /* AF_XDP slow path, else XDP_PASS */
 	if (why)
 		return verdict(why, why == CNT_DROP_FAR ? XDP_DROP : XDP_PASS);
+	/* DUPL (TS 29.244 5.2.1, 8.2.26): the slow path forwards and duplicates. */
+	if (r->action & FAR_DUPL)
+		return verdict(CNT_PASS_DUPL, XDP_PASS);
 	int ohc = r->far_flags & FAR_F_OHC;
 	if (ohc && (__u32)tot + ENCAP_LEN > cfg->mtu)
 		return verdict(CNT_PASS_OVERSIZE, XDP_PASS);

@@ -191,38 +191,70 @@ fn me(map: &'static str) -> impl Fn(aya::maps::MapError) -> MapError {
     move |e| MapError { map, msg: format!("{e}") }
 }
 
-/// A direct-indexed copy of a fast hash map (`fast_ul_idx`, `fast_dl_idx`):
-/// the first key to land on a slot owns it until deleted; a colliding key
-/// stays in the hash only (the program checks the slot's key).
-struct FastIndex {
+/// A `BPF_F_MMAPABLE` array of 32-bit slot numbers (`fast_ul_ref`,
+/// `fast_dl_ref`) mapped into this process, so that a reference switches
+/// with one aligned atomic store (a `bpf_map_update_elem` is a `memcpy` in
+/// the kernel, which need not store four octets at once).
+struct RefArray {
     name: &'static str,
-    slots: Array<MapData, FastEntry>,
-    /// Slot -> owning key.
-    owner: std::collections::HashMap<u32, u32>,
+    /// Keeps the map (and the mapping's file) alive.
+    _map: MapData,
+    base: std::ptr::NonNull<u8>,
+    len: usize,
+    entries: u32,
 }
 
-impl FastIndex {
-    fn new(name: &'static str, slots: Array<MapData, FastEntry>) -> Self {
-        FastIndex { name, slots, owner: Default::default() }
-    }
-    fn put(&mut self, slot: u32, key: u32, e: &FastEntry) -> Result<(), MapError> {
-        match self.owner.get(&slot) {
-            Some(k) if *k != key => return Ok(()),
-            // An update: invalidate first, so a packet reading the slot
-            // meanwhile falls back to the (atomically replaced) hash entry.
-            Some(_) => self.slots.set(slot, FastEntry::default(), 0).map_err(me(self.name))?,
-            None => {}
+// SAFETY: the mapping is owned by this value and only reached through &mut
+// self (writes) or atomics.
+unsafe impl Send for RefArray {}
+
+/// The kernel rounds array values up to 8 octets: the stride of an
+/// mmap-ed array of `u32`.
+const REF_STRIDE: usize = 8;
+
+impl RefArray {
+    fn new(name: &'static str, map: aya::maps::Map) -> Result<Self, MapError> {
+        let aya::maps::Map::Array(data) = map else {
+            return Err(MapError { map: name, msg: "not an array".into() });
+        };
+        let entries = data.info().map_err(me(name))?.max_entries();
+        let page = 4096usize;
+        let len = (entries as usize * REF_STRIDE).div_ceil(page) * page;
+        use std::os::fd::{AsFd, AsRawFd};
+        let fd = data.fd().as_fd().as_raw_fd();
+        // SAFETY: a shared read-write mapping of a BPF_F_MMAPABLE array of
+        // `len` octets (its value area rounded up to pages); the kernel
+        // checks the flag and the size.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(MapError { map: name, msg: format!("mmap: {}", std::io::Error::last_os_error()) });
         }
-        self.owner.insert(slot, key);
-        let v = FastEntry { flags: e.flags | FAST_F_IDX, key, ..*e };
-        self.slots.set(slot, v, 0).map_err(me(self.name))
-    }
-    fn del(&mut self, slot: u32, key: u32) -> Result<(), MapError> {
-        if self.owner.get(&slot) == Some(&key) {
-            self.slots.set(slot, FastEntry::default(), 0).map_err(me(self.name))?;
-            self.owner.remove(&slot);
+        let base = std::ptr::NonNull::new(p.cast::<u8>()).ok_or(MapError { map: name, msg: "mmap returned null".into() })?;
+        let mut r = RefArray { name, _map: data, base, len, entries };
+        for pos in 0..entries {
+            r.set(pos, FAST_REF_NONE)?;
         }
+        Ok(r)
+    }
+
+    /// One Release store: the pool slot it names, written before, is seen
+    /// whole by a program that loads this reference.
+    fn set(&mut self, pos: u32, slot: u32) -> Result<(), MapError> {
+        if pos >= self.entries {
+            return Err(MapError { map: self.name, msg: format!("position {pos} out of range") });
+        }
+        // SAFETY: in bounds (checked), 8-aligned (page-aligned base, stride
+        // 8), and the kernel only ever loads it.
+        let a = unsafe { &*self.base.as_ptr().add(pos as usize * REF_STRIDE).cast::<std::sync::atomic::AtomicU32>() };
+        a.store(slot, std::sync::atomic::Ordering::Release);
         Ok(())
+    }
+}
+
+impl Drop for RefArray {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new(), unmapped once.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 
@@ -233,8 +265,10 @@ pub struct AyaMaps {
     pdr_dl: BpfHash<MapData, u32, PdrSet>,
     fast_ul: BpfHash<MapData, u32, FastEntry>,
     fast_dl: BpfHash<MapData, u32, FastEntry>,
-    fast_ul_idx: FastIndex,
-    fast_dl_idx: FastIndex,
+    fast_ul_idx: Array<MapData, FastEntry>,
+    fast_dl_idx: Array<MapData, FastEntry>,
+    fast_ul_ref: RefArray,
+    fast_dl_ref: RefArray,
     fars: Array<MapData, FarEntry>,
     qers: Array<MapData, QerEntry>,
     urrs: PerCpuArray<MapData, UrrCounts>,
@@ -256,8 +290,10 @@ impl AyaMaps {
             pdr_dl: conv("pdr_dl", BpfHash::try_from(p.take_map("pdr_dl")?))?,
             fast_ul: conv("fast_ul", BpfHash::try_from(p.take_map("fast_ul")?))?,
             fast_dl: conv("fast_dl", BpfHash::try_from(p.take_map("fast_dl")?))?,
-            fast_ul_idx: FastIndex::new("fast_ul_idx", conv("fast_ul_idx", Array::try_from(p.take_map("fast_ul_idx")?))?),
-            fast_dl_idx: FastIndex::new("fast_dl_idx", conv("fast_dl_idx", Array::try_from(p.take_map("fast_dl_idx")?))?),
+            fast_ul_idx: conv("fast_ul_idx", Array::try_from(p.take_map("fast_ul_idx")?))?,
+            fast_dl_idx: conv("fast_dl_idx", Array::try_from(p.take_map("fast_dl_idx")?))?,
+            fast_ul_ref: RefArray::new("fast_ul_ref", p.take_map("fast_ul_ref")?)?,
+            fast_dl_ref: RefArray::new("fast_dl_ref", p.take_map("fast_dl_ref")?)?,
             fars: conv("fars", Array::try_from(p.take_map("fars")?))?,
             qers: conv("qers", Array::try_from(p.take_map("qers")?))?,
             urrs: conv("urrs", PerCpuArray::try_from(p.take_map("urrs")?))?,
@@ -285,22 +321,28 @@ impl MapStore for AyaMaps {
     fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
         self.pdr_dl.remove(&ue).map_err(me("pdr_dl"))
     }
-    // The hash is the source of truth: written before the index slot,
-    // removed after it.
+    fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError> {
+        match dir {
+            Dir::Ul => self.fast_ul_idx.set(slot, e, 0).map_err(me("fast_ul_idx")),
+            Dir::Dl => self.fast_dl_idx.set(slot, e, 0).map_err(me("fast_dl_idx")),
+        }
+    }
+    fn set_fast_ref(&mut self, dir: Dir, pos: u32, slot: u32) -> Result<(), MapError> {
+        match dir {
+            Dir::Ul => self.fast_ul_ref.set(pos, slot),
+            Dir::Dl => self.fast_dl_ref.set(pos, slot),
+        }
+    }
     fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.fast_ul.insert(teid, e, 0).map_err(me("fast_ul"))?;
-        self.fast_ul_idx.put(teid & FAST_IDX_MASK, teid, e)
+        self.fast_ul.insert(teid, e, 0).map_err(me("fast_ul"))
     }
     fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError> {
-        self.fast_ul_idx.del(teid & FAST_IDX_MASK, teid)?;
         self.fast_ul.remove(&teid).map_err(me("fast_ul"))
     }
     fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.fast_dl.insert(ue, e, 0).map_err(me("fast_dl"))?;
-        self.fast_dl_idx.put(u32::from_be(ue) & FAST_IDX_MASK, ue, e)
+        self.fast_dl.insert(ue, e, 0).map_err(me("fast_dl"))
     }
     fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError> {
-        self.fast_dl_idx.del(u32::from_be(ue) & FAST_IDX_MASK, ue)?;
         self.fast_dl.remove(&ue).map_err(me("fast_dl"))
     }
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {

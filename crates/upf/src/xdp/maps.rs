@@ -26,10 +26,22 @@ pub const CFG_F_NO_FIB: u32 = 1 << 0;
 pub const FAST_F_SET: u8 = 1 << 0;
 /// In the index arrays only: the slot holds the entry of its `key`.
 pub const FAST_F_IDX: u8 = 1 << 1;
-/// Slots of `fast_ul_idx` / `fast_dl_idx`: TEID or UE address (host order)
-/// masked to these bits.
+/// Positions of `fast_ul_ref` / `fast_dl_ref`: TEID or UE address (host
+/// order) masked to these bits (see [`super::index`]).
 pub const FAST_IDX_BITS: u32 = 18;
 pub const FAST_IDX_MASK: u32 = (1 << FAST_IDX_BITS) - 1;
+/// Slots of the entry pools `fast_ul_idx` / `fast_dl_idx`.
+pub const FAST_POOL_SIZE: u32 = (1 << FAST_IDX_BITS) + (1 << 16);
+/// A reference to no pool slot.
+pub const FAST_REF_NONE: u32 = u32::MAX;
+
+/// Direction of a fast-entry table: uplink (by TEID) or downlink (by UE
+/// address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    Ul,
+    Dl,
+}
 
 /// An IPv4 address as the programs keep it: network order in a `u32`.
 pub fn be_addr(a: Ipv4Addr) -> u32 {
@@ -279,10 +291,11 @@ pub enum Counter {
     PassTruncated,
     PassUnsupported,
     PassGtpLongChain,
+    PassDupl,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 25] = [
+    pub const ALL: [Counter; 26] = [
         Counter::Rx,
         Counter::UlFwd,
         Counter::DlFwd,
@@ -308,6 +321,7 @@ impl Counter {
         Counter::PassTruncated,
         Counter::PassUnsupported,
         Counter::PassGtpLongChain,
+        Counter::PassDupl,
     ];
     /// Counter name for `mobicore_common::counters` style reporting.
     pub fn name(self) -> &'static str {
@@ -337,6 +351,7 @@ impl Counter {
             Counter::PassTruncated => "xdp_pass_truncated",
             Counter::PassUnsupported => "xdp_pass_unsupported",
             Counter::PassGtpLongChain => "xdp_pass_gtpu_long_ext_chain",
+            Counter::PassDupl => "xdp_pass_duplicate",
         }
     }
 }
@@ -358,6 +373,14 @@ pub trait MapStore: Send {
     /// `ue` in network order (see [`be_addr`]).
     fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError>;
     fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError>;
+    /// Writes a slot of the entry pool `fast_ul_idx` / `fast_dl_idx` (a
+    /// free one: see [`super::index`]).
+    fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError>;
+    /// Points reference `pos` of `fast_ul_ref` / `fast_dl_ref` at a pool
+    /// slot ([`FAST_REF_NONE`]: at none) with one atomic 32-bit store.
+    fn set_fast_ref(&mut self, dir: Dir, pos: u32, slot: u32) -> Result<(), MapError>;
+    /// The hash entries (`fast_ul`, `fast_dl`): the source of truth the
+    /// program falls back to when a key has no reference.
     fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError>;
     fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError>;
     /// `ue` in network order.
@@ -385,6 +408,9 @@ pub struct MemoryMaps {
     pub pdr_dl: HashMap<u32, PdrSet>,
     pub fast_ul: HashMap<u32, FastEntry>,
     pub fast_dl: HashMap<u32, FastEntry>,
+    /// Entry pools and references, per direction (absent reference = none).
+    pub fast_idx: HashMap<(Dir, u32), FastEntry>,
+    pub fast_ref: HashMap<(Dir, u32), u32>,
     pub fars: HashMap<u32, FarEntry>,
     pub qers: HashMap<u32, QerEntry>,
     pub urrs: HashMap<u32, UrrCounts>,
@@ -411,6 +437,24 @@ impl MapStore for MemoryMaps {
     }
     fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
         self.pdr_dl.remove(&ue).map(|_| ()).ok_or(MapError { map: "pdr_dl", msg: "no such key".into() })
+    }
+    fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError> {
+        if slot >= FAST_POOL_SIZE {
+            return Err(MapError { map: "fast_idx", msg: format!("slot {slot} out of range") });
+        }
+        self.fast_idx.insert((dir, slot), *e);
+        Ok(())
+    }
+    fn set_fast_ref(&mut self, dir: Dir, pos: u32, slot: u32) -> Result<(), MapError> {
+        if pos > FAST_IDX_MASK {
+            return Err(MapError { map: "fast_ref", msg: format!("position {pos} out of range") });
+        }
+        if slot == FAST_REF_NONE {
+            self.fast_ref.remove(&(dir, pos));
+        } else {
+            self.fast_ref.insert((dir, pos), slot);
+        }
+        Ok(())
     }
     fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
         self.fast_ul.insert(teid, *e);

@@ -7,19 +7,45 @@
 //! - [`loader`]: load / attach (native, generic fallback) / detach on drop;
 //!   `BPF_PROG_RUN`.
 //! - [`baseline`]: the minimal programs the benchmark compares against.
+//! - [`slots`]: array slot allocation with a grace period; [`index`]: the
+//!   direct-indexed fast entries (reference array + entry pool).
+//!
+//! Updates are copy-on-write, so a program running on another CPU never
+//! reads an entry half old, half new: a FAR, QER or fast entry whose
+//! content changes gets a fresh slot, written before the reference to it
+//! (a PDR set in a hash, a fast entry, a `fast_*_ref` slot number) is
+//! switched atomically; the replaced slot is reused only after
+//! [`slots::GRACE`] (100 ms, measured with the `Instant`s passed to
+//! [`XdpPlane::apply_at`] / [`XdpPlane::remove_at`]; XDP programs run in
+//! one RCU read-side section of microseconds). An unchanged rule keeps its
+//! slot and is not rewritten (URR counters and QER token buckets carry
+//! over). A failed map write leaks the slots involved rather than risk a
+//! reuse while referenced.
 //!
 //! Slow path contract: every packet the fast path cannot finish (unknown
-//! TEID, GTP-U other than G-PDU, fragments, BUFF/NOCP, oversized after
-//! encapsulation, no route) is returned with XDP_PASS to the kernel stack,
-//! where the user-space slow path reads it (UDP socket on 2152 for GTP-U).
+//! TEID, GTP-U other than G-PDU, fragments, BUFF/NOCP, DUPL, oversized
+//! after encapsulation, no route) is returned with XDP_PASS to the kernel
+//! stack, where the user-space slow path reads it (UDP socket on 2152 for
+//! GTP-U).
+//!
+//! MTU: a downlink packet that would exceed the egress MTU after
+//! encapsulation goes to the slow path. The MTU is the smallest of the
+//! interfaces the plane is attached to or redirects to (read from the
+//! kernel when they are added, and again on every neighbour refresh, about
+//! once a second), capped by [`XdpConfig::mtu`] when that is not 0.
 
 pub mod baseline;
+pub mod index;
 pub mod loader;
 pub mod maps;
+mod mtu;
+pub mod slots;
 pub mod translate;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cow;
 #[cfg(test)]
 mod tests_netns;
 
@@ -28,10 +54,12 @@ pub use maps::{Counter, MapError, MapStore, MemoryMaps, NextHop, SdfFilter, UrrC
 pub use translate::{sdf_from_flow, PdrKey, RuleSlots, SdfTable};
 
 use crate::rules::{ForwardingPlane, PlaneError, SessionRules};
-use maps::{be_addr, UpfConfigEntry, CFG_F_NO_FIB};
+use index::FastIndex;
+use maps::{be_addr, Dir, UpfConfigEntry, CFG_F_NO_FIB};
+use slots::{Slots, SlotsFull};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use translate::Slots;
+use std::time::Instant;
 
 /// Probes whether an XDP program can be loaded here (root or CAP_BPF, a
 /// kernel with XDP, our verifier-accepted object); Err with the reason, for
@@ -48,7 +76,9 @@ pub struct XdpConfig {
     /// Our S1-U address: uplink GTP-U is recognised by it, downlink outer
     /// headers carry it as source.
     pub s1u_addr: Ipv4Addr,
-    /// Egress MTU: larger packets after encapsulation go to the slow path.
+    /// Cap on the egress MTU (0 = none): a packet larger after
+    /// encapsulation than this or the MTU of any interface the plane uses
+    /// goes to the slow path.
     pub mtu: u32,
     /// No `bpf_fib_lookup` on a next-hop cache miss (slow path instead).
     pub no_fib: bool,
@@ -57,13 +87,20 @@ pub struct XdpConfig {
 
 impl XdpConfig {
     pub fn new(s1u_addr: Ipv4Addr) -> Self {
-        XdpConfig { s1u_addr, mtu: 1500, no_fib: false, sizes: MapSizes::default() }
+        XdpConfig { s1u_addr, mtu: 0, no_fib: false, sizes: MapSizes::default() }
     }
 }
+
+/// MTU when neither a cap nor an interface is known.
+const DEFAULT_MTU: u32 = 1500;
 
 #[derive(Debug, Default)]
 struct Installed {
     slots: RuleSlots,
+    /// What the FAR and QER slots hold, per rule id (an unchanged rule
+    /// keeps its slot).
+    fars: HashMap<u32, FarEntry>,
+    qers: HashMap<u32, QerEntry>,
     keys: Vec<PdrKey>,
     /// The keys that have a PDR set behind their fast entry.
     sets: Vec<PdrKey>,
@@ -82,6 +119,10 @@ pub struct XdpPlane<M: MapStore = AyaMaps> {
     far_slots: Slots,
     qer_slots: Slots,
     urr_slots: Slots,
+    ul_index: FastIndex,
+    dl_index: FastIndex,
+    /// The interfaces whose MTU bounds `config.mtu`, and the cap.
+    mtu: mtu::MtuWatch,
     /// The next hops written from the neighbour tables (see `set_neighbours`).
     neighbours: HashMap<Ipv4Addr, NextHop>,
 }
@@ -101,7 +142,8 @@ impl<M: MapStore> XdpPlane<M> {
     /// A plane over any map store (for tests: [`MemoryMaps`]).
     pub fn with_maps(mut maps: M, cfg: XdpConfig) -> Result<Self, XdpError> {
         let flags = if cfg.no_fib { CFG_F_NO_FIB } else { 0 };
-        let config = UpfConfigEntry { s1u_addr: be_addr(cfg.s1u_addr), mtu: cfg.mtu, flags, nexthop_gen: 0 };
+        let mtu = mtu::MtuWatch::new(cfg.mtu);
+        let config = UpfConfigEntry { s1u_addr: be_addr(cfg.s1u_addr), mtu: mtu.effective().unwrap_or(DEFAULT_MTU), flags, nexthop_gen: 0 };
         maps.set_config(&config)?;
         Ok(XdpPlane {
             maps,
@@ -109,9 +151,12 @@ impl<M: MapStore> XdpPlane<M> {
             program: None,
             sessions: HashMap::new(),
             owners: HashMap::new(),
-            far_slots: Slots::new(cfg.sizes.fars),
-            qer_slots: Slots::new(cfg.sizes.qers),
-            urr_slots: Slots::new(cfg.sizes.urrs),
+            far_slots: Slots::new("FAR", cfg.sizes.fars),
+            qer_slots: Slots::new("QER", cfg.sizes.qers),
+            urr_slots: Slots::new("URR", cfg.sizes.urrs),
+            ul_index: FastIndex::new(Dir::Ul),
+            dl_index: FastIndex::new(Dir::Dl),
+            mtu,
             neighbours: HashMap::new(),
         })
     }
@@ -148,16 +193,37 @@ impl<M: MapStore> XdpPlane<M> {
     pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<(), XdpError> {
         let idx = ifindex(iface)?;
         self.maps.add_port(idx)?;
-        match self.program.as_mut() {
-            Some(p) => p.attach(iface, mode),
-            None => Ok(()),
+        if let Some(p) = self.program.as_mut() {
+            p.attach(iface, mode)?;
         }
+        self.mtu.watch(idx);
+        self.refresh_mtu()
     }
 
     /// Adds an interface as a redirect target without attaching to it
     /// (its veth peer then needs an XDP program: [`baseline::load_pass`]).
+    /// Call it from a thread inside the data path's namespace.
     pub fn add_egress(&mut self, ifindex: u32) -> Result<(), XdpError> {
-        Ok(self.maps.add_port(ifindex)?)
+        self.maps.add_port(ifindex)?;
+        self.mtu.watch(ifindex);
+        self.refresh_mtu()
+    }
+
+    /// Re-reads the MTU of the interfaces in use (in the namespace they
+    /// were added from, whatever the calling thread's) and programs the
+    /// smallest, capped by [`XdpConfig::mtu`].
+    pub fn refresh_mtu(&mut self) -> Result<(), XdpError> {
+        let mtu = self.mtu.effective().unwrap_or(DEFAULT_MTU);
+        if mtu != self.config.mtu {
+            self.config.mtu = mtu;
+            self.maps.set_config(&self.config)?;
+        }
+        Ok(())
+    }
+
+    /// The egress MTU the program checks encapsulated packets against.
+    pub fn mtu(&self) -> u32 {
+        self.config.mtu
     }
 
     /// Next-hop cache entry for a destination (kept current by the control
@@ -166,6 +232,8 @@ impl<M: MapStore> XdpPlane<M> {
     pub fn set_next_hop(&mut self, dst: Ipv4Addr, nh: NextHop) -> Result<(), XdpError> {
         self.maps.add_port(nh.ifindex)?;
         self.maps.put_nexthop(be_addr(dst), &nh)?;
+        self.mtu.watch(nh.ifindex);
+        self.refresh_mtu()?;
         self.next_hops_changed()
     }
 
@@ -199,44 +267,54 @@ impl<M: MapStore> XdpPlane<M> {
     /// Installs or replaces a session with explicit SDF filters per PDR
     /// (oriented as the packet travels; see [`translate::SdfTable`]).
     pub fn apply(&mut self, up_seid: u64, rules: &SessionRules, sdf: &SdfTable) -> Result<(), PlaneError> {
+        self.apply_at(up_seid, rules, sdf, Instant::now())
+    }
+
+    /// [`XdpPlane::apply`] at time `now` (slots released now are reused
+    /// only [`slots::GRACE`] later).
+    pub fn apply_at(&mut self, up_seid: u64, rules: &SessionRules, sdf: &SdfTable, now: Instant) -> Result<(), PlaneError> {
         let existed = self.sessions.contains_key(&up_seid);
         let old = self.sessions.remove(&up_seid).unwrap_or_default();
         let other = |m: &Self, k: &PdrKey| m.owners.get(k).is_some_and(|s| *s != up_seid);
-        // Slots: keep the slot of a rule id that stays (URR counters and
-        // QER state carry over), allocate new ones, free the rest later.
+        let far_vals: HashMap<u32, FarEntry> = rules.fars.iter().map(|(id, f)| (*id, translate::far_entry(f))).collect();
+        let qer_vals: HashMap<u32, QerEntry> = rules.qers.iter().map(|(id, q)| (*id, translate::qer_entry(q))).collect();
+        // Slots: a rule that stays unchanged keeps its slot (URR counters
+        // always, a QER's token bucket while its parameters stay); a new
+        // or changed rule gets a fresh slot (copy on write).
         let mut slots = RuleSlots::default();
-        let mut fail = None;
-        for (ids, old_m, new_m, pool) in [
-            (rules.fars.keys().copied().collect::<Vec<_>>(), &old.slots.far, &mut slots.far, &mut self.far_slots),
-            (rules.qers.keys().copied().collect(), &old.slots.qer, &mut slots.qer, &mut self.qer_slots),
-            (rules.urrs.keys().copied().collect(), &old.slots.urr, &mut slots.urr, &mut self.urr_slots),
-        ] {
-            for id in ids {
-                match old_m.get(&id).copied().or_else(|| pool.alloc()) {
-                    Some(i) => {
-                        new_m.insert(id, i);
-                    }
-                    None => fail = Some("fast-path rule table full"),
-                }
+        let mut fresh = RuleSlots::default();
+        let res = (|| -> Result<(), SlotsFull> {
+            for (id, v) in &far_vals {
+                let keep = old.slots.far.get(id).filter(|_| old.fars.get(id) == Some(v));
+                assign(&mut self.far_slots, *id, keep, &mut slots.far, &mut fresh.far, now)?;
             }
-        }
-        let sets = match (fail, translate::pdr_sets(rules, &slots, sdf)) {
-            (None, Ok(s)) if !s.iter().any(|(k, _)| other(self, k)) => s,
+            for (id, v) in &qer_vals {
+                let keep = old.slots.qer.get(id).filter(|_| old.qers.get(id) == Some(v));
+                assign(&mut self.qer_slots, *id, keep, &mut slots.qer, &mut fresh.qer, now)?;
+            }
+            for id in rules.urrs.keys() {
+                assign(&mut self.urr_slots, *id, old.slots.urr.get(id), &mut slots.urr, &mut fresh.urr, now)?;
+            }
+            Ok(())
+        })();
+        let sets = match (res, translate::pdr_sets(rules, &slots, sdf)) {
+            (Ok(()), Ok(s)) if !s.iter().any(|(k, _)| other(self, k)) => s,
             (f, r) => {
-                self.release_new(&old.slots, &slots);
+                // Nothing was written: the fresh slots go back at once.
+                self.cancel(&fresh);
                 if existed {
                     self.sessions.insert(up_seid, old);
                 }
                 return Err(PlaneError::Other(match (f, r) {
-                    (Some(f), _) => f.to_string(),
+                    (Err(f), _) => f.to_string(),
                     (_, Err(e)) => e,
                     _ => "a TEID or UE address of this session belongs to another session".into(),
                 }));
             }
         };
-        let fars: HashMap<u32, FarEntry> = rules.fars.iter().map(|(id, f)| (slots.far[id], translate::far_entry(f))).collect();
+        let fars: HashMap<u32, FarEntry> = far_vals.iter().map(|(id, f)| (slots.far[id], *f)).collect();
         let split: Vec<_> = sets.iter().map(|(k, s)| (*k, translate::fast_split(s, &fars))).collect();
-        let res = self.write(rules, &slots, &old, &fars, &split);
+        let res = self.write(&fresh, &qer_vals, &old, &fars, &split, now);
         let keys: Vec<PdrKey> = sets.iter().map(|(k, _)| *k).collect();
         let with_set: Vec<PdrKey> = split.iter().filter(|(_, (_, s))| s.is_some()).map(|(k, _)| *k).collect();
         for k in &keys {
@@ -245,17 +323,32 @@ impl<M: MapStore> XdpPlane<M> {
         for k in old.keys.iter().filter(|k| !keys.contains(k)) {
             self.owners.remove(k);
         }
-        self.release_new(&slots, &old.slots);
-        self.sessions.insert(up_seid, Installed { slots, keys, sets: with_set });
+        if res.is_ok() {
+            self.release_unused(&slots, &old.slots, now);
+        } else {
+            tracing::warn!(up_seid, "XDP map write failed: the session's replaced slots are not reused");
+        }
+        let qers = rules.qers.keys().map(|id| (*id, qer_vals[id])).collect();
+        self.sessions.insert(up_seid, Installed { slots, fars: far_vals, qers, keys, sets: with_set });
         res.map_err(|e| PlaneError::Other(e.to_string()))
     }
 
-    /// Frees the slots of `a` that `b` does not use.
-    fn release_new(&mut self, b: &RuleSlots, a: &RuleSlots) {
-        for (am, bm, pool) in [(&a.far, &b.far, &mut self.far_slots), (&a.qer, &b.qer, &mut self.qer_slots), (&a.urr, &b.urr, &mut self.urr_slots)] {
-            for (id, i) in am {
-                if bm.get(id) != Some(i) {
-                    pool.release(*i);
+    /// Returns never-written slots.
+    fn cancel(&mut self, fresh: &RuleSlots) {
+        for (m, pool) in [(&fresh.far, &mut self.far_slots), (&fresh.qer, &mut self.qer_slots), (&fresh.urr, &mut self.urr_slots)] {
+            for i in m.values() {
+                pool.cancel(*i);
+            }
+        }
+    }
+
+    /// Releases (into the quarantine) the slots of `old` that `new` does
+    /// not use.
+    fn release_unused(&mut self, new: &RuleSlots, old: &RuleSlots, now: Instant) {
+        for (om, nm, pool) in [(&old.far, &new.far, &mut self.far_slots), (&old.qer, &new.qer, &mut self.qer_slots), (&old.urr, &new.urr, &mut self.urr_slots)] {
+            for (id, i) in om {
+                if nm.get(id) != Some(i) {
+                    pool.release(*i, now);
                 }
             }
         }
@@ -263,26 +356,27 @@ impl<M: MapStore> XdpPlane<M> {
 
     fn write(
         &mut self,
-        rules: &SessionRules,
-        slots: &RuleSlots,
+        fresh: &RuleSlots,
+        qers: &HashMap<u32, QerEntry>,
         old: &Installed,
         fars: &HashMap<u32, FarEntry>,
         split: &[(PdrKey, (FastEntry, Option<PdrSet>))],
+        now: Instant,
     ) -> Result<(), MapError> {
-        // Targets first, then the PDRs that point at them, then stale keys.
-        for (i, f) in fars {
-            self.maps.put_far(*i, f)?;
+        // Targets first (fresh slots only: a published slot is never
+        // rewritten), then the PDRs that point at them, then stale keys.
+        for i in fresh.far.values() {
+            self.maps.put_far(*i, &fars[i])?;
         }
-        for (id, q) in &rules.qers {
-            self.maps.put_qer(slots.qer[id], &translate::qer_entry(q))?;
+        for (id, i) in &fresh.qer {
+            self.maps.put_qer(*i, &qers[id])?;
         }
-        for (id, i) in &slots.urr {
-            if old.slots.urr.get(id) != Some(i) {
-                self.maps.reset_urr(*i)?;
-            }
+        for i in fresh.urr.values() {
+            self.maps.reset_urr(*i)?;
         }
         // A set is written before the fast entry that sends packets to it,
-        // and removed after the fast entry that no longer does.
+        // and removed after the fast entry that no longer does; a hash
+        // entry before the index reference, which is dropped before it.
         for (k, (fast, set)) in split {
             if let Some(s) = set {
                 match k {
@@ -291,15 +385,21 @@ impl<M: MapStore> XdpPlane<M> {
                 }
             }
             match k {
-                PdrKey::Teid(t) => self.maps.put_fast_ul(*t, fast)?,
-                PdrKey::UeAddr(a) => self.maps.put_fast_dl(be_addr(*a), fast)?,
+                PdrKey::Teid(t) => {
+                    self.maps.put_fast_ul(*t, fast)?;
+                    self.ul_index.put(&mut self.maps, *t, fast, now)?;
+                }
+                PdrKey::UeAddr(a) => {
+                    self.maps.put_fast_dl(be_addr(*a), fast)?;
+                    self.dl_index.put(&mut self.maps, be_addr(*a), fast, now)?;
+                }
             }
             if set.is_none() && old.sets.contains(k) {
                 self.del_set(k)?;
             }
         }
         for k in old.keys.iter().filter(|k| !split.iter().any(|(n, _)| n == *k)) {
-            self.del_key(k, old.sets.contains(k))?;
+            self.del_key(k, old.sets.contains(k), now)?;
         }
         Ok(())
     }
@@ -311,11 +411,18 @@ impl<M: MapStore> XdpPlane<M> {
         }
     }
 
-    /// Removes a key's fast entry, then its set if it has one.
-    fn del_key(&mut self, k: &PdrKey, has_set: bool) -> Result<(), MapError> {
+    /// Removes a key's index reference and fast entry, then its set if it
+    /// has one.
+    fn del_key(&mut self, k: &PdrKey, has_set: bool, now: Instant) -> Result<(), MapError> {
         match k {
-            PdrKey::Teid(t) => self.maps.del_fast_ul(*t)?,
-            PdrKey::UeAddr(a) => self.maps.del_fast_dl(be_addr(*a))?,
+            PdrKey::Teid(t) => {
+                self.ul_index.del(&mut self.maps, *t, now)?;
+                self.maps.del_fast_ul(*t)?;
+            }
+            PdrKey::UeAddr(a) => {
+                self.dl_index.del(&mut self.maps, be_addr(*a), now)?;
+                self.maps.del_fast_dl(be_addr(*a))?;
+            }
         }
         if has_set {
             self.del_set(k)?;
@@ -323,12 +430,75 @@ impl<M: MapStore> XdpPlane<M> {
         Ok(())
     }
 
+    /// Removes a session at time `now` (its slots are reused only
+    /// [`slots::GRACE`] later).
+    pub fn remove_at(&mut self, up_seid: u64, now: Instant) -> Result<(), PlaneError> {
+        let s = self.sessions.remove(&up_seid).ok_or(PlaneError::NotFound(up_seid))?;
+        let mut err = None;
+        for k in &s.keys {
+            self.owners.remove(k);
+            if let Err(e) = self.del_key(k, s.sets.contains(k), now) {
+                err = Some(e);
+            }
+        }
+        match err {
+            None => {
+                self.release_unused(&RuleSlots::default(), &s.slots, now);
+                Ok(())
+            }
+            Some(e) => {
+                tracing::warn!(up_seid, "XDP map delete failed: the session's slots are not reused");
+                Err(PlaneError::Other(e.to_string()))
+            }
+        }
+    }
+
+    /// The fast-path tables' slot pools (for tests and diagnostics):
+    /// FAR, QER, URR, uplink and downlink fast entries.
+    pub fn slot_pools(&self) -> [&Slots; 5] {
+        [&self.far_slots, &self.qer_slots, &self.urr_slots, self.ul_index.pool(), self.dl_index.pool()]
+    }
+
+    /// Test hooks: smaller fast-entry pools (to see slots reused), and the
+    /// program moved out (for a reader thread).
+    #[cfg(test)]
+    pub(crate) fn shrink_index_pools(&mut self, n: u32) {
+        self.ul_index = FastIndex::with_pool(Dir::Ul, Slots::new("fast_ul_idx", n));
+        self.dl_index = FastIndex::with_pool(Dir::Dl, Slots::new("fast_dl_idx", n));
+    }
+    #[cfg(test)]
+    pub(crate) fn take_program(&mut self) -> Option<LoadedProgram> {
+        self.program.take()
+    }
+
+    /// The pool slot a key's fast entry is published in, if any.
+    pub fn fast_slot(&self, key: PdrKey) -> Option<u32> {
+        match key {
+            PdrKey::Teid(t) => self.ul_index.slot_of(t),
+            PdrKey::UeAddr(a) => self.dl_index.slot_of(be_addr(a)),
+        }
+    }
+
     pub fn sessions(&self) -> usize {
         self.sessions.len()
     }
 }
 
-use maps::{FarEntry, FastEntry, PdrSet};
+use maps::{FarEntry, FastEntry, PdrSet, QerEntry};
+
+/// The slot of rule `id`: `keep` (its current one) or a fresh one.
+fn assign(pool: &mut Slots, id: u32, keep: Option<&u32>, out: &mut HashMap<u32, u32>, fresh: &mut HashMap<u32, u32>, now: Instant) -> Result<(), SlotsFull> {
+    let i = match keep {
+        Some(i) => *i,
+        None => {
+            let i = pool.alloc(now)?;
+            fresh.insert(id, i);
+            i
+        }
+    };
+    out.insert(id, i);
+    Ok(())
+}
 
 impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
     /// Keeps the `nexthops` cache equal to the resolved neighbours:
@@ -339,6 +509,8 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
             .iter()
             .map(|n| (n.addr, NextHop { ifindex: n.ifindex, dmac: n.mac, smac: n.local_mac }))
             .collect();
+        // The same tick follows MTU changes of the interfaces in use.
+        let _ = self.refresh_mtu();
         let gone: Vec<Ipv4Addr> = self.neighbours.keys().filter(|a| !want.contains_key(a)).copied().collect();
         for a in gone {
             if self.remove_next_hop(a).is_ok() {
@@ -372,16 +544,12 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
         self.apply(up_seid, rules, &SdfTable::new())
     }
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
-        let s = self.sessions.remove(&up_seid).ok_or(PlaneError::NotFound(up_seid))?;
-        let mut err = None;
-        for k in &s.keys {
-            self.owners.remove(k);
-            if let Err(e) = self.del_key(k, s.sets.contains(k)) {
-                err = Some(e);
-            }
-        }
-        self.release_new(&RuleSlots::default(), &s.slots);
-        err.map_or(Ok(()), |e| Err(PlaneError::Other(e.to_string())))
+        self.remove_at(up_seid, Instant::now())
+    }
+    /// The per-CPU URR counters, summed (read by the usage engine).
+    fn usage(&self, up_seid: u64, urr_id: u32) -> Option<crate::urr::UsageCounts> {
+        self.urr_usage(up_seid, urr_id)
+            .map(|c| crate::urr::UsageCounts { ul_octets: c.ul_bytes, dl_octets: c.dl_bytes, ul_packets: c.ul_pkts, dl_packets: c.dl_pkts })
     }
 }
 

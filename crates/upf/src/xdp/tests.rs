@@ -124,6 +124,7 @@ fn far(id: u32, action: Action, tunnel: Option<u32>) -> Far {
         network_instance: None,
         outer_header_creation: tunnel.map(|teid| GtpuTunnel { teid, ipv4: ENB }),
         bar_id: None,
+        ..Default::default()
     }
 }
 

@@ -20,35 +20,6 @@ pub struct RuleSlots {
     pub urr: HashMap<u32, u32>,
 }
 
-/// Fixed-capacity index allocator for the array maps.
-#[derive(Debug, Clone)]
-pub struct Slots {
-    free: Vec<u32>,
-    next: u32,
-    cap: u32,
-}
-
-impl Slots {
-    pub fn new(cap: u32) -> Self {
-        Slots { free: Vec::new(), next: 0, cap }
-    }
-    pub fn alloc(&mut self) -> Option<u32> {
-        if let Some(i) = self.free.pop() {
-            return Some(i);
-        }
-        (self.next < self.cap).then(|| {
-            self.next += 1;
-            self.next - 1
-        })
-    }
-    pub fn release(&mut self, i: u32) {
-        self.free.push(i);
-    }
-    pub fn in_use(&self) -> usize {
-        self.next as usize - self.free.len()
-    }
-}
-
 pub fn far_entry(f: &Far) -> FarEntry {
     let a = &f.action;
     let mut action = 0;

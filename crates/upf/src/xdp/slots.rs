@@ -1,0 +1,163 @@
+//! Slot allocation for the fast path's array maps, with a grace period.
+//!
+//! The XDP program reads array slots (FARs, QERs, URR counters, the pooled
+//! fast entries of `fast_ul_idx` / `fast_dl_idx`) through a reference it
+//! loaded a moment before (a PDR set's `far_idx`, a fast entry's
+//! `qer_idx`, a `fast_*_ref` slot number). A slot is therefore never
+//! rewritten in place while it is published: an update writes a free slot
+//! and switches the reference (copy on write), and the slot it replaced is
+//! [`Slots::release`]d into a quarantine. XDP programs run inside an RCU
+//! read-side section of at most one NAPI poll (microseconds, well under a
+//! millisecond), so once [`GRACE`] has passed since the switch no program
+//! that could have loaded the old reference is still running, and
+//! [`Slots::alloc`] may hand the slot out again. Time is passed in
+//! (`now`), never read here.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// How long a released slot stays unused: far longer than any XDP program
+/// run (one RCU read-side section), short enough that session churn does
+/// not exhaust a table (at 100 ms, 262,144 slots allow 2.6 million
+/// replacements per second).
+pub const GRACE: Duration = Duration::from_millis(100);
+
+/// A table is full: every slot is in use or waiting for its grace period.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("fast-path {table} table full: {capacity} slots, {quarantined} of them waiting {grace_ms} ms for in-flight packets")]
+pub struct SlotsFull {
+    pub table: &'static str,
+    pub capacity: u32,
+    pub quarantined: usize,
+    pub grace_ms: u64,
+}
+
+/// Fixed-capacity index allocator with a quarantine for released slots.
+#[derive(Debug, Clone)]
+pub struct Slots {
+    table: &'static str,
+    free: Vec<u32>,
+    /// Released slots with their release time, oldest first.
+    quarantine: VecDeque<(Instant, u32)>,
+    next: u32,
+    cap: u32,
+    grace: Duration,
+}
+
+impl Slots {
+    /// `table` names the map in errors.
+    pub fn new(table: &'static str, cap: u32) -> Self {
+        Slots::with_grace(table, cap, GRACE)
+    }
+
+    pub fn with_grace(table: &'static str, cap: u32, grace: Duration) -> Self {
+        Slots { table, free: Vec::new(), quarantine: VecDeque::new(), next: 0, cap, grace }
+    }
+
+    /// A slot no program can be reading: never used, or released at least
+    /// the grace period before `now`.
+    pub fn alloc(&mut self, now: Instant) -> Result<u32, SlotsFull> {
+        self.reclaim(now);
+        if let Some(i) = self.free.pop() {
+            return Ok(i);
+        }
+        if self.next < self.cap {
+            self.next += 1;
+            return Ok(self.next - 1);
+        }
+        Err(SlotsFull { table: self.table, capacity: self.cap, quarantined: self.quarantine.len(), grace_ms: self.grace.as_millis() as u64 })
+    }
+
+    /// A slot that was published (some map entry referred to it) and no
+    /// longer is, as of `now`: reusable after the grace period.
+    pub fn release(&mut self, slot: u32, now: Instant) {
+        self.quarantine.push_back((now, slot));
+    }
+
+    /// Gives back a slot from [`Slots::alloc`] that was never published
+    /// (nothing in the maps refers to it): reusable at once.
+    pub fn cancel(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+
+    /// Moves the slots whose grace period is over to the free list. Release
+    /// times are in call order; a `now` earlier than a release time frees
+    /// nothing (safe when a caller's clock is not monotonic).
+    fn reclaim(&mut self, now: Instant) {
+        while let Some((t, slot)) = self.quarantine.front().copied() {
+            if now.checked_duration_since(t).is_none_or(|d| d < self.grace) {
+                break;
+            }
+            self.quarantine.pop_front();
+            self.free.push(slot);
+        }
+    }
+
+    /// Slots allocated and not released.
+    pub fn in_use(&self) -> usize {
+        self.next as usize - self.free.len() - self.quarantine.len()
+    }
+
+    /// Slots released and still in their grace period (as of the last
+    /// `alloc`).
+    pub fn quarantined(&self) -> usize {
+        self.quarantine.len()
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.cap
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn released_slot_waits_for_the_grace_period() {
+        let t0 = Instant::now();
+        let mut s = Slots::new("far", 2);
+        let a = s.alloc(t0).unwrap();
+        let b = s.alloc(t0).unwrap();
+        assert_ne!(a, b);
+        s.release(a, t0);
+        assert_eq!((s.in_use(), s.quarantined()), (1, 1));
+        let full = s.alloc(t0 + GRACE - Duration::from_nanos(1)).unwrap_err();
+        assert_eq!(full, SlotsFull { table: "far", capacity: 2, quarantined: 1, grace_ms: 100 });
+        assert_eq!(full.to_string(), "fast-path far table full: 2 slots, 1 of them waiting 100 ms for in-flight packets");
+        assert_eq!(s.alloc(t0 + GRACE).unwrap(), a);
+        assert_eq!((s.in_use(), s.quarantined()), (2, 0));
+    }
+
+    #[test]
+    fn cancelled_slot_is_reused_at_once() {
+        let t0 = Instant::now();
+        let mut s = Slots::new("qer", 1);
+        let a = s.alloc(t0).unwrap();
+        s.cancel(a);
+        assert_eq!(s.alloc(t0).unwrap(), a);
+    }
+
+    #[test]
+    fn a_clock_going_backwards_frees_nothing() {
+        let t0 = Instant::now() + Duration::from_secs(10);
+        let mut s = Slots::new("urr", 1);
+        let a = s.alloc(t0).unwrap();
+        s.release(a, t0);
+        assert!(s.alloc(t0 - Duration::from_secs(5)).is_err());
+        assert_eq!(s.alloc(t0 + GRACE).unwrap(), a);
+    }
+
+    #[test]
+    fn slots_come_back_in_release_order() {
+        let t0 = Instant::now();
+        let mut s = Slots::new("fast_ul_idx", 3);
+        let v: Vec<u32> = (0..3).map(|_| s.alloc(t0).unwrap()).collect();
+        s.release(v[2], t0);
+        s.release(v[0], t0 + Duration::from_millis(50));
+        // Only v[2] is past its grace period at t0 + 120 ms.
+        assert_eq!(s.alloc(t0 + Duration::from_millis(120)).unwrap(), v[2]);
+        assert!(s.alloc(t0 + Duration::from_millis(120)).is_err());
+        assert_eq!(s.alloc(t0 + Duration::from_millis(150)).unwrap(), v[0]);
+    }
+}

@@ -1,0 +1,589 @@
+//! Copy-on-write slots ([`super::slots`], [`super::index`]): over a map
+//! store that checks every slot write against when the slot was last
+//! reachable by a packet (no root needed), and with `BPF_PROG_RUN` on the
+//! loaded program (root). Also the DUPL verdict.
+
+use super::maps::*;
+use super::slots::GRACE;
+use super::tests::{eth, inner_udp, is_root, ul_frame, DN, S1U};
+use super::*;
+use crate::rules::{Action, Far, GtpuTunnel, PacketDetection, Pdr, Qer, Urr, INTERFACE_ACCESS, INTERFACE_CORE};
+use proptest::prelude::*;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const XDP_PASS: u32 = 2;
+const XDP_TX: u32 = 3;
+const MS: Duration = Duration::from_millis(1);
+
+// ---- sessions ------------------------------------------------------------
+
+/// One bearer: uplink PDR by `teid`, downlink PDR by `ue` (optionally with
+/// an SDF filter, which moves it to a PDR set), FARs, one QER, one URR.
+#[derive(Debug, Clone, Copy)]
+struct Bearer {
+    ue: Ipv4Addr,
+    teid: u32,
+    enb: Ipv4Addr,
+    enb_teid: u32,
+    dl: Action,
+    ul_dupl: bool,
+    mbr: Option<(u64, u64)>,
+    sdf: bool,
+}
+
+fn forw() -> Action {
+    Action { forw: true, ..Default::default() }
+}
+
+fn buff() -> Action {
+    Action { buff: true, nocp: true, ..Default::default() }
+}
+
+impl Bearer {
+    fn new(n: u8) -> Self {
+        Bearer { ue: Ipv4Addr::new(10, 45, 0, n), teid: 0x100 + u32::from(n), enb: Ipv4Addr::new(172, 16, 0, 2), enb_teid: 0x2000 + u32::from(n), dl: forw(), ul_dupl: false, mbr: None, sdf: false }
+    }
+
+    fn rules(&self) -> SessionRules {
+        let pdi = |iface, teid: Option<u32>, flows: &[&str]| PacketDetection {
+            source_interface: iface,
+            local_fteid: teid.map(|t| (t, S1U)),
+            choose_fteid: false,
+            ue_ipv4: Some(self.ue),
+            network_instance: None,
+            sdf_filters: flows.len(),
+            flows: flows.iter().map(|f| crate::rules::FlowFilter::parse(f).unwrap()).collect(),
+        };
+        let mut r = SessionRules::default();
+        r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pdi(INTERFACE_ACCESS, Some(self.teid), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![1], urr_ids: vec![1] });
+        r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pdi(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![1], urr_ids: vec![1] });
+        if self.sdf {
+            let flows = ["permit out 17 from any to assigned 5000"];
+            r.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pdi(INTERFACE_CORE, None, &flows), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+        }
+        let ul = Action { dupl: self.ul_dupl, ..forw() };
+        r.fars.insert(1, Far { id: 1, action: ul, destination_interface: Some(INTERFACE_CORE), ..Default::default() });
+        let tunnel = self.dl.forw.then_some(GtpuTunnel { teid: self.enb_teid, ipv4: self.enb });
+        r.fars.insert(2, Far { id: 2, action: self.dl, destination_interface: Some(INTERFACE_ACCESS), outer_header_creation: tunnel, ..Default::default() });
+        r.qers.insert(1, Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: self.mbr, qfi: None });
+        r.urrs.insert(1, Urr { id: 1, measure_volume: true, ..Default::default() });
+        r
+    }
+}
+
+// ---- a map store that checks copy on write --------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Table {
+    Fast(Dir),
+    Far,
+    Qer,
+    Urr,
+}
+
+/// [`MemoryMaps`] that records, for every array slot, the last time a
+/// packet could reach it (through a reference, a hash entry or a PDR set),
+/// and flags a write to a slot reachable less than [`GRACE`] ago.
+struct CowCheck {
+    m: MemoryMaps,
+    clock: Arc<Mutex<Instant>>,
+    seen: HashMap<(Table, u32), Instant>,
+    violations: Vec<String>,
+}
+
+impl CowCheck {
+    fn new(clock: Arc<Mutex<Instant>>) -> Self {
+        CowCheck { m: MemoryMaps::default(), clock, seen: HashMap::new(), violations: Vec::new() }
+    }
+
+    fn now(&self) -> Instant {
+        *self.clock.lock().unwrap()
+    }
+
+    fn reachable(&self) -> HashSet<(Table, u32)> {
+        let mut r = HashSet::new();
+        let fast = |r: &mut HashSet<_>, e: &FastEntry| {
+            if e.flags & FAST_F_SET == 0 {
+                r.insert((Table::Qer, e.qer_idx));
+                r.insert((Table::Urr, e.urr_idx));
+            }
+        };
+        for ((d, _), slot) in &self.m.fast_ref {
+            r.insert((Table::Fast(*d), *slot));
+            if let Some(e) = self.m.fast_idx.get(&(*d, *slot)) {
+                fast(&mut r, e);
+            }
+        }
+        for e in self.m.fast_ul.values().chain(self.m.fast_dl.values()) {
+            fast(&mut r, e);
+        }
+        for s in self.m.pdr_ul.values().chain(self.m.pdr_dl.values()) {
+            for rule in &s.rules[..s.count as usize] {
+                r.insert((Table::Far, rule.far_idx));
+                r.insert((Table::Qer, rule.qer_idx));
+                r.insert((Table::Urr, rule.urr_idx));
+            }
+        }
+        r
+    }
+
+    fn observe(&mut self) {
+        let now = self.now();
+        for k in self.reachable() {
+            self.seen.insert(k, now);
+        }
+    }
+
+    fn check_write(&mut self, t: Table, slot: u32) {
+        self.observe();
+        let now = self.now();
+        if let Some(last) = self.seen.get(&(t, slot)) {
+            if now < *last + GRACE {
+                self.violations.push(format!("{t:?} slot {slot} written {:?} after it was last reachable", now - *last));
+            }
+        }
+    }
+
+    fn after<T>(&mut self, r: Result<T, MapError>) -> Result<T, MapError> {
+        self.observe();
+        r
+    }
+}
+
+impl MapStore for CowCheck {
+    fn set_config(&mut self, c: &UpfConfigEntry) -> Result<(), MapError> {
+        self.m.set_config(c)
+    }
+    fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError> {
+        self.check_write(Table::Fast(dir), slot);
+        let r = self.m.put_fast_slot(dir, slot, e);
+        self.after(r)
+    }
+    fn set_fast_ref(&mut self, dir: Dir, pos: u32, slot: u32) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.set_fast_ref(dir, pos, slot);
+        self.after(r)
+    }
+    fn put_pdr_ul(&mut self, teid: u32, s: &PdrSet) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.put_pdr_ul(teid, s);
+        self.after(r)
+    }
+    fn del_pdr_ul(&mut self, teid: u32) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.del_pdr_ul(teid);
+        self.after(r)
+    }
+    fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.put_pdr_dl(ue, s);
+        self.after(r)
+    }
+    fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.del_pdr_dl(ue);
+        self.after(r)
+    }
+    fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.put_fast_ul(teid, e);
+        self.after(r)
+    }
+    fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.del_fast_ul(teid);
+        self.after(r)
+    }
+    fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.put_fast_dl(ue, e);
+        self.after(r)
+    }
+    fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError> {
+        self.observe();
+        let r = self.m.del_fast_dl(ue);
+        self.after(r)
+    }
+    fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {
+        self.check_write(Table::Far, idx);
+        let r = self.m.put_far(idx, f);
+        self.after(r)
+    }
+    fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError> {
+        self.check_write(Table::Qer, idx);
+        let r = self.m.put_qer(idx, q);
+        self.after(r)
+    }
+    fn reset_urr(&mut self, idx: u32) -> Result<(), MapError> {
+        self.check_write(Table::Urr, idx);
+        let r = self.m.reset_urr(idx);
+        self.after(r)
+    }
+    fn urr(&self, idx: u32) -> Result<UrrCounts, MapError> {
+        self.m.urr(idx)
+    }
+    fn put_nexthop(&mut self, dst: u32, n: &NextHop) -> Result<(), MapError> {
+        self.m.put_nexthop(dst, n)
+    }
+    fn del_nexthop(&mut self, dst: u32) -> Result<(), MapError> {
+        self.m.del_nexthop(dst)
+    }
+    fn add_port(&mut self, ifindex: u32) -> Result<(), MapError> {
+        self.m.add_port(ifindex)
+    }
+    fn counter(&self, c: Counter) -> Result<u64, MapError> {
+        self.m.counter(c)
+    }
+}
+
+fn small() -> XdpConfig {
+    XdpConfig { s1u_addr: S1U, mtu: 1500, no_fib: true, sizes: MapSizes { tunnels: 64, fars: 10, qers: 6, urrs: 6 } }
+}
+
+fn checked_plane(clock: &Arc<Mutex<Instant>>, index_pool: u32) -> XdpPlane<CowCheck> {
+    let mut p = XdpPlane::with_maps(CowCheck::new(clock.clone()), small()).unwrap();
+    p.shrink_index_pools(index_pool);
+    p
+}
+
+/// Applies at time `t`, telling the checking store the time too.
+fn apply(p: &mut XdpPlane<CowCheck>, seid: u64, b: &Bearer, t: Instant) -> Result<(), PlaneError> {
+    *p.maps().clock.lock().unwrap() = t;
+    p.apply_at(seid, &b.rules(), &SdfTable::new(), t)
+}
+
+/// What a packet finds through each reference is the current hash entry
+/// of the slot's key: the index never serves a stale entry.
+fn assert_index_current(m: &MemoryMaps) {
+    for ((d, pos), slot) in &m.fast_ref {
+        let e = m.fast_idx[&(*d, *slot)];
+        assert_ne!(e.flags & FAST_F_IDX, 0);
+        let (hash, host) = match d {
+            Dir::Ul => (&m.fast_ul, e.key),
+            Dir::Dl => (&m.fast_dl, u32::from_be(e.key)),
+        };
+        assert_eq!(host & FAST_IDX_MASK, *pos, "reference at the key's position");
+        let want = hash.get(&e.key).copied().expect("a referenced key is in the hash");
+        assert_eq!(FastEntry { flags: e.flags & !FAST_F_IDX, key: 0, ..e }, want, "{d:?} slot {slot}");
+    }
+}
+
+// ---- allocator and index over the checking store ---------------------------
+
+#[test]
+fn the_checker_flags_an_in_place_write() {
+    let t0 = Instant::now();
+    let clock = Arc::new(Mutex::new(t0));
+    let mut m = CowCheck::new(clock.clone());
+    m.set_fast_ref(Dir::Dl, 5, 3).unwrap();
+    m.put_fast_slot(Dir::Dl, 3, &FastEntry::default()).unwrap();
+    assert_eq!(m.violations.len(), 1);
+    m.set_fast_ref(Dir::Dl, 5, FAST_REF_NONE).unwrap();
+    *clock.lock().unwrap() = t0 + GRACE - MS;
+    m.put_fast_slot(Dir::Dl, 3, &FastEntry::default()).unwrap();
+    assert_eq!(m.violations.len(), 2, "still within the grace period");
+    *clock.lock().unwrap() = t0 + GRACE;
+    m.put_fast_slot(Dir::Dl, 3, &FastEntry::default()).unwrap();
+    assert_eq!(m.violations.len(), 2);
+}
+
+#[test]
+fn update_writes_a_fresh_slot_and_switches_the_reference() {
+    let t0 = Instant::now();
+    let clock = Arc::new(Mutex::new(t0));
+    let mut p = checked_plane(&clock, 8);
+    let mut b = Bearer { dl: buff(), ..Bearer::new(1) };
+    apply(&mut p, 1, &b, t0).unwrap();
+    let (ul0, dl0) = (p.fast_slot(PdrKey::Teid(b.teid)).unwrap(), p.fast_slot(PdrKey::UeAddr(b.ue)).unwrap());
+    let old_entry = p.maps().m.fast_idx[&(Dir::Dl, dl0)];
+    assert_eq!(old_entry.action, FAR_BUFF | FAR_NOCP);
+    b.dl = forw();
+    apply(&mut p, 1, &b, t0 + MS).unwrap();
+    let dl1 = p.fast_slot(PdrKey::UeAddr(b.ue)).unwrap();
+    assert_ne!(dl1, dl0, "a changed entry moves to a fresh slot");
+    assert_eq!(p.fast_slot(PdrKey::Teid(b.teid)), Some(ul0), "an unchanged entry stays where it is");
+    let m = &p.maps().m;
+    assert_eq!(m.fast_ref[&(Dir::Dl, u32::from(b.ue) & FAST_IDX_MASK)], dl1);
+    assert_eq!(m.fast_idx[&(Dir::Dl, dl1)].teid, b.enb_teid);
+    assert_eq!(m.fast_idx[&(Dir::Dl, dl0)], old_entry, "the replaced slot is left as it was");
+    assert_index_current(m);
+    assert_eq!(p.slot_pools()[4].quarantined(), 1);
+    assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
+}
+
+#[test]
+fn exhaustion_is_a_clear_error_and_keeps_the_installed_rules() {
+    let t0 = Instant::now();
+    let clock = Arc::new(Mutex::new(t0));
+    let mut cfg = small();
+    cfg.sizes.fars = 3;
+    let mut p = XdpPlane::with_maps(CowCheck::new(clock.clone()), cfg).unwrap();
+    let mut b = Bearer::new(1);
+    apply(&mut p, 1, &b, t0).unwrap();
+    b.enb_teid = 0x3001;
+    apply(&mut p, 1, &b, t0 + MS).unwrap();
+    // The third FAR slot is taken, the replaced one waits for its grace period.
+    b.enb_teid = 0x3002;
+    let err = apply(&mut p, 1, &b, t0 + 10 * MS).unwrap_err();
+    assert_eq!(err, PlaneError::Other("fast-path FAR table full: 3 slots, 1 of them waiting 100 ms for in-flight packets".into()));
+    assert_eq!(p.maps().m.fast_dl[&be_addr(b.ue)].teid, 0x3001, "the previous rules stay");
+    assert_index_current(&p.maps().m);
+    // After the grace period the replaced slot is reused.
+    apply(&mut p, 1, &b, t0 + MS + GRACE).unwrap();
+    assert_eq!(p.maps().m.fast_dl[&be_addr(b.ue)].teid, 0x3002);
+    assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
+}
+
+#[test]
+fn index_pool_exhaustion_falls_back_to_the_hash() {
+    let t0 = Instant::now();
+    let clock = Arc::new(Mutex::new(t0));
+    let mut p = checked_plane(&clock, 2);
+    let mut b = Bearer::new(1);
+    apply(&mut p, 1, &b, t0).unwrap();
+    b.enb_teid = 0x3001;
+    // Uplink and downlink pools are separate: the downlink one now holds
+    // the new entry and the replaced one in quarantine.
+    apply(&mut p, 1, &b, t0 + MS).unwrap();
+    b.enb_teid = 0x3002;
+    apply(&mut p, 1, &b, t0 + 2 * MS).unwrap();
+    assert_eq!(p.fast_slot(PdrKey::UeAddr(b.ue)), None, "no free slot: no reference");
+    assert_eq!(p.maps().m.fast_dl[&be_addr(b.ue)].teid, 0x3002, "the hash is current");
+    assert_index_current(&p.maps().m);
+    b.enb_teid = 0x3003;
+    apply(&mut p, 1, &b, t0 + 2 * MS + GRACE).unwrap();
+    assert!(p.fast_slot(PdrKey::UeAddr(b.ue)).is_some(), "back on the index after the grace period");
+    assert_index_current(&p.maps().m);
+    assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
+}
+
+#[test]
+fn removed_session_slots_wait_before_another_session_gets_them() {
+    let t0 = Instant::now();
+    let clock = Arc::new(Mutex::new(t0));
+    let mut p = checked_plane(&clock, 64);
+    let a = Bearer::new(1);
+    apply(&mut p, 1, &a, t0).unwrap();
+    *p.maps().clock.lock().unwrap() = t0 + MS;
+    p.remove_at(1, t0 + MS).unwrap();
+    let pools = p.slot_pools();
+    assert_eq!(pools.iter().map(|s| s.in_use()).sum::<usize>(), 0);
+    // FAR 2 of 10, QER 1 of 6, URR 1 of 6, one fast entry each way.
+    assert_eq!(pools.iter().map(|s| s.quarantined()).collect::<Vec<_>>(), vec![2, 1, 1, 1, 1]);
+    let b = Bearer::new(2);
+    apply(&mut p, 2, &b, t0 + 2 * MS).unwrap();
+    assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
+    apply(&mut p, 3, &Bearer::new(3), t0 + MS + GRACE).unwrap();
+    assert_eq!(p.slot_pools()[1].quarantined(), 0, "reclaimed");
+    assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Apply { seid: u8, dl: u8, enb_teid: u8, mbr: bool, sdf: bool },
+    Remove(u8),
+    Advance(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1u8..5, 0u8..3, 0u8..3, any::<bool>(), any::<bool>()).prop_map(|(seid, dl, enb_teid, mbr, sdf)| Op::Apply { seid, dl, enb_teid, mbr, sdf }),
+        1 => (1u8..5).prop_map(Op::Remove),
+        2 => (0u8..80).prop_map(Op::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Any sequence of installs, updates and removals at any pace: no slot
+    /// is written within the grace period of its last reachability, every
+    /// reference serves its key's current entry, and a failed update
+    /// leaves the session as it was.
+    #[test]
+    fn no_slot_is_written_within_its_grace_period(ops in proptest::collection::vec(op(), 1..60)) {
+        let t0 = Instant::now();
+        let clock = Arc::new(Mutex::new(t0));
+        let mut p = checked_plane(&clock, 6);
+        let mut now = t0;
+        for op in ops {
+            match op {
+                Op::Advance(ms) => now += u32::from(ms) * MS,
+                Op::Remove(seid) => {
+                    *clock.lock().unwrap() = now;
+                    let _ = p.remove_at(u64::from(seid), now);
+                }
+                Op::Apply { seid, dl, enb_teid, mbr, sdf } => {
+                    *clock.lock().unwrap() = now;
+                    let mut b = Bearer::new(seid);
+                    if seid == 4 {
+                        b.teid = Bearer::new(1).teid ^ (1 << FAST_IDX_BITS); // shares session 1's uplink position
+                    }
+                    b.dl = [forw(), buff(), Action { dupl: true, ..forw() }][dl as usize];
+                    b.enb_teid += u32::from(enb_teid) << 12;
+                    b.mbr = mbr.then_some((1000, 2000));
+                    b.sdf = sdf;
+                    let before = p.maps().m.fast_dl.get(&be_addr(b.ue)).copied();
+                    if p.apply_at(u64::from(seid), &b.rules(), &SdfTable::new(), now).is_err() {
+                        prop_assert_eq!(p.maps().m.fast_dl.get(&be_addr(b.ue)).copied(), before);
+                    }
+                }
+            }
+            assert_index_current(&p.maps().m);
+        }
+        prop_assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
+    }
+}
+
+// ---- BPF_PROG_RUN -------------------------------------------------------------
+
+macro_rules! need_root {
+    () => {
+        if !is_root() {
+            eprintln!("note: skipped, BPF_PROG_RUN needs root");
+            return;
+        }
+    };
+}
+
+const ENB2: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 3);
+
+fn loaded(sizes: MapSizes) -> XdpPlane {
+    let mut p = XdpPlane::load(XdpConfig { s1u_addr: S1U, mtu: 1500, no_fib: true, sizes }).expect("load upf_xdp");
+    // ifindex 1 is lo in every namespace: the BPF_PROG_RUN ingress, so XDP_TX.
+    for dst in [DN, Bearer::new(1).enb, ENB2] {
+        p.set_next_hop(dst, NextHop { ifindex: 1, dmac: [2, 0, 0, 0, 0, 0xd], smac: [2, 0, 0, 0, 0, 5] }).unwrap();
+    }
+    p
+}
+
+/// (verdict, TEID, outer destination) of a downlink packet to `ue`.
+fn downlink(prog: &LoadedProgram, ue: Ipv4Addr) -> (u32, u32, Ipv4Addr) {
+    let (v, out) = prog.test_run(&eth(&inner_udp(DN, ue, 5000, 20))).expect("BPF_PROG_RUN");
+    if v != XDP_TX {
+        return (v, 0, Ipv4Addr::UNSPECIFIED);
+    }
+    let ip = &out[14..];
+    let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+    let teid = u32::from_be_bytes([ip[32], ip[33], ip[34], ip[35]]);
+    (v, teid, dst)
+}
+
+#[test]
+fn program_sees_the_whole_new_entry_and_a_reused_slot_serves_its_new_owner() {
+    need_root!();
+    let mut p = loaded(MapSizes::small());
+    p.shrink_index_pools(2);
+    let t0 = Instant::now();
+    let mut a = Bearer::new(1);
+    p.apply_at(1, &a.rules(), &SdfTable::new(), t0).unwrap();
+    let s0 = p.fast_slot(PdrKey::UeAddr(a.ue)).unwrap();
+    assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, a.enb_teid, a.enb));
+    // New TEID and new peer: both change together.
+    (a.enb_teid, a.enb) = (0x7777, ENB2);
+    p.apply_at(1, &a.rules(), &SdfTable::new(), t0 + MS).unwrap();
+    assert_ne!(p.fast_slot(PdrKey::UeAddr(a.ue)), Some(s0));
+    assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, 0x7777, ENB2));
+    // Within the grace period the old slot is not handed out: a second
+    // session finds the pool empty and is served from the hash.
+    let b = Bearer::new(2);
+    p.apply_at(2, &b.rules(), &SdfTable::new(), t0 + 2 * MS).unwrap();
+    assert_eq!(p.fast_slot(PdrKey::UeAddr(b.ue)), None);
+    assert_eq!(downlink(p.program().unwrap(), b.ue), (XDP_TX, b.enb_teid, b.enb));
+    // After it, a third session gets the old slot: its own entry is served,
+    // and the first session still sees its new entry.
+    let c = Bearer::new(3);
+    p.apply_at(3, &c.rules(), &SdfTable::new(), t0 + MS + GRACE).unwrap();
+    assert_eq!(p.fast_slot(PdrKey::UeAddr(c.ue)), Some(s0), "the replaced slot is reused");
+    assert_eq!(downlink(p.program().unwrap(), c.ue), (XDP_TX, c.enb_teid, c.enb));
+    assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, 0x7777, ENB2));
+    assert_eq!(downlink(p.program().unwrap(), b.ue), (XDP_TX, b.enb_teid, b.enb));
+    // Uplink through the index too.
+    let inner = inner_udp(a.ue, DN, 53, 10);
+    assert_eq!(p.program().unwrap().test_run(&ul_frame(a.teid, 0x30, None, &[], &inner)).unwrap().0, XDP_TX);
+    p.remove_at(3, t0 + 2 * GRACE).unwrap();
+    assert_eq!(downlink(p.program().unwrap(), c.ue).0, XDP_PASS);
+    assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, 0x7777, ENB2));
+}
+
+/// A reader on another thread runs the program while the session flips
+/// between two tunnels (TEID and peer together) as fast as it can, with
+/// the real clock, long enough that replaced slots are reused: every
+/// packet leaves with one tunnel whole, never a TEID of one with the
+/// peer of the other.
+#[test]
+fn concurrent_updates_never_show_a_mixed_entry() {
+    need_root!();
+    let mut p = loaded(MapSizes { tunnels: 64, fars: 1 << 16, qers: 16, urrs: 16 });
+    let prog = p.take_program().expect("loaded");
+    let mut s = Bearer::new(1);
+    let tunnels = [(0x1111_1111, s.enb), (0x2222_2222, ENB2)];
+    (s.enb_teid, s.enb) = tunnels[0];
+    p.install(1, &s.rules()).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut bad = Vec::new();
+            let mut n = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let (v, teid, dst) = downlink(&prog, s.ue);
+                n += 1;
+                if v != XDP_TX || !tunnels.contains(&(teid, dst)) {
+                    bad.push((v, teid, dst));
+                }
+            }
+            (n, bad)
+        })
+    };
+    let start = Instant::now();
+    let mut slots = HashSet::new();
+    let mut updates = 0u32;
+    while start.elapsed() < 3 * GRACE {
+        (s.enb_teid, s.enb) = tunnels[(updates % 2 + 1) as usize % 2];
+        p.update(1, &s.rules()).unwrap();
+        slots.extend(p.fast_slot(PdrKey::UeAddr(s.ue)));
+        updates += 1;
+    }
+    done.store(true, Ordering::Relaxed);
+    let (n, bad) = reader.join().unwrap();
+    assert!(bad.is_empty(), "{} of {n} packets saw a mixed or missing entry: {:?}", bad.len(), &bad[..bad.len().min(5)]);
+    assert!(n > 0);
+    assert!((slots.len() as u32) < updates, "slots were reused ({} slots for {updates} updates)", slots.len());
+}
+
+#[test]
+fn dupl_far_goes_to_the_slow_path() {
+    need_root!();
+    let mut p = loaded(MapSizes::small());
+    let b = Bearer { dl: Action { dupl: true, ..forw() }, ul_dupl: true, ..Bearer::new(1) };
+    p.install(1, &b.rules()).unwrap();
+    assert_eq!(downlink(p.program().unwrap(), b.ue).0, XDP_PASS);
+    let inner = inner_udp(b.ue, DN, 53, 10);
+    assert_eq!(p.program().unwrap().test_run(&ul_frame(b.teid, 0x30, None, &[], &inner)).unwrap().0, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassDupl).unwrap(), 2);
+    assert_eq!(p.counter(Counter::UlFwd).unwrap() + p.counter(Counter::DlFwd).unwrap(), 0);
+    // Through a PDR set (SDF filter) as well.
+    let s = Bearer { sdf: true, ..b };
+    p.update(1, &s.rules()).unwrap();
+    assert_eq!(downlink(p.program().unwrap(), s.ue).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassDupl).unwrap(), 3);
+    // DUPL off again: forwarded.
+    p.update(1, &Bearer::new(1).rules()).unwrap();
+    assert_eq!(downlink(p.program().unwrap(), b.ue).0, XDP_TX);
+}
+
+#[test]
+fn mtu_follows_the_interfaces_and_the_cap() {
+    let mut p = XdpPlane::with_maps(MemoryMaps::default(), XdpConfig { mtu: 0, ..small() }).unwrap();
+    assert_eq!(p.mtu(), 1500, "nothing known yet");
+    p.attach("lo", AttachMode::Native).unwrap();
+    let lo = p.mtu();
+    assert!(lo >= 1280);
+    assert_eq!(p.maps().config.mtu, lo);
+    let mut capped = XdpPlane::with_maps(MemoryMaps::default(), XdpConfig { mtu: 1400, ..small() }).unwrap();
+    capped.attach("lo", AttachMode::Native).unwrap();
+    assert_eq!(capped.maps().config.mtu, 1400.min(lo));
+}
