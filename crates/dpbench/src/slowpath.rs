@@ -10,6 +10,13 @@
 //!   from the RX ring. The sockets stay open for the whole run and are
 //!   suspended in the program (XDP_PASS) during the `tun` runs.
 //!
+//! Placement: with two CPUs the generator thread is pinned to one (the
+//! kernel work of both paths - the XDP program, the stack forwarding into
+//! the TUN device, the copy into the AF_XDP ring - runs in its softirq) and
+//! the user-space receiver to the other, so that the receiver is never
+//! stuck behind a generator system call (the bursts that would cause are
+//! not what a UPF sees).
+//!
 //! Same run, same topology ([`crate::topo`]: the live-frames generator in
 //! `gen` floods `d0` of `dut`, where the UPF program holds one session whose
 //! downlink FAR buffers), same receiver thread shape (copy each packet into
@@ -47,13 +54,13 @@ pub struct SlowpathOptions {
 
 impl Default for SlowpathOptions {
     fn default() -> Self {
-        SlowpathOptions { sizes: vec![64, 1400], duration: Duration::from_secs(2), frames: 2048, quick: false }
+        SlowpathOptions { sizes: vec![64, 1400], duration: Duration::from_secs(2), frames: afxdp::DEFAULT_FRAMES, quick: false }
     }
 }
 
 impl SlowpathOptions {
     pub fn quick() -> Self {
-        SlowpathOptions { sizes: vec![64], duration: Duration::from_millis(300), frames: 2048, quick: true }
+        SlowpathOptions { sizes: vec![64], duration: Duration::from_millis(300), frames: afxdp::DEFAULT_FRAMES, quick: true }
     }
 }
 
@@ -90,6 +97,10 @@ pub struct SlowpathReport {
     pub cases: Vec<SlowpathCase>,
     /// Receive queues of the ingress veth (one AF_XDP socket each).
     pub queues: u32,
+    /// Frames of each AF_XDP socket's UMEM.
+    pub frames: u32,
+    /// Generator and receiver pinned to two different CPUs.
+    pub pinned: bool,
 }
 
 /// The session: downlink PDR by UE address, FAR BUFF + NOCP (as the
@@ -159,7 +170,8 @@ pub fn run_blocking(opts: &SlowpathOptions) -> Result<SlowpathReport, DpBenchErr
         let c = gen_cfg(&f, GEN_DOWNLINK, 1, 0, UE_BASE);
         (f, c)
     };
-    let mut b = Runner { topo: &topo, dut, socks, gen: &mut gen, g0, opts };
+    let place = crate::cpus::Placement::detect();
+    let mut b = Runner { topo: &topo, dut, socks, gen: &mut gen, g0, opts, place };
     let mut cases = Vec::new();
     let mut rows = Vec::new();
     for &size in &opts.sizes {
@@ -182,7 +194,7 @@ pub fn run_blocking(opts: &SlowpathOptions) -> Result<SlowpathReport, DpBenchErr
     }
     drop(b);
     drop(topo);
-    Ok(SlowpathReport { rows, cases, queues })
+    Ok(SlowpathReport { rows, cases, queues, frames: opts.frames, pinned: place.is_some() })
 }
 
 struct Runner<'a> {
@@ -194,6 +206,7 @@ struct Runner<'a> {
     gen: &'a mut Generator,
     g0: u32,
     opts: &'a SlowpathOptions,
+    place: Option<crate::cpus::Placement>,
 }
 
 impl Runner<'_> {
@@ -213,13 +226,21 @@ impl Runner<'_> {
         let tun_fd = self.dut.tun.as_raw_fd();
         let warm = if self.opts.quick { Duration::from_millis(20) } else { Duration::from_millis(200) };
         let (gen, g0, dur, plane, socks) = (&mut *self.gen, self.g0, self.opts.duration, &self.dut.plane, &mut self.socks);
-        let (topo, stop, count) = (self.topo, &stop, &count);
+        let (topo, stop, count, place) = (self.topo, &stop, &count, self.place);
         std::thread::scope(|sc| {
-            sc.spawn(move || match m {
-                Mechanism::Tun => receive_tun(tun_fd, stop, count),
-                Mechanism::Afxdp => receive_xsk(socks, stop, count),
+            sc.spawn(move || {
+                if let Some(p) = place {
+                    let _ = crate::cpus::pin(0, p.dut);
+                }
+                match m {
+                    Mechanism::Tun => receive_tun(tun_fd, stop, count),
+                    Mechanism::Afxdp => receive_xsk(socks, stop, count),
+                }
             });
             let r = run_in(&topo.gen, move || -> Result<[f64; 3], DpBenchError> {
+                if let Some(p) = place {
+                    crate::cpus::pin(0, p.gen)?;
+                }
                 gen.configure(cfg)?;
                 gen.blast(frame, g0, warm, 1 << 14)?;
                 std::thread::sleep(Duration::from_millis(20));
@@ -293,7 +314,12 @@ pub fn table(r: &SlowpathReport) -> String {
     for c in &r.cases {
         s += &format!("  {:<6} {:>5} B  {:.3} / {:.3} / {:.3} ({:.0}% of offered)\n", c.mechanism, c.size, c.offered_mpps, c.buffer_branch_mpps, c.received_mpps, 100.0 * c.delivered_share);
     }
-    s += &format!("AF_XDP copy mode, {} receive queue(s) on the ingress veth\n", r.queues);
+    s += &format!(
+        "AF_XDP copy mode, {} receive queue(s) on the ingress veth, {} frames per socket; generator and receiver {}\n",
+        r.queues,
+        r.frames,
+        if r.pinned { "on two pinned CPUs" } else { "unpinned (one CPU)" }
+    );
     s
 }
 

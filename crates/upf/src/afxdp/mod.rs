@@ -11,13 +11,14 @@
 //! optimisation, never a requirement. `mobicore bench slowpath` measures
 //! both receive paths side by side.
 //!
-//! One [`XskSocket`] = one UMEM of `frames` chunks of [`FRAME_SIZE`] octets,
+//! One [`XskSocket`] = one UMEM of `frames` chunks of 2048 or 4096 octets,
 //! a fill ring and an RX ring of `frames` entries each (plus the completion
 //! ring the kernel requires for binding), bound with `XDP_COPY` to one
 //! (interface, queue). A frame goes fill ring -> kernel -> RX ring -> the
 //! [`XskSocket::recv`] callback -> back onto the fill ring in the same
 //! call, so the fill ring never overflows and the memory is fixed at bind
-//! time (`frames * FRAME_SIZE`). Copy mode because zero-copy is refused on
+//! time (`frames * chunk`; [`DEFAULT_FRAMES`] and [`FRAME_SIZE`]: 8 MiB per
+//! queue). Copy mode because zero-copy is refused on
 //! veth and needs driver support; copy mode works on any device, with XDP
 //! in native or generic mode.
 //!
@@ -33,20 +34,31 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
-/// Octets of one UMEM chunk. The kernel puts XDP_PACKET_HEADROOM (256) in
-/// front of the copied frame, so frames up to 3840 octets fit (any
-/// 1500-MTU frame; jumbo frames do not and are dropped by the kernel,
-/// counted in [`XskStats::rx_dropped`]).
-pub const FRAME_SIZE: u32 = 4096;
+/// Octets of one UMEM chunk by default. The kernel puts
+/// XDP_PACKET_HEADROOM (256) in front of the copied frame, so frames up to
+/// 1792 octets fit (an Ethernet frame of a 1500-octet MTU and then some);
+/// [`XskSocket::bind_with_chunk`] takes 4096 for larger MTUs, and
+/// [`open_for_plane`] picks by the interface's MTU. A frame that does not
+/// fit is dropped by the kernel and counted in [`XskStats::rx_dropped`].
+pub const FRAME_SIZE: u32 = 2048;
 
-/// Frames per socket when the caller has no better idea: 4 MiB of UMEM.
-pub const DEFAULT_FRAMES: u32 = 1024;
+/// Octets the kernel keeps in front of a frame in its chunk (linux/bpf.h
+/// XDP_PACKET_HEADROOM).
+const XDP_PACKET_HEADROOM: u32 = 256;
+
+/// Frames per socket by default: 8 MiB of UMEM with 2048-octet chunks.
+/// Measured (`mobicore bench slowpath`): the kernel hands frames over in
+/// bursts of thousands when the receiving thread is descheduled for a few
+/// milliseconds, and 2048 frames then overflowed while 16384 did not.
+pub const DEFAULT_FRAMES: u32 = 4096;
 
 /// Why an AF_XDP socket could not be set up; each names the step.
 #[derive(Debug, thiserror::Error)]
 pub enum XskError {
     #[error("frames must be a power of two between 2 and 65536, got {0}")]
     Frames(u32),
+    #[error("chunk size must be 2048 or 4096, got {0}")]
+    Chunk(u32),
     #[error("socket(AF_XDP): {0} (needs root or CAP_NET_RAW, and a kernel with CONFIG_XDP_SOCKETS)")]
     Socket(io::Error),
     #[error("allocating the UMEM ({0} octets): {1}")]
@@ -81,6 +93,7 @@ pub struct XskSocket {
     fill: Ring,
     rx: Ring,
     completion: Ring,
+    chunk: u32,
     ifindex: u32,
     queue: u32,
 }
@@ -112,8 +125,16 @@ impl XskSocket {
     /// namespace). Register [`XskSocket::as_raw_fd`] in the XDP program's
     /// XSKMAP at key `queue` to receive.
     pub fn bind(ifindex: u32, queue: u32, frames: u32) -> Result<XskSocket, XskError> {
+        XskSocket::bind_with_chunk(ifindex, queue, frames, FRAME_SIZE)
+    }
+
+    /// [`XskSocket::bind`] with UMEM chunks of `chunk` octets (2048 or 4096).
+    pub fn bind_with_chunk(ifindex: u32, queue: u32, frames: u32, chunk: u32) -> Result<XskSocket, XskError> {
         if !frames.is_power_of_two() || !(2..=65536).contains(&frames) {
             return Err(XskError::Frames(frames));
+        }
+        if chunk != 2048 && chunk != 4096 {
+            return Err(XskError::Chunk(chunk));
         }
         // SAFETY: plain socket(2).
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -124,7 +145,7 @@ impl XskSocket {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
 
-        let umem_len = frames as usize * FRAME_SIZE as usize;
+        let umem_len = frames as usize * chunk as usize;
         // SAFETY: anonymous private mapping, no file.
         let p = unsafe {
             libc::mmap(std::ptr::null_mut(), umem_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)
@@ -141,7 +162,7 @@ impl XskSocket {
         let mut reg: libc::xdp_umem_reg = unsafe { std::mem::zeroed() };
         reg.addr = umem.as_ptr() as u64;
         reg.len = umem_len as u64;
-        reg.chunk_size = FRAME_SIZE;
+        reg.chunk_size = chunk;
         reg.headroom = 0;
         setsockopt(raw, libc::XDP_UMEM_REG, "XDP_UMEM_REG", &reg)?;
         setsockopt(raw, libc::XDP_UMEM_FILL_RING, "XDP_UMEM_FILL_RING", &frames)?;
@@ -164,10 +185,10 @@ impl XskSocket {
         let rx = Ring::map(raw, RingKind::Rx, frames, &off.rx).map_err(|e| XskError::Mmap("RX", e))?;
 
         guard.len = 0; // the socket owns the UMEM now
-        let mut s = XskSocket { fd, umem, umem_len, fill, rx, completion, ifindex, queue };
+        let mut s = XskSocket { fd, umem, umem_len, fill, rx, completion, chunk, ifindex, queue };
         // Every chunk goes to the kernel for receiving.
         for i in 0..frames {
-            s.fill.push_addr(u64::from(i) * u64::from(FRAME_SIZE));
+            s.fill.push_addr(u64::from(i) * u64::from(chunk));
         }
         s.fill.publish();
 
@@ -200,7 +221,7 @@ impl XskSocket {
                 f(frame);
             }
             // Aligned mode: the kernel takes any address in the chunk.
-            self.fill.push_addr((addr as u64) & !(u64::from(FRAME_SIZE) - 1));
+            self.fill.push_addr((addr as u64) & !(u64::from(self.chunk) - 1));
         }
         if n > 0 {
             self.rx.release();
@@ -240,6 +261,11 @@ impl XskSocket {
             return Err(last_err());
         }
         Ok(XskStats { rx_dropped: s.rx_dropped, rx_invalid_descs: s.rx_invalid_descs, rx_ring_full: s.rx_ring_full, rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs })
+    }
+
+    /// The largest frame a chunk holds.
+    pub fn max_frame(&self) -> u32 {
+        self.chunk - XDP_PACKET_HEADROOM
     }
 
     pub fn ifindex(&self) -> u32 {
@@ -300,6 +326,34 @@ impl Drop for UmemGuard {
     }
 }
 
+/// The UMEM chunk that holds an Ethernet frame of this MTU; None above 3826.
+pub fn chunk_for_mtu(mtu: u32) -> Option<u32> {
+    [2048, 4096].into_iter().find(|c| mtu + 14 <= c - XDP_PACKET_HEADROOM)
+}
+
+/// The MTU of an interface (SIOCGIFMTU), in the calling thread's namespace.
+pub fn mtu(ifname: &str) -> io::Result<u32> {
+    if ifname.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "interface name too long"));
+    }
+    let mut ifr = [0u8; 40]; // struct ifreq: name, then ifr_mtu (int)
+    ifr[..ifname.len()].copy_from_slice(ifname.as_bytes());
+    // SAFETY: a datagram socket only for the ioctl, closed below.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return Err(last_err());
+    }
+    // SAFETY: SIOCGIFMTU reads the name and writes an int into `ifr`.
+    let r = unsafe { libc::ioctl(s, libc::SIOCGIFMTU as _, ifr.as_mut_ptr()) };
+    let e = last_err();
+    // SAFETY: closing the fd opened above.
+    unsafe { libc::close(s) };
+    if r != 0 {
+        return Err(e);
+    }
+    Ok(i32::from_ne_bytes([ifr[16], ifr[17], ifr[18], ifr[19]]).max(0) as u32)
+}
+
 /// Receive queues of an interface (ethtool channels; 1 when the driver
 /// does not say), in the calling thread's network namespace. veth has one
 /// unless created with `numrxqueues`.
@@ -337,10 +391,11 @@ pub fn rx_queues(ifname: &str) -> u32 {
 /// (closing a socket removes it from the map).
 pub fn open_for_plane(plane: &mut crate::xdp::XdpPlane, iface: &str, frames: u32) -> Result<Vec<XskSocket>, String> {
     let ifindex = crate::xdp::ifindex(iface).map_err(|e| e.to_string())?;
+    let chunk = chunk_for_mtu(mtu(iface).map_err(|e| format!("MTU of {iface}: {e}"))?).ok_or_else(|| format!("{iface}: MTU above {} octets", 4096 - XDP_PACKET_HEADROOM - 14))?;
     let queues = rx_queues(iface).min(UPF_MAX_XSK_QUEUES);
     let mut out = Vec::with_capacity(queues as usize);
     for q in 0..queues {
-        let s = bind_retrying(ifindex, q, frames).map_err(|e| format!("{iface} queue {q}: {e}"))?;
+        let s = bind_retrying(ifindex, q, frames, chunk).map_err(|e| format!("{iface} queue {q}: {e}"))?;
         plane.register_xsk(ifindex, q, s.as_fd()).map_err(|e| format!("{iface} queue {q}: {e}"))?;
         out.push(s);
     }
@@ -350,10 +405,10 @@ pub fn open_for_plane(plane: &mut crate::xdp::XdpPlane, iface: &str, frames: u32
 /// [`XskSocket::bind`], retried for up to a second while the queue is
 /// busy: the kernel releases a closed socket's hold on its queue in
 /// deferred work, so a socket closed just before (a restart) still holds it.
-pub fn bind_retrying(ifindex: u32, queue: u32, frames: u32) -> Result<XskSocket, XskError> {
+pub fn bind_retrying(ifindex: u32, queue: u32, frames: u32, chunk: u32) -> Result<XskSocket, XskError> {
     let mut tries = 0;
     loop {
-        match XskSocket::bind(ifindex, queue, frames) {
+        match XskSocket::bind_with_chunk(ifindex, queue, frames, chunk) {
             Err(XskError::Bind { err, .. }) if err.raw_os_error() == Some(libc::EBUSY) && tries < 20 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -409,7 +464,17 @@ mod tests {
     }
 
     #[test]
+    fn chunk_fits_the_mtu() {
+        assert_eq!(chunk_for_mtu(1500), Some(2048));
+        assert_eq!(chunk_for_mtu(1778), Some(2048));
+        assert_eq!(chunk_for_mtu(1779), Some(4096));
+        assert_eq!(chunk_for_mtu(3826), Some(4096));
+        assert_eq!(chunk_for_mtu(9000), None);
+    }
+
+    #[test]
     fn bad_frame_counts_are_refused_before_any_syscall() {
+        assert!(matches!(XskSocket::bind_with_chunk(1, 0, 64, 1024), Err(XskError::Chunk(1024))));
         assert!(matches!(XskSocket::bind(1, 0, 3), Err(XskError::Frames(3))));
         assert!(matches!(XskSocket::bind(1, 0, 0), Err(XskError::Frames(0))));
         assert!(matches!(XskSocket::bind(1, 0, 1 << 17), Err(XskError::Frames(_))));
