@@ -51,6 +51,10 @@ pub struct UpfConfig {
     /// bound (logged, counter `upf_afxdp_fallback`): XDP_PASS and the UE
     /// pool route into the TUN device.
     pub buffer_afxdp: bool,
+    /// How often the counts of URRs with volume triggers, quotas or
+    /// inactivity detection are read from the data path, in ms (a
+    /// threshold or quota is seen at most this late; `crate::urr`).
+    pub urr_poll_ms: u64,
 }
 
 /// The `datapath` option.
@@ -83,6 +87,7 @@ impl Default for UpfConfig {
             buffer_session_bytes: 256 * 1024,
             buffer_total_bytes: 64 * 1024 * 1024,
             error_indications_per_sec: 100,
+            urr_poll_ms: 1000,
             buffer_afxdp: true,
         }
     }

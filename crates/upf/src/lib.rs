@@ -8,6 +8,9 @@
 //!   Echo, Error Indication, End Marker, buffering, usage reports).
 //! - [`rules`]: PDR/FAR/QER/URR/BAR as plain values, the
 //!   [`ForwardingPlane`] trait and the in-memory [`MemoryPlane`].
+//! - [`urr`]: usage reporting: [`urr::UsageEngine`] reads the planes'
+//!   cumulative URR counts and makes every usage report, for every data
+//!   path.
 //! - [`node`]: the sans-I/O PFCP node: associations, heartbeat, dispatch,
 //!   duplicate detection.
 //! - `session`: session establishment / modification / deletion handlers.
@@ -29,6 +32,7 @@ pub mod pfcp;
 pub mod rules;
 mod session;
 pub mod shell;
+pub mod urr;
 pub mod xdp;
 
 pub use config::{DatapathKind, UpfConfig};

@@ -1,10 +1,15 @@
 //! The PFCP node (TS 29.244 6.2): associations, heartbeat, request
 //! dispatch and duplicate detection. Sans-I/O: datagrams in through
-//! [`UpfCore::handle_datagram`], out through [`UpfCore::poll_transmit`].
+//! [`UpfCore::handle_datagram`], out through [`UpfCore::poll_transmit`];
+//! [`UpfCore::handle_timeout`] at [`UpfCore::poll_timeout`] expires the
+//! duplicate cache and runs the usage engine ([`crate::urr`]: sampling of
+//! URR counts, time triggers), whose reports go out as Session Report
+//! Requests (`session.rs`).
 
 use crate::config::UpfConfig;
 use crate::pfcp::{cause_ie, decode_view, encode, IeRef, first, msg, node_id_text, offending_ie_ie, FrameError, PfcpHeader};
 use crate::rules::{offending_ie, ForwardingPlane, SessionRules};
+use crate::urr::{UsageEngine, WallClock};
 use mobicore_common::counters::Counters;
 use mobicore_gtp::transaction::{Incoming, TransactionConfig, Transactions};
 use rs_pfcp::ie::cause::CauseValue;
@@ -31,6 +36,9 @@ pub struct Session {
     pub node: String,
     /// Shared with the forwarding plane's copy when it keeps one.
     pub rules: std::sync::Arc<SessionRules>,
+    /// The URRs whose exhausted quota the plane's effective rules enforce
+    /// (see [`crate::urr::effective_rules`]).
+    pub blocked: Vec<u32>,
 }
 
 pub struct UpfCore {
@@ -42,6 +50,10 @@ pub struct UpfCore {
     pub(crate) next_teid: u32,
     pub(crate) plane: Box<dyn ForwardingPlane>,
     pub(crate) tx: Transactions<SocketAddr, ()>,
+    /// Usage reporting for every URR of every session.
+    pub(crate) usage: UsageEngine,
+    /// Maps `Instant`s to wall-clock time for report time stamps.
+    pub(crate) clock: WallClock,
     pub counters: Counters,
 }
 
@@ -49,10 +61,15 @@ pub struct UpfCore {
 pub(crate) type Reply = (u8, Option<u64>, Vec<Ie>);
 
 impl UpfCore {
-    /// `recovery` is our start time, sent as Recovery Time Stamp.
+    /// `recovery` is our start time, sent as Recovery Time Stamp; it is
+    /// also the wall-clock time of this call for usage report time stamps
+    /// (see [`Self::set_wall_clock`]).
     pub fn new(cfg: UpfConfig, plane: Box<dyn ForwardingPlane>, recovery: SystemTime, counters: Counters) -> Self {
         let tx = Transactions::new(TransactionConfig { t3: cfg.t1, n3: cfg.n1 });
+        let usage = UsageEngine::new(std::time::Duration::from_millis(cfg.urr_poll_ms));
         UpfCore {
+            usage,
+            clock: WallClock { at: Instant::now(), wall: recovery },
             cfg,
             recovery,
             associations: HashMap::new(),
@@ -71,6 +88,17 @@ impl UpfCore {
 
     pub fn sessions(&self) -> &HashMap<u64, Session> {
         &self.sessions
+    }
+
+    /// Pairs an `Instant` with the wall-clock time it stands for (Start
+    /// Time / End Time of usage reports are wall-clock NTP times).
+    pub fn set_wall_clock(&mut self, at: Instant, wall: SystemTime) {
+        self.clock = WallClock { at, wall };
+    }
+
+    /// The usage engine (read-only: how many URRs, how many sampled).
+    pub fn usage_engine(&self) -> &UsageEngine {
+        &self.usage
     }
 
     pub(crate) fn node_id_ie(&self) -> Ie {
@@ -134,9 +162,9 @@ impl UpfCore {
             msg::ASSOCIATION_SETUP_REQUEST => Some(self.association_setup(peer, &ies)),
             msg::ASSOCIATION_UPDATE_REQUEST => Some(self.association_update(&ies)),
             msg::ASSOCIATION_RELEASE_REQUEST => Some(self.association_release(&ies)),
-            msg::SESSION_ESTABLISHMENT_REQUEST => Some(self.session_establishment(&ies)),
-            msg::SESSION_MODIFICATION_REQUEST => Some(self.session_modification(h.seid.unwrap_or(0), &ies)),
-            msg::SESSION_DELETION_REQUEST => Some(self.session_deletion(h.seid.unwrap_or(0))),
+            msg::SESSION_ESTABLISHMENT_REQUEST => Some(self.session_establishment(now, &ies)),
+            msg::SESSION_MODIFICATION_REQUEST => Some(self.session_modification(now, h.seid.unwrap_or(0), &ies)),
+            msg::SESSION_DELETION_REQUEST => Some(self.session_deletion(now, h.seid.unwrap_or(0))),
             _ => None,
         };
         match reply {
@@ -213,18 +241,27 @@ impl UpfCore {
         let gone: Vec<u64> = self.sessions.values().filter(|s| s.node == node).map(|s| s.up_seid).collect();
         for seid in gone {
             self.sessions.remove(&seid);
+            self.usage.forget_session(seid);
             let _ = self.plane.remove(seid);
         }
     }
 
-    /// Expires the duplicate-detection cache.
+    /// Expires the duplicate-detection cache; samples the URRs that need
+    /// it and runs their time triggers (usage reports go out as Session
+    /// Report Requests, exhausted quotas change the effective rules).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.tx.handle_timeout(now);
+        let plane = &self.plane;
+        self.usage.handle_timeout(now, |s, u| plane.usage(s, u));
+        self.drain_usage_events(now);
     }
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.tx.poll_timeout()
+        match (self.tx.poll_timeout(), self.usage.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     #[must_use]

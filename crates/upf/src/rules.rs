@@ -15,6 +15,7 @@ use rs_pfcp::ie::network_instance::NetworkInstance;
 use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
 use rs_pfcp::ie::pdi::Pdi;
 pub use crate::dataplane::flow::FlowFilter;
+pub use crate::urr::{UrrTriggers, UsageCounts, UsageMeasurement, UsageTrigger};
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -143,7 +144,7 @@ impl Action {
 }
 
 /// Forwarding Action Rule (TS 29.244 7.5.2.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Far {
     pub id: u32,
     pub action: Action,
@@ -208,38 +209,33 @@ pub struct VolumeLimit {
 impl VolumeLimit {
     /// Whether (ul, dl) octets reach any of the limits.
     pub fn reached(&self, ul: u64, dl: u64) -> bool {
-        self.total.is_some_and(|t| ul + dl >= t) || self.uplink.is_some_and(|t| ul >= t) || self.downlink.is_some_and(|t| dl >= t)
+        self.total.is_some_and(|t| ul.saturating_add(dl) >= t) || self.uplink.is_some_and(|t| ul >= t) || self.downlink.is_some_and(|t| dl >= t)
     }
 }
 
-/// Usage Reporting Rule (TS 29.244 7.5.2.4).
+/// Usage Reporting Rule (TS 29.244 7.5.2.4). Times are in seconds.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Urr {
     pub id: u32,
     /// Measurement Method VOLUM and DURAT (TS 29.244 8.2.40).
     pub measure_volume: bool,
     pub measure_duration: bool,
+    /// Reporting Triggers (TS 29.244 8.2.19) we act on.
+    pub triggers: UrrTriggers,
     pub volume_threshold: Option<VolumeLimit>,
     pub volume_quota: Option<VolumeLimit>,
+    pub time_threshold: Option<u32>,
+    pub time_quota: Option<u32>,
+    pub measurement_period: Option<u32>,
+    pub inactivity_detection_time: Option<u32>,
+    pub quota_holding_time: Option<u32>,
 }
 
 impl Urr {
+    /// A Create URR; Quota Holding Time is read only by
+    /// [`crate::urr::pfcp::urr_from_create`], which has the raw payload.
     pub fn from_ie(c: &CreateUrr) -> Self {
-        Urr {
-            id: c.urr_id.id,
-            measure_volume: c.measurement_method.volume,
-            measure_duration: c.measurement_method.duration,
-            volume_threshold: c.volume_threshold.as_ref().map(|v| VolumeLimit {
-                total: v.total_volume.filter(|_| v.tovol),
-                uplink: v.uplink_volume.filter(|_| v.ulvol),
-                downlink: v.downlink_volume.filter(|_| v.dlvol),
-            }),
-            volume_quota: c.volume_quota.as_ref().map(|v| VolumeLimit {
-                total: v.total_volume.filter(|_| v.has_total_volume()),
-                uplink: v.uplink_volume.filter(|_| v.has_uplink_volume()),
-                downlink: v.downlink_volume.filter(|_| v.has_downlink_volume()),
-            }),
-        }
+        crate::urr::pfcp::urr_from_create(c, &[])
     }
 }
 
@@ -313,29 +309,6 @@ pub enum PlaneError {
     Other(String),
 }
 
-/// What a usage report was triggered by (TS 29.244 8.2.41).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UsageTrigger {
-    VolumeThreshold,
-    VolumeQuota,
-    /// The session or URR was removed (TERMR).
-    Termination,
-}
-
-/// One URR's measurement since its last report (TS 29.244 7.5.8.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UsageMeasurement {
-    pub urr_id: u32,
-    /// UR-SEQN: per URR, from 0 (TS 29.244 8.2.42).
-    pub seqn: u32,
-    pub trigger: UsageTrigger,
-    pub uplink_octets: u64,
-    pub downlink_octets: u64,
-    pub uplink_packets: u64,
-    pub downlink_packets: u64,
-    pub duration_secs: u32,
-}
-
 /// Something the data path tells the PFCP node, which turns it into a
 /// PFCP Session Report Request (TS 29.244 7.5.8).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -343,7 +316,8 @@ pub enum PlaneReport {
     /// The first downlink packet was buffered for a FAR with NOCP: a
     /// Downlink Data Report (report type DLDR) naming the PDR.
     DownlinkData { up_seid: u64, pdr_id: u16 },
-    /// A URR threshold or quota was reached: a Usage Report (USAR).
+    /// A Usage Report (USAR). The usage engine makes these now (see
+    /// [`crate::urr`]); a plane may still send its own.
     Usage { up_seid: u64, usage: UsageMeasurement },
 }
 
@@ -364,6 +338,12 @@ pub trait ForwardingPlane: Send {
     /// The next report for the CP function, if any (planes that never
     /// report keep the default).
     fn poll_report(&mut self) -> Option<PlaneReport> {
+        None
+    }
+    /// The cumulative counts of a URR: what this plane forwarded for the
+    /// PDRs using it since the URR was installed (planes that do not
+    /// count keep the default). The usage engine reads it.
+    fn usage(&self, _up_seid: u64, _urr_id: u32) -> Option<UsageCounts> {
         None
     }
     /// The neighbours the data path's interfaces currently resolve (the
@@ -387,6 +367,8 @@ pub struct Neighbour {
 #[derive(Clone, Default)]
 pub struct MemoryPlane {
     table: Arc<Mutex<HashMap<u64, Arc<SessionRules>>>>,
+    /// URR counts a test sets ([`MemoryPlane::set_usage`]).
+    counts: Arc<Mutex<HashMap<(u64, u32), UsageCounts>>>,
 }
 
 impl MemoryPlane {
@@ -406,6 +388,11 @@ impl MemoryPlane {
     pub fn get(&self, up_seid: u64) -> Option<SessionRules> {
         self.table.lock().unwrap().get(&up_seid).map(|r| SessionRules::clone(r))
     }
+    /// Sets the cumulative counts [`ForwardingPlane::usage`] returns for
+    /// a URR (tests stand in for a data path with it).
+    pub fn set_usage(&self, up_seid: u64, urr_id: u32, counts: UsageCounts) {
+        self.counts.lock().unwrap().insert((up_seid, urr_id), counts);
+    }
 }
 
 impl ForwardingPlane for MemoryPlane {
@@ -417,6 +404,9 @@ impl ForwardingPlane for MemoryPlane {
     }
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
         self.table.lock().unwrap().remove(&up_seid).map(|_| ()).ok_or(PlaneError::NotFound(up_seid))
+    }
+    fn usage(&self, up_seid: u64, urr_id: u32) -> Option<UsageCounts> {
+        self.counts.lock().unwrap().get(&(up_seid, urr_id)).copied()
     }
     fn install_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
         match self.table.lock().unwrap().entry(up_seid) {

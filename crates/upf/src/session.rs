@@ -1,16 +1,18 @@
 //! PFCP session procedures on the UP function (TS 29.244 6.3, 7.5):
 //! establishment, modification and deletion, with the causes of 7.2.2.4.
+//! The URR side of each (Create / Update / Remove / Query URR, usage
+//! reports in responses and Session Report Requests) is in
+//! `crate::urr::node`.
 
 use crate::node::{Reply, Session, UpfCore};
 use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie, IeRef};
-use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Far, Pdr, PlaneReport, Qer, RuleRef, SessionRules, Urr, UsageTrigger};
+use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Far, Pdr, PlaneReport, Qer, RuleRef, SessionRules};
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::CauseValue;
 use rs_pfcp::ie::create_bar::CreateBar;
 use rs_pfcp::ie::create_far::CreateFar;
 use rs_pfcp::ie::create_pdr::CreatePdr;
 use rs_pfcp::ie::create_qer::CreateQer;
-use rs_pfcp::ie::create_urr::CreateUrr;
 use rs_pfcp::ie::created_pdr::CreatedPdr;
 use rs_pfcp::ie::f_teid::Fteid;
 use rs_pfcp::ie::failed_rule_id::FailedRuleId;
@@ -24,10 +26,10 @@ use rs_pfcp::ie::update_qer::UpdateQer;
 use rs_pfcp::ie::{Ie, IeType};
 
 /// A rejection: cause, and the offending IE or failed rule to report.
-struct Reject {
-    cause: CauseValue,
-    offending: Option<u16>,
-    failed_rule: Option<RuleRef>,
+pub(crate) struct Reject {
+    pub(crate) cause: CauseValue,
+    pub(crate) offending: Option<u16>,
+    pub(crate) failed_rule: Option<RuleRef>,
 }
 
 impl Reject {
@@ -37,10 +39,10 @@ impl Reject {
     fn missing(t: IeType) -> Self {
         Reject { cause: CauseValue::MandatoryIeMissing, offending: Some(t as u16), failed_rule: None }
     }
-    fn decode(e: PfcpError, group: IeType) -> Self {
+    pub(crate) fn decode(e: PfcpError, group: IeType) -> Self {
         Reject { cause: e.to_cause_code(), offending: Some(offending_ie(&e).unwrap_or(group as u16)), failed_rule: None }
     }
-    fn rule(r: RuleRef) -> Self {
+    pub(crate) fn rule(r: RuleRef) -> Self {
         Reject { cause: CauseValue::RuleCreationModificationFailure, offending: None, failed_rule: Some(r) }
     }
     fn ies(&self) -> Vec<Ie> {
@@ -81,9 +83,11 @@ fn create_rules(rules: &mut SessionRules, ies: &[IeRef]) -> Result<(), Reject> {
             return Err(Reject::rule(RuleRef::Qer(c.qer_id.value)));
         }
     }
-    for c in parse_each(ies, IeType::CreateUrr, CreateUrr::unmarshal)? {
-        if rules.urrs.insert(c.urr_id.id, Urr::from_ie(&c)).is_some() {
-            return Err(Reject::rule(RuleRef::Urr(c.urr_id.id)));
+    for ie in all(ies, IeType::CreateUrr) {
+        let u = crate::urr::node::create_urr(ie.payload)?;
+        let id = u.id;
+        if rules.urrs.insert(id, u).is_some() {
+            return Err(Reject::rule(RuleRef::Urr(id)));
         }
     }
     for c in parse_each(ies, IeType::CreateBar, CreateBar::unmarshal)? {
@@ -116,12 +120,12 @@ impl UpfCore {
     }
 
     /// Session Establishment (TS 29.244 7.5.2, 7.5.3).
-    pub(crate) fn session_establishment(&mut self, ies: &[IeRef]) -> Reply {
+    pub(crate) fn session_establishment(&mut self, now: std::time::Instant, ies: &[IeRef]) -> Reply {
         let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
         let cp_fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
         // TS 29.244 7.2.2.4.2: SEID 0 when the CP F-SEID could not be read.
         let seid = Some(cp_fseid.as_ref().map_or(0, |f| u64::from(f.seid)));
-        match self.establish(ies, cp_fseid) {
+        match self.establish(now, ies, cp_fseid) {
             Ok(mut ok) => {
                 ok.insert(0, self.node_id_ie());
                 (resp, seid, ok)
@@ -134,7 +138,7 @@ impl UpfCore {
         }
     }
 
-    fn establish(&mut self, ies: &[IeRef], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
+    fn establish(&mut self, now: std::time::Instant, ies: &[IeRef], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
         let node_ie = first(ies, IeType::NodeId).ok_or(Reject::missing(IeType::NodeId))?;
         let node = NodeId::unmarshal(node_ie.payload).map_err(|e| Reject::decode(e, IeType::NodeId))?;
         let fseid_ie = first(ies, IeType::Fseid).ok_or(Reject::missing(IeType::Fseid))?;
@@ -157,7 +161,8 @@ impl UpfCore {
         self.next_seid += 1;
         let rules = std::sync::Arc::new(rules);
         self.plane.install_shared(up_seid, &rules).map_err(|_| Reject::cause(CauseValue::SystemFailure))?;
-        self.sessions.insert(up_seid, Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules });
+        self.usage_established(now, up_seid, &rules);
+        self.sessions.insert(up_seid, Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules, blocked: vec![] });
         self.counters.incr("pfcp_sessions_established");
         let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
         out.push(Ie::new(IeType::Fseid, Fseid::new(up_seid, Some(self.cfg.node_id), None).marshal()));
@@ -166,26 +171,37 @@ impl UpfCore {
     }
 
     /// Session Modification (TS 29.244 7.5.4, 7.5.5).
-    pub(crate) fn session_modification(&mut self, up_seid: u64, ies: &[IeRef]) -> Reply {
+    /// Usage: Update URR, Query URR, QAURR and Remove URR through
+    /// `crate::urr::node` (reports in the response, TS 29.244 7.5.5.2); the
+    /// plane gets the effective rules (exhausted quotas enforced).
+    pub(crate) fn session_modification(&mut self, now: std::time::Instant, up_seid: u64, ies: &[IeRef]) -> Reply {
         let resp = msg::SESSION_MODIFICATION_RESPONSE;
         let Some(s) = self.sessions.get(&up_seid) else {
             return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
         };
         let cp_seid = s.cp_seid;
+        let old = s.rules.clone();
         let mut rules = SessionRules::clone(&s.rules);
-        match self.modify(&mut rules, ies) {
-            Ok(created) => {
+        let checked = self.modify(&mut rules, ies).and_then(|c| Ok((c, crate::urr::node::plan(&old, &mut rules, ies)?)));
+        match checked {
+            Ok((created, plan)) => {
+                let reports = self.usage_before_update(now, up_seid, &old, &rules, &plan);
                 let rules = std::sync::Arc::new(rules);
-                if self.plane.update_shared(up_seid, &rules).is_err() {
+                let (eff, blocked) = self.effective(up_seid, &rules);
+                if self.plane.update_shared(up_seid, &eff).is_err() {
                     return (resp, Some(cp_seid), vec![cause_ie(CauseValue::SystemFailure)]);
                 }
+                self.usage_after_update(now, up_seid, &old, &rules);
                 let s = self.sessions.get_mut(&up_seid).expect("checked above");
                 s.rules = rules;
+                s.blocked = blocked;
                 if let Some(f) = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok()) {
                     s.cp_seid = f.seid.into();
                 }
+                self.drain_usage_events(now);
                 let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
                 out.extend(created);
+                out.extend(reports);
                 (resp, Some(cp_seid), out)
             }
             Err(r) => (resp, Some(cp_seid), r.ies()),
@@ -207,7 +223,7 @@ impl UpfCore {
             rules.qers.remove(&id).ok_or(Reject::rule(RuleRef::Qer(id)))?;
         }
         for ie in all(ies, IeType::RemoveUrr) {
-            let id = rs_pfcp::ie::remove_urr::RemoveUrr::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveUrr))?.urr_id.id;
+            let id = crate::urr::node::removed_urr_id(ie.payload)?;
             rules.urrs.remove(&id).ok_or(Reject::rule(RuleRef::Urr(id)))?;
         }
         for ie in all(ies, IeType::RemoveBar) {
@@ -275,13 +291,17 @@ impl UpfCore {
     }
 
     /// Session Deletion (TS 29.244 7.5.6, 7.5.7).
-    pub(crate) fn session_deletion(&mut self, up_seid: u64) -> Reply {
+    /// Every URR's final usage goes in the response (TERMR, 7.5.7.2).
+    pub(crate) fn session_deletion(&mut self, now: std::time::Instant, up_seid: u64) -> Reply {
         let resp = msg::SESSION_DELETION_RESPONSE;
         match self.sessions.remove(&up_seid) {
             Some(s) => {
+                let reports = self.usage_deleted(now, up_seid);
                 let _ = self.plane.remove(up_seid);
                 self.counters.incr("pfcp_sessions_deleted");
-                (resp, Some(s.cp_seid), vec![cause_ie(CauseValue::RequestAccepted)])
+                let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
+                out.extend(reports);
+                (resp, Some(s.cp_seid), out)
             }
             None => (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]),
         }
@@ -301,22 +321,12 @@ impl UpfCore {
             let seid = match &r {
                 PlaneReport::DownlinkData { up_seid, .. } | PlaneReport::Usage { up_seid, .. } => *up_seid,
             };
-            let Some(s) = self.sessions.get(&seid) else {
-                self.counters.incr("pfcp_report_for_unknown_session");
-                continue;
-            };
-            let Some(peer) = self.associations.get(&s.node).map(|a| a.peer) else {
-                self.counters.incr("pfcp_report_without_association");
-                continue;
-            };
-            let ies = report_ies(&r);
-            let seq = self.tx.next_seq();
-            let b = crate::pfcp::encode(SESSION_REPORT_REQUEST, Some(s.cp_seid), seq, &ies);
-            self.tx.send_request(now, peer, seq, b, ());
-            self.counters.incr(match r {
+            let ies = report_ies(&r, &self.clock);
+            let counter = match r {
                 PlaneReport::DownlinkData { .. } => "pfcp_session_report_dldr_sent",
                 PlaneReport::Usage { .. } => "pfcp_session_report_usar_sent",
-            });
+            };
+            self.send_session_report(now, seid, &ies, counter);
         }
     }
 
@@ -335,40 +345,18 @@ impl UpfCore {
     }
 }
 
-/// The IEs of a Session Report Request for one report.
-pub(crate) fn report_ies(r: &PlaneReport) -> Vec<Ie> {
+/// The IEs of a Session Report Request for one report; `clock` maps the
+/// measurement's instants to NTP time stamps.
+pub(crate) fn report_ies(r: &PlaneReport, clock: &crate::urr::WallClock) -> Vec<Ie> {
     use rs_pfcp::ie::downlink_data_report::DownlinkDataReport;
-    use rs_pfcp::ie::duration_measurement::DurationMeasurement;
     use rs_pfcp::ie::report_type::ReportType;
-    use rs_pfcp::ie::ur_seqn::UrSeqn;
-    use rs_pfcp::ie::urr_id::UrrId;
-    use rs_pfcp::ie::usage_report::UsageReport;
-    use rs_pfcp::ie::usage_report_trigger::UsageReportTrigger;
-    use rs_pfcp::ie::volume_measurement::VolumeMeasurement;
     match r {
         PlaneReport::DownlinkData { pdr_id, .. } => {
             vec![ReportType::downlink_data_report().to_ie(), DownlinkDataReport::new(PdrId::new(*pdr_id)).to_ie()]
         }
-        PlaneReport::Usage { usage: u, .. } => {
-            let mut t = UsageReportTrigger::new(0);
-            t.insert(match u.trigger {
-                UsageTrigger::VolumeThreshold => UsageReportTrigger::VOLTH,
-                UsageTrigger::VolumeQuota => UsageReportTrigger::VOLQU,
-                UsageTrigger::Termination => UsageReportTrigger::TERMR,
-            });
-            let mut rep = UsageReport::new(UrrId::new(u.urr_id), UrSeqn::new(u.seqn), t);
-            // TS 29.244 8.2.44: TOVOL, ULVOL, DLVOL, TONOP, ULNOP, DLNOP.
-            rep.volume_measurement = Some(VolumeMeasurement::new(
-                0x3f,
-                Some(u.uplink_octets + u.downlink_octets),
-                Some(u.uplink_octets),
-                Some(u.downlink_octets),
-                Some(u.uplink_packets + u.downlink_packets),
-                Some(u.uplink_packets),
-                Some(u.downlink_packets),
-            ));
-            rep.duration_measurement = Some(DurationMeasurement::new(u.duration_secs));
-            vec![ReportType::usage_report().to_ie(), rep.to_ie()]
-        }
+        PlaneReport::Usage { usage, .. } => vec![
+            ReportType::usage_report().to_ie(),
+            crate::urr::pfcp::usage_report_ie(usage, IeType::UsageReportWithinSessionReportRequest, clock),
+        ],
     }
 }

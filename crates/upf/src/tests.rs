@@ -93,12 +93,18 @@ fn offending(ies: &[Ie]) -> Option<u16> {
 
 /// The SGW-C's usual rules: UL PDR 1 -> FAR 1 (FORW core), DL PDR 2 -> FAR 2 (BUFF, BAR 1).
 fn session_rules(teid: u32, ue: Ipv4Addr, ni: &str) -> Vec<Ie> {
+    session_rules_urrs(teid, ue, ni, &[])
+}
+
+/// [`session_rules`] with both PDRs using `urrs` (the Create URRs are the caller's).
+fn session_rules_urrs(teid: u32, ue: Ipv4Addr, ni: &str, urrs: &[u32]) -> Vec<Ie> {
     let mut ul_pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Access));
     ul_pdi.f_teid = Some(Fteid::new(true, false, teid, Some(Ipv4Addr::new(127, 0, 0, 9)), None, 0));
     ul_pdi.network_instance = Some(NetworkInstance { instance: ni.into() });
     let mut ul = CreatePdr::new(PdrId::new(1), Precedence::new(100), ul_pdi);
     ul.outer_header_removal = Some(OuterHeaderRemoval::new(0));
     ul.far_id = Some(FarId::new(1));
+    ul.urr_ids = urrs.iter().map(|u| rs_pfcp::ie::urr_id::UrrId::new(*u)).collect();
     let mut dl_pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Core));
     dl_pdi.ue_ip_addresses = vec![{
         let mut u = UeIpAddress::new(Some(ue), None);
@@ -107,6 +113,7 @@ fn session_rules(teid: u32, ue: Ipv4Addr, ni: &str) -> Vec<Ie> {
     }];
     let mut dl = CreatePdr::new(PdrId::new(2), Precedence::new(100), dl_pdi);
     dl.far_id = Some(FarId::new(2));
+    dl.urr_ids = ul.urr_ids.clone();
     let mut ul_far = CreateFar::new(FarId::new(1), ApplyAction::new(0x02));
     ul_far.forwarding_parameters = Some(ForwardingParameters::new(DestinationInterface::new(Interface::Core)));
     let mut dl_far = CreateFar::new(FarId::new(2), ApplyAction::new(0x04));
@@ -374,19 +381,273 @@ fn first_buffered_packet_sends_session_report_request() {
     assert!(h.core.poll_transmit().is_none(), "no retransmission after the response");
 }
 
+// ---- Usage reporting (crate::urr) through PFCP ----
+
 #[test]
 fn usage_report_ies_parse() {
     use crate::rules::{PlaneReport, UsageMeasurement, UsageTrigger};
-    let r = PlaneReport::Usage {
-        up_seid: 1,
-        usage: UsageMeasurement { urr_id: 3, seqn: 2, trigger: UsageTrigger::VolumeThreshold, uplink_octets: 10, downlink_octets: 20, uplink_packets: 1, downlink_packets: 2, duration_secs: 4 },
+    let t0 = Instant::now();
+    let clock = crate::urr::WallClock { at: t0, wall: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000) };
+    let usage = UsageMeasurement {
+        urr_id: 3,
+        seqn: 2,
+        trigger: UsageTrigger::VOLTH | UsageTrigger::VOLQU,
+        volume: true,
+        duration: true,
+        uplink_octets: 10,
+        downlink_octets: 20,
+        uplink_packets: 1,
+        downlink_packets: 2,
+        duration_secs: 4,
+        start: t0,
+        end: t0 + std::time::Duration::from_secs(4),
+        query_reference: None,
     };
-    let ies = crate::session::report_ies(&r);
+    let ies = crate::session::report_ies(&PlaneReport::Usage { up_seid: 1, usage }, &clock);
     assert_eq!(ies[0].payload, vec![0x02], "USAR");
+    assert_eq!(ies[1].ie_type, IeType::UsageReportWithinSessionReportRequest);
     let u = rs_pfcp::ie::usage_report::UsageReport::unmarshal(&ies[1].payload).unwrap();
-    assert_eq!(u.urr_id.id, 3);
-    assert!(u.usage_report_trigger.contains(rs_pfcp::ie::usage_report_trigger::UsageReportTrigger::VOLTH));
+    assert_eq!((u.urr_id.id, u.ur_seqn.sequence_number()), (3, 2));
+    use rs_pfcp::ie::usage_report_trigger::UsageReportTrigger as T;
+    assert!(u.usage_report_trigger.contains(T::VOLTH) && u.usage_report_trigger.contains(T::VOLQU));
+    assert!(!u.usage_report_trigger.contains(T::TERMR));
     assert_eq!(u.volume_measurement.unwrap().total_volume, Some(30));
+    assert_eq!(u.duration_measurement.unwrap().duration_seconds, 4);
+    assert_eq!((u.start_time.unwrap().timestamp, u.end_time.unwrap().timestamp), (3_908_988_800, 3_908_988_804));
     let b = encode(56, Some(9), 1, &ies);
     assert!(rs_pfcp::message::parse(&b).is_ok());
+    // A URR measuring only duration has no Volume Measurement.
+    let ies = crate::session::report_ies(&PlaneReport::Usage { up_seid: 1, usage: UsageMeasurement { volume: false, ..usage } }, &clock);
+    let u = rs_pfcp::ie::usage_report::UsageReport::unmarshal(&ies[1].payload).unwrap();
+    assert!(u.volume_measurement.is_none() && u.duration_measurement.is_some());
+}
+
+use crate::urr::UsageCounts;
+use rs_pfcp::ie::create_urr::CreateUrr;
+use rs_pfcp::ie::measurement_method::MeasurementMethod;
+use rs_pfcp::ie::reporting_triggers::ReportingTriggers;
+use rs_pfcp::ie::usage_report::UsageReport;
+use rs_pfcp::ie::usage_report_trigger::UsageReportTrigger;
+
+/// NTP seconds of the harness's recovery time (its wall clock at `h.now`).
+const T0_NTP: u32 = 3_900_000_000;
+
+fn create_urr(id: u32, triggers: ReportingTriggers, f: impl FnOnce(&mut CreateUrr)) -> Ie {
+    let mut c = CreateUrr::new(rs_pfcp::ie::urr_id::UrrId::new(id), MeasurementMethod::new(true, true, false), triggers, None, None, None, None, None, None);
+    f(&mut c);
+    Ie::new(IeType::CreateUrr, c.marshal())
+}
+
+/// A session whose PDRs use URR 1 (and the Create URRs given); returns the UP SEID.
+fn establish_urr(h: &mut Harness, cp_seid: u64, urrs: Vec<Ie>) -> u64 {
+    let mut ies = vec![node_ie(), fseid_ie(cp_seid)];
+    ies.extend(session_rules_urrs(0x100 + cp_seid as u32, Ipv4Addr::new(10, 45, 0, cp_seid as u8), "internet", &[1]));
+    ies.extend(urrs);
+    let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies);
+    assert_eq!(cause(&r), 1, "{r:?}");
+    up_seid(&r)
+}
+
+fn urr_harness() -> Harness {
+    let mut h = Harness::new();
+    let wall = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(u64::from(T0_NTP) - 2_208_988_800);
+    h.core.set_wall_clock(h.now, wall);
+    h.associate();
+    h
+}
+
+fn reports_in(ies: &[Ie], t: IeType) -> Vec<UsageReport> {
+    ies.iter().filter(|i| i.ie_type == t).map(|i| UsageReport::unmarshal(&i.payload).unwrap()).collect()
+}
+
+fn volume(r: &UsageReport) -> (Option<u64>, Option<u64>, Option<u64>) {
+    let v = r.volume_measurement.as_ref().unwrap();
+    (v.uplink_volume, v.downlink_volume, v.total_packets)
+}
+
+fn counts(ul: u64, dl: u64) -> UsageCounts {
+    UsageCounts { ul_octets: ul, dl_octets: dl, ul_packets: ul / 100, dl_packets: dl / 100 }
+}
+
+/// Runs the clock forward by `secs`, through every deadline on the way;
+/// returns the Session Report Requests sent.
+fn advance(h: &mut Harness, secs: u64) -> Vec<(crate::pfcp::PfcpHeader, Vec<Ie>)> {
+    let end = h.now + std::time::Duration::from_secs(secs);
+    let mut out = vec![];
+    while let Some(t) = h.core.poll_timeout().filter(|t| *t <= end) {
+        h.now = t;
+        h.core.handle_timeout(t);
+        out.extend(std::iter::from_fn(|| h.core.poll_transmit()).map(|(_, b)| decode(&b).unwrap()));
+    }
+    h.now = end;
+    out
+}
+
+#[test]
+fn deletion_response_carries_every_urr_usage() {
+    let mut h = urr_harness();
+    let seid = establish_urr(&mut h, 5, vec![create_urr(1, ReportingTriggers::new(), |_| {}), create_urr(2, ReportingTriggers::new(), |_| {})]);
+    h.plane.set_usage(seid, 1, counts(1000, 3000));
+    h.now += std::time::Duration::from_secs(7);
+    let (hd, ies) = h.request(msg::SESSION_DELETION_REQUEST, Some(seid), &[]);
+    assert_eq!((hd.msg_type, cause(&ies)), (msg::SESSION_DELETION_RESPONSE, 1));
+    let r = reports_in(&ies, IeType::UsageReportWithinSessionDeletionResponse);
+    assert_eq!(r.iter().map(|r| r.urr_id.id).collect::<Vec<_>>(), vec![1, 2]);
+    assert!(r[0].usage_report_trigger.contains(UsageReportTrigger::TERMR));
+    assert_eq!((r[0].ur_seqn.sequence_number(), volume(&r[0])), (0, (Some(1000), Some(3000), Some(40))));
+    assert_eq!(r[0].duration_measurement.as_ref().unwrap().duration_seconds, 7);
+    assert_eq!((r[0].start_time.as_ref().unwrap().timestamp, r[0].end_time.as_ref().unwrap().timestamp), (T0_NTP, T0_NTP + 7));
+    assert_eq!(volume(&r[1]), (Some(0), Some(0), Some(0)), "URR 2 counted nothing");
+    assert!(h.core.usage_engine().is_empty());
+}
+
+#[test]
+fn query_urr_and_qaurr_answer_with_immediate_reports() {
+    let mut h = urr_harness();
+    let seid = establish_urr(&mut h, 5, vec![create_urr(1, ReportingTriggers::new(), |_| {}), create_urr(2, ReportingTriggers::new(), |_| {})]);
+    h.plane.set_usage(seid, 1, counts(500, 0));
+    h.now += std::time::Duration::from_secs(2);
+    // Query URR as TS 29.244 7.5.4.10 encodes it: grouped, with a URR ID;
+    // and a Query URR Reference to echo.
+    let query = Ie::new(IeType::QueryUrr, rs_pfcp::ie::urr_id::UrrId::new(1).to_ie().marshal());
+    let reference = Ie::new(IeType::QueryUrrReference, 77u32.to_be_bytes().to_vec());
+    let (_, ies) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[query.clone(), reference]);
+    assert_eq!(cause(&ies), 1);
+    let r = reports_in(&ies, IeType::UsageReportWithinSessionModificationResponse);
+    assert_eq!(r.len(), 1);
+    assert!(r[0].usage_report_trigger.contains(UsageReportTrigger::IMMER));
+    assert_eq!((r[0].urr_id.id, r[0].ur_seqn.sequence_number(), volume(&r[0]).0), (1, 0, Some(500)));
+    assert_eq!(r[0].query_urr_reference.as_ref().map(|q| q.reference), Some(77));
+    // The measurement restarted: the next query reports only what came since.
+    h.plane.set_usage(seid, 1, counts(800, 0));
+    let (_, ies) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[query]);
+    let r = reports_in(&ies, IeType::UsageReportWithinSessionModificationResponse);
+    assert_eq!((r[0].ur_seqn.sequence_number(), volume(&r[0]).0), (1, Some(300)));
+    // PFCPSMReq-Flags QAURR: every URR.
+    let flags = Ie::new(IeType::PfcpsmReqFlags, vec![0x04]);
+    let (_, ies) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[flags]);
+    let r = reports_in(&ies, IeType::UsageReportWithinSessionModificationResponse);
+    assert_eq!(r.iter().map(|r| (r.urr_id.id, r.ur_seqn.sequence_number())).collect::<Vec<_>>(), vec![(1, 2), (2, 0)]);
+    // An unknown URR is a rule failure naming it.
+    let bad = Ie::new(IeType::QueryUrr, rs_pfcp::ie::urr_id::UrrId::new(9).to_ie().marshal());
+    let (_, ies) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[bad]);
+    assert_eq!(cause(&ies), 73);
+    let f = first(&ies, IeType::FailedRuleId).expect("Failed Rule ID");
+    assert_eq!(rs_pfcp::ie::failed_rule_id::FailedRuleId::unmarshal(&f.payload).unwrap().rule_id(), 9);
+}
+
+#[test]
+fn remove_urr_answers_with_its_final_report() {
+    let mut h = urr_harness();
+    let urrs = vec![create_urr(1, ReportingTriggers::new(), |_| {}), create_urr(2, ReportingTriggers::new(), |_| {}), create_urr(3, ReportingTriggers::new(), |_| {})];
+    let seid = establish_urr(&mut h, 5, urrs);
+    h.plane.set_usage(seid, 2, counts(0, 700));
+    // Grouped (TS 29.244 7.5.4.7) and rs-pfcp's bare encoding.
+    let grouped = Ie::new(IeType::RemoveUrr, rs_pfcp::ie::urr_id::UrrId::new(2).to_ie().marshal());
+    let bare = rs_pfcp::ie::remove_urr::RemoveUrr::new(rs_pfcp::ie::urr_id::UrrId::new(3)).to_ie();
+    let (_, ies) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[grouped, bare]);
+    assert_eq!(cause(&ies), 1);
+    let r = reports_in(&ies, IeType::UsageReportWithinSessionModificationResponse);
+    assert_eq!(r.iter().map(|r| r.urr_id.id).collect::<Vec<_>>(), vec![2, 3]);
+    assert!(r.iter().all(|r| r.usage_report_trigger.contains(UsageReportTrigger::TERMR)));
+    assert_eq!(volume(&r[0]).1, Some(700));
+    assert_eq!(h.plane.get(seid).unwrap().urrs.keys().copied().collect::<Vec<_>>(), vec![1]);
+    assert_eq!(h.core.usage_engine().len(), 1);
+}
+
+#[test]
+fn periodic_reports_go_out_as_session_report_requests() {
+    let mut h = urr_harness();
+    let t0 = h.now;
+    let urr = create_urr(1, ReportingTriggers::new().with_periodic(true), |c| {
+        c.measurement_period = Some(rs_pfcp::ie::measurement_period::MeasurementPeriod::new(10));
+    });
+    let seid = establish_urr(&mut h, 5, vec![urr]);
+    assert_eq!(h.core.usage_engine().sampled(), 0, "a period needs no sampling");
+    for (i, ul) in [(0u32, 1000u64), (1, 1500)] {
+        h.plane.set_usage(seid, 1, counts(ul, 0));
+        assert!(advance(&mut h, 9).is_empty());
+        let sent = advance(&mut h, 1);
+        assert_eq!(h.now, t0 + std::time::Duration::from_secs(10 * (u64::from(i) + 1)));
+        assert_eq!(sent.len(), 1);
+        let (hd, ies) = &sent[0];
+        assert_eq!((hd.msg_type, hd.seid), (crate::session::SESSION_REPORT_REQUEST, Some(5)));
+        assert_eq!(first(ies, IeType::ReportType).unwrap().payload, vec![0x02], "USAR");
+        let r = reports_in(ies, IeType::UsageReportWithinSessionReportRequest);
+        assert!(r[0].usage_report_trigger.contains(UsageReportTrigger::PERIO));
+        assert_eq!((r[0].ur_seqn.sequence_number(), volume(&r[0]).0), (i, Some(if i == 0 { 1000 } else { 500 })));
+        assert_eq!(r[0].end_time.as_ref().unwrap().timestamp, T0_NTP + 10 * (i + 1));
+        // The SGW-C answers.
+        let b = encode(crate::session::SESSION_REPORT_RESPONSE, Some(seid), hd.seq, &[crate::pfcp::cause_ie(rs_pfcp::ie::cause::CauseValue::RequestAccepted)]);
+        h.core.handle_datagram(h.now, smf(), &b);
+    }
+    assert_eq!(h.core.counters.value("pfcp_session_report_accepted"), 2);
+}
+
+#[test]
+fn exhausted_volume_quota_drops_until_update_urr_grants_more() {
+    let mut h = urr_harness();
+    let quota = |total: u64| rs_pfcp::ie::volume_quota::VolumeQuota::new(0x01, Some(total), None, None);
+    let urr = create_urr(1, ReportingTriggers::new().with_volume_quota(true), |c| c.volume_quota = Some(quota(1000)));
+    let seid = establish_urr(&mut h, 5, vec![urr]);
+    assert_eq!(h.core.usage_engine().sampled(), 1);
+    h.plane.set_usage(seid, 1, counts(600, 0));
+    assert!(advance(&mut h, 1).is_empty(), "600 of 1000");
+    h.plane.set_usage(seid, 1, counts(900, 300));
+    let sent = advance(&mut h, 1);
+    let r = reports_in(&sent[0].1, IeType::UsageReportWithinSessionReportRequest);
+    assert!(r[0].usage_report_trigger.contains(UsageReportTrigger::VOLQU));
+    assert_eq!(volume(&r[0]), (Some(900), Some(300), Some(12)));
+    // TS 29.244 5.2.2.2: forwarding stops for the PDRs using the URR.
+    let rules = h.plane.get(seid).unwrap();
+    assert_eq!((rules.pdrs[&1].far_id, rules.pdrs[&2].far_id), (Some(crate::urr::QUOTA_DROP_FAR), Some(crate::urr::QUOTA_DROP_FAR)));
+    assert!(rules.fars[&crate::urr::QUOTA_DROP_FAR].action.drop);
+    assert_eq!(h.core.counters.value("upf_quota_exhausted"), 1);
+    assert_eq!(h.core.sessions()[&seid].rules.pdrs[&1].far_id, Some(1), "the CP function's rules are kept");
+    // Update URR with a new quota: forwarding resumes.
+    let u = rs_pfcp::ie::update_urr::UpdateUrr::builder(rs_pfcp::ie::urr_id::UrrId::new(1)).volume_quota(quota(5000)).build().unwrap();
+    let (_, ies) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[u.to_ie()]);
+    assert_eq!(cause(&ies), 1);
+    let rules = h.plane.get(seid).unwrap();
+    assert_eq!((rules.pdrs[&1].far_id, rules.pdrs[&2].far_id), (Some(1), Some(2)));
+    assert!(!rules.fars.contains_key(&crate::urr::QUOTA_DROP_FAR));
+    assert_eq!(h.core.sessions()[&seid].rules.urrs[&1].volume_quota.unwrap().total, Some(5000));
+    // A FAR update while exhausted keeps the drop: modify, then exhaust again.
+    h.plane.set_usage(seid, 1, counts(6300, 300));
+    let _ = advance(&mut h, 1);
+    assert_eq!(h.plane.get(seid).unwrap().pdrs[&1].far_id, Some(crate::urr::QUOTA_DROP_FAR));
+    let mut fp = UpdateForwardingParameters::new();
+    fp.destination_interface = Some(DestinationInterface::new(Interface::Access));
+    fp.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv4(0xabcd, Ipv4Addr::new(127, 0, 0, 50)));
+    let uf = UpdateFar::new(FarId::new(2), Some(ApplyAction::new(0x02)), Some(fp), None, None);
+    let (_, ies) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[uf.to_ie()]);
+    assert_eq!(cause(&ies), 1);
+    let rules = h.plane.get(seid).unwrap();
+    assert_eq!(rules.pdrs[&2].far_id, Some(crate::urr::QUOTA_DROP_FAR));
+    assert!(rules.fars[&2].action.forw, "the CP function's update is kept underneath");
+    assert_eq!(h.core.counters.value("upf_quota_exhausted"), 2);
+}
+
+#[test]
+fn create_urr_without_the_ie_its_trigger_needs_is_rejected() {
+    let mut h = urr_harness();
+    let mut ies = vec![node_ie(), fseid_ie(5)];
+    ies.extend(session_rules_urrs(0x105, Ipv4Addr::new(10, 45, 0, 5), "internet", &[1]));
+    ies.push(create_urr(1, ReportingTriggers::new().with_periodic(true), |_| {}));
+    let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies);
+    assert_eq!((cause(&r), offending(&r)), (67, Some(IeType::MeasurementPeriod as u16)));
+    assert!(h.plane.is_empty() && h.core.usage_engine().is_empty());
+}
+
+#[test]
+fn sessions_without_urr_triggers_cost_no_sampling() {
+    let mut h = urr_harness();
+    for cp in 1..=50 {
+        establish(&mut h, cp);
+    }
+    establish_urr(&mut h, 60, vec![create_urr(1, ReportingTriggers::new(), |_| {})]);
+    assert_eq!((h.core.usage_engine().len(), h.core.usage_engine().sampled()), (1, 0));
+    let now = h.now;
+    h.core.handle_timeout(now + std::time::Duration::from_secs(3600));
+    assert!(h.core.poll_transmit().is_none());
 }

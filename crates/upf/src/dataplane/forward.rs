@@ -5,7 +5,7 @@
 use super::flow::FlowKey;
 use super::ipv4::{self, Ipv4Info};
 use super::{DropReason, SessionState, TokenBucket, Transmit, UserPlane, Verdict};
-use crate::rules::{PlaneReport, UsageMeasurement, UsageTrigger, INTERFACE_CORE};
+use crate::rules::{PlaneReport, INTERFACE_CORE};
 use mobicore_gtp::gtpu::{self, msg, HeaderRepr, Packet};
 use std::net::{IpAddr, SocketAddrV4};
 use std::time::Instant;
@@ -135,9 +135,6 @@ impl UserPlane {
                 }
             }
         }
-        if pdr.urr_ids.iter().any(|u| s.usage.get(u).is_some_and(|x| x.exhausted)) {
-            return Verdict::Dropped(DropReason::QuotaExhausted);
-        }
         let action = far.action;
         if action.buff {
             if action.drop || action.forw {
@@ -176,26 +173,11 @@ impl UserPlane {
             None if far.destination_interface == Some(INTERFACE_CORE) => Transmit::Core(pkt.to_vec()),
             None => return Verdict::Dropped(DropReason::NoDestination),
         };
-        // URR (TS 29.244 5.2.2): count what is forwarded.
+        // URR (TS 29.244 5.2.2): count what is forwarded; the usage engine
+        // reads the counts (crate::urr).
         for u in &pdr.urr_ids {
-            let (Some(st), Some(urr)) = (s.usage.get_mut(u), s.rules.urrs.get(u)) else { continue };
-            st.start.get_or_insert(now);
-            if uplink {
-                st.ul_octets += len as u64;
-                st.ul_packets += 1;
-                st.total_ul += len as u64;
-            } else {
-                st.dl_octets += len as u64;
-                st.dl_packets += 1;
-                st.total_dl += len as u64;
-            }
-            let quota = urr.volume_quota.is_some_and(|q| q.reached(st.total_ul, st.total_dl));
-            let threshold = urr.volume_threshold.is_some_and(|t| t.reached(st.ul_octets, st.dl_octets));
-            if quota && !st.exhausted {
-                st.exhausted = true;
-                self.reports.push_back(usage_report(seid, *u, st, now, UsageTrigger::VolumeQuota));
-            } else if threshold {
-                self.reports.push_back(usage_report(seid, *u, st, now, UsageTrigger::VolumeThreshold));
+            if let Some(st) = s.usage.get_mut(u) {
+                st.add(uplink, len as u64);
             }
         }
         self.counters.incr(if uplink { "upf_ul_forwarded" } else { "upf_dl_forwarded" });
@@ -217,25 +199,4 @@ fn match_downlink(s: &SessionState, ip: &Ipv4Info) -> Option<u16> {
         let pd = &s.rules.pdrs[id].pdi;
         pd.ue_ipv4.is_none_or(|u| u == ip.dst) && (pd.flows.is_empty() || pd.flows.iter().any(|f| f.matches(&key)))
     })
-}
-
-/// A usage report of a URR; the measurement restarts (TS 29.244 5.2.2.3).
-fn usage_report(up_seid: u64, urr_id: u32, st: &mut super::UrrState, now: Instant, trigger: UsageTrigger) -> PlaneReport {
-    let usage = UsageMeasurement {
-        urr_id,
-        seqn: st.seqn,
-        trigger,
-        uplink_octets: st.ul_octets,
-        downlink_octets: st.dl_octets,
-        uplink_packets: st.ul_packets,
-        downlink_packets: st.dl_packets,
-        duration_secs: st.start.map_or(0, |s| now.saturating_duration_since(s).as_secs() as u32),
-    };
-    st.seqn = st.seqn.wrapping_add(1);
-    st.ul_octets = 0;
-    st.dl_octets = 0;
-    st.ul_packets = 0;
-    st.dl_packets = 0;
-    st.start = Some(now);
-    PlaneReport::Usage { up_seid, usage }
 }

@@ -19,7 +19,9 @@
 //! `gtpu_error_indication_sent`, `gtpu_error_indication_suppressed`,
 //! `gtpu_error_indication_received`, `gtpu_end_marker_sent`,
 //! `gtpu_unknown_teid`, `upf_ul_spoofed`, `upf_no_pdr`, `upf_gate_closed`,
-//! `upf_mbr_exceeded`, `upf_quota_exhausted`, `upf_far_drop`,
+//! `upf_mbr_exceeded`, `upf_far_drop` (including the packets of PDRs
+//! whose URR quota is exhausted: they point to the usage engine's DROP
+//! FAR; `upf_quota_exhausted` counts exhaustions, in the PFCP node),
 //! `upf_buffer_overflow`, `upf_buffer_discarded`, `upf_dl_no_session`,
 //! `upf_ul_forwarded`, `upf_dl_forwarded`, `upf_buffered`, `upf_released`.
 
@@ -148,20 +150,10 @@ impl TokenBucket {
     }
 }
 
-/// One URR's running measurement.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct UrrState {
-    pub ul_octets: u64,
-    pub dl_octets: u64,
-    pub ul_packets: u64,
-    pub dl_packets: u64,
-    /// Since install, for the quota.
-    pub total_ul: u64,
-    pub total_dl: u64,
-    pub start: Option<Instant>,
-    pub seqn: u32,
-    pub exhausted: bool,
-}
+/// One URR's cumulative counts of what this data path forwarded (TS
+/// 29.244 5.2.2); thresholds, quotas and reports are the usage engine's
+/// ([`crate::urr`]), which reads them through `ForwardingPlane::usage`.
+pub(crate) type UrrState = crate::urr::UsageCounts;
 
 /// The data path's view of one PFCP session.
 #[derive(Debug, Default)]
@@ -252,9 +244,14 @@ impl UserPlane {
         (self.sessions.get(&up_seid).map_or(0, |s| s.buffer_bytes), self.buffered_total)
     }
 
-    /// The (uplink, downlink) octets a URR measured since its last report.
+    /// The (uplink, downlink) octets a URR counted since it was installed.
     pub fn usage(&self, up_seid: u64, urr_id: u32) -> Option<(u64, u64)> {
         self.sessions.get(&up_seid)?.usage.get(&urr_id).map(|u| (u.ul_octets, u.dl_octets))
+    }
+
+    /// A URR's cumulative counts (octets and packets by direction).
+    pub fn urr_counts(&self, up_seid: u64, urr_id: u32) -> Option<crate::urr::UsageCounts> {
+        self.sessions.get(&up_seid)?.usage.get(&urr_id).copied()
     }
 
     /// Checks that no other session owns the TEIDs or UE address.

@@ -53,4 +53,7 @@ impl ForwardingPlane for UserspacePlane {
     fn poll_report(&mut self) -> Option<PlaneReport> {
         self.lock().poll_report()
     }
+    fn usage(&self, up_seid: u64, urr_id: u32) -> Option<crate::urr::UsageCounts> {
+        self.lock().urr_counts(up_seid, urr_id)
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::ipv4::udp_packet;
 use super::*;
-use crate::rules::{Action, Bar, Far, FlowFilter, PacketDetection, Pdr, Qer, Urr, UsageTrigger, VolumeLimit};
+use crate::rules::{Action, Bar, Far, FlowFilter, PacketDetection, Pdr, Qer, Urr, VolumeLimit};
 use mobicore_gtp::gtpu::{self, Body, Extension, HeaderRepr, Repr};
 use proptest::prelude::*;
 use std::time::Duration;
@@ -174,40 +174,30 @@ fn qer_gate_and_mbr() {
 }
 
 #[test]
-fn urr_counts_and_reports_threshold_then_quota() {
+fn urr_counts_what_is_forwarded() {
+    // The data path only counts (cumulative, per URR); thresholds, quotas
+    // and reports are the usage engine's (crate::urr), for every data path.
     let mut p = plane();
     let mut r = bearer(UE, 0x100, 0x900, FORW);
-    r.urrs.insert(
-        7,
-        Urr { id: 7, measure_volume: true, measure_duration: true, volume_threshold: Some(VolumeLimit { total: Some(100), ..Default::default() }), volume_quota: Some(VolumeLimit { total: Some(250), ..Default::default() }) },
-    );
+    r.urrs.insert(7, Urr { id: 7, measure_volume: true, volume_threshold: Some(VolumeLimit { total: Some(1), ..Default::default() }), ..Default::default() });
     r.pdrs.get_mut(&1).unwrap().urr_ids = vec![7];
     r.pdrs.get_mut(&2).unwrap().urr_ids = vec![7];
     p.install(1, &r).unwrap();
     let now = Instant::now();
     let ul = gpdu(0x100, &ul_packet(UE, &[0; 32])); // 60-octet inner
     assert_eq!(p.uplink(now, enb(), &ul), Verdict::Forwarded);
-    assert_eq!(p.usage(1, 7), Some((60, 0)));
-    assert_eq!(p.poll_report(), None);
+    assert_eq!(p.uplink(now, enb(), &ul), Verdict::Forwarded);
     assert_eq!(p.downlink(now, &dl_packet(UE, 1, &[0; 32])), Verdict::Forwarded);
-    match p.poll_report() {
-        Some(PlaneReport::Usage { up_seid: 1, usage }) => {
-            assert_eq!((usage.urr_id, usage.seqn, usage.trigger), (7, 0, UsageTrigger::VolumeThreshold));
-            assert_eq!((usage.uplink_octets, usage.downlink_octets, usage.uplink_packets, usage.downlink_packets), (60, 60, 1, 1));
-        }
-        o => panic!("{o:?}"),
-    }
-    assert_eq!(p.usage(1, 7), Some((0, 0)));
-    for _ in 0..3 {
-        let _ = p.uplink(now, enb(), &ul);
-    }
-    // 300 octets in total reach the 250 quota on the 5th packet.
-    let mut triggers = vec![];
-    while let Some(PlaneReport::Usage { usage, .. }) = p.poll_report() {
-        triggers.push(usage.trigger);
-    }
-    assert_eq!(triggers.last(), Some(&UsageTrigger::VolumeQuota));
-    assert_eq!(p.uplink(now, enb(), &ul), Verdict::Dropped(DropReason::QuotaExhausted));
+    assert_eq!(p.urr_counts(1, 7), Some(crate::urr::UsageCounts { ul_octets: 120, ul_packets: 2, dl_octets: 60, dl_packets: 1 }));
+    assert_eq!(p.usage(1, 7), Some((120, 60)));
+    assert_eq!(p.poll_report(), None, "no usage report from the data path itself");
+    // Counts survive a rule update; a DROP FAR (as for an exhausted quota)
+    // forwards nothing and counts nothing.
+    let mut dropped = r.clone();
+    dropped.fars.get_mut(&1).unwrap().action = DROP;
+    p.update(now, 1, &dropped).unwrap();
+    assert_eq!(p.uplink(now, enb(), &ul), Verdict::Dropped(DropReason::FarDrop));
+    assert_eq!(p.usage(1, 7), Some((120, 60)));
 }
 
 #[test]
