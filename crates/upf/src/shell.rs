@@ -81,15 +81,6 @@ impl ForwardingPlane for Tee {
     fn poll_report(&mut self) -> Option<PlaneReport> {
         self.user.poll_report()
     }
-    /// A URR's counts: the slow path's plus the fast path's (each counts
-    /// only the packets it forwarded).
-    fn usage(&self, up_seid: u64, urr_id: u32) -> Option<crate::urr::UsageCounts> {
-        let fast = self.xdp.as_ref().and_then(|x| x.usage(up_seid, urr_id));
-        match (self.user.usage(up_seid, urr_id), fast) {
-            (Some(a), Some(b)) => Some(a.saturating_sum(b)),
-            (a, b) => a.or(b),
-        }
-    }
     fn set_neighbours(&mut self, neighbours: &[crate::rules::Neighbour]) {
         if let Some(x) = self.xdp.as_mut() {
             x.set_neighbours(neighbours);
@@ -108,8 +99,12 @@ struct Datapath {
 /// Loads the XDP fast path and attaches it to the configured interfaces,
 /// from inside the access namespace (interface names and netlink are per
 /// namespace; the program and maps are not).
+/// The fast path, and the AF_XDP sockets for buffered downlink packets or
+/// why there are none.
+type OpenedXdp = (Box<dyn ForwardingPlane>, Result<Vec<XskSocket>, String>);
+
 /// Also the AF_XDP sockets for buffered downlink packets, or why there are none.
-fn open_xdp(cfg: &UpfConfig) -> Result<(Box<dyn ForwardingPlane>, Result<Vec<XskSocket>, String>), String> {
+fn open_xdp(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
     let c = cfg.clone();
     crate::dataplane::io::in_netns(cfg.access_netns.as_deref(), move || open_xdp_here(&c).map_err(std::io::Error::other))
         .map_err(|e| e.to_string())
@@ -126,7 +121,7 @@ fn open_buffer_sockets(x: &mut crate::xdp::XdpPlane, cfg: &UpfConfig) -> Result<
     crate::afxdp::open_for_plane(x, core, crate::afxdp::DEFAULT_FRAMES)
 }
 
-fn open_xdp_here(cfg: &UpfConfig) -> Result<(Box<dyn ForwardingPlane>, Result<Vec<XskSocket>, String>), String> {
+fn open_xdp_here(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
     crate::xdp::xdp_available()?;
     let access = cfg.access_interface.as_deref().ok_or("access_interface is not set")?;
     let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig::new(cfg.s1u_addr)).map_err(|e| e.to_string())?;
