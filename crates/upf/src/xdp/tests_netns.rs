@@ -122,3 +122,41 @@ fn gtpu_from_ran_arrives_decapsulated_in_dn() {
     drop(pass);
     drop(guard);
 }
+
+/// The MTU checked after encapsulation is the egress device's: read when
+/// the device is added, followed when it changes (the refresh runs on the
+/// neighbour tick, here from a thread outside the namespace).
+#[test]
+fn oversize_check_uses_the_egress_device_mtu() {
+    if !is_root() {
+        eprintln!("note: skipped, network namespaces need root");
+        return;
+    }
+    let id = format!("mct-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+    let u = format!("{id}-mtu");
+    let guard = Netns(vec![u.clone()]);
+    ip(&["netns", "add", &u]);
+    ip(&["link", "add", "vm0", "netns", &u, "type", "veth", "peer", "name", "vm1", "netns", &u]);
+    ip(&["-n", &u, "link", "set", "vm0", "mtu", "1400"]);
+    let mut plane = in_ns(&u, || {
+        let mut p = XdpPlane::load(XdpConfig { mtu: 0, no_fib: true, sizes: MapSizes::small(), ..XdpConfig::new(S1U) }).expect("load");
+        p.add_egress(ifindex("vm0").unwrap()).unwrap();
+        // ifindex 1 (lo): the BPF_PROG_RUN ingress, so XDP_TX.
+        p.set_next_hop(tests::ENB, NextHop { ifindex: 1, dmac: [2, 0, 0, 0, 0, 0xd], smac: [2, 0, 0, 0, 0, 5] }).unwrap();
+        p.install(1, &tests::bearer(crate::rules::Action { forw: true, ..Default::default() }, crate::rules::Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: None, qfi: None }))
+            .unwrap();
+        p
+    });
+    assert_eq!(plane.mtu(), 1400);
+    let prog = |p: &XdpPlane, tot: usize| p.program().unwrap().test_run(&tests::eth(&inner_udp(tests::DN, UE, 5000, tot - 28))).unwrap().0;
+    assert_eq!(prog(&plane, 1400 - 36), 3, "fits exactly: XDP_TX");
+    assert_eq!(prog(&plane, 1400 - 35), 2, "one octet over: XDP_PASS");
+    assert_eq!(plane.counter(Counter::PassOversize).unwrap(), 1);
+    ip(&["-n", &u, "link", "set", "vm0", "mtu", "1300"]);
+    plane.set_neighbours(&[]);
+    assert_eq!(plane.mtu(), 1300);
+    assert_eq!(prog(&plane, 1300 - 35), 2);
+    assert_eq!(plane.counter(Counter::PassOversize).unwrap(), 2);
+    drop(plane);
+    drop(guard);
+}
