@@ -81,6 +81,15 @@ impl ForwardingPlane for Tee {
     fn poll_report(&mut self) -> Option<PlaneReport> {
         self.user.poll_report()
     }
+    /// A URR's counts: the slow path's plus the fast path's (each counts
+    /// only the packets it forwarded).
+    fn usage(&self, up_seid: u64, urr_id: u32) -> Option<crate::urr::UsageCounts> {
+        let fast = self.xdp.as_ref().and_then(|x| x.usage(up_seid, urr_id));
+        match (self.user.usage(up_seid, urr_id), fast) {
+            (Some(a), Some(b)) => Some(a.saturating_sum(b)),
+            (a, b) => a.or(b),
+        }
+    }
     fn set_neighbours(&mut self, neighbours: &[crate::rules::Neighbour]) {
         if let Some(x) = self.xdp.as_mut() {
             x.set_neighbours(neighbours);
@@ -96,13 +105,13 @@ struct Datapath {
     xdp: Option<Box<dyn ForwardingPlane>>,
 }
 
-/// Loads the XDP fast path and attaches it to the configured interfaces,
-/// from inside the access namespace (interface names and netlink are per
-/// namespace; the program and maps are not).
 /// The fast path, and the AF_XDP sockets for buffered downlink packets or
 /// why there are none.
 type OpenedXdp = (Box<dyn ForwardingPlane>, Result<Vec<XskSocket>, String>);
 
+/// Loads the XDP fast path and attaches it to the configured interfaces,
+/// from inside the access namespace (interface names and netlink are per
+/// namespace; the program and maps are not).
 /// Also the AF_XDP sockets for buffered downlink packets, or why there are none.
 fn open_xdp(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
     let c = cfg.clone();
