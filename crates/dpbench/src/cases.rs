@@ -56,7 +56,7 @@ pub fn session_rules(i: u32) -> SessionRules {
     let dl_pdi = PacketDetection { ue_ipv4: Some(ue(i)), ..pdi(INTERFACE_CORE) };
     r.pdrs.insert(1, Pdr { id: 1, precedence: 255, pdi: ul_pdi, outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
     r.pdrs.insert(2, Pdr { id: 2, precedence: 255, pdi: dl_pdi, outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
-    let far = |id, iface, ohc| Far { id, action: forw, destination_interface: Some(iface), network_instance: Some("internet".into()), outer_header_creation: ohc, bar_id: None };
+    let far = |id, iface, ohc| Far { id, action: forw, destination_interface: Some(iface), network_instance: Some("internet".into()), outer_header_creation: ohc, bar_id: None, duplicating: vec![] };
     r.fars.insert(1, far(1, INTERFACE_CORE, None));
     r.fars.insert(2, far(2, INTERFACE_ACCESS, Some(GtpuTunnel { teid: ENB_TEID_BASE + i, ipv4: SINK })));
     r

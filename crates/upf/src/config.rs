@@ -42,8 +42,15 @@ pub struct UpfConfig {
     /// Downlink buffering budget per session and in total, in octets.
     pub buffer_session_bytes: usize,
     pub buffer_total_bytes: usize,
-    /// Error Indications sent per second at most.
+    /// Error Indications sent per second at most (ICMP Fragmentation
+    /// Needed, likewise).
     pub error_indications_per_sec: u32,
+    /// Path MTU towards the eNBs (S1-U), in octets of outer IPv4. A
+    /// downlink packet that would exceed it once encapsulated (36 octets
+    /// of GTP-U/UDP/IPv4) is split into inner IPv4 fragments, or, when it
+    /// has DF set, dropped and answered with ICMP Fragmentation Needed
+    /// (next-hop MTU `s1u_mtu - 36`) towards its source.
+    pub s1u_mtu: usize,
     /// XDP mode: the downlink packets of a buffering session (FAR
     /// BUFF/NOCP) reach the slow path through AF_XDP copy-mode sockets on
     /// every receive queue of `core_interface` (measured faster, see
@@ -88,6 +95,7 @@ impl Default for UpfConfig {
             buffer_total_bytes: 64 * 1024 * 1024,
             error_indications_per_sec: 100,
             urr_poll_ms: 1000,
+            s1u_mtu: 1500,
             buffer_afxdp: true,
         }
     }

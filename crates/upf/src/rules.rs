@@ -10,6 +10,9 @@ use rs_pfcp::ie::create_far::CreateFar;
 use rs_pfcp::ie::create_pdr::CreatePdr;
 use rs_pfcp::ie::create_qer::CreateQer;
 use rs_pfcp::ie::create_urr::CreateUrr;
+use rs_pfcp::ie::destination_interface::DestinationInterface;
+use rs_pfcp::ie::forwarding_policy::ForwardingPolicy;
+use rs_pfcp::ie::{IeIterator, IeType};
 use rs_pfcp::ie::gate_status::GateStatusValue;
 use rs_pfcp::ie::network_instance::NetworkInstance;
 use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
@@ -152,6 +155,113 @@ pub struct Far {
     pub network_instance: Option<String>,
     pub outer_header_creation: Option<GtpuTunnel>,
     pub bar_id: Option<u8>,
+    /// Duplicating Parameters, one per destination of copies (TS 29.244
+    /// 7.5.2.3-3); needed when the action has DUPL.
+    pub duplicating: Vec<Duplicate>,
+}
+
+/// One Duplicating Parameters IE of a FAR (TS 29.244 Table 7.5.2.3-3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    pub destination_interface: u8,
+    /// Where copies go in GTP-U/UDP/IPv4 (8.2.56); without it copies go
+    /// unencapsulated, which only a Core destination can take.
+    pub outer_header_creation: Option<GtpuTunnel>,
+    /// ToS of the copies' outer IPv4 header from Transport Level Marking
+    /// (8.2.12: ToS octet masked, ECN bits left to the stack).
+    pub tos: Option<u8>,
+    /// Kept, not applied: no forwarding policies are configured here.
+    pub forwarding_policy: Option<String>,
+}
+
+/// A Duplicating Parameters IE we cannot act on (an outer header other
+/// than GTP-U/UDP/IPv4): a rule error of its FAR.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DuplicateError {
+    Decode(PfcpError),
+    Unsupported,
+}
+
+impl From<PfcpError> for DuplicateError {
+    fn from(e: PfcpError) -> Self {
+        DuplicateError::Decode(e)
+    }
+}
+
+/// The child IEs of type `t` in a grouped IE's value.
+fn children(group: &[u8], t: IeType) -> Result<Vec<Vec<u8>>, PfcpError> {
+    let mut v = vec![];
+    for ie in IeIterator::new(group) {
+        let ie = ie?;
+        if ie.ie_type == t {
+            v.push(ie.payload);
+        }
+    }
+    Ok(v)
+}
+
+impl Duplicate {
+    /// Applies the children of a Duplicating Parameters (TS 29.244
+    /// 7.5.2.3-3) or Update Duplicating Parameters (7.5.4.3-3) value to
+    /// `self`: the IEs present replace the values held.
+    fn apply(&mut self, group: &[u8]) -> Result<(), DuplicateError> {
+        if let Some(d) = children(group, IeType::DestinationInterface)?.first() {
+            self.destination_interface = DestinationInterface::unmarshal(d)?.interface as u8;
+        }
+        if let Some(o) = children(group, IeType::OuterHeaderCreation)?.first() {
+            self.outer_header_creation = Some(gtpu_tunnel(&OuterHeaderCreation::unmarshal(o)?).ok_or(DuplicateError::Unsupported)?);
+        }
+        if let Some(t) = children(group, IeType::TransportLevelMarking)?.first() {
+            // 8.2.12: ToS/Traffic Class octet, then its mask (0xFC).
+            let [tos, mask, ..] = t[..] else {
+                return Err(PfcpError::invalid_length("Transport Level Marking", IeType::TransportLevelMarking, 2, t.len()).into());
+            };
+            self.tos = Some(tos & if mask == 0 { 0xfc } else { mask & 0xfc });
+        }
+        if let Some(f) = children(group, IeType::ForwardingPolicy)?.first() {
+            self.forwarding_policy = Some(ForwardingPolicy::unmarshal(f)?.identifier);
+        }
+        Ok(())
+    }
+
+    /// Every Duplicating Parameters IE in the value of a Create FAR (or an
+    /// Update FAR), in order.
+    pub fn all_in(far: &[u8]) -> Result<Vec<Duplicate>, DuplicateError> {
+        children(far, IeType::DuplicatingParameters)?
+            .iter()
+            .map(|g| {
+                if children(g, IeType::DestinationInterface)?.is_empty() {
+                    return Err(PfcpError::missing_ie_in_grouped(IeType::DestinationInterface, IeType::DuplicatingParameters).into());
+                }
+                let mut d = Duplicate { destination_interface: 0, outer_header_creation: None, tos: None, forwarding_policy: None };
+                d.apply(g)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// Applies the Update Duplicating Parameters IEs of an Update FAR value
+    /// (TS 29.244 7.5.4.3-3). The IE carries no identifier: the n-th one
+    /// updates the FAR's n-th Duplicating Parameters; one beyond those adds
+    /// a destination and needs its Destination Interface. Duplicating
+    /// Parameters IEs in an Update FAR (sent by some CP functions) replace
+    /// the whole list.
+    pub fn update_in(far: &[u8], list: &mut Vec<Duplicate>) -> Result<(), DuplicateError> {
+        let full = Duplicate::all_in(far)?;
+        if !full.is_empty() {
+            *list = full;
+        }
+        for (i, g) in children(far, IeType::UpdateDuplicatingParameters)?.iter().enumerate() {
+            if i >= list.len() {
+                if children(g, IeType::DestinationInterface)?.is_empty() {
+                    return Err(PfcpError::missing_ie_in_grouped(IeType::DestinationInterface, IeType::UpdateDuplicatingParameters).into());
+                }
+                list.push(Duplicate { destination_interface: 0, outer_header_creation: None, tos: None, forwarding_policy: None });
+            }
+            list[i].apply(g)?;
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn gtpu_tunnel(o: &OuterHeaderCreation) -> Option<GtpuTunnel> {
@@ -171,6 +281,7 @@ impl Far {
             network_instance: fp.and_then(|f| ni(&f.network_instance)),
             outer_header_creation: fp.and_then(|f| f.outer_header_creation.as_ref()).and_then(gtpu_tunnel),
             bar_id: c.bar_id.as_ref().map(|b| b.id),
+            duplicating: vec![],
         }
     }
 }
@@ -291,6 +402,13 @@ impl SessionRules {
                 return Err(RuleRef::Far(f.id));
             }
             if f.action.forw && f.destination_interface.is_none() {
+                return Err(RuleRef::Far(f.id));
+            }
+            // TS 29.244 7.5.2.3-1: Duplicating Parameters "shall be present
+            // when the Apply Action requests the packets to be duplicated";
+            // a copy needs a GTP-U tunnel unless it goes to the core.
+            let deliverable = |d: &Duplicate| d.outer_header_creation.is_some() || d.destination_interface == INTERFACE_CORE;
+            if f.action.dupl && (f.duplicating.is_empty() || !f.duplicating.iter().all(deliverable)) {
                 return Err(RuleRef::Far(f.id));
             }
         }

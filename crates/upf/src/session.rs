@@ -6,7 +6,7 @@
 
 use crate::node::{Reply, Session, UpfCore};
 use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie, IeRef};
-use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Far, Pdr, PlaneReport, Qer, RuleRef, SessionRules};
+use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Duplicate, DuplicateError, Far, Pdr, PlaneReport, Qer, RuleRef, SessionRules};
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::CauseValue;
 use rs_pfcp::ie::create_bar::CreateBar;
@@ -65,6 +65,15 @@ impl Reject {
     }
 }
 
+/// A Duplicating Parameters IE that does not decode is answered like any
+/// other IE; one we cannot act on fails its FAR.
+fn dupl_reject(e: DuplicateError, far: u32) -> Reject {
+    match e {
+        DuplicateError::Decode(e) => Reject::decode(e, IeType::DuplicatingParameters),
+        DuplicateError::Unsupported => Reject::rule(RuleRef::Far(far)),
+    }
+}
+
 fn parse_each<T>(ies: &[IeRef], t: IeType, f: impl Fn(&[u8]) -> Result<T, PfcpError>) -> Result<Vec<T>, Reject> {
     all(ies, t).map(|ie| f(ie.payload).map_err(|e| Reject::decode(e, t))).collect()
 }
@@ -72,8 +81,12 @@ fn parse_each<T>(ies: &[IeRef], t: IeType, f: impl Fn(&[u8]) -> Result<T, PfcpEr
 /// Adds the rules of Create PDR/FAR/QER/URR/BAR IEs; an ID in use is a
 /// rule creation failure.
 fn create_rules(rules: &mut SessionRules, ies: &[IeRef]) -> Result<(), Reject> {
-    for c in parse_each(ies, IeType::CreateFar, CreateFar::unmarshal)? {
-        let f = Far::from_ie(&c);
+    for ie in all(ies, IeType::CreateFar) {
+        let c = CreateFar::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::CreateFar))?;
+        let mut f = Far::from_ie(&c);
+        // rs-pfcp keeps one Duplicating Parameters without its Outer
+        // Header Creation: read them all from the IE (TS 29.244 7.5.2.3-3).
+        f.duplicating = Duplicate::all_in(ie.payload).map_err(|e| dupl_reject(e, f.id))?;
         if rules.fars.insert(f.id, f).is_some() {
             return Err(Reject::rule(RuleRef::Far(c.far_id.value)));
         }
@@ -252,8 +265,11 @@ impl UpfCore {
                 p.urr_ids = u.urr_ids.iter().map(|q| q.id).collect();
             }
         }
-        for u in parse_each(ies, IeType::UpdateFar, UpdateFar::unmarshal)? {
+        for ie in all(ies, IeType::UpdateFar) {
+            let u = UpdateFar::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::UpdateFar))?;
             let f = rules.fars.get_mut(&u.far_id.value).ok_or(Reject::rule(RuleRef::Far(u.far_id.value)))?;
+            // TS 29.244 7.5.4.3-3: Update Duplicating Parameters.
+            Duplicate::update_in(ie.payload, &mut f.duplicating).map_err(|e| dupl_reject(e, f.id))?;
             if let Some(a) = &u.apply_action {
                 f.action = Action::from_ie(a);
             }

@@ -172,6 +172,8 @@ fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<Datapath
         buffer_session_bytes: cfg.buffer_session_bytes,
         buffer_total_bytes: cfg.buffer_total_bytes,
         error_indications_per_sec: cfg.error_indications_per_sec,
+        s1u_mtu: cfg.s1u_mtu,
+        ..DatapathConfig::default()
     };
     let user = UserspacePlane::new(dp, counters.clone());
     let io = IoConfig {

@@ -1,11 +1,23 @@
 //! The per-packet pipeline of the user-space data path (TS 29.244 5.2.1):
-//! find the session and its PDR, then QER (gate, MBR), URR (counting,
-//! thresholds, quota) and the FAR (FORW / BUFF / DROP).
+//! find the session and its PDR (fragments of sessions with port-based
+//! SDF filters through the fragment table, see `defrag`), then QER (gate,
+//! MBR), URR (counting; reports are `crate::urr`'s) and the FAR (FORW / BUFF /
+//! DROP, and DUPL copies, see `dupl`).
+//!
+//! S1-U MTU: a downlink packet whose GTP-U/UDP/IPv4 encapsulation (36
+//! octets) would exceed `s1u_mtu` is split into inner fragments (RFC 791),
+//! each encapsulated (`upf_dl_fragmented`), so the outer packet is never
+//! fragmented (TS 29.281 / TS 23.060 ask to avoid it); with DF set it is
+//! dropped and answered with ICMP Fragmentation Needed carrying the MTU
+//! left for the inner packet (RFC 1191), written to the core side and
+//! rate-limited like Error Indications (`upf_icmp_frag_needed`,
+//! `upf_icmp_suppressed`).
 
+use super::defrag::{FragKey, Later};
 use super::flow::FlowKey;
 use super::ipv4::{self, Ipv4Info};
-use super::{DropReason, SessionState, TokenBucket, Transmit, UserPlane, Verdict};
-use crate::rules::{PlaneReport, INTERFACE_CORE};
+use super::{dupl, DropReason, SessionState, TokenBucket, Transmit, UserPlane, Verdict};
+use crate::rules::{GtpuTunnel, PlaneReport, INTERFACE_CORE};
 use mobicore_gtp::gtpu::{self, msg, HeaderRepr, Packet};
 use std::net::{IpAddr, SocketAddrV4};
 use std::time::Instant;
@@ -22,7 +34,7 @@ impl UserPlane {
 
     /// One IPv4 packet for a UE, received on the core side.
     pub fn downlink(&mut self, now: Instant, packet: &[u8]) -> Verdict {
-        let v = self.downlink_inner(now, packet, false);
+        let v = self.downlink_inner(now, packet, None);
         if let Verdict::Dropped(r) = v {
             self.counters.incr(r.counter());
         }
@@ -74,10 +86,46 @@ impl UserPlane {
             let pd = &s.rules.pdrs[id].pdi;
             pd.local_fteid.is_some_and(|f| f.0 == teid) && (pd.flows.is_empty() || pd.flows.iter().any(|f| f.matches(&key)))
         });
+        if ip.fragment && s.frag_ul {
+            return self.fragment_step(now, seid, &ip, inner, pdr, true);
+        }
         let Some(pdr) = pdr else {
             return Verdict::Dropped(DropReason::NoPdr);
         };
         self.apply(now, seid, pdr, inner, true, false)
+    }
+
+    /// A fragment in a session whose PDRs filter on ports: the first
+    /// fragment's PDR (`matched`) is kept for the later ones, which wait
+    /// for it if they come first (see `defrag`).
+    fn fragment_step(&mut self, now: Instant, seid: u64, ip: &Ipv4Info, pkt: &[u8], matched: Option<u16>, uplink: bool) -> Verdict {
+        self.handle_timeout(now);
+        let key = FragKey { src: ip.src, dst: ip.dst, proto: ip.proto, id: ip.id };
+        if ip.frag_offset == 0 {
+            let held = self.defrag.first(now, seid, key, matched);
+            let Some(pdr) = matched else {
+                for _ in &held {
+                    self.counters.incr(DropReason::NoPdr.counter());
+                }
+                return Verdict::Dropped(DropReason::NoPdr);
+            };
+            let v = self.apply(now, seid, pdr, pkt, uplink, false);
+            for h in held {
+                if let Verdict::Dropped(r) = self.apply(now, seid, pdr, &h, uplink, false) {
+                    self.counters.incr(r.counter());
+                }
+            }
+            return v;
+        }
+        match self.defrag.later(now, seid, key, pkt) {
+            Later::Follow(Some(p)) if self.sessions[&seid].rules.pdrs.contains_key(&p) => self.apply(now, seid, p, pkt, uplink, false),
+            Later::Follow(_) => Verdict::Dropped(DropReason::NoPdr),
+            Later::Held => {
+                self.counters.incr("upf_frag_held");
+                Verdict::Held
+            }
+            Later::Overflow => Verdict::Dropped(DropReason::FragOverflow),
+        }
     }
 
     /// TS 29.281 7.3.1: an Error Indication to the sender of a G-PDU for an
@@ -93,7 +141,9 @@ impl UserPlane {
         self.transmits.push_back(Transmit::Gtpu { to: SocketAddrV4::new(*from.ip(), gtpu::PORT), bytes: b });
     }
 
-    pub(crate) fn downlink_inner(&mut self, now: Instant, packet: &[u8], releasing: bool) -> Verdict {
+    /// `released`: the PDR that buffered the packet, when the buffer is
+    /// being released.
+    pub(crate) fn downlink_inner(&mut self, now: Instant, packet: &[u8], released: Option<u16>) -> Verdict {
         let Some(ip) = ipv4::parse(packet) else {
             return Verdict::Dropped(DropReason::Malformed);
         };
@@ -101,10 +151,19 @@ impl UserPlane {
             return Verdict::Dropped(DropReason::NoSession);
         };
         let s = &self.sessions[&seid];
+        if ip.fragment && s.frag_dl {
+            // A released fragment keeps the PDR it was buffered under
+            // (its first fragment may be long gone from the table).
+            if let Some(p) = released.filter(|p| s.rules.pdrs.contains_key(p)) {
+                return self.apply(now, seid, p, packet, false, true);
+            }
+            let matched = match_downlink(s, &ip);
+            return self.fragment_step(now, seid, &ip, packet, matched, false);
+        }
         let Some(pdr) = match_downlink(s, &ip) else {
             return Verdict::Dropped(DropReason::NoPdr);
         };
-        self.apply(now, seid, pdr, packet, false, releasing)
+        self.apply(now, seid, pdr, packet, false, released.is_some())
     }
 
     /// QER, URR and FAR of `pdr` on one inner packet.
@@ -136,6 +195,12 @@ impl UserPlane {
             }
         }
         let action = far.action;
+        // DUPL (TS 29.244 5.2.1): a copy per Duplicating Parameters,
+        // whatever else the FAR does; released packets were copied when
+        // they were buffered.
+        if action.dupl && !releasing {
+            dupl::copies(&far.duplicating, pkt, &mut self.transmits, &self.counters);
+        }
         if action.buff {
             if action.drop || action.forw {
                 return Verdict::Dropped(DropReason::FarDrop);
@@ -162,15 +227,32 @@ impl UserPlane {
         if !action.forw {
             return Verdict::Dropped(DropReason::FarDrop);
         }
-        let out = match far.outer_header_creation {
+        let out: Vec<Transmit> = match far.outer_header_creation {
             Some(t) => {
-                let h = HeaderRepr::gpdu(t.teid);
-                let mut b = vec![0u8; h.header_len() + len];
-                h.emit(&mut b, len);
-                b[h.header_len()..].copy_from_slice(pkt);
-                Transmit::Gtpu { to: SocketAddrV4::new(t.ipv4, gtpu::PORT), bytes: b }
+                let to = SocketAddrV4::new(t.ipv4, gtpu::PORT);
+                let mtu = if uplink { usize::MAX } else { self.cfg.s1u_mtu };
+                match encapsulate(t, pkt, mtu) {
+                    Ok(v) => {
+                        if v.len() > 1 {
+                            self.counters.incr("upf_dl_fragmented");
+                        }
+                        v.into_iter().map(|bytes| Transmit::Gtpu { to, bytes }).collect()
+                    }
+                    Err(next_hop_mtu) => {
+                        let src = self.cfg.icmp_source.unwrap_or(self.cfg.s1u_addr);
+                        if let Some(icmp) = next_hop_mtu.and_then(|m| ipv4::icmp_frag_needed(src, pkt, m)) {
+                            if self.icmp_errors.take(now, 1.0) {
+                                self.counters.incr("upf_icmp_frag_needed");
+                                self.transmits.push_back(Transmit::Core(icmp));
+                            } else {
+                                self.counters.incr("upf_icmp_suppressed");
+                            }
+                        }
+                        return Verdict::Dropped(DropReason::TooBig);
+                    }
+                }
             }
-            None if far.destination_interface == Some(INTERFACE_CORE) => Transmit::Core(pkt.to_vec()),
+            None if far.destination_interface == Some(INTERFACE_CORE) => vec![Transmit::Core(pkt.to_vec())],
             None => return Verdict::Dropped(DropReason::NoDestination),
         };
         // URR (TS 29.244 5.2.2): count what is forwarded; the usage engine
@@ -181,18 +263,32 @@ impl UserPlane {
             }
         }
         self.counters.incr(if uplink { "upf_ul_forwarded" } else { "upf_dl_forwarded" });
-        if far.action.dupl {
-            // Duplicating Parameters are not kept in our FAR; DUPL is counted.
-            self.counters.incr("upf_dupl_ignored");
-        }
-        self.transmits.push_back(out);
+        self.transmits.extend(out);
         Verdict::Forwarded
     }
 }
 
+/// The G-PDUs carrying `pkt` on `t` within `mtu` octets of outer IPv4:
+/// one, or one per inner fragment. `Err(Some(m))`: DF is set and `m`
+/// octets are left for the inner packet; `Err(None)`: not even a
+/// fragment fits.
+fn encapsulate(t: GtpuTunnel, pkt: &[u8], mtu: usize) -> Result<Vec<Vec<u8>>, Option<u16>> {
+    // Outer IPv4 (20) + UDP (8) + the GTP-U header with its optional
+    // fields and extension headers (8 here: none are sent).
+    let inner_mtu = mtu.saturating_sub(20 + 8 + HeaderRepr::gpdu(t.teid).header_len());
+    if pkt.len() <= inner_mtu {
+        return Ok(vec![dupl::gpdu(t.teid, pkt)]);
+    }
+    if ipv4::parse(pkt).is_some_and(|i| i.df) {
+        return Err(Some(inner_mtu.min(usize::from(u16::MAX)) as u16));
+    }
+    let frags = ipv4::fragment(pkt, inner_mtu).ok_or(None)?;
+    Ok(frags.iter().map(|f| dupl::gpdu(t.teid, f)).collect())
+}
+
 /// The downlink PDR of highest precedence whose UE address and SDF filters
-/// match. A non-first fragment carries no ports: it matches only PDRs
-/// whose filters do not look at ports (see the module docs of `io`).
+/// match. A non-first fragment carries no ports: in a session whose
+/// filters look at ports it follows its first fragment instead (`defrag`).
 fn match_downlink(s: &SessionState, ip: &Ipv4Info) -> Option<u16> {
     let key = FlowKey { proto: ip.proto, ue: ip.dst, remote: ip.src, ue_port: ip.ports.map(|p| p.1), remote_port: ip.ports.map(|p| p.0) };
     s.dl_pdrs.iter().copied().find(|id| {

@@ -24,12 +24,15 @@
 //! `buffer_afxdp = false`, or bind failure) the program passes those
 //! packets up the stack and they arrive on the TUN device as before.
 //!
-//! Fragments: uplink inner fragments are forwarded by the outer TEID
-//! without reassembly (every fragment carries the source address that
-//! the anti-spoofing check needs); downlink fragments are matched on
-//! addresses and protocol, so a non-first fragment never matches a PDR
-//! whose SDF filter names ports and falls to the next PDR by precedence
-//! (the default bearer). Outer fragments are reassembled by the kernel.
+//! Fragments: inner fragments are forwarded unchanged, never reassembled
+//! (every fragment carries the source address the anti-spoofing check
+//! needs); in sessions with port-based SDF filters the later fragments
+//! follow the PDR of their first one (`defrag`). Outer fragments are
+//! reassembled by the kernel. Downlink packets too big for `s1u_mtu` once
+//! encapsulated are fragmented inside the tunnel or answered with ICMP
+//! (written into the TUN device, which accepts our own source address).
+//! Copies with a Transport Level Marking are sent with an IP_TOS control
+//! message.
 
 use super::{Transmit, UserspacePlane};
 use crate::afxdp::{ipv4_of_frame, XskSocket};
@@ -169,6 +172,11 @@ impl DatapathIo {
         // router solicitations into it, counted as malformed G-PDU payload.
         let path = format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", cfg.tun_name);
         let _ = in_netns(ns, move || std::fs::write(path, "1"));
+        // ICMP errors we write into the TUN come from our own address
+        // (DatapathConfig::icmp_source): without accept_local the kernel
+        // drops them as martians instead of routing them to the core.
+        let path = format!("/proc/sys/net/ipv4/conf/{}/accept_local", cfg.tun_name);
+        let _ = in_netns(ns, move || std::fs::write(path, "1"));
         ip(ns, &["link", "set", "dev", &cfg.tun_name, "up"])?;
         for pool in &cfg.ue_pools {
             ip(ns, &["route", "replace", pool, "dev", &cfg.tun_name])?;
@@ -259,6 +267,12 @@ impl DatapathIo {
                         self.plane.lock().counters.incr("upf_send_error");
                     }
                 }
+                Transmit::GtpuMarked { to, tos, bytes } => {
+                    let fd = self.udp.as_raw_fd();
+                    if self.udp.async_io(tokio::io::Interest::WRITABLE, || send_with_tos(fd, to, tos, &bytes)).await.is_err() {
+                        self.plane.lock().counters.incr("upf_send_error");
+                    }
+                }
                 Transmit::Core(p) => {
                     // SAFETY: write(2) of a buffer we own.
                     let n = unsafe { libc::write(self.tun.get_ref().as_raw_fd(), p.as_ptr().cast(), p.len()) };
@@ -268,5 +282,43 @@ impl DatapathIo {
                 }
             }
         }
+    }
+}
+
+/// sendmsg(2) of one UDP datagram whose IPv4 header gets `tos` (an IP_TOS
+/// control message, so the socket's own ToS stays as it is).
+fn send_with_tos(fd: std::os::fd::RawFd, to: SocketAddrV4, tos: u8, bytes: &[u8]) -> io::Result<usize> {
+    // SAFETY: all-zero is a valid sockaddr_in and msghdr.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_port = to.port().to_be();
+    addr.sin_addr.s_addr = u32::from(*to.ip()).to_be();
+    let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
+    let mut control = [0u64; 4]; // 8-aligned, room for one int cmsg
+    let int = std::mem::size_of::<libc::c_int>() as u32;
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is arithmetic.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(int) } as _;
+    // SAFETY: msg_control points at `control`, large enough for one
+    // header and an int; CMSG_FIRSTHDR/CMSG_DATA stay inside it.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::IPPROTO_IP;
+        (*c).cmsg_type = libc::IP_TOS;
+        (*c).cmsg_len = libc::CMSG_LEN(int) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), libc::c_int::from(tos));
+    }
+    // SAFETY: msg and everything it points to live across the call.
+    let n = unsafe { libc::sendmsg(fd, &msg, 0) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }

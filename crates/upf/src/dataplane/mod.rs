@@ -7,9 +7,15 @@
 //!   [`UserPlane::downlink`] (an IPv4 packet routed to the UE pools on the
 //!   core side); what to send comes out of [`UserPlane::poll_transmit`] and
 //!   what to tell the CP function out of [`UserPlane::poll_report`].
-//! - `forward`: the per-packet pipeline (PDR match, QER, URR, FAR).
+//! - `forward`: the per-packet pipeline (PDR match, QER, URR, FAR), and
+//!   the S1-U MTU: a downlink packet too big once encapsulated is
+//!   fragmented (inner, RFC 791) or, with DF, answered with ICMP
+//!   Fragmentation Needed towards its source (RFC 1191).
+//! - `dupl`: FAR DUPL, copies per Duplicating Parameters.
+//! - [`defrag`]: virtual reassembly, so that later fragments follow the
+//!   first one's PDR in sessions with port-based SDF filters.
 //! - [`flow`]: SDF filters (flow descriptions).
-//! - `ipv4`: the IPv4 fields we read.
+//! - `ipv4`: the IPv4 fields we read; fragments and ICMP we build.
 //! - [`plane`]: [`UserspacePlane`], the shared handle implementing
 //!   [`ForwardingPlane`] for the PFCP node.
 //! - [`io`]: the I/O shell: a UDP socket on S1-U:2152 on the access side
@@ -23,8 +29,13 @@
 //! whose URR quota is exhausted: they point to the usage engine's DROP
 //! FAR; `upf_quota_exhausted` counts exhaustions, in the PFCP node),
 //! `upf_buffer_overflow`, `upf_buffer_discarded`, `upf_dl_no_session`,
-//! `upf_ul_forwarded`, `upf_dl_forwarded`, `upf_buffered`, `upf_released`.
+//! `upf_ul_forwarded`, `upf_dl_forwarded`, `upf_buffered`, `upf_released`,
+//! `upf_duplicated`, `upf_frag_held`, `upf_frag_overflow`,
+//! `upf_frag_timeout`, `upf_frag_discarded`, `upf_dl_fragmented`,
+//! `upf_icmp_frag_needed`, `upf_icmp_suppressed`, `upf_too_big`.
 
+pub mod defrag;
+mod dupl;
 pub mod flow;
 mod forward;
 pub mod io;
@@ -35,7 +46,7 @@ use crate::rules::{GtpuTunnel, PlaneError, PlaneReport, SessionRules, INTERFACE_
 use mobicore_common::counters::Counters;
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use plane::UserspacePlane;
 
@@ -50,7 +61,21 @@ pub struct DatapathConfig {
     pub buffer_total_bytes: usize,
     /// Error Indications per second, at most (TS 29.281 7.3.1 leaves the
     /// rate to us; a flood of unknown TEIDs must not become a flood back).
+    /// ICMP Fragmentation Needed messages have a bucket of the same rate.
     pub error_indications_per_sec: u32,
+    /// Path MTU towards the eNBs (S1-U): a downlink packet larger than
+    /// this once in GTP-U/UDP/IPv4 is fragmented before encapsulation, or
+    /// answered with ICMP Fragmentation Needed when it has DF set.
+    pub s1u_mtu: usize,
+    /// Source address of the ICMP errors sent to the core side; `None`:
+    /// `s1u_addr`.
+    pub icmp_source: Option<Ipv4Addr>,
+    /// Octets of out-of-order inner fragments one session may hold while
+    /// waiting for a first fragment (see [`defrag`]), and all together.
+    pub frag_session_bytes: usize,
+    pub frag_total_bytes: usize,
+    /// How long fragments of one packet are tracked from the first seen.
+    pub frag_timeout: Duration,
 }
 
 impl Default for DatapathConfig {
@@ -60,6 +85,11 @@ impl Default for DatapathConfig {
             buffer_session_bytes: 256 * 1024,
             buffer_total_bytes: 64 * 1024 * 1024,
             error_indications_per_sec: 100,
+            s1u_mtu: 1500,
+            icmp_source: None,
+            frag_session_bytes: 64 * 1024,
+            frag_total_bytes: 4 * 1024 * 1024,
+            frag_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -72,6 +102,9 @@ pub enum Transmit {
     Gtpu { to: SocketAddrV4, bytes: Vec<u8> },
     /// An IPv4 packet for the core side (the data network).
     Core(Vec<u8>),
+    /// A GTP-U message whose outer IPv4 header gets this ToS (Transport
+    /// Level Marking of Duplicating Parameters).
+    GtpuMarked { to: SocketAddrV4, tos: u8, bytes: Vec<u8> },
 }
 
 /// Why a packet was dropped; each has its own counter.
@@ -89,6 +122,10 @@ pub enum DropReason {
     BufferFull,
     NoDestination,
     Unsupported,
+    /// A fragment for which the fragment table had no room.
+    FragOverflow,
+    /// Too big for the S1-U MTU with DF set (ICMP sent).
+    TooBig,
 }
 
 impl DropReason {
@@ -106,6 +143,8 @@ impl DropReason {
             DropReason::BufferFull => "upf_buffer_overflow",
             DropReason::NoDestination => "upf_no_destination",
             DropReason::Unsupported => "gtpu_unsupported_message",
+            DropReason::FragOverflow => "upf_frag_overflow",
+            DropReason::TooBig => "upf_too_big",
         }
     }
 }
@@ -119,6 +158,8 @@ pub enum Verdict {
     Buffered,
     /// A GTP-U control message, handled (an answer may be queued).
     Control,
+    /// A non-first fragment held until its first fragment arrives.
+    Held,
     Dropped(DropReason),
 }
 
@@ -173,6 +214,10 @@ pub(crate) struct SessionState {
     pub buffer_bytes: usize,
     /// A Downlink Data Report was sent for the current buffering episode.
     pub dldr_sent: bool,
+    /// Downlink / uplink PDRs have SDF filters by port: fragments go
+    /// through the fragment table.
+    pub frag_dl: bool,
+    pub frag_ul: bool,
 }
 
 impl SessionState {
@@ -196,6 +241,9 @@ impl SessionState {
         self.teids.sort();
         self.teids.dedup();
         self.ue_ip = rules.pdrs.values().find_map(|p| p.pdi.ue_ipv4);
+        let ports = |iface: u8| rules.pdrs.values().any(|p| p.pdi.source_interface == iface && p.pdi.flows.iter().any(|f| f.needs_ports()));
+        self.frag_dl = ports(INTERFACE_CORE);
+        self.frag_ul = ports(INTERFACE_ACCESS);
         self.usage.retain(|id, _| rules.urrs.contains_key(id));
         for id in rules.urrs.keys() {
             self.usage.entry(*id).or_default();
@@ -214,6 +262,8 @@ pub struct UserPlane {
     pub(crate) transmits: VecDeque<Transmit>,
     pub(crate) reports: VecDeque<PlaneReport>,
     pub(crate) error_indications: TokenBucket,
+    pub(crate) icmp_errors: TokenBucket,
+    pub(crate) defrag: defrag::Defrag,
     pub(crate) gtpu_seq: u16,
     pub counters: Counters,
 }
@@ -223,6 +273,12 @@ impl UserPlane {
         let r = f64::from(cfg.error_indications_per_sec.max(1));
         UserPlane {
             error_indications: TokenBucket::new(r, r),
+            icmp_errors: TokenBucket::new(r, r),
+            defrag: defrag::Defrag::new(defrag::DefragLimits {
+                session_bytes: cfg.frag_session_bytes,
+                total_bytes: cfg.frag_total_bytes,
+                timeout: cfg.frag_timeout,
+            }),
             cfg,
             sessions: HashMap::new(),
             by_teid: HashMap::new(),
@@ -330,8 +386,31 @@ impl UserPlane {
         for _ in &s.buffer {
             self.counters.incr("upf_buffer_discarded");
         }
+        for _ in 0..self.defrag.remove_session(up_seid) {
+            self.counters.incr("upf_frag_discarded");
+        }
         self.unindex(up_seid);
         Ok(())
+    }
+
+    /// Octets of held fragments (with bookkeeping) of one session, and in
+    /// total.
+    pub fn fragments_held(&self, up_seid: u64) -> (usize, usize) {
+        self.defrag.usage(up_seid)
+    }
+
+    /// When [`Self::handle_timeout`] next has work (held fragments to
+    /// expire); memory stays within budget without it, as expiry also
+    /// runs on each fragment.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.defrag.poll_timeout()
+    }
+
+    /// Drops fragments held past their time (`upf_frag_timeout`).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for _ in 0..self.defrag.expire(now) {
+            self.counters.incr("upf_frag_timeout");
+        }
     }
 
     /// Re-runs a session's buffered packets through the downlink pipeline,
@@ -344,12 +423,11 @@ impl UserPlane {
         let held: Vec<(u16, Vec<u8>)> = s.buffer.drain(..).collect();
         self.buffered_total -= s.buffer_bytes;
         s.buffer_bytes = 0;
-        for (_, p) in held {
-            match self.downlink_inner(now, &p, true) {
+        for (pdr, p) in held {
+            match self.downlink_inner(now, &p, Some(pdr)) {
                 Verdict::Forwarded => self.counters.incr("upf_released"),
-                Verdict::Buffered => {}
+                Verdict::Buffered | Verdict::Held | Verdict::Control => {}
                 Verdict::Dropped(r) => self.counters.incr(r.counter()),
-                Verdict::Control => {}
             }
         }
         if let Some(s) = self.sessions.get_mut(&up_seid) {
@@ -372,5 +450,9 @@ impl UserPlane {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dupl;
+#[cfg(test)]
+mod tests_frag;
 #[cfg(test)]
 mod tests_netns;

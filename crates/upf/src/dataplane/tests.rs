@@ -42,6 +42,7 @@ fn far(id: u32, action: Action, tunnel: Option<(u32, Ipv4Addr)>) -> Far {
         network_instance: None,
         outer_header_creation: tunnel.map(|(teid, ipv4)| GtpuTunnel { teid, ipv4 }),
         bar_id: None,
+        duplicating: vec![],
     }
 }
 
@@ -64,7 +65,10 @@ fn bearer(ue: Ipv4Addr, teid: u32, enb_teid: u32, dl: Action) -> SessionRules {
 }
 
 fn plane() -> UserPlane {
-    UserPlane::new(DatapathConfig { s1u_addr: S1U, buffer_session_bytes: 10_000, buffer_total_bytes: 15_000, error_indications_per_sec: 2 }, Counters::new())
+    UserPlane::new(
+        DatapathConfig { s1u_addr: S1U, buffer_session_bytes: 10_000, buffer_total_bytes: 15_000, error_indications_per_sec: 2, ..DatapathConfig::default() },
+        Counters::new(),
+    )
 }
 
 fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
@@ -144,10 +148,14 @@ fn sdf_filters_by_precedence() {
     };
     assert_eq!(teid_of(&mut p, &dl_packet(UE, 5000, b"a")), 0x777);
     assert_eq!(teid_of(&mut p, &dl_packet(UE, 5001, b"a")), 0x900);
-    // A non-first fragment has no ports: it takes the address-only PDR.
+    // A non-first fragment has no ports: it waits for its first fragment
+    // (the fragment table, see tests_frag), then follows its PDR.
     let mut frag = dl_packet(UE, 5000, b"frag");
     frag[7] = 1;
-    assert_eq!(teid_of(&mut p, &frag), 0x900);
+    assert_eq!(p.downlink(Instant::now(), &frag), Verdict::Held);
+    let mut first = dl_packet(UE, 5000, b"first");
+    first[6] = 0x20; // MF
+    assert_eq!(teid_of(&mut p, &first), 0x777);
 }
 
 #[test]

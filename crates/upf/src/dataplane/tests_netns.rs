@@ -1,8 +1,11 @@
 //! Over real sockets in network namespaces this test creates (enb - upf -
 //! dn, veth pairs): G-PDUs from "enb" arrive decapsulated at a UDP server
 //! in "dn", replies come back encapsulated; buffering releases 100
-//! packets in order. Skipped unless root with `ip` available. The GTP-U
-//! we emit is checked with tshark when it is installed.
+//! packets in order; with a small S1-U MTU, a DF packet from "dn" is
+//! answered with ICMP Fragmentation Needed that the dn host's kernel takes
+//! (its path MTU drops) and a non-DF one reaches "enb" as inner fragments.
+//! Skipped unless root with `ip` available. The GTP-U and ICMP we emit
+//! are checked with tshark when it is installed.
 
 use super::io::{in_netns, DatapathIo, IoConfig};
 use super::ipv4::udp_packet;
@@ -90,9 +93,9 @@ fn rules(dl: Action) -> SessionRules {
     r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pd(INTERFACE_ACCESS, Some(0x100)), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
     r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pd(INTERFACE_CORE, None), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
     let forw = Action { forw: true, ..Action::default() };
-    r.fars.insert(1, Far { id: 1, action: forw, destination_interface: Some(INTERFACE_CORE), network_instance: None, outer_header_creation: None, bar_id: None });
+    r.fars.insert(1, Far { id: 1, action: forw, destination_interface: Some(INTERFACE_CORE), network_instance: None, outer_header_creation: None, bar_id: None, duplicating: vec![] });
     let ohc = dl.forw.then_some(GtpuTunnel { teid: 0x900, ipv4: ENB });
-    r.fars.insert(2, Far { id: 2, action: dl, destination_interface: Some(INTERFACE_ACCESS), network_instance: None, outer_header_creation: ohc, bar_id: None });
+    r.fars.insert(2, Far { id: 2, action: dl, destination_interface: Some(INTERFACE_ACCESS), network_instance: None, outer_header_creation: ohc, bar_id: None, duplicating: vec![] });
     r
 }
 
@@ -113,7 +116,11 @@ impl Drop for Running {
 }
 
 fn start(t: &Topo) -> Running {
-    let plane = UserspacePlane::new(DatapathConfig { s1u_addr: Ipv4Addr::new(10, 200, 1, 1), ..DatapathConfig::default() }, Counters::new());
+    start_with(t, DatapathConfig::default())
+}
+
+fn start_with(t: &Topo, cfg: DatapathConfig) -> Running {
+    let plane = UserspacePlane::new(DatapathConfig { s1u_addr: Ipv4Addr::new(10, 200, 1, 1), ..cfg }, Counters::new());
     let cfg = IoConfig {
         s1u: SocketAddrV4::new(Ipv4Addr::new(10, 200, 1, 1), gtpu::PORT),
         access_netns: Some(t.upf.clone()),
@@ -154,9 +161,19 @@ fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
 
 /// Checks GTP-U datagrams with tshark (wrapped in IPv4/UDP in a pcap).
 fn tshark_clean(datagrams: &[Vec<u8>]) {
+    let packets: Vec<Vec<u8>> = datagrams.iter().map(|d| udp_packet(Ipv4Addr::new(10, 200, 1, 1), ENB, gtpu::PORT, gtpu::PORT, d)).collect();
+    if let Some(text) = tshark_raw(&packets) {
+        assert!(text.contains("GPRS Tunneling Protocol"), "{text}");
+    }
+}
+
+/// Dissects IPv4 packets with tshark (a LINKTYPE_RAW pcap): no malformed
+/// packet, no expert error. The dissection's text, or `None` without
+/// tshark.
+fn tshark_raw(packets: &[Vec<u8>]) -> Option<String> {
     if Command::new("tshark").arg("-v").output().is_err() {
-        eprintln!("tshark not installed: GTP-U not cross-checked");
-        return;
+        eprintln!("tshark not installed: packets not cross-checked");
+        return None;
     }
     let mut pcap = vec![];
     pcap.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
@@ -165,23 +182,22 @@ fn tshark_clean(datagrams: &[Vec<u8>]) {
     pcap.extend_from_slice(&[0; 8]);
     pcap.extend_from_slice(&65535u32.to_le_bytes());
     pcap.extend_from_slice(&101u32.to_le_bytes()); // LINKTYPE_RAW
-    for d in datagrams {
-        let p = udp_packet(Ipv4Addr::new(10, 200, 1, 1), ENB, gtpu::PORT, gtpu::PORT, d);
+    for p in packets {
         pcap.extend_from_slice(&[0; 8]);
         pcap.extend_from_slice(&(p.len() as u32).to_le_bytes());
         pcap.extend_from_slice(&(p.len() as u32).to_le_bytes());
-        pcap.extend_from_slice(&p);
+        pcap.extend_from_slice(p);
     }
     let f = std::env::temp_dir().join(format!("mct-gtpu-{}-{}.pcap", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
     std::fs::write(&f, &pcap).unwrap();
     let out = Command::new("tshark").args(["-r", f.to_str().unwrap(), "-V"]).output().unwrap();
     let expert = Command::new("tshark").args(["-r", f.to_str().unwrap(), "-q", "-z", "expert,error"]).output().unwrap();
     let _ = std::fs::remove_file(&f);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("GPRS Tunneling Protocol"), "{text}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!text.contains("Malformed"), "{text}");
     let e = String::from_utf8_lossy(&expert.stdout);
     assert!(!e.contains("Error"), "{e}");
+    Some(text)
 }
 
 #[test]
@@ -289,4 +305,85 @@ fn upf_auto_falls_back_to_userspace() {
         assert!(upf.userspace_plane().is_some());
         assert_eq!(upf.counters.value("upf_xdp_fallback"), 1);
     });
+}
+
+fn set_int(s: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt with a valid fd and an int option value.
+    let r = unsafe { libc::setsockopt(s.as_raw_fd(), level, opt, (&v as *const libc::c_int).cast(), 4) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+}
+
+/// S1-U MTU 1000: a 1200-octet DF datagram from the data network is
+/// answered with ICMP Fragmentation Needed (next-hop MTU 964) which the
+/// sender's kernel accepts, a non-DF one arrives at the eNB as two inner
+/// fragments each in a G-PDU within the MTU; tshark reads both clean.
+#[test]
+fn s1u_mtu_icmp_reaches_the_sender_and_fragments_reach_the_enb() {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let Some(t) = Topo::new() else { return };
+    let mut run = start_with(&t, DatapathConfig { s1u_mtu: 1000, ..DatapathConfig::default() });
+    run.plane.install(1, &rules(Action { forw: true, ..Action::default() })).unwrap();
+    let enb = udp_in(&t.enb, SocketAddrV4::new(ENB, gtpu::PORT));
+    let dn = udp_in(&t.dn, DN);
+    // A raw ICMP socket in dn sees the ICMP message as it arrived.
+    let raw = in_netns(Some(&t.dn), || {
+        // SAFETY: plain socket(2).
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd was just opened and is owned by the UdpSocket-shaped
+        // wrapper only for its read timeout and recv.
+        Ok(unsafe { UdpSocket::from_raw_fd(fd) })
+    })
+    .unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    dn.connect(SocketAddrV4::new(UE, 4000)).unwrap();
+    set_int(&dn, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO);
+    dn.send(&[7u8; 1200]).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = raw.recv(&mut buf).unwrap();
+    let icmp = buf[..n].to_vec();
+    let ihl = (icmp[0] & 0x0f) as usize * 4;
+    assert_eq!((icmp[ihl], icmp[ihl + 1]), (3, 4), "{icmp:?}");
+    assert_eq!(u16::from_be_bytes([icmp[ihl + 6], icmp[ihl + 7]]), 964);
+    assert_eq!(run.plane.lock().counters.value("upf_icmp_frag_needed"), 1);
+    // The sender's kernel took it: its path MTU to the UE is now 964.
+    let mut mtu: libc::c_int = 0;
+    let mut len = 4 as libc::socklen_t;
+    // SAFETY: getsockopt into an int we own.
+    unsafe { libc::getsockopt(dn.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU, (&mut mtu as *mut libc::c_int).cast(), &mut len) };
+    assert_eq!(mtu, 964);
+    // DF clear: inner fragments, each G-PDU within 1000 octets of IPv4.
+    set_int(&dn, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DONT);
+    // The ICMP is also pending on the connected socket as EMSGSIZE
+    // (reported once, by the next call).
+    if let Err(e) = dn.send(&[9u8; 1200]) {
+        assert_eq!(e.raw_os_error(), Some(libc::EMSGSIZE));
+        dn.send(&[9u8; 1200]).unwrap();
+    }
+    let mut seen = vec![];
+    let mut data = vec![];
+    let mut kernel_frags = 0;
+    while data.len() < 1208 {
+        let (n, _) = enb.recv_from(&mut buf).unwrap();
+        assert!(n + 28 <= 1000, "outer packet of {} octets", n + 28);
+        let r = gtpu::parse(&buf[..n]).unwrap();
+        let Body::GPdu(ip) = r.body else { panic!("{r:?}") };
+        let i = super::ipv4::parse(ip).unwrap();
+        assert!(i.fragment && i.dst == UE);
+        data.extend_from_slice(&ip[20..]);
+        kernel_frags += 1;
+        seen.push(buf[..n].to_vec());
+    }
+    // The dn kernel itself may already split at its learnt 964: either
+    // way, every piece fits and the UDP datagram is complete.
+    assert!(kernel_frags >= 2);
+    assert_eq!(data.len(), 1208);
+    tshark_clean(&seen);
+    if let Some(text) = tshark_raw(&[icmp]) {
+        assert!(text.contains("Fragmentation needed"), "{text}");
+    }
+    drop(run);
 }

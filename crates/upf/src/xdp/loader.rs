@@ -205,8 +205,9 @@ struct RefArray {
 }
 
 // SAFETY: the mapping is owned by this value and only reached through &mut
-// self (writes) or atomics.
+// self (writes) or atomics; a shared reference reads nothing through it.
 unsafe impl Send for RefArray {}
+unsafe impl Sync for RefArray {}
 
 /// The kernel rounds array values up to 8 octets: the stride of an
 /// mmap-ed array of `u32`.
