@@ -214,7 +214,18 @@ impl DatapathIo {
         let wake = self.plane.notified();
         let mut buf = vec![0u8; 65536];
         loop {
+            // The data path's own deadlines (held fragments expire).
+            let deadline = self.plane.lock().poll_timeout();
+            let timer = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                _ = timer => {
+                    self.plane.lock().handle_timeout(Instant::now());
+                }
                 r = self.udp.readable() => {
                     r?;
                     for _ in 0..64 {
