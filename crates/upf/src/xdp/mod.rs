@@ -26,7 +26,9 @@
 //! TEID, GTP-U other than G-PDU, fragments, BUFF/NOCP, DUPL, oversized
 //! after encapsulation, no route) is returned with XDP_PASS to the kernel
 //! stack, where the user-space slow path reads it (UDP socket on 2152 for
-//! GTP-U).
+//! GTP-U). Exception: downlink BUFF/NOCP packets go to the AF_XDP socket
+//! of their receive queue when one is registered
+//! ([`XdpPlane::register_xsk`], `crate::afxdp`), else XDP_PASS too.
 //!
 //! MTU: a downlink packet that would exceed the egress MTU after
 //! encapsulation goes to the slow path. The MTU is the smallest of the
