@@ -70,7 +70,7 @@ fn rules(dl: Action) -> SessionRules {
     let pdi = PacketDetection { source_interface: INTERFACE_CORE, local_fteid: None, choose_fteid: false, ue_ipv4: Some(UE), network_instance: None, sdf_filters: 0, flows: vec![] };
     let mut r = SessionRules::default();
     r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi, outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
-    r.fars.insert(2, Far { id: 2, action: dl, destination_interface: Some(INTERFACE_ACCESS), network_instance: None, outer_header_creation: None, bar_id: None });
+    r.fars.insert(2, Far { id: 2, action: dl, destination_interface: Some(INTERFACE_ACCESS), network_instance: None, outer_header_creation: None, bar_id: None, duplicating: vec![] });
     r
 }
 
@@ -209,7 +209,7 @@ fn bearer(dl: Action) -> SessionRules {
     let pdi = PacketDetection { source_interface: INTERFACE_ACCESS, local_fteid: Some((0x100, S1U)), choose_fteid: false, ue_ipv4: Some(UE), network_instance: None, sdf_filters: 0, flows: vec![] };
     r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi, outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
     let forw = Action { forw: true, ..Action::default() };
-    r.fars.insert(1, Far { id: 1, action: forw, destination_interface: Some(INTERFACE_CORE), network_instance: None, outer_header_creation: None, bar_id: None });
+    r.fars.insert(1, Far { id: 1, action: forw, destination_interface: Some(INTERFACE_CORE), network_instance: None, outer_header_creation: None, bar_id: None, duplicating: vec![] });
     r.fars.get_mut(&2).unwrap().outer_header_creation = dl.forw.then_some(GtpuTunnel { teid: 0x900, ipv4: ENB });
     r
 }
