@@ -15,8 +15,8 @@ pub struct SlowpathArgs {
     /// Seconds per run (each mechanism runs twice per size).
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
-    /// Frames of each AF_XDP socket's UMEM (power of two).
-    #[arg(long, default_value_t = 2048)]
+    /// Frames of each AF_XDP socket's UMEM (power of two; the UPF's default).
+    #[arg(long, default_value_t = mobicore_upf::afxdp::DEFAULT_FRAMES)]
     pub frames: u32,
     #[arg(long)]
     pub json: Option<PathBuf>,
