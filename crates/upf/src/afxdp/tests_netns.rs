@@ -43,6 +43,11 @@ impl Drop for Pair {
 
 impl Pair {
     fn new() -> Option<Pair> {
+        Pair::with_queues(1)
+    }
+
+    /// The veths get `queues` receive and transmit queues each.
+    fn with_queues(queues: u32) -> Option<Pair> {
         // SAFETY: no preconditions.
         if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
             eprintln!("note: skipped, needs root and iproute2");
@@ -52,7 +57,13 @@ impl Pair {
         let p = Pair { src: format!("{id}-src"), upf: format!("{id}-upf") };
         ip(&["netns", "add", &p.src]);
         ip(&["netns", "add", &p.upf]);
-        ip(&["link", "add", "xa", "netns", &p.src, "type", "veth", "peer", "name", "xb", "netns", &p.upf]);
+        let q = queues.to_string();
+        let qs = ["numtxqueues", &q, "numrxqueues", &q];
+        let mut args = vec!["link", "add", "xa", "netns", &p.src];
+        args.extend_from_slice(&qs);
+        args.extend_from_slice(&["type", "veth", "peer", "name", "xb", "netns", &p.upf]);
+        args.extend_from_slice(&qs);
+        ip(&args);
         ip(&["-n", &p.upf, "link", "set", "xb", "address", "02:00:00:00:0a:02"]);
         ip(&["-n", &p.src, "addr", "add", "10.210.0.1/24", "dev", "xa"]);
         ip(&["-n", &p.upf, "addr", "add", "10.210.0.2/24", "dev", "xb"]);
@@ -133,6 +144,49 @@ fn buffered_downlink_arrives_on_the_xsk_with_exact_bytes() {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(10));
     }
+    drop(plane);
+    drop(pair);
+}
+
+/// A veth with two receive queues gets a socket on each; packets of many
+/// flows spread over the queues and every one arrives on one socket.
+#[test]
+fn every_receive_queue_gets_a_socket() {
+    let Some(pair) = Pair::with_queues(2) else { return };
+    let (mut plane, mut socks) = in_netns(Some(&pair.upf), || {
+        let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(UPF) }).map_err(std::io::Error::other)?;
+        p.attach("xb", AttachMode::Native).map_err(std::io::Error::other)?;
+        let socks = open_for_plane(&mut p, "xb", 64).map_err(std::io::Error::other)?;
+        Ok((p, socks))
+    })
+    .expect("XDP and AF_XDP set up");
+    assert_eq!(socks.iter().map(XskSocket::queue).collect::<Vec<_>>(), vec![0, 1]);
+    plane.install(1, &rules(Action { buff: true, nocp: true, ..Action::default() })).unwrap();
+    const N: usize = 64;
+    let senders: Vec<UdpSocket> = (0..8u16).map(|i| in_netns(Some(&pair.src), move || UdpSocket::bind(SocketAddrV4::new(SRC, 4100 + i))).unwrap()).collect();
+    for k in 0..N {
+        senders[k % senders.len()].send_to(&(k as u16).to_be_bytes(), SocketAddrV4::new(UE, 5000)).unwrap();
+    }
+    let mut got = Vec::new();
+    let mut per_queue = [0usize; 2];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < N {
+        assert!(Instant::now() < deadline, "only {} of {N} arrived", got.len());
+        for (q, s) in socks.iter_mut().enumerate() {
+            per_queue[q] += s.recv(|f| {
+                let ip = ipv4_of_frame(f).expect("IPv4");
+                got.push(u16::from_be_bytes([ip[28], ip[29]]));
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("frames per receive queue: {per_queue:?}");
+    got.sort_unstable();
+    assert_eq!(got, (0..N as u16).collect::<Vec<_>>(), "each packet exactly once");
+    for s in &socks {
+        assert_eq!(s.stats().unwrap().rx_dropped, 0);
+    }
+    drop(socks);
     drop(plane);
     drop(pair);
 }
