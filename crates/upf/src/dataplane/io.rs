@@ -22,7 +22,13 @@
 //! a batch per lock. Measured faster than XDP_PASS + kernel route + TUN
 //! read (`mobicore bench slowpath`). Without sockets (user-space data path,
 //! `buffer_afxdp = false`, or bind failure) the program passes those
-//! packets up the stack and they arrive on the TUN device as before.
+//! packets up the stack and they arrive on the TUN device as before. On a
+//! rule change the sockets are drained before the flush, so packets that
+//! reached them before a release leave right after the released ones.
+//! What is not closed: the fast path switches to FORW as soon as the PFCP
+//! task updates it, so its packets may overtake released ones this task
+//! has not yet flushed (holding the fast path in BUFF until the flush is
+//! the fix, in the shell's Tee).
 //!
 //! Fragments: inner fragments are forwarded unchanged, never reassembled
 //! (every fragment carries the source address the anti-spoofing check
@@ -126,22 +132,35 @@ pub struct DatapathIo {
 /// Frames taken from one AF_XDP socket per wake-up (one plane lock).
 const XSK_BATCH: usize = 64;
 
+/// Hands a batch of an AF_XDP socket's frames to the plane as downlink
+/// packets (one lock); the number taken.
+fn take_batch(x: &mut XskSocket, plane: &UserspacePlane) -> usize {
+    let now = Instant::now();
+    let mut core = plane.lock();
+    let n = x.recv_at_most(XSK_BATCH, |f| match ipv4_of_frame(f) {
+        Some(ip) => {
+            let _ = core.downlink(now, ip);
+        }
+        None => core.counters.incr("upf_afxdp_not_ipv4"),
+    });
+    core.counters.get("upf_afxdp_received").fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    n
+}
+
+/// Empties every socket's RX ring into the plane, without waiting.
+fn drain_xsks(xsks: &mut [AsyncFd<XskSocket>], plane: &UserspacePlane) {
+    for x in xsks.iter_mut() {
+        while take_batch(x.get_mut(), plane) == XSK_BATCH {}
+    }
+}
+
 /// Waits until one AF_XDP socket has frames and hands a batch of them to
 /// the plane as downlink packets; Ready(number taken).
 fn poll_xsks(xsks: &mut [AsyncFd<XskSocket>], plane: &UserspacePlane, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
     for x in xsks.iter_mut() {
         match x.poll_read_ready_mut(cx) {
             Poll::Ready(Ok(mut g)) => {
-                let now = Instant::now();
-                let mut core = plane.lock();
-                let n = g.get_inner_mut().recv_at_most(XSK_BATCH, |f| match ipv4_of_frame(f) {
-                    Some(ip) => {
-                        let _ = core.downlink(now, ip);
-                    }
-                    None => core.counters.incr("upf_afxdp_not_ipv4"),
-                });
-                core.counters.get("upf_afxdp_received").fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                drop(core);
+                let n = take_batch(g.get_inner_mut(), plane);
                 if n < XSK_BATCH {
                     // Drained; a frame arriving meanwhile re-arms readiness.
                     g.clear_ready();
@@ -254,7 +273,12 @@ impl DatapathIo {
                 r = std::future::poll_fn(|cx| poll_xsks(&mut self.xsks, &self.plane, cx)), if !self.xsks.is_empty() => {
                     r?;
                 }
-                _ = wake.notified() => {}
+                _ = wake.notified() => {
+                    // A rule change (a release, say): what the sockets hold
+                    // arrived before it and goes out in this same flush,
+                    // right after the released packets.
+                    drain_xsks(&mut self.xsks, &self.plane);
+                }
                 _ = shutdown.changed() => {
                     if *shutdown.borrow() { return Ok(()); }
                 }
