@@ -15,6 +15,24 @@
 /* "No rule" in a far/qer/urr index. */
 #define UPF_IDX_NONE 0xffffffffu
 
+/* Several URRs on one PDR (TS 29.244 5.2.2; common: one URR for the
+ * session, one per rating group). A PDR's urr_idx (pdr_rule, pdr_fast) is
+ * one of: UPF_IDX_NONE (no URR); a slot of the urrs array (one URR);
+ * URR_IDX_LIST | n, n a slot of urr_lists, whose entry names up to
+ * URR_LIST_MAX urrs slots (2 to 4 URRs; unused entries UPF_IDX_NONE),
+ * every one counted; URR_IDX_SLOW (more URRs than a list holds): the PDR's
+ * packets go to the slow path (CNT_PASS_MANY_URRS), which counts them all.
+ * A urr_lists slot is copy-on-write like a FAR slot (written while
+ * unreferenced, quarantined when released; crates/upf/src/xdp/slots.rs). */
+#define URR_LIST_MAX 4
+#define URR_IDX_LIST (1u << 31)
+#define URR_IDX_SLOW 0xfffffffeu
+#define UPF_MAX_URR_LISTS 65536
+
+struct urr_list {
+	__u32 idx[URR_LIST_MAX];
+};
+
 /* Default map sizes; the loader may shrink or grow them before load. */
 #define UPF_MAX_TUNNELS 262144
 #define UPF_MAX_FARS 262144
@@ -206,6 +224,7 @@ enum upf_counter {
 	CNT_PASS_UNSUPPORTED,
 	CNT_PASS_GTP_LONG_CHAIN,
 	CNT_PASS_DUPL, /* FAR with DUPL: the slow path duplicates (TS 29.244 5.2.1) */
+	CNT_PASS_MANY_URRS, /* PDR with more than URR_LIST_MAX URRs: the slow path counts them */
 	CNT_MAX
 };
 
@@ -234,5 +253,8 @@ _Static_assert(sizeof(struct nexthop) == 16, "nexthop");
 _Static_assert(sizeof(struct upf_config) == 16, "upf_config");
 _Static_assert(sizeof(struct nh_memo) == 28, "nh_memo");
 _Static_assert(sizeof(struct min_config) == 28, "min_config");
+_Static_assert(sizeof(struct urr_list) == 16, "urr_list");
+_Static_assert(UPF_IDX_NONE & URR_IDX_LIST, "UPF_IDX_NONE is tested first");
+_Static_assert(UPF_MAX_URRS <= URR_IDX_LIST && UPF_MAX_URR_LISTS <= URR_IDX_LIST, "slots below the list bit");
 
 #endif

@@ -5,7 +5,8 @@
  * its UDP socket on port 2152 or by routing): among others a FAR with DUPL
  * (the slow path forwards and makes the copies), and a downlink packet
  * larger than upf_config.mtu (the egress device's, set by user space)
- * after encapsulation. Session entries are read through copy-on-write
+ * after encapsulation, and a PDR with more URRs than the fast path counts
+ * (maps.h URR_IDX_SLOW). Session entries are read through copy-on-write
  * references (pdr.h fast_lookup), never while user space rewrites them. */
 #include "maps.h"
 #include "parse.h"
@@ -136,6 +137,8 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	/* DUPL (TS 29.244 5.2.1, 8.2.26): the slow path forwards and duplicates. */
 	if (r->action & FAR_DUPL)
 		return verdict(CNT_PASS_DUPL, XDP_PASS);
+	if (urr_idx == URR_IDX_SLOW)
+		return verdict(CNT_PASS_MANY_URRS, XDP_PASS);
 	if (r->far_flags & FAR_F_OHC)
 		return verdict(CNT_PASS_UNSUPPORTED, XDP_PASS); /* N9 re-tunnelling */
 	if (ip->ttl <= 1)
@@ -185,6 +188,8 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 	/* DUPL (TS 29.244 5.2.1, 8.2.26): the slow path forwards and duplicates. */
 	if (r->action & FAR_DUPL)
 		return verdict(CNT_PASS_DUPL, XDP_PASS);
+	if (urr_idx == URR_IDX_SLOW)
+		return verdict(CNT_PASS_MANY_URRS, XDP_PASS);
 	int ohc = r->far_flags & FAR_F_OHC;
 	if (ohc && (__u32)tot + ENCAP_LEN > cfg->mtu)
 		return verdict(CNT_PASS_OVERSIZE, XDP_PASS);

@@ -273,6 +273,7 @@ pub struct AyaMaps {
     fars: Array<MapData, FarEntry>,
     qers: Array<MapData, QerEntry>,
     urrs: PerCpuArray<MapData, UrrCounts>,
+    urr_lists: Array<MapData, UrrList>,
     nexthops: BpfHash<MapData, u32, NextHop>,
     tx_ports: DevMapHash<MapData>,
     counters: PerCpuArray<MapData, u64>,
@@ -298,6 +299,7 @@ impl AyaMaps {
             fars: conv("fars", Array::try_from(p.take_map("fars")?))?,
             qers: conv("qers", Array::try_from(p.take_map("qers")?))?,
             urrs: conv("urrs", PerCpuArray::try_from(p.take_map("urrs")?))?,
+            urr_lists: conv("urr_lists", Array::try_from(p.take_map("urr_lists")?))?,
             nexthops: conv("nexthops", BpfHash::try_from(p.take_map("nexthops")?))?,
             tx_ports: conv("tx_ports", DevMapHash::try_from(p.take_map("tx_ports")?))?,
             counters: conv("counters", PerCpuArray::try_from(p.take_map("counters")?))?,
@@ -351,6 +353,9 @@ impl MapStore for AyaMaps {
     }
     fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError> {
         self.qers.set(idx, q, 0).map_err(me("qers"))
+    }
+    fn put_urr_list(&mut self, idx: u32, l: &UrrList) -> Result<(), MapError> {
+        self.urr_lists.set(idx, l, 0).map_err(me("urr_lists"))
     }
     fn reset_urr(&mut self, idx: u32) -> Result<(), MapError> {
         let zero = PerCpuValues::try_from(vec![UrrCounts::default(); self.ncpus]).map_err(|e| MapError { map: "urrs", msg: e.to_string() })?;

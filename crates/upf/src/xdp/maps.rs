@@ -12,6 +12,15 @@ pub const GTPU_PORT: u16 = 2152;
 /// Octets the downlink encapsulation adds (IPv4 20 + UDP 8 + GTP-U 8).
 pub const ENCAP_LEN: usize = 36;
 
+/// A PDR's `urr_idx` (bpf/maps.h "Several URRs on one PDR"): `IDX_NONE`,
+/// a `urrs` slot, `URR_IDX_LIST | n` (n a `urr_lists` slot naming 2 to
+/// [`URR_LIST_MAX`] `urrs` slots), or [`URR_IDX_SLOW`] (more URRs: the
+/// PDR's packets go to the slow path, [`Counter::PassManyUrrs`]).
+pub const URR_LIST_MAX: usize = 4;
+pub const URR_IDX_LIST: u32 = 1 << 31;
+pub const URR_IDX_SLOW: u32 = 0xffff_fffe;
+pub const MAX_URR_LISTS: u32 = 65_536;
+
 pub const PDR_F_SDF: u8 = 1 << 0;
 pub const PDR_F_OHR: u8 = 1 << 1;
 
@@ -207,6 +216,23 @@ impl std::ops::AddAssign for UrrCounts {
     }
 }
 
+/// Value of `urr_lists`: the `urrs` slots of a PDR with several URRs
+/// (unused entries `IDX_NONE`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UrrList {
+    pub idx: [u32; URR_LIST_MAX],
+}
+
+impl UrrList {
+    /// `slots` (at most [`URR_LIST_MAX`]), the rest `IDX_NONE`.
+    pub fn new(slots: &[u32]) -> Self {
+        let mut idx = [IDX_NONE; URR_LIST_MAX];
+        idx[..slots.len()].copy_from_slice(slots);
+        UrrList { idx }
+    }
+}
+
 /// Next hop of a destination (key: IPv4, network order).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -249,6 +275,7 @@ const _: () = assert!(std::mem::size_of::<UrrCounts>() == 32);
 const _: () = assert!(std::mem::size_of::<NextHop>() == 16);
 const _: () = assert!(std::mem::size_of::<UpfConfigEntry>() == 16);
 const _: () = assert!(std::mem::size_of::<MinConfig>() == 28);
+const _: () = assert!(std::mem::size_of::<UrrList>() == 16);
 
 // SAFETY: plain #[repr(C)] structs of integers with explicit padding fields.
 unsafe impl aya::Pod for SdfFilter {}
@@ -261,6 +288,7 @@ unsafe impl aya::Pod for UrrCounts {}
 unsafe impl aya::Pod for NextHop {}
 unsafe impl aya::Pod for UpfConfigEntry {}
 unsafe impl aya::Pod for MinConfig {}
+unsafe impl aya::Pod for UrrList {}
 
 /// Indices of the per-CPU `counters` array (enum upf_counter in maps.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -292,10 +320,11 @@ pub enum Counter {
     PassUnsupported,
     PassGtpLongChain,
     PassDupl,
+    PassManyUrrs,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 26] = [
+    pub const ALL: [Counter; 27] = [
         Counter::Rx,
         Counter::UlFwd,
         Counter::DlFwd,
@@ -322,6 +351,7 @@ impl Counter {
         Counter::PassUnsupported,
         Counter::PassGtpLongChain,
         Counter::PassDupl,
+        Counter::PassManyUrrs,
     ];
     /// Counter name for `mobicore_common::counters` style reporting.
     pub fn name(self) -> &'static str {
@@ -352,6 +382,7 @@ impl Counter {
             Counter::PassUnsupported => "xdp_pass_unsupported",
             Counter::PassGtpLongChain => "xdp_pass_gtpu_long_ext_chain",
             Counter::PassDupl => "xdp_pass_duplicate",
+            Counter::PassManyUrrs => "xdp_pass_many_urrs",
         }
     }
 }
@@ -388,6 +419,8 @@ pub trait MapStore: Send {
     fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError>;
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError>;
     fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError>;
+    /// Writes a `urr_lists` slot (a free one, as FAR slots).
+    fn put_urr_list(&mut self, idx: u32, l: &UrrList) -> Result<(), MapError>;
     /// Zeroes the URR's counters (a fresh slot).
     fn reset_urr(&mut self, idx: u32) -> Result<(), MapError>;
     /// Summed over CPUs.
@@ -414,6 +447,7 @@ pub struct MemoryMaps {
     pub fars: HashMap<u32, FarEntry>,
     pub qers: HashMap<u32, QerEntry>,
     pub urrs: HashMap<u32, UrrCounts>,
+    pub urr_lists: HashMap<u32, UrrList>,
     pub nexthops: HashMap<u32, NextHop>,
     pub ports: Vec<u32>,
     pub counters: HashMap<u32, u64>,
@@ -476,6 +510,10 @@ impl MapStore for MemoryMaps {
     }
     fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError> {
         self.qers.insert(idx, *q);
+        Ok(())
+    }
+    fn put_urr_list(&mut self, idx: u32, l: &UrrList) -> Result<(), MapError> {
+        self.urr_lists.insert(idx, *l);
         Ok(())
     }
     fn reset_urr(&mut self, idx: u32) -> Result<(), MapError> {

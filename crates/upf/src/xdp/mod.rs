@@ -26,9 +26,18 @@
 //! TEID, GTP-U other than G-PDU, fragments, BUFF/NOCP, DUPL, oversized
 //! after encapsulation, no route) is returned with XDP_PASS to the kernel
 //! stack, where the user-space slow path reads it (UDP socket on 2152 for
-//! GTP-U). Exception: downlink BUFF/NOCP packets go to the AF_XDP socket
-//! of their receive queue when one is registered
-//! ([`XdpPlane::register_xsk`], `crate::afxdp`), else XDP_PASS too.
+//! GTP-U); so are the packets of a PDR with more than four URRs.
+//! Exception: downlink BUFF/NOCP packets go to the AF_XDP socket of their
+//! receive queue when one is registered ([`XdpPlane::register_xsk`],
+//! `crate::afxdp`), else XDP_PASS too.
+//!
+//! URRs: a PDR's packets are counted into every URR of the PDR. One URR
+//! is a `urrs` slot in the fast entry / PDR rule; 2 to 4 (e.g. one for the
+//! session and one per rating group) are a `urr_lists` slot naming them
+//! (copy-on-write like a FAR slot, shared by the PDRs of a session with the
+//! same URRs); a PDR with more sends its packets to the slow path, counted
+//! as `xdp_pass_many_urrs` (bpf/maps.h "Several URRs on one PDR").
+//! [`XdpPlane::urr_usage`] reads one URR's slot whatever list it is in.
 //!
 //! MTU: a downlink packet that would exceed the egress MTU after
 //! encapsulation goes to the slow path. The MTU is the smallest of the
@@ -50,6 +59,8 @@ mod tests;
 mod tests_cow;
 #[cfg(test)]
 mod tests_netns;
+#[cfg(test)]
+mod tests_urr;
 
 pub use loader::{ifindex, AttachMode, AyaMaps, LoadedProgram, MapSizes, XdpError};
 pub use maps::{Counter, MapError, MapStore, MemoryMaps, NextHop, SdfFilter, UrrCounts};
@@ -121,6 +132,8 @@ pub struct XdpPlane<M: MapStore = AyaMaps> {
     far_slots: Slots,
     qer_slots: Slots,
     urr_slots: Slots,
+    /// `urr_lists` slots (PDRs with several URRs).
+    list_slots: Slots,
     ul_index: FastIndex,
     dl_index: FastIndex,
     /// The interfaces whose MTU bounds `config.mtu`, and the cap.
@@ -156,6 +169,7 @@ impl<M: MapStore> XdpPlane<M> {
             far_slots: Slots::new("FAR", cfg.sizes.fars),
             qer_slots: Slots::new("QER", cfg.sizes.qers),
             urr_slots: Slots::new("URR", cfg.sizes.urrs),
+            list_slots: Slots::new("URR list", maps::MAX_URR_LISTS),
             ul_index: FastIndex::new(Dir::Ul),
             dl_index: FastIndex::new(Dir::Dl),
             mtu,
@@ -297,6 +311,15 @@ impl<M: MapStore> XdpPlane<M> {
             for id in rules.urrs.keys() {
                 assign(&mut self.urr_slots, *id, old.slots.urr.get(id), &mut slots.urr, &mut fresh.urr, now)?;
             }
+            // PDRs with several URRs: a list slot per distinct list,
+            // kept while the list stays (its URRs keep their slots).
+            for p in rules.pdrs.values() {
+                let l = translate::urr_slot_list(&slots, &p.urr_ids);
+                if (2..=URR_LIST_MAX).contains(&l.len()) && !slots.urr_lists.contains_key(&l) {
+                    let keep = old.slots.urr_lists.get(&l).copied();
+                    assign(&mut self.list_slots, l, keep.as_ref(), &mut slots.urr_lists, &mut fresh.urr_lists, now)?;
+                }
+            }
             Ok(())
         })();
         let sets = match (res, translate::pdr_sets(rules, &slots, sdf)) {
@@ -342,6 +365,9 @@ impl<M: MapStore> XdpPlane<M> {
                 pool.cancel(*i);
             }
         }
+        for i in fresh.urr_lists.values() {
+            self.list_slots.cancel(*i);
+        }
     }
 
     /// Releases (into the quarantine) the slots of `old` that `new` does
@@ -352,6 +378,11 @@ impl<M: MapStore> XdpPlane<M> {
                 if nm.get(id) != Some(i) {
                     pool.release(*i, now);
                 }
+            }
+        }
+        for (l, i) in &old.urr_lists {
+            if new.urr_lists.get(l) != Some(i) {
+                self.list_slots.release(*i, now);
             }
         }
     }
@@ -375,6 +406,9 @@ impl<M: MapStore> XdpPlane<M> {
         }
         for i in fresh.urr.values() {
             self.maps.reset_urr(*i)?;
+        }
+        for (l, i) in &fresh.urr_lists {
+            self.maps.put_urr_list(*i, &UrrList::new(l))?;
         }
         // A set is written before the fast entry that sends packets to it,
         // and removed after the fast entry that no longer does; a hash
@@ -456,9 +490,9 @@ impl<M: MapStore> XdpPlane<M> {
     }
 
     /// The fast-path tables' slot pools (for tests and diagnostics):
-    /// FAR, QER, URR, uplink and downlink fast entries.
-    pub fn slot_pools(&self) -> [&Slots; 5] {
-        [&self.far_slots, &self.qer_slots, &self.urr_slots, self.ul_index.pool(), self.dl_index.pool()]
+    /// FAR, QER, URR, uplink and downlink fast entries, URR lists.
+    pub fn slot_pools(&self) -> [&Slots; 6] {
+        [&self.far_slots, &self.qer_slots, &self.urr_slots, self.ul_index.pool(), self.dl_index.pool(), &self.list_slots]
     }
 
     /// Test hooks: smaller fast-entry pools (to see slots reused), and the
@@ -486,15 +520,15 @@ impl<M: MapStore> XdpPlane<M> {
     }
 }
 
-use maps::{FarEntry, FastEntry, PdrSet, QerEntry};
+use maps::{FarEntry, FastEntry, PdrSet, QerEntry, UrrList, URR_LIST_MAX};
 
 /// The slot of rule `id`: `keep` (its current one) or a fresh one.
-fn assign(pool: &mut Slots, id: u32, keep: Option<&u32>, out: &mut HashMap<u32, u32>, fresh: &mut HashMap<u32, u32>, now: Instant) -> Result<(), SlotsFull> {
+fn assign<K: std::hash::Hash + Eq + Clone>(pool: &mut Slots, id: K, keep: Option<&u32>, out: &mut HashMap<K, u32>, fresh: &mut HashMap<K, u32>, now: Instant) -> Result<(), SlotsFull> {
     let i = match keep {
         Some(i) => *i,
         None => {
             let i = pool.alloc(now)?;
-            fresh.insert(id, i);
+            fresh.insert(id.clone(), i);
             i
         }
     };

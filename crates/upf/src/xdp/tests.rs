@@ -11,15 +11,15 @@ pub(crate) const S1U: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 1);
 pub(crate) const ENB: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 2);
 pub(crate) const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
 pub(crate) const DN: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
-const TEID: u32 = 0x1000;
+pub(super) const TEID: u32 = 0x1000;
 const ENB_TEID: u32 = 0x2000;
 const NH_DMAC: [u8; 6] = [2, 0, 0, 0, 0, 0xd];
 const NH_SMAC: [u8; 6] = [2, 0, 0, 0, 0, 0x5];
 
 const XDP_ABORTED: u32 = 0;
 const XDP_DROP: u32 = 1;
-const XDP_PASS: u32 = 2;
-const XDP_TX: u32 = 3;
+pub(super) const XDP_PASS: u32 = 2;
+pub(super) const XDP_TX: u32 = 3;
 
 pub(crate) fn is_root() -> bool {
     // SAFETY: no preconditions.
@@ -101,10 +101,10 @@ pub(crate) fn ul_frame(teid: u32, gtp_flags: u8, opt: Option<(u16, u8)>, exts: &
 
 // ---- rules -------------------------------------------------------------
 
-const FORW: Action = Action { drop: false, forw: true, buff: false, nocp: false, dupl: false };
+pub(super) const FORW: Action = Action { drop: false, forw: true, buff: false, nocp: false, dupl: false };
 const BUFF: Action = Action { drop: false, forw: false, buff: true, nocp: true, dupl: false };
 
-fn pd(iface: u8, teid: Option<u32>, flows: &[&str]) -> PacketDetection {
+pub(super) fn pd(iface: u8, teid: Option<u32>, flows: &[&str]) -> PacketDetection {
     PacketDetection {
         source_interface: iface,
         local_fteid: teid.map(|t| (t, S1U)),
@@ -116,7 +116,7 @@ fn pd(iface: u8, teid: Option<u32>, flows: &[&str]) -> PacketDetection {
     }
 }
 
-fn far(id: u32, action: Action, tunnel: Option<u32>) -> Far {
+pub(super) fn far(id: u32, action: Action, tunnel: Option<u32>) -> Far {
     Far {
         id,
         action,
@@ -128,7 +128,7 @@ fn far(id: u32, action: Action, tunnel: Option<u32>) -> Far {
     }
 }
 
-fn urr(id: u32) -> Urr {
+pub(super) fn urr(id: u32) -> Urr {
     Urr { id, measure_volume: true, ..Default::default() }
 }
 
@@ -146,7 +146,7 @@ pub(crate) fn bearer(dl: Action, qer: Qer) -> SessionRules {
     r
 }
 
-fn open_qer() -> Qer {
+pub(super) fn open_qer() -> Qer {
     Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: None, qfi: None }
 }
 
@@ -158,7 +158,7 @@ fn cfg() -> XdpConfig {
     XdpConfig { s1u_addr: S1U, mtu: 1500, no_fib: true, sizes: MapSizes::small() }
 }
 
-fn plane(rules: &SessionRules) -> XdpPlane {
+pub(super) fn plane(rules: &SessionRules) -> XdpPlane {
     let mut p = XdpPlane::load(cfg()).expect("load upf_xdp");
     p.set_next_hop(DN, nexthop()).unwrap();
     p.set_next_hop(ENB, nexthop()).unwrap();
@@ -166,7 +166,7 @@ fn plane(rules: &SessionRules) -> XdpPlane {
     p
 }
 
-fn run(p: &XdpPlane, pkt: &[u8]) -> (u32, Vec<u8>) {
+pub(super) fn run(p: &XdpPlane, pkt: &[u8]) -> (u32, Vec<u8>) {
     p.program().unwrap().test_run(pkt).expect("BPF_PROG_RUN")
 }
 

@@ -32,6 +32,8 @@ struct Bearer {
     ul_dupl: bool,
     mbr: Option<(u64, u64)>,
     sdf: bool,
+    /// URRs 1..=urrs on both PDRs (a list from 2, the slow path above 4).
+    urrs: u8,
 }
 
 fn forw() -> Action {
@@ -44,7 +46,7 @@ fn buff() -> Action {
 
 impl Bearer {
     fn new(n: u8) -> Self {
-        Bearer { ue: Ipv4Addr::new(10, 45, 0, n), teid: 0x100 + u32::from(n), enb: Ipv4Addr::new(172, 16, 0, 2), enb_teid: 0x2000 + u32::from(n), dl: forw(), ul_dupl: false, mbr: None, sdf: false }
+        Bearer { ue: Ipv4Addr::new(10, 45, 0, n), teid: 0x100 + u32::from(n), enb: Ipv4Addr::new(172, 16, 0, 2), enb_teid: 0x2000 + u32::from(n), dl: forw(), ul_dupl: false, mbr: None, sdf: false, urrs: 1 }
     }
 
     fn rules(&self) -> SessionRules {
@@ -58,8 +60,9 @@ impl Bearer {
             flows: flows.iter().map(|f| crate::rules::FlowFilter::parse(f).unwrap()).collect(),
         };
         let mut r = SessionRules::default();
-        r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pdi(INTERFACE_ACCESS, Some(self.teid), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![1], urr_ids: vec![1] });
-        r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pdi(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![1], urr_ids: vec![1] });
+        let urr_ids: Vec<u32> = (1..=u32::from(self.urrs)).collect();
+        r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pdi(INTERFACE_ACCESS, Some(self.teid), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![1], urr_ids: urr_ids.clone() });
+        r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pdi(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![1], urr_ids });
         if self.sdf {
             let flows = ["permit out 17 from any to assigned 5000"];
             r.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pdi(INTERFACE_CORE, None, &flows), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
@@ -69,7 +72,9 @@ impl Bearer {
         let tunnel = self.dl.forw.then_some(GtpuTunnel { teid: self.enb_teid, ipv4: self.enb });
         r.fars.insert(2, Far { id: 2, action: self.dl, destination_interface: Some(INTERFACE_ACCESS), outer_header_creation: tunnel, ..Default::default() });
         r.qers.insert(1, Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: self.mbr, qfi: None });
-        r.urrs.insert(1, Urr { id: 1, measure_volume: true, ..Default::default() });
+        for id in 1..=u32::from(self.urrs) {
+            r.urrs.insert(id, Urr { id, measure_volume: true, ..Default::default() });
+        }
         r
     }
 }
@@ -82,6 +87,25 @@ enum Table {
     Far,
     Qer,
     Urr,
+    UrrList,
+}
+
+/// The `urrs` and `urr_lists` slots a PDR's `urr_idx` reaches.
+fn urr_reach(m: &MemoryMaps, r: &mut HashSet<(Table, u32)>, idx: u32) {
+    if idx == IDX_NONE || idx == URR_IDX_SLOW {
+        return;
+    }
+    if idx & URR_IDX_LIST == 0 {
+        r.insert((Table::Urr, idx));
+        return;
+    }
+    let n = idx & !URR_IDX_LIST;
+    r.insert((Table::UrrList, n));
+    for u in m.urr_lists.get(&n).map(|l| l.idx).unwrap_or([IDX_NONE; URR_LIST_MAX]) {
+        if u != IDX_NONE {
+            r.insert((Table::Urr, u));
+        }
+    }
 }
 
 /// [`MemoryMaps`] that records, for every array slot, the last time a
@@ -108,7 +132,7 @@ impl CowCheck {
         let fast = |r: &mut HashSet<_>, e: &FastEntry| {
             if e.flags & FAST_F_SET == 0 {
                 r.insert((Table::Qer, e.qer_idx));
-                r.insert((Table::Urr, e.urr_idx));
+                urr_reach(&self.m, r, e.urr_idx);
             }
         };
         for ((d, _), slot) in &self.m.fast_ref {
@@ -124,7 +148,7 @@ impl CowCheck {
             for rule in &s.rules[..s.count as usize] {
                 r.insert((Table::Far, rule.far_idx));
                 r.insert((Table::Qer, rule.qer_idx));
-                r.insert((Table::Urr, rule.urr_idx));
+                urr_reach(&self.m, &mut r, rule.urr_idx);
             }
         }
         r
@@ -215,6 +239,11 @@ impl MapStore for CowCheck {
     fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError> {
         self.check_write(Table::Qer, idx);
         let r = self.m.put_qer(idx, q);
+        self.after(r)
+    }
+    fn put_urr_list(&mut self, idx: u32, l: &UrrList) -> Result<(), MapError> {
+        self.check_write(Table::UrrList, idx);
+        let r = self.m.put_urr_list(idx, l);
         self.after(r)
     }
     fn reset_urr(&mut self, idx: u32) -> Result<(), MapError> {
@@ -372,7 +401,7 @@ fn removed_session_slots_wait_before_another_session_gets_them() {
     let pools = p.slot_pools();
     assert_eq!(pools.iter().map(|s| s.in_use()).sum::<usize>(), 0);
     // FAR 2 of 10, QER 1 of 6, URR 1 of 6, one fast entry each way.
-    assert_eq!(pools.iter().map(|s| s.quarantined()).collect::<Vec<_>>(), vec![2, 1, 1, 1, 1]);
+    assert_eq!(pools.iter().map(|s| s.quarantined()).collect::<Vec<_>>(), vec![2, 1, 1, 1, 1, 0]);
     let b = Bearer::new(2);
     apply(&mut p, 2, &b, t0 + 2 * MS).unwrap();
     assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
@@ -383,14 +412,14 @@ fn removed_session_slots_wait_before_another_session_gets_them() {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Apply { seid: u8, dl: u8, enb_teid: u8, mbr: bool, sdf: bool },
+    Apply { seid: u8, dl: u8, enb_teid: u8, mbr: bool, sdf: bool, urrs: u8 },
     Remove(u8),
     Advance(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (1u8..5, 0u8..3, 0u8..3, any::<bool>(), any::<bool>()).prop_map(|(seid, dl, enb_teid, mbr, sdf)| Op::Apply { seid, dl, enb_teid, mbr, sdf }),
+        4 => (1u8..5, 0u8..3, 0u8..3, any::<bool>(), any::<bool>(), 1u8..6).prop_map(|(seid, dl, enb_teid, mbr, sdf, urrs)| Op::Apply { seid, dl, enb_teid, mbr, sdf, urrs }),
         1 => (1u8..5).prop_map(Op::Remove),
         2 => (0u8..80).prop_map(Op::Advance),
     ]
@@ -415,7 +444,7 @@ proptest! {
                     *clock.lock().unwrap() = now;
                     let _ = p.remove_at(u64::from(seid), now);
                 }
-                Op::Apply { seid, dl, enb_teid, mbr, sdf } => {
+                Op::Apply { seid, dl, enb_teid, mbr, sdf, urrs } => {
                     *clock.lock().unwrap() = now;
                     let mut b = Bearer::new(seid);
                     if seid == 4 {
@@ -425,6 +454,7 @@ proptest! {
                     b.enb_teid += u32::from(enb_teid) << 12;
                     b.mbr = mbr.then_some((1000, 2000));
                     b.sdf = sdf;
+                    b.urrs = urrs;
                     let before = p.maps().m.fast_dl.get(&be_addr(b.ue)).copied();
                     if p.apply_at(u64::from(seid), &b.rules(), &SdfTable::new(), now).is_err() {
                         prop_assert_eq!(p.maps().m.fast_dl.get(&be_addr(b.ue)).copied(), before);

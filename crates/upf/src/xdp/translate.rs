@@ -18,6 +18,33 @@ pub struct RuleSlots {
     pub far: HashMap<u32, u32>,
     pub qer: HashMap<u32, u32>,
     pub urr: HashMap<u32, u32>,
+    /// `urr_lists` slot of each list of `urrs` slots (PDRs with 2 to
+    /// [`URR_LIST_MAX`] URRs; PDRs with the same URRs share one).
+    pub urr_lists: HashMap<Vec<u32>, u32>,
+}
+
+/// The `urrs` slots of a PDR's URRs, in order, each once (URRs without a
+/// slot left out).
+pub fn urr_slot_list(slots: &RuleSlots, ids: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for s in ids.iter().filter_map(|id| slots.urr.get(id)) {
+        if !out.contains(s) {
+            out.push(*s);
+        }
+    }
+    out
+}
+
+/// A PDR's `urr_idx` (see [`URR_IDX_LIST`]): none, one slot, a list, or
+/// the slow path when the PDR has more URRs than a list holds.
+pub fn urr_ref(slots: &RuleSlots, ids: &[u32]) -> u32 {
+    let l = urr_slot_list(slots, ids);
+    match l.len() {
+        0 => IDX_NONE,
+        1 => l[0],
+        n if n <= URR_LIST_MAX => slots.urr_lists.get(&l).map_or(URR_IDX_SLOW, |i| URR_IDX_LIST | i),
+        _ => URR_IDX_SLOW,
+    }
 }
 
 pub fn far_entry(f: &Far) -> FarEntry {
@@ -80,7 +107,7 @@ pub fn pdr_sets(rules: &SessionRules, slots: &RuleSlots, sdf: &SdfTable) -> Resu
             precedence: p.precedence,
             far_idx: idx(&slots.far, p.far_id.as_ref()),
             qer_idx: idx(&slots.qer, p.qer_ids.first()),
-            urr_idx: idx(&slots.urr, p.urr_ids.first()),
+            urr_idx: urr_ref(slots, &p.urr_ids),
             pdr_id: p.id,
             flags: if p.outer_header_removal == Some(0) { PDR_F_OHR } else { 0 },
             ..Default::default()
