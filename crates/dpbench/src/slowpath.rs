@@ -84,7 +84,12 @@ pub struct SlowpathCase {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SlowpathRow {
     pub size: usize,
+    /// Frames the generator sent, both mechanisms together (they differ:
+    /// the kernel work of each path runs on the generator's CPU).
     pub offered_mpps: f64,
+    pub tun_offered_mpps: f64,
+    pub afxdp_offered_mpps: f64,
+    /// Received by user space.
     pub tun_mpps: f64,
     pub afxdp_mpps: f64,
     /// afxdp_mpps / tun_mpps.
@@ -190,7 +195,15 @@ pub fn run_blocking(opts: &SlowpathOptions) -> Result<SlowpathReport, DpBenchErr
             cases.push(SlowpathCase { mechanism: m.name(), size, offered_mpps: o, buffer_branch_mpps: bb, received_mpps: r, delivered_share: if o > 0.0 { r / o } else { 0.0 } });
         }
         let (t, x) = (acc[0][2], acc[1][2]);
-        rows.push(SlowpathRow { size, offered_mpps: (acc[0][0] + acc[1][0]) / 2.0, tun_mpps: t, afxdp_mpps: x, ratio: if t > 0.0 { x / t } else { 0.0 } });
+        rows.push(SlowpathRow {
+            size,
+            offered_mpps: (acc[0][0] + acc[1][0]) / 2.0,
+            tun_offered_mpps: acc[0][0],
+            afxdp_offered_mpps: acc[1][0],
+            tun_mpps: t,
+            afxdp_mpps: x,
+            ratio: if t > 0.0 { x / t } else { 0.0 },
+        });
     }
     drop(b);
     drop(topo);
@@ -306,10 +319,17 @@ fn receive_xsk(socks: &mut [XskSocket], stop: &AtomicBool, count: &AtomicU64) {
 
 /// A fixed-width table of the report.
 pub fn table(r: &SlowpathReport) -> String {
-    let mut s = format!("{:<6} {:>12} {:>10} {:>12} {:>8}\n", "size", "offered Mpps", "tun Mpps", "afxdp Mpps", "afxdp/tun");
+    let mut s = format!(
+        "{:<6} {:>12} {:>13} {:>14} {:>15} {:>10}\n",
+        "size", "tun offered", "tun received", "afxdp offered", "afxdp received", "afxdp/tun"
+    );
     for row in &r.rows {
-        s += &format!("{:<6} {:>12.3} {:>10.3} {:>12.3} {:>8.2}\n", row.size, row.offered_mpps, row.tun_mpps, row.afxdp_mpps, row.ratio);
+        s += &format!(
+            "{:<6} {:>12.3} {:>13.3} {:>14.3} {:>15.3} {:>10.2}\n",
+            row.size, row.tun_offered_mpps, row.tun_mpps, row.afxdp_offered_mpps, row.afxdp_mpps, row.ratio
+        );
     }
+    s += "(Mpps; received = packets user space read; afxdp/tun = ratio of received)\n";
     s += "per mechanism (Mpps): offered / reached the BUFF branch / received by user space\n";
     for c in &r.cases {
         s += &format!("  {:<6} {:>5} B  {:.3} / {:.3} / {:.3} ({:.0}% of offered)\n", c.mechanism, c.size, c.offered_mpps, c.buffer_branch_mpps, c.received_mpps, 100.0 * c.delivered_share);
