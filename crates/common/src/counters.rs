@@ -20,7 +20,10 @@ impl Counters {
         self.inner.lock().unwrap().entry(name).or_default().clone()
     }
     pub fn incr(&self, name: &'static str) {
-        self.get(name).fetch_add(1, Ordering::Relaxed);
+        self.add(name, 1);
+    }
+    pub fn add(&self, name: &'static str, n: u64) {
+        self.get(name).fetch_add(n, Ordering::Relaxed);
     }
     pub fn value(&self, name: &'static str) -> u64 {
         self.inner.lock().unwrap().get(name).map_or(0, |c| c.load(Ordering::Relaxed))
@@ -47,6 +50,9 @@ mod tests {
         c.incr("s1ap_malformed");
         assert_eq!(c.value("s1ap_malformed"), 2);
         assert_eq!(c.value("other"), 0);
-        assert_eq!(c.prometheus("mme"), "mobicore_mme_s1ap_malformed 2\n");
+        c.add("octets", 1400);
+        c.add("octets", 64);
+        assert_eq!(c.value("octets"), 1464);
+        assert_eq!(c.prometheus("mme"), "mobicore_mme_octets 1464\nmobicore_mme_s1ap_malformed 2\n");
     }
 }

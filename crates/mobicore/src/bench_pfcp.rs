@@ -90,6 +90,7 @@ pub async fn run(sessions: usize, windows: &[usize]) -> Result<Vec<PfcpCase>> {
         let (est, answers) = c
             .run(sessions, w, |i, seq| {
                 let spec = SessionSpec {
+                    usage_period: None,
                     node_id: node,
                     cp_seid: base + i as u64,
                     apn: "internet".into(),

@@ -120,6 +120,7 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         }
     }
     print_counters(&counters);
+    summary["counters"] = counters.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(*v))).collect::<serde_json::Map<_, _>>().into();
     let mut clean = true;
     if let Some(cap) = capture {
         let file = cap.stop()?;

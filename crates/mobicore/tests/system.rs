@@ -68,6 +68,14 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     }
     assert!(v["traffic"]["tcp_uplink"]["completed"].as_u64().unwrap() > 0, "{v}");
     assert!(v["traffic"]["icmp"]["received"].as_u64().unwrap() > 0, "{v}");
+    // Usage Reports in the Session Deletion Responses account for the TCP
+    // transfers (4 MiB each way per traffic UE), fast path included.
+    let tcp = v["traffic"]["tcp_uplink"]["completed"].as_u64().unwrap() * (4 << 20);
+    assert_eq!(v["counters"]["spgwc.usage_reports"], 30, "{v}");
+    for dir in ["uplink", "downlink"] {
+        let octets = v["counters"][format!("spgwc.usage_{dir}_octets")].as_u64().unwrap_or(0);
+        assert!(octets >= tcp, "{dir} usage {octets} < {tcp} octets of TCP payload");
+    }
     assert_eq!(cap["malformed"].as_array().unwrap().len(), 0, "{cap}");
     assert_eq!(cap["expert_errors"].as_array().unwrap().len(), 0, "{cap}");
     let _ = std::fs::remove_dir_all(&dir);

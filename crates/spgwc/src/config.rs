@@ -61,6 +61,10 @@ pub struct SpgwcConfig {
     pub heartbeat_interval: Duration,
     /// Our GTP-C Recovery restart counter (TS 29.274 8.5).
     pub recovery: u8,
+    /// Each session's URR asks the UPF for a usage report every this many
+    /// seconds (PERIO, TS 29.244 5.2.2.2); 0: only the final one, in the
+    /// Session Deletion Response.
+    pub usage_period_secs: u32,
 }
 
 impl Default for SpgwcConfig {
@@ -77,6 +81,7 @@ impl Default for SpgwcConfig {
             n1: 3,
             heartbeat_interval: Duration::from_secs(10),
             recovery: 0,
+            usage_period_secs: 0,
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct Session {
     /// was in flight, served in arrival order once it ends (an MME may send
     /// Delete Session before the Modify Bearer Response came back).
     pub queued: std::collections::VecDeque<(S11Pending, mobicore_common::s11::S11Request)>,
+    /// What the UPF reported this PDN connection carried.
+    pub usage: crate::sxa_build::Usage,
 }
 
 /// A sequential IPv4 pool (deterministic: lowest free address first after

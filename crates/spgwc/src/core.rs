@@ -53,6 +53,8 @@ pub struct SpgwcCore {
     pub(crate) sessions: HashMap<u32, Session>,
     /// (IMSI, default bearer EBI) -> our S11 TEID.
     pub(crate) by_imsi: HashMap<(Imsi, u8), u32>,
+    /// Our CP SEID -> our S11 TEID (Session Report Requests name the SEID).
+    pub(crate) by_seid: HashMap<u64, u32>,
     pub(crate) pools: BTreeMap<String, Pool>,
     pub(crate) upfs: Vec<UpfState>,
     pub(crate) next_teid: u32,
@@ -78,6 +80,7 @@ impl SpgwcCore {
             pfcp_recovery,
             sessions: HashMap::new(),
             by_imsi: HashMap::new(),
+            by_seid: HashMap::new(),
             pools,
             upfs,
             next_teid: 1,
@@ -102,6 +105,7 @@ impl SpgwcCore {
     /// Removes a session from the tables and returns its address to the pool.
     pub(crate) fn remove_session(&mut self, teid: u32) -> Option<Session> {
         let s = self.sessions.remove(&teid)?;
+        self.by_seid.remove(&s.cp_seid);
         if self.by_imsi.get(&(s.imsi.clone(), s.ebi.0)) == Some(&teid) {
             self.by_imsi.remove(&(s.imsi.clone(), s.ebi.0));
         }

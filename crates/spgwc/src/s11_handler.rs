@@ -173,7 +173,9 @@ impl SpgwcCore {
         let s1u_sgw = Fteid { teid: Teid(s1u_teid), ipv4: ucfg.s1u_addr };
         let cp_seid = self.next_seid;
         self.next_seid += 1;
-        let spec = sxa::SessionSpec { node_id: self.cfg.node_id, cp_seid, apn: apn.clone(), s1u_teid, s1u_addr: s1u_sgw.ipv4, ue_ipv4 };
+        let usage_period = Some(self.cfg.usage_period_secs).filter(|p| *p > 0);
+        let spec = sxa::SessionSpec { node_id: self.cfg.node_id, cp_seid, apn: apn.clone(), s1u_teid, s1u_addr: s1u_sgw.ipv4, ue_ipv4, usage_period };
+        self.by_seid.insert(cp_seid, teid);
         self.by_imsi.insert((r.imsi.clone(), r.bearer.ebi.0), teid);
         self.sessions.insert(
             teid,
@@ -192,6 +194,7 @@ impl SpgwcCore {
                 cp_seid,
                 up_seid: None,
                 queued: Default::default(),
+                usage: Default::default(),
             },
         );
         let ies = sxa::session_establishment(&spec);

@@ -7,6 +7,12 @@ use rs_pfcp::ie::bar_id::BarId;
 use rs_pfcp::ie::create_bar::CreateBar;
 use rs_pfcp::ie::create_far::CreateFar;
 use rs_pfcp::ie::create_pdr::CreatePdr;
+use rs_pfcp::ie::create_urr::CreateUrr;
+use rs_pfcp::ie::measurement_method::MeasurementMethod;
+use rs_pfcp::ie::measurement_period::MeasurementPeriod;
+use rs_pfcp::ie::reporting_triggers::ReportingTriggers;
+use rs_pfcp::ie::urr_id::UrrId;
+use rs_pfcp::ie::usage_report::UsageReport;
 use rs_pfcp::ie::destination_interface::{DestinationInterface, Interface};
 use rs_pfcp::ie::f_teid::Fteid;
 use rs_pfcp::ie::far_id::FarId;
@@ -40,6 +46,11 @@ pub const PDR_DOWNLINK: u16 = 2;
 pub const FAR_UPLINK: u32 = 1;
 pub const FAR_DOWNLINK: u32 = 2;
 pub const BAR_DOWNLINK: u8 = 1;
+/// The session's URR, on both PDRs: what the PDN connection carried.
+pub const URR_SESSION: u32 = 1;
+/// PFCP Session Report Request / Response (TS 29.244 7.5.8, 7.5.9).
+pub const SESSION_REPORT_REQUEST: u8 = 56;
+pub const SESSION_REPORT_RESPONSE: u8 = 57;
 /// Outer Header Removal "GTP-U/UDP/IPv4" (TS 29.244 8.2.64).
 pub const OHR_GTPU_UDP_IPV4: u8 = 0;
 
@@ -85,6 +96,9 @@ pub struct SessionSpec {
     pub s1u_teid: u32,
     pub s1u_addr: Ipv4Addr,
     pub ue_ipv4: Ipv4Addr,
+    /// Periodic usage reports every this many seconds (PERIO); `None`:
+    /// usage comes with the Session Deletion Response only.
+    pub usage_period: Option<u32>,
 }
 
 /// Session Establishment Request IEs (TS 29.244 7.5.2): uplink PDR
@@ -107,6 +121,8 @@ pub fn session_establishment(s: &SessionSpec) -> Vec<Ie> {
     dl_pdi.ue_ip_addresses = vec![ue];
     let mut dl = CreatePdr::new(PdrId::new(PDR_DOWNLINK), Precedence::new(255), dl_pdi);
     dl.far_id = Some(FarId::new(FAR_DOWNLINK));
+    ul.urr_ids = vec![UrrId::new(URR_SESSION)];
+    dl.urr_ids = vec![UrrId::new(URR_SESSION)];
 
     let mut ul_far = CreateFar::new(FarId::new(FAR_UPLINK), ApplyAction::new(0));
     ul_far.apply_action.insert(ApplyAction::FORW);
@@ -126,7 +142,68 @@ pub fn session_establishment(s: &SessionSpec) -> Vec<Ie> {
         ul_far.to_ie(),
         dl_far.to_ie(),
         CreateBar::new(BarId::new(BAR_DOWNLINK), None).to_ie(),
+        session_urr(s.usage_period).to_ie(),
     ]
+}
+
+/// The session's URR (TS 29.244 7.5.2.4): volume and duration, reported
+/// every `period` seconds if given (PERIO) and at deletion in any case.
+fn session_urr(period: Option<u32>) -> CreateUrr {
+    let mut triggers = ReportingTriggers::new();
+    if period.is_some() {
+        triggers.insert(ReportingTriggers::PERIO);
+    }
+    let mut u = CreateUrr::new(UrrId::new(URR_SESSION), MeasurementMethod::new(true, true, false), triggers, None, None, None, None, None, None);
+    u.measurement_period = period.map(MeasurementPeriod::new);
+    u
+}
+
+/// What Usage Reports (TS 29.244 7.5.5.2, 7.5.7.2, 7.5.8.3) said, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub reports: u64,
+    pub uplink_octets: u64,
+    pub downlink_octets: u64,
+    pub uplink_packets: u64,
+    pub downlink_packets: u64,
+    pub duration_secs: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, o: &Usage) {
+        self.reports += o.reports;
+        self.uplink_octets += o.uplink_octets;
+        self.downlink_octets += o.downlink_octets;
+        self.uplink_packets += o.uplink_packets;
+        self.downlink_packets += o.downlink_packets;
+        self.duration_secs += o.duration_secs;
+    }
+}
+
+/// Sums the Usage Report IEs of a Session Modification Response (IE 78),
+/// Deletion Response (79) or Report Request (80); `Err` if one does not
+/// decode.
+pub fn usage_reports(ies: &[Ie]) -> Result<Usage, rs_pfcp::error::PfcpError> {
+    let mut u = Usage::default();
+    for ie in ies.iter().filter(|i| {
+        matches!(
+            i.ie_type,
+            IeType::UsageReportWithinSessionModificationResponse | IeType::UsageReportWithinSessionDeletionResponse | IeType::UsageReportWithinSessionReportRequest
+        )
+    }) {
+        let r = UsageReport::unmarshal(&ie.payload)?;
+        u.reports += 1;
+        if let Some(v) = &r.volume_measurement {
+            u.uplink_octets += v.uplink_volume.unwrap_or(0);
+            u.downlink_octets += v.downlink_volume.unwrap_or(0);
+            u.uplink_packets += v.uplink_packets.unwrap_or(0);
+            u.downlink_packets += v.downlink_packets.unwrap_or(0);
+        }
+        if let Some(d) = &r.duration_measurement {
+            u.duration_secs += u64::from(d.duration_seconds);
+        }
+    }
+    Ok(u)
 }
 
 /// Session Modification after Modify Bearer: the downlink FAR forwards to

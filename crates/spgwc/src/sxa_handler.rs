@@ -29,6 +29,7 @@ impl SpgwcCore {
                 self.out.push_back(crate::core::Transmit { interface: Interface::Pfcp, dst: peer, bytes: b.into() });
                 return;
             }
+            sxa::SESSION_REPORT_REQUEST => return self.session_report(peer, h.seid.unwrap_or(0), h.seq, &ies),
             msg::HEARTBEAT_RESPONSE
             | msg::ASSOCIATION_SETUP_RESPONSE
             | msg::SESSION_ESTABLISHMENT_RESPONSE
@@ -44,6 +45,11 @@ impl SpgwcCore {
             return;
         };
         let cause = sxa::cause_of(&ies);
+        // Usage Reports ride on Modification and Deletion Responses
+        // (TS 29.244 7.5.5.2, 7.5.7.2).
+        if let PfcpOp::ModifyBearer { teid, .. } | PfcpOp::ReleaseAccess { teid, .. } | PfcpOp::Delete { teid, .. } = &op {
+            self.record_usage(*teid, &ies);
+        }
         if cause == PFCP_NO_ASSOCIATION {
             // The UPF lost our association (e.g. it restarted): set it up
             // again (TS 29.244 6.2.6.2.1).
@@ -159,9 +165,56 @@ impl SpgwcCore {
         self.run_queued(now, teid);
     }
 
+    /// A Session Report Request (TS 29.244 7.5.8): usage is recorded, a
+    /// Downlink Data Report counted (paging is the MME's, later), and the
+    /// answer is Request accepted, or Session context not found (65) for
+    /// an SEID we do not know (7.5.9).
+    fn session_report(&mut self, peer: SocketAddr, cp_seid: u64, seq: u32, ies: &[rs_pfcp::ie::Ie]) {
+        use rs_pfcp::ie::cause::CauseValue;
+        use rs_pfcp::ie::IeType;
+        let session = self.by_seid.get(&cp_seid).copied().filter(|t| self.sessions.contains_key(t));
+        let (seid, cause) = match session {
+            Some(teid) => {
+                if ies.iter().any(|i| i.ie_type == IeType::DownlinkDataReport) {
+                    self.counters.incr("pfcp_downlink_data_reports");
+                }
+                self.record_usage(teid, ies);
+                (self.sessions[&teid].up_seid.unwrap_or(0), CauseValue::RequestAccepted)
+            }
+            None => {
+                self.counters.incr("pfcp_report_unknown_session");
+                (0, CauseValue::SessionContextNotFound)
+            }
+        };
+        let b = sxa::encode(sxa::SESSION_REPORT_RESPONSE, Some(seid), seq, &[mobicore_upf::pfcp::cause_ie(cause)]);
+        self.out.push_back(crate::core::Transmit { interface: Interface::Pfcp, dst: peer, bytes: b.into() });
+    }
+
+    /// Adds the Usage Reports among `ies` to the session's totals.
+    fn record_usage(&mut self, teid: u32, ies: &[rs_pfcp::ie::Ie]) {
+        let u = match sxa::usage_reports(ies) {
+            Ok(u) if u.reports > 0 => u,
+            Ok(_) => return,
+            Err(_) => {
+                self.counters.incr("pfcp_usage_report_malformed");
+                return;
+            }
+        };
+        self.counters.add("usage_reports", u.reports);
+        self.counters.add("usage_uplink_octets", u.uplink_octets);
+        self.counters.add("usage_downlink_octets", u.downlink_octets);
+        if let Some(s) = self.sessions.get_mut(&teid) {
+            s.usage.add(&u);
+        }
+    }
+
     fn session_deleted(&mut self, now: Instant, teid: u32, p: S11Pending) {
         let Some(s) = self.remove_session(teid) else { return };
         self.counters.incr("sessions_deleted");
+        tracing::info!(
+            imsi = %s.imsi, apn = %s.apn, ue = %s.ue_ipv4, uplink_octets = s.usage.uplink_octets, downlink_octets = s.usage.downlink_octets,
+            duration_secs = s.usage.duration_secs, "PDN connection released"
+        );
         let m = encode_response(&S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED), s.mme_s11.teid.0, p.seq, None);
         self.answer_s11(now, p, m);
         // Requests queued behind the deletion address a context that is gone.

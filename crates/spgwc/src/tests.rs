@@ -361,3 +361,78 @@ fn create_session_for_an_existing_pdn_connection_replaces_it() {
     assert!(n.gw.session(first.sgw_fteid.unwrap().teid).is_none());
     assert_eq!(n.gw.counters.value("sessions_replaced"), 1);
 }
+
+/// The counts the UPF's data path measured for a session's URR.
+fn measured(n: &Net, ul: u64, dl: u64) {
+    let up_seid = *n.plane.sessions().keys().next().unwrap();
+    let c = mobicore_upf::urr::UsageCounts { ul_octets: ul, dl_octets: dl, ul_packets: ul / 100, dl_packets: dl / 100 };
+    n.plane.set_usage(up_seid, sxa::URR_SESSION, c);
+}
+
+#[test]
+fn each_session_has_a_urr_and_its_usage_comes_back_at_deletion() {
+    let mut n = Net::new(Net::cfg());
+    let r = created(n.s11(&S11Request::CreateSession(csr(1))));
+    let rules = n.plane.sessions().into_values().next().unwrap();
+    let urr = &rules.urrs[&sxa::URR_SESSION];
+    assert!(urr.measure_volume && urr.measure_duration);
+    assert_eq!(urr.measurement_period, None, "no periodic reports by default");
+    assert!(rules.pdrs.values().all(|p| p.urr_ids == vec![sxa::URR_SESSION]), "both PDRs count into it");
+
+    measured(&n, 12_000, 340_000);
+    let sgw_teid = r.sgw_fteid.unwrap().teid;
+    let d = n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) }));
+    assert_eq!(d, Some(S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED)));
+    // The Session Deletion Response carried a Usage Report (IE 79).
+    assert_eq!(n.gw.counters.value("usage_reports"), 1);
+    assert_eq!(n.gw.counters.value("usage_uplink_octets"), 12_000);
+    assert_eq!(n.gw.counters.value("usage_downlink_octets"), 340_000);
+}
+
+#[test]
+fn periodic_usage_reports_are_answered_and_added_up() {
+    let mut cfg = Net::cfg();
+    cfg.usage_period_secs = 60;
+    let mut n = Net::new(cfg);
+    let r = created(n.s11(&S11Request::CreateSession(csr(1))));
+    let rules = n.plane.sessions().into_values().next().unwrap();
+    assert_eq!(rules.urrs[&sxa::URR_SESSION].measurement_period, Some(60));
+
+    measured(&n, 1_000, 5_000);
+    n.now += std::time::Duration::from_secs(60);
+    n.upf.handle_timeout(n.now);
+    n.drive();
+    assert_eq!(n.upf.counters.value("pfcp_session_report_usar_sent"), 1);
+    assert_eq!(n.upf.counters.value("pfcp_session_report_accepted"), 1, "the SGW-C answered Request accepted");
+    assert_eq!(n.gw.counters.value("usage_uplink_octets"), 1_000);
+    let sgw_teid = r.sgw_fteid.unwrap().teid;
+    assert_eq!(n.gw.session(sgw_teid).unwrap().usage.downlink_octets, 5_000);
+
+    // What came after the periodic report is in the final one.
+    measured(&n, 1_500, 9_000);
+    n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) }));
+    assert_eq!(n.gw.counters.value("usage_reports"), 2);
+    assert_eq!(n.gw.counters.value("usage_uplink_octets"), 1_500);
+    assert_eq!(n.gw.counters.value("usage_downlink_octets"), 9_000);
+}
+
+#[test]
+fn a_session_report_for_an_unknown_seid_is_answered_context_not_found() {
+    let mut n = Net::new(Net::cfg());
+    let ies = vec![rs_pfcp::ie::report_type::ReportType::downlink_data_report().to_ie()];
+    let req = sxa::encode(sxa::SESSION_REPORT_REQUEST, Some(0xdead), 77, &ies);
+    n.gw.handle_pfcp(n.now, a(UPF), &req);
+    let t = n.gw.poll_transmit().expect("an answer");
+    let (h, ies) = sxa::decode(&t.bytes).unwrap();
+    assert_eq!((h.msg_type, h.seq), (sxa::SESSION_REPORT_RESPONSE, 77));
+    assert_eq!(sxa::cause_of(&ies), 65);
+    assert_eq!(n.gw.counters.value("pfcp_report_unknown_session"), 1);
+    // A Usage Report that does not decode is counted, and still answered.
+    created(n.s11(&S11Request::CreateSession(csr(1))));
+    let bad = rs_pfcp::ie::Ie::new(rs_pfcp::ie::IeType::UsageReportWithinSessionReportRequest, vec![0, 81, 0, 1]);
+    let req = sxa::encode(sxa::SESSION_REPORT_REQUEST, Some(n.gw.sessions().values().next().unwrap().cp_seid), 78, &[bad]);
+    n.gw.handle_pfcp(n.now, a(UPF), &req);
+    let t = n.gw.poll_transmit().expect("an answer");
+    assert_eq!(sxa::cause_of(&sxa::decode(&t.bytes).unwrap().1), 1);
+    assert_eq!(n.gw.counters.value("pfcp_usage_report_malformed"), 1);
+}
