@@ -61,6 +61,8 @@ mod tests_cow;
 mod tests_netns;
 #[cfg(test)]
 mod tests_urr;
+#[cfg(test)]
+mod tests_usage;
 
 pub use loader::{ifindex, AttachMode, AyaMaps, LoadedProgram, MapSizes, XdpError};
 pub use maps::{Counter, MapError, MapStore, MemoryMaps, NextHop, SdfFilter, UrrCounts};

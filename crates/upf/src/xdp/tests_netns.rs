@@ -10,15 +10,15 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
+pub(super) static SEQ: AtomicU32 = AtomicU32::new(0);
 
-fn ip(args: &[&str]) {
+pub(super) fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
     assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
 }
 
 /// Namespaces deleted on drop (their veths, and XDP on them, go too).
-struct Netns(Vec<String>);
+pub(super) struct Netns(pub(super) Vec<String>);
 
 impl Drop for Netns {
     fn drop(&mut self) {
@@ -29,7 +29,7 @@ impl Drop for Netns {
 }
 
 /// Runs f on a thread that has entered network namespace `ns`.
-fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(super) fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let path = format!("/var/run/netns/{ns}");
     std::thread::spawn(move || {
         let file = std::fs::File::open(&path).expect("open netns");
