@@ -276,6 +276,64 @@ mod props {
             h.core.handle_datagram(h.now, smf(), &b);
             while h.core.poll_transmit().is_some() {}
         }
+
+        /// Session Modification Requests made of rule IEs (Create/Update/
+        /// Remove/Query of FAR, URR, PDR, QER, BAR, with Duplicating
+        /// Parameters and URR fields inside) whose contents are arbitrary:
+        /// each gets exactly one answer, and the other session's rules and
+        /// usage stay as they were.
+        #[test]
+        fn modifications_of_arbitrary_rule_ies_leave_other_sessions_alone(ies in proptest::collection::vec(arb_rule_ie(), 1..6)) {
+            let mut h = Harness::new();
+            h.associate();
+            let (_, a) = establish(&mut h, 1);
+            let (_, b) = establish(&mut h, 2);
+            let (target, other) = (up_seid(&a), up_seid(&b));
+            let before = h.plane.get(other).unwrap();
+            let before_t = h.plane.get(target).unwrap();
+            let (hd, r) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(target), &ies);
+            prop_assert_eq!(hd.msg_type, msg::SESSION_MODIFICATION_RESPONSE);
+            prop_assert!(first(&r, IeType::Cause).is_some());
+            if cause(&r) != 1 {
+                prop_assert_eq!(h.plane.get(target).unwrap(), before_t, "a rejected modification changes nothing");
+            }
+            prop_assert_eq!(&h.plane.get(other).unwrap(), &before);
+            let (_, d) = h.request(msg::SESSION_DELETION_REQUEST, Some(target), &[]);
+            prop_assert_eq!(cause(&d), 1);
+            prop_assert_eq!(h.plane.get(other).unwrap(), before);
+        }
+    }
+
+    /// An IE of one of `types` whose content is arbitrary bytes or a few
+    /// IEs of `inner` types with arbitrary contents.
+    fn arb_ie(types: &'static [u16], inner: &'static [u16]) -> impl Strategy<Value = Ie> {
+        let leaf = (proptest::sample::select(inner), proptest::collection::vec(any::<u8>(), 0..12));
+        let grouped = proptest::collection::vec(leaf, 0..5).prop_map(|v| {
+            let mut b = Vec::new();
+            for (t, c) in v {
+                Ie::new(IeType::from(t), c).marshal_into(&mut b);
+            }
+            b
+        });
+        let payload = prop_oneof![proptest::collection::vec(any::<u8>(), 0..24), grouped];
+        (proptest::sample::select(types), payload).prop_map(|(t, p)| Ie::new(IeType::from(t), p))
+    }
+
+    fn arb_rule_ie() -> impl Strategy<Value = Ie> {
+        // TS 29.244 8.1.2: Create PDR 1, Create FAR 3, Create URR 6, Update
+        // PDR 9, Update FAR 10, Update URR 13, Update QER 14, Remove PDR 15,
+        // Remove FAR 16, Remove URR 17, Query URR 77, Update BAR 86.
+        const RULES: &[u16] = &[1, 3, 6, 9, 10, 13, 14, 15, 16, 17, 77, 86];
+        // Inside them: PDR ID 56, FAR ID 108, URR ID 81, QER ID 109, BAR ID
+        // 88, Apply Action 44, Forwarding Parameters 4, Update Forwarding
+        // Parameters 11, Duplicating Parameters 5, Update Duplicating
+        // Parameters 105, Destination Interface 42, Outer Header Creation
+        // 84, Measurement Method 62, Reporting Triggers 37, Volume
+        // Threshold 31, Time Threshold 32, Volume Quota 73, Time Quota 74,
+        // Measurement Period 64, Inactivity Detection Time 36, Quota
+        // Holding Time 71, Precedence 29, PDI 2.
+        const INNER: &[u16] = &[56, 108, 81, 109, 88, 44, 4, 11, 5, 105, 42, 84, 62, 37, 31, 32, 73, 74, 64, 36, 71, 29, 2];
+        arb_ie(RULES, INNER)
     }
 }
 
