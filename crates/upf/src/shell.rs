@@ -2,6 +2,7 @@
 
 use crate::config::{DatapathKind, UpfConfig};
 use crate::afxdp::XskSocket;
+use crate::dataplane::handover::Handover;
 use crate::dataplane::io::{DatapathIo, IoConfig};
 use crate::dataplane::{DatapathConfig, UserspacePlane};
 use crate::node::UpfCore;
@@ -32,6 +33,21 @@ struct Tee {
     memory: MemoryPlane,
     user: UserspacePlane,
     xdp: Option<Box<dyn ForwardingPlane>>,
+    /// BUFF -> FORW: the fast path switches after the release is sent.
+    handover: Handover,
+}
+
+impl Tee {
+    /// The slow path first: it holds the buffered packets and sends the
+    /// End Markers before the fast path switches to the new tunnel; a FAR
+    /// that buffered switches in the fast path once the release is sent
+    /// ([`Handover`]).
+    fn update_planes(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        match self.xdp.as_mut() {
+            Some(x) => self.handover.update(&mut self.user, x.as_mut(), up_seid, rules),
+            None => self.user.update(up_seid, rules),
+        }
+    }
 }
 
 impl ForwardingPlane for Tee {
@@ -56,22 +72,15 @@ impl ForwardingPlane for Tee {
         self.memory.install_shared(up_seid, rules)
     }
     fn update_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
-        self.user.update(up_seid, rules)?;
-        if let Some(x) = self.xdp.as_mut() {
-            x.update(up_seid, rules)?;
-        }
+        self.update_planes(up_seid, rules)?;
         self.memory.update_shared(up_seid, rules)
     }
     fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
-        // The slow path first: it holds the buffered packets and sends the
-        // End Markers before the fast path switches to the new tunnel.
-        self.user.update(up_seid, rules)?;
-        if let Some(x) = self.xdp.as_mut() {
-            x.update(up_seid, rules)?;
-        }
+        self.update_planes(up_seid, rules)?;
         self.memory.update(up_seid, rules)
     }
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        self.handover.remove(up_seid);
         if let Some(x) = self.xdp.as_mut() {
             let _ = x.remove(up_seid);
         }
@@ -79,6 +88,12 @@ impl ForwardingPlane for Tee {
         self.memory.remove(up_seid)
     }
     fn poll_report(&mut self) -> Option<PlaneReport> {
+        // Woken (also) when the slow path has sent a release.
+        if let Some(x) = self.xdp.as_mut() {
+            if self.handover.pending() > 0 {
+                self.handover.poll(&self.user, x.as_mut());
+            }
+        }
         self.user.poll_report()
     }
     /// A URR's counts: the slow path's plus the fast path's (each counts
@@ -212,7 +227,7 @@ impl Upf {
         let mut datapath = open_datapath(&cfg, &counters)?;
         let xdp_loaded = datapath.as_ref().is_some_and(|d| d.xdp.is_some());
         let fp: Box<dyn ForwardingPlane> = match datapath.as_mut() {
-            Some(d) => Box::new(Tee { memory: plane.clone(), user: d.user.clone(), xdp: d.xdp.take() }),
+            Some(d) => Box::new(Tee { memory: plane.clone(), user: d.user.clone(), xdp: d.xdp.take(), handover: Handover::new() }),
             None => Box::new(plane.clone()),
         };
         let neighbour_scope =

@@ -366,28 +366,50 @@ fn xdp_mode_buffers_over_afxdp_and_releases_in_order() {
     assert!(matches!(slow.plane.poll_report(), Some(crate::rules::PlaneReport::DownlinkData { up_seid: 1, pdr_id: 2 })));
     assert_eq!(slow.plane.lock().buffered(1).0, usize::from(N) * 30, "100 IPv4/UDP packets of 30 octets held");
 
+    // The FAR turns FORW through the shell's handover; packets sent at
+    // once arrive behind the released ones, whichever path they take.
     let forw = Action { forw: true, ..Action::default() };
-    slow.plane.update(1, &bearer(forw)).unwrap();
-    xdp.update(1, &bearer(forw)).unwrap();
-    let mut buf = [0u8; 2048];
-    let next = |buf: &mut [u8]| {
-        let (n, _) = enb.recv_from(buf).expect("a G-PDU for the eNB");
-        let r = mobicore_gtp::gtpu::parse(&buf[..n]).unwrap();
-        assert_eq!(r.header.teid, 0x900);
-        let mobicore_gtp::gtpu::Body::GPdu(ip) = r.body else { panic!("{r:?}") };
-        u16::from_be_bytes([ip[28], ip[29]])
-    };
-    for i in 0..N {
-        assert_eq!(next(&mut buf), i, "released in arrival order, none lost");
-    }
-    assert_eq!(slow.plane.lock().buffered(1), (0, 0));
-    assert_eq!(counter("upf_released"), u64::from(N));
-    // After the switch the fast path carries the downlink.
+    let mut handover = crate::dataplane::handover::Handover::new();
+    handover.update(&mut slow.plane, &mut xdp, 1, &bearer(forw)).unwrap();
     for i in N..N + 5 {
         dn.send_to(&i.to_be_bytes(), SocketAddrV4::new(UE, 4000)).unwrap();
-        assert_eq!(next(&mut buf), i);
     }
-    assert!(xdp.counter(Counter::DlFwd).unwrap() >= 5);
+    enb.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut buf = [0u8; 2048];
+    let mut got: Vec<u16> = Vec::new();
+    let mut receive = |got: &mut Vec<u16>, handover: &mut crate::dataplane::handover::Handover, xdp: &mut XdpPlane| {
+        // What the PFCP task does when the I/O task reports a flush.
+        handover.poll(&slow.plane, xdp);
+        if let Ok((n, _)) = enb.recv_from(&mut buf) {
+            let r = mobicore_gtp::gtpu::parse(&buf[..n]).unwrap();
+            assert_eq!(r.header.teid, 0x900);
+            let mobicore_gtp::gtpu::Body::GPdu(ip) = r.body else { panic!("{r:?}") };
+            got.push(u16::from_be_bytes([ip[28], ip[29]]));
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < usize::from(N) + 5 {
+        assert!(Instant::now() < deadline, "{} of {} arrived", got.len(), N + 5);
+        receive(&mut got, &mut handover, &mut xdp);
+    }
+    assert_eq!(got, (0..N + 5).collect::<Vec<_>>(), "released in arrival order, none lost, none overtaken");
+    assert_eq!(slow.plane.lock().buffered(1), (0, 0));
+    assert_eq!(counter("upf_released"), u64::from(N));
+    // Once the release is sent the fast path carries the downlink.
+    while handover.pending() > 0 {
+        assert!(Instant::now() < deadline, "the fast path never switched");
+        receive(&mut got, &mut handover, &mut xdp);
+    }
+    let before = xdp.counter(Counter::DlFwd).unwrap();
+    for i in N + 5..N + 10 {
+        dn.send_to(&i.to_be_bytes(), SocketAddrV4::new(UE, 4000)).unwrap();
+    }
+    while got.len() < usize::from(N) + 10 {
+        assert!(Instant::now() < deadline, "{} of {} arrived", got.len(), N + 10);
+        receive(&mut got, &mut handover, &mut xdp);
+    }
+    assert_eq!(got, (0..N + 10).collect::<Vec<_>>());
+    assert_eq!(xdp.counter(Counter::DlFwd).unwrap() - before, 5, "by XDP");
     drop(slow);
     drop(xdp);
     drop(pass);

@@ -290,8 +290,17 @@ impl DatapathIo {
     async fn flush(&self) {
         let (out, reports) = {
             let mut core = self.plane.lock();
+            self.plane.flush_started();
             (std::iter::from_fn(|| core.poll_transmit()).collect::<Vec<_>>(), !core.reports.is_empty())
         };
+        // After the sends below (a fast-path switch waits for them).
+        struct Done<'a>(&'a UserspacePlane);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.flush_done();
+            }
+        }
+        let _done = Done(&self.plane);
         if reports {
             self.plane.reports_ready.notify_one();
         }

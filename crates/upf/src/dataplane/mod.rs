@@ -18,6 +18,8 @@
 //! - `ipv4`: the IPv4 fields we read; fragments and ICMP we build.
 //! - [`plane`]: [`UserspacePlane`], the shared handle implementing
 //!   [`ForwardingPlane`] for the PFCP node.
+//! - [`handover`]: a FAR turning from BUFF to FORW switches the XDP fast
+//!   path only once the released packets are sent (no overtaking).
 //! - [`io`]: the I/O shell: a UDP socket on S1-U:2152 on the access side
 //!   and a TUN device on the core side.
 //!
@@ -38,6 +40,7 @@ pub mod defrag;
 mod dupl;
 pub mod flow;
 mod forward;
+pub mod handover;
 pub mod io;
 pub mod ipv4;
 pub mod plane;

@@ -5,6 +5,7 @@
 use super::{DatapathConfig, UserPlane};
 use crate::rules::{ForwardingPlane, PlaneError, PlaneReport, SessionRules};
 use mobicore_common::counters::Counters;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -18,11 +19,43 @@ pub struct UserspacePlane {
     pub(crate) wake: Arc<Notify>,
     /// Woken when reports for the PFCP node are waiting.
     pub(crate) reports_ready: Arc<Notify>,
+    /// Flushes of the I/O task started / finished, and whether a finished
+    /// one should wake the PFCP node (a fast-path switch waits on it,
+    /// see [`super::handover`]).
+    flushes: Arc<[AtomicU64; 2]>,
+    flush_ack: Arc<AtomicBool>,
 }
 
 impl UserspacePlane {
     pub fn new(cfg: DatapathConfig, counters: Counters) -> Self {
-        UserspacePlane { core: Arc::new(Mutex::new(UserPlane::new(cfg, counters))), wake: Arc::new(Notify::new()), reports_ready: Arc::new(Notify::new()) }
+        UserspacePlane {
+            core: Arc::new(Mutex::new(UserPlane::new(cfg, counters))),
+            wake: Arc::new(Notify::new()),
+            reports_ready: Arc::new(Notify::new()),
+            flushes: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
+            flush_ack: Arc::new(AtomicBool::new(false)),
+        }
+    }
+    /// The I/O task takes the transmit queue (call with the core locked).
+    pub fn flush_started(&self) {
+        self.flushes[0].fetch_add(1, Ordering::AcqRel);
+    }
+    /// The I/O task has sent what it took.
+    pub fn flush_done(&self) {
+        self.flushes[1].fetch_add(1, Ordering::AcqRel);
+        if self.flush_ack.load(Ordering::Acquire) {
+            self.reports_ready.notify_one();
+        }
+    }
+    pub fn flushes_started(&self) -> u64 {
+        self.flushes[0].load(Ordering::Acquire)
+    }
+    pub fn flushes_done(&self) -> u64 {
+        self.flushes[1].load(Ordering::Acquire)
+    }
+    /// Whether finished flushes wake the PFCP node.
+    pub fn want_flush_ack(&self, on: bool) {
+        self.flush_ack.store(on, Ordering::Release);
     }
     /// The packet core (for the I/O shell and tests).
     pub fn lock(&self) -> MutexGuard<'_, UserPlane> {
