@@ -25,10 +25,9 @@
 //! packets up the stack and they arrive on the TUN device as before. On a
 //! rule change the sockets are drained before the flush, so packets that
 //! reached them before a release leave right after the released ones.
-//! What is not closed: the fast path switches to FORW as soon as the PFCP
-//! task updates it, so its packets may overtake released ones this task
-//! has not yet flushed (holding the fast path in BUFF until the flush is
-//! the fix, in the shell's Tee).
+//! Each flush is counted (started / done) and, while a fast-path switch
+//! waits for one, wakes the PFCP task: the XDP FAR turns FORW only after
+//! the released packets are sent ([`super::handover`]).
 //!
 //! Fragments: inner fragments are forwarded unchanged, never reassembled
 //! (every fragment carries the source address the anti-spoofing check
