@@ -415,3 +415,31 @@ fn xdp_mode_buffers_over_afxdp_and_releases_in_order() {
     drop(pass);
     drop(t);
 }
+
+/// The shell in XDP mode opens a socket on the core interface by default,
+/// and `buffer_afxdp = false` keeps the TUN path (counted fallback).
+#[test]
+fn the_shell_opens_afxdp_unless_told_not_to() {
+    for afxdp in [true, false] {
+        let Some(t) = Three::new() else { return };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let cfg = crate::UpfConfig {
+                pfcp: "127.0.0.1:0".parse().unwrap(),
+                s1u_addr: S1U,
+                datapath: crate::DatapathKind::Xdp,
+                access_netns: Some(t.upf.clone()),
+                core_netns: Some(t.upf.clone()),
+                access_interface: Some("s1u".into()),
+                core_interface: Some("sgi".into()),
+                tun_name: t.tun.clone(),
+                ue_pools: vec!["10.45.0.0/24".into()],
+                buffer_afxdp: afxdp,
+                ..crate::UpfConfig::default()
+            };
+            let upf = crate::Upf::bind(cfg).await.expect("binds in XDP mode");
+            assert!(upf.xdp_loaded());
+            assert_eq!(upf.counters.value("upf_afxdp_fallback"), u64::from(!afxdp), "buffer_afxdp = {afxdp}");
+        });
+    }
+}
