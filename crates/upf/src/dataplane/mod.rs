@@ -34,7 +34,10 @@
 //! `upf_ul_forwarded`, `upf_dl_forwarded`, `upf_buffered`, `upf_released`,
 //! `upf_duplicated`, `upf_frag_held`, `upf_frag_overflow`,
 //! `upf_frag_timeout`, `upf_frag_discarded`, `upf_dl_fragmented`,
-//! `upf_icmp_frag_needed`, `upf_icmp_suppressed`, `upf_too_big`.
+//! `upf_icmp_frag_needed`, `upf_icmp_suppressed`, `upf_too_big`;
+//! AF_XDP (XDP mode, `io`): `upf_afxdp_received` (buffered downlink frames
+//! read from the sockets), `upf_afxdp_not_ipv4`, and in the shell
+//! `upf_afxdp_fallback` (no sockets: the TUN device receives them).
 
 pub mod defrag;
 mod dupl;
