@@ -71,40 +71,54 @@ struct pdr_rule {
 	struct sdf_filter sdf;
 };
 
-/* Value of pdr_ul (key: TEID, host order) and pdr_dl (key: UE IPv4,
- * network order). rules[0..count] sorted by ascending precedence value. */
+/* Value of the pdr_sets array: the PDRs of one lookup key (TEID or UE
+ * address), rules[0..count] sorted by ascending precedence value. Reached
+ * only through the set_idx of the key's fast entry (FAST_F_SET). */
 struct pdr_set {
 	__u32 ue_addr; /* uplink: the tunnel's UE address (anti-spoofing); 0 = no check */
 	__u32 count;
 	struct pdr_rule rules[PDR_SET_MAX];
 };
 
-/* Value of fast_ul (key: TEID, host order) and fast_dl (key: UE IPv4,
- * network order): every installed key has one. The common bearer - one PDR
- * without SDF filter - is complete here, its FAR inline, so a packet costs
- * one lookup on a 32-octet value (its index slot, or the hash). FAST_F_SET marks a key whose PDRs
- * (several, or with SDF filters) are in pdr_ul / pdr_dl with their FARs in
- * the far array; then only ue_addr is meaningful. */
+/* PDR sets in use at once (keys with several PDRs or SDF filters), plus
+ * room for the quarantine. */
+#define UPF_MAX_PDR_SETS 65536
+
+/* Fast entry of a key (TEID, or UE IPv4 in network order): every installed
+ * key has one. The common bearer - one PDR without SDF filter - is complete
+ * here, its FAR inline, so a packet costs one 32-octet value. FAST_F_SET
+ * marks a key whose PDRs (several, or with SDF filters) are in the
+ * pdr_sets slot set_idx, with their FARs in the far array; then only
+ * ue_addr and set_idx are meaningful. */
 #define FAST_F_SET (1 << 0)
-/* In fast_ul_idx / fast_dl_idx only: the slot holds the entry of `key`. */
+/* The pool slot holds the entry of `key` (always set in a published slot). */
 #define FAST_F_IDX (1 << 1)
 
-/* Direct-indexed fast entries, copy-on-write (no bucket walk, no torn
- * read). fast_ul_ref / fast_dl_ref are arrays of 32-bit slot numbers,
- * indexed by the TEID (uplink) or the UE address in host order (downlink)
- * masked to FAST_IDX_BITS; the slot numbers index the entry pools
- * fast_ul_idx / fast_dl_idx. A pool slot is written only while no
- * reference points to it and no program can still hold an old reference
- * (user space quarantines a released slot for a grace period, see
+/* Session lookup, copy-on-write everywhere (no bucket walk on the common
+ * path, no torn read). Every fast entry lives in a slot of the entry pool
+ * fast_ul_idx / fast_dl_idx; fast_ul_ref / fast_dl_ref are arrays of
+ * 32-bit slot numbers into it. The reference of a key is at its direct
+ * position (TEID, or UE address in host order, masked to FAST_IDX_BITS)
+ * when the key was the first there, else at an overflow position
+ * (FAST_IDX_SIZE and up) that the hash fast_ul / fast_dl (key -> position)
+ * names. A pool slot or pdr_sets slot is written only while nothing
+ * refers to it and no program can still hold an old reference (user space
+ * quarantines a released slot for a grace period, see
  * crates/upf/src/xdp/slots.rs); an update writes a free slot and then
  * switches the reference with one aligned 32-bit store through mmap
  * (BPF_F_MMAPABLE), so a program sees the old entry or the new one, whole.
- * A reference is used only when its entry has FAST_F_IDX and the packet's
- * key; otherwise (FAST_REF_NONE, or the position is owned by a colliding
- * key) the hash maps, which stay the source of truth, are looked up. */
+ * A hash element is written once, when its key is inserted (after the
+ * reference it names is valid), and deleted with the key, never updated:
+ * an element the kernel recycles under a reader yields another key's
+ * position, whose entry fails the key check. An entry is used only when it
+ * has FAST_F_IDX and the packet's key. */
 #define FAST_IDX_BITS 18
 #define FAST_IDX_SIZE (1u << FAST_IDX_BITS)
-/* Pool slots: one per reference position plus room for the quarantine. */
+/* Overflow positions: keys whose direct position another key holds. */
+#define FAST_OVF_SIZE (1u << 17)
+#define FAST_REF_SIZE (FAST_IDX_SIZE + FAST_OVF_SIZE)
+/* Pool slots: one per key (at most FAST_IDX_SIZE keys per direction by
+ * default) plus room for the quarantine. */
 #define FAST_POOL_SIZE (FAST_IDX_SIZE + (1u << 16))
 #define FAST_REF_NONE 0xffffffffu
 
@@ -112,14 +126,17 @@ struct pdr_fast {
 	__u32 ue_addr; /* uplink: the tunnel's UE address (anti-spoofing); 0 = no check */
 	__u32 qer_idx;
 	__u32 urr_idx;
-	__u32 teid;       /* FAR OHC: the peer's TEID */
+	union {
+		__u32 teid;    /* FAR OHC: the peer's TEID */
+		__u32 set_idx; /* FAST_F_SET: the pdr_sets slot */
+	};
 	__u32 peer_addr;  /* FAR OHC: the peer's IPv4 (network order) */
 	__u32 local_addr; /* FAR OHC: our source address; 0 = upf_config.s1u_addr */
 	__u8 action;      /* FAR apply action */
 	__u8 far_flags;   /* FAR_F_* */
 	__u8 pdr_flags;   /* PDR_F_OHR */
 	__u8 flags;       /* FAST_F_* */
-	__u32 key;        /* index arrays: the slot's TEID / UE address (as the hash key); else 0 */
+	__u32 key;        /* the slot's TEID / UE address (network order) */
 };
 
 /* Apply Action (TS 29.244 8.2.26). */

@@ -6,35 +6,31 @@
 #include "maps.h"
 #include "parse.h"
 
+/* PDR sets, both directions (maps.h pdr_set), copy-on-write. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, UPF_MAX_TUNNELS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UPF_MAX_PDR_SETS);
 	__type(key, __u32);
 	__type(value, struct pdr_set);
-} pdr_ul SEC(".maps");
+} pdr_sets SEC(".maps");
 
+/* Overflow positions of keys whose direct position is taken (maps.h,
+ * "Session lookup"): key -> position in fast_*_ref, written once. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, UPF_MAX_TUNNELS);
+	__uint(max_entries, FAST_OVF_SIZE);
 	__type(key, __u32);
-	__type(value, struct pdr_set);
-} pdr_dl SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, UPF_MAX_TUNNELS);
-	__type(key, __u32);
-	__type(value, struct pdr_fast);
+	__type(value, __u32);
 } fast_ul SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, UPF_MAX_TUNNELS);
+	__uint(max_entries, FAST_OVF_SIZE);
 	__type(key, __u32);
-	__type(value, struct pdr_fast);
+	__type(value, __u32);
 } fast_dl SEC(".maps");
 
-/* Entry pools (see maps.h, "Direct-indexed fast entries"). */
+/* Entry pools. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FAST_POOL_SIZE);
@@ -49,11 +45,11 @@ struct {
 	__type(value, struct pdr_fast);
 } fast_dl_idx SEC(".maps");
 
-/* References into the pools, written by user space with single aligned
- * 32-bit stores through mmap. */
+/* References into the pools (direct positions, then overflow positions),
+ * written by user space with single aligned 32-bit stores through mmap. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FAST_IDX_SIZE);
+	__uint(max_entries, FAST_REF_SIZE);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, __u32);
@@ -61,29 +57,49 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FAST_IDX_SIZE);
+	__uint(max_entries, FAST_REF_SIZE);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, __u32);
 } fast_dl_ref SEC(".maps");
 
-/* The fast entry of `key`: through its reference when its position is its
- * own, else the hash. The reference is read once (one 32-bit load); the
- * entry it names is immutable while any program may still hold it (the
- * pool slot is written only after its grace period), and the entry load
- * depends on the reference by address, so no fence is needed. */
-static __always_inline struct pdr_fast *fast_lookup(void *ref_map, void *idx_map, void *hash_map, __u32 key,
+/* The entry the reference at `pos` names, if it is `key`'s. The reference
+ * is read once (one 32-bit load); the entry it names is immutable while
+ * any program may still hold it (the pool slot is written only after its
+ * grace period), and the entry load depends on the reference by address,
+ * so no fence is needed. */
+static __always_inline struct pdr_fast *by_ref(void *ref_map, void *idx_map, __u32 pos, __u32 key)
+{
+	__u32 *ref = bpf_map_lookup_elem(ref_map, &pos);
+	if (!ref)
+		return 0;
+	__u32 slot = *(volatile __u32 *)ref;
+	struct pdr_fast *s = bpf_map_lookup_elem(idx_map, &slot);
+	if (s && (s->flags & FAST_F_IDX) && s->key == key)
+		return s;
+	return 0;
+}
+
+/* The fast entry of `key`: through its direct position, else through the
+ * overflow position the hash names (read once; any value it could hold is
+ * checked against the key by by_ref). */
+static __always_inline struct pdr_fast *fast_lookup(void *ref_map, void *idx_map, void *ovf_map, __u32 key,
 						    __u32 host_key)
 {
-	__u32 pos = host_key & (FAST_IDX_SIZE - 1);
-	__u32 *ref = bpf_map_lookup_elem(ref_map, &pos);
-	if (ref) {
-		__u32 slot = *(volatile __u32 *)ref;
-		struct pdr_fast *s = bpf_map_lookup_elem(idx_map, &slot);
-		if (s && (s->flags & FAST_F_IDX) && s->key == key)
-			return s;
-	}
-	return bpf_map_lookup_elem(hash_map, &key);
+	struct pdr_fast *e = by_ref(ref_map, idx_map, host_key & (FAST_IDX_SIZE - 1), key);
+	if (e)
+		return e;
+	__u32 *p = bpf_map_lookup_elem(ovf_map, &key);
+	if (!p)
+		return 0;
+	return by_ref(ref_map, idx_map, *(volatile __u32 *)p, key);
+}
+
+/* The PDR set of a fast entry with FAST_F_SET (immutable while referenced). */
+static __always_inline struct pdr_set *set_of(const struct pdr_fast *fe)
+{
+	__u32 idx = fe->set_idx;
+	return bpf_map_lookup_elem(&pdr_sets, &idx);
 }
 
 static __always_inline int sdf_match(const struct sdf_filter *s, const struct flow *f)

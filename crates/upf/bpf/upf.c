@@ -118,7 +118,7 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	struct pdr_fast rule;
 	const struct pdr_fast *r = fe;
 	if (fe->flags & FAST_F_SET) {
-		struct pdr_set *set = bpf_map_lookup_elem(&pdr_ul, &g.teid);
+		struct pdr_set *set = set_of(fe);
 		if (!set)
 			return verdict(CNT_PASS_UNKNOWN_TEID, XDP_PASS);
 		struct flow f;
@@ -169,7 +169,7 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 	struct pdr_fast rule;
 	const struct pdr_fast *r = fe;
 	if (fe->flags & FAST_F_SET) {
-		struct pdr_set *set = bpf_map_lookup_elem(&pdr_dl, &ip->daddr);
+		struct pdr_set *set = set_of(fe);
 		if (!set)
 			return verdict(CNT_PASS_NOT_UE, XDP_PASS);
 		struct flow f;

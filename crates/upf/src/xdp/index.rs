@@ -1,62 +1,85 @@
-//! The direct-indexed fast entries (bpf/maps.h, "Direct-indexed fast
-//! entries"): a reference array (`fast_ul_ref` / `fast_dl_ref`, indexed by
-//! TEID or UE address masked to [`FAST_IDX_BITS`]) of slot numbers into an
-//! entry pool (`fast_ul_idx` / `fast_dl_idx`), kept copy-on-write.
+//! Session lookup entries (bpf/maps.h, "Session lookup"): an entry pool
+//! (`fast_ul_idx` / `fast_dl_idx`) of every key's fast entry, and a
+//! reference array (`fast_ul_ref` / `fast_dl_ref`) of slot numbers into it,
+//! kept copy-on-write. A key's reference sits at its direct position (TEID
+//! or UE address masked to [`FAST_IDX_BITS`]) when it was the first key
+//! there, else at an overflow position that the hash `fast_ul` / `fast_dl`
+//! names (allocated when the key is inserted, kept until it is removed).
 //!
 //! Why a program never sees a torn entry:
 //! - a pool slot is written only when it is free: never published, or
 //!   released at least [`super::slots::GRACE`] earlier (no program that
 //!   loaded a reference to it can still be running);
-//! - the reference switches with one aligned 32-bit store (through mmap,
+//! - a reference switches with one aligned 32-bit store (through mmap,
 //!   [`MapStore::set_fast_ref`]), after the slot's entry is complete; the
 //!   program loads the reference once and the entry through it (an address
 //!   dependency), so it sees the old entry or the new one, whole;
+//! - a hash element is written once, when its key is inserted (after the
+//!   reference at its overflow position is valid), and removed with the
+//!   key, never updated in place; the kernel may recycle a removed element
+//!   at once, so a program may read another key's position there, but the
+//!   entry it then reaches names another key and fails the key check (the
+//!   packet takes the slow path, as for a key being removed);
 //! - nothing caches a slot number across packets (the program's only
 //!   per-CPU memo holds next hops, invalidated by a generation).
 //!
-//! The first key on a position owns it until deleted; a colliding key is
-//! served from the hash only. When the pool is exhausted (only possible
-//! with heavy churn inside one grace period), an update drops the key's
-//! reference instead: the key is served from the hash, which is always
-//! current.
+//! Capacity: [`FastIndex::check`] tells beforehand whether a batch of puts
+//! finds the pool slots and overflow positions it needs, so that a session
+//! update is refused whole (the installed rules stay) rather than half
+//! written.
+//!
+//! [`FAST_IDX_BITS`]: super::maps::FAST_IDX_BITS
 
-use super::maps::{Dir, FastEntry, MapError, MapStore, FAST_F_IDX, FAST_IDX_MASK, FAST_POOL_SIZE, FAST_REF_NONE};
-use super::slots::Slots;
-use std::collections::HashMap;
+use super::maps::{Dir, FastEntry, MapError, MapStore, FAST_F_IDX, FAST_IDX_MASK, FAST_IDX_SIZE, FAST_OVF_SIZE, FAST_POOL_SIZE, FAST_REF_NONE};
+use super::slots::{Slots, SlotsFull};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy)]
 struct Owner {
-    /// The map key (TEID, or UE address in network order).
-    key: u32,
+    /// Reference position (direct, or overflow from FAST_IDX_SIZE).
+    pos: u32,
     slot: u32,
     /// The entry in the slot (without FAST_F_IDX / key).
     entry: FastEntry,
 }
 
-/// One direction's reference array and entry pool.
+/// One direction's reference array, entry pool and overflow positions.
 #[derive(Debug)]
 pub struct FastIndex {
     dir: Dir,
     pool: Slots,
-    /// Reference position -> owner.
-    owners: HashMap<u32, Owner>,
+    /// Overflow positions, as offsets from FAST_IDX_SIZE.
+    ovf: Slots,
+    /// Map key (TEID, or UE address in network order) -> its reference.
+    keys: HashMap<u32, Owner>,
+    /// Direct position -> the key holding it.
+    direct: HashMap<u32, u32>,
 }
 
 impl FastIndex {
-    pub fn new(dir: Dir) -> Self {
+    /// `overflow`: overflow positions (the size of the `fast_ul` /
+    /// `fast_dl` hash, at most [`FAST_OVF_SIZE`]).
+    pub fn new(dir: Dir, overflow: u32) -> Self {
         let name = match dir {
             Dir::Ul => "fast_ul_idx",
             Dir::Dl => "fast_dl_idx",
         };
-        FastIndex::with_pool(dir, Slots::new(name, FAST_POOL_SIZE))
+        let ovf = match dir {
+            Dir::Ul => "fast_ul overflow",
+            Dir::Dl => "fast_dl overflow",
+        };
+        let pool = Slots::new(name, FAST_POOL_SIZE);
+        FastIndex { dir, pool, ovf: Slots::new(ovf, overflow.min(FAST_OVF_SIZE)), keys: HashMap::new(), direct: HashMap::new() }
     }
 
-    pub fn with_pool(dir: Dir, pool: Slots) -> Self {
-        FastIndex { dir, pool, owners: HashMap::new() }
+    /// The same index over another (smaller) entry pool, before any put
+    /// (for tests that see slots reused).
+    pub fn with_pool(self, pool: Slots) -> Self {
+        FastIndex { pool, ..self }
     }
 
-    /// Reference position of a map key (host order for UE addresses).
+    /// Direct reference position of a map key (host order for UE addresses).
     pub fn position(&self, key: u32) -> u32 {
         match self.dir {
             Dir::Ul => key & FAST_IDX_MASK,
@@ -64,49 +87,116 @@ impl FastIndex {
         }
     }
 
-    /// Publishes `e` as the entry of `key` (whose hash entry is written
-    /// already): a fresh slot, then the reference switch, then the old slot
-    /// into quarantine. Unchanged entries and colliding keys write nothing.
-    pub fn put<M: MapStore>(&mut self, maps: &mut M, key: u32, e: &FastEntry, now: Instant) -> Result<(), MapError> {
-        let pos = self.position(key);
-        match self.owners.get(&pos) {
-            Some(o) if o.key != key || o.entry == *e => return Ok(()),
-            _ => {}
+    /// Whether [`FastIndex::put`] of every `(key, entry)` will find its
+    /// pool slot and overflow position at `now`.
+    pub fn check<'a>(&mut self, puts: impl IntoIterator<Item = (u32, &'a FastEntry)>, now: Instant) -> Result<(), SlotsFull> {
+        let (mut slots, mut ovf) = (0usize, 0usize);
+        let mut claimed = HashSet::new();
+        for (key, e) in puts {
+            match self.keys.get(&key) {
+                Some(o) if o.entry == *e => {}
+                Some(_) => slots += 1,
+                None => {
+                    slots += 1;
+                    let pos = self.position(key);
+                    if self.direct.contains_key(&pos) || !claimed.insert(pos) {
+                        ovf += 1;
+                    }
+                }
+            }
         }
-        let Ok(slot) = self.pool.alloc(now) else {
-            // Served from the hash until a later update finds a slot.
-            return self.del(maps, key, now);
-        };
+        self.pool.ensure(slots, now)?;
+        self.ovf.ensure(ovf, now)
+    }
+
+    /// Publishes `e` as the entry of `key`: a fresh slot, then the
+    /// reference switch (for a new key on an overflow position, then its
+    /// hash element), then the old slot into quarantine. An unchanged entry
+    /// writes nothing.
+    pub fn put<M: MapStore>(&mut self, maps: &mut M, key: u32, e: &FastEntry, now: Instant) -> Result<(), MapError> {
+        let old = self.keys.get(&key).copied();
+        if old.is_some_and(|o| o.entry == *e) {
+            return Ok(());
+        }
+        let full = |f: SlotsFull| MapError { map: f.table, msg: f.to_string() };
+        let slot = self.pool.alloc(now).map_err(full)?;
         let v = FastEntry { flags: e.flags | FAST_F_IDX, key, ..*e };
         if let Err(err) = maps.put_fast_slot(self.dir, slot, &v) {
             // Possibly half written, never referenced: reusable after the grace period.
             self.pool.release(slot, now);
             return Err(err);
         }
+        let pos = match old {
+            Some(o) => o.pos,
+            None => {
+                let direct = self.position(key);
+                if self.direct.contains_key(&direct) {
+                    match self.ovf.alloc(now) {
+                        Ok(i) => FAST_IDX_SIZE + i,
+                        Err(f) => {
+                            self.pool.release(slot, now);
+                            return Err(full(f));
+                        }
+                    }
+                } else {
+                    direct
+                }
+            }
+        };
         if let Err(err) = maps.set_fast_ref(self.dir, pos, slot) {
             self.pool.release(slot, now);
+            if old.is_none() && pos >= FAST_IDX_SIZE {
+                self.ovf.release(pos - FAST_IDX_SIZE, now);
+            }
             return Err(err);
         }
-        if let Some(old) = self.owners.insert(pos, Owner { key, slot, entry: *e }) {
-            self.pool.release(old.slot, now);
+        if old.is_none() {
+            if pos >= FAST_IDX_SIZE {
+                if let Err(err) = maps.put_fast_ovf(self.dir, key, pos) {
+                    // The reference is unreachable without the hash element.
+                    let _ = maps.set_fast_ref(self.dir, pos, FAST_REF_NONE);
+                    self.pool.release(slot, now);
+                    self.ovf.release(pos - FAST_IDX_SIZE, now);
+                    return Err(err);
+                }
+            } else {
+                self.direct.insert(pos, key);
+            }
+        }
+        self.keys.insert(key, Owner { pos, slot, entry: *e });
+        if let Some(o) = old {
+            self.pool.release(o.slot, now);
         }
         Ok(())
     }
 
-    /// Unpublishes the entry of `key` (before its hash entry is removed).
+    /// Unpublishes the entry of `key`: its hash element (if on an overflow
+    /// position), its reference, then its slot and position into
+    /// quarantine.
     pub fn del<M: MapStore>(&mut self, maps: &mut M, key: u32, now: Instant) -> Result<(), MapError> {
-        let pos = self.position(key);
-        if self.owners.get(&pos).is_some_and(|o| o.key == key) {
-            maps.set_fast_ref(self.dir, pos, FAST_REF_NONE)?;
-            let old = self.owners.remove(&pos).expect("checked");
-            self.pool.release(old.slot, now);
+        let Some(o) = self.keys.get(&key).copied() else { return Ok(()) };
+        if o.pos >= FAST_IDX_SIZE {
+            maps.del_fast_ovf(self.dir, key)?;
         }
+        maps.set_fast_ref(self.dir, o.pos, FAST_REF_NONE)?;
+        self.keys.remove(&key);
+        if o.pos >= FAST_IDX_SIZE {
+            self.ovf.release(o.pos - FAST_IDX_SIZE, now);
+        } else {
+            self.direct.remove(&o.pos);
+        }
+        self.pool.release(o.slot, now);
         Ok(())
     }
 
     /// The pool slot `key` is published in, if any.
     pub fn slot_of(&self, key: u32) -> Option<u32> {
-        self.owners.get(&self.position(key)).filter(|o| o.key == key).map(|o| o.slot)
+        self.keys.get(&key).map(|o| o.slot)
+    }
+
+    /// The reference position of `key`, if published.
+    pub fn position_of(&self, key: u32) -> Option<u32> {
+        self.keys.get(&key).map(|o| o.pos)
     }
 
     pub fn pool(&self) -> &Slots {

@@ -72,6 +72,11 @@ impl Default for MapSizes {
 }
 
 impl MapSizes {
+    /// Overflow positions per direction (keys whose direct reference
+    /// position another key holds): at most one per tunnel.
+    pub fn overflow(&self) -> u32 {
+        self.tunnels.min(FAST_OVF_SIZE)
+    }
     pub fn small() -> Self {
         MapSizes { tunnels: 1024, fars: 1024, qers: 1024, urrs: 1024 }
     }
@@ -91,10 +96,8 @@ impl LoadedProgram {
         let mut loader = EbpfLoader::new();
         if let Some(s) = sizes {
             loader
-                .map_max_entries("pdr_ul", s.tunnels)
-                .map_max_entries("pdr_dl", s.tunnels)
-                .map_max_entries("fast_ul", s.tunnels)
-                .map_max_entries("fast_dl", s.tunnels)
+                .map_max_entries("fast_ul", s.overflow())
+                .map_max_entries("fast_dl", s.overflow())
                 .map_max_entries("fars", s.fars)
                 .map_max_entries("qers", s.qers)
                 .map_max_entries("urrs", s.urrs);
@@ -262,10 +265,9 @@ impl Drop for RefArray {
 /// The maps of the loaded `upf.o`, owned (taken out of the Ebpf object).
 pub struct AyaMaps {
     config: Array<MapData, UpfConfigEntry>,
-    pdr_ul: BpfHash<MapData, u32, PdrSet>,
-    pdr_dl: BpfHash<MapData, u32, PdrSet>,
-    fast_ul: BpfHash<MapData, u32, FastEntry>,
-    fast_dl: BpfHash<MapData, u32, FastEntry>,
+    pdr_sets: Array<MapData, PdrSet>,
+    fast_ul: BpfHash<MapData, u32, u32>,
+    fast_dl: BpfHash<MapData, u32, u32>,
     fast_ul_idx: Array<MapData, FastEntry>,
     fast_dl_idx: Array<MapData, FastEntry>,
     fast_ul_ref: RefArray,
@@ -288,8 +290,7 @@ impl AyaMaps {
         let ncpus = aya::util::nr_cpus().map_err(|(m, e)| MapError { map: "urrs", msg: format!("{m}: {e}") })?;
         Ok(AyaMaps {
             config: conv("config", Array::try_from(p.take_map("config")?))?,
-            pdr_ul: conv("pdr_ul", BpfHash::try_from(p.take_map("pdr_ul")?))?,
-            pdr_dl: conv("pdr_dl", BpfHash::try_from(p.take_map("pdr_dl")?))?,
+            pdr_sets: conv("pdr_sets", Array::try_from(p.take_map("pdr_sets")?))?,
             fast_ul: conv("fast_ul", BpfHash::try_from(p.take_map("fast_ul")?))?,
             fast_dl: conv("fast_dl", BpfHash::try_from(p.take_map("fast_dl")?))?,
             fast_ul_idx: conv("fast_ul_idx", Array::try_from(p.take_map("fast_ul_idx")?))?,
@@ -312,17 +313,8 @@ impl MapStore for AyaMaps {
     fn set_config(&mut self, c: &UpfConfigEntry) -> Result<(), MapError> {
         self.config.set(0, c, 0).map_err(me("config"))
     }
-    fn put_pdr_ul(&mut self, teid: u32, s: &PdrSet) -> Result<(), MapError> {
-        self.pdr_ul.insert(teid, s, 0).map_err(me("pdr_ul"))
-    }
-    fn del_pdr_ul(&mut self, teid: u32) -> Result<(), MapError> {
-        self.pdr_ul.remove(&teid).map_err(me("pdr_ul"))
-    }
-    fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError> {
-        self.pdr_dl.insert(ue, s, 0).map_err(me("pdr_dl"))
-    }
-    fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
-        self.pdr_dl.remove(&ue).map_err(me("pdr_dl"))
+    fn put_pdr_set(&mut self, idx: u32, s: &PdrSet) -> Result<(), MapError> {
+        self.pdr_sets.set(idx, s, 0).map_err(me("pdr_sets"))
     }
     fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError> {
         match dir {
@@ -336,17 +328,19 @@ impl MapStore for AyaMaps {
             Dir::Dl => self.fast_dl_ref.set(pos, slot),
         }
     }
-    fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.fast_ul.insert(teid, e, 0).map_err(me("fast_ul"))
+    fn put_fast_ovf(&mut self, dir: Dir, key: u32, pos: u32) -> Result<(), MapError> {
+        // BPF_NOEXIST: an element is never updated in place (bpf/maps.h).
+        let flags = 1;
+        match dir {
+            Dir::Ul => self.fast_ul.insert(key, pos, flags).map_err(me("fast_ul")),
+            Dir::Dl => self.fast_dl.insert(key, pos, flags).map_err(me("fast_dl")),
+        }
     }
-    fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError> {
-        self.fast_ul.remove(&teid).map_err(me("fast_ul"))
-    }
-    fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.fast_dl.insert(ue, e, 0).map_err(me("fast_dl"))
-    }
-    fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError> {
-        self.fast_dl.remove(&ue).map_err(me("fast_dl"))
+    fn del_fast_ovf(&mut self, dir: Dir, key: u32) -> Result<(), MapError> {
+        match dir {
+            Dir::Ul => self.fast_ul.remove(&key).map_err(me("fast_ul")),
+            Dir::Dl => self.fast_dl.remove(&key).map_err(me("fast_dl")),
+        }
     }
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {
         self.fars.set(idx, f, 0).map_err(me("fars"))

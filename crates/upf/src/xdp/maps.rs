@@ -39,8 +39,15 @@ pub const FAST_F_IDX: u8 = 1 << 1;
 /// order) masked to these bits (see [`super::index`]).
 pub const FAST_IDX_BITS: u32 = 18;
 pub const FAST_IDX_MASK: u32 = (1 << FAST_IDX_BITS) - 1;
+pub const FAST_IDX_SIZE: u32 = 1 << FAST_IDX_BITS;
+/// Overflow positions (from [`FAST_IDX_SIZE`]): keys whose direct
+/// position another key holds, named by the `fast_ul` / `fast_dl` hash.
+pub const FAST_OVF_SIZE: u32 = 1 << 17;
+pub const FAST_REF_SIZE: u32 = FAST_IDX_SIZE + FAST_OVF_SIZE;
 /// Slots of the entry pools `fast_ul_idx` / `fast_dl_idx`.
 pub const FAST_POOL_SIZE: u32 = (1 << FAST_IDX_BITS) + (1 << 16);
+/// Slots of `pdr_sets` (both directions).
+pub const MAX_PDR_SETS: u32 = 65_536;
 /// A reference to no pool slot.
 pub const FAST_REF_NONE: u32 = u32::MAX;
 
@@ -123,8 +130,8 @@ pub struct PdrRule {
     pub sdf: SdfFilter,
 }
 
-/// Value of `pdr_ul` (key TEID, host order) and `pdr_dl` (key UE address,
-/// network order): rules sorted by ascending precedence.
+/// Value of the `pdr_sets` array (the PDRs of one TEID or UE address,
+/// reached through its fast entry): rules sorted by ascending precedence.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PdrSet {
@@ -134,11 +141,12 @@ pub struct PdrSet {
     pub rules: [PdrRule; PDR_SET_MAX],
 }
 
-/// Value of `fast_ul` (key TEID) and `fast_dl` (key UE address): every
-/// installed key has one. A key with one PDR and no SDF filter (the common
-/// bearer) is complete here with its FAR inline (one lookup per packet);
-/// [`FAST_F_SET`] sends the packet on to the key's [`PdrSet`] (only
-/// `ue_addr` is then meaningful).
+/// Value of the entry pools `fast_ul_idx` (key TEID) and `fast_dl_idx`
+/// (key UE address): every installed key has one. A key with one PDR and
+/// no SDF filter (the common bearer) is complete here with its FAR inline
+/// (one lookup per packet); [`FAST_F_SET`] sends the packet on to the
+/// key's [`PdrSet`] in `pdr_sets` slot `teid` (C: `set_idx`, a union;
+/// only `ue_addr` and that are then meaningful).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FastEntry {
@@ -147,6 +155,7 @@ pub struct FastEntry {
     pub qer_idx: u32,
     pub urr_idx: u32,
     /// FAR outer header creation: the peer's TEID, peer and local address.
+    /// With [`FAST_F_SET`]: the `pdr_sets` slot (see [`FastEntry::set_idx`]).
     pub teid: u32,
     pub peer_addr: u32,
     pub local_addr: u32,
@@ -157,6 +166,13 @@ pub struct FastEntry {
     pub flags: u8,
     /// Index arrays: the slot's key (TEID, or UE address in network order); else 0.
     pub key: u32,
+}
+
+impl FastEntry {
+    /// The `pdr_sets` slot of an entry with [`FAST_F_SET`].
+    pub fn set_idx(&self) -> Option<u32> {
+        (self.flags & FAST_F_SET != 0).then_some(self.teid)
+    }
 }
 
 #[repr(C)]
@@ -399,24 +415,19 @@ pub struct MapError {
 /// [`super::loader::AyaMaps`] and by [`MemoryMaps`].
 pub trait MapStore: Send {
     fn set_config(&mut self, c: &UpfConfigEntry) -> Result<(), MapError>;
-    fn put_pdr_ul(&mut self, teid: u32, s: &PdrSet) -> Result<(), MapError>;
-    fn del_pdr_ul(&mut self, teid: u32) -> Result<(), MapError>;
-    /// `ue` in network order (see [`be_addr`]).
-    fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError>;
-    fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError>;
+    /// Writes a `pdr_sets` slot (a free one, as FAR slots).
+    fn put_pdr_set(&mut self, idx: u32, s: &PdrSet) -> Result<(), MapError>;
     /// Writes a slot of the entry pool `fast_ul_idx` / `fast_dl_idx` (a
     /// free one: see [`super::index`]).
     fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError>;
     /// Points reference `pos` of `fast_ul_ref` / `fast_dl_ref` at a pool
     /// slot ([`FAST_REF_NONE`]: at none) with one atomic 32-bit store.
     fn set_fast_ref(&mut self, dir: Dir, pos: u32, slot: u32) -> Result<(), MapError>;
-    /// The hash entries (`fast_ul`, `fast_dl`): the source of truth the
-    /// program falls back to when a key has no reference.
-    fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError>;
-    fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError>;
-    /// `ue` in network order.
-    fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError>;
-    fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError>;
+    /// Inserts the overflow position of a key (TEID, or UE address in
+    /// network order) into `fast_ul` / `fast_dl` (a new key: never an
+    /// update).
+    fn put_fast_ovf(&mut self, dir: Dir, key: u32, pos: u32) -> Result<(), MapError>;
+    fn del_fast_ovf(&mut self, dir: Dir, key: u32) -> Result<(), MapError>;
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError>;
     fn put_qer(&mut self, idx: u32, q: &QerEntry) -> Result<(), MapError>;
     /// Writes a `urr_lists` slot (a free one, as FAR slots).
@@ -433,14 +444,36 @@ pub trait MapStore: Send {
     fn counter(&self, c: Counter) -> Result<u64, MapError>;
 }
 
+impl MemoryMaps {
+    /// The entry a packet with `key` (TEID, or UE address in network
+    /// order) finds, looked up as the program does: the direct position,
+    /// else the overflow position; without `FAST_F_IDX` and `key`.
+    pub fn fast(&self, dir: Dir, key: u32) -> Option<FastEntry> {
+        let host = match dir {
+            Dir::Ul => key,
+            Dir::Dl => u32::from_be(key),
+        };
+        let by_ref = |pos: u32| {
+            let slot = self.fast_ref.get(&(dir, pos))?;
+            let e = self.fast_idx.get(&(dir, *slot)).filter(|e| e.flags & FAST_F_IDX != 0 && e.key == key)?;
+            Some(FastEntry { flags: e.flags & !FAST_F_IDX, key: 0, ..*e })
+        };
+        by_ref(host & FAST_IDX_MASK).or_else(|| by_ref(*self.fast_ovf.get(&(dir, key))?))
+    }
+
+    /// The PDR set a packet with `key` finds through its fast entry.
+    pub fn set_of(&self, dir: Dir, key: u32) -> Option<PdrSet> {
+        self.pdr_sets.get(&self.fast(dir, key)?.set_idx()?).copied()
+    }
+}
+
 /// In-memory maps with the same semantics (for translation tests and mocks).
 #[derive(Debug, Default, Clone)]
 pub struct MemoryMaps {
     pub config: UpfConfigEntry,
-    pub pdr_ul: HashMap<u32, PdrSet>,
-    pub pdr_dl: HashMap<u32, PdrSet>,
-    pub fast_ul: HashMap<u32, FastEntry>,
-    pub fast_dl: HashMap<u32, FastEntry>,
+    pub pdr_sets: HashMap<u32, PdrSet>,
+    /// Overflow positions by key, per direction.
+    pub fast_ovf: HashMap<(Dir, u32), u32>,
     /// Entry pools and references, per direction (absent reference = none).
     pub fast_idx: HashMap<(Dir, u32), FastEntry>,
     pub fast_ref: HashMap<(Dir, u32), u32>,
@@ -458,19 +491,12 @@ impl MapStore for MemoryMaps {
         self.config = *c;
         Ok(())
     }
-    fn put_pdr_ul(&mut self, teid: u32, s: &PdrSet) -> Result<(), MapError> {
-        self.pdr_ul.insert(teid, *s);
+    fn put_pdr_set(&mut self, idx: u32, s: &PdrSet) -> Result<(), MapError> {
+        if idx >= MAX_PDR_SETS {
+            return Err(MapError { map: "pdr_sets", msg: format!("slot {idx} out of range") });
+        }
+        self.pdr_sets.insert(idx, *s);
         Ok(())
-    }
-    fn del_pdr_ul(&mut self, teid: u32) -> Result<(), MapError> {
-        self.pdr_ul.remove(&teid).map(|_| ()).ok_or(MapError { map: "pdr_ul", msg: "no such key".into() })
-    }
-    fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError> {
-        self.pdr_dl.insert(ue, *s);
-        Ok(())
-    }
-    fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
-        self.pdr_dl.remove(&ue).map(|_| ()).ok_or(MapError { map: "pdr_dl", msg: "no such key".into() })
     }
     fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError> {
         if slot >= FAST_POOL_SIZE {
@@ -480,7 +506,7 @@ impl MapStore for MemoryMaps {
         Ok(())
     }
     fn set_fast_ref(&mut self, dir: Dir, pos: u32, slot: u32) -> Result<(), MapError> {
-        if pos > FAST_IDX_MASK {
+        if pos >= FAST_REF_SIZE {
             return Err(MapError { map: "fast_ref", msg: format!("position {pos} out of range") });
         }
         if slot == FAST_REF_NONE {
@@ -490,19 +516,14 @@ impl MapStore for MemoryMaps {
         }
         Ok(())
     }
-    fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.fast_ul.insert(teid, *e);
-        Ok(())
+    fn put_fast_ovf(&mut self, dir: Dir, key: u32, pos: u32) -> Result<(), MapError> {
+        match self.fast_ovf.insert((dir, key), pos) {
+            None => Ok(()),
+            Some(_) => Err(MapError { map: "fast_ovf", msg: "key exists: overflow positions are never updated".into() }),
+        }
     }
-    fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError> {
-        self.fast_ul.remove(&teid).map(|_| ()).ok_or(MapError { map: "fast_ul", msg: "no such key".into() })
-    }
-    fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.fast_dl.insert(ue, *e);
-        Ok(())
-    }
-    fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError> {
-        self.fast_dl.remove(&ue).map(|_| ()).ok_or(MapError { map: "fast_dl", msg: "no such key".into() })
+    fn del_fast_ovf(&mut self, dir: Dir, key: u32) -> Result<(), MapError> {
+        self.fast_ovf.remove(&(dir, key)).map(|_| ()).ok_or(MapError { map: "fast_ovf", msg: "no such key".into() })
     }
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {
         self.fars.insert(idx, *f);

@@ -8,19 +8,27 @@
 //!   `BPF_PROG_RUN`.
 //! - [`baseline`]: the minimal programs the benchmark compares against.
 //! - [`slots`]: array slot allocation with a grace period; [`index`]: the
-//!   direct-indexed fast entries (reference array + entry pool).
+//!   session lookup (reference array + entry pool, overflow positions).
 //!
 //! Updates are copy-on-write, so a program running on another CPU never
-//! reads an entry half old, half new: a FAR, QER or fast entry whose
-//! content changes gets a fresh slot, written before the reference to it
-//! (a PDR set in a hash, a fast entry, a `fast_*_ref` slot number) is
-//! switched atomically; the replaced slot is reused only after
-//! [`slots::GRACE`] (100 ms, measured with the `Instant`s passed to
-//! [`XdpPlane::apply_at`] / [`XdpPlane::remove_at`]; XDP programs run in
-//! one RCU read-side section of microseconds). An unchanged rule keeps its
-//! slot and is not rewritten (URR counters and QER token buckets carry
-//! over). A failed map write leaks the slots involved rather than risk a
-//! reuse while referenced.
+//! reads an entry half old, half new: a FAR, QER, URR list, PDR set or
+//! fast entry whose content changes gets a fresh array slot, written before
+//! the reference to it (a PDR rule's `far_idx`, a fast entry's `set_idx` /
+//! `qer_idx` / `urr_idx`, a `fast_*_ref` slot number) is switched
+//! atomically; the replaced slot is reused only after [`slots::GRACE`]
+//! (100 ms, measured with the `Instant`s passed to [`XdpPlane::apply_at`] /
+//! [`XdpPlane::remove_at`]; XDP programs run in one RCU read-side section
+//! of microseconds). No session data lives in a hash map any more: the only
+//! hashes on the packet path (`fast_ul` / `fast_dl`, keys whose direct
+//! reference position is taken) hold a position written once per key and
+//! checked through the entry's key ([`index`]), so the kernel recycling a
+//! hash element under a reader cannot show it a torn or foreign entry. An
+//! unchanged rule keeps its slot and is not rewritten (URR counters and QER
+//! token buckets carry over). An update that would not find its slots (any
+//! table, including the fast-entry pools and overflow positions) is refused
+//! before anything is written, the installed rules staying; a failed map
+//! write leaks the slots involved rather than risk a reuse while
+//! referenced.
 //!
 //! Slow path contract: every packet the fast path cannot finish (unknown
 //! TEID, GTP-U other than G-PDU, fragments, BUFF/NOCP, DUPL, oversized
@@ -117,8 +125,8 @@ struct Installed {
     fars: HashMap<u32, FarEntry>,
     qers: HashMap<u32, QerEntry>,
     keys: Vec<PdrKey>,
-    /// The keys that have a PDR set behind their fast entry.
-    sets: Vec<PdrKey>,
+    /// The PDR set (content, `pdr_sets` slot) behind each key that has one.
+    sets: HashMap<PdrKey, (PdrSet, u32)>,
 }
 
 /// The XDP forwarding plane: a loaded `upf_xdp` program (absent with a mock
@@ -136,6 +144,8 @@ pub struct XdpPlane<M: MapStore = AyaMaps> {
     urr_slots: Slots,
     /// `urr_lists` slots (PDRs with several URRs).
     list_slots: Slots,
+    /// `pdr_sets` slots (both directions).
+    set_slots: Slots,
     ul_index: FastIndex,
     dl_index: FastIndex,
     /// The interfaces whose MTU bounds `config.mtu`, and the cap.
@@ -172,8 +182,9 @@ impl<M: MapStore> XdpPlane<M> {
             qer_slots: Slots::new("QER", cfg.sizes.qers),
             urr_slots: Slots::new("URR", cfg.sizes.urrs),
             list_slots: Slots::new("URR list", maps::MAX_URR_LISTS),
-            ul_index: FastIndex::new(Dir::Ul),
-            dl_index: FastIndex::new(Dir::Dl),
+            set_slots: Slots::new("PDR set", maps::MAX_PDR_SETS),
+            ul_index: FastIndex::new(Dir::Ul, cfg.sizes.overflow()),
+            dl_index: FastIndex::new(Dir::Dl, cfg.sizes.overflow()),
             mtu,
             neighbours: HashMap::new(),
         })
@@ -327,23 +338,45 @@ impl<M: MapStore> XdpPlane<M> {
         let sets = match (res, translate::pdr_sets(rules, &slots, sdf)) {
             (Ok(()), Ok(s)) if !s.iter().any(|(k, _)| other(self, k)) => s,
             (f, r) => {
-                // Nothing was written: the fresh slots go back at once.
-                self.cancel(&fresh);
-                if existed {
-                    self.sessions.insert(up_seid, old);
-                }
-                return Err(PlaneError::Other(match (f, r) {
+                let msg = match (f, r) {
                     (Err(f), _) => f.to_string(),
                     (_, Err(e)) => e,
                     _ => "a TEID or UE address of this session belongs to another session".into(),
-                }));
+                };
+                return Err(self.refuse(up_seid, existed, old, &fresh, &[], msg));
             }
         };
         let fars: HashMap<u32, FarEntry> = far_vals.iter().map(|(id, f)| (slots.far[id], *f)).collect();
-        let split: Vec<_> = sets.iter().map(|(k, s)| (*k, translate::fast_split(s, &fars))).collect();
-        let res = self.write(&fresh, &qer_vals, &old, &fars, &split, now);
+        // PDR sets: an unchanged set keeps its pdr_sets slot, a new or
+        // changed one gets a fresh slot, named by the key's fast entry.
+        let mut split: Vec<(PdrKey, FastEntry)> = Vec::new();
+        let mut new_sets: HashMap<PdrKey, (PdrSet, u32)> = HashMap::new();
+        let mut fresh_sets: Vec<(u32, PdrSet)> = Vec::new();
+        for (k, set) in &sets {
+            let (mut fast, set) = translate::fast_split(set, &fars);
+            if let Some(set) = set {
+                let slot = match old.sets.get(k).filter(|(s, _)| *s == set) {
+                    Some((_, i)) => *i,
+                    None => match self.set_slots.alloc(now) {
+                        Ok(i) => {
+                            fresh_sets.push((i, set));
+                            i
+                        }
+                        Err(f) => return Err(self.refuse(up_seid, existed, old, &fresh, &fresh_sets, f.to_string())),
+                    },
+                };
+                fast.teid = slot; // set_idx
+                new_sets.insert(*k, (set, slot));
+            }
+            split.push((*k, fast));
+        }
+        let ul = split.iter().filter_map(|(k, e)| if let PdrKey::Teid(t) = k { Some((*t, e)) } else { None });
+        let dl = split.iter().filter_map(|(k, e)| if let PdrKey::UeAddr(a) = k { Some((be_addr(*a), e)) } else { None });
+        if let Err(f) = self.ul_index.check(ul, now).and_then(|()| self.dl_index.check(dl, now)) {
+            return Err(self.refuse(up_seid, existed, old, &fresh, &fresh_sets, f.to_string()));
+        }
+        let res = self.write(&fresh, &qer_vals, &fars, &fresh_sets, &split, &old.keys, now);
         let keys: Vec<PdrKey> = sets.iter().map(|(k, _)| *k).collect();
-        let with_set: Vec<PdrKey> = split.iter().filter(|(_, (_, s))| s.is_some()).map(|(k, _)| *k).collect();
         for k in &keys {
             self.owners.insert(*k, up_seid);
         }
@@ -352,12 +385,30 @@ impl<M: MapStore> XdpPlane<M> {
         }
         if res.is_ok() {
             self.release_unused(&slots, &old.slots, now);
+            for (k, (_, i)) in &old.sets {
+                if new_sets.get(k).map(|(_, n)| n) != Some(i) {
+                    self.set_slots.release(*i, now);
+                }
+            }
         } else {
             tracing::warn!(up_seid, "XDP map write failed: the session's replaced slots are not reused");
         }
         let qers = rules.qers.keys().map(|id| (*id, qer_vals[id])).collect();
-        self.sessions.insert(up_seid, Installed { slots, fars: far_vals, qers, keys, sets: with_set });
+        self.sessions.insert(up_seid, Installed { slots, fars: far_vals, qers, keys, sets: new_sets });
         res.map_err(|e| PlaneError::Other(e.to_string()))
+    }
+
+    /// Refuses an update before anything was written: the fresh slots go
+    /// back at once and the installed session stays as it was.
+    fn refuse(&mut self, up_seid: u64, existed: bool, old: Installed, fresh: &RuleSlots, fresh_sets: &[(u32, PdrSet)], msg: String) -> PlaneError {
+        self.cancel(fresh);
+        for (i, _) in fresh_sets {
+            self.set_slots.cancel(*i);
+        }
+        if existed {
+            self.sessions.insert(up_seid, old);
+        }
+        PlaneError::Other(msg)
     }
 
     /// Returns never-written slots.
@@ -389,17 +440,20 @@ impl<M: MapStore> XdpPlane<M> {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn write(
         &mut self,
         fresh: &RuleSlots,
         qers: &HashMap<u32, QerEntry>,
-        old: &Installed,
         fars: &HashMap<u32, FarEntry>,
-        split: &[(PdrKey, (FastEntry, Option<PdrSet>))],
+        fresh_sets: &[(u32, PdrSet)],
+        split: &[(PdrKey, FastEntry)],
+        old_keys: &[PdrKey],
         now: Instant,
     ) -> Result<(), MapError> {
         // Targets first (fresh slots only: a published slot is never
-        // rewritten), then the PDRs that point at them, then stale keys.
+        // rewritten), then the fast entries that point at them (each a
+        // fresh pool slot behind a reference switch), then stale keys.
         for i in fresh.far.values() {
             self.maps.put_far(*i, &fars[i])?;
         }
@@ -412,60 +466,27 @@ impl<M: MapStore> XdpPlane<M> {
         for (l, i) in &fresh.urr_lists {
             self.maps.put_urr_list(*i, &UrrList::new(l))?;
         }
-        // A set is written before the fast entry that sends packets to it,
-        // and removed after the fast entry that no longer does; a hash
-        // entry before the index reference, which is dropped before it.
-        for (k, (fast, set)) in split {
-            if let Some(s) = set {
-                match k {
-                    PdrKey::Teid(t) => self.maps.put_pdr_ul(*t, s)?,
-                    PdrKey::UeAddr(a) => self.maps.put_pdr_dl(be_addr(*a), s)?,
-                }
-            }
+        for (i, s) in fresh_sets {
+            self.maps.put_pdr_set(*i, s)?;
+        }
+        for (k, fast) in split {
             match k {
-                PdrKey::Teid(t) => {
-                    self.maps.put_fast_ul(*t, fast)?;
-                    self.ul_index.put(&mut self.maps, *t, fast, now)?;
-                }
-                PdrKey::UeAddr(a) => {
-                    self.maps.put_fast_dl(be_addr(*a), fast)?;
-                    self.dl_index.put(&mut self.maps, be_addr(*a), fast, now)?;
-                }
-            }
-            if set.is_none() && old.sets.contains(k) {
-                self.del_set(k)?;
+                PdrKey::Teid(t) => self.ul_index.put(&mut self.maps, *t, fast, now)?,
+                PdrKey::UeAddr(a) => self.dl_index.put(&mut self.maps, be_addr(*a), fast, now)?,
             }
         }
-        for k in old.keys.iter().filter(|k| !split.iter().any(|(n, _)| n == *k)) {
-            self.del_key(k, old.sets.contains(k), now)?;
+        for k in old_keys.iter().filter(|k| !split.iter().any(|(n, _)| n == *k)) {
+            self.del_key(k, now)?;
         }
         Ok(())
     }
 
-    fn del_set(&mut self, k: &PdrKey) -> Result<(), MapError> {
+    /// Unpublishes a key's fast entry.
+    fn del_key(&mut self, k: &PdrKey, now: Instant) -> Result<(), MapError> {
         match k {
-            PdrKey::Teid(t) => self.maps.del_pdr_ul(*t),
-            PdrKey::UeAddr(a) => self.maps.del_pdr_dl(be_addr(*a)),
+            PdrKey::Teid(t) => self.ul_index.del(&mut self.maps, *t, now),
+            PdrKey::UeAddr(a) => self.dl_index.del(&mut self.maps, be_addr(*a), now),
         }
-    }
-
-    /// Removes a key's index reference and fast entry, then its set if it
-    /// has one.
-    fn del_key(&mut self, k: &PdrKey, has_set: bool, now: Instant) -> Result<(), MapError> {
-        match k {
-            PdrKey::Teid(t) => {
-                self.ul_index.del(&mut self.maps, *t, now)?;
-                self.maps.del_fast_ul(*t)?;
-            }
-            PdrKey::UeAddr(a) => {
-                self.dl_index.del(&mut self.maps, be_addr(*a), now)?;
-                self.maps.del_fast_dl(be_addr(*a))?;
-            }
-        }
-        if has_set {
-            self.del_set(k)?;
-        }
-        Ok(())
     }
 
     /// Removes a session at time `now` (its slots are reused only
@@ -475,13 +496,16 @@ impl<M: MapStore> XdpPlane<M> {
         let mut err = None;
         for k in &s.keys {
             self.owners.remove(k);
-            if let Err(e) = self.del_key(k, s.sets.contains(k), now) {
+            if let Err(e) = self.del_key(k, now) {
                 err = Some(e);
             }
         }
         match err {
             None => {
                 self.release_unused(&RuleSlots::default(), &s.slots, now);
+                for (_, i) in s.sets.values() {
+                    self.set_slots.release(*i, now);
+                }
                 Ok(())
             }
             Some(e) => {
@@ -492,17 +516,18 @@ impl<M: MapStore> XdpPlane<M> {
     }
 
     /// The fast-path tables' slot pools (for tests and diagnostics):
-    /// FAR, QER, URR, uplink and downlink fast entries, URR lists.
-    pub fn slot_pools(&self) -> [&Slots; 6] {
-        [&self.far_slots, &self.qer_slots, &self.urr_slots, self.ul_index.pool(), self.dl_index.pool(), &self.list_slots]
+    /// FAR, QER, URR, uplink and downlink fast entries, URR lists, PDR sets.
+    pub fn slot_pools(&self) -> [&Slots; 7] {
+        [&self.far_slots, &self.qer_slots, &self.urr_slots, self.ul_index.pool(), self.dl_index.pool(), &self.list_slots, &self.set_slots]
     }
 
     /// Test hooks: smaller fast-entry pools (to see slots reused), and the
     /// program moved out (for a reader thread).
     #[cfg(test)]
     pub(crate) fn shrink_index_pools(&mut self, n: u32) {
-        self.ul_index = FastIndex::with_pool(Dir::Ul, Slots::new("fast_ul_idx", n));
-        self.dl_index = FastIndex::with_pool(Dir::Dl, Slots::new("fast_dl_idx", n));
+        let take = |i: &mut FastIndex| std::mem::replace(i, FastIndex::new(Dir::Ul, 0));
+        self.ul_index = take(&mut self.ul_index).with_pool(Slots::new("fast_ul_idx", n));
+        self.dl_index = take(&mut self.dl_index).with_pool(Slots::new("fast_dl_idx", n));
     }
     #[cfg(test)]
     pub(crate) fn take_program(&mut self) -> Option<LoadedProgram> {
@@ -514,6 +539,15 @@ impl<M: MapStore> XdpPlane<M> {
         match key {
             PdrKey::Teid(t) => self.ul_index.slot_of(t),
             PdrKey::UeAddr(a) => self.dl_index.slot_of(be_addr(a)),
+        }
+    }
+
+    /// The reference position of a key's fast entry (direct, or overflow
+    /// from [`maps::FAST_IDX_SIZE`]), if any.
+    pub fn fast_position(&self, key: PdrKey) -> Option<u32> {
+        match key {
+            PdrKey::Teid(t) => self.ul_index.position_of(t),
+            PdrKey::UeAddr(a) => self.dl_index.position_of(be_addr(a)),
         }
     }
 

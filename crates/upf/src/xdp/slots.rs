@@ -68,6 +68,15 @@ impl Slots {
         Err(SlotsFull { table: self.table, capacity: self.cap, quarantined: self.quarantine.len(), grace_ms: self.grace.as_millis() as u64 })
     }
 
+    /// Whether `n` slots can be allocated at `now` (none is taken).
+    pub fn ensure(&mut self, n: usize, now: Instant) -> Result<(), SlotsFull> {
+        self.reclaim(now);
+        if self.free.len() + (self.cap - self.next) as usize >= n {
+            return Ok(());
+        }
+        Err(SlotsFull { table: self.table, capacity: self.cap, quarantined: self.quarantine.len(), grace_ms: self.grace.as_millis() as u64 })
+    }
+
     /// A slot that was published (some map entry referred to it) and no
     /// longer is, as of `now`: reusable after the grace period.
     pub fn release(&mut self, slot: u32, now: Instant) {

@@ -434,10 +434,11 @@ fn update_keeps_usage_and_remove_unprograms() {
     assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_PASS);
 }
 
-/// Two TEIDs on one index slot (`fast_ul_idx`): the owner is served from the
-/// slot, the other from the hash, and either goes away without the other.
+/// Two TEIDs on one direct reference position: the first is served there,
+/// the other through an overflow position named by the hash, and either
+/// goes away without the other.
 #[test]
-fn colliding_index_slots_fall_back_to_the_hash() {
+fn colliding_keys_are_served_through_an_overflow_position() {
     need_root!();
     let teid2 = TEID ^ (1 << FAST_IDX_BITS);
     let mut p = plane(&bearer(FORW, open_qer()));
@@ -445,6 +446,8 @@ fn colliding_index_slots_fall_back_to_the_hash() {
     r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pd(INTERFACE_ACCESS, Some(teid2), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
     r.fars.insert(1, far(1, FORW, None));
     p.install(8, &r).unwrap();
+    assert_eq!(p.fast_position(PdrKey::Teid(TEID)), Some(TEID));
+    assert!(p.fast_position(PdrKey::Teid(teid2)).unwrap() >= FAST_IDX_SIZE);
     let inner = inner_udp(UE, DN, 53, 10);
     for t in [TEID, teid2] {
         let (v, out) = run(&p, &ul_frame(t, 0x30, None, &[], &inner));
@@ -506,11 +509,11 @@ fn translation_programs_the_maps() {
     let m = p.maps();
     assert_eq!(m.config.s1u_addr, be_addr(S1U));
     // One PDR without SDF filter per key: the fast entries hold everything.
-    assert!(m.pdr_ul.is_empty() && m.pdr_dl.is_empty());
-    let ul = m.fast_ul[&TEID];
+    assert!(m.pdr_sets.is_empty());
+    let ul = m.fast(Dir::Ul, TEID).unwrap();
     assert_eq!((ul.ue_addr, ul.flags, ul.pdr_flags), (be_addr(UE), 0, PDR_F_OHR));
     assert_eq!((ul.action, ul.far_flags), (FAR_FORW, 0));
-    let dl = m.fast_dl[&be_addr(UE)];
+    let dl = m.fast(Dir::Dl, be_addr(UE)).unwrap();
     assert_eq!((dl.action, dl.far_flags, dl.teid, dl.peer_addr), (FAR_FORW, FAR_F_OHC, ENB_TEID, be_addr(ENB)));
     let q = m.qers[&dl.qer_idx];
     assert_eq!((q.ul_ps_per_byte, q.dl_ps_per_byte), (8_000_000, 4_000_000));
@@ -519,7 +522,8 @@ fn translation_programs_the_maps() {
     assert!(p.install(8, &bearer(FORW, open_qer())).is_err());
     assert_eq!(p.install(7, &bearer(FORW, open_qer())), Err(PlaneError::Exists(7)));
     p.remove(7).unwrap();
-    assert!(p.maps().fast_ul.is_empty() && p.maps().fast_dl.is_empty());
+    assert!(p.maps().fast(Dir::Ul, TEID).is_none() && p.maps().fast(Dir::Dl, be_addr(UE)).is_none());
+    assert!(p.maps().fast_ref.is_empty());
     p.install(8, &bearer(FORW, open_qer())).unwrap();
     assert_eq!(p.remove(9), Err(PlaneError::NotFound(9)));
 }
@@ -534,7 +538,7 @@ fn too_many_pdrs_per_key_is_refused_and_leaves_the_old_rules() {
         bad.pdrs.insert(i, Pdr { id: i, precedence: i as u32, pdi: pd(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
     }
     assert!(p.update(7, &bad).is_err());
-    assert_eq!(p.maps().fast_dl[&be_addr(UE)].flags, 0, "still the one-rule fast entry");
+    assert_eq!(p.maps().fast(Dir::Dl, be_addr(UE)).unwrap().flags, 0, "still the one-rule fast entry");
 }
 
 #[test]
@@ -546,16 +550,21 @@ fn sdf_filters_move_a_key_to_its_pdr_set_and_back() {
     sdf.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000"]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
     p.update(7, &sdf).unwrap();
     let m = p.maps();
-    assert_eq!(m.fast_dl[&be_addr(UE)].flags, FAST_F_SET);
-    assert_eq!(m.pdr_dl[&be_addr(UE)].count, 2);
-    assert_eq!(m.fast_ul[&TEID].flags, 0, "the uplink key stays on the fast entry");
+    assert_eq!(m.fast(Dir::Dl, be_addr(UE)).unwrap().flags, FAST_F_SET);
+    assert_eq!(m.set_of(Dir::Dl, be_addr(UE)).unwrap().count, 2);
+    assert_eq!(m.fast(Dir::Ul, TEID).unwrap().flags, 0, "the uplink key stays on the fast entry");
+    let set_slot = m.fast(Dir::Dl, be_addr(UE)).unwrap().set_idx().unwrap();
+    // An unchanged set keeps its slot.
+    p.update(7, &sdf).unwrap();
+    assert_eq!(p.maps().fast(Dir::Dl, be_addr(UE)).unwrap().set_idx(), Some(set_slot));
     p.update(7, &plain).unwrap();
-    assert!(p.maps().pdr_dl.is_empty());
-    assert_eq!(p.maps().fast_dl[&be_addr(UE)].flags, 0);
+    assert_eq!(p.maps().set_of(Dir::Dl, be_addr(UE)), None);
+    assert_eq!(p.maps().fast(Dir::Dl, be_addr(UE)).unwrap().flags, 0);
+    assert_eq!((p.slot_pools()[6].in_use(), p.slot_pools()[6].quarantined()), (0, 1), "the set slot waits for its grace period");
     p.update(7, &sdf).unwrap();
     p.remove(7).unwrap();
     let m = p.maps();
-    assert!(m.pdr_dl.is_empty() && m.pdr_ul.is_empty() && m.fast_dl.is_empty() && m.fast_ul.is_empty());
+    assert!(m.fast(Dir::Dl, be_addr(UE)).is_none() && m.fast(Dir::Ul, TEID).is_none() && m.fast_ref.is_empty());
 }
 
 #[test]

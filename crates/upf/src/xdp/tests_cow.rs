@@ -88,6 +88,7 @@ enum Table {
     Qer,
     Urr,
     UrrList,
+    Set,
 }
 
 /// The `urrs` and `urr_lists` slots a PDR's `urr_idx` reaches.
@@ -109,8 +110,9 @@ fn urr_reach(m: &MemoryMaps, r: &mut HashSet<(Table, u32)>, idx: u32) {
 }
 
 /// [`MemoryMaps`] that records, for every array slot, the last time a
-/// packet could reach it (through a reference, a hash entry or a PDR set),
-/// and flags a write to a slot reachable less than [`GRACE`] ago.
+/// packet could reach it (through a reference, the fast entry it names, a
+/// PDR set or a URR list), and flags a write to a slot reachable less than
+/// [`GRACE`] ago, and an overflow hash element naming an empty reference.
 struct CowCheck {
     m: MemoryMaps,
     clock: Arc<Mutex<Instant>>,
@@ -129,22 +131,16 @@ impl CowCheck {
 
     fn reachable(&self) -> HashSet<(Table, u32)> {
         let mut r = HashSet::new();
-        let fast = |r: &mut HashSet<_>, e: &FastEntry| {
-            if e.flags & FAST_F_SET == 0 {
-                r.insert((Table::Qer, e.qer_idx));
-                urr_reach(&self.m, r, e.urr_idx);
-            }
-        };
         for ((d, _), slot) in &self.m.fast_ref {
             r.insert((Table::Fast(*d), *slot));
-            if let Some(e) = self.m.fast_idx.get(&(*d, *slot)) {
-                fast(&mut r, e);
-            }
-        }
-        for e in self.m.fast_ul.values().chain(self.m.fast_dl.values()) {
-            fast(&mut r, e);
-        }
-        for s in self.m.pdr_ul.values().chain(self.m.pdr_dl.values()) {
+            let Some(e) = self.m.fast_idx.get(&(*d, *slot)) else { continue };
+            let Some(i) = e.set_idx() else {
+                r.insert((Table::Qer, e.qer_idx));
+                urr_reach(&self.m, &mut r, e.urr_idx);
+                continue;
+            };
+            r.insert((Table::Set, i));
+            let Some(s) = self.m.pdr_sets.get(&i) else { continue };
             for rule in &s.rules[..s.count as usize] {
                 r.insert((Table::Far, rule.far_idx));
                 r.insert((Table::Qer, rule.qer_idx));
@@ -191,44 +187,22 @@ impl MapStore for CowCheck {
         let r = self.m.set_fast_ref(dir, pos, slot);
         self.after(r)
     }
-    fn put_pdr_ul(&mut self, teid: u32, s: &PdrSet) -> Result<(), MapError> {
-        self.observe();
-        let r = self.m.put_pdr_ul(teid, s);
+    fn put_pdr_set(&mut self, idx: u32, st: &PdrSet) -> Result<(), MapError> {
+        self.check_write(Table::Set, idx);
+        let r = self.m.put_pdr_set(idx, st);
         self.after(r)
     }
-    fn del_pdr_ul(&mut self, teid: u32) -> Result<(), MapError> {
+    fn put_fast_ovf(&mut self, dir: Dir, key: u32, pos: u32) -> Result<(), MapError> {
         self.observe();
-        let r = self.m.del_pdr_ul(teid);
+        if !self.m.fast_ref.contains_key(&(dir, pos)) {
+            self.violations.push(format!("{dir:?} key {key:#x}: hash element names position {pos} before its reference is set"));
+        }
+        let r = self.m.put_fast_ovf(dir, key, pos);
         self.after(r)
     }
-    fn put_pdr_dl(&mut self, ue: u32, s: &PdrSet) -> Result<(), MapError> {
+    fn del_fast_ovf(&mut self, dir: Dir, key: u32) -> Result<(), MapError> {
         self.observe();
-        let r = self.m.put_pdr_dl(ue, s);
-        self.after(r)
-    }
-    fn del_pdr_dl(&mut self, ue: u32) -> Result<(), MapError> {
-        self.observe();
-        let r = self.m.del_pdr_dl(ue);
-        self.after(r)
-    }
-    fn put_fast_ul(&mut self, teid: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.observe();
-        let r = self.m.put_fast_ul(teid, e);
-        self.after(r)
-    }
-    fn del_fast_ul(&mut self, teid: u32) -> Result<(), MapError> {
-        self.observe();
-        let r = self.m.del_fast_ul(teid);
-        self.after(r)
-    }
-    fn put_fast_dl(&mut self, ue: u32, e: &FastEntry) -> Result<(), MapError> {
-        self.observe();
-        let r = self.m.put_fast_dl(ue, e);
-        self.after(r)
-    }
-    fn del_fast_dl(&mut self, ue: u32) -> Result<(), MapError> {
-        self.observe();
-        let r = self.m.del_fast_dl(ue);
+        let r = self.m.del_fast_ovf(dir, key);
         self.after(r)
     }
     fn put_far(&mut self, idx: u32, f: &FarEntry) -> Result<(), MapError> {
@@ -284,23 +258,32 @@ fn apply(p: &mut XdpPlane<CowCheck>, seid: u64, b: &Bearer, t: Instant) -> Resul
     p.apply_at(seid, &b.rules(), &SdfTable::new(), t)
 }
 
-/// What a packet finds through each reference is the current hash entry
-/// of the slot's key: the index never serves a stale entry.
+/// Every reference is at its key's position (direct, or the overflow
+/// position the hash names), names a slot holding its key, and a set entry
+/// names a written PDR set; every hash element names its key's reference.
 fn assert_index_current(m: &MemoryMaps) {
     for ((d, pos), slot) in &m.fast_ref {
         let e = m.fast_idx[&(*d, *slot)];
         assert_ne!(e.flags & FAST_F_IDX, 0);
-        let (hash, host) = match d {
-            Dir::Ul => (&m.fast_ul, e.key),
-            Dir::Dl => (&m.fast_dl, u32::from_be(e.key)),
+        let host = match d {
+            Dir::Ul => e.key,
+            Dir::Dl => u32::from_be(e.key),
         };
-        assert_eq!(host & FAST_IDX_MASK, *pos, "reference at the key's position");
-        let want = hash.get(&e.key).copied().expect("a referenced key is in the hash");
-        assert_eq!(FastEntry { flags: e.flags & !FAST_F_IDX, key: 0, ..e }, want, "{d:?} slot {slot}");
+        if *pos < FAST_IDX_SIZE {
+            assert_eq!(host & FAST_IDX_MASK, *pos, "reference at the key's position");
+        } else {
+            assert_eq!(m.fast_ovf.get(&(*d, e.key)), Some(pos), "overflow position in the hash");
+        }
+        assert!(m.fast(*d, e.key).is_some());
+        if let Some(i) = e.set_idx() {
+            assert!(m.pdr_sets.contains_key(&i), "{d:?} slot {slot}: set {i} written");
+        }
+    }
+    for ((d, key), pos) in &m.fast_ovf {
+        let slot = m.fast_ref[&(*d, *pos)];
+        assert_eq!(m.fast_idx[&(*d, slot)].key, *key);
     }
 }
-
-// ---- allocator and index over the checking store ---------------------------
 
 #[test]
 fn the_checker_flags_an_in_place_write() {
@@ -358,16 +341,16 @@ fn exhaustion_is_a_clear_error_and_keeps_the_installed_rules() {
     b.enb_teid = 0x3002;
     let err = apply(&mut p, 1, &b, t0 + 10 * MS).unwrap_err();
     assert_eq!(err, PlaneError::Other("fast-path FAR table full: 3 slots, 1 of them waiting 100 ms for in-flight packets".into()));
-    assert_eq!(p.maps().m.fast_dl[&be_addr(b.ue)].teid, 0x3001, "the previous rules stay");
+    assert_eq!(p.maps().m.fast(Dir::Dl, be_addr(b.ue)).unwrap().teid, 0x3001, "the previous rules stay");
     assert_index_current(&p.maps().m);
     // After the grace period the replaced slot is reused.
     apply(&mut p, 1, &b, t0 + MS + GRACE).unwrap();
-    assert_eq!(p.maps().m.fast_dl[&be_addr(b.ue)].teid, 0x3002);
+    assert_eq!(p.maps().m.fast(Dir::Dl, be_addr(b.ue)).unwrap().teid, 0x3002);
     assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
 }
 
 #[test]
-fn index_pool_exhaustion_falls_back_to_the_hash() {
+fn index_pool_exhaustion_refuses_the_update_whole() {
     let t0 = Instant::now();
     let clock = Arc::new(Mutex::new(t0));
     let mut p = checked_plane(&clock, 2);
@@ -377,15 +360,56 @@ fn index_pool_exhaustion_falls_back_to_the_hash() {
     // Uplink and downlink pools are separate: the downlink one now holds
     // the new entry and the replaced one in quarantine.
     apply(&mut p, 1, &b, t0 + MS).unwrap();
+    let slot = p.fast_slot(PdrKey::UeAddr(b.ue));
     b.enb_teid = 0x3002;
-    apply(&mut p, 1, &b, t0 + 2 * MS).unwrap();
-    assert_eq!(p.fast_slot(PdrKey::UeAddr(b.ue)), None, "no free slot: no reference");
-    assert_eq!(p.maps().m.fast_dl[&be_addr(b.ue)].teid, 0x3002, "the hash is current");
+    b.mbr = Some((1000, 2000)); // a new QER slot too: given back on refusal
+    let err = apply(&mut p, 1, &b, t0 + 2 * MS).unwrap_err();
+    assert_eq!(err, PlaneError::Other("fast-path fast_dl_idx table full: 2 slots, 1 of them waiting 100 ms for in-flight packets".into()));
+    assert_eq!(p.fast_slot(PdrKey::UeAddr(b.ue)), slot, "nothing written");
+    assert_eq!(p.maps().m.fast(Dir::Dl, be_addr(b.ue)).unwrap().teid, 0x3001, "the previous rules stay");
+    assert_eq!(p.slot_pools()[1].in_use(), 1, "the fresh QER slot went back");
     assert_index_current(&p.maps().m);
-    b.enb_teid = 0x3003;
-    apply(&mut p, 1, &b, t0 + 2 * MS + GRACE).unwrap();
-    assert!(p.fast_slot(PdrKey::UeAddr(b.ue)).is_some(), "back on the index after the grace period");
+    apply(&mut p, 1, &b, t0 + MS + GRACE).unwrap();
+    assert_eq!(p.maps().m.fast(Dir::Dl, be_addr(b.ue)).unwrap().teid, 0x3002);
     assert_index_current(&p.maps().m);
+    assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
+}
+
+#[test]
+fn sets_and_colliding_keys_are_copy_on_write() {
+    let t0 = Instant::now();
+    let clock = Arc::new(Mutex::new(t0));
+    let mut p = checked_plane(&clock, 64);
+    let a = Bearer { sdf: true, ..Bearer::new(1) };
+    // Session 2's TEID shares session 1's direct uplink position.
+    let mut c = Bearer { sdf: true, ..Bearer::new(2) };
+    c.teid = a.teid ^ (1 << FAST_IDX_BITS);
+    apply(&mut p, 1, &a, t0).unwrap();
+    apply(&mut p, 2, &c, t0).unwrap();
+    let m = &p.maps().m;
+    let pos = p.fast_position(PdrKey::Teid(c.teid)).unwrap();
+    assert!(pos >= FAST_IDX_SIZE);
+    assert_eq!(m.fast_ovf[&(Dir::Ul, c.teid)], pos);
+    let set0 = m.fast(Dir::Dl, be_addr(a.ue)).unwrap().set_idx().unwrap();
+    assert_eq!(m.set_of(Dir::Dl, be_addr(a.ue)).unwrap().count, 2);
+    // A changed set moves to a fresh slot; the colliding key keeps its
+    // overflow position (the hash element is never rewritten).
+    for (i, enb_teid) in [0x3001, 0x3002, 0x3003].into_iter().enumerate() {
+        let t = t0 + (i as u32 + 1) * MS;
+        apply(&mut p, 1, &Bearer { enb_teid, ..a }, t).unwrap();
+        apply(&mut p, 2, &Bearer { enb_teid, ..c }, t).unwrap();
+        assert_eq!(p.fast_position(PdrKey::Teid(c.teid)), Some(pos));
+    }
+    let set1 = p.maps().m.fast(Dir::Dl, be_addr(a.ue)).unwrap().set_idx().unwrap();
+    assert_ne!(set1, set0);
+    assert_eq!(p.maps().m.pdr_sets[&set1].rules[1].far_idx, p.sessions[&1].slots.far[&2]);
+    assert_index_current(&p.maps().m);
+    // The first key goes: the colliding one stays on its overflow position.
+    p.remove_at(1, t0 + 10 * MS).unwrap();
+    assert_eq!(p.fast_position(PdrKey::Teid(c.teid)), Some(pos));
+    assert!(p.maps().m.fast(Dir::Ul, c.teid).is_some());
+    p.remove_at(2, t0 + 11 * MS).unwrap();
+    assert!(p.maps().m.fast_ovf.is_empty() && p.maps().m.fast_ref.is_empty());
     assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
 }
 
@@ -401,7 +425,7 @@ fn removed_session_slots_wait_before_another_session_gets_them() {
     let pools = p.slot_pools();
     assert_eq!(pools.iter().map(|s| s.in_use()).sum::<usize>(), 0);
     // FAR 2 of 10, QER 1 of 6, URR 1 of 6, one fast entry each way.
-    assert_eq!(pools.iter().map(|s| s.quarantined()).collect::<Vec<_>>(), vec![2, 1, 1, 1, 1, 0]);
+    assert_eq!(pools.iter().map(|s| s.quarantined()).collect::<Vec<_>>(), vec![2, 1, 1, 1, 1, 0, 0]);
     let b = Bearer::new(2);
     apply(&mut p, 2, &b, t0 + 2 * MS).unwrap();
     assert!(p.maps().violations.is_empty(), "{:?}", p.maps().violations);
@@ -455,9 +479,29 @@ proptest! {
                     b.mbr = mbr.then_some((1000, 2000));
                     b.sdf = sdf;
                     b.urrs = urrs;
-                    let before = p.maps().m.fast_dl.get(&be_addr(b.ue)).copied();
+                    let view = |p: &XdpPlane<CowCheck>| {
+                        let m = &p.maps().m;
+                        (m.fast(Dir::Dl, be_addr(b.ue)), m.set_of(Dir::Dl, be_addr(b.ue)), m.fast(Dir::Ul, b.teid))
+                    };
+                    let before = view(&p);
                     if p.apply_at(u64::from(seid), &b.rules(), &SdfTable::new(), now).is_err() {
-                        prop_assert_eq!(p.maps().m.fast_dl.get(&be_addr(b.ue)).copied(), before);
+                        prop_assert_eq!(view(&p), before);
+                    } else {
+                        // What a packet finds is the session's new rules.
+                        let (dl, set, ul) = view(&p);
+                        let (dl, ul) = (dl.unwrap(), ul.unwrap());
+                        prop_assert_eq!(set.map(|s| s.count), sdf.then_some(2));
+                        prop_assert_eq!(dl.set_idx().is_some(), sdf);
+                        if !sdf {
+                            prop_assert_eq!((dl.teid, dl.action), (if dl.action & FAR_FORW != 0 { b.enb_teid } else { 0 }, translate::far_entry(&b.rules().fars[&2]).action));
+                        }
+                        let u = ul.urr_idx;
+                        let kind = match urrs {
+                            1 => u & URR_IDX_LIST == 0,
+                            2..=4 => u != URR_IDX_SLOW && u & URR_IDX_LIST != 0,
+                            _ => u == URR_IDX_SLOW,
+                        };
+                        prop_assert!(kind, "{} URRs: urr_idx {:#x}", urrs, u);
                     }
                 }
             }
@@ -517,11 +561,11 @@ fn program_sees_the_whole_new_entry_and_a_reused_slot_serves_its_new_owner() {
     assert_ne!(p.fast_slot(PdrKey::UeAddr(a.ue)), Some(s0));
     assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, 0x7777, ENB2));
     // Within the grace period the old slot is not handed out: a second
-    // session finds the pool empty and is served from the hash.
+    // session finds the pool empty and is refused whole.
     let b = Bearer::new(2);
-    p.apply_at(2, &b.rules(), &SdfTable::new(), t0 + 2 * MS).unwrap();
+    assert!(p.apply_at(2, &b.rules(), &SdfTable::new(), t0 + 2 * MS).is_err());
     assert_eq!(p.fast_slot(PdrKey::UeAddr(b.ue)), None);
-    assert_eq!(downlink(p.program().unwrap(), b.ue), (XDP_TX, b.enb_teid, b.enb));
+    assert_eq!(downlink(p.program().unwrap(), b.ue).0, XDP_PASS);
     // After it, a third session gets the old slot: its own entry is served,
     // and the first session still sees its new entry.
     let c = Bearer::new(3);
@@ -529,7 +573,6 @@ fn program_sees_the_whole_new_entry_and_a_reused_slot_serves_its_new_owner() {
     assert_eq!(p.fast_slot(PdrKey::UeAddr(c.ue)), Some(s0), "the replaced slot is reused");
     assert_eq!(downlink(p.program().unwrap(), c.ue), (XDP_TX, c.enb_teid, c.enb));
     assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, 0x7777, ENB2));
-    assert_eq!(downlink(p.program().unwrap(), b.ue), (XDP_TX, b.enb_teid, b.enb));
     // Uplink through the index too.
     let inner = inner_udp(a.ue, DN, 53, 10);
     assert_eq!(p.program().unwrap().test_run(&ul_frame(a.teid, 0x30, None, &[], &inner)).unwrap().0, XDP_TX);
@@ -546,9 +589,21 @@ fn program_sees_the_whole_new_entry_and_a_reused_slot_serves_its_new_owner() {
 #[test]
 fn concurrent_updates_never_show_a_mixed_entry() {
     need_root!();
+    flip_tunnels(false);
+}
+
+/// The same through a PDR set (an SDF PDR for the packets' port): the
+/// set, its FAR and the fast entry naming the set all move.
+#[test]
+fn concurrent_updates_of_a_pdr_set_never_show_a_mixed_entry() {
+    need_root!();
+    flip_tunnels(true);
+}
+
+fn flip_tunnels(sdf: bool) {
     let mut p = loaded(MapSizes { tunnels: 64, fars: 1 << 16, qers: 16, urrs: 16 });
     let prog = p.take_program().expect("loaded");
-    let mut s = Bearer::new(1);
+    let mut s = Bearer { sdf, ..Bearer::new(1) };
     let tunnels = [(0x1111_1111, s.enb), (0x2222_2222, ENB2)];
     (s.enb_teid, s.enb) = tunnels[0];
     p.install(1, &s.rules()).unwrap();
@@ -570,11 +625,13 @@ fn concurrent_updates_never_show_a_mixed_entry() {
     };
     let start = Instant::now();
     let mut slots = HashSet::new();
+    let mut sets = HashSet::new();
     let mut updates = 0u32;
     while start.elapsed() < 3 * GRACE {
         (s.enb_teid, s.enb) = tunnels[(updates % 2 + 1) as usize % 2];
         p.update(1, &s.rules()).unwrap();
         slots.extend(p.fast_slot(PdrKey::UeAddr(s.ue)));
+        sets.extend(p.sessions[&1].sets.values().map(|(_, i)| *i));
         updates += 1;
     }
     done.store(true, Ordering::Relaxed);
@@ -582,6 +639,7 @@ fn concurrent_updates_never_show_a_mixed_entry() {
     assert!(bad.is_empty(), "{} of {n} packets saw a mixed or missing entry: {:?}", bad.len(), &bad[..bad.len().min(5)]);
     assert!(n > 0);
     assert!((slots.len() as u32) < updates, "slots were reused ({} slots for {updates} updates)", slots.len());
+    assert_eq!(sets.len() > 1, sdf, "sets moved");
 }
 
 #[test]

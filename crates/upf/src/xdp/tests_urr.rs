@@ -40,7 +40,7 @@ fn pdrs_with_several_urrs_point_to_a_list_shared_by_equal_lists() {
     let mut p = memory_plane();
     p.apply_at(1, &with_urrs(&[1, 2], &[1, 2]), &SdfTable::new(), t0).unwrap();
     let m = p.maps();
-    let (ul, dl) = (m.fast_ul[&TEID].urr_idx, m.fast_dl[&be_addr(UE)].urr_idx);
+    let (ul, dl) = (m.fast(Dir::Ul, TEID).unwrap().urr_idx, m.fast(Dir::Dl, be_addr(UE)).unwrap().urr_idx);
     assert_eq!(ul, dl, "one list for the same URRs");
     assert_ne!(ul & URR_IDX_LIST, 0);
     let list = m.urr_lists[&(ul & !URR_IDX_LIST)];
@@ -49,18 +49,18 @@ fn pdrs_with_several_urrs_point_to_a_list_shared_by_equal_lists() {
     // Unchanged URRs keep the list slot (and the fast entries their slots).
     let fast = p.fast_slot(PdrKey::Teid(TEID));
     p.apply_at(1, &with_urrs(&[1, 2], &[1, 2]), &SdfTable::new(), t0 + Duration::from_millis(1)).unwrap();
-    assert_eq!(p.maps().fast_ul[&TEID].urr_idx, ul);
+    assert_eq!(p.maps().fast(Dir::Ul, TEID).unwrap().urr_idx, ul);
     assert_eq!(p.fast_slot(PdrKey::Teid(TEID)), fast);
     // One URR more on the uplink: a fresh list there, the old one stays for the downlink.
     p.apply_at(1, &with_urrs(&[1, 2, 3], &[1, 2]), &SdfTable::new(), t0 + Duration::from_millis(2)).unwrap();
     let m = p.maps();
-    let ul3 = m.fast_ul[&TEID].urr_idx;
+    let ul3 = m.fast(Dir::Ul, TEID).unwrap().urr_idx;
     assert_ne!(ul3, ul);
-    assert_eq!(m.fast_dl[&be_addr(UE)].urr_idx, dl);
+    assert_eq!(m.fast(Dir::Dl, be_addr(UE)).unwrap().urr_idx, dl);
     assert_eq!(m.urr_lists[&(ul3 & !URR_IDX_LIST)].idx[..3], [u1, u2, p.sessions[&1].slots.urr[&3]]);
     // Back to one URR: a plain slot, both lists into quarantine.
     p.apply_at(1, &with_urrs(&[1], &[1]), &SdfTable::new(), t0 + Duration::from_millis(3)).unwrap();
-    assert_eq!(p.maps().fast_ul[&TEID].urr_idx, u1);
+    assert_eq!(p.maps().fast(Dir::Ul, TEID).unwrap().urr_idx, u1);
     assert_eq!(p.slot_pools()[5].in_use(), 0);
     assert_eq!(p.slot_pools()[5].quarantined(), 2);
 }
@@ -69,11 +69,11 @@ fn pdrs_with_several_urrs_point_to_a_list_shared_by_equal_lists() {
 fn more_urrs_than_a_list_holds_send_the_pdr_to_the_slow_path() {
     let mut p = memory_plane();
     p.install(1, &with_urrs(&[1, 2, 3, 4, 5], &[1, 2, 3, 4])).unwrap();
-    assert_eq!(p.maps().fast_ul[&TEID].urr_idx, URR_IDX_SLOW);
-    assert_ne!(p.maps().fast_dl[&be_addr(UE)].urr_idx & URR_IDX_LIST, 0, "four fit in a list");
+    assert_eq!(p.maps().fast(Dir::Ul, TEID).unwrap().urr_idx, URR_IDX_SLOW);
+    assert_ne!(p.maps().fast(Dir::Dl, be_addr(UE)).unwrap().urr_idx & URR_IDX_LIST, 0, "four fit in a list");
     // A URR id listed twice counts once.
     p.update(1, &with_urrs(&[1, 2, 3, 4, 5], &[1, 1])).unwrap();
-    assert_eq!(p.maps().fast_dl[&be_addr(UE)].urr_idx, p.sessions[&1].slots.urr[&1]);
+    assert_eq!(p.maps().fast(Dir::Dl, be_addr(UE)).unwrap().urr_idx, p.sessions[&1].slots.urr[&1]);
 }
 
 // ---- BPF_PROG_RUN ----------------------------------------------------------

@@ -183,7 +183,9 @@ impl SdfFilter {
 
 /// What goes into the maps for one lookup key: its fast entry, and the PDR
 /// set behind it when the fast entry cannot hold the rule (several PDRs, an
-/// SDF filter, or a FAR without a slot, which the set path reports).
+/// SDF filter, or a FAR without a slot, which the set path reports); the
+/// caller puts the set's `pdr_sets` slot into the entry (`teid`, C
+/// `set_idx`).
 pub fn fast_split(set: &PdrSet, fars: &HashMap<u32, FarEntry>) -> (FastEntry, Option<PdrSet>) {
     let r = &set.rules[0];
     match fars.get(&r.far_idx) {
