@@ -148,7 +148,7 @@ fn open_buffer_sockets(x: &mut crate::xdp::XdpPlane, cfg: &UpfConfig) -> Result<
 fn open_xdp_here(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
     crate::xdp::xdp_available()?;
     let access = cfg.access_interface.as_deref().ok_or("access_interface is not set")?;
-    let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig::new(cfg.s1u_addr)).map_err(|e| e.to_string())?;
+    let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig { mtu: u32::try_from(cfg.s1u_mtu).unwrap_or(u32::MAX), ..crate::xdp::XdpConfig::new(cfg.s1u_addr) }).map_err(|e| e.to_string())?;
     for iface in std::iter::once(access).chain(cfg.core_interface.as_deref()) {
         x.attach(iface, crate::xdp::AttachMode::Native)
             .or_else(|_| x.attach(iface, crate::xdp::AttachMode::Generic))
