@@ -10,15 +10,15 @@ use std::time::Duration;
 const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
 const UE2: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 3);
 const DN: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
-const S1U: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 1);
-const ENB: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 2);
+pub(super) const S1U: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 1);
+pub(super) const ENB: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 2);
 const ENB2: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 3);
 
 fn enb() -> SocketAddrV4 {
     SocketAddrV4::new(ENB, 2152)
 }
 
-fn pd(iface: u8, teid: Option<u32>, ue: Ipv4Addr, flows: &[&str]) -> PacketDetection {
+pub(super) fn pd(iface: u8, teid: Option<u32>, ue: Ipv4Addr, flows: &[&str]) -> PacketDetection {
     PacketDetection {
         source_interface: iface,
         local_fteid: teid.map(|t| (t, S1U)),
@@ -30,7 +30,7 @@ fn pd(iface: u8, teid: Option<u32>, ue: Ipv4Addr, flows: &[&str]) -> PacketDetec
     }
 }
 
-fn pdr(id: u16, precedence: u32, pdi: PacketDetection, far: u32) -> Pdr {
+pub(super) fn pdr(id: u16, precedence: u32, pdi: PacketDetection, far: u32) -> Pdr {
     Pdr { id, precedence, pdi, outer_header_removal: None, far_id: Some(far), qer_ids: vec![], urr_ids: vec![] }
 }
 

@@ -4,34 +4,17 @@
 
 use super::ipv4::{self, checksum, udp_packet};
 use super::*;
-use crate::rules::{Action, Duplicate, Far, FlowFilter, PacketDetection, Pdr};
+use crate::rules::{Action, Duplicate, Far};
 use mobicore_gtp::gtpu::{self, Body};
 use proptest::prelude::*;
+use super::tests::{pd, pdr, ENB, S1U};
 use std::time::Duration;
 
 const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
 const UE2: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 3);
 const DN: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
-const S1U: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 1);
-const ENB: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 2);
 const LI: Ipv4Addr = Ipv4Addr::new(172, 16, 9, 9);
 const FORW: Action = Action { drop: false, forw: true, buff: false, nocp: false, dupl: false };
-
-fn pd(iface: u8, teid: Option<u32>, ue: Ipv4Addr, flows: &[&str]) -> PacketDetection {
-    PacketDetection {
-        source_interface: iface,
-        local_fteid: teid.map(|t| (t, S1U)),
-        choose_fteid: false,
-        ue_ipv4: Some(ue),
-        network_instance: None,
-        sdf_filters: flows.len(),
-        flows: flows.iter().map(|f| FlowFilter::parse(f).unwrap()).collect(),
-    }
-}
-
-fn pdr(id: u16, precedence: u32, pdi: PacketDetection, far: u32) -> Pdr {
-    Pdr { id, precedence, pdi, outer_header_removal: None, far_id: Some(far), qer_ids: vec![], urr_ids: vec![] }
-}
 
 fn far_to(id: u32, action: Action, teid: u32) -> Far {
     Far {
