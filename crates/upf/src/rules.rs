@@ -387,33 +387,47 @@ impl SessionRules {
     /// Cross-references between rules hold (TS 29.244 5.2.1): each PDR has a
     /// FAR that exists, its QERs and URRs exist, a FAR's BAR exists, and a
     /// FAR's apply action is coherent.
-    pub fn check(&self) -> Result<(), RuleRef> {
+    pub fn check(&self) -> Result<(), RuleError> {
         for p in self.pdrs.values() {
             match p.far_id {
                 Some(f) if self.fars.contains_key(&f) => {}
-                _ => return Err(RuleRef::Pdr(p.id)),
+                _ => return Err(RuleError::Rule(RuleRef::Pdr(p.id))),
             }
             if p.qer_ids.iter().any(|q| !self.qers.contains_key(q)) || p.urr_ids.iter().any(|u| !self.urrs.contains_key(u)) {
-                return Err(RuleRef::Pdr(p.id));
+                return Err(RuleError::Rule(RuleRef::Pdr(p.id)));
             }
         }
         for f in self.fars.values() {
             if !f.action.is_valid() || f.bar_id.is_some_and(|b| !self.bars.contains_key(&b)) {
-                return Err(RuleRef::Far(f.id));
+                return Err(RuleError::Rule(RuleRef::Far(f.id)));
             }
+            // TS 29.244 7.5.2.3-1: Forwarding Parameters "shall be present
+            // when the Apply Action requests the packets to be forwarded",
+            // Duplicating Parameters "... to be duplicated": conditional
+            // IEs (cause 67 with the Offending IE, 8.2.1).
             if f.action.forw && f.destination_interface.is_none() {
-                return Err(RuleRef::Far(f.id));
+                return Err(RuleError::ConditionalIeMissing(rs_pfcp::ie::IeType::ForwardingParameters as u16));
             }
-            // TS 29.244 7.5.2.3-1: Duplicating Parameters "shall be present
-            // when the Apply Action requests the packets to be duplicated";
-            // a copy needs a GTP-U tunnel unless it goes to the core.
+            if f.action.dupl && f.duplicating.is_empty() {
+                return Err(RuleError::ConditionalIeMissing(rs_pfcp::ie::IeType::DuplicatingParameters as u16));
+            }
+            // A copy needs a GTP-U tunnel unless it goes to the core.
             let deliverable = |d: &Duplicate| d.outer_header_creation.is_some() || d.destination_interface == INTERFACE_CORE;
-            if f.action.dupl && (f.duplicating.is_empty() || !f.duplicating.iter().all(deliverable)) {
-                return Err(RuleRef::Far(f.id));
+            if f.action.dupl && !f.duplicating.iter().all(deliverable) {
+                return Err(RuleError::Rule(RuleRef::Far(f.id)));
             }
         }
         Ok(())
     }
+}
+
+/// Why a session's rules cannot be installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleError {
+    /// Cause 73, Rule creation/modification Failure, with this Failed Rule ID.
+    Rule(RuleRef),
+    /// Cause 67, Conditional IE missing, with this Offending IE type.
+    ConditionalIeMissing(u16),
 }
 
 /// Why the forwarding plane refused rules.

@@ -6,7 +6,7 @@
 
 use crate::node::{Reply, Session, UpfCore};
 use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie, IeRef};
-use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Duplicate, DuplicateError, Far, Pdr, PlaneReport, Qer, RuleRef, SessionRules};
+use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Duplicate, DuplicateError, Far, Pdr, PlaneReport, Qer, RuleError, RuleRef, SessionRules};
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::CauseValue;
 use rs_pfcp::ie::create_bar::CreateBar;
@@ -44,6 +44,12 @@ impl Reject {
     }
     pub(crate) fn rule(r: RuleRef) -> Self {
         Reject { cause: CauseValue::RuleCreationModificationFailure, offending: None, failed_rule: Some(r) }
+    }
+    fn rules(e: RuleError) -> Self {
+        match e {
+            RuleError::Rule(r) => Reject::rule(r),
+            RuleError::ConditionalIeMissing(t) => Reject { cause: CauseValue::ConditionalIeMissing, offending: Some(t), failed_rule: None },
+        }
     }
     fn ies(&self) -> Vec<Ie> {
         let mut v = vec![cause_ie(self.cause)];
@@ -168,7 +174,7 @@ impl UpfCore {
         }
         let mut rules = SessionRules::default();
         create_rules(&mut rules, ies)?;
-        rules.check().map_err(Reject::rule)?;
+        rules.check().map_err(Reject::rules)?;
         let created = self.allocate_fteids(&mut rules);
         let up_seid = self.next_seid;
         self.next_seid += 1;
@@ -302,7 +308,7 @@ impl UpfCore {
             let b = rules.bars.get_mut(&u.bar_id.id).ok_or(Reject::rule(RuleRef::Bar(u.bar_id.id)))?;
             b.suggested_buffering_packets_count = u.suggested_buffering_packets_count.map(|s| s.count);
         }
-        rules.check().map_err(Reject::rule)?;
+        rules.check().map_err(Reject::rules)?;
         Ok(self.allocate_fteids(rules))
     }
 

@@ -2,7 +2,9 @@
 //! (with Outer Header Creation and Transport Level Marking, which
 //! rs-pfcp's own struct lacks), read by the node and acted on by the data
 //! path; Update Duplicating Parameters moves a copy; DUPL without
-//! Duplicating Parameters is refused with cause 73 and the FAR's ID.
+//! Duplicating Parameters is refused with cause 67 (Conditional IE
+//! missing) naming it, a copy we cannot deliver with cause 73 and the
+//! FAR's ID.
 
 use super::ipv4::udp_packet;
 use super::{DatapathConfig, Transmit, UserspacePlane, Verdict};
@@ -185,19 +187,22 @@ fn create_far_with_two_duplicating_parameters_copies_to_both() {
 }
 
 #[test]
-fn dupl_without_duplicating_parameters_is_a_rule_failure() {
+fn dupl_without_duplicating_parameters_is_refused() {
     let mut n = Node::new();
     let (_, r) = n.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &establishment(0x02 | 0x10, &[]));
-    // TS 29.244 7.5.2.3-1: the IE shall be present with DUPL; the FAR
-    // cannot be created (cause 73, Failed Rule ID naming FAR 2).
-    assert_eq!(cause(&r), 73);
-    let f = FailedRuleId::unmarshal(&first(&r, IeType::FailedRuleId).unwrap().payload).unwrap();
-    assert_eq!((f.rule_type(), f.rule_id()), (rs_pfcp::ie::failed_rule_id::RuleIdType::Far, 2));
+    // TS 29.244 7.5.2.3-1: the IE shall be present with DUPL, a
+    // conditional IE missing (cause 67 with the Offending IE, 8.2.1).
+    assert_eq!(cause(&r), 67);
+    let o = rs_pfcp::ie::offending_ie::OffendingIe::unmarshal(&first(&r, IeType::OffendingIe).unwrap().payload).unwrap();
+    assert_eq!(o.ie_type, IeType::DuplicatingParameters as u16);
     assert_eq!(n.up.lock().session_count(), 0);
-    // A copy to the LI function needs an outer header: refused likewise.
+    // A copy to the LI function needs an outer header: the FAR cannot be
+    // created (cause 73, Failed Rule ID naming FAR 2).
     let dup = duplicating(IeType::DuplicatingParameters, Some(Interface::LiFunction), None, None);
     let (_, r) = n.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &establishment(0x02 | 0x10, &[dup]));
     assert_eq!(cause(&r), 73);
+    let f = FailedRuleId::unmarshal(&first(&r, IeType::FailedRuleId).unwrap().payload).unwrap();
+    assert_eq!((f.rule_type(), f.rule_id()), (rs_pfcp::ie::failed_rule_id::RuleIdType::Far, 2));
     // Duplicating Parameters without its mandatory Destination Interface.
     let dup = duplicating(IeType::DuplicatingParameters, None, Some((1, LI)), None);
     let (_, r) = n.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &establishment(0x02 | 0x10, &[dup]));
@@ -210,5 +215,5 @@ fn dupl_without_duplicating_parameters_is_a_rule_failure() {
     let seid: u64 = Fseid::unmarshal(&first(&r, IeType::Fseid).unwrap().payload).unwrap().seid.into();
     let upd = group(IeType::UpdateFar, &[FarId::new(2).to_ie(), ie(IeType::ApplyAction, vec![0x12])]);
     let (_, r) = n.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[upd]);
-    assert_eq!(cause(&r), 73);
+    assert_eq!(cause(&r), 67);
 }

@@ -391,5 +391,5 @@ fn dupl_copies_forwarded_dropped_and_buffered_packets_once() {
     // DUPL without Duplicating Parameters is a rule error of the FAR.
     r.fars.get_mut(&2).unwrap().action.dupl = true;
     r.fars.get_mut(&2).unwrap().duplicating.clear();
-    assert_eq!(r.check(), Err(crate::rules::RuleRef::Far(2)));
+    assert_eq!(r.check(), Err(crate::rules::RuleError::ConditionalIeMissing(rs_pfcp::ie::IeType::DuplicatingParameters as u16)));
 }
