@@ -62,7 +62,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(WireError::Truncated);
         }
         let len = self.message_length() as usize;
-        if len < HEADER_LEN || len % 4 != 0 {
+        if len < HEADER_LEN || !len.is_multiple_of(4) {
             return Err(WireError::MessageLength(len as u32));
         }
         if len > b.len() {

@@ -71,8 +71,7 @@ async fn timeout_watchdog_answer_and_down() {
 #[tokio::test]
 async fn refused_cea_fails_connect() {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mut cfg = S6aClientConfig::default();
-    cfg.peer = l.local_addr().unwrap();
+    let cfg = S6aClientConfig { peer: l.local_addr().unwrap(), ..Default::default() };
     tokio::spawn(async move {
         let (mut s, _) = l.accept().await.unwrap();
         let mut d = FrameDecoder::default();

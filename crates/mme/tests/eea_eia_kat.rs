@@ -19,6 +19,7 @@ fn dir(d: u8) -> Direction {
     Direction::try_from(d).unwrap()
 }
 
+#[allow(clippy::too_many_arguments)] // the columns of a TS 35.222 / 35.223 test set
 /// Ciphers `plain` and checks the first `bits` bits against `cipher`.
 fn eea(alg: CipheringAlgorithm, k: &str, count: u32, bearer: u8, d: u8, bits: u64, plain: &str, cipher: &str) {
     let mut data = h(plain);
@@ -29,6 +30,7 @@ fn eea(alg: CipheringAlgorithm, k: &str, count: u32, bearer: u8, d: u8, bits: u6
     assert_eq!(data, h(plain), "{alg:?} deciphers");
 }
 
+#[allow(clippy::too_many_arguments)]
 fn eia(alg: IntegrityAlgorithm, k: &str, count: u32, bearer: u8, d: u8, bits: u64, msg: &str, mac: u32) {
     let got = nia_mac_bits(&KNasInt::new(&key(k)), count, Bearer::new(bearer).unwrap(), dir(d), &h(msg), bits, alg).unwrap();
     assert_eq!(got, mac, "{alg:?} MAC: {got:08x} != {mac:08x}");

@@ -70,8 +70,7 @@ impl Client {
 
 pub async fn run(sessions: usize, windows: &[usize]) -> Result<Vec<PfcpCase>> {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let mut cfg = mobicore_upf::UpfConfig::default();
-    cfg.pfcp = "127.0.0.1:0".parse()?;
+    let cfg = mobicore_upf::UpfConfig { pfcp: "127.0.0.1:0".parse()?, ..Default::default() };
     let upf = mobicore_upf::Upf::bind(cfg).await.context("starting the UPF's PFCP node")?;
     let addr = upf.pfcp_addr();
     let task = tokio::spawn(upf.run(stop_rx));

@@ -102,7 +102,9 @@ impl Default for RanSection {
 pub fn load(file: Option<&Path>) -> Result<Config> {
     let Some(file) = file else { return Ok(Config::default()) };
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    toml::from_str(&text).with_context(|| format!("parsing {}", file.display()))
+    let c: Config = toml::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
+    c.upf.validate().map_err(anyhow::Error::msg).with_context(|| format!("checking {}", file.display()))?;
+    Ok(c)
 }
 
 pub fn default_toml() -> Result<&'static str> {
@@ -123,6 +125,15 @@ mod tests {
         assert_eq!(format!("{:?}", parsed.spgwc), format!("{:?}", d.spgwc));
         assert_eq!(format!("{:?}", parsed.upf), format!("{:?}", d.upf));
         assert_eq!(format!("{:?}", parsed.ran), format!("{:?}", d.ran));
+    }
+
+    #[test]
+    fn out_of_range_values_are_clear_errors() {
+        let f = std::env::temp_dir().join(format!("mobicore-cfg-{}.toml", std::process::id()));
+        std::fs::write(&f, "[upf]\ns1u_mtu = 40\n").unwrap();
+        let e = format!("{:#}", load(Some(&f)).unwrap_err());
+        std::fs::remove_file(&f).unwrap();
+        assert!(e.contains("s1u_mtu = 40 (576..=65535)"), "{e}");
     }
 
     #[test]

@@ -45,12 +45,22 @@ pub struct UpfConfig {
     /// Error Indications sent per second at most (ICMP Fragmentation
     /// Needed, likewise).
     pub error_indications_per_sec: u32,
-    /// Path MTU towards the eNBs (S1-U), in octets of outer IPv4. A
-    /// downlink packet that would exceed it once encapsulated (36 octets
-    /// of GTP-U/UDP/IPv4) is split into inner IPv4 fragments, or, when it
-    /// has DF set, dropped and answered with ICMP Fragmentation Needed
-    /// (next-hop MTU `s1u_mtu - 36`) towards its source.
+    /// Path MTU of the GTP-U paths (towards the eNBs on S1-U, and of
+    /// uplink forwarding with Outer Header Creation), in octets of outer
+    /// IPv4. A packet that would exceed it once encapsulated (36 octets of
+    /// GTP-U/UDP/IPv4) is split into inner IPv4 fragments, or, when it has
+    /// DF set, dropped and answered with ICMP Fragmentation Needed
+    /// (next-hop MTU `s1u_mtu - 36`) towards its source (the UE, through
+    /// its downlink tunnel, for an uplink packet). 576..=65535.
     pub s1u_mtu: usize,
+    /// Source address of the ICMP errors the UPF sends; absent: `s1u_addr`.
+    pub icmp_source: Option<Ipv4Addr>,
+    /// Out-of-order inner fragments (sessions whose SDF filters look at
+    /// ports) wait for their first fragment under these budgets, octets per
+    /// session and in total, for at most `frag_timeout_ms`.
+    pub frag_session_bytes: usize,
+    pub frag_total_bytes: usize,
+    pub frag_timeout_ms: u64,
     /// XDP mode: the downlink packets of a buffering session (FAR
     /// BUFF/NOCP) reach the slow path through AF_XDP copy-mode sockets on
     /// every receive queue of `core_interface` (measured faster, see
@@ -96,7 +106,53 @@ impl Default for UpfConfig {
             error_indications_per_sec: 100,
             urr_poll_ms: 1000,
             s1u_mtu: 1500,
+            icmp_source: None,
+            frag_session_bytes: 64 * 1024,
+            frag_total_bytes: 4 * 1024 * 1024,
+            frag_timeout_ms: 2000,
             buffer_afxdp: true,
         }
+    }
+}
+
+impl UpfConfig {
+    /// The values no data path can work with, as one clear error.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut bad = Vec::new();
+        if !(576..=65535).contains(&self.s1u_mtu) {
+            bad.push(format!("s1u_mtu = {} (576..=65535)", self.s1u_mtu));
+        }
+        for (name, per, total) in [("buffer", self.buffer_session_bytes, self.buffer_total_bytes), ("frag", self.frag_session_bytes, self.frag_total_bytes)] {
+            if per > total {
+                bad.push(format!("{name}_session_bytes = {per} exceeds {name}_total_bytes = {total}"));
+            }
+        }
+        if self.frag_timeout_ms == 0 {
+            bad.push("frag_timeout_ms = 0 (> 0)".into());
+        }
+        if self.urr_poll_ms == 0 {
+            bad.push("urr_poll_ms = 0 (> 0)".into());
+        }
+        if self.n1 == 0 || self.t1.is_zero() {
+            bad.push("t1 and n1 must be > 0".into());
+        }
+        match bad.is_empty() {
+            true => Ok(()),
+            false => Err(format!("[upf]: {}", bad.join("; "))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        assert_eq!(UpfConfig::default().validate(), Ok(()));
+        let c = UpfConfig { s1u_mtu: 100, frag_session_bytes: 10, frag_total_bytes: 5, urr_poll_ms: 0, ..UpfConfig::default() };
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("s1u_mtu = 100") && e.contains("frag_session_bytes = 10 exceeds") && e.contains("urr_poll_ms"), "{e}");
+        assert!(!e.contains("buffer_session_bytes"), "{e}");
     }
 }

@@ -39,7 +39,7 @@ pub fn parse(links_json: &str, neigh_json: &str, interfaces: &[String]) -> Vec<N
     let neighs: Vec<Neigh> = serde_json::from_str(neigh_json).unwrap_or_default();
     let by_name: HashMap<&str, (u32, [u8; 6])> = links
         .iter()
-        .filter(|l| interfaces.iter().any(|i| *i == l.ifname))
+        .filter(|l| interfaces.contains(&l.ifname))
         .filter_map(|l| Some((l.ifname.as_str(), (l.ifindex, mac(l.address.as_deref()?)?))))
         .collect();
     neighs

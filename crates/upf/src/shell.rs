@@ -8,6 +8,7 @@ use crate::dataplane::{DatapathConfig, UserspacePlane};
 use crate::node::UpfCore;
 use crate::rules::{ForwardingPlane, MemoryPlane, PlaneError, PlaneReport, SessionRules};
 use std::net::SocketAddrV4;
+use std::time::Duration;
 use std::sync::Arc;
 use tokio::sync::Notify;
 use mobicore_common::counters::Counters;
@@ -188,7 +189,10 @@ fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<Datapath
         buffer_total_bytes: cfg.buffer_total_bytes,
         error_indications_per_sec: cfg.error_indications_per_sec,
         s1u_mtu: cfg.s1u_mtu,
-        ..DatapathConfig::default()
+        icmp_source: cfg.icmp_source,
+        frag_session_bytes: cfg.frag_session_bytes,
+        frag_total_bytes: cfg.frag_total_bytes,
+        frag_timeout: Duration::from_millis(cfg.frag_timeout_ms),
     };
     let user = UserspacePlane::new(dp, counters.clone());
     let io = IoConfig {

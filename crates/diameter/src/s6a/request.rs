@@ -92,7 +92,7 @@ impl RequestError {
     }
 }
 
-fn required<'m>(m: &'m [AvpRepr], def: AvpDef, min_len: usize) -> Result<&'m AvpRepr, RequestError> {
+fn required(m: &[AvpRepr], def: AvpDef, min_len: usize) -> Result<&AvpRepr, RequestError> {
     find(m, def).ok_or_else(|| RequestError::missing(def, min_len))
 }
 

@@ -4,12 +4,14 @@
 //! MBR), URR (counting; reports are `crate::urr`'s) and the FAR (FORW / BUFF /
 //! DROP, and DUPL copies, see `dupl`).
 //!
-//! S1-U MTU: a downlink packet whose GTP-U/UDP/IPv4 encapsulation (36
-//! octets) would exceed `s1u_mtu` is split into inner fragments (RFC 791),
-//! each encapsulated (`upf_dl_fragmented`), so the outer packet is never
-//! fragmented (TS 29.281 / TS 23.060 ask to avoid it); with DF set it is
-//! dropped and answered with ICMP Fragmentation Needed carrying the MTU
-//! left for the inner packet (RFC 1191), written to the core side and
+//! GTP-U MTU: a packet whose GTP-U/UDP/IPv4 encapsulation (36 octets)
+//! would exceed `s1u_mtu` (downlink towards the eNB, or uplink forwarded
+//! with Outer Header Creation) is split into inner fragments (RFC 791),
+//! each encapsulated (`upf_dl_fragmented`, `upf_ul_fragmented`), so the
+//! outer packet is never fragmented (TS 29.281 / TS 23.060 ask to avoid
+//! it); with DF set it is dropped and answered with ICMP Fragmentation
+//! Needed carrying the MTU left for the inner packet (RFC 1191): to the
+//! core side for downlink, to the UE through its tunnel for uplink,
 //! rate-limited like Error Indications (`upf_icmp_frag_needed`,
 //! `upf_icmp_suppressed`).
 
@@ -230,25 +232,17 @@ impl UserPlane {
         let out: Vec<Transmit> = match far.outer_header_creation {
             Some(t) => {
                 let to = SocketAddrV4::new(t.ipv4, gtpu::PORT);
-                let mtu = if uplink { usize::MAX } else { self.cfg.s1u_mtu };
-                match encapsulate(t, pkt, mtu) {
+                match encapsulate(t, pkt, self.cfg.s1u_mtu) {
                     Ok(v) => {
                         if v.len() > 1 {
-                            self.counters.incr("upf_dl_fragmented");
+                            self.counters.incr(if uplink { "upf_ul_fragmented" } else { "upf_dl_fragmented" });
                         }
                         v.into_iter().map(|bytes| Transmit::Gtpu { to, bytes }).collect()
                     }
                     Err(next_hop_mtu) => {
                         let src = self.cfg.icmp_source.unwrap_or(self.cfg.s1u_addr);
-                        if let Some(icmp) = next_hop_mtu.and_then(|m| ipv4::icmp_frag_needed(src, pkt, m)) {
-                            if self.icmp_errors.take(now, 1.0) {
-                                self.counters.incr("upf_icmp_frag_needed");
-                                self.transmits.push_back(Transmit::Core(icmp));
-                            } else {
-                                self.counters.incr("upf_icmp_suppressed");
-                            }
-                        }
-                        return Verdict::Dropped(DropReason::TooBig);
+                        let icmp = next_hop_mtu.and_then(|m| ipv4::icmp_frag_needed(src, pkt, m));
+                        return self.too_big(now, icmp, uplink);
                     }
                 }
             }
@@ -265,6 +259,29 @@ impl UserPlane {
         self.counters.incr(if uplink { "upf_ul_forwarded" } else { "upf_dl_forwarded" });
         self.transmits.extend(out);
         Verdict::Forwarded
+    }
+}
+
+impl UserPlane {
+    /// A packet dropped as too big with DF set: ICMP Fragmentation Needed
+    /// (RFC 1191) back to its sender, at the ICMP error rate. The sender of
+    /// a downlink packet is on the core side; that of an uplink packet is
+    /// the UE, reached through its session's downlink PDR and tunnel.
+    fn too_big(&mut self, now: Instant, icmp: Option<Vec<u8>>, uplink: bool) -> Verdict {
+        if let Some(icmp) = icmp {
+            if !self.icmp_errors.take(now, 1.0) {
+                self.counters.incr("upf_icmp_suppressed");
+            } else if uplink {
+                self.counters.incr("upf_icmp_frag_needed");
+                if let Verdict::Dropped(r) = self.downlink_inner(now, &icmp, None) {
+                    self.counters.incr(r.counter());
+                }
+            } else {
+                self.counters.incr("upf_icmp_frag_needed");
+                self.transmits.push_back(Transmit::Core(icmp));
+            }
+        }
+        Verdict::Dropped(DropReason::TooBig)
     }
 }
 

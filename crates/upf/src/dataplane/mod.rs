@@ -8,9 +8,10 @@
 //!   core side); what to send comes out of [`UserPlane::poll_transmit`] and
 //!   what to tell the CP function out of [`UserPlane::poll_report`].
 //! - `forward`: the per-packet pipeline (PDR match, QER, URR, FAR), and
-//!   the S1-U MTU: a downlink packet too big once encapsulated is
-//!   fragmented (inner, RFC 791) or, with DF, answered with ICMP
-//!   Fragmentation Needed towards its source (RFC 1191).
+//!   the GTP-U MTU (`s1u_mtu`): a packet too big once encapsulated
+//!   (downlink, or uplink with Outer Header Creation) is fragmented
+//!   (inner, RFC 791) or, with DF, answered with ICMP Fragmentation Needed
+//!   towards its source (RFC 1191; the UE through its tunnel for uplink).
 //! - `dupl`: FAR DUPL, copies per Duplicating Parameters.
 //! - [`defrag`]: virtual reassembly, so that later fragments follow the
 //!   first one's PDR in sessions with port-based SDF filters.
@@ -34,6 +35,7 @@
 //! `upf_ul_forwarded`, `upf_dl_forwarded`, `upf_buffered`, `upf_released`,
 //! `upf_duplicated`, `upf_frag_held`, `upf_frag_overflow`,
 //! `upf_frag_timeout`, `upf_frag_discarded`, `upf_dl_fragmented`,
+//! `upf_ul_fragmented`,
 //! `upf_icmp_frag_needed`, `upf_icmp_suppressed`, `upf_too_big`;
 //! AF_XDP (XDP mode, `io`): `upf_afxdp_received` (buffered downlink frames
 //! read from the sockets), `upf_afxdp_not_ipv4`, and in the shell
@@ -69,9 +71,10 @@ pub struct DatapathConfig {
     /// rate to us; a flood of unknown TEIDs must not become a flood back).
     /// ICMP Fragmentation Needed messages have a bucket of the same rate.
     pub error_indications_per_sec: u32,
-    /// Path MTU towards the eNBs (S1-U): a downlink packet larger than
-    /// this once in GTP-U/UDP/IPv4 is fragmented before encapsulation, or
-    /// answered with ICMP Fragmentation Needed when it has DF set.
+    /// Path MTU of GTP-U (towards the eNBs on S1-U, and uplink forwarding
+    /// with Outer Header Creation): a packet larger than this once in
+    /// GTP-U/UDP/IPv4 is fragmented before encapsulation, or answered with
+    /// ICMP Fragmentation Needed when it has DF set.
     pub s1u_mtu: usize,
     /// Source address of the ICMP errors sent to the core side; `None`:
     /// `s1u_addr`.

@@ -393,3 +393,47 @@ fn dupl_copies_forwarded_dropped_and_buffered_packets_once() {
     r.fars.get_mut(&2).unwrap().duplicating.clear();
     assert_eq!(r.check(), Err(crate::rules::RuleError::ConditionalIeMissing(rs_pfcp::ie::IeType::DuplicatingParameters as u16)));
 }
+
+/// Uplink forwarded in GTP-U (an N9/S5-U peer, as in local breakout to an
+/// edge gateway): the GTP-U MTU holds too. A non-DF packet is fragmented
+/// inside the tunnel; a DF one is answered with ICMP Fragmentation Needed
+/// to the UE, through the session's downlink tunnel.
+#[test]
+fn oversize_uplink_is_fragmented_or_answered_to_the_ue() {
+    let now = Instant::now();
+    let peer = Ipv4Addr::new(172, 16, 7, 7);
+    let mut p = plane_with(DatapathConfig { s1u_mtu: 600, ..DatapathConfig::default() });
+    let mut r = one_bearer();
+    r.pdrs.insert(1, pdr(1, 100, pd(INTERFACE_ACCESS, Some(0x100), UE, &[]), 1));
+    r.fars.insert(1, Far { id: 1, action: FORW, destination_interface: Some(INTERFACE_CORE), outer_header_creation: Some(GtpuTunnel { teid: 0x700, ipv4: peer }), ..Far::default() });
+    p.install(1, &r).unwrap();
+    let up = |df: bool| {
+        let mut b = big(1000, df);
+        // From the UE to the data network.
+        b[12..16].copy_from_slice(&UE.octets());
+        b[16..20].copy_from_slice(&DN.octets());
+        b[10..12].copy_from_slice(&[0, 0]);
+        let c = checksum(&b[..20]);
+        b[10..12].copy_from_slice(&c.to_be_bytes());
+        b
+    };
+    let enb = SocketAddrV4::new(ENB, gtpu::PORT);
+    assert_eq!(p.uplink(now, enb, &dupl::gpdu(0x100, &up(false))), Verdict::Forwarded);
+    let out = drain(&mut p);
+    assert!(out.iter().all(|t| matches!(t, Transmit::Gtpu { to, bytes } if *to.ip() == peer && bytes.len() + 28 <= 600)), "{out:?}");
+    let frags = gpdus(&out);
+    assert_eq!(frags.len(), 2);
+    assert_eq!(frags.iter().map(|f| f.1.len() - 20).sum::<usize>(), 980, "every octet of the payload");
+    assert_eq!(p.counters.value("upf_ul_fragmented"), 1);
+
+    let orig = up(true);
+    assert_eq!(p.uplink(now, enb, &dupl::gpdu(0x100, &orig)), Verdict::Dropped(DropReason::TooBig));
+    let out = drain(&mut p);
+    let [Transmit::Gtpu { to, .. }] = &out[..] else { panic!("{out:?}") };
+    assert_eq!(*to.ip(), ENB, "back through the downlink tunnel");
+    let [(0x900, icmp)] = &gpdus(&out)[..] else { panic!("{out:?}") };
+    assert_eq!((&icmp[12..16], &icmp[16..20]), (&S1U.octets()[..], &UE.octets()[..]));
+    assert_eq!((icmp[20], icmp[21], u16::from_be_bytes([icmp[26], icmp[27]])), (3, 4, 564));
+    assert_eq!(&icmp[28..], &orig[..28]);
+    assert_eq!(p.counters.value("upf_icmp_frag_needed"), 1);
+}
