@@ -124,6 +124,8 @@ impl Bench {
         let upf = self.upf_cases()?;
         self.baselines(&mut base, None)?;
         let ceiling = self.ceiling(self.opts.sizes[0])?;
+        let k0 = base[&(Direction::Downlink, self.opts.sizes[0])].0 / 2.0;
+        let ceiling_to_kernel = if k0 > 0.0 { ceiling / k0 } else { 0.0 };
         let cases = upf
             .into_iter()
             .map(|(dir, size, n, mpps, zipf, rtt)| {
@@ -143,7 +145,7 @@ impl Bench {
                 }
             })
             .collect();
-        Ok(DataplaneReport { cases, ceiling_redirect_mpps: ceiling })
+        Ok(DataplaneReport { cases, ceiling_redirect_mpps: ceiling, ceiling_to_kernel })
     }
 
     /// One pass of both baselines over every direction and size, summed

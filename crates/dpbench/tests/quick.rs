@@ -34,7 +34,7 @@ async fn quick_run_measures_every_case_and_cleans_up() {
     for (dir, n) in [("uplink", 1), ("uplink", 1000), ("downlink", 1), ("downlink", 1000)] {
         assert!(report.cases.iter().any(|c| c.direction == dir && c.sessions == n && c.size == 64), "{dir} {n}");
     }
-    assert!(report.ceiling_redirect_mpps > 0.0);
+    assert!(report.ceiling_redirect_mpps > 0.0 && report.ceiling_to_kernel > 0.0);
     let json = serde_json::to_value(&report).unwrap();
     for key in ["direction", "size", "sessions", "mpps", "baseline_kernel_mpps", "baseline_xdp_mpps"] {
         assert!(json["cases"][0].get(key).is_some(), "JSON has {key}");
