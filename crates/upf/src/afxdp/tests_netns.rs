@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::dataplane::io::in_netns;
+use crate::dataplane::tests_netns::{run_io, Running};
 use crate::rules::{Action, Far, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
 use crate::xdp::{AttachMode, Counter, MapSizes, XdpConfig, XdpPlane};
 use crate::ForwardingPlane;
@@ -269,23 +270,8 @@ fn bearer(dl: Action) -> SessionRules {
 }
 
 /// The slow path of the shell in XDP mode, run on a thread of its own.
-struct SlowPath {
-    plane: crate::dataplane::UserspacePlane,
-    stop: tokio::sync::watch::Sender<bool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for SlowPath {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn start_slow_path(t: &Three, socks: Vec<XskSocket>) -> SlowPath {
-    use crate::dataplane::io::{DatapathIo, IoConfig};
+fn start_slow_path(t: &Three, socks: Vec<XskSocket>) -> Running {
+    use crate::dataplane::io::IoConfig;
     use crate::dataplane::{DatapathConfig, UserspacePlane};
     let plane = UserspacePlane::new(DatapathConfig { s1u_addr: S1U, ..DatapathConfig::default() }, mobicore_common::counters::Counters::new());
     let cfg = IoConfig {
@@ -295,23 +281,9 @@ fn start_slow_path(t: &Three, socks: Vec<XskSocket>) -> SlowPath {
         tun_name: t.tun.clone(),
         ue_pools: vec!["10.45.0.0/24".into()],
     };
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let p = plane.clone();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async move {
-            match DatapathIo::open(&cfg, p).and_then(|io| io.with_afxdp(socks)) {
-                Ok(io) => {
-                    ready_tx.send(Ok(io.afxdp_sockets())).unwrap();
-                    io.run(rx).await.unwrap();
-                }
-                Err(e) => ready_tx.send(Err(e)).unwrap(),
-            }
-        });
-    });
-    assert_eq!(ready_rx.recv().unwrap().expect("slow path opens"), 1, "one AF_XDP socket (veth: one queue)");
-    SlowPath { plane, stop, thread: Some(thread) }
+    let (running, n) = run_io(plane, cfg, socks);
+    assert_eq!(n, 1, "one AF_XDP socket (veth: one queue)");
+    running
 }
 
 /// XDP mode end to end: a buffering session's downlink packets reach the

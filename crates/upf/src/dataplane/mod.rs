@@ -464,4 +464,4 @@ mod tests_dupl;
 #[cfg(test)]
 mod tests_frag;
 #[cfg(test)]
-mod tests_netns;
+pub(crate) mod tests_netns;

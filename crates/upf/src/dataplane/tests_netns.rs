@@ -99,9 +99,10 @@ fn rules(dl: Action) -> SessionRules {
     r
 }
 
-/// The data path running in "upf" on a runtime of its own.
-struct Running {
-    plane: UserspacePlane,
+/// The I/O shell of a data path running on a runtime of its own, in the
+/// namespaces of `cfg` (shared with the AF_XDP tests).
+pub(crate) struct Running {
+    pub(crate) plane: UserspacePlane,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -113,6 +114,30 @@ impl Drop for Running {
             let _ = t.join();
         }
     }
+}
+
+/// Opens `cfg` for `plane`, with AF_XDP sockets `socks` for buffered
+/// downlink (none: TUN only), and runs it; returns once it is open, with
+/// the number of AF_XDP sockets it reads.
+pub(crate) fn run_io(plane: UserspacePlane, cfg: IoConfig, socks: Vec<crate::afxdp::XskSocket>) -> (Running, usize) {
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let p = plane.clone();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let io = DatapathIo::open(&cfg, p).and_then(|io| if socks.is_empty() { Ok(io) } else { io.with_afxdp(socks) });
+            match io {
+                Ok(io) => {
+                    ready_tx.send(Ok(io.afxdp_sockets())).unwrap();
+                    io.run(rx).await.unwrap();
+                }
+                Err(e) => ready_tx.send(Err(e)).unwrap(),
+            }
+        });
+    });
+    let n = ready_rx.recv().unwrap().expect("data path opens");
+    (Running { plane, stop, thread: Some(thread) }, n)
 }
 
 fn start(t: &Topo) -> Running {
@@ -128,25 +153,7 @@ fn start_with(t: &Topo, cfg: DatapathConfig) -> Running {
         tun_name: t.tun.clone(),
         ue_pools: vec!["10.45.0.0/24".into()],
     };
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let p = plane.clone();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async move {
-            let io = DatapathIo::open(&cfg, p);
-            let io = match io {
-                Ok(io) => {
-                    ready_tx.send(Ok(())).unwrap();
-                    io
-                }
-                Err(e) => return ready_tx.send(Err(e)).unwrap(),
-            };
-            io.run(rx).await.unwrap();
-        });
-    });
-    ready_rx.recv().unwrap().expect("data path opens");
-    Running { plane, stop, thread: Some(thread) }
+    run_io(plane, cfg, Vec::new()).0
 }
 
 fn udp_in(ns: &str, addr: SocketAddrV4) -> UdpSocket {
