@@ -5,8 +5,11 @@
 //! Marking's ToS on the outer header, or as is to the core side when no
 //! outer header is asked for and the destination is Core. Copies are made
 //! of the packet as received (before the FAR's own encapsulation), are
-//! not counted by URRs, and are sent whole (the kernel fragments the outer
-//! packet of an oversize copy). Counter: `upf_duplicated` per copy.
+//! not counted by URRs, and are held to the GTP-U MTU like forwarded
+//! packets (inner fragments); one with DF set that does not fit is sent
+//! whole, the kernel fragmenting its outer packet, as a copy is never
+//! refused back to the sender (`upf_dupl_outer_fragmented`). Counter:
+//! `upf_duplicated` per copy.
 //! The XDP fast path passes packets of DUPL FARs up to this slow path.
 
 use super::Transmit;
@@ -25,21 +28,30 @@ pub(crate) fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
     b
 }
 
-/// Queues one copy of `pkt` per Duplicating Parameters.
-pub(crate) fn copies(dups: &[Duplicate], pkt: &[u8], out: &mut VecDeque<Transmit>, counters: &Counters) {
+/// Queues one copy of `pkt` per Duplicating Parameters, GTP-U copies
+/// within `mtu` octets of outer IPv4.
+pub(crate) fn copies(dups: &[Duplicate], pkt: &[u8], mtu: usize, out: &mut VecDeque<Transmit>, counters: &Counters) {
     for d in dups {
-        let t = match (d.outer_header_creation, d.tos) {
-            (Some(t), None) => Transmit::Gtpu { to: SocketAddrV4::new(t.ipv4, gtpu::PORT), bytes: gpdu(t.teid, pkt) },
-            (Some(t), Some(tos)) => Transmit::GtpuMarked { to: SocketAddrV4::new(t.ipv4, gtpu::PORT), tos, bytes: gpdu(t.teid, pkt) },
+        let Some(t) = d.outer_header_creation else {
             // Rules without a way to deliver copies are refused at
             // installation (SessionRules::check); counted if one slips by.
-            (None, _) if d.destination_interface == INTERFACE_CORE => Transmit::Core(pkt.to_vec()),
-            (None, _) => {
+            if d.destination_interface == INTERFACE_CORE {
+                counters.incr("upf_duplicated");
+                out.push_back(Transmit::Core(pkt.to_vec()));
+            } else {
                 counters.incr("upf_dupl_no_destination");
-                continue;
             }
+            continue;
         };
+        let gpdus = super::forward::encapsulate(t, pkt, mtu).unwrap_or_else(|_| {
+            counters.incr("upf_dupl_outer_fragmented");
+            vec![gpdu(t.teid, pkt)]
+        });
+        let to = SocketAddrV4::new(t.ipv4, gtpu::PORT);
+        out.extend(gpdus.into_iter().map(|bytes| match d.tos {
+            Some(tos) => Transmit::GtpuMarked { to, tos, bytes },
+            None => Transmit::Gtpu { to, bytes },
+        }));
         counters.incr("upf_duplicated");
-        out.push_back(t);
     }
 }

@@ -201,7 +201,7 @@ impl UserPlane {
         // whatever else the FAR does; released packets were copied when
         // they were buffered.
         if action.dupl && !releasing {
-            dupl::copies(&far.duplicating, pkt, &mut self.transmits, &self.counters);
+            dupl::copies(&far.duplicating, pkt, self.cfg.s1u_mtu, &mut self.transmits, &self.counters);
         }
         if action.buff {
             if action.drop || action.forw {
@@ -289,7 +289,7 @@ impl UserPlane {
 /// one, or one per inner fragment. `Err(Some(m))`: DF is set and `m`
 /// octets are left for the inner packet; `Err(None)`: not even a
 /// fragment fits.
-fn encapsulate(t: GtpuTunnel, pkt: &[u8], mtu: usize) -> Result<Vec<Vec<u8>>, Option<u16>> {
+pub(super) fn encapsulate(t: GtpuTunnel, pkt: &[u8], mtu: usize) -> Result<Vec<Vec<u8>>, Option<u16>> {
     // Outer IPv4 (20) + UDP (8) + the GTP-U header with its optional
     // fields and extension headers (8 here: none are sent).
     let inner_mtu = mtu.saturating_sub(20 + 8 + HeaderRepr::gpdu(t.teid).header_len());

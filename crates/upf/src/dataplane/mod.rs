@@ -33,7 +33,7 @@
 //! FAR; `upf_quota_exhausted` counts exhaustions, in the PFCP node),
 //! `upf_buffer_overflow`, `upf_buffer_discarded`, `upf_dl_no_session`,
 //! `upf_ul_forwarded`, `upf_dl_forwarded`, `upf_buffered`, `upf_released`,
-//! `upf_duplicated`, `upf_frag_held`, `upf_frag_overflow`,
+//! `upf_duplicated`, `upf_dupl_outer_fragmented`, `upf_frag_held`, `upf_frag_overflow`,
 //! `upf_frag_timeout`, `upf_frag_discarded`, `upf_dl_fragmented`,
 //! `upf_ul_fragmented`,
 //! `upf_icmp_frag_needed`, `upf_icmp_suppressed`, `upf_too_big`;

@@ -437,3 +437,28 @@ fn oversize_uplink_is_fragmented_or_answered_to_the_ue() {
     assert_eq!(&icmp[28..], &orig[..28]);
     assert_eq!(p.counters.value("upf_icmp_frag_needed"), 1);
 }
+
+/// An oversize copy: in inner fragments within the MTU, each marked like
+/// the copy; with DF set it goes whole (a copy is not refused back).
+#[test]
+fn dupl_copies_keep_to_the_gtpu_mtu() {
+    let now = Instant::now();
+    let mut p = plane_with(DatapathConfig { s1u_mtu: 600, ..DatapathConfig::default() });
+    let copy = Duplicate { destination_interface: 4, outer_header_creation: Some(GtpuTunnel { teid: 0x77, ipv4: LI }), tos: Some(0xb8), forwarding_policy: None };
+    let mut r = one_bearer();
+    r.fars.get_mut(&2).unwrap().action = Action { drop: true, dupl: true, ..Action::default() };
+    r.fars.get_mut(&2).unwrap().duplicating = vec![copy];
+    p.install(1, &r).unwrap();
+    let orig = big(1400, false);
+    assert_eq!(p.downlink(now, &orig), Verdict::Dropped(DropReason::FarDrop));
+    let out = drain(&mut p);
+    assert!(out.iter().all(|t| matches!(t, Transmit::GtpuMarked { to, tos: 0xb8, bytes } if *to.ip() == LI && bytes.len() + 28 <= 600)), "{out:?}");
+    let frags = gpdus(&out);
+    assert_eq!(frags.len(), 3);
+    assert_eq!(frags.iter().map(|f| f.1.len() - 20).sum::<usize>(), 1380);
+    let df = big(1400, true);
+    p.downlink(now, &df);
+    assert_eq!(gpdus(&drain(&mut p)), vec![(0x77, df)]);
+    assert_eq!((p.counters.value("upf_duplicated"), p.counters.value("upf_dupl_outer_fragmented")), (2, 1));
+    assert_eq!(p.counters.value("upf_icmp_frag_needed"), 0, "no ICMP about a copy");
+}
