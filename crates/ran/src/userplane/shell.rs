@@ -126,7 +126,9 @@ impl UserPlane {
         &self.cfg
     }
 
-    /// Add UEs (e.g. attached later): their addresses and tunnels.
+    /// Add UEs (e.g. attached later): their addresses and tunnels. Returns
+    /// once the task has taken them, so that the UEs' first packets find
+    /// their tunnels.
     pub async fn add(&self, tunnels: Vec<UeTunnel>) -> Result<(), UserPlaneError> {
         let lines = tunnels
             .iter()
@@ -134,7 +136,10 @@ impl UserPlane {
             .collect::<Vec<_>>();
         let ns = self.cfg.netns.clone();
         tokio::task::spawn_blocking(move || ip_batch(&ns, &lines)).await.map_err(|_| UserPlaneError::Stopped)??;
-        self.cmds.send(Cmd::Add(tunnels)).await.map_err(|_| UserPlaneError::Stopped)
+        self.cmds.send(Cmd::Add(tunnels)).await.map_err(|_| UserPlaneError::Stopped)?;
+        // Commands are taken in order: the answer to this one comes after
+        // the Add is done.
+        self.stats().await.map(|_| ())
     }
 
     /// Remove UEs (detached): their tunnels and addresses.
