@@ -260,9 +260,7 @@ impl UserPlane {
         self.transmits.extend(out);
         Verdict::Forwarded
     }
-}
 
-impl UserPlane {
     /// A packet dropped as too big with DF set: ICMP Fragmentation Needed
     /// (RFC 1191) back to its sender, at the ICMP error rate. The sender of
     /// a downlink packet is on the core side; that of an uplink packet is
@@ -271,14 +269,13 @@ impl UserPlane {
         if let Some(icmp) = icmp {
             if !self.icmp_errors.take(now, 1.0) {
                 self.counters.incr("upf_icmp_suppressed");
-            } else if uplink {
-                self.counters.incr("upf_icmp_frag_needed");
-                if let Verdict::Dropped(r) = self.downlink_inner(now, &icmp, None) {
-                    self.counters.incr(r.counter());
-                }
-            } else {
-                self.counters.incr("upf_icmp_frag_needed");
+                return Verdict::Dropped(DropReason::TooBig);
+            }
+            self.counters.incr("upf_icmp_frag_needed");
+            if !uplink {
                 self.transmits.push_back(Transmit::Core(icmp));
+            } else if let Verdict::Dropped(r) = self.downlink_inner(now, &icmp, None) {
+                self.counters.incr(r.counter());
             }
         }
         Verdict::Dropped(DropReason::TooBig)

@@ -249,7 +249,11 @@ proptest! {
 
 /// A downlink packet of `len` octets with DF set or clear.
 fn big(len: usize, df: bool) -> Vec<u8> {
-    let mut p = udp_packet(DN, UE, 5000, 4000, &(0..len - 28).map(|i| i as u8).collect::<Vec<_>>());
+    big_from(DN, UE, len, df)
+}
+
+fn big_from(src: Ipv4Addr, dst: Ipv4Addr, len: usize, df: bool) -> Vec<u8> {
+    let mut p = udp_packet(src, dst, 5000, 4000, &(0..len - 28).map(|i| i as u8).collect::<Vec<_>>());
     p[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
     p[6] = if df { 0x40 } else { 0 };
     p[10..12].copy_from_slice(&[0, 0]);
@@ -407,16 +411,7 @@ fn oversize_uplink_is_fragmented_or_answered_to_the_ue() {
     r.pdrs.insert(1, pdr(1, 100, pd(INTERFACE_ACCESS, Some(0x100), UE, &[]), 1));
     r.fars.insert(1, Far { id: 1, action: FORW, destination_interface: Some(INTERFACE_CORE), outer_header_creation: Some(GtpuTunnel { teid: 0x700, ipv4: peer }), ..Far::default() });
     p.install(1, &r).unwrap();
-    let up = |df: bool| {
-        let mut b = big(1000, df);
-        // From the UE to the data network.
-        b[12..16].copy_from_slice(&UE.octets());
-        b[16..20].copy_from_slice(&DN.octets());
-        b[10..12].copy_from_slice(&[0, 0]);
-        let c = checksum(&b[..20]);
-        b[10..12].copy_from_slice(&c.to_be_bytes());
-        b
-    };
+    let up = |df: bool| big_from(UE, DN, 1000, df);
     let enb = SocketAddrV4::new(ENB, gtpu::PORT);
     assert_eq!(p.uplink(now, enb, &dupl::gpdu(0x100, &up(false))), Verdict::Forwarded);
     let out = drain(&mut p);

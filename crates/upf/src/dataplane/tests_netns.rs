@@ -126,8 +126,7 @@ pub(crate) fn run_io(plane: UserspacePlane, cfg: IoConfig, socks: Vec<crate::afx
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async move {
-            let io = DatapathIo::open(&cfg, p).and_then(|io| if socks.is_empty() { Ok(io) } else { io.with_afxdp(socks) });
-            match io {
+            match DatapathIo::open(&cfg, p).and_then(|io| io.with_afxdp(socks)) {
                 Ok(io) => {
                     ready_tx.send(Ok(io.afxdp_sockets())).unwrap();
                     io.run(rx).await.unwrap();
