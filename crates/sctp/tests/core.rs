@@ -508,10 +508,18 @@ mod lossy {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
         /// Random loss and duplication both ways: every message still arrives
-        /// exactly once, intact and in order.
+        /// exactly once, intact and in order. Giving up after Path.Max.Retrans
+        /// is `retransmissions_exhausted_take_the_association_down`'s concern:
+        /// here the limit is far above what independent loss of up to 30% both
+        /// ways reaches (six lost rounds in a row at 20% did happen in CI).
         #[test]
         fn everything_arrives_in_order_despite_loss(seed: u64, loss in 0u32..30, sizes in proptest::collection::vec(1usize..4000, 1..60)) {
-            let mut p = Pair::new();
+            let patient = |port| {
+                let mut c = cfg(port);
+                c.path_max_retrans = 48;
+                c
+            };
+            let mut p = Pair::with(patient(A_PORT), patient(B_PORT));
             let (ia, _) = p.connect();
             let mut x = seed | 1;
             p.filter = Box::new(move |_, _| {
@@ -526,11 +534,10 @@ mod lossy {
             }
             let n = msgs.len();
             p.run_until(|p| p.data_b().len() == n || down_reason(&p.ev_a).is_some());
-            prop_assert!(down_reason(&p.ev_a).is_none() || loss > 20, "down at {loss}% loss");
-            if down_reason(&p.ev_a).is_none() {
-                let got: Vec<Bytes> = p.data_b().into_iter().map(|(_, _, d)| d).collect();
-                prop_assert_eq!(got, msgs);
-            }
+            prop_assert!(down_reason(&p.ev_a).is_none(), "down at {loss}% loss: {:?}", down_reason(&p.ev_a));
+            let got: Vec<Bytes> = p.data_b().into_iter().map(|(_, _, d)| d).collect();
+            prop_assert_eq!(got, msgs);
         }
     }
 }
+
