@@ -6,7 +6,7 @@
  * and sends the frame out of the ingress veth with XDP_TX.
  *
  * Sessions are visited in order (0, 1, ..., n-1, 0, ...: every packet a
- * different session, the worst case for caches) or, with `skew`, drawn from
+ * different session, in address order, which CPUs prefetch) or, with `skew`, drawn from
  * a Zipf-like distribution (s = 1: rank r has weight ~1/r) through the
  * inverse-CDF table gen_zipf, the ranks scattered over the session indices
  * by multiplication with `perm` (coprime with n) modulo n. */

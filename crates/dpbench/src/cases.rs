@@ -3,7 +3,10 @@
 //! Order of a run: baselines (kernel, minimal XDP) for every direction and
 //! size; the UPF with each number of sessions installed; the baselines
 //! again (the two passes are averaged, to even out the drift of a shared
-//! host); the bare-redirect ceiling.
+//! host); the bare-redirect ceiling. The minimal XDP forwarder is measured
+//! twice per pass: with the generator's in-order frames and with its
+//! Zipf-like draw (which costs the generator more per frame), the baseline
+//! of each UPF column.
 
 use crate::cpus::{self, Placement};
 use crate::frames::*;
@@ -66,6 +69,15 @@ fn ue(i: u32) -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::from(u32::from(UE_BASE) + i)
 }
 
+/// Sums of the baseline passes of one (direction, size), Mpps.
+#[derive(Debug, Default, Clone, Copy)]
+struct Baselines {
+    kernel: f64,
+    xdp: f64,
+    /// The minimal XDP forwarder under the generator's Zipf-like draw.
+    xdp_zipf: f64,
+}
+
 /// What runs on `d0` in the dut namespace; dropping it detaches.
 enum Dut {
     Upf(Box<XdpPlane>),
@@ -118,19 +130,21 @@ impl Bench {
     }
 
     fn measure_all(&mut self) -> Result<DataplaneReport, DpBenchError> {
-        let mut base: HashMap<(Direction, usize), (f64, f64)> = HashMap::new();
+        let mut base: HashMap<(Direction, usize), Baselines> = HashMap::new();
         let mut krtt: HashMap<(Direction, usize), Option<f64>> = HashMap::new();
         self.baselines(&mut base, Some(&mut krtt))?;
         let upf = self.upf_cases()?;
         self.baselines(&mut base, None)?;
         let ceiling = self.ceiling(self.opts.sizes[0])?;
-        let k0 = base[&(Direction::Downlink, self.opts.sizes[0])].0 / 2.0;
+        let k0 = base[&(Direction::Downlink, self.opts.sizes[0])].kernel / 2.0;
         let ceiling_to_kernel = if k0 > 0.0 { ceiling / k0 } else { 0.0 };
         let cases = upf
             .into_iter()
             .map(|(dir, size, n, mpps, zipf, rtt)| {
-                let (k, x) = base[&(dir, size)];
-                let (k, x) = (k / 2.0, x / 2.0);
+                let b = base[&(dir, size)];
+                let (k, x) = (b.kernel / 2.0, b.xdp / 2.0);
+                let xz = zipf.map(|_| b.xdp_zipf / 2.0);
+                let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
                 DataplaneCase {
                     direction: dir.name(),
                     size,
@@ -138,9 +152,11 @@ impl Bench {
                     mpps,
                     baseline_kernel_mpps: k,
                     baseline_xdp_mpps: x,
-                    ratio_to_xdp: if x > 0.0 { mpps / x } else { 0.0 },
-                    ratio_to_kernel: if k > 0.0 { mpps / k } else { 0.0 },
+                    ratio_to_xdp: ratio(mpps, x),
+                    ratio_to_kernel: ratio(mpps, k),
                     mpps_zipf: zipf,
+                    baseline_xdp_zipf_mpps: xz,
+                    zipf_ratio_to_xdp: zipf.zip(xz).map(|(z, xz)| ratio(z, xz)),
                     rtt_us: rtt.zip(krtt.get(&(dir, size)).copied().flatten()).map(|(u, k)| u - k),
                 }
             })
@@ -150,7 +166,7 @@ impl Bench {
 
     /// One pass of both baselines over every direction and size, summed
     /// into `base`; kernel round trips into `rtt` when given.
-    fn baselines(&mut self, base: &mut HashMap<(Direction, usize), (f64, f64)>, mut rtt: Option<&mut HashMap<(Direction, usize), Option<f64>>>) -> Result<(), DpBenchError> {
+    fn baselines(&mut self, base: &mut HashMap<(Direction, usize), Baselines>, mut rtt: Option<&mut HashMap<(Direction, usize), Option<f64>>>) -> Result<(), DpBenchError> {
         for dir in DIRECTIONS {
             for size in self.opts.sizes.clone() {
                 let pass = self.attach(|| Ok(Dut::Pass(baseline::load_pass()?)))?;
@@ -176,11 +192,15 @@ impl Bench {
                     })))
                 })?;
                 let x = self.blast(&frame, &cfg)?;
+                // The Zipf-like draw with one session: the same generator
+                // work per frame as the UPF's Zipf column, the same tunnel.
+                let xz = if self.opts.sessions.iter().any(|n| *n > 1) { self.blast(&frame, &GenCfg { skew: 1, perm: 1, ..cfg })? } else { 0.0 };
                 drop(min);
-                tracing::info!(direction = dir.name(), size, kernel_mpps = k, xdp_min_mpps = x, "baselines");
+                tracing::info!(direction = dir.name(), size, kernel_mpps = k, xdp_min_mpps = x, xdp_min_zipf_mpps = xz, "baselines");
                 let e = base.entry((dir, size)).or_default();
-                e.0 += k;
-                e.1 += x;
+                e.kernel += k;
+                e.xdp += x;
+                e.xdp_zipf += xz;
             }
         }
         Ok(())

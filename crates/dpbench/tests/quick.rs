@@ -30,6 +30,8 @@ async fn quick_run_measures_every_case_and_cleans_up() {
         assert!(c.baseline_xdp_mpps > 0.0, "minimal XDP rate {c:?}");
         assert!(c.rtt_us.is_some(), "round trip {c:?}");
         assert_eq!(c.mpps_zipf.is_some_and(|z| z > 0.0), c.sessions > 1, "Zipf-like column {c:?}");
+        assert_eq!(c.baseline_xdp_zipf_mpps.is_some_and(|z| z > 0.0), c.sessions > 1, "Zipf-like baseline {c:?}");
+        assert_eq!(c.zipf_ratio_to_xdp.is_some(), c.sessions > 1, "Zipf-like ratio {c:?}");
     }
     for (dir, n) in [("uplink", 1), ("uplink", 1000), ("downlink", 1), ("downlink", 1000)] {
         assert!(report.cases.iter().any(|c| c.direction == dir && c.sessions == n && c.size == 64), "{dir} {n}");
