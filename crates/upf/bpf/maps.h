@@ -95,9 +95,14 @@ struct pdr_set {
 #define FAST_F_IDX (1 << 1)
 
 /* Session lookup, copy-on-write everywhere (no bucket walk on the common
- * path, no torn read). Every fast entry lives in a slot of the entry pool
- * fast_ul_idx / fast_dl_idx; fast_ul_ref / fast_dl_ref are arrays of
- * 32-bit slot numbers into it. The reference of a key is at its direct
+ * path, no torn read). Every fast entry lives in a pool slot and is found
+ * through a reference, a 32-bit slot number; both are kept in the one
+ * array fast_ul_lines / fast_dl_lines of 64-octet lines, line i holding
+ * reference position i and pool slot i (struct fast_line). A key's entry
+ * sits in its home slot (slot number = its reference position) unless an
+ * update found the home slot still in use; user space moves it back once
+ * that slot's grace period is over, so a lookup costs one cache line, not
+ * two. The reference of a key is at its direct
  * position (TEID, or UE address in host order, masked to FAST_IDX_BITS)
  * when the key was the first there, else at an overflow position
  * (FAST_IDX_SIZE and up) that the hash fast_ul / fast_dl (key -> position)
@@ -117,9 +122,10 @@ struct pdr_set {
 /* Overflow positions: keys whose direct position another key holds. */
 #define FAST_OVF_SIZE (1u << 17)
 #define FAST_REF_SIZE (FAST_IDX_SIZE + FAST_OVF_SIZE)
-/* Pool slots: one per key (at most FAST_IDX_SIZE keys per direction by
- * default) plus room for the quarantine. */
-#define FAST_POOL_SIZE (FAST_IDX_SIZE + (1u << 16))
+/* Pool slots: one line each, so every position has its home slot; slots
+ * of unused overflow positions hold entries away from home and the
+ * quarantine. */
+#define FAST_POOL_SIZE FAST_REF_SIZE
 #define FAST_REF_NONE 0xffffffffu
 
 struct pdr_fast {
@@ -137,6 +143,16 @@ struct pdr_fast {
 	__u8 pdr_flags;   /* PDR_F_OHR */
 	__u8 flags;       /* FAST_F_* */
 	__u32 key;        /* the slot's TEID / UE address (network order) */
+};
+
+/* Value of fast_ul_lines / fast_dl_lines: reference position i and pool
+ * slot i in one cache line (the array's values are 64-octet aligned: its
+ * base is page-aligned, BPF_F_MMAPABLE). User space stores `ref` with one
+ * aligned 32-bit store and writes `e` only while no reference names it. */
+struct fast_line {
+	__u32 ref; /* pool slot of the key at this position, FAST_REF_NONE */
+	__u32 pad[7];
+	struct pdr_fast e; /* pool slot i */
 };
 
 /* Apply Action (TS 29.244 8.2.26). */
@@ -264,6 +280,7 @@ _Static_assert(sizeof(struct pdr_rule) == 48, "pdr_rule");
 _Static_assert(sizeof(struct pdr_set) == 8 + 48 * PDR_SET_MAX, "pdr_set");
 _Static_assert(sizeof(struct far_entry) == 16, "far_entry");
 _Static_assert(sizeof(struct pdr_fast) == 32, "pdr_fast");
+_Static_assert(sizeof(struct fast_line) == 64, "fast_line");
 _Static_assert(sizeof(struct qer_entry) == 56, "qer_entry");
 _Static_assert(sizeof(struct urr_counts) == 32, "urr_counts");
 _Static_assert(sizeof(struct nexthop) == 16, "nexthop");

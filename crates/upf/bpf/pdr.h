@@ -15,7 +15,7 @@ struct {
 } pdr_sets SEC(".maps");
 
 /* Overflow positions of keys whose direct position is taken (maps.h,
- * "Session lookup"): key -> position in fast_*_ref, written once. */
+ * "Session lookup"): key -> position in fast_*_lines, written once. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, FAST_OVF_SIZE);
@@ -30,69 +30,54 @@ struct {
 	__type(value, __u32);
 } fast_dl SEC(".maps");
 
-/* Entry pools. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FAST_POOL_SIZE);
-	__type(key, __u32);
-	__type(value, struct pdr_fast);
-} fast_ul_idx SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FAST_POOL_SIZE);
-	__type(key, __u32);
-	__type(value, struct pdr_fast);
-} fast_dl_idx SEC(".maps");
-
-/* References into the pools (direct positions, then overflow positions),
- * written by user space with single aligned 32-bit stores through mmap. */
+/* References and entry pools, a line each (maps.h fast_line), written
+ * by user space through mmap. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FAST_REF_SIZE);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, __u32);
-} fast_ul_ref SEC(".maps");
+	__type(value, struct fast_line);
+} fast_ul_lines SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FAST_REF_SIZE);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, __u32);
-} fast_dl_ref SEC(".maps");
+	__type(value, struct fast_line);
+} fast_dl_lines SEC(".maps");
 
 /* The entry the reference at `pos` names, if it is `key`'s. The reference
  * is read once (one 32-bit load); the entry it names is immutable while
  * any program may still hold it (the pool slot is written only after its
- * grace period), and the entry load depends on the reference by address,
- * so no fence is needed. */
-static __always_inline struct pdr_fast *by_ref(void *ref_map, void *idx_map, __u32 pos, __u32 key)
+ * grace period), and the entry's address is computed from the reference
+ * (an address dependency, also when it names the same line), so no fence
+ * is needed. */
+static __always_inline struct pdr_fast *by_ref(void *lines, __u32 pos, __u32 key)
 {
-	__u32 *ref = bpf_map_lookup_elem(ref_map, &pos);
-	if (!ref)
+	struct fast_line *l = bpf_map_lookup_elem(lines, &pos);
+	if (!l)
 		return 0;
-	__u32 slot = *(volatile __u32 *)ref;
-	struct pdr_fast *s = bpf_map_lookup_elem(idx_map, &slot);
-	if (s && (s->flags & FAST_F_IDX) && s->key == key)
-		return s;
+	__u32 slot = *(volatile __u32 *)&l->ref;
+	struct fast_line *s = bpf_map_lookup_elem(lines, &slot);
+	if (s && (s->e.flags & FAST_F_IDX) && s->e.key == key)
+		return &s->e;
 	return 0;
 }
 
 /* The fast entry of `key`: through its direct position, else through the
  * overflow position the hash names (read once; any value it could hold is
  * checked against the key by by_ref). */
-static __always_inline struct pdr_fast *fast_lookup(void *ref_map, void *idx_map, void *ovf_map, __u32 key,
-						    __u32 host_key)
+static __always_inline struct pdr_fast *fast_lookup(void *lines, void *ovf_map, __u32 key, __u32 host_key)
 {
-	struct pdr_fast *e = by_ref(ref_map, idx_map, host_key & (FAST_IDX_SIZE - 1), key);
+	struct pdr_fast *e = by_ref(lines, host_key & (FAST_IDX_SIZE - 1), key);
 	if (e)
 		return e;
 	__u32 *p = bpf_map_lookup_elem(ovf_map, &key);
 	if (!p)
 		return 0;
-	return by_ref(ref_map, idx_map, *(volatile __u32 *)p, key);
+	return by_ref(lines, *(volatile __u32 *)p, key);
 }
 
 /* The PDR set of a fast entry with FAST_F_SET (immutable while referenced). */

@@ -98,7 +98,7 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	default:
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	}
-	struct pdr_fast *fe = fast_lookup(&fast_ul_ref, &fast_ul_idx, &fast_ul, g.teid, g.teid);
+	struct pdr_fast *fe = fast_lookup(&fast_ul_lines, &fast_ul, g.teid, g.teid);
 	if (!fe)
 		return verdict(CNT_PASS_UNKNOWN_TEID, XDP_PASS);
 
@@ -160,7 +160,7 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg,
 				    const struct eth_macs *rx)
 {
-	struct pdr_fast *fe = fast_lookup(&fast_dl_ref, &fast_dl_idx, &fast_dl, ip->daddr, bpf_ntohl(ip->daddr));
+	struct pdr_fast *fe = fast_lookup(&fast_dl_lines, &fast_dl, ip->daddr, bpf_ntohl(ip->daddr));
 	if (!fe)
 		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
 	__u16 tot = bpf_ntohs(ip->tot_len);

@@ -251,6 +251,9 @@ impl UpfCore {
     /// Report Requests, exhausted quotas change the effective rules).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.tx.handle_timeout(now);
+        if self.plane.poll_maintenance().is_some_and(|t| t <= now) {
+            self.plane.maintain(now);
+        }
         let plane = &self.plane;
         self.usage.handle_timeout(now, |s, u| plane.usage(s, u));
         self.drain_usage_events(now);
@@ -258,10 +261,7 @@ impl UpfCore {
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.tx.poll_timeout(), self.usage.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.tx.poll_timeout(), self.usage.poll_timeout(), self.plane.poll_maintenance()].into_iter().flatten().min()
     }
 
     #[must_use]

@@ -481,6 +481,13 @@ pub trait ForwardingPlane: Send {
     /// The neighbours the data path's interfaces currently resolve (the
     /// whole set each time): a fast path keeps its next-hop cache to them.
     fn set_neighbours(&mut self, _neighbours: &[Neighbour]) {}
+    /// When [`Self::maintain`] has work (a fast path moving entries back
+    /// into their home slots, say); None: nothing to do.
+    fn poll_maintenance(&self) -> Option<std::time::Instant> {
+        None
+    }
+    /// Housekeeping of the plane's tables at `now`.
+    fn maintain(&mut self, _now: std::time::Instant) {}
 }
 
 /// A resolved IPv4 neighbour on one of the data path's interfaces.

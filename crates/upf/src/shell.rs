@@ -111,6 +111,14 @@ impl ForwardingPlane for Tee {
             x.set_neighbours(neighbours);
         }
     }
+    fn poll_maintenance(&self) -> Option<std::time::Instant> {
+        self.xdp.as_ref().and_then(|x| x.poll_maintenance())
+    }
+    fn maintain(&mut self, now: std::time::Instant) {
+        if let Some(x) = self.xdp.as_mut() {
+            x.maintain(now);
+        }
+    }
 }
 
 /// A running data path: the user-space plane (always: whole path or slow

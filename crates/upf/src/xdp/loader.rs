@@ -194,11 +194,13 @@ fn me(map: &'static str) -> impl Fn(aya::maps::MapError) -> MapError {
     move |e| MapError { map, msg: format!("{e}") }
 }
 
-/// A `BPF_F_MMAPABLE` array of 32-bit slot numbers (`fast_ul_ref`,
-/// `fast_dl_ref`) mapped into this process, so that a reference switches
-/// with one aligned atomic store (a `bpf_map_update_elem` is a `memcpy` in
-/// the kernel, which need not store four octets at once).
-struct RefArray {
+/// A `BPF_F_MMAPABLE` array of [`FastLine`]s (`fast_ul_lines`,
+/// `fast_dl_lines`: reference position i and pool slot i) mapped into this
+/// process, so that a reference switches with one aligned atomic store (a
+/// `bpf_map_update_elem` is a `memcpy` of the whole line in the kernel,
+/// which need not store four octets at once and would rewrite the other
+/// half of the line).
+struct LineArray {
     name: &'static str,
     /// Keeps the map (and the mapping's file) alive.
     _map: MapData,
@@ -209,21 +211,25 @@ struct RefArray {
 
 // SAFETY: the mapping is owned by this value and only reached through &mut
 // self (writes) or atomics; a shared reference reads nothing through it.
-unsafe impl Send for RefArray {}
-unsafe impl Sync for RefArray {}
+unsafe impl Send for LineArray {}
+unsafe impl Sync for LineArray {}
 
-/// The kernel rounds array values up to 8 octets: the stride of an
-/// mmap-ed array of `u32`.
-const REF_STRIDE: usize = 8;
+/// Octets of a line, and where its pool slot starts (bpf/maps.h fast_line).
+const LINE: usize = std::mem::size_of::<FastLine>();
+const LINE_ENTRY: usize = std::mem::offset_of!(FastLine, e);
 
-impl RefArray {
+impl LineArray {
     fn new(name: &'static str, map: aya::maps::Map) -> Result<Self, MapError> {
         let aya::maps::Map::Array(data) = map else {
             return Err(MapError { map: name, msg: "not an array".into() });
         };
-        let entries = data.info().map_err(me(name))?.max_entries();
+        let info = data.info().map_err(me(name))?;
+        if info.value_size() as usize != LINE {
+            return Err(MapError { map: name, msg: format!("value size {} is not a {LINE}-octet line", info.value_size()) });
+        }
+        let entries = info.max_entries();
         let page = 4096usize;
-        let len = (entries as usize * REF_STRIDE).div_ceil(page) * page;
+        let len = (entries as usize * LINE).div_ceil(page) * page;
         use std::os::fd::{AsFd, AsRawFd};
         let fd = data.fd().as_fd().as_raw_fd();
         // SAFETY: a shared read-write mapping of a BPF_F_MMAPABLE array of
@@ -234,28 +240,44 @@ impl RefArray {
             return Err(MapError { map: name, msg: format!("mmap: {}", std::io::Error::last_os_error()) });
         }
         let base = std::ptr::NonNull::new(p.cast::<u8>()).ok_or(MapError { map: name, msg: "mmap returned null".into() })?;
-        let mut r = RefArray { name, _map: data, base, len, entries };
+        let mut r = LineArray { name, _map: data, base, len, entries };
         for pos in 0..entries {
-            r.set(pos, FAST_REF_NONE)?;
+            r.set_ref(pos, FAST_REF_NONE)?;
         }
         Ok(r)
     }
 
+    fn check(&self, i: u32, what: &str) -> Result<usize, MapError> {
+        if i >= self.entries {
+            return Err(MapError { map: self.name, msg: format!("{what} {i} out of range") });
+        }
+        Ok(i as usize * LINE)
+    }
+
     /// One Release store: the pool slot it names, written before, is seen
     /// whole by a program that loads this reference.
-    fn set(&mut self, pos: u32, slot: u32) -> Result<(), MapError> {
-        if pos >= self.entries {
-            return Err(MapError { map: self.name, msg: format!("position {pos} out of range") });
-        }
-        // SAFETY: in bounds (checked), 8-aligned (page-aligned base, stride
-        // 8), and the kernel only ever loads it.
-        let a = unsafe { &*self.base.as_ptr().add(pos as usize * REF_STRIDE).cast::<std::sync::atomic::AtomicU32>() };
+    fn set_ref(&mut self, pos: u32, slot: u32) -> Result<(), MapError> {
+        let at = self.check(pos, "position")?;
+        // SAFETY: in bounds (checked), 64-aligned (page-aligned base,
+        // stride 64), and the kernel only ever loads it.
+        let a = unsafe { &*self.base.as_ptr().add(at).cast::<std::sync::atomic::AtomicU32>() };
         a.store(slot, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes pool slot `slot`, which no reference names (the caller's
+    /// contract, bpf/maps.h): no program reads it while it is written, and
+    /// the Release store of the reference that later names it orders it.
+    fn put_entry(&mut self, slot: u32, e: &FastEntry) -> Result<(), MapError> {
+        let at = self.check(slot, "slot")? + LINE_ENTRY;
+        // SAFETY: in bounds (checked), aligned (stride 64, entry at 32),
+        // and no reader can be holding this slot (see above).
+        unsafe { std::ptr::write_volatile(self.base.as_ptr().add(at).cast::<FastEntry>(), *e) };
         Ok(())
     }
 }
 
-impl Drop for RefArray {
+impl Drop for LineArray {
     fn drop(&mut self) {
         // SAFETY: the mapping made in new(), unmapped once.
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
@@ -268,10 +290,8 @@ pub struct AyaMaps {
     pdr_sets: Array<MapData, PdrSet>,
     fast_ul: BpfHash<MapData, u32, u32>,
     fast_dl: BpfHash<MapData, u32, u32>,
-    fast_ul_idx: Array<MapData, FastEntry>,
-    fast_dl_idx: Array<MapData, FastEntry>,
-    fast_ul_ref: RefArray,
-    fast_dl_ref: RefArray,
+    fast_ul_lines: LineArray,
+    fast_dl_lines: LineArray,
     fars: Array<MapData, FarEntry>,
     qers: Array<MapData, QerEntry>,
     urrs: PerCpuArray<MapData, UrrCounts>,
@@ -293,10 +313,8 @@ impl AyaMaps {
             pdr_sets: conv("pdr_sets", Array::try_from(p.take_map("pdr_sets")?))?,
             fast_ul: conv("fast_ul", BpfHash::try_from(p.take_map("fast_ul")?))?,
             fast_dl: conv("fast_dl", BpfHash::try_from(p.take_map("fast_dl")?))?,
-            fast_ul_idx: conv("fast_ul_idx", Array::try_from(p.take_map("fast_ul_idx")?))?,
-            fast_dl_idx: conv("fast_dl_idx", Array::try_from(p.take_map("fast_dl_idx")?))?,
-            fast_ul_ref: RefArray::new("fast_ul_ref", p.take_map("fast_ul_ref")?)?,
-            fast_dl_ref: RefArray::new("fast_dl_ref", p.take_map("fast_dl_ref")?)?,
+            fast_ul_lines: LineArray::new("fast_ul_lines", p.take_map("fast_ul_lines")?)?,
+            fast_dl_lines: LineArray::new("fast_dl_lines", p.take_map("fast_dl_lines")?)?,
             fars: conv("fars", Array::try_from(p.take_map("fars")?))?,
             qers: conv("qers", Array::try_from(p.take_map("qers")?))?,
             urrs: conv("urrs", PerCpuArray::try_from(p.take_map("urrs")?))?,
@@ -318,14 +336,14 @@ impl MapStore for AyaMaps {
     }
     fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError> {
         match dir {
-            Dir::Ul => self.fast_ul_idx.set(slot, e, 0).map_err(me("fast_ul_idx")),
-            Dir::Dl => self.fast_dl_idx.set(slot, e, 0).map_err(me("fast_dl_idx")),
+            Dir::Ul => self.fast_ul_lines.put_entry(slot, e),
+            Dir::Dl => self.fast_dl_lines.put_entry(slot, e),
         }
     }
     fn set_fast_ref(&mut self, dir: Dir, pos: u32, slot: u32) -> Result<(), MapError> {
         match dir {
-            Dir::Ul => self.fast_ul_ref.set(pos, slot),
-            Dir::Dl => self.fast_dl_ref.set(pos, slot),
+            Dir::Ul => self.fast_ul_lines.set_ref(pos, slot),
+            Dir::Dl => self.fast_dl_lines.set_ref(pos, slot),
         }
     }
     fn put_fast_ovf(&mut self, dir: Dir, key: u32, pos: u32) -> Result<(), MapError> {

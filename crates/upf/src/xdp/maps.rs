@@ -35,8 +35,8 @@ pub const CFG_F_NO_FIB: u32 = 1 << 0;
 pub const FAST_F_SET: u8 = 1 << 0;
 /// In the index arrays only: the slot holds the entry of its `key`.
 pub const FAST_F_IDX: u8 = 1 << 1;
-/// Positions of `fast_ul_ref` / `fast_dl_ref`: TEID or UE address (host
-/// order) masked to these bits (see [`super::index`]).
+/// Reference positions of `fast_ul_lines` / `fast_dl_lines`: TEID or UE
+/// address (host order) masked to these bits (see [`super::index`]).
 pub const FAST_IDX_BITS: u32 = 18;
 pub const FAST_IDX_MASK: u32 = (1 << FAST_IDX_BITS) - 1;
 pub const FAST_IDX_SIZE: u32 = 1 << FAST_IDX_BITS;
@@ -44,8 +44,9 @@ pub const FAST_IDX_SIZE: u32 = 1 << FAST_IDX_BITS;
 /// position another key holds, named by the `fast_ul` / `fast_dl` hash.
 pub const FAST_OVF_SIZE: u32 = 1 << 17;
 pub const FAST_REF_SIZE: u32 = FAST_IDX_SIZE + FAST_OVF_SIZE;
-/// Slots of the entry pools `fast_ul_idx` / `fast_dl_idx`.
-pub const FAST_POOL_SIZE: u32 = (1 << FAST_IDX_BITS) + (1 << 16);
+/// Pool slots of `fast_ul_lines` / `fast_dl_lines`: one per line, so that
+/// every reference position has its home slot in its own line.
+pub const FAST_POOL_SIZE: u32 = FAST_REF_SIZE;
 /// Slots of `pdr_sets` (both directions).
 pub const MAX_PDR_SETS: u32 = 65_536;
 /// A reference to no pool slot.
@@ -141,7 +142,7 @@ pub struct PdrSet {
     pub rules: [PdrRule; PDR_SET_MAX],
 }
 
-/// Value of the entry pools `fast_ul_idx` (key TEID) and `fast_dl_idx`
+/// A pool slot's entry in `fast_ul_lines` (key TEID) and `fast_dl_lines`
 /// (key UE address): every installed key has one. A key with one PDR and
 /// no SDF filter (the common bearer) is complete here with its FAR inline
 /// (one lookup per packet); [`FAST_F_SET`] sends the packet on to the
@@ -166,6 +167,18 @@ pub struct FastEntry {
     pub flags: u8,
     /// Index arrays: the slot's key (TEID, or UE address in network order); else 0.
     pub key: u32,
+}
+
+/// Value of `fast_ul_lines` / `fast_dl_lines` (bpf/maps.h `fast_line`):
+/// reference position i and pool slot i in one 64-octet cache line.
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FastLine {
+    /// The pool slot of the key at this position, or [`FAST_REF_NONE`].
+    pub r#ref: u32,
+    pub pad: [u32; 7],
+    /// Pool slot i.
+    pub e: FastEntry,
 }
 
 impl FastEntry {
@@ -286,6 +299,7 @@ const _: () = assert!(std::mem::size_of::<PdrRule>() == 48);
 const _: () = assert!(std::mem::size_of::<PdrSet>() == 8 + 48 * PDR_SET_MAX);
 const _: () = assert!(std::mem::size_of::<FarEntry>() == 16);
 const _: () = assert!(std::mem::size_of::<FastEntry>() == 32);
+const _: () = assert!(std::mem::size_of::<FastLine>() == 64 && std::mem::offset_of!(FastLine, e) == 32);
 const _: () = assert!(std::mem::size_of::<QerEntry>() == 56);
 const _: () = assert!(std::mem::size_of::<UrrCounts>() == 32);
 const _: () = assert!(std::mem::size_of::<NextHop>() == 16);
@@ -417,11 +431,12 @@ pub trait MapStore: Send {
     fn set_config(&mut self, c: &UpfConfigEntry) -> Result<(), MapError>;
     /// Writes a `pdr_sets` slot (a free one, as FAR slots).
     fn put_pdr_set(&mut self, idx: u32, s: &PdrSet) -> Result<(), MapError>;
-    /// Writes a slot of the entry pool `fast_ul_idx` / `fast_dl_idx` (a
+    /// Writes pool slot `slot` of `fast_ul_lines` / `fast_dl_lines` (a
     /// free one: see [`super::index`]).
     fn put_fast_slot(&mut self, dir: Dir, slot: u32, e: &FastEntry) -> Result<(), MapError>;
-    /// Points reference `pos` of `fast_ul_ref` / `fast_dl_ref` at a pool
-    /// slot ([`FAST_REF_NONE`]: at none) with one atomic 32-bit store.
+    /// Points reference position `pos` of `fast_ul_lines` / `fast_dl_lines`
+    /// at a pool slot ([`FAST_REF_NONE`]: at none) with one atomic 32-bit
+    /// store.
     fn set_fast_ref(&mut self, dir: Dir, pos: u32, slot: u32) -> Result<(), MapError>;
     /// Inserts the overflow position of a key (TEID, or UE address in
     /// network order) into `fast_ul` / `fast_dl` (a new key: never an

@@ -302,6 +302,11 @@ impl<M: MapStore> XdpPlane<M> {
     /// [`XdpPlane::apply`] at time `now` (slots released now are reused
     /// only [`slots::GRACE`] later).
     pub fn apply_at(&mut self, up_seid: u64, rules: &SessionRules, sdf: &SdfTable, now: Instant) -> Result<(), PlaneError> {
+        // Entries waiting for their home slots take them before this
+        // update's allocations could.
+        if self.rehome_due().is_some_and(|t| t <= now) {
+            let _ = self.rehome(now);
+        }
         let existed = self.sessions.contains_key(&up_seid);
         let old = self.sessions.remove(&up_seid).unwrap_or_default();
         let other = |m: &Self, k: &PdrKey| m.owners.get(k).is_some_and(|s| *s != up_seid);
@@ -515,6 +520,24 @@ impl<M: MapStore> XdpPlane<M> {
         }
     }
 
+    /// Moves fast entries that an update left away from their home slot
+    /// back into it where the home slot's grace period is over (see
+    /// [`index`]); returns how many moved.
+    pub fn rehome(&mut self, now: Instant) -> Result<usize, MapError> {
+        let ul = self.ul_index.rehome(&mut self.maps, now, index::REHOME_BUDGET)?;
+        Ok(ul + self.dl_index.rehome(&mut self.maps, now, index::REHOME_BUDGET)?)
+    }
+
+    /// When [`XdpPlane::rehome`] has entries to move.
+    pub fn rehome_due(&self) -> Option<Instant> {
+        [self.ul_index.rehome_due(), self.dl_index.rehome_due()].into_iter().flatten().min()
+    }
+
+    /// Fast entries away from their home slot, both directions.
+    pub fn away_from_home(&self) -> usize {
+        self.ul_index.away() + self.dl_index.away()
+    }
+
     /// The fast-path tables' slot pools (for tests and diagnostics):
     /// FAR, QER, URR, uplink and downlink fast entries, URR lists, PDR sets.
     pub fn slot_pools(&self) -> [&Slots; 7] {
@@ -617,6 +640,14 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
     }
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
         self.remove_at(up_seid, Instant::now())
+    }
+    fn poll_maintenance(&self) -> Option<Instant> {
+        self.rehome_due()
+    }
+    fn maintain(&mut self, now: Instant) {
+        if let Err(e) = self.rehome(now) {
+            tracing::warn!(error = %e, "XDP: moving fast entries back to their home slots");
+        }
     }
     /// The per-CPU URR counters, summed (read by the usage engine).
     fn usage(&self, up_seid: u64, urr_id: u32) -> Option<crate::urr::UsageCounts> {

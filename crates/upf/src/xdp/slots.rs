@@ -32,16 +32,33 @@ pub struct SlotsFull {
     pub grace_ms: u64,
 }
 
+/// What a slot is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Free,
+    Taken,
+    Quarantined,
+}
+
 /// Fixed-capacity index allocator with a quarantine for released slots.
 #[derive(Debug, Clone)]
 pub struct Slots {
     table: &'static str,
+    /// Per slot, up to `next` (slots from `next` on were never handed out,
+    /// except those [`Slots::alloc_at`] took, which are `Taken` here).
+    uses: Vec<Use>,
+    /// Slots that became free again; may hold slots `alloc_at` took since
+    /// (skipped when popped).
     free: Vec<u32>,
     /// Released slots with their release time, oldest first.
     quarantine: VecDeque<(Instant, u32)>,
+    /// Slots never handed out are scanned from here (upwards, or downwards
+    /// from the top with `top_down`).
     next: u32,
     cap: u32,
     grace: Duration,
+    taken: usize,
+    top_down: bool,
 }
 
 impl Slots {
@@ -51,41 +68,110 @@ impl Slots {
     }
 
     pub fn with_grace(table: &'static str, cap: u32, grace: Duration) -> Self {
-        Slots { table, free: Vec::new(), quarantine: VecDeque::new(), next: 0, cap, grace }
+        Slots { table, uses: vec![Use::Free; cap as usize], free: Vec::new(), quarantine: VecDeque::new(), next: 0, cap, grace, taken: 0, top_down: false }
+    }
+
+    /// The same allocator handing out never-used slots from the top down
+    /// (for a pool whose low slots are the home slots of keys, which
+    /// [`Slots::alloc_at`] takes).
+    pub fn top_down(self) -> Self {
+        Slots { top_down: true, ..self }
+    }
+
+    fn full(&self) -> SlotsFull {
+        SlotsFull { table: self.table, capacity: self.cap, quarantined: self.quarantine.len(), grace_ms: self.grace.as_millis() as u64 }
+    }
+
+    fn take(&mut self, i: u32) -> u32 {
+        self.uses[i as usize] = Use::Taken;
+        self.taken += 1;
+        i
     }
 
     /// A slot no program can be reading: never used, or released at least
     /// the grace period before `now`.
     pub fn alloc(&mut self, now: Instant) -> Result<u32, SlotsFull> {
+        self.alloc_avoiding(now, |_| false)
+    }
+
+    /// [`Slots::alloc`] of a slot `avoid` does not refuse (a refused slot
+    /// stays free): freed slots first (the most recent first), then slots
+    /// never used.
+    pub fn alloc_avoiding(&mut self, now: Instant, avoid: impl Fn(u32) -> bool) -> Result<u32, SlotsFull> {
         self.reclaim(now);
-        if let Some(i) = self.free.pop() {
-            return Ok(i);
+        let found = self.freed(&avoid).or_else(|| self.never_used(&avoid));
+        found.map(|i| self.take(i)).ok_or_else(|| self.full())
+    }
+
+    fn freed(&mut self, avoid: &impl Fn(u32) -> bool) -> Option<u32> {
+        let mut refused = Vec::new();
+        let mut found = None;
+        while let Some(i) = self.free.pop() {
+            if self.uses[i as usize] != Use::Free {
+                continue;
+            }
+            if avoid(i) {
+                refused.push(i);
+                continue;
+            }
+            found = Some(i);
+            break;
         }
-        if self.next < self.cap {
+        self.free.extend(refused);
+        found
+    }
+
+    fn never_used(&mut self, avoid: &impl Fn(u32) -> bool) -> Option<u32> {
+        let mut refused = Vec::new();
+        let mut found = None;
+        while self.next < self.cap {
+            let i = if self.top_down { self.cap - 1 - self.next } else { self.next };
             self.next += 1;
-            return Ok(self.next - 1);
+            if self.uses[i as usize] != Use::Free {
+                continue;
+            }
+            if avoid(i) {
+                refused.push(i);
+                continue;
+            }
+            found = Some(i);
+            break;
         }
-        Err(SlotsFull { table: self.table, capacity: self.cap, quarantined: self.quarantine.len(), grace_ms: self.grace.as_millis() as u64 })
+        self.free.extend(refused);
+        found
+    }
+
+    /// Slot `i` if no program can be reading it (as [`Slots::alloc`]
+    /// would hand it out), else None.
+    pub fn alloc_at(&mut self, i: u32, now: Instant) -> Option<u32> {
+        self.reclaim(now);
+        (i < self.cap && self.uses[i as usize] == Use::Free).then(|| self.take(i))
     }
 
     /// Whether `n` slots can be allocated at `now` (none is taken).
     pub fn ensure(&mut self, n: usize, now: Instant) -> Result<(), SlotsFull> {
         self.reclaim(now);
-        if self.free.len() + (self.cap - self.next) as usize >= n {
+        if self.cap as usize - self.taken - self.quarantine.len() >= n {
             return Ok(());
         }
-        Err(SlotsFull { table: self.table, capacity: self.cap, quarantined: self.quarantine.len(), grace_ms: self.grace.as_millis() as u64 })
+        Err(self.full())
     }
 
     /// A slot that was published (some map entry referred to it) and no
     /// longer is, as of `now`: reusable after the grace period.
     pub fn release(&mut self, slot: u32, now: Instant) {
+        debug_assert_eq!(self.uses[slot as usize], Use::Taken, "{} slot {slot} released twice", self.table);
+        self.uses[slot as usize] = Use::Quarantined;
+        self.taken -= 1;
         self.quarantine.push_back((now, slot));
     }
 
     /// Gives back a slot from [`Slots::alloc`] that was never published
     /// (nothing in the maps refers to it): reusable at once.
     pub fn cancel(&mut self, slot: u32) {
+        debug_assert_eq!(self.uses[slot as usize], Use::Taken, "{} slot {slot} cancelled twice", self.table);
+        self.uses[slot as usize] = Use::Free;
+        self.taken -= 1;
         self.free.push(slot);
     }
 
@@ -98,13 +184,19 @@ impl Slots {
                 break;
             }
             self.quarantine.pop_front();
+            self.uses[slot as usize] = Use::Free;
             self.free.push(slot);
         }
     }
 
+    /// Whether slot `i` is allocated and not released.
+    pub fn is_taken(&self, i: u32) -> bool {
+        self.uses.get(i as usize) == Some(&Use::Taken)
+    }
+
     /// Slots allocated and not released.
     pub fn in_use(&self) -> usize {
-        self.next as usize - self.free.len() - self.quarantine.len()
+        self.taken
     }
 
     /// Slots released and still in their grace period (as of the last
@@ -155,6 +247,55 @@ mod tests {
         s.release(a, t0);
         assert!(s.alloc(t0 - Duration::from_secs(5)).is_err());
         assert_eq!(s.alloc(t0 + GRACE).unwrap(), a);
+    }
+
+    #[test]
+    fn a_slot_taken_at_its_number_is_not_handed_out_again() {
+        let t0 = Instant::now();
+        let mut s = Slots::new("fast_ul_idx", 4);
+        assert_eq!(s.alloc_at(1, t0), Some(1));
+        assert_eq!(s.alloc_at(1, t0), None, "taken");
+        assert_eq!(s.alloc_at(4, t0), None, "out of range");
+        let rest: Vec<u32> = (0..3).map(|_| s.alloc(t0).unwrap()).collect();
+        assert_eq!(rest, [0, 2, 3]);
+        assert!(s.alloc(t0).is_err() && s.ensure(1, t0).is_err());
+        // Released: back only after the grace period, by number too.
+        s.release(2, t0);
+        assert_eq!(s.alloc_at(2, t0 + GRACE / 2), None);
+        assert_eq!(s.alloc_at(2, t0 + GRACE), Some(2));
+        // A freed slot on the free list that alloc_at took is skipped.
+        s.cancel(2);
+        assert_eq!(s.alloc_at(2, t0 + GRACE), Some(2));
+        assert!(s.alloc(t0 + GRACE).is_err());
+        assert_eq!((s.in_use(), s.quarantined()), (4, 0));
+    }
+
+    #[test]
+    fn top_down_hands_out_high_slots_first() {
+        let t0 = Instant::now();
+        let mut s = Slots::new("fast_dl_idx", 4).top_down();
+        assert_eq!(s.alloc_at(0, t0), Some(0));
+        assert_eq!(s.alloc(t0).unwrap(), 3);
+        assert_eq!(s.alloc_at(2, t0), Some(2));
+        assert_eq!(s.alloc(t0).unwrap(), 1, "2 is skipped");
+        assert!(s.alloc(t0).is_err());
+    }
+
+    #[test]
+    fn refused_slots_stay_free() {
+        let t0 = Instant::now();
+        let mut s = Slots::new("fast_dl_idx", 3).top_down();
+        assert_eq!(s.alloc_avoiding(t0, |i| i == 2).unwrap(), 1);
+        assert_eq!(s.alloc_avoiding(t0, |i| i == 2).unwrap(), 0);
+        assert!(s.alloc_avoiding(t0, |i| i == 2).is_err(), "only the refused one is left");
+        assert!(!s.is_taken(2) && s.is_taken(1));
+        assert_eq!(s.alloc_at(2, t0), Some(2));
+        // Freed slots too: 0 and 1 come back (1 first), 1 is refused.
+        s.release(0, t0);
+        s.release(1, t0);
+        assert_eq!(s.alloc_avoiding(t0 + GRACE, |i| i == 1).unwrap(), 0);
+        assert_eq!(s.alloc(t0 + GRACE).unwrap(), 1);
+        assert!(s.alloc(t0 + GRACE).is_err());
     }
 
     #[test]
