@@ -197,3 +197,59 @@ fn volume_threshold_report_covers_fast_path_traffic() {
     drop(pass);
     drop(guard);
 }
+
+/// The same PFCP node over in-memory maps (no root): its timer moves a
+/// fast entry that a Session Modification left away from its home slot
+/// back into it once the grace period is over.
+#[derive(Clone)]
+struct SharedMem(Arc<Mutex<XdpPlane<MemoryMaps>>>);
+
+impl ForwardingPlane for SharedMem {
+    fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        self.0.lock().unwrap().install(up_seid, rules)
+    }
+    fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        self.0.lock().unwrap().update(up_seid, rules)
+    }
+    fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        self.0.lock().unwrap().remove(up_seid)
+    }
+    fn poll_maintenance(&self) -> Option<Instant> {
+        self.0.lock().unwrap().poll_maintenance()
+    }
+    fn maintain(&mut self, now: Instant) {
+        self.0.lock().unwrap().maintain(now)
+    }
+}
+
+#[test]
+fn the_pfcp_node_moves_an_updated_entry_home_on_its_timer() {
+    use rs_pfcp::ie::update_far::UpdateFar;
+    let cfg = XdpConfig { s1u_addr: S1U, mtu: 1500, no_fib: true, sizes: MapSizes::small() };
+    let plane = Arc::new(Mutex::new(XdpPlane::with_maps(MemoryMaps::default(), cfg).unwrap()));
+    let mut core = UpfCore::new(UpfConfig { s1u_addr: S1U, ..UpfConfig::default() }, Box::new(SharedMem(plane.clone())), SystemTime::UNIX_EPOCH, Counters::new());
+    let smf = SocketAddr::from(([127, 0, 0, 2], 8805));
+    let t0 = Instant::now();
+    let seid = establish(&mut core, t0, smf);
+    let key = PdrKey::Teid(TEID);
+    let at_home = |p: &XdpPlane<MemoryMaps>| p.fast_slot(key) == p.fast_position(key);
+    assert!(at_home(&plane.lock().unwrap()));
+    // FAR 1: FORW -> DROP, a new entry for the TEID.
+    let t1 = t0 + Duration::from_millis(1);
+    let uf = UpdateFar::new(FarId::new(1), Some(ApplyAction::new(0x01)), None, None, None);
+    core.handle_datagram(t1, smf, &encode(msg::SESSION_MODIFICATION_REQUEST, Some(seid), 3, &[uf.to_ie()]));
+    let (_, ies) = decode(&core.poll_transmit().expect("an answer").1).unwrap();
+    assert_eq!(first(&ies, IeType::Cause).unwrap().payload, vec![1]);
+    {
+        let p = plane.lock().unwrap();
+        assert!(!at_home(&p), "the home slot held the replaced entry");
+        assert_eq!(p.maps().fast(maps::Dir::Ul, TEID).map(|e| e.action), Some(maps::FAR_DROP));
+    }
+    let due = t1 + slots::GRACE;
+    assert!(core.poll_timeout().is_some_and(|t| t <= due), "the node's timer covers the move");
+    core.handle_timeout(due);
+    let p = plane.lock().unwrap();
+    assert!(at_home(&p));
+    assert_eq!(p.maps().fast(maps::Dir::Ul, TEID).map(|e| e.action), Some(maps::FAR_DROP), "the same entry");
+    assert_eq!(p.poll_maintenance(), None);
+}
