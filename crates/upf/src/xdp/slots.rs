@@ -99,46 +99,30 @@ impl Slots {
     /// never used.
     pub fn alloc_avoiding(&mut self, now: Instant, avoid: impl Fn(u32) -> bool) -> Result<u32, SlotsFull> {
         self.reclaim(now);
-        let found = self.freed(&avoid).or_else(|| self.never_used(&avoid));
+        let mut refused = Vec::new();
+        let mut found = None;
+        while let Some(i) = self.free.pop().or_else(|| self.never_used()) {
+            if self.uses[i as usize] != Use::Free {
+                continue;
+            }
+            if avoid(i) {
+                refused.push(i);
+                continue;
+            }
+            found = Some(i);
+            break;
+        }
+        self.free.extend(refused);
         found.map(|i| self.take(i)).ok_or_else(|| self.full())
     }
 
-    fn freed(&mut self, avoid: &impl Fn(u32) -> bool) -> Option<u32> {
-        let mut refused = Vec::new();
-        let mut found = None;
-        while let Some(i) = self.free.pop() {
-            if self.uses[i as usize] != Use::Free {
-                continue;
-            }
-            if avoid(i) {
-                refused.push(i);
-                continue;
-            }
-            found = Some(i);
-            break;
-        }
-        self.free.extend(refused);
-        found
-    }
-
-    fn never_used(&mut self, avoid: &impl Fn(u32) -> bool) -> Option<u32> {
-        let mut refused = Vec::new();
-        let mut found = None;
-        while self.next < self.cap {
-            let i = if self.top_down { self.cap - 1 - self.next } else { self.next };
+    /// The next slot never handed out by number (it may have been taken
+    /// by [`Slots::alloc_at`] since).
+    fn never_used(&mut self) -> Option<u32> {
+        (self.next < self.cap).then(|| {
             self.next += 1;
-            if self.uses[i as usize] != Use::Free {
-                continue;
-            }
-            if avoid(i) {
-                refused.push(i);
-                continue;
-            }
-            found = Some(i);
-            break;
-        }
-        self.free.extend(refused);
-        found
+            if self.top_down { self.cap - self.next } else { self.next - 1 }
+        })
     }
 
     /// Slot `i` if no program can be reading it (as [`Slots::alloc`]

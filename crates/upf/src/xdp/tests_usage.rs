@@ -11,7 +11,6 @@ use super::*;
 use crate::config::UpfConfig;
 use crate::node::UpfCore;
 use crate::pfcp::{decode, encode, first, msg};
-use crate::rules::PlaneReport;
 use mobicore_common::counters::Counters;
 use rs_pfcp::ie::apply_action::ApplyAction;
 use rs_pfcp::ie::create_far::CreateFar;
@@ -41,11 +40,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// The XDP plane shared between the PFCP node (which owns its plane) and
-/// the test (which reads the program's counters).
-#[derive(Clone)]
-struct Shared(Arc<Mutex<XdpPlane>>);
+/// the test (which reads the program's counters or maps).
+struct Shared<M: MapStore>(Arc<Mutex<XdpPlane<M>>>);
 
-impl ForwardingPlane for Shared {
+impl<M: MapStore> Clone for Shared<M> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<M: MapStore> ForwardingPlane for Shared<M> {
     fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
         self.0.lock().unwrap().install(up_seid, rules)
     }
@@ -55,11 +59,14 @@ impl ForwardingPlane for Shared {
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
         self.0.lock().unwrap().remove(up_seid)
     }
-    fn poll_report(&mut self) -> Option<PlaneReport> {
-        None
-    }
     fn usage(&self, up_seid: u64, urr_id: u32) -> Option<crate::urr::UsageCounts> {
         self.0.lock().unwrap().usage(up_seid, urr_id)
+    }
+    fn poll_maintenance(&self) -> Option<Instant> {
+        self.0.lock().unwrap().poll_maintenance()
+    }
+    fn maintain(&mut self, now: Instant) {
+        self.0.lock().unwrap().maintain(now)
     }
 }
 
@@ -198,36 +205,15 @@ fn volume_threshold_report_covers_fast_path_traffic() {
     drop(guard);
 }
 
-/// The same PFCP node over in-memory maps (no root): its timer moves a
-/// fast entry that a Session Modification left away from its home slot
-/// back into it once the grace period is over.
-#[derive(Clone)]
-struct SharedMem(Arc<Mutex<XdpPlane<MemoryMaps>>>);
-
-impl ForwardingPlane for SharedMem {
-    fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
-        self.0.lock().unwrap().install(up_seid, rules)
-    }
-    fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
-        self.0.lock().unwrap().update(up_seid, rules)
-    }
-    fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
-        self.0.lock().unwrap().remove(up_seid)
-    }
-    fn poll_maintenance(&self) -> Option<Instant> {
-        self.0.lock().unwrap().poll_maintenance()
-    }
-    fn maintain(&mut self, now: Instant) {
-        self.0.lock().unwrap().maintain(now)
-    }
-}
-
+/// The PFCP node over in-memory maps (no root): its timer moves a fast
+/// entry that a Session Modification left away from its home slot back
+/// into it once the grace period is over.
 #[test]
 fn the_pfcp_node_moves_an_updated_entry_home_on_its_timer() {
     use rs_pfcp::ie::update_far::UpdateFar;
     let cfg = XdpConfig { s1u_addr: S1U, mtu: 1500, no_fib: true, sizes: MapSizes::small() };
     let plane = Arc::new(Mutex::new(XdpPlane::with_maps(MemoryMaps::default(), cfg).unwrap()));
-    let mut core = UpfCore::new(UpfConfig { s1u_addr: S1U, ..UpfConfig::default() }, Box::new(SharedMem(plane.clone())), SystemTime::UNIX_EPOCH, Counters::new());
+    let mut core = UpfCore::new(UpfConfig { s1u_addr: S1U, ..UpfConfig::default() }, Box::new(Shared(plane.clone())), SystemTime::UNIX_EPOCH, Counters::new());
     let smf = SocketAddr::from(([127, 0, 0, 2], 8805));
     let t0 = Instant::now();
     let seid = establish(&mut core, t0, smf);
