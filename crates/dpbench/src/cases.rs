@@ -1,12 +1,15 @@
 //! The devices under test and the measuring loop.
 //!
-//! Order of a run: baselines (kernel, minimal XDP) for every direction and
-//! size; the UPF with each number of sessions installed; the baselines
-//! again (the two passes are averaged, to even out the drift of a shared
-//! host); the bare-redirect ceiling. The minimal XDP forwarder is measured
-//! twice per pass: with the generator's in-order frames and with its
-//! Zipf-like draw (which costs the generator more per frame), the baseline
-//! of each UPF column.
+//! Order of a run: kernel forwarding for every direction and size; the UPF
+//! with each number of sessions installed, each case paired with the
+//! minimal XDP forwarder measured right after it on the same frames (the
+//! UPF is detached, the forwarder attached, then the UPF again), in order
+//! and, with more than one session, under the generator's Zipf-like draw
+//! (which costs the generator more per frame): three rounds of U, M, Mz,
+//! Uz, each rate the median of its rounds, so each UPF rate sits next to
+//! its baseline on a shared host whose speed drifts;
+//! kernel forwarding again (the two passes are averaged); the bare-redirect
+//! ceiling.
 
 use crate::cpus::{self, Placement};
 use crate::frames::*;
@@ -69,13 +72,19 @@ fn ue(i: u32) -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::from(u32::from(UE_BASE) + i)
 }
 
-/// Sums of the baseline passes of one (direction, size), Mpps.
-#[derive(Debug, Default, Clone, Copy)]
-struct Baselines {
-    kernel: f64,
+/// One UPF case as measured, Mpps.
+struct UpfCase {
+    dir: Direction,
+    size: usize,
+    sessions: usize,
+    mpps: f64,
+    /// The minimal XDP forwarder, measured right after `mpps`.
     xdp: f64,
-    /// The minimal XDP forwarder under the generator's Zipf-like draw.
-    xdp_zipf: f64,
+    /// The UPF and the minimal forwarder under the Zipf-like draw (more
+    /// than one session).
+    zipf: Option<(f64, f64)>,
+    /// Median round trip through the UPF, us.
+    rtt: Option<f64>,
 }
 
 /// What runs on `d0` in the dut namespace; dropping it detaches.
@@ -125,48 +134,50 @@ impl Bench {
         r
     }
 
+    /// One round's share of a case's measuring time.
+    fn round(&self) -> Duration {
+        self.opts.duration / ROUNDS as u32
+    }
+
     fn rtt_samples(&self) -> usize {
         if self.opts.quick { 20 } else { 200 }
     }
 
     fn measure_all(&mut self) -> Result<DataplaneReport, DpBenchError> {
-        let mut base: HashMap<(Direction, usize), Baselines> = HashMap::new();
+        let mut kernel: HashMap<(Direction, usize), f64> = HashMap::new();
         let mut krtt: HashMap<(Direction, usize), Option<f64>> = HashMap::new();
-        self.baselines(&mut base, Some(&mut krtt))?;
+        self.kernel_baselines(&mut kernel, Some(&mut krtt))?;
         let upf = self.upf_cases()?;
-        self.baselines(&mut base, None)?;
+        self.kernel_baselines(&mut kernel, None)?;
         let ceiling = self.ceiling(self.opts.sizes[0])?;
-        let k0 = base[&(Direction::Downlink, self.opts.sizes[0])].kernel / 2.0;
-        let ceiling_to_kernel = if k0 > 0.0 { ceiling / k0 } else { 0.0 };
+        let k0 = kernel[&(Direction::Downlink, self.opts.sizes[0])] / 2.0;
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         let cases = upf
             .into_iter()
-            .map(|(dir, size, n, mpps, zipf, rtt)| {
-                let b = base[&(dir, size)];
-                let (k, x) = (b.kernel / 2.0, b.xdp / 2.0);
-                let xz = zipf.map(|_| b.xdp_zipf / 2.0);
-                let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+            .map(|c| {
+                let k = kernel[&(c.dir, c.size)] / 2.0;
                 DataplaneCase {
-                    direction: dir.name(),
-                    size,
-                    sessions: n,
-                    mpps,
+                    direction: c.dir.name(),
+                    size: c.size,
+                    sessions: c.sessions,
+                    mpps: c.mpps,
                     baseline_kernel_mpps: k,
-                    baseline_xdp_mpps: x,
-                    ratio_to_xdp: ratio(mpps, x),
-                    ratio_to_kernel: ratio(mpps, k),
-                    mpps_zipf: zipf,
-                    baseline_xdp_zipf_mpps: xz,
-                    zipf_ratio_to_xdp: zipf.zip(xz).map(|(z, xz)| ratio(z, xz)),
-                    rtt_us: rtt.zip(krtt.get(&(dir, size)).copied().flatten()).map(|(u, k)| u - k),
+                    baseline_xdp_mpps: c.xdp,
+                    ratio_to_xdp: ratio(c.mpps, c.xdp),
+                    ratio_to_kernel: ratio(c.mpps, k),
+                    mpps_zipf: c.zipf.map(|z| z.0),
+                    baseline_xdp_zipf_mpps: c.zipf.map(|z| z.1),
+                    zipf_ratio_to_xdp: c.zipf.map(|(z, xz)| ratio(z, xz)),
+                    rtt_us: c.rtt.zip(krtt.get(&(c.dir, c.size)).copied().flatten()).map(|(u, k)| u - k),
                 }
             })
             .collect();
-        Ok(DataplaneReport { cases, ceiling_redirect_mpps: ceiling, ceiling_to_kernel })
+        Ok(DataplaneReport { cases, ceiling_redirect_mpps: ceiling, ceiling_to_kernel: ratio(ceiling, k0) })
     }
 
-    /// One pass of both baselines over every direction and size, summed
-    /// into `base`; kernel round trips into `rtt` when given.
-    fn baselines(&mut self, base: &mut HashMap<(Direction, usize), Baselines>, mut rtt: Option<&mut HashMap<(Direction, usize), Option<f64>>>) -> Result<(), DpBenchError> {
+    /// One pass of kernel forwarding over every direction and size, summed
+    /// into `kernel`; kernel round trips into `rtt` when given.
+    fn kernel_baselines(&mut self, kernel: &mut HashMap<(Direction, usize), f64>, mut rtt: Option<&mut HashMap<(Direction, usize), Option<f64>>>) -> Result<(), DpBenchError> {
         for dir in DIRECTIONS {
             for size in self.opts.sizes.clone() {
                 let pass = self.attach(|| Ok(Dut::Pass(baseline::load_pass()?)))?;
@@ -180,42 +191,46 @@ impl Bench {
                     r.insert((dir, size), median_rtt(&self.topo.gen, p, size, self.rtt_samples())?);
                 }
                 drop(pass);
-                let t = FixedTunnel { teid: TEID_BASE, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
-                let (frame, cfg) = match dir {
-                    Direction::Uplink => fixed(uplink_frame(DUT0, TEID_BASE, UE_BASE, size)),
-                    Direction::Downlink => fixed(downlink_frame(UE_BASE, size)),
-                };
-                let min = self.attach(|| {
-                    Ok(Dut::Min(Box::new(match dir {
-                        Direction::Uplink => baseline::load_decap_min(&t)?,
-                        Direction::Downlink => baseline::load_encap_min(&FixedTunnel { teid: ENB_TEID_BASE, ..t })?,
-                    })))
-                })?;
-                let x = self.blast(&frame, &cfg)?;
-                // The Zipf-like draw with one session: the same generator
-                // work per frame as the UPF's Zipf column, the same tunnel.
-                let xz = if self.opts.sessions.iter().any(|n| *n > 1) { self.blast(&frame, &GenCfg { skew: 1, perm: 1, ..cfg })? } else { 0.0 };
-                drop(min);
-                tracing::info!(direction = dir.name(), size, kernel_mpps = k, xdp_min_mpps = x, xdp_min_zipf_mpps = xz, "baselines");
-                let e = base.entry((dir, size)).or_default();
-                e.kernel += k;
-                e.xdp += x;
-                e.xdp_zipf += xz;
+                tracing::info!(direction = dir.name(), size, kernel_mpps = k, "kernel forwarding");
+                *kernel.entry((dir, size)).or_default() += k;
             }
         }
         Ok(())
     }
 
-    /// The UPF with each number of sessions: (direction, size, sessions,
-    /// Mpps in order, Mpps Zipf-like, RTT).
-    #[allow(clippy::type_complexity)]
-    fn upf_cases(&mut self) -> Result<Vec<(Direction, usize, usize, f64, Option<f64>, Option<f64>)>, DpBenchError> {
+    /// The minimal XDP forwarder of one fixed tunnel: its rate with the
+    /// generator's in-order frames, and with its Zipf-like draw (one
+    /// session: the same generator work per frame as the UPF's Zipf
+    /// column) when `zipf`.
+    fn min_rates(&mut self, dir: Direction, size: usize, zipf: bool) -> Result<(f64, Option<f64>), DpBenchError> {
+        let t = FixedTunnel { teid: TEID_BASE, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
+        let (frame, cfg) = match dir {
+            Direction::Uplink => fixed(uplink_frame(DUT0, TEID_BASE, UE_BASE, size)),
+            Direction::Downlink => fixed(downlink_frame(UE_BASE, size)),
+        };
+        let min = self.attach(|| {
+            Ok(Dut::Min(Box::new(match dir {
+                Direction::Uplink => baseline::load_decap_min(&t)?,
+                Direction::Downlink => baseline::load_encap_min(&FixedTunnel { teid: ENB_TEID_BASE, ..t })?,
+            })))
+        })?;
+        let dur = self.round();
+        let x = self.blast_for(&frame, &cfg, dur)?;
+        let xz = if zipf { Some(self.blast_for(&frame, &GenCfg { skew: 1, perm: 1, ..cfg }, dur)?) } else { None };
+        drop(min);
+        tracing::info!(direction = dir.name(), size, xdp_min_mpps = x, xdp_min_zipf_mpps = xz, "minimal XDP forwarder");
+        Ok((x, xz))
+    }
+
+    /// The UPF with each number of sessions, each case with its paired
+    /// minimal-forwarder rates.
+    fn upf_cases(&mut self) -> Result<Vec<UpfCase>, DpBenchError> {
         let max = *self.opts.sessions.iter().max().expect("checked") as u32;
         let sizes = MapSizes { tunnels: max + 16, fars: 2 * max + 16, qers: 16, urrs: 16 };
         let mut out = Vec::new();
         for n in self.opts.sessions.clone() {
             let d1 = self.d1;
-            let dut = self.attach(|| {
+            let mut plane = self.attach(|| {
                 let mut plane = XdpPlane::load(XdpConfig { s1u_addr: DUT0, mtu: 1500, no_fib: false, sizes })?;
                 plane.set_next_hop(SINK, NextHop { ifindex: d1, dmac: MAC_S0, smac: MAC_D1 })?;
                 for i in 0..n as u32 {
@@ -237,17 +252,33 @@ impl Bench {
                             (f, c)
                         }
                     };
-                    let mpps = self.blast(&frame, &cfg)?;
-                    let zipf = if n > 1 { Some(self.blast(&frame, &GenCfg { skew: 1, perm: coprime_multiplier(n as u32), ..cfg })?) } else { None };
                     let p = if dir == Direction::Uplink { Probe::UpfUplink } else { Probe::UpfDownlink };
                     let rtt = median_rtt(&self.topo.gen, p, size, self.rtt_samples())?;
-                    if let Dut::Upf(p) = &dut {
-                        tracing::info!(direction = dir.name(), size, sessions = n, mpps, zipf, counters = ?p.counters().unwrap_or_default().into_iter().filter(|c| c.1 > 0).collect::<Vec<_>>(), "UPF");
+                    let zcfg = GenCfg { skew: 1, perm: coprime_multiplier(n as u32), ..cfg };
+                    let dur = self.round();
+                    let (mut u, mut m, mut uz, mut mz) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    for _ in 0..ROUNDS {
+                        u.push(self.blast_for(&frame, &cfg, dur)?);
+                        // The UPF steps aside (sessions kept) for its baselines.
+                        let Dut::Upf(mut upf) = plane else { unreachable!("attached above") };
+                        upf.detach_all();
+                        let (x, xz) = self.min_rates(dir, size, n > 1)?;
+                        plane = self.attach(move || Ok(Dut::Upf(upf)))?;
+                        m.push(x);
+                        if let Some(xz) = xz {
+                            mz.push(xz);
+                            uz.push(self.blast_for(&frame, &zcfg, dur)?);
+                        }
                     }
-                    out.push((dir, size, n, mpps, zipf, rtt));
+                    let (mpps, xdp) = (median(u), median(m));
+                    let zipf = (n > 1).then(|| (median(uz), median(mz)));
+                    if let Dut::Upf(p) = &plane {
+                        tracing::info!(direction = dir.name(), size, sessions = n, mpps, xdp, ?zipf, counters = ?p.counters().unwrap_or_default().into_iter().filter(|c| c.1 > 0).collect::<Vec<_>>(), "UPF");
+                    }
+                    out.push(UpfCase { dir, size, sessions: n, mpps, xdp, zipf, rtt });
                 }
             }
-            drop(dut);
+            drop(plane);
         }
         Ok(out)
     }
@@ -288,9 +319,13 @@ impl Bench {
     /// the rate the sink counted, in Mpps: the median of [`WINDOWS`]
     /// equal windows.
     fn blast(&mut self, frame: &[u8], cfg: &GenCfg) -> Result<f64, DpBenchError> {
+        self.blast_for(frame, cfg, self.opts.duration)
+    }
+
+    /// [`Bench::blast`] for `dur`.
+    fn blast_for(&mut self, frame: &[u8], cfg: &GenCfg, dur: Duration) -> Result<f64, DpBenchError> {
         let mut gen = self.gen.take().expect("generator present between runs");
         let warm = if self.opts.quick { Duration::from_millis(20) } else { Duration::from_millis(200) };
-        let dur = self.opts.duration;
         let (g0, sink, place) = (self.g0, &self.sink, self.place);
         let (gen, r) = run_in(&self.topo.gen, move || {
             let r = (|| {
@@ -322,6 +357,14 @@ impl Bench {
 
 /// Measuring windows per rate (odd: the median is one of them).
 const WINDOWS: usize = 3;
+
+/// Rounds per UPF case: U M [Mz Uz], each rate the median of its rounds.
+const ROUNDS: usize = 3;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
 
 /// One fixed flow, with the generator doing the same per-frame work as in
 /// the UPF cases (field writes and checksum), so only the DUT differs.

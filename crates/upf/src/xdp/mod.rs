@@ -229,6 +229,14 @@ impl<M: MapStore> XdpPlane<M> {
         self.refresh_mtu()
     }
 
+    /// Detaches the program from every interface; the maps and sessions
+    /// stay, and [`XdpPlane::attach`] puts it back.
+    pub fn detach_all(&mut self) {
+        if let Some(p) = self.program.as_mut() {
+            p.detach_all();
+        }
+    }
+
     /// Adds an interface as a redirect target without attaching to it
     /// (its veth peer then needs an XDP program: [`baseline::load_pass`]).
     /// Call it from a thread inside the data path's namespace.
