@@ -43,9 +43,12 @@ pub struct DataplaneArgs {
     /// Installed sessions, one case each.
     #[arg(long, value_delimiter = ',', default_value = "1,1000,100000")]
     pub sessions: Vec<usize>,
-    /// Seconds per case.
+    /// Seconds of measuring per rate (the UPF's and each baseline's in a
+    /// case, spread over three interleaved rounds)
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
+    /// Write the cases as JSON (direction, size, sessions, mpps,
+    /// baseline_kernel_mpps, baseline_xdp_mpps, ratios, Zipf-like columns, rtt_us)
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
