@@ -1,7 +1,6 @@
-//! Session lookup entries (bpf/maps.h, "Session lookup"): an entry pool
-//! (`fast_ul_idx` / `fast_dl_idx`) of every key's fast entry, and a
-//! reference array (`fast_ul_ref` / `fast_dl_ref`) of slot numbers into it,
-//! kept copy-on-write. A key's reference sits at its direct position (TEID
+//! Session lookup entries (bpf/maps.h, "Session lookup"): an entry pool of
+//! every key's fast entry and references (slot numbers) into it, both in
+//! the line arrays `fast_ul_lines` / `fast_dl_lines`, kept copy-on-write. A key's reference sits at its direct position (TEID
 //! or UE address masked to [`FAST_IDX_BITS`]) when it was the first key
 //! there, else at an overflow position that the hash `fast_ul` / `fast_dl`
 //! names (allocated when the key is inserted, kept until it is removed).
@@ -79,8 +78,8 @@ impl FastIndex {
     /// `fast_dl` hash, at most [`FAST_OVF_SIZE`]).
     pub fn new(dir: Dir, overflow: u32) -> Self {
         let name = match dir {
-            Dir::Ul => "fast_ul_idx",
-            Dir::Dl => "fast_dl_idx",
+            Dir::Ul => "fast_ul_lines",
+            Dir::Dl => "fast_dl_lines",
         };
         let ovf = match dir {
             Dir::Ul => "fast_ul overflow",

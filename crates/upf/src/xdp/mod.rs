@@ -8,13 +8,16 @@
 //!   `BPF_PROG_RUN`.
 //! - [`baseline`]: the minimal programs the benchmark compares against.
 //! - [`slots`]: array slot allocation with a grace period; [`index`]: the
-//!   session lookup (reference array + entry pool, overflow positions).
+//!   session lookup (references and entry pool in one array of cache
+//!   lines, each reference beside its key's home slot; overflow positions;
+//!   entries an update moved away go home after the grace period,
+//!   [`XdpPlane::rehome`]).
 //!
 //! Updates are copy-on-write, so a program running on another CPU never
 //! reads an entry half old, half new: a FAR, QER, URR list, PDR set or
 //! fast entry whose content changes gets a fresh array slot, written before
 //! the reference to it (a PDR rule's `far_idx`, a fast entry's `set_idx` /
-//! `qer_idx` / `urr_idx`, a `fast_*_ref` slot number) is switched
+//! `qer_idx` / `urr_idx`, a `fast_*_lines` reference) is switched
 //! atomically; the replaced slot is reused only after [`slots::GRACE`]
 //! (100 ms, measured with the `Instant`s passed to [`XdpPlane::apply_at`] /
 //! [`XdpPlane::remove_at`]; XDP programs run in one RCU read-side section
@@ -557,8 +560,8 @@ impl<M: MapStore> XdpPlane<M> {
     #[cfg(test)]
     pub(crate) fn shrink_index_pools(&mut self, n: u32) {
         let take = |i: &mut FastIndex| std::mem::replace(i, FastIndex::new(Dir::Ul, 0));
-        self.ul_index = take(&mut self.ul_index).with_pool(Slots::new("fast_ul_idx", n));
-        self.dl_index = take(&mut self.dl_index).with_pool(Slots::new("fast_dl_idx", n));
+        self.ul_index = take(&mut self.ul_index).with_pool(Slots::new("fast_ul_lines", n));
+        self.dl_index = take(&mut self.dl_index).with_pool(Slots::new("fast_dl_lines", n));
     }
     #[cfg(test)]
     pub(crate) fn take_program(&mut self) -> Option<LoadedProgram> {

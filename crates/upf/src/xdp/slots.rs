@@ -1,9 +1,9 @@
 //! Slot allocation for the fast path's array maps, with a grace period.
 //!
 //! The XDP program reads array slots (FARs, QERs, URR counters, the pooled
-//! fast entries of `fast_ul_idx` / `fast_dl_idx`) through a reference it
-//! loaded a moment before (a PDR set's `far_idx`, a fast entry's
-//! `qer_idx`, a `fast_*_ref` slot number). A slot is therefore never
+//! fast entries of `fast_ul_lines` / `fast_dl_lines`) through a reference
+//! it loaded a moment before (a PDR set's `far_idx`, a fast entry's
+//! `qer_idx`, a reference in `fast_*_lines`). A slot is therefore never
 //! rewritten in place while it is published: an update writes a free slot
 //! and switches the reference (copy on write), and the slot it replaced is
 //! [`Slots::release`]d into a quarantine. XDP programs run inside an RCU
@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn a_slot_taken_at_its_number_is_not_handed_out_again() {
         let t0 = Instant::now();
-        let mut s = Slots::new("fast_ul_idx", 4);
+        let mut s = Slots::new("fast_ul_lines", 4);
         assert_eq!(s.alloc_at(1, t0), Some(1));
         assert_eq!(s.alloc_at(1, t0), None, "taken");
         assert_eq!(s.alloc_at(4, t0), None, "out of range");
@@ -257,7 +257,7 @@ mod tests {
     #[test]
     fn top_down_hands_out_high_slots_first() {
         let t0 = Instant::now();
-        let mut s = Slots::new("fast_dl_idx", 4).top_down();
+        let mut s = Slots::new("fast_dl_lines", 4).top_down();
         assert_eq!(s.alloc_at(0, t0), Some(0));
         assert_eq!(s.alloc(t0).unwrap(), 3);
         assert_eq!(s.alloc_at(2, t0), Some(2));
@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn refused_slots_stay_free() {
         let t0 = Instant::now();
-        let mut s = Slots::new("fast_dl_idx", 3).top_down();
+        let mut s = Slots::new("fast_dl_lines", 3).top_down();
         assert_eq!(s.alloc_avoiding(t0, |i| i == 2).unwrap(), 1);
         assert_eq!(s.alloc_avoiding(t0, |i| i == 2).unwrap(), 0);
         assert!(s.alloc_avoiding(t0, |i| i == 2).is_err(), "only the refused one is left");
@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn slots_come_back_in_release_order() {
         let t0 = Instant::now();
-        let mut s = Slots::new("fast_ul_idx", 3);
+        let mut s = Slots::new("fast_ul_lines", 3);
         let v: Vec<u32> = (0..3).map(|_| s.alloc(t0).unwrap()).collect();
         s.release(v[2], t0);
         s.release(v[0], t0 + Duration::from_millis(50));

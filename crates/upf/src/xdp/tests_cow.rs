@@ -433,7 +433,7 @@ fn index_pool_exhaustion_refuses_the_update_whole() {
     b.enb_teid = 0x3002;
     b.mbr = Some((1000, 2000)); // a new QER slot too: given back on refusal
     let err = apply(&mut p, 1, &b, t0 + 2 * MS).unwrap_err();
-    assert_eq!(err, PlaneError::Other("fast-path fast_dl_idx table full: 2 slots, 1 of them waiting 100 ms for in-flight packets".into()));
+    assert_eq!(err, PlaneError::Other("fast-path fast_dl_lines table full: 2 slots, 1 of them waiting 100 ms for in-flight packets".into()));
     assert_eq!(p.fast_slot(PdrKey::UeAddr(b.ue)), slot, "nothing written");
     assert_eq!(p.maps().m.fast(Dir::Dl, be_addr(b.ue)).unwrap().teid, 0x3001, "the previous rules stay");
     assert_eq!(p.slot_pools()[1].in_use(), 1, "the fresh QER slot went back");
