@@ -85,6 +85,8 @@ struct UpfCase {
     zipf: Option<(f64, f64)>,
     /// Median round trip through the UPF, us.
     rtt: Option<f64>,
+    /// Run time per packet of the UPF program and of the minimal forwarder, ns.
+    ns: Option<(f64, f64)>,
 }
 
 /// What runs on `d0` in the dut namespace; dropping it detaches.
@@ -92,6 +94,17 @@ enum Dut {
     Upf(Box<XdpPlane>),
     Min(Box<baseline::Baseline>),
     Pass(LoadedProgram),
+}
+
+impl Dut {
+    /// The loaded XDP program.
+    fn xdp(&self) -> Option<&aya::programs::Xdp> {
+        match self {
+            Dut::Upf(p) => p.program().map(|p| p.program()),
+            Dut::Min(b) => Some(b.program.program()),
+            Dut::Pass(p) => Some(p.program()),
+        }
+    }
 }
 
 /// The run: topology, generator, sink, echo servers. Field order is drop
@@ -169,6 +182,8 @@ impl Bench {
                     baseline_xdp_zipf_mpps: c.zipf.map(|z| z.1),
                     zipf_ratio_to_xdp: c.zipf.map(|(z, xz)| ratio(z, xz)),
                     rtt_us: c.rtt.zip(krtt.get(&(c.dir, c.size)).copied().flatten()).map(|(u, k)| u - k),
+                    ns_per_packet: c.ns.map(|n| n.0),
+                    baseline_xdp_ns_per_packet: c.ns.map(|n| n.1),
                 }
             })
             .collect();
@@ -202,7 +217,7 @@ impl Bench {
     /// generator's in-order frames, and with its Zipf-like draw (one
     /// session: the same generator work per frame as the UPF's Zipf
     /// column) when `zipf`.
-    fn min_rates(&mut self, dir: Direction, size: usize, zipf: bool) -> Result<(f64, Option<f64>), DpBenchError> {
+    fn min_rates(&mut self, dir: Direction, size: usize, zipf: bool, cost: bool) -> Result<(f64, Option<f64>, Option<f64>), DpBenchError> {
         let t = FixedTunnel { teid: TEID_BASE, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
         let (frame, cfg) = match dir {
             Direction::Uplink => fixed(uplink_frame(DUT0, TEID_BASE, UE_BASE, size)),
@@ -217,9 +232,26 @@ impl Bench {
         let dur = self.round();
         let x = self.blast_for(&frame, &cfg, dur)?;
         let xz = if zipf { Some(self.blast_for(&frame, &GenCfg { skew: 1, perm: 1, ..cfg }, dur)?) } else { None };
+        let ns = if cost { self.program_ns(&min, &frame, &cfg)? } else { None };
         drop(min);
-        tracing::info!(direction = dir.name(), size, xdp_min_mpps = x, xdp_min_zipf_mpps = xz, "minimal XDP forwarder");
-        Ok((x, xz))
+        tracing::info!(direction = dir.name(), size, xdp_min_mpps = x, xdp_min_zipf_mpps = xz, ns, "minimal XDP forwarder");
+        Ok((x, xz, ns))
+    }
+
+    /// The device under test's own run time per packet, ns (the kernel's
+    /// BPF run-time statistics, enabled only while measuring and costing
+    /// about a third of the rate, so they never overlap a rate window):
+    /// what the XDP program costs, apart from the veth path around it.
+    /// None where the kernel keeps no statistics.
+    fn program_ns(&mut self, dut: &Dut, frame: &[u8], cfg: &GenCfg) -> Result<Option<f64>, DpBenchError> {
+        let Some(prog) = dut.xdp() else { return Ok(None) };
+        let stats = |p: &aya::programs::Xdp| p.info().ok().map(|i| (i.run_time(), i.run_count()));
+        let Ok(_on) = aya::sys::enable_stats(aya::sys::Stats::RunTime) else { return Ok(None) };
+        let Some((t0, n0)) = stats(prog) else { return Ok(None) };
+        self.blast_for(frame, cfg, self.round())?;
+        let Some((t1, n1)) = dut.xdp().and_then(stats) else { return Ok(None) };
+        let n = n1.saturating_sub(n0);
+        Ok((n > 0).then(|| t1.saturating_sub(t0).as_nanos() as f64 / n as f64))
     }
 
     /// The UPF with each number of sessions, each case with its paired
@@ -257,25 +289,28 @@ impl Bench {
                     let zcfg = GenCfg { skew: 1, perm: coprime_multiplier(n as u32), ..cfg };
                     let dur = self.round();
                     let (mut u, mut m, mut uz, mut mz) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                    for _ in 0..ROUNDS {
+                    let mut xdp_ns = None;
+                    for round in 0..ROUNDS {
                         u.push(self.blast_for(&frame, &cfg, dur)?);
                         // The UPF steps aside (sessions kept) for its baselines.
                         let Dut::Upf(mut upf) = plane else { unreachable!("attached above") };
                         upf.detach_all();
-                        let (x, xz) = self.min_rates(dir, size, n > 1)?;
+                        let (x, xz, ns) = self.min_rates(dir, size, n > 1, round == ROUNDS - 1)?;
                         plane = self.attach(move || Ok(Dut::Upf(upf)))?;
                         m.push(x);
+                        xdp_ns = xdp_ns.or(ns);
                         if let Some(xz) = xz {
                             mz.push(xz);
                             uz.push(self.blast_for(&frame, &zcfg, dur)?);
                         }
                     }
                     let (mpps, xdp) = (median(u), median(m));
+                    let ns = self.program_ns(&plane, &frame, &cfg)?;
                     let zipf = (n > 1).then(|| (median(uz), median(mz)));
                     if let Dut::Upf(p) = &plane {
                         tracing::info!(direction = dir.name(), size, sessions = n, mpps, xdp, ?zipf, counters = ?p.counters().unwrap_or_default().into_iter().filter(|c| c.1 > 0).collect::<Vec<_>>(), "UPF");
                     }
-                    out.push(UpfCase { dir, size, sessions: n, mpps, xdp, zipf, rtt });
+                    out.push(UpfCase { dir, size, sessions: n, mpps, xdp, zipf, rtt, ns: ns.zip(xdp_ns) });
                 }
             }
             drop(plane);

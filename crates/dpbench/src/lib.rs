@@ -93,6 +93,12 @@ pub struct DataplaneCase {
     /// Added round-trip time over kernel forwarding, microseconds
     /// (median of single-packet probes); None if the probes got no answer.
     pub rtt_us: Option<f64>,
+    /// Run time of the UPF program per packet in the in-order case, ns
+    /// (kernel BPF statistics): its cost apart from the veth path, which
+    /// bounds every rate here. None where the kernel keeps no statistics.
+    pub ns_per_packet: Option<f64>,
+    /// The same for the minimal XDP forwarder.
+    pub baseline_xdp_ns_per_packet: Option<f64>,
 }
 
 /// Everything one run measured.
@@ -156,16 +162,17 @@ pub fn run_blocking(opts: &DataplaneBenchOptions) -> Result<DataplaneReport, DpB
 /// A fixed-width table of the report (the summary of `mobicore bench dataplane`).
 pub fn table(r: &DataplaneReport) -> String {
     let mut s = format!(
-        "{:<9} {:>5} {:>8} {:>8} {:>10} {:>10} {:>7} {:>8} {:>9} {:>10} {:>9}\n",
-        "direction", "size", "sessions", "Mpps", "xdp-min", "kernel", "/xdp", "/kernel", "+rtt us", "zipf Mpps", "zipf/xdp"
+        "{:<9} {:>5} {:>8} {:>8} {:>10} {:>10} {:>7} {:>8} {:>9} {:>10} {:>9} {:>13}\n",
+        "direction", "size", "sessions", "Mpps", "xdp-min", "kernel", "/xdp", "/kernel", "+rtt us", "zipf Mpps", "zipf/xdp", "ns/pkt (min)"
     );
     for c in &r.cases {
         let rtt = c.rtt_us.map_or("-".to_string(), |v| format!("{v:.1}"));
         let zipf = c.mpps_zipf.map_or("-".to_string(), |v| format!("{v:.3}"));
         let zipf_ratio = c.zipf_ratio_to_xdp.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let ns = c.ns_per_packet.zip(c.baseline_xdp_ns_per_packet).map_or("-".to_string(), |(u, m)| format!("{u:.0} ({m:.0})"));
         s += &format!(
-            "{:<9} {:>5} {:>8} {:>8.3} {:>10.3} {:>10.3} {:>7.2} {:>8.2} {:>9} {:>10} {:>9}\n",
-            c.direction, c.size, c.sessions, c.mpps, c.baseline_xdp_mpps, c.baseline_kernel_mpps, c.ratio_to_xdp, c.ratio_to_kernel, rtt, zipf, zipf_ratio
+            "{:<9} {:>5} {:>8} {:>8.3} {:>10.3} {:>10.3} {:>7.2} {:>8.2} {:>9} {:>10} {:>9} {:>13}\n",
+            c.direction, c.size, c.sessions, c.mpps, c.baseline_xdp_mpps, c.baseline_kernel_mpps, c.ratio_to_xdp, c.ratio_to_kernel, rtt, zipf, zipf_ratio, ns
         );
     }
     s += &format!("ceiling (bare XDP redirect): {:.3} Mpps = {:.2}x kernel forwarding\n", r.ceiling_redirect_mpps, r.ceiling_to_kernel);

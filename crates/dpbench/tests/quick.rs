@@ -21,7 +21,10 @@ async fn quick_run_measures_every_case_and_cleans_up() {
         eprintln!("note: skipped, the data-plane bench needs root (namespaces, XDP)");
         return;
     }
+    let stats = || std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap_or_default();
+    let stats_before = stats();
     let report = run(DataplaneBenchOptions::quick()).await.expect("bench runs");
+    assert_eq!(stats(), stats_before, "BPF run-time statistics left as they were");
     eprintln!("{}", mobicore_dpbench::table(&report));
     assert_eq!(report.cases.len(), 2 * 2, "uplink and downlink x 1 and 1000 sessions x one size");
     for c in &report.cases {
@@ -32,6 +35,8 @@ async fn quick_run_measures_every_case_and_cleans_up() {
         assert_eq!(c.mpps_zipf.is_some_and(|z| z > 0.0), c.sessions > 1, "Zipf-like column {c:?}");
         assert_eq!(c.baseline_xdp_zipf_mpps.is_some_and(|z| z > 0.0), c.sessions > 1, "Zipf-like baseline {c:?}");
         assert_eq!(c.zipf_ratio_to_xdp.is_some(), c.sessions > 1, "Zipf-like ratio {c:?}");
+        // Program run time per packet from the kernel's BPF statistics.
+        assert!(c.ns_per_packet.is_some_and(|n| n > 0.0) && c.baseline_xdp_ns_per_packet.is_some_and(|n| n > 0.0), "ns per packet {c:?}");
     }
     for (dir, n) in [("uplink", 1), ("uplink", 1000), ("downlink", 1), ("downlink", 1000)] {
         assert!(report.cases.iter().any(|c| c.direction == dir && c.sessions == n && c.size == 64), "{dir} {n}");
