@@ -7,9 +7,8 @@
 //! and, with more than one session, under the generator's Zipf-like draw
 //! (which costs the generator more per frame): three rounds of U, M, Mz,
 //! Uz, each rate the median of its rounds, so each UPF rate sits next to
-//! its baseline on a shared host whose speed drifts;
-//! kernel forwarding again (the two passes are averaged); the bare-redirect
-//! ceiling.
+//! its baseline on a shared host whose speed drifts; kernel forwarding
+//! again (the two passes are averaged); the bare-redirect ceiling.
 
 use crate::cpus::{self, Placement};
 use crate::frames::*;
@@ -249,7 +248,7 @@ impl Bench {
         let Ok(_on) = aya::sys::enable_stats(aya::sys::Stats::RunTime) else { return Ok(None) };
         let Some((t0, n0)) = stats(prog) else { return Ok(None) };
         self.blast_for(frame, cfg, self.round())?;
-        let Some((t1, n1)) = dut.xdp().and_then(stats) else { return Ok(None) };
+        let Some((t1, n1)) = stats(prog) else { return Ok(None) };
         let n = n1.saturating_sub(n0);
         Ok((n > 0).then(|| t1.saturating_sub(t0).as_nanos() as f64 / n as f64))
     }
@@ -380,8 +379,7 @@ impl Bench {
                     let after = sink.count()?;
                     rates.push(after.saturating_sub(before) as f64 / t.as_secs_f64() / 1e6);
                 }
-                rates.sort_by(f64::total_cmp);
-                Ok::<_, DpBenchError>(rates[WINDOWS / 2])
+                Ok::<_, DpBenchError>(median(rates))
             })();
             (gen, r)
         })?;

@@ -1,8 +1,8 @@
 //! Session lookup entries (bpf/maps.h, "Session lookup"): an entry pool of
 //! every key's fast entry and references (slot numbers) into it, both in
-//! the line arrays `fast_ul_lines` / `fast_dl_lines`, kept copy-on-write. A key's reference sits at its direct position (TEID
-//! or UE address masked to [`FAST_IDX_BITS`]) when it was the first key
-//! there, else at an overflow position that the hash `fast_ul` / `fast_dl`
+//! the line arrays `fast_ul_lines` / `fast_dl_lines`, kept copy-on-write.
+//! A key's reference sits at its direct position (TEID or UE address
+//! masked to [`FAST_IDX_BITS`]) when it was the first key there, else at an overflow position that the hash `fast_ul` / `fast_dl`
 //! names (allocated when the key is inserted, kept until it is removed).
 //!
 //! Why a program never sees a torn entry:
@@ -27,10 +27,10 @@
 //! its reference position) when that slot is free; an update finds it
 //! taken by the entry it replaces, so the new entry goes elsewhere (a
 //! freed slot that is no installed key's home, else one never used, from
-//! the top down) and [`FastIndex::rehome`]
-//! moves it back once the home slot's grace period is over (the same copy
-//! on write: a free slot written, then the reference switched). A packet
-//! of a key at home reads one cache line.
+//! the top down) and [`FastIndex::rehome`] moves it back once the home
+//! slot's grace period is over (the same copy on write: a free slot
+//! written, then the reference switched). A packet of a key at home reads
+//! one cache line.
 //!
 //! Capacity: [`FastIndex::check`] tells beforehand whether a batch of puts
 //! finds the pool slots and overflow positions it needs, so that a session

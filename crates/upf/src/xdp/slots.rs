@@ -44,8 +44,7 @@ enum Use {
 #[derive(Debug, Clone)]
 pub struct Slots {
     table: &'static str,
-    /// Per slot, up to `next` (slots from `next` on were never handed out,
-    /// except those [`Slots::alloc_at`] took, which are `Taken` here).
+    /// What every slot is doing (slots never handed out are `Free`).
     uses: Vec<Use>,
     /// Slots that became free again; may hold slots `alloc_at` took since
     /// (skipped when popped).
