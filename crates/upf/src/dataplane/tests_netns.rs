@@ -355,12 +355,21 @@ fn s1u_mtu_icmp_reaches_the_sender_and_fragments_reach_the_enb() {
     assert_eq!((icmp[ihl], icmp[ihl + 1]), (3, 4), "{icmp:?}");
     assert_eq!(u16::from_be_bytes([icmp[ihl + 6], icmp[ihl + 7]]), 964);
     assert_eq!(run.plane.lock().counters.value("upf_icmp_frag_needed"), 1);
-    // The sender's kernel took it: its path MTU to the UE is now 964.
-    let mut mtu: libc::c_int = 0;
-    let mut len = 4 as libc::socklen_t;
-    // SAFETY: getsockopt into an int we own.
-    unsafe { libc::getsockopt(dn.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU, (&mut mtu as *mut libc::c_int).cast(), &mut len) };
-    assert_eq!(mtu, 964);
+    // The sender's kernel took it: its path MTU to the UE is now 964. The
+    // raw socket gets its copy before the kernel's own ICMP handling runs
+    // (on another CPU, possibly still running), so wait for it briefly.
+    let path_mtu = || {
+        let mut mtu: libc::c_int = 0;
+        let mut len = 4 as libc::socklen_t;
+        // SAFETY: getsockopt into an int we own.
+        unsafe { libc::getsockopt(dn.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU, (&mut mtu as *mut libc::c_int).cast(), &mut len) };
+        mtu
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while path_mtu() != 964 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(path_mtu(), 964);
     // DF clear: inner fragments, each G-PDU within 1000 octets of IPv4.
     set_int(&dn, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DONT);
     // The ICMP is also pending on the connected socket as EMSGSIZE
