@@ -18,18 +18,36 @@ pub struct AssocId(pub u64);
 #[derive(Debug)]
 pub enum SctpEvent {
     /// An association came up (accepted, or one we connected).
-    Up { assoc: AssocId, peer: SocketAddr, inbound_streams: u16, outbound_streams: u16 },
+    Up {
+        assoc: AssocId,
+        peer: SocketAddr,
+        inbound_streams: u16,
+        outbound_streams: u16,
+    },
     /// A user message arrived on a stream.
-    Data { assoc: AssocId, stream: u16, ppid: u32, data: Bytes },
+    Data {
+        assoc: AssocId,
+        stream: u16,
+        ppid: u32,
+        data: Bytes,
+    },
     /// The association is gone (ABORT, SHUTDOWN, or heartbeats/retransmissions exhausted).
     Down { assoc: AssocId, reason: String },
 }
 
 #[derive(Debug)]
 pub enum SctpCommand {
-    Send { assoc: AssocId, stream: u16, ppid: u32, data: Bytes },
+    Send {
+        assoc: AssocId,
+        stream: u16,
+        ppid: u32,
+        data: Bytes,
+    },
     /// Open an association to `remote`; the reply comes once it is up.
-    Connect { remote: SocketAddr, reply: oneshot::Sender<Result<AssocId, String>> },
+    Connect {
+        remote: SocketAddr,
+        reply: oneshot::Sender<Result<AssocId, String>>,
+    },
     /// Graceful SHUTDOWN.
     Shutdown { assoc: AssocId },
     /// ABORT.
