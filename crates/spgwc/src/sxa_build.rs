@@ -1,6 +1,6 @@
 //! Building the PFCP requests of the SGW-C/PGW-C (TS 29.244 7.4, 7.5) with
 //! rs-pfcp's IE types, and reading the answers' header and IEs (framing
-//! from [`mobicore_upf::pfcp`]).
+//! from [`mobicore_pfcp`]).
 
 use rs_pfcp::ie::apply_action::ApplyAction;
 use rs_pfcp::ie::bar_id::BarId;
@@ -35,10 +35,10 @@ use std::net::Ipv4Addr;
 use std::time::SystemTime;
 
 /// Message types (TS 29.244 Table 7.3-1), shared with the UPF.
-pub use mobicore_upf::pfcp::msg;
-/// The PFCP header fields (TS 29.244 7.2.2) and the message builder are
-/// the UPF's.
-pub use mobicore_upf::pfcp::{encode, PfcpHeader};
+pub use mobicore_pfcp::msg;
+/// The PFCP header fields (TS 29.244 7.2.2) and the message builder, shared
+/// with the UPF.
+pub use mobicore_pfcp::{encode, PfcpHeader};
 
 /// Rule IDs of the default bearer's rules.
 pub const PDR_UPLINK: u16 = 1;
@@ -56,7 +56,7 @@ pub const OHR_GTPU_UDP_IPV4: u8 = 0;
 
 /// Reads the header and the top-level IEs; `None` if unreadable.
 pub fn decode(b: &[u8]) -> Option<(PfcpHeader, Vec<Ie>)> {
-    mobicore_upf::pfcp::decode(b).ok()
+    mobicore_pfcp::decode(b).ok()
 }
 
 /// The Cause value of an answer (TS 29.244 8.2.1), 0 if absent.

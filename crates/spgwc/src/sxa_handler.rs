@@ -186,7 +186,7 @@ impl SpgwcCore {
                 (0, CauseValue::SessionContextNotFound)
             }
         };
-        let b = sxa::encode(sxa::SESSION_REPORT_RESPONSE, Some(seid), seq, &[mobicore_upf::pfcp::cause_ie(cause)]);
+        let b = sxa::encode(sxa::SESSION_REPORT_RESPONSE, Some(seid), seq, &[mobicore_pfcp::cause_ie(cause)]);
         self.out.push_back(crate::core::Transmit { interface: Interface::Pfcp, dst: peer, bytes: b.into() });
     }
 

@@ -1,0 +1,261 @@
+//! mobicore-pfcp: the one PFCP framing of the workspace, glue over rs-pfcp
+//! (TS 29.244 7.2): a checked header read, the top-level IE list (copied
+//! with [`decode`] or viewed in place with [`decode_view`]), and building a
+//! message from IEs ([`encode`]). The UPF's PFCP node and the S/P-GW-C's
+//! Sxa/Sxb side both use it.
+
+use rs_pfcp::error::PfcpError;
+use rs_pfcp::ie::cause::{Cause, CauseValue};
+use rs_pfcp::ie::node_id::NodeId;
+use rs_pfcp::ie::offending_ie::OffendingIe;
+use rs_pfcp::ie::{Ie, IeType};
+
+/// The header fields we use (TS 29.244 7.2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PfcpHeader {
+    pub version: u8,
+    pub msg_type: u8,
+    pub seid: Option<u64>,
+    pub seq: u32,
+}
+
+/// Why a datagram is not a usable PFCP message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FrameError {
+    /// Not even a header: dropped and counted.
+    Header,
+    /// The header is fine but the IEs are not (answered with `cause`).
+    Ies(PfcpHeader, PfcpError),
+}
+
+/// Reads the header and splits the top-level IEs.
+pub fn decode(b: &[u8]) -> Result<(PfcpHeader, Vec<Ie>), FrameError> {
+    let (h, hlen, total) = header(b)?;
+    let mut ies = Vec::new();
+    let mut off = hlen;
+    while off < total {
+        let ie = Ie::unmarshal(&b[off..total]).map_err(|e| FrameError::Ies(h, e))?;
+        off += ie.len() as usize;
+        ies.push(ie);
+    }
+    Ok((h, ies))
+}
+
+/// The header, its length and the message's length.
+fn header(b: &[u8]) -> Result<(PfcpHeader, usize, usize), FrameError> {
+    if b.len() < 8 {
+        return Err(FrameError::Header);
+    }
+    let has_seid = b[0] & 0x01 != 0;
+    let hlen = if has_seid { 16 } else { 8 };
+    let total = 4 + u16::from_be_bytes([b[2], b[3]]) as usize;
+    if b.len() < hlen || total < hlen || total > b.len() {
+        return Err(FrameError::Header);
+    }
+    let seid = has_seid.then(|| u64::from_be_bytes(b[4..12].try_into().unwrap()));
+    let o = hlen - 4;
+    let h = PfcpHeader {
+        version: b[0] >> 5,
+        msg_type: b[1],
+        seid,
+        seq: u32::from_be_bytes([0, b[o], b[o + 1], b[o + 2]]),
+    };
+    Ok((h, hlen, total))
+}
+
+/// A top-level IE read in place: its type and value (TS 29.244 8.1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IeRef<'a> {
+    pub ie_type: IeType,
+    pub payload: &'a [u8],
+}
+
+/// What [`first`] and [`all`] look at: an IE's type.
+pub trait TypedIe {
+    fn typ(&self) -> IeType;
+}
+
+impl TypedIe for Ie {
+    fn typ(&self) -> IeType {
+        self.ie_type
+    }
+}
+
+impl TypedIe for IeRef<'_> {
+    fn typ(&self) -> IeType {
+        self.ie_type
+    }
+}
+
+/// The IE at the start of `b` and its encoded length. The common case is
+/// read in place; vendor-specific and empty IEs, and every error, go
+/// through rs-pfcp so that they are judged exactly as [`decode`] does.
+fn ie_at(b: &[u8]) -> Result<(IeRef<'_>, usize), PfcpError> {
+    if b.len() >= 4 {
+        let raw = u16::from_be_bytes([b[0], b[1]]);
+        let len = u16::from_be_bytes([b[2], b[3]]) as usize;
+        if raw & 0x8000 == 0 && len != 0 && b.len() >= 4 + len {
+            return Ok((
+                IeRef {
+                    ie_type: IeType::from(raw),
+                    payload: &b[4..4 + len],
+                },
+                4 + len,
+            ));
+        }
+    }
+    let ie = Ie::unmarshal(b)?;
+    let start = if b[0] & 0x80 != 0 { 6 } else { 4 };
+    let end = ie.len() as usize;
+    Ok((
+        IeRef {
+            ie_type: ie.ie_type,
+            payload: &b[start..end],
+        },
+        end,
+    ))
+}
+
+/// [`decode`] without copying: the IEs are views into `b`.
+pub fn decode_view(b: &[u8]) -> Result<(PfcpHeader, Vec<IeRef<'_>>), FrameError> {
+    let (h, hlen, total) = header(b)?;
+    let mut ies = Vec::with_capacity(8);
+    let mut off = hlen;
+    while off < total {
+        let (ie, n) = ie_at(&b[off..total]).map_err(|e| FrameError::Ies(h, e))?;
+        off += n;
+        ies.push(ie);
+    }
+    Ok((h, ies))
+}
+
+/// Builds a PFCP message (version 1) from its IEs.
+pub fn encode(msg_type: u8, seid: Option<u64>, seq: u32, ies: &[Ie]) -> Vec<u8> {
+    let hlen = if seid.is_some() { 16 } else { 8 };
+    let mut b = vec![0u8; hlen];
+    for ie in ies {
+        ie.marshal_into(&mut b);
+    }
+    b[0] = (1 << 5) | seid.is_some() as u8;
+    b[1] = msg_type;
+    let len = (b.len() - 4) as u16;
+    b[2..4].copy_from_slice(&len.to_be_bytes());
+    let mut o = 4;
+    if let Some(s) = seid {
+        b[4..12].copy_from_slice(&s.to_be_bytes());
+        o = 12;
+    }
+    b[o..o + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
+    b
+}
+
+pub fn first<T: TypedIe>(ies: &[T], t: IeType) -> Option<&T> {
+    ies.iter().find(|i| i.typ() == t)
+}
+
+pub fn all<T: TypedIe>(ies: &[T], t: IeType) -> impl Iterator<Item = &T> {
+    ies.iter().filter(move |i| i.typ() == t)
+}
+
+pub fn cause_ie(c: CauseValue) -> Ie {
+    Ie::new(IeType::Cause, Cause::new(c).marshal().to_vec())
+}
+
+pub fn offending_ie_ie(t: u16) -> Ie {
+    Ie::new(IeType::OffendingIe, OffendingIe::new(t).marshal().to_vec())
+}
+
+/// Node ID as text: the IPv4/IPv6 address or the FQDN.
+pub fn node_id_text(n: &NodeId) -> String {
+    match n {
+        NodeId::IPv4(a) => a.to_string(),
+        NodeId::IPv6(a) => a.to_string(),
+        NodeId::FQDN(f) => f.clone(),
+    }
+}
+
+/// Message types (TS 29.244 Table 7.3-1).
+pub mod msg {
+    pub const HEARTBEAT_REQUEST: u8 = 1;
+    pub const HEARTBEAT_RESPONSE: u8 = 2;
+    pub const ASSOCIATION_SETUP_REQUEST: u8 = 5;
+    pub const ASSOCIATION_SETUP_RESPONSE: u8 = 6;
+    pub const ASSOCIATION_UPDATE_REQUEST: u8 = 7;
+    pub const ASSOCIATION_UPDATE_RESPONSE: u8 = 8;
+    pub const ASSOCIATION_RELEASE_REQUEST: u8 = 9;
+    pub const ASSOCIATION_RELEASE_RESPONSE: u8 = 10;
+    pub const VERSION_NOT_SUPPORTED_RESPONSE: u8 = 11;
+    pub const SESSION_ESTABLISHMENT_REQUEST: u8 = 50;
+    pub const SESSION_ESTABLISHMENT_RESPONSE: u8 = 51;
+    pub const SESSION_MODIFICATION_REQUEST: u8 = 52;
+    pub const SESSION_MODIFICATION_RESPONSE: u8 = 53;
+    pub const SESSION_DELETION_REQUEST: u8 = 54;
+    pub const SESSION_DELETION_RESPONSE: u8 = 55;
+
+    /// Requests are odd in the node range and even in the session range.
+    pub fn is_request(t: u8) -> bool {
+        if t < 50 {
+            t % 2 == 1 && t != 11
+        } else {
+            t.is_multiple_of(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let ies = vec![cause_ie(CauseValue::RequestAccepted), offending_ie_ie(60)];
+        let b = encode(msg::SESSION_DELETION_RESPONSE, Some(0x1122), 0x030201, &ies);
+        let (h, got) = decode(&b).unwrap();
+        assert_eq!(
+            h,
+            PfcpHeader {
+                version: 1,
+                msg_type: 55,
+                seid: Some(0x1122),
+                seq: 0x030201
+            }
+        );
+        assert_eq!(got, ies);
+        // rs-pfcp reads what we write.
+        let m = rs_pfcp::message::parse(&b).unwrap();
+        assert_eq!(*m.sequence(), 0x030201);
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode(&b);
+        }
+
+        /// The in-place reading agrees with rs-pfcp's on every input.
+        #[test]
+        fn decode_view_agrees_with_decode(b in proptest::collection::vec(any::<u8>(), 0..200), t in any::<u8>(), vendor in any::<bool>()) {
+            // Also well-formed messages with random IEs after a real header.
+            let mut m = encode(50 + (t % 8), Some(1), 7, &[]);
+            m.extend_from_slice(&b);
+            if vendor && m.len() > 16 { m[16] |= 0x80; }
+            let len = (m.len() - 4) as u16;
+            m[2..4].copy_from_slice(&len.to_be_bytes());
+            for input in [&b[..], &m[..]] {
+                match (decode(input), decode_view(input)) {
+                    (Ok((h1, a)), Ok((h2, v))) => {
+                        prop_assert_eq!(h1, h2);
+                        prop_assert_eq!(a.len(), v.len());
+                        for (x, y) in a.iter().zip(&v) {
+                            prop_assert_eq!(x.ie_type, y.ie_type);
+                            prop_assert_eq!(&x.payload[..], y.payload);
+                        }
+                    }
+                    (Err(e1), Err(e2)) => prop_assert_eq!(e1, e2),
+                    (x, y) => prop_assert!(false, "{:?} vs {:?}", x.is_ok(), y.is_ok()),
+                }
+            }
+        }
+    }
+}
