@@ -11,12 +11,15 @@
 //!   offers to a network function shell (request in, answer out).
 //! - [`sctp_api`]: the channel interface of an SCTP endpoint task (S1-MME).
 //! - [`counters`]: named counters of dropped or rejected input.
+//! - [`inet`]: the Internet checksum (RFC 1071), shared by every crate
+//!   that builds or checks packets.
 //! - [`peers`]: [`peers::PeerFilter`], which peers may use an interface.
 //! - [`alloc`]: [`alloc::IdDraw`], identifiers drawn at random, never one in use.
 
 pub mod alloc;
 pub mod counters;
 pub mod ids;
+pub mod inet;
 pub mod peers;
 pub mod requester;
 pub mod s11;

@@ -1,6 +1,7 @@
 //! Addresses of the bench topology and the template frames of the load
 //! generator (pure functions, unit tested).
 
+use mobicore_common::inet::checksum;
 use std::net::Ipv4Addr;
 
 /// gen `g0` (the eNB or the data network, by direction).
@@ -108,14 +109,6 @@ pub fn mac_text(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
-pub fn ipv4_csum(h: &[u8]) -> u16 {
-    let mut s: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
 /// IPv4 (no options, TTL 64, checksum set) + UDP (checksum 0) of `total`
 /// bytes (at least 28), payload bytes 0x5a.
 pub fn ipv4_udp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, total: usize) -> Vec<u8> {
@@ -125,7 +118,7 @@ pub fn ipv4_udp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, total: usi
     p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
     p[12..16].copy_from_slice(&src.octets());
     p[16..20].copy_from_slice(&dst.octets());
-    let c = ipv4_csum(&p[..20]);
+    let c = checksum(&p[..20]);
     p[10..12].copy_from_slice(&c.to_be_bytes());
     p[20..22].copy_from_slice(&sport.to_be_bytes());
     p[22..24].copy_from_slice(&dport.to_be_bytes());
@@ -189,8 +182,8 @@ mod tests {
         assert_eq!(f.len(), 14 + 20 + 8 + 8 + 64);
         assert_eq!(&f[46..50], &(TEID_BASE + 5).to_be_bytes(), "TEID at 46");
         assert_eq!(&f[62..66], &[10, 64, 0, 6], "inner source at 62");
-        assert_eq!(ipv4_csum(&f[14..34]), 0, "outer checksum");
-        assert_eq!(ipv4_csum(&f[50..70]), 0, "inner checksum at 50");
+        assert_eq!(checksum(&f[14..34]), 0, "outer checksum");
+        assert_eq!(checksum(&f[50..70]), 0, "inner checksum at 50");
         assert_eq!(u16::from_be_bytes([f[72], f[73]]), BENCH_PORT, "inner dport at 72 (bpf/sink.c)");
         assert_eq!(u16::from_be_bytes([f[44], f[45]]), 64, "GTP-U length");
     }
@@ -200,7 +193,7 @@ mod tests {
         let f = downlink_frame(Ipv4Addr::new(10, 64, 0, 1), 64);
         assert_eq!(f.len(), HDR_LEN);
         assert_eq!(&f[30..34], &[10, 64, 0, 1], "destination at 30");
-        assert_eq!(ipv4_csum(&f[14..34]), 0);
+        assert_eq!(checksum(&f[14..34]), 0);
         assert_eq!(u16::from_be_bytes([f[36], f[37]]), BENCH_PORT);
         assert_eq!(downlink_frame(UE_BASE, 1400).len(), 1414);
     }

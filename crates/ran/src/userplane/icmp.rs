@@ -1,25 +1,10 @@
 //! ICMP echo (RFC 792) as the traffic driver sends and reads it, no I/O.
 
+use mobicore_common::inet::checksum;
 use std::net::Ipv4Addr;
 
 const ECHO_REPLY: u8 = 0;
 const ECHO_REQUEST: u8 = 8;
-
-/// The Internet checksum (RFC 1071).
-pub fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
 
 /// An ICMP Echo Request message (without IP header).
 pub fn echo_request(id: u16, seq: u16, payload_len: usize) -> Vec<u8> {
@@ -81,8 +66,7 @@ mod tests {
     }
 
     #[test]
-    fn odd_length_checksum() {
-        assert_eq!(checksum(&[0xff]), !0xff00);
+    fn odd_length_request_verifies() {
         let m = echo_request(1, 1, 3);
         assert_eq!(checksum(&m), 0);
     }

@@ -3,6 +3,7 @@
 //! fragments of an inner packet too big for the S1-U path (RFC 791 3.2)
 //! and ICMP Fragmentation Needed (RFC 792, RFC 1191).
 
+use mobicore_common::inet::checksum;
 use std::net::Ipv4Addr;
 
 /// What rule matching needs from an inner IPv4 packet.
@@ -184,18 +185,6 @@ pub fn icmp_frag_needed(src: Ipv4Addr, orig: &[u8], next_hop_mtu: u16) -> Option
     let c = checksum(&p[20..]);
     p[22..24].copy_from_slice(&c.to_be_bytes());
     Some(p)
-}
-
-/// RFC 1071 checksum over `b`.
-pub fn checksum(b: &[u8]) -> u16 {
-    let mut s: u32 = 0;
-    for c in b.chunks(2) {
-        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
 }
 
 /// Builds an IPv4/UDP packet (tests and tools): header checksum set, UDP

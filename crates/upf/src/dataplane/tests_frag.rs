@@ -2,7 +2,8 @@
 //! filters), the S1-U MTU (inner fragmentation, ICMP Fragmentation
 //! Needed) and DUPL copies in the data path.
 
-use super::ipv4::{self, checksum, udp_packet};
+use super::ipv4::{self, udp_packet};
+use mobicore_common::inet::checksum;
 use super::*;
 use crate::rules::{Action, Duplicate, Far};
 use mobicore_gtp::gtpu::{self, Body};

@@ -5,6 +5,7 @@
 use super::maps::*;
 use super::*;
 use crate::rules::{Action, Far, GtpuTunnel, PacketDetection, Pdr, Qer, Urr, INTERFACE_ACCESS, INTERFACE_CORE};
+use mobicore_common::inet::checksum;
 use proptest::prelude::*;
 
 pub(crate) const S1U: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 1);
@@ -37,21 +38,13 @@ macro_rules! need_root {
 
 // ---- packet builders -------------------------------------------------
 
-pub(crate) fn csum(b: &[u8]) -> u16 {
-    let mut s: u32 = b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
 pub(crate) fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload: &[u8]) -> Vec<u8> {
     let len = (20 + payload.len()) as u16;
     let mut h = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, proto, 0, 0];
     h[2..4].copy_from_slice(&len.to_be_bytes());
     h.extend_from_slice(&src.octets());
     h.extend_from_slice(&dst.octets());
-    let c = csum(&h);
+    let c = checksum(&h);
     h[10..12].copy_from_slice(&c.to_be_bytes());
     h.extend_from_slice(payload);
     h
@@ -171,7 +164,7 @@ pub(super) fn run(p: &XdpPlane, pkt: &[u8]) -> (u32, Vec<u8>) {
 }
 
 fn assert_ip_ok(ip: &[u8]) {
-    assert_eq!(csum(&ip[..20]), 0, "IPv4 header checksum");
+    assert_eq!(checksum(&ip[..20]), 0, "IPv4 header checksum");
     assert_eq!(u16::from_be_bytes([ip[2], ip[3]]) as usize, ip.len(), "total length");
 }
 

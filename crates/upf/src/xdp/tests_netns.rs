@@ -95,7 +95,7 @@ fn gtpu_from_ran_arrives_decapsulated_in_dn() {
     let tot = inner_pkt.len() as u16;
     inner_pkt[2..4].copy_from_slice(&tot.to_be_bytes());
     inner_pkt[10..12].copy_from_slice(&[0, 0]);
-    let c = tests::csum(&inner_pkt[..20]);
+    let c = mobicore_common::inet::checksum(&inner_pkt[..20]);
     inner_pkt[10..12].copy_from_slice(&c.to_be_bytes());
     // G-PDU with S flag and a PDU session container.
     let mut gpdu = vec![0x36, 255, 0, 0, 0, 0, 0x10, 0x00, 0, 1, 0, 0x85, 1, 0x10, 5, 0];
