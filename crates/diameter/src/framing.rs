@@ -3,7 +3,8 @@
 
 use crate::error::WireError;
 use crate::header::{HeaderRepr, HEADER_LEN};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::buf::Limit;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Largest message accepted by default (a peer announcing more is cut off).
 pub const DEFAULT_MAX_MESSAGE_LEN: usize = 1 << 20;
@@ -19,6 +20,12 @@ pub struct FramingError {
 }
 
 /// Accumulates octets read from a stream and yields whole messages.
+///
+/// Read through [`read_buf`](Self::read_buf), it never holds more than
+/// `max_len` octets: whole messages are taken out by
+/// [`next_frame`](Self::next_frame) between reads, what is left is part of
+/// one message no longer than `max_len`, and a read takes at most
+/// [`room`](Self::room) octets.
 #[derive(Debug)]
 pub struct FrameDecoder {
     buf: BytesMut,
@@ -32,18 +39,40 @@ impl Default for FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// A decoder that takes messages of at most `max_len` octets (never
+    /// less than a header).
     pub fn new(max_len: usize) -> Self {
-        FrameDecoder { buf: BytesMut::with_capacity(64 * 1024), max_len }
-    }
-
-    /// The buffer to read into (e.g. `AsyncReadExt::read_buf`).
-    pub fn read_buf(&mut self) -> &mut BytesMut {
-        if self.buf.capacity() - self.buf.len() < 16 * 1024 {
-            self.buf.reserve(64 * 1024);
+        let max_len = max_len.max(HEADER_LEN);
+        FrameDecoder {
+            buf: BytesMut::with_capacity(max_len.min(16 * 1024)),
+            max_len,
         }
-        &mut self.buf
     }
 
+    /// The largest message taken.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// How many more octets may be read before the buffer holds `max_len`.
+    pub fn room(&self) -> usize {
+        self.max_len.saturating_sub(self.buf.len())
+    }
+
+    /// The buffer to read into (e.g. `AsyncReadExt::read_buf`), limited to
+    /// [`room`](Self::room) octets. When the room is zero a read returns 0:
+    /// take the frames out first.
+    pub fn read_buf(&mut self) -> Limit<&mut BytesMut> {
+        let room = self.room();
+        let want = room.min(64 * 1024);
+        if self.buf.capacity() - self.buf.len() < want.min(16 * 1024) {
+            self.buf.reserve(want);
+        }
+        (&mut self.buf).limit(room)
+    }
+
+    /// Appends octets without a bound (for callers that bound their input
+    /// themselves, e.g. with [`room`](Self::room)).
     pub fn push(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
     }
@@ -61,7 +90,8 @@ impl FrameDecoder {
         if self.buf.len() < 4 {
             return Ok(None);
         }
-        let len = ((self.buf[1] as usize) << 16) | ((self.buf[2] as usize) << 8) | self.buf[3] as usize;
+        let len =
+            ((self.buf[1] as usize) << 16) | ((self.buf[2] as usize) << 8) | self.buf[3] as usize;
         if len < HEADER_LEN || len > self.max_len {
             let header = if self.buf.len() >= HEADER_LEN {
                 let p = crate::header::Packet::new_unchecked(&self.buf[..HEADER_LEN]);
@@ -78,7 +108,10 @@ impl FrameDecoder {
             } else {
                 None
             };
-            return Err(FramingError { error: WireError::MessageLength(len as u32), header });
+            return Err(FramingError {
+                error: WireError::MessageLength(len as u32),
+                header,
+            });
         }
         if self.buf.len() < len {
             return Ok(None);

@@ -1,6 +1,8 @@
 //! Diameter base protocol (RFC 6733) and S6a (TS 29.272) for mobicore.
 //!
 //! # Layout
+//! - [`allowlist`]: [`allowlist::AllowedPeers`], the Diameter peers (Origin-Host,
+//!   Origin-Realm, addresses) a responder admits.
 //! - [`header`]: wire view [`header::Packet`] and [`header::HeaderRepr`] of
 //!   the 20-octet header (version, length, R/P/E/T flags, command code,
 //!   application id, hop-by-hop, end-to-end).
@@ -22,6 +24,7 @@
 //! Decoders never panic on any input; a bad message from a peer gets the
 //! answer RFC 6733 gives and is counted.
 
+pub mod allowlist;
 pub mod avp;
 pub mod base;
 pub mod client;

@@ -2,7 +2,13 @@
 //! connection per peer): capabilities exchange, the watchdog of RFC 3539,
 //! disconnect, and the answers to bad input. The shell feeds it frames and
 //! timer expiries and sends what [`Peer::poll_transmit`] returns.
+//!
+//! Trust boundary: nothing but CER is taken before the capabilities
+//! exchange succeeded; a responder admits only the identities of its
+//! [`Admission`] (others get DIAMETER_UNKNOWN_PEER, RFC 6733 5.3), and once
+//! open every request must carry the Origin-Host of the CER.
 
+use crate::allowlist::Admission;
 use crate::base::{self, LocalIdentity};
 use crate::dict::{app, avp, cmd, result};
 use crate::framing::FramingError;
@@ -24,6 +30,8 @@ pub struct PeerConfig {
     pub applications: Vec<(u32, Vec<u32>)>,
     /// Seed of hop-by-hop and end-to-end identifiers (RFC 6733 3).
     pub id_seed: u32,
+    /// Which identities a responder accepts in a CER.
+    pub admission: Admission,
 }
 
 impl PeerConfig {
@@ -34,9 +42,14 @@ impl PeerConfig {
             watchdog_interval: DEFAULT_TW,
             applications: vec![(
                 app::S6A,
-                vec![cmd::UPDATE_LOCATION, cmd::AUTHENTICATION_INFORMATION, cmd::PURGE_UE],
+                vec![
+                    cmd::UPDATE_LOCATION,
+                    cmd::AUTHENTICATION_INFORMATION,
+                    cmd::PURGE_UE,
+                ],
             )],
             id_seed: 1,
+            admission: Admission::Anyone,
         }
     }
 }
@@ -57,7 +70,10 @@ pub enum PeerState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PeerEvent {
     /// Capabilities exchanged; the remote identity.
-    Up { origin_host: String, origin_realm: String },
+    Up {
+        origin_host: String,
+        origin_realm: String,
+    },
     /// The connection must close (or has been closed by DPR/DPA).
     Down(String),
     /// An application request (the application answers with [`Peer::send`]).
@@ -77,6 +93,8 @@ pub struct Peer {
     next_end_to_end: u32,
     deadline: Option<Instant>,
     dwr_outstanding: bool,
+    /// The Origin-Host of the capabilities exchange, once open.
+    remote_host: Option<String>,
     counters: Counters,
 }
 
@@ -93,6 +111,7 @@ impl Peer {
             next_end_to_end: seed.rotate_left(20),
             deadline,
             dwr_outstanding: false,
+            remote_host: None,
             counters,
             cfg,
         }
@@ -127,6 +146,10 @@ impl Peer {
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
+    /// The peer's Origin-Host from the capabilities exchange, once open.
+    pub fn remote_host(&self) -> Option<&str> {
+        self.remote_host.as_deref()
+    }
 
     /// Fresh hop-by-hop and end-to-end identifiers.
     pub fn next_ids(&mut self) -> (u32, u32) {
@@ -147,7 +170,10 @@ impl Peer {
         if self.tx.is_empty() {
             None
         } else {
-            Some(std::mem::replace(&mut self.tx, Vec::with_capacity(16 * 1024)))
+            Some(std::mem::replace(
+                &mut self.tx,
+                Vec::with_capacity(16 * 1024),
+            ))
         }
     }
 
@@ -241,7 +267,9 @@ impl Peer {
                         self.send(&a);
                     }
                     Some(h) if h.application_id != app::COMMON => {
-                        self.events.push_back(PeerEvent::MalformedAnswer { hop_by_hop: h.hop_by_hop })
+                        self.events.push_back(PeerEvent::MalformedAnswer {
+                            hop_by_hop: h.hop_by_hop,
+                        })
                     }
                     _ => {}
                 }
@@ -264,7 +292,13 @@ impl Peer {
         if h.request && h.error {
             // RFC 6733 3: the E-bit is never set in a request.
             self.counters.incr("diameter_invalid_hdr_bits");
-            let a = base::error_answer(&self.cfg.local, &h, m.session_id(), result::DIAMETER_INVALID_HDR_BITS, None);
+            let a = base::error_answer(
+                &self.cfg.local,
+                &h,
+                m.session_id(),
+                result::DIAMETER_INVALID_HDR_BITS,
+                None,
+            );
             self.send(&a);
             return;
         }
@@ -283,12 +317,51 @@ impl Peer {
     }
 
     fn common_application(&self, m: &Message) -> bool {
-        let ours = |id: u32| id == app::RELAY || self.cfg.applications.iter().any(|(a, _)| *a == id);
-        let direct = m.find_all(avp::AUTH_APPLICATION_ID).filter_map(|a| a.as_u32().ok()).any(ours);
-        let vendor = m.find_all(avp::VENDOR_SPECIFIC_APPLICATION_ID).filter_map(|a| a.grouped().ok()).any(|g| {
-            g.iter().filter(|a| avp::AUTH_APPLICATION_ID.matches(a)).filter_map(|a| a.as_u32().ok()).any(ours)
-        });
+        let ours =
+            |id: u32| id == app::RELAY || self.cfg.applications.iter().any(|(a, _)| *a == id);
+        let direct = m
+            .find_all(avp::AUTH_APPLICATION_ID)
+            .filter_map(|a| a.as_u32().ok())
+            .any(ours);
+        let vendor = m
+            .find_all(avp::VENDOR_SPECIFIC_APPLICATION_ID)
+            .filter_map(|a| a.grouped().ok())
+            .any(|g| {
+                g.iter()
+                    .filter(|a| avp::AUTH_APPLICATION_ID.matches(a))
+                    .filter_map(|a| a.as_u32().ok())
+                    .any(ours)
+            });
         direct || vendor
+    }
+
+    /// Whether a request carries the Origin-Host of the capabilities
+    /// exchange (one connection per peer, no relays: RFC 6733 2.1, 6.3). A
+    /// request without it gets DIAMETER_MISSING_AVP (RFC 6733 7.1.5), one
+    /// with another DIAMETER_UNABLE_TO_COMPLY; both are counted and never
+    /// reach the application.
+    fn same_origin_host(&mut self, m: &Message) -> bool {
+        let h = m.header;
+        let local = &self.cfg.local;
+        let got = m.find(avp::ORIGIN_HOST).and_then(|a| a.as_str().ok());
+        let (rc, failed) = match (got, self.remote_host.as_deref()) {
+            (Some(got), Some(cer)) if got.eq_ignore_ascii_case(cer) => return true,
+            (None, _) => {
+                self.counters.incr("diameter_request_without_origin_host");
+                (
+                    result::DIAMETER_MISSING_AVP,
+                    Some(avp::ORIGIN_HOST.utf8("")),
+                )
+            }
+            _ => {
+                self.counters
+                    .incr("diameter_request_from_other_origin_host");
+                (result::DIAMETER_UNABLE_TO_COMPLY, None)
+            }
+        };
+        let a = base::error_answer(local, &h, m.session_id(), rc, failed);
+        self.send(&a);
+        false
     }
 
     fn wait_cer(&mut self, now: Instant, m: Message) {
@@ -302,11 +375,27 @@ impl Peer {
         let Some((host, realm)) = Self::remote_identity(&m) else {
             self.counters.incr("diameter_missing_avp");
             let failed = avp::ORIGIN_HOST.utf8("");
-            let a = base::error_answer(&self.cfg.local, &h, None, result::DIAMETER_MISSING_AVP, Some(failed));
+            let a = base::error_answer(
+                &self.cfg.local,
+                &h,
+                None,
+                result::DIAMETER_MISSING_AVP,
+                Some(failed),
+            );
             self.send(&a);
             self.down("CER without Origin-Host/Realm");
             return;
         };
+        if !self.cfg.admission.admits(&host, &realm) {
+            // RFC 6733 5.3, 7.1.3: a CER from a peer local policy does not
+            // know; the answer is a protocol error (E-bit, 7.2), then close.
+            self.counters.incr("diameter_cer_from_unknown_peer");
+            let mut a = base::cea(&self.cfg.local, &h, result::DIAMETER_UNKNOWN_PEER);
+            a.header.error = true;
+            self.send(&a);
+            self.down(format!("unknown peer {host} (realm {realm})"));
+            return;
+        }
         if !self.common_application(&m) {
             let a = base::cea(&self.cfg.local, &h, result::DIAMETER_NO_COMMON_APPLICATION);
             self.send(&a);
@@ -315,9 +404,13 @@ impl Peer {
         }
         let a = base::cea(&self.cfg.local, &h, result::DIAMETER_SUCCESS);
         self.send(&a);
+        self.remote_host = Some(host.clone());
         self.state = PeerState::Open;
         self.deadline = Some(now + self.cfg.watchdog_interval);
-        self.events.push_back(PeerEvent::Up { origin_host: host, origin_realm: realm });
+        self.events.push_back(PeerEvent::Up {
+            origin_host: host,
+            origin_realm: realm,
+        });
     }
 
     fn wait_cea(&mut self, now: Instant, m: Message) {
@@ -330,9 +423,13 @@ impl Peer {
         match m.result_code() {
             Some(result::DIAMETER_SUCCESS) => {
                 let (host, realm) = Self::remote_identity(&m).unwrap_or_default();
+                self.remote_host = Some(host.clone());
                 self.state = PeerState::Open;
                 self.deadline = Some(now + self.cfg.watchdog_interval);
-                self.events.push_back(PeerEvent::Up { origin_host: host, origin_realm: realm });
+                self.events.push_back(PeerEvent::Up {
+                    origin_host: host,
+                    origin_realm: realm,
+                });
             }
             rc => self.down(format!("CEA with Result-Code {rc:?}")),
         }
@@ -346,10 +443,15 @@ impl Peer {
                     self.dwr_outstanding = false;
                     self.deadline = Some(now + self.cfg.watchdog_interval);
                 }
-                cmd::DISCONNECT_PEER if h.application_id == app::COMMON => self.down("DPA received"),
+                cmd::DISCONNECT_PEER if h.application_id == app::COMMON => {
+                    self.down("DPA received")
+                }
                 cmd::CAPABILITIES_EXCHANGE if h.application_id == app::COMMON => {}
                 _ => self.events.push_back(PeerEvent::Answer(m)),
             }
+            return;
+        }
+        if !self.same_origin_host(&m) {
             return;
         }
         let local = &self.cfg.local;
@@ -365,27 +467,56 @@ impl Peer {
                 }
                 _ => {
                     self.counters.incr("diameter_command_unsupported");
-                    base::error_answer(local, &h, m.session_id(), result::DIAMETER_COMMAND_UNSUPPORTED, None)
+                    base::error_answer(
+                        local,
+                        &h,
+                        m.session_id(),
+                        result::DIAMETER_COMMAND_UNSUPPORTED,
+                        None,
+                    )
                 }
             };
             self.send(&a);
             return;
         }
-        let Some((_, commands)) = self.cfg.applications.iter().find(|(a, _)| *a == h.application_id) else {
+        let Some((_, commands)) = self
+            .cfg
+            .applications
+            .iter()
+            .find(|(a, _)| *a == h.application_id)
+        else {
             self.counters.incr("diameter_application_unsupported");
-            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_APPLICATION_UNSUPPORTED, None);
+            let a = base::error_answer(
+                local,
+                &h,
+                m.session_id(),
+                result::DIAMETER_APPLICATION_UNSUPPORTED,
+                None,
+            );
             self.send(&a);
             return;
         };
         if !commands.contains(&h.command_code) {
             self.counters.incr("diameter_command_unsupported");
-            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_COMMAND_UNSUPPORTED, None);
+            let a = base::error_answer(
+                local,
+                &h,
+                m.session_id(),
+                result::DIAMETER_COMMAND_UNSUPPORTED,
+                None,
+            );
             self.send(&a);
             return;
         }
         if self.state == PeerState::Closing {
             // RFC 6733 5.4: we are leaving; tell the peer to go elsewhere.
-            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_UNABLE_TO_DELIVER, None);
+            let a = base::error_answer(
+                local,
+                &h,
+                m.session_id(),
+                result::DIAMETER_UNABLE_TO_DELIVER,
+                None,
+            );
             self.send(&a);
             return;
         }

@@ -43,10 +43,15 @@ pub enum ReadOutcome {
     Closed,
 }
 
-/// Reads once from the stream and feeds every whole frame to the peer.
-/// Cancel-safe (it is one `read_buf`), so it can sit in a `select!`.
+/// Reads once from the stream into the decoder, at most its
+/// [`room`](FrameDecoder::room). Cancel-safe (it is one `read_buf`), so it
+/// can sit in a `select!`. Take the frames out ([`feed`]) between reads: a
+/// decoder without room reads nothing and reports `Closed`.
 pub async fn read_into(rd: &mut OwnedReadHalf, decoder: &mut FrameDecoder) -> ReadOutcome {
-    match rd.read_buf(decoder.read_buf()).await {
+    if decoder.room() == 0 {
+        return ReadOutcome::Closed;
+    }
+    match rd.read_buf(&mut decoder.read_buf()).await {
         Ok(0) | Err(_) => ReadOutcome::Closed,
         Ok(_) => ReadOutcome::Data,
     }

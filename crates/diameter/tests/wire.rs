@@ -34,7 +34,10 @@ fn avp_bytes_vendor_and_padding() {
     // Visited-PLMN-Id: code 1407, V+M, length 15, vendor 10415, 3 data + 1 pad.
     let a = avp::VISITED_PLMN_ID.octets(&[0x00, 0xf1, 0x10]);
     let b = a.to_vec();
-    assert_eq!(b, vec![0, 0, 0x05, 0x7f, 0xc0, 0, 0, 15, 0, 0, 0x28, 0xaf, 0x00, 0xf1, 0x10, 0]);
+    assert_eq!(
+        b,
+        vec![0, 0, 0x05, 0x7f, 0xc0, 0, 0, 15, 0, 0, 0x28, 0xaf, 0x00, 0xf1, 0x10, 0]
+    );
     // Origin-Host: no V-bit, M-bit.
     let o = avp::ORIGIN_HOST.utf8("hss").to_vec();
     assert_eq!(o, vec![0, 0, 1, 8, 0x40, 0, 0, 11, b'h', b's', b's', 0]);
@@ -48,7 +51,10 @@ fn avp_bytes_vendor_and_padding() {
 
 #[test]
 fn grouped_avps_nest() {
-    let g = avp::EXPERIMENTAL_RESULT.grouped(&[avp::VENDOR_ID.u32(VENDOR_3GPP), avp::EXPERIMENTAL_RESULT_CODE.u32(5001)]);
+    let g = avp::EXPERIMENTAL_RESULT.grouped(&[
+        avp::VENDOR_ID.u32(VENDOR_3GPP),
+        avp::EXPERIMENTAL_RESULT_CODE.u32(5001),
+    ]);
     let children = g.grouped().unwrap();
     assert_eq!(children.len(), 2);
     assert_eq!(children[1].as_u32().unwrap(), 5001);
@@ -62,7 +68,13 @@ fn bad_lengths_are_typed_errors() {
     // AVP length beyond the message: 5014 with the AVP for Failed-AVP.
     b[20 + 7] = 200;
     let e = Message::parse(&b).unwrap_err();
-    assert!(matches!(e.error, WireError::AvpLength { code: 264, offset: 0 }));
+    assert!(matches!(
+        e.error,
+        WireError::AvpLength {
+            code: 264,
+            offset: 0
+        }
+    ));
     assert_eq!(e.error.result_code(), 5014);
     assert_eq!(e.failed_avp.unwrap().code, 264);
     assert!(e.header.is_some());
@@ -75,7 +87,10 @@ fn bad_lengths_are_typed_errors() {
     let mut b = dwr_bytes();
     b[0] = 2;
     assert_eq!(Message::parse(&b).unwrap_err().error, WireError::Version(2));
-    assert_eq!(Message::parse(&[1, 0]).unwrap_err().error, WireError::Truncated);
+    assert_eq!(
+        Message::parse(&[1, 0]).unwrap_err().error,
+        WireError::Truncated
+    );
     // AVP length below its header.
     let mut b = dwr_bytes();
     b[20 + 7] = 4;
@@ -111,16 +126,46 @@ fn framing_partial_reads_and_several_messages_per_read() {
 }
 
 fn arb_avp() -> impl Strategy<Value = AvpRepr> {
-    (any::<u32>(), proptest::option::of(any::<u32>()), any::<bool>(), any::<bool>(), proptest::collection::vec(any::<u8>(), 0..40))
-        .prop_map(|(code, vendor_id, mandatory, protected, data)| AvpRepr { code, vendor_id, mandatory, protected, data })
+    (
+        any::<u32>(),
+        proptest::option::of(any::<u32>()),
+        any::<bool>(),
+        any::<bool>(),
+        proptest::collection::vec(any::<u8>(), 0..40),
+    )
+        .prop_map(|(code, vendor_id, mandatory, protected, data)| AvpRepr {
+            code,
+            vendor_id,
+            mandatory,
+            protected,
+            data,
+        })
 }
 
 fn arb_message() -> impl Strategy<Value = Message> {
-    (any::<[bool; 4]>(), 0u32..0x0100_0000, any::<u32>(), any::<u32>(), any::<u32>(), proptest::collection::vec(arb_avp(), 0..8))
-        .prop_map(|(f, command_code, application_id, hop_by_hop, end_to_end, avps)| Message {
-            header: HeaderRepr { request: f[0], proxiable: f[1], error: f[2], retransmit: f[3], command_code, application_id, hop_by_hop, end_to_end },
-            avps,
-        })
+    (
+        any::<[bool; 4]>(),
+        0u32..0x0100_0000,
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        proptest::collection::vec(arb_avp(), 0..8),
+    )
+        .prop_map(
+            |(f, command_code, application_id, hop_by_hop, end_to_end, avps)| Message {
+                header: HeaderRepr {
+                    request: f[0],
+                    proxiable: f[1],
+                    error: f[2],
+                    retransmit: f[3],
+                    command_code,
+                    application_id,
+                    hop_by_hop,
+                    end_to_end,
+                },
+                avps,
+            },
+        )
 }
 
 proptest! {
@@ -162,4 +207,42 @@ proptest! {
         prop_assert_eq!(b.len(), m.buffer_len());
         prop_assert_eq!(Message::parse(&b).unwrap(), m);
     }
+}
+
+/// Read through `read_buf`, the decoder never holds more than its maximum,
+/// however the stream is cut.
+#[test]
+fn framing_buffer_stays_within_the_maximum() {
+    use bytes::BufMut;
+    let one = dwr_bytes();
+    let max = one.len() * 2 + 3;
+    let stream: Vec<u8> = std::iter::repeat_n(one.clone(), 10).flatten().collect();
+    for chunk in [1, 5, one.len() - 1, stream.len()] {
+        let mut d = FrameDecoder::new(max);
+        let (mut pos, mut frames) = (0, 0);
+        while pos < stream.len() {
+            let mut b = d.read_buf();
+            let n = b.remaining_mut().min(chunk).min(stream.len() - pos);
+            assert!(n > 0, "room after frames were taken");
+            b.put_slice(&stream[pos..pos + n]);
+            pos += n;
+            assert!(d.buffered() <= max);
+            while let Some(f) = d.next_frame().unwrap() {
+                assert_eq!(f[..], one[..]);
+                frames += 1;
+            }
+        }
+        assert_eq!(frames, 10, "chunk {chunk}");
+    }
+    // A header announcing more than the maximum is refused at once.
+    let mut d = FrameDecoder::new(max);
+    let mut big = one.clone();
+    big[1..4].copy_from_slice(&[0x01, 0, 0]);
+    d.read_buf().put_slice(&big);
+    let e = d.next_frame().unwrap_err();
+    assert_eq!(
+        e.error.result_code(),
+        mobicore_diameter::dict::result::DIAMETER_INVALID_MESSAGE_LENGTH
+    );
+    assert!(e.header.is_some());
 }
