@@ -1,7 +1,9 @@
 //! UPF configuration (one TOML section `[upf]`).
 
-use serde::{Deserialize, Serialize};
-use std::net::{Ipv4Addr, SocketAddr};
+use mobicore_common::peers::{PeerFilter, Prefix};
+use rs_pfcp::ie::node_id::NodeId;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,6 +74,92 @@ pub struct UpfConfig {
     /// inactivity detection are read from the data path, in ms (a
     /// threshold or quota is seen at most this late; `crate::urr`).
     pub urr_poll_ms: u64,
+    /// The CP functions (S/P-GW-C, SMF) that may set up a PFCP association:
+    /// each a Node ID pattern and the addresses it may send from
+    /// (TS 29.244 6.2.6.2.2). A setup matching none is refused with cause
+    /// "Request rejected" (`pfcp_association_setup_from_unknown_peer`).
+    /// Default: any IPv4 Node ID in 127.0.0.0/8 from loopback (the
+    /// S/P-GW-C that `mobicore demo` starts).
+    pub cp_peers: Vec<CpPeer>,
+    /// PFCP associations held at once; a setup for one more is refused
+    /// with "No resources available" (`pfcp_association_setup_over_max_associations`).
+    pub max_associations: usize,
+    /// Sessions one association may hold; an establishment beyond it is
+    /// refused with "No resources available"
+    /// (`pfcp_session_establishment_over_max_sessions`).
+    pub max_sessions_per_association: usize,
+}
+
+/// A CP function allowed to associate: its Node ID and where it sends from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpPeer {
+    /// An IP address, an address prefix ("127.0.0.0/8": any IP Node ID in
+    /// it) or an FQDN (compared without regard to case).
+    pub node_id: NodeIdPattern,
+    /// The addresses its PFCP messages may come from (and its F-SEIDs may
+    /// name), e.g. ["10.1.2.3"].
+    pub addrs: PeerFilter,
+}
+
+impl CpPeer {
+    pub fn permits(&self, node: &NodeId, from: IpAddr) -> bool {
+        self.node_id.matches(node) && self.addrs.permits(from)
+    }
+}
+
+/// The Node IDs (TS 29.244 8.2.38) a [`CpPeer`] entry stands for: IP Node
+/// IDs in a prefix, or one FQDN. Written as one string in the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeIdPattern {
+    Ip(Prefix),
+    Fqdn(String),
+}
+
+impl NodeIdPattern {
+    pub fn matches(&self, n: &NodeId) -> bool {
+        match (self, n) {
+            (NodeIdPattern::Ip(p), NodeId::IPv4(a)) => p.contains(IpAddr::V4(*a)),
+            (NodeIdPattern::Ip(p), NodeId::IPv6(a)) => p.contains(IpAddr::V6(*a)),
+            (NodeIdPattern::Fqdn(f), NodeId::FQDN(g)) => f.eq_ignore_ascii_case(g),
+            _ => false,
+        }
+    }
+}
+
+impl std::str::FromStr for NodeIdPattern {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Ok(p) = s.parse::<Prefix>() {
+            return Ok(NodeIdPattern::Ip(p));
+        }
+        // An FQDN: labels of letters, digits and hyphens (RFC 1035 2.3.1).
+        let label_ok = |l: &str| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        match !s.is_empty() && s.len() <= 255 && s.split('.').all(label_ok) && s.contains(|c: char| c.is_ascii_alphabetic()) {
+            true => Ok(NodeIdPattern::Fqdn(s.to_string())),
+            false => Err(format!("{s:?} is not a Node ID: an address, address/prefix-length or FQDN")),
+        }
+    }
+}
+
+impl std::fmt::Display for NodeIdPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeIdPattern::Ip(p) => write!(f, "{p}"),
+            NodeIdPattern::Fqdn(n) => f.write_str(n),
+        }
+    }
+}
+
+impl Serialize for NodeIdPattern {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeIdPattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// The `datapath` option.
@@ -111,11 +199,22 @@ impl Default for UpfConfig {
             frag_total_bytes: 4 * 1024 * 1024,
             frag_timeout_ms: 2000,
             buffer_afxdp: true,
+            cp_peers: vec![CpPeer { node_id: NodeIdPattern::Ip("127.0.0.0/8".parse().expect("prefix")), addrs: PeerFilter::loopback() }],
+            max_associations: 16,
+            // Two FARs per default bearer in the XDP maps' 262,144: what
+            // the fast path holds, above `bench attach`'s 100,000 UEs.
+            max_sessions_per_association: 131_072,
         }
     }
 }
 
 impl UpfConfig {
+    /// Whether some CP peer entry lets any address in (for `mobicore
+    /// config check`).
+    pub fn pfcp_accepts_anyone(&self) -> bool {
+        self.cp_peers.iter().any(|p| p.addrs.accepts_anyone())
+    }
+
     /// The values no data path can work with, as one clear error.
     pub fn validate(&self) -> Result<(), String> {
         let mut bad = Vec::new();
@@ -132,6 +231,9 @@ impl UpfConfig {
         }
         if self.urr_poll_ms == 0 {
             bad.push("urr_poll_ms = 0 (> 0)".into());
+        }
+        if self.max_associations == 0 || self.max_sessions_per_association == 0 {
+            bad.push("max_associations and max_sessions_per_association must be > 0".into());
         }
         if self.n1 == 0 || self.t1.is_zero() {
             bad.push("t1 and n1 must be > 0".into());
@@ -154,5 +256,20 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert!(e.contains("s1u_mtu = 100") && e.contains("frag_session_bytes = 10 exceeds") && e.contains("urr_poll_ms"), "{e}");
         assert!(!e.contains("buffer_session_bytes"), "{e}");
+    }
+
+    #[test]
+    fn node_id_patterns() {
+        let p: NodeIdPattern = "127.0.0.0/8".parse().unwrap();
+        assert!(p.matches(&NodeId::new_ipv4(Ipv4Addr::new(127, 0, 0, 2))));
+        assert!(!p.matches(&NodeId::new_ipv4(Ipv4Addr::new(10, 0, 0, 1))));
+        assert!(!p.matches(&NodeId::new_fqdn("127.0.0.1")), "an FQDN is not an IP Node ID");
+        let f: NodeIdPattern = "SMF1.example.org".parse().unwrap();
+        assert!(f.matches(&NodeId::new_fqdn("smf1.EXAMPLE.org")) && !f.matches(&NodeId::new_fqdn("smf2.example.org")));
+        assert!("smf 1".parse::<NodeIdPattern>().is_err() && "".parse::<NodeIdPattern>().is_err());
+        let d = UpfConfig::default();
+        assert!(d.cp_peers[0].permits(&NodeId::new_ipv4(Ipv4Addr::LOCALHOST), "127.0.0.1".parse().unwrap()));
+        assert!(!d.cp_peers[0].permits(&NodeId::new_ipv4(Ipv4Addr::LOCALHOST), "10.0.0.1".parse().unwrap()));
+        assert!(!d.pfcp_accepts_anyone());
     }
 }

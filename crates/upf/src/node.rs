@@ -11,20 +11,28 @@ use crate::pfcp::{cause_ie, decode_view, encode, IeRef, first, msg, node_id_text
 use crate::rules::{offending_ie, ForwardingPlane, SessionRules};
 use crate::urr::{UsageEngine, WallClock};
 use mobicore_common::counters::Counters;
+use mobicore_common::peers::PeerFilter;
 use mobicore_gtp::transaction::{Incoming, TransactionConfig, Transactions};
 use rs_pfcp::ie::cause::CauseValue;
 use rs_pfcp::ie::node_id::NodeId;
 use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
 use rs_pfcp::ie::{Ie, IeType};
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Instant, SystemTime};
 
 /// One PFCP association with a CP function (TS 29.244 6.2.6).
 #[derive(Debug, Clone)]
 pub struct Association {
+    /// Where it was set up from: its node and session messages must come
+    /// from this IP address (any source port), and Session Reports go here.
     pub peer: SocketAddr,
-    pub recovery: Option<SystemTime>,
+    pub recovery: SystemTime,
+    /// The addresses its configured entry allows ([`crate::config::CpPeer`]):
+    /// the CP F-SEIDs of its sessions must name one of them.
+    pub addrs: PeerFilter,
+    /// Its sessions on this node (bounded by `max_sessions_per_association`).
+    pub sessions: usize,
 }
 
 /// One PFCP session on this node.
@@ -158,13 +166,27 @@ impl UpfCore {
             }
         }
         let reply = match h.msg_type {
+            // TS 29.244 6.2.2: heartbeats carry no Node ID; answered to the
+            // addresses a configured CP function may use, others dropped.
+            msg::HEARTBEAT_REQUEST if !self.cfg.cp_peers.iter().any(|p| p.addrs.permits(peer.ip())) => {
+                self.counters.incr("pfcp_heartbeat_from_unknown_peer");
+                return;
+            }
             msg::HEARTBEAT_REQUEST => Some((msg::HEARTBEAT_RESPONSE, None, vec![self.recovery_ie()])),
             msg::ASSOCIATION_SETUP_REQUEST => Some(self.association_setup(peer, &ies)),
-            msg::ASSOCIATION_UPDATE_REQUEST => Some(self.association_update(&ies)),
-            msg::ASSOCIATION_RELEASE_REQUEST => Some(self.association_release(&ies)),
-            msg::SESSION_ESTABLISHMENT_REQUEST => Some(self.session_establishment(now, &ies)),
-            msg::SESSION_MODIFICATION_REQUEST => Some(self.session_modification(now, h.seid.unwrap_or(0), &ies)),
-            msg::SESSION_DELETION_REQUEST => Some(self.session_deletion(now, h.seid.unwrap_or(0))),
+            msg::ASSOCIATION_UPDATE_REQUEST => Some(self.association_update(peer, &ies)),
+            msg::ASSOCIATION_RELEASE_REQUEST => Some(self.association_release(peer, &ies)),
+            msg::SESSION_ESTABLISHMENT_REQUEST => Some(self.session_establishment(now, peer, &ies)),
+            msg::SESSION_MODIFICATION_REQUEST => {
+                let seid = h.seid.unwrap_or(0);
+                let refused = self.session_request_refused(peer, msg::SESSION_MODIFICATION_RESPONSE, seid);
+                Some(refused.unwrap_or_else(|| self.session_modification(now, seid, &ies)))
+            }
+            msg::SESSION_DELETION_REQUEST => {
+                let seid = h.seid.unwrap_or(0);
+                let refused = self.session_request_refused(peer, msg::SESSION_DELETION_RESPONSE, seid);
+                Some(refused.unwrap_or_else(|| self.session_deletion(now, seid)))
+            }
             _ => None,
         };
         match reply {
@@ -182,67 +204,146 @@ impl UpfCore {
         self.tx.answer(now, peer, h.seq, encode(t, seid, h.seq, &ies));
     }
 
-    /// The Node ID of a node-level request, or the reply rejecting it.
-    pub(crate) fn node_id_of(&self, ies: &[IeRef], resp: u8) -> Result<String, Reply> {
+    /// The Node ID of a node-level request (typed, and as text), or the
+    /// reply rejecting it.
+    pub(crate) fn node_id_of(&self, ies: &[IeRef], resp: u8) -> Result<(NodeId, String), Reply> {
         let missing = || (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeMissing), offending_ie_ie(IeType::NodeId as u16)]);
         let ie = first(ies, IeType::NodeId).ok_or_else(missing)?;
         let n = NodeId::unmarshal(ie.payload).map_err(|_| {
             (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeIncorrect), offending_ie_ie(IeType::NodeId as u16)])
         })?;
-        Ok(node_id_text(&n))
+        let text = node_id_text(&n);
+        Ok((n, text))
     }
 
-    /// Association Setup (TS 29.244 6.2.6.2.2).
+    /// A node-level refusal: our Node ID and `cause`, counted as `counter`.
+    fn refuse(&self, resp: u8, cause: CauseValue, counter: &'static str) -> Reply {
+        self.counters.incr(counter);
+        (resp, None, vec![self.node_id_ie(), cause_ie(cause)])
+    }
+
+    /// Whether `from` is the address of an association.
+    pub(crate) fn has_association_from(&self, from: IpAddr) -> bool {
+        self.associations.values().any(|a| a.peer.ip() == from)
+    }
+
+    /// The association of `node` if `from` is its address.
+    pub(crate) fn association_of(&self, node: &str, from: IpAddr) -> Option<&Association> {
+        self.associations.get(node).filter(|a| a.peer.ip() == from)
+    }
+
+    /// Association Setup (TS 29.244 6.2.6.2.2): only a configured CP
+    /// function from one of its configured addresses; an existing
+    /// association is never taken over from another address.
     fn association_setup(&mut self, peer: SocketAddr, ies: &[IeRef]) -> Reply {
         let resp = msg::ASSOCIATION_SETUP_RESPONSE;
-        let node = match self.node_id_of(ies, resp) {
+        let (node_id, node) = match self.node_id_of(ies, resp) {
             Ok(n) => n,
             Err(r) => return r,
         };
+        let incorrect_rts = |c| (resp, None, vec![self.node_id_ie(), cause_ie(c), offending_ie_ie(IeType::RecoveryTimeStamp as u16)]);
         let Some(rts) = first(ies, IeType::RecoveryTimeStamp) else {
-            return (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeMissing), offending_ie_ie(IeType::RecoveryTimeStamp as u16)]);
+            return incorrect_rts(CauseValue::MandatoryIeMissing);
         };
-        let recovery = RecoveryTimeStamp::unmarshal(rts.payload).ok().map(|r| r.timestamp);
-        // A new association replaces an old one; the old sessions go with it
-        // if the CP function restarted.
-        if let Some(old) = self.associations.get(&node) {
-            if old.recovery != recovery {
-                self.delete_sessions_of(&node);
+        let Ok(recovery) = RecoveryTimeStamp::unmarshal(rts.payload).map(|r| r.timestamp) else {
+            return incorrect_rts(CauseValue::MandatoryIeIncorrect);
+        };
+        // TS 29.244 6.2.6.2.2: a request the UP function cannot accept gets
+        // "Request rejected".
+        let Some(allowed) = self.cfg.cp_peers.iter().find(|p| p.permits(&node_id, peer.ip())) else {
+            return self.refuse(resp, CauseValue::RequestRejected, "pfcp_association_setup_from_unknown_peer");
+        };
+        let addrs = allowed.addrs.clone();
+        let full = self.associations.len() >= self.cfg.max_associations;
+        match self.associations.get_mut(&node) {
+            // TS 29.244 5.8.1: a Node ID that is an IP address exposes one
+            // address for the association; another address does not take it.
+            Some(old) if old.peer.ip() != peer.ip() => {
+                return self.refuse(resp, CauseValue::RequestRejected, "pfcp_association_setup_from_other_address");
+            }
+            Some(old) => {
+                // The same CP function again. A new Recovery Time Stamp means
+                // it restarted and lost its sessions: ours go too (TS 29.244
+                // 6.2.6.2.2, 19A; TS 23.007 16.1.1); the same one keeps them
+                // (a re-setup after a lost response or a path failure).
+                let restarted = old.recovery != recovery;
+                old.peer = peer;
+                old.recovery = recovery;
+                old.addrs = addrs;
+                if restarted {
+                    self.counters.incr("pfcp_cp_function_restarted");
+                    self.delete_sessions_of(&node);
+                }
+            }
+            None if full => {
+                return self.refuse(resp, CauseValue::NoResourcesAvailable, "pfcp_association_setup_over_max_associations");
+            }
+            None => {
+                self.associations.insert(node, Association { peer, recovery, addrs, sessions: 0 });
             }
         }
-        self.associations.insert(node, Association { peer, recovery });
         self.counters.incr("pfcp_associations_set_up");
         (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted), self.recovery_ie()])
     }
 
-    fn association_update(&mut self, ies: &[IeRef]) -> Reply {
+    /// Association Update (TS 29.244 6.2.7): only from the association's address.
+    fn association_update(&mut self, peer: SocketAddr, ies: &[IeRef]) -> Reply {
         let resp = msg::ASSOCIATION_UPDATE_RESPONSE;
         match self.node_id_of(ies, resp) {
-            Ok(n) if self.associations.contains_key(&n) => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)]),
-            Ok(_) => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::NoEstablishedPfcpAssociation)]),
+            Ok((_, n)) if self.association_of(&n, peer.ip()).is_some() => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)]),
+            Ok(_) => self.refuse(resp, CauseValue::NoEstablishedPfcpAssociation, "pfcp_association_update_from_unassociated_peer"),
             Err(r) => r,
         }
     }
 
     /// Association Release (TS 29.244 6.2.8): its sessions are deleted.
-    fn association_release(&mut self, ies: &[IeRef]) -> Reply {
+    /// Only from the association's address.
+    fn association_release(&mut self, peer: SocketAddr, ies: &[IeRef]) -> Reply {
         let resp = msg::ASSOCIATION_RELEASE_RESPONSE;
         match self.node_id_of(ies, resp) {
-            Ok(n) if self.associations.remove(&n).is_some() => {
+            Ok((_, n)) if self.association_of(&n, peer.ip()).is_some() => {
                 self.delete_sessions_of(&n);
+                self.associations.remove(&n);
                 (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)])
             }
-            Ok(_) => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::NoEstablishedPfcpAssociation)]),
+            Ok(_) => self.refuse(resp, CauseValue::NoEstablishedPfcpAssociation, "pfcp_association_release_from_unassociated_peer"),
             Err(r) => r,
         }
+    }
+
+    /// A Session Modification or Deletion Request for `seid` from `peer`:
+    /// the refusal when `peer` has no association (TS 29.244 7.2.2.4.2:
+    /// "No established PFCP Association") or the session belongs to
+    /// another association (answered as if it did not exist, "Session
+    /// context not found", so that nothing about it shows).
+    fn session_request_refused(&self, peer: SocketAddr, resp: u8, seid: u64) -> Option<Reply> {
+        if !self.has_association_from(peer.ip()) {
+            self.counters.incr("pfcp_session_request_from_unassociated_peer");
+            return Some((resp, Some(0), vec![cause_ie(CauseValue::NoEstablishedPfcpAssociation)]));
+        }
+        let s = self.sessions.get(&seid)?;
+        if self.association_of(&s.node, peer.ip()).is_some() {
+            return None;
+        }
+        self.counters.incr("pfcp_session_request_for_other_association");
+        Some((resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]))
+    }
+
+    /// Removes one session from the tables, the usage engine and the plane.
+    pub(crate) fn remove_session(&mut self, seid: u64) -> Option<Session> {
+        let s = self.sessions.remove(&seid)?;
+        if let Some(a) = self.associations.get_mut(&s.node) {
+            a.sessions = a.sessions.saturating_sub(1);
+        }
+        self.usage.forget_session(seid);
+        let _ = self.plane.remove(seid);
+        Some(s)
     }
 
     fn delete_sessions_of(&mut self, node: &str) {
         let gone: Vec<u64> = self.sessions.values().filter(|s| s.node == node).map(|s| s.up_seid).collect();
         for seid in gone {
-            self.sessions.remove(&seid);
-            self.usage.forget_session(seid);
-            let _ = self.plane.remove(seid);
+            self.remove_session(seid);
         }
     }
 

@@ -139,12 +139,12 @@ impl UpfCore {
     }
 
     /// Session Establishment (TS 29.244 7.5.2, 7.5.3).
-    pub(crate) fn session_establishment(&mut self, now: std::time::Instant, ies: &[IeRef]) -> Reply {
+    pub(crate) fn session_establishment(&mut self, now: std::time::Instant, peer: std::net::SocketAddr, ies: &[IeRef]) -> Reply {
         let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
         let cp_fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
         // TS 29.244 7.2.2.4.2: SEID 0 when the CP F-SEID could not be read.
         let seid = Some(cp_fseid.as_ref().map_or(0, |f| u64::from(f.seid)));
-        match self.establish(now, ies, cp_fseid) {
+        match self.establish(now, peer, ies, cp_fseid) {
             Ok(mut ok) => {
                 ok.insert(0, self.node_id_ie());
                 (resp, seid, ok)
@@ -157,7 +157,9 @@ impl UpfCore {
         }
     }
 
-    fn establish(&mut self, now: std::time::Instant, ies: &[IeRef], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
+    /// Nothing is installed, allocated or counted against a bound until
+    /// every check has passed; a rejected request leaves no trace.
+    fn establish(&mut self, now: std::time::Instant, peer: std::net::SocketAddr, ies: &[IeRef], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
         let node_ie = first(ies, IeType::NodeId).ok_or(Reject::missing(IeType::NodeId))?;
         let node = NodeId::unmarshal(node_ie.payload).map_err(|e| Reject::decode(e, IeType::NodeId))?;
         let fseid_ie = first(ies, IeType::Fseid).ok_or(Reject::missing(IeType::Fseid))?;
@@ -169,8 +171,25 @@ impl UpfCore {
             return Err(Reject::missing(IeType::CreateFar));
         }
         let node = crate::pfcp::node_id_text(&node);
-        if !self.associations.contains_key(&node) {
+        // TS 29.244 6.3.2: only a CP function with an association, and the
+        // Node ID is that of the association the request comes from.
+        let Some(assoc) = self.association_of(&node, peer.ip()) else {
+            self.counters.incr("pfcp_session_establishment_from_unassociated_peer");
             return Err(Reject::cause(CauseValue::NoEstablishedPfcpAssociation));
+        };
+        // The CP F-SEID's address is where the session is controlled from:
+        // one of the association's configured addresses.
+        let fseid_ok = [cp_fseid.ipv4_address.map(std::net::IpAddr::V4), cp_fseid.ipv6_address.map(std::net::IpAddr::V6)]
+            .into_iter()
+            .flatten()
+            .all(|a| assoc.addrs.permits(a));
+        if !fseid_ok {
+            self.counters.incr("pfcp_session_establishment_fseid_outside_association");
+            return Err(Reject { cause: CauseValue::MandatoryIeIncorrect, offending: Some(IeType::Fseid as u16), failed_rule: None });
+        }
+        if assoc.sessions >= self.cfg.max_sessions_per_association {
+            self.counters.incr("pfcp_session_establishment_over_max_sessions");
+            return Err(Reject::cause(CauseValue::NoResourcesAvailable));
         }
         let mut rules = SessionRules::default();
         create_rules(&mut rules, ies)?;
@@ -181,6 +200,9 @@ impl UpfCore {
         let rules = std::sync::Arc::new(rules);
         self.plane.install_shared(up_seid, &rules).map_err(|_| Reject::cause(CauseValue::SystemFailure))?;
         self.usage_established(now, up_seid, &rules);
+        if let Some(a) = self.associations.get_mut(&node) {
+            a.sessions += 1;
+        }
         self.sessions.insert(up_seid, Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules, blocked: vec![] });
         self.counters.incr("pfcp_sessions_established");
         let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
@@ -199,6 +221,16 @@ impl UpfCore {
             return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
         };
         let cp_seid = s.cp_seid;
+        // A new CP F-SEID (TS 29.244 7.5.4.1) stays within the association's addresses.
+        let fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
+        let addrs = self.associations.get(&s.node).map(|a| &a.addrs);
+        let fseid_ok = fseid.as_ref().is_none_or(|f| {
+            [f.ipv4_address.map(std::net::IpAddr::V4), f.ipv6_address.map(std::net::IpAddr::V6)].into_iter().flatten().all(|a| addrs.is_some_and(|p| p.permits(a)))
+        });
+        if !fseid_ok {
+            self.counters.incr("pfcp_session_modification_fseid_outside_association");
+            return (resp, Some(cp_seid), Reject { cause: CauseValue::MandatoryIeIncorrect, offending: Some(IeType::Fseid as u16), failed_rule: None }.ies());
+        }
         let old = s.rules.clone();
         let mut rules = SessionRules::clone(&s.rules);
         let checked = self.modify(&mut rules, ies).and_then(|c| Ok((c, crate::urr::node::plan(&old, &mut rules, ies)?)));
@@ -214,7 +246,7 @@ impl UpfCore {
                 let s = self.sessions.get_mut(&up_seid).expect("checked above");
                 s.rules = rules;
                 s.blocked = blocked;
-                if let Some(f) = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok()) {
+                if let Some(f) = fseid {
                     s.cp_seid = f.seid.into();
                 }
                 self.drain_usage_events(now);
@@ -316,10 +348,13 @@ impl UpfCore {
     /// Every URR's final usage goes in the response (TERMR, 7.5.7.2).
     pub(crate) fn session_deletion(&mut self, now: std::time::Instant, up_seid: u64) -> Reply {
         let resp = msg::SESSION_DELETION_RESPONSE;
-        match self.sessions.remove(&up_seid) {
+        if !self.sessions.contains_key(&up_seid) {
+            return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
+        }
+        // The final counts are read before the plane forgets them.
+        let reports = self.usage_deleted(now, up_seid);
+        match self.remove_session(up_seid) {
             Some(s) => {
-                let reports = self.usage_deleted(now, up_seid);
-                let _ = self.plane.remove(up_seid);
                 self.counters.incr("pfcp_sessions_deleted");
                 let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
                 out.extend(reports);
