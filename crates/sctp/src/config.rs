@@ -61,8 +61,22 @@ pub struct EndpointConfig {
     pub mtu: usize,
     /// Delayed SACK timeout (RFC 9260 6.2: at most 500 ms; low for signalling latency).
     pub sack_delay: Duration,
-    /// Receive buffer advertised to peers (a_rwnd), bytes.
+    /// Receive buffer advertised to peers (a_rwnd), bytes (at least 1500, RFC 9260 6.2).
+    /// It bounds what a peer can make an association hold: fragments waiting for
+    /// reassembly plus messages waiting for an earlier SSN never exceed it, and a
+    /// TSN further above the cumulative TSN than this many is dropped (RFC 9260
+    /// 6.2, 6.9). It is therefore also the largest message that can be received.
     pub receive_window: u32,
+    /// Most associations the endpoint holds. An INIT, or a COOKIE ECHO, that
+    /// would open one more is answered with ABORT "Out of Resource" (RFC 9260
+    /// 5.1, 3.3.10.4); existing associations, a peer's restart and associations
+    /// we open ourselves are not refused (the latter still count).
+    pub max_associations: usize,
+    /// Most packets that answer peers without an association (INIT ACKs,
+    /// ABORTs to out-of-the-blue packets, stale cookie ERRORs) waiting to be
+    /// sent; a reply beyond it is not sent (the shell sends them after every
+    /// receive batch, so only a flood between two batches reaches it).
+    pub max_queued_replies: usize,
     /// Valid.Cookie.Life.
     pub cookie_lifetime: Duration,
     /// Remote UDP port for `Transport::Udp` peers we connect to before hearing from them.
@@ -87,6 +101,8 @@ impl EndpointConfig {
             mtu: 1400,
             sack_delay: Duration::from_millis(10),
             receive_window: 4 << 20,
+            max_associations: 1024,
+            max_queued_replies: 1024,
             cookie_lifetime: Duration::from_secs(60),
             udp_remote_port: UDP_ENCAPS_PORT,
             counters: Counters::new(),
@@ -107,6 +123,8 @@ impl std::fmt::Debug for EndpointConfig {
             .field("outbound_streams", &self.outbound_streams)
             .field("max_inbound_streams", &self.max_inbound_streams)
             .field("mtu", &self.mtu)
+            .field("receive_window", &self.receive_window)
+            .field("max_associations", &self.max_associations)
             .finish_non_exhaustive()
     }
 }

@@ -15,7 +15,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::assoc::{encode, Association, Params, SendError, State};
+use crate::assoc::rx::DataOutcome;
+use crate::assoc::{encode, Association, Params, ReceiveQueue, SendError, State};
 use crate::config::EndpointConfig;
 use crate::cookie::{Cookie, CookieKey};
 use crate::wire::packet::HEADER_LEN;
@@ -36,6 +37,36 @@ pub struct Stats {
     pub bad_cookie: u64,
     pub stale_cookie: u64,
     pub unknown_chunks: u64,
+    /// INIT chunks received (well formed or not).
+    pub init_received: u64,
+    /// INITs answered with an INIT ACK and a State Cookie: half-open
+    /// associations, which hold no state here until a valid COOKIE ECHO (RFC 9260 5.1.3).
+    pub half_open_inits: u64,
+    /// INITs answered with ABORT "Out of Resource": `max_associations` reached.
+    pub init_beyond_max_associations: u64,
+    /// Valid COOKIE ECHOs answered with ABORT "Out of Resource": `max_associations` reached.
+    pub cookie_beyond_max_associations: u64,
+    /// DATA dropped unacknowledged: queuing it would exceed the receive window (RFC 9260 6.2).
+    pub data_beyond_receive_window: u64,
+    /// DATA dropped unacknowledged: its TSN is further ahead than the receive window.
+    pub data_tsn_beyond_window: u64,
+    /// Replies to packets without an association not sent: `max_queued_replies` reached.
+    pub replies_dropped: u64,
+    /// ERROR / HEARTBEAT ACK chunks not sent: an association's report queue was full.
+    pub reports_dropped: u64,
+}
+
+/// What an endpoint holds at the moment, for bounds checks and tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// Associations in any state (an INIT creates none: RFC 9260 5.1.3).
+    pub associations: usize,
+    /// Replies waiting to be sent to peers without an association.
+    pub queued_replies: usize,
+    /// Events waiting for the user.
+    pub events: usize,
+    /// Bytes held for reassembly and ordered delivery, over all associations.
+    pub receive_queued_bytes: usize,
 }
 
 /// Why an association could not be opened.
@@ -70,6 +101,8 @@ pub struct Endpoint {
     next_id: u64,
     tx_queue: VecDeque<AssocId>,
     ootb: VecDeque<(SocketAddr, Vec<u8>)>,
+    max_queued_replies: usize,
+    max_associations: usize,
     events: VecDeque<SctpEvent>,
     pub stats: Stats,
 }
@@ -94,6 +127,8 @@ impl Endpoint {
             next_id: 1,
             tx_queue: VecDeque::new(),
             ootb: VecDeque::new(),
+            max_queued_replies: cfg.max_queued_replies,
+            max_associations: cfg.max_associations,
             events: VecDeque::new(),
             stats: Stats::default(),
         }
@@ -125,6 +160,22 @@ impl Endpoint {
 
     pub fn association_count(&self) -> usize {
         self.assocs.len()
+    }
+
+    /// What the endpoint holds now (its state size).
+    pub fn held(&self) -> Held {
+        Held {
+            associations: self.assocs.len(),
+            queued_replies: self.ootb.len(),
+            events: self.events.len(),
+            receive_queued_bytes: self.assocs.values().map(|a| a.receive_queue().queued_bytes).sum(),
+        }
+    }
+
+    /// What an association holds for reassembly and ordered delivery, and the
+    /// receive window that bounds it (RFC 9260 6.2).
+    pub fn receive_queue(&self, id: AssocId) -> Option<ReceiveQueue> {
+        self.assocs.get(&id).map(Association::receive_queue)
     }
 
     /// The state of an association, if it exists.
@@ -222,6 +273,7 @@ impl Endpoint {
     fn after(&mut self, id: AssocId) {
         let Some(a) = self.assocs.get_mut(&id) else { return };
         self.events.extend(a.events.drain(..));
+        self.stats.reports_dropped += a.take_reports_dropped();
         if !a.in_tx_queue && a.wants_transmit() {
             a.in_tx_queue = true;
             self.tx_queue.push_back(id);
@@ -282,6 +334,7 @@ impl Endpoint {
             return;
         };
         if has_init {
+            self.stats.init_received += 1;
             // RFC 9260 3.3.2 / 8.5.1 A: INIT travels alone with tag 0.
             let c = p.chunks().next().and_then(Result::ok);
             let init = c.as_ref().map(ChunkRepr::parse);
@@ -333,7 +386,11 @@ impl Endpoint {
                 }
             };
             match repr {
-                ChunkRepr::Data(d) => a.on_data(&d),
+                ChunkRepr::Data(d) => match a.on_data(&d) {
+                    Some(DataOutcome::QueueFull) => self.stats.data_beyond_receive_window += 1,
+                    Some(DataOutcome::TsnBeyondWindow) => self.stats.data_tsn_beyond_window += 1,
+                    _ => {}
+                },
                 ChunkRepr::InitAck(i) => a.on_init_ack(now, &i),
                 ChunkRepr::Sack(s) => a.on_sack(now, &s),
                 ChunkRepr::Heartbeat { info } => a.on_heartbeat(info),
@@ -370,6 +427,23 @@ impl Endpoint {
         self.after(id);
     }
 
+    /// Queue a packet for a peer without an association, within `max_queued_replies`.
+    fn reply(&mut self, peer: SocketAddr, pkt: Vec<u8>) {
+        if self.ootb.len() >= self.max_queued_replies {
+            self.stats.replies_dropped += 1;
+            return;
+        }
+        self.ootb.push_back((peer, pkt));
+    }
+
+    /// ABORT with one error cause, to a peer without an association (`vtag`: its tag).
+    fn abort_reply(&mut self, lport: u16, peer: SocketAddr, vtag: u32, code: u16) {
+        let mut causes = Vec::new();
+        Tlv { ty: code, value: &[] }.push(&mut causes);
+        let pkt = Self::single_chunk_packet(lport, peer.port(), vtag, &ChunkRepr::Abort { t: false, causes: &causes });
+        self.reply(peer, pkt);
+    }
+
     fn single_chunk_packet(src_port: u16, dst_port: u16, vtag: u32, c: &ChunkRepr<'_>) -> Vec<u8> {
         let mut buf = vec![0u8; HEADER_LEN];
         buf.extend_from_slice(&encode(c));
@@ -382,10 +456,14 @@ impl Endpoint {
     /// INIT: answer with INIT ACK and a State Cookie, keeping no state (RFC 9260 5.1 B, 5.2).
     fn on_init(&mut self, now: Instant, lport: u16, peer: SocketAddr, init: &InitRepr<'_>) {
         if init.outbound_streams == 0 || init.inbound_streams == 0 {
-            let mut causes = Vec::new();
-            Tlv { ty: cause::INVALID_MANDATORY_PARAMETER, value: &[] }.push(&mut causes);
-            let pkt = Self::single_chunk_packet(lport, peer.port(), init.initiate_tag, &ChunkRepr::Abort { t: false, causes: &causes });
-            self.ootb.push_back((peer, pkt));
+            self.abort_reply(lport, peer, init.initiate_tag, cause::INVALID_MANDATORY_PARAMETER);
+            return;
+        }
+        let existing = self.by_peer.get(&(lport, peer)).and_then(|id| self.assocs.get(id));
+        if existing.is_none_or(Association::is_closed) && self.assocs.len() >= self.max_associations {
+            // RFC 9260 5.1 / 3.3.10.4: no resources for another association.
+            self.stats.init_beyond_max_associations += 1;
+            self.abort_reply(lport, peer, init.initiate_tag, cause::OUT_OF_RESOURCE);
             return;
         }
         // Unrecognized parameters: the upper two bits of the type say what to do (RFC 9260 3.2.1).
@@ -412,7 +490,6 @@ impl Endpoint {
                 break;
             }
         }
-        let existing = self.by_peer.get(&(lport, peer)).and_then(|id| self.assocs.get(id));
         let (local_tag, local_tsn, tie) = match existing.map(|a| (a.state, a.local_tag, a.peer_tag, a.local_initial_tsn())) {
             // RFC 9260 5.2.1: INIT in COOKIE-WAIT/ECHOED answers with our existing tag.
             Some((State::CookieWait | State::CookieEchoed, lt, _, tsn)) => (lt, tsn, (0, 0)),
@@ -446,7 +523,8 @@ impl Endpoint {
             params: &all,
         });
         let pkt = Self::single_chunk_packet(lport, peer.port(), init.initiate_tag, &ack);
-        self.ootb.push_back((peer, pkt));
+        self.stats.half_open_inits += 1;
+        self.reply(peer, pkt);
     }
 
     /// COOKIE ECHO (RFC 9260 5.1 D, 5.1.5, 5.2.4); returns the association that continues with the packet.
@@ -467,7 +545,7 @@ impl Endpoint {
             let mut causes = Vec::new();
             Tlv { ty: cause::STALE_COOKIE, value: &staleness }.push(&mut causes);
             let pkt = Self::single_chunk_packet(lport, peer.port(), c.peer_tag, &ChunkRepr::Error { causes: &causes });
-            self.ootb.push_back((peer, pkt));
+            self.reply(peer, pkt);
             return None;
         }
         if let Some(&id) = self.by_peer.get(&(lport, peer)) {
@@ -492,6 +570,12 @@ impl Endpoint {
                 self.forget(id);
             }
         }
+        if self.assocs.len() >= self.max_associations {
+            // Cookies issued before the limit was reached, or replayed ones.
+            self.stats.cookie_beyond_max_associations += 1;
+            self.abort_reply(lport, peer, c.peer_tag, cause::OUT_OF_RESOURCE);
+            return None;
+        }
         let id = self.new_id();
         let a = Association::from_cookie(id, lport, self.p, &c, now);
         self.assocs.insert(id, a);
@@ -513,7 +597,7 @@ impl Endpoint {
         }
         let reply = if shutdown_ack { ChunkRepr::ShutdownComplete { t: true } } else { ChunkRepr::Abort { t: true, causes: &[] } };
         let pkt = Self::single_chunk_packet(lport, peer.port(), vtag, &reply);
-        self.ootb.push_back((peer, pkt));
+        self.reply(peer, pkt);
     }
 
     /// The next packet to send, written to `buf`; returns its destination (IP and SCTP port).

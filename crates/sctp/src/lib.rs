@@ -48,8 +48,8 @@ pub mod endpoint;
 mod shell;
 pub mod wire;
 
-pub use assoc::{SendError, State};
+pub use assoc::{ReceiveQueue, SendError, State};
 pub use bench::{bench, BenchResult};
 pub use config::{EndpointConfig, Transport, UDP_ENCAPS_PORT};
-pub use endpoint::{ConnectError, Endpoint, PortAllocator, Stats};
+pub use endpoint::{ConnectError, Endpoint, Held, PortAllocator, Stats};
 pub use shell::{bind, bind_with_info, Bound, SctpError};

@@ -36,6 +36,17 @@ pub enum State {
     Closed,
 }
 
+/// What an association's receiving half holds (RFC 9260 6.2: bounded by the window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiveQueue {
+    /// Bytes of fragments waiting for reassembly and messages waiting for an earlier SSN.
+    pub queued_bytes: usize,
+    /// The receive window advertised to the peer; `queued_bytes` never exceeds it.
+    pub window: usize,
+    /// TSNs received above the cumulative TSN; at most min(window, 2^18).
+    pub tsns_above_cum: usize,
+}
+
 /// Why a user message was not queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
@@ -48,6 +59,12 @@ pub enum SendError {
     #[error("empty user message")]
     Empty,
 }
+
+/// The smallest window we advertise: one packet of 1500 bytes (RFC 9260 6.2).
+const MIN_RECEIVE_WINDOW: u32 = 1500;
+
+/// Most ERROR and HEARTBEAT ACK chunks queued in answer to a peer; more are not sent.
+const MAX_QUEUED_REPORTS: usize = 64;
 
 /// The per-association parameters taken from the endpoint configuration.
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +95,7 @@ impl Params {
             max_inbound_streams: c.max_inbound_streams.max(1),
             mtu: c.mtu.clamp(256, 65_000),
             sack_delay: c.sack_delay,
-            receive_window: c.receive_window,
+            receive_window: c.receive_window.max(MIN_RECEIVE_WINDOW),
         }
     }
 }
@@ -124,6 +141,7 @@ pub(crate) struct Association {
     delivered: Vec<rx::Delivered>,
     /// The endpoint keeps this association in its transmit queue.
     pub in_tx_queue: bool,
+    reports_dropped: u64,
 }
 
 impl Association {
@@ -162,6 +180,7 @@ impl Association {
             events: Vec::new(),
             delivered: Vec::new(),
             in_tx_queue: false,
+            reports_dropped: 0,
         }
     }
 
@@ -218,6 +237,21 @@ impl Association {
 
     fn push_ctrl(&mut self, c: &ChunkRepr<'_>) {
         self.ctrl.push_back(Ctrl { bytes: encode(c), vtag: None });
+    }
+
+    /// Queue an answer the peer provoked (ERROR, HEARTBEAT ACK), bounded so
+    /// that a flood between two transmit rounds cannot grow the queue.
+    fn push_report(&mut self, c: &ChunkRepr<'_>) {
+        if self.ctrl.len() >= MAX_QUEUED_REPORTS {
+            self.reports_dropped += 1;
+            return;
+        }
+        self.push_ctrl(c);
+    }
+
+    /// Reports not queued since the last call.
+    pub fn take_reports_dropped(&mut self) -> u64 {
+        std::mem::take(&mut self.reports_dropped)
     }
 
     fn close(&mut self, reason: String) {
@@ -366,30 +400,40 @@ impl Association {
         matches!(self.state, State::Established | State::ShutdownPending | State::ShutdownSent)
     }
 
-    pub fn on_data(&mut self, d: &crate::wire::DataRepr<'_>) {
+    /// One DATA chunk; `None` when the association takes no data in its state.
+    pub fn on_data(&mut self, d: &crate::wire::DataRepr<'_>) -> Option<DataOutcome> {
         if !self.can_receive_data() {
-            return;
+            return None;
         }
-        let Some(rx) = self.rx.as_mut() else { return };
+        let rx = self.rx.as_mut()?;
         let outcome = rx.on_data(d, &mut self.delivered);
         self.data_in_packet = true;
         match outcome {
             DataOutcome::Accepted => {}
             DataOutcome::Duplicate => self.sack_now = true,
-            DataOutcome::Dropped => return,
+            DataOutcome::QueueFull | DataOutcome::TsnBeyondWindow => return Some(outcome),
             DataOutcome::InvalidStream => {
                 // RFC 9260 6.5: acknowledge and report.
                 let mut info = [0u8; 4];
                 info[..2].copy_from_slice(&d.stream_id.to_be_bytes());
                 let mut causes = Vec::new();
                 Tlv { ty: cause::INVALID_STREAM_IDENTIFIER, value: &info }.push(&mut causes);
-                self.push_ctrl(&ChunkRepr::Error { causes: &causes });
+                self.push_report(&ChunkRepr::Error { causes: &causes });
                 self.sack_now = true;
             }
         }
         self.ack_owed = true;
         for m in self.delivered.drain(..) {
             self.events.push(SctpEvent::Data { assoc: self.id, stream: m.stream, ppid: m.ppid, data: m.data });
+        }
+        Some(outcome)
+    }
+
+    pub fn receive_queue(&self) -> ReceiveQueue {
+        ReceiveQueue {
+            queued_bytes: self.rx.as_ref().map_or(0, Receiver::queued_bytes),
+            window: self.p.receive_window as usize,
+            tsns_above_cum: self.rx.as_ref().map_or(0, Receiver::tsns_above_cum),
         }
     }
 
@@ -456,7 +500,7 @@ impl Association {
 
     pub fn on_heartbeat(&mut self, info: &[u8]) {
         if self.state != State::Closed {
-            self.push_ctrl(&ChunkRepr::HeartbeatAck { info });
+            self.push_report(&ChunkRepr::HeartbeatAck { info });
         }
     }
 
@@ -524,7 +568,7 @@ impl Association {
     pub fn report_error(&mut self, code: u16, info: &[u8]) {
         let mut causes = Vec::new();
         Tlv { ty: code, value: info }.push(&mut causes);
-        self.push_ctrl(&ChunkRepr::Error { causes: &causes });
+        self.push_report(&ChunkRepr::Error { causes: &causes });
     }
 
     // ---- timers ----

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::wire::{DataRepr, SackRepr};
 
-/// How far above the cumulative TSN a DATA chunk may be and still be kept.
+/// How far above the cumulative TSN a DATA chunk may be and still be kept,
+/// whatever the window (each TSN kept above it costs an entry in the gap set).
 const MAX_TSN_AHEAD: u64 = 1 << 18;
 
 /// Extend a 32-bit serial number (RFC 9260 1.6) to 64 bits around `near`.
@@ -48,8 +49,13 @@ pub(crate) enum DataOutcome {
     Duplicate,
     /// Stream id out of range: acknowledged and dropped, answered with an ERROR (RFC 9260 6.5).
     InvalidStream,
-    /// No buffer space: dropped without acknowledging (the peer retransmits).
-    Dropped,
+    /// Queuing it would make the held bytes exceed the receive window: dropped
+    /// without acknowledging, the peer retransmits it (RFC 9260 6.2).
+    QueueFull,
+    /// Its TSN is further above the cumulative TSN than the window allows (each
+    /// DATA chunk carries at least one byte, so a sender that respects our
+    /// a_rwnd never has more TSNs outstanding): dropped without acknowledging.
+    TsnBeyondWindow,
 }
 
 pub(crate) struct Receiver {
@@ -60,9 +66,11 @@ pub(crate) struct Receiver {
     dups: Vec<u32>,
     frags: BTreeMap<u64, Fragment>,
     streams: Vec<InStream>,
-    /// Bytes held in fragments and out-of-order messages.
+    /// Bytes held in fragments and out-of-order messages; never above `window`.
     buffered: usize,
     window: usize,
+    /// How far above `cum` a TSN may be: min(window, MAX_TSN_AHEAD).
+    max_ahead: u64,
 }
 
 impl Receiver {
@@ -77,7 +85,18 @@ impl Receiver {
             streams: (0..inbound_streams).map(|_| InStream::default()).collect(),
             buffered: 0,
             window,
+            max_ahead: (window as u64).clamp(1, MAX_TSN_AHEAD),
         }
+    }
+
+    /// Bytes held for reassembly and ordered delivery (RFC 9260 6.2: at most the window).
+    pub fn queued_bytes(&self) -> usize {
+        self.buffered
+    }
+
+    /// TSNs received above the cumulative TSN (the gap set).
+    pub fn tsns_above_cum(&self) -> usize {
+        self.above.len()
     }
 
     pub fn cum_tsn(&self) -> u32 {
@@ -94,6 +113,15 @@ impl Receiver {
     }
 
     /// Take one DATA chunk; complete messages are pushed to `out`.
+    ///
+    /// Everything the peer makes us hold is bounded by the window we advertise
+    /// (RFC 9260 6.2, 6.9): a chunk that would be queued (a fragment, or a
+    /// message waiting for an earlier SSN) is dropped without acknowledgement
+    /// when the queued bytes would exceed the window, and a TSN further ahead
+    /// than the window is dropped too. A message that can be delivered at once
+    /// needs no room and is always taken, so in-order delivery goes on while
+    /// the queues are full. No held data is reneged: a message larger than the
+    /// window cannot be received (no partial delivery, RFC 9260 6.9).
     pub fn on_data(&mut self, d: &DataRepr<'_>, out: &mut Vec<Delivered>) -> DataOutcome {
         let tsn = unwrap_tsn(d.tsn, self.cum);
         if tsn <= self.cum || self.above.contains(&tsn) {
@@ -102,14 +130,29 @@ impl Receiver {
             }
             return DataOutcome::Duplicate;
         }
-        // Out of buffer space, or absurdly far ahead: drop without acknowledging,
-        // so that a peer cannot make us hold unbounded state (RFC 9260 6.2).
-        if tsn != self.cum + 1 && (self.buffered + d.data.len() > self.window || tsn - self.cum > MAX_TSN_AHEAD) {
-            return DataOutcome::Dropped;
+        if tsn - self.cum > self.max_ahead {
+            return DataOutcome::TsnBeyondWindow;
         }
         let fragmented = !(d.begin && d.end);
+        let valid_stream = (d.stream_id as usize) < self.streams.len();
+        let queued = match self.streams.get(d.stream_id as usize) {
+            None => 0,
+            Some(_) if fragmented => d.data.len(),
+            Some(_) if d.unordered => 0,
+            Some(st) => {
+                let ahead = d.ssn != st.next_ssn && d.ssn.wrapping_sub(st.next_ssn) < 0x8000;
+                if ahead && !st.pending.contains_key(&d.ssn) {
+                    d.data.len()
+                } else {
+                    0
+                }
+            }
+        };
+        if self.buffered + queued > self.window {
+            return DataOutcome::QueueFull;
+        }
         self.mark_received(tsn);
-        if d.stream_id as usize >= self.streams.len() {
+        if !valid_stream {
             return DataOutcome::InvalidStream;
         }
         if !fragmented {

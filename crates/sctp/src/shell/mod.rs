@@ -127,7 +127,8 @@ struct StatCounters(Vec<(StatField, Arc<AtomicU64>)>);
 
 impl StatCounters {
     fn new(c: &Counters) -> Self {
-        let fields: [(&'static str, StatField); 10] = [
+        // Named after what was refused or dropped (exported as `mobicore_<nf>_sctp_*`).
+        let fields: [(&'static str, StatField); 18] = [
             ("sctp_rx_packets", |s| s.rx_packets),
             ("sctp_tx_packets", |s| s.tx_packets),
             ("sctp_foreign_port", |s| s.foreign_port),
@@ -138,6 +139,14 @@ impl StatCounters {
             ("sctp_bad_cookie", |s| s.bad_cookie),
             ("sctp_stale_cookie", |s| s.stale_cookie),
             ("sctp_unknown_chunks", |s| s.unknown_chunks),
+            ("sctp_init_received", |s| s.init_received),
+            ("sctp_half_open_init", |s| s.half_open_inits),
+            ("sctp_init_beyond_max_associations", |s| s.init_beyond_max_associations),
+            ("sctp_cookie_beyond_max_associations", |s| s.cookie_beyond_max_associations),
+            ("sctp_data_beyond_receive_window", |s| s.data_beyond_receive_window),
+            ("sctp_data_tsn_beyond_window", |s| s.data_tsn_beyond_window),
+            ("sctp_reply_queue_full", |s| s.replies_dropped),
+            ("sctp_report_queue_full", |s| s.reports_dropped),
         ];
         StatCounters(fields.into_iter().map(|(n, f)| (f, c.get(n))).collect())
     }

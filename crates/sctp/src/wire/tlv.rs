@@ -22,6 +22,7 @@ pub mod cause {
     pub const INVALID_STREAM_IDENTIFIER: u16 = 1;
     pub const MISSING_MANDATORY_PARAMETER: u16 = 2;
     pub const STALE_COOKIE: u16 = 3;
+    pub const OUT_OF_RESOURCE: u16 = 4;
     pub const UNRECOGNIZED_CHUNK_TYPE: u16 = 6;
     pub const INVALID_MANDATORY_PARAMETER: u16 = 7;
     pub const UNRECOGNIZED_PARAMETERS: u16 = 8;
