@@ -4,7 +4,10 @@
 //! Requester side: each request gets a 24-bit sequence number, is resent
 //! every T3 up to N3 times and then fails. Responder side: a request whose
 //! (peer, sequence number) was already answered gets the cached answer
-//! again without being processed again; the cache entry lives T3 x N3.
+//! again without being processed again; the cache entry lives T3 x N3,
+//! and the cache holds at most [`Transactions::max_cached`] entries (the
+//! oldest is evicted first), so a peer sending distinct sequence numbers
+//! cannot make it grow without bound.
 //!
 //! No clock and no socket: time comes in as `now`, datagrams go out through
 //! [`Transactions::poll_transmit`], and [`Transactions::poll_timeout`] says
@@ -24,7 +27,10 @@ pub struct TransactionConfig {
 
 impl Default for TransactionConfig {
     fn default() -> Self {
-        TransactionConfig { t3: Duration::from_secs(3), n3: 3 }
+        TransactionConfig {
+            t3: Duration::from_secs(3),
+            n3: 3,
+        }
     }
 }
 
@@ -56,6 +62,12 @@ struct Cached {
     expires: Instant,
 }
 
+/// Entries the duplicate cache holds at most unless told otherwise
+/// ([`Transactions::with_max_cached`]): at 30,000 requests per second this
+/// still covers T3 = 3 s (a first retransmission finds its answer), and
+/// at a few hundred octets per entry it stays in the tens of MB.
+pub const DEFAULT_MAX_CACHED: usize = 131_072;
+
 /// Counters of the transaction layer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TransactionStats {
@@ -64,6 +76,8 @@ pub struct TransactionStats {
     pub duplicates_answered: u64,
     pub duplicates_in_progress: u64,
     pub unmatched_responses: u64,
+    /// Cache entries dropped before their time because the cache was full.
+    pub evicted: u64,
 }
 
 pub struct Transactions<P, T> {
@@ -73,7 +87,10 @@ pub struct Transactions<P, T> {
     /// (deadline, seq, retransmissions at arming time); stale entries skipped.
     retx: VecDeque<(Instant, u32, u32)>,
     answered: HashMap<(P, u32), Cached>,
+    /// Insertion order of `answered` (entries whose key was updated or
+    /// removed since are stale and skipped): expiry and eviction order.
     expiry: VecDeque<(Instant, P, u32)>,
+    max_cached: usize,
     transmits: VecDeque<(P, Bytes)>,
     timeouts: VecDeque<(u32, T)>,
     pub stats: TransactionStats,
@@ -94,14 +111,31 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
             retx: VecDeque::new(),
             answered: HashMap::new(),
             expiry: VecDeque::new(),
+            max_cached: DEFAULT_MAX_CACHED,
             transmits: VecDeque::new(),
             timeouts: VecDeque::new(),
             stats: TransactionStats::default(),
         }
     }
 
+    /// Bounds the duplicate cache to `max` entries (at least 1).
+    pub fn with_max_cached(mut self, max: usize) -> Self {
+        self.max_cached = max.max(1);
+        self
+    }
+
     pub fn config(&self) -> TransactionConfig {
         self.cfg
+    }
+
+    /// The most entries the duplicate cache holds.
+    pub fn max_cached(&self) -> usize {
+        self.max_cached
+    }
+
+    /// Entries in the duplicate cache now.
+    pub fn cached(&self) -> usize {
+        self.answered.len()
     }
 
     /// A fresh 24-bit sequence number not used by an outstanding request.
@@ -120,10 +154,25 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     }
 
     /// Sends a request numbered `seq` (from [`Self::next_seq`]) and arms T3.
-    pub fn send_request(&mut self, now: Instant, peer: P, seq: u32, bytes: impl Into<Bytes>, token: T) {
+    pub fn send_request(
+        &mut self,
+        now: Instant,
+        peer: P,
+        seq: u32,
+        bytes: impl Into<Bytes>,
+        token: T,
+    ) {
         let bytes = bytes.into();
         self.transmits.push_back((peer, bytes.clone()));
-        self.outstanding.insert(seq, Outstanding { peer, bytes, retransmissions: 0, token });
+        self.outstanding.insert(
+            seq,
+            Outstanding {
+                peer,
+                bytes,
+                retransmissions: 0,
+                token,
+            },
+        );
         self.retx.push_back((now + self.cfg.t3, seq, 0));
     }
 
@@ -147,19 +196,23 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     /// A request numbered `seq` arrived from `peer` (TS 29.274 7.6).
     pub fn on_request(&mut self, now: Instant, peer: P, seq: u32) -> Incoming {
         match self.answered.get(&(peer, seq)) {
-            Some(Cached { answer: Answer::Sent(bytes), .. }) => {
+            Some(Cached {
+                answer: Answer::Sent(bytes),
+                ..
+            }) => {
                 self.stats.duplicates_answered += 1;
                 self.transmits.push_back((peer, bytes.clone()));
                 Incoming::Duplicate
             }
-            Some(Cached { answer: Answer::InProgress, .. }) => {
+            Some(Cached {
+                answer: Answer::InProgress,
+                ..
+            }) => {
                 self.stats.duplicates_in_progress += 1;
                 Incoming::InProgress
             }
             None => {
-                let expires = now + self.cache_lifetime();
-                self.answered.insert((peer, seq), Cached { answer: Answer::InProgress, expires });
-                self.expiry.push_back((expires, peer, seq));
+                self.cache(now, peer, seq, Answer::InProgress);
                 Incoming::New
             }
         }
@@ -168,10 +221,46 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     /// Sends the answer to request (`peer`, `seq`) and keeps it for duplicates.
     pub fn answer(&mut self, now: Instant, peer: P, seq: u32, bytes: impl Into<Bytes>) {
         let bytes = bytes.into();
-        let expires = now + self.cache_lifetime();
         self.transmits.push_back((peer, bytes.clone()));
-        self.answered.insert((peer, seq), Cached { answer: Answer::Sent(bytes), expires });
+        self.cache(now, peer, seq, Answer::Sent(bytes));
+    }
+
+    /// Keeps `answer` for (`peer`, `seq`), evicting the oldest entries
+    /// while the cache is full.
+    fn cache(&mut self, now: Instant, peer: P, seq: u32, answer: Answer) {
+        let expires = now + self.cache_lifetime();
+        if !self.answered.contains_key(&(peer, seq)) {
+            while self.answered.len() >= self.max_cached {
+                if !self.pop_oldest() {
+                    break;
+                }
+                self.stats.evicted += 1;
+            }
+        }
+        self.answered
+            .insert((peer, seq), Cached { answer, expires });
         self.expiry.push_back((expires, peer, seq));
+        // Each live entry has at most two positions in `expiry` (asked,
+        // answered); stale ones beyond that are dropped here.
+        while self.expiry.len() > 2 * self.max_cached + 2 {
+            if let Some((e, p, s)) = self.expiry.pop_front() {
+                if self.answered.get(&(p, s)).is_some_and(|c| c.expires == e) {
+                    self.answered.remove(&(p, s));
+                    self.stats.evicted += 1;
+                }
+            }
+        }
+    }
+
+    /// Removes the oldest live cache entry; false if there is none.
+    fn pop_oldest(&mut self) -> bool {
+        while let Some((e, p, s)) = self.expiry.pop_front() {
+            if self.answered.get(&(p, s)).is_some_and(|c| c.expires == e) {
+                self.answered.remove(&(p, s));
+                return true;
+            }
+        }
+        false
     }
 
     fn cache_lifetime(&self) -> Duration {
@@ -185,7 +274,9 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
                 break;
             }
             self.retx.pop_front();
-            let Some(o) = self.outstanding.get_mut(&seq) else { continue };
+            let Some(o) = self.outstanding.get_mut(&seq) else {
+                continue;
+            };
             if o.retransmissions != armed {
                 continue;
             }
@@ -193,7 +284,8 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
                 o.retransmissions += 1;
                 self.stats.retransmissions += 1;
                 self.transmits.push_back((o.peer, o.bytes.clone()));
-                self.retx.push_back((now + self.cfg.t3, seq, o.retransmissions));
+                self.retx
+                    .push_back((now + self.cfg.t3, seq, o.retransmissions));
             } else if let Some(o) = self.outstanding.remove(&seq) {
                 self.stats.timeouts += 1;
                 self.timeouts.push_back((seq, o.token));
@@ -204,7 +296,11 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
                 break;
             }
             self.expiry.pop_front();
-            if self.answered.get(&(peer, seq)).is_some_and(|c| c.expires == expires) {
+            if self
+                .answered
+                .get(&(peer, seq))
+                .is_some_and(|c| c.expires == expires)
+            {
                 self.answered.remove(&(peer, seq));
             }
         }
@@ -239,11 +335,16 @@ mod tests {
     use super::*;
 
     fn cfg() -> TransactionConfig {
-        TransactionConfig { t3: Duration::from_secs(3), n3: 3 }
+        TransactionConfig {
+            t3: Duration::from_secs(3),
+            n3: 3,
+        }
     }
 
     fn drain<P: Copy + Eq + Hash, T>(t: &mut Transactions<P, T>) -> Vec<(P, Vec<u8>)> {
-        std::iter::from_fn(|| t.poll_transmit()).map(|(p, b)| (p, b.to_vec())).collect()
+        std::iter::from_fn(|| t.poll_transmit())
+            .map(|(p, b)| (p, b.to_vec()))
+            .collect()
     }
 
     #[test]
@@ -303,6 +404,37 @@ mod tests {
         t.handle_timeout(expired);
         assert_eq!(t.on_request(expired, 5, 100), Incoming::New);
         assert_eq!(t.stats.duplicates_answered, 1);
+    }
+
+    #[test]
+    fn a_flood_of_distinct_requests_never_grows_the_cache_past_its_bound() {
+        let t0 = Instant::now();
+        let mut t = Transactions::<u8, ()>::new(cfg()).with_max_cached(100);
+        let mut most = 0;
+        for seq in 0..10_000u32 {
+            // Within one cache lifetime, so nothing expires by time.
+            let now = t0 + Duration::from_micros(seq as u64);
+            assert_eq!(t.on_request(now, 1, seq), Incoming::New);
+            if seq % 2 == 0 {
+                t.answer(now, 1, seq, vec![seq as u8]);
+            }
+            t.handle_timeout(now);
+            most = most.max(t.cached());
+            assert!(
+                t.expiry.len() <= 2 * 100 + 2,
+                "the order queue is bounded too"
+            );
+        }
+        assert_eq!(most, 100);
+        assert_eq!(t.stats.evicted, 10_000 - 100);
+        // The oldest went first: the newest 100 are still answered from cache.
+        let _ = drain(&mut t);
+        let now = t0 + Duration::from_millis(20);
+        assert_eq!(t.on_request(now, 1, 9_998), Incoming::Duplicate);
+        assert_eq!(drain(&mut t), vec![(1, vec![(9_998u32) as u8])]);
+        assert_eq!(t.on_request(now, 1, 9_901), Incoming::InProgress);
+        assert_eq!(t.on_request(now, 1, 9_899), Incoming::New, "evicted");
+        assert_eq!(t.cached(), 100);
     }
 
     #[test]
