@@ -32,11 +32,14 @@ pub fn emm_cause_for(e: S6aError) -> EmmCause {
 }
 
 impl Mme {
-    /// ATTACH REQUEST (TS 24.301 5.5.1.2.3).
+    /// ATTACH REQUEST (TS 24.301 5.5.1.2.3). Nothing of another context
+    /// of the same UE changes until this attach has passed authentication
+    /// and security mode ([`Mme::claim_identity`], 5.5.1.2.7 e, 4.4.4.3):
+    /// an unauthenticated request naming a registered UE leaves it working.
     pub(crate) fn on_attach_request(&mut self, id: u32, req: NasAttachRequest) {
-        // A second ATTACH REQUEST restarts the procedure (5.5.1.2.7 d, e).
+        // A second ATTACH REQUEST restarts the procedure (5.5.1.2.7 d, e);
+        // this context's own session, if any, goes at the claim.
         self.stop_timer(id);
-        self.delete_session_detached(id);
         let cap = req.ue_network_capability.clone();
         let esm = match req.esm_message_container.decode_as_esm_message() {
             Ok(NasEpsMessage::Esm(h, NasEsmMessage::PdnConnectivityRequest(p))) => Some((h, p)),
@@ -61,7 +64,9 @@ impl Mme {
         let identity = &req.eps_mobile_identity;
         let imsi = identity.as_imsi().and_then(|i| i.to_string().parse::<Imsi>().ok());
         let known = identity.as_guti().and_then(|g| self.known_guti(&g));
-        let Some(ue) = self.ues.get_mut(&id) else { return };
+        let Some(ue) = self.ues.get_mut(&id) else {
+            return;
+        };
         ue.emm = EmmState::CommonProcedureInitiated;
         ue.attach = Some(data);
         ue.auth = None;
@@ -70,16 +75,16 @@ impl Mme {
         ue.attach_complete = false;
         match (imsi, known) {
             (Some(imsi), _) => {
-                self.bind_imsi(id, imsi);
+                self.set_imsi(id, imsi);
                 self.start_authentication(id, None);
             }
-            (None, Some((old, imsi))) => {
-                // A GUTI of ours that we know: reuse the identity, run AKA again.
-                self.abort_ue(old, CauseNas::normal_release);
+            (None, Some((_old, imsi))) => {
+                // A GUTI of ours that we know: reuse the identity, run AKA
+                // again; the old context goes once this one is authenticated.
                 if let Some(a) = self.ues.get_mut(&id).and_then(|u| u.attach.as_mut()) {
                     a.by_guti = true;
                 }
-                self.bind_imsi(id, imsi);
+                self.set_imsi(id, imsi);
                 self.start_authentication(id, None);
             }
             // TS 24.301 5.5.1.2.3: unknown GUTI -> identification (5.4.4).
@@ -98,24 +103,42 @@ impl Mme {
         Some((old, imsi))
     }
 
-    /// Bind an IMSI to a UE; another context of the same IMSI is aborted.
-    pub(crate) fn bind_imsi(&mut self, id: u32, imsi: Imsi) {
-        if let Some(&other) = self.by_imsi.get(&imsi) {
-            if other != id {
-                self.abort_ue(other, CauseNas::normal_release);
-            }
-        }
-        self.by_imsi.insert(imsi.clone(), id);
+    /// The IMSI this attach claims, not yet proven: the UE's other
+    /// contexts stay as they are.
+    pub(crate) fn set_imsi(&mut self, id: u32, imsi: Imsi) {
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.imsi = Some(imsi);
         }
     }
 
+    /// After SECURITY MODE COMPLETE the UE has proven its IMSI: only now
+    /// are the EMM context and EPS bearers of an earlier attach deleted
+    /// (TS 24.301 5.5.1.2.7 e), this context's own and another's, and the
+    /// IMSI bound to this context.
+    pub(crate) fn claim_identity(&mut self, id: u32) {
+        self.delete_session_detached(id);
+        let Some(imsi) = self.ues.get(&id).and_then(|u| u.imsi.clone()) else {
+            return;
+        };
+        if let Some(&other) = self.by_imsi.get(&imsi) {
+            if other != id {
+                self.counters.incr("ue_context_replaced");
+                self.abort_ue(other, CauseNas::normal_release);
+            }
+        }
+        self.by_imsi.insert(imsi, id);
+    }
+
     /// After NAS security: Update Location (TS 23.401 5.3.2.1 step 8).
     pub(crate) fn start_update_location(&mut self, id: u32) {
-        let Some(ue) = self.ues.get_mut(&id) else { return };
+        let Some(ue) = self.ues.get_mut(&id) else {
+            return;
+        };
         let Some(imsi) = ue.imsi.clone() else { return };
         ue.step = Step::UpdateLocation;
+        if !self.s6a_room(id) {
+            return;
+        }
         let req = UpdateLocationRequest { imsi, visited_plmn: self.cfg.plmn, flags: ULR_FLAGS };
         self.request_s6a(id, S6aRequest::UpdateLocation(req));
     }
@@ -148,7 +171,9 @@ impl Mme {
             return;
         }
         self.stop_timer(id);
-        let Some(ue) = self.ues.get_mut(&id) else { return };
+        let Some(ue) = self.ues.get_mut(&id) else {
+            return;
+        };
         ue.attach_complete = true;
         ue.emm = EmmState::Registered;
         ue.step = Step::Idle;

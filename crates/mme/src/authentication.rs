@@ -15,9 +15,14 @@ impl Mme {
     /// Ask the HSS for one vector (TS 29.272 5.2.3.1), with RAND and AUTS
     /// after a synch failure.
     pub(crate) fn start_authentication(&mut self, id: u32, resync: Option<ResyncInfo>) {
-        let Some(ue) = self.ues.get_mut(&id) else { return };
+        let Some(ue) = self.ues.get_mut(&id) else {
+            return;
+        };
         let Some(imsi) = ue.imsi.clone() else { return };
         ue.step = Step::AuthInfo;
+        if !self.s6a_room(id) {
+            return;
+        }
         let req = AuthInfoRequest { imsi, visited_plmn: self.cfg.plmn, num_vectors: 1, resync };
         self.request_s6a(id, S6aRequest::AuthenticationInformation(req));
     }
@@ -36,7 +41,9 @@ impl Mme {
                 return;
             }
         };
-        let Some(ue) = self.ues.get_mut(&id) else { return };
+        let Some(ue) = self.ues.get_mut(&id) else {
+            return;
+        };
         // A fresh eKSI, other than the one in use (TS 24.301 9.9.3.21).
         let ksi = match ue.auth.as_ref().map(|a| a.ksi).or(ue.security.as_ref().map(|s| s.ksi)) {
             Some(k) => (k + 1) % 7,
@@ -46,7 +53,9 @@ impl Mme {
         let (rand, autn) = (vector.rand, vector.autn);
         ue.auth = Some(AuthState { vector, ksi, sync_failures });
         ue.step = Step::Authentication;
-        let Some(plain) = nas_build::authentication_request(ksi, rand, autn) else { return };
+        let Some(plain) = nas_build::authentication_request(ksi, rand, autn) else {
+            return;
+        };
         let header = self.dl_header(id);
         self.send_dl_nas_timed(id, NasTimerKind::T3460, plain, header);
     }
@@ -55,9 +64,11 @@ impl Mme {
     pub(crate) fn on_authentication_response(&mut self, id: u32, r: NasAuthenticationResponse) {
         self.stop_timer(id);
         let res = r.authentication_response_parameter.res();
-        let ok = self.ues.get(&id).and_then(|u| u.auth.as_ref()).is_some_and(|a| {
-            !a.vector.xres.is_empty() && oxirush_security::constant_time_eq(res, &a.vector.xres)
-        });
+        let ok = self
+            .ues
+            .get(&id)
+            .and_then(|u| u.auth.as_ref())
+            .is_some_and(|a| !a.vector.xres.is_empty() && oxirush_security::constant_time_eq(res, &a.vector.xres));
         if ok {
             self.start_security_mode(id);
         } else {
@@ -72,7 +83,9 @@ impl Mme {
         match r.emm_cause.cause() {
             Some(EmmCause::SynchFailure) => {
                 let auts = r.authentication_failure_parameter.as_ref().and_then(|p| p.auts().copied());
-                let Some(ue) = self.ues.get_mut(&id) else { return };
+                let Some(ue) = self.ues.get_mut(&id) else {
+                    return;
+                };
                 let Some(auth) = ue.auth.as_mut() else { return };
                 auth.sync_failures += 1;
                 match auts {

@@ -88,9 +88,18 @@ pub struct MmeConfig {
     pub t3412_seconds: u64,
     /// If set, every default bearer uses this APN, whatever the UE asks.
     pub default_apn_override: Option<String>,
-    /// First M-TMSI to try; random when absent, so that GUTIs handed out by
-    /// an earlier run are unlikely to map to a new UE.
+    /// Seed of the random M-TMSI draw (tests: repeatable GUTIs); from the
+    /// OS when absent. M-TMSIs are never predictable from the previous one
+    /// and never one still in use.
     pub mtmsi_seed: Option<u32>,
+    /// UE contexts held at most (connected or idle). A new UE beyond it is
+    /// rejected with EMM cause #22 congestion (TS 24.301 5.5.1.2.5).
+    pub max_ues: usize,
+    /// UE-associated S1 connections per eNB at most; beyond it, #22 too.
+    pub max_ues_per_enb: usize,
+    /// S6a requests in flight at most; an attach that would need one more
+    /// is rejected with #22 (the HSS is the bottleneck, not this MME).
+    pub max_s6a_in_flight: usize,
 }
 
 impl Default for MmeConfig {
@@ -111,6 +120,12 @@ impl Default for MmeConfig {
             t3412_seconds: 54 * 60,
             default_apn_override: None,
             mtmsi_seed: None,
+            // About 2 KiB a context: 1 Mi contexts stay within 2-3 GiB.
+            max_ues: 1 << 20,
+            // Emulated eNBs carry 100k UEs (seed 004's scale); real ones far fewer.
+            max_ues_per_enb: 1 << 17,
+            // Ten times the attaches the bench keeps in flight by default (256).
+            max_s6a_in_flight: 4096,
         }
     }
 }

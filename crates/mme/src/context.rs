@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use mobicore_common::s6a::{EutranVector, SubscriptionData};
 use mobicore_common::sctp_api::AssocId;
-use mobicore_common::{Ambr, Arp, Ecgi, Fteid, Guti, Imsi, Tai};
+use mobicore_common::{Ambr, Arp, Ecgi, Fteid, Guti, Imsi, Plmn, Tai};
 use oxirush_nas::nas_eps::{NasEpsSecurityHeaderType, NasSecurityContext, NasUeNetworkCapability};
 use oxirush_security::nas_eps::KAsme;
 use std::net::Ipv4Addr;
@@ -19,6 +19,15 @@ pub struct UeRef {
     pub generation: u64,
 }
 
+/// A Global eNB ID (TS 36.413 9.2.1.37): the PLMN, the length of the eNB
+/// ID (20 macro, 28 home, 18 short macro, 21 long macro) and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GlobalEnbId {
+    pub plmn: Option<Plmn>,
+    pub bits: u8,
+    pub value: u32,
+}
+
 /// An eNB as the S1 Setup made it known (TS 36.413 8.7.3).
 #[derive(Debug, Clone)]
 pub struct EnbContext {
@@ -27,8 +36,11 @@ pub struct EnbContext {
     /// S1 Setup succeeded.
     pub setup: bool,
     pub name: Option<String>,
-    /// 20 or 28-bit eNB ID with its PLMN, as received.
-    pub global_enb_id: Option<(String, u32)>,
+    /// Its Global eNB ID, once its S1 Setup succeeded.
+    pub global_enb_id: Option<GlobalEnbId>,
+    /// UE-associated S1 connections on this association (bounded by
+    /// `max_ues_per_enb`).
+    pub s1_ues: usize,
     pub tacs: Vec<u16>,
     /// Round-robin cursor over UE-associated streams.
     pub next_stream: u16,
@@ -42,6 +54,7 @@ impl EnbContext {
             setup: false,
             name: None,
             global_enb_id: None,
+            s1_ues: 0,
             tacs: Vec::new(),
             next_stream: 0,
         }
@@ -95,7 +108,9 @@ pub enum Step {
     /// ICS Response and the Attach Complete, in either order.
     AttachAccept,
     /// S11 Delete Session in flight for a UE-initiated detach.
-    DetachDeleteSession { switch_off: bool },
+    DetachDeleteSession {
+        switch_off: bool,
+    },
     /// S11 Release Access Bearers in flight for an S1 release.
     ReleaseAccessBearers,
 }

@@ -14,9 +14,9 @@ use mobicore_common::s6a::ApnConfiguration;
 use mobicore_common::sctp_api::AssocId;
 use mobicore_common::{Ebi, Ecgi, Fteid, PdnType, Tai, Teid};
 use oxirush_nas::nas_eps::{EmmCause, EsmCause, NasEpsSecurityHeaderType};
+use oxirush_s1ap::extract_s1ap_ies;
 use oxirush_s1ap::ie;
 use oxirush_s1ap::s1ap::S1APPDU;
-use oxirush_s1ap::extract_s1ap_ies;
 use oxirush_security::nas_eps::derive_kenb;
 use oxirush_security::NasCount;
 use std::net::Ipv4Addr;
@@ -159,7 +159,8 @@ impl Mme {
             true => vec![1],
             false => self.cfg.served_tacs.clone(),
         };
-        let accept = esm.and_then(|e| nas_build::attach_accept(&self.cfg.plmn, &tacs, self.cfg.t3412_seconds, &guti, &e));
+        let accept =
+            esm.and_then(|e| nas_build::attach_accept(&self.cfg.plmn, &tacs, self.cfg.t3412_seconds, &guti, &e));
         // TS 33.401 A.3: KeNB from the uplink NAS COUNT of the latest verified message.
         let kenb = derive_kenb(&sec.kasme, NasCount::new(sec.last_ul_count).unwrap_or(NasCount::ZERO));
         let kenb: [u8; 32] = *kenb.as_octets();

@@ -10,12 +10,16 @@ use oxirush_nas::nas_eps::{EmmCause, NasEpsSecurityHeaderType, NasIdentityRespon
 
 impl Mme {
     pub(crate) fn start_identification(&mut self, id: u32) {
-        let Some(ue) = self.ues.get_mut(&id) else { return };
+        let Some(ue) = self.ues.get_mut(&id) else {
+            return;
+        };
         ue.step = Step::Identity;
         if let Some(a) = ue.attach.as_mut() {
             a.imsi_requested = true;
         }
-        let Some(plain) = nas_build::identity_request_imsi() else { return };
+        let Some(plain) = nas_build::identity_request_imsi() else {
+            return;
+        };
         // 4.4.4.2: sent plain before a security context exists.
         let header = match ue.security_active() {
             true => NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered,
@@ -40,7 +44,7 @@ impl Mme {
             self.authentication_reject(id);
             return;
         }
-        self.bind_imsi(id, imsi);
+        self.set_imsi(id, imsi);
         if let Some(a) = self.ues.get_mut(&id).and_then(|u| u.attach.as_mut()) {
             a.by_guti = false;
         }

@@ -8,6 +8,7 @@ use crate::config::{MmeConfig, NasTimerConfig};
 use crate::context::*;
 use crate::s1ap_build;
 use bytes::Bytes;
+use mobicore_common::alloc::IdDraw;
 use mobicore_common::counters::Counters;
 use mobicore_common::requester::TransportError;
 use mobicore_common::s11::{DeleteSessionRequest, S11Request, S11Response};
@@ -56,7 +57,10 @@ pub struct Mme {
     pub(crate) by_imsi: HashMap<Imsi, u32>,
     next_id: u32,
     next_generation: u64,
-    next_mtmsi: u32,
+    mtmsi: IdDraw,
+    /// S6a requests sent whose answer has not come back (bounded by
+    /// `max_s6a_in_flight`; every request yields one answer or error).
+    s6a_in_flight: usize,
     next_timer_seq: u64,
     timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
     actions: VecDeque<MmeAction>,
@@ -66,7 +70,7 @@ pub struct Mme {
 
 impl Mme {
     pub fn new(cfg: MmeConfig) -> Self {
-        let next_mtmsi = cfg.mtmsi_seed.unwrap_or_else(rand::random);
+        let mtmsi = IdDraw::new(cfg.mtmsi_seed.map(u64::from));
         Mme {
             cfg,
             enbs: HashMap::new(),
@@ -76,7 +80,8 @@ impl Mme {
             by_imsi: HashMap::new(),
             next_id: 1,
             next_generation: 1,
-            next_mtmsi,
+            mtmsi,
+            s6a_in_flight: 0,
             next_timer_seq: 1,
             timers: BinaryHeap::new(),
             actions: VecDeque::new(),
@@ -144,6 +149,7 @@ impl Mme {
     }
 
     fn on_s6a(&mut self, ue: UeRef, answer: Result<S6aAnswer, TransportError>) {
+        self.s6a_in_flight = self.s6a_in_flight.saturating_sub(1);
         if !self.live(ue) {
             self.counters.incr("s6a_stale_answer");
             return;
@@ -211,8 +217,20 @@ impl Mme {
     pub(crate) fn request_s6a(&mut self, id: u32, request: S6aRequest) {
         if let Some(ue) = self.ues.get(&id) {
             let ue = ue.ue_ref();
+            self.s6a_in_flight += 1;
             self.push(MmeAction::S6a { ue, request });
         }
+    }
+
+    /// Whether one more S6a request may go out; if not, the attach of `id`
+    /// is rejected with #22 congestion (TS 24.301 5.5.1.2.5) and `false`.
+    pub(crate) fn s6a_room(&mut self, id: u32) -> bool {
+        if self.s6a_in_flight < self.cfg.max_s6a_in_flight {
+            return true;
+        }
+        self.counters.incr("s6a_in_flight_limit");
+        self.reject_attach(id, oxirush_nas::nas_eps::EmmCause::Congestion, None);
+        false
     }
 
     pub(crate) fn request_s11(&mut self, id: u32, request: S11Request) {
@@ -232,22 +250,40 @@ impl Mme {
         let generation = self.next_generation;
         self.next_generation += 1;
         self.ues.insert(id, UeContext::new(id, generation, s1));
-        if let Some(old) = self.by_enb_ue.insert((s1.assoc, s1.enb_ue_s1ap_id), id) {
+        match self.by_enb_ue.insert((s1.assoc, s1.enb_ue_s1ap_id), id) {
             // The eNB reused its UE id: the old S1 connection is gone.
-            if let Some(u) = self.ues.get_mut(&old) {
-                u.s1 = None;
+            Some(old) => {
+                if let Some(u) = self.ues.get_mut(&old) {
+                    u.s1 = None;
+                }
+            }
+            None => {
+                if let Some(e) = self.enbs.get_mut(&s1.assoc) {
+                    e.s1_ues += 1;
+                }
             }
         }
         id
     }
 
-    /// A GUTI with an M-TMSI unique in this MME (TS 23.003 2.8).
-    pub(crate) fn alloc_guti(&mut self, id: u32) -> Guti {
-        let mut m = self.next_mtmsi;
-        while m == u32::MAX || self.by_mtmsi.contains_key(&m) {
-            m = m.wrapping_add(1);
+    /// Forget the S1 connection `s1` of UE `id` in the eNB's table, if it
+    /// is still the UE's.
+    fn unlink_s1(&mut self, id: u32, s1: S1Conn) {
+        if self.by_enb_ue.get(&(s1.assoc, s1.enb_ue_s1ap_id)) == Some(&id) {
+            self.by_enb_ue.remove(&(s1.assoc, s1.enb_ue_s1ap_id));
+            if let Some(e) = self.enbs.get_mut(&s1.assoc) {
+                e.s1_ues = e.s1_ues.saturating_sub(1);
+            }
         }
-        self.next_mtmsi = m.wrapping_add(1);
+    }
+
+    /// A GUTI with an M-TMSI unique in this MME (TS 23.003 2.8), drawn at
+    /// random so that it says nothing of the GUTIs handed out before it
+    /// (TS 33.401 6.2: the GUTI is a temporary identity). `max_ues` keeps
+    /// the table far from full, so a draw always finds a free value.
+    pub(crate) fn alloc_guti(&mut self, id: u32) -> Guti {
+        let by_mtmsi = &self.by_mtmsi;
+        let m = self.mtmsi.draw_u32(0..=u32::MAX - 1, |m| by_mtmsi.contains_key(&m)).unwrap_or(0);
         self.by_mtmsi.insert(m, id);
         Guti { gummei: self.gummei(), m_tmsi: MTmsi(m) }
     }
@@ -265,12 +301,7 @@ impl Mme {
     }
 
     /// Protect `plain` under `header` with the UE's NAS security context.
-    pub(crate) fn protect_dl(
-        &mut self,
-        id: u32,
-        plain: &[u8],
-        header: NasEpsSecurityHeaderType,
-    ) -> Option<Vec<u8>> {
+    pub(crate) fn protect_dl(&mut self, id: u32, plain: &[u8], header: NasEpsSecurityHeaderType) -> Option<Vec<u8>> {
         if header == NasEpsSecurityHeaderType::PlainNasMessageNotSecurityProtected {
             return Some(plain.to_vec());
         }
@@ -286,8 +317,12 @@ impl Mme {
 
     /// Send a NAS message in a DOWNLINK NAS TRANSPORT (TS 36.413 8.6.2.1).
     pub(crate) fn send_dl_nas(&mut self, id: u32, plain: &[u8], header: NasEpsSecurityHeaderType) {
-        let Some(s1) = self.ues.get(&id).and_then(|u| u.s1) else { return };
-        let Some(pdu) = self.protect_dl(id, plain, header) else { return };
+        let Some(s1) = self.ues.get(&id).and_then(|u| u.s1) else {
+            return;
+        };
+        let Some(pdu) = self.protect_dl(id, plain, header) else {
+            return;
+        };
         let data = s1ap_build::downlink_nas_transport(id, s1.enb_ue_s1ap_id, pdu);
         self.push_s1(s1.assoc, s1.stream, data);
     }
@@ -357,7 +392,9 @@ impl Mme {
     /// TS 24.301 5.4.2.7 (T3460), 5.4.3.7 (T3460), 5.4.4.6 (T3470),
     /// 5.5.1.2.7 (T3450): retransmit; abort on the fifth expiry.
     fn on_nas_timer_expiry(&mut self, id: u32) {
-        let Some(timer) = self.ues.get_mut(&id).and_then(|u| u.timer.take()) else { return };
+        let Some(timer) = self.ues.get_mut(&id).and_then(|u| u.timer.take()) else {
+            return;
+        };
         if timer.expiries >= self.timer_config(timer.kind).max_retransmissions {
             self.counters.incr(match timer.kind {
                 NasTimerKind::T3450 => "t3450_abort",
@@ -376,21 +413,21 @@ impl Mme {
     /// Send UE CONTEXT RELEASE COMMAND (TS 36.413 8.3.3) if the UE has an S1
     /// connection, and forget the connection.
     pub(crate) fn release_s1(&mut self, id: u32, cause: Cause) {
-        let Some(s1) = self.ues.get_mut(&id).and_then(|u| u.s1.take()) else { return };
-        if self.by_enb_ue.get(&(s1.assoc, s1.enb_ue_s1ap_id)) == Some(&id) {
-            self.by_enb_ue.remove(&(s1.assoc, s1.enb_ue_s1ap_id));
-        }
+        let Some(s1) = self.ues.get_mut(&id).and_then(|u| u.s1.take()) else {
+            return;
+        };
+        self.unlink_s1(id, s1);
         let data = s1ap_build::ue_context_release_command(id, s1.enb_ue_s1ap_id, cause);
         self.push_s1(s1.assoc, s1.stream, data);
     }
 
     /// Forget a UE entirely: its S1 connection, its GUTI, its context.
     pub(crate) fn remove_ue(&mut self, id: u32) {
-        let Some(ue) = self.ues.remove(&id) else { return };
+        let Some(ue) = self.ues.remove(&id) else {
+            return;
+        };
         if let Some(s1) = ue.s1 {
-            if self.by_enb_ue.get(&(s1.assoc, s1.enb_ue_s1ap_id)) == Some(&id) {
-                self.by_enb_ue.remove(&(s1.assoc, s1.enb_ue_s1ap_id));
-            }
+            self.unlink_s1(id, s1);
         }
         if let Some(i) = ue.imsi.as_ref() {
             if self.by_imsi.get(i) == Some(&id) {
@@ -407,7 +444,9 @@ impl Mme {
     /// Delete the UE's PDN connection at the S-GW, if it has one, without
     /// waiting for the answer.
     pub(crate) fn delete_session_detached(&mut self, id: u32) {
-        let Some(s) = self.ues.get_mut(&id).and_then(|u| u.session.take()) else { return };
+        let Some(s) = self.ues.get_mut(&id).and_then(|u| u.session.take()) else {
+            return;
+        };
         let req = DeleteSessionRequest { sgw_teid: s.sgw_s11.teid, linked_ebi: Ebi(s.ebi) };
         self.request_s11(id, S11Request::DeleteSession(req));
     }

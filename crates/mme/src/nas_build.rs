@@ -73,8 +73,7 @@ pub fn activate_default_bearer_request(b: &DefaultBearer<'_>) -> Option<NasEpsMe
         NasPdnAddress::from_ipv4(b.ipv4),
     );
     if b.apn_ambr.downlink > 0 || b.apn_ambr.uplink > 0 {
-        let ambr =
-            NasApnAggregateMaximumBitRate::from_kbps(kbps(b.apn_ambr.downlink), kbps(b.apn_ambr.uplink)).ok()?;
+        let ambr = NasApnAggregateMaximumBitRate::from_kbps(kbps(b.apn_ambr.downlink), kbps(b.apn_ambr.uplink)).ok()?;
         msg = msg.with_apn_ambr(ambr);
     }
     if let Some(c) = b.esm_cause {
@@ -85,9 +84,7 @@ pub fn activate_default_bearer_request(b: &DefaultBearer<'_>) -> Option<NasEpsMe
 
 /// PDN CONNECTIVITY REJECT (8.3.19), as an ESM PDU.
 pub fn pdn_connectivity_reject(pti: u8, cause: EsmCause) -> Option<Vec<u8>> {
-    NasEpsMessage::new_esm(NasPdnConnectivityReject::new(NasEsmCause::from_cause(cause)), 0, pti)
-        .encode()
-        .ok()
+    NasEpsMessage::new_esm(NasPdnConnectivityReject::new(NasEsmCause::from_cause(cause)), 0, pti).encode().ok()
 }
 
 /// The EPS mobile identity of a GUTI (9.9.3.12).
@@ -164,8 +161,7 @@ mod tests {
             m_tmsi: mobicore_common::MTmsi(0x1234_5678),
         };
         let accept = attach_accept(&plmn, &[1, 2], 3240, &guti, &esm).unwrap();
-        let NasEpsMessage::Emm(_, NasEmmMessage::AttachAccept(a)) = NasEpsMessage::decode(&accept).unwrap()
-        else {
+        let NasEpsMessage::Emm(_, NasEmmMessage::AttachAccept(a)) = NasEpsMessage::decode(&accept).unwrap() else {
             panic!("not an attach accept")
         };
         let g = a.guti.as_ref().unwrap().as_guti().unwrap();

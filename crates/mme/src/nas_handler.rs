@@ -21,7 +21,9 @@ impl Mme {
     /// An uplink NAS PDU of the UE `id` (INITIAL UE MESSAGE or UPLINK NAS
     /// TRANSPORT).
     pub(crate) fn on_uplink_nas(&mut self, id: u32, data: &[u8], _initial: bool) {
-        let Some(up) = self.unwrap_uplink(id, data) else { return };
+        let Some(up) = self.unwrap_uplink(id, data) else {
+            return;
+        };
         let active = self.ues.get(&id).is_some_and(|u| u.security_active());
         if active && !up.verified && !allowed_unprotected(&up.msg) {
             // TS 24.301 4.4.4.3: discard what must be integrity protected.
@@ -64,7 +66,9 @@ impl Mme {
 
     fn unprotect_uplink(&mut self, id: u32, data: &[u8]) -> Option<Uplink> {
         let sec = self.ues.get_mut(&id).and_then(|u| u.security.as_mut());
-        let Some(sec) = sec else { return self.unverified_attach(data) };
+        let Some(sec) = sec else {
+            return self.unverified_attach(data);
+        };
         match sec.ctx.unprotect(data, Direction::Uplink) {
             Ok(v) => {
                 sec.last_ul_count = v.count.get();
@@ -92,8 +96,9 @@ impl Mme {
     /// TS 24.301 4.4.4.3: an ATTACH REQUEST that cannot be verified is still
     /// processed (authentication follows); any other is discarded.
     fn unverified_attach(&mut self, data: &[u8]) -> Option<Uplink> {
-        if data.len() > 7 && data[0] >> 4 == 1 && data[6] & 0x0f == EMM_PD && data[7] == ATTACH_REQUEST {
-            if let Ok(NasEpsMessage::Emm(_, msg)) = NasEpsMessage::decode_with_direction(&data[6..], Direction::Uplink) {
+        if data.len() > 7 && data[0] >> 4 == 1 && is_attach_request(data) {
+            if let Ok(NasEpsMessage::Emm(_, msg)) = NasEpsMessage::decode_with_direction(&data[6..], Direction::Uplink)
+            {
                 return Some(Uplink { msg, verified: false });
             }
         }
@@ -105,7 +110,9 @@ impl Mme {
     /// rejected; any other message is answered with EMM STATUS.
     fn answer_malformed(&mut self, id: u32, data: &[u8], e: &NasError) {
         self.counters.incr("nas_malformed");
-        let Some(answer) = NasEpsMessage::answer_to_refused(data, e, Direction::Uplink) else { return };
+        let Some(answer) = NasEpsMessage::answer_to_refused(data, e, Direction::Uplink) else {
+            return;
+        };
         let cause = match &answer {
             NasEpsMessage::Emm(_, NasEmmMessage::EmmStatus(s)) => s.emm_cause.cause(),
             _ => None,
@@ -134,15 +141,9 @@ impl Mme {
         match (up.msg, step) {
             (NasEmmMessage::AttachRequest(r), _) => self.on_attach_request(id, *r),
             (NasEmmMessage::IdentityResponse(r), Step::Identity) => self.on_identity_response(id, *r),
-            (NasEmmMessage::AuthenticationResponse(r), Step::Authentication) => {
-                self.on_authentication_response(id, *r)
-            }
-            (NasEmmMessage::AuthenticationFailure(r), Step::Authentication) => {
-                self.on_authentication_failure(id, *r)
-            }
-            (NasEmmMessage::SecurityModeComplete(_), Step::SecurityMode) if v => {
-                self.on_security_mode_complete(id)
-            }
+            (NasEmmMessage::AuthenticationResponse(r), Step::Authentication) => self.on_authentication_response(id, *r),
+            (NasEmmMessage::AuthenticationFailure(r), Step::Authentication) => self.on_authentication_failure(id, *r),
+            (NasEmmMessage::SecurityModeComplete(_), Step::SecurityMode) if v => self.on_security_mode_complete(id),
             (NasEmmMessage::SecurityModeReject(_), Step::SecurityMode) => self.on_security_mode_reject(id),
             (NasEmmMessage::AttachComplete(r), Step::AttachAccept) if v => self.on_attach_complete(id, *r),
             (NasEmmMessage::DetachRequestUeOriginating(r), _) => self.on_detach_request(id, *r, v),
@@ -159,6 +160,16 @@ impl Mme {
                 }
             }
         }
+    }
+}
+
+/// Whether a NAS PDU is an ATTACH REQUEST, plain or integrity protected
+/// (TS 24.301 9.1: the plain message follows a 6-octet security header).
+pub(crate) fn is_attach_request(data: &[u8]) -> bool {
+    match data.first().map(|b| b >> 4) {
+        Some(0) => data.len() > 1 && data[0] & 0x0f == EMM_PD && data[1] == ATTACH_REQUEST,
+        Some(1..=4) => data.len() > 7 && data[6] & 0x0f == EMM_PD && data[7] == ATTACH_REQUEST,
+        _ => false,
     }
 }
 

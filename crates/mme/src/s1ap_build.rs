@@ -24,7 +24,10 @@ pub fn s1_setup_response(cfg: &MmeConfig) -> Option<Vec<u8>> {
         ServedMMECs(vec![MMECode([cfg.mme_code])]),
         None,
     );
-    encode(build_s1ap!(SuccessfulOutcome, S1Setup, S1SetupResponse,
+    encode(build_s1ap!(
+        SuccessfulOutcome,
+        S1Setup,
+        S1SetupResponse,
         MMEname(cfg.mme_name.as_str()),
         ServedGUMMEIs(ServedGUMMEIs(vec![served])),
         RelativeMMECapacity(RelativeMMECapacity(cfg.relative_capacity)),
@@ -38,7 +41,10 @@ pub fn s1_setup_failure(cause: Cause) -> Option<Vec<u8>> {
 
 /// DOWNLINK NAS TRANSPORT (TS 36.413 9.1.7.2).
 pub fn downlink_nas_transport(mme_ue_id: u32, enb_ue_id: u32, nas: Vec<u8>) -> Option<Vec<u8>> {
-    encode(build_s1ap!(InitiatingMessage, downlinkNASTransport, DownlinkNASTransport,
+    encode(build_s1ap!(
+        InitiatingMessage,
+        downlinkNASTransport,
+        DownlinkNASTransport,
         MME_UE_S1AP_ID(mme_ue_id),
         eNB_UE_S1AP_ID(enb_ue_id),
         NAS_PDU(nas),
@@ -90,9 +96,11 @@ pub fn initial_context_setup_request(ics: InitialContextSetup<'_>) -> Option<Vec
     let item = build_s1ap_ie!(REJECT E_RABToBeSetupItemCtxtSUReq(bearer)).ok()?;
     // TS 36.413 9.2.1.20: bit rates are up to 10^10 bit/s.
     let rate = |r: u64| BitRate(r.min(10_000_000_000));
-    let ambr =
-        UEAggregateMaximumBitrate::new(rate(ics.ue_ambr.downlink), rate(ics.ue_ambr.uplink), None);
-    encode(build_s1ap!(InitiatingMessage, InitialContextSetup, InitialContextSetupRequest,
+    let ambr = UEAggregateMaximumBitrate::new(rate(ics.ue_ambr.downlink), rate(ics.ue_ambr.uplink), None);
+    encode(build_s1ap!(
+        InitiatingMessage,
+        InitialContextSetup,
+        InitialContextSetupRequest,
         MME_UE_S1AP_ID(ics.mme_ue_id),
         eNB_UE_S1AP_ID(ics.enb_ue_id),
         uEaggregateMaximumBitrate(ambr),
@@ -104,33 +112,27 @@ pub fn initial_context_setup_request(ics: InitialContextSetup<'_>) -> Option<Vec
 
 /// UE CONTEXT RELEASE COMMAND (TS 36.413 9.1.4.6).
 pub fn ue_context_release_command(mme_ue_id: u32, enb_ue_id: u32, cause: Cause) -> Option<Vec<u8>> {
-    let ids = UES1APIDs::uE_S1AP_ID_pair(UES1APIDPair::new(
-        MMEUES1APID(mme_ue_id),
-        ENBUES1APID(enb_ue_id),
-        None,
-    ));
-    encode(build_s1ap!(InitiatingMessage, UEContextRelease, UEContextReleaseCommand,
-        UE_S1AP_IDs(ids),
-        Cause(cause),
-    ))
+    let ids = UES1APIDs::uE_S1AP_ID_pair(UES1APIDPair::new(MMEUES1APID(mme_ue_id), ENBUES1APID(enb_ue_id), None));
+    encode(build_s1ap!(InitiatingMessage, UEContextRelease, UEContextReleaseCommand, UE_S1AP_IDs(ids), Cause(cause),))
 }
 
 /// ERROR INDICATION (TS 36.413 9.1.3.7), with the UE ids when known.
 pub fn error_indication(mme_ue_id: Option<u32>, enb_ue_id: Option<u32>, cause: Cause) -> Option<Vec<u8>> {
     let pdu = match (mme_ue_id, enb_ue_id) {
-        (Some(m), Some(e)) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication,
+        (Some(m), Some(e)) => build_s1ap!(
+            InitiatingMessage,
+            ErrorIndication,
+            ErrorIndication,
             MME_UE_S1AP_ID(m),
             eNB_UE_S1AP_ID(e),
             Cause(cause),
         ),
-        (Some(m), None) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication,
-            MME_UE_S1AP_ID(m),
-            Cause(cause),
-        ),
-        (None, Some(e)) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication,
-            eNB_UE_S1AP_ID(e),
-            Cause(cause),
-        ),
+        (Some(m), None) => {
+            build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication, MME_UE_S1AP_ID(m), Cause(cause),)
+        }
+        (None, Some(e)) => {
+            build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication, eNB_UE_S1AP_ID(e), Cause(cause),)
+        }
         (None, None) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication, Cause(cause),),
     };
     encode(pdu)

@@ -39,15 +39,15 @@ impl Mme {
 
     /// Drop the S1 part of every UE of `assoc`, and only those.
     pub(crate) fn drop_enb_ues(&mut self, assoc: AssocId) {
-        let ids: Vec<u32> = self
-            .by_enb_ue
-            .iter()
-            .filter(|((a, _), _)| *a == assoc)
-            .map(|(_, id)| *id)
-            .collect();
+        let ids: Vec<u32> = self.by_enb_ue.iter().filter(|((a, _), _)| *a == assoc).map(|(_, id)| *id).collect();
         self.by_enb_ue.retain(|(a, _), _| *a != assoc);
+        if let Some(e) = self.enbs.get_mut(&assoc) {
+            e.s1_ues = 0;
+        }
         for id in ids {
-            let Some(ue) = self.ues.get_mut(&id) else { continue };
+            let Some(ue) = self.ues.get_mut(&id) else {
+                continue;
+            };
             if ue.s1.is_some_and(|s| s.assoc == assoc) {
                 ue.s1 = None;
             }
@@ -93,8 +93,9 @@ impl Mme {
                 self.counters.incr("s1ap_error_indication_received");
                 Ok(())
             }
-            S1apPduKind::Initiating_UECapabilityInfoIndication
-            | S1apPduKind::Initiating_NASNonDeliveryIndication => Ok(()),
+            S1apPduKind::Initiating_UECapabilityInfoIndication | S1apPduKind::Initiating_NASNonDeliveryIndication => {
+                Ok(())
+            }
             _ => {
                 // TS 36.413 10.3.3 (unknown or unsupported procedure).
                 self.counters.incr("s1ap_unsupported_procedure");
@@ -112,10 +113,7 @@ impl Mme {
     /// The UE that a UE-associated message names, checked against the
     /// association it came on (TS 36.413 10.6).
     pub(crate) fn ue_for(&self, assoc: AssocId, mme_id: u32, enb_id: u32) -> Result<u32, UnknownUe> {
-        let ue = self
-            .ues
-            .get(&mme_id)
-            .ok_or(UnknownUe(CauseRadioNetwork::unknown_mme_ue_s1ap_id))?;
+        let ue = self.ues.get(&mme_id).ok_or(UnknownUe(CauseRadioNetwork::unknown_mme_ue_s1ap_id))?;
         match ue.s1 {
             Some(s) if s.assoc == assoc && s.enb_ue_s1ap_id == enb_id => Ok(mme_id),
             Some(s) if s.assoc == assoc => Err(UnknownUe(CauseRadioNetwork::unknown_pair_ue_s1ap_id)),
@@ -157,7 +155,12 @@ impl Mme {
             return Ok(());
         };
         let stream = enb.pick_stream();
+        let full = enb.s1_ues >= self.cfg.max_ues_per_enb || self.ues.len() >= self.cfg.max_ues;
         let id = self.new_ue(S1Conn { assoc, enb_ue_s1ap_id: enb_id, stream });
+        if full {
+            self.refuse_new_ue(id, &nas);
+            return Ok(());
+        }
         let tai = plmn_of(&tai.plmn_identity).map(|plmn| Tai { plmn, tac: u16::from_be_bytes(tai.tac.0) });
         let ecgi = plmn_of(&cgi.plmn_identity).map(|plmn| {
             // 28-bit Cell Identity (TS 36.413 9.2.1.38), left aligned.
@@ -173,14 +176,27 @@ impl Mme {
         }
         self.on_uplink_nas(id, &nas, true);
         // A first message that started nothing leaves no context behind.
-        let idle = self.ues.get(&id).is_some_and(|u| {
-            u.step == Step::Idle && u.attach.is_none() && u.emm == EmmState::Deregistered
-        });
+        let idle = self
+            .ues
+            .get(&id)
+            .is_some_and(|u| u.step == Step::Idle && u.attach.is_none() && u.emm == EmmState::Deregistered);
         if idle {
             self.counters.incr("initial_nas_ignored");
             self.abort_ue(id, CauseNas::unspecified);
         }
         Ok(())
+    }
+
+    /// A new UE beyond `max_ues` or `max_ues_per_enb`: its context lives
+    /// only to carry the answer. An attach gets #22 congestion (TS 24.301
+    /// 5.5.1.2.5); anything else the release of its S1 connection.
+    fn refuse_new_ue(&mut self, id: u32, nas: &[u8]) {
+        self.counters.incr("ue_context_limit");
+        if crate::nas_handler::is_attach_request(nas) {
+            self.reject_attach(id, oxirush_nas::nas_eps::EmmCause::Congestion, None);
+        } else {
+            self.abort_ue(id, CauseNas::unspecified);
+        }
     }
 
     /// UPLINK NAS TRANSPORT (TS 36.413 8.6.2.3).

@@ -42,7 +42,9 @@ impl Mme {
     /// After a successful authentication: SECURITY MODE COMMAND (5.4.3.2).
     pub(crate) fn start_security_mode(&mut self, id: u32) {
         let Some(ue) = self.ues.get(&id) else { return };
-        let (Some(attach), Some(auth)) = (ue.attach.as_ref(), ue.auth.as_ref()) else { return };
+        let (Some(attach), Some(auth)) = (ue.attach.as_ref(), ue.auth.as_ref()) else {
+            return;
+        };
         let eia = select_eia(&self.cfg.integrity_order, attach.eia);
         let eea = select_eea(&self.cfg.ciphering_order, attach.eea);
         let (Some(eia), Some(eea)) = (eia, eea) else {
@@ -59,7 +61,9 @@ impl Mme {
         let plain = nas_build::security_mode_command(eea, eia, ksi, &attach.ue_network_capability);
         // S1AP bitmaps start at 128-EEA1 / 128-EIA1 (TS 36.413 9.2.1.40).
         let (ue_eea, ue_eia) = (attach.eea << 1, attach.eia << 1);
-        let Some(ue) = self.ues.get_mut(&id) else { return };
+        let Some(ue) = self.ues.get_mut(&id) else {
+            return;
+        };
         ue.security = Some(NasSecurity { ctx, kasme, ksi, active: false, last_ul_count: 0, ue_eea, ue_eia });
         ue.step = Step::SecurityMode;
         let Some(plain) = plain else { return };
@@ -70,8 +74,11 @@ impl Mme {
     /// SECURITY MODE COMPLETE (5.4.3.4), verified with the new context.
     pub(crate) fn on_security_mode_complete(&mut self, id: u32) {
         self.stop_timer(id);
-        let Some(sec) = self.ues.get_mut(&id).and_then(|u| u.security.as_mut()) else { return };
+        let Some(sec) = self.ues.get_mut(&id).and_then(|u| u.security.as_mut()) else {
+            return;
+        };
         sec.active = true;
+        self.claim_identity(id);
         self.start_update_location(id);
     }
 

@@ -32,7 +32,8 @@ fn eea(alg: CipheringAlgorithm, k: &str, count: u32, bearer: u8, d: u8, bits: u6
 
 #[allow(clippy::too_many_arguments)]
 fn eia(alg: IntegrityAlgorithm, k: &str, count: u32, bearer: u8, d: u8, bits: u64, msg: &str, mac: u32) {
-    let got = nia_mac_bits(&KNasInt::new(&key(k)), count, Bearer::new(bearer).unwrap(), dir(d), &h(msg), bits, alg).unwrap();
+    let got =
+        nia_mac_bits(&KNasInt::new(&key(k)), count, Bearer::new(bearer).unwrap(), dir(d), &h(msg), bits, alg).unwrap();
     assert_eq!(got, mac, "{alg:?} MAC: {got:08x} != {mac:08x}");
 }
 
@@ -80,12 +81,30 @@ fn eea3_test_set_1() {
 
 #[test]
 fn eia1_test_set_1() {
-    eia(IntegrityAlgorithm::Snow3g, "2bd6459f82c5b300952c49104881ff48", 0x38a6f056, 0x1f, 0, 88, "33323462 63393861 373479", 0x731f1165);
+    eia(
+        IntegrityAlgorithm::Snow3g,
+        "2bd6459f82c5b300952c49104881ff48",
+        0x38a6f056,
+        0x1f,
+        0,
+        88,
+        "33323462 63393861 373479",
+        0x731f1165,
+    );
 }
 
 #[test]
 fn eia2_test_set_1() {
-    eia(IntegrityAlgorithm::Aes, "2bd6459f82c5b300952c49104881ff48", 0x38a6f056, 0x18, 0, 58, "33323462 63393840", 0x118c6eb8);
+    eia(
+        IntegrityAlgorithm::Aes,
+        "2bd6459f82c5b300952c49104881ff48",
+        0x38a6f056,
+        0x18,
+        0,
+        58,
+        "33323462 63393840",
+        0x118c6eb8,
+    );
 }
 
 #[test]

@@ -78,17 +78,14 @@ fn attach_by_known_guti_reuses_identity_and_replaces_old_context() {
     let old_id = first.mme_ue_id.unwrap();
     let mut ue = TestUe::new("001010000000004", 40);
     h.s1(initial_ue_message(40, ue.attach_request_with(NasEpsMobileIdentity::from_guti(first.guti.unwrap()))));
-    let out = h.drain();
-    // The old S1 connection is released, the old session deleted, and AKA starts for the IMSI.
-    let air = out.iter().find_map(|a| match a {
-        crate::MmeAction::S6a { ue, request: S6aRequest::AuthenticationInformation(r) } => Some((*ue, r.clone())),
-        _ => None,
-    });
-    let (r, air) = air.expect("an AIR");
+    // AKA starts for the IMSI; the old context stays until the new one has
+    // passed security mode (trust.rs has that step).
+    let (r, air) = expect_s6a(&h.drain());
+    let S6aRequest::AuthenticationInformation(air) = air else { panic!() };
     assert_eq!(air.imsi.as_str(), "001010000000004");
-    assert!(out.iter().any(|a| matches!(a, crate::MmeAction::S11 { request: S11Request::DeleteSession(_), .. })));
-    assert!(!h.mme.ues.contains_key(&old_id));
+    assert!(h.mme.ues.contains_key(&old_id));
     h.finish_attach(&mut ue, r);
+    assert!(!h.mme.ues.contains_key(&old_id));
     assert_eq!(h.mme.stats().attached, 1);
     assert_eq!(h.mme.stats().ues, 1);
 }
@@ -151,7 +148,10 @@ fn create_session_transport_error_rejects_with_network_failure() {
     let _ = h.drain();
     h.s6a(r, S6aAnswer::UpdateLocation(Ok(subscription())));
     let (r, _) = expect_s11(&h.drain());
-    h.mme.handle(h.now, crate::MmeEvent::S11 { ue: r, response: Err(mobicore_common::requester::TransportError::Timeout) });
+    h.mme.handle(
+        h.now,
+        crate::MmeEvent::S11 { ue: r, response: Err(mobicore_common::requester::TransportError::Timeout) },
+    );
     let out = h.drain();
     assert_eq!(out.len(), 2);
     let rej = read_down(&s1_data(&out[0]).2);

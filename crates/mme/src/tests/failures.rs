@@ -50,7 +50,8 @@ fn synch_failure_resynchronises_and_attach_completes() {
     assert_eq!(resync.rand, rand);
     assert_eq!(resync.auts, *auts.as_octets());
     // The HSS checks AUTS (TS 33.102 6.3.5) and answers with a new vector.
-    let sqn_ms = milenage().verify_auts(&Rand::new(&resync.rand), &oxirush_security::milenage::Auts::new(&resync.auts)).unwrap();
+    let sqn_ms =
+        milenage().verify_auts(&Rand::new(&resync.rand), &oxirush_security::milenage::Auts::new(&resync.auts)).unwrap();
     assert_eq!(sqn_ms.get(), 1000);
     h.s6a(r2, S6aAnswer::AuthenticationInformation(Ok(vec![hss_vector(1032, 0x42)])));
     let d = h.one_down();

@@ -5,6 +5,7 @@ mod attach;
 mod failures;
 mod prop;
 mod s1;
+mod trust;
 mod tshark;
 
 use crate::test_ue::*;

@@ -8,7 +8,10 @@ use proptest::prelude::*;
 fn fingerprint(h: &Harness, id: u32) -> String {
     let u = &h.mme.ues[&id];
     let counts = u.security.as_ref().map(|s| {
-        (s.ctx.nas_count(oxirush_nas::nas_eps::Direction::Uplink), s.ctx.nas_count(oxirush_nas::nas_eps::Direction::Downlink))
+        (
+            s.ctx.nas_count(oxirush_nas::nas_eps::Direction::Uplink),
+            s.ctx.nas_count(oxirush_nas::nas_eps::Direction::Downlink),
+        )
     });
     format!("{:?} {:?} {:?} {:?} {:?} {:?}", u.emm, u.step, u.s1, u.guti, counts, u.session.as_ref().map(|s| s.enb_s1u))
 }
