@@ -42,7 +42,10 @@ pub fn parse_csv(text: &str) -> Result<Vec<Subscriber>, StoreError> {
         let line = i + 1;
         let f: Vec<&str> = l.split(',').map(str::trim).collect();
         if f.len() != HEADER.len() {
-            return Err(StoreError::Csv { line, message: format!("expected {} fields, got {}", HEADER.len(), f.len()) });
+            return Err(StoreError::Csv {
+                line,
+                message: format!("expected {} fields, got {}", HEADER.len(), f.len()),
+            });
         }
         let err = |message: String| StoreError::Csv { line, message };
         let imsi = f[0].parse().map_err(|e: mobicore_common::IdError| err(e.to_string()))?;

@@ -11,11 +11,16 @@
 //! - [`auth`]: E-UTRAN vectors, KASME, SQN (SEQ || IND) and resync.
 //! - [`hss`]: [`Hss`], the sans-I/O core: `handle(S6aRequest) -> S6aAnswer`.
 //! - [`s6a_handler`]: Diameter S6a messages to the core and back.
+//! - [`connection`]: [`connection::Connection`], one S6a connection without
+//!   I/O: the Diameter peer with the allowlist, and the bounds on what it
+//!   reads and what waits to be written.
 //! - [`shell`]: [`run`] and [`bind`], the TCP server (several peers,
-//!   CER/CEA, DWR/DWA, DPR/DPA, AIR/ULR/PUR).
+//!   CER/CEA, DWR/DWA, DPR/DPA, AIR/ULR/PUR; address allowlist and
+//!   connection limit).
 
 pub mod auth;
 pub mod config;
+pub mod connection;
 pub mod hss;
 pub mod import;
 pub mod s6a_handler;

@@ -1,23 +1,47 @@
 //! The HSS's tokio shell: a TCP listener, one task per Diameter peer (each
-//! driving a `mobicore_diameter::peer::Peer`), the periodic flush of the
+//! driving a sans-I/O [`Connection`]), the periodic flush of the
 //! subscriber store, and an orderly shutdown (DPR to every peer, then a
 //! last flush).
+//!
+//! Trust boundary: a connection from an address no allowed peer may use
+//! ([`HssConfig::peers`]) is closed before anything is read
+//! (`s6a_connection_from_unknown_address`); beyond `max_connections` a new
+//! one is closed at once (`s6a_connection_over_limit`). The gauges
+//! `s6a_connections`, `s6a_buffered_octets` and `s6a_buffered_octets_peak`
+//! show what the peers make the HSS hold.
 
 use crate::config::HssConfig;
+use crate::connection::Connection;
 use crate::hss::Hss;
-use crate::s6a_handler::handle_request;
 use crate::store::{StoreError, SubscriberStore};
 use mobicore_common::counters::Counters;
 use mobicore_diameter::base::LocalIdentity;
-use mobicore_diameter::framing::FrameDecoder;
-use mobicore_diameter::peer::{Peer, PeerConfig, PeerEvent};
-use mobicore_diameter::transport::{self, ReadOutcome};
+use mobicore_diameter::transport;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+/// Refusals of the S6a interface, registered at zero so that the metrics
+/// show them before the first one.
+pub const REFUSAL_COUNTERS: &[&str] = &[
+    "s6a_connection_from_unknown_address",
+    "s6a_connection_over_limit",
+    "s6a_message_over_max_length",
+    "s6a_requests_held_for_unread_answers",
+    "diameter_cer_from_unknown_peer",
+    "diameter_before_cer",
+    "diameter_request_from_other_origin_host",
+    "diameter_request_without_origin_host",
+    "diameter_invalid_message_length",
+];
+
+/// How long a closing connection may take to write its last answers.
+const LAST_WRITE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum HssError {
@@ -57,6 +81,9 @@ pub async fn bind(
     counters: Counters,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, impl Future<Output = Result<(), HssError>> + Send + 'static), HssError> {
+    for name in REFUSAL_COUNTERS {
+        counters.get(name);
+    }
     let listener = TcpListener::bind(cfg.listen).await.map_err(|source| HssError::Bind { addr: cfg.listen, source })?;
     let addr = listener.local_addr().map_err(|source| HssError::Bind { addr: cfg.listen, source })?;
     tracing::info!(%addr, "HSS listening for S6a");
@@ -92,10 +119,23 @@ async fn serve(
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, remote)) => {
+                    if !cfg.peers.permits_address(remote.ip()) {
+                        // Closed before anything is read.
+                        counters.incr("s6a_connection_from_unknown_address");
+                        tracing::info!(%remote, "S6a connection from an address no allowed peer uses: closed");
+                        continue;
+                    }
+                    while tasks.try_join_next().is_some() {}
+                    if tasks.len() >= cfg.max_connections {
+                        counters.incr("s6a_connection_over_limit");
+                        tracing::warn!(%remote, max = cfg.max_connections, "S6a connection over max_connections: closed");
+                        continue;
+                    }
                     seed = seed.wrapping_mul(2654435761).wrapping_add(1);
                     let local = listener.local_addr().unwrap_or(cfg.listen);
-                    let conn = Conn { cfg: cfg.clone(), hss: hss.fork(), local: local_identity(&cfg, local), seed };
-                    tasks.spawn(conn.run(stream, remote, shutdown.clone()));
+                    let conn = Connection::new(cfg.clone(), hss.fork(), local_identity(&cfg, local), remote, seed, Instant::now());
+                    let gauges = Gauges::new(&counters);
+                    tasks.spawn(run_connection(conn, stream, gauges, shutdown.clone()));
                 }
                 Err(e) => {
                     // Out of descriptors and the like: count, pause, go on.
@@ -120,64 +160,103 @@ async fn serve(
     Ok(())
 }
 
-struct Conn {
-    cfg: Arc<HssConfig>,
-    hss: Hss,
-    local: LocalIdentity,
-    seed: u32,
+/// The connection and buffer gauges of the metrics.
+struct Gauges {
+    connections: Arc<AtomicU64>,
+    buffered: Arc<AtomicU64>,
+    peak: Arc<AtomicU64>,
+    /// What this connection added to `buffered`.
+    mine: u64,
 }
 
-impl Conn {
-    async fn run(mut self, stream: TcpStream, remote: SocketAddr, mut shutdown: watch::Receiver<bool>) {
-        let _ = stream.set_nodelay(true);
-        let (mut rd, wr) = stream.into_split();
-        let wr = transport::spawn_writer(wr);
-        let mut pc = PeerConfig::s6a(self.local.clone());
-        pc.watchdog_interval = self.cfg.watchdog_interval();
-        pc.id_seed = self.seed;
-        let mut peer = Peer::responder(pc, Instant::now(), self.hss.counters().clone());
-        let mut decoder = FrameDecoder::default();
-        let mut watching = true;
-        if *shutdown.borrow() {
-            return;
+impl Gauges {
+    fn new(c: &Counters) -> Self {
+        let g = Gauges {
+            connections: c.get("s6a_connections"),
+            buffered: c.get("s6a_buffered_octets"),
+            peak: c.get("s6a_buffered_octets_peak"),
+            mine: 0,
+        };
+        g.connections.fetch_add(1, Ordering::Relaxed);
+        g
+    }
+
+    fn set(&mut self, now: usize) {
+        let now = now as u64;
+        if now > self.mine {
+            let total = self.buffered.fetch_add(now - self.mine, Ordering::Relaxed) + (now - self.mine);
+            self.peak.fetch_max(total, Ordering::Relaxed);
+        } else {
+            self.buffered.fetch_sub(self.mine - now, Ordering::Relaxed);
         }
-        loop {
-            tokio::select! {
-                r = transport::read_into(&mut rd, &mut decoder) => {
-                    if r == ReadOutcome::Closed {
-                        tracing::debug!(%remote, "S6a peer closed the connection");
-                        return;
-                    }
-                    transport::feed(&mut peer, &mut decoder, Instant::now());
-                }
-                r = shutdown.changed(), if watching => {
-                    if r.is_err() || *shutdown.borrow() {
-                        watching = false;
-                        peer.close(Instant::now());
-                    }
-                }
-                _ = transport::sleep_until(peer.poll_timeout()) => peer.handle_timeout(Instant::now()),
-            }
-            while let Some(ev) = peer.poll_event() {
-                match ev {
-                    PeerEvent::Request(m) => {
-                        let a = handle_request(&mut self.hss, &self.cfg, &self.local, &m);
-                        peer.send(&a);
-                    }
-                    PeerEvent::Up { origin_host, .. } => tracing::info!(%remote, %origin_host, "S6a peer up"),
-                    PeerEvent::Down(why) => tracing::info!(%remote, %why, "S6a peer down"),
-                    PeerEvent::Answer(_) | PeerEvent::MalformedAnswer { .. } => {
-                        self.hss.counters().incr("diameter_unexpected_answer")
-                    }
-                }
-            }
-            if let Some(b) = peer.poll_transmit() {
-                let _ = wr.send(b);
-            }
-            if peer.is_closed() {
-                // Dropping the writer flushes the last answers and closes.
+        self.mine = now;
+    }
+}
+
+impl Drop for Gauges {
+    fn drop(&mut self) {
+        self.set(0);
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What woke a connection's task.
+enum Io {
+    Read(std::io::Result<usize>),
+    Wrote(std::io::Result<usize>),
+    Shutdown(bool),
+    Timeout,
+}
+
+/// Drives one connection: reads while it has room, writes its answers,
+/// passes timer expiries and shutdown.
+async fn run_connection(
+    mut conn: Connection,
+    stream: TcpStream,
+    mut gauges: Gauges,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut watching = true;
+    if *shutdown.borrow() {
+        return;
+    }
+    loop {
+        let reading = conn.read_room() > 0;
+        let deadline = conn.poll_timeout();
+        let (mut rx, tx) = conn.io();
+        let writing = !tx.is_empty();
+        // Both I/O branches are cancel-safe: a lost race reads or writes nothing.
+        let ev = tokio::select! {
+            r = rd.read_buf(&mut rx), if reading => Io::Read(r),
+            r = wr.write(tx), if writing => Io::Wrote(r),
+            r = shutdown.changed(), if watching => Io::Shutdown(r.is_err() || *shutdown.borrow()),
+            _ = transport::sleep_until(deadline) => Io::Timeout,
+        };
+        match ev {
+            Io::Read(Ok(0) | Err(_)) => {
+                tracing::debug!(peer = ?conn.peer().remote_host(), "S6a peer closed the connection");
                 return;
             }
+            Io::Read(Ok(_)) => {}
+            Io::Wrote(Ok(n)) if n > 0 => conn.advance_transmit(n),
+            Io::Wrote(_) => return,
+            Io::Shutdown(stop) => {
+                if stop {
+                    watching = false;
+                    conn.close(Instant::now());
+                }
+            }
+            Io::Timeout => conn.handle_timeout(Instant::now()),
+        }
+        conn.process(Instant::now());
+        gauges.set(conn.buffered());
+        if conn.is_closed() {
+            // The last answers (a CEA with the refusal, a DPA), then close.
+            let _ = tokio::time::timeout(LAST_WRITE, wr.write_all(conn.transmit())).await;
+            let _ = wr.shutdown().await;
+            return;
         }
     }
 }

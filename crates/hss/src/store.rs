@@ -244,7 +244,8 @@ impl SubscriberStore {
         let mut g = self.lock();
         g.subscribers.reserve(count as usize);
         for i in 0..count {
-            let imsi: Imsi = format!("{:0width$}", base + i).parse().map_err(|_| StoreError::Invalid(first.to_string()))?;
+            let imsi: Imsi =
+                format!("{:0width$}", base + i).parse().map_err(|_| StoreError::Invalid(first.to_string()))?;
             let s = Subscriber {
                 imsi: imsi.clone(),
                 k,
@@ -266,7 +267,8 @@ impl SubscriberStore {
     /// format. Returns how many subscribers were added or replaced.
     pub fn import(&self, path: impl AsRef<Path>) -> Result<usize, StoreError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| StoreError::Io { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| StoreError::Io { path: path.to_path_buf(), source })?;
         let subs = crate::import::parse_csv(&text)?;
         let n = subs.len();
         for s in subs {

@@ -168,7 +168,12 @@ fn kenb_and_nas_keys_per_ts_33_401_annex_a() {
         let k = hmac_sha256(&kasme_octets, &s);
         k[16..].to_vec()
     };
-    for (alg, id) in [(CipheringAlgorithm::Null, 0), (CipheringAlgorithm::Snow3g, 1), (CipheringAlgorithm::Aes, 2), (CipheringAlgorithm::Zuc, 3)] {
+    for (alg, id) in [
+        (CipheringAlgorithm::Null, 0),
+        (CipheringAlgorithm::Snow3g, 1),
+        (CipheringAlgorithm::Aes, 2),
+        (CipheringAlgorithm::Zuc, 3),
+    ] {
         assert_eq!(derive_knas_enc(&kasme, alg).as_octets().to_vec(), alg_key(0x01, id), "KNASenc for EEA{id}");
     }
     for (alg, id) in [(IntegrityAlgorithm::Snow3g, 1), (IntegrityAlgorithm::Aes, 2), (IntegrityAlgorithm::Zuc, 3)] {

@@ -53,7 +53,12 @@ async fn client(addr: SocketAddr) -> Requester<S6aRequest, S6aAnswer> {
 }
 
 fn air(i: u64, resync: Option<ResyncInfo>) -> S6aRequest {
-    S6aRequest::AuthenticationInformation(AuthInfoRequest { imsi: imsi(i), visited_plmn: plmn(), num_vectors: 1, resync })
+    S6aRequest::AuthenticationInformation(AuthInfoRequest {
+        imsi: imsi(i),
+        visited_plmn: plmn(),
+        num_vectors: 1,
+        resync,
+    })
 }
 
 /// The procedures a test run (and the tshark capture) goes through.
@@ -119,7 +124,7 @@ async fn thousand_concurrent_requests_all_answered() {
 /// A raw peer that has done CER/CEA.
 async fn raw_peer(addr: SocketAddr) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let id = base::LocalIdentity::new("raw.mobicore.local", "mobicore.local");
+    let id = base::LocalIdentity::new("mme.mobicore.local", "mobicore.local");
     s.write_all(&base::cer(&id, 1, 1).to_vec()).await.unwrap();
     let cea = read_message(&mut s).await.unwrap();
     assert_eq!(cea.result_code(), Some(result::DIAMETER_SUCCESS));
@@ -137,9 +142,9 @@ async fn read_message(s: &mut TcpStream) -> Option<Message> {
 }
 
 fn s6a_air_bytes(hop: u32) -> Vec<u8> {
-    let id = base::LocalIdentity::new("raw.mobicore.local", "mobicore.local");
+    let id = base::LocalIdentity::new("mme.mobicore.local", "mobicore.local");
     let ctx = mobicore_diameter::s6a::RequestContext {
-        session_id: "raw.mobicore.local;1;1",
+        session_id: "mme.mobicore.local;1;1",
         local: &id,
         destination_realm: "mobicore.local",
         destination_host: None,
@@ -183,11 +188,17 @@ async fn malformed_messages_get_their_answers_and_others_are_served() {
     let a = read_message(&mut p).await.unwrap();
     assert_eq!(a.result_code(), Some(result::DIAMETER_COMMAND_UNSUPPORTED));
     assert!(a.header.error);
-    assert_eq!(a.session_id(), Some("raw.mobicore.local;1;1"));
+    assert_eq!(a.session_id(), Some("mme.mobicore.local;1;1"));
 
     // Unknown AVP with the M-bit in an AIR: DIAMETER_AVP_UNSUPPORTED.
     let mut m = Message::parse(&s6a_air_bytes(13)).unwrap();
-    m.avps.push(mobicore_diameter::avp::AvpRepr { code: 9999, vendor_id: None, mandatory: true, protected: false, data: vec![1] });
+    m.avps.push(mobicore_diameter::avp::AvpRepr {
+        code: 9999,
+        vendor_id: None,
+        mandatory: true,
+        protected: false,
+        data: vec![1],
+    });
     p.write_all(&m.to_vec()).await.unwrap();
     let a = read_message(&mut p).await.unwrap();
     assert_eq!(a.result_code(), Some(result::DIAMETER_AVP_UNSUPPORTED));
@@ -211,7 +222,7 @@ async fn malformed_messages_get_their_answers_and_others_are_served() {
     p.write_all(&s6a_air_bytes(16)).await.unwrap();
     let a = read_message(&mut p).await.unwrap();
     assert_eq!((a.header.hop_by_hop, a.result_code()), (16, Some(result::DIAMETER_SUCCESS)));
-    let id = base::LocalIdentity::new("raw.mobicore.local", "mobicore.local");
+    let id = base::LocalIdentity::new("mme.mobicore.local", "mobicore.local");
     p.write_all(&base::dwr(&id, 17, 17).to_vec()).await.unwrap();
     let a = read_message(&mut p).await.unwrap();
     assert_eq!((a.header.command_code, a.result_code()), (cmd::DEVICE_WATCHDOG, Some(2001)));
@@ -312,13 +323,15 @@ async fn tshark_decodes_the_session_without_errors() {
     let decode = format!("tcp.port=={port},diameter");
     let v = Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-V"]).output().unwrap();
     let text = String::from_utf8_lossy(&v.stdout);
-    for cmd in ["Capabilities-Exchange", "Authentication-Information", "Update-Location", "Purge-UE", "Disconnect-Peer"] {
+    for cmd in ["Capabilities-Exchange", "Authentication-Information", "Update-Location", "Purge-UE", "Disconnect-Peer"]
+    {
         assert!(text.contains(cmd), "tshark saw no {cmd}:\n{text}\n{}", String::from_utf8_lossy(&v.stderr));
     }
     assert!(text.contains("KASME"), "AIA vectors dissected");
     assert!(text.contains("Experimental-Result-Code: DIAMETER_ERROR_USER_UNKNOWN (5001)"), "{text}");
     assert!(!text.contains("Malformed"), "malformed packet in capture:\n{text}");
-    let x = Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-q", "-z", "expert"]).output().unwrap();
+    let x =
+        Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-q", "-z", "expert"]).output().unwrap();
     let experts = String::from_utf8_lossy(&x.stdout);
     // Sections are "Errors (n)", "Warns (n)", "Notes (n)", "Chats (n)". No
     // error at all, and no warning from the Diameter dissector (a TCP RST

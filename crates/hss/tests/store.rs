@@ -113,7 +113,8 @@ fn csv_import() {
 
     std::fs::write(&csv, "imsi,k\n1,2\n").unwrap();
     assert!(store.import(&csv).is_err());
-    std::fs::write(&csv, format!("imsi,k,opc,amf,sqn,msisdn,apn,qci,arp,ambr_ul,ambr_dl\n00101x,{k},{opc},,,,,,,,\n")).unwrap();
+    std::fs::write(&csv, format!("imsi,k,opc,amf,sqn,msisdn,apn,qci,arp,ambr_ul,ambr_dl\n00101x,{k},{opc},,,,,,,,\n"))
+        .unwrap();
     assert!(store.import(&csv).is_err());
     let _ = std::fs::remove_dir_all(dir);
 }
