@@ -84,14 +84,16 @@ pub enum ConfigCommand {
 #[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SctpTransport {
-    /// Kernel SCTP if the kernel has it, else raw IP.
+    /// Raw IP where the kernel has no SCTP, else UDP encapsulation (raw
+    /// sockets would fight the kernel's SCTP stack).
     #[default]
     Auto,
     /// User-space SCTP over raw IP protocol 132 (needs root).
     Raw,
     /// User-space SCTP over UDP (RFC 6951).
     Udp,
-    /// Kernel SCTP.
+    /// Kernel SCTP: not implemented yet (these machines have none to test
+    /// against); refused with an error that names the alternatives.
     Kernel,
 }
 
