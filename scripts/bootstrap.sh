@@ -24,6 +24,13 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] || {
     echo "mobicore: installing the Rust toolchain with rustup" >&2
-    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
+    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt -c clippy >/dev/null
   }
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+# `./mobicore test` checks formatting and lints first.
+if command -v rustup >/dev/null 2>&1; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null
+  done
 fi
