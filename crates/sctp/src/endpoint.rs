@@ -50,6 +50,8 @@ pub struct Stats {
     pub data_beyond_receive_window: u64,
     /// DATA dropped unacknowledged: its TSN is further ahead than the receive window.
     pub data_tsn_beyond_window: u64,
+    /// Fragments held for reordering given up for a lower TSN when the window was full (RFC 9260 6.2).
+    pub data_reneged: u64,
     /// Replies to packets without an association not sent: `max_queued_replies` reached.
     pub replies_dropped: u64,
     /// ERROR / HEARTBEAT ACK chunks not sent: an association's report queue was full.
@@ -274,6 +276,7 @@ impl Endpoint {
         let Some(a) = self.assocs.get_mut(&id) else { return };
         self.events.extend(a.events.drain(..));
         self.stats.reports_dropped += a.take_reports_dropped();
+        self.stats.data_reneged += a.take_reneged();
         if !a.in_tx_queue && a.wants_transmit() {
             a.in_tx_queue = true;
             self.tx_queue.push_back(id);

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use mobicore_common::sctp_api::{AssocId, SctpEvent, PPID_S1AP};
-use mobicore_sctp::wire::{Chunk, ChunkRepr, ChunkType, Packet};
+use mobicore_sctp::wire::{Chunk, ChunkRepr, ChunkType, CommonHeader, DataRepr, InitRepr, Packet};
 use mobicore_sctp::{Endpoint, EndpointConfig, State, Transport};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -498,6 +498,298 @@ fn forged_and_stale_cookies_are_refused() {
     // In time it works.
     p.b.handle_packet(p.now, ip(), &buf);
     assert_eq!(p.b.association_count(), 1);
+}
+
+// ---- bounds: what a peer can make an endpoint hold (RFC 9260 5.1.3, 6.2, 6.9) ----
+
+/// A packet from `src_port` to `dst_port` with these chunks, checksummed.
+fn packet(src_port: u16, dst_port: u16, vtag: u32, chunks: &[ChunkRepr<'_>]) -> Vec<u8> {
+    let mut buf = vec![0u8; 12];
+    for c in chunks {
+        let at = buf.len();
+        buf.resize(at + c.buffer_len(), 0);
+        c.emit(&mut buf[at..]);
+    }
+    let mut p = Packet::new_unchecked(&mut buf[..]);
+    CommonHeader { src_port, dst_port, verification_tag: vtag }.emit(&mut p);
+    p.fill_checksum();
+    buf
+}
+
+/// What a forging peer on a's side of an established pair needs: the tag b
+/// expects and the first TSN a will use.
+fn forge_context(p: &Pair) -> (u32, u32) {
+    let vtag = p.wire.iter().rev().find(|(from_a, _)| *from_a).map(|(_, b)| Packet::new_checked(&b[..]).unwrap().verification_tag());
+    let init = Packet::new_checked(&p.wire[0].1[..]).unwrap();
+    let c = init.chunks().next().unwrap().unwrap();
+    let tsn = match ChunkRepr::parse(&c).unwrap() {
+        ChunkRepr::Init(i) => i.initial_tsn,
+        other => panic!("first packet is not an INIT: {other:?}"),
+    };
+    (vtag.unwrap(), tsn)
+}
+
+fn data(tsn: u32, stream: u16, ssn: u16, (begin, end): (bool, bool), payload: &[u8]) -> ChunkRepr<'_> {
+    ChunkRepr::Data(DataRepr { unordered: false, begin, end, tsn, stream_id: stream, ssn, ppid: PPID_S1AP, data: payload })
+}
+
+fn small_window(port: u16, window: u32) -> EndpointConfig {
+    let mut c = cfg(port);
+    c.receive_window = window;
+    c
+}
+
+#[test]
+fn out_of_order_fragment_flood_stays_within_the_window_and_delivery_goes_on() {
+    const WINDOW: usize = 16 << 10;
+    let mut p = Pair::with(cfg(A_PORT), small_window(B_PORT, WINDOW as u32));
+    let (ia, ib) = p.connect();
+    let (vtag, tsn0) = forge_context(&p);
+    let junk = [0xa5u8; 500];
+    // First fragments of messages that never complete, far above the cumulative
+    // TSN but inside the window: 100 kB offered to a 16 kB window.
+    for k in 0..200u32 {
+        let pkt = packet(A_PORT, B_PORT, vtag, &[data(tsn0.wrapping_add(100 + 2 * k), 1, 5, (true, false), &junk)]);
+        p.b.handle_packet(p.now, ip(), &pkt);
+        let q = p.b.receive_queue(ib).unwrap();
+        assert!(q.queued_bytes <= q.window, "{q:?}");
+        assert_eq!(q.window, WINDOW);
+    }
+    assert!(p.b.stats.data_beyond_receive_window > 0);
+    // TSNs far beyond the window are not kept at all.
+    let before = p.b.receive_queue(ib).unwrap();
+    for k in 0..100u32 {
+        let pkt = packet(A_PORT, B_PORT, vtag, &[data(tsn0.wrapping_add(1_000_000 + k), 1, 6, (true, true), b"far")]);
+        p.b.handle_packet(p.now, ip(), &pkt);
+    }
+    assert_eq!(p.b.stats.data_tsn_beyond_window, 100);
+    assert_eq!(p.b.receive_queue(ib).unwrap(), before);
+    assert!(before.tsns_above_cum <= WINDOW);
+    p.drive();
+    // The real sender's data, below the junk, still gets through: small
+    // messages at once, a fragmented one in place of the highest junk (reneged).
+    let big: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+    p.a.send(ia, 0, PPID_S1AP, Bytes::from_static(b"first")).unwrap();
+    p.a.send(ia, 0, PPID_S1AP, Bytes::from(big.clone())).unwrap();
+    p.a.send(ia, 0, PPID_S1AP, Bytes::from_static(b"last")).unwrap();
+    p.run_until(|p| p.data_b().len() == 3 || down_reason(&p.ev_a).is_some());
+    let got: Vec<Bytes> = p.data_b().into_iter().map(|(_, _, d)| d).collect();
+    assert_eq!(got, [Bytes::from_static(b"first"), Bytes::from(big), Bytes::from_static(b"last")]);
+    assert!(p.b.stats.data_reneged > 0);
+    let q = p.b.receive_queue(ib).unwrap();
+    assert!(q.queued_bytes <= q.window, "{q:?}");
+}
+
+#[test]
+fn endless_fragments_of_one_message_are_bounded_and_later_messages_still_arrive() {
+    const WINDOW: usize = 8 << 10;
+    let mut p = Pair::with(cfg(A_PORT), small_window(B_PORT, WINDOW as u32));
+    let (_, ib) = p.connect();
+    let (vtag, tsn0) = forge_context(&p);
+    let junk = [0x5au8; 1000];
+    // In order, so every accepted one is cumulatively acked; it never ends.
+    let mut next = tsn0;
+    for k in 0..64u32 {
+        let flags = (k == 0, false);
+        let pkt = packet(A_PORT, B_PORT, vtag, &[data(next, 2, 0, flags, &junk)]);
+        p.b.handle_packet(p.now, ip(), &pkt);
+        let q = p.b.receive_queue(ib).unwrap();
+        assert!(q.queued_bytes <= WINDOW, "{q:?}");
+        if p.b.stats.data_beyond_receive_window == 0 {
+            next = next.wrapping_add(1);
+        }
+    }
+    assert_eq!(p.b.receive_queue(ib).unwrap().queued_bytes, WINDOW / 1000 * 1000);
+    assert_eq!(p.b.stats.data_beyond_receive_window, 64 - (WINDOW / 1000) as u64);
+    // The next TSN with a whole message on another stream is delivered at once.
+    let pkt = packet(A_PORT, B_PORT, vtag, &[data(next, 3, 0, (true, true), b"still here")]);
+    p.b.handle_packet(p.now, ip(), &pkt);
+    p.drive();
+    assert_eq!(p.data_b(), [(3, PPID_S1AP, Bytes::from_static(b"still here"))]);
+}
+
+/// Several endpoints on loopback, packets routed by destination port.
+struct Net {
+    eps: Vec<Endpoint>,
+    events: Vec<Vec<SctpEvent>>,
+    now: Instant,
+}
+
+impl Net {
+    fn new(cfgs: Vec<EndpointConfig>) -> Self {
+        let now = Instant::now();
+        let eps: Vec<Endpoint> =
+            cfgs.iter().enumerate().map(|(i, c)| Endpoint::new(c, c.local.port(), 10 + i as u64, now)).collect();
+        let events = eps.iter().map(|_| Vec::new()).collect();
+        Net { eps, events, now }
+    }
+    fn addr(&self, i: usize) -> SocketAddr {
+        SocketAddr::new(ip(), self.eps[i].local_port())
+    }
+    /// Send everything every endpoint has until all are quiet; bounded.
+    fn drive(&mut self) {
+        let mut buf = Vec::new();
+        for _ in 0..10_000 {
+            let mut moved = false;
+            for i in 0..self.eps.len() {
+                while let Some(dst) = self.eps[i].poll_transmit(self.now, &mut buf) {
+                    moved = true;
+                    if let Some(j) = self.eps.iter().position(|e| e.local_ports().contains(&dst.port())) {
+                        self.eps[j].handle_packet(self.now, ip(), &buf);
+                    }
+                }
+                while let Some(e) = self.eps[i].poll_event() {
+                    self.events[i].push(e);
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("endless exchange");
+    }
+}
+
+#[test]
+fn init_beyond_max_associations_is_aborted_and_the_existing_one_keeps_working() {
+    let mut server = cfg(B_PORT);
+    server.max_associations = 1;
+    let mut n = Net::new(vec![server, cfg(A_PORT), cfg(A_PORT + 1), cfg(A_PORT + 2)]);
+    let b = n.addr(0);
+    let first = n.eps[1].connect(n.now, b).unwrap();
+    n.drive();
+    assert_eq!(n.eps[1].state(first), Some(State::Established));
+    // A second peer: its INIT gets ABORT "Out of Resource" (RFC 9260 5.1, 3.3.10.4).
+    let second = n.eps[2].connect(n.now, b).unwrap();
+    n.drive();
+    assert_eq!(down_reason(&n.events[2]).as_deref(), Some("aborted by the peer: out of resource"));
+    assert_eq!(n.eps[2].state(second), None);
+    assert_eq!(n.eps[0].stats.init_beyond_max_associations, 1);
+    assert_eq!(n.eps[0].association_count(), 1);
+    // The existing association is unaffected.
+    n.eps[1].send(first, 0, PPID_S1AP, Bytes::from_static(b"after")).unwrap();
+    n.drive();
+    assert_eq!(data_of(&n.events[0]), [(0, PPID_S1AP, Bytes::from_static(b"after"))]);
+    assert!(down_reason(&n.events[0]).is_none());
+    // A cookie issued before the limit was reached is refused too.
+    n.eps[1].abort(first);
+    n.drive();
+    assert_eq!(n.eps[0].association_count(), 0);
+    let (c3, c1) = (n.eps[3].connect(n.now, b).unwrap(), n.eps[1].connect(n.now, b).unwrap());
+    let mut buf = Vec::new();
+    let mut init_acks = Vec::new();
+    for i in [3, 1] {
+        n.eps[i].poll_transmit(n.now, &mut buf).unwrap(); // INIT
+        n.eps[0].handle_packet(n.now, ip(), &buf);
+        n.eps[0].poll_transmit(n.now, &mut buf).unwrap(); // INIT ACK, no state
+        init_acks.push((i, buf.clone()));
+    }
+    assert_eq!(n.eps[0].held().associations, 0);
+    for (i, ack) in init_acks {
+        n.eps[i].handle_packet(n.now, ip(), &ack);
+    }
+    n.drive();
+    assert_eq!(n.eps[0].stats.cookie_beyond_max_associations, 1);
+    assert_eq!(n.eps[0].association_count(), 1);
+    let up = [n.eps[3].state(c3), n.eps[1].state(c1)];
+    assert!(up.contains(&Some(State::Established)) && up.contains(&None), "{up:?}");
+}
+
+fn init(tag: u32) -> ChunkRepr<'static> {
+    ChunkRepr::Init(InitRepr { initiate_tag: tag, a_rwnd: 65_536, outbound_streams: 4, inbound_streams: 4, initial_tsn: tag, params: &[] })
+}
+
+#[test]
+fn a_flood_of_inits_creates_no_state() {
+    let mut server = cfg(B_PORT);
+    server.max_queued_replies = 100;
+    let mut p = Pair::with(cfg(A_PORT), server);
+    let mut buf = Vec::new();
+    // Answered as they come (the shell sends after every receive batch): INIT ACKs, nothing held.
+    for k in 1..=10_000u32 {
+        let src = SocketAddr::new(IpAddr::from([127, 0, (k >> 8) as u8, k as u8]), 1024 + (k % 50_000) as u16);
+        let pkt = packet(src.port(), B_PORT, 0, &[init(k)]);
+        p.b.handle_packet(p.now, src.ip(), &pkt);
+        let dst = p.b.poll_transmit(p.now, &mut buf).unwrap();
+        assert_eq!((dst, chunk_types(&buf)), (src, vec![ChunkType::INIT_ACK]));
+    }
+    assert_eq!(p.b.held(), mobicore_sctp::Held::default());
+    assert_eq!((p.b.stats.init_received, p.b.stats.half_open_inits), (10_000, 10_000));
+    // Not sent in between: the reply queue stays at its bound.
+    for k in 1..=5_000u32 {
+        p.b.handle_packet(p.now, ip(), &packet(2000, B_PORT, 0, &[init(k)]));
+    }
+    assert_eq!(p.b.held().queued_replies, 100);
+    assert_eq!(p.b.held().associations, 0);
+    assert_eq!(p.b.stats.replies_dropped, 4_900);
+    while p.b.poll_transmit(p.now, &mut buf).is_some() {}
+    // A real peer still gets in.
+    let (ia, _) = p.connect();
+    p.a.send(ia, 0, PPID_S1AP, Bytes::from_static(b"in")).unwrap();
+    p.drive();
+    assert_eq!(p.data_b(), [(0, PPID_S1AP, Bytes::from_static(b"in"))]);
+}
+
+mod bounds {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Forged {
+        /// DATA at this offset from the first TSN, with flags (B, E, U).
+        Data { off: u32, stream: u16, ssn: u16, flags: (bool, bool, bool), len: usize },
+        /// Any chunk at all: type, flags, value.
+        Raw { ty: u8, flags: u8, value: Vec<u8> },
+    }
+
+    fn forged() -> impl Strategy<Value = Forged> {
+        prop_oneof![
+            4 => (prop_oneof![0u32..64, 0u32..20_000, any::<u32>()], 0u16..4, 0u16..6, any::<(bool, bool, bool)>(), 1usize..3000)
+                .prop_map(|(off, stream, ssn, flags, len)| Forged::Data { off, stream, ssn, flags, len }),
+            1 => (any::<u8>(), any::<u8>(), proptest::collection::vec(any::<u8>(), 0..64))
+                .prop_map(|(ty, flags, value)| Forged::Raw { ty, flags, value }),
+        ]
+    }
+
+    proptest! {
+        /// Whatever chunks a peer sends with the right tag, the receive queue stays
+        /// within the window, the gap set within the window, and nothing panics.
+        #[test]
+        fn arbitrary_chunks_never_exceed_the_window(window in 1500u32..20_000, chunks in proptest::collection::vec(proptest::collection::vec(forged(), 1..4), 1..120)) {
+            let mut p = Pair::with(cfg(A_PORT), small_window(B_PORT, window));
+            let (_, ib) = p.connect();
+            let (vtag, tsn0) = forge_context(&p);
+            let payload = vec![0x42u8; 3000];
+            let mut buf = Vec::new();
+            for bundle in &chunks {
+                let reprs: Vec<ChunkRepr<'_>> = bundle
+                    .iter()
+                    .map(|f| match f {
+                        Forged::Data { off, stream, ssn, flags: (b, e, u), len } => ChunkRepr::Data(DataRepr {
+                            unordered: *u,
+                            begin: *b,
+                            end: *e,
+                            tsn: tsn0.wrapping_add(*off),
+                            stream_id: *stream,
+                            ssn: *ssn,
+                            ppid: PPID_S1AP,
+                            data: &payload[..*len],
+                        }),
+                        Forged::Raw { ty, flags, value } => ChunkRepr::Unknown { ty: *ty, flags: *flags, value },
+                    })
+                    .collect();
+                p.b.handle_packet(p.now, ip(), &packet(A_PORT, B_PORT, vtag, &reprs));
+                if let Some(q) = p.b.receive_queue(ib) {
+                    prop_assert!(q.queued_bytes <= q.window, "{:?}", q);
+                    prop_assert!(q.tsns_above_cum <= q.window, "{:?}", q);
+                }
+                let held = p.b.held();
+                prop_assert!(held.associations <= 1 && held.queued_replies <= 1024, "{:?}", held);
+                while p.b.poll_transmit(p.now, &mut buf).is_some() {}
+                while p.b.poll_event().is_some() {}
+            }
+        }
+    }
 }
 
 mod lossy {

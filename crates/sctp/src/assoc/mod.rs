@@ -249,6 +249,11 @@ impl Association {
         self.push_ctrl(c);
     }
 
+    /// Fragments reneged (RFC 9260 6.2) since the last call.
+    pub fn take_reneged(&mut self) -> u64 {
+        self.rx.as_mut().map_or(0, Receiver::take_reneged)
+    }
+
     /// Reports not queued since the last call.
     pub fn take_reports_dropped(&mut self) -> u64 {
         std::mem::take(&mut self.reports_dropped)
@@ -530,8 +535,7 @@ impl Association {
     pub fn on_shutdown(&mut self, now: Instant, cum_tsn_ack: u32) {
         match self.state {
             State::Established | State::ShutdownPending | State::ShutdownReceived => {
-                let sack = SackRepr { cum_tsn_ack, a_rwnd: self.tx.peer_a_rwnd(), ..Default::default() };
-                self.tx.on_sack(now, &sack);
+                self.tx.on_shutdown_cum_ack(now, cum_tsn_ack);
                 self.state = State::ShutdownReceived;
                 self.progress_shutdown(now);
             }

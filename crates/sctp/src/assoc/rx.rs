@@ -71,6 +71,8 @@ pub(crate) struct Receiver {
     window: usize,
     /// How far above `cum` a TSN may be: min(window, MAX_TSN_AHEAD).
     max_ahead: u64,
+    /// Fragments given up to make room for a lower TSN, since the last `take_reneged`.
+    reneged: u64,
 }
 
 impl Receiver {
@@ -86,12 +88,18 @@ impl Receiver {
             buffered: 0,
             window,
             max_ahead: (window as u64).clamp(1, MAX_TSN_AHEAD),
+            reneged: 0,
         }
     }
 
     /// Bytes held for reassembly and ordered delivery (RFC 9260 6.2: at most the window).
     pub fn queued_bytes(&self) -> usize {
         self.buffered
+    }
+
+    /// Fragments reneged since the last call.
+    pub fn take_reneged(&mut self) -> u64 {
+        std::mem::take(&mut self.reneged)
     }
 
     /// TSNs received above the cumulative TSN (the gap set).
@@ -120,8 +128,12 @@ impl Receiver {
     /// when the queued bytes would exceed the window, and a TSN further ahead
     /// than the window is dropped too. A message that can be delivered at once
     /// needs no room and is always taken, so in-order delivery goes on while
-    /// the queues are full. No held data is reneged: a message larger than the
-    /// window cannot be received (no partial delivery, RFC 9260 6.9).
+    /// the queues are full, and a chunk below the highest fragments held for
+    /// reordering takes their place (they are reneged: RFC 9260 6.2, the sender
+    /// keeps gap-acked data until it is cumulatively acked), so data sent far
+    /// ahead cannot wedge the association. Cumulatively acked data is never
+    /// given up: a message larger than the window cannot be received (there is
+    /// no partial delivery, RFC 9260 6.9).
     pub fn on_data(&mut self, d: &DataRepr<'_>, out: &mut Vec<Delivered>) -> DataOutcome {
         let tsn = unwrap_tsn(d.tsn, self.cum);
         if tsn <= self.cum || self.above.contains(&tsn) {
@@ -148,7 +160,7 @@ impl Receiver {
                 }
             }
         };
-        if self.buffered + queued > self.window {
+        if self.buffered + queued > self.window && !self.renege_above(tsn, self.buffered + queued - self.window) {
             return DataOutcome::QueueFull;
         }
         self.mark_received(tsn);
@@ -174,6 +186,28 @@ impl Receiver {
         );
         self.reassemble(tsn, out);
         DataOutcome::Accepted
+    }
+
+    /// RFC 9260 6.2: drop the highest TSNs held for reordering (fragments above
+    /// `tsn`, none cumulatively acked) to free `need` bytes; nothing is dropped
+    /// if they cannot free that much.
+    fn renege_above(&mut self, tsn: u64, need: usize) -> bool {
+        let mut freed = 0;
+        let mut lowest = None;
+        for (&t, f) in self.frags.range(tsn + 1..).rev() {
+            freed += f.data.len();
+            lowest = Some(t);
+            if freed >= need {
+                break;
+            }
+        }
+        let Some(lowest) = lowest.filter(|_| freed >= need) else { return false };
+        for (t, f) in self.frags.split_off(&lowest) {
+            self.above.remove(&t);
+            self.buffered -= f.data.len();
+            self.reneged += 1;
+        }
+        true
     }
 
     fn mark_received(&mut self, tsn: u64) {

@@ -23,6 +23,8 @@ struct OutChunk {
     data: Bytes,
     tx_count: u32,
     gap_acked: bool,
+    /// The SACK (by `Sender::sacks`) that last gap-acked it.
+    gap_acked_by: u64,
     /// Marked for retransmission (not in flight).
     rtx: bool,
     miss: u8,
@@ -61,6 +63,9 @@ pub(crate) struct Sender {
     rtt_probe: Option<(u64, Instant)>,
     /// Let the next packet of fast retransmissions ignore cwnd (RFC 9260 7.2.4).
     fast_rtx_bypass: bool,
+    /// SACKs processed; and whether the last one had Gap Ack Blocks.
+    sacks: u64,
+    last_sack_gaps: bool,
 }
 
 impl Sender {
@@ -83,6 +88,8 @@ impl Sender {
             fast_recovery_exit: None,
             rtt_probe: None,
             fast_rtx_bypass: false,
+            sacks: 0,
+            last_sack_gaps: false,
         }
     }
 
@@ -120,6 +127,7 @@ impl Sender {
                 data: part,
                 tx_count: 0,
                 gap_acked: false,
+                gap_acked_by: 0,
                 rtx: false,
                 miss: 0,
                 fast_retransmitted: false,
@@ -253,6 +261,7 @@ impl Sender {
         out.cum_advanced = c > self.cum_acked;
         self.cum_acked = c;
 
+        self.sacks += 1;
         let mut highest_gap = None;
         for &(start, end) in &s.gap_blocks {
             if start == 0 || start > end {
@@ -265,6 +274,7 @@ impl Sender {
                 }
                 let size = self.q[idx].wire_len();
                 let f = &mut self.q[idx];
+                f.gap_acked_by = self.sacks;
                 if !f.gap_acked {
                     f.gap_acked = true;
                     if f.rtx {
@@ -275,6 +285,19 @@ impl Sender {
                     }
                 }
                 highest_gap = Some(f.tsn);
+            }
+        }
+        if std::mem::replace(&mut self.last_sack_gaps, highest_gap.is_some()) {
+            // RFC 9260 6.2.1 D iii: gap-acked before, missing now: the receiver
+            // reneged. Outstanding again, with a miss indication; T3 covers it.
+            for i in 0..self.n_sent {
+                let size = self.q[i].wire_len();
+                let f = &mut self.q[i];
+                if f.gap_acked && f.gap_acked_by != self.sacks {
+                    f.gap_acked = false;
+                    f.miss = f.miss.saturating_add(1);
+                    self.flight += size;
+                }
             }
         }
         if let Some(h) = highest_gap {
@@ -321,6 +344,15 @@ impl Sender {
         }
         self.peer_rwnd = (s.a_rwnd as usize).saturating_sub(self.flight);
         Some(out)
+    }
+
+    /// The Cumulative TSN Ack of a SHUTDOWN (RFC 9260 9.2): it says nothing
+    /// about gap-acked data, so that is not taken as reneged.
+    pub fn on_shutdown_cum_ack(&mut self, now: Instant, cum_tsn_ack: u32) {
+        let gaps = std::mem::take(&mut self.last_sack_gaps);
+        let a_rwnd = self.peer_a_rwnd();
+        self.on_sack(now, &SackRepr { cum_tsn_ack, a_rwnd, ..Default::default() });
+        self.last_sack_gaps = gaps;
     }
 
     /// T3-rtx expired: everything outstanding is retransmitted, cwnd drops to one MTU (RFC 9260 6.3.3, 7.2.3).

@@ -128,7 +128,7 @@ struct StatCounters(Vec<(StatField, Arc<AtomicU64>)>);
 impl StatCounters {
     fn new(c: &Counters) -> Self {
         // Named after what was refused or dropped (exported as `mobicore_<nf>_sctp_*`).
-        let fields: [(&'static str, StatField); 18] = [
+        let fields: [(&'static str, StatField); 19] = [
             ("sctp_rx_packets", |s| s.rx_packets),
             ("sctp_tx_packets", |s| s.tx_packets),
             ("sctp_foreign_port", |s| s.foreign_port),
@@ -145,6 +145,7 @@ impl StatCounters {
             ("sctp_cookie_beyond_max_associations", |s| s.cookie_beyond_max_associations),
             ("sctp_data_beyond_receive_window", |s| s.data_beyond_receive_window),
             ("sctp_data_tsn_beyond_window", |s| s.data_tsn_beyond_window),
+            ("sctp_data_reneged", |s| s.data_reneged),
             ("sctp_reply_queue_full", |s| s.replies_dropped),
             ("sctp_report_queue_full", |s| s.reports_dropped),
         ];
