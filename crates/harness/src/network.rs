@@ -191,7 +191,7 @@ impl Network {
     pub fn s1_setup_all(&mut self) {
         let streams = self.streams();
         for i in 0..self.enbs.len() {
-            self.mme.handle(self.now, MmeEvent::S1Up { assoc: Self::assoc(i), outbound_streams: streams });
+            self.mme.handle(self.now, MmeEvent::S1Up { assoc: Self::assoc(i), peer: [127, 0, 0, 1].into(), outbound_streams: streams });
             self.enbs[i].start_s1_setup(self.now, streams);
         }
         self.drive();

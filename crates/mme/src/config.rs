@@ -1,6 +1,7 @@
 //! The MME's typed configuration (one TOML section), with defaults that run
 //! without a config file.
 
+use mobicore_common::peers::PeerFilter;
 use mobicore_common::Plmn;
 use serde::Deserialize;
 use std::net::Ipv4Addr;
@@ -100,6 +101,9 @@ pub struct MmeConfig {
     /// S6a requests in flight at most; an attach that would need one more
     /// is rejected with #22 (the HSS is the bottleneck, not this MME).
     pub max_s6a_in_flight: usize,
+    /// Addresses eNBs may connect from on S1-MME; other associations are
+    /// aborted. Loopback by default (the eNBs of `mobicore demo`).
+    pub enb_peers: PeerFilter,
 }
 
 impl Default for MmeConfig {
@@ -126,6 +130,7 @@ impl Default for MmeConfig {
             max_ues_per_enb: 1 << 17,
             // Ten times the attaches the bench keeps in flight by default (256).
             max_s6a_in_flight: 4096,
+            enb_peers: PeerFilter::loopback(),
         }
     }
 }

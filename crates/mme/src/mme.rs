@@ -18,14 +18,15 @@ use mobicore_common::{Ebi, Gummei, Guti, Imsi, MTmsi};
 use oxirush_nas::nas_eps::{Direction, NasEpsSecurityHeaderType};
 use oxirush_s1ap::s1ap::{Cause, CauseNas};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
 use std::time::Instant;
 
 /// What the shell feeds the core.
 #[derive(Debug)]
 pub enum MmeEvent {
-    /// An S1 association is up (an eNB connected).
-    S1Up { assoc: AssocId, outbound_streams: u16 },
+    /// An S1 association is up (an eNB connected from `peer`).
+    S1Up { assoc: AssocId, peer: IpAddr, outbound_streams: u16 },
     /// An S1AP PDU arrived.
     S1Data { assoc: AssocId, stream: u16, data: Bytes },
     /// The association is gone.
@@ -41,6 +42,8 @@ pub enum MmeEvent {
 pub enum MmeAction {
     /// Send an S1AP PDU (PPID 18) on a stream of an association.
     S1Send { assoc: AssocId, stream: u16, data: Bytes },
+    /// ABORT an association (a peer that may not use S1-MME).
+    S1Abort { assoc: AssocId },
     /// Send an S6a request; its answer comes back as [`MmeEvent::S6a`].
     S6a { ue: UeRef, request: S6aRequest },
     /// Send an S11 request; its response comes back as [`MmeEvent::S11`].
@@ -51,6 +54,9 @@ pub enum MmeAction {
 pub struct Mme {
     pub(crate) cfg: MmeConfig,
     pub(crate) enbs: HashMap<AssocId, EnbContext>,
+    /// Associations from peers that `enb_peers` does not allow, aborted and
+    /// ignored until they are gone.
+    pub(crate) refused: HashSet<AssocId>,
     pub(crate) ues: HashMap<u32, UeContext>,
     pub(crate) by_enb_ue: HashMap<(AssocId, u32), u32>,
     pub(crate) by_mtmsi: HashMap<u32, u32>,
@@ -74,6 +80,7 @@ impl Mme {
         Mme {
             cfg,
             enbs: HashMap::new(),
+            refused: HashSet::new(),
             ues: HashMap::new(),
             by_enb_ue: HashMap::new(),
             by_mtmsi: HashMap::new(),
@@ -97,7 +104,7 @@ impl Mme {
     pub fn handle(&mut self, now: Instant, ev: MmeEvent) {
         self.now = now;
         match ev {
-            MmeEvent::S1Up { assoc, outbound_streams } => self.on_s1_up(assoc, outbound_streams),
+            MmeEvent::S1Up { assoc, peer, outbound_streams } => self.on_s1_up_from(assoc, peer, outbound_streams),
             MmeEvent::S1Data { assoc, stream, data } => self.on_s1_data(assoc, stream, &data),
             MmeEvent::S1Down { assoc } => self.on_s1_down(assoc),
             MmeEvent::S6a { ue, answer } => self.on_s6a(ue, answer),

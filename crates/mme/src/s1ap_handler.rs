@@ -23,6 +23,18 @@ pub(crate) fn plmn_of(id: &PLMNidentity) -> Option<Plmn> {
 }
 
 impl Mme {
+    /// An association from `peer`: only eNBs that `enb_peers` allows may
+    /// use S1-MME; any other is aborted and its messages ignored.
+    pub(crate) fn on_s1_up_from(&mut self, assoc: AssocId, peer: std::net::IpAddr, outbound_streams: u16) {
+        if !self.cfg.enb_peers.permits(peer) {
+            self.counters.incr("s1_association_from_unknown_peer");
+            self.refused.insert(assoc);
+            self.push(crate::mme::MmeAction::S1Abort { assoc });
+            return;
+        }
+        self.on_s1_up(assoc, outbound_streams);
+    }
+
     pub(crate) fn on_s1_up(&mut self, assoc: AssocId, outbound_streams: u16) {
         if self.enbs.contains_key(&assoc) {
             self.drop_enb_ues(assoc);
@@ -33,6 +45,7 @@ impl Mme {
     /// TS 23.401 5.3.5: the association is gone; its UEs lose their S1
     /// connection (ECM-IDLE), a UE in the middle of a procedure is aborted.
     pub(crate) fn on_s1_down(&mut self, assoc: AssocId) {
+        self.refused.remove(&assoc);
         self.enbs.remove(&assoc);
         self.drop_enb_ues(assoc);
     }
@@ -67,6 +80,10 @@ impl Mme {
     }
 
     pub(crate) fn on_s1_data(&mut self, assoc: AssocId, stream: u16, data: &[u8]) {
+        if self.refused.contains(&assoc) {
+            self.counters.incr("s1ap_from_unknown_peer");
+            return;
+        }
         if !self.enbs.contains_key(&assoc) {
             // Data before the association was reported up: take it as up.
             self.on_s1_up(assoc, stream.saturating_add(1).max(2));

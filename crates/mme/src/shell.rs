@@ -23,7 +23,9 @@ const BATCH: usize = 512;
 
 fn sctp_event(ev: SctpEvent, mme: &Mme) -> Option<MmeEvent> {
     match ev {
-        SctpEvent::Up { assoc, outbound_streams, .. } => Some(MmeEvent::S1Up { assoc, outbound_streams }),
+        SctpEvent::Up { assoc, peer, outbound_streams, .. } => {
+            Some(MmeEvent::S1Up { assoc, peer: peer.ip(), outbound_streams })
+        }
         SctpEvent::Data { assoc, stream, ppid, data } => {
             // TS 36.412 7: S1AP is PPID 18; 0 (unspecified) is tolerated.
             if ppid == PPID_S1AP || ppid == 0 {
@@ -102,6 +104,11 @@ pub async fn run(
                 MmeAction::S1Send { assoc, stream, data } => {
                     let cmd = SctpCommand::Send { assoc, stream, ppid: PPID_S1AP, data };
                     if commands.send(cmd).await.is_err() {
+                        return Err(MmeError::SctpClosed);
+                    }
+                }
+                MmeAction::S1Abort { assoc } => {
+                    if commands.send(SctpCommand::Abort { assoc }).await.is_err() {
                         return Err(MmeError::SctpClosed);
                     }
                 }

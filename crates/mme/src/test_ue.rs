@@ -351,7 +351,7 @@ impl Harness {
 
     /// Association up and S1 Setup; returns the S1 Setup outcome kind.
     pub fn enb_up(&mut self, assoc: AssocId) -> S1apPduKind {
-        self.mme.handle(self.now, MmeEvent::S1Up { assoc, outbound_streams: 4 });
+        self.mme.handle(self.now, MmeEvent::S1Up { assoc, peer: [127, 0, 0, 1].into(), outbound_streams: 4 });
         self.s1_on(assoc, 0, s1_setup_request("001", "01", assoc.0 as u32 + 1));
         let out = self.drain();
         assert_eq!(out.len(), 1);

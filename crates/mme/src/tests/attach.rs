@@ -33,7 +33,7 @@ fn ue_signalling_uses_nonzero_streams_and_setup_uses_zero() {
     let (_, stream, _) = s1_data(&out[0]);
     assert!((1..4).contains(&stream), "UE stream {stream}");
     // S1 Setup of a second eNB is answered on stream 0.
-    h.mme.handle(h.now, crate::MmeEvent::S1Up { assoc: AssocId(9), outbound_streams: 2 });
+    h.mme.handle(h.now, crate::MmeEvent::S1Up { assoc: AssocId(9), peer: [127, 0, 0, 1].into(), outbound_streams: 2 });
     h.s1_on(AssocId(9), 0, s1_setup_request("001", "01", 99));
     let out = h.drain();
     let (assoc, stream, data) = s1_data(&out[0]);

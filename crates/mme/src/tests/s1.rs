@@ -10,7 +10,7 @@ use oxirush_s1ap::S1apPduKind;
 #[test]
 fn s1_setup_fails_for_unknown_plmn() {
     let mut h = Harness::default();
-    h.mme.handle(h.now, MmeEvent::S1Up { assoc: AssocId(5), outbound_streams: 2 });
+    h.mme.handle(h.now, MmeEvent::S1Up { assoc: AssocId(5), peer: [127, 0, 0, 1].into(), outbound_streams: 2 });
     h.s1_on(AssocId(5), 0, s1_setup_request("208", "93", 5));
     let d = h.one_down();
     assert_eq!(d.kind, S1apPduKind::Unsuccessful_S1Setup);

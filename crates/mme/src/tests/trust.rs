@@ -147,7 +147,7 @@ fn s1_setup_with_a_global_enb_id_in_use_elsewhere_fails_and_the_live_enb_keeps_i
     let before = snapshot(&h, id);
     // The harness's eNB on association 1 has eNB ID 2 (association + 1).
     for _ in 0..2 {
-        h.mme.handle(h.now, MmeEvent::S1Up { assoc: AssocId(5), outbound_streams: 4 });
+        h.mme.handle(h.now, MmeEvent::S1Up { assoc: AssocId(5), peer: [127, 0, 0, 1].into(), outbound_streams: 4 });
         h.s1_on(AssocId(5), 0, s1_setup_with_id(2));
         let out = h.drain();
         assert_eq!(out.len(), 1);
@@ -281,4 +281,26 @@ proptest::proptest! {
         proptest::prop_assert_eq!(snapshot(&h, id), before);
         proptest::prop_assert_eq!(h.mme.ues[&id].emm, EmmState::Registered);
     }
+}
+
+#[test]
+fn an_association_from_an_address_not_in_enb_peers_is_aborted_and_ignored() {
+    let mut h = Harness::default();
+    let ue = h.attach("001010000000066", 66);
+    let before = snapshot(&h, ue.mme_ue_id.unwrap());
+    let rogue = AssocId(7);
+    h.mme.handle(h.now, MmeEvent::S1Up { assoc: rogue, peer: [192, 0, 2, 9].into(), outbound_streams: 4 });
+    assert_eq!(h.drain(), vec![MmeAction::S1Abort { assoc: rogue }]);
+    // Whatever it manages to send before the ABORT lands is ignored.
+    h.s1_on(rogue, 0, s1_setup_request("001", "01", 40));
+    let attach = TestUe::new("001010000000066", 5).attach_request();
+    h.s1_on(rogue, 1, initial_ue_message(5, attach));
+    assert!(h.drain().is_empty());
+    assert_eq!(h.mme.counters().value("s1_association_from_unknown_peer"), 1);
+    assert_eq!(h.mme.counters().value("s1ap_from_unknown_peer"), 2);
+    assert_eq!(h.mme.stats().enbs, 1);
+    assert_eq!(snapshot(&h, ue.mme_ue_id.unwrap()), before);
+    // Once gone, the association id may be reused by an allowed eNB.
+    h.mme.handle(h.now, MmeEvent::S1Down { assoc: rogue });
+    assert_eq!(h.enb_up(rogue), S1apPduKind::Successful_S1Setup);
 }
