@@ -133,8 +133,13 @@ impl std::str::FromStr for NodeIdPattern {
             return Ok(NodeIdPattern::Ip(p));
         }
         // An FQDN: labels of letters, digits and hyphens (RFC 1035 2.3.1).
-        let label_ok = |l: &str| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-        match !s.is_empty() && s.len() <= 255 && s.split('.').all(label_ok) && s.contains(|c: char| c.is_ascii_alphabetic()) {
+        let label_ok =
+            |l: &str| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        match !s.is_empty()
+            && s.len() <= 255
+            && s.split('.').all(label_ok)
+            && s.contains(|c: char| c.is_ascii_alphabetic())
+        {
             true => Ok(NodeIdPattern::Fqdn(s.to_string())),
             false => Err(format!("{s:?} is not a Node ID: an address, address/prefix-length or FQDN")),
         }
@@ -199,7 +204,10 @@ impl Default for UpfConfig {
             frag_total_bytes: 4 * 1024 * 1024,
             frag_timeout_ms: 2000,
             buffer_afxdp: true,
-            cp_peers: vec![CpPeer { node_id: NodeIdPattern::Ip("127.0.0.0/8".parse().expect("prefix")), addrs: PeerFilter::loopback() }],
+            cp_peers: vec![CpPeer {
+                node_id: NodeIdPattern::Ip("127.0.0.0/8".parse().expect("prefix")),
+                addrs: PeerFilter::loopback(),
+            }],
             max_associations: 16,
             // Two FARs per default bearer in the XDP maps' 262,144: what
             // the fast path holds, above `bench attach`'s 100,000 UEs.
@@ -221,7 +229,10 @@ impl UpfConfig {
         if !(576..=65535).contains(&self.s1u_mtu) {
             bad.push(format!("s1u_mtu = {} (576..=65535)", self.s1u_mtu));
         }
-        for (name, per, total) in [("buffer", self.buffer_session_bytes, self.buffer_total_bytes), ("frag", self.frag_session_bytes, self.frag_total_bytes)] {
+        for (name, per, total) in [
+            ("buffer", self.buffer_session_bytes, self.buffer_total_bytes),
+            ("frag", self.frag_session_bytes, self.frag_total_bytes),
+        ] {
             if per > total {
                 bad.push(format!("{name}_session_bytes = {per} exceeds {name}_total_bytes = {total}"));
             }
@@ -252,9 +263,18 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_bad_values_are_named() {
         assert_eq!(UpfConfig::default().validate(), Ok(()));
-        let c = UpfConfig { s1u_mtu: 100, frag_session_bytes: 10, frag_total_bytes: 5, urr_poll_ms: 0, ..UpfConfig::default() };
+        let c = UpfConfig {
+            s1u_mtu: 100,
+            frag_session_bytes: 10,
+            frag_total_bytes: 5,
+            urr_poll_ms: 0,
+            ..UpfConfig::default()
+        };
         let e = c.validate().unwrap_err();
-        assert!(e.contains("s1u_mtu = 100") && e.contains("frag_session_bytes = 10 exceeds") && e.contains("urr_poll_ms"), "{e}");
+        assert!(
+            e.contains("s1u_mtu = 100") && e.contains("frag_session_bytes = 10 exceeds") && e.contains("urr_poll_ms"),
+            "{e}"
+        );
         assert!(!e.contains("buffer_session_bytes"), "{e}");
     }
 

@@ -7,7 +7,9 @@
 //! Requests (`session.rs`).
 
 use crate::config::UpfConfig;
-use crate::pfcp::{cause_ie, decode_view, encode, IeRef, first, msg, node_id_text, offending_ie_ie, FrameError, PfcpHeader};
+use crate::pfcp::{
+    cause_ie, decode_view, encode, first, msg, node_id_text, offending_ie_ie, FrameError, IeRef, PfcpHeader,
+};
 use crate::rules::{offending_ie, ForwardingPlane, SessionRules};
 use crate::urr::{UsageEngine, WallClock};
 use mobicore_common::counters::Counters;
@@ -207,10 +209,28 @@ impl UpfCore {
     /// The Node ID of a node-level request (typed, and as text), or the
     /// reply rejecting it.
     pub(crate) fn node_id_of(&self, ies: &[IeRef], resp: u8) -> Result<(NodeId, String), Reply> {
-        let missing = || (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeMissing), offending_ie_ie(IeType::NodeId as u16)]);
+        let missing = || {
+            (
+                resp,
+                None,
+                vec![
+                    self.node_id_ie(),
+                    cause_ie(CauseValue::MandatoryIeMissing),
+                    offending_ie_ie(IeType::NodeId as u16),
+                ],
+            )
+        };
         let ie = first(ies, IeType::NodeId).ok_or_else(missing)?;
         let n = NodeId::unmarshal(ie.payload).map_err(|_| {
-            (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::MandatoryIeIncorrect), offending_ie_ie(IeType::NodeId as u16)])
+            (
+                resp,
+                None,
+                vec![
+                    self.node_id_ie(),
+                    cause_ie(CauseValue::MandatoryIeIncorrect),
+                    offending_ie_ie(IeType::NodeId as u16),
+                ],
+            )
         })?;
         let text = node_id_text(&n);
         Ok((n, text))
@@ -241,7 +261,8 @@ impl UpfCore {
             Ok(n) => n,
             Err(r) => return r,
         };
-        let incorrect_rts = |c| (resp, None, vec![self.node_id_ie(), cause_ie(c), offending_ie_ie(IeType::RecoveryTimeStamp as u16)]);
+        let incorrect_rts =
+            |c| (resp, None, vec![self.node_id_ie(), cause_ie(c), offending_ie_ie(IeType::RecoveryTimeStamp as u16)]);
         let Some(rts) = first(ies, IeType::RecoveryTimeStamp) else {
             return incorrect_rts(CauseValue::MandatoryIeMissing);
         };
@@ -276,7 +297,11 @@ impl UpfCore {
                 }
             }
             None if full => {
-                return self.refuse(resp, CauseValue::NoResourcesAvailable, "pfcp_association_setup_over_max_associations");
+                return self.refuse(
+                    resp,
+                    CauseValue::NoResourcesAvailable,
+                    "pfcp_association_setup_over_max_associations",
+                );
             }
             None => {
                 self.associations.insert(node, Association { peer, recovery, addrs, sessions: 0 });
@@ -290,8 +315,14 @@ impl UpfCore {
     fn association_update(&mut self, peer: SocketAddr, ies: &[IeRef]) -> Reply {
         let resp = msg::ASSOCIATION_UPDATE_RESPONSE;
         match self.node_id_of(ies, resp) {
-            Ok((_, n)) if self.association_of(&n, peer.ip()).is_some() => (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)]),
-            Ok(_) => self.refuse(resp, CauseValue::NoEstablishedPfcpAssociation, "pfcp_association_update_from_unassociated_peer"),
+            Ok((_, n)) if self.association_of(&n, peer.ip()).is_some() => {
+                (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)])
+            }
+            Ok(_) => self.refuse(
+                resp,
+                CauseValue::NoEstablishedPfcpAssociation,
+                "pfcp_association_update_from_unassociated_peer",
+            ),
             Err(r) => r,
         }
     }
@@ -306,7 +337,11 @@ impl UpfCore {
                 self.associations.remove(&n);
                 (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)])
             }
-            Ok(_) => self.refuse(resp, CauseValue::NoEstablishedPfcpAssociation, "pfcp_association_release_from_unassociated_peer"),
+            Ok(_) => self.refuse(
+                resp,
+                CauseValue::NoEstablishedPfcpAssociation,
+                "pfcp_association_release_from_unassociated_peer",
+            ),
             Err(r) => r,
         }
     }

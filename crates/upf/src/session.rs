@@ -6,7 +6,10 @@
 
 use crate::node::{Reply, Session, UpfCore};
 use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie, IeRef};
-use crate::rules::{gtpu_tunnel, offending_ie, Action, Bar, Duplicate, DuplicateError, Far, Pdr, PlaneReport, Qer, RuleError, RuleRef, SessionRules};
+use crate::rules::{
+    gtpu_tunnel, offending_ie, Action, Bar, Duplicate, DuplicateError, Far, Pdr, PlaneReport, Qer, RuleError, RuleRef,
+    SessionRules,
+};
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::CauseValue;
 use rs_pfcp::ie::create_bar::CreateBar;
@@ -40,7 +43,11 @@ impl Reject {
         Reject { cause: CauseValue::MandatoryIeMissing, offending: Some(t as u16), failed_rule: None }
     }
     pub(crate) fn decode(e: PfcpError, group: IeType) -> Self {
-        Reject { cause: e.to_cause_code(), offending: Some(offending_ie(&e).unwrap_or(group as u16)), failed_rule: None }
+        Reject {
+            cause: e.to_cause_code(),
+            offending: Some(offending_ie(&e).unwrap_or(group as u16)),
+            failed_rule: None,
+        }
     }
     pub(crate) fn rule(r: RuleRef) -> Self {
         Reject { cause: CauseValue::RuleCreationModificationFailure, offending: None, failed_rule: Some(r) }
@@ -48,7 +55,9 @@ impl Reject {
     fn rules(e: RuleError) -> Self {
         match e {
             RuleError::Rule(r) => Reject::rule(r),
-            RuleError::ConditionalIeMissing(t) => Reject { cause: CauseValue::ConditionalIeMissing, offending: Some(t), failed_rule: None },
+            RuleError::ConditionalIeMissing(t) => {
+                Reject { cause: CauseValue::ConditionalIeMissing, offending: Some(t), failed_rule: None }
+            }
         }
     }
     fn ies(&self) -> Vec<Ie> {
@@ -139,7 +148,12 @@ impl UpfCore {
     }
 
     /// Session Establishment (TS 29.244 7.5.2, 7.5.3).
-    pub(crate) fn session_establishment(&mut self, now: std::time::Instant, peer: std::net::SocketAddr, ies: &[IeRef]) -> Reply {
+    pub(crate) fn session_establishment(
+        &mut self,
+        now: std::time::Instant,
+        peer: std::net::SocketAddr,
+        ies: &[IeRef],
+    ) -> Reply {
         let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
         let cp_fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
         // TS 29.244 7.2.2.4.2: SEID 0 when the CP F-SEID could not be read.
@@ -159,11 +173,21 @@ impl UpfCore {
 
     /// Nothing is installed, allocated or counted against a bound until
     /// every check has passed; a rejected request leaves no trace.
-    fn establish(&mut self, now: std::time::Instant, peer: std::net::SocketAddr, ies: &[IeRef], cp_fseid: Option<Fseid>) -> Result<Vec<Ie>, Reject> {
+    fn establish(
+        &mut self,
+        now: std::time::Instant,
+        peer: std::net::SocketAddr,
+        ies: &[IeRef],
+        cp_fseid: Option<Fseid>,
+    ) -> Result<Vec<Ie>, Reject> {
         let node_ie = first(ies, IeType::NodeId).ok_or(Reject::missing(IeType::NodeId))?;
         let node = NodeId::unmarshal(node_ie.payload).map_err(|e| Reject::decode(e, IeType::NodeId))?;
         let fseid_ie = first(ies, IeType::Fseid).ok_or(Reject::missing(IeType::Fseid))?;
-        let cp_fseid = cp_fseid.ok_or(Reject { cause: CauseValue::MandatoryIeIncorrect, offending: Some(fseid_ie.ie_type as u16), failed_rule: None })?;
+        let cp_fseid = cp_fseid.ok_or(Reject {
+            cause: CauseValue::MandatoryIeIncorrect,
+            offending: Some(fseid_ie.ie_type as u16),
+            failed_rule: None,
+        })?;
         if first(ies, IeType::CreatePdr).is_none() {
             return Err(Reject::missing(IeType::CreatePdr));
         }
@@ -179,13 +203,18 @@ impl UpfCore {
         };
         // The CP F-SEID's address is where the session is controlled from:
         // one of the association's configured addresses.
-        let fseid_ok = [cp_fseid.ipv4_address.map(std::net::IpAddr::V4), cp_fseid.ipv6_address.map(std::net::IpAddr::V6)]
-            .into_iter()
-            .flatten()
-            .all(|a| assoc.addrs.permits(a));
+        let fseid_ok =
+            [cp_fseid.ipv4_address.map(std::net::IpAddr::V4), cp_fseid.ipv6_address.map(std::net::IpAddr::V6)]
+                .into_iter()
+                .flatten()
+                .all(|a| assoc.addrs.permits(a));
         if !fseid_ok {
             self.counters.incr("pfcp_session_establishment_fseid_outside_association");
-            return Err(Reject { cause: CauseValue::MandatoryIeIncorrect, offending: Some(IeType::Fseid as u16), failed_rule: None });
+            return Err(Reject {
+                cause: CauseValue::MandatoryIeIncorrect,
+                offending: Some(IeType::Fseid as u16),
+                failed_rule: None,
+            });
         }
         if assoc.sessions >= self.cfg.max_sessions_per_association {
             self.counters.incr("pfcp_session_establishment_over_max_sessions");
@@ -225,15 +254,28 @@ impl UpfCore {
         let fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
         let addrs = self.associations.get(&s.node).map(|a| &a.addrs);
         let fseid_ok = fseid.as_ref().is_none_or(|f| {
-            [f.ipv4_address.map(std::net::IpAddr::V4), f.ipv6_address.map(std::net::IpAddr::V6)].into_iter().flatten().all(|a| addrs.is_some_and(|p| p.permits(a)))
+            [f.ipv4_address.map(std::net::IpAddr::V4), f.ipv6_address.map(std::net::IpAddr::V6)]
+                .into_iter()
+                .flatten()
+                .all(|a| addrs.is_some_and(|p| p.permits(a)))
         });
         if !fseid_ok {
             self.counters.incr("pfcp_session_modification_fseid_outside_association");
-            return (resp, Some(cp_seid), Reject { cause: CauseValue::MandatoryIeIncorrect, offending: Some(IeType::Fseid as u16), failed_rule: None }.ies());
+            return (
+                resp,
+                Some(cp_seid),
+                Reject {
+                    cause: CauseValue::MandatoryIeIncorrect,
+                    offending: Some(IeType::Fseid as u16),
+                    failed_rule: None,
+                }
+                .ies(),
+            );
         }
         let old = s.rules.clone();
         let mut rules = SessionRules::clone(&s.rules);
-        let checked = self.modify(&mut rules, ies).and_then(|c| Ok((c, crate::urr::node::plan(&old, &mut rules, ies)?)));
+        let checked =
+            self.modify(&mut rules, ies).and_then(|c| Ok((c, crate::urr::node::plan(&old, &mut rules, ies)?)));
         match checked {
             Ok((created, plan)) => {
                 let reports = self.usage_before_update(now, up_seid, &old, &rules, &plan);
@@ -262,15 +304,24 @@ impl UpfCore {
     fn modify(&mut self, rules: &mut SessionRules, ies: &[IeRef]) -> Result<Vec<Ie>, Reject> {
         // Removals first, then creations, then updates (TS 29.244 7.5.4.1).
         for ie in all(ies, IeType::RemovePdr) {
-            let id = rs_pfcp::ie::remove_pdr::RemovePdr::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemovePdr))?.pdr_id.value;
+            let id = rs_pfcp::ie::remove_pdr::RemovePdr::unmarshal(ie.payload)
+                .map_err(|e| Reject::decode(e, IeType::RemovePdr))?
+                .pdr_id
+                .value;
             rules.pdrs.remove(&id).ok_or(Reject::rule(RuleRef::Pdr(id)))?;
         }
         for ie in all(ies, IeType::RemoveFar) {
-            let id = rs_pfcp::ie::remove_far::RemoveFar::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveFar))?.far_id.value;
+            let id = rs_pfcp::ie::remove_far::RemoveFar::unmarshal(ie.payload)
+                .map_err(|e| Reject::decode(e, IeType::RemoveFar))?
+                .far_id
+                .value;
             rules.fars.remove(&id).ok_or(Reject::rule(RuleRef::Far(id)))?;
         }
         for ie in all(ies, IeType::RemoveQer) {
-            let id = rs_pfcp::ie::remove_qer::RemoveQer::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveQer))?.qer_id.value;
+            let id = rs_pfcp::ie::remove_qer::RemoveQer::unmarshal(ie.payload)
+                .map_err(|e| Reject::decode(e, IeType::RemoveQer))?
+                .qer_id
+                .value;
             rules.qers.remove(&id).ok_or(Reject::rule(RuleRef::Qer(id)))?;
         }
         for ie in all(ies, IeType::RemoveUrr) {
@@ -278,7 +329,10 @@ impl UpfCore {
             rules.urrs.remove(&id).ok_or(Reject::rule(RuleRef::Urr(id)))?;
         }
         for ie in all(ies, IeType::RemoveBar) {
-            let id = rs_pfcp::ie::remove_bar::RemoveBar::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::RemoveBar))?.bar_id.id;
+            let id = rs_pfcp::ie::remove_bar::RemoveBar::unmarshal(ie.payload)
+                .map_err(|e| Reject::decode(e, IeType::RemoveBar))?
+                .bar_id
+                .id;
             rules.bars.remove(&id).ok_or(Reject::rule(RuleRef::Bar(id)))?;
         }
         create_rules(rules, ies)?;

@@ -6,6 +6,7 @@ use crate::pfcp::{decode, encode, first, msg};
 use crate::rules::{GtpuTunnel, MemoryPlane, INTERFACE_ACCESS, INTERFACE_CORE};
 use mobicore_common::counters::Counters;
 use rs_pfcp::ie::apply_action::ApplyAction;
+use rs_pfcp::ie::bar_id::BarId;
 use rs_pfcp::ie::cause::Cause;
 use rs_pfcp::ie::create_bar::CreateBar;
 use rs_pfcp::ie::create_far::CreateFar;
@@ -28,7 +29,6 @@ use rs_pfcp::ie::source_interface::{SourceInterface, SourceInterfaceValue};
 use rs_pfcp::ie::ue_ip_address::UeIpAddress;
 use rs_pfcp::ie::update_far::UpdateFar;
 use rs_pfcp::ie::update_forwarding_parameters::UpdateForwardingParameters;
-use rs_pfcp::ie::bar_id::BarId;
 use rs_pfcp::ie::{Ie, IeType};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Instant, SystemTime};
@@ -48,9 +48,18 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
+        Self::with(UpfConfig::default())
+    }
+    /// `cfg` with the harness's S1-U address.
+    fn with(cfg: UpfConfig) -> Self {
         let plane = MemoryPlane::new();
-        let cfg = UpfConfig { s1u_addr: Ipv4Addr::new(127, 0, 0, 9), ..UpfConfig::default() };
-        let core = UpfCore::new(cfg, Box::new(plane.clone()), SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(3_900_000_000 - 2_208_988_800), Counters::new());
+        let cfg = UpfConfig { s1u_addr: Ipv4Addr::new(127, 0, 0, 9), ..cfg };
+        let core = UpfCore::new(
+            cfg,
+            Box::new(plane.clone()),
+            SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(3_900_000_000 - 2_208_988_800),
+            Counters::new(),
+        );
         Harness { core, plane, now: Instant::now(), seq: 0 }
     }
     /// Sends a request, returns the (header, IEs) of the single answer.
@@ -262,6 +271,8 @@ fn heartbeat_release_and_malformed() {
     assert_eq!(h.core.counters.value("pfcp_malformed"), 2);
 }
 
+mod trust;
+
 mod props {
     use super::*;
     use proptest::prelude::*;
@@ -319,7 +330,7 @@ mod props {
         (proptest::sample::select(types), payload).prop_map(|(t, p)| Ie::new(IeType::from(t), p))
     }
 
-    fn arb_rule_ie() -> impl Strategy<Value = Ie> {
+    pub(super) fn arb_rule_ie() -> impl Strategy<Value = Ie> {
         // TS 29.244 8.1.2: Create PDR 1, Create FAR 3, Create URR 6, Update
         // PDR 9, Update FAR 10, Update URR 13, Update QER 14, Remove PDR 15,
         // Remove FAR 16, Remove URR 17, Query URR 77, Update BAR 86.
@@ -332,7 +343,8 @@ mod props {
         // Threshold 31, Time Threshold 32, Volume Quota 73, Time Quota 74,
         // Measurement Period 64, Inactivity Detection Time 36, Quota
         // Holding Time 71, Precedence 29, PDI 2.
-        const INNER: &[u16] = &[56, 108, 81, 109, 88, 44, 4, 11, 5, 105, 42, 84, 62, 37, 31, 32, 73, 74, 64, 36, 71, 29, 2];
+        const INNER: &[u16] =
+            &[56, 108, 81, 109, 88, 44, 4, 11, 5, 105, 42, 84, 62, 37, 31, 32, 73, 74, 64, 36, 71, 29, 2];
         arb_ie(RULES, INNER)
     }
 }
@@ -348,9 +360,12 @@ fn choose_fteid_is_allocated_and_reported() {
     pdr.far_id = Some(FarId::new(1));
     let mut far = CreateFar::new(FarId::new(1), ApplyAction::new(0x02));
     far.forwarding_parameters = Some(ForwardingParameters::new(DestinationInterface::new(Interface::Core)));
-    let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &[node_ie(), fseid_ie(1), pdr.to_ie(), far.to_ie()]);
+    let (_, r) =
+        h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &[node_ie(), fseid_ie(1), pdr.to_ie(), far.to_ie()]);
     assert_eq!(cause(&r), 1);
-    let created = rs_pfcp::ie::created_pdr::CreatedPdr::unmarshal(&first(&r, IeType::CreatedPdr).expect("Created PDR").payload).unwrap();
+    let created =
+        rs_pfcp::ie::created_pdr::CreatedPdr::unmarshal(&first(&r, IeType::CreatedPdr).expect("Created PDR").payload)
+            .unwrap();
     let f = created.f_teid.unwrap();
     assert_eq!(f.ipv4_address, Some(Ipv4Addr::new(127, 0, 0, 9)));
     let rules = h.plane.get(up_seid(&r)).unwrap();
@@ -382,7 +397,11 @@ fn modification_removes_and_creates_rules() {
     assert!(!rules.pdrs.contains_key(&2) && !rules.fars.contains_key(&2));
     assert!(rules.fars[&3].action.drop);
     // Removing FAR 1 while PDR 1 still uses it fails and changes nothing.
-    let (_, r) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[rs_pfcp::ie::remove_far::RemoveFar::new(FarId::new(1)).to_ie()]);
+    let (_, r) = h.request(
+        msg::SESSION_MODIFICATION_REQUEST,
+        Some(seid),
+        &[rs_pfcp::ie::remove_far::RemoveFar::new(FarId::new(1)).to_ie()],
+    );
     assert_eq!(cause(&r), 73);
     assert_eq!(h.plane.get(seid).unwrap(), rules);
 }
@@ -405,7 +424,12 @@ fn first_buffered_packet_sends_session_report_request() {
     use crate::dataplane::{DatapathConfig, UserspacePlane, Verdict};
     let mut h = Harness::new();
     let up = UserspacePlane::new(DatapathConfig::default(), Counters::new());
-    h.core = UpfCore::new(UpfConfig { s1u_addr: Ipv4Addr::new(127, 0, 0, 9), ..UpfConfig::default() }, Box::new(up.clone()), SystemTime::UNIX_EPOCH, Counters::new());
+    h.core = UpfCore::new(
+        UpfConfig { s1u_addr: Ipv4Addr::new(127, 0, 0, 9), ..UpfConfig::default() },
+        Box::new(up.clone()),
+        SystemTime::UNIX_EPOCH,
+        Counters::new(),
+    );
     h.associate();
     let mut ies = vec![node_ie(), fseid_ie(5)];
     let mut rules = session_rules(0x105, Ipv4Addr::new(10, 45, 0, 5), "internet");
@@ -416,7 +440,8 @@ fn first_buffered_packet_sends_session_report_request() {
     ies.extend(rules);
     let (_, r) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies);
     assert_eq!(cause(&r), 1);
-    let pkt = crate::dataplane::ipv4::udp_packet(Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(10, 45, 0, 5), 53, 4000, b"dl");
+    let pkt =
+        crate::dataplane::ipv4::udp_packet(Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(10, 45, 0, 5), 53, 4000, b"dl");
     assert_eq!(up.lock().downlink(h.now, &pkt), Verdict::Buffered);
     assert_eq!(up.lock().downlink(h.now, &pkt), Verdict::Buffered);
     h.core.poll_plane_reports(h.now);
@@ -427,7 +452,10 @@ fn first_buffered_packet_sends_session_report_request() {
     assert_eq!((hd.msg_type, hd.seid), (56, Some(5)));
     let rt = first(&ies, IeType::ReportType).unwrap();
     assert_eq!(rt.payload, vec![0x01], "DLDR");
-    let ddr = rs_pfcp::ie::downlink_data_report::DownlinkDataReport::unmarshal(&first(&ies, IeType::DownlinkDataReport).unwrap().payload).unwrap();
+    let ddr = rs_pfcp::ie::downlink_data_report::DownlinkDataReport::unmarshal(
+        &first(&ies, IeType::DownlinkDataReport).unwrap().payload,
+    )
+    .unwrap();
     assert_eq!(ddr.pdr_id.value, 2);
     // rs-pfcp reads the whole message.
     assert!(rs_pfcp::message::parse(&b).is_ok());
@@ -445,7 +473,8 @@ fn first_buffered_packet_sends_session_report_request() {
 fn usage_report_ies_parse() {
     use crate::rules::{PlaneReport, UsageMeasurement, UsageTrigger};
     let t0 = Instant::now();
-    let clock = crate::urr::WallClock { at: t0, wall: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000) };
+    let clock =
+        crate::urr::WallClock { at: t0, wall: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000) };
     let usage = UsageMeasurement {
         urr_id: 3,
         seqn: 2,
@@ -475,7 +504,10 @@ fn usage_report_ies_parse() {
     let b = encode(56, Some(9), 1, &ies);
     assert!(rs_pfcp::message::parse(&b).is_ok());
     // A URR measuring only duration has no Volume Measurement.
-    let ies = crate::session::report_ies(&PlaneReport::Usage { up_seid: 1, usage: UsageMeasurement { volume: false, ..usage } }, &clock);
+    let ies = crate::session::report_ies(
+        &PlaneReport::Usage { up_seid: 1, usage: UsageMeasurement { volume: false, ..usage } },
+        &clock,
+    );
     let u = rs_pfcp::ie::usage_report::UsageReport::unmarshal(&ies[1].payload).unwrap();
     assert!(u.volume_measurement.is_none() && u.duration_measurement.is_some());
 }
@@ -491,7 +523,17 @@ use rs_pfcp::ie::usage_report_trigger::UsageReportTrigger;
 const T0_NTP: u32 = 3_900_000_000;
 
 fn create_urr(id: u32, triggers: ReportingTriggers, f: impl FnOnce(&mut CreateUrr)) -> Ie {
-    let mut c = CreateUrr::new(rs_pfcp::ie::urr_id::UrrId::new(id), MeasurementMethod::new(true, true, false), triggers, None, None, None, None, None, None);
+    let mut c = CreateUrr::new(
+        rs_pfcp::ie::urr_id::UrrId::new(id),
+        MeasurementMethod::new(true, true, false),
+        triggers,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    );
     f(&mut c);
     Ie::new(IeType::CreateUrr, c.marshal())
 }
@@ -544,7 +586,11 @@ fn advance(h: &mut Harness, secs: u64) -> Vec<(crate::pfcp::PfcpHeader, Vec<Ie>)
 #[test]
 fn deletion_response_carries_every_urr_usage() {
     let mut h = urr_harness();
-    let seid = establish_urr(&mut h, 5, vec![create_urr(1, ReportingTriggers::new(), |_| {}), create_urr(2, ReportingTriggers::new(), |_| {})]);
+    let seid = establish_urr(
+        &mut h,
+        5,
+        vec![create_urr(1, ReportingTriggers::new(), |_| {}), create_urr(2, ReportingTriggers::new(), |_| {})],
+    );
     h.plane.set_usage(seid, 1, counts(1000, 3000));
     h.now += std::time::Duration::from_secs(7);
     let (hd, ies) = h.request(msg::SESSION_DELETION_REQUEST, Some(seid), &[]);
@@ -554,7 +600,10 @@ fn deletion_response_carries_every_urr_usage() {
     assert!(r[0].usage_report_trigger.contains(UsageReportTrigger::TERMR));
     assert_eq!((r[0].ur_seqn.sequence_number(), volume(&r[0])), (0, (Some(1000), Some(3000), Some(40))));
     assert_eq!(r[0].duration_measurement.as_ref().unwrap().duration_seconds, 7);
-    assert_eq!((r[0].start_time.as_ref().unwrap().timestamp, r[0].end_time.as_ref().unwrap().timestamp), (T0_NTP, T0_NTP + 7));
+    assert_eq!(
+        (r[0].start_time.as_ref().unwrap().timestamp, r[0].end_time.as_ref().unwrap().timestamp),
+        (T0_NTP, T0_NTP + 7)
+    );
     assert_eq!(volume(&r[1]), (Some(0), Some(0), Some(0)), "URR 2 counted nothing");
     assert!(h.core.usage_engine().is_empty());
 }
@@ -562,7 +611,11 @@ fn deletion_response_carries_every_urr_usage() {
 #[test]
 fn query_urr_and_qaurr_answer_with_immediate_reports() {
     let mut h = urr_harness();
-    let seid = establish_urr(&mut h, 5, vec![create_urr(1, ReportingTriggers::new(), |_| {}), create_urr(2, ReportingTriggers::new(), |_| {})]);
+    let seid = establish_urr(
+        &mut h,
+        5,
+        vec![create_urr(1, ReportingTriggers::new(), |_| {}), create_urr(2, ReportingTriggers::new(), |_| {})],
+    );
     h.plane.set_usage(seid, 1, counts(500, 0));
     h.now += std::time::Duration::from_secs(2);
     // Query URR as TS 29.244 7.5.4.10 encodes it: grouped, with a URR ID;
@@ -597,7 +650,11 @@ fn query_urr_and_qaurr_answer_with_immediate_reports() {
 #[test]
 fn remove_urr_answers_with_its_final_report() {
     let mut h = urr_harness();
-    let urrs = vec![create_urr(1, ReportingTriggers::new(), |_| {}), create_urr(2, ReportingTriggers::new(), |_| {}), create_urr(3, ReportingTriggers::new(), |_| {})];
+    let urrs = vec![
+        create_urr(1, ReportingTriggers::new(), |_| {}),
+        create_urr(2, ReportingTriggers::new(), |_| {}),
+        create_urr(3, ReportingTriggers::new(), |_| {}),
+    ];
     let seid = establish_urr(&mut h, 5, urrs);
     h.plane.set_usage(seid, 2, counts(0, 700));
     // Grouped (TS 29.244 7.5.4.7) and rs-pfcp's bare encoding.
@@ -636,7 +693,12 @@ fn periodic_reports_go_out_as_session_report_requests() {
         assert_eq!((r[0].ur_seqn.sequence_number(), volume(&r[0]).0), (i, Some(if i == 0 { 1000 } else { 500 })));
         assert_eq!(r[0].end_time.as_ref().unwrap().timestamp, T0_NTP + 10 * (i + 1));
         // The SGW-C answers.
-        let b = encode(crate::session::SESSION_REPORT_RESPONSE, Some(seid), hd.seq, &[crate::pfcp::cause_ie(rs_pfcp::ie::cause::CauseValue::RequestAccepted)]);
+        let b = encode(
+            crate::session::SESSION_REPORT_RESPONSE,
+            Some(seid),
+            hd.seq,
+            &[crate::pfcp::cause_ie(rs_pfcp::ie::cause::CauseValue::RequestAccepted)],
+        );
         h.core.handle_datagram(h.now, smf(), &b);
     }
     assert_eq!(h.core.counters.value("pfcp_session_report_accepted"), 2);
@@ -658,12 +720,18 @@ fn exhausted_volume_quota_drops_until_update_urr_grants_more() {
     assert_eq!(volume(&r[0]), (Some(900), Some(300), Some(12)));
     // TS 29.244 5.2.2.2: forwarding stops for the PDRs using the URR.
     let rules = h.plane.get(seid).unwrap();
-    assert_eq!((rules.pdrs[&1].far_id, rules.pdrs[&2].far_id), (Some(crate::urr::QUOTA_DROP_FAR), Some(crate::urr::QUOTA_DROP_FAR)));
+    assert_eq!(
+        (rules.pdrs[&1].far_id, rules.pdrs[&2].far_id),
+        (Some(crate::urr::QUOTA_DROP_FAR), Some(crate::urr::QUOTA_DROP_FAR))
+    );
     assert!(rules.fars[&crate::urr::QUOTA_DROP_FAR].action.drop);
     assert_eq!(h.core.counters.value("upf_quota_exhausted"), 1);
     assert_eq!(h.core.sessions()[&seid].rules.pdrs[&1].far_id, Some(1), "the CP function's rules are kept");
     // Update URR with a new quota: forwarding resumes.
-    let u = rs_pfcp::ie::update_urr::UpdateUrr::builder(rs_pfcp::ie::urr_id::UrrId::new(1)).volume_quota(quota(5000)).build().unwrap();
+    let u = rs_pfcp::ie::update_urr::UpdateUrr::builder(rs_pfcp::ie::urr_id::UrrId::new(1))
+        .volume_quota(quota(5000))
+        .build()
+        .unwrap();
     let (_, ies) = h.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[u.to_ie()]);
     assert_eq!(cause(&ies), 1);
     let rules = h.plane.get(seid).unwrap();
