@@ -3,8 +3,8 @@
 
 use crate::config::ApnConfig;
 use mobicore_common::{Ambr, Ebi, Fteid, Imsi};
-use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::collections::{BTreeSet, HashSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Where a procedure stands for one session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +33,10 @@ pub struct Session {
     pub sgw_s11: Fteid,
     /// The MME's S11 F-TEID (Sender F-TEID of the Create Session Request).
     pub mme_s11: Fteid,
+    /// The address the Create Session Request came from. Only it and the
+    /// address of `mme_s11` may address this session (TS 29.274 5.5.2:
+    /// the MME's context, reached on our TEID).
+    pub created_by: IpAddr,
     pub ue_ipv4: Ipv4Addr,
     pub ebi: Ebi,
     pub apn_ambr: Ambr,
@@ -46,10 +50,44 @@ pub struct Session {
     pub up_seid: Option<u64>,
     /// S11 requests that arrived while another procedure of this session
     /// was in flight, served in arrival order once it ends (an MME may send
-    /// Delete Session before the Modify Bearer Response came back).
+    /// Delete Session before the Modify Bearer Response came back); at
+    /// most `max_queued_per_session`.
     pub queued: std::collections::VecDeque<(S11Pending, mobicore_common::s11::S11Request)>,
     /// What the UPF reported this PDN connection carried.
     pub usage: crate::sxa_build::Usage,
+}
+
+impl Session {
+    /// Whether a request from `ip` may address this session: the MME that
+    /// created it (its F-TEID address or the source of its request).
+    pub fn owned_by(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        ip == IpAddr::V4(self.mme_s11.ipv4) || ip == self.created_by
+    }
+
+    /// The identifiers this session holds on its UPF.
+    pub fn up_ids(&self) -> UpIds {
+        UpIds { upf: self.upf, s1u_teid: self.s1u_sgw.teid.0, cp_seid: self.cp_seid }
+    }
+}
+
+/// An IPv4-mapped IPv6 address (as a dual-stack socket reports an IPv4
+/// peer) as its IPv4 address; others unchanged.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// What a session holds on a UPF until the UPF has let go of it: its S1-U
+/// TEID and our CP SEID there (neither is handed out again before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpIds {
+    /// Index of the UPF in the configuration.
+    pub upf: usize,
+    pub s1u_teid: u32,
+    pub cp_seid: u64,
 }
 
 /// A sequential IPv4 pool (deterministic: lowest free address first after
@@ -99,7 +137,9 @@ pub struct UpfState {
     pub associated: bool,
     /// A setup or heartbeat request is outstanding.
     pub probing: bool,
-    pub next_teid: u32,
+    /// S1-U TEIDs of this node held by a session (live, or being deleted
+    /// on the UPF).
+    pub s1u_in_use: HashSet<u32>,
 }
 
 #[cfg(test)]

@@ -1,11 +1,18 @@
 //! The sans-I/O S/P-GW-C: S11 datagrams and PFCP datagrams in, datagrams
-//! out, time passed in. Deterministic given the messages, the
-//! configuration and the times: TEIDs, SEIDs and UE addresses are handed
-//! out in order.
+//! out, time passed in. S11 TEIDs, S1-U TEIDs and CP SEIDs are drawn at
+//! random ([`IdDraw`], never one still in use), UE addresses in order; with
+//! `id_seed` set, processing is deterministic given the messages, the
+//! configuration and the times.
+//!
+//! Trust boundary: S11 only from `mme_peers`, and a session only from the
+//! MME that created it; PFCP only from the configured UPFs, and a session's
+//! reports only from its own. What a peer can make us hold is bounded:
+//! requests queued per session, the duplicate caches, the pools.
 
 use crate::config::SpgwcConfig;
-use crate::context::{Pool, S11Pending, Session, UpfState};
+use crate::context::{Pool, S11Pending, Session, UpIds, UpfState};
 use crate::sxa_build::{self as sxa, msg};
+use mobicore_common::alloc::IdDraw;
 use mobicore_common::counters::Counters;
 use mobicore_common::s11::GtpCause;
 use mobicore_common::{Imsi, Teid};
@@ -35,12 +42,52 @@ pub struct Transmit {
 pub(crate) enum PfcpOp {
     AssociationSetup(usize),
     Heartbeat(usize),
-    Establish { teid: u32, s11: S11Pending },
-    ModifyBearer { teid: u32, s11: S11Pending, enb: mobicore_common::Fteid },
-    ReleaseAccess { teid: u32, s11: S11Pending },
-    Delete { teid: u32, s11: S11Pending },
-    /// Deletion of a UPF session whose S11 context is already gone.
-    DeleteStale,
+    /// Session ops name the session by our S11 TEID and check its CP SEID
+    /// (reserved until the op ends) before touching it.
+    Establish {
+        teid: u32,
+        s11: S11Pending,
+        ids: UpIds,
+    },
+    ModifyBearer {
+        teid: u32,
+        seid: u64,
+        s11: S11Pending,
+        enb: mobicore_common::Fteid,
+    },
+    ReleaseAccess {
+        teid: u32,
+        seid: u64,
+        s11: S11Pending,
+    },
+    Delete {
+        teid: u32,
+        seid: u64,
+        s11: S11Pending,
+    },
+    /// Deletion of a UPF session whose S11 context is already gone; its
+    /// identifiers are free again once the UPF answered (or never will).
+    DeleteStale(UpIds),
+}
+
+/// What the S/P-GW-C holds now ([`SpgwcCore::held`]): every resource a
+/// peer's requests can make it allocate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    pub sessions: usize,
+    pub by_imsi: usize,
+    pub by_seid: usize,
+    /// UE addresses handed out, over all pools.
+    pub pool_addresses: usize,
+    /// S1-U TEIDs held, over all UPFs.
+    pub s1u_teids: usize,
+    /// CP SEIDs of UPF sessions being deleted.
+    pub draining_seids: usize,
+    /// S11 requests waiting behind a procedure, over all sessions.
+    pub queued: usize,
+    pub s11_cache: usize,
+    pub pfcp_cache: usize,
+    pub pfcp_outstanding: usize,
 }
 
 pub struct SpgwcCore {
@@ -57,8 +104,12 @@ pub struct SpgwcCore {
     pub(crate) by_seid: HashMap<u64, u32>,
     pub(crate) pools: BTreeMap<String, Pool>,
     pub(crate) upfs: Vec<UpfState>,
-    pub(crate) next_teid: u32,
-    pub(crate) next_seid: u64,
+    /// CP SEID -> (UPF, S1-U TEID) of UPF sessions being deleted.
+    pub(crate) draining: HashMap<u64, UpIds>,
+    /// The one allocator of S11 TEIDs, S1-U TEIDs and CP SEIDs.
+    pub(crate) ids: IdDraw,
+    /// Cache evictions already counted (s11, pfcp).
+    evicted_seen: (u64, u64),
     pub(crate) next_upf: usize,
     pub(crate) next_heartbeat: Option<Instant>,
     pub(crate) started: bool,
@@ -71,10 +122,17 @@ impl SpgwcCore {
     /// start time for PFCP Recovery Time Stamps.
     pub fn new(cfg: SpgwcConfig, s11_ip: Ipv4Addr, pfcp_recovery: SystemTime, counters: Counters) -> Self {
         let pools = cfg.apns.iter().map(|a| (a.name.to_ascii_lowercase(), Pool::new(a))).collect();
-        let upfs = cfg.upfs.iter().map(|u| UpfState { associated: false, probing: false, next_teid: u.teid_base }).collect();
+        let upfs = cfg
+            .upfs
+            .iter()
+            .map(|_| UpfState { associated: false, probing: false, s1u_in_use: Default::default() })
+            .collect();
         SpgwcCore {
-            s11: Transactions::new(TransactionConfig { t3: cfg.t3, n3: cfg.n3 }),
-            pfcp: Transactions::new(TransactionConfig { t3: cfg.t1, n3: cfg.n1 }),
+            s11: Transactions::new(TransactionConfig { t3: cfg.t3, n3: cfg.n3 })
+                .with_max_cached(cfg.s11_duplicate_cache),
+            pfcp: Transactions::new(TransactionConfig { t3: cfg.t1, n3: cfg.n1 })
+                .with_max_cached(cfg.pfcp_duplicate_cache),
+            ids: IdDraw::new(cfg.id_seed),
             cfg,
             s11_ip,
             pfcp_recovery,
@@ -83,8 +141,8 @@ impl SpgwcCore {
             by_seid: HashMap::new(),
             pools,
             upfs,
-            next_teid: 1,
-            next_seid: 1,
+            draining: HashMap::new(),
+            evicted_seen: (0, 0),
             next_upf: 0,
             next_heartbeat: None,
             started: false,
@@ -102,10 +160,35 @@ impl SpgwcCore {
         self.sessions.get(&sgw_teid.0)
     }
 
-    /// Removes a session from the tables and returns its address to the pool.
+    /// What is held now: sessions, addresses, identifiers, queues, caches.
+    pub fn held(&self) -> Held {
+        Held {
+            sessions: self.sessions.len(),
+            by_imsi: self.by_imsi.len(),
+            by_seid: self.by_seid.len(),
+            pool_addresses: self.pools.values().map(Pool::in_use).sum(),
+            s1u_teids: self.upfs.iter().map(|u| u.s1u_in_use.len()).sum(),
+            draining_seids: self.draining.len(),
+            queued: self.sessions.values().map(|s| s.queued.len()).sum(),
+            s11_cache: self.s11.cached(),
+            pfcp_cache: self.pfcp.cached(),
+            pfcp_outstanding: self.pfcp.outstanding(),
+        }
+    }
+
+    /// The live session of `teid` that still has CP SEID `seid` (a
+    /// session replaced meanwhile is not it).
+    pub(crate) fn live(&self, teid: u32, seid: u64) -> bool {
+        self.sessions.get(&teid).is_some_and(|s| s.cp_seid == seid)
+    }
+
+    /// Removes a session from the tables and returns its address to the
+    /// pool. Its S1-U TEID and CP SEID stay reserved (the UPF may hold
+    /// them) until [`Self::release_ids`].
     pub(crate) fn remove_session(&mut self, teid: u32) -> Option<Session> {
         let s = self.sessions.remove(&teid)?;
         self.by_seid.remove(&s.cp_seid);
+        self.draining.insert(s.cp_seid, s.up_ids());
         if self.by_imsi.get(&(s.imsi.clone(), s.ebi.0)) == Some(&teid) {
             self.by_imsi.remove(&(s.imsi.clone(), s.ebi.0));
         }
@@ -115,10 +198,42 @@ impl SpgwcCore {
         Some(s)
     }
 
+    /// The UPF holds nothing of a removed session any more: its
+    /// identifiers may be drawn again.
+    pub(crate) fn release_ids(&mut self, ids: UpIds) {
+        if self.draining.get(&ids.cp_seid) == Some(&ids) {
+            self.draining.remove(&ids.cp_seid);
+            if let Some(u) = self.upfs.get_mut(ids.upf) {
+                u.s1u_in_use.remove(&ids.s1u_teid);
+            }
+        }
+    }
+
     /// Deletes a UPF session nobody waits for.
-    pub(crate) fn delete_on_upf(&mut self, now: Instant, upf: usize, up_seid: u64) {
-        let to = self.cfg.upfs[upf].pfcp;
-        self.pfcp_request(now, to, msg::SESSION_DELETION_REQUEST, Some(up_seid), &[], PfcpOp::DeleteStale);
+    pub(crate) fn delete_on_upf(&mut self, now: Instant, ids: UpIds, up_seid: u64) {
+        let to = self.cfg.upfs[ids.upf].pfcp;
+        self.pfcp_request(now, to, msg::SESSION_DELETION_REQUEST, Some(up_seid), &[], PfcpOp::DeleteStale(ids));
+    }
+
+    /// Adds `n` to counter `name` without wrapping (values a peer reports
+    /// may be anything).
+    pub(crate) fn count_saturating(&self, name: &'static str, n: u64) {
+        let c = self.counters.get(name);
+        let _ = c.fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |v| {
+            Some(v.saturating_add(n))
+        });
+    }
+
+    /// Counts the duplicate-cache evictions since the last call.
+    pub(crate) fn count_evictions(&mut self) {
+        let (s, p) = (self.s11.stats.evicted, self.pfcp.stats.evicted);
+        if s > self.evicted_seen.0 {
+            self.counters.add("s11_duplicate_cache_evicted", s - self.evicted_seen.0);
+        }
+        if p > self.evicted_seen.1 {
+            self.counters.add("pfcp_duplicate_cache_evicted", p - self.evicted_seen.1);
+        }
+        self.evicted_seen = (s, p);
     }
 
     /// Whether UPF `i` (configuration order) has a PFCP association.
@@ -142,10 +257,25 @@ impl SpgwcCore {
     pub(crate) fn associate(&mut self, now: Instant, i: usize) {
         let ies = sxa::association_setup_request(self.cfg.node_id, self.pfcp_recovery);
         self.upfs[i].probing = true;
-        self.pfcp_request(now, self.cfg.upfs[i].pfcp, msg::ASSOCIATION_SETUP_REQUEST, None, &ies, PfcpOp::AssociationSetup(i));
+        self.pfcp_request(
+            now,
+            self.cfg.upfs[i].pfcp,
+            msg::ASSOCIATION_SETUP_REQUEST,
+            None,
+            &ies,
+            PfcpOp::AssociationSetup(i),
+        );
     }
 
-    pub(crate) fn pfcp_request(&mut self, now: Instant, to: SocketAddr, t: u8, seid: Option<u64>, ies: &[rs_pfcp::ie::Ie], op: PfcpOp) {
+    pub(crate) fn pfcp_request(
+        &mut self,
+        now: Instant,
+        to: SocketAddr,
+        t: u8,
+        seid: Option<u64>,
+        ies: &[rs_pfcp::ie::Ie],
+        op: PfcpOp,
+    ) {
         let seq = self.pfcp.next_seq();
         let bytes = sxa::encode(t, seid, seq, ies);
         self.pfcp.send_request(now, to, seq, bytes, op);
@@ -156,8 +286,19 @@ impl SpgwcCore {
         self.s11.answer(now, p.peer, p.seq, m.to_bytes());
     }
 
-    /// One S11 datagram from `peer`.
+    /// One S11 datagram from `peer`. Nothing from an address outside
+    /// `mme_peers` is read: TS 29.274 gives no answer to an unknown peer,
+    /// so it is dropped and counted.
     pub fn handle_s11(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
+        if !self.cfg.mme_peers.permits(peer.ip()) {
+            self.counters.incr("s11_request_from_unknown_peer");
+            return;
+        }
+        self.s11_datagram(now, peer, bytes);
+        self.count_evictions();
+    }
+
+    fn s11_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
         match GtpMessage::parse(bytes) {
             Ok(m) => self.on_s11_message(now, peer, m),
             Err((Some(h), e)) if gm::msg_type::is_request(h.msg_type) && e.cause().is_some() => {
@@ -166,7 +307,7 @@ impl SpgwcCore {
                 if self.s11.on_request(now, peer, h.seq) != mobicore_gtp::Incoming::New {
                     return;
                 }
-                let teid = self.mme_teid_for(h.teid.unwrap_or(0));
+                let teid = self.mme_teid_for(h.teid.unwrap_or(0), peer);
                 let cause = e.cause().unwrap_or(GtpCause::SYSTEM_FAILURE).0;
                 if let Some(r) = gm::reject(h.msg_type, teid, h.seq, cause, e.offending_ie()) {
                     self.answer_s11(now, S11Pending { peer, seq: h.seq }, r);
@@ -176,26 +317,28 @@ impl SpgwcCore {
         }
     }
 
-    /// The MME TEID to answer a request that came on our TEID `teid`
-    /// (0 when we know no such context, TS 29.274 5.5.2).
-    pub(crate) fn mme_teid_for(&self, teid: u32) -> u32 {
-        self.sessions.get(&teid).map_or(0, |s| s.mme_s11.teid.0)
+    /// The MME TEID to answer a request from `peer` that came on our TEID
+    /// `teid` (0 when `peer` has no such context, TS 29.274 5.5.2).
+    pub(crate) fn mme_teid_for(&self, teid: u32, peer: SocketAddr) -> u32 {
+        self.sessions.get(&teid).filter(|s| s.owned_by(peer.ip())).map_or(0, |s| s.mme_s11.teid.0)
     }
 
     fn on_s11_message(&mut self, now: Instant, peer: SocketAddr, m: GtpMessage) {
         match &m.body {
             Message::EchoRequest(_) => {
                 // TS 29.274 7.1.2: Echo Response with our Recovery.
-                let r = GtpMessage { teid: None, seq: m.seq, body: Message::EchoResponse(gm::Echo { recovery: self.cfg.recovery }) };
+                let r = GtpMessage {
+                    teid: None,
+                    seq: m.seq,
+                    body: Message::EchoResponse(gm::Echo { recovery: self.cfg.recovery }),
+                };
                 self.out.push_back(Transmit { interface: Interface::S11, dst: peer, bytes: r.to_bytes().into() });
             }
             Message::EchoResponse(_) => {}
-            b if gm::msg_type::is_request(b.msg_type()) => {
-                match self.s11.on_request(now, peer, m.seq) {
-                    mobicore_gtp::Incoming::New => self.on_s11_request(now, S11Pending { peer, seq: m.seq }, &m),
-                    _ => self.counters.incr("s11_duplicate_request"),
-                }
-            }
+            b if gm::msg_type::is_request(b.msg_type()) => match self.s11.on_request(now, peer, m.seq) {
+                mobicore_gtp::Incoming::New => self.on_s11_request(now, S11Pending { peer, seq: m.seq }, &m),
+                _ => self.counters.incr("s11_duplicate_request"),
+            },
             _ => self.counters.incr("s11_unexpected_response"),
         }
     }
@@ -208,6 +351,7 @@ impl SpgwcCore {
         while let Some((_, op)) = self.pfcp.poll_timed_out() {
             self.on_pfcp_timeout(now, op);
         }
+        self.count_evictions();
         if self.next_heartbeat.is_some_and(|t| t <= now) {
             self.next_heartbeat = Some(now + self.cfg.heartbeat_interval);
             for i in 0..self.upfs.len() {
@@ -217,7 +361,14 @@ impl SpgwcCore {
                 if self.upfs[i].associated {
                     self.upfs[i].probing = true;
                     let ies = sxa::heartbeat_request(self.pfcp_recovery);
-                    self.pfcp_request(now, self.cfg.upfs[i].pfcp, msg::HEARTBEAT_REQUEST, None, &ies, PfcpOp::Heartbeat(i));
+                    self.pfcp_request(
+                        now,
+                        self.cfg.upfs[i].pfcp,
+                        msg::HEARTBEAT_REQUEST,
+                        None,
+                        &ies,
+                        PfcpOp::Heartbeat(i),
+                    );
                 } else {
                     self.associate(now, i);
                 }

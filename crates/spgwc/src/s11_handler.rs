@@ -1,8 +1,13 @@
 //! S11 procedures of the SGW-C (TS 29.274 7.2; TS 23.401 5.3.2.1, 5.3.4,
 //! 5.3.5, 5.3.8): each request starts a PFCP procedure and is answered
 //! when the UPF has answered.
+//!
+//! A request naming a session is served only for the MME that created it
+//! (anyone else gets Context Not Found, as for a TEID it does not own,
+//! TS 29.274 7.2.8, 7.2.10, 7.2.22); while a procedure of the session is in
+//! flight it waits in the session's bounded queue.
 
-use crate::context::{S11Pending, Session, SessionState};
+use crate::context::{canonical, S11Pending, Session, SessionState, UpIds};
 use crate::core::{PfcpOp, SpgwcCore};
 use crate::sxa_build::{self as sxa, msg};
 use mobicore_common::s11::*;
@@ -38,7 +43,7 @@ impl SpgwcCore {
             Ok(r) => r,
             Err(e) => {
                 self.counters.incr("s11_rejected_ie");
-                let teid = self.mme_teid_for(m.teid.unwrap_or(0));
+                let teid = self.mme_teid_for(m.teid.unwrap_or(0), p.peer);
                 let cause = e.cause().unwrap_or(GtpCause::SYSTEM_FAILURE).0;
                 if let Some(r) = gm::reject(t, teid, p.seq, cause, e.offending_ie()) {
                     self.answer_s11(now, p, r);
@@ -53,10 +58,26 @@ impl SpgwcCore {
     /// still in flight waits in its queue.
     fn dispatch_s11(&mut self, now: Instant, p: S11Pending, t: u8, req: S11Request) {
         if let Some(teid) = session_teid(&req) {
+            let max = self.cfg.max_queued_per_session;
             if let Some(s) = self.sessions.get_mut(&teid.0) {
+                if !s.owned_by(p.peer.ip()) {
+                    // Not this sender's context: as for an unknown TEID,
+                    // Context Not Found on TEID 0 (TS 29.274 5.5.2, 8.4).
+                    self.counters.incr("s11_request_from_non_owner");
+                    return self.reject_s11(now, p, t, 0, GtpCause::CONTEXT_NOT_FOUND);
+                }
                 if s.state != SessionState::Active {
+                    if s.queued.len() >= max {
+                        // TS 29.274 8.4 Table 8.4-1: "No resources
+                        // available", the queue being the resource.
+                        let mme = s.mme_s11.teid.0;
+                        self.counters.incr("s11_request_queue_full");
+                        return self.reject_s11(now, p, t, mme, GtpCause::NO_RESOURCES_AVAILABLE);
+                    }
                     s.queued.push_back((p, req));
+                    let depth = s.queued.len() as u64;
                     self.counters.incr("s11_queued_busy");
+                    self.counters.get("s11_queued_high_water").fetch_max(depth, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
             }
@@ -64,26 +85,41 @@ impl SpgwcCore {
         match req {
             S11Request::CreateSession(r) => self.create_session(now, p, r),
             S11Request::ModifyBearer(r) => {
-                let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
-                if s.ebi != r.ebi {
+                if let Some(s) = self.sessions.get(&r.sgw_teid.0).filter(|s| s.ebi != r.ebi) {
                     let mme = s.mme_s11.teid.0;
-                    let resp = mobicore_gtp::s11::modify_bearer_response(mme, p.seq, GtpCause::CONTEXT_NOT_FOUND, r.ebi, None);
+                    let resp =
+                        mobicore_gtp::s11::modify_bearer_response(mme, p.seq, GtpCause::CONTEXT_NOT_FOUND, r.ebi, None);
+                    self.counters.incr("s11_rejected");
                     return self.answer_s11(now, p, resp);
                 }
-                let (upf, up_seid) = (s.upf, s.up_seid);
+                let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
+                let (upf, up_seid, seid) = (s.upf, s.up_seid, s.cp_seid);
                 let ies = sxa::forward_downlink(r.s1u_enb_fteid.teid.0, r.s1u_enb_fteid.ipv4);
-                self.session_request(now, upf, up_seid, &ies, PfcpOp::ModifyBearer { teid: r.sgw_teid.0, s11: p, enb: r.s1u_enb_fteid });
+                self.session_request(
+                    now,
+                    upf,
+                    up_seid,
+                    &ies,
+                    PfcpOp::ModifyBearer { teid: r.sgw_teid.0, seid, s11: p, enb: r.s1u_enb_fteid },
+                );
             }
             S11Request::ReleaseAccessBearers(r) => {
                 let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
-                let (upf, up_seid) = (s.upf, s.up_seid);
-                self.session_request(now, upf, up_seid, &sxa::buffer_downlink(), PfcpOp::ReleaseAccess { teid: r.sgw_teid.0, s11: p });
+                let (upf, up_seid, seid) = (s.upf, s.up_seid, s.cp_seid);
+                self.session_request(
+                    now,
+                    upf,
+                    up_seid,
+                    &sxa::buffer_downlink(),
+                    PfcpOp::ReleaseAccess { teid: r.sgw_teid.0, seid, s11: p },
+                );
             }
             S11Request::DeleteSession(r) => {
                 let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
-                let (upf, up_seid) = (s.upf, s.up_seid);
+                let (upf, up_seid, seid) = (s.upf, s.up_seid, s.cp_seid);
                 self.counters.incr("s11_delete_session");
-                self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_DELETION_REQUEST, up_seid, &[], PfcpOp::Delete { teid: r.sgw_teid.0, s11: p });
+                let op = PfcpOp::Delete { teid: r.sgw_teid.0, seid, s11: p };
+                self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_DELETION_REQUEST, up_seid, &[], op);
             }
         }
     }
@@ -93,11 +129,12 @@ impl SpgwcCore {
     fn active(&mut self, now: Instant, p: S11Pending, t: u8, teid: Teid) -> Option<&Session> {
         match self.sessions.get(&teid.0).map(|s| (s.state, s.mme_s11.teid.0)) {
             None => {
+                self.counters.incr("s11_request_for_unknown_context");
                 self.reject_s11(now, p, t, 0, GtpCause::CONTEXT_NOT_FOUND);
                 None
             }
             Some((SessionState::Active, _)) => {
-                let s = self.sessions.get_mut(&teid.0).expect("present");
+                let s = self.sessions.get_mut(&teid.0)?;
                 s.state = SessionState::Busy;
                 Some(s)
             }
@@ -109,15 +146,25 @@ impl SpgwcCore {
         }
     }
 
-    /// Serves the next queued request of a session that became Active.
+    /// Serves the queued requests of a session that became Active, until
+    /// one starts a procedure (or the queue is empty).
     pub(crate) fn run_queued(&mut self, now: Instant, teid: u32) {
-        let next = match self.sessions.get_mut(&teid) {
-            Some(s) if s.state == SessionState::Active => s.queued.pop_front(),
-            _ => None,
-        };
-        if let Some((p, req)) = next {
+        loop {
+            let next = match self.sessions.get_mut(&teid) {
+                Some(s) if s.state == SessionState::Active => s.queued.pop_front(),
+                _ => None,
+            };
+            let Some((p, req)) = next else { return };
             let t = request_type(&req);
             self.dispatch_s11(now, p, t, req);
+        }
+    }
+
+    /// Answers the requests queued behind a session that is gone: their
+    /// context is not found (TS 29.274 8.4).
+    pub(crate) fn reject_queued(&mut self, now: Instant, s: &mut Session) {
+        for (q, req) in std::mem::take(&mut s.queued) {
+            self.reject_s11(now, q, request_type(&req), s.mme_s11.teid.0, GtpCause::CONTEXT_NOT_FOUND);
         }
     }
 
@@ -141,40 +188,58 @@ impl SpgwcCore {
             let m = encode_response(&S11Response::CreateSession(resp), r.sender_fteid.teid.0, p.seq, None);
             core.answer_s11(now, p, m);
         };
+        // Checked before anything changes: a request we refuse leaves every
+        // existing session as it was.
+        let apn = apn_ni(&r.apn);
+        if !self.pools.contains_key(&apn) {
+            self.counters.incr("s11_create_session_unknown_apn");
+            return reject(self, GtpCause::MISSING_OR_UNKNOWN_APN);
+        }
+        if r.pdn_type == PdnType::Ipv6 {
+            self.counters.incr("s11_create_session_pdn_type_unsupported");
+            return reject(self, PREFERRED_PDN_TYPE_NOT_SUPPORTED);
+        }
+        let Some(upf) = self.pick_upf() else {
+            self.counters.incr("s11_create_session_no_upf");
+            return reject(self, GtpCause::NO_RESOURCES_AVAILABLE);
+        };
         // A Create Session for a PDN connection we already have (same IMSI,
         // same default bearer) replaces it (TS 29.274 7.2.1, e.g. after an
         // MME restart or a re-attach without detach).
         if let Some(old) = self.by_imsi.get(&(r.imsi.clone(), r.bearer.ebi.0)).copied() {
-            if let Some(s) = self.remove_session(old) {
+            if let Some(mut s) = self.remove_session(old) {
                 self.counters.incr("sessions_replaced");
+                self.reject_queued(now, &mut s);
+                // Still being established (no UP SEID yet): its Establish
+                // op undoes it when the UPF answers.
                 if let Some(up) = s.up_seid {
-                    self.delete_on_upf(now, s.upf, up);
+                    self.delete_on_upf(now, s.up_ids(), up);
                 }
             }
         }
-        let apn = apn_ni(&r.apn);
-        if !self.pools.contains_key(&apn) {
-            return reject(self, GtpCause::MISSING_OR_UNKNOWN_APN);
-        }
-        if r.pdn_type == PdnType::Ipv6 {
-            return reject(self, PREFERRED_PDN_TYPE_NOT_SUPPORTED);
-        }
-        let Some(upf) = self.pick_upf() else {
-            return reject(self, GtpCause::NO_RESOURCES_AVAILABLE);
-        };
         let Some(ue_ipv4) = self.pools.get_mut(&apn).and_then(|pl| pl.allocate()) else {
+            self.counters.incr("s11_create_session_pool_exhausted");
             return reject(self, GtpCause::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
         };
-        let teid = self.allocate_s11_teid();
+        let Some((teid, s1u_teid, cp_seid)) = self.draw_ids(upf) else {
+            if let Some(pl) = self.pools.get_mut(&apn) {
+                pl.release(ue_ipv4);
+            }
+            self.counters.incr("s11_create_session_teids_exhausted");
+            return reject(self, GtpCause::NO_RESOURCES_AVAILABLE);
+        };
         let ucfg = &self.cfg.upfs[upf];
-        let u = &mut self.upfs[upf];
-        let s1u_teid = u.next_teid;
-        u.next_teid = if u.next_teid + 1 >= ucfg.teid_base.saturating_add(ucfg.teid_count) { ucfg.teid_base } else { u.next_teid + 1 };
         let s1u_sgw = Fteid { teid: Teid(s1u_teid), ipv4: ucfg.s1u_addr };
-        let cp_seid = self.next_seid;
-        self.next_seid += 1;
         let usage_period = Some(self.cfg.usage_period_secs).filter(|p| *p > 0);
-        let spec = sxa::SessionSpec { node_id: self.cfg.node_id, cp_seid, apn: apn.clone(), s1u_teid, s1u_addr: s1u_sgw.ipv4, ue_ipv4, usage_period };
+        let spec = sxa::SessionSpec {
+            node_id: self.cfg.node_id,
+            cp_seid,
+            apn: apn.clone(),
+            s1u_teid,
+            s1u_addr: s1u_sgw.ipv4,
+            ue_ipv4,
+            usage_period,
+        };
         self.by_seid.insert(cp_seid, teid);
         self.by_imsi.insert((r.imsi.clone(), r.bearer.ebi.0), teid);
         self.sessions.insert(
@@ -185,6 +250,7 @@ impl SpgwcCore {
                 state: SessionState::Creating,
                 sgw_s11: Fteid { teid: Teid(teid), ipv4: self.s11_ip },
                 mme_s11: r.sender_fteid,
+                created_by: canonical(p.peer.ip()),
                 ue_ipv4,
                 ebi: r.bearer.ebi,
                 apn_ambr: r.apn_ambr,
@@ -199,23 +265,35 @@ impl SpgwcCore {
         );
         let ies = sxa::session_establishment(&spec);
         // TS 29.244 7.2.2.4.2: SEID 0 in an establishment request header.
-        self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies, PfcpOp::Establish { teid, s11: p });
+        let op = PfcpOp::Establish { teid, s11: p, ids: UpIds { upf, s1u_teid, cp_seid } };
+        self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies, op);
     }
 
-    fn allocate_s11_teid(&mut self) -> u32 {
-        loop {
-            let t = self.next_teid;
-            self.next_teid = self.next_teid.wrapping_add(1).max(1);
-            if !self.sessions.contains_key(&t) {
-                return t;
-            }
-        }
+    /// Draws a session's S11 TEID (never 0, TS 29.274 5.5.2), its S1-U
+    /// TEID inside UPF `upf`'s [teid_base, teid_base + teid_count) and its
+    /// CP SEID (never 0), none still in use, and marks the S1-U TEID
+    /// taken. `None` when a range is full.
+    fn draw_ids(&mut self, upf: usize) -> Option<(u32, u32, u64)> {
+        let u = &self.cfg.upfs[upf];
+        let last = u64::from(u.teid_base) + u64::from(u.teid_count);
+        let s1u_range = u.teid_base..=u32::try_from(last.checked_sub(1)?).unwrap_or(u32::MAX);
+        let sessions = &self.sessions;
+        let teid = self.ids.draw_u32(1..=u32::MAX, |t| sessions.contains_key(&t))?;
+        let in_use = &self.upfs[upf].s1u_in_use;
+        let s1u_teid = self.ids.draw_u32(s1u_range, |t| in_use.contains(&t))?;
+        let (by_seid, draining) = (&self.by_seid, &self.draining);
+        let cp_seid = self.ids.draw(1..=u64::MAX, |s| by_seid.contains_key(&s) || draining.contains_key(&s))?;
+        self.upfs[upf].s1u_in_use.insert(s1u_teid);
+        Some((teid, s1u_teid, cp_seid))
     }
 
     /// Round robin over associated UPFs.
     fn pick_upf(&mut self) -> Option<usize> {
         let n = self.upfs.len();
-        (0..n).map(|k| (self.next_upf + k) % n).find(|&i| self.upfs[i].associated).inspect(|&i| self.next_upf = (i + 1) % n)
+        (0..n)
+            .map(|k| (self.next_upf + k) % n)
+            .find(|&i| self.upfs[i].associated)
+            .inspect(|&i| self.next_upf = (i + 1) % n)
     }
 }
 

@@ -8,16 +8,13 @@ use rs_pfcp::ie::create_bar::CreateBar;
 use rs_pfcp::ie::create_far::CreateFar;
 use rs_pfcp::ie::create_pdr::CreatePdr;
 use rs_pfcp::ie::create_urr::CreateUrr;
-use rs_pfcp::ie::measurement_method::MeasurementMethod;
-use rs_pfcp::ie::measurement_period::MeasurementPeriod;
-use rs_pfcp::ie::reporting_triggers::ReportingTriggers;
-use rs_pfcp::ie::urr_id::UrrId;
-use rs_pfcp::ie::usage_report::UsageReport;
 use rs_pfcp::ie::destination_interface::{DestinationInterface, Interface};
 use rs_pfcp::ie::f_teid::Fteid;
 use rs_pfcp::ie::far_id::FarId;
 use rs_pfcp::ie::forwarding_parameters::ForwardingParameters;
 use rs_pfcp::ie::fseid::Fseid;
+use rs_pfcp::ie::measurement_method::MeasurementMethod;
+use rs_pfcp::ie::measurement_period::MeasurementPeriod;
 use rs_pfcp::ie::network_instance::NetworkInstance;
 use rs_pfcp::ie::node_id::NodeId;
 use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
@@ -26,10 +23,13 @@ use rs_pfcp::ie::pdi::Pdi;
 use rs_pfcp::ie::pdr_id::PdrId;
 use rs_pfcp::ie::precedence::Precedence;
 use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
+use rs_pfcp::ie::reporting_triggers::ReportingTriggers;
 use rs_pfcp::ie::source_interface::{SourceInterface, SourceInterfaceValue};
 use rs_pfcp::ie::ue_ip_address::UeIpAddress;
 use rs_pfcp::ie::update_far::UpdateFar;
 use rs_pfcp::ie::update_forwarding_parameters::UpdateForwardingParameters;
+use rs_pfcp::ie::urr_id::UrrId;
+use rs_pfcp::ie::usage_report::UsageReport;
 use rs_pfcp::ie::{Ie, IeType};
 use std::net::Ipv4Addr;
 use std::time::SystemTime;
@@ -66,7 +66,10 @@ pub fn cause_of(ies: &[Ie]) -> u8 {
 
 /// The UP F-SEID of a Session Establishment Response.
 pub fn up_seid_of(ies: &[Ie]) -> Option<u64> {
-    ies.iter().find(|i| i.ie_type == IeType::Fseid).and_then(|i| Fseid::unmarshal(&i.payload).ok()).map(|f| f.seid.into())
+    ies.iter()
+        .find(|i| i.ie_type == IeType::Fseid)
+        .and_then(|i| Fseid::unmarshal(&i.payload).ok())
+        .map(|f| f.seid.into())
 }
 
 /// Network Instance as DNS labels, like an APN (TS 29.244 8.2.4, TS 23.003 9.1).
@@ -153,7 +156,17 @@ fn session_urr(period: Option<u32>) -> CreateUrr {
     if period.is_some() {
         triggers.insert(ReportingTriggers::PERIO);
     }
-    let mut u = CreateUrr::new(UrrId::new(URR_SESSION), MeasurementMethod::new(true, true, false), triggers, None, None, None, None, None, None);
+    let mut u = CreateUrr::new(
+        UrrId::new(URR_SESSION),
+        MeasurementMethod::new(true, true, false),
+        triggers,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    );
     u.measurement_period = period.map(MeasurementPeriod::new);
     u
 }
@@ -170,13 +183,15 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Adds `o`, saturating: the values are the UPF's and may be anything
+    /// (no silent wrap).
     pub fn add(&mut self, o: &Usage) {
-        self.reports += o.reports;
-        self.uplink_octets += o.uplink_octets;
-        self.downlink_octets += o.downlink_octets;
-        self.uplink_packets += o.uplink_packets;
-        self.downlink_packets += o.downlink_packets;
-        self.duration_secs += o.duration_secs;
+        self.reports = self.reports.saturating_add(o.reports);
+        self.uplink_octets = self.uplink_octets.saturating_add(o.uplink_octets);
+        self.downlink_octets = self.downlink_octets.saturating_add(o.downlink_octets);
+        self.uplink_packets = self.uplink_packets.saturating_add(o.uplink_packets);
+        self.downlink_packets = self.downlink_packets.saturating_add(o.downlink_packets);
+        self.duration_secs = self.duration_secs.saturating_add(o.duration_secs);
     }
 }
 
@@ -188,20 +203,23 @@ pub fn usage_reports(ies: &[Ie]) -> Result<Usage, rs_pfcp::error::PfcpError> {
     for ie in ies.iter().filter(|i| {
         matches!(
             i.ie_type,
-            IeType::UsageReportWithinSessionModificationResponse | IeType::UsageReportWithinSessionDeletionResponse | IeType::UsageReportWithinSessionReportRequest
+            IeType::UsageReportWithinSessionModificationResponse
+                | IeType::UsageReportWithinSessionDeletionResponse
+                | IeType::UsageReportWithinSessionReportRequest
         )
     }) {
         let r = UsageReport::unmarshal(&ie.payload)?;
-        u.reports += 1;
+        let mut one = Usage { reports: 1, ..Usage::default() };
         if let Some(v) = &r.volume_measurement {
-            u.uplink_octets += v.uplink_volume.unwrap_or(0);
-            u.downlink_octets += v.downlink_volume.unwrap_or(0);
-            u.uplink_packets += v.uplink_packets.unwrap_or(0);
-            u.downlink_packets += v.downlink_packets.unwrap_or(0);
+            one.uplink_octets = v.uplink_volume.unwrap_or(0);
+            one.downlink_octets = v.downlink_volume.unwrap_or(0);
+            one.uplink_packets = v.uplink_packets.unwrap_or(0);
+            one.downlink_packets = v.downlink_packets.unwrap_or(0);
         }
         if let Some(d) = &r.duration_measurement {
-            u.duration_secs += u64::from(d.duration_seconds);
+            one.duration_secs = u64::from(d.duration_seconds);
         }
+        u.add(&one);
     }
     Ok(u)
 }

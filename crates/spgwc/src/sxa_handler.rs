@@ -1,7 +1,9 @@
 //! PFCP answers and failures (TS 29.244 6.2, 7.5) and the S11 responses
-//! they complete.
+//! they complete. Only the configured UPFs are heard; an answer counts only
+//! from the node its request went to, a Session Report only from the node
+//! that holds the session.
 
-use crate::context::{S11Pending, SessionState};
+use crate::context::{canonical, S11Pending, SessionState};
 use crate::core::{Interface, PfcpOp, SpgwcCore};
 use crate::s11_handler::REMOTE_PEER_NOT_RESPONDING;
 use crate::sxa_build::{self as sxa, msg};
@@ -16,8 +18,24 @@ const PFCP_ACCEPTED: u8 = 1;
 const PFCP_NO_ASSOCIATION: u8 = 72;
 
 impl SpgwcCore {
-    /// One PFCP datagram from `peer`.
+    /// One PFCP datagram from `peer`. Nothing from an address that is no
+    /// configured UPF's is read (dropped and counted).
     pub fn handle_pfcp(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
+        if self.upf_at(peer).is_none() {
+            self.counters.incr("pfcp_from_unknown_peer");
+            return;
+        }
+        self.pfcp_datagram(now, peer, bytes);
+        self.count_evictions();
+    }
+
+    /// The configured UPF whose PFCP address is `peer`'s.
+    pub(crate) fn upf_at(&self, peer: SocketAddr) -> Option<usize> {
+        let ip = canonical(peer.ip());
+        self.cfg.upfs.iter().position(|u| u.pfcp.ip() == ip)
+    }
+
+    fn pfcp_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
         let Some((h, ies)) = sxa::decode(bytes) else {
             self.counters.incr("pfcp_malformed");
             return;
@@ -29,7 +47,16 @@ impl SpgwcCore {
                 self.out.push_back(crate::core::Transmit { interface: Interface::Pfcp, dst: peer, bytes: b.into() });
                 return;
             }
-            sxa::SESSION_REPORT_REQUEST => return self.session_report(peer, h.seid.unwrap_or(0), h.seq, &ies),
+            sxa::SESSION_REPORT_REQUEST => {
+                // A retransmitted report is answered again, never added
+                // up twice (TS 29.244 6.4).
+                if self.pfcp.on_request(now, peer, h.seq) == mobicore_gtp::Incoming::New {
+                    self.session_report(now, peer, h.seid.unwrap_or(0), h.seq, &ies);
+                } else {
+                    self.counters.incr("pfcp_duplicate_request");
+                }
+                return;
+            }
             msg::HEARTBEAT_RESPONSE
             | msg::ASSOCIATION_SETUP_RESPONSE
             | msg::SESSION_ESTABLISHMENT_RESPONSE
@@ -40,6 +67,7 @@ impl SpgwcCore {
                 return;
             }
         }
+        // Matched only if it comes from the node the request went to.
         let Some(op) = self.pfcp.on_response(peer, h.seq) else {
             self.counters.incr("pfcp_unmatched_response");
             return;
@@ -47,13 +75,18 @@ impl SpgwcCore {
         let cause = sxa::cause_of(&ies);
         // Usage Reports ride on Modification and Deletion Responses
         // (TS 29.244 7.5.5.2, 7.5.7.2).
-        if let PfcpOp::ModifyBearer { teid, .. } | PfcpOp::ReleaseAccess { teid, .. } | PfcpOp::Delete { teid, .. } = &op {
-            self.record_usage(*teid, &ies);
+        if let PfcpOp::ModifyBearer { teid, seid, .. }
+        | PfcpOp::ReleaseAccess { teid, seid, .. }
+        | PfcpOp::Delete { teid, seid, .. } = op
+        {
+            if self.live(teid, seid) {
+                self.record_usage(teid, &ies);
+            }
         }
         if cause == PFCP_NO_ASSOCIATION {
             // The UPF lost our association (e.g. it restarted): set it up
             // again (TS 29.244 6.2.6.2.1).
-            if let Some(i) = self.cfg.upfs.iter().position(|u| u.pfcp == peer) {
+            if let Some(i) = self.upf_at(peer) {
                 if !self.upfs[i].probing {
                     self.upfs[i].associated = false;
                     self.associate(now, i);
@@ -69,23 +102,27 @@ impl SpgwcCore {
                 }
             }
             PfcpOp::Heartbeat(i) => self.upfs[i].probing = false,
-            PfcpOp::Establish { teid, s11 } => match sxa::up_seid_of(&ies).filter(|_| cause == PFCP_ACCEPTED) {
-                Some(up_seid) if self.sessions.contains_key(&teid) => self.session_created(now, teid, s11, up_seid),
-                Some(up_seid) => {
-                    // Replaced by a newer Create Session meanwhile: undo on the UPF.
-                    if let Some(i) = self.cfg.upfs.iter().position(|u| u.pfcp == peer) {
-                        self.delete_on_upf(now, i, up_seid);
-                    }
+            PfcpOp::Establish { teid, s11, ids } => match sxa::up_seid_of(&ies).filter(|_| cause == PFCP_ACCEPTED) {
+                Some(up_seid) if self.live(teid, ids.cp_seid) => self.session_created(now, teid, s11, up_seid),
+                // Replaced by a newer Create Session meanwhile: undo on the UPF.
+                Some(up_seid) => self.delete_on_upf(now, ids, up_seid),
+                None if self.live(teid, ids.cp_seid) => {
+                    self.counters.incr("pfcp_session_establishment_rejected");
+                    self.create_failed(now, teid, s11, GtpCause::NO_RESOURCES_AVAILABLE)
                 }
-                None => self.create_failed(now, teid, s11, GtpCause::NO_RESOURCES_AVAILABLE),
+                None => self.release_ids(ids),
             },
-            PfcpOp::ModifyBearer { teid, s11, enb } => {
+            PfcpOp::ModifyBearer { teid, seid, s11, enb } if self.live(teid, seid) => {
                 let ok = cause == PFCP_ACCEPTED;
                 self.modify_done(now, teid, s11, ok.then_some(enb), ok)
             }
-            PfcpOp::ReleaseAccess { teid, s11 } => self.release_done(now, teid, s11, cause == PFCP_ACCEPTED),
-            PfcpOp::Delete { teid, s11 } => self.session_deleted(now, teid, s11),
-            PfcpOp::DeleteStale => {}
+            PfcpOp::ReleaseAccess { teid, seid, s11 } if self.live(teid, seid) => {
+                self.release_done(now, teid, s11, cause == PFCP_ACCEPTED)
+            }
+            PfcpOp::Delete { teid, seid, s11 } if self.live(teid, seid) => self.session_deleted(now, teid, s11),
+            // The session was replaced meanwhile; its replacement cleans up.
+            PfcpOp::ModifyBearer { .. } | PfcpOp::ReleaseAccess { .. } | PfcpOp::Delete { .. } => {}
+            PfcpOp::DeleteStale(ids) => self.release_ids(ids),
         }
     }
 
@@ -98,12 +135,21 @@ impl SpgwcCore {
                 self.upfs[i].probing = false;
                 self.upfs[i].associated = false;
             }
-            PfcpOp::Establish { teid, s11 } => self.create_failed(now, teid, s11, REMOTE_PEER_NOT_RESPONDING),
-            PfcpOp::ModifyBearer { teid, s11, .. } => self.modify_done(now, teid, s11, None, false),
-            PfcpOp::ReleaseAccess { teid, s11 } => self.release_done(now, teid, s11, false),
+            PfcpOp::Establish { teid, s11, ids } if self.live(teid, ids.cp_seid) => {
+                self.create_failed(now, teid, s11, REMOTE_PEER_NOT_RESPONDING)
+            }
+            PfcpOp::Establish { ids, .. } => self.release_ids(ids),
+            PfcpOp::ModifyBearer { teid, seid, s11, .. } if self.live(teid, seid) => {
+                self.modify_done(now, teid, s11, None, false)
+            }
+            PfcpOp::ReleaseAccess { teid, seid, s11 } if self.live(teid, seid) => {
+                self.release_done(now, teid, s11, false)
+            }
             // The context goes away whatever the UPF says (TS 23.401 5.3.8.2.1).
-            PfcpOp::Delete { teid, s11 } => self.session_deleted(now, teid, s11),
-            PfcpOp::DeleteStale => {}
+            PfcpOp::Delete { teid, seid, s11 } if self.live(teid, seid) => self.session_deleted(now, teid, s11),
+            PfcpOp::ModifyBearer { .. } | PfcpOp::ReleaseAccess { .. } | PfcpOp::Delete { .. } => {}
+            // The UPF never answered: nothing more can be done from here.
+            PfcpOp::DeleteStale(ids) => self.release_ids(ids),
         }
     }
 
@@ -126,8 +172,12 @@ impl SpgwcCore {
         self.run_queued(now, teid);
     }
 
+    /// The UPF refused (or never answered) the establishment: nothing of
+    /// the session is left, and its queued requests are refused.
     fn create_failed(&mut self, now: Instant, teid: u32, p: S11Pending, cause: GtpCause) {
-        let Some(s) = self.remove_session(teid) else { return };
+        let Some(mut s) = self.remove_session(teid) else { return };
+        self.release_ids(s.up_ids());
+        self.reject_queued(now, &mut s);
         let resp = CreateSessionResponse {
             cause,
             sgw_fteid: None,
@@ -168,12 +218,17 @@ impl SpgwcCore {
     /// A Session Report Request (TS 29.244 7.5.8): usage is recorded, a
     /// Downlink Data Report counted (paging is the MME's, later), and the
     /// answer is Request accepted, or Session context not found (65) for
-    /// an SEID we do not know (7.5.9).
-    fn session_report(&mut self, peer: SocketAddr, cp_seid: u64, seq: u32, ies: &[rs_pfcp::ie::Ie]) {
+    /// an SEID we do not know or that another UPF holds (7.5.9).
+    fn session_report(&mut self, now: Instant, peer: SocketAddr, cp_seid: u64, seq: u32, ies: &[rs_pfcp::ie::Ie]) {
         use rs_pfcp::ie::cause::CauseValue;
         use rs_pfcp::ie::IeType;
+        let from = self.upf_at(peer);
         let session = self.by_seid.get(&cp_seid).copied().filter(|t| self.sessions.contains_key(t));
-        let (seid, cause) = match session {
+        let owner = session.filter(|t| Some(self.sessions[t].upf) == from);
+        if session.is_some() && owner.is_none() {
+            self.counters.incr("pfcp_report_from_non_owner");
+        }
+        let (seid, cause) = match owner {
             Some(teid) => {
                 if ies.iter().any(|i| i.ie_type == IeType::DownlinkDataReport) {
                     self.counters.incr("pfcp_downlink_data_reports");
@@ -187,7 +242,7 @@ impl SpgwcCore {
             }
         };
         let b = sxa::encode(sxa::SESSION_REPORT_RESPONSE, Some(seid), seq, &[mobicore_pfcp::cause_ie(cause)]);
-        self.out.push_back(crate::core::Transmit { interface: Interface::Pfcp, dst: peer, bytes: b.into() });
+        self.pfcp.answer(now, peer, seq, b);
     }
 
     /// Adds the Usage Reports among `ies` to the session's totals.
@@ -200,16 +255,18 @@ impl SpgwcCore {
                 return;
             }
         };
-        self.counters.add("usage_reports", u.reports);
-        self.counters.add("usage_uplink_octets", u.uplink_octets);
-        self.counters.add("usage_downlink_octets", u.downlink_octets);
+        // Peer values: added with saturation, never wrapped.
+        self.count_saturating("usage_reports", u.reports);
+        self.count_saturating("usage_uplink_octets", u.uplink_octets);
+        self.count_saturating("usage_downlink_octets", u.downlink_octets);
         if let Some(s) = self.sessions.get_mut(&teid) {
             s.usage.add(&u);
         }
     }
 
     fn session_deleted(&mut self, now: Instant, teid: u32, p: S11Pending) {
-        let Some(s) = self.remove_session(teid) else { return };
+        let Some(mut s) = self.remove_session(teid) else { return };
+        self.release_ids(s.up_ids());
         self.counters.incr("sessions_deleted");
         tracing::info!(
             imsi = %s.imsi, apn = %s.apn, ue = %s.ue_ipv4, uplink_octets = s.usage.uplink_octets, downlink_octets = s.usage.downlink_octets,
@@ -218,12 +275,6 @@ impl SpgwcCore {
         let m = encode_response(&S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED), s.mme_s11.teid.0, p.seq, None);
         self.answer_s11(now, p, m);
         // Requests queued behind the deletion address a context that is gone.
-        for (q, req) in s.queued {
-            self.counters.incr("s11_rejected");
-            let t = super::s11_handler::request_type(&req);
-            if let Some(r) = mobicore_gtp::message::reject(t, s.mme_s11.teid.0, q.seq, GtpCause::CONTEXT_NOT_FOUND.0, None) {
-                self.answer_s11(now, q, r);
-            }
-        }
+        self.reject_queued(now, &mut s);
     }
 }

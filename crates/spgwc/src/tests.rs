@@ -40,9 +40,15 @@ struct Net {
 impl Net {
     fn new(cfg: SpgwcConfig) -> Net {
         let plane = MemoryPlane::new();
-        let upf = UpfCore::new(UpfConfig { s1u_addr: S1U, ..UpfConfig::default() }, Box::new(plane.clone()), SystemTime::UNIX_EPOCH, Counters::new());
+        let upf = UpfCore::new(
+            UpfConfig { s1u_addr: S1U, ..UpfConfig::default() },
+            Box::new(plane.clone()),
+            SystemTime::UNIX_EPOCH,
+            Counters::new(),
+        );
         let gw = SpgwcCore::new(cfg, Ipv4Addr::LOCALHOST, SystemTime::UNIX_EPOCH, Counters::new());
-        let mut n = Net { gw, upf, plane, now: Instant::now(), s11_out: vec![], pfcp_log: vec![], upf_up: true, seq: 0 };
+        let mut n =
+            Net { gw, upf, plane, now: Instant::now(), s11_out: vec![], pfcp_log: vec![], upf_up: true, seq: 0 };
         n.gw.start(n.now);
         n.drive();
         assert!(n.gw.upf_associated(0));
@@ -50,7 +56,11 @@ impl Net {
     }
 
     fn cfg() -> SpgwcConfig {
-        SpgwcConfig { upfs: vec![UpfPeerConfig { pfcp: a(UPF), s1u_addr: S1U, teid_base: 0x1000, teid_count: 0x1000 }], ..SpgwcConfig::default() }
+        SpgwcConfig {
+            upfs: vec![UpfPeerConfig { pfcp: a(UPF), s1u_addr: S1U, teid_base: 0x1000, teid_count: 0x1000 }],
+            id_seed: Some(1),
+            ..SpgwcConfig::default()
+        }
     }
 
     /// Carries datagrams until nobody has anything to send.
@@ -137,14 +147,16 @@ fn create_session_installs_uplink_and_buffering_downlink() {
     assert_eq!(r.cause, GtpCause::REQUEST_ACCEPTED);
     assert_eq!(r.paa, Some(Ipv4Addr::new(10, 45, 0, 1)));
     let s1u = r.s1u_sgw_fteid.unwrap();
-    assert_eq!(s1u, Fteid { teid: Teid(0x1000), ipv4: S1U });
+    assert_eq!(s1u.ipv4, S1U);
+    assert!((0x1000..0x2000).contains(&s1u.teid.0), "inside the UPF's TEID range");
     let sgw = r.sgw_fteid.unwrap();
     assert_eq!(sgw.ipv4, Ipv4Addr::LOCALHOST);
     assert_eq!(n.s11_out[0].teid, Some(0x9001), "answered on the MME's TEID");
 
     // The Session Establishment Request as rs-pfcp reads it.
     let ser = n.pfcp_log.iter().find(|b| b[1] == msg::SESSION_ESTABLISHMENT_REQUEST).unwrap();
-    let m = <rs_pfcp::message::SessionEstablishmentRequest as rs_pfcp::message::Message>::unmarshal(ser).expect("rs-pfcp reads our SER");
+    let m = <rs_pfcp::message::SessionEstablishmentRequest as rs_pfcp::message::Message>::unmarshal(ser)
+        .expect("rs-pfcp reads our SER");
     assert_eq!(m.create_pdrs.len(), 2);
     assert_eq!(m.create_fars.len(), 2);
     assert_eq!(m.create_bars.len(), 1);
@@ -153,7 +165,7 @@ fn create_session_installs_uplink_and_buffering_downlink() {
     let rules = n.plane.sessions().into_values().next().unwrap();
     let ul = &rules.pdrs[&sxa::PDR_UPLINK];
     assert_eq!(ul.pdi.source_interface, INTERFACE_ACCESS);
-    assert_eq!(ul.pdi.local_fteid, Some((0x1000, S1U)));
+    assert_eq!(ul.pdi.local_fteid, Some((s1u.teid.0, S1U)));
     assert_eq!(ul.outer_header_removal, Some(sxa::OHR_GTPU_UDP_IPV4));
     assert_eq!(ul.pdi.network_instance.as_deref(), Some("internet"));
     let ul_far = &rules.fars[&ul.far_id.unwrap()];
@@ -175,7 +187,13 @@ fn modify_bearer_forwards_to_enb_and_release_buffers() {
     let sgw_teid = r.sgw_fteid.unwrap().teid;
     let enb = Fteid { teid: Teid(0xe0b), ipv4: Ipv4Addr::new(127, 0, 0, 9) };
     let m = n.s11(&S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb }));
-    assert_eq!(m, Some(S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: Some(GtpCause::REQUEST_ACCEPTED) })));
+    assert_eq!(
+        m,
+        Some(S11Response::ModifyBearer(ModifyBearerResponse {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            bearer_cause: Some(GtpCause::REQUEST_ACCEPTED)
+        }))
+    );
     let smr = n.pfcp_log.last().unwrap();
     assert_eq!(smr[1], msg::SESSION_MODIFICATION_REQUEST);
     let rules = n.plane.sessions().into_values().next().unwrap();
@@ -206,8 +224,15 @@ fn delete_session_removes_everything_and_frees_the_address() {
     let d = n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) }));
     assert_eq!(d, Some(S11Response::DeleteSession(GtpCause::CONTEXT_NOT_FOUND)));
     assert_eq!(n.s11_out.last().unwrap().teid, Some(0), "TEID 0 when no context");
-    let m = n.s11(&S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid: Teid(777), ebi: Ebi(5), s1u_enb_fteid: Fteid { teid: Teid(1), ipv4: Ipv4Addr::LOCALHOST } }));
-    assert!(matches!(m, Some(S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::CONTEXT_NOT_FOUND, .. }))));
+    let m = n.s11(&S11Request::ModifyBearer(ModifyBearerRequest {
+        sgw_teid: Teid(777),
+        ebi: Ebi(5),
+        s1u_enb_fteid: Fteid { teid: Teid(1), ipv4: Ipv4Addr::LOCALHOST },
+    }));
+    assert!(matches!(
+        m,
+        Some(S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::CONTEXT_NOT_FOUND, .. }))
+    ));
 }
 
 #[test]
@@ -296,7 +321,8 @@ fn heartbeats_flow_and_echo_is_answered() {
     }
     assert!(n.pfcp_log.iter().any(|b| b[1] == msg::HEARTBEAT_REQUEST));
     assert!(n.gw.upf_associated(0));
-    let echo = GtpMessage { teid: None, seq: 3, body: Message::EchoRequest(mobicore_gtp::message::Echo { recovery: 1 }) };
+    let echo =
+        GtpMessage { teid: None, seq: 3, body: Message::EchoRequest(mobicore_gtp::message::Echo { recovery: 1 }) };
     let r = n.s11_raw(&echo.to_bytes()).unwrap();
     assert!(matches!(r.body, Message::EchoResponse(_)));
     // Garbage is counted and dropped.
@@ -332,7 +358,9 @@ fn requests_while_a_procedure_is_in_flight_wait_for_it() {
     let sgw_teid = r.sgw_fteid.unwrap().teid;
     n.upf_up = false;
     let enb = Fteid { teid: Teid(1), ipv4: Ipv4Addr::LOCALHOST };
-    assert!(n.s11(&S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb })).is_none());
+    assert!(n
+        .s11(&S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb }))
+        .is_none());
     // The MME detaches before the Modify Bearer Response: the request waits.
     assert!(n.s11(&S11Request::DeleteSession(DeleteSessionRequest { sgw_teid, linked_ebi: Ebi(5) })).is_none());
     assert_eq!(n.gw.counters.value("s11_queued_busy"), 1);
@@ -430,7 +458,8 @@ fn a_session_report_for_an_unknown_seid_is_answered_context_not_found() {
     // A Usage Report that does not decode is counted, and still answered.
     created(n.s11(&S11Request::CreateSession(csr(1))));
     let bad = rs_pfcp::ie::Ie::new(rs_pfcp::ie::IeType::UsageReportWithinSessionReportRequest, vec![0, 81, 0, 1]);
-    let req = sxa::encode(sxa::SESSION_REPORT_REQUEST, Some(n.gw.sessions().values().next().unwrap().cp_seid), 78, &[bad]);
+    let req =
+        sxa::encode(sxa::SESSION_REPORT_REQUEST, Some(n.gw.sessions().values().next().unwrap().cp_seid), 78, &[bad]);
     n.gw.handle_pfcp(n.now, a(UPF), &req);
     let t = n.gw.poll_transmit().expect("an answer");
     assert_eq!(sxa::cause_of(&sxa::decode(&t.bytes).unwrap().1), 1);

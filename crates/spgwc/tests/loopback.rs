@@ -85,7 +85,12 @@ fn check_capture(mut c: Capture) {
     assert!(text.contains("GPRS Tunneling Protocol V2"), "capture has GTPv2");
     assert!(text.contains("Packet Forwarding Control Protocol"), "capture has PFCP");
     assert!(!text.contains("Malformed"), "tshark found a malformed packet");
-    let expert = Command::new("tshark").args(["-r"]).arg(&c.file).args(["-q", "-z", "expert,error"]).output().expect("tshark expert");
+    let expert = Command::new("tshark")
+        .args(["-r"])
+        .arg(&c.file)
+        .args(["-q", "-z", "expert,error"])
+        .output()
+        .expect("tshark expert");
     let e = String::from_utf8_lossy(&expert.stdout);
     assert!(!e.lines().any(|l| l.trim_start().starts_with("Error")), "tshark expert errors:\n{e}");
     let _ = std::fs::remove_file(&c.file);
@@ -94,9 +99,14 @@ fn check_capture(mut c: Capture) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousand_sessions_over_loopback() {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let upf = mobicore_upf::Upf::bind(UpfConfig { pfcp: SocketAddr::new(UPF_IP.into(), 8805), node_id: UPF_IP, s1u_addr: UPF_IP, ..UpfConfig::default() })
-        .await
-        .expect("bind UPF");
+    let upf = mobicore_upf::Upf::bind(UpfConfig {
+        pfcp: SocketAddr::new(UPF_IP.into(), 8805),
+        node_id: UPF_IP,
+        s1u_addr: UPF_IP,
+        ..UpfConfig::default()
+    })
+    .await
+    .expect("bind UPF");
     let upf_addr = upf.pfcp_addr();
     let plane = upf.plane();
     let upf_counters = upf.counters.clone();
@@ -119,9 +129,14 @@ async fn thousand_sessions_over_loopback() {
     let gw_counters = gw.counters.clone();
     tokio::spawn(gw.run(stop_rx.clone()));
 
-    let client = s11_client_bound(S11ClientConfig { local: "127.0.0.1:0".parse().unwrap(), peer: s11_addr, t3: Duration::from_secs(2), n3: 3 })
-        .await
-        .unwrap();
+    let client = s11_client_bound(S11ClientConfig {
+        local: "127.0.0.1:0".parse().unwrap(),
+        peer: s11_addr,
+        t3: Duration::from_secs(2),
+        n3: 3,
+    })
+    .await
+    .unwrap();
     let mme_ip = match client.local_addr().ip() {
         std::net::IpAddr::V4(a) => a,
         _ => unreachable!(),
@@ -153,8 +168,14 @@ async fn thousand_sessions_over_loopback() {
             assert_eq!(c.cause, GtpCause::REQUEST_ACCEPTED);
             let sgw_teid = c.sgw_fteid.unwrap().teid;
             let enb = Fteid { teid: Teid(0xe000_0000 + i), ipv4: Ipv4Addr::new(127, 0, 78, 1) };
-            let m = r.request(S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb })).await.unwrap();
-            assert!(matches!(m, S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, .. })));
+            let m = r
+                .request(S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb }))
+                .await
+                .unwrap();
+            assert!(matches!(
+                m,
+                S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, .. })
+            ));
             (i, sgw_teid, c.paa.unwrap(), c.s1u_sgw_fteid.unwrap())
         });
     }
@@ -188,7 +209,10 @@ async fn thousand_sessions_over_loopback() {
     for m in first.iter().copied() {
         let r = client.requester.clone();
         set.spawn(async move {
-            let d = r.request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: m.1, linked_ebi: Ebi(5) })).await.unwrap();
+            let d = r
+                .request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: m.1, linked_ebi: Ebi(5) }))
+                .await
+                .unwrap();
             assert_eq!(d, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
         });
     }
@@ -213,7 +237,8 @@ async fn thousand_sessions_over_loopback() {
     // Repr will not emit an empty list, so the IE is simply absent.
     probe.send_to(&bad.to_bytes(), s11_addr).await.unwrap();
     let mut buf = [0u8; 2048];
-    let (n, _) = tokio::time::timeout(Duration::from_secs(5), probe.recv_from(&mut buf)).await.expect("rejection").unwrap();
+    let (n, _) =
+        tokio::time::timeout(Duration::from_secs(5), probe.recv_from(&mut buf)).await.expect("rejection").unwrap();
     let resp = mobicore_gtp::GtpMessage::parse(&buf[..n]).unwrap();
     let mobicore_gtp::Message::CreateSessionResponse(r) = resp.body else { panic!("{resp:?}") };
     assert_eq!((r.cause.value, r.cause.offending), (70, Some((93, 0))));
@@ -225,7 +250,8 @@ async fn thousand_sessions_over_loopback() {
     let l = (pf.len() - 4) as u16;
     pf[2..4].copy_from_slice(&l.to_be_bytes());
     probe.send_to(&pf, upf_addr).await.unwrap();
-    let (n, _) = tokio::time::timeout(Duration::from_secs(5), probe.recv_from(&mut buf)).await.expect("PFCP rejection").unwrap();
+    let (n, _) =
+        tokio::time::timeout(Duration::from_secs(5), probe.recv_from(&mut buf)).await.expect("PFCP rejection").unwrap();
     assert_eq!(buf[1], 55, "Session Deletion Response");
     probe.send_to(&[0x20, 0x01], gw_pfcp).await.unwrap();
     let _ = n;
@@ -235,7 +261,10 @@ async fn thousand_sessions_over_loopback() {
     for m in rest.iter().copied() {
         let r = client.requester.clone();
         set.spawn(async move {
-            let d = r.request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: m.1, linked_ebi: Ebi(5) })).await.unwrap();
+            let d = r
+                .request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: m.1, linked_ebi: Ebi(5) }))
+                .await
+                .unwrap();
             assert_eq!(d, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
         });
     }

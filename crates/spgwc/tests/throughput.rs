@@ -26,7 +26,12 @@ fn csr(i: u32) -> CreateSessionRequest {
     }
 }
 
-async fn blast(r: &mobicore_common::requester::Requester<S11Request, S11Response>, n: u32, window: usize, mk: impl Fn(u32) -> S11Request) -> (u32, Duration) {
+async fn blast(
+    r: &mobicore_common::requester::Requester<S11Request, S11Response>,
+    n: u32,
+    window: usize,
+    mk: impl Fn(u32) -> S11Request,
+) -> (u32, Duration) {
     let t0 = Instant::now();
     let mut set = tokio::task::JoinSet::new();
     let mut ok = 0;
@@ -55,7 +60,9 @@ async fn s11_client_requests_per_second() {
     let sock = mobicore_gtp::udp::bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
     let peer = sock.local_addr().unwrap();
     // The reply is prebuilt; only the 24-bit sequence number is copied in.
-    let template = GtpMessage { teid: Some(1), seq: 0, body: Message::DeleteSessionResponse(CauseOnlyResponse::new(16)) }.to_bytes();
+    let template =
+        GtpMessage { teid: Some(1), seq: 0, body: Message::DeleteSessionResponse(CauseOnlyResponse::new(16)) }
+            .to_bytes();
     tokio::spawn(async move {
         let mut b = vec![0u8; 4096];
         let mut r = template.clone();
@@ -69,7 +76,10 @@ async fn s11_client_requests_per_second() {
     });
     let c = s11_client_bound(S11ClientConfig { peer, ..S11ClientConfig::default() }).await.unwrap();
     let n = 200_000;
-    let (ok, d) = blast(&c.requester, n, 4096, |i| S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: Teid(i), linked_ebi: Ebi(5) })).await;
+    let (ok, d) = blast(&c.requester, n, 4096, |i| {
+        S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: Teid(i), linked_ebi: Ebi(5) })
+    })
+    .await;
     println!("S11 client: {ok}/{n} answered in {d:?}: {:.0} requests/s", ok as f64 / d.as_secs_f64());
 }
 
@@ -77,7 +87,9 @@ async fn s11_client_requests_per_second() {
 #[ignore]
 async fn spgwc_and_upf_sessions_per_second() {
     let (_stop, rx) = tokio::sync::watch::channel(false);
-    let upf = mobicore_upf::Upf::bind(UpfConfig { pfcp: "127.0.0.1:0".parse().unwrap(), ..UpfConfig::default() }).await.unwrap();
+    let upf = mobicore_upf::Upf::bind(UpfConfig { pfcp: "127.0.0.1:0".parse().unwrap(), ..UpfConfig::default() })
+        .await
+        .unwrap();
     let upf_addr = upf.pfcp_addr();
     let plane = upf.plane();
     tokio::spawn(upf.run(rx.clone()));
@@ -96,5 +108,9 @@ async fn spgwc_and_upf_sessions_per_second() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let n = 50_000;
     let (ok, d) = blast(&c.requester, n, 2048, |i| S11Request::CreateSession(csr(i))).await;
-    println!("S/P-GW-C + UPF: {ok}/{n} sessions created in {d:?}: {:.0} sessions/s; UPF holds {}", ok as f64 / d.as_secs_f64(), plane.len());
+    println!(
+        "S/P-GW-C + UPF: {ok}/{n} sessions created in {d:?}: {:.0} sessions/s; UPF holds {}",
+        ok as f64 / d.as_secs_f64(),
+        plane.len()
+    );
 }
