@@ -1,7 +1,9 @@
 //! The HSS server on 127.0.0.1:0 with the S6a client of mobicore-diameter:
 //! AIR, ULR, PUR, unknown IMSI, resync, 1000 concurrent requests; malformed
 //! input from a raw peer gets its answer (or a disconnect) while the server
-//! keeps serving the other peers.
+//! keeps serving the other peers. The trust boundary: peers outside the
+//! allowlist (by identity or address), a flood of connections, a peer that
+//! announces a huge message or sends more than the bound.
 
 use mobicore_common::requester::Requester;
 use mobicore_common::s6a::*;
@@ -35,11 +37,14 @@ struct Server {
 }
 
 async fn start(port: u16) -> Server {
+    start_with(HssConfig { listen: SocketAddr::from(([127, 0, 0, 1], port)), ..Default::default() }).await
+}
+
+async fn start_with(cfg: HssConfig) -> Server {
     let store = SubscriberStore::in_memory();
     let t = SubscriberTemplate { first_msisdn: Some(46700000000), ..Default::default() };
     store.import_range(&imsi(0), 2000, K, OPC, &t).unwrap();
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let cfg = HssConfig { listen: SocketAddr::from(([127, 0, 0, 1], port)), ..Default::default() };
     let counters = mobicore_common::counters::Counters::new();
     let (addr, fut) = bind(cfg, store, counters.clone(), rx).await.unwrap();
     Server { addr, stop, task: tokio::spawn(fut), counters }
@@ -377,6 +382,213 @@ async fn throughput() {
         let secs = start.elapsed().as_secs_f64();
         println!("{name}: {total} requests in {secs:.2} s = {:.0}/s", total as f64 / secs);
     }
+    srv.stop.send(true).unwrap();
+    srv.task.await.unwrap().unwrap();
+}
+
+// ---- Trust boundary and bounds (issue 8) ----
+
+use mobicore_common::peers::PeerFilter;
+use mobicore_diameter::allowlist::{AllowedPeer, AllowedPeers};
+
+/// The MME from 127.0.0.1 only, a partner realm from 127.0.0.2.
+fn two_peers() -> AllowedPeers {
+    AllowedPeers(vec![
+        AllowedPeer {
+            origin_host: Some("mme.mobicore.local".into()),
+            origin_realm: "mobicore.local".into(),
+            addrs: PeerFilter::hosts(["127.0.0.1".parse().unwrap()]),
+        },
+        AllowedPeer {
+            origin_host: None,
+            origin_realm: "partner.example".into(),
+            addrs: PeerFilter::hosts(["127.0.0.2".parse().unwrap()]),
+        },
+    ])
+}
+
+fn trust_cfg() -> HssConfig {
+    HssConfig { listen: "127.0.0.1:0".parse().unwrap(), peers: two_peers(), ..Default::default() }
+}
+
+/// A TCP connection to `to` from the local address `from`.
+async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    s.connect(to).await.unwrap()
+}
+
+/// The server closed the stream: EOF or reset, well before the bound.
+async fn assert_closed(s: &mut TcpStream) {
+    let mut buf = [0u8; 4096];
+    let r = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "connection still open after 10 s");
+}
+
+/// Waits (at most 20 s) until the counter reaches `n`.
+async fn counter_reaches(c: &mobicore_common::counters::Counters, name: &'static str, n: u64) {
+    let t0 = std::time::Instant::now();
+    while c.value(name) < n {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{name} = {} < {n}", c.value(name));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn diameter_peer_not_in_the_allowlist_gets_unknown_peer_and_no_vectors() {
+    let srv = start_with(trust_cfg()).await;
+    let mut s = connect_from("127.0.0.1", srv.addr).await;
+    let rogue = base::LocalIdentity::new("rogue.mobicore.local", "mobicore.local");
+    // CER and an AIR right behind it.
+    let mut bytes = base::cer(&rogue, 1, 1).to_vec();
+    bytes.extend(s6a_air_bytes(2));
+    s.write_all(&bytes).await.unwrap();
+    let cea = read_message(&mut s).await.unwrap();
+    assert_eq!(cea.header.command_code, cmd::CAPABILITIES_EXCHANGE);
+    assert_eq!(cea.result_code(), Some(result::DIAMETER_UNKNOWN_PEER));
+    assert!(cea.header.error);
+    assert!(read_message(&mut s).await.is_none(), "no answer to the AIR");
+    assert_closed(&mut s).await;
+    assert_eq!(srv.counters.value("diameter_cer_from_unknown_peer"), 1);
+    // The S6a client under that identity cannot connect at all.
+    let mut cfg = S6aClientConfig::new("rogue.mobicore.local", "mobicore.local");
+    cfg.peer = srv.addr;
+    assert!(connect_s6a(cfg).await.is_err());
+    // The allowed MME is served.
+    let s6a = client(srv.addr).await;
+    let S6aAnswer::AuthenticationInformation(Ok(v)) = s6a.request(air(1, None)).await.unwrap() else { panic!() };
+    assert_eq!(v.len(), 1);
+    srv.stop.send(true).unwrap();
+    srv.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn allowed_origin_host_from_a_disallowed_address_is_refused() {
+    let srv = start_with(trust_cfg()).await;
+    let mme = base::LocalIdentity::new("mme.mobicore.local", "mobicore.local");
+    // From the partner's address: the address is allowed, the MME's identity
+    // is not from there.
+    let mut s = connect_from("127.0.0.2", srv.addr).await;
+    s.write_all(&[base::cer(&mme, 1, 1).to_vec(), s6a_air_bytes(2)].concat()).await.unwrap();
+    let cea = read_message(&mut s).await.unwrap();
+    assert_eq!(cea.result_code(), Some(result::DIAMETER_UNKNOWN_PEER));
+    assert_closed(&mut s).await;
+    // From an address no peer has: closed before anything is read.
+    let mut s = connect_from("127.0.0.3", srv.addr).await;
+    let _ = s.write_all(&base::cer(&mme, 1, 1).to_vec()).await;
+    assert_closed(&mut s).await;
+    counter_reaches(&srv.counters, "s6a_connection_from_unknown_address", 1).await;
+    assert_eq!(srv.counters.value("diameter_cer_from_unknown_peer"), 1, "the second CER was never read");
+    srv.stop.send(true).unwrap();
+    srv.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_flood_beyond_the_bound_is_closed_and_the_mme_is_served() {
+    let srv = start_with(HssConfig { max_connections: 4, ..trust_cfg() }).await;
+    let s6a = client(srv.addr).await;
+    let mut flood = Vec::new();
+    for _ in 0..40 {
+        flood.push(connect_from("127.0.0.1", srv.addr).await);
+    }
+    // Three fit beside the MME; 37 are closed.
+    counter_reaches(&srv.counters, "s6a_connection_over_limit", 37).await;
+    assert_eq!(srv.counters.value("s6a_connections"), 4);
+    let (mut open, mut closed) = (0, 0);
+    let mme = base::LocalIdentity::new("mme.mobicore.local", "mobicore.local");
+    for s in flood.iter_mut() {
+        let _ = s.write_all(&base::cer(&mme, 1, 1).to_vec()).await;
+        match read_message(s).await {
+            Some(cea) if cea.result_code() == Some(result::DIAMETER_SUCCESS) => open += 1,
+            _ => closed += 1,
+        }
+    }
+    assert_eq!((open, closed), (3, 37));
+    // The MME still gets vectors.
+    for i in 0..10 {
+        let S6aAnswer::AuthenticationInformation(Ok(v)) = s6a.request(air(i, None)).await.unwrap() else { panic!() };
+        assert_eq!(v.len(), 1);
+    }
+    // Once the flood leaves, new connections are taken again.
+    drop(flood);
+    let t0 = std::time::Instant::now();
+    while srv.counters.value("s6a_connections") > 1 {
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let again = client(srv.addr).await;
+    let S6aAnswer::AuthenticationInformation(Ok(_)) = again.request(air(11, None)).await.unwrap() else { panic!() };
+    srv.stop.send(true).unwrap();
+    srv.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_message_is_cut_off_and_buffered_bytes_stay_within_the_bound() {
+    const MAX: usize = 4096;
+    const UNSENT: usize = 4096;
+    let cfg = HssConfig { max_message_octets: MAX, max_unsent_answer_octets: UNSENT, ..trust_cfg() };
+    let srv = start_with(cfg).await;
+    let good = client(srv.addr).await;
+
+    // A header announcing 16 MiB: DIAMETER_INVALID_MESSAGE_LENGTH, closed.
+    let mut p = raw_peer(srv.addr).await;
+    let mut big = s6a_air_bytes(30);
+    big[1..4].copy_from_slice(&[0xff, 0xff, 0xff]);
+    p.write_all(&big).await.unwrap();
+    let a = read_message(&mut p).await.unwrap();
+    assert_eq!((a.header.hop_by_hop, a.result_code()), (30, Some(result::DIAMETER_INVALID_MESSAGE_LENGTH)));
+    assert_closed(&mut p).await;
+    assert_eq!(srv.counters.value("s6a_message_over_max_length"), 1);
+
+    // A header announcing exactly the maximum, its octets a few at a time,
+    // then 4 MiB more: the HSS holds the one message, nothing more.
+    let mut p = raw_peer(srv.addr).await;
+    let mut hdr = s6a_air_bytes(31)[..20].to_vec();
+    hdr[1..4].copy_from_slice(&(MAX as u32).to_be_bytes()[1..]);
+    p.write_all(&hdr).await.unwrap();
+    for _ in 0..100 {
+        p.write_all(&[0u8; 10]).await.unwrap();
+    }
+    counter_reaches(&srv.counters, "s6a_buffered_octets", 1020).await;
+    let (mut rd, mut wr) = p.into_split();
+    let pusher = tokio::spawn(async move {
+        let chunk = vec![0u8; 64 * 1024];
+        for _ in 0..64 {
+            if wr.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    // The message is answered (its AVPs are zeros); the zeros after it
+    // cannot be framed (length 0, and not a request to answer): closed.
+    let mut d = mobicore_diameter::framing::FrameDecoder::default();
+    let mut codes = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), rd.read(&mut buf)).await.expect("closed within 10 s") {
+            Ok(0) | Err(_) => break,
+            Ok(n) => d.push(&buf[..n]),
+        }
+        while let Some(f) = d.next_frame().unwrap() {
+            codes.push(Message::parse(&f).unwrap().result_code());
+        }
+    }
+    let _ = pusher.await;
+    assert_eq!(codes, [Some(result::DIAMETER_INVALID_AVP_LENGTH)]);
+    assert!(srv.counters.value("diameter_invalid_message_length") >= 2);
+    let peak = srv.counters.value("s6a_buffered_octets_peak") as usize;
+    assert!(peak <= 3 * (MAX + UNSENT), "held {peak} octets for 3 connections");
+
+    // The MME was served all along.
+    let S6aAnswer::AuthenticationInformation(Ok(_)) = good.request(air(5, None)).await.unwrap() else { panic!() };
     srv.stop.send(true).unwrap();
     srv.task.await.unwrap().unwrap();
 }
