@@ -33,20 +33,21 @@ pub struct BenchResult {
 
 /// Run the measurement (uses 127.0.0.1; raw IP needs root).
 pub async fn bench(transport: Transport, assocs: usize, messages: usize, size: usize) -> BenchResult {
-    let mut r = BenchResult {
-        transport: format!("{transport:?}"),
-        assocs,
-        messages,
-        size: size.max(1),
-        ..Default::default()
-    };
+    let mut r =
+        BenchResult { transport: format!("{transport:?}"), assocs, messages, size: size.max(1), ..Default::default() };
     if let Err(e) = run(transport, assocs.max(1), messages, size.max(1), &mut r).await {
         r.error = Some(e);
     }
     r
 }
 
-async fn run(transport: Transport, assocs: usize, messages: usize, size: usize, r: &mut BenchResult) -> Result<(), String> {
+async fn run(
+    transport: Transport,
+    assocs: usize,
+    messages: usize,
+    size: usize,
+    r: &mut BenchResult,
+) -> Result<(), String> {
     let lo: SocketAddr = "127.0.0.1:0".parse().expect("address");
     let (server_tr, client_tr) = match transport {
         Transport::Udp { .. } => (Transport::Udp { port: 0 }, Transport::Udp { port: 0 }),
@@ -65,7 +66,11 @@ async fn run(transport: Transport, assocs: usize, messages: usize, size: usize, 
     let mut ids = Vec::new();
     for _ in 0..assocs {
         let (tx, rx) = oneshot::channel();
-        client.commands.send(SctpCommand::Connect { remote: server.local, reply: tx }).await.map_err(|e| e.to_string())?;
+        client
+            .commands
+            .send(SctpCommand::Connect { remote: server.local, reply: tx })
+            .await
+            .map_err(|e| e.to_string())?;
         ids.push(rx.await.map_err(|e| e.to_string())??);
     }
     let payload = Bytes::from(vec![0x5a; size]);
@@ -74,7 +79,12 @@ async fn run(transport: Transport, assocs: usize, messages: usize, size: usize, 
     let sender = tokio::spawn(async move {
         for i in 0..messages {
             let assoc = ids[i % ids.len()];
-            let cmd = SctpCommand::Send { assoc, stream: (i / ids.len() % 16) as u16, ppid: PPID_S1AP, data: payload.clone() };
+            let cmd = SctpCommand::Send {
+                assoc,
+                stream: (i / ids.len() % 16) as u16,
+                ppid: PPID_S1AP,
+                data: payload.clone(),
+            };
             if cmds.send(cmd).await.is_err() {
                 return;
             }

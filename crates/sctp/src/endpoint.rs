@@ -342,7 +342,9 @@ impl Endpoint {
             let c = p.chunks().next().and_then(Result::ok);
             let init = c.as_ref().map(ChunkRepr::parse);
             match init {
-                Some(Ok(ChunkRepr::Init(i))) if n == 1 && vtag == 0 && i.initiate_tag != 0 => self.on_init(now, lport, peer, &i),
+                Some(Ok(ChunkRepr::Init(i))) if n == 1 && vtag == 0 && i.initiate_tag != 0 => {
+                    self.on_init(now, lport, peer, &i)
+                }
                 _ => self.stats.malformed += 1,
             }
             return;
@@ -493,13 +495,14 @@ impl Endpoint {
                 break;
             }
         }
-        let (local_tag, local_tsn, tie) = match existing.map(|a| (a.state, a.local_tag, a.peer_tag, a.local_initial_tsn())) {
-            // RFC 9260 5.2.1: INIT in COOKIE-WAIT/ECHOED answers with our existing tag.
-            Some((State::CookieWait | State::CookieEchoed, lt, _, tsn)) => (lt, tsn, (0, 0)),
-            Some((State::Closed, ..)) | None => (self.nonzero_tag(), self.rng.random(), (0, 0)),
-            // RFC 9260 5.2.2: a new tag, with the existing tags as tie-tags.
-            Some((_, lt, pt, _)) => (self.nonzero_tag(), self.rng.random(), (lt, pt)),
-        };
+        let (local_tag, local_tsn, tie) =
+            match existing.map(|a| (a.state, a.local_tag, a.peer_tag, a.local_initial_tsn())) {
+                // RFC 9260 5.2.1: INIT in COOKIE-WAIT/ECHOED answers with our existing tag.
+                Some((State::CookieWait | State::CookieEchoed, lt, _, tsn)) => (lt, tsn, (0, 0)),
+                Some((State::Closed, ..)) | None => (self.nonzero_tag(), self.rng.random(), (0, 0)),
+                // RFC 9260 5.2.2: a new tag, with the existing tags as tie-tags.
+                Some((_, lt, pt, _)) => (self.nonzero_tag(), self.rng.random(), (lt, pt)),
+            };
         let cookie = Cookie {
             local_tag,
             peer_tag: init.initiate_tag,
@@ -531,7 +534,14 @@ impl Endpoint {
     }
 
     /// COOKIE ECHO (RFC 9260 5.1 D, 5.1.5, 5.2.4); returns the association that continues with the packet.
-    fn on_cookie_echo(&mut self, now: Instant, lport: u16, peer: SocketAddr, vtag: u32, bytes: &[u8]) -> Option<AssocId> {
+    fn on_cookie_echo(
+        &mut self,
+        now: Instant,
+        lport: u16,
+        peer: SocketAddr,
+        vtag: u32,
+        bytes: &[u8],
+    ) -> Option<AssocId> {
         let Some(c) = Cookie::decode(bytes, &self.key) else {
             self.stats.bad_cookie += 1;
             return None;
@@ -598,7 +608,11 @@ impl Endpoint {
                 _ => {}
             }
         }
-        let reply = if shutdown_ack { ChunkRepr::ShutdownComplete { t: true } } else { ChunkRepr::Abort { t: true, causes: &[] } };
+        let reply = if shutdown_ack {
+            ChunkRepr::ShutdownComplete { t: true }
+        } else {
+            ChunkRepr::Abort { t: true, causes: &[] }
+        };
         let pkt = Self::single_chunk_packet(lport, peer.port(), vtag, &reply);
         self.reply(peer, pkt);
     }

@@ -161,7 +161,9 @@ fn handshake_brings_both_sides_up_with_negotiated_streams() {
     p.drive();
     let up = |evs: &[SctpEvent]| {
         evs.iter().find_map(|e| match e {
-            SctpEvent::Up { inbound_streams, outbound_streams, peer, .. } => Some((*inbound_streams, *outbound_streams, *peer)),
+            SctpEvent::Up { inbound_streams, outbound_streams, peer, .. } => {
+                Some((*inbound_streams, *outbound_streams, *peer))
+            }
             _ => None,
         })
     };
@@ -198,8 +200,11 @@ fn data_both_ways_is_delivered_in_order_per_stream() {
         let got = data_of(evs);
         assert_eq!(got.len(), 200);
         for s in 0..5u16 {
-            let seq: Vec<String> =
-                got.iter().filter(|(st, ..)| *st == s).map(|(_, _, d)| String::from_utf8(d.to_vec()).unwrap()).collect();
+            let seq: Vec<String> = got
+                .iter()
+                .filter(|(st, ..)| *st == s)
+                .map(|(_, _, d)| String::from_utf8(d.to_vec()).unwrap())
+                .collect();
             let want: Vec<String> = (0..200u32).filter(|i| i % 5 == s as u32).map(|i| format!("{tag}{i}")).collect();
             assert_eq!(seq, want);
         }
@@ -519,7 +524,12 @@ fn packet(src_port: u16, dst_port: u16, vtag: u32, chunks: &[ChunkRepr<'_>]) -> 
 /// What a forging peer on a's side of an established pair needs: the tag b
 /// expects and the first TSN a will use.
 fn forge_context(p: &Pair) -> (u32, u32) {
-    let vtag = p.wire.iter().rev().find(|(from_a, _)| *from_a).map(|(_, b)| Packet::new_checked(&b[..]).unwrap().verification_tag());
+    let vtag = p
+        .wire
+        .iter()
+        .rev()
+        .find(|(from_a, _)| *from_a)
+        .map(|(_, b)| Packet::new_checked(&b[..]).unwrap().verification_tag());
     let init = Packet::new_checked(&p.wire[0].1[..]).unwrap();
     let c = init.chunks().next().unwrap().unwrap();
     let tsn = match ChunkRepr::parse(&c).unwrap() {
@@ -530,7 +540,16 @@ fn forge_context(p: &Pair) -> (u32, u32) {
 }
 
 fn data(tsn: u32, stream: u16, ssn: u16, (begin, end): (bool, bool), payload: &[u8]) -> ChunkRepr<'_> {
-    ChunkRepr::Data(DataRepr { unordered: false, begin, end, tsn, stream_id: stream, ssn, ppid: PPID_S1AP, data: payload })
+    ChunkRepr::Data(DataRepr {
+        unordered: false,
+        begin,
+        end,
+        tsn,
+        stream_id: stream,
+        ssn,
+        ppid: PPID_S1AP,
+        data: payload,
+    })
 }
 
 fn small_window(port: u16, window: u32) -> EndpointConfig {
@@ -696,7 +715,14 @@ fn init_beyond_max_associations_is_aborted_and_the_existing_one_keeps_working() 
 }
 
 fn init(tag: u32) -> ChunkRepr<'static> {
-    ChunkRepr::Init(InitRepr { initiate_tag: tag, a_rwnd: 65_536, outbound_streams: 4, inbound_streams: 4, initial_tsn: tag, params: &[] })
+    ChunkRepr::Init(InitRepr {
+        initiate_tag: tag,
+        a_rwnd: 65_536,
+        outbound_streams: 4,
+        inbound_streams: 4,
+        initial_tsn: tag,
+        params: &[],
+    })
 }
 
 #[test]
@@ -832,4 +858,3 @@ mod lossy {
         }
     }
 }
-

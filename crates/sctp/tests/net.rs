@@ -59,7 +59,8 @@ async fn collect(events: &mut mpsc::Receiver<SctpEvent>, total: usize) -> HashMa
 async fn send_all(commands: &mpsc::Sender<SctpCommand>, assocs: &[AssocId]) {
     for i in 0..MESSAGES {
         for &assoc in assocs {
-            let cmd = SctpCommand::Send { assoc, stream: (i % STREAMS as u32) as u16, ppid: PPID_S1AP, data: message(i) };
+            let cmd =
+                SctpCommand::Send { assoc, stream: (i % STREAMS as u32) as u16, ppid: PPID_S1AP, data: message(i) };
             commands.send(cmd).await.unwrap();
         }
     }
@@ -204,7 +205,8 @@ fn check_capture(mut cap: Capture) {
     assert!(verbose.contains("[Checksum Status: Good]") || verbose.contains("Checksum Status: Good"));
     assert!(!verbose.contains("Checksum Status: Bad"), "bad checksum on the wire");
     let expert = run(&["-q", "-z", "expert"]);
-    let errors = expert.lines().skip_while(|l| !l.contains("Errors (")).skip(1).take_while(|l| !l.starts_with("====")).count();
+    let errors =
+        expert.lines().skip_while(|l| !l.contains("Errors (")).skip(1).take_while(|l| !l.starts_with("====")).count();
     assert!(!expert.contains("Errors ("), "tshark expert errors:\n{expert}");
     println!("tshark: {frames} frames, no malformed packets, no expert errors ({errors})");
 }
@@ -273,4 +275,182 @@ async fn bench_runs_over_udp() {
     assert_eq!(r.delivered, 20_000);
     assert!(r.msgs_per_s > 0.0);
     println!("bench udp: {:.0} msgs/s", r.msgs_per_s);
+}
+
+// ---- bounds on a running endpoint (RFC 6951 UDP encapsulation: no root needed) ----
+
+mod bounds {
+    use super::*;
+    use mobicore_common::counters::Counters;
+    use mobicore_sctp::wire::tlv::param;
+    use mobicore_sctp::wire::{ChunkRepr, CommonHeader, DataRepr, InitRepr, Packet, Tlvs};
+    use tokio::net::UdpSocket;
+
+    /// A hand-driven peer: SCTP packets in UDP datagrams, built with the wire module.
+    struct Forger {
+        sock: UdpSocket,
+        server: SocketAddr,
+        sctp_port: u16,
+        server_tag: u32,
+        next_tsn: u32,
+    }
+
+    fn packet(src: u16, dst: u16, vtag: u32, c: &ChunkRepr<'_>) -> Vec<u8> {
+        let mut buf = vec![0u8; 12 + c.buffer_len()];
+        c.emit(&mut buf[12..]);
+        let mut p = Packet::new_unchecked(&mut buf[..]);
+        CommonHeader { src_port: src, dst_port: dst, verification_tag: vtag }.emit(&mut p);
+        p.fill_checksum();
+        buf
+    }
+
+    fn init(tag: u32) -> ChunkRepr<'static> {
+        ChunkRepr::Init(InitRepr {
+            initiate_tag: tag,
+            a_rwnd: 1 << 20,
+            outbound_streams: 4,
+            inbound_streams: 4,
+            initial_tsn: tag,
+            params: &[],
+        })
+    }
+
+    impl Forger {
+        async fn new(server_udp: u16) -> Self {
+            let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            Forger { sock, server: SocketAddr::new(lo().ip(), server_udp), sctp_port: 0, server_tag: 0, next_tsn: 0 }
+        }
+        async fn send(&self, pkt: &[u8]) {
+            self.sock.send_to(pkt, self.server).await.unwrap();
+        }
+        async fn recv(&self) -> Vec<u8> {
+            let mut buf = vec![0u8; 65_536];
+            let n = tokio::time::timeout(Duration::from_secs(30), self.sock.recv(&mut buf))
+                .await
+                .expect("answer in time")
+                .unwrap();
+            buf.truncate(n);
+            buf
+        }
+        /// INIT, INIT ACK, COOKIE ECHO, COOKIE ACK from SCTP port `port` to `server_port`.
+        async fn associate(&mut self, port: u16, server_port: u16) {
+            self.sctp_port = port;
+            let tag = 0x1234_5678;
+            self.send(&packet(port, server_port, 0, &init(tag))).await;
+            let ack = self.recv().await;
+            let p = Packet::new_checked(&ack[..]).unwrap();
+            let c = p.chunks().next().unwrap().unwrap();
+            let ChunkRepr::InitAck(i) = ChunkRepr::parse(&c).unwrap() else { panic!("no INIT ACK") };
+            let cookie = Tlvs::new(i.params).flatten().find(|t| t.ty == param::STATE_COOKIE).unwrap().value.to_vec();
+            self.server_tag = i.initiate_tag;
+            self.next_tsn = tag;
+            self.send(&packet(port, server_port, self.server_tag, &ChunkRepr::CookieEcho { cookie: &cookie })).await;
+            let ack = self.recv().await;
+            let p = Packet::new_checked(&ack[..]).unwrap();
+            let c = p.chunks().next().unwrap().unwrap();
+            assert_eq!(ChunkRepr::parse(&c).unwrap(), ChunkRepr::CookieAck);
+        }
+        async fn data(&self, server_port: u16, tsn: u32, stream: u16, flags: (bool, bool), payload: &[u8]) {
+            let d = DataRepr {
+                unordered: false,
+                begin: flags.0,
+                end: flags.1,
+                tsn,
+                stream_id: stream,
+                ssn: 0,
+                ppid: PPID_S1AP,
+                data: payload,
+            };
+            self.send(&packet(self.sctp_port, server_port, self.server_tag, &ChunkRepr::Data(d))).await;
+        }
+    }
+
+    async fn wait_for(counters: &Counters, name: &'static str, at_least: u64) {
+        for _ in 0..3000 {
+            if counters.value(name) >= at_least {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{name} = {} after 30 s, want >= {at_least}", counters.value(name));
+    }
+
+    #[tokio::test]
+    async fn a_running_endpoint_drops_data_beyond_its_window_and_still_delivers() {
+        let mut cfg = EndpointConfig::new(lo(), Transport::Udp { port: 0 });
+        cfg.receive_window = 16 << 10;
+        let counters = cfg.counters.clone();
+        let bound = bind_with_info(cfg).await.unwrap();
+        let (mut server, udp) = (bound.handle, bound.udp_port.unwrap());
+        let sp = server.local.port();
+        let mut f = Forger::new(udp).await;
+        f.associate(40_001, sp).await;
+        assert!(matches!(next_event(&mut server).await, SctpEvent::Up { .. }));
+        // 300 first fragments that never complete, far ahead: 300 kB against 16 kB.
+        let junk = [7u8; 1000];
+        for k in 0..300u32 {
+            f.data(sp, f.next_tsn.wrapping_add(100 + 2 * k), 1, (true, false), &junk).await;
+        }
+        // (Loopback UDP may drop some of a burst; 17 arriving are enough to overflow.)
+        wait_for(&counters, "sctp_data_beyond_receive_window", 1).await;
+        // And far beyond the window.
+        f.data(sp, f.next_tsn.wrapping_add(10_000_000), 1, (true, true), b"far").await;
+        wait_for(&counters, "sctp_data_tsn_beyond_window", 1).await;
+        // In-order data is still delivered.
+        f.data(sp, f.next_tsn, 0, (true, true), b"in order").await;
+        match next_event(&mut server).await {
+            SctpEvent::Data { data, stream, .. } => assert_eq!((stream, &data[..]), (0, &b"in order"[..])),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_running_endpoint_refuses_associations_beyond_its_maximum_and_keeps_no_init_state() {
+        let mut cfg = EndpointConfig::new(lo(), Transport::Udp { port: 0 });
+        cfg.max_associations = 1;
+        let counters = cfg.counters.clone();
+        let bound = bind_with_info(cfg).await.unwrap();
+        let (mut server, udp) = (bound.handle, bound.udp_port.unwrap());
+        let client = |udp| {
+            let mut c = EndpointConfig::new(lo(), Transport::Udp { port: 0 });
+            c.udp_remote_port = udp;
+            bind_with_info(c)
+        };
+        let first = client(udp).await.unwrap().handle;
+        let (tx, rx) = oneshot::channel();
+        first.commands.send(SctpCommand::Connect { remote: server.local, reply: tx }).await.unwrap();
+        let assoc = rx.await.unwrap().expect("first association up");
+        assert!(matches!(next_event(&mut server).await, SctpEvent::Up { .. }));
+        // Beyond the maximum: ABORT "Out of Resource".
+        let second = client(udp).await.unwrap().handle;
+        let (tx, rx) = oneshot::channel();
+        second.commands.send(SctpCommand::Connect { remote: server.local, reply: tx }).await.unwrap();
+        assert_eq!(rx.await.unwrap(), Err("aborted by the peer: out of resource".to_string()));
+        assert_eq!(counters.value("sctp_init_beyond_max_associations"), 1);
+        // A flood of INITs from other ports: all refused the same way, nothing kept.
+        let f = Forger::new(udp).await;
+        for k in 1..=500u16 {
+            f.send(&packet(20_000 + k, server.local.port(), 0, &init(k as u32))).await;
+        }
+        wait_for(&counters, "sctp_init_beyond_max_associations", 501).await;
+        // The first association still carries data.
+        first
+            .commands
+            .send(SctpCommand::Send { assoc, stream: 0, ppid: PPID_S1AP, data: Bytes::from_static(b"still up") })
+            .await
+            .unwrap();
+        match next_event(&mut server).await {
+            SctpEvent::Data { data, .. } => assert_eq!(&data[..], b"still up"),
+            other => panic!("{other:?}"),
+        }
+        // Below the maximum, INITs are answered statelessly (half-open): no association appears.
+        first.commands.send(SctpCommand::Abort { assoc }).await.unwrap();
+        assert!(matches!(next_event(&mut server).await, SctpEvent::Down { .. }));
+        let half_open = counters.value("sctp_half_open_init");
+        for k in 1..=500u16 {
+            f.send(&packet(30_000 + k, server.local.port(), 0, &init(k as u32))).await;
+        }
+        wait_for(&counters, "sctp_half_open_init", half_open + 500).await;
+        assert!(server.events.try_recv().is_err(), "no association from INITs alone");
+    }
 }

@@ -145,7 +145,15 @@ pub(crate) struct Association {
 }
 
 impl Association {
-    fn blank(id: AssocId, peer: SocketAddr, local_port: u16, p: Params, local_tag: u32, local_tsn: u32, now: Instant) -> Self {
+    fn blank(
+        id: AssocId,
+        peer: SocketAddr,
+        local_port: u16,
+        p: Params,
+        local_tag: u32,
+        local_tsn: u32,
+        now: Instant,
+    ) -> Self {
         Association {
             id,
             peer,
@@ -185,7 +193,15 @@ impl Association {
     }
 
     /// Active open: send INIT and wait for INIT ACK (RFC 9260 5.1 A).
-    pub fn connect(id: AssocId, peer: SocketAddr, local_port: u16, p: Params, local_tag: u32, local_tsn: u32, now: Instant) -> Self {
+    pub fn connect(
+        id: AssocId,
+        peer: SocketAddr,
+        local_port: u16,
+        p: Params,
+        local_tag: u32,
+        local_tsn: u32,
+        now: Instant,
+    ) -> Self {
         let mut a = Self::blank(id, peer, local_port, p, local_tag, local_tsn, now);
         let mut params = Vec::new();
         Tlv { ty: param::SUPPORTED_ADDRESS_TYPES, value: &[0, 5] }.push(&mut params);
@@ -528,7 +544,11 @@ impl Association {
     pub fn on_abort(&mut self, causes: &[u8]) {
         let names: Vec<&str> = Tlvs::new(causes).flatten().map(|c| cause::name(c.ty)).collect();
         self.ctrl.clear();
-        self.close(if names.is_empty() { "aborted by the peer".into() } else { format!("aborted by the peer: {}", names.join(", ")) });
+        self.close(if names.is_empty() {
+            "aborted by the peer".into()
+        } else {
+            format!("aborted by the peer: {}", names.join(", "))
+        });
     }
 
     /// SHUTDOWN (RFC 9260 9.2).
@@ -662,7 +682,8 @@ impl Association {
     pub fn wants_transmit(&self) -> bool {
         !self.ctrl.is_empty()
             || (self.sack_now && self.ack_owed)
-            || (matches!(self.state, State::Established | State::ShutdownPending | State::ShutdownReceived) && self.tx.has_sendable())
+            || (matches!(self.state, State::Established | State::ShutdownPending | State::ShutdownReceived)
+                && self.tx.has_sendable())
     }
 
     /// Build the next packet into `buf`; false if there is nothing to send.

@@ -293,7 +293,12 @@ impl Receiver {
                 }
             }
         }
-        SackRepr { cum_tsn_ack: self.cum as u32, a_rwnd: self.a_rwnd(), gap_blocks, dup_tsns: std::mem::take(&mut self.dups) }
+        SackRepr {
+            cum_tsn_ack: self.cum as u32,
+            a_rwnd: self.a_rwnd(),
+            gap_blocks,
+            dup_tsns: std::mem::take(&mut self.dups),
+        }
     }
 }
 

@@ -51,7 +51,11 @@ fn enlarge_buffers(s: &Socket) {
             )
         };
         if r != 0 {
-            let _ = if opt == libc::SO_RCVBUFFORCE { s.set_recv_buffer_size(8 << 20) } else { s.set_send_buffer_size(8 << 20) };
+            let _ = if opt == libc::SO_RCVBUFFORCE {
+                s.set_recv_buffer_size(8 << 20)
+            } else {
+                s.set_send_buffer_size(8 << 20)
+            };
         }
     }
 }
@@ -100,7 +104,10 @@ impl PacketSocket {
         })?;
         Ok(PacketSocket {
             fd: register(s)?,
-            io: Batcher { kind: Kind::Udp { peer_ports: HashMap::new(), default_remote }, bufs: vec![vec![0; RECV_BUF]; BATCH] },
+            io: Batcher {
+                kind: Kind::Udp { peer_ports: HashMap::new(), default_remote },
+                bufs: vec![vec![0; RECV_BUF]; BATCH],
+            },
         })
     }
 
@@ -121,7 +128,6 @@ impl PacketSocket {
 }
 
 impl Batcher {
-
     /// Receive one batch without blocking; calls `f(source IP, SCTP packet)` for each.
     /// Returns the number of datagrams, or `WouldBlock`.
     pub fn recv_batch(&mut self, fd: RawFd, mut f: impl FnMut(IpAddr, &[u8])) -> io::Result<usize> {
@@ -201,7 +207,12 @@ const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-fn recvmmsg(fd: RawFd, bufs: &mut [Vec<u8>], addrs: &mut [libc::sockaddr_in; BATCH], lens: &mut [usize; BATCH]) -> io::Result<usize> {
+fn recvmmsg(
+    fd: RawFd,
+    bufs: &mut [Vec<u8>],
+    addrs: &mut [libc::sockaddr_in; BATCH],
+    lens: &mut [usize; BATCH],
+) -> io::Result<usize> {
     let n = bufs.len().min(BATCH);
     let mut iovs: [libc::iovec; BATCH] = unsafe { zeroed() };
     let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
@@ -213,7 +224,8 @@ fn recvmmsg(fd: RawFd, bufs: &mut [Vec<u8>], addrs: &mut [libc::sockaddr_in; BAT
         hdrs[i].msg_hdr.msg_iovlen = 1;
     }
     // SAFETY: every header points at live buffers of the stated lengths for the duration of the call.
-    let r = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+    let r =
+        unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

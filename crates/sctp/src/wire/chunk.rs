@@ -124,18 +124,37 @@ pub enum ChunkRepr<'a> {
     InitAck(InitRepr<'a>),
     Sack(SackRepr),
     /// Value is the Heartbeat Info parameter as TLV bytes (RFC 9260 3.3.5).
-    Heartbeat { info: &'a [u8] },
-    HeartbeatAck { info: &'a [u8] },
+    Heartbeat {
+        info: &'a [u8],
+    },
+    HeartbeatAck {
+        info: &'a [u8],
+    },
     /// `t`: the verification tag is reflected (RFC 9260 3.3.7). `causes` is a TLV list.
-    Abort { t: bool, causes: &'a [u8] },
-    Shutdown { cum_tsn_ack: u32 },
+    Abort {
+        t: bool,
+        causes: &'a [u8],
+    },
+    Shutdown {
+        cum_tsn_ack: u32,
+    },
     ShutdownAck,
-    Error { causes: &'a [u8] },
-    CookieEcho { cookie: &'a [u8] },
+    Error {
+        causes: &'a [u8],
+    },
+    CookieEcho {
+        cookie: &'a [u8],
+    },
     CookieAck,
-    ShutdownComplete { t: bool },
+    ShutdownComplete {
+        t: bool,
+    },
     /// A chunk type we do not implement (its handling follows the type's upper bits).
-    Unknown { ty: u8, flags: u8, value: &'a [u8] },
+    Unknown {
+        ty: u8,
+        flags: u8,
+        value: &'a [u8],
+    },
 }
 
 impl<'a> ChunkRepr<'a> {
@@ -301,8 +320,9 @@ impl<'a> ChunkRepr<'a> {
                 let n = tlv_list_len(b);
                 v[..n].copy_from_slice(&b[..n]);
             }
-            ChunkRepr::CookieEcho { cookie: b }
-            | ChunkRepr::Unknown { value: b, .. } => v[..b.len()].copy_from_slice(b),
+            ChunkRepr::CookieEcho { cookie: b } | ChunkRepr::Unknown { value: b, .. } => {
+                v[..b.len()].copy_from_slice(b)
+            }
             ChunkRepr::ShutdownAck | ChunkRepr::CookieAck | ChunkRepr::ShutdownComplete { .. } => {}
         }
         buf[len..padded].fill(0);

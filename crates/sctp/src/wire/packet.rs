@@ -125,11 +125,7 @@ pub struct CommonHeader {
 
 impl CommonHeader {
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Self {
-        CommonHeader {
-            src_port: p.src_port(),
-            dst_port: p.dst_port(),
-            verification_tag: p.verification_tag(),
-        }
+        CommonHeader { src_port: p.src_port(), dst_port: p.dst_port(), verification_tag: p.verification_tag() }
     }
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
