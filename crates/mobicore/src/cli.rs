@@ -76,8 +76,9 @@ pub struct RanArgs {
 pub enum ConfigCommand {
     /// Print the default configuration as TOML, every option with its default.
     Default,
-    /// Parse a config file and report errors.
-    Check { file: PathBuf },
+    /// Parse a config file (or the defaults), report errors, and list who may
+    /// use each interface, warning about every one that accepts anyone.
+    Check { file: Option<PathBuf> },
 }
 
 /// How S1-MME SCTP is carried.
@@ -112,8 +113,10 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Config(ConfigCommand::Check { file }) => {
-            config::load(Some(&file))?;
-            println!("{}: ok", file.display());
+            let c = config::load(file.as_deref())?;
+            let name = file.as_ref().map_or("defaults".into(), |f| f.display().to_string());
+            println!("{name}: ok; who may use each interface:");
+            print!("{}", config::exposure_report(&c));
             Ok(())
         }
     }

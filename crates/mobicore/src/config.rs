@@ -33,11 +33,32 @@ pub struct SctpSection {
     pub udp_port: u16,
     pub heartbeat_interval_secs: u64,
     pub outbound_streams: u16,
+    /// Receive window advertised per association (a_rwnd), bytes, at least 1500.
+    /// Fragments waiting for reassembly plus messages waiting for an earlier SSN
+    /// never exceed it (RFC 9260 6.2, 6.9), so it is also the largest message
+    /// received. 256 KiB: far above any S1AP message, about Linux's default,
+    /// and with `max_associations` it bounds what peers can make us hold
+    /// (1024 x 256 KiB = 256 MiB).
+    pub receive_window_bytes: u32,
+    /// Most associations per endpoint; an INIT beyond it gets ABORT "Out of
+    /// Resource" (RFC 9260 5.1). 1024 eNBs is more than one MME here serves.
+    pub max_associations: usize,
+    /// Most stateless replies (INIT ACK, ABORT, stale cookie ERROR) queued
+    /// between two sends; more are dropped and counted. INITs keep no state.
+    pub max_queued_replies: usize,
 }
 
 impl Default for SctpSection {
     fn default() -> Self {
-        SctpSection { transport: SctpTransport::Auto, udp_port: 9899, heartbeat_interval_secs: 30, outbound_streams: 16 }
+        SctpSection {
+            transport: SctpTransport::Auto,
+            udp_port: 9899,
+            heartbeat_interval_secs: 30,
+            outbound_streams: 16,
+            receive_window_bytes: 256 << 10,
+            max_associations: 1024,
+            max_queued_replies: 1024,
+        }
     }
 }
 
@@ -111,6 +132,67 @@ pub fn default_toml() -> Result<&'static str> {
     Ok(DEFAULT_TOML)
 }
 
+/// An interface that serves requests, and who may use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exposure {
+    pub interface: &'static str,
+    /// The option that names its peers.
+    pub option: &'static str,
+    pub peers: String,
+    /// Some entry lets any address in.
+    pub anyone: bool,
+}
+
+/// Every interface that serves requests, with its allowed peers, for
+/// `mobicore config check` (the S6a, S11 and PFCP clients talk only to the
+/// peers they are configured to dial).
+pub fn exposures(c: &Config) -> Vec<Exposure> {
+    let hss = c.hss.core.peers.0.iter().map(|p| {
+        format!("{}@{} from {}", p.origin_host.as_deref().unwrap_or("*"), p.origin_realm, p.addrs)
+    });
+    let upf = c.upf.cp_peers.iter().map(|p| format!("node {} from {}", p.node_id, p.addrs));
+    vec![
+        Exposure {
+            interface: "S1-MME (MME)",
+            option: "[mme] enb_peers",
+            peers: c.mme.core.enb_peers.to_string(),
+            anyone: c.mme.core.enb_peers.accepts_anyone(),
+        },
+        Exposure {
+            interface: "S6a (HSS)",
+            option: "[hss] peers",
+            peers: hss.collect::<Vec<_>>().join("; "),
+            anyone: c.hss.core.peers.accepts_any_address(),
+        },
+        Exposure {
+            interface: "S11 (S/P-GW-C)",
+            option: "[spgwc] mme_peers",
+            peers: c.spgwc.mme_peers.to_string(),
+            anyone: c.spgwc.mme_peers.accepts_anyone(),
+        },
+        Exposure {
+            interface: "PFCP (UPF)",
+            option: "[upf] cp_peers",
+            peers: upf.collect::<Vec<_>>().join("; "),
+            anyone: c.upf.pfcp_accepts_anyone(),
+        },
+    ]
+}
+
+/// The report of `mobicore config check`: one line per interface, and a
+/// warning for each that accepts anyone.
+pub fn exposure_report(c: &Config) -> String {
+    let rows = exposures(c);
+    let mut out = String::new();
+    for e in &rows {
+        out.push_str(&format!("{:<16} {:<20} {}\n", e.interface, e.option, e.peers));
+    }
+    for e in rows.iter().filter(|e| e.anyone) {
+        out.push_str(&format!("warning: {} accepts anyone ({} has an all-addresses prefix)\n", e.interface, e.option));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +216,20 @@ mod tests {
         let e = format!("{:#}", load(Some(&f)).unwrap_err());
         std::fs::remove_file(&f).unwrap();
         assert!(e.contains("s1u_mtu = 40 (576..=65535)"), "{e}");
+    }
+
+    #[test]
+    fn check_reports_the_interfaces_that_accept_anyone() {
+        let d = exposure_report(&Config::default());
+        assert!(!d.contains("warning"), "the defaults accept loopback peers only:\n{d}");
+        assert!(d.contains("S1-MME") && d.contains("127.0.0.0/8"), "{d}");
+        let text = "[mme]\nenb_peers = [\"0.0.0.0/0\"]\n[spgwc]\nmme_peers = [\"10.0.0.0/8\", \"::/0\"]\n";
+        let c: Config = toml::from_str(text).unwrap();
+        let open: Vec<_> = exposures(&c).into_iter().filter(|e| e.anyone).map(|e| e.option).collect();
+        assert_eq!(open, vec!["[mme] enb_peers", "[spgwc] mme_peers"]);
+        let r = exposure_report(&c);
+        assert!(r.contains("warning: S1-MME (MME) accepts anyone"), "{r}");
+        assert!(r.contains("warning: S11 (S/P-GW-C) accepts anyone"), "{r}");
     }
 
     #[test]
