@@ -36,12 +36,21 @@ pub fn check_privileges(t: Transport) -> Result<()> {
     Ok(())
 }
 
-/// An SCTP endpoint with the `[sctp]` settings.
-pub async fn sctp_endpoint(cfg: &Config, local: SocketAddr, t: Transport, remote_udp: u16) -> Result<SctpHandle> {
+/// The configuration of an SCTP endpoint with the `[sctp]` settings.
+pub fn endpoint_config(cfg: &Config, local: SocketAddr, t: Transport, remote_udp: u16) -> EndpointConfig {
     let mut ep = EndpointConfig::new(local, t);
     ep.heartbeat_interval = Duration::from_secs(cfg.sctp.heartbeat_interval_secs);
     ep.outbound_streams = cfg.sctp.outbound_streams;
     ep.udp_remote_port = remote_udp;
+    ep.receive_window = cfg.sctp.receive_window_bytes;
+    ep.max_associations = cfg.sctp.max_associations;
+    ep.max_queued_replies = cfg.sctp.max_queued_replies;
+    ep
+}
+
+/// An SCTP endpoint with the `[sctp]` settings.
+pub async fn sctp_endpoint(cfg: &Config, local: SocketAddr, t: Transport, remote_udp: u16) -> Result<SctpHandle> {
+    let ep = endpoint_config(cfg, local, t, remote_udp);
     mobicore_sctp::bind(ep).await.with_context(|| format!("opening the SCTP endpoint on {local} ({t:?})"))
 }
 
@@ -147,9 +156,12 @@ async fn start_mme(
     if let std::net::IpAddr::V4(ip) = s11.local_addr.ip() {
         core_cfg.s11_local_ip = ip;
     }
-    let sctp = sctp_endpoint(cfg, cfg.mme.s1ap, t, 0).await?;
     let core = mobicore_mme::Mme::new(core_cfg);
     let mme_counters = core.counters().clone();
+    // The S1-MME endpoint's counters (sctp_*) are exported with the MME's.
+    let mut ep = endpoint_config(cfg, cfg.mme.s1ap, t, 0);
+    ep.counters = mme_counters.clone();
+    let sctp = mobicore_sctp::bind(ep).await.with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
     let task = tokio::spawn(async move {
         mobicore_mme::run(core, sctp, s6a, s11.requester, shutdown).await.map(|_| ()).map_err(Into::into)
     });
