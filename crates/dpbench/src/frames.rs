@@ -2,6 +2,7 @@
 //! generator (pure functions, unit tested).
 
 use mobicore_common::inet::checksum;
+use mobicore_gtp::gtpu;
 use std::net::Ipv4Addr;
 
 /// gen `g0` (the eNB or the data network, by direction).
@@ -127,15 +128,6 @@ pub fn ipv4_udp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, total: usi
     p
 }
 
-/// A G-PDU (TS 29.281 5.1, no optional fields) carrying `inner`.
-pub fn gtpu(teid: u32, inner: &[u8]) -> Vec<u8> {
-    let mut g = vec![0x30, 0xff];
-    g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
-    g.extend_from_slice(&teid.to_be_bytes());
-    g.extend_from_slice(inner);
-    g
-}
-
 fn eth(ip: &[u8]) -> Vec<u8> {
     let mut f = Vec::with_capacity(14 + ip.len());
     f.extend_from_slice(&MAC_D0);
@@ -149,7 +141,7 @@ fn eth(ip: &[u8]) -> Vec<u8> {
 /// UDP of `size` bytes from `ue` to the sink's bench port.
 pub fn uplink_frame(outer_dst: Ipv4Addr, teid: u32, ue: Ipv4Addr, size: usize) -> Vec<u8> {
     let inner = ipv4_udp(ue, SINK, 10000, BENCH_PORT, size);
-    eth(&ipv4_udp_payload(GEN, outer_dst, GTPU_PORT, GTPU_PORT, &gtpu(teid, &inner)))
+    eth(&ipv4_udp_payload(GEN, outer_dst, GTPU_PORT, GTPU_PORT, &gtpu::gpdu(teid, &inner)))
 }
 
 /// Downlink frame: plain UDP of `size` bytes from gen to `ue`.

@@ -13,6 +13,7 @@
 
 use crate::frames::*;
 use crate::DpBenchError;
+use mobicore_gtp::gtpu;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -73,11 +74,9 @@ fn serve(sock: &UdpSocket, stop: &AtomicBool, redirect: Redirect) {
 /// A G-PDU (TS 29.281 5.1) with inner IPv4/UDP: answer its payload to the
 /// inner source. Anything else is answered as is.
 fn gtp_reply(b: &[u8], _from: SocketAddr) -> Option<(usize, SocketAddr)> {
-    if b.len() < 8 || b[1] != 0xff || b[0] >> 5 != 1 {
-        return None;
-    }
-    let hdr = if b[0] & 0x07 != 0 { 12 } else { 8 };
-    let ip = b.get(hdr..)?;
+    let g = gtpu::Packet::new_checked(b).ok().filter(|g| g.msg_type() == gtpu::msg::G_PDU)?;
+    let hdr = g.payload_offset();
+    let ip = g.payload();
     if ip.len() < 28 || ip[0] != 0x45 || ip[9] != 17 {
         return None;
     }
@@ -123,7 +122,7 @@ pub fn median_rtt(gen_ns: &str, probe: Probe, size: usize, samples: usize) -> Re
                 let rx = bind(PROBE_UE_UL)?;
                 let port = rx.local_addr()?.port();
                 let inner = ipv4_udp_payload(PROBE_UE_UL, SINK, port, ECHO_PORT, &payload);
-                (bind(GEN)?, rx, SocketAddrV4::new(DUT0, GTPU_PORT), gtpu(TEID_BASE, &inner))
+                (bind(GEN)?, rx, SocketAddrV4::new(DUT0, GTPU_PORT), gtpu::gpdu(TEID_BASE, &inner))
             }
         };
         let mut rtts = Vec::with_capacity(samples);
@@ -153,7 +152,17 @@ mod tests {
     #[test]
     fn gtp_echo_answers_the_inner_source() {
         let inner = ipv4_udp_payload(GEN, UE_BASE, 4242, ECHO_PORT, b"ping");
-        let g = gtpu(7, &inner);
+        let g = gtpu::gpdu(7, &inner);
+        let (at, to) = gtp_reply(&g, "10.0.0.1:2152".parse().unwrap()).unwrap();
+        assert_eq!(&g[at..], b"ping");
+        assert_eq!(to, "10.201.1.1:4242".parse::<SocketAddr>().unwrap());
+    }
+
+    #[test]
+    fn gtp_echo_finds_the_inner_packet_past_extension_headers() {
+        let inner = ipv4_udp_payload(GEN, UE_BASE, 4242, ECHO_PORT, b"ping");
+        let h = gtpu::HeaderRepr::gpdu(7).with_seq(3).with_extension(gtpu::Extension::pdu_session_container(true, 9));
+        let g = gtpu::Repr { header: h, body: gtpu::Body::GPdu(&inner) }.to_vec();
         let (at, to) = gtp_reply(&g, "10.0.0.1:2152".parse().unwrap()).unwrap();
         assert_eq!(&g[at..], b"ping");
         assert_eq!(to, "10.201.1.1:4242".parse::<SocketAddr>().unwrap());
@@ -162,6 +171,6 @@ mod tests {
     #[test]
     fn gtp_echo_leaves_other_datagrams_alone() {
         assert_eq!(gtp_reply(b"not gtp", "10.0.0.1:1".parse().unwrap()), None);
-        assert_eq!(gtp_reply(&gtpu(7, b"short"), "10.0.0.1:1".parse().unwrap()), None);
+        assert_eq!(gtp_reply(&gtpu::gpdu(7, b"short"), "10.0.0.1:1".parse().unwrap()), None);
     }
 }

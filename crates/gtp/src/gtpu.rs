@@ -3,9 +3,15 @@
 //! messages a user-plane node exchanges: Echo Request/Response, Error
 //! Indication, End Marker and G-PDU.
 //!
+//! This is the one G-PDU builder of the workspace (TS 29.281 5.1): a
+//! [`HeaderRepr`] (TEID, optional sequence number, N-PDU number, extension
+//! headers such as the PDU Session Container) emitted with its payload by
+//! [`Repr::emit`] into a caller's buffer of [`Repr::buffer_len`] octets, or
+//! by [`HeaderRepr::emit_with_payload`] from a header the caller keeps (no
+//! allocation per packet); [`gpdu`] is the plain case as a `Vec`.
+//!
 //! The fast path only needs [`Packet::new_checked`] and
-//! [`Packet::payload_offset`] (no allocation); [`Repr`] is for the slow path
-//! and tests.
+//! [`Packet::payload_offset`] (no allocation).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -294,6 +300,18 @@ impl HeaderRepr {
         HeaderRepr { msg_type: msg::G_PDU, teid, ..Default::default() }
     }
 
+    /// With a sequence number (S flag, TS 29.281 5.1).
+    pub fn with_seq(mut self, seq: u16) -> Self {
+        self.seq = Some(seq);
+        self
+    }
+
+    /// With one more extension header, after those already there.
+    pub fn with_extension(mut self, e: Extension) -> Self {
+        self.extensions.push(e);
+        self
+    }
+
     fn has_optional(&self) -> bool {
         self.seq.is_some() || self.npdu.is_some() || !self.extensions.is_empty()
     }
@@ -304,6 +322,16 @@ impl HeaderRepr {
         } else {
             HEADER_LEN
         }
+    }
+
+    /// Writes the header and `payload` after it into `buf`, which must be
+    /// at least `header_len() + payload.len()` long; returns the octets
+    /// written. A whole message from a header the caller keeps.
+    pub fn emit_with_payload(&self, buf: &mut [u8], payload: &[u8]) -> usize {
+        let n = self.header_len();
+        self.emit(buf, payload.len());
+        buf[n..n + payload.len()].copy_from_slice(payload);
+        n + payload.len()
     }
 
     /// Writes the header for `payload_len` octets of payload; `buf` must be
@@ -446,11 +474,25 @@ impl<'a> Repr<'a> {
         }
     }
 
+    /// Writes the message into `out`, replacing what it held (a buffer
+    /// the caller reuses: no allocation once it is large enough).
+    pub fn emit_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.resize(self.buffer_len(), 0);
+        self.emit(out);
+    }
+
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
+        let mut v = Vec::new();
+        self.emit_into(&mut v);
         v
     }
+}
+
+/// A G-PDU carrying `payload` on tunnel `teid`, without optional fields
+/// (TS 29.281 5.1): flags 0x30, type 255, length, TEID, payload.
+pub fn gpdu(teid: u32, payload: &[u8]) -> Vec<u8> {
+    Repr { header: HeaderRepr::gpdu(teid), body: Body::GPdu(payload) }.to_vec()
 }
 
 /// Parses untrusted octets into a message.

@@ -10,6 +10,21 @@ fn gpdu_minimal_header_bytes() {
 }
 
 #[test]
+fn gpdu_helper_is_the_minimal_repr() {
+    assert_eq!(gpdu(0x01020304, &[0x45, 0, 0, 20]), [0x30, 0xff, 0, 4, 1, 2, 3, 4, 0x45, 0, 0, 20]);
+    assert_eq!(gpdu(7, &[]), [0x30, 0xff, 0, 0, 0, 0, 0, 7]);
+}
+
+#[test]
+fn emit_into_reuses_the_callers_buffer() {
+    let r = Repr { header: HeaderRepr::gpdu(5).with_seq(9), body: Body::GPdu(b"xy") };
+    let mut out = vec![0xaa; 100];
+    r.emit_into(&mut out);
+    assert_eq!(out, r.to_vec());
+    assert_eq!(out, [0x32, 0xff, 0, 6, 0, 0, 0, 5, 0, 9, 0, 0, b'x', b'y']);
+}
+
+#[test]
 fn echo_request_and_response_bytes() {
     let req = [0x32, 1, 0, 4, 0, 0, 0, 0, 0x12, 0x34, 0, 0];
     let r = parse(&req).unwrap();
@@ -109,6 +124,15 @@ proptest! {
         prop_assert_eq!(b.len(), r.buffer_len());
         let back = parse(&b).unwrap();
         prop_assert_eq!(back, r);
+    }
+
+    #[test]
+    fn emit_with_payload_equals_repr_emit(h in arb_header(), payload in proptest::collection::vec(any::<u8>(), 0..100), slack in 0usize..8) {
+        let whole = Repr { header: h.clone(), body: Body::GPdu(&payload) }.to_vec();
+        let mut buf = vec![0x5a; whole.len() + slack];
+        let n = h.emit_with_payload(&mut buf, &payload);
+        prop_assert_eq!(&buf[..n], &whole[..]);
+        prop_assert!(buf[n..].iter().all(|&b| b == 0x5a));
     }
 
     #[test]

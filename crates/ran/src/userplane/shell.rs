@@ -9,7 +9,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::tunnels::{Downlink, Tunnels, UeTunnel, UserPlaneStats, OVERHEAD};
+use super::tunnels::{uplink_header, Downlink, Tunnels, UeTunnel, UserPlaneStats};
 
 /// Where and how the eNB user plane runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,11 +184,11 @@ impl Drop for UserPlane {
 
 fn setup_routing(cfg: &UserPlaneConfig, ips: &[Ipv4Addr]) -> Result<(), mobicore_netns::NetnsError> {
     let dev = &cfg.tun_name;
-    // The optional fields (sequence number, N-PDU, next extension type) add
-    // 4 octets (TS 29.281 5.1), a PDU Session Container 4 more: without them
-    // in the budget, full-size UE packets would be fragmented on S1-U.
-    let optional = cfg.sequence_numbers || cfg.pdu_session_qfi.is_some();
-    let mtu = cfg.link_mtu as usize - OVERHEAD - if optional { 4 } else { 0 } - if cfg.pdu_session_qfi.is_some() { 4 } else { 0 };
+    // Outer IPv4 and UDP, and the G-PDU header with its optional fields and
+    // extension headers (TS 29.281 5.1): without them in the budget,
+    // full-size UE packets would be fragmented on S1-U.
+    let gtpu = uplink_header(cfg.sequence_numbers, cfg.pdu_session_qfi).header_len();
+    let mtu = (cfg.link_mtu as usize).saturating_sub(20 + 8 + gtpu);
     let mut lines = vec![
         format!("link set {dev} up mtu {mtu}"),
         format!("route replace default dev {dev} table {}", cfg.route_table),

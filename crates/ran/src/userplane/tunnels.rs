@@ -71,14 +71,14 @@ pub enum Downlink<'a> {
 }
 
 /// The tunnels of every attached UE, by UE address and by eNB TEID.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Tunnels {
     by_ue: HashMap<Ipv4Addr, UeTunnel>,
     by_teid: HashMap<Teid, Ipv4Addr>,
-    /// Send G-PDUs with the S flag and a per-tunnel sequence number.
-    sequence_numbers: bool,
-    /// Tag uplink G-PDUs with a PDU Session Container carrying this QFI.
-    pdu_session_qfi: Option<u8>,
+    /// The header of uplink G-PDUs (see [`uplink_header`]), kept so that
+    /// only its TEID and sequence number change per packet (no
+    /// allocation for its extension headers).
+    uplink: HeaderRepr,
     seq: HashMap<Ipv4Addr, u16>,
     /// Sequence number of the Error Indications we send.
     ei_seq: u16,
@@ -86,21 +86,43 @@ pub struct Tunnels {
     pub stats: UserPlaneStats,
 }
 
-/// Octets GTP-U/UDP/IPv4 add to an inner packet (no optional fields).
-pub const OVERHEAD: usize = 20 + 8 + 8;
+/// The header of the uplink G-PDUs (TS 29.281 5.1) the eNB sends, its
+/// TEID and sequence number still to be set per packet: with
+/// `sequence_numbers`, the S flag and a per-tunnel sequence number; with
+/// `pdu_session_qfi`, a PDU Session Container extension header (UL PDU
+/// SESSION INFORMATION, TS 38.415 5.5.2.2) carrying that QFI, as an N3
+/// access node sends them (TS 29.281 5.2.2.7). Its `header_len()` is
+/// what GTP-U adds to every uplink packet.
+pub fn uplink_header(sequence_numbers: bool, pdu_session_qfi: Option<u8>) -> HeaderRepr {
+    let mut h = HeaderRepr::gpdu(0);
+    if sequence_numbers {
+        h = h.with_seq(0);
+    }
+    if let Some(qfi) = pdu_session_qfi {
+        h = h.with_extension(Extension::pdu_session_container(true, qfi));
+    }
+    h
+}
 
 impl Tunnels {
     /// `local`: the eNB's S1-U address (the GTP-U Peer Address of the
     /// Error Indications it sends).
     pub fn new(local: Ipv4Addr, sequence_numbers: bool) -> Self {
-        Tunnels { sequence_numbers, local: Some(local), ..Default::default() }
+        Tunnels {
+            by_ue: HashMap::new(),
+            by_teid: HashMap::new(),
+            uplink: uplink_header(sequence_numbers, None),
+            seq: HashMap::new(),
+            ei_seq: 0,
+            local: Some(local),
+            stats: UserPlaneStats::default(),
+        }
     }
 
-    /// Uplink G-PDUs also carry a PDU Session Container extension header
-    /// (UL PDU SESSION INFORMATION, TS 38.415 5.5.2.2) with `qfi`, as an
-    /// N3 access node sends them (TS 29.281 5.2.2.7).
+    /// Uplink G-PDUs also carry a PDU Session Container with `qfi` (see
+    /// [`uplink_header`]).
     pub fn with_pdu_session_container(mut self, qfi: u8) -> Self {
-        self.pdu_session_qfi = Some(qfi & 0x3f);
+        self.uplink = uplink_header(self.uplink.seq.is_some(), Some(qfi));
         self
     }
 
@@ -152,20 +174,16 @@ impl Tunnels {
         }
         let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
         let t = self.by_ue.get(&src).ok_or(DropReason::UnknownUe)?;
-        let mut h = HeaderRepr::gpdu(t.sgw.teid.0);
-        if self.sequence_numbers {
+        let h = &mut self.uplink;
+        h.teid = t.sgw.teid.0;
+        if h.seq.is_some() {
             let s = self.seq.entry(src).or_default();
             h.seq = Some(*s);
             *s = s.wrapping_add(1);
         }
-        if let Some(qfi) = self.pdu_session_qfi {
-            h.extensions.push(Extension::pdu_session_container(true, qfi));
-        }
-        let n = h.header_len();
         out.clear();
-        out.resize(n + ip.len(), 0);
-        h.emit(&mut out[..n], ip.len());
-        out[n..].copy_from_slice(ip);
+        out.resize(h.header_len() + ip.len(), 0);
+        h.emit_with_payload(out, ip);
         Ok(SocketAddrV4::new(t.sgw.ipv4, gtpu::PORT))
     }
 
@@ -275,6 +293,23 @@ mod tests {
     }
 
     #[test]
+    fn uplink_header_len_is_what_gtpu_adds() {
+        // The TUN MTU budget (shell::setup_routing) is the emitted header.
+        for (seq, qfi, len) in [(false, None, 8), (true, None, 12), (false, Some(9), 16), (true, Some(9), 16)] {
+            let mut t = Tunnels::new(ENB, seq);
+            if let Some(q) = qfi {
+                t = t.with_pdu_session_container(q);
+            }
+            t.insert(tunnel(2));
+            let ip = ipv4(Ipv4Addr::new(10, 45, 0, 2), Ipv4Addr::new(8, 8, 8, 8), b"x");
+            let mut out = vec![0xee; 3000];
+            t.uplink(&ip, &mut out).unwrap();
+            assert_eq!(uplink_header(seq, qfi).header_len(), len);
+            assert_eq!(out.len() - ip.len(), len, "seq {seq} qfi {qfi:?}");
+        }
+    }
+
+    #[test]
     fn uplink_with_sequence_numbers_counts_per_tunnel() {
         let mut t = Tunnels::new(ENB, true);
         t.insert(tunnel(2));
@@ -307,9 +342,7 @@ mod tests {
         t.insert(tunnel(2));
         t.insert(tunnel(3));
         let ip = ipv4(Ipv4Addr::new(10, 200, 2, 2), Ipv4Addr::new(10, 45, 0, 3), b"reply");
-        let mut g = vec![0u8; 8 + ip.len()];
-        HeaderRepr::gpdu(0x9003).emit(&mut g[..8], ip.len());
-        g[8..].copy_from_slice(&ip);
+        let mut g = gtpu::gpdu(0x9003, &ip);
         assert_eq!(t.downlink(&g, PEER), Downlink::Deliver(&ip));
         // The same packet on UE 2's TEID is not UE 2's.
         g[4..8].copy_from_slice(&0x9002u32.to_be_bytes());
@@ -321,9 +354,7 @@ mod tests {
     fn downlink_on_unknown_teid_answers_error_indication() {
         let mut t = Tunnels::new(ENB, false);
         let ip = ipv4(Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::new(10, 45, 0, 9), b"");
-        let mut g = vec![0u8; 8 + ip.len()];
-        HeaderRepr::gpdu(0x4242).emit(&mut g[..8], ip.len());
-        g[8..].copy_from_slice(&ip);
+        let g = gtpu::gpdu(0x4242, &ip);
         let Downlink::Reply(r) = t.downlink(&g, PEER) else { panic!("no reply") };
         let m = gtpu::parse(&r).unwrap();
         assert_eq!(m.body, Body::ErrorIndication { teid_data_i: 0x4242, peer: IpAddr::V4(ENB) });

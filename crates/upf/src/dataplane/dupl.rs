@@ -15,18 +15,9 @@
 use super::Transmit;
 use crate::rules::{Duplicate, INTERFACE_CORE};
 use mobicore_common::counters::Counters;
-use mobicore_gtp::gtpu::{self, HeaderRepr};
+use mobicore_gtp::gtpu;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
-
-/// A G-PDU carrying `inner` on `teid` (TS 29.281 5.1, no optional fields).
-pub(crate) fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
-    let h = HeaderRepr::gpdu(teid);
-    let mut b = vec![0u8; h.header_len() + inner.len()];
-    h.emit(&mut b, inner.len());
-    b[h.header_len()..].copy_from_slice(inner);
-    b
-}
 
 /// Queues one copy of `pkt` per Duplicating Parameters, GTP-U copies
 /// within `mtu` octets of outer IPv4.
@@ -45,7 +36,7 @@ pub(crate) fn copies(dups: &[Duplicate], pkt: &[u8], mtu: usize, out: &mut VecDe
         };
         let gpdus = super::forward::encapsulate(t, pkt, mtu).unwrap_or_else(|_| {
             counters.incr("upf_dupl_outer_fragmented");
-            vec![gpdu(t.teid, pkt)]
+            vec![gtpu::gpdu(t.teid, pkt)]
         });
         let to = SocketAddrV4::new(t.ipv4, gtpu::PORT);
         out.extend(gpdus.into_iter().map(|bytes| match d.tos {

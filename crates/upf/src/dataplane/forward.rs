@@ -291,13 +291,13 @@ pub(super) fn encapsulate(t: GtpuTunnel, pkt: &[u8], mtu: usize) -> Result<Vec<V
     // fields and extension headers (8 here: none are sent).
     let inner_mtu = mtu.saturating_sub(20 + 8 + HeaderRepr::gpdu(t.teid).header_len());
     if pkt.len() <= inner_mtu {
-        return Ok(vec![dupl::gpdu(t.teid, pkt)]);
+        return Ok(vec![gtpu::gpdu(t.teid, pkt)]);
     }
     if ipv4::parse(pkt).is_some_and(|i| i.df) {
         return Err(Some(inner_mtu.min(usize::from(u16::MAX)) as u16));
     }
     let frags = ipv4::fragment(pkt, inner_mtu).ok_or(None)?;
-    Ok(frags.iter().map(|f| dupl::gpdu(t.teid, f)).collect())
+    Ok(frags.iter().map(|f| gtpu::gpdu(t.teid, f)).collect())
 }
 
 /// The downlink PDR of highest precedence whose UE address and SDF filters

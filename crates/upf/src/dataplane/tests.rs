@@ -71,10 +71,6 @@ fn plane() -> UserPlane {
     )
 }
 
-fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
-    Repr { header: HeaderRepr::gpdu(teid), body: Body::GPdu(inner) }.to_vec()
-}
-
 fn ul_packet(src: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
     udp_packet(src, DN, 4000, 5000, payload)
 }
@@ -93,12 +89,10 @@ fn uplink_decapsulates_to_core() {
     p.install(1, &bearer(UE, 0x100, 0x900, FORW)).unwrap();
     let inner = ul_packet(UE, b"hello");
     let now = Instant::now();
-    assert_eq!(p.uplink(now, enb(), &gpdu(0x100, &inner)), Verdict::Forwarded);
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, &inner)), Verdict::Forwarded);
     assert_eq!(drain(&mut p), vec![Transmit::Core(inner.clone())]);
     // With S flag and a PDU Session Container the payload is found past them.
-    let mut h = HeaderRepr::gpdu(0x100);
-    h.seq = Some(9);
-    h.extensions.push(Extension::pdu_session_container(true, 5));
+    let h = HeaderRepr::gpdu(0x100).with_seq(9).with_extension(Extension::pdu_session_container(true, 5));
     let b = Repr { header: h, body: Body::GPdu(&inner) }.to_vec();
     assert_eq!(p.uplink(now, enb(), &b), Verdict::Forwarded);
     assert_eq!(drain(&mut p), vec![Transmit::Core(inner)]);
@@ -125,7 +119,7 @@ fn spoofed_source_is_dropped_and_counted() {
     let mut p = plane();
     p.install(1, &bearer(UE, 0x100, 0x900, FORW)).unwrap();
     p.install(2, &bearer(UE2, 0x200, 0x901, FORW)).unwrap();
-    let v = p.uplink(Instant::now(), enb(), &gpdu(0x100, &ul_packet(UE2, b"spoof")));
+    let v = p.uplink(Instant::now(), enb(), &gtpu::gpdu(0x100, &ul_packet(UE2, b"spoof")));
     assert_eq!(v, Verdict::Dropped(DropReason::Spoofed));
     assert_eq!(p.counters.value("upf_ul_spoofed"), 1);
     assert!(drain(&mut p).is_empty());
@@ -167,7 +161,7 @@ fn qer_gate_and_mbr() {
     r.pdrs.get_mut(&2).unwrap().qer_ids = vec![1];
     p.install(1, &r).unwrap();
     let now = Instant::now();
-    assert_eq!(p.uplink(now, enb(), &gpdu(0x100, &ul_packet(UE, b"x"))), Verdict::Dropped(DropReason::GateClosed));
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, &ul_packet(UE, b"x"))), Verdict::Dropped(DropReason::GateClosed));
     // 8 kbit/s = 1000 octets/s with a 16000-octet bucket: 1000-octet
     // packets pass 16 times, then the 17th is over the rate.
     let big = dl_packet(UE, 1, &[0u8; 972]);
@@ -192,7 +186,7 @@ fn urr_counts_what_is_forwarded() {
     r.pdrs.get_mut(&2).unwrap().urr_ids = vec![7];
     p.install(1, &r).unwrap();
     let now = Instant::now();
-    let ul = gpdu(0x100, &ul_packet(UE, &[0; 32])); // 60-octet inner
+    let ul = gtpu::gpdu(0x100, &ul_packet(UE, &[0; 32])); // 60-octet inner
     assert_eq!(p.uplink(now, enb(), &ul), Verdict::Forwarded);
     assert_eq!(p.uplink(now, enb(), &ul), Verdict::Forwarded);
     assert_eq!(p.downlink(now, &dl_packet(UE, 1, &[0; 32])), Verdict::Forwarded);
@@ -280,7 +274,7 @@ fn unknown_teid_gets_rate_limited_error_indication() {
     let now = Instant::now();
     let from = SocketAddrV4::new(ENB, 40000);
     for _ in 0..5 {
-        assert_eq!(p.uplink(now, from, &gpdu(0xdead, &ul_packet(UE, b"x"))), Verdict::Dropped(DropReason::UnknownTeid));
+        assert_eq!(p.uplink(now, from, &gtpu::gpdu(0xdead, &ul_packet(UE, b"x"))), Verdict::Dropped(DropReason::UnknownTeid));
     }
     let out = drain(&mut p);
     assert_eq!(out.len(), 2, "2 per second");
@@ -338,9 +332,9 @@ fn arb_datagram() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..80),
         // A plausible G-PDU for a known or unknown TEID with arbitrary inner bytes.
-        (prop_oneof![Just(0x100u32), Just(0x200), any::<u32>()], proptest::collection::vec(any::<u8>(), 0..60)).prop_map(|(t, b)| gpdu(t, &b)),
+        (prop_oneof![Just(0x100u32), Just(0x200), any::<u32>()], proptest::collection::vec(any::<u8>(), 0..60)).prop_map(|(t, b)| gtpu::gpdu(t, &b)),
         // A well-formed inner packet from an arbitrary source.
-        (any::<[u8; 4]>(), proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(s, b)| gpdu(0x100, &ul_packet(s.into(), &b))),
+        (any::<[u8; 4]>(), proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(s, b)| gtpu::gpdu(0x100, &ul_packet(s.into(), &b))),
     ]
 }
 

@@ -117,7 +117,7 @@ fn uplink_fragments_follow_the_first_one_too() {
     p.install(1, &filtered(UE, 0x100, 0x1000)).unwrap();
     let f = fragments(UE, DN, 4000, 5000, 9, &[3; 600], 300);
     for x in f.iter().rev() {
-        let g = super::dupl::gpdu(0x100, x);
+        let g = gtpu::gpdu(0x100, x);
         p.uplink(now, SocketAddrV4::new(ENB, 2152), &g);
     }
     let out = gpdus(&drain(&mut p));
@@ -414,7 +414,7 @@ fn oversize_uplink_is_fragmented_or_answered_to_the_ue() {
     p.install(1, &r).unwrap();
     let up = |df: bool| big_from(UE, DN, 1000, df);
     let enb = SocketAddrV4::new(ENB, gtpu::PORT);
-    assert_eq!(p.uplink(now, enb, &dupl::gpdu(0x100, &up(false))), Verdict::Forwarded);
+    assert_eq!(p.uplink(now, enb, &gtpu::gpdu(0x100, &up(false))), Verdict::Forwarded);
     let out = drain(&mut p);
     assert!(out.iter().all(|t| matches!(t, Transmit::Gtpu { to, bytes } if *to.ip() == peer && bytes.len() + 28 <= 600)), "{out:?}");
     let frags = gpdus(&out);
@@ -423,7 +423,7 @@ fn oversize_uplink_is_fragmented_or_answered_to_the_ue() {
     assert_eq!(p.counters.value("upf_ul_fragmented"), 1);
 
     let orig = up(true);
-    assert_eq!(p.uplink(now, enb, &dupl::gpdu(0x100, &orig)), Verdict::Dropped(DropReason::TooBig));
+    assert_eq!(p.uplink(now, enb, &gtpu::gpdu(0x100, &orig)), Verdict::Dropped(DropReason::TooBig));
     let out = drain(&mut p);
     let [Transmit::Gtpu { to, .. }] = &out[..] else { panic!("{out:?}") };
     assert_eq!(*to.ip(), ENB, "back through the downlink tunnel");

@@ -161,10 +161,6 @@ fn udp_in(ns: &str, addr: SocketAddrV4) -> UdpSocket {
     s
 }
 
-fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
-    Repr { header: HeaderRepr::gpdu(teid), body: Body::GPdu(inner) }.to_vec()
-}
-
 /// Checks GTP-U datagrams with tshark (wrapped in IPv4/UDP in a pcap).
 fn tshark_clean(datagrams: &[Vec<u8>]) {
     let packets: Vec<Vec<u8>> = datagrams.iter().map(|d| udp_packet(Ipv4Addr::new(10, 200, 1, 1), ENB, gtpu::PORT, gtpu::PORT, d)).collect();
@@ -217,7 +213,7 @@ fn gpdu_round_trip_enb_upf_dn() {
     let mut seen = vec![];
     for i in 0..5u8 {
         let inner = udp_packet(UE, *DN.ip(), 4000, DN.port(), &[b'u', i]);
-        enb.send_to(&gpdu(0x100, &inner), s1u).unwrap();
+        enb.send_to(&gtpu::gpdu(0x100, &inner), s1u).unwrap();
         let mut buf = [0u8; 2048];
         let (n, from) = dn.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], &[b'u', i]);
@@ -238,7 +234,7 @@ fn gpdu_round_trip_enb_upf_dn() {
     let (n, _) = enb.recv_from(&mut buf).unwrap();
     assert_eq!(gtpu::parse(&buf[..n]).unwrap().body, Body::EchoResponse { recovery: 0 });
     seen.push(buf[..n].to_vec());
-    enb.send_to(&gpdu(0xbad, &udp_packet(UE, *DN.ip(), 1, 2, b"x")), s1u).unwrap();
+    enb.send_to(&gtpu::gpdu(0xbad, &udp_packet(UE, *DN.ip(), 1, 2, b"x")), s1u).unwrap();
     let (n, _) = enb.recv_from(&mut buf).unwrap();
     assert!(matches!(gtpu::parse(&buf[..n]).unwrap().body, Body::ErrorIndication { teid_data_i: 0xbad, .. }));
     seen.push(buf[..n].to_vec());
@@ -251,8 +247,8 @@ fn gpdu_round_trip_enb_upf_dn() {
     assert_eq!((r.header.teid, r.body), (0x900, Body::EndMarker));
     seen.push(buf[..n].to_vec());
     // A spoofed inner source never reaches the data network.
-    enb.send_to(&gpdu(0x100, &udp_packet(Ipv4Addr::new(10, 45, 0, 99), *DN.ip(), 1, DN.port(), b"spoof")), s1u).unwrap();
-    enb.send_to(&gpdu(0x100, &udp_packet(UE, *DN.ip(), 4000, DN.port(), b"ok")), s1u).unwrap();
+    enb.send_to(&gtpu::gpdu(0x100, &udp_packet(Ipv4Addr::new(10, 45, 0, 99), *DN.ip(), 1, DN.port(), b"spoof")), s1u).unwrap();
+    enb.send_to(&gtpu::gpdu(0x100, &udp_packet(UE, *DN.ip(), 4000, DN.port(), b"ok")), s1u).unwrap();
     let (n, _) = dn.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"ok");
     assert_eq!(run.plane.lock().counters.value("upf_ul_spoofed"), 1);

@@ -6,6 +6,7 @@ use super::maps::*;
 use super::*;
 use crate::rules::{Action, Far, GtpuTunnel, PacketDetection, Pdr, Qer, Urr, INTERFACE_ACCESS, INTERFACE_CORE};
 use mobicore_common::inet::checksum;
+use mobicore_gtp::gtpu::{ext, Body, Extension, HeaderRepr, Repr};
 use proptest::prelude::*;
 
 pub(crate) const S1U: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 1);
@@ -66,31 +67,24 @@ pub(crate) fn eth(ip: &[u8]) -> Vec<u8> {
     e
 }
 
-/// GTP-U header: flags, type, TEID, optional (seq, next ext) and raw
-/// extension headers (each a full length-prefixed block).
-pub(crate) fn gtpu(flags: u8, msg: u8, teid: u32, opt: Option<(u16, u8)>, exts: &[u8], payload: &[u8]) -> Vec<u8> {
-    let mut body = Vec::new();
-    if let Some((seq, next)) = opt {
-        body.extend_from_slice(&seq.to_be_bytes());
-        body.push(0);
-        body.push(next);
-    }
-    body.extend_from_slice(exts);
-    body.extend_from_slice(payload);
-    let mut g = vec![flags, msg];
-    g.extend_from_slice(&(body.len() as u16).to_be_bytes());
-    g.extend_from_slice(&teid.to_be_bytes());
-    g.extend_from_slice(&body);
-    g
-}
-
 pub(crate) fn inner_udp(src: Ipv4Addr, dst: Ipv4Addr, dport: u16, len: usize) -> Vec<u8> {
     ipv4(src, dst, 17, &udp(40000, dport, &vec![0xab; len]))
 }
 
-pub(crate) fn ul_frame(teid: u32, gtp_flags: u8, opt: Option<(u16, u8)>, exts: &[u8], inner: &[u8]) -> Vec<u8> {
-    eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &gtpu(gtp_flags, 255, teid, opt, exts, inner))))
+/// An uplink frame from the eNB to S1-U: a GTP-U message with `header`
+/// (G-PDU, its optional fields and extension headers) carrying `inner`.
+pub(crate) fn ul_frame_with(header: HeaderRepr, inner: &[u8]) -> Vec<u8> {
+    eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &Repr { header, body: Body::GPdu(inner) }.to_vec())))
 }
+
+/// An uplink frame with a plain G-PDU (no optional fields) on `teid`.
+pub(crate) fn ul_frame(teid: u32, inner: &[u8]) -> Vec<u8> {
+    ul_frame_with(HeaderRepr::gpdu(teid), inner)
+}
+
+/// Offset of the first extension header in an uplink frame: Ethernet,
+/// IPv4, UDP, the GTP-U header with its optional octets.
+const UL_FIRST_EXT: usize = 14 + 20 + 8 + 12;
 
 // ---- rules -------------------------------------------------------------
 
@@ -187,7 +181,7 @@ fn uplink_plain_gpdu_is_decapsulated() {
     need_root!();
     let p = plane(&bearer(FORW, open_qer()));
     let inner = inner_udp(UE, DN, 53, 40);
-    let (v, out) = run(&p, &ul_frame(TEID, 0x30, None, &[], &inner));
+    let (v, out) = run(&p, &ul_frame(TEID, &inner));
     assert_eq!(v, XDP_TX);
     assert_decap(&out, &inner);
     assert_eq!(p.counter(Counter::UlFwd).unwrap(), 1);
@@ -199,7 +193,7 @@ fn uplink_with_sequence_number_is_decapsulated() {
     need_root!();
     let p = plane(&bearer(FORW, open_qer()));
     let inner = inner_udp(UE, DN, 53, 10);
-    let (v, out) = run(&p, &ul_frame(TEID, 0x32, Some((0x1234, 0)), &[], &inner));
+    let (v, out) = run(&p, &ul_frame_with(HeaderRepr::gpdu(TEID).with_seq(0x1234), &inner));
     assert_eq!(v, XDP_TX);
     assert_decap(&out, &inner);
 }
@@ -210,13 +204,15 @@ fn uplink_with_pdu_session_container_and_chain_is_decapsulated() {
     let p = plane(&bearer(FORW, open_qer()));
     let inner = inner_udp(UE, DN, 53, 10);
     // PDU session container (0x85, UL PDU type 1, QFI 9) -> UDP port ext (0x40) -> end.
-    let exts = [1, 0x10, 9, 0x40, 1, 0x08, 0x68, 0];
-    let (v, out) = run(&p, &ul_frame(TEID, 0x34, Some((0, 0x85)), &exts, &inner));
+    let h = HeaderRepr::gpdu(TEID).with_extension(Extension::pdu_session_container(true, 9)).with_extension(Extension::udp_port(2152));
+    let (v, out) = run(&p, &ul_frame_with(h, &inner));
     assert_eq!(v, XDP_TX);
     assert_decap(&out, &inner);
     // A two-unit container works too.
-    let exts = [2, 0x10, 9, 0, 0, 0, 0, 0];
-    let (v, out) = run(&p, &ul_frame(TEID, 0x36, Some((7, 0x85)), &exts, &inner));
+    let two_units = Extension { kind: ext::PDU_SESSION_CONTAINER, content: vec![0x10, 9, 0, 0, 0, 0] };
+    let f = ul_frame_with(HeaderRepr::gpdu(TEID).with_seq(7).with_extension(two_units), &inner);
+    assert_eq!(f[UL_FIRST_EXT], 2, "two 4-octet units");
+    let (v, out) = run(&p, &f);
     assert_eq!(v, XDP_TX);
     assert_decap(&out, &inner);
 }
@@ -225,7 +221,7 @@ fn uplink_with_pdu_session_container_and_chain_is_decapsulated() {
 fn uplink_unknown_teid_goes_to_slow_path() {
     need_root!();
     let p = plane(&bearer(FORW, open_qer()));
-    let (v, _) = run(&p, &ul_frame(0xdead, 0x30, None, &[], &inner_udp(UE, DN, 53, 10)));
+    let (v, _) = run(&p, &ul_frame(0xdead, &inner_udp(UE, DN, 53, 10)));
     assert_eq!(v, XDP_PASS);
     assert_eq!(p.counter(Counter::PassUnknownTeid).unwrap(), 1);
 }
@@ -234,7 +230,7 @@ fn uplink_unknown_teid_goes_to_slow_path() {
 fn uplink_spoofed_source_is_dropped() {
     need_root!();
     let p = plane(&bearer(FORW, open_qer()));
-    let (v, _) = run(&p, &ul_frame(TEID, 0x30, None, &[], &inner_udp(Ipv4Addr::new(10, 45, 0, 99), DN, 53, 10)));
+    let (v, _) = run(&p, &ul_frame(TEID, &inner_udp(Ipv4Addr::new(10, 45, 0, 99), DN, 53, 10)));
     assert_eq!(v, XDP_DROP);
     assert_eq!(p.counter(Counter::DropSpoofed).unwrap(), 1);
 }
@@ -245,7 +241,8 @@ fn gtpu_control_messages_go_to_slow_path() {
     let p = plane(&bearer(FORW, open_qer()));
     for msg in [1u8, 2, 26, 254] {
         // Echo Request / Response, Error Indication, End Marker
-        let f = eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &gtpu(0x32, msg, TEID, Some((1, 0)), &[], &[]))));
+        let g = Repr { header: HeaderRepr { msg_type: msg, teid: TEID, seq: Some(1), ..Default::default() }, body: Body::Other(&[]) };
+        let f = eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &g.to_vec())));
         assert_eq!(run(&p, &f).0, XDP_PASS);
     }
     assert_eq!(p.counter(Counter::PassGtpControl).unwrap(), 4);
@@ -256,7 +253,9 @@ fn malformed_extension_length_is_dropped() {
     need_root!();
     let p = plane(&bearer(FORW, open_qer()));
     let inner = inner_udp(UE, DN, 53, 10);
-    let (v, _) = run(&p, &ul_frame(TEID, 0x34, Some((0, 0x85)), &[0, 0, 0, 0], &inner));
+    let mut f = ul_frame_with(HeaderRepr::gpdu(TEID).with_extension(Extension::pdu_session_container(true, 9)), &inner);
+    f[UL_FIRST_EXT] = 0; // extension length 0 (TS 29.281 5.2.1: at least 1)
+    let (v, _) = run(&p, &f);
     assert_eq!(v, XDP_DROP);
     assert_eq!(p.counter(Counter::DropMalformed).unwrap(), 1);
 }
@@ -265,7 +264,7 @@ fn malformed_extension_length_is_dropped() {
 fn fragments_go_to_slow_path() {
     need_root!();
     let p = plane(&bearer(FORW, open_qer()));
-    let mut f = ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 10));
+    let mut f = ul_frame(TEID, &inner_udp(UE, DN, 53, 10));
     f[14 + 6] = 0x20; // MF
     assert_eq!(run(&p, &f).0, XDP_PASS);
     assert_eq!(p.counter(Counter::PassFragment).unwrap(), 1);
@@ -383,7 +382,7 @@ fn closed_gate_drops() {
     need_root!();
     let p = plane(&bearer(FORW, Qer { gate_ul_open: false, gate_dl_open: false, ..open_qer() }));
     assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_DROP);
-    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 10))).0, XDP_DROP);
+    assert_eq!(run(&p, &ul_frame(TEID, &inner_udp(UE, DN, 53, 10))).0, XDP_DROP);
     assert_eq!(p.counter(Counter::DropGate).unwrap(), 2);
 }
 
@@ -406,7 +405,7 @@ fn urr_counts_bytes_and_packets() {
     let ul = inner_udp(UE, DN, 53, 100);
     let dl = inner_udp(DN, UE, 5000, 200);
     for _ in 0..3 {
-        run(&p, &ul_frame(TEID, 0x30, None, &[], &ul));
+        run(&p, &ul_frame(TEID, &ul));
     }
     run(&p, &eth(&dl));
     let u = p.urr_usage(7, 1).unwrap();
@@ -417,13 +416,13 @@ fn urr_counts_bytes_and_packets() {
 fn update_keeps_usage_and_remove_unprograms() {
     need_root!();
     let mut p = plane(&bearer(BUFF, open_qer()));
-    run(&p, &ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 10)));
+    run(&p, &ul_frame(TEID, &inner_udp(UE, DN, 53, 10)));
     assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_PASS);
     p.update(7, &bearer(FORW, open_qer())).unwrap();
     assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_TX);
     assert_eq!(p.urr_usage(7, 1).unwrap().ul_pkts, 1);
     p.remove(7).unwrap();
-    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 10))).0, XDP_PASS);
+    assert_eq!(run(&p, &ul_frame(TEID, &inner_udp(UE, DN, 53, 10))).0, XDP_PASS);
     assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 10))).0, XDP_PASS);
 }
 
@@ -443,17 +442,17 @@ fn colliding_keys_are_served_through_an_overflow_position() {
     assert!(p.fast_position(PdrKey::Teid(teid2)).unwrap() >= FAST_IDX_SIZE);
     let inner = inner_udp(UE, DN, 53, 10);
     for t in [TEID, teid2] {
-        let (v, out) = run(&p, &ul_frame(t, 0x30, None, &[], &inner));
+        let (v, out) = run(&p, &ul_frame(t, &inner));
         assert_eq!(v, XDP_TX, "teid {t:#x}");
         assert_decap(&out, &inner);
     }
     p.remove(7).unwrap();
-    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &inner)).0, XDP_PASS);
-    assert_eq!(run(&p, &ul_frame(teid2, 0x30, None, &[], &inner)).0, XDP_TX);
+    assert_eq!(run(&p, &ul_frame(TEID, &inner)).0, XDP_PASS);
+    assert_eq!(run(&p, &ul_frame(teid2, &inner)).0, XDP_TX);
     p.install(7, &bearer(FORW, open_qer())).unwrap();
     p.remove(8).unwrap();
-    assert_eq!(run(&p, &ul_frame(teid2, 0x30, None, &[], &inner)).0, XDP_PASS);
-    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &inner)).0, XDP_TX);
+    assert_eq!(run(&p, &ul_frame(teid2, &inner)).0, XDP_PASS);
+    assert_eq!(run(&p, &ul_frame(TEID, &inner)).0, XDP_TX);
 }
 
 // ---- robustness ------------------------------------------------------------
@@ -462,9 +461,8 @@ fn colliding_keys_are_served_through_an_overflow_position() {
 fn truncations_never_abort() {
     need_root!();
     let p = plane(&bearer(FORW, open_qer()));
-    let exts = [1, 0x10, 9, 0];
-    let frames =
-        [ul_frame(TEID, 0x34, Some((0, 0x85)), &exts, &inner_udp(UE, DN, 53, 20)), ul_frame(TEID, 0x30, None, &[], &inner_udp(UE, DN, 53, 20)), eth(&inner_udp(DN, UE, 5000, 20))];
+    let with_container = HeaderRepr::gpdu(TEID).with_extension(Extension::pdu_session_container(true, 9));
+    let frames = [ul_frame_with(with_container, &inner_udp(UE, DN, 53, 20)), ul_frame(TEID, &inner_udp(UE, DN, 53, 20)), eth(&inner_udp(DN, UE, 5000, 20))];
     for f in &frames {
         for n in 14..f.len() {
             let (v, _) = run(&p, &f[..n]);
@@ -578,10 +576,10 @@ fn baselines_decap_encap_redirect_pass() {
     let t = baseline::FixedTunnel { teid: TEID, src: S1U, dst: ENB, ifindex: 1, dmac: NH_DMAC, smac: NH_SMAC };
     let inner = inner_udp(UE, DN, 53, 30);
     let d = baseline::load_decap_min(&t).unwrap();
-    let (v, out) = d.program.test_run(&ul_frame(TEID, 0x30, None, &[], &inner)).unwrap();
+    let (v, out) = d.program.test_run(&ul_frame(TEID, &inner)).unwrap();
     assert_eq!(v, XDP_TX);
     assert_eq!(&out[14..], &inner[..]);
-    assert_eq!(d.program.test_run(&ul_frame(TEID + 1, 0x30, None, &[], &inner)).unwrap().0, XDP_PASS);
+    assert_eq!(d.program.test_run(&ul_frame(TEID + 1, &inner)).unwrap().0, XDP_PASS);
     let e = baseline::load_encap_min(&t).unwrap();
     let (v, out) = e.program.test_run(&eth(&inner)).unwrap();
     assert_eq!(v, XDP_TX);

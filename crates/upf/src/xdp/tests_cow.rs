@@ -664,7 +664,7 @@ fn program_sees_the_whole_new_entry_and_a_reused_slot_serves_its_new_owner() {
     assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, 0x7777, ENB2));
     // Uplink through the index too.
     let inner = inner_udp(a.ue, DN, 53, 10);
-    assert_eq!(p.program().unwrap().test_run(&ul_frame(a.teid, 0x30, None, &[], &inner)).unwrap().0, XDP_TX);
+    assert_eq!(p.program().unwrap().test_run(&ul_frame(a.teid, &inner)).unwrap().0, XDP_TX);
     p.remove_at(3, t0 + 2 * GRACE).unwrap();
     assert_eq!(downlink(p.program().unwrap(), c.ue).0, XDP_PASS);
     assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, 0x7777, ENB2));
@@ -688,7 +688,7 @@ fn program_follows_an_entry_away_from_home_and_back() {
     assert_eq!(p.fast_slot(key), p.fast_position(key));
     assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, a.enb_teid, a.enb), "at home again");
     let inner = inner_udp(a.ue, DN, 53, 10);
-    assert_eq!(p.program().unwrap().test_run(&ul_frame(a.teid, 0x30, None, &[], &inner)).unwrap().0, XDP_TX);
+    assert_eq!(p.program().unwrap().test_run(&ul_frame(a.teid, &inner)).unwrap().0, XDP_TX);
 }
 
 /// A reader on another thread runs the program while the session flips
@@ -760,7 +760,7 @@ fn dupl_far_goes_to_the_slow_path() {
     p.install(1, &b.rules()).unwrap();
     assert_eq!(downlink(p.program().unwrap(), b.ue).0, XDP_PASS);
     let inner = inner_udp(b.ue, DN, 53, 10);
-    assert_eq!(p.program().unwrap().test_run(&ul_frame(b.teid, 0x30, None, &[], &inner)).unwrap().0, XDP_PASS);
+    assert_eq!(p.program().unwrap().test_run(&ul_frame(b.teid, &inner)).unwrap().0, XDP_PASS);
     assert_eq!(p.counter(Counter::PassDupl).unwrap(), 2);
     assert_eq!(p.counter(Counter::UlFwd).unwrap() + p.counter(Counter::DlFwd).unwrap(), 0);
     // Through a PDR set (SDF filter) as well.

@@ -4,6 +4,7 @@
 
 use super::tests::{inner_udp, is_root, DN, S1U, UE};
 use super::*;
+use mobicore_gtp::gtpu::{Body, Extension, HeaderRepr, Repr};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::Command;
@@ -98,10 +99,8 @@ fn gtpu_from_ran_arrives_decapsulated_in_dn() {
     let c = mobicore_common::inet::checksum(&inner_pkt[..20]);
     inner_pkt[10..12].copy_from_slice(&c.to_be_bytes());
     // G-PDU with S flag and a PDU session container.
-    let mut gpdu = vec![0x36, 255, 0, 0, 0, 0, 0x10, 0x00, 0, 1, 0, 0x85, 1, 0x10, 5, 0];
-    let glen = (gpdu.len() - 8 + inner_pkt.len()) as u16;
-    gpdu[2..4].copy_from_slice(&glen.to_be_bytes());
-    gpdu.extend_from_slice(&inner_pkt);
+    let header = HeaderRepr::gpdu(tests::TEID).with_seq(1).with_extension(Extension::pdu_session_container(true, 5));
+    let gpdu = Repr { header, body: Body::GPdu(&inner_pkt) }.to_vec();
 
     let mut buf = [0u8; 2048];
     let mut got = None;

@@ -87,7 +87,7 @@ fn two_urrs_on_one_pdr_both_count() {
     let ul = inner_udp(UE, DN, 53, 100);
     let dl = inner_udp(DN, UE, 5000, 200);
     for _ in 0..3 {
-        assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &ul)).0, XDP_TX);
+        assert_eq!(run(&p, &ul_frame(TEID, &ul)).0, XDP_TX);
     }
     assert_eq!(run(&p, &eth(&dl)).0, XDP_TX);
     let both = UrrCounts { ul_bytes: 3 * ul.len() as u64, ul_pkts: 3, dl_bytes: dl.len() as u64, dl_pkts: 1 };
@@ -122,7 +122,7 @@ fn five_urrs_pass_to_the_slow_path_uncounted() {
     let mut p = plane(&with_urrs(&[1, 2, 3, 4, 5], &[1, 2, 3, 4]));
     let ul = inner_udp(UE, DN, 53, 100);
     let dl = inner_udp(DN, UE, 5000, 200);
-    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &ul)).0, XDP_PASS);
+    assert_eq!(run(&p, &ul_frame(TEID, &ul)).0, XDP_PASS);
     assert_eq!(p.counter(Counter::PassManyUrrs).unwrap(), 1);
     assert_eq!(run(&p, &eth(&dl)).0, XDP_TX);
     for id in 1..=4 {
@@ -131,7 +131,7 @@ fn five_urrs_pass_to_the_slow_path_uncounted() {
     assert_eq!(p.urr_usage(7, 5).unwrap(), UrrCounts::default(), "the slow path counts URR 5's packets");
     // Adding a second URR to a running PDR keeps the first one's count.
     p.update(7, &with_urrs(&[1, 2], &[1])).unwrap();
-    assert_eq!(run(&p, &ul_frame(TEID, 0x30, None, &[], &ul)).0, XDP_TX);
+    assert_eq!(run(&p, &ul_frame(TEID, &ul)).0, XDP_TX);
     assert_eq!(p.urr_usage(7, 1).unwrap().ul_pkts, 1);
     assert_eq!(p.urr_usage(7, 1).unwrap().dl_pkts, 1, "URR 1 kept its slot");
     assert_eq!(p.urr_usage(7, 2).unwrap().ul_pkts, 1);

@@ -107,15 +107,6 @@ fn establish(core: &mut UpfCore, now: Instant, smf: SocketAddr) -> u64 {
     Fseid::unmarshal(&first(&ies, IeType::Fseid).unwrap().payload).unwrap().seid.into()
 }
 
-/// A G-PDU (no optional fields) carrying `inner`.
-fn gpdu(inner: &[u8]) -> Vec<u8> {
-    let mut g = vec![0x30, 255];
-    g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
-    g.extend_from_slice(&TEID.to_be_bytes());
-    g.extend_from_slice(inner);
-    g
-}
-
 #[test]
 fn volume_threshold_report_covers_fast_path_traffic() {
     if !is_root() {
@@ -162,7 +153,7 @@ fn volume_threshold_report_covers_fast_path_traffic() {
     let inner = inner_udp(UE, DN, 9000, INNER - 28);
     assert_eq!(inner.len(), INNER);
     for _ in 0..PACKETS {
-        tx.send_to(&gpdu(&inner), SocketAddrV4::new(S1U, 2152)).unwrap();
+        tx.send_to(&mobicore_gtp::gtpu::gpdu(TEID, &inner), SocketAddrV4::new(S1U, 2152)).unwrap();
     }
     // Wait (bounded) until the program has seen every G-PDU.
     let fwd = || plane.0.lock().unwrap().counter(Counter::UlFwd).unwrap();
