@@ -15,6 +15,8 @@
 //!   that builds or checks packets.
 //! - [`peers`]: [`peers::PeerFilter`], which peers may use an interface.
 //! - [`alloc`]: [`alloc::IdDraw`], identifiers drawn at random, never one in use.
+//! - [`tools`]: external tools (tshark) for tests and captures: a check
+//!   that needs one fails as root when it cannot run, skips otherwise.
 
 pub mod alloc;
 pub mod counters;
@@ -25,5 +27,6 @@ pub mod requester;
 pub mod s11;
 pub mod s6a;
 pub mod sctp_api;
+pub mod tools;
 
 pub use ids::*;

@@ -1,0 +1,101 @@
+//! External tools the tests and `mobicore demo --pcap` run (tshark,
+//! text2pcap), and the one rule for a check that needs one: where the
+//! check can run, it must run.
+//!
+//! As root (CI and the development machines, where tshark is installed and
+//! may capture) a tool that is missing, does not start or fails makes the
+//! test fail: a check that silently skips there proves nothing. Without
+//! root (no capture, no namespaces, no raw sockets) the check is skipped
+//! with a printed note.
+
+use std::io;
+use std::process::{Command, ExitStatus, Output, Stdio};
+
+/// Whether this process runs as root (effective UID 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether `tool --version` starts and exits successfully.
+pub fn runs(tool: &str) -> bool {
+    Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// Why an external tool did not do its job.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("{tool} cannot start: {source}")]
+    Start { tool: String, source: io::Error },
+    #[error("{tool} failed ({status}): {stderr}")]
+    Failed { tool: String, status: ExitStatus, stderr: String },
+}
+
+/// Runs `cmd` to completion and returns its output if it exited
+/// successfully; a tool that cannot start or exits with an error is an
+/// error carrying its stderr (never an empty output to check).
+pub fn run(cmd: &mut Command) -> Result<Output, ToolError> {
+    let tool = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd.output().map_err(|source| ToolError::Start { tool: tool.clone(), source })?;
+    if !out.status.success() {
+        return Err(ToolError::Failed { tool, status: out.status, stderr: String::from_utf8_lossy(&out.stderr).into_owned() });
+    }
+    Ok(out)
+}
+
+/// A check cannot have what it needs (a tool, a capture), for `why`. As
+/// root this fails the test (panics); otherwise it prints a note and
+/// returns, and the caller skips the check.
+#[track_caller]
+pub fn cannot_check(why: &str) {
+    if is_root() {
+        panic!("{why}: running as root, the check must run (install the tool, or fix what stops it)");
+    }
+    eprintln!("note: skipped, {why} (not root)");
+}
+
+/// For a test that needs `tools`: `true` when every one of them runs.
+/// Otherwise see [`cannot_check`]: the test fails as root, and gets
+/// `false` (skip, with a note) without root.
+#[track_caller]
+pub fn require(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !runs(t)).collect();
+    if missing.is_empty() {
+        return true;
+    }
+    cannot_check(&format!("{} cannot run", missing.join(", ")));
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NO_SUCH_TOOL: &str = "mobicore-no-such-tool";
+
+    #[test]
+    fn a_missing_tool_fails_as_root_and_skips_otherwise() {
+        let r = std::panic::catch_unwind(|| require(&[NO_SUCH_TOOL]));
+        if is_root() {
+            let e = r.expect_err("as root a missing tool fails the test");
+            let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+            assert!(msg.contains(NO_SUCH_TOOL), "{msg}");
+        } else {
+            assert!(!r.expect("without root a missing tool skips"));
+        }
+        assert!(!runs(NO_SUCH_TOOL));
+    }
+
+    #[test]
+    fn run_returns_output_only_on_success() {
+        let out = run(Command::new("sh").args(["-c", "echo out; echo err >&2"])).unwrap();
+        assert_eq!(out.stdout, b"out\n");
+        match run(Command::new("sh").args(["-c", "echo why >&2; exit 3"])) {
+            Err(ToolError::Failed { tool, status, stderr }) => {
+                assert_eq!((tool.as_str(), status.code(), stderr.as_str()), ("sh", Some(3), "why\n"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(run(&mut Command::new(NO_SUCH_TOOL)), Err(ToolError::Start { .. })));
+    }
+}
