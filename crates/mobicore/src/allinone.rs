@@ -192,10 +192,15 @@ impl AllInOne {
     }
 }
 
+/// The subscription every subscriber of the RAN's plan gets.
+pub fn subscriber_template(plan: &mobicore_ran::SubscriberPlan) -> SubscriberTemplate {
+    SubscriberTemplate { amf: plan.amf, sqn: plan.sqn, ..Default::default() }
+}
+
 /// Provisions the subscribers of the RAN's plan for `ues` UEs.
 pub fn provision(store: &SubscriberStore, plan: &mobicore_ran::SubscriberPlan, ues: u64) -> Result<()> {
     let first = mobicore_ran::imsi_for(0, plan);
-    let template = SubscriberTemplate { amf: plan.amf, sqn: plan.sqn, ..Default::default() };
+    let template = subscriber_template(plan);
     store.import_range(&first, ues, plan.k, plan.opc, &template).context("provisioning subscribers")?;
     Ok(())
 }

@@ -4,7 +4,7 @@
 use crate::allinone;
 use crate::cli::SctpTransport;
 use crate::config;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use mobicore_hss::SubscriberStore;
 use serde_json::json;
@@ -13,8 +13,13 @@ use std::path::PathBuf;
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Full attaches per second (EPS-AKA + NAS security + S6a + S11 + PFCP)
-    /// and attach latency, then detach; baseline: the S1-MME transport's
-    /// own message rate in the same run.
+    /// and attach latency, then detach. Baseline, measured in the same run
+    /// after the core has stopped: the same emulated eNBs and UEs (real
+    /// USIM keys, NAS security) over the same SCTP transport against a
+    /// responder that answers every message at once from replies built
+    /// before the clock starts: the most the emulator can drive; the
+    /// ratio (core / responder) says how close the core comes to its load
+    /// generator. Second baseline: the S1-MME transport's own message rate.
     Attach(AttachArgs),
     /// User-space SCTP message rate on loopback.
     Sctp(SctpArgs),
@@ -81,12 +86,15 @@ pub struct AttachArgs {
     pub in_flight: usize,
     #[arg(long, value_enum)]
     pub sctp: Option<SctpTransport>,
-    /// Write the results as JSON.
+    /// Write the results as JSON (the core's summary, and with the
+    /// baselines baseline_responder_attach_per_s, ratio_to_responder,
+    /// baseline_sctp_msgs_per_s, baseline_attach_equivalent_per_s,
+    /// ratio_to_baseline).
     #[arg(long)]
     pub json: Option<PathBuf>,
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// Skip the transport baseline.
+    /// Skip both baselines (the responder run and SCTP alone).
     #[arg(long)]
     pub no_baseline: bool,
 }
@@ -135,13 +143,57 @@ async fn attach(a: AttachArgs) -> Result<()> {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
     let core = allinone::start(&cfg, store, t).await?;
-    let report = crate::demo::run_with_progress(&cfg, ran, t, false).await;
+    let report = crate::demo::run_with_progress(&cfg, ran.clone(), t, false).await;
     core.stop().await?;
     let report = report?;
     crate::demo::print_report(&report);
     let mut out = crate::demo::summary_json(&report);
 
     if !a.no_baseline {
+        // The emulator against the responder: same UEs, eNBs, in-flight
+        // cap and transport, new associations (the core has stopped).
+        let b = crate::responder::run_attach(&cfg, ran, t, false).await.context("the responder baseline")?;
+        let r = &b.report;
+        let ratio = report.attach_per_s / r.attach_per_s;
+        let ms = |v: Option<u64>| v.map_or("-".into(), |us| format!("{:.2}", us as f64 / 1000.0));
+        let row = |name: &str, x: &mobicore_ran::RanReport| {
+            vec![
+                name.to_string(),
+                format!("{}/{}", x.attached, x.ues),
+                format!("{:.0}", x.attach_per_s),
+                ms(x.attach_p50()),
+                ms(x.attach_p99()),
+                format!("{}/{}", x.detached, x.ues),
+                format!("{:.0}", x.detach_per_s),
+            ]
+        };
+        println!(
+            "baseline: the emulator against a responder with pre-built replies (built in {:.1} s, not timed)",
+            b.build_time.as_secs_f64()
+        );
+        print!(
+            "{}",
+            crate::report::table(
+                &["run", "attached", "attach/s", "p50 ms", "p99 ms", "detached", "detach/s"],
+                &[row("core", &report), row("responder", r)]
+            )
+        );
+        println!("core / responder: {ratio:.2} ({:.1}% of what the emulator can drive)", 100.0 * ratio);
+        out["baseline_responder_attach_per_s"] = json!(r.attach_per_s);
+        out["baseline_responder_detach_per_s"] = json!(r.detach_per_s);
+        out["baseline_responder_latency_ms_p50"] = json!(r.attach_p50().map_or(0.0, |us| us as f64 / 1000.0));
+        out["ratio_to_responder"] = json!(ratio);
+        if r.failed > 0 || r.attached < r.ues || r.detached < r.ues {
+            bail!(
+                "responder baseline: {} of {} attached, {} detached ({:?}; responder counters {:?})",
+                r.attached,
+                r.ues,
+                r.detached,
+                r.failures,
+                b.counters.snapshot()
+            );
+        }
+
         // The transport alone, same machine, same run: eNB->MME messages of
         // S1AP size over as many associations as eNBs.
         let messages = (a.ues as f64 * S1AP_MESSAGES_PER_ATTACH).clamp(50_000.0, 400_000.0) as usize;
@@ -184,10 +236,13 @@ async fn sctp(a: SctpArgs) -> Result<()> {
     ];
     print!("{}", crate::report::table(&["transport", "assocs", "delivered", "size", "msgs/s", "Mbit/s"], &[row]));
     if let Some(p) = &a.json {
-        crate::demo::write_json(p, &serde_json::to_value(json!({
-            "transport": b.transport, "assocs": b.assocs, "messages": b.messages, "delivered": b.delivered,
-            "size": b.size, "msgs_per_s": b.msgs_per_s, "mbit_per_s": b.mbit_per_s,
-        }))?)?;
+        crate::demo::write_json(
+            p,
+            &serde_json::to_value(json!({
+                "transport": b.transport, "assocs": b.assocs, "messages": b.messages, "delivered": b.delivered,
+                "size": b.size, "msgs_per_s": b.msgs_per_s, "mbit_per_s": b.mbit_per_s,
+            }))?,
+        )?;
     }
     if let Some(e) = b.error {
         bail!("{e}");
@@ -212,7 +267,10 @@ async fn pfcp(a: PfcpArgs) -> Result<()> {
         .collect();
     print!(
         "{}",
-        crate::report::table(&["in flight", "sessions", "establish/s", "delete/s", "heartbeat/s (baseline)", "establish/heartbeat"], &rows)
+        crate::report::table(
+            &["in flight", "sessions", "establish/s", "delete/s", "heartbeat/s (baseline)", "establish/heartbeat"],
+            &rows
+        )
     );
     if let Some(p) = &a.json {
         crate::demo::write_json(p, &serde_json::to_value(&cases)?)?;

@@ -12,6 +12,8 @@
 //! - `subscriber`: `mobicore subscriber ...`, the HSS's embedded store.
 //! - `capture`: tshark capture and its verdict.
 //! - `report`: percentiles, tables, JSON.
+//! - `responder`: the pre-built-reply MME stand-in, `bench attach`'s
+//!   like-for-like baseline.
 
 pub mod allinone;
 pub mod bench;
@@ -22,4 +24,5 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod report;
+pub mod responder;
 pub mod subscriber;

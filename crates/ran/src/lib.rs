@@ -23,7 +23,7 @@ pub mod usim;
 
 pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};
 pub use report::{percentile, LatencySummary, Phase, PhaseReport, Progress, RanReport};
-pub use shell::{run, run_with, AttachedUe, RanError};
+pub use shell::{enb_of, first_enb_ue_s1ap_id, run, run_with, AttachedUe, RanError};
 pub use usim::Usim;
 
 #[cfg(test)]

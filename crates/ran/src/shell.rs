@@ -130,6 +130,21 @@ where
     Ok((d.report, out))
 }
 
+/// The eNB (its position among the run's eNBs) that UE `index` camps on:
+/// UEs are spread round robin.
+pub fn enb_of(index: u64, enbs: u32) -> usize {
+    (index % u64::from(enbs.max(1))) as usize
+}
+
+/// The eNB-UE-S1AP-ID UE `index` gets on its first attach of a run: each
+/// eNB numbers its new S1 connections from 1 on, and the attach phase
+/// starts UEs in index order, so UE `index` is connection
+/// `index / enbs` of its eNB. A load generator's counterpart (the bench's
+/// responder) pre-builds its replies with it.
+pub fn first_enb_ue_s1ap_id(index: u64, enbs: u32) -> u32 {
+    ((index / u64::from(enbs.max(1)) + 1) % u64::from(crate::enb::ENB_UE_ID_SPACE)) as u32
+}
+
 fn validate(cfg: &RanConfig) -> Result<(), RanError> {
     if cfg.enbs == 0 {
         return Err(RanError::Config("at least one eNB".into()));
@@ -310,11 +325,8 @@ impl Driver {
 
     /// UE indices in an EMM state, in order.
     fn ues_in(&self, state: EmmState) -> Vec<u64> {
-        let mut v: Vec<u64> = self
-            .enbs
-            .iter()
-            .flat_map(|e| e.ues().filter(|(_, c)| c.ue.emm_state() == state).map(|(i, _)| i))
-            .collect();
+        let mut v: Vec<u64> =
+            self.enbs.iter().flat_map(|e| e.ues().filter(|(_, c)| c.ue.emm_state() == state).map(|(i, _)| i)).collect();
         v.sort_unstable();
         v
     }
@@ -365,7 +377,7 @@ impl Driver {
     }
 
     fn start(&mut self, now: Instant, phase: Phase, ue: u64) {
-        let k = (ue % self.enbs.len() as u64) as usize;
+        let k = enb_of(ue, self.enbs.len() as u32);
         let enb = &mut self.enbs[k];
         let started = match phase {
             Phase::Attach | Phase::Reattach => {

@@ -27,7 +27,7 @@ use s1ap_handler::{Downlink, IcsRequest, S1apError};
 use crate::ue::{Ue, UeAction};
 
 /// eNB-UE-S1AP-IDs are 24 bits (TS 36.413 9.2.3.4).
-const ENB_UE_ID_SPACE: u32 = 1 << 24;
+pub const ENB_UE_ID_SPACE: u32 = 1 << 24;
 
 pub struct Enb {
     cfg: EnbConfig,
