@@ -132,8 +132,8 @@ struct Capture {
 }
 
 fn start_capture(ports: (u16, u16)) -> Option<Capture> {
-    if Command::new("tshark").arg("--version").stdout(Stdio::null()).status().is_err() {
-        println!("note: tshark is not installed; skipping the dissector check");
+    // As root tshark must run: the check fails rather than skip.
+    if !mobicore_common::tools::require(&["tshark"]) {
         return None;
     }
     let file = std::env::temp_dir().join(format!("mobicore-sctp-{}-{}.pcapng", std::process::id(), ports.0));
@@ -145,7 +145,7 @@ fn start_capture(ports: (u16, u16)) -> Option<Capture> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .ok()?;
+        .expect("starting tshark");
     // tshark says "Capturing on 'Loopback: lo'" and then "Capture started" once it listens.
     use std::io::{BufRead, BufReader};
     let mut err = BufReader::new(child.stderr.take()?);
@@ -158,7 +158,7 @@ fn start_capture(ports: (u16, u16)) -> Option<Capture> {
         }
         line.clear();
     }
-    println!("note: tshark did not start capturing; skipping the dissector check");
+    mobicore_common::tools::cannot_check("tshark did not start capturing on lo");
     None
 }
 
@@ -184,15 +184,16 @@ fn check_capture(mut cap: Capture) {
     std::thread::sleep(Duration::from_millis(500));
     cap.stop();
     let run = |extra: &[&str]| {
-        let out = Command::new("tshark")
-            .args(["-r"])
-            .arg(&cap.file)
-            .args(["-o", "sctp.checksum:CRC-32C"])
-            // The test payloads are not S1AP: dissect SCTP only.
-            .args(["--disable-protocol", "s1ap"])
-            .args(extra)
-            .output()
-            .unwrap();
+        let out = mobicore_common::tools::run(
+            Command::new("tshark")
+                .args(["-r"])
+                .arg(&cap.file)
+                .args(["-o", "sctp.checksum:CRC-32C"])
+                // The test payloads are not S1AP: dissect SCTP only.
+                .args(["--disable-protocol", "s1ap"])
+                .args(extra),
+        )
+        .expect("tshark -r");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let verbose = run(&["-V"]);

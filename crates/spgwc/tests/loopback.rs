@@ -40,8 +40,8 @@ struct Capture {
 }
 
 fn start_capture() -> Option<Capture> {
-    if Command::new("tshark").arg("--version").stdout(Stdio::null()).status().is_err() {
-        println!("note: tshark not installed, skipping the wire check");
+    // As root tshark must run: the check fails rather than skip.
+    if !mobicore_common::tools::require(&["tshark"]) {
         return None;
     }
     let file = std::env::temp_dir().join(format!("mobicore-spgwc-{}.pcapng", std::process::id()));
@@ -52,7 +52,7 @@ fn start_capture() -> Option<Capture> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .ok()?;
+        .expect("starting tshark");
     let mut child = child;
     // Wait for "Capturing on" before sending anything.
     let stderr = child.stderr.take()?;
@@ -68,8 +68,8 @@ fn start_capture() -> Option<Capture> {
     match rx.recv_timeout(Duration::from_secs(20)) {
         Ok(_) => Some(Capture { child, file }),
         Err(_) => {
-            println!("note: tshark could not capture on lo, skipping the wire check");
             let _ = child.kill();
+            mobicore_common::tools::cannot_check("tshark could not capture on lo");
             None
         }
     }
@@ -80,17 +80,13 @@ fn check_capture(mut c: Capture) {
     // SIGINT lets tshark flush the file.
     let _ = Command::new("kill").args(["-INT", &c.child.id().to_string()]).status();
     let _ = c.child.wait();
-    let verbose = Command::new("tshark").args(["-r"]).arg(&c.file).arg("-V").output().expect("tshark -r");
+    let verbose = mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&c.file).arg("-V")).expect("tshark -r");
     let text = String::from_utf8_lossy(&verbose.stdout);
     assert!(text.contains("GPRS Tunneling Protocol V2"), "capture has GTPv2");
     assert!(text.contains("Packet Forwarding Control Protocol"), "capture has PFCP");
     assert!(!text.contains("Malformed"), "tshark found a malformed packet");
-    let expert = Command::new("tshark")
-        .args(["-r"])
-        .arg(&c.file)
-        .args(["-q", "-z", "expert,error"])
-        .output()
-        .expect("tshark expert");
+    let expert =
+        mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&c.file).args(["-q", "-z", "expert,error"])).expect("tshark expert");
     let e = String::from_utf8_lossy(&expert.stdout);
     assert!(!e.lines().any(|l| l.trim_start().starts_with("Error")), "tshark expert errors:\n{e}");
     let _ = std::fs::remove_file(&c.file);

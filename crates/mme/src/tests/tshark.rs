@@ -2,6 +2,7 @@
 //! the NAS inside, EEA0 so readable) of a full attach and a detach.
 
 use super::*;
+use mobicore_common::tools;
 use std::process::Command;
 
 fn pcap(pdus: &[Vec<u8>]) -> Vec<u8> {
@@ -24,8 +25,7 @@ fn pcap(pdus: &[Vec<u8>]) -> Vec<u8> {
 
 #[test]
 fn tshark_dissects_attach_and_detach_without_errors() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        eprintln!("tshark not installed: skipped");
+    if !tools::require(&["tshark"]) {
         return;
     }
     let mut h = Harness::default();
@@ -37,15 +37,12 @@ fn tshark_dissects_attach_and_detach_without_errors() {
     let _ = h.drain();
     let path = std::env::temp_dir().join(format!("mobicore-mme-{}.pcap", std::process::id()));
     std::fs::write(&path, pcap(&h.log)).unwrap();
-    let out = Command::new("tshark")
-        .args(["-r", path.to_str().unwrap(), "-V"])
+    let out = tools::run(Command::new("tshark").args(["-r", path.to_str().unwrap(), "-V"])
         .args(["-o", r#"uat:user_dlts:"User 0 (DLT=147)","s1ap","0","","0","""#])
-        .args(["-o", "nas-eps.null_decipher:TRUE"])
-        .output()
-        .unwrap();
+        .args(["-o", "nas-eps.null_decipher:TRUE"]));
     let _ = std::fs::remove_file(&path);
+    let out = out.expect("tshark -r");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!text.contains("Malformed"), "malformed packet:\n{text}");
     assert!(!text.contains("Expert Info (Error"), "dissector error:\n{text}");
     for name in [

@@ -5,13 +5,14 @@
 //! answered with ICMP Fragmentation Needed that the dn host's kernel takes
 //! (its path MTU drops) and a non-DF one reaches "enb" as inner fragments.
 //! Skipped unless root with `ip` available. The GTP-U and ICMP we emit
-//! are checked with tshark when it is installed.
+//! are checked with tshark (which must run: see `mobicore_common::tools`).
 
 use super::io::{in_netns, DatapathIo, IoConfig};
 use super::ipv4::udp_packet;
 use super::{DatapathConfig, UserspacePlane};
 use crate::rules::{Action, Far, ForwardingPlane, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
 use mobicore_common::counters::Counters;
+use mobicore_common::tools;
 use mobicore_gtp::gtpu::{self, Body, HeaderRepr, Repr};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::Command;
@@ -170,11 +171,10 @@ fn tshark_clean(datagrams: &[Vec<u8>]) {
 }
 
 /// Dissects IPv4 packets with tshark (a LINKTYPE_RAW pcap): no malformed
-/// packet, no expert error. The dissection's text, or `None` without
-/// tshark.
+/// packet, no expert error. The dissection's text, or `None` (with a note)
+/// where tshark cannot run and we are not root; as root that fails.
 fn tshark_raw(packets: &[Vec<u8>]) -> Option<String> {
-    if Command::new("tshark").arg("-v").output().is_err() {
-        eprintln!("tshark not installed: packets not cross-checked");
+    if !tools::require(&["tshark"]) {
         return None;
     }
     let mut pcap = vec![];
@@ -192,9 +192,10 @@ fn tshark_raw(packets: &[Vec<u8>]) -> Option<String> {
     }
     let f = std::env::temp_dir().join(format!("mct-gtpu-{}-{}.pcap", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
     std::fs::write(&f, &pcap).unwrap();
-    let out = Command::new("tshark").args(["-r", f.to_str().unwrap(), "-V"]).output().unwrap();
-    let expert = Command::new("tshark").args(["-r", f.to_str().unwrap(), "-q", "-z", "expert,error"]).output().unwrap();
+    let out = tools::run(Command::new("tshark").args(["-r", f.to_str().unwrap(), "-V"]));
+    let expert = tools::run(Command::new("tshark").args(["-r", f.to_str().unwrap(), "-q", "-z", "expert,error"]));
     let _ = std::fs::remove_file(&f);
+    let (out, expert) = (out.expect("tshark -r -V"), expert.expect("tshark -r -z expert"));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!text.contains("Malformed"), "{text}");
     let e = String::from_utf8_lossy(&expert.stdout);
