@@ -21,6 +21,23 @@ use std::time::{Duration, Instant};
 /// Octets an entry's bookkeeping counts against the budgets.
 pub const ENTRY_COST: usize = 64;
 
+/// The largest IPv4 datagram: Total Length is 16 bits (RFC 791 3.1).
+pub const MAX_DATAGRAM: usize = 65535;
+
+/// Whether an IPv4 fragment stays within the largest datagram once put
+/// back together: header + fragment offset x 8 + its data <= 65535 (RFC
+/// 791 3.2). One that ends beyond it (the "ping of death") is never
+/// forwarded or held. A packet too short to hold an IPv4 header is out too.
+pub fn in_range(packet: &[u8]) -> bool {
+    let (Some(&vihl), Some(total), Some(frag)) = (packet.first(), packet.get(2..4), packet.get(6..8)) else {
+        return false;
+    };
+    let ihl = usize::from(vihl & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([total[0], total[1]])).min(packet.len());
+    let offset = usize::from(u16::from_be_bytes([frag[0], frag[1]]) & 0x1fff) * 8;
+    packet.len() >= 20 && ihl >= 20 && ihl + offset + total.saturating_sub(ihl) <= MAX_DATAGRAM
+}
+
 /// The RFC 791 reassembly key of a fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FragKey {
@@ -47,6 +64,8 @@ pub enum Later {
     Held,
     /// No room in the budget: drop it.
     Overflow,
+    /// Its data would end beyond 65535 octets ([`in_range`]): drop it.
+    OutOfRange,
 }
 
 #[derive(Debug)]
@@ -138,6 +157,9 @@ impl Defrag {
 
     /// A non-first fragment of `key`. Call [`Self::expire`] first.
     pub fn later(&mut self, now: Instant, seid: u64, key: FragKey, packet: &[u8]) -> Later {
+        if !in_range(packet) {
+            return Later::OutOfRange;
+        }
         if let Some(e) = self.entries.get(&(seid, key)) {
             if let Some(d) = e.decision {
                 return Later::Follow(d);
@@ -202,33 +224,65 @@ mod tests {
         FragKey { src: Ipv4Addr::new(192, 0, 2, 1), dst: Ipv4Addr::new(10, 45, 0, 2), proto: 17, id }
     }
 
+    /// An IPv4 fragment of `data` octets at `offset` (8-octet units).
+    fn fragment(offset: u16, data: usize) -> Vec<u8> {
+        let mut p = vec![0u8; 20 + data];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&((20 + data) as u16).to_be_bytes());
+        p[6..8].copy_from_slice(&offset.to_be_bytes());
+        p
+    }
+
+    /// A non-first fragment of `len` octets in all.
+    fn sized(len: usize) -> Vec<u8> {
+        fragment(1, len - 20)
+    }
+
+    #[test]
+    fn offsets_beyond_the_largest_datagram_are_dropped() {
+        // 20 + 8184 * 8 + 43 = 65535 fits, one more octet does not.
+        assert!(in_range(&fragment(8184, 43)) && !in_range(&fragment(8184, 44)));
+        assert!(in_range(&fragment(8189, 3)) && !in_range(&fragment(8189, 4)));
+        assert!(!in_range(&fragment(8191, 8)));
+        assert!(!in_range(&fragment(8184, 1500)));
+        assert!(!in_range(&[0x45, 0, 0]) && !in_range(&fragment(0, 0)[..19]));
+        let now = Instant::now();
+        let mut d = Defrag::new(LIMITS);
+        assert_eq!(d.later(now, 1, key(9), &fragment(8191, 8)), Later::OutOfRange);
+        assert!(d.is_empty(), "nothing held for it");
+        // Nor does it follow a first fragment that was matched.
+        d.first(now, 1, key(9), Some(1));
+        assert_eq!(d.later(now, 1, key(9), &fragment(8190, 100)), Later::OutOfRange);
+        assert_eq!(d.later(now, 1, key(9), &fragment(100, 100)), Later::Follow(Some(1)));
+    }
+
     #[test]
     fn held_until_first_then_followed() {
         let now = Instant::now();
         let mut d = Defrag::new(LIMITS);
-        assert_eq!(d.later(now, 1, key(7), &[1; 100]), Later::Held);
-        assert_eq!(d.later(now, 1, key(7), &[2; 50]), Later::Held);
+        assert_eq!(d.later(now, 1, key(7), &sized(100)), Later::Held);
+        assert_eq!(d.later(now, 1, key(7), &sized(50)), Later::Held);
         assert_eq!(d.usage(1), (150 + ENTRY_COST, 150 + ENTRY_COST));
-        assert_eq!(d.first(now, 1, key(7), Some(3)), vec![vec![1; 100], vec![2; 50]]);
+        assert_eq!(d.first(now, 1, key(7), Some(3)), vec![sized(100), sized(50)]);
         assert_eq!(d.usage(1), (ENTRY_COST, ENTRY_COST));
-        assert_eq!(d.later(now, 1, key(7), &[3; 10]), Later::Follow(Some(3)));
+        assert_eq!(d.later(now, 1, key(7), &sized(20)), Later::Follow(Some(3)));
         // Another session with the same key knows nothing of it.
-        assert_eq!(d.later(now, 2, key(7), &[3; 10]), Later::Held);
+        assert_eq!(d.later(now, 2, key(7), &sized(20)), Later::Held);
     }
 
     #[test]
     fn budgets_and_timeout() {
         let t0 = Instant::now();
         let mut d = Defrag::new(LIMITS);
-        assert_eq!(d.later(t0, 1, key(1), &[0; 900]), Later::Held);
-        assert_eq!(d.later(t0, 1, key(1), &[0; 100]), Later::Overflow, "session budget");
-        assert_eq!(d.later(t0, 2, key(1), &[0; 500]), Later::Held);
-        assert_eq!(d.later(t0, 3, key(1), &[0; 10]), Later::Overflow, "total budget");
+        assert_eq!(d.later(t0, 1, key(1), &sized(900)), Later::Held);
+        assert_eq!(d.later(t0, 1, key(1), &sized(100)), Later::Overflow, "session budget");
+        assert_eq!(d.later(t0, 2, key(1), &sized(500)), Later::Held);
+        assert_eq!(d.later(t0, 3, key(1), &sized(20)), Later::Overflow, "total budget");
         assert_eq!(d.poll_timeout(), Some(t0 + LIMITS.timeout));
         assert_eq!(d.expire(t0 + Duration::from_millis(1999)), 0);
         assert_eq!(d.expire(t0 + LIMITS.timeout), 2);
         assert_eq!((d.usage(1), d.len()), ((0, 0), 0));
-        assert_eq!(d.later(t0 + LIMITS.timeout, 3, key(1), &[0; 10]), Later::Held);
+        assert_eq!(d.later(t0 + LIMITS.timeout, 3, key(1), &sized(20)), Later::Held);
         assert_eq!(d.remove_session(3), 1);
         assert_eq!(d.usage(3), (0, 0));
     }

@@ -127,6 +127,7 @@ impl UserPlane {
                 Verdict::Held
             }
             Later::Overflow => Verdict::Dropped(DropReason::FragOverflow),
+            Later::OutOfRange => Verdict::Dropped(DropReason::FragOutOfRange),
         }
     }
 

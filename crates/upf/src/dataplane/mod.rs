@@ -133,6 +133,8 @@ pub enum DropReason {
     Unsupported,
     /// A fragment for which the fragment table had no room.
     FragOverflow,
+    /// A fragment whose data would end beyond 65535 octets (`defrag::in_range`).
+    FragOutOfRange,
     /// Too big for the S1-U MTU with DF set (ICMP sent).
     TooBig,
 }
@@ -153,6 +155,7 @@ impl DropReason {
             DropReason::NoDestination => "upf_no_destination",
             DropReason::Unsupported => "gtpu_unsupported_message",
             DropReason::FragOverflow => "upf_frag_overflow",
+            DropReason::FragOutOfRange => "upf_frag_offset_out_of_range",
             DropReason::TooBig => "upf_too_big",
         }
     }

@@ -188,8 +188,11 @@ impl Meter {
                 t.insert(UsageTrigger::PERIO);
                 // The next boundary after `now` on the same grid.
                 let period = secs(period.max(1));
+                // Checked: a period and a gap from the peer never overflow.
                 let behind = now.saturating_duration_since(p).as_nanos() / period.as_nanos();
-                self.next_period = Some(p + period * (behind as u32 + 1));
+                let steps = u32::try_from(behind.saturating_add(1)).unwrap_or(u32::MAX);
+                let next = period.checked_mul(steps).and_then(|d| p.checked_add(d));
+                self.next_period = Some(next.filter(|n| *n > now).unwrap_or_else(|| later(now, now.checked_add(period).unwrap_or(now))));
             }
         }
         if let (true, Some(q), false) = (self.urr.triggers.quhti, self.urr.quota_holding_time, self.qht_reported) {

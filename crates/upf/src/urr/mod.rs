@@ -71,14 +71,15 @@ pub struct UsageCounts {
 }
 
 impl UsageCounts {
-    /// One packet of `octets`.
+    /// One packet of `octets`. Saturating: a count never wraps back to a
+    /// small value (which [`Self::since`] would read as a restart).
     pub fn add(&mut self, uplink: bool, octets: u64) {
         if uplink {
-            self.ul_octets = self.ul_octets.wrapping_add(octets);
-            self.ul_packets = self.ul_packets.wrapping_add(1);
+            self.ul_octets = self.ul_octets.saturating_add(octets);
+            self.ul_packets = self.ul_packets.saturating_add(1);
         } else {
-            self.dl_octets = self.dl_octets.wrapping_add(octets);
-            self.dl_packets = self.dl_packets.wrapping_add(1);
+            self.dl_octets = self.dl_octets.saturating_add(octets);
+            self.dl_packets = self.dl_packets.saturating_add(1);
         }
     }
     pub fn total_octets(&self) -> u64 {

@@ -407,3 +407,53 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn usage_counts_saturate_instead_of_wrapping() {
+    let mut c = UsageCounts { ul_octets: u64::MAX - 5, ul_packets: u64::MAX, ..Default::default() };
+    c.add(true, 1500);
+    assert_eq!((c.ul_octets, c.ul_packets), (u64::MAX, u64::MAX));
+    let last = c;
+    c.add(true, 1500);
+    assert!(c.since(last).is_zero(), "a saturated count is not read as a restart");
+    c.add(false, u64::MAX);
+    c.add(false, 1);
+    assert_eq!((c.dl_octets, c.dl_packets, c.total_octets()), (u64::MAX, 2, u64::MAX));
+}
+
+fn arb_extreme_urr() -> impl Strategy<Value = Urr> {
+    let big = || prop_oneof![Just(u64::MAX), Just(u64::MAX - 1), Just(0u64), any::<u64>()];
+    let time = || proptest::option::of(prop_oneof![Just(u32::MAX), Just(0u32), Just(1u32), any::<u32>()]);
+    (any::<[bool; 6]>(), proptest::option::of(big()), proptest::option::of(big()), [time(), time(), time(), time(), time()]).prop_map(
+        |(t, vt, vq, times)| Urr {
+            id: 1,
+            measure_volume: true,
+            measure_duration: true,
+            triggers: UrrTriggers { perio: t[0], volth: t[1], timth: t[2], quhti: t[3], volqu: t[4], timqu: t[5] },
+            volume_threshold: vt.and_then(total),
+            volume_quota: vq.and_then(total),
+            time_threshold: times[0],
+            time_quota: times[1],
+            measurement_period: times[2],
+            inactivity_detection_time: times[3],
+            quota_holding_time: times[4],
+        },
+    )
+}
+
+proptest! {
+    /// Thresholds, quotas and times a peer sets at their extremes, with
+    /// counts anywhere in u64 (growing to saturation or jumping about):
+    /// no panic, no overflow, and every report's counts add up without wrapping.
+    #[test]
+    fn peer_values_at_their_extremes_never_overflow(u in arb_extreme_urr(), ops in proptest::collection::vec(arb_op(false), 0..30), monotone in any::<bool>()) {
+        let (out, last) = run(&u, &ops, monotone);
+        prop_assert!(out.last().is_some_and(|r| r.trigger.contains(UsageTrigger::TERMR)));
+        if monotone {
+            let sum = out.iter().fold(UsageCounts::default(), |a, r| a.saturating_sum(UsageCounts {
+                ul_octets: r.uplink_octets, dl_octets: r.downlink_octets, ul_packets: r.uplink_packets, dl_packets: r.downlink_packets,
+            }));
+            prop_assert_eq!(sum, last);
+        }
+    }
+}
