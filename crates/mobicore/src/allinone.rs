@@ -58,6 +58,8 @@ pub async fn sctp_endpoint(cfg: &Config, local: SocketAddr, t: Transport, remote
 pub struct AllInOne {
     /// Which user-plane data path runs.
     pub datapath: &'static str,
+    /// Whether that includes the XDP fast path (loaded and attached).
+    pub xdp: bool,
     pub s1ap: SocketAddr,
     pub hss: SocketAddr,
     pub sgw_s11: SocketAddr,
@@ -104,7 +106,8 @@ pub async fn start_with(cfg: &Config, store: SubscriberStore, t: Transport, topo
     }
     let upf = mobicore_upf::Upf::bind(upf_cfg.clone()).await.context("starting the UPF's PFCP node")?;
     let upf_pfcp = upf.pfcp_addr();
-    let datapath = match (upf_cfg.datapath, upf.xdp_loaded()) {
+    let xdp = upf.xdp_loaded();
+    let datapath = match (upf_cfg.datapath, xdp) {
         (DatapathKind::None, _) => "none (PFCP only)",
         (_, true) => "XDP fast path + user-space slow path",
         (_, false) => "user space",
@@ -130,7 +133,7 @@ pub async fn start_with(cfg: &Config, store: SubscriberStore, t: Transport, topo
     counters.extend(mme.1);
     tasks.push(("mme", mme.0));
 
-    Ok(AllInOne { datapath, s1ap: cfg.mme.s1ap, hss, sgw_s11, pfcp: (sgw_pfcp, upf_pfcp), counters, shutdown, tasks })
+    Ok(AllInOne { datapath, xdp, s1ap: cfg.mme.s1ap, hss, sgw_s11, pfcp: (sgw_pfcp, upf_pfcp), counters, shutdown, tasks })
 }
 
 /// The MME with its S6a and S11 clients and its SCTP endpoint.

@@ -57,7 +57,7 @@ impl Ports {
 }
 
 pub fn tshark_available() -> bool {
-    Command::new("tshark").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    mobicore_common::tools::runs("tshark")
 }
 
 impl Capture {

@@ -91,6 +91,8 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         "mobicore demo: MME S1-MME {} over {:?}, HSS S6a {}, S/P-GW-C S11 {}, PFCP {} -> UPF {}, data path: {}",
         core.s1ap, t, core.hss, core.sgw_s11, core.pfcp.0, core.pfcp.1, core.datapath
     );
+    // Which data path carried the traffic, for the JSON summary.
+    let datapath = json!({ "name": core.datapath, "xdp": core.xdp });
     let traffic = topo.as_ref().map(|topo| TrafficPlan { topo, ues: a.traffic_ues });
     let result = run_with_progress_and_traffic(&cfg, ran, t, a.quiet, traffic).await;
     let (report, traffic) = match result {
@@ -105,6 +107,7 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     let report = report?;
     print_report(&report);
     let mut summary = summary_json(&report);
+    summary["datapath"] = datapath;
     let mut traffic_ok = true;
     if let Some(tr) = &traffic {
         match tr {

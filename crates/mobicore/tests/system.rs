@@ -1,12 +1,15 @@
 //! Whole-system tests over real sockets on loopback: the demo's capture
 //! decodes cleanly in tshark, and bad input on every interface of a running
 //! core is answered or counted while other UEs' attaches still complete.
-//! They need root (raw IP for SCTP); without it they say so and pass.
+//! They need root (raw IP for SCTP); without it they say so and pass. As
+//! root, a tshark that cannot run fails them, and so does a demo whose
+//! user plane fell back from the XDP fast path to user space.
 
 use bytes::Bytes;
 use mobicore::allinone;
 use mobicore::config::Config;
 use mobicore_common::sctp_api::{SctpCommand, SctpEvent, PPID_S1AP};
+use mobicore_common::tools::{self, is_root};
 use mobicore_hss::SubscriberStore;
 use mobicore_sctp::Transport;
 use oxirush_s1ap::s1ap::*;
@@ -14,25 +17,19 @@ use oxirush_s1ap::build_s1ap;
 use std::process::Command;
 use std::time::Duration;
 
-fn is_root() -> bool {
-    unsafe { libc_geteuid() == 0 }
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
-fn tshark() -> bool {
-    mobicore::capture::tshark_available()
-}
+/// The data path the demo reports (its JSON `datapath`, or the `data
+/// path:` of its first line) is the XDP fast path: as root on a kernel
+/// with XDP it loads, and a silent fallback to user space is a failure.
+const XDP_DATAPATH: &str = "XDP fast path + user-space slow path";
 
 #[test]
 fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
-    if !is_root() || !tshark() {
-        eprintln!("skipped: needs root and tshark");
+    if !is_root() {
+        eprintln!("skipped: needs root");
         return;
     }
+    // As root the capture check must run.
+    tools::require(&["tshark"]);
     let dir = std::env::temp_dir().join(format!("mobicore-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (pcap, json) = (dir.join("demo.pcapng"), dir.join("demo.json"));
@@ -54,6 +51,9 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     assert_eq!(v["attached"], 30);
     assert_eq!(v["detached"], 30);
     assert_eq!(v["failed"], 0);
+    // The traffic below went through the XDP fast path, not a fallback.
+    assert_eq!(v["datapath"], serde_json::json!({ "name": XDP_DATAPATH, "xdp": true }), "{stdout}");
+    assert!(v["counters"].get("upf.upf_xdp_fallback").is_none(), "{}", v["counters"]);
     let cap = &v["capture"];
     for proto in ["s1ap", "nas-eps", "diameter", "gtpv2", "pfcp"] {
         assert!(cap["packets"][proto].as_u64().unwrap_or(0) > 0, "no {proto} in the capture: {cap}");
@@ -99,6 +99,7 @@ fn demo_runs_over_udp_encapsulated_sctp() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("attach           20       0"), "{stdout}");
+    assert!(stdout.contains(&format!("data path: {XDP_DATAPATH}")), "the demo fell back from XDP:\n{stdout}");
     assert!(stdout.contains("tcp uplink    2/2"), "{stdout}");
 }
 
