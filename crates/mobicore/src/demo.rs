@@ -218,7 +218,7 @@ pub async fn run_with_progress_and_traffic(
 
 /// The user plane of the first `plan.ues` UEs: eNB-side GTP-U in `ran`,
 /// then ICMP echo, UDP echo and TCP bulk transfers to servers in `dn`.
-async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedUe>) -> TrafficResult {
+pub async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedUe>) -> TrafficResult {
     use mobicore_ran::userplane::{TrafficConfig, UserPlane, UserPlaneConfig};
     let topo = plan.topo;
     let tunnels: Vec<_> = ues.into_iter().take(plan.ues).map(|u| u.tunnel).collect();

@@ -1,0 +1,79 @@
+//! Trust boundaries end to end, over real sockets and namespaces: an
+//! impostor eNB attaching with a registered UE's IMSI fails authentication
+//! and the registered UE keeps working (its traffic flows through the
+//! UPF, its detach succeeds). Needs root (raw IP for SCTP, namespaces);
+//! without it the test says so and passes.
+
+use mobicore::allinone;
+use mobicore::config::Config;
+use mobicore::demo::{run_traffic, TrafficPlan};
+use mobicore_hss::SubscriberStore;
+use mobicore_sctp::Transport;
+
+fn is_root() -> bool {
+    unsafe { libc_geteuid() == 0 }
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impostor_attach_with_a_registered_imsi_leaves_the_ue_working() {
+    if !is_root() {
+        eprintln!("skipped: needs root (raw IP for SCTP, network namespaces)");
+        return;
+    }
+    let mut cfg = Config::default();
+    cfg.mme.s1ap = "127.0.0.1:36476".parse().unwrap();
+    let t = Transport::RawIp;
+    let _ = mobicore_netns::cleanup_stale("mt");
+    let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mt")).unwrap();
+    let mut ran = cfg.ran.core.clone();
+    ran.mme = cfg.mme.s1ap;
+    ran.ues = 1;
+    ran.enbs = 1;
+    ran.detach = true;
+    ran.s1u_addr = topo.addr.ran_s1u;
+    let store = SubscriberStore::in_memory();
+    allinone::provision(&store, &ran.plan, 1).unwrap();
+    let core = allinone::start_with(&cfg, store, t, Some(&topo)).await.unwrap();
+
+    // Another eNB with a UE that claims the same IMSI but holds another key.
+    let mut impostor = ran.clone();
+    impostor.first_enb_id = 77;
+    impostor.detach = false;
+    impostor.plan.k = [0x5a; 16];
+    impostor.s1u_addr = std::net::Ipv4Addr::LOCALHOST;
+    let (report, (fake, traffic)) = allinone::run_ran_workload_with(&cfg, ran, t, None, |ues| {
+        let (cfg, topo) = (&cfg, &topo);
+        async move {
+            let fake = allinone::run_ran_workload(cfg, impostor, t, None).await;
+            let traffic = run_traffic(TrafficPlan { topo, ues: 1 }, ues).await;
+            (fake, traffic)
+        }
+    })
+    .await
+    .unwrap();
+    let counter = |name: &'static str| {
+        core.counters.iter().filter(|(n, _)| *n == "mme").map(|(_, c)| c.value(name)).sum::<u64>()
+    };
+    let replaced = counter("ue_context_replaced");
+    // The impostor's USIM refuses the network's AUTN (another K): the MME
+    // sees a MAC failure and rejects it.
+    let refused = counter("authentication_mac_failure") + counter("authentication_reject");
+    core.stop().await.unwrap();
+    drop(topo);
+
+    let fake = fake.unwrap();
+    assert_eq!((fake.attached, fake.failed), (0, 1), "the impostor must not attach: {:?}", fake.failures);
+    assert_eq!(replaced, 0, "no context was replaced");
+    assert!(refused >= 1, "the impostor reached authentication and failed it");
+    let traffic = traffic.unwrap();
+    assert!(traffic.errors.is_empty(), "{:?}", traffic.errors);
+    assert!(traffic.icmp.received > 0, "{:?}", traffic.icmp);
+    assert_eq!(traffic.tcp_uplink.completed, traffic.tcp_uplink.started);
+    assert_eq!(report.attached, 1);
+    assert_eq!(report.detached, 1, "the registered UE's detach succeeds: {:?}", report.failures);
+}
