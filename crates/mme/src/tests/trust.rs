@@ -260,12 +260,13 @@ fn m_tmsis_are_not_sequential() {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
 
-    /// Any NAS in an Initial UE Message from another eNB, plain or with a
-    /// security header, never touches the registered UE.
+    /// Any NAS in an Initial UE Message from another eNB (plain, protected,
+    /// a service request header, an attach naming the UE) never touches the
+    /// registered UE.
     #[test]
     fn any_initial_nas_from_another_enb_leaves_a_registered_ue_alone(
         tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
-        header in 0u8..6,
+        header in 0u8..16,
     ) {
         let mut h = Harness::default();
         let ue = h.attach("001010000000065", 65);
@@ -274,6 +275,7 @@ proptest::proptest! {
         h.enb_up(AssocId(2));
         h.assoc = AssocId(2);
         // An Attach Request naming the UE, then arbitrary octets; or arbitrary octets alone.
+        // Header 12 is a SERVICE REQUEST (TS 24.301 9.3.1); 5 stands for an attach here.
         let mut nas = if header == 5 { TestUe::new("001010000000065", 3).attach_request() } else { vec![(header << 4) | 0x07] };
         nas.extend_from_slice(&tail);
         h.mme.handle(h.now, MmeEvent::S1Data { assoc: AssocId(2), stream: 1, data: Bytes::from(initial_ue_message(3, nas)) });

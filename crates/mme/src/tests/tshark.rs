@@ -37,9 +37,12 @@ fn tshark_dissects_attach_and_detach_without_errors() {
     let _ = h.drain();
     let path = std::env::temp_dir().join(format!("mobicore-mme-{}.pcap", std::process::id()));
     std::fs::write(&path, pcap(&h.log)).unwrap();
-    let out = tools::run(Command::new("tshark").args(["-r", path.to_str().unwrap(), "-V"])
-        .args(["-o", r#"uat:user_dlts:"User 0 (DLT=147)","s1ap","0","","0","""#])
-        .args(["-o", "nas-eps.null_decipher:TRUE"]));
+    let out = tools::run(
+        Command::new("tshark")
+            .args(["-r", path.to_str().unwrap(), "-V"])
+            .args(["-o", r#"uat:user_dlts:"User 0 (DLT=147)","s1ap","0","","0","""#])
+            .args(["-o", "nas-eps.null_decipher:TRUE"]),
+    );
     let _ = std::fs::remove_file(&path);
     let out = out.expect("tshark -r");
     let text = String::from_utf8_lossy(&out.stdout);
