@@ -53,7 +53,8 @@ async fn run(
         Transport::Udp { .. } => (Transport::Udp { port: 0 }, Transport::Udp { port: 0 }),
         t => (t, t),
     };
-    let scfg = EndpointConfig::new(lo, server_tr);
+    let mut scfg = EndpointConfig::new(lo, server_tr);
+    scfg.max_associations = scfg.max_associations.max(assocs);
     let server_counters = scfg.counters.clone();
     let server = bind_with_info(scfg).await.map_err(|e| e.to_string())?;
     let mut ccfg = EndpointConfig::new(lo, client_tr);

@@ -139,22 +139,24 @@ fn start_capture(ports: (u16, u16)) -> Option<Capture> {
     let file = std::env::temp_dir().join(format!("mobicore-sctp-{}-{}.pcapng", std::process::id(), ports.0));
     let _ = std::fs::remove_file(&file);
     let filter = format!("sctp and (port {} or port {})", ports.0, ports.1);
-    let mut child = Command::new("tshark")
+    let child = Command::new("tshark")
         .args(["-i", "lo", "-f", &filter, "-w"])
         .arg(&file)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting tshark");
+    // Owned by a Capture at once: whichever way this returns, tshark is stopped and waited for.
+    let mut cap = Capture { child, file };
     // tshark says "Capturing on 'Loopback: lo'" and then "Capture started" once it listens.
     use std::io::{BufRead, BufReader};
-    let mut err = BufReader::new(child.stderr.take()?);
+    let mut err = BufReader::new(cap.child.stderr.take()?);
     let mut line = String::new();
     while err.read_line(&mut line).ok()? > 0 {
         if line.contains("Capture started") {
             std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
             std::thread::sleep(Duration::from_millis(300));
-            return Some(Capture { child, file });
+            return Some(cap);
         }
         line.clear();
     }
