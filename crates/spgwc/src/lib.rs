@@ -33,3 +33,5 @@ pub use shell::{bind, run, Spgwc, SpgwcError};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_trust;

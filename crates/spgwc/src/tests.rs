@@ -14,48 +14,63 @@ use mobicore_upf::{MemoryPlane, UpfConfig, UpfCore};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Instant, SystemTime};
 
-const MME: &str = "127.0.0.1:40000";
-const GW_PFCP: &str = "127.0.0.1:8805";
-const UPF: &str = "127.0.0.1:8806";
-const S1U: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
+pub(crate) const MME: &str = "127.0.0.1:40000";
+pub(crate) const GW_PFCP: &str = "127.0.0.1:8805";
+pub(crate) const UPF: &str = "127.0.0.1:8806";
+pub(crate) const S1U: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
 
-fn a(s: &str) -> SocketAddr {
+pub(crate) fn a(s: &str) -> SocketAddr {
     s.parse().unwrap()
 }
 
-struct Net {
-    gw: SpgwcCore,
-    upf: UpfCore,
-    plane: MemoryPlane,
-    now: Instant,
-    /// S11 messages the gateway sent to the MME.
-    s11_out: Vec<GtpMessage>,
-    /// PFCP datagrams the gateway sent, in order.
-    pfcp_log: Vec<Vec<u8>>,
+pub(crate) struct Net {
+    pub gw: SpgwcCore,
+    pub upf: UpfCore,
+    pub plane: MemoryPlane,
+    pub now: Instant,
+    /// S11 messages the gateway sent, and to whom.
+    pub s11_out: Vec<GtpMessage>,
+    pub s11_dst: Vec<SocketAddr>,
+    /// PFCP datagrams the gateway sent, in order (only those to `UPF`
+    /// reach the in-memory UPF).
+    pub pfcp_log: Vec<Vec<u8>>,
     /// When false, PFCP from the gateway is dropped (UPF unreachable).
-    upf_up: bool,
-    seq: u32,
+    pub upf_up: bool,
+    pub seq: u32,
 }
 
 impl Net {
-    fn new(cfg: SpgwcConfig) -> Net {
+    pub fn with_upf(cfg: SpgwcConfig, upf_cfg: UpfConfig) -> Net {
         let plane = MemoryPlane::new();
         let upf = UpfCore::new(
-            UpfConfig { s1u_addr: S1U, ..UpfConfig::default() },
+            UpfConfig { s1u_addr: S1U, ..upf_cfg },
             Box::new(plane.clone()),
             SystemTime::UNIX_EPOCH,
             Counters::new(),
         );
         let gw = SpgwcCore::new(cfg, Ipv4Addr::LOCALHOST, SystemTime::UNIX_EPOCH, Counters::new());
-        let mut n =
-            Net { gw, upf, plane, now: Instant::now(), s11_out: vec![], pfcp_log: vec![], upf_up: true, seq: 0 };
+        let mut n = Net {
+            gw,
+            upf,
+            plane,
+            now: Instant::now(),
+            s11_out: vec![],
+            s11_dst: vec![],
+            pfcp_log: vec![],
+            upf_up: true,
+            seq: 0,
+        };
         n.gw.start(n.now);
         n.drive();
         assert!(n.gw.upf_associated(0));
         n
     }
 
-    fn cfg() -> SpgwcConfig {
+    pub fn new(cfg: SpgwcConfig) -> Net {
+        Self::with_upf(cfg, UpfConfig::default())
+    }
+
+    pub fn cfg() -> SpgwcConfig {
         SpgwcConfig {
             upfs: vec![UpfPeerConfig { pfcp: a(UPF), s1u_addr: S1U, teid_base: 0x1000, teid_count: 0x1000 }],
             id_seed: Some(1),
@@ -64,20 +79,19 @@ impl Net {
     }
 
     /// Carries datagrams until nobody has anything to send.
-    fn drive(&mut self) {
+    pub fn drive(&mut self) {
         loop {
             let mut progress = false;
             while let Some(t) = self.gw.poll_transmit() {
                 progress = true;
                 match t.interface {
                     Interface::S11 => {
-                        assert_eq!(t.dst, a(MME));
                         self.s11_out.push(GtpMessage::parse(&t.bytes).expect("we emit well-formed GTPv2-C"));
+                        self.s11_dst.push(t.dst);
                     }
                     Interface::Pfcp => {
-                        assert_eq!(t.dst, a(UPF));
                         self.pfcp_log.push(t.bytes.to_vec());
-                        if self.upf_up {
+                        if self.upf_up && t.dst == a(UPF) {
                             self.upf.handle_datagram(self.now, a(GW_PFCP), &t.bytes);
                         }
                     }
@@ -95,29 +109,43 @@ impl Net {
     }
 
     /// Sends an S11 request and returns the response it got, if any.
-    fn s11(&mut self, req: &S11Request) -> Option<S11Response> {
-        self.seq += 1;
-        let bytes = encode_request(req, self.seq).to_bytes();
-        self.s11_raw(&bytes).map(|m| decode_response(&m, mobicore_gtp::s11::request_ebi(req)).unwrap())
+    pub fn s11(&mut self, req: &S11Request) -> Option<S11Response> {
+        self.s11_as(a(MME), req)
     }
 
-    fn s11_raw(&mut self, bytes: &[u8]) -> Option<GtpMessage> {
+    /// [`Self::s11`] from `peer`; the response must go back to `peer`.
+    pub fn s11_as(&mut self, peer: SocketAddr, req: &S11Request) -> Option<S11Response> {
+        self.seq += 1;
+        let bytes = encode_request(req, self.seq).to_bytes();
+        self.s11_from(peer, &bytes).map(|m| decode_response(&m, mobicore_gtp::s11::request_ebi(req)).unwrap())
+    }
+
+    pub fn s11_raw(&mut self, bytes: &[u8]) -> Option<GtpMessage> {
+        self.s11_from(a(MME), bytes)
+    }
+
+    /// One S11 datagram from `peer`: the answer sent to `peer`, if any.
+    pub fn s11_from(&mut self, peer: SocketAddr, bytes: &[u8]) -> Option<GtpMessage> {
         let before = self.s11_out.len();
-        self.gw.handle_s11(self.now, a(MME), bytes);
+        self.gw.handle_s11(self.now, peer, bytes);
         self.drive();
         assert!(self.s11_out.len() <= before + 1);
-        self.s11_out.get(before).cloned()
+        let m = self.s11_out.get(before).cloned();
+        if m.is_some() {
+            assert_eq!(self.s11_dst[before], peer, "answered to the sender");
+        }
+        m
     }
 
     /// Jumps to the next deadline.
-    fn step(&mut self) {
+    pub fn step(&mut self) {
         self.now = self.gw.poll_timeout().expect("a timer");
         self.gw.handle_timeout(self.now);
         self.drive();
     }
 }
 
-fn csr(i: u32) -> CreateSessionRequest {
+pub(crate) fn csr(i: u32) -> CreateSessionRequest {
     let plmn = Plmn::new("001", "01").unwrap();
     CreateSessionRequest {
         imsi: format!("0010100000{:05}", i).parse().unwrap(),
@@ -133,7 +161,7 @@ fn csr(i: u32) -> CreateSessionRequest {
     }
 }
 
-fn created(r: Option<S11Response>) -> CreateSessionResponse {
+pub(crate) fn created(r: Option<S11Response>) -> CreateSessionResponse {
     match r {
         Some(S11Response::CreateSession(c)) => c,
         other => panic!("expected Create Session Response, got {other:?}"),
@@ -391,7 +419,7 @@ fn create_session_for_an_existing_pdn_connection_replaces_it() {
 }
 
 /// The counts the UPF's data path measured for a session's URR.
-fn measured(n: &Net, ul: u64, dl: u64) {
+pub(crate) fn measured(n: &Net, ul: u64, dl: u64) {
     let up_seid = *n.plane.sessions().keys().next().unwrap();
     let c = mobicore_upf::urr::UsageCounts { ul_octets: ul, dl_octets: dl, ul_packets: ul / 100, dl_packets: dl / 100 };
     n.plane.set_usage(up_seid, sxa::URR_SESSION, c);
