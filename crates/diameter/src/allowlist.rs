@@ -31,10 +31,7 @@ impl AllowedPeer {
     pub fn matches(&self, ip: IpAddr, origin_host: &str, origin_realm: &str) -> bool {
         self.addrs.permits(ip)
             && self.origin_realm.eq_ignore_ascii_case(origin_realm)
-            && self
-                .origin_host
-                .as_deref()
-                .is_none_or(|h| h.eq_ignore_ascii_case(origin_host))
+            && self.origin_host.as_deref().is_none_or(|h| h.eq_ignore_ascii_case(origin_host))
     }
 }
 
@@ -52,9 +49,7 @@ impl AllowedPeers {
 
     /// Whether a CER with this identity on a connection from `ip` is allowed.
     pub fn permits(&self, ip: IpAddr, origin_host: &str, origin_realm: &str) -> bool {
-        self.0
-            .iter()
-            .any(|p| p.matches(ip, origin_host, origin_realm))
+        self.0.iter().any(|p| p.matches(ip, origin_host, origin_realm))
     }
 
     /// Whether any address may connect (`mobicore config check` reports
@@ -94,11 +89,7 @@ mod tests {
                 origin_realm: "mobicore.local".into(),
                 addrs: PeerFilter::hosts(["127.0.0.1".parse().unwrap()]),
             },
-            AllowedPeer {
-                origin_host: None,
-                origin_realm: "edge.example".into(),
-                addrs: PeerFilter::loopback(),
-            },
+            AllowedPeer { origin_host: None, origin_realm: "edge.example".into(), addrs: PeerFilter::loopback() },
         ])
     }
 
@@ -108,22 +99,13 @@ mod tests {
         let lo: IpAddr = "127.0.0.1".parse().unwrap();
         let lo2: IpAddr = "127.0.0.2".parse().unwrap();
         assert!(l.permits(lo, "MME.mobicore.local", "mobicore.LOCAL"));
-        assert!(
-            !l.permits(lo2, "mme.mobicore.local", "mobicore.local"),
-            "allowed host, wrong address"
-        );
+        assert!(!l.permits(lo2, "mme.mobicore.local", "mobicore.local"), "allowed host, wrong address");
         assert!(!l.permits(lo, "other.mobicore.local", "mobicore.local"));
         assert!(!l.permits(lo, "mme.mobicore.local", "other.realm"));
-        assert!(
-            l.permits(lo2, "anything.edge.example", "edge.example"),
-            "realm-wide entry"
-        );
+        assert!(l.permits(lo2, "anything.edge.example", "edge.example"), "realm-wide entry");
         assert!(l.permits_address(lo2));
         assert!(!l.permits_address("10.0.0.1".parse().unwrap()));
         assert!(!l.accepts_any_address());
-        assert!(
-            !AllowedPeers::default().permits_address(lo),
-            "empty: nobody"
-        );
+        assert!(!AllowedPeers::default().permits_address(lo), "empty: nobody");
     }
 }

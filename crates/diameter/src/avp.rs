@@ -44,10 +44,7 @@ impl<T: AsRef<[u8]>> Avp<T> {
         if b.len() < HEADER_LEN {
             return Err(WireError::AvpLength { code: 0, offset: 0 });
         }
-        let bad = WireError::AvpLength {
-            code: a.code(),
-            offset: 0,
-        };
+        let bad = WireError::AvpLength { code: a.code(), offset: 0 };
         if a.flags() & flags::VENDOR != 0 && b.len() < HEADER_LEN_VENDOR {
             return Err(bad);
         }
@@ -191,11 +188,7 @@ impl AvpRepr {
 
     /// Unsigned32, Enumerated, AppId, VendorId.
     pub fn as_u32(&self) -> Result<u32, WireError> {
-        let b: [u8; 4] = self
-            .data
-            .as_slice()
-            .try_into()
-            .map_err(|_| self.invalid_length())?;
+        let b: [u8; 4] = self.data.as_slice().try_into().map_err(|_| self.invalid_length())?;
         Ok(u32::from_be_bytes(b))
     }
 
@@ -224,10 +217,7 @@ impl AvpRepr {
     }
 
     fn invalid_length(&self) -> WireError {
-        WireError::AvpLength {
-            code: self.code,
-            offset: 0,
-        }
+        WireError::AvpLength { code: self.code, offset: 0 }
     }
 }
 
@@ -241,11 +231,7 @@ pub struct AvpIter<'a> {
 
 impl<'a> AvpIter<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
-        AvpIter {
-            buf,
-            offset: 0,
-            failed: false,
-        }
+        AvpIter { buf, offset: 0, failed: false }
     }
 }
 
@@ -266,11 +252,7 @@ impl<'a> Iterator for AvpIter<'a> {
             }
             Err(e) => {
                 self.failed = true;
-                let code = if rest.len() >= 4 {
-                    u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]])
-                } else {
-                    0
-                };
+                let code = if rest.len() >= 4 { u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) } else { 0 };
                 let offset = self.offset;
                 Some(Err(match e {
                     WireError::AvpLength { .. } => WireError::AvpLength { code, offset },
@@ -283,7 +265,5 @@ impl<'a> Iterator for AvpIter<'a> {
 
 /// Parses a sequence of AVPs.
 pub fn parse_avps(buf: &[u8]) -> Result<Vec<AvpRepr>, WireError> {
-    AvpIter::new(buf)
-        .map(|a| a.map(|a| AvpRepr::parse(&a)))
-        .collect()
+    AvpIter::new(buf).map(|a| a.map(|a| AvpRepr::parse(&a))).collect()
 }

@@ -32,19 +32,14 @@ impl LocalIdentity {
         }
     }
     fn origin(&self) -> [AvpRepr; 2] {
-        [
-            avp::ORIGIN_HOST.utf8(&self.origin_host),
-            avp::ORIGIN_REALM.utf8(&self.origin_realm),
-        ]
+        [avp::ORIGIN_HOST.utf8(&self.origin_host), avp::ORIGIN_REALM.utf8(&self.origin_realm)]
     }
 }
 
 /// Vendor-Specific-Application-Id for S6a (TS 29.272 7.1.8).
 pub fn s6a_vendor_specific_application_id() -> AvpRepr {
-    avp::VENDOR_SPECIFIC_APPLICATION_ID.grouped(&[
-        avp::VENDOR_ID.u32(VENDOR_3GPP),
-        avp::AUTH_APPLICATION_ID.u32(app::S6A),
-    ])
+    avp::VENDOR_SPECIFIC_APPLICATION_ID
+        .grouped(&[avp::VENDOR_ID.u32(VENDOR_3GPP), avp::AUTH_APPLICATION_ID.u32(app::S6A)])
 }
 
 fn request_header(command_code: u32, hop_by_hop: u32, end_to_end: u32) -> HeaderRepr {
@@ -74,11 +69,7 @@ fn capabilities(id: &LocalIdentity, m: &mut Message) {
 
 /// Capabilities-Exchange-Request (RFC 6733 5.3.1).
 pub fn cer(id: &LocalIdentity, hop_by_hop: u32, end_to_end: u32) -> Message {
-    let mut m = Message::new(request_header(
-        cmd::CAPABILITIES_EXCHANGE,
-        hop_by_hop,
-        end_to_end,
-    ));
+    let mut m = Message::new(request_header(cmd::CAPABILITIES_EXCHANGE, hop_by_hop, end_to_end));
     capabilities(id, &mut m);
     m
 }

@@ -70,9 +70,7 @@ impl S6aClientConfig {
 
     fn peer_config(&self) -> PeerConfig {
         let mut local = LocalIdentity::new(&self.origin_host, &self.origin_realm);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         local.origin_state_id = now.as_secs() as u32;
         let mut cfg = PeerConfig::s6a(local);
         cfg.watchdog_interval = self.watchdog_interval;
@@ -131,13 +129,7 @@ impl InFlight {
     }
 
     /// Encodes a request with a fresh Session-Id and ids, queues it on the peer.
-    pub fn start(
-        &mut self,
-        now: Instant,
-        peer: &mut Peer,
-        cfg: &S6aClientConfig,
-        p: Pending<S6aRequest, S6aAnswer>,
-    ) {
+    pub fn start(&mut self, now: Instant, peer: &mut Peer, cfg: &S6aClientConfig, p: Pending<S6aRequest, S6aAnswer>) {
         let (hop_by_hop, end_to_end) = peer.next_ids();
         self.session_seq += 1;
         // RFC 6733 8.8: <DiameterIdentity>;<high 32 bits>;<low 32 bits>
@@ -263,9 +255,7 @@ async fn open(cfg: &S6aClientConfig) -> Result<Connection, DiameterError> {
 /// MME uses. The first connection must succeed; later drops are retried
 /// with backoff when `reconnect_max_backoff` is set (requests meanwhile get
 /// [`TransportError::Down`]).
-pub async fn connect_s6a(
-    cfg: S6aClientConfig,
-) -> Result<Requester<S6aRequest, S6aAnswer>, DiameterError> {
+pub async fn connect_s6a(cfg: S6aClientConfig) -> Result<Requester<S6aRequest, S6aAnswer>, DiameterError> {
     let conn = open(&cfg).await?;
     let (handle, rx) = Requester::channel(cfg.channel_depth);
     tokio::spawn(run(cfg, conn, rx));
@@ -279,15 +269,8 @@ enum Exit {
     Down(String),
 }
 
-async fn run(
-    cfg: S6aClientConfig,
-    conn: Connection,
-    mut rx: mpsc::Receiver<Pending<S6aRequest, S6aAnswer>>,
-) {
-    let boot = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs() as u32;
+async fn run(cfg: S6aClientConfig, conn: Connection, mut rx: mpsc::Receiver<Pending<S6aRequest, S6aAnswer>>) {
+    let boot = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs() as u32;
     let mut inflight = InFlight::new(&cfg.origin_host, cfg.request_timeout, boot);
     let mut conn = conn;
     loop {

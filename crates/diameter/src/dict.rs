@@ -146,20 +146,13 @@ pub mod avp {
 
     /// The definition of an AVP code and vendor, if this dictionary knows it.
     pub fn lookup(code: u32, vendor_id: Option<u32>) -> Option<&'static AvpDef> {
-        ALL.iter()
-            .find(|d| d.code == code && d.vendor_id == vendor_id)
+        ALL.iter().find(|d| d.code == code && d.vendor_id == vendor_id)
     }
 }
 
 impl AvpDef {
     fn make(&self, data: Vec<u8>) -> AvpRepr {
-        AvpRepr {
-            code: self.code,
-            vendor_id: self.vendor_id,
-            mandatory: self.mandatory,
-            protected: false,
-            data,
-        }
+        AvpRepr { code: self.code, vendor_id: self.vendor_id, mandatory: self.mandatory, protected: false, data }
     }
     /// Unsigned32 / Enumerated / AppId / VendorId (RFC 6733 4.2, 4.3).
     pub fn u32(&self, v: u32) -> AvpRepr {

@@ -43,10 +43,7 @@ impl FrameDecoder {
     /// less than a header).
     pub fn new(max_len: usize) -> Self {
         let max_len = max_len.max(HEADER_LEN);
-        FrameDecoder {
-            buf: BytesMut::with_capacity(max_len.min(16 * 1024)),
-            max_len,
-        }
+        FrameDecoder { buf: BytesMut::with_capacity(max_len.min(16 * 1024)), max_len }
     }
 
     /// The largest message taken.
@@ -90,8 +87,7 @@ impl FrameDecoder {
         if self.buf.len() < 4 {
             return Ok(None);
         }
-        let len =
-            ((self.buf[1] as usize) << 16) | ((self.buf[2] as usize) << 8) | self.buf[3] as usize;
+        let len = ((self.buf[1] as usize) << 16) | ((self.buf[2] as usize) << 8) | self.buf[3] as usize;
         if len < HEADER_LEN || len > self.max_len {
             let header = if self.buf.len() >= HEADER_LEN {
                 let p = crate::header::Packet::new_unchecked(&self.buf[..HEADER_LEN]);
@@ -108,10 +104,7 @@ impl FrameDecoder {
             } else {
                 None
             };
-            return Err(FramingError {
-                error: WireError::MessageLength(len as u32),
-                header,
-            });
+            return Err(FramingError { error: WireError::MessageLength(len as u32), header });
         }
         if self.buf.len() < len {
             return Ok(None);

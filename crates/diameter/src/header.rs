@@ -192,11 +192,6 @@ impl HeaderRepr {
     /// The header of the answer to this request (RFC 6733 6.2): same
     /// command, application and identifiers, R cleared, P copied.
     pub fn answer(&self) -> HeaderRepr {
-        HeaderRepr {
-            request: false,
-            error: false,
-            retransmit: false,
-            ..*self
-        }
+        HeaderRepr { request: false, error: false, retransmit: false, ..*self }
     }
 }

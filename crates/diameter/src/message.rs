@@ -62,12 +62,7 @@ fn failed_avp_at(buf: &[u8]) -> Option<AvpRepr> {
     let code = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
     let f = buf[4];
     let vendor = f & crate::avp::flags::VENDOR != 0;
-    let vendor_id = if vendor {
-        buf.get(8..12)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    } else {
-        None
-    };
+    let vendor_id = if vendor { buf.get(8..12).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])) } else { None };
     let hl = if vendor_id.is_some() { 12 } else { 8 };
     let declared = ((buf[5] as usize) << 16) | ((buf[6] as usize) << 8) | buf[7] as usize;
     let end = declared.clamp(hl, buf.len().max(hl)).min(buf.len());
@@ -82,21 +77,13 @@ fn failed_avp_at(buf: &[u8]) -> Option<AvpRepr> {
 
 impl Message {
     pub fn new(header: HeaderRepr) -> Self {
-        Message {
-            header,
-            avps: Vec::new(),
-        }
+        Message { header, avps: Vec::new() }
     }
 
     /// Parses one whole message (exactly the octets of its Message Length,
     /// or more: trailing octets are ignored).
     pub fn parse(buf: &[u8]) -> Result<Message, ParseError> {
-        let fail = |error, header, avps, failed_avp| ParseError {
-            error,
-            header,
-            avps,
-            failed_avp,
-        };
+        let fail = |error, header, avps, failed_avp| ParseError { error, header, avps, failed_avp };
         let p = match Packet::new_checked(buf) {
             Ok(p) => p,
             Err(e) => return Err(fail(e, raw_header(buf), Vec::new(), None)),
@@ -169,8 +156,7 @@ impl Message {
 
     /// Session-Id, when present (RFC 6733 8.8).
     pub fn session_id(&self) -> Option<&str> {
-        self.find(crate::dict::avp::SESSION_ID)
-            .and_then(|a| a.as_str().ok())
+        self.find(crate::dict::avp::SESSION_ID).and_then(|a| a.as_str().ok())
     }
 
     /// The Result-Code, or the Experimental-Result-Code of an
@@ -181,9 +167,7 @@ impl Message {
             return Some(rc);
         }
         let er = self.find(EXPERIMENTAL_RESULT)?.grouped().ok()?;
-        er.iter()
-            .find(|a| EXPERIMENTAL_RESULT_CODE.matches(a))
-            .and_then(|a| a.as_u32().ok())
+        er.iter().find(|a| EXPERIMENTAL_RESULT_CODE.matches(a)).and_then(|a| a.as_u32().ok())
     }
 }
 

@@ -40,14 +40,7 @@ impl PeerConfig {
         PeerConfig {
             local,
             watchdog_interval: DEFAULT_TW,
-            applications: vec![(
-                app::S6A,
-                vec![
-                    cmd::UPDATE_LOCATION,
-                    cmd::AUTHENTICATION_INFORMATION,
-                    cmd::PURGE_UE,
-                ],
-            )],
+            applications: vec![(app::S6A, vec![cmd::UPDATE_LOCATION, cmd::AUTHENTICATION_INFORMATION, cmd::PURGE_UE])],
             id_seed: 1,
             admission: Admission::Anyone,
         }
@@ -70,10 +63,7 @@ pub enum PeerState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PeerEvent {
     /// Capabilities exchanged; the remote identity.
-    Up {
-        origin_host: String,
-        origin_realm: String,
-    },
+    Up { origin_host: String, origin_realm: String },
     /// The connection must close (or has been closed by DPR/DPA).
     Down(String),
     /// An application request (the application answers with [`Peer::send`]).
@@ -170,10 +160,7 @@ impl Peer {
         if self.tx.is_empty() {
             None
         } else {
-            Some(std::mem::replace(
-                &mut self.tx,
-                Vec::with_capacity(16 * 1024),
-            ))
+            Some(std::mem::replace(&mut self.tx, Vec::with_capacity(16 * 1024)))
         }
     }
 
@@ -267,9 +254,7 @@ impl Peer {
                         self.send(&a);
                     }
                     Some(h) if h.application_id != app::COMMON => {
-                        self.events.push_back(PeerEvent::MalformedAnswer {
-                            hop_by_hop: h.hop_by_hop,
-                        })
+                        self.events.push_back(PeerEvent::MalformedAnswer { hop_by_hop: h.hop_by_hop })
                     }
                     _ => {}
                 }
@@ -292,13 +277,7 @@ impl Peer {
         if h.request && h.error {
             // RFC 6733 3: the E-bit is never set in a request.
             self.counters.incr("diameter_invalid_hdr_bits");
-            let a = base::error_answer(
-                &self.cfg.local,
-                &h,
-                m.session_id(),
-                result::DIAMETER_INVALID_HDR_BITS,
-                None,
-            );
+            let a = base::error_answer(&self.cfg.local, &h, m.session_id(), result::DIAMETER_INVALID_HDR_BITS, None);
             self.send(&a);
             return;
         }
@@ -317,21 +296,11 @@ impl Peer {
     }
 
     fn common_application(&self, m: &Message) -> bool {
-        let ours =
-            |id: u32| id == app::RELAY || self.cfg.applications.iter().any(|(a, _)| *a == id);
-        let direct = m
-            .find_all(avp::AUTH_APPLICATION_ID)
-            .filter_map(|a| a.as_u32().ok())
-            .any(ours);
-        let vendor = m
-            .find_all(avp::VENDOR_SPECIFIC_APPLICATION_ID)
-            .filter_map(|a| a.grouped().ok())
-            .any(|g| {
-                g.iter()
-                    .filter(|a| avp::AUTH_APPLICATION_ID.matches(a))
-                    .filter_map(|a| a.as_u32().ok())
-                    .any(ours)
-            });
+        let ours = |id: u32| id == app::RELAY || self.cfg.applications.iter().any(|(a, _)| *a == id);
+        let direct = m.find_all(avp::AUTH_APPLICATION_ID).filter_map(|a| a.as_u32().ok()).any(ours);
+        let vendor = m.find_all(avp::VENDOR_SPECIFIC_APPLICATION_ID).filter_map(|a| a.grouped().ok()).any(|g| {
+            g.iter().filter(|a| avp::AUTH_APPLICATION_ID.matches(a)).filter_map(|a| a.as_u32().ok()).any(ours)
+        });
         direct || vendor
     }
 
@@ -348,14 +317,10 @@ impl Peer {
             (Some(got), Some(cer)) if got.eq_ignore_ascii_case(cer) => return true,
             (None, _) => {
                 self.counters.incr("diameter_request_without_origin_host");
-                (
-                    result::DIAMETER_MISSING_AVP,
-                    Some(avp::ORIGIN_HOST.utf8("")),
-                )
+                (result::DIAMETER_MISSING_AVP, Some(avp::ORIGIN_HOST.utf8("")))
             }
             _ => {
-                self.counters
-                    .incr("diameter_request_from_other_origin_host");
+                self.counters.incr("diameter_request_from_other_origin_host");
                 (result::DIAMETER_UNABLE_TO_COMPLY, None)
             }
         };
@@ -375,13 +340,7 @@ impl Peer {
         let Some((host, realm)) = Self::remote_identity(&m) else {
             self.counters.incr("diameter_missing_avp");
             let failed = avp::ORIGIN_HOST.utf8("");
-            let a = base::error_answer(
-                &self.cfg.local,
-                &h,
-                None,
-                result::DIAMETER_MISSING_AVP,
-                Some(failed),
-            );
+            let a = base::error_answer(&self.cfg.local, &h, None, result::DIAMETER_MISSING_AVP, Some(failed));
             self.send(&a);
             self.down("CER without Origin-Host/Realm");
             return;
@@ -407,10 +366,7 @@ impl Peer {
         self.remote_host = Some(host.clone());
         self.state = PeerState::Open;
         self.deadline = Some(now + self.cfg.watchdog_interval);
-        self.events.push_back(PeerEvent::Up {
-            origin_host: host,
-            origin_realm: realm,
-        });
+        self.events.push_back(PeerEvent::Up { origin_host: host, origin_realm: realm });
     }
 
     fn wait_cea(&mut self, now: Instant, m: Message) {
@@ -426,10 +382,7 @@ impl Peer {
                 self.remote_host = Some(host.clone());
                 self.state = PeerState::Open;
                 self.deadline = Some(now + self.cfg.watchdog_interval);
-                self.events.push_back(PeerEvent::Up {
-                    origin_host: host,
-                    origin_realm: realm,
-                });
+                self.events.push_back(PeerEvent::Up { origin_host: host, origin_realm: realm });
             }
             rc => self.down(format!("CEA with Result-Code {rc:?}")),
         }
@@ -443,9 +396,7 @@ impl Peer {
                     self.dwr_outstanding = false;
                     self.deadline = Some(now + self.cfg.watchdog_interval);
                 }
-                cmd::DISCONNECT_PEER if h.application_id == app::COMMON => {
-                    self.down("DPA received")
-                }
+                cmd::DISCONNECT_PEER if h.application_id == app::COMMON => self.down("DPA received"),
                 cmd::CAPABILITIES_EXCHANGE if h.application_id == app::COMMON => {}
                 _ => self.events.push_back(PeerEvent::Answer(m)),
             }
@@ -467,56 +418,27 @@ impl Peer {
                 }
                 _ => {
                     self.counters.incr("diameter_command_unsupported");
-                    base::error_answer(
-                        local,
-                        &h,
-                        m.session_id(),
-                        result::DIAMETER_COMMAND_UNSUPPORTED,
-                        None,
-                    )
+                    base::error_answer(local, &h, m.session_id(), result::DIAMETER_COMMAND_UNSUPPORTED, None)
                 }
             };
             self.send(&a);
             return;
         }
-        let Some((_, commands)) = self
-            .cfg
-            .applications
-            .iter()
-            .find(|(a, _)| *a == h.application_id)
-        else {
+        let Some((_, commands)) = self.cfg.applications.iter().find(|(a, _)| *a == h.application_id) else {
             self.counters.incr("diameter_application_unsupported");
-            let a = base::error_answer(
-                local,
-                &h,
-                m.session_id(),
-                result::DIAMETER_APPLICATION_UNSUPPORTED,
-                None,
-            );
+            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_APPLICATION_UNSUPPORTED, None);
             self.send(&a);
             return;
         };
         if !commands.contains(&h.command_code) {
             self.counters.incr("diameter_command_unsupported");
-            let a = base::error_answer(
-                local,
-                &h,
-                m.session_id(),
-                result::DIAMETER_COMMAND_UNSUPPORTED,
-                None,
-            );
+            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_COMMAND_UNSUPPORTED, None);
             self.send(&a);
             return;
         }
         if self.state == PeerState::Closing {
             // RFC 6733 5.4: we are leaving; tell the peer to go elsewhere.
-            let a = base::error_answer(
-                local,
-                &h,
-                m.session_id(),
-                result::DIAMETER_UNABLE_TO_DELIVER,
-                None,
-            );
+            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_UNABLE_TO_DELIVER, None);
             self.send(&a);
             return;
         }

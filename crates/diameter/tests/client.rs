@@ -40,22 +40,14 @@ async fn timeout_watchdog_answer_and_down() {
         let mut d = FrameDecoder::default();
         let cer = next(&mut s, &mut d).await.unwrap();
         assert_eq!(cer.header.command_code, cmd::CAPABILITIES_EXCHANGE);
-        s.write_all(&base::cea(&hss, &cer.header, 2001).to_vec())
-            .await
-            .unwrap();
+        s.write_all(&base::cea(&hss, &cer.header, 2001).to_vec()).await.unwrap();
         // The AIR: not answered. Then a DWR of ours, which must be answered.
         let air = next(&mut s, &mut d).await.unwrap();
         assert_eq!(air.header.command_code, cmd::AUTHENTICATION_INFORMATION);
-        s.write_all(&base::dwr(&hss, 99, 99).to_vec())
-            .await
-            .unwrap();
+        s.write_all(&base::dwr(&hss, 99, 99).to_vec()).await.unwrap();
         let dwa = next(&mut s, &mut d).await.unwrap();
         assert_eq!(
-            (
-                dwa.header.command_code,
-                dwa.header.hop_by_hop,
-                dwa.header.request
-            ),
+            (dwa.header.command_code, dwa.header.hop_by_hop, dwa.header.request),
             (cmd::DEVICE_WATCHDOG, 99, false)
         );
         seen_tx.send(()).unwrap();
@@ -82,18 +74,13 @@ async fn timeout_watchdog_answer_and_down() {
 #[tokio::test]
 async fn refused_cea_fails_connect() {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let cfg = S6aClientConfig {
-        peer: l.local_addr().unwrap(),
-        ..Default::default()
-    };
+    let cfg = S6aClientConfig { peer: l.local_addr().unwrap(), ..Default::default() };
     tokio::spawn(async move {
         let (mut s, _) = l.accept().await.unwrap();
         let mut d = FrameDecoder::default();
         let cer = next(&mut s, &mut d).await.unwrap();
         let hss = LocalIdentity::new("hss", "r");
-        s.write_all(&base::cea(&hss, &cer.header, 5010).to_vec())
-            .await
-            .unwrap();
+        s.write_all(&base::cea(&hss, &cer.header, 5010).to_vec()).await.unwrap();
         let _ = next(&mut s, &mut d).await;
     });
     assert!(connect_s6a(cfg).await.is_err());

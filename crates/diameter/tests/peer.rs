@@ -42,12 +42,8 @@ fn open_pair(now: Instant) -> (Peer, Peer) {
     assert_eq!(cer[0].header.command_code, cmd::CAPABILITIES_EXCHANGE);
     let cea = carry(&mut hss, &mut mme, now);
     assert_eq!(cea[0].result_code(), Some(result::DIAMETER_SUCCESS));
-    assert!(
-        matches!(&events(&mut hss)[..], [PeerEvent::Up { origin_host, .. }] if origin_host == "mme")
-    );
-    assert!(
-        matches!(&events(&mut mme)[..], [PeerEvent::Up { origin_host, .. }] if origin_host == "hss")
-    );
+    assert!(matches!(&events(&mut hss)[..], [PeerEvent::Up { origin_host, .. }] if origin_host == "mme"));
+    assert!(matches!(&events(&mut mme)[..], [PeerEvent::Up { origin_host, .. }] if origin_host == "hss"));
     (mme, hss)
 }
 
@@ -93,10 +89,7 @@ fn traffic_postpones_the_watchdog() {
     let dwa = carry(&mut mme, &mut hss, t1);
     assert_eq!(dwa.len(), 1, "the DWA");
     mme.handle_timeout(t0 + TW);
-    assert!(
-        mme.poll_transmit().is_none(),
-        "no DWR before Tw after the last traffic"
-    );
+    assert!(mme.poll_transmit().is_none(), "no DWR before Tw after the last traffic");
 }
 
 #[test]
@@ -118,15 +111,10 @@ fn cer_without_common_application_is_refused() {
     let now = Instant::now();
     let mut hss = Peer::responder(cfg("hss"), now, Counters::new());
     let mut cer = base::cer(&LocalIdentity::new("x", "y"), 1, 1);
-    cer.avps.retain(|a| {
-        !avp::AUTH_APPLICATION_ID.matches(a) && !avp::VENDOR_SPECIFIC_APPLICATION_ID.matches(a)
-    });
+    cer.avps.retain(|a| !avp::AUTH_APPLICATION_ID.matches(a) && !avp::VENDOR_SPECIFIC_APPLICATION_ID.matches(a));
     hss.handle_frame(now, &cer.to_vec());
     let cea = Message::parse(&hss.poll_transmit().unwrap()).unwrap();
-    assert_eq!(
-        cea.result_code(),
-        Some(result::DIAMETER_NO_COMMON_APPLICATION)
-    );
+    assert_eq!(cea.result_code(), Some(result::DIAMETER_NO_COMMON_APPLICATION));
     assert!(hss.is_closed());
 }
 
@@ -136,8 +124,7 @@ fn requests_reach_the_application_and_bad_ones_are_answered() {
     let (mut mme, mut hss) = open_pair(t0);
     let local = LocalIdentity::new("mme", "mobicore.local");
     let imsi = "001010000000001".parse().unwrap();
-    let req =
-        mobicore_common::s6a::S6aRequest::PurgeUe(mobicore_common::s6a::PurgeUeRequest { imsi });
+    let req = mobicore_common::s6a::S6aRequest::PurgeUe(mobicore_common::s6a::PurgeUeRequest { imsi });
     let ctx = mobicore_diameter::s6a::RequestContext {
         session_id: "mme;1;1",
         local: &local,
@@ -157,18 +144,12 @@ fn requests_reach_the_application_and_bad_ones_are_answered() {
     mme.send(&bad);
     carry(&mut mme, &mut hss, t0);
     let ans = carry(&mut hss, &mut mme, t0);
-    assert_eq!(
-        ans[0].result_code(),
-        Some(result::DIAMETER_COMMAND_UNSUPPORTED)
-    );
+    assert_eq!(ans[0].result_code(), Some(result::DIAMETER_COMMAND_UNSUPPORTED));
     assert!(ans[0].header.error);
     let _ = events(&mut mme);
     // An answer for the application reaches it.
-    let answer = mobicore_diameter::s6a::encode_answer(
-        &m,
-        &mobicore_common::s6a::S6aAnswer::PurgeUe(Ok(())),
-        hss.local(),
-    );
+    let answer =
+        mobicore_diameter::s6a::encode_answer(&m, &mobicore_common::s6a::S6aAnswer::PurgeUe(Ok(())), hss.local());
     hss.send(&answer);
     carry(&mut hss, &mut mme, t0);
     assert!(matches!(&events(&mut mme)[..], [PeerEvent::Answer(a)] if a.header.hop_by_hop == 77));
@@ -186,10 +167,7 @@ fn requests_reach_the_application_and_bad_ones_are_answered() {
 fn message_before_cer_closes() {
     let now = Instant::now();
     let mut hss = Peer::responder(cfg("hss"), now, Counters::new());
-    hss.handle_frame(
-        now,
-        &base::dwr(&LocalIdentity::new("x", "y"), 1, 1).to_vec(),
-    );
+    hss.handle_frame(now, &base::dwr(&LocalIdentity::new("x", "y"), 1, 1).to_vec());
     assert!(hss.is_closed());
     let mut hss = Peer::responder(cfg("hss"), now, Counters::new());
     hss.handle_timeout(now + TW);
@@ -210,20 +188,13 @@ mod admission {
                 origin_realm: "mobicore.local".into(),
                 addrs: PeerFilter::hosts(["127.0.0.1".parse().unwrap()]),
             },
-            AllowedPeer {
-                origin_host: None,
-                origin_realm: "edge.example".into(),
-                addrs: PeerFilter::loopback(),
-            },
+            AllowedPeer { origin_host: None, origin_realm: "edge.example".into(), addrs: PeerFilter::loopback() },
         ])
     }
 
     fn hss_from(ip: &str, now: Instant) -> Peer {
         let mut c = cfg("hss");
-        c.admission = Admission::Listed {
-            peers: allowed(),
-            from: ip.parse::<IpAddr>().unwrap(),
-        };
+        c.admission = Admission::Listed { peers: allowed(), from: ip.parse::<IpAddr>().unwrap() };
         Peer::responder(c, now, Counters::new())
     }
 
@@ -236,17 +207,13 @@ mod admission {
         if let Some(b) = p.poll_transmit() {
             d.push(&b);
         }
-        std::iter::from_fn(|| d.next_frame().unwrap())
-            .map(|f| Message::parse(&f).unwrap())
-            .collect()
+        std::iter::from_fn(|| d.next_frame().unwrap()).map(|f| Message::parse(&f).unwrap()).collect()
     }
 
     fn purge(host: &str, hop: u32) -> Message {
         let local = LocalIdentity::new(host, "mobicore.local");
         let imsi = "001010000000001".parse().unwrap();
-        let req = mobicore_common::s6a::S6aRequest::PurgeUe(mobicore_common::s6a::PurgeUeRequest {
-            imsi,
-        });
+        let req = mobicore_common::s6a::S6aRequest::PurgeUe(mobicore_common::s6a::PurgeUeRequest { imsi });
         let ctx = mobicore_diameter::s6a::RequestContext {
             session_id: "mme;1;1",
             local: &local,
@@ -295,16 +262,12 @@ mod admission {
     #[test]
     fn listed_host_and_realm_wide_entry_are_admitted() {
         let now = Instant::now();
-        for (ip, host, realm) in [
-            ("127.0.0.1", "MME", "mobicore.local"),
-            ("127.0.0.9", "any.edge.example", "edge.example"),
-        ] {
+        for (ip, host, realm) in
+            [("127.0.0.1", "MME", "mobicore.local"), ("127.0.0.9", "any.edge.example", "edge.example")]
+        {
             let mut hss = hss_from(ip, now);
             hss.handle_frame(now, &cer_from(host, realm));
-            assert_eq!(
-                answers(&mut hss)[0].result_code(),
-                Some(result::DIAMETER_SUCCESS)
-            );
+            assert_eq!(answers(&mut hss)[0].result_code(), Some(result::DIAMETER_SUCCESS));
             assert!(hss.is_open());
             assert_eq!(hss.remote_host(), Some(host));
         }
@@ -319,16 +282,9 @@ mod admission {
         // Another Origin-Host: refused, never reaches the application.
         hss.handle_frame(now, &purge("other", 7).to_vec());
         let a = answers(&mut hss);
-        assert_eq!(
-            (a[0].header.hop_by_hop, a[0].result_code()),
-            (7, Some(result::DIAMETER_UNABLE_TO_COMPLY))
-        );
+        assert_eq!((a[0].header.hop_by_hop, a[0].result_code()), (7, Some(result::DIAMETER_UNABLE_TO_COMPLY)));
         assert!(events(&mut hss).is_empty());
-        assert_eq!(
-            hss.counters()
-                .value("diameter_request_from_other_origin_host"),
-            1
-        );
+        assert_eq!(hss.counters().value("diameter_request_from_other_origin_host"), 1);
         // No Origin-Host: DIAMETER_MISSING_AVP naming it.
         let mut m = purge("mme", 8);
         m.avps.retain(|a| !avp::ORIGIN_HOST.matches(a));
@@ -340,9 +296,7 @@ mod admission {
         assert!(events(&mut hss).is_empty());
         // The CER's own host (any case) is served.
         hss.handle_frame(now, &purge("MME", 9).to_vec());
-        assert!(
-            matches!(&events(&mut hss)[..], [PeerEvent::Request(r)] if r.header.hop_by_hop == 9)
-        );
+        assert!(matches!(&events(&mut hss)[..], [PeerEvent::Request(r)] if r.header.hop_by_hop == 9));
         assert!(hss.is_open());
     }
 

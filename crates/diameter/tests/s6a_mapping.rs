@@ -5,9 +5,7 @@ use mobicore_common::s6a::*;
 use mobicore_common::{Ambr, Arp, PdnType, Plmn};
 use mobicore_diameter::base::LocalIdentity;
 use mobicore_diameter::dict::{app, avp, result};
-use mobicore_diameter::s6a::{
-    decode_answer, decode_request, encode_answer, encode_request, RequestContext,
-};
+use mobicore_diameter::s6a::{decode_answer, decode_request, encode_answer, encode_request, RequestContext};
 use mobicore_diameter::Message;
 use proptest::prelude::*;
 
@@ -36,16 +34,9 @@ fn requests() -> Vec<S6aRequest> {
             imsi: imsi.clone(),
             visited_plmn: plmn,
             num_vectors: 1,
-            resync: Some(ResyncInfo {
-                rand: [5; 16],
-                auts: [6; 14],
-            }),
+            resync: Some(ResyncInfo { rand: [5; 16], auts: [6; 14] }),
         }),
-        S6aRequest::UpdateLocation(UpdateLocationRequest {
-            imsi: imsi.clone(),
-            visited_plmn: plmn,
-            flags: 0x22,
-        }),
+        S6aRequest::UpdateLocation(UpdateLocationRequest { imsi: imsi.clone(), visited_plmn: plmn, flags: 0x22 }),
         S6aRequest::PurgeUe(PurgeUeRequest { imsi }),
     ]
 }
@@ -69,18 +60,10 @@ fn requests_round_trip_with_3gpp_flags() {
 }
 
 fn answers() -> Vec<S6aAnswer> {
-    let v = EutranVector {
-        rand: [1; 16],
-        xres: vec![2; 8],
-        autn: [3; 16],
-        kasme: [4; 32],
-    };
+    let v = EutranVector { rand: [1; 16], xres: vec![2; 8], autn: [3; 16], kasme: [4; 32] };
     let sd = SubscriptionData {
         msisdn: Some("46700000001".into()),
-        ue_ambr: Ambr {
-            uplink: 50_000_000,
-            downlink: 100_000_000,
-        },
+        ue_ambr: Ambr { uplink: 50_000_000, downlink: 100_000_000 },
         default_context_identifier: 1,
         apns: vec![
             ApnConfiguration {
@@ -89,25 +72,15 @@ fn answers() -> Vec<S6aAnswer> {
                 pdn_type: PdnType::Ipv4,
                 qci: 9,
                 arp: Arp::default(),
-                ambr: Ambr {
-                    uplink: 1,
-                    downlink: 2,
-                },
+                ambr: Ambr { uplink: 1, downlink: 2 },
             },
             ApnConfiguration {
                 context_identifier: 2,
                 service_selection: "ims".into(),
                 pdn_type: PdnType::Ipv4v6,
                 qci: 5,
-                arp: Arp {
-                    priority_level: 1,
-                    pre_emption_capability: true,
-                    pre_emption_vulnerability: false,
-                },
-                ambr: Ambr {
-                    uplink: 3,
-                    downlink: 4,
-                },
+                arp: Arp { priority_level: 1, pre_emption_capability: true, pre_emption_vulnerability: false },
+                ambr: Ambr { uplink: 3, downlink: 4 },
             },
         ],
     };
@@ -140,10 +113,7 @@ fn answers_round_trip_with_result_or_experimental_result() {
         assert!(!m.header.request && !m.header.error);
         assert_eq!(m.header.hop_by_hop, 7);
         assert_eq!(m.session_id(), Some("mme;1;2"));
-        assert_eq!(
-            m.find(avp::ORIGIN_HOST).unwrap().as_str().unwrap(),
-            "hss.mobicore.local"
-        );
+        assert_eq!(m.find(avp::ORIGIN_HOST).unwrap().as_str().unwrap(), "hss.mobicore.local");
         let experimental = m.find(avp::EXPERIMENTAL_RESULT).is_some();
         let expected_experimental = matches!(&a,
             S6aAnswer::AuthenticationInformation(Err(e)) | S6aAnswer::UpdateLocation(Err(e)) | S6aAnswer::PurgeUe(Err(e)) if e.is_experimental());
@@ -168,10 +138,7 @@ fn bad_requests_get_the_rfc_6733_codes() {
     for a in m.avps.iter_mut().filter(|a| avp::USER_NAME.matches(a)) {
         a.data = b"12x".to_vec();
     }
-    assert_eq!(
-        decode_request(&m).unwrap_err().result_code,
-        result::DIAMETER_INVALID_AVP_VALUE
-    );
+    assert_eq!(decode_request(&m).unwrap_err().result_code, result::DIAMETER_INVALID_AVP_VALUE);
 
     let mut m = good.clone();
     m.avps.push(mobicore_diameter::avp::AvpRepr {
@@ -181,10 +148,7 @@ fn bad_requests_get_the_rfc_6733_codes() {
         protected: false,
         data: vec![],
     });
-    assert_eq!(
-        decode_request(&m).unwrap_err().result_code,
-        result::DIAMETER_AVP_UNSUPPORTED
-    );
+    assert_eq!(decode_request(&m).unwrap_err().result_code, result::DIAMETER_AVP_UNSUPPORTED);
     // Unknown AVP without the M-bit is ignored.
     let mut m = good.clone();
     m.avps.push(mobicore_diameter::avp::AvpRepr {
@@ -205,10 +169,7 @@ fn bad_requests_get_the_rfc_6733_codes() {
         None,
     );
     assert!(err.header.error);
-    assert_eq!(
-        decode_answer(&err).unwrap(),
-        S6aAnswer::AuthenticationInformation(Err(S6aError::Other(3002)))
-    );
+    assert_eq!(decode_answer(&err).unwrap(), S6aAnswer::AuthenticationInformation(Err(S6aError::Other(3002))));
 }
 
 proptest! {

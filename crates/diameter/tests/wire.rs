@@ -34,10 +34,7 @@ fn avp_bytes_vendor_and_padding() {
     // Visited-PLMN-Id: code 1407, V+M, length 15, vendor 10415, 3 data + 1 pad.
     let a = avp::VISITED_PLMN_ID.octets(&[0x00, 0xf1, 0x10]);
     let b = a.to_vec();
-    assert_eq!(
-        b,
-        vec![0, 0, 0x05, 0x7f, 0xc0, 0, 0, 15, 0, 0, 0x28, 0xaf, 0x00, 0xf1, 0x10, 0]
-    );
+    assert_eq!(b, vec![0, 0, 0x05, 0x7f, 0xc0, 0, 0, 15, 0, 0, 0x28, 0xaf, 0x00, 0xf1, 0x10, 0]);
     // Origin-Host: no V-bit, M-bit.
     let o = avp::ORIGIN_HOST.utf8("hss").to_vec();
     assert_eq!(o, vec![0, 0, 1, 8, 0x40, 0, 0, 11, b'h', b's', b's', 0]);
@@ -51,10 +48,8 @@ fn avp_bytes_vendor_and_padding() {
 
 #[test]
 fn grouped_avps_nest() {
-    let g = avp::EXPERIMENTAL_RESULT.grouped(&[
-        avp::VENDOR_ID.u32(VENDOR_3GPP),
-        avp::EXPERIMENTAL_RESULT_CODE.u32(5001),
-    ]);
+    let g =
+        avp::EXPERIMENTAL_RESULT.grouped(&[avp::VENDOR_ID.u32(VENDOR_3GPP), avp::EXPERIMENTAL_RESULT_CODE.u32(5001)]);
     let children = g.grouped().unwrap();
     assert_eq!(children.len(), 2);
     assert_eq!(children[1].as_u32().unwrap(), 5001);
@@ -68,13 +63,7 @@ fn bad_lengths_are_typed_errors() {
     // AVP length beyond the message: 5014 with the AVP for Failed-AVP.
     b[20 + 7] = 200;
     let e = Message::parse(&b).unwrap_err();
-    assert!(matches!(
-        e.error,
-        WireError::AvpLength {
-            code: 264,
-            offset: 0
-        }
-    ));
+    assert!(matches!(e.error, WireError::AvpLength { code: 264, offset: 0 }));
     assert_eq!(e.error.result_code(), 5014);
     assert_eq!(e.failed_avp.unwrap().code, 264);
     assert!(e.header.is_some());
@@ -87,10 +76,7 @@ fn bad_lengths_are_typed_errors() {
     let mut b = dwr_bytes();
     b[0] = 2;
     assert_eq!(Message::parse(&b).unwrap_err().error, WireError::Version(2));
-    assert_eq!(
-        Message::parse(&[1, 0]).unwrap_err().error,
-        WireError::Truncated
-    );
+    assert_eq!(Message::parse(&[1, 0]).unwrap_err().error, WireError::Truncated);
     // AVP length below its header.
     let mut b = dwr_bytes();
     b[20 + 7] = 4;
@@ -151,21 +137,19 @@ fn arb_message() -> impl Strategy<Value = Message> {
         any::<u32>(),
         proptest::collection::vec(arb_avp(), 0..8),
     )
-        .prop_map(
-            |(f, command_code, application_id, hop_by_hop, end_to_end, avps)| Message {
-                header: HeaderRepr {
-                    request: f[0],
-                    proxiable: f[1],
-                    error: f[2],
-                    retransmit: f[3],
-                    command_code,
-                    application_id,
-                    hop_by_hop,
-                    end_to_end,
-                },
-                avps,
+        .prop_map(|(f, command_code, application_id, hop_by_hop, end_to_end, avps)| Message {
+            header: HeaderRepr {
+                request: f[0],
+                proxiable: f[1],
+                error: f[2],
+                retransmit: f[3],
+                command_code,
+                application_id,
+                hop_by_hop,
+                end_to_end,
             },
-        )
+            avps,
+        })
 }
 
 proptest! {
@@ -240,9 +224,6 @@ fn framing_buffer_stays_within_the_maximum() {
     big[1..4].copy_from_slice(&[0x01, 0, 0]);
     d.read_buf().put_slice(&big);
     let e = d.next_frame().unwrap_err();
-    assert_eq!(
-        e.error.result_code(),
-        mobicore_diameter::dict::result::DIAMETER_INVALID_MESSAGE_LENGTH
-    );
+    assert_eq!(e.error.result_code(), mobicore_diameter::dict::result::DIAMETER_INVALID_MESSAGE_LENGTH);
     assert!(e.header.is_some());
 }

@@ -326,7 +326,8 @@ async fn tshark_decodes_the_session_without_errors() {
     let _ = cap.wait();
 
     let decode = format!("tcp.port=={port},diameter");
-    let v = mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-V"])).expect("tshark -r");
+    let v = mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-V"]))
+        .expect("tshark -r");
     let text = String::from_utf8_lossy(&v.stdout);
     for cmd in ["Capabilities-Exchange", "Authentication-Information", "Update-Location", "Purge-UE", "Disconnect-Peer"]
     {
@@ -335,8 +336,10 @@ async fn tshark_decodes_the_session_without_errors() {
     assert!(text.contains("KASME"), "AIA vectors dissected");
     assert!(text.contains("Experimental-Result-Code: DIAMETER_ERROR_USER_UNKNOWN (5001)"), "{text}");
     assert!(!text.contains("Malformed"), "malformed packet in capture:\n{text}");
-    let x = mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-q", "-z", "expert"]))
-        .expect("tshark -z expert");
+    let x = mobicore_common::tools::run(
+        Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-q", "-z", "expert"]),
+    )
+    .expect("tshark -z expert");
     let experts = String::from_utf8_lossy(&x.stdout);
     // Sections are "Errors (n)", "Warns (n)", "Notes (n)", "Chats (n)". No
     // error at all, and no warning from the Diameter dissector (a TCP RST

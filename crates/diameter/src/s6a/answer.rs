@@ -11,10 +11,8 @@ use mobicore_common::{tbcd_decode, tbcd_encode, Ambr, Arp, PdnType};
 fn result_avp(err: Option<S6aError>) -> AvpRepr {
     match err {
         None => avp::RESULT_CODE.u32(result::DIAMETER_SUCCESS),
-        Some(e) if e.is_experimental() => avp::EXPERIMENTAL_RESULT.grouped(&[
-            avp::VENDOR_ID.u32(VENDOR_3GPP),
-            avp::EXPERIMENTAL_RESULT_CODE.u32(e.code()),
-        ]),
+        Some(e) if e.is_experimental() => avp::EXPERIMENTAL_RESULT
+            .grouped(&[avp::VENDOR_ID.u32(VENDOR_3GPP), avp::EXPERIMENTAL_RESULT_CODE.u32(e.code())]),
         Some(e) => avp::RESULT_CODE.u32(e.code()),
     }
 }
@@ -46,8 +44,7 @@ fn apn_avp(a: &ApnConfiguration) -> AvpRepr {
         avp::PRE_EMPTION_CAPABILITY.u32(u32::from(!a.arp.pre_emption_capability)),
         avp::PRE_EMPTION_VULNERABILITY.u32(u32::from(!a.arp.pre_emption_vulnerability)),
     ]);
-    let qos = avp::EPS_SUBSCRIBED_QOS_PROFILE
-        .grouped(&[avp::QOS_CLASS_IDENTIFIER.u32(a.qci.into()), arp]);
+    let qos = avp::EPS_SUBSCRIBED_QOS_PROFILE.grouped(&[avp::QOS_CLASS_IDENTIFIER.u32(a.qci.into()), arp]);
     avp::APN_CONFIGURATION.grouped(&[
         avp::CONTEXT_IDENTIFIER.u32(a.context_identifier),
         avp::PDN_TYPE.u32(pdn_type_code(a.pdn_type)),
@@ -142,23 +139,16 @@ fn ambr_of(a: Option<&AvpRepr>) -> Result<Ambr, AnswerError> {
     let c = grouped(a)?;
     let e = |_| bad("AMBR");
     Ok(Ambr {
-        uplink: u32_of(&c, avp::MAX_REQUESTED_BANDWIDTH_UL)
-            .map_err(e)?
-            .unwrap_or(0)
-            .into(),
-        downlink: u32_of(&c, avp::MAX_REQUESTED_BANDWIDTH_DL)
-            .map_err(e)?
-            .unwrap_or(0)
-            .into(),
+        uplink: u32_of(&c, avp::MAX_REQUESTED_BANDWIDTH_UL).map_err(e)?.unwrap_or(0).into(),
+        downlink: u32_of(&c, avp::MAX_REQUESTED_BANDWIDTH_DL).map_err(e)?.unwrap_or(0).into(),
     })
 }
 
 fn apn_of(a: &AvpRepr) -> Result<ApnConfiguration, AnswerError> {
     let c = grouped(a)?;
     let e = |_| bad("APN-Configuration");
-    let context_identifier = u32_of(&c, avp::CONTEXT_IDENTIFIER)
-        .map_err(e)?
-        .ok_or_else(|| bad("Context-Identifier"))?;
+    let context_identifier =
+        u32_of(&c, avp::CONTEXT_IDENTIFIER).map_err(e)?.ok_or_else(|| bad("Context-Identifier"))?;
     let service_selection = find(&c, avp::SERVICE_SELECTION)
         .and_then(|a| a.as_str().ok())
         .ok_or_else(|| bad("Service-Selection"))?
@@ -168,13 +158,8 @@ fn apn_of(a: &AvpRepr) -> Result<ApnConfiguration, AnswerError> {
         Some(2) | Some(3) => PdnType::Ipv4v6,
         _ => PdnType::Ipv4,
     };
-    let qos = grouped(
-        find(&c, avp::EPS_SUBSCRIBED_QOS_PROFILE)
-            .ok_or_else(|| bad("EPS-Subscribed-QoS-Profile"))?,
-    )?;
-    let qci = u32_of(&qos, avp::QOS_CLASS_IDENTIFIER)
-        .map_err(e)?
-        .ok_or_else(|| bad("QCI"))?;
+    let qos = grouped(find(&c, avp::EPS_SUBSCRIBED_QOS_PROFILE).ok_or_else(|| bad("EPS-Subscribed-QoS-Profile"))?)?;
+    let qci = u32_of(&qos, avp::QOS_CLASS_IDENTIFIER).map_err(e)?.ok_or_else(|| bad("QCI"))?;
     let mut arp = Arp::default();
     if let Some(a) = find(&qos, avp::ALLOCATION_RETENTION_PRIORITY) {
         let g = grouped(a)?;
@@ -200,26 +185,18 @@ fn apn_of(a: &AvpRepr) -> Result<ApnConfiguration, AnswerError> {
 
 fn subscription_data_of(a: &AvpRepr) -> Result<SubscriptionData, AnswerError> {
     let c = grouped(a)?;
-    let msisdn = find(&c, avp::MSISDN)
-        .map(|a| tbcd_decode(&a.data).ok_or_else(|| bad("MSISDN")))
-        .transpose()?;
+    let msisdn = find(&c, avp::MSISDN).map(|a| tbcd_decode(&a.data).ok_or_else(|| bad("MSISDN"))).transpose()?;
     let ue_ambr = ambr_of(find(&c, avp::AMBR))?;
     let (mut default_context_identifier, mut apns) = (0, Vec::new());
     if let Some(p) = find(&c, avp::APN_CONFIGURATION_PROFILE) {
         let p = grouped(p)?;
-        default_context_identifier = u32_of(&p, avp::CONTEXT_IDENTIFIER)
-            .map_err(|_| bad("Context-Identifier"))?
-            .unwrap_or(0);
+        default_context_identifier =
+            u32_of(&p, avp::CONTEXT_IDENTIFIER).map_err(|_| bad("Context-Identifier"))?.unwrap_or(0);
         for a in p.iter().filter(|a| avp::APN_CONFIGURATION.matches(a)) {
             apns.push(apn_of(a)?);
         }
     }
-    Ok(SubscriptionData {
-        msisdn,
-        ue_ambr,
-        default_context_identifier,
-        apns,
-    })
+    Ok(SubscriptionData { msisdn, ue_ambr, default_context_identifier, apns })
 }
 
 fn vector_of(a: &AvpRepr) -> Result<EutranVector, AnswerError> {
@@ -238,31 +215,22 @@ fn vector_of(a: &AvpRepr) -> Result<EutranVector, AnswerError> {
 /// Experimental-Result becomes the `Err` of the typed answer; a message that
 /// says success but lacks its content is an [`AnswerError`].
 pub fn decode_answer(m: &Message) -> Result<S6aAnswer, AnswerError> {
-    let code = m
-        .result_code()
-        .ok_or_else(|| bad("no Result-Code or Experimental-Result"))?;
+    let code = m.result_code().ok_or_else(|| bad("no Result-Code or Experimental-Result"))?;
     let err = (code != result::DIAMETER_SUCCESS).then(|| S6aError::from_code(code));
     match m.header.command_code {
         cmd::AUTHENTICATION_INFORMATION => Ok(S6aAnswer::AuthenticationInformation(match err {
             Some(e) => Err(e),
             None => {
-                let info = m
-                    .find(avp::AUTHENTICATION_INFO)
-                    .ok_or_else(|| bad("no Authentication-Info"))?;
+                let info = m.find(avp::AUTHENTICATION_INFO).ok_or_else(|| bad("no Authentication-Info"))?;
                 let c = grouped(info)?;
-                let v = c
-                    .iter()
-                    .filter(|a| avp::E_UTRAN_VECTOR.matches(a))
-                    .map(vector_of);
+                let v = c.iter().filter(|a| avp::E_UTRAN_VECTOR.matches(a)).map(vector_of);
                 Ok(v.collect::<Result<Vec<_>, _>>()?)
             }
         })),
         cmd::UPDATE_LOCATION => Ok(S6aAnswer::UpdateLocation(match err {
             Some(e) => Err(e),
             None => {
-                let sd = m
-                    .find(avp::SUBSCRIPTION_DATA)
-                    .ok_or_else(|| bad("no Subscription-Data"))?;
+                let sd = m.find(avp::SUBSCRIPTION_DATA).ok_or_else(|| bad("no Subscription-Data"))?;
                 Ok(subscription_data_of(sd)?)
             }
         })),

@@ -25,14 +25,9 @@ pub const NETWORK_ACCESS_MODE_ONLY_PACKET: u32 = 2;
 pub const SUBSCRIBER_STATUS_SERVICE_GRANTED: u32 = 0;
 
 fn u32_of(avps: &[AvpRepr], def: crate::dict::AvpDef) -> Result<Option<u32>, WireError> {
-    crate::message::find(avps, def)
-        .map(|a| a.as_u32())
-        .transpose()
+    crate::message::find(avps, def).map(|a| a.as_u32()).transpose()
 }
 
 fn fixed<const N: usize>(a: &AvpRepr) -> Result<[u8; N], WireError> {
-    a.data
-        .as_slice()
-        .try_into()
-        .map_err(|_| WireError::AvpData(a.code))
+    a.data.as_slice().try_into().map_err(|_| WireError::AvpData(a.code))
 }

@@ -85,16 +85,10 @@ impl RequestError {
     /// DIAMETER_MISSING_AVP with an example of the missing AVP, its value
     /// of minimum length and zeros (RFC 6733 7.5).
     fn missing(def: AvpDef, min_len: usize) -> Self {
-        RequestError {
-            result_code: result::DIAMETER_MISSING_AVP,
-            failed_avp: Some(def.octets(&vec![0; min_len])),
-        }
+        RequestError { result_code: result::DIAMETER_MISSING_AVP, failed_avp: Some(def.octets(&vec![0; min_len])) }
     }
     fn invalid(a: &AvpRepr) -> Self {
-        RequestError {
-            result_code: result::DIAMETER_INVALID_AVP_VALUE,
-            failed_avp: Some(a.clone()),
-        }
+        RequestError { result_code: result::DIAMETER_INVALID_AVP_VALUE, failed_avp: Some(a.clone()) }
     }
 }
 
@@ -104,10 +98,7 @@ fn required(m: &[AvpRepr], def: AvpDef, min_len: usize) -> Result<&AvpRepr, Requ
 
 fn imsi_of(m: &[AvpRepr]) -> Result<Imsi, RequestError> {
     let a = required(m, avp::USER_NAME, 0)?;
-    a.as_str()
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| RequestError::invalid(a))
+    a.as_str().ok().and_then(|s| s.parse().ok()).ok_or_else(|| RequestError::invalid(a))
 }
 
 fn plmn_of(m: &[AvpRepr]) -> Result<Plmn, RequestError> {
@@ -124,15 +115,8 @@ fn plmn_of(m: &[AvpRepr]) -> Result<Plmn, RequestError> {
 /// DIAMETER_INVALID_AVP_VALUE, an unknown command
 /// DIAMETER_COMMAND_UNSUPPORTED.
 pub fn decode_request(m: &Message) -> Result<S6aRequest, RequestError> {
-    if let Some(a) = m
-        .avps
-        .iter()
-        .find(|a| a.mandatory && avp::lookup(a.code, a.vendor_id).is_none())
-    {
-        return Err(RequestError {
-            result_code: result::DIAMETER_AVP_UNSUPPORTED,
-            failed_avp: Some(a.clone()),
-        });
+    if let Some(a) = m.avps.iter().find(|a| a.mandatory && avp::lookup(a.code, a.vendor_id).is_none()) {
+        return Err(RequestError { result_code: result::DIAMETER_AVP_UNSUPPORTED, failed_avp: Some(a.clone()) });
     }
     let avps = &m.avps[..];
     required(avps, avp::SESSION_ID, 0)?;
@@ -160,12 +144,7 @@ pub fn decode_request(m: &Message) -> Result<S6aRequest, RequestError> {
                     resync = Some(ResyncInfo { rand, auts });
                 }
             }
-            Ok(S6aRequest::AuthenticationInformation(AuthInfoRequest {
-                imsi,
-                visited_plmn,
-                num_vectors,
-                resync,
-            }))
+            Ok(S6aRequest::AuthenticationInformation(AuthInfoRequest { imsi, visited_plmn, num_vectors, resync }))
         }
         cmd::UPDATE_LOCATION => {
             let imsi = imsi_of(avps)?;
@@ -173,18 +152,9 @@ pub fn decode_request(m: &Message) -> Result<S6aRequest, RequestError> {
             required(avps, avp::RAT_TYPE, 4)?;
             let fl = required(avps, avp::ULR_FLAGS, 4)?;
             let flags = fl.as_u32().map_err(|_| RequestError::invalid(fl))?;
-            Ok(S6aRequest::UpdateLocation(UpdateLocationRequest {
-                imsi,
-                visited_plmn,
-                flags,
-            }))
+            Ok(S6aRequest::UpdateLocation(UpdateLocationRequest { imsi, visited_plmn, flags }))
         }
-        cmd::PURGE_UE => Ok(S6aRequest::PurgeUe(PurgeUeRequest {
-            imsi: imsi_of(avps)?,
-        })),
-        _ => Err(RequestError {
-            result_code: result::DIAMETER_COMMAND_UNSUPPORTED,
-            failed_avp: None,
-        }),
+        cmd::PURGE_UE => Ok(S6aRequest::PurgeUe(PurgeUeRequest { imsi: imsi_of(avps)? })),
+        _ => Err(RequestError { result_code: result::DIAMETER_COMMAND_UNSUPPORTED, failed_avp: None }),
     }
 }
