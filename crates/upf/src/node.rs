@@ -12,6 +12,7 @@ use crate::pfcp::{
 };
 use crate::rules::{offending_ie, ForwardingPlane, SessionRules};
 use crate::urr::{UsageEngine, WallClock};
+use mobicore_common::alloc::IdDraw;
 use mobicore_common::counters::Counters;
 use mobicore_common::peers::PeerFilter;
 use mobicore_gtp::transaction::{Incoming, TransactionConfig, Transactions};
@@ -56,8 +57,10 @@ pub struct UpfCore {
     pub(crate) recovery: SystemTime,
     pub(crate) associations: HashMap<String, Association>,
     pub(crate) sessions: HashMap<u64, Session>,
-    pub(crate) next_seid: u64,
-    pub(crate) next_teid: u32,
+    /// UP SEIDs and CHOOSE TEIDs are drawn at random, never one in use.
+    pub(crate) ids: IdDraw,
+    /// Local TEIDs of every session's PDRs, and how many PDRs use each.
+    pub(crate) teids: HashMap<u32, u32>,
     pub(crate) plane: Box<dyn ForwardingPlane>,
     pub(crate) tx: Transactions<SocketAddr, ()>,
     /// Usage reporting for every URR of every session.
@@ -84,8 +87,8 @@ impl UpfCore {
             recovery,
             associations: HashMap::new(),
             sessions: HashMap::new(),
-            next_seid: 1,
-            next_teid: 1,
+            ids: IdDraw::new(None),
+            teids: HashMap::new(),
             plane,
             tx,
             counters,
@@ -364,9 +367,21 @@ impl UpfCore {
         Some((resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]))
     }
 
+    /// Counts the local TEIDs of `rules` in (`add`) or out of use.
+    pub(crate) fn track_teids(&mut self, rules: &SessionRules, add: bool) {
+        for t in rules.pdrs.values().filter_map(|p| p.pdi.local_fteid.map(|f| f.0)) {
+            let n = self.teids.entry(t).or_default();
+            *n = if add { n.saturating_add(1) } else { n.saturating_sub(1) };
+            if *n == 0 {
+                self.teids.remove(&t);
+            }
+        }
+    }
+
     /// Removes one session from the tables, the usage engine and the plane.
     pub(crate) fn remove_session(&mut self, seid: u64) -> Option<Session> {
         let s = self.sessions.remove(&seid)?;
+        self.track_teids(&s.rules, false);
         if let Some(a) = self.associations.get_mut(&s.node) {
             a.sessions = a.sessions.saturating_sub(1);
         }

@@ -132,19 +132,27 @@ fn create_rules(rules: &mut SessionRules, ies: &[IeRef]) -> Result<(), Reject> {
 }
 
 impl UpfCore {
-    /// PDRs asking for CHOOSE get an F-TEID from us (TS 29.244 5.5.3);
-    /// returns the Created PDR IEs.
-    fn allocate_fteids(&mut self, rules: &mut SessionRules) -> Vec<Ie> {
+    /// PDRs asking for CHOOSE get an F-TEID from us (TS 29.244 5.5.3),
+    /// drawn at random and never one in use (by any session, or by another
+    /// PDR of these rules); returns the Created PDR IEs, or "No resources
+    /// available" when every TEID is taken.
+    fn allocate_fteids(&mut self, rules: &mut SessionRules) -> Result<Vec<Ie>, Reject> {
         let mut created = vec![];
+        let mut taken: std::collections::HashSet<u32> =
+            rules.pdrs.values().filter_map(|p| p.pdi.local_fteid.map(|f| f.0)).collect();
         for p in rules.pdrs.values_mut().filter(|p| p.pdi.choose_fteid && p.pdi.local_fteid.is_none()) {
-            let teid = self.next_teid;
-            self.next_teid = self.next_teid.wrapping_add(1).max(1);
+            let teids = &self.teids;
+            let teid = self
+                .ids
+                .draw_u32(1..=u32::MAX, |t| teids.contains_key(&t) || taken.contains(&t))
+                .ok_or(Reject::cause(CauseValue::NoResourcesAvailable))?;
+            taken.insert(teid);
             p.pdi.local_fteid = Some((teid, self.cfg.s1u_addr));
             let mut c = CreatedPdr::new(PdrId::new(p.id));
             c.f_teid = Some(Fteid::new(true, false, teid, Some(self.cfg.s1u_addr), None, 0));
             created.push(c.to_ie());
         }
-        created
+        Ok(created)
     }
 
     /// Session Establishment (TS 29.244 7.5.2, 7.5.3).
@@ -223,11 +231,17 @@ impl UpfCore {
         let mut rules = SessionRules::default();
         create_rules(&mut rules, ies)?;
         rules.check().map_err(Reject::rules)?;
-        let created = self.allocate_fteids(&mut rules);
-        let up_seid = self.next_seid;
-        self.next_seid += 1;
+        let created = self.allocate_fteids(&mut rules)?;
+        // TS 29.244 5.6.2: the UP function allocates the SEID; drawn at
+        // random so that a peer cannot guess another session's.
+        let sessions = &self.sessions;
+        let up_seid = self
+            .ids
+            .draw(1..=u64::MAX, |s| sessions.contains_key(&s))
+            .ok_or(Reject::cause(CauseValue::NoResourcesAvailable))?;
         let rules = std::sync::Arc::new(rules);
         self.plane.install_shared(up_seid, &rules).map_err(|_| Reject::cause(CauseValue::SystemFailure))?;
+        self.track_teids(&rules, true);
         self.usage_established(now, up_seid, &rules);
         if let Some(a) = self.associations.get_mut(&node) {
             a.sessions += 1;
@@ -285,6 +299,8 @@ impl UpfCore {
                     return (resp, Some(cp_seid), vec![cause_ie(CauseValue::SystemFailure)]);
                 }
                 self.usage_after_update(now, up_seid, &old, &rules);
+                self.track_teids(&old, false);
+                self.track_teids(&rules, true);
                 let s = self.sessions.get_mut(&up_seid).expect("checked above");
                 s.rules = rules;
                 s.blocked = blocked;
@@ -395,7 +411,7 @@ impl UpfCore {
             b.suggested_buffering_packets_count = u.suggested_buffering_packets_count.map(|s| s.count);
         }
         rules.check().map_err(Reject::rules)?;
-        Ok(self.allocate_fteids(rules))
+        self.allocate_fteids(rules)
     }
 
     /// Session Deletion (TS 29.244 7.5.6, 7.5.7).

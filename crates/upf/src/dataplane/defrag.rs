@@ -218,7 +218,8 @@ impl Defrag {
 mod tests {
     use super::*;
 
-    const LIMITS: DefragLimits = DefragLimits { session_bytes: 1000, total_bytes: 1600, timeout: Duration::from_secs(2) };
+    const LIMITS: DefragLimits =
+        DefragLimits { session_bytes: 1000, total_bytes: 1600, timeout: Duration::from_secs(2) };
 
     fn key(id: u16) -> FragKey {
         FragKey { src: Ipv4Addr::new(192, 0, 2, 1), dst: Ipv4Addr::new(10, 45, 0, 2), proto: 17, id }

@@ -407,3 +407,39 @@ proptest! {
         prop_assert_eq!(owner(&h.state()), before);
     }
 }
+
+/// UP SEIDs and CHOOSE F-TEIDs are not the previous one plus one, and a
+/// value in use is never handed out again.
+#[test]
+fn seids_and_chosen_teids_are_drawn_never_in_use() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut seids = vec![];
+    let mut teids = std::collections::BTreeSet::new();
+    for cp in 1..=40u64 {
+        let mut pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Access));
+        pdi.f_teid = Some(Fteid::new_with_choose(true, false, true, false, 0u32, None, None, 0));
+        let mut pdr = CreatePdr::new(PdrId::new(1), Precedence::new(10), pdi);
+        pdr.far_id = Some(FarId::new(1));
+        let far = CreateFar::new(FarId::new(1), ApplyAction::new(0x01));
+        let (_, r) = h.request(
+            msg::SESSION_ESTABLISHMENT_REQUEST,
+            Some(0),
+            &[node_ie(), fseid_ie(cp), pdr.to_ie(), far.to_ie()],
+        );
+        assert_eq!(cause(&r), 1);
+        let created =
+            rs_pfcp::ie::created_pdr::CreatedPdr::unmarshal(&first(&r, IeType::CreatedPdr).unwrap().payload).unwrap();
+        assert!(teids.insert(u32::from(created.f_teid.unwrap().teid)), "a TEID in use handed out again");
+        seids.push(up_seid(&r));
+    }
+    let distinct: std::collections::BTreeSet<_> = seids.iter().collect();
+    assert_eq!(distinct.len(), seids.len());
+    assert!(seids.windows(2).any(|w| w[1] != w[0].wrapping_add(1)), "SEIDs are not sequential");
+    assert_eq!(h.core.teids.len(), 40);
+    // Deleted sessions give their TEIDs back.
+    for s in &seids {
+        assert_eq!(cause(&h.request(msg::SESSION_DELETION_REQUEST, Some(*s), &[]).1), 1);
+    }
+    assert!(h.core.teids.is_empty());
+}

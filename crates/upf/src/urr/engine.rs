@@ -97,7 +97,14 @@ impl UsageEngine {
 
     /// An immediate report (Query URR, TS 29.244 7.5.4.10): IMMER, plus any
     /// trigger due at the same time; the measurement restarts.
-    pub fn query(&mut self, now: Instant, up_seid: u64, urr_id: u32, counts: Option<UsageCounts>, reference: Option<u32>) -> Option<UsageMeasurement> {
+    pub fn query(
+        &mut self,
+        now: Instant,
+        up_seid: u64,
+        urr_id: u32,
+        counts: Option<UsageCounts>,
+        reference: Option<u32>,
+    ) -> Option<UsageMeasurement> {
         let key = (up_seid, urr_id);
         let mut r = self.step(key, now, counts, UsageTrigger::IMMER)?;
         r.query_reference = reference;
@@ -105,7 +112,13 @@ impl UsageEngine {
     }
 
     /// The final report of a removed URR (TERMR), from its last counts.
-    pub fn remove(&mut self, now: Instant, up_seid: u64, urr_id: u32, counts: Option<UsageCounts>) -> Option<UsageMeasurement> {
+    pub fn remove(
+        &mut self,
+        now: Instant,
+        up_seid: u64,
+        urr_id: u32,
+        counts: Option<UsageCounts>,
+    ) -> Option<UsageMeasurement> {
         let key = (up_seid, urr_id);
         let r = self.step(key, now, counts, UsageTrigger::TERMR);
         self.forget(key);
@@ -114,7 +127,12 @@ impl UsageEngine {
 
     /// The final reports of every URR of a deleted session (TERMR, TS
     /// 29.244 7.5.7), `read` giving each URR's last counts.
-    pub fn remove_session(&mut self, now: Instant, up_seid: u64, mut read: impl FnMut(u32) -> Option<UsageCounts>) -> Vec<UsageMeasurement> {
+    pub fn remove_session(
+        &mut self,
+        now: Instant,
+        up_seid: u64,
+        mut read: impl FnMut(u32) -> Option<UsageCounts>,
+    ) -> Vec<UsageMeasurement> {
         let ids: Vec<u32> = self.meters.range((up_seid, 0)..=(up_seid, u32::MAX)).map(|(k, _)| k.1).collect();
         ids.into_iter().filter_map(|id| self.remove(now, up_seid, id, read(id))).collect()
     }
@@ -180,7 +198,13 @@ impl UsageEngine {
 
     /// Feeds counts, evaluates, reports if anything is due or `forced` is
     /// set, and refiles the URR's deadline.
-    fn step(&mut self, key: Key, now: Instant, counts: Option<UsageCounts>, forced: UsageTrigger) -> Option<UsageMeasurement> {
+    fn step(
+        &mut self,
+        key: Key,
+        now: Instant,
+        counts: Option<UsageCounts>,
+        forced: UsageTrigger,
+    ) -> Option<UsageMeasurement> {
         let m = self.meters.get_mut(&key)?;
         if let Some(c) = counts {
             m.observe(now, c);

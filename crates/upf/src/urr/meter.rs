@@ -48,7 +48,11 @@ fn secs(s: u32) -> Duration {
 }
 
 fn later(a: Instant, b: Instant) -> Instant {
-    if b > a { b } else { a }
+    if b > a {
+        b
+    } else {
+        a
+    }
 }
 
 impl Meter {
@@ -126,7 +130,9 @@ impl Meter {
         match self.urr.inactivity_detection_time {
             None => now.saturating_duration_since(self.mark),
             Some(t) => match self.last_activity {
-                Some(a) if now.saturating_duration_since(a) <= secs(t) => now.saturating_duration_since(later(a, self.mark)),
+                Some(a) if now.saturating_duration_since(a) <= secs(t) => {
+                    now.saturating_duration_since(later(a, self.mark))
+                }
                 _ => Duration::ZERO,
             },
         }
@@ -163,10 +169,15 @@ impl Meter {
         let u = &self.urr;
         let mut t = UsageTrigger::default();
         let mut changed = false;
-        if u.triggers.volth && !self.measured.is_zero() && u.volume_threshold.is_some_and(|v| v.reached(self.measured.ul_octets, self.measured.dl_octets)) {
+        if u.triggers.volth
+            && !self.measured.is_zero()
+            && u.volume_threshold.is_some_and(|v| v.reached(self.measured.ul_octets, self.measured.dl_octets))
+        {
             t.insert(UsageTrigger::VOLTH);
         }
-        if !self.vol_exhausted && u.volume_quota.is_some_and(|q| q.reached(self.quota_used.ul_octets, self.quota_used.dl_octets)) {
+        if !self.vol_exhausted
+            && u.volume_quota.is_some_and(|q| q.reached(self.quota_used.ul_octets, self.quota_used.dl_octets))
+        {
             self.vol_exhausted = true;
             changed = true;
             if u.triggers.volqu {
@@ -192,7 +203,9 @@ impl Meter {
                 let behind = now.saturating_duration_since(p).as_nanos() / period.as_nanos();
                 let steps = u32::try_from(behind.saturating_add(1)).unwrap_or(u32::MAX);
                 let next = period.checked_mul(steps).and_then(|d| p.checked_add(d));
-                self.next_period = Some(next.filter(|n| *n > now).unwrap_or_else(|| later(now, now.checked_add(period).unwrap_or(now))));
+                self.next_period = Some(
+                    next.filter(|n| *n > now).unwrap_or_else(|| later(now, now.checked_add(period).unwrap_or(now))),
+                );
             }
         }
         if let (true, Some(q), false) = (self.urr.triggers.quhti, self.urr.quota_holding_time, self.qht_reported) {
@@ -237,7 +250,8 @@ impl Meter {
     pub fn update(&mut self, now: Instant, urr: &Urr, regrant: Regrant) -> bool {
         self.settle(now);
         let was = self.exhausted();
-        let period_changed = (urr.measurement_period, urr.triggers.perio) != (self.urr.measurement_period, self.urr.triggers.perio);
+        let period_changed =
+            (urr.measurement_period, urr.triggers.perio) != (self.urr.measurement_period, self.urr.triggers.perio);
         self.urr = urr.clone();
         if period_changed {
             self.arm_period(now);

@@ -30,7 +30,11 @@ pub(crate) fn create_urr(payload: &[u8]) -> Result<Urr, Reject> {
 
 fn check(u: &Urr) -> Result<(), Reject> {
     match missing_conditional(u) {
-        Some(t) => Err(Reject { cause: CauseValue::ConditionalIeMissing, offending: Some(t as u16), failed_rule: Some(RuleRef::Urr(u.id)) }),
+        Some(t) => Err(Reject {
+            cause: CauseValue::ConditionalIeMissing,
+            offending: Some(t as u16),
+            failed_rule: Some(RuleRef::Urr(u.id)),
+        }),
         None => Ok(()),
     }
 }
@@ -75,7 +79,9 @@ pub(crate) fn plan(old: &SessionRules, rules: &mut SessionRules, ies: &[IeRef]) 
     queries.retain(|id| rules.urrs.contains_key(id));
     queries.sort_unstable();
     queries.dedup();
-    let reference = first(ies, IeType::QueryUrrReference).and_then(|r| r.payload.get(..4)).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let reference = first(ies, IeType::QueryUrrReference)
+        .and_then(|r| r.payload.get(..4))
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
     Ok(UsagePlan { updates, queries, reference })
 }
 
@@ -97,7 +103,14 @@ impl UpfCore {
     /// removed URRs (TERMR) and the immediate reports asked for (IMMER),
     /// as Usage Report IEs of the response (TS 29.244 7.5.5.2); the new
     /// parameters of updated URRs.
-    pub(crate) fn usage_before_update(&mut self, now: Instant, up_seid: u64, old: &SessionRules, new: &SessionRules, plan: &UsagePlan) -> Vec<Ie> {
+    pub(crate) fn usage_before_update(
+        &mut self,
+        now: Instant,
+        up_seid: u64,
+        old: &SessionRules,
+        new: &SessionRules,
+        plan: &UsagePlan,
+    ) -> Vec<Ie> {
         let mut out = vec![];
         let removed = old.urrs.keys().filter(|id| !new.urrs.contains_key(id));
         for &id in removed {
@@ -142,7 +155,10 @@ impl UpfCore {
     pub(crate) fn usage_deleted(&mut self, now: Instant, up_seid: u64) -> Vec<Ie> {
         let plane = &self.plane;
         let reports = self.usage.remove_session(now, up_seid, |id| plane.usage(up_seid, id));
-        reports.iter().map(|r| usage_report_ie(r, IeType::UsageReportWithinSessionDeletionResponse, &self.clock)).collect()
+        reports
+            .iter()
+            .map(|r| usage_report_ie(r, IeType::UsageReportWithinSessionDeletionResponse, &self.clock))
+            .collect()
     }
 
     /// The engine's output: reports become Session Report Requests (USAR),
@@ -151,7 +167,10 @@ impl UpfCore {
         while let Some(e) = self.usage.poll_event() {
             match e {
                 UsageEvent::Report { up_seid, usage } => {
-                    let ies = vec![ReportType::usage_report().to_ie(), usage_report_ie(&usage, IeType::UsageReportWithinSessionReportRequest, &self.clock)];
+                    let ies = vec![
+                        ReportType::usage_report().to_ie(),
+                        usage_report_ie(&usage, IeType::UsageReportWithinSessionReportRequest, &self.clock),
+                    ];
                     self.send_session_report(now, up_seid, &ies, "pfcp_session_report_usar_sent");
                 }
                 UsageEvent::Quota { up_seid, exhausted, .. } => {

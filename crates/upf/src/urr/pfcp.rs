@@ -184,7 +184,8 @@ pub fn usage_report_ie(u: &UsageMeasurement, ie_type: IeType, clock: &WallClock)
     use rs_pfcp::ie::usage_report_trigger::UsageReportTrigger;
     use rs_pfcp::ie::volume_measurement::VolumeMeasurement;
     let t = u.trigger.0.to_le_bytes();
-    let mut rep = UsageReport::new(UrrId::new(u.urr_id), UrSeqn::new(u.seqn), UsageReportTrigger::from_octets(t[..3].to_vec()));
+    let mut rep =
+        UsageReport::new(UrrId::new(u.urr_id), UrSeqn::new(u.seqn), UsageReportTrigger::from_octets(t[..3].to_vec()));
     if u.volume {
         // TS 29.244 8.2.44: TOVOL, ULVOL, DLVOL, TONOP, ULNOP, DLNOP.
         rep.volume_measurement = Some(VolumeMeasurement::new(

@@ -4,7 +4,7 @@
 
 use super::pfcp::{grouped_urr_id, ntp_seconds};
 use super::*;
-use crate::rules::{Pdr, PacketDetection, Urr, VolumeLimit};
+use crate::rules::{PacketDetection, Pdr, Urr, VolumeLimit};
 use proptest::prelude::*;
 use std::time::Duration;
 
@@ -158,7 +158,9 @@ fn time_quota_exhausts_and_is_granted_again() {
     e.handle_timeout(c.at(5), |_, _| None);
     let ev = events(&mut e);
     assert_eq!(ev[0], UsageEvent::Quota { up_seid: SEID, urr_id: 5, exhausted: true });
-    assert!(matches!(&ev[1], UsageEvent::Report { usage, .. } if usage.trigger == UsageTrigger::TIMQU && usage.duration_secs == 5));
+    assert!(
+        matches!(&ev[1], UsageEvent::Report { usage, .. } if usage.trigger == UsageTrigger::TIMQU && usage.duration_secs == 5)
+    );
     assert_eq!(e.poll_timeout(), None, "nothing runs while exhausted");
     e.update(c.at(8), SEID, &u, Regrant { volume: false, time: true }, None);
     assert_eq!(events(&mut e), vec![UsageEvent::Quota { up_seid: SEID, urr_id: 5, exhausted: false }]);
@@ -178,7 +180,10 @@ fn periodic_reports_on_a_fixed_grid() {
         e.handle_timeout(c.at(t), |_, _| Some(ul(n, 1)));
         got.extend(reports(&mut e).into_iter().map(|r| (r.seqn, r.trigger, r.uplink_octets, r.duration_secs)));
     }
-    assert_eq!(got, vec![(0, UsageTrigger::PERIO, 10, 3), (1, UsageTrigger::PERIO, 15, 3), (2, UsageTrigger::PERIO, 0, 3)]);
+    assert_eq!(
+        got,
+        vec![(0, UsageTrigger::PERIO, 10, 3), (1, UsageTrigger::PERIO, 15, 3), (2, UsageTrigger::PERIO, 0, 3)]
+    );
     // A late caller gets one report and the grid is kept.
     e.handle_timeout(c.at(17), |_, _| None);
     assert_eq!(reports(&mut e).len(), 1);
@@ -230,7 +235,10 @@ fn quota_holding_time_reports_once_per_idle_period() {
         e.handle_timeout(c.at(t), |_, _| Some(ul(if t >= 7 { 5 } else { 0 }, 1)));
     }
     let r = reports(&mut e);
-    assert_eq!(r.iter().map(|r| (r.trigger, r.end, r.seqn)).collect::<Vec<_>>(), vec![(UsageTrigger::QUHTI, c.at(11), 1)]);
+    assert_eq!(
+        r.iter().map(|r| (r.trigger, r.end, r.seqn)).collect::<Vec<_>>(),
+        vec![(UsageTrigger::QUHTI, c.at(11), 1)]
+    );
 }
 
 #[test]
@@ -247,7 +255,10 @@ fn query_and_termination_close_the_measurement() {
     let r = e.remove(c.at(4), SEID, 2, Some(ul(7, 1))).unwrap();
     assert_eq!((r.trigger, r.seqn, r.uplink_octets), (UsageTrigger::TERMR, 0, 7));
     let rs = e.remove_session(c.at(5), SEID, |id| Some(ul(if id == 1 { 31 } else { 0 }, 5)));
-    assert_eq!(rs.iter().map(|r| (r.urr_id, r.seqn, r.trigger, r.uplink_octets)).collect::<Vec<_>>(), vec![(1, 2, UsageTrigger::TERMR, 1)]);
+    assert_eq!(
+        rs.iter().map(|r| (r.urr_id, r.seqn, r.trigger, r.uplink_octets)).collect::<Vec<_>>(),
+        vec![(1, 2, UsageTrigger::TERMR, 1)]
+    );
     assert_eq!(e.len(), 1, "the other session's URR stays");
     e.forget_session(SEID + 1);
     assert!(e.is_empty());
@@ -275,11 +286,25 @@ fn effective_rules_point_exhausted_pdrs_to_a_drop_far() {
         flows: vec![],
     };
     for (id, urrs) in [(1u16, vec![1u32]), (2, vec![2])] {
-        r.pdrs.insert(id, Pdr { id, precedence: 1, pdi: pd.clone(), outer_header_removal: None, far_id: Some(id as u32), qer_ids: vec![], urr_ids: urrs });
+        r.pdrs.insert(
+            id,
+            Pdr {
+                id,
+                precedence: 1,
+                pdi: pd.clone(),
+                outer_header_removal: None,
+                far_id: Some(id as u32),
+                qer_ids: vec![],
+                urr_ids: urrs,
+            },
+        );
     }
     r.urrs.insert(1, urr(1));
     r.urrs.insert(2, urr(2));
-    let mut fwd = crate::rules::Far::from_ie(&rs_pfcp::ie::create_far::CreateFar::new(rs_pfcp::ie::far_id::FarId::new(1), rs_pfcp::ie::apply_action::ApplyAction::new(0x02)));
+    let mut fwd = crate::rules::Far::from_ie(&rs_pfcp::ie::create_far::CreateFar::new(
+        rs_pfcp::ie::far_id::FarId::new(1),
+        rs_pfcp::ie::apply_action::ApplyAction::new(0x02),
+    ));
     fwd.destination_interface = Some(1);
     r.fars.insert(1, fwd.clone());
     fwd.id = 2;
@@ -321,7 +346,11 @@ enum Op {
 }
 
 fn arb_op(small: bool) -> impl Strategy<Value = Op> {
-    let counts = if small { proptest::array::uniform4(0u64..1_000_000).boxed() } else { proptest::array::uniform4(any::<u64>()).boxed() };
+    let counts = if small {
+        proptest::array::uniform4(0u64..1_000_000).boxed()
+    } else {
+        proptest::array::uniform4(any::<u64>()).boxed()
+    };
     prop_oneof![
         6 => (0u16..3000, counts.clone()).prop_map(|(dt, c)| Op::Tick(dt, c)),
         1 => counts.prop_map(Op::Query),
@@ -330,7 +359,12 @@ fn arb_op(small: bool) -> impl Strategy<Value = Op> {
 }
 
 fn arb_urr() -> impl Strategy<Value = Urr> {
-    (any::<[bool; 6]>(), proptest::option::of(0u64..5000), proptest::option::of(0u64..5000), proptest::array::uniform5(proptest::option::of(0u32..6)))
+    (
+        any::<[bool; 6]>(),
+        proptest::option::of(0u64..5000),
+        proptest::option::of(0u64..5000),
+        proptest::array::uniform5(proptest::option::of(0u32..6)),
+    )
         .prop_map(|(t, vt, vq, times)| Urr {
             id: 1,
             measure_volume: true,
@@ -424,8 +458,13 @@ fn usage_counts_saturate_instead_of_wrapping() {
 fn arb_extreme_urr() -> impl Strategy<Value = Urr> {
     let big = || prop_oneof![Just(u64::MAX), Just(u64::MAX - 1), Just(0u64), any::<u64>()];
     let time = || proptest::option::of(prop_oneof![Just(u32::MAX), Just(0u32), Just(1u32), any::<u32>()]);
-    (any::<[bool; 6]>(), proptest::option::of(big()), proptest::option::of(big()), [time(), time(), time(), time(), time()]).prop_map(
-        |(t, vt, vq, times)| Urr {
+    (
+        any::<[bool; 6]>(),
+        proptest::option::of(big()),
+        proptest::option::of(big()),
+        [time(), time(), time(), time(), time()],
+    )
+        .prop_map(|(t, vt, vq, times)| Urr {
             id: 1,
             measure_volume: true,
             measure_duration: true,
@@ -437,8 +476,7 @@ fn arb_extreme_urr() -> impl Strategy<Value = Urr> {
             measurement_period: times[2],
             inactivity_detection_time: times[3],
             quota_holding_time: times[4],
-        },
-    )
+        })
 }
 
 proptest! {
