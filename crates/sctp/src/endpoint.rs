@@ -6,6 +6,11 @@
 //!
 //! Raw IP sockets see every SCTP packet of the host, so packets for other
 //! ports are expected and are only counted.
+//!
+//! What peers can make it hold is bounded: no state per INIT (the cookie
+//! carries it), at most `max_associations` associations, `max_queued_replies`
+//! stateless replies, and per association the receive window (see
+//! [`Endpoint::held`], [`Endpoint::receive_queue`]). Every refusal is counted in [`Stats`].
 
 use bytes::Bytes;
 use mobicore_common::sctp_api::{AssocId, SctpEvent};
