@@ -22,7 +22,7 @@ impl Sum {
     }
 
     /// Adds `data`, continuing a word an earlier odd-length slice began.
-    pub fn add(mut self, mut data: &[u8]) -> Self {
+    pub fn feed(mut self, mut data: &[u8]) -> Self {
         if let Some(hi) = self.pending.take() {
             match data.split_first() {
                 Some((&lo, rest)) => {
@@ -63,7 +63,7 @@ impl Sum {
 /// field when the field is zero in `data`, and 0 when `data` carries a
 /// correct checksum.
 pub fn checksum(data: &[u8]) -> u16 {
-    Sum::new().add(data).finish()
+    Sum::new().feed(data).finish()
 }
 
 #[cfg(test)]
@@ -75,14 +75,17 @@ mod tests {
     #[test]
     fn rfc1071_example() {
         let d = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
-        assert_eq!(Sum::new().add(&d).fold(), 0xddf2);
+        assert_eq!(Sum::new().feed(&d).fold(), 0xddf2);
         assert_eq!(checksum(&d), !0xddf2);
     }
 
     #[test]
     fn ipv4_header_of_a_known_packet() {
         // A captured header (checksum 0xb861 at octets 10-11).
-        let mut h = [0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7];
+        let mut h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
+            0x00, 0xc7,
+        ];
         assert_eq!(checksum(&h), 0);
         h[10..12].fill(0);
         assert_eq!(checksum(&h), 0xb861);
@@ -113,7 +116,7 @@ mod tests {
             let mut s = Sum::new();
             let mut from = 0;
             for c in cuts.into_iter().chain([data.len()]) {
-                s = s.add(&data[from..c]);
+                s = s.feed(&data[from..c]);
                 from = c;
             }
             prop_assert_eq!(s.finish(), checksum(&data));

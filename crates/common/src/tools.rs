@@ -38,7 +38,11 @@ pub fn run(cmd: &mut Command) -> Result<Output, ToolError> {
     let tool = cmd.get_program().to_string_lossy().into_owned();
     let out = cmd.output().map_err(|source| ToolError::Start { tool: tool.clone(), source })?;
     if !out.status.success() {
-        return Err(ToolError::Failed { tool, status: out.status, stderr: String::from_utf8_lossy(&out.stderr).into_owned() });
+        return Err(ToolError::Failed {
+            tool,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
     Ok(out)
 }

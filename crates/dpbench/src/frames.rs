@@ -72,7 +72,9 @@ pub const ZIPF_STEPS: usize = 1024;
 /// uniformly in `t[k]..t[k+1]` (or `t[k]` when they are equal).
 pub fn zipf_table(n: u32) -> Vec<u32> {
     let n1 = f64::from(n.max(1)) + 1.0;
-    (0..=ZIPF_STEPS).map(|k| ((n1.powf(k as f64 / ZIPF_STEPS as f64)).floor() as u32).saturating_sub(1).min(n.max(1))).collect()
+    (0..=ZIPF_STEPS)
+        .map(|k| ((n1.powf(k as f64 / ZIPF_STEPS as f64)).floor() as u32).saturating_sub(1).min(n.max(1)))
+        .collect()
 }
 
 /// With [`zipf_table`]: the share of draws landing on rank 0..`top`.
@@ -93,7 +95,11 @@ pub fn zipf_share(t: &[u32], top: u32) -> f64 {
 /// `rank * perm % n` is a permutation of 0..n.
 pub fn coprime_multiplier(n: u32) -> u32 {
     fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 { a } else { gcd(b, a % b) }
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
     }
     let n = u64::from(n.max(1));
     let mut p = 2_654_435_761u64 % n;

@@ -288,10 +288,7 @@ pub struct HeaderRepr {
 
 impl HeaderRepr {
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Self> {
-        let extensions = p
-            .extensions()
-            .map(|(kind, c)| Extension { kind, content: c.to_vec() })
-            .collect();
+        let extensions = p.extensions().map(|(kind, c)| Extension { kind, content: c.to_vec() }).collect();
         Ok(HeaderRepr { msg_type: p.msg_type(), teid: p.teid(), seq: p.seq(), npdu: p.npdu(), extensions })
     }
 
@@ -532,7 +529,12 @@ pub fn parse(b: &[u8]) -> Result<Repr<'_>> {
 /// number, Recovery 0 (TS 29.281 8.2).
 pub fn echo_response(request_seq: Option<u16>) -> Vec<u8> {
     Repr {
-        header: HeaderRepr { msg_type: msg::ECHO_RESPONSE, teid: 0, seq: Some(request_seq.unwrap_or(0)), ..Default::default() },
+        header: HeaderRepr {
+            msg_type: msg::ECHO_RESPONSE,
+            teid: 0,
+            seq: Some(request_seq.unwrap_or(0)),
+            ..Default::default()
+        },
         body: Body::EchoResponse { recovery: 0 },
     }
     .to_vec()
@@ -552,7 +554,8 @@ pub fn error_indication(seq: u16, teid: u32, local: IpAddr, src_port: Option<u16
 
 /// An End Marker on tunnel `teid` (TS 29.281 7.3.2).
 pub fn end_marker(teid: u32) -> Vec<u8> {
-    Repr { header: HeaderRepr { msg_type: msg::END_MARKER, teid, ..Default::default() }, body: Body::EndMarker }.to_vec()
+    Repr { header: HeaderRepr { msg_type: msg::END_MARKER, teid, ..Default::default() }, body: Body::EndMarker }
+        .to_vec()
 }
 
 #[cfg(test)]

@@ -170,7 +170,24 @@ pub fn analyze(file: &Path, ports: &Ports) -> Result<Verdict> {
         .arg("-r")
         .arg(file)
         .args(&decode)
-        .args(["-T", "fields", "-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity", "-e", "_ws.expert.message", "-e", "gtp.ext_hdr.pdu_ses_con.qos_flow_id", "-e", "gtp.seq_number"])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "frame.protocols",
+            "-e",
+            "_ws.malformed",
+            "-e",
+            "_ws.expert.severity",
+            "-e",
+            "_ws.expert.message",
+            "-e",
+            "gtp.ext_hdr.pdu_ses_con.qos_flow_id",
+            "-e",
+            "gtp.seq_number",
+        ])
         .output()
         .context("running tshark -r")?;
     if !out.status.success() {

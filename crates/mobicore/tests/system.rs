@@ -12,8 +12,8 @@ use mobicore_common::sctp_api::{SctpCommand, SctpEvent, PPID_S1AP};
 use mobicore_common::tools::{self, is_root};
 use mobicore_hss::SubscriberStore;
 use mobicore_sctp::Transport;
-use oxirush_s1ap::s1ap::*;
 use oxirush_s1ap::build_s1ap;
+use oxirush_s1ap::s1ap::*;
 use std::process::Command;
 use std::time::Duration;
 
@@ -104,13 +104,11 @@ fn demo_runs_over_udp_encapsulated_sctp() {
 }
 
 /// Receives S1AP PDUs on `assoc` until one of `kind`'s procedure arrives.
-async fn expect_pdu(
-    events: &mut tokio::sync::mpsc::Receiver<SctpEvent>,
-    want: impl Fn(&S1AP_PDU) -> bool,
-) -> S1AP_PDU {
+async fn expect_pdu(events: &mut tokio::sync::mpsc::Receiver<SctpEvent>, want: impl Fn(&S1AP_PDU) -> bool) -> S1AP_PDU {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let ev = tokio::time::timeout_at(deadline, events.recv()).await.expect("an answer from the MME").expect("endpoint");
+        let ev =
+            tokio::time::timeout_at(deadline, events.recv()).await.expect("an answer from the MME").expect("endpoint");
         if let SctpEvent::Data { data, .. } = ev {
             let pdu = S1AP_PDU::decode(&data).expect("the MME sends valid S1AP");
             if want(&pdu) {
@@ -155,16 +153,28 @@ async fn bad_input_on_every_interface_leaves_other_ues_attaching() {
     let (tx, rx) = tokio::sync::oneshot::channel();
     rogue.commands.send(SctpCommand::Connect { remote: cfg.mme.s1ap, reply: tx }).await.unwrap();
     let assoc = rx.await.unwrap().unwrap();
-    let send = |data: Vec<u8>, stream: u16| SctpCommand::Send { assoc, stream, ppid: PPID_S1AP, data: Bytes::from(data) };
+    let send =
+        |data: Vec<u8>, stream: u16| SctpCommand::Send { assoc, stream, ppid: PPID_S1AP, data: Bytes::from(data) };
     // Garbage: an Error Indication (TS 36.413 10.3), counted.
     rogue.commands.send(send(vec![0xde, 0xad, 0xbe, 0xef, 0x00, 0x17], 0)).await.unwrap();
     expect_pdu(&mut rogue.events, is_error_indication).await;
     // Truncated: the first bytes of a valid PDU.
-    let unknown_ue = build_s1ap!(InitiatingMessage, uplinkNASTransport, UplinkNASTransport,
+    let unknown_ue = build_s1ap!(
+        InitiatingMessage,
+        uplinkNASTransport,
+        UplinkNASTransport,
         MME_UE_S1AP_ID(0x00ab_cdefu32),
         eNB_UE_S1AP_ID(7u32),
         NAS_PDU(vec![0x07, 0x45, 0x01]),
-        EUTRAN_CGI(oxirush_s1ap::helpers::eutran_cgi(oxirush_s1ap::helpers::plmn("001", "01").unwrap(), oxirush_s1ap::helpers::EnbKind::Macro, 0x99, 1).unwrap()),
+        EUTRAN_CGI(
+            oxirush_s1ap::helpers::eutran_cgi(
+                oxirush_s1ap::helpers::plmn("001", "01").unwrap(),
+                oxirush_s1ap::helpers::EnbKind::Macro,
+                0x99,
+                1
+            )
+            .unwrap()
+        ),
         TAI(oxirush_s1ap::helpers::tai(oxirush_s1ap::helpers::plmn("001", "01").unwrap(), [0, 1])),
     )
     .unwrap()
@@ -206,7 +216,15 @@ async fn bad_input_on_every_interface_leaves_other_ues_attaching() {
     assert!(counter("mme", "s1ap_unknown_ue") >= 1);
     assert!(counter("spgwc", "gtp_malformed") >= 1, "garbage GTPv2-C counted");
     assert!(counter("spgwc", "pfcp_malformed") + counter("upf", "pfcp_malformed") >= 2, "garbage PFCP counted");
-    assert!(core.counters.iter().filter(|(n, _)| *n == "hss").map(|(_, c)| c.snapshot().iter().filter(|(k, _)| k.starts_with("diameter_")).map(|(_, v)| *v).sum::<u64>()).sum::<u64>() >= 1, "garbage Diameter counted");
+    assert!(
+        core.counters
+            .iter()
+            .filter(|(n, _)| *n == "hss")
+            .map(|(_, c)| c.snapshot().iter().filter(|(k, _)| k.starts_with("diameter_")).map(|(_, v)| *v).sum::<u64>())
+            .sum::<u64>()
+            >= 1,
+        "garbage Diameter counted"
+    );
     let _ = rogue.commands.send(SctpCommand::Abort { assoc }).await;
     core.stop().await.unwrap();
 }

@@ -42,7 +42,10 @@ fn error_indication_bytes() {
     // TEID Data I, GTP-U Peer Address (TLV, 4 octets).
     assert_eq!(
         b,
-        [0x36, 26, 0, 20, 0, 0, 0, 0, 0, 7, 0, 0x40, 1, 0x08, 0x68, 0, 16, 0xde, 0xad, 0xbe, 0xef, 133, 0, 4, 10, 0, 0, 1]
+        [
+            0x36, 26, 0, 20, 0, 0, 0, 0, 0, 7, 0, 0x40, 1, 0x08, 0x68, 0, 16, 0xde, 0xad, 0xbe, 0xef, 133, 0, 4, 10, 0,
+            0, 1
+        ]
     );
     let r = parse(&b).unwrap();
     assert_eq!(r.body, Body::ErrorIndication { teid_data_i: 0xdeadbeef, peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)) });
@@ -85,7 +88,10 @@ fn rejects_bad_input() {
 }
 
 fn arb_ext() -> impl Strategy<Value = Extension> {
-    (prop_oneof![Just(0x85u8), Just(0x40), Just(0x20), Just(0xc0), Just(0x81)], proptest::collection::vec(any::<u8>(), 0..3))
+    (
+        prop_oneof![Just(0x85u8), Just(0x40), Just(0x20), Just(0xc0), Just(0x81)],
+        proptest::collection::vec(any::<u8>(), 0..3),
+    )
         .prop_map(|(kind, n)| {
             // Content is 4n-2 octets on the wire; pick a length that needs no padding.
             let len = [2usize, 6, 10][n.len() % 3];
@@ -94,7 +100,12 @@ fn arb_ext() -> impl Strategy<Value = Extension> {
 }
 
 fn arb_header() -> impl Strategy<Value = HeaderRepr> {
-    (any::<u32>(), proptest::option::of(any::<u16>()), proptest::option::of(any::<u8>()), proptest::collection::vec(arb_ext(), 0..3))
+    (
+        any::<u32>(),
+        proptest::option::of(any::<u16>()),
+        proptest::option::of(any::<u8>()),
+        proptest::collection::vec(arb_ext(), 0..3),
+    )
         .prop_map(|(teid, seq, npdu, extensions)| HeaderRepr { msg_type: msg::G_PDU, teid, seq, npdu, extensions })
 }
 

@@ -102,9 +102,7 @@ impl UserPlane {
         })??;
         let c = cfg.clone();
         let ips: Vec<Ipv4Addr> = tunnels.iter().map(|t| t.ue_ip).collect();
-        tokio::task::spawn_blocking(move || setup_routing(&c, &ips))
-            .await
-            .map_err(|_| UserPlaneError::Stopped)??;
+        tokio::task::spawn_blocking(move || setup_routing(&c, &ips)).await.map_err(|_| UserPlaneError::Stopped)??;
         // `Tun` owns its fd and the AsyncFd owns the `Tun`, so the fd stays
         // valid for as long as it is registered.
         #[allow(deprecated)]
@@ -144,10 +142,7 @@ impl UserPlane {
 
     /// Remove UEs (detached): their tunnels and addresses.
     pub async fn remove(&self, ue_ips: Vec<Ipv4Addr>) -> Result<(), UserPlaneError> {
-        let lines = ue_ips
-            .iter()
-            .map(|ip| format!("addr del {ip}/32 dev {}", self.cfg.tun_name))
-            .collect::<Vec<_>>();
+        let lines = ue_ips.iter().map(|ip| format!("addr del {ip}/32 dev {}", self.cfg.tun_name)).collect::<Vec<_>>();
         self.cmds.send(Cmd::Remove(ue_ips)).await.map_err(|_| UserPlaneError::Stopped)?;
         let ns = self.cfg.netns.clone();
         tokio::task::spawn_blocking(move || ip_batch(&ns, &lines)).await.map_err(|_| UserPlaneError::Stopped)??;
@@ -192,7 +187,10 @@ fn setup_routing(cfg: &UserPlaneConfig, ips: &[Ipv4Addr]) -> Result<(), mobicore
     let mut lines = vec![
         format!("link set {dev} up mtu {mtu}"),
         format!("route replace default dev {dev} table {}", cfg.route_table),
-        format!("rule add from {}/{} lookup {} pref {}", cfg.ue_pool.0, cfg.ue_pool.1, cfg.route_table, cfg.rule_priority),
+        format!(
+            "rule add from {}/{} lookup {} pref {}",
+            cfg.ue_pool.0, cfg.ue_pool.1, cfg.route_table, cfg.rule_priority
+        ),
     ];
     lines.extend(ips.iter().map(|ip| format!("addr replace {ip}/32 dev {dev}")));
     // Best effort, before the link is up: no IPv6 chatter (router

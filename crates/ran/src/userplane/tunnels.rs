@@ -211,7 +211,12 @@ impl Tunnels {
                     self.stats.drop(DropReason::UnknownTeid);
                     self.ei_seq = self.ei_seq.wrapping_add(1);
                     let local = IpAddr::V4(self.local.unwrap_or(Ipv4Addr::UNSPECIFIED));
-                    return Downlink::Reply(gtpu::error_indication(self.ei_seq, m.header.teid, local, Some(from.port())));
+                    return Downlink::Reply(gtpu::error_indication(
+                        self.ei_seq,
+                        m.header.teid,
+                        local,
+                        Some(from.port()),
+                    ));
                 };
                 if ip.len() < 20 || ip[0] >> 4 != 4 || ip[16..20] != ue.octets() {
                     return Downlink::Drop(DropReason::WrongDestination);

@@ -79,10 +79,40 @@ impl Pair {
 
 /// A downlink-only session for UE: PDR by UE address, FAR `dl`.
 fn rules(dl: Action) -> SessionRules {
-    let pdi = PacketDetection { source_interface: INTERFACE_CORE, local_fteid: None, choose_fteid: false, ue_ipv4: Some(UE), network_instance: None, sdf_filters: 0, flows: vec![] };
+    let pdi = PacketDetection {
+        source_interface: INTERFACE_CORE,
+        local_fteid: None,
+        choose_fteid: false,
+        ue_ipv4: Some(UE),
+        network_instance: None,
+        sdf_filters: 0,
+        flows: vec![],
+    };
     let mut r = SessionRules::default();
-    r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi, outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
-    r.fars.insert(2, Far { id: 2, action: dl, destination_interface: Some(INTERFACE_ACCESS), network_instance: None, outer_header_creation: None, bar_id: None, duplicating: vec![] });
+    r.pdrs.insert(
+        2,
+        Pdr {
+            id: 2,
+            precedence: 100,
+            pdi,
+            outer_header_removal: None,
+            far_id: Some(2),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
+    r.fars.insert(
+        2,
+        Far {
+            id: 2,
+            action: dl,
+            destination_interface: Some(INTERFACE_ACCESS),
+            network_instance: None,
+            outer_header_creation: None,
+            bar_id: None,
+            duplicating: vec![],
+        },
+    );
     r
 }
 
@@ -90,7 +120,8 @@ fn rules(dl: Action) -> SessionRules {
 fn buffered_downlink_arrives_on_the_xsk_with_exact_bytes() {
     let Some(pair) = Pair::new() else { return };
     let (mut plane, mut socks) = in_netns(Some(&pair.upf), || {
-        let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(UPF) }).map_err(std::io::Error::other)?;
+        let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(UPF) })
+            .map_err(std::io::Error::other)?;
         p.attach("xb", AttachMode::Native).map_err(std::io::Error::other)?;
         let socks = open_for_plane(&mut p, "xb", 64).map_err(std::io::Error::other)?;
         Ok((p, socks))
@@ -155,7 +186,8 @@ fn buffered_downlink_arrives_on_the_xsk_with_exact_bytes() {
 fn every_receive_queue_gets_a_socket() {
     let Some(pair) = Pair::with_queues(2) else { return };
     let (mut plane, mut socks) = in_netns(Some(&pair.upf), || {
-        let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(UPF) }).map_err(std::io::Error::other)?;
+        let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(UPF) })
+            .map_err(std::io::Error::other)?;
         p.attach("xb", AttachMode::Native).map_err(std::io::Error::other)?;
         let socks = open_for_plane(&mut p, "xb", 64).map_err(std::io::Error::other)?;
         Ok((p, socks))
@@ -164,7 +196,9 @@ fn every_receive_queue_gets_a_socket() {
     assert_eq!(socks.iter().map(XskSocket::queue).collect::<Vec<_>>(), vec![0, 1]);
     plane.install(1, &rules(Action { buff: true, nocp: true, ..Action::default() })).unwrap();
     const N: usize = 64;
-    let senders: Vec<UdpSocket> = (0..8u16).map(|i| in_netns(Some(&pair.src), move || UdpSocket::bind(SocketAddrV4::new(SRC, 4100 + i))).unwrap()).collect();
+    let senders: Vec<UdpSocket> = (0..8u16)
+        .map(|i| in_netns(Some(&pair.src), move || UdpSocket::bind(SocketAddrV4::new(SRC, 4100 + i))).unwrap())
+        .collect();
     for k in 0..N {
         senders[k % senders.len()].send_to(&(k as u16).to_be_bytes(), SocketAddrV4::new(UE, 5000)).unwrap();
     }
@@ -237,7 +271,12 @@ impl Three {
         }
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let id = format!("mct-{}-x{n}", std::process::id());
-        let t = Three { enb: format!("{id}-enb"), upf: format!("{id}-upf"), dn: format!("{id}-dn"), tun: format!("mcx{}{n}", std::process::id() % 100_000) };
+        let t = Three {
+            enb: format!("{id}-enb"),
+            upf: format!("{id}-upf"),
+            dn: format!("{id}-dn"),
+            tun: format!("mcx{}{n}", std::process::id() % 100_000),
+        };
         for ns in [&t.enb, &t.upf, &t.dn] {
             ip(&["netns", "add", ns]);
         }
@@ -245,14 +284,34 @@ impl Three {
         ip(&["link", "add", "sgi", "netns", &t.upf, "type", "veth", "peer", "name", "da", "netns", &t.dn]);
         ip(&["-n", &t.enb, "link", "set", "ea", "address", "02:00:00:00:0e:02"]);
         ip(&["-n", &t.upf, "link", "set", "s1u", "address", "02:00:00:00:0e:01"]);
-        for (ns, dev, addr) in [(&t.enb, "ea", "10.220.1.2/24"), (&t.upf, "s1u", "10.220.1.1/24"), (&t.upf, "sgi", "10.220.2.1/24"), (&t.dn, "da", "10.220.2.2/24")] {
+        for (ns, dev, addr) in [
+            (&t.enb, "ea", "10.220.1.2/24"),
+            (&t.upf, "s1u", "10.220.1.1/24"),
+            (&t.upf, "sgi", "10.220.2.1/24"),
+            (&t.dn, "da", "10.220.2.2/24"),
+        ] {
             ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
             ip(&["-n", ns, "link", "set", dev, "up"]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
         }
         ip(&["-n", &t.dn, "route", "add", "10.45.0.0/24", "via", "10.220.2.1"]);
-        ip(&["-n", &t.upf, "neigh", "replace", "10.220.1.2", "lladdr", "02:00:00:00:0e:02", "dev", "s1u", "nud", "permanent"]);
-        let out = Command::new("ip").args(["netns", "exec", &t.upf, "sysctl", "-qw", "net.ipv4.ip_forward=1"]).output().unwrap();
+        ip(&[
+            "-n",
+            &t.upf,
+            "neigh",
+            "replace",
+            "10.220.1.2",
+            "lladdr",
+            "02:00:00:00:0e:02",
+            "dev",
+            "s1u",
+            "nud",
+            "permanent",
+        ]);
+        let out = Command::new("ip")
+            .args(["netns", "exec", &t.upf, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+            .output()
+            .unwrap();
         assert!(out.status.success());
         Some(t)
     }
@@ -261,10 +320,40 @@ impl Three {
 fn bearer(dl: Action) -> SessionRules {
     use crate::rules::GtpuTunnel;
     let mut r = rules(dl);
-    let pdi = PacketDetection { source_interface: INTERFACE_ACCESS, local_fteid: Some((0x100, S1U)), choose_fteid: false, ue_ipv4: Some(UE), network_instance: None, sdf_filters: 0, flows: vec![] };
-    r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi, outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
+    let pdi = PacketDetection {
+        source_interface: INTERFACE_ACCESS,
+        local_fteid: Some((0x100, S1U)),
+        choose_fteid: false,
+        ue_ipv4: Some(UE),
+        network_instance: None,
+        sdf_filters: 0,
+        flows: vec![],
+    };
+    r.pdrs.insert(
+        1,
+        Pdr {
+            id: 1,
+            precedence: 100,
+            pdi,
+            outer_header_removal: Some(0),
+            far_id: Some(1),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
     let forw = Action { forw: true, ..Action::default() };
-    r.fars.insert(1, Far { id: 1, action: forw, destination_interface: Some(INTERFACE_CORE), network_instance: None, outer_header_creation: None, bar_id: None, duplicating: vec![] });
+    r.fars.insert(
+        1,
+        Far {
+            id: 1,
+            action: forw,
+            destination_interface: Some(INTERFACE_CORE),
+            network_instance: None,
+            outer_header_creation: None,
+            bar_id: None,
+            duplicating: vec![],
+        },
+    );
     r.fars.get_mut(&2).unwrap().outer_header_creation = dl.forw.then_some(GtpuTunnel { teid: 0x900, ipv4: ENB });
     r
 }
@@ -273,7 +362,10 @@ fn bearer(dl: Action) -> SessionRules {
 fn start_slow_path(t: &Three, socks: Vec<XskSocket>) -> Running {
     use crate::dataplane::io::IoConfig;
     use crate::dataplane::{DatapathConfig, UserspacePlane};
-    let plane = UserspacePlane::new(DatapathConfig { s1u_addr: S1U, ..DatapathConfig::default() }, mobicore_common::counters::Counters::new());
+    let plane = UserspacePlane::new(
+        DatapathConfig { s1u_addr: S1U, ..DatapathConfig::default() },
+        mobicore_common::counters::Counters::new(),
+    );
     let cfg = IoConfig {
         s1u: SocketAddrV4::new(S1U, 2152),
         access_netns: Some(t.upf.clone()),
@@ -302,12 +394,14 @@ fn xdp_mode_buffers_over_afxdp_and_releases_in_order() {
     })
     .expect("pass program on the eNB side");
     let (mut xdp, socks) = in_netns(Some(&t.upf), || {
-        let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(S1U) }).map_err(std::io::Error::other)?;
+        let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(S1U) })
+            .map_err(std::io::Error::other)?;
         for i in ["s1u", "sgi"] {
             p.attach(i, AttachMode::Native).map_err(std::io::Error::other)?;
         }
         let s1u = crate::xdp::ifindex("s1u").map_err(std::io::Error::other)?;
-        p.set_next_hop(ENB, crate::xdp::NextHop { ifindex: s1u, dmac: ENB_MAC, smac: S1U_MAC }).map_err(std::io::Error::other)?;
+        p.set_next_hop(ENB, crate::xdp::NextHop { ifindex: s1u, dmac: ENB_MAC, smac: S1U_MAC })
+            .map_err(std::io::Error::other)?;
         let socks = open_for_plane(&mut p, "sgi", DEFAULT_FRAMES).map_err(std::io::Error::other)?;
         Ok((p, socks))
     })
@@ -335,7 +429,10 @@ fn xdp_mode_buffers_over_afxdp_and_releases_in_order() {
     assert_eq!(counter("upf_afxdp_received"), u64::from(N), "every packet came over AF_XDP");
     assert_eq!(counter("upf_buffered"), u64::from(N));
     assert_eq!(xdp.counter(Counter::PassBuffer).unwrap(), u64::from(N));
-    assert!(matches!(slow.plane.poll_report(), Some(crate::rules::PlaneReport::DownlinkData { up_seid: 1, pdr_id: 2 })));
+    assert!(matches!(
+        slow.plane.poll_report(),
+        Some(crate::rules::PlaneReport::DownlinkData { up_seid: 1, pdr_id: 2 })
+    ));
     assert_eq!(slow.plane.lock().buffered(1).0, usize::from(N) * 30, "100 IPv4/UDP packets of 30 octets held");
 
     // The FAR turns FORW through the shell's handover; packets sent at

@@ -83,10 +83,17 @@ impl UserPlane {
         if s.ue_ip.is_some_and(|ue| ue != ip.src) {
             return Verdict::Dropped(DropReason::Spoofed);
         }
-        let key = FlowKey { proto: ip.proto, ue: ip.src, remote: ip.dst, ue_port: ip.ports.map(|p| p.0), remote_port: ip.ports.map(|p| p.1) };
+        let key = FlowKey {
+            proto: ip.proto,
+            ue: ip.src,
+            remote: ip.dst,
+            ue_port: ip.ports.map(|p| p.0),
+            remote_port: ip.ports.map(|p| p.1),
+        };
         let pdr = s.ul_pdrs.iter().copied().find(|id| {
             let pd = &s.rules.pdrs[id].pdi;
-            pd.local_fteid.is_some_and(|f| f.0 == teid) && (pd.flows.is_empty() || pd.flows.iter().any(|f| f.matches(&key)))
+            pd.local_fteid.is_some_and(|f| f.0 == teid)
+                && (pd.flows.is_empty() || pd.flows.iter().any(|f| f.matches(&key)))
         });
         if ip.fragment && s.frag_ul {
             return self.fragment_step(now, seid, &ip, inner, pdr, true);
@@ -100,7 +107,15 @@ impl UserPlane {
     /// A fragment in a session whose PDRs filter on ports: the first
     /// fragment's PDR (`matched`) is kept for the later ones, which wait
     /// for it if they come first (see `defrag`).
-    fn fragment_step(&mut self, now: Instant, seid: u64, ip: &Ipv4Info, pkt: &[u8], matched: Option<u16>, uplink: bool) -> Verdict {
+    fn fragment_step(
+        &mut self,
+        now: Instant,
+        seid: u64,
+        ip: &Ipv4Info,
+        pkt: &[u8],
+        matched: Option<u16>,
+        uplink: bool,
+    ) -> Verdict {
         self.handle_timeout(now);
         let key = FragKey { src: ip.src, dst: ip.dst, proto: ip.proto, id: ip.id };
         if ip.frag_offset == 0 {
@@ -120,7 +135,9 @@ impl UserPlane {
             return v;
         }
         match self.defrag.later(now, seid, key, pkt) {
-            Later::Follow(Some(p)) if self.sessions[&seid].rules.pdrs.contains_key(&p) => self.apply(now, seid, p, pkt, uplink, false),
+            Later::Follow(Some(p)) if self.sessions[&seid].rules.pdrs.contains_key(&p) => {
+                self.apply(now, seid, p, pkt, uplink, false)
+            }
             Later::Follow(_) => Verdict::Dropped(DropReason::NoPdr),
             Later::Held => {
                 self.counters.incr("upf_frag_held");
@@ -189,7 +206,10 @@ impl UserPlane {
                     let kbps = if uplink { ul } else { dl };
                     if kbps > 0 {
                         let rate = kbps as f64 * 1000.0 / 8.0;
-                        let b = s.buckets.entry((*q, uplink)).or_insert_with(|| TokenBucket::new(rate, (rate / 10.0).max(16_000.0)));
+                        let b = s
+                            .buckets
+                            .entry((*q, uplink))
+                            .or_insert_with(|| TokenBucket::new(rate, (rate / 10.0).max(16_000.0)));
                         if !b.take(now, len as f64) {
                             return Verdict::Dropped(DropReason::MbrExceeded);
                         }
@@ -208,7 +228,8 @@ impl UserPlane {
             if action.drop || action.forw {
                 return Verdict::Dropped(DropReason::FarDrop);
             }
-            let count_cap = far.bar_id.and_then(|b| s.rules.bars.get(&b)).and_then(|b| b.suggested_buffering_packets_count);
+            let count_cap =
+                far.bar_id.and_then(|b| s.rules.bars.get(&b)).and_then(|b| b.suggested_buffering_packets_count);
             if s.buffer_bytes + len > self.cfg.buffer_session_bytes
                 || self.buffered_total + len > self.cfg.buffer_total_bytes
                 || count_cap.is_some_and(|c| c > 0 && s.buffer.len() >= c as usize)
@@ -305,7 +326,13 @@ pub(super) fn encapsulate(t: GtpuTunnel, pkt: &[u8], mtu: usize) -> Result<Vec<V
 /// match. A non-first fragment carries no ports: in a session whose
 /// filters look at ports it follows its first fragment instead (`defrag`).
 fn match_downlink(s: &SessionState, ip: &Ipv4Info) -> Option<u16> {
-    let key = FlowKey { proto: ip.proto, ue: ip.dst, remote: ip.src, ue_port: ip.ports.map(|p| p.1), remote_port: ip.ports.map(|p| p.0) };
+    let key = FlowKey {
+        proto: ip.proto,
+        ue: ip.dst,
+        remote: ip.src,
+        ue_port: ip.ports.map(|p| p.1),
+        remote_port: ip.ports.map(|p| p.0),
+    };
     s.dl_pdrs.iter().copied().find(|id| {
         let pd = &s.rules.pdrs[id].pdi;
         pd.ue_ipv4.is_none_or(|u| u == ip.dst) && (pd.flows.is_empty() || pd.flows.iter().any(|f| f.matches(&key)))

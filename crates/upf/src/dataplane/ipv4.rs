@@ -79,7 +79,7 @@ fn copied_options(opts: &[u8]) -> Vec<u8> {
     let mut i = 0;
     while i < opts.len() {
         match opts[i] {
-            0 => break, // End of Option List
+            0 => break,  // End of Option List
             1 => i += 1, // No Operation
             t => {
                 let Some(&l) = opts.get(i + 1) else { break };
@@ -216,7 +216,10 @@ mod tests {
         let mut p = udp_packet([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 1000, 2000, b"hi");
         assert_eq!(checksum(&p[..20]), 0);
         let i = parse(&p).unwrap();
-        assert_eq!((i.src, i.dst, i.proto, i.ports, i.fragment), ([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 17, Some((1000, 2000)), false));
+        assert_eq!(
+            (i.src, i.dst, i.proto, i.ports, i.fragment),
+            ([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 17, Some((1000, 2000)), false)
+        );
         p[6] = 0x00;
         p[7] = 0x10; // offset 16 * 8
         let i = parse(&p).unwrap();

@@ -66,7 +66,13 @@ fn bearer(ue: Ipv4Addr, teid: u32, enb_teid: u32, dl: Action) -> SessionRules {
 
 fn plane() -> UserPlane {
     UserPlane::new(
-        DatapathConfig { s1u_addr: S1U, buffer_session_bytes: 10_000, buffer_total_bytes: 15_000, error_indications_per_sec: 2, ..DatapathConfig::default() },
+        DatapathConfig {
+            s1u_addr: S1U,
+            buffer_session_bytes: 10_000,
+            buffer_total_bytes: 15_000,
+            error_indications_per_sec: 2,
+            ..DatapathConfig::default()
+        },
         Counters::new(),
     )
 }
@@ -130,7 +136,8 @@ fn sdf_filters_by_precedence() {
     let mut p = plane();
     let mut r = bearer(UE, 0x100, 0x900, FORW);
     // A dedicated bearer for UDP from port 5000, precedence 10 (higher).
-    r.pdrs.insert(3, pdr(3, 10, pd(INTERFACE_CORE, None, UE, &["permit out 17 from 192.0.2.0/24 5000 to assigned"]), 3));
+    r.pdrs
+        .insert(3, pdr(3, 10, pd(INTERFACE_CORE, None, UE, &["permit out 17 from 192.0.2.0/24 5000 to assigned"]), 3));
     r.fars.insert(3, far(3, FORW, Some((0x777, ENB))));
     p.install(1, &r).unwrap();
     let teid_of = |p: &mut UserPlane, pkt: &[u8]| {
@@ -161,7 +168,10 @@ fn qer_gate_and_mbr() {
     r.pdrs.get_mut(&2).unwrap().qer_ids = vec![1];
     p.install(1, &r).unwrap();
     let now = Instant::now();
-    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, &ul_packet(UE, b"x"))), Verdict::Dropped(DropReason::GateClosed));
+    assert_eq!(
+        p.uplink(now, enb(), &gtpu::gpdu(0x100, &ul_packet(UE, b"x"))),
+        Verdict::Dropped(DropReason::GateClosed)
+    );
     // 8 kbit/s = 1000 octets/s with a 16000-octet bucket: 1000-octet
     // packets pass 16 times, then the 17th is over the rate.
     let big = dl_packet(UE, 1, &[0u8; 972]);
@@ -181,7 +191,15 @@ fn urr_counts_what_is_forwarded() {
     // and reports are the usage engine's (crate::urr), for every data path.
     let mut p = plane();
     let mut r = bearer(UE, 0x100, 0x900, FORW);
-    r.urrs.insert(7, Urr { id: 7, measure_volume: true, volume_threshold: Some(VolumeLimit { total: Some(1), ..Default::default() }), ..Default::default() });
+    r.urrs.insert(
+        7,
+        Urr {
+            id: 7,
+            measure_volume: true,
+            volume_threshold: Some(VolumeLimit { total: Some(1), ..Default::default() }),
+            ..Default::default()
+        },
+    );
     r.pdrs.get_mut(&1).unwrap().urr_ids = vec![7];
     r.pdrs.get_mut(&2).unwrap().urr_ids = vec![7];
     p.install(1, &r).unwrap();
@@ -190,7 +208,10 @@ fn urr_counts_what_is_forwarded() {
     assert_eq!(p.uplink(now, enb(), &ul), Verdict::Forwarded);
     assert_eq!(p.uplink(now, enb(), &ul), Verdict::Forwarded);
     assert_eq!(p.downlink(now, &dl_packet(UE, 1, &[0; 32])), Verdict::Forwarded);
-    assert_eq!(p.urr_counts(1, 7), Some(crate::urr::UsageCounts { ul_octets: 120, ul_packets: 2, dl_octets: 60, dl_packets: 1 }));
+    assert_eq!(
+        p.urr_counts(1, 7),
+        Some(crate::urr::UsageCounts { ul_octets: 120, ul_packets: 2, dl_octets: 60, dl_packets: 1 })
+    );
     assert_eq!(p.usage(1, 7), Some((120, 60)));
     assert_eq!(p.poll_report(), None, "no usage report from the data path itself");
     // Counts survive a rule update; a DROP FAR (as for an exhausted quota)
@@ -274,7 +295,10 @@ fn unknown_teid_gets_rate_limited_error_indication() {
     let now = Instant::now();
     let from = SocketAddrV4::new(ENB, 40000);
     for _ in 0..5 {
-        assert_eq!(p.uplink(now, from, &gtpu::gpdu(0xdead, &ul_packet(UE, b"x"))), Verdict::Dropped(DropReason::UnknownTeid));
+        assert_eq!(
+            p.uplink(now, from, &gtpu::gpdu(0xdead, &ul_packet(UE, b"x"))),
+            Verdict::Dropped(DropReason::UnknownTeid)
+        );
     }
     let out = drain(&mut p);
     assert_eq!(out.len(), 2, "2 per second");
@@ -291,7 +315,11 @@ fn unknown_teid_gets_rate_limited_error_indication() {
 fn echo_request_is_answered() {
     let mut p = plane();
     let from = SocketAddrV4::new(ENB, 2152);
-    let req = Repr { header: HeaderRepr { msg_type: gtpu::msg::ECHO_REQUEST, seq: Some(77), ..Default::default() }, body: Body::EchoRequest }.to_vec();
+    let req = Repr {
+        header: HeaderRepr { msg_type: gtpu::msg::ECHO_REQUEST, seq: Some(77), ..Default::default() },
+        body: Body::EchoRequest,
+    }
+    .to_vec();
     assert_eq!(p.uplink(Instant::now(), from, &req), Verdict::Control);
     let out = drain(&mut p);
     let [Transmit::Gtpu { to, bytes }] = &out[..] else { panic!() };
@@ -332,9 +360,11 @@ fn arb_datagram() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..80),
         // A plausible G-PDU for a known or unknown TEID with arbitrary inner bytes.
-        (prop_oneof![Just(0x100u32), Just(0x200), any::<u32>()], proptest::collection::vec(any::<u8>(), 0..60)).prop_map(|(t, b)| gtpu::gpdu(t, &b)),
+        (prop_oneof![Just(0x100u32), Just(0x200), any::<u32>()], proptest::collection::vec(any::<u8>(), 0..60))
+            .prop_map(|(t, b)| gtpu::gpdu(t, &b)),
         // A well-formed inner packet from an arbitrary source.
-        (any::<[u8; 4]>(), proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(s, b)| gtpu::gpdu(0x100, &ul_packet(s.into(), &b))),
+        (any::<[u8; 4]>(), proptest::collection::vec(any::<u8>(), 0..40))
+            .prop_map(|(s, b)| gtpu::gpdu(0x100, &ul_packet(s.into(), &b))),
     ]
 }
 

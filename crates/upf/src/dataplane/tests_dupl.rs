@@ -58,7 +58,11 @@ impl Node {
         let core = UpfCore::new(cfg, Box::new(up.clone()), SystemTime::UNIX_EPOCH, Counters::new());
         let mut n = Node { core, up, seq: 0, now: Instant::now() };
         let node = NodeId::new_ipv4(Ipv4Addr::new(127, 0, 0, 2)).to_ie();
-        let (_, r) = n.request(msg::ASSOCIATION_SETUP_REQUEST, None, &[node, RecoveryTimeStamp::new(SystemTime::UNIX_EPOCH).to_ie()]);
+        let (_, r) = n.request(
+            msg::ASSOCIATION_SETUP_REQUEST,
+            None,
+            &[node, RecoveryTimeStamp::new(SystemTime::UNIX_EPOCH).to_ie()],
+        );
         assert_eq!(cause(&r), 1);
         n
     }
@@ -161,7 +165,9 @@ fn create_far_with_two_duplicating_parameters_copies_to_both() {
     let seid: u64 = Fseid::unmarshal(&first(&r, IeType::Fseid).unwrap().payload).unwrap().seid.into();
     let out = downlink(&n);
     assert_eq!(out.len(), 3, "{out:?}");
-    let [Transmit::GtpuMarked { to: li, tos: 0xb8, bytes: b1 }, Transmit::Gtpu { to: cc, bytes: b2 }, Transmit::Gtpu { to: enb, bytes: b3 }] = &out[..] else {
+    let [Transmit::GtpuMarked { to: li, tos: 0xb8, bytes: b1 }, Transmit::Gtpu { to: cc, bytes: b2 }, Transmit::Gtpu { to: enb, bytes: b3 }] =
+        &out[..]
+    else {
         panic!("{out:?}")
     };
     assert_eq!((*li, teid_of(b1)), (SocketAddrV4::new(LI, 2152), 0x11));
@@ -172,11 +178,17 @@ fn create_far_with_two_duplicating_parameters_copies_to_both() {
 
     // Update Duplicating Parameters: the first copy moves to LI2 (TEID
     // 0x33), keeping its interface and marking.
-    let upd = group(IeType::UpdateFar, &[FarId::new(2).to_ie(), duplicating(IeType::UpdateDuplicatingParameters, None, Some((0x33, LI2)), None)]);
+    let upd = group(
+        IeType::UpdateFar,
+        &[FarId::new(2).to_ie(), duplicating(IeType::UpdateDuplicatingParameters, None, Some((0x33, LI2)), None)],
+    );
     let (_, r) = n.request(msg::SESSION_MODIFICATION_REQUEST, Some(seid), &[upd]);
     assert_eq!(cause(&r), 1);
     let out = downlink(&n);
-    assert!(matches!(&out[0], Transmit::GtpuMarked { to, tos: 0xb8, bytes } if *to == SocketAddrV4::new(LI2, 2152) && teid_of(bytes) == 0x33), "{out:?}");
+    assert!(
+        matches!(&out[0], Transmit::GtpuMarked { to, tos: 0xb8, bytes } if *to == SocketAddrV4::new(LI2, 2152) && teid_of(bytes) == 0x33),
+        "{out:?}"
+    );
     assert_eq!(out.len(), 3);
 
     // Apply Action without DUPL: no more copies.
@@ -193,7 +205,8 @@ fn dupl_without_duplicating_parameters_is_refused() {
     // TS 29.244 7.5.2.3-1: the IE shall be present with DUPL, a
     // conditional IE missing (cause 67 with the Offending IE, 8.2.1).
     assert_eq!(cause(&r), 67);
-    let o = rs_pfcp::ie::offending_ie::OffendingIe::unmarshal(&first(&r, IeType::OffendingIe).unwrap().payload).unwrap();
+    let o =
+        rs_pfcp::ie::offending_ie::OffendingIe::unmarshal(&first(&r, IeType::OffendingIe).unwrap().payload).unwrap();
     assert_eq!(o.ie_type, IeType::DuplicatingParameters as u16);
     assert_eq!(n.up.lock().session_count(), 0);
     // A copy to the LI function needs an outer header: the FAR cannot be

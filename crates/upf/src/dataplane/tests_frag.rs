@@ -3,12 +3,12 @@
 //! Needed) and DUPL copies in the data path.
 
 use super::ipv4::{self, udp_packet};
-use mobicore_common::inet::checksum;
+use super::tests::{pd, pdr, ENB, S1U};
 use super::*;
 use crate::rules::{Action, Duplicate, Far};
+use mobicore_common::inet::checksum;
 use mobicore_gtp::gtpu::{self, Body};
 use proptest::prelude::*;
-use super::tests::{pd, pdr, ENB, S1U};
 use std::time::Duration;
 
 const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
@@ -36,7 +36,10 @@ fn filtered(ue: Ipv4Addr, ul_teid: u32, base: u32) -> SessionRules {
     let mut r = SessionRules::default();
     r.pdrs.insert(10, pdr(10, 10, pd(INTERFACE_CORE, None, ue, &["permit out 17 from any 5000 to assigned"]), 10));
     r.pdrs.insert(20, pdr(20, 100, pd(INTERFACE_CORE, None, ue, &[]), 20));
-    r.pdrs.insert(30, pdr(30, 10, pd(INTERFACE_ACCESS, Some(ul_teid), ue, &["permit out 17 from any 5000 to assigned"]), 30));
+    r.pdrs.insert(
+        30,
+        pdr(30, 10, pd(INTERFACE_ACCESS, Some(ul_teid), ue, &["permit out 17 from any 5000 to assigned"]), 30),
+    );
     r.pdrs.insert(40, pdr(40, 100, pd(INTERFACE_ACCESS, Some(ul_teid), ue, &[]), 40));
     r.fars.insert(10, far_to(10, FORW, base + 0xA));
     r.fars.insert(20, far_to(20, FORW, base + 0xB));
@@ -67,7 +70,15 @@ fn gpdus(out: &[Transmit]) -> Vec<(u32, Vec<u8>)> {
 
 /// A UDP packet with Identification `id`, cut into fragments of at most
 /// `mtu` octets.
-fn fragments(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, id: u16, payload: &[u8], mtu: usize) -> Vec<Vec<u8>> {
+fn fragments(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    id: u16,
+    payload: &[u8],
+    mtu: usize,
+) -> Vec<Vec<u8>> {
     let mut p = udp_packet(src, dst, sport, dport, payload);
     p[4..6].copy_from_slice(&id.to_be_bytes());
     p[10..12].copy_from_slice(&[0, 0]);
@@ -285,10 +296,13 @@ fn oversize_downlink_is_fragmented_inside_the_tunnel() {
         let Transmit::Gtpu { bytes, .. } = t else { panic!() };
         assert!(bytes.len() + 28 <= 600, "outer packet within the MTU");
     }
-    let frags: Vec<Vec<u8>> = gpdus(&out).into_iter().map(|(t, f)| {
-        assert_eq!(t, 0x900);
-        f
-    }).collect();
+    let frags: Vec<Vec<u8>> = gpdus(&out)
+        .into_iter()
+        .map(|(t, f)| {
+            assert_eq!(t, 0x900);
+            f
+        })
+        .collect();
     // (564 - 20) / 8 * 8 = 544 data octets per fragment: 1380 = 544 + 544 + 292.
     assert_eq!(frags.iter().map(|f| f.len()).collect::<Vec<_>>(), vec![564, 564, 312]);
     let mut data = vec![];
@@ -367,7 +381,12 @@ fn oversize_with_df_gets_icmp_fragmentation_needed_rate_limited() {
 fn dupl_copies_forwarded_dropped_and_buffered_packets_once() {
     let now = Instant::now();
     let mut p = plane_with(DatapathConfig::default());
-    let copy = Duplicate { destination_interface: 4, outer_header_creation: Some(GtpuTunnel { teid: 0x77, ipv4: LI }), tos: Some(0xb8), forwarding_policy: None };
+    let copy = Duplicate {
+        destination_interface: 4,
+        outer_header_creation: Some(GtpuTunnel { teid: 0x77, ipv4: LI }),
+        tos: Some(0xb8),
+        forwarding_policy: None,
+    };
     let mut r = one_bearer();
     r.fars.get_mut(&2).unwrap().action.dupl = true;
     r.fars.get_mut(&2).unwrap().duplicating = vec![copy.clone()];
@@ -376,7 +395,10 @@ fn dupl_copies_forwarded_dropped_and_buffered_packets_once() {
     let pkt = udp_packet(DN, UE, 5000, 4000, b"x");
     assert_eq!(p.downlink(now, &pkt), Verdict::Forwarded);
     let out = drain(&mut p);
-    assert!(matches!(&out[..], [Transmit::GtpuMarked { to, tos: 0xb8, .. }, Transmit::Gtpu { .. }] if *to.ip() == LI), "{out:?}");
+    assert!(
+        matches!(&out[..], [Transmit::GtpuMarked { to, tos: 0xb8, .. }, Transmit::Gtpu { .. }] if *to.ip() == LI),
+        "{out:?}"
+    );
     assert_eq!(gpdus(&out), vec![(0x77, pkt.clone()), (0x900, pkt.clone())]);
     // DROP + DUPL: the copy only.
     r.fars.get_mut(&2).unwrap().action = Action { drop: true, dupl: true, ..Action::default() };
@@ -396,7 +418,10 @@ fn dupl_copies_forwarded_dropped_and_buffered_packets_once() {
     // DUPL without Duplicating Parameters is a rule error of the FAR.
     r.fars.get_mut(&2).unwrap().action.dupl = true;
     r.fars.get_mut(&2).unwrap().duplicating.clear();
-    assert_eq!(r.check(), Err(crate::rules::RuleError::ConditionalIeMissing(rs_pfcp::ie::IeType::DuplicatingParameters as u16)));
+    assert_eq!(
+        r.check(),
+        Err(crate::rules::RuleError::ConditionalIeMissing(rs_pfcp::ie::IeType::DuplicatingParameters as u16))
+    );
 }
 
 /// Uplink forwarded in GTP-U (an N9/S5-U peer, as in local breakout to an
@@ -410,13 +435,25 @@ fn oversize_uplink_is_fragmented_or_answered_to_the_ue() {
     let mut p = plane_with(DatapathConfig { s1u_mtu: 600, ..DatapathConfig::default() });
     let mut r = one_bearer();
     r.pdrs.insert(1, pdr(1, 100, pd(INTERFACE_ACCESS, Some(0x100), UE, &[]), 1));
-    r.fars.insert(1, Far { id: 1, action: FORW, destination_interface: Some(INTERFACE_CORE), outer_header_creation: Some(GtpuTunnel { teid: 0x700, ipv4: peer }), ..Far::default() });
+    r.fars.insert(
+        1,
+        Far {
+            id: 1,
+            action: FORW,
+            destination_interface: Some(INTERFACE_CORE),
+            outer_header_creation: Some(GtpuTunnel { teid: 0x700, ipv4: peer }),
+            ..Far::default()
+        },
+    );
     p.install(1, &r).unwrap();
     let up = |df: bool| big_from(UE, DN, 1000, df);
     let enb = SocketAddrV4::new(ENB, gtpu::PORT);
     assert_eq!(p.uplink(now, enb, &gtpu::gpdu(0x100, &up(false))), Verdict::Forwarded);
     let out = drain(&mut p);
-    assert!(out.iter().all(|t| matches!(t, Transmit::Gtpu { to, bytes } if *to.ip() == peer && bytes.len() + 28 <= 600)), "{out:?}");
+    assert!(
+        out.iter().all(|t| matches!(t, Transmit::Gtpu { to, bytes } if *to.ip() == peer && bytes.len() + 28 <= 600)),
+        "{out:?}"
+    );
     let frags = gpdus(&out);
     assert_eq!(frags.len(), 2);
     assert_eq!(frags.iter().map(|f| f.1.len() - 20).sum::<usize>(), 980, "every octet of the payload");
@@ -440,7 +477,12 @@ fn oversize_uplink_is_fragmented_or_answered_to_the_ue() {
 fn dupl_copies_keep_to_the_gtpu_mtu() {
     let now = Instant::now();
     let mut p = plane_with(DatapathConfig { s1u_mtu: 600, ..DatapathConfig::default() });
-    let copy = Duplicate { destination_interface: 4, outer_header_creation: Some(GtpuTunnel { teid: 0x77, ipv4: LI }), tos: Some(0xb8), forwarding_policy: None };
+    let copy = Duplicate {
+        destination_interface: 4,
+        outer_header_creation: Some(GtpuTunnel { teid: 0x77, ipv4: LI }),
+        tos: Some(0xb8),
+        forwarding_policy: None,
+    };
     let mut r = one_bearer();
     r.fars.get_mut(&2).unwrap().action = Action { drop: true, dupl: true, ..Action::default() };
     r.fars.get_mut(&2).unwrap().duplicating = vec![copy];
@@ -448,7 +490,12 @@ fn dupl_copies_keep_to_the_gtpu_mtu() {
     let orig = big(1400, false);
     assert_eq!(p.downlink(now, &orig), Verdict::Dropped(DropReason::FarDrop));
     let out = drain(&mut p);
-    assert!(out.iter().all(|t| matches!(t, Transmit::GtpuMarked { to, tos: 0xb8, bytes } if *to.ip() == LI && bytes.len() + 28 <= 600)), "{out:?}");
+    assert!(
+        out.iter().all(
+            |t| matches!(t, Transmit::GtpuMarked { to, tos: 0xb8, bytes } if *to.ip() == LI && bytes.len() + 28 <= 600)
+        ),
+        "{out:?}"
+    );
     let frags = gpdus(&out);
     assert_eq!(frags.len(), 3);
     assert_eq!(frags.iter().map(|f| f.1.len() - 20).sum::<usize>(), 1380);

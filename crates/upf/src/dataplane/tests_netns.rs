@@ -10,7 +10,9 @@
 use super::io::{in_netns, DatapathIo, IoConfig};
 use super::ipv4::udp_packet;
 use super::{DatapathConfig, UserspacePlane};
-use crate::rules::{Action, Far, ForwardingPlane, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
+use crate::rules::{
+    Action, Far, ForwardingPlane, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE,
+};
 use mobicore_common::counters::Counters;
 use mobicore_common::tools;
 use mobicore_gtp::gtpu::{self, Body, HeaderRepr, Repr};
@@ -50,7 +52,12 @@ impl Topo {
             return None;
         }
         let id = format!("{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed));
-        let t = Topo { enb: format!("mct-{id}-enb"), upf: format!("mct-{id}-upf"), dn: format!("mct-{id}-dn"), tun: format!("mcu{id}") };
+        let t = Topo {
+            enb: format!("mct-{id}-enb"),
+            upf: format!("mct-{id}-upf"),
+            dn: format!("mct-{id}-dn"),
+            tun: format!("mcu{id}"),
+        };
         for ns in [&t.enb, &t.upf, &t.dn] {
             sh(&["ip", "netns", "add", ns]);
         }
@@ -91,12 +98,56 @@ fn rules(dl: Action) -> SessionRules {
         flows: vec![],
     };
     let mut r = SessionRules::default();
-    r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pd(INTERFACE_ACCESS, Some(0x100)), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
-    r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pd(INTERFACE_CORE, None), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+    r.pdrs.insert(
+        1,
+        Pdr {
+            id: 1,
+            precedence: 100,
+            pdi: pd(INTERFACE_ACCESS, Some(0x100)),
+            outer_header_removal: Some(0),
+            far_id: Some(1),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
+    r.pdrs.insert(
+        2,
+        Pdr {
+            id: 2,
+            precedence: 100,
+            pdi: pd(INTERFACE_CORE, None),
+            outer_header_removal: None,
+            far_id: Some(2),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
     let forw = Action { forw: true, ..Action::default() };
-    r.fars.insert(1, Far { id: 1, action: forw, destination_interface: Some(INTERFACE_CORE), network_instance: None, outer_header_creation: None, bar_id: None, duplicating: vec![] });
+    r.fars.insert(
+        1,
+        Far {
+            id: 1,
+            action: forw,
+            destination_interface: Some(INTERFACE_CORE),
+            network_instance: None,
+            outer_header_creation: None,
+            bar_id: None,
+            duplicating: vec![],
+        },
+    );
     let ohc = dl.forw.then_some(GtpuTunnel { teid: 0x900, ipv4: ENB });
-    r.fars.insert(2, Far { id: 2, action: dl, destination_interface: Some(INTERFACE_ACCESS), network_instance: None, outer_header_creation: ohc, bar_id: None, duplicating: vec![] });
+    r.fars.insert(
+        2,
+        Far {
+            id: 2,
+            action: dl,
+            destination_interface: Some(INTERFACE_ACCESS),
+            network_instance: None,
+            outer_header_creation: ohc,
+            bar_id: None,
+            duplicating: vec![],
+        },
+    );
     r
 }
 
@@ -164,7 +215,8 @@ fn udp_in(ns: &str, addr: SocketAddrV4) -> UdpSocket {
 
 /// Checks GTP-U datagrams with tshark (wrapped in IPv4/UDP in a pcap).
 fn tshark_clean(datagrams: &[Vec<u8>]) {
-    let packets: Vec<Vec<u8>> = datagrams.iter().map(|d| udp_packet(Ipv4Addr::new(10, 200, 1, 1), ENB, gtpu::PORT, gtpu::PORT, d)).collect();
+    let packets: Vec<Vec<u8>> =
+        datagrams.iter().map(|d| udp_packet(Ipv4Addr::new(10, 200, 1, 1), ENB, gtpu::PORT, gtpu::PORT, d)).collect();
     if let Some(text) = tshark_raw(&packets) {
         assert!(text.contains("GPRS Tunneling Protocol"), "{text}");
     }
@@ -190,7 +242,11 @@ fn tshark_raw(packets: &[Vec<u8>]) -> Option<String> {
         pcap.extend_from_slice(&(p.len() as u32).to_le_bytes());
         pcap.extend_from_slice(p);
     }
-    let f = std::env::temp_dir().join(format!("mct-gtpu-{}-{}.pcap", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let f = std::env::temp_dir().join(format!(
+        "mct-gtpu-{}-{}.pcap",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::write(&f, &pcap).unwrap();
     let out = tools::run(Command::new("tshark").args(["-r", f.to_str().unwrap(), "-V"]));
     let expert = tools::run(Command::new("tshark").args(["-r", f.to_str().unwrap(), "-q", "-z", "expert,error"]));
@@ -229,7 +285,11 @@ fn gpdu_round_trip_enb_upf_dn() {
         seen.push(buf[..n].to_vec());
     }
     // Echo Request -> Echo Response; unknown TEID -> Error Indication.
-    let echo = Repr { header: HeaderRepr { msg_type: gtpu::msg::ECHO_REQUEST, seq: Some(3), ..Default::default() }, body: Body::EchoRequest }.to_vec();
+    let echo = Repr {
+        header: HeaderRepr { msg_type: gtpu::msg::ECHO_REQUEST, seq: Some(3), ..Default::default() },
+        body: Body::EchoRequest,
+    }
+    .to_vec();
     enb.send_to(&echo, s1u).unwrap();
     let mut buf = [0u8; 2048];
     let (n, _) = enb.recv_from(&mut buf).unwrap();
@@ -248,7 +308,8 @@ fn gpdu_round_trip_enb_upf_dn() {
     assert_eq!((r.header.teid, r.body), (0x900, Body::EndMarker));
     seen.push(buf[..n].to_vec());
     // A spoofed inner source never reaches the data network.
-    enb.send_to(&gtpu::gpdu(0x100, &udp_packet(Ipv4Addr::new(10, 45, 0, 99), *DN.ip(), 1, DN.port(), b"spoof")), s1u).unwrap();
+    enb.send_to(&gtpu::gpdu(0x100, &udp_packet(Ipv4Addr::new(10, 45, 0, 99), *DN.ip(), 1, DN.port(), b"spoof")), s1u)
+        .unwrap();
     enb.send_to(&gtpu::gpdu(0x100, &udp_packet(UE, *DN.ip(), 4000, DN.port(), b"ok")), s1u).unwrap();
     let (n, _) = dn.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"ok");
@@ -359,7 +420,15 @@ fn s1u_mtu_icmp_reaches_the_sender_and_fragments_reach_the_enb() {
         let mut mtu: libc::c_int = 0;
         let mut len = 4 as libc::socklen_t;
         // SAFETY: getsockopt into an int we own.
-        unsafe { libc::getsockopt(dn.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU, (&mut mtu as *mut libc::c_int).cast(), &mut len) };
+        unsafe {
+            libc::getsockopt(
+                dn.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MTU,
+                (&mut mtu as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
         mtu
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(1);

@@ -124,8 +124,30 @@ pub(super) fn urr(id: u32) -> Urr {
 /// URR 1 on both PDRs.
 pub(crate) fn bearer(dl: Action, qer: Qer) -> SessionRules {
     let mut r = SessionRules::default();
-    r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pd(INTERFACE_ACCESS, Some(TEID), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![1], urr_ids: vec![1] });
-    r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pd(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![1], urr_ids: vec![1] });
+    r.pdrs.insert(
+        1,
+        Pdr {
+            id: 1,
+            precedence: 100,
+            pdi: pd(INTERFACE_ACCESS, Some(TEID), &[]),
+            outer_header_removal: Some(0),
+            far_id: Some(1),
+            qer_ids: vec![1],
+            urr_ids: vec![1],
+        },
+    );
+    r.pdrs.insert(
+        2,
+        Pdr {
+            id: 2,
+            precedence: 100,
+            pdi: pd(INTERFACE_CORE, None, &[]),
+            outer_header_removal: None,
+            far_id: Some(2),
+            qer_ids: vec![1],
+            urr_ids: vec![1],
+        },
+    );
     r.fars.insert(1, far(1, FORW, None));
     r.fars.insert(2, far(2, dl, dl.forw.then_some(ENB_TEID)));
     r.qers.insert(1, qer);
@@ -204,7 +226,9 @@ fn uplink_with_pdu_session_container_and_chain_is_decapsulated() {
     let p = plane(&bearer(FORW, open_qer()));
     let inner = inner_udp(UE, DN, 53, 10);
     // PDU session container (0x85, UL PDU type 1, QFI 9) -> UDP port ext (0x40) -> end.
-    let h = HeaderRepr::gpdu(TEID).with_extension(Extension::pdu_session_container(true, 9)).with_extension(Extension::udp_port(2152));
+    let h = HeaderRepr::gpdu(TEID)
+        .with_extension(Extension::pdu_session_container(true, 9))
+        .with_extension(Extension::udp_port(2152));
     let (v, out) = run(&p, &ul_frame_with(h, &inner));
     assert_eq!(v, XDP_TX);
     assert_decap(&out, &inner);
@@ -241,7 +265,10 @@ fn gtpu_control_messages_go_to_slow_path() {
     let p = plane(&bearer(FORW, open_qer()));
     for msg in [1u8, 2, 26, 254] {
         // Echo Request / Response, Error Indication, End Marker
-        let g = Repr { header: HeaderRepr { msg_type: msg, teid: TEID, seq: Some(1), ..Default::default() }, body: Body::Other(&[]) };
+        let g = Repr {
+            header: HeaderRepr { msg_type: msg, teid: TEID, seq: Some(1), ..Default::default() },
+            body: Body::Other(&[]),
+        };
         let f = eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &g.to_vec())));
         assert_eq!(run(&p, &f).0, XDP_PASS);
     }
@@ -336,7 +363,18 @@ fn sdf_precedence_selects_the_pdr() {
     need_root!();
     let mut r = bearer(FORW, open_qer());
     // PDR 3, precedence 10 (checked before PDR 2 at 100): UDP to UE ports 5000-5010 -> FAR 3.
-    r.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000-5010"]), outer_header_removal: None, far_id: Some(3), qer_ids: vec![], urr_ids: vec![] });
+    r.pdrs.insert(
+        3,
+        Pdr {
+            id: 3,
+            precedence: 10,
+            pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000-5010"]),
+            outer_header_removal: None,
+            far_id: Some(3),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
     r.fars.insert(3, far(3, FORW, Some(0x3333)));
     let p = plane(&r);
     let (v, out) = run(&p, &eth(&inner_udp(DN, UE, 5005, 10)));
@@ -435,7 +473,18 @@ fn colliding_keys_are_served_through_an_overflow_position() {
     let teid2 = TEID ^ (1 << FAST_IDX_BITS);
     let mut p = plane(&bearer(FORW, open_qer()));
     let mut r = SessionRules::default();
-    r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pd(INTERFACE_ACCESS, Some(teid2), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
+    r.pdrs.insert(
+        1,
+        Pdr {
+            id: 1,
+            precedence: 100,
+            pdi: pd(INTERFACE_ACCESS, Some(teid2), &[]),
+            outer_header_removal: Some(0),
+            far_id: Some(1),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
     r.fars.insert(1, far(1, FORW, None));
     p.install(8, &r).unwrap();
     assert_eq!(p.fast_position(PdrKey::Teid(TEID)), Some(TEID));
@@ -462,7 +511,11 @@ fn truncations_never_abort() {
     need_root!();
     let p = plane(&bearer(FORW, open_qer()));
     let with_container = HeaderRepr::gpdu(TEID).with_extension(Extension::pdu_session_container(true, 9));
-    let frames = [ul_frame_with(with_container, &inner_udp(UE, DN, 53, 20)), ul_frame(TEID, &inner_udp(UE, DN, 53, 20)), eth(&inner_udp(DN, UE, 5000, 20))];
+    let frames = [
+        ul_frame_with(with_container, &inner_udp(UE, DN, 53, 20)),
+        ul_frame(TEID, &inner_udp(UE, DN, 53, 20)),
+        eth(&inner_udp(DN, UE, 5000, 20)),
+    ];
     for f in &frames {
         for n in 14..f.len() {
             let (v, _) = run(&p, &f[..n]);
@@ -526,7 +579,18 @@ fn too_many_pdrs_per_key_is_refused_and_leaves_the_old_rules() {
     p.install(7, &good).unwrap();
     let mut bad = good.clone();
     for i in 10..15u16 {
-        bad.pdrs.insert(i, Pdr { id: i, precedence: i as u32, pdi: pd(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+        bad.pdrs.insert(
+            i,
+            Pdr {
+                id: i,
+                precedence: i as u32,
+                pdi: pd(INTERFACE_CORE, None, &[]),
+                outer_header_removal: None,
+                far_id: Some(2),
+                qer_ids: vec![],
+                urr_ids: vec![],
+            },
+        );
     }
     assert!(p.update(7, &bad).is_err());
     assert_eq!(p.maps().fast(Dir::Dl, be_addr(UE)).unwrap().flags, 0, "still the one-rule fast entry");
@@ -538,7 +602,18 @@ fn sdf_filters_move_a_key_to_its_pdr_set_and_back() {
     let plain = bearer(FORW, open_qer());
     p.install(7, &plain).unwrap();
     let mut sdf = plain.clone();
-    sdf.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000"]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+    sdf.pdrs.insert(
+        3,
+        Pdr {
+            id: 3,
+            precedence: 10,
+            pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000"]),
+            outer_header_removal: None,
+            far_id: Some(2),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
     p.update(7, &sdf).unwrap();
     let m = p.maps();
     assert_eq!(m.fast(Dir::Dl, be_addr(UE)).unwrap().flags, FAST_F_SET);
@@ -551,7 +626,11 @@ fn sdf_filters_move_a_key_to_its_pdr_set_and_back() {
     p.update(7, &plain).unwrap();
     assert_eq!(p.maps().set_of(Dir::Dl, be_addr(UE)), None);
     assert_eq!(p.maps().fast(Dir::Dl, be_addr(UE)).unwrap().flags, 0);
-    assert_eq!((p.slot_pools()[6].in_use(), p.slot_pools()[6].quarantined()), (0, 1), "the set slot waits for its grace period");
+    assert_eq!(
+        (p.slot_pools()[6].in_use(), p.slot_pools()[6].quarantined()),
+        (0, 1),
+        "the set slot waits for its grace period"
+    );
     p.update(7, &sdf).unwrap();
     p.remove(7).unwrap();
     let m = p.maps();
@@ -563,7 +642,10 @@ fn uplink_sdf_is_oriented_ue_first() {
     let f = crate::rules::FlowFilter::parse("permit out 17 from 192.0.2.0/24 80 to assigned 1000-2000").unwrap();
     let ul = translate::sdf_from_flow(&f, true);
     assert_eq!((ul.src_addr, ul.src_mask), (0, 0));
-    assert_eq!((ul.dst_addr, ul.dst_mask), (be_addr(Ipv4Addr::new(192, 0, 2, 0)), be_addr(Ipv4Addr::new(255, 255, 255, 0))));
+    assert_eq!(
+        (ul.dst_addr, ul.dst_mask),
+        (be_addr(Ipv4Addr::new(192, 0, 2, 0)), be_addr(Ipv4Addr::new(255, 255, 255, 0)))
+    );
     assert_eq!((ul.sport_lo, ul.sport_hi, ul.dport_lo, ul.dport_hi, ul.proto), (1000, 2000, 80, 80, 17));
     assert_eq!(translate::sdf_from_flow(&f, false), ul.reversed());
 }
@@ -606,7 +688,12 @@ fn neighbour_tables_keep_the_next_hop_cache_current() {
     use crate::rules::Neighbour;
     let mut p = XdpPlane::with_maps(MemoryMaps::default(), cfg()).unwrap();
     let enb = Neighbour { addr: ENB, ifindex: 2, mac: [2, 0, 0, 0, 0, 1], local_mac: [2, 0, 0, 0, 0, 9] };
-    let dn = Neighbour { addr: "10.200.2.2".parse().unwrap(), ifindex: 3, mac: [2, 0, 0, 0, 0, 2], local_mac: [2, 0, 0, 0, 0, 8] };
+    let dn = Neighbour {
+        addr: "10.200.2.2".parse().unwrap(),
+        ifindex: 3,
+        mac: [2, 0, 0, 0, 0, 2],
+        local_mac: [2, 0, 0, 0, 0, 8],
+    };
     let gen0 = p.maps().config.nexthop_gen;
     p.set_neighbours(&[enb, dn]);
     let nh = p.maps().nexthops[&be_addr(ENB)];

@@ -46,7 +46,17 @@ fn buff() -> Action {
 
 impl Bearer {
     fn new(n: u8) -> Self {
-        Bearer { ue: Ipv4Addr::new(10, 45, 0, n), teid: 0x100 + u32::from(n), enb: Ipv4Addr::new(172, 16, 0, 2), enb_teid: 0x2000 + u32::from(n), dl: forw(), ul_dupl: false, mbr: None, sdf: false, urrs: 1 }
+        Bearer {
+            ue: Ipv4Addr::new(10, 45, 0, n),
+            teid: 0x100 + u32::from(n),
+            enb: Ipv4Addr::new(172, 16, 0, 2),
+            enb_teid: 0x2000 + u32::from(n),
+            dl: forw(),
+            ul_dupl: false,
+            mbr: None,
+            sdf: false,
+            urrs: 1,
+        }
     }
 
     fn rules(&self) -> SessionRules {
@@ -61,16 +71,58 @@ impl Bearer {
         };
         let mut r = SessionRules::default();
         let urr_ids: Vec<u32> = (1..=u32::from(self.urrs)).collect();
-        r.pdrs.insert(1, Pdr { id: 1, precedence: 100, pdi: pdi(INTERFACE_ACCESS, Some(self.teid), &[]), outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![1], urr_ids: urr_ids.clone() });
-        r.pdrs.insert(2, Pdr { id: 2, precedence: 100, pdi: pdi(INTERFACE_CORE, None, &[]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![1], urr_ids });
+        r.pdrs.insert(
+            1,
+            Pdr {
+                id: 1,
+                precedence: 100,
+                pdi: pdi(INTERFACE_ACCESS, Some(self.teid), &[]),
+                outer_header_removal: Some(0),
+                far_id: Some(1),
+                qer_ids: vec![1],
+                urr_ids: urr_ids.clone(),
+            },
+        );
+        r.pdrs.insert(
+            2,
+            Pdr {
+                id: 2,
+                precedence: 100,
+                pdi: pdi(INTERFACE_CORE, None, &[]),
+                outer_header_removal: None,
+                far_id: Some(2),
+                qer_ids: vec![1],
+                urr_ids,
+            },
+        );
         if self.sdf {
             let flows = ["permit out 17 from any to assigned 5000"];
-            r.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pdi(INTERFACE_CORE, None, &flows), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
+            r.pdrs.insert(
+                3,
+                Pdr {
+                    id: 3,
+                    precedence: 10,
+                    pdi: pdi(INTERFACE_CORE, None, &flows),
+                    outer_header_removal: None,
+                    far_id: Some(2),
+                    qer_ids: vec![],
+                    urr_ids: vec![],
+                },
+            );
         }
         let ul = Action { dupl: self.ul_dupl, ..forw() };
         r.fars.insert(1, Far { id: 1, action: ul, destination_interface: Some(INTERFACE_CORE), ..Default::default() });
         let tunnel = self.dl.forw.then_some(GtpuTunnel { teid: self.enb_teid, ipv4: self.enb });
-        r.fars.insert(2, Far { id: 2, action: self.dl, destination_interface: Some(INTERFACE_ACCESS), outer_header_creation: tunnel, ..Default::default() });
+        r.fars.insert(
+            2,
+            Far {
+                id: 2,
+                action: self.dl,
+                destination_interface: Some(INTERFACE_ACCESS),
+                outer_header_creation: tunnel,
+                ..Default::default()
+            },
+        );
         r.qers.insert(1, Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: self.mbr, qfi: None });
         for id in 1..=u32::from(self.urrs) {
             r.urrs.insert(id, Urr { id, measure_volume: true, ..Default::default() });
@@ -162,7 +214,8 @@ impl CowCheck {
         let now = self.now();
         if let Some(last) = self.seen.get(&(t, slot)) {
             if now < *last + GRACE {
-                self.violations.push(format!("{t:?} slot {slot} written {:?} after it was last reachable", now - *last));
+                self.violations
+                    .push(format!("{t:?} slot {slot} written {:?} after it was last reachable", now - *last));
             }
         }
     }
@@ -195,7 +248,8 @@ impl MapStore for CowCheck {
     fn put_fast_ovf(&mut self, dir: Dir, key: u32, pos: u32) -> Result<(), MapError> {
         self.observe();
         if !self.m.fast_ref.contains_key(&(dir, pos)) {
-            self.violations.push(format!("{dir:?} key {key:#x}: hash element names position {pos} before its reference is set"));
+            self.violations
+                .push(format!("{dir:?} key {key:#x}: hash element names position {pos} before its reference is set"));
         }
         let r = self.m.put_fast_ovf(dir, key, pos);
         self.after(r)
@@ -409,7 +463,10 @@ fn exhaustion_is_a_clear_error_and_keeps_the_installed_rules() {
     // The third FAR slot is taken, the replaced one waits for its grace period.
     b.enb_teid = 0x3002;
     let err = apply(&mut p, 1, &b, t0 + 10 * MS).unwrap_err();
-    assert_eq!(err, PlaneError::Other("fast-path FAR table full: 3 slots, 1 of them waiting 100 ms for in-flight packets".into()));
+    assert_eq!(
+        err,
+        PlaneError::Other("fast-path FAR table full: 3 slots, 1 of them waiting 100 ms for in-flight packets".into())
+    );
     assert_eq!(p.maps().m.fast(Dir::Dl, be_addr(b.ue)).unwrap().teid, 0x3001, "the previous rules stay");
     assert_index_current(&p.maps().m);
     // After the grace period the replaced slot is reused.
@@ -433,7 +490,12 @@ fn index_pool_exhaustion_refuses_the_update_whole() {
     b.enb_teid = 0x3002;
     b.mbr = Some((1000, 2000)); // a new QER slot too: given back on refusal
     let err = apply(&mut p, 1, &b, t0 + 2 * MS).unwrap_err();
-    assert_eq!(err, PlaneError::Other("fast-path fast_dl_lines table full: 2 slots, 1 of them waiting 100 ms for in-flight packets".into()));
+    assert_eq!(
+        err,
+        PlaneError::Other(
+            "fast-path fast_dl_lines table full: 2 slots, 1 of them waiting 100 ms for in-flight packets".into()
+        )
+    );
     assert_eq!(p.fast_slot(PdrKey::UeAddr(b.ue)), slot, "nothing written");
     assert_eq!(p.maps().m.fast(Dir::Dl, be_addr(b.ue)).unwrap().teid, 0x3001, "the previous rules stay");
     assert_eq!(p.slot_pools()[1].in_use(), 1, "the fresh QER slot went back");
@@ -683,7 +745,11 @@ fn program_follows_an_entry_away_from_home_and_back() {
     a.dl = forw();
     p.apply_at(1, &a.rules(), &SdfTable::new(), t0 + MS).unwrap();
     assert_ne!(p.fast_slot(key), p.fast_position(key));
-    assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, a.enb_teid, a.enb), "read through the reference, away from home");
+    assert_eq!(
+        downlink(p.program().unwrap(), a.ue),
+        (XDP_TX, a.enb_teid, a.enb),
+        "read through the reference, away from home"
+    );
     assert_eq!(p.rehome(t0 + MS + GRACE).unwrap(), 1);
     assert_eq!(p.fast_slot(key), p.fast_position(key));
     assert_eq!(downlink(p.program().unwrap(), a.ue), (XDP_TX, a.enb_teid, a.enb), "at home again");
@@ -746,7 +812,12 @@ fn flip_tunnels(sdf: bool) {
     }
     done.store(true, Ordering::Relaxed);
     let (n, bad) = reader.join().unwrap();
-    assert!(bad.is_empty(), "{} of {n} packets saw a mixed or missing entry: {:?}", bad.len(), &bad[..bad.len().min(5)]);
+    assert!(
+        bad.is_empty(),
+        "{} of {n} packets saw a mixed or missing entry: {:?}",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
     assert!(n > 0);
     assert!((slots.len() as u32) < updates, "slots were reused ({} slots for {updates} updates)", slots.len());
     assert_eq!(sets.len() > 1, sdf, "sets moved");

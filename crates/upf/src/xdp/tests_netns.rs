@@ -58,7 +58,12 @@ fn gtpu_from_ran_arrives_decapsulated_in_dn() {
     ip(&["link", "add", "vu1", "netns", &u, "type", "veth", "peer", "name", "vd0", "netns", &d]);
     ip(&["-n", &u, "link", "set", "vu1", "address", "02:00:00:00:00:b1"]);
     ip(&["-n", &d, "link", "set", "vd0", "address", "02:00:00:00:00:d0"]);
-    for (ns, dev, addr) in [(&r, "vr0", "172.16.0.2/24"), (&u, "vu0", "172.16.0.1/24"), (&u, "vu1", "192.0.2.1/24"), (&d, "vd0", "192.0.2.10/24")] {
+    for (ns, dev, addr) in [
+        (&r, "vr0", "172.16.0.2/24"),
+        (&u, "vu0", "172.16.0.1/24"),
+        (&u, "vu1", "192.0.2.1/24"),
+        (&d, "vd0", "192.0.2.10/24"),
+    ] {
         ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
         ip(&["-n", ns, "link", "set", dev, "up"]);
         ip(&["-n", ns, "link", "set", "lo", "up"]);
@@ -75,12 +80,19 @@ fn gtpu_from_ran_arrives_decapsulated_in_dn() {
     });
     // upf: the fast path on vu0, next hop for DN cached towards vu1.
     let plane = in_ns(&u, || {
-        let mut p = XdpPlane::load(XdpConfig { no_fib: true, sizes: MapSizes::small(), ..XdpConfig::new(S1U) }).expect("load");
+        let mut p =
+            XdpPlane::load(XdpConfig { no_fib: true, sizes: MapSizes::small(), ..XdpConfig::new(S1U) }).expect("load");
         p.attach("vu0", AttachMode::Native).expect("attach upf_xdp");
         let vu1 = ifindex("vu1").unwrap();
         p.set_next_hop(DN, NextHop { ifindex: vu1, dmac: [2, 0, 0, 0, 0, 0xd0], smac: [2, 0, 0, 0, 0, 0xb1] }).unwrap();
-        p.install(1, &tests::bearer(crate::rules::Action { forw: true, ..Default::default() }, crate::rules::Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: None, qfi: None }))
-            .unwrap();
+        p.install(
+            1,
+            &tests::bearer(
+                crate::rules::Action { forw: true, ..Default::default() },
+                crate::rules::Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: None, qfi: None },
+            ),
+        )
+        .unwrap();
         p
     });
     let tx = in_ns(&r, || UdpSocket::bind("172.16.0.2:2152").unwrap());
@@ -138,16 +150,26 @@ fn oversize_check_uses_the_egress_device_mtu() {
     ip(&["link", "add", "vm0", "netns", &u, "type", "veth", "peer", "name", "vm1", "netns", &u]);
     ip(&["-n", &u, "link", "set", "vm0", "mtu", "1400"]);
     let mut plane = in_ns(&u, || {
-        let mut p = XdpPlane::load(XdpConfig { mtu: 0, no_fib: true, sizes: MapSizes::small(), ..XdpConfig::new(S1U) }).expect("load");
+        let mut p = XdpPlane::load(XdpConfig { mtu: 0, no_fib: true, sizes: MapSizes::small(), ..XdpConfig::new(S1U) })
+            .expect("load");
         p.add_egress(ifindex("vm0").unwrap()).unwrap();
         // ifindex 1 (lo): the BPF_PROG_RUN ingress, so XDP_TX.
-        p.set_next_hop(tests::ENB, NextHop { ifindex: 1, dmac: [2, 0, 0, 0, 0, 0xd], smac: [2, 0, 0, 0, 0, 5] }).unwrap();
-        p.install(1, &tests::bearer(crate::rules::Action { forw: true, ..Default::default() }, crate::rules::Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: None, qfi: None }))
+        p.set_next_hop(tests::ENB, NextHop { ifindex: 1, dmac: [2, 0, 0, 0, 0, 0xd], smac: [2, 0, 0, 0, 0, 5] })
             .unwrap();
+        p.install(
+            1,
+            &tests::bearer(
+                crate::rules::Action { forw: true, ..Default::default() },
+                crate::rules::Qer { id: 1, gate_ul_open: true, gate_dl_open: true, mbr: None, qfi: None },
+            ),
+        )
+        .unwrap();
         p
     });
     assert_eq!(plane.mtu(), 1400);
-    let prog = |p: &XdpPlane, tot: usize| p.program().unwrap().test_run(&tests::eth(&inner_udp(tests::DN, UE, 5000, tot - 28))).unwrap().0;
+    let prog = |p: &XdpPlane, tot: usize| {
+        p.program().unwrap().test_run(&tests::eth(&inner_udp(tests::DN, UE, 5000, tot - 28))).unwrap().0
+    };
     assert_eq!(prog(&plane, 1400 - 36), 3, "fits exactly: XDP_TX");
     assert_eq!(prog(&plane, 1400 - 35), 2, "one octet over: XDP_PASS");
     assert_eq!(plane.counter(Counter::PassOversize).unwrap(), 1);

@@ -3,7 +3,9 @@
 //! `BPF_PROG_RUN` (root).
 
 use super::maps::*;
-use super::tests::{bearer, eth, inner_udp, is_root, open_qer, pd, plane, run, ul_frame, urr, DN, FORW, TEID, UE, XDP_PASS, XDP_TX};
+use super::tests::{
+    bearer, eth, inner_udp, is_root, open_qer, pd, plane, run, ul_frame, urr, DN, FORW, TEID, UE, XDP_PASS, XDP_TX,
+};
 use super::*;
 use crate::rules::{Pdr, INTERFACE_CORE};
 use std::time::Duration;
@@ -31,7 +33,8 @@ fn with_urrs(ul: &[u32], dl: &[u32]) -> SessionRules {
 }
 
 fn memory_plane() -> XdpPlane<MemoryMaps> {
-    XdpPlane::with_maps(MemoryMaps::default(), XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(tests::S1U) }).unwrap()
+    XdpPlane::with_maps(MemoryMaps::default(), XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(tests::S1U) })
+        .unwrap()
 }
 
 #[test]
@@ -103,7 +106,18 @@ fn two_urrs_count_on_the_pdr_set_path_too() {
     // A downlink SDF PDR (port 5000) with URRs 1 and 4 in front of the
     // default downlink PDR with URR 1: the key has a PDR set.
     let mut r = with_urrs(&[1], &[1]);
-    r.pdrs.insert(3, Pdr { id: 3, precedence: 10, pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000"]), outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![1, 4] });
+    r.pdrs.insert(
+        3,
+        Pdr {
+            id: 3,
+            precedence: 10,
+            pdi: pd(INTERFACE_CORE, None, &["permit out 17 from any to assigned 5000"]),
+            outer_header_removal: None,
+            far_id: Some(2),
+            qer_ids: vec![],
+            urr_ids: vec![1, 4],
+        },
+    );
     r.urrs.insert(4, urr(4));
     let p = plane(&r);
     let video = inner_udp(DN, UE, 5000, 300);
@@ -126,7 +140,11 @@ fn five_urrs_pass_to_the_slow_path_uncounted() {
     assert_eq!(p.counter(Counter::PassManyUrrs).unwrap(), 1);
     assert_eq!(run(&p, &eth(&dl)).0, XDP_TX);
     for id in 1..=4 {
-        assert_eq!(p.urr_usage(7, id).unwrap(), UrrCounts { dl_bytes: dl.len() as u64, dl_pkts: 1, ..Default::default() }, "URR {id}");
+        assert_eq!(
+            p.urr_usage(7, id).unwrap(),
+            UrrCounts { dl_bytes: dl.len() as u64, dl_pkts: 1, ..Default::default() },
+            "URR {id}"
+        );
     }
     assert_eq!(p.urr_usage(7, 5).unwrap(), UrrCounts::default(), "the slow path counts URR 5's packets");
     // Adding a second URR to a running PDR keeps the first one's count.

@@ -86,7 +86,12 @@ fn establish(core: &mut UpfCore, now: Instant, smf: SocketAddr) -> u64 {
         decode(&b).unwrap()
     };
     let node = NodeId::new_ipv4(Ipv4Addr::new(127, 0, 0, 2)).to_ie();
-    let (_, ies) = ask(msg::ASSOCIATION_SETUP_REQUEST, None, 1, &[node.clone(), RecoveryTimeStamp::new(SystemTime::UNIX_EPOCH).to_ie()]);
+    let (_, ies) = ask(
+        msg::ASSOCIATION_SETUP_REQUEST,
+        None,
+        1,
+        &[node.clone(), RecoveryTimeStamp::new(SystemTime::UNIX_EPOCH).to_ie()],
+    );
     assert_eq!(first(&ies, IeType::Cause).unwrap().payload, vec![1]);
 
     let mut pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Access));
@@ -97,7 +102,17 @@ fn establish(core: &mut UpfCore, now: Instant, smf: SocketAddr) -> u64 {
     pdr.urr_ids = vec![UrrId::new(1)];
     let mut far = CreateFar::new(FarId::new(1), ApplyAction::new(0x02));
     far.forwarding_parameters = Some(ForwardingParameters::new(DestinationInterface::new(Interface::Core)));
-    let mut urr = CreateUrr::new(UrrId::new(1), MeasurementMethod::new(false, true, false), ReportingTriggers::new().with_volume_threshold(true), None, None, None, None, None, None);
+    let mut urr = CreateUrr::new(
+        UrrId::new(1),
+        MeasurementMethod::new(false, true, false),
+        ReportingTriggers::new().with_volume_threshold(true),
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    );
     urr.volume_threshold = Some(VolumeThreshold::new(false, true, false, None, Some(THRESHOLD), None));
     let fseid = Ie::new(IeType::Fseid, Fseid::new(9, Some(Ipv4Addr::new(127, 0, 0, 2)), None).marshal());
     let ies = [node, fseid, pdr.to_ie(), far.to_ie(), Ie::new(IeType::CreateUrr, urr.marshal())];
@@ -135,7 +150,8 @@ fn volume_threshold_report_covers_fast_path_traffic() {
     });
     // upf: the fast path on vu0; the next hop of DN is back out of vu0.
     let plane = in_ns(&u, || {
-        let mut p = XdpPlane::load(XdpConfig { no_fib: true, sizes: MapSizes::small(), ..XdpConfig::new(S1U) }).expect("load");
+        let mut p =
+            XdpPlane::load(XdpConfig { no_fib: true, sizes: MapSizes::small(), ..XdpConfig::new(S1U) }).expect("load");
         p.attach("vu0", AttachMode::Native).expect("attach upf_xdp");
         let vu0 = ifindex("vu0").unwrap();
         p.set_next_hop(DN, NextHop { ifindex: vu0, dmac: [2, 0, 0, 0, 0, 0xa0], smac: [2, 0, 0, 0, 0, 0xb0] }).unwrap();
@@ -181,7 +197,11 @@ fn volume_threshold_report_covers_fast_path_traffic() {
     let (h, ies) = &sent[0];
     assert_eq!((h.msg_type, h.seid), (crate::session::SESSION_REPORT_REQUEST, Some(9)));
     assert_eq!(first(ies, IeType::ReportType).unwrap().payload, vec![0x02], "USAR");
-    let reports: Vec<UsageReport> = ies.iter().filter(|i| i.ie_type == IeType::UsageReportWithinSessionReportRequest).map(|i| UsageReport::unmarshal(&i.payload).unwrap()).collect();
+    let reports: Vec<UsageReport> = ies
+        .iter()
+        .filter(|i| i.ie_type == IeType::UsageReportWithinSessionReportRequest)
+        .map(|i| UsageReport::unmarshal(&i.payload).unwrap())
+        .collect();
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].urr_id.id, 1);
     assert!(reports[0].usage_report_trigger.contains(UsageReportTrigger::VOLTH));
@@ -204,7 +224,12 @@ fn the_pfcp_node_moves_an_updated_entry_home_on_its_timer() {
     use rs_pfcp::ie::update_far::UpdateFar;
     let cfg = XdpConfig { s1u_addr: S1U, mtu: 1500, no_fib: true, sizes: MapSizes::small() };
     let plane = Arc::new(Mutex::new(XdpPlane::with_maps(MemoryMaps::default(), cfg).unwrap()));
-    let mut core = UpfCore::new(UpfConfig { s1u_addr: S1U, ..UpfConfig::default() }, Box::new(Shared(plane.clone())), SystemTime::UNIX_EPOCH, Counters::new());
+    let mut core = UpfCore::new(
+        UpfConfig { s1u_addr: S1U, ..UpfConfig::default() },
+        Box::new(Shared(plane.clone())),
+        SystemTime::UNIX_EPOCH,
+        Counters::new(),
+    );
     let smf = SocketAddr::from(([127, 0, 0, 2], 8805));
     let t0 = Instant::now();
     let seid = establish(&mut core, t0, smf);
