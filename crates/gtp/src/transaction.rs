@@ -27,10 +27,7 @@ pub struct TransactionConfig {
 
 impl Default for TransactionConfig {
     fn default() -> Self {
-        TransactionConfig {
-            t3: Duration::from_secs(3),
-            n3: 3,
-        }
+        TransactionConfig { t3: Duration::from_secs(3), n3: 3 }
     }
 }
 
@@ -154,25 +151,10 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     }
 
     /// Sends a request numbered `seq` (from [`Self::next_seq`]) and arms T3.
-    pub fn send_request(
-        &mut self,
-        now: Instant,
-        peer: P,
-        seq: u32,
-        bytes: impl Into<Bytes>,
-        token: T,
-    ) {
+    pub fn send_request(&mut self, now: Instant, peer: P, seq: u32, bytes: impl Into<Bytes>, token: T) {
         let bytes = bytes.into();
         self.transmits.push_back((peer, bytes.clone()));
-        self.outstanding.insert(
-            seq,
-            Outstanding {
-                peer,
-                bytes,
-                retransmissions: 0,
-                token,
-            },
-        );
+        self.outstanding.insert(seq, Outstanding { peer, bytes, retransmissions: 0, token });
         self.retx.push_back((now + self.cfg.t3, seq, 0));
     }
 
@@ -196,18 +178,12 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     /// A request numbered `seq` arrived from `peer` (TS 29.274 7.6).
     pub fn on_request(&mut self, now: Instant, peer: P, seq: u32) -> Incoming {
         match self.answered.get(&(peer, seq)) {
-            Some(Cached {
-                answer: Answer::Sent(bytes),
-                ..
-            }) => {
+            Some(Cached { answer: Answer::Sent(bytes), .. }) => {
                 self.stats.duplicates_answered += 1;
                 self.transmits.push_back((peer, bytes.clone()));
                 Incoming::Duplicate
             }
-            Some(Cached {
-                answer: Answer::InProgress,
-                ..
-            }) => {
+            Some(Cached { answer: Answer::InProgress, .. }) => {
                 self.stats.duplicates_in_progress += 1;
                 Incoming::InProgress
             }
@@ -237,8 +213,7 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
                 self.stats.evicted += 1;
             }
         }
-        self.answered
-            .insert((peer, seq), Cached { answer, expires });
+        self.answered.insert((peer, seq), Cached { answer, expires });
         self.expiry.push_back((expires, peer, seq));
         // Each live entry has at most two positions in `expiry` (asked,
         // answered); stale ones beyond that are dropped here.
@@ -284,8 +259,7 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
                 o.retransmissions += 1;
                 self.stats.retransmissions += 1;
                 self.transmits.push_back((o.peer, o.bytes.clone()));
-                self.retx
-                    .push_back((now + self.cfg.t3, seq, o.retransmissions));
+                self.retx.push_back((now + self.cfg.t3, seq, o.retransmissions));
             } else if let Some(o) = self.outstanding.remove(&seq) {
                 self.stats.timeouts += 1;
                 self.timeouts.push_back((seq, o.token));
@@ -296,11 +270,7 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
                 break;
             }
             self.expiry.pop_front();
-            if self
-                .answered
-                .get(&(peer, seq))
-                .is_some_and(|c| c.expires == expires)
-            {
+            if self.answered.get(&(peer, seq)).is_some_and(|c| c.expires == expires) {
                 self.answered.remove(&(peer, seq));
             }
         }
@@ -335,16 +305,11 @@ mod tests {
     use super::*;
 
     fn cfg() -> TransactionConfig {
-        TransactionConfig {
-            t3: Duration::from_secs(3),
-            n3: 3,
-        }
+        TransactionConfig { t3: Duration::from_secs(3), n3: 3 }
     }
 
     fn drain<P: Copy + Eq + Hash, T>(t: &mut Transactions<P, T>) -> Vec<(P, Vec<u8>)> {
-        std::iter::from_fn(|| t.poll_transmit())
-            .map(|(p, b)| (p, b.to_vec()))
-            .collect()
+        std::iter::from_fn(|| t.poll_transmit()).map(|(p, b)| (p, b.to_vec())).collect()
     }
 
     #[test]
@@ -420,10 +385,7 @@ mod tests {
             }
             t.handle_timeout(now);
             most = most.max(t.cached());
-            assert!(
-                t.expiry.len() <= 2 * 100 + 2,
-                "the order queue is bounded too"
-            );
+            assert!(t.expiry.len() <= 2 * 100 + 2, "the order queue is bounded too");
         }
         assert_eq!(most, 100);
         assert_eq!(t.stats.evicted, 10_000 - 100);

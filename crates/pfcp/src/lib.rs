@@ -54,12 +54,8 @@ fn header(b: &[u8]) -> Result<(PfcpHeader, usize, usize), FrameError> {
     }
     let seid = has_seid.then(|| u64::from_be_bytes(b[4..12].try_into().unwrap()));
     let o = hlen - 4;
-    let h = PfcpHeader {
-        version: b[0] >> 5,
-        msg_type: b[1],
-        seid,
-        seq: u32::from_be_bytes([0, b[o], b[o + 1], b[o + 2]]),
-    };
+    let h =
+        PfcpHeader { version: b[0] >> 5, msg_type: b[1], seid, seq: u32::from_be_bytes([0, b[o], b[o + 1], b[o + 2]]) };
     Ok((h, hlen, total))
 }
 
@@ -95,25 +91,13 @@ fn ie_at(b: &[u8]) -> Result<(IeRef<'_>, usize), PfcpError> {
         let raw = u16::from_be_bytes([b[0], b[1]]);
         let len = u16::from_be_bytes([b[2], b[3]]) as usize;
         if raw & 0x8000 == 0 && len != 0 && b.len() >= 4 + len {
-            return Ok((
-                IeRef {
-                    ie_type: IeType::from(raw),
-                    payload: &b[4..4 + len],
-                },
-                4 + len,
-            ));
+            return Ok((IeRef { ie_type: IeType::from(raw), payload: &b[4..4 + len] }, 4 + len));
         }
     }
     let ie = Ie::unmarshal(b)?;
     let start = if b[0] & 0x80 != 0 { 6 } else { 4 };
     let end = ie.len() as usize;
-    Ok((
-        IeRef {
-            ie_type: ie.ie_type,
-            payload: &b[start..end],
-        },
-        end,
-    ))
+    Ok((IeRef { ie_type: ie.ie_type, payload: &b[start..end] }, end))
 }
 
 /// [`decode`] without copying: the IEs are views into `b`.
@@ -212,15 +196,7 @@ mod tests {
         let ies = vec![cause_ie(CauseValue::RequestAccepted), offending_ie_ie(60)];
         let b = encode(msg::SESSION_DELETION_RESPONSE, Some(0x1122), 0x030201, &ies);
         let (h, got) = decode(&b).unwrap();
-        assert_eq!(
-            h,
-            PfcpHeader {
-                version: 1,
-                msg_type: 55,
-                seid: Some(0x1122),
-                seq: 0x030201
-            }
-        );
+        assert_eq!(h, PfcpHeader { version: 1, msg_type: 55, seid: Some(0x1122), seq: 0x030201 });
         assert_eq!(got, ies);
         // rs-pfcp reads what we write.
         let m = rs_pfcp::message::parse(&b).unwrap();

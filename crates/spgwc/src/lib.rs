@@ -5,7 +5,8 @@
 //!
 //! # Layout
 //! - [`config`]: [`SpgwcConfig`] (APNs with pools, UPFs, timers).
-//! - [`context`]: sessions keyed by our S11 TEID, IPv4 pools, UPF state.
+//! - [`context`]: sessions keyed by our S11 TEID (with the MME that owns
+//!   each), IPv4 pools, UPF state.
 //! - [`core`]: the sans-I/O [`SpgwcCore`] (`handle_s11`, `handle_pfcp`,
 //!   `handle_timeout`, `poll_transmit`, `poll_timeout`).
 //! - [`s11_handler`]: Create Session, Modify Bearer, Release Access
@@ -17,7 +18,19 @@
 //!
 //! Counter names: `gtp_malformed`, `s11_rejected`, `s11_rejected_ie`,
 //! `s11_duplicate_request`, `pfcp_malformed`, `pfcp_timeout`,
-//! `pfcp_unmatched_response`, `sessions_created`, `sessions_deleted`.
+//! `pfcp_unmatched_response`, `sessions_created`, `sessions_deleted`,
+//! `sessions_replaced`. Refusals at the trust boundary (issue 8):
+//! `s11_request_from_unknown_peer` (not in `mme_peers`, dropped),
+//! `s11_request_from_non_owner` (Context Not Found),
+//! `s11_request_for_unknown_context`, `s11_request_queue_full` (No
+//! resources available; `s11_queued_high_water` is the deepest queue
+//! seen), `s11_create_session_unknown_apn`,
+//! `s11_create_session_pdn_type_unsupported`, `s11_create_session_no_upf`,
+//! `s11_create_session_pool_exhausted`, `s11_create_session_teids_exhausted`,
+//! `pfcp_session_establishment_rejected`, `pfcp_from_unknown_peer` (not a
+//! configured UPF, dropped), `pfcp_report_from_non_owner`,
+//! `pfcp_report_unknown_session`, `pfcp_duplicate_request`,
+//! `s11_duplicate_cache_evicted`, `pfcp_duplicate_cache_evicted`.
 
 pub mod config;
 pub mod context;
