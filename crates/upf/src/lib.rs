@@ -20,7 +20,22 @@
 //! Counter names: `pfcp_malformed`, `pfcp_rejected`,
 //! `pfcp_duplicate_request`, `pfcp_unsupported_message`,
 //! `pfcp_sessions_established`, `pfcp_sessions_deleted`,
-//! `pfcp_associations_set_up`.
+//! `pfcp_associations_set_up`, `pfcp_cp_function_restarted`.
+//!
+//! Refusals at the trust boundary (`[upf] cp_peers`, the bounds), each
+//! named after what was refused: `pfcp_association_setup_from_unknown_peer`,
+//! `pfcp_association_setup_from_other_address`,
+//! `pfcp_association_setup_over_max_associations`,
+//! `pfcp_association_update_from_unassociated_peer`,
+//! `pfcp_association_release_from_unassociated_peer`,
+//! `pfcp_heartbeat_from_unknown_peer`,
+//! `pfcp_session_establishment_from_unassociated_peer`,
+//! `pfcp_session_establishment_fseid_outside_association`,
+//! `pfcp_session_establishment_over_max_sessions`,
+//! `pfcp_session_modification_fseid_outside_association`,
+//! `pfcp_session_request_from_unassociated_peer`,
+//! `pfcp_session_request_for_other_association`; in the data path
+//! `upf_frag_offset_out_of_range`.
 
 pub mod afxdp;
 pub mod config;

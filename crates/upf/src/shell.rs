@@ -1,21 +1,21 @@
 //! The tokio shell: one task owns the PFCP socket and drives [`UpfCore`].
 
-use crate::config::{DatapathKind, UpfConfig};
 use crate::afxdp::XskSocket;
+use crate::config::{DatapathKind, UpfConfig};
 use crate::dataplane::handover::Handover;
 use crate::dataplane::io::{DatapathIo, IoConfig};
 use crate::dataplane::{DatapathConfig, UserspacePlane};
 use crate::node::UpfCore;
 use crate::rules::{ForwardingPlane, MemoryPlane, PlaneError, PlaneReport, SessionRules};
-use std::net::SocketAddrV4;
-use std::time::Duration;
-use std::sync::Arc;
-use tokio::sync::Notify;
 use mobicore_common::counters::Counters;
 use std::net::SocketAddr;
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use std::time::Duration;
 use std::time::SystemTime;
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
+use tokio::sync::Notify;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpfError {
@@ -53,15 +53,10 @@ impl Tee {
 
 impl ForwardingPlane for Tee {
     fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
-        self.user.install(up_seid, rules)?;
-        if let Some(x) = self.xdp.as_mut() {
-            if let Err(e) = x.install(up_seid, rules) {
-                let _ = self.user.remove(up_seid);
-                return Err(e);
-            }
-        }
-        self.memory.install(up_seid, rules)
+        self.install_shared(up_seid, &Arc::new(rules.clone()))
     }
+    /// All planes or none: a plane that refuses undoes the others, so a
+    /// refused establishment leaves nothing installed anywhere.
     fn install_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
         self.user.install(up_seid, rules)?;
         if let Some(x) = self.xdp.as_mut() {
@@ -70,7 +65,12 @@ impl ForwardingPlane for Tee {
                 return Err(e);
             }
         }
-        self.memory.install_shared(up_seid, rules)
+        self.memory.install_shared(up_seid, rules).inspect_err(|_| {
+            let _ = self.user.remove(up_seid);
+            if let Some(x) = self.xdp.as_mut() {
+                let _ = x.remove(up_seid);
+            }
+        })
     }
     fn update_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
         self.update_planes(up_seid, rules)?;
@@ -139,8 +139,10 @@ type OpenedXdp = (Box<dyn ForwardingPlane>, Result<Vec<XskSocket>, String>);
 /// Also the AF_XDP sockets for buffered downlink packets, or why there are none.
 fn open_xdp(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
     let c = cfg.clone();
-    crate::dataplane::io::in_netns(cfg.access_netns.as_deref(), move || open_xdp_here(&c).map_err(std::io::Error::other))
-        .map_err(|e| e.to_string())
+    crate::dataplane::io::in_netns(cfg.access_netns.as_deref(), move || {
+        open_xdp_here(&c).map_err(std::io::Error::other)
+    })
+    .map_err(|e| e.to_string())
 }
 
 /// AF_XDP copy-mode sockets on every receive queue of the core interface,
@@ -157,7 +159,11 @@ fn open_buffer_sockets(x: &mut crate::xdp::XdpPlane, cfg: &UpfConfig) -> Result<
 fn open_xdp_here(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
     crate::xdp::xdp_available()?;
     let access = cfg.access_interface.as_deref().ok_or("access_interface is not set")?;
-    let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig { mtu: u32::try_from(cfg.s1u_mtu).unwrap_or(u32::MAX), ..crate::xdp::XdpConfig::new(cfg.s1u_addr) }).map_err(|e| e.to_string())?;
+    let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig {
+        mtu: u32::try_from(cfg.s1u_mtu).unwrap_or(u32::MAX),
+        ..crate::xdp::XdpConfig::new(cfg.s1u_addr)
+    })
+    .map_err(|e| e.to_string())?;
     for iface in std::iter::once(access).chain(cfg.core_interface.as_deref()) {
         x.attach(iface, crate::xdp::AttachMode::Native)
             .or_else(|_| x.attach(iface, crate::xdp::AttachMode::Generic))
@@ -239,7 +245,12 @@ impl Upf {
         let mut datapath = open_datapath(&cfg, &counters)?;
         let xdp_loaded = datapath.as_ref().is_some_and(|d| d.xdp.is_some());
         let fp: Box<dyn ForwardingPlane> = match datapath.as_mut() {
-            Some(d) => Box::new(Tee { memory: plane.clone(), user: d.user.clone(), xdp: d.xdp.take(), handover: Handover::new() }),
+            Some(d) => Box::new(Tee {
+                memory: plane.clone(),
+                user: d.user.clone(),
+                xdp: d.xdp.take(),
+                handover: Handover::new(),
+            }),
             None => Box::new(plane.clone()),
         };
         let neighbour_scope =

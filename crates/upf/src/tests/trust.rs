@@ -189,7 +189,7 @@ fn session_modification_from_another_association_changes_nothing() {
     assert_eq!(h.core.counters.value("pfcp_session_request_for_other_association"), 4);
     // From an address with no association at all.
     let stranger: SocketAddr = "127.0.0.4:8805".parse().unwrap();
-    let (_, r) = h.request_from(stranger, msg::SESSION_MODIFICATION_REQUEST, Some(seids[0]), &[uf.clone()]);
+    let (_, r) = h.request_from(stranger, msg::SESSION_MODIFICATION_REQUEST, Some(seids[0]), std::slice::from_ref(&uf));
     assert_eq!(cause(&r), CauseValue::NoEstablishedPfcpAssociation as u8);
     let (_, r) = h.request_from(stranger, msg::SESSION_DELETION_REQUEST, Some(seids[1]), &[]);
     assert_eq!(cause(&r), CauseValue::NoEstablishedPfcpAssociation as u8);
