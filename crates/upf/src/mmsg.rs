@@ -31,7 +31,12 @@ impl Default for RecvBatch {
 impl RecvBatch {
     pub fn new() -> Self {
         // Pages are only touched when a datagram is that large.
-        RecvBatch { bufs: vec![0; BATCH * MAX_DATAGRAM], addrs: vec![unsafe { zeroed() }; BATCH], lens: [0; BATCH], count: 0 }
+        RecvBatch {
+            bufs: vec![0; BATCH * MAX_DATAGRAM],
+            addrs: vec![unsafe { zeroed() }; BATCH],
+            lens: [0; BATCH],
+            count: 0,
+        }
     }
 
     /// Reads the datagrams ready on `socket` (at most [`BATCH`]); `WouldBlock`
@@ -42,7 +47,8 @@ impl RecvBatch {
             let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
             let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
             for i in 0..BATCH {
-                iov[i] = libc::iovec { iov_base: self.bufs[i * MAX_DATAGRAM..].as_mut_ptr().cast(), iov_len: MAX_DATAGRAM };
+                iov[i] =
+                    libc::iovec { iov_base: self.bufs[i * MAX_DATAGRAM..].as_mut_ptr().cast(), iov_len: MAX_DATAGRAM };
                 let h = &mut hdrs[i].msg_hdr;
                 h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
                 h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -50,7 +56,15 @@ impl RecvBatch {
                 h.msg_iovlen = 1;
             }
             // SAFETY: every header points at live buffers of the stated sizes.
-            let r = unsafe { libc::recvmmsg(socket.as_raw_fd(), hdrs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+            let r = unsafe {
+                libc::recvmmsg(
+                    socket.as_raw_fd(),
+                    hdrs.as_mut_ptr(),
+                    BATCH as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
             if r < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -112,7 +126,9 @@ fn send_batch(socket: &UdpSocket, chunk: &[(SocketAddr, bytes::Bytes)]) -> io::R
     }
     // SAFETY: every header points at live buffers of the stated sizes; the
     // kernel only reads the payloads.
-    let r = unsafe { libc::sendmmsg(socket.as_raw_fd(), hdrs.as_mut_ptr(), chunk.len() as libc::c_uint, libc::MSG_DONTWAIT) };
+    let r = unsafe {
+        libc::sendmmsg(socket.as_raw_fd(), hdrs.as_mut_ptr(), chunk.len() as libc::c_uint, libc::MSG_DONTWAIT)
+    };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -147,7 +163,10 @@ fn from_sockaddr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
         libc::AF_INET => {
             // SAFETY: the family says it is a sockaddr_in.
             let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)), u16::from_be(a.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says it is a sockaddr_in6.
@@ -196,6 +215,9 @@ mod tests {
         }
         let from = a.local_addr().unwrap();
         assert!(got.iter().all(|(f, _)| *f == from));
-        assert_eq!(got.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(), out.iter().map(|(_, b)| b.to_vec()).collect::<Vec<_>>());
+        assert_eq!(
+            got.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
+            out.iter().map(|(_, b)| b.to_vec()).collect::<Vec<_>>()
+        );
     }
 }

@@ -47,7 +47,12 @@ pub fn parse(links_json: &str, neigh_json: &str, interfaces: &[String]) -> Vec<N
         .filter(|n| !n.state.iter().any(|s| s == "FAILED" || s == "INCOMPLETE"))
         .filter_map(|n| {
             let (ifindex, local_mac) = *by_name.get(n.dev.as_str())?;
-            Some(Neighbour { addr: n.dst.parse::<Ipv4Addr>().ok()?, ifindex, mac: mac(n.lladdr.as_deref()?)?, local_mac })
+            Some(Neighbour {
+                addr: n.dst.parse::<Ipv4Addr>().ok()?,
+                ifindex,
+                mac: mac(n.lladdr.as_deref()?)?,
+                local_mac,
+            })
         })
         .collect()
 }

@@ -3,6 +3,8 @@
 //! [`ForwardingPlane`] that holds them (an in-memory one here; the data path
 //! implements the same trait later).
 
+pub use crate::dataplane::flow::FlowFilter;
+pub use crate::urr::{UrrTriggers, UsageCounts, UsageMeasurement, UsageTrigger};
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::apply_action::ApplyAction;
 use rs_pfcp::ie::create_bar::CreateBar;
@@ -12,13 +14,11 @@ use rs_pfcp::ie::create_qer::CreateQer;
 use rs_pfcp::ie::create_urr::CreateUrr;
 use rs_pfcp::ie::destination_interface::DestinationInterface;
 use rs_pfcp::ie::forwarding_policy::ForwardingPolicy;
-use rs_pfcp::ie::{IeIterator, IeType};
 use rs_pfcp::ie::gate_status::GateStatusValue;
 use rs_pfcp::ie::network_instance::NetworkInstance;
 use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
 use rs_pfcp::ie::pdi::Pdi;
-pub use crate::dataplane::flow::FlowFilter;
-pub use crate::urr::{UrrTriggers, UsageCounts, UsageMeasurement, UsageTrigger};
+use rs_pfcp::ie::{IeIterator, IeType};
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -81,7 +81,11 @@ impl PacketDetection {
             ue_ipv4: p.ue_ip_addresses.iter().find_map(|u| u.ipv4_address),
             network_instance: ni(&p.network_instance),
             sdf_filters: p.sdf_filters.len(),
-            flows: p.sdf_filters.iter().map(|f| FlowFilter::parse(&f.flow_description).unwrap_or(FlowFilter::NEVER)).collect(),
+            flows: p
+                .sdf_filters
+                .iter()
+                .map(|f| FlowFilter::parse(&f.flow_description).unwrap_or(FlowFilter::NEVER))
+                .collect(),
         }
     }
 }
@@ -209,12 +213,19 @@ impl Duplicate {
             self.destination_interface = DestinationInterface::unmarshal(d)?.interface as u8;
         }
         if let Some(o) = children(group, IeType::OuterHeaderCreation)?.first() {
-            self.outer_header_creation = Some(gtpu_tunnel(&OuterHeaderCreation::unmarshal(o)?).ok_or(DuplicateError::Unsupported)?);
+            self.outer_header_creation =
+                Some(gtpu_tunnel(&OuterHeaderCreation::unmarshal(o)?).ok_or(DuplicateError::Unsupported)?);
         }
         if let Some(t) = children(group, IeType::TransportLevelMarking)?.first() {
             // 8.2.12: ToS/Traffic Class octet, then its mask (0xFC).
             let [tos, mask, ..] = t[..] else {
-                return Err(PfcpError::invalid_length("Transport Level Marking", IeType::TransportLevelMarking, 2, t.len()).into());
+                return Err(PfcpError::invalid_length(
+                    "Transport Level Marking",
+                    IeType::TransportLevelMarking,
+                    2,
+                    t.len(),
+                )
+                .into());
             };
             self.tos = Some(tos & if mask == 0 { 0xfc } else { mask & 0xfc });
         }
@@ -231,9 +242,18 @@ impl Duplicate {
             .iter()
             .map(|g| {
                 if children(g, IeType::DestinationInterface)?.is_empty() {
-                    return Err(PfcpError::missing_ie_in_grouped(IeType::DestinationInterface, IeType::DuplicatingParameters).into());
+                    return Err(PfcpError::missing_ie_in_grouped(
+                        IeType::DestinationInterface,
+                        IeType::DuplicatingParameters,
+                    )
+                    .into());
                 }
-                let mut d = Duplicate { destination_interface: 0, outer_header_creation: None, tos: None, forwarding_policy: None };
+                let mut d = Duplicate {
+                    destination_interface: 0,
+                    outer_header_creation: None,
+                    tos: None,
+                    forwarding_policy: None,
+                };
                 d.apply(g)?;
                 Ok(d)
             })
@@ -254,9 +274,18 @@ impl Duplicate {
         for (i, g) in children(far, IeType::UpdateDuplicatingParameters)?.iter().enumerate() {
             if i >= list.len() {
                 if children(g, IeType::DestinationInterface)?.is_empty() {
-                    return Err(PfcpError::missing_ie_in_grouped(IeType::DestinationInterface, IeType::UpdateDuplicatingParameters).into());
+                    return Err(PfcpError::missing_ie_in_grouped(
+                        IeType::DestinationInterface,
+                        IeType::UpdateDuplicatingParameters,
+                    )
+                    .into());
                 }
-                list.push(Duplicate { destination_interface: 0, outer_header_creation: None, tos: None, forwarding_policy: None });
+                list.push(Duplicate {
+                    destination_interface: 0,
+                    outer_header_creation: None,
+                    tos: None,
+                    forwarding_policy: None,
+                });
             }
             list[i].apply(g)?;
         }
@@ -320,7 +349,9 @@ pub struct VolumeLimit {
 impl VolumeLimit {
     /// Whether (ul, dl) octets reach any of the limits.
     pub fn reached(&self, ul: u64, dl: u64) -> bool {
-        self.total.is_some_and(|t| ul.saturating_add(dl) >= t) || self.uplink.is_some_and(|t| ul >= t) || self.downlink.is_some_and(|t| dl >= t)
+        self.total.is_some_and(|t| ul.saturating_add(dl) >= t)
+            || self.uplink.is_some_and(|t| ul >= t)
+            || self.downlink.is_some_and(|t| dl >= t)
     }
 }
 
@@ -359,7 +390,10 @@ pub struct Bar {
 
 impl Bar {
     pub fn from_ie(c: &CreateBar) -> Self {
-        Bar { id: c.bar_id.id, suggested_buffering_packets_count: c.suggested_buffering_packets_count.as_ref().map(|s| s.count) }
+        Bar {
+            id: c.bar_id.id,
+            suggested_buffering_packets_count: c.suggested_buffering_packets_count.as_ref().map(|s| s.count),
+        }
     }
 }
 
@@ -393,7 +427,9 @@ impl SessionRules {
                 Some(f) if self.fars.contains_key(&f) => {}
                 _ => return Err(RuleError::Rule(RuleRef::Pdr(p.id))),
             }
-            if p.qer_ids.iter().any(|q| !self.qers.contains_key(q)) || p.urr_ids.iter().any(|u| !self.urrs.contains_key(u)) {
+            if p.qer_ids.iter().any(|q| !self.qers.contains_key(q))
+                || p.urr_ids.iter().any(|u| !self.urrs.contains_key(u))
+            {
                 return Err(RuleError::Rule(RuleRef::Pdr(p.id)));
             }
         }
@@ -412,7 +448,8 @@ impl SessionRules {
                 return Err(RuleError::ConditionalIeMissing(rs_pfcp::ie::IeType::DuplicatingParameters as u16));
             }
             // A copy needs a GTP-U tunnel unless it goes to the core.
-            let deliverable = |d: &Duplicate| d.outer_header_creation.is_some() || d.destination_interface == INTERFACE_CORE;
+            let deliverable =
+                |d: &Duplicate| d.outer_header_creation.is_some() || d.destination_interface == INTERFACE_CORE;
             if f.action.dupl && !f.duplicating.iter().all(deliverable) {
                 return Err(RuleError::Rule(RuleRef::Far(f.id)));
             }

@@ -111,7 +111,9 @@ fn last_err() -> io::Error {
 
 fn setsockopt<T>(fd: RawFd, name: libc::c_int, what: &'static str, v: &T) -> Result<(), XskError> {
     // SAFETY: v points to a live T of the size passed.
-    let r = unsafe { libc::setsockopt(fd, libc::SOL_XDP, name, (v as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t) };
+    let r = unsafe {
+        libc::setsockopt(fd, libc::SOL_XDP, name, (v as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t)
+    };
     if r != 0 {
         return Err(XskError::SetOpt(what, last_err()));
     }
@@ -148,7 +150,14 @@ impl XskSocket {
         let umem_len = frames as usize * chunk as usize;
         // SAFETY: anonymous private mapping, no file.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), umem_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                umem_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
         };
         if p == libc::MAP_FAILED {
             return Err(XskError::Umem(umem_len, last_err()));
@@ -173,15 +182,27 @@ impl XskSocket {
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
         // SAFETY: off/len point to live values of the sizes given.
-        if unsafe { libc::getsockopt(raw, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, (&mut off as *mut libc::xdp_mmap_offsets).cast(), &mut len) } != 0 {
+        if unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+                &mut len,
+            )
+        } != 0
+        {
             return Err(XskError::Offsets(last_err()));
         }
         if len as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
             // Kernels before 5.4 answer without the flags words.
-            return Err(XskError::Offsets(io::Error::other("kernel too old (no ring flags in XDP_MMAP_OFFSETS; 5.4 or later needed)")));
+            return Err(XskError::Offsets(io::Error::other(
+                "kernel too old (no ring flags in XDP_MMAP_OFFSETS; 5.4 or later needed)",
+            )));
         }
         let fill = Ring::map(raw, RingKind::Fill, frames, &off.fr).map_err(|e| XskError::Mmap("fill", e))?;
-        let completion = Ring::map(raw, RingKind::Completion, frames, &off.cr).map_err(|e| XskError::Mmap("completion", e))?;
+        let completion =
+            Ring::map(raw, RingKind::Completion, frames, &off.cr).map_err(|e| XskError::Mmap("completion", e))?;
         let rx = Ring::map(raw, RingKind::Rx, frames, &off.rx).map_err(|e| XskError::Mmap("RX", e))?;
 
         guard.len = 0; // the socket owns the UMEM now
@@ -199,7 +220,13 @@ impl XskSocket {
         sa.sxdp_ifindex = ifindex;
         sa.sxdp_queue_id = queue;
         // SAFETY: sa is a live sockaddr_xdp of the size given.
-        let r = unsafe { libc::bind(raw, (&sa as *const libc::sockaddr_xdp).cast(), std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t) };
+        let r = unsafe {
+            libc::bind(
+                raw,
+                (&sa as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
         if r != 0 {
             return Err(XskError::Bind { ifindex, queue, err: last_err() });
         }
@@ -257,10 +284,24 @@ impl XskSocket {
         let mut s: libc::xdp_statistics = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
         // SAFETY: s/len point to live values of the sizes given.
-        if unsafe { libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_STATISTICS, (&mut s as *mut libc::xdp_statistics).cast(), &mut len) } != 0 {
+        if unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut s as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        } != 0
+        {
             return Err(last_err());
         }
-        Ok(XskStats { rx_dropped: s.rx_dropped, rx_invalid_descs: s.rx_invalid_descs, rx_ring_full: s.rx_ring_full, rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs })
+        Ok(XskStats {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+        })
     }
 
     /// The largest frame a chunk holds.
@@ -296,7 +337,11 @@ impl AsFd for XskSocket {
 
 impl std::fmt::Debug for XskSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XskSocket").field("fd", &self.fd.as_raw_fd()).field("ifindex", &self.ifindex).field("queue", &self.queue).finish()
+        f.debug_struct("XskSocket")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("ifindex", &self.ifindex)
+            .field("queue", &self.queue)
+            .finish()
     }
 }
 
@@ -391,7 +436,8 @@ pub fn rx_queues(ifname: &str) -> u32 {
 /// (closing a socket removes it from the map).
 pub fn open_for_plane(plane: &mut crate::xdp::XdpPlane, iface: &str, frames: u32) -> Result<Vec<XskSocket>, String> {
     let ifindex = crate::xdp::ifindex(iface).map_err(|e| e.to_string())?;
-    let chunk = chunk_for_mtu(mtu(iface).map_err(|e| format!("MTU of {iface}: {e}"))?).ok_or_else(|| format!("{iface}: MTU above {} octets", 4096 - XDP_PACKET_HEADROOM - 14))?;
+    let chunk = chunk_for_mtu(mtu(iface).map_err(|e| format!("MTU of {iface}: {e}"))?)
+        .ok_or_else(|| format!("{iface}: MTU above {} octets", 4096 - XDP_PACKET_HEADROOM - 14))?;
     let queues = rx_queues(iface).min(UPF_MAX_XSK_QUEUES);
     let mut out = Vec::with_capacity(queues as usize);
     for q in 0..queues {

@@ -55,7 +55,14 @@ impl Ring {
         // SAFETY: mapping the socket's ring at the kernel-given offset; the
         // kernel checks the length against the ring it allocated.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, fd, kind.pgoff())
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                kind.pgoff(),
+            )
         };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
@@ -63,7 +70,11 @@ impl Ring {
         let base = p.cast::<u8>();
         // SAFETY: the offsets lie inside the mapping (kernel ABI).
         let (producer, consumer, desc) = unsafe {
-            (base.add(off.producer as usize) as *const AtomicU32, base.add(off.consumer as usize) as *const AtomicU32, base.add(off.desc as usize))
+            (
+                base.add(off.producer as usize) as *const AtomicU32,
+                base.add(off.consumer as usize) as *const AtomicU32,
+                base.add(off.desc as usize),
+            )
         };
         let mut r = Ring { map: base, map_len, producer, consumer, desc, mask: size - 1, kind, local: 0 };
         // Start from where the kernel is (0 on a fresh socket).

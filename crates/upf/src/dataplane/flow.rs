@@ -83,8 +83,14 @@ fn port_ok(range: Option<(u16, u16)>, p: Option<u16>) -> bool {
 }
 
 impl FlowFilter {
-    pub const NEVER: FlowFilter =
-        FlowFilter { proto: None, remote: AddrMatch::Any, remote_ports: None, ue: AddrMatch::Any, ue_ports: None, never: true };
+    pub const NEVER: FlowFilter = FlowFilter {
+        proto: None,
+        remote: AddrMatch::Any,
+        remote_ports: None,
+        ue: AddrMatch::Any,
+        ue_ports: None,
+        never: true,
+    };
 
     /// Parses a flow description; `None` when it is not one we understand.
     pub fn parse(s: &str) -> Option<FlowFilter> {
@@ -147,7 +153,13 @@ mod tests {
     use super::*;
 
     fn key(proto: u8, remote: [u8; 4], rp: u16, up: u16) -> FlowKey {
-        FlowKey { proto, ue: Ipv4Addr::new(10, 45, 0, 2), remote: remote.into(), ue_port: Some(up), remote_port: Some(rp) }
+        FlowKey {
+            proto,
+            ue: Ipv4Addr::new(10, 45, 0, 2),
+            remote: remote.into(),
+            ue_port: Some(up),
+            remote_port: Some(rp),
+        }
     }
 
     #[test]
@@ -167,7 +179,13 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for s in ["", "deny out ip from any to any", "permit out ip from nowhere to any", "permit out 999 from any to any", "permit out ip from 1.2.3.4/40 to any"] {
+        for s in [
+            "",
+            "deny out ip from any to any",
+            "permit out ip from nowhere to any",
+            "permit out 999 from any to any",
+            "permit out ip from 1.2.3.4/40 to any",
+        ] {
             assert_eq!(FlowFilter::parse(s), None, "{s}");
         }
     }

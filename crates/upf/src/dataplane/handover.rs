@@ -52,10 +52,18 @@ impl Handover {
     /// Updates both planes, the slow path first (it releases and sends
     /// End Markers); FARs that buffered keep buffering in the fast path
     /// until [`Handover::poll`] finds the release flushed.
-    pub fn update(&mut self, user: &mut UserspacePlane, fast: &mut dyn ForwardingPlane, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+    pub fn update(
+        &mut self,
+        user: &mut UserspacePlane,
+        fast: &mut dyn ForwardingPlane,
+        up_seid: u64,
+        rules: &SessionRules,
+    ) -> Result<(), PlaneError> {
         let buffering: Vec<u32> = {
             let core = user.lock();
-            core.sessions.get(&up_seid).map_or_else(Vec::new, |s| s.rules.fars.values().filter(|f| f.action.buff).map(|f| f.id).collect())
+            core.sessions
+                .get(&up_seid)
+                .map_or_else(Vec::new, |s| s.rules.fars.values().filter(|f| f.action.buff).map(|f| f.id).collect())
         };
         user.update(up_seid, rules)?;
         // The count read after the release: a flush that finishes beyond

@@ -67,7 +67,10 @@ pub struct IoConfig {
 
 /// Runs `f` on a thread that entered namespace `ns` (sockets and devices
 /// created there stay in it).
-pub fn in_netns<T: Send + 'static>(ns: Option<&str>, f: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
+pub fn in_netns<T: Send + 'static>(
+    ns: Option<&str>,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
     let Some(ns) = ns else { return f() };
     let path = format!("/var/run/netns/{ns}");
     std::thread::spawn(move || {
@@ -114,7 +117,11 @@ fn ip(ns: Option<&str>, args: &[&str]) -> io::Result<()> {
     }
     let out = c.args(args).output()?;
     if !out.status.success() {
-        return Err(io::Error::other(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(io::Error::other(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     Ok(())
 }
@@ -179,7 +186,8 @@ impl DatapathIo {
     pub fn open(cfg: &IoConfig, plane: UserspacePlane) -> io::Result<DatapathIo> {
         let s1u = cfg.s1u;
         let udp = in_netns(cfg.access_netns.as_deref(), move || {
-            let s = std::net::UdpSocket::bind(s1u).map_err(|e| io::Error::new(e.kind(), format!("binding S1-U {s1u}: {e}")))?;
+            let s = std::net::UdpSocket::bind(s1u)
+                .map_err(|e| io::Error::new(e.kind(), format!("binding S1-U {s1u}: {e}")))?;
             s.set_nonblocking(true)?;
             Ok(s)
         })?;
@@ -212,7 +220,8 @@ impl DatapathIo {
         for s in socks {
             // SAFETY: the socket owns its fd, which stays open (and
             // registered once) until the AsyncFd drops it.
-            let fd = unsafe { AsyncFd::register_with_interest(s, tokio::io::Interest::READABLE) }.map_err(|e| e.into_parts().1)?;
+            let fd = unsafe { AsyncFd::register_with_interest(s, tokio::io::Interest::READABLE) }
+                .map_err(|e| e.into_parts().1)?;
             self.xsks.push(fd);
         }
         Ok(self)
@@ -312,7 +321,12 @@ impl DatapathIo {
                 }
                 Transmit::GtpuMarked { to, tos, bytes } => {
                     let fd = self.udp.as_raw_fd();
-                    if self.udp.async_io(tokio::io::Interest::WRITABLE, || send_with_tos(fd, to, tos, &bytes)).await.is_err() {
+                    if self
+                        .udp
+                        .async_io(tokio::io::Interest::WRITABLE, || send_with_tos(fd, to, tos, &bytes))
+                        .await
+                        .is_err()
+                    {
                         self.plane.lock().counters.incr("upf_send_error");
                     }
                 }

@@ -253,7 +253,9 @@ impl SessionState {
         self.teids.sort();
         self.teids.dedup();
         self.ue_ip = rules.pdrs.values().find_map(|p| p.pdi.ue_ipv4);
-        let ports = |iface: u8| rules.pdrs.values().any(|p| p.pdi.source_interface == iface && p.pdi.flows.iter().any(|f| f.needs_ports()));
+        let ports = |iface: u8| {
+            rules.pdrs.values().any(|p| p.pdi.source_interface == iface && p.pdi.flows.iter().any(|f| f.needs_ports()))
+        };
         self.frag_dl = ports(INTERFACE_CORE);
         self.frag_ul = ports(INTERFACE_ACCESS);
         self.usage.retain(|id, _| rules.urrs.contains_key(id));
@@ -382,7 +384,10 @@ impl UserPlane {
             .collect();
         for t in old {
             self.counters.incr("gtpu_end_marker_sent");
-            self.transmits.push_back(Transmit::Gtpu { to: SocketAddrV4::new(t.ipv4, mobicore_gtp::gtpu::PORT), bytes: mobicore_gtp::gtpu::end_marker(t.teid) });
+            self.transmits.push_back(Transmit::Gtpu {
+                to: SocketAddrV4::new(t.ipv4, mobicore_gtp::gtpu::PORT),
+                bytes: mobicore_gtp::gtpu::end_marker(t.teid),
+            });
         }
         let s = self.sessions.get_mut(&up_seid).expect("checked above");
         s.set_rules(rules);

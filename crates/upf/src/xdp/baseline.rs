@@ -33,9 +33,17 @@ fn load_min(obj: &[u8], name: &'static str, t: &FixedTunnel) -> Result<Baseline,
     let err = |map: &'static str| move |e: aya::maps::MapError| XdpError::Map(MapError { map, msg: e.to_string() });
     let mut cfg: Array<MapData, MinConfig> = Array::try_from(program.take_map("min_cfg")?).map_err(err("min_cfg"))?;
     let mut tx = DevMapHash::try_from(program.take_map("min_tx")?).map_err(err("min_tx"))?;
-    let c = MinConfig { teid: t.teid, src_addr: be_addr(t.src), dst_addr: be_addr(t.dst), ifindex: t.ifindex, dmac: t.dmac, smac: t.smac };
+    let c = MinConfig {
+        teid: t.teid,
+        src_addr: be_addr(t.src),
+        dst_addr: be_addr(t.dst),
+        ifindex: t.ifindex,
+        dmac: t.dmac,
+        smac: t.smac,
+    };
     cfg.set(0, c, 0).map_err(err("min_cfg"))?;
-    tx.insert(t.ifindex, t.ifindex, None, 0).map_err(|e| XdpError::Map(MapError { map: "min_tx", msg: e.to_string() }))?;
+    tx.insert(t.ifindex, t.ifindex, None, 0)
+        .map_err(|e| XdpError::Map(MapError { map: "min_tx", msg: e.to_string() }))?;
     Ok(Baseline { program, _cfg: cfg, _tx: tx })
 }
 

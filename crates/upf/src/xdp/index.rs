@@ -39,7 +39,10 @@
 //!
 //! [`FAST_IDX_BITS`]: super::maps::FAST_IDX_BITS
 
-use super::maps::{Dir, FastEntry, MapError, MapStore, FAST_F_IDX, FAST_IDX_MASK, FAST_IDX_SIZE, FAST_OVF_SIZE, FAST_POOL_SIZE, FAST_REF_NONE};
+use super::maps::{
+    Dir, FastEntry, MapError, MapStore, FAST_F_IDX, FAST_IDX_MASK, FAST_IDX_SIZE, FAST_OVF_SIZE, FAST_POOL_SIZE,
+    FAST_REF_NONE,
+};
 use super::slots::{Slots, SlotsFull, GRACE};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -87,7 +90,15 @@ impl FastIndex {
         };
         let pool = Slots::new(name, FAST_POOL_SIZE).top_down();
         let ovf = Slots::new(ovf, overflow.min(FAST_OVF_SIZE));
-        FastIndex { dir, pool, ovf, keys: HashMap::new(), direct: HashMap::new(), away: VecDeque::new(), rehome_due: None }
+        FastIndex {
+            dir,
+            pool,
+            ovf,
+            keys: HashMap::new(),
+            direct: HashMap::new(),
+            away: VecDeque::new(),
+            rehome_due: None,
+        }
     }
 
     /// The same index over another (smaller) entry pool, before any put
@@ -106,7 +117,11 @@ impl FastIndex {
 
     /// Whether [`FastIndex::put`] of every `(key, entry)` will find its
     /// pool slot and overflow position at `now`.
-    pub fn check<'a>(&mut self, puts: impl IntoIterator<Item = (u32, &'a FastEntry)>, now: Instant) -> Result<(), SlotsFull> {
+    pub fn check<'a>(
+        &mut self,
+        puts: impl IntoIterator<Item = (u32, &'a FastEntry)>,
+        now: Instant,
+    ) -> Result<(), SlotsFull> {
         let (mut slots, mut ovf) = (0usize, 0usize);
         let mut claimed = HashSet::new();
         for (key, e) in puts {
@@ -150,7 +165,8 @@ impl FastIndex {
         let new_ovf = old.is_none() && pos >= FAST_IDX_SIZE;
         // Home, else a slot that is no installed key's home.
         let (direct, ovf) = (&self.direct, &self.ovf);
-        let home_of_a_key = |i: u32| if i < FAST_IDX_SIZE { direct.contains_key(&i) } else { ovf.is_taken(i - FAST_IDX_SIZE) };
+        let home_of_a_key =
+            |i: u32| if i < FAST_IDX_SIZE { direct.contains_key(&i) } else { ovf.is_taken(i - FAST_IDX_SIZE) };
         let slot = match self.pool.alloc_at(pos, now).map_or_else(|| self.pool.alloc_avoiding(now, home_of_a_key), Ok) {
             Ok(slot) => slot,
             Err(f) => {
@@ -217,7 +233,9 @@ impl FastIndex {
                 continue;
             };
             let v = FastEntry { flags: o.entry.flags | FAST_F_IDX, key, ..o.entry };
-            if let Err(e) = maps.put_fast_slot(self.dir, home, &v).and_then(|()| maps.set_fast_ref(self.dir, o.pos, home)) {
+            if let Err(e) =
+                maps.put_fast_slot(self.dir, home, &v).and_then(|()| maps.set_fast_ref(self.dir, o.pos, home))
+            {
                 // The reference may name either slot: keep both taken
                 // until the grace period says neither is read.
                 self.pool.release(home, now);

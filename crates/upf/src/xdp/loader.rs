@@ -166,14 +166,16 @@ impl LoadedProgram {
     pub fn register_xsk(&mut self, ifindex: u32, queue: u32, fd: std::os::fd::BorrowedFd<'_>) -> Result<(), MapError> {
         let m = self.ebpf.map_mut("xsks").ok_or(MapError { map: "xsks", msg: "not in the object".into() })?;
         aya::maps::XskMap::try_from(m).map_err(me("xsks"))?.set(queue, fd, 0).map_err(me("xsks"))?;
-        let m = self.ebpf.map_mut("xsk_ifindex").ok_or(MapError { map: "xsk_ifindex", msg: "not in the object".into() })?;
+        let m =
+            self.ebpf.map_mut("xsk_ifindex").ok_or(MapError { map: "xsk_ifindex", msg: "not in the object".into() })?;
         Array::<_, u32>::try_from(m).map_err(me("xsk_ifindex"))?.set(0, ifindex, 0).map_err(me("xsk_ifindex"))
     }
 
     /// Sends buffered downlink packets up the stack again (XDP_PASS)
     /// while the sockets stay open; `register_xsk` turns them back on.
     pub fn suspend_xsks(&mut self) -> Result<(), MapError> {
-        let m = self.ebpf.map_mut("xsk_ifindex").ok_or(MapError { map: "xsk_ifindex", msg: "not in the object".into() })?;
+        let m =
+            self.ebpf.map_mut("xsk_ifindex").ok_or(MapError { map: "xsk_ifindex", msg: "not in the object".into() })?;
         Array::<_, u32>::try_from(m).map_err(me("xsk_ifindex"))?.set(0, 0, 0).map_err(me("xsk_ifindex"))
     }
 }
@@ -187,7 +189,11 @@ impl Drop for LoadedProgram {
 fn verifier_error(e: aya::programs::ProgramError) -> String {
     let s = format!("{e:#}");
     // Keep the tail of a verifier log: that is where the reason is.
-    if s.len() > 4000 { format!("...{}", &s[s.len() - 4000..]) } else { s }
+    if s.len() > 4000 {
+        format!("...{}", &s[s.len() - 4000..])
+    } else {
+        s
+    }
 }
 
 fn me(map: &'static str) -> impl Fn(aya::maps::MapError) -> MapError {
@@ -225,7 +231,10 @@ impl LineArray {
         };
         let info = data.info().map_err(me(name))?;
         if info.value_size() as usize != LINE {
-            return Err(MapError { map: name, msg: format!("value size {} is not a {LINE}-octet line", info.value_size()) });
+            return Err(MapError {
+                map: name,
+                msg: format!("value size {} is not a {LINE}-octet line", info.value_size()),
+            });
         }
         let entries = info.max_entries();
         let page = 4096usize;
@@ -235,11 +244,14 @@ impl LineArray {
         // SAFETY: a shared read-write mapping of a BPF_F_MMAPABLE array of
         // `len` octets (its value area rounded up to pages); the kernel
         // checks the flag and the size.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        };
         if p == libc::MAP_FAILED {
             return Err(MapError { map: name, msg: format!("mmap: {}", std::io::Error::last_os_error()) });
         }
-        let base = std::ptr::NonNull::new(p.cast::<u8>()).ok_or(MapError { map: name, msg: "mmap returned null".into() })?;
+        let base =
+            std::ptr::NonNull::new(p.cast::<u8>()).ok_or(MapError { map: name, msg: "mmap returned null".into() })?;
         let mut r = LineArray { name, _map: data, base, len, entries };
         for pos in 0..entries {
             r.set_ref(pos, FAST_REF_NONE)?;
@@ -370,7 +382,8 @@ impl MapStore for AyaMaps {
         self.urr_lists.set(idx, l, 0).map_err(me("urr_lists"))
     }
     fn reset_urr(&mut self, idx: u32) -> Result<(), MapError> {
-        let zero = PerCpuValues::try_from(vec![UrrCounts::default(); self.ncpus]).map_err(|e| MapError { map: "urrs", msg: e.to_string() })?;
+        let zero = PerCpuValues::try_from(vec![UrrCounts::default(); self.ncpus])
+            .map_err(|e| MapError { map: "urrs", msg: e.to_string() })?;
         self.urrs.set(idx, zero, 0).map_err(me("urrs"))
     }
     fn urr(&self, idx: u32) -> Result<UrrCounts, MapError> {

@@ -534,7 +534,9 @@ impl MapStore for MemoryMaps {
     fn put_fast_ovf(&mut self, dir: Dir, key: u32, pos: u32) -> Result<(), MapError> {
         match self.fast_ovf.insert((dir, key), pos) {
             None => Ok(()),
-            Some(_) => Err(MapError { map: "fast_ovf", msg: "key exists: overflow positions are never updated".into() }),
+            Some(_) => {
+                Err(MapError { map: "fast_ovf", msg: "key exists: overflow positions are never updated".into() })
+            }
         }
     }
     fn del_fast_ovf(&mut self, dir: Dir, key: u32) -> Result<(), MapError> {

@@ -173,7 +173,12 @@ impl<M: MapStore> XdpPlane<M> {
     pub fn with_maps(mut maps: M, cfg: XdpConfig) -> Result<Self, XdpError> {
         let flags = if cfg.no_fib { CFG_F_NO_FIB } else { 0 };
         let mtu = mtu::MtuWatch::new(cfg.mtu);
-        let config = UpfConfigEntry { s1u_addr: be_addr(cfg.s1u_addr), mtu: mtu.effective().unwrap_or(DEFAULT_MTU), flags, nexthop_gen: 0 };
+        let config = UpfConfigEntry {
+            s1u_addr: be_addr(cfg.s1u_addr),
+            mtu: mtu.effective().unwrap_or(DEFAULT_MTU),
+            flags,
+            nexthop_gen: 0,
+        };
         maps.set_config(&config)?;
         Ok(XdpPlane {
             maps,
@@ -312,7 +317,13 @@ impl<M: MapStore> XdpPlane<M> {
 
     /// [`XdpPlane::apply`] at time `now` (slots released now are reused
     /// only [`slots::GRACE`] later).
-    pub fn apply_at(&mut self, up_seid: u64, rules: &SessionRules, sdf: &SdfTable, now: Instant) -> Result<(), PlaneError> {
+    pub fn apply_at(
+        &mut self,
+        up_seid: u64,
+        rules: &SessionRules,
+        sdf: &SdfTable,
+        now: Instant,
+    ) -> Result<(), PlaneError> {
         // Entries waiting for their home slots take them before this
         // update's allocations could.
         if self.rehome_due().is_some_and(|t| t <= now) {
@@ -321,8 +332,10 @@ impl<M: MapStore> XdpPlane<M> {
         let existed = self.sessions.contains_key(&up_seid);
         let old = self.sessions.remove(&up_seid).unwrap_or_default();
         let other = |m: &Self, k: &PdrKey| m.owners.get(k).is_some_and(|s| *s != up_seid);
-        let far_vals: HashMap<u32, FarEntry> = rules.fars.iter().map(|(id, f)| (*id, translate::far_entry(f))).collect();
-        let qer_vals: HashMap<u32, QerEntry> = rules.qers.iter().map(|(id, q)| (*id, translate::qer_entry(q))).collect();
+        let far_vals: HashMap<u32, FarEntry> =
+            rules.fars.iter().map(|(id, f)| (*id, translate::far_entry(f))).collect();
+        let qer_vals: HashMap<u32, QerEntry> =
+            rules.qers.iter().map(|(id, q)| (*id, translate::qer_entry(q))).collect();
         // Slots: a rule that stays unchanged keeps its slot (URR counters
         // always, a QER's token bucket while its parameters stay); a new
         // or changed rule gets a fresh slot (copy on write).
@@ -387,7 +400,8 @@ impl<M: MapStore> XdpPlane<M> {
             split.push((*k, fast));
         }
         let ul = split.iter().filter_map(|(k, e)| if let PdrKey::Teid(t) = k { Some((*t, e)) } else { None });
-        let dl = split.iter().filter_map(|(k, e)| if let PdrKey::UeAddr(a) = k { Some((be_addr(*a), e)) } else { None });
+        let dl =
+            split.iter().filter_map(|(k, e)| if let PdrKey::UeAddr(a) = k { Some((be_addr(*a), e)) } else { None });
         if let Err(f) = self.ul_index.check(ul, now).and_then(|()| self.dl_index.check(dl, now)) {
             return Err(self.refuse(up_seid, existed, old, &fresh, &fresh_sets, f.to_string()));
         }
@@ -416,7 +430,15 @@ impl<M: MapStore> XdpPlane<M> {
 
     /// Refuses an update before anything was written: the fresh slots go
     /// back at once and the installed session stays as it was.
-    fn refuse(&mut self, up_seid: u64, existed: bool, old: Installed, fresh: &RuleSlots, fresh_sets: &[(u32, PdrSet)], msg: String) -> PlaneError {
+    fn refuse(
+        &mut self,
+        up_seid: u64,
+        existed: bool,
+        old: Installed,
+        fresh: &RuleSlots,
+        fresh_sets: &[(u32, PdrSet)],
+        msg: String,
+    ) -> PlaneError {
         self.cancel(fresh);
         for (i, _) in fresh_sets {
             self.set_slots.cancel(*i);
@@ -429,7 +451,9 @@ impl<M: MapStore> XdpPlane<M> {
 
     /// Returns never-written slots.
     fn cancel(&mut self, fresh: &RuleSlots) {
-        for (m, pool) in [(&fresh.far, &mut self.far_slots), (&fresh.qer, &mut self.qer_slots), (&fresh.urr, &mut self.urr_slots)] {
+        for (m, pool) in
+            [(&fresh.far, &mut self.far_slots), (&fresh.qer, &mut self.qer_slots), (&fresh.urr, &mut self.urr_slots)]
+        {
             for i in m.values() {
                 pool.cancel(*i);
             }
@@ -442,7 +466,11 @@ impl<M: MapStore> XdpPlane<M> {
     /// Releases (into the quarantine) the slots of `old` that `new` does
     /// not use.
     fn release_unused(&mut self, new: &RuleSlots, old: &RuleSlots, now: Instant) {
-        for (om, nm, pool) in [(&old.far, &new.far, &mut self.far_slots), (&old.qer, &new.qer, &mut self.qer_slots), (&old.urr, &new.urr, &mut self.urr_slots)] {
+        for (om, nm, pool) in [
+            (&old.far, &new.far, &mut self.far_slots),
+            (&old.qer, &new.qer, &mut self.qer_slots),
+            (&old.urr, &new.urr, &mut self.urr_slots),
+        ] {
             for (id, i) in om {
                 if nm.get(id) != Some(i) {
                     pool.release(*i, now);
@@ -552,7 +580,15 @@ impl<M: MapStore> XdpPlane<M> {
     /// The fast-path tables' slot pools (for tests and diagnostics):
     /// FAR, QER, URR, uplink and downlink fast entries, URR lists, PDR sets.
     pub fn slot_pools(&self) -> [&Slots; 7] {
-        [&self.far_slots, &self.qer_slots, &self.urr_slots, self.ul_index.pool(), self.dl_index.pool(), &self.list_slots, &self.set_slots]
+        [
+            &self.far_slots,
+            &self.qer_slots,
+            &self.urr_slots,
+            self.ul_index.pool(),
+            self.dl_index.pool(),
+            &self.list_slots,
+            &self.set_slots,
+        ]
     }
 
     /// Test hooks: smaller fast-entry pools (to see slots reused), and the
@@ -593,7 +629,14 @@ impl<M: MapStore> XdpPlane<M> {
 use maps::{FarEntry, FastEntry, PdrSet, QerEntry, UrrList, URR_LIST_MAX};
 
 /// The slot of rule `id`: `keep` (its current one) or a fresh one.
-fn assign<K: std::hash::Hash + Eq + Clone>(pool: &mut Slots, id: K, keep: Option<&u32>, out: &mut HashMap<K, u32>, fresh: &mut HashMap<K, u32>, now: Instant) -> Result<(), SlotsFull> {
+fn assign<K: std::hash::Hash + Eq + Clone>(
+    pool: &mut Slots,
+    id: K,
+    keep: Option<&u32>,
+    out: &mut HashMap<K, u32>,
+    fresh: &mut HashMap<K, u32>,
+    now: Instant,
+) -> Result<(), SlotsFull> {
     let i = match keep {
         Some(i) => *i,
         None => {
@@ -662,8 +705,12 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
     }
     /// The per-CPU URR counters, summed (read by the usage engine).
     fn usage(&self, up_seid: u64, urr_id: u32) -> Option<crate::urr::UsageCounts> {
-        self.urr_usage(up_seid, urr_id)
-            .map(|c| crate::urr::UsageCounts { ul_octets: c.ul_bytes, dl_octets: c.dl_bytes, ul_packets: c.ul_pkts, dl_packets: c.dl_pkts })
+        self.urr_usage(up_seid, urr_id).map(|c| crate::urr::UsageCounts {
+            ul_octets: c.ul_bytes,
+            dl_octets: c.dl_bytes,
+            ul_packets: c.ul_pkts,
+            dl_packets: c.dl_pkts,
+        })
     }
 }
 

@@ -24,7 +24,9 @@ pub const GRACE: Duration = Duration::from_millis(100);
 
 /// A table is full: every slot is in use or waiting for its grace period.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("fast-path {table} table full: {capacity} slots, {quarantined} of them waiting {grace_ms} ms for in-flight packets")]
+#[error(
+    "fast-path {table} table full: {capacity} slots, {quarantined} of them waiting {grace_ms} ms for in-flight packets"
+)]
 pub struct SlotsFull {
     pub table: &'static str,
     pub capacity: u32,
@@ -67,7 +69,17 @@ impl Slots {
     }
 
     pub fn with_grace(table: &'static str, cap: u32, grace: Duration) -> Self {
-        Slots { table, uses: vec![Use::Free; cap as usize], free: Vec::new(), quarantine: VecDeque::new(), next: 0, cap, grace, taken: 0, top_down: false }
+        Slots {
+            table,
+            uses: vec![Use::Free; cap as usize],
+            free: Vec::new(),
+            quarantine: VecDeque::new(),
+            next: 0,
+            cap,
+            grace,
+            taken: 0,
+            top_down: false,
+        }
     }
 
     /// The same allocator handing out never-used slots from the top down
@@ -78,7 +90,12 @@ impl Slots {
     }
 
     fn full(&self) -> SlotsFull {
-        SlotsFull { table: self.table, capacity: self.cap, quarantined: self.quarantine.len(), grace_ms: self.grace.as_millis() as u64 }
+        SlotsFull {
+            table: self.table,
+            capacity: self.cap,
+            quarantined: self.quarantine.len(),
+            grace_ms: self.grace.as_millis() as u64,
+        }
     }
 
     fn take(&mut self, i: u32) -> u32 {
@@ -120,7 +137,11 @@ impl Slots {
     fn never_used(&mut self) -> Option<u32> {
         (self.next < self.cap).then(|| {
             self.next += 1;
-            if self.top_down { self.cap - self.next } else { self.next - 1 }
+            if self.top_down {
+                self.cap - self.next
+            } else {
+                self.next - 1
+            }
         })
     }
 
@@ -208,7 +229,10 @@ mod tests {
         assert_eq!((s.in_use(), s.quarantined()), (1, 1));
         let full = s.alloc(t0 + GRACE - Duration::from_nanos(1)).unwrap_err();
         assert_eq!(full, SlotsFull { table: "far", capacity: 2, quarantined: 1, grace_ms: 100 });
-        assert_eq!(full.to_string(), "fast-path far table full: 2 slots, 1 of them waiting 100 ms for in-flight packets");
+        assert_eq!(
+            full.to_string(),
+            "fast-path far table full: 2 slots, 1 of them waiting 100 ms for in-flight packets"
+        );
         assert_eq!(s.alloc(t0 + GRACE).unwrap(), a);
         assert_eq!((s.in_use(), s.quarantined()), (2, 0));
     }

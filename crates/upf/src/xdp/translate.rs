@@ -50,7 +50,9 @@ pub fn urr_ref(slots: &RuleSlots, ids: &[u32]) -> u32 {
 pub fn far_entry(f: &Far) -> FarEntry {
     let a = &f.action;
     let mut action = 0;
-    for (on, bit) in [(a.forw, FAR_FORW), (a.drop, FAR_DROP), (a.buff, FAR_BUFF), (a.nocp, FAR_NOCP), (a.dupl, FAR_DUPL)] {
+    for (on, bit) in
+        [(a.forw, FAR_FORW), (a.drop, FAR_DROP), (a.buff, FAR_BUFF), (a.nocp, FAR_NOCP), (a.dupl, FAR_DUPL)]
+    {
         if on {
             action |= bit;
         }
@@ -161,7 +163,11 @@ pub fn sdf_from_flow(f: &FlowFilter, uplink: bool) -> SdfFilter {
     let mut s = SdfFilter { proto: f.proto.unwrap_or(0), ..SdfFilter::any() };
     (s.src_addr, s.src_mask, s.dst_addr, s.dst_mask) = (remote.0, remote.1, ue.0, ue.1);
     (s.sport_lo, s.sport_hi, s.dport_lo, s.dport_hi) = (remote_p.0, remote_p.1, ue_p.0, ue_p.1);
-    if uplink { s.reversed() } else { s }
+    if uplink {
+        s.reversed()
+    } else {
+        s
+    }
 }
 
 impl SdfFilter {
