@@ -74,6 +74,7 @@ impl S6aClientConfig {
         local.origin_state_id = now.as_secs() as u32;
         let mut cfg = PeerConfig::s6a(local);
         cfg.watchdog_interval = self.watchdog_interval;
+        cfg.cer_timeout = self.watchdog_interval;
         cfg.id_seed = (now.as_secs() as u32) << 20 ^ now.subsec_nanos();
         cfg
     }

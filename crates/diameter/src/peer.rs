@@ -26,6 +26,10 @@ pub struct PeerConfig {
     /// Tw: a DWR after this long without traffic; the connection fails after
     /// a second Tw without answer (RFC 3539 3.4).
     pub watchdog_interval: Duration,
+    /// How long a responder waits for the CER (or an initiator for the CEA)
+    /// before it closes the connection: what a connection that never
+    /// exchanges capabilities may hold (default Tw).
+    pub cer_timeout: Duration,
     /// Applications and their command codes served above this peer.
     pub applications: Vec<(u32, Vec<u32>)>,
     /// Seed of hop-by-hop and end-to-end identifiers (RFC 6733 3).
@@ -40,6 +44,7 @@ impl PeerConfig {
         PeerConfig {
             local,
             watchdog_interval: DEFAULT_TW,
+            cer_timeout: DEFAULT_TW,
             applications: vec![(app::S6A, vec![cmd::UPDATE_LOCATION, cmd::AUTHENTICATION_INFORMATION, cmd::PURGE_UE])],
             id_seed: 1,
             admission: Admission::Anyone,
@@ -91,10 +96,10 @@ pub struct Peer {
 impl Peer {
     fn new(cfg: PeerConfig, state: PeerState, now: Instant, counters: Counters) -> Self {
         let seed = cfg.id_seed;
-        let deadline = Some(now + cfg.watchdog_interval);
+        let deadline = Some(now + cfg.cer_timeout);
         Peer {
             state,
-            tx: Vec::with_capacity(64 * 1024),
+            tx: Vec::with_capacity(4 * 1024),
             events: VecDeque::new(),
             next_hop_by_hop: seed,
             // RFC 6733 3: high 12 bits from the clock, low 20 random.
@@ -160,7 +165,7 @@ impl Peer {
         if self.tx.is_empty() {
             None
         } else {
-            Some(std::mem::replace(&mut self.tx, Vec::with_capacity(16 * 1024)))
+            Some(std::mem::replace(&mut self.tx, Vec::with_capacity(4 * 1024)))
         }
     }
 
@@ -191,7 +196,10 @@ impl Peer {
         let tw = self.cfg.watchdog_interval;
         match self.state {
             PeerState::WaitCea => self.down("no CEA"),
-            PeerState::WaitCer => self.down("no CER"),
+            PeerState::WaitCer => {
+                self.counters.incr("diameter_no_cer_in_time");
+                self.down("no CER")
+            }
             PeerState::Closing => self.down("no DPA"),
             PeerState::Closed => self.deadline = None,
             PeerState::Open if self.dwr_outstanding => {

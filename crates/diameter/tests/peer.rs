@@ -172,6 +172,16 @@ fn message_before_cer_closes() {
     let mut hss = Peer::responder(cfg("hss"), now, Counters::new());
     hss.handle_timeout(now + TW);
     assert!(hss.is_closed(), "no CER within Tw");
+    // A shorter CER timeout bounds how long a silent connection is held.
+    let mut c = cfg("hss");
+    c.cer_timeout = Duration::from_secs(5);
+    let mut hss = Peer::responder(c, now, Counters::new());
+    assert_eq!(hss.poll_timeout(), Some(now + Duration::from_secs(5)));
+    hss.handle_timeout(now + Duration::from_secs(4));
+    assert!(!hss.is_closed());
+    hss.handle_timeout(now + Duration::from_secs(5));
+    assert!(hss.is_closed());
+    assert_eq!(hss.counters().value("diameter_no_cer_in_time"), 1);
 }
 
 mod admission {

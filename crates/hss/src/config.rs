@@ -32,6 +32,10 @@ pub struct HssConfig {
     /// Most S6a connections open at once (default 64: a few MMEs with room
     /// to reconnect). One more is closed at once and counted.
     pub max_connections: usize,
+    /// Seconds a new connection may take to send its CER before it is
+    /// closed (default 10): how long a silent connection holds one of
+    /// `max_connections`.
+    pub cer_timeout_secs: u64,
     /// Largest Diameter message taken from a peer, in octets (default
     /// 65536: an S6a request is well under 1 KiB). A message announcing more
     /// gets DIAMETER_INVALID_MESSAGE_LENGTH and the connection is closed;
@@ -64,6 +68,7 @@ impl Default for HssConfig {
             strict_realm: false,
             peers: default_peers(),
             max_connections: 64,
+            cer_timeout_secs: 10,
             max_message_octets: 65536,
             max_unsent_answer_octets: 65536,
         }
@@ -73,6 +78,9 @@ impl Default for HssConfig {
 impl HssConfig {
     pub fn watchdog_interval(&self) -> Duration {
         Duration::from_secs(self.watchdog_interval_secs.max(1))
+    }
+    pub fn cer_timeout(&self) -> Duration {
+        Duration::from_secs(self.cer_timeout_secs.max(1))
     }
     pub fn flush_interval(&self) -> Duration {
         Duration::from_millis(self.flush_interval_ms.max(10))

@@ -54,6 +54,7 @@ impl Connection {
     ) -> Self {
         let mut pc = PeerConfig::s6a(local.clone());
         pc.watchdog_interval = cfg.watchdog_interval();
+        pc.cer_timeout = cfg.cer_timeout();
         pc.id_seed = id_seed;
         pc.admission = Admission::Listed { peers: cfg.peers.clone(), from: remote.ip() };
         let peer = Peer::responder(pc, now, hss.counters().clone());

@@ -35,6 +35,7 @@ pub const REFUSAL_COUNTERS: &[&str] = &[
     "s6a_requests_held_for_unread_answers",
     "diameter_cer_from_unknown_peer",
     "diameter_before_cer",
+    "diameter_no_cer_in_time",
     "diameter_request_from_other_origin_host",
     "diameter_request_without_origin_host",
     "diameter_invalid_message_length",

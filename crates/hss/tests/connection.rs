@@ -257,3 +257,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_connection_without_cer_is_closed_after_the_cer_timeout() {
+    let t0 = Instant::now();
+    let mut c = conn_with(HssConfig { cer_timeout_secs: 3, ..cfg() }, "127.0.0.1", t0);
+    assert_eq!(c.poll_timeout(), Some(t0 + std::time::Duration::from_secs(3)));
+    c.handle_timeout(t0 + std::time::Duration::from_secs(3));
+    assert!(c.is_closed());
+    assert!(c.transmit().is_empty());
+    assert_eq!(c.peer().counters().value("diameter_no_cer_in_time"), 1);
+}
