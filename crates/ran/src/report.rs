@@ -196,7 +196,11 @@ impl RanReport {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "UEs {} on {} eNB(s)", self.ues, self.enbs);
-        let _ = writeln!(out, "{:<10} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}", "procedure", "ok", "failed", "per s", "p50 ms", "p90 ms", "p99 ms", "max ms");
+        let _ = writeln!(
+            out,
+            "{:<10} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}",
+            "procedure", "ok", "failed", "per s", "p50 ms", "p90 ms", "p99 ms", "max ms"
+        );
         let mut row = |name: &str, ok: u64, failed: u64, per_s: f64, s: LatencySummary| {
             let ms = |us: u64| us as f64 / 1000.0;
             let _ = writeln!(

@@ -186,15 +186,15 @@ impl Responder {
         );
         let request = match NasEpsMessage::decode_with_direction(&nas, Direction::Uplink) {
             Ok(NasEpsMessage::Emm(_, NasEmmMessage::AttachRequest(r))) => r,
-            _ => return Ok(self.counters.incr("responder_not_an_imsi_attach")),
+            _ => return self.refuse("responder_not_an_imsi_attach"),
         };
         let imsi = request.eps_mobile_identity.as_imsi().and_then(|i| i.to_string().parse::<Imsi>().ok());
         let Some(&index) = imsi.as_ref().and_then(|i| self.by_imsi.get(i)) else {
-            return Ok(self.counters.incr("responder_unknown_imsi"));
+            return self.refuse("responder_unknown_imsi");
         };
         if self.ues[index].is_some() {
             // The replies are for one attach of each UE.
-            return Ok(self.counters.incr("responder_repeated_attach"));
+            return self.refuse("responder_repeated_attach");
         }
         if request.ue_network_capability != mobicore_ran::ue::Ue::ue_network_capability() {
             // The SECURITY MODE COMMAND replays the emulator's capability.
@@ -203,7 +203,7 @@ impl Responder {
         let replies = &mut self.replies[index];
         if replies.enb_ue_id != enb_ue_id {
             if !replies.patch(&self.plan, enb_ue_id) {
-                return Ok(self.counters.incr("responder_encode_error"));
+                return self.refuse("responder_encode_error");
             }
             self.stats.patched += 1;
         }
@@ -211,6 +211,13 @@ impl Responder {
         self.ues[index] = Some(UeState { step: Step::Authentication, assoc, enb_ue_id, stream });
         let data = self.replies[index].authentication_request.clone();
         self.actions.push_back(Send { assoc, stream, data });
+        Ok(())
+    }
+
+    /// Count an Initial UE Message the responder has no reply for; it
+    /// stays unanswered (the emulator's guard timer ends the procedure).
+    fn refuse(&mut self, what: &'static str) -> Result<(), oxirush_s1ap::Error> {
+        self.counters.incr(what);
         Ok(())
     }
 

@@ -33,6 +33,8 @@ pub enum BuildError {
     NoApn,
     #[error("{0} UEs do not fit in 32-bit MME-UE-S1AP-IDs")]
     TooManyUes(u64),
+    #[error("a thread building replies panicked")]
+    Panicked,
 }
 
 /// What the responder answers with, the same as the core would give the
@@ -153,10 +155,7 @@ pub fn build_all(plan: &ResponderPlan, threads: usize) -> Result<Vec<UeReplies>,
                 s.spawn(move || (from..to).map(|i| build(plan, common, i)).collect())
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(BuildError::Encode { index: 0, what: "a thread" })))
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or(Err(BuildError::Panicked))).collect()
     });
     let mut all = Vec::with_capacity(plan.ues as usize);
     for c in chunks {

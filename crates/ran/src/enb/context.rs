@@ -26,8 +26,12 @@ pub struct EnbConfig {
 pub enum S1State {
     /// No S1 Setup sent yet.
     Down,
-    SetupPending { deadline: Instant },
-    Ready { mme_name: Option<String> },
+    SetupPending {
+        deadline: Instant,
+    },
+    Ready {
+        mme_name: Option<String>,
+    },
     Failed(String),
 }
 

@@ -440,10 +440,8 @@ impl Enb {
                 enb: Fteid { teid: Teid(teid), ipv4: self.cfg.s1u_addr },
             });
         }
-        let setup: Vec<ErabSetup> = erabs
-            .iter()
-            .map(|e| ErabSetup { e_rab_id: e.e_rab_id, address: e.enb.ipv4, teid: e.enb.teid.0 })
-            .collect();
+        let setup: Vec<ErabSetup> =
+            erabs.iter().map(|e| ErabSetup { e_rab_id: e.e_rab_id, address: e.enb.ipv4, teid: e.enb.teid.0 }).collect();
         let built = s1ap_build::initial_context_setup_response(req.mme_ue_id, req.enb_ue_id, &setup);
         self.push_pdu(stream, built);
         if let Some(ctx) = self.ues.get_mut(&index) {
@@ -478,11 +476,9 @@ impl Enb {
     fn release_command(&mut self, now: Instant, mme_ue_id: u32, enb_ue_id: Option<u32>, _cause: &str) {
         let index = match enb_ue_id {
             Some(id) => self.by_enb_ue_id.get(&id).copied(),
-            None => self
-                .ues
-                .iter()
-                .find(|(_, c)| c.s1.is_some_and(|s| s.mme_ue_id == Some(mme_ue_id)))
-                .map(|(i, _)| *i),
+            None => {
+                self.ues.iter().find(|(_, c)| c.s1.is_some_and(|s| s.mme_ue_id == Some(mme_ue_id))).map(|(i, _)| *i)
+            }
         };
         if let Some((mme, stream)) = enb_ue_id.and_then(|id| self.stale.get(&id).copied()) {
             let enb = enb_ue_id.unwrap_or_default();

@@ -38,7 +38,10 @@ fn encode(pdu: S1AP_PDU) -> Result<Vec<u8>, Error> {
 pub fn s1_setup_request(cell: &CellIdentity, name: &str) -> Result<Vec<u8>, Error> {
     let enb = global_enb_id(cell.plmn, EnbKind::Macro, cell.enb_id)?;
     let area = SupportedTAsItem::new(TAC(cell.tac), BPLMNs(vec![cell.plmn]), None);
-    encode(build_s1ap!(InitiatingMessage, S1Setup, S1SetupRequest,
+    encode(build_s1ap!(
+        InitiatingMessage,
+        S1Setup,
+        S1SetupRequest,
         Global_ENB_ID(enb),
         eNBname(name.to_string()),
         SupportedTAs(SupportedTAs(vec![area])),
@@ -48,7 +51,10 @@ pub fn s1_setup_request(cell: &CellIdentity, name: &str) -> Result<Vec<u8>, Erro
 
 /// INITIAL UE MESSAGE (9.1.7.1).
 pub fn initial_ue_message(cell: &CellIdentity, enb_ue_id: u32, nas: Vec<u8>) -> Result<Vec<u8>, Error> {
-    encode(build_s1ap!(InitiatingMessage, initialUEMessage, InitialUEMessage,
+    encode(build_s1ap!(
+        InitiatingMessage,
+        initialUEMessage,
+        InitialUEMessage,
         eNB_UE_S1AP_ID(enb_ue_id),
         NAS_PDU(nas),
         TAI(cell.tai()),
@@ -64,7 +70,10 @@ pub fn uplink_nas_transport(
     enb_ue_id: u32,
     nas: Vec<u8>,
 ) -> Result<Vec<u8>, Error> {
-    encode(build_s1ap!(InitiatingMessage, uplinkNASTransport, UplinkNASTransport,
+    encode(build_s1ap!(
+        InitiatingMessage,
+        uplinkNASTransport,
+        UplinkNASTransport,
         MME_UE_S1AP_ID(mme_ue_id),
         eNB_UE_S1AP_ID(enb_ue_id),
         NAS_PDU(nas),
@@ -82,11 +91,7 @@ pub struct ErabSetup {
 }
 
 /// INITIAL CONTEXT SETUP RESPONSE (9.1.4.2).
-pub fn initial_context_setup_response(
-    mme_ue_id: u32,
-    enb_ue_id: u32,
-    erabs: &[ErabSetup],
-) -> Result<Vec<u8>, Error> {
+pub fn initial_context_setup_response(mme_ue_id: u32, enb_ue_id: u32, erabs: &[ErabSetup]) -> Result<Vec<u8>, Error> {
     let items = erabs
         .iter()
         .map(|e| {
@@ -99,7 +104,10 @@ pub fn initial_context_setup_response(
             build_s1ap_ie!(IGNORE E_RABSetupItemCtxtSURes(item))
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    encode(build_s1ap!(SuccessfulOutcome, InitialContextSetup, InitialContextSetupResponse,
+    encode(build_s1ap!(
+        SuccessfulOutcome,
+        InitialContextSetup,
+        InitialContextSetupResponse,
         MME_UE_S1AP_ID(mme_ue_id),
         eNB_UE_S1AP_ID(enb_ue_id),
         E_RABSetupListCtxtSURes(ERABSetupListCtxtSURes(items)),
@@ -108,7 +116,10 @@ pub fn initial_context_setup_response(
 
 /// INITIAL CONTEXT SETUP FAILURE (9.1.4.3).
 pub fn initial_context_setup_failure(mme_ue_id: u32, enb_ue_id: u32, cause: Cause) -> Result<Vec<u8>, Error> {
-    encode(build_s1ap!(UnsuccessfulOutcome, InitialContextSetup, InitialContextSetupFailure,
+    encode(build_s1ap!(
+        UnsuccessfulOutcome,
+        InitialContextSetup,
+        InitialContextSetupFailure,
         MME_UE_S1AP_ID(mme_ue_id),
         eNB_UE_S1AP_ID(enb_ue_id),
         Cause(cause),
@@ -117,7 +128,10 @@ pub fn initial_context_setup_failure(mme_ue_id: u32, enb_ue_id: u32, cause: Caus
 
 /// UE CONTEXT RELEASE REQUEST (9.1.4.5).
 pub fn ue_context_release_request(mme_ue_id: u32, enb_ue_id: u32, cause: Cause) -> Result<Vec<u8>, Error> {
-    encode(build_s1ap!(InitiatingMessage, UEContextReleaseRequest, UEContextReleaseRequest,
+    encode(build_s1ap!(
+        InitiatingMessage,
+        UEContextReleaseRequest,
+        UEContextReleaseRequest,
         MME_UE_S1AP_ID(mme_ue_id),
         eNB_UE_S1AP_ID(enb_ue_id),
         Cause(cause),
@@ -126,7 +140,10 @@ pub fn ue_context_release_request(mme_ue_id: u32, enb_ue_id: u32, cause: Cause) 
 
 /// UE CONTEXT RELEASE COMPLETE (9.1.4.7).
 pub fn ue_context_release_complete(mme_ue_id: u32, enb_ue_id: u32) -> Result<Vec<u8>, Error> {
-    encode(build_s1ap!(SuccessfulOutcome, UEContextRelease, UEContextReleaseComplete,
+    encode(build_s1ap!(
+        SuccessfulOutcome,
+        UEContextRelease,
+        UEContextReleaseComplete,
         MME_UE_S1AP_ID(mme_ue_id),
         eNB_UE_S1AP_ID(enb_ue_id),
     )?)
@@ -135,15 +152,20 @@ pub fn ue_context_release_complete(mme_ue_id: u32, enb_ue_id: u32) -> Result<Vec
 /// ERROR INDICATION (9.1.2.1), with the UE's IDs where known.
 pub fn error_indication(mme_ue_id: Option<u32>, enb_ue_id: Option<u32>, cause: Cause) -> Result<Vec<u8>, Error> {
     let pdu = match (mme_ue_id, enb_ue_id) {
-        (Some(m), Some(e)) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication,
-            MME_UE_S1AP_ID(m), eNB_UE_S1AP_ID(e), Cause(cause),
+        (Some(m), Some(e)) => build_s1ap!(
+            InitiatingMessage,
+            ErrorIndication,
+            ErrorIndication,
+            MME_UE_S1AP_ID(m),
+            eNB_UE_S1AP_ID(e),
+            Cause(cause),
         )?,
-        (Some(m), None) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication,
-            MME_UE_S1AP_ID(m), Cause(cause),
-        )?,
-        (None, Some(e)) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication,
-            eNB_UE_S1AP_ID(e), Cause(cause),
-        )?,
+        (Some(m), None) => {
+            build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication, MME_UE_S1AP_ID(m), Cause(cause),)?
+        }
+        (None, Some(e)) => {
+            build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication, eNB_UE_S1AP_ID(e), Cause(cause),)?
+        }
         (None, None) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication, Cause(cause),)?,
     };
     encode(pdu)

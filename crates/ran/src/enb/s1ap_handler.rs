@@ -9,12 +9,29 @@ use oxirush_s1ap::{extract_s1ap_ies, ie, S1apPduKind};
 /// A received S1AP message, as the eNB needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Downlink {
-    S1SetupResponse { mme_name: Option<String>, relative_capacity: u8 },
-    S1SetupFailure { cause: String },
-    DownlinkNas { mme_ue_id: u32, enb_ue_id: u32, nas: Vec<u8> },
+    S1SetupResponse {
+        mme_name: Option<String>,
+        relative_capacity: u8,
+    },
+    S1SetupFailure {
+        cause: String,
+    },
+    DownlinkNas {
+        mme_ue_id: u32,
+        enb_ue_id: u32,
+        nas: Vec<u8>,
+    },
     InitialContextSetup(IcsRequest),
-    UeContextReleaseCommand { mme_ue_id: u32, enb_ue_id: Option<u32>, cause: String },
-    ErrorIndication { mme_ue_id: Option<u32>, enb_ue_id: Option<u32>, cause: Option<String> },
+    UeContextReleaseCommand {
+        mme_ue_id: u32,
+        enb_ue_id: Option<u32>,
+        cause: String,
+    },
+    ErrorIndication {
+        mme_ue_id: Option<u32>,
+        enb_ue_id: Option<u32>,
+        cause: Option<String>,
+    },
     Paging,
     /// A message the emulated eNB does not handle, by name.
     Other(String),

@@ -60,10 +60,8 @@ fn attach_runs_to_attach_complete_with_every_step_checked() {
     let accept = mme.attach_accept();
     enb.handle_s1ap(now + Duration::from_millis(3), 1, &mme.ics_request(enb_ue_id, accept));
     let actions = drain(&mut enb);
-    let pdus: Vec<&Vec<u8>> = actions
-        .iter()
-        .filter_map(|a| if let EnbAction::Send { pdu, .. } = a { Some(pdu) } else { None })
-        .collect();
+    let pdus: Vec<&Vec<u8>> =
+        actions.iter().filter_map(|a| if let EnbAction::Send { pdu, .. } = a { Some(pdu) } else { None }).collect();
     assert_eq!(pdus.len(), 2, "{actions:?}");
     let response = S1AP_PDU::decode(pdus[0]).unwrap();
     assert_eq!(response.kind(), S1apPduKind::Successful_InitialContextSetup);
@@ -116,7 +114,11 @@ fn mac_failure_then_authentication_reject_is_recorded() {
         &oxirush_security::milenage::K::new(&[0x11; 16]),
         &oxirush_security::milenage::Opc::new(&[0x22; 16]),
     );
-    let v = other.authentication_vector(&Rand::new(&[1; 16]), &Sqn::try_from(64).unwrap(), &oxirush_security::milenage::Amf::new(&[0x80, 0]));
+    let v = other.authentication_vector(
+        &Rand::new(&[1; 16]),
+        &Sqn::try_from(64).unwrap(),
+        &oxirush_security::milenage::Amf::new(&[0x80, 0]),
+    );
     enb.handle_s1ap(now, 1, &downlink_nas(enb_ue_id, auth_request_for(&v)));
     let (_, nas) = uplink_nas(&sends(&mut enb)[0].1);
     let NasEpsMessage::Emm(_, NasEmmMessage::AuthenticationFailure(f)) = NasEpsMessage::decode(&nas).unwrap() else {
@@ -174,7 +176,9 @@ fn synch_failure_sends_auts_the_hss_accepts_then_attach_completes() {
 
 #[test]
 fn security_mode_command_with_bad_mac_or_capabilities_is_rejected() {
-    for (bad_mac, cause) in [(true, EmmCause::SecurityModeRejectedUnspecified), (false, EmmCause::UeSecurityCapabilitiesMismatch)] {
+    for (bad_mac, cause) in
+        [(true, EmmCause::SecurityModeRejectedUnspecified), (false, EmmCause::UeSecurityCapabilitiesMismatch)]
+    {
         let now = Instant::now();
         let mut enb = ready_enb(now);
         let mut mme = FakeMme::new();
@@ -293,4 +297,23 @@ fn ran_side_cost_of_attach() {
         ran += t.elapsed();
     }
     println!("RAN side: {:?} per attach", ran / n as u32);
+}
+
+#[test]
+fn enb_ue_s1ap_ids_follow_first_enb_ue_s1ap_id_for_attaches_in_index_order() {
+    // eNB 0 of 3 holds UEs 0, 3, 6, 9; attached in index order, their new
+    // connections get the IDs a pre-building responder expects.
+    let now = Instant::now();
+    let mut enb = ready_enb(now);
+    let plan = crate::SubscriberPlan::default();
+    let ues: Vec<u64> = (0..12).filter(|i| crate::enb_of(*i, 3) == 0).collect();
+    assert_eq!(ues, vec![0, 3, 6, 9]);
+    for &i in &ues[1..] {
+        enb.add_ue(i, crate::ue::Ue::new(crate::usim_for(i, &plan), serving()));
+    }
+    for &i in &ues {
+        enb.start_attach(now, i).unwrap();
+        let (enb_ue_id, _) = uplink_nas(&sends(&mut enb)[0].1);
+        assert_eq!(enb_ue_id, crate::first_enb_ue_s1ap_id(i, 3), "UE {i}");
+    }
 }

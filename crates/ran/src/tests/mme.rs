@@ -63,7 +63,10 @@ pub fn s1_setup_response() -> Vec<u8> {
         ServedMMECs(vec![MMECode([1])]),
         None,
     );
-    build_s1ap!(SuccessfulOutcome, S1Setup, S1SetupResponse,
+    build_s1ap!(
+        SuccessfulOutcome,
+        S1Setup,
+        S1SetupResponse,
         MMEname("mme-1"),
         ServedGUMMEIs(ServedGUMMEIs(vec![served])),
         RelativeMMECapacity(RelativeMMECapacity(255)),
@@ -104,32 +107,33 @@ pub fn outcomes(actions: &[EnbAction]) -> Vec<Outcome> {
 pub fn uplink_nas(pdu: &[u8]) -> (u32, Vec<u8>) {
     let pdu = S1AP_PDU::decode(pdu).unwrap();
     assert!(pdu.check().unwrap().is_empty(), "{pdu} deviates from the ASN.1");
-    let r: Result<(u32, Vec<u8>), oxirush_s1ap::Error> = (|| {
-        match pdu.kind() {
-            S1apPduKind::Initiating_initialUEMessage => {
-                extract_s1ap_ies!(pdu, InitialUEMessage,
-                    req enb: u32 = eNB_UE_S1AP_ID(id),
-                    req nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
-                );
-                Ok((enb, nas))
-            }
-            S1apPduKind::Initiating_uplinkNASTransport => {
-                extract_s1ap_ies!(pdu, UplinkNASTransport,
-                    req mme: u32 = MME_UE_S1AP_ID(id),
-                    req enb: u32 = eNB_UE_S1AP_ID(id),
-                    req nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
-                );
-                assert_eq!(mme, MME_UE_ID);
-                Ok((enb, nas))
-            }
-            other => panic!("not an uplink NAS message: {other:?}"),
+    let r: Result<(u32, Vec<u8>), oxirush_s1ap::Error> = (|| match pdu.kind() {
+        S1apPduKind::Initiating_initialUEMessage => {
+            extract_s1ap_ies!(pdu, InitialUEMessage,
+                req enb: u32 = eNB_UE_S1AP_ID(id),
+                req nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
+            );
+            Ok((enb, nas))
         }
+        S1apPduKind::Initiating_uplinkNASTransport => {
+            extract_s1ap_ies!(pdu, UplinkNASTransport,
+                req mme: u32 = MME_UE_S1AP_ID(id),
+                req enb: u32 = eNB_UE_S1AP_ID(id),
+                req nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
+            );
+            assert_eq!(mme, MME_UE_ID);
+            Ok((enb, nas))
+        }
+        other => panic!("not an uplink NAS message: {other:?}"),
     })();
     r.unwrap()
 }
 
 pub fn downlink_nas(enb_ue_id: u32, nas: Vec<u8>) -> Vec<u8> {
-    build_s1ap!(InitiatingMessage, downlinkNASTransport, DownlinkNASTransport,
+    build_s1ap!(
+        InitiatingMessage,
+        downlinkNASTransport,
+        DownlinkNASTransport,
         MME_UE_S1AP_ID(MME_UE_ID),
         eNB_UE_S1AP_ID(enb_ue_id),
         NAS_PDU(nas),
@@ -142,7 +146,10 @@ pub fn downlink_nas(enb_ue_id: u32, nas: Vec<u8>) -> Vec<u8> {
 
 pub fn release_command(enb_ue_id: u32) -> Vec<u8> {
     let ids = UES1APIDs::uE_S1AP_ID_pair(UES1APIDPair::new(MMEUES1APID(MME_UE_ID), ENBUES1APID(enb_ue_id), None));
-    build_s1ap!(InitiatingMessage, UEContextRelease, UEContextReleaseCommand,
+    build_s1ap!(
+        InitiatingMessage,
+        UEContextRelease,
+        UEContextReleaseCommand,
         UE_S1AP_IDs(ids),
         Cause(Cause::nas(CauseNas::normal_release)),
     )
@@ -179,9 +186,7 @@ impl FakeMme {
             NasEpsMessage::SecurityProtected(_, inner) => *inner,
             plain => plain,
         };
-        let NasEpsMessage::Emm(_, NasEmmMessage::AttachRequest(req)) = message else {
-            panic!("not an ATTACH REQUEST")
-        };
+        let NasEpsMessage::Emm(_, NasEmmMessage::AttachRequest(req)) = message else { panic!("not an ATTACH REQUEST") };
         self.ue_capability = Some(req.ue_network_capability.clone());
         *req
     }
@@ -290,7 +295,10 @@ pub fn ics_request(enb_ue_id: u32, nas: Vec<u8>, kenb: [u8; 32]) -> Vec<u8> {
     );
     let bearers = vec![build_s1ap_ie!(REJECT E_RABToBeSetupItemCtxtSUReq(bearer)).unwrap()];
     let rates = UEAggregateMaximumBitrate::new(BitRate(100_000_000), BitRate(50_000_000), None);
-    build_s1ap!(InitiatingMessage, InitialContextSetup, InitialContextSetupRequest,
+    build_s1ap!(
+        InitiatingMessage,
+        InitialContextSetup,
+        InitialContextSetupRequest,
         MME_UE_S1AP_ID(MME_UE_ID),
         eNB_UE_S1AP_ID(enb_ue_id),
         uEaggregateMaximumBitrate(rates),

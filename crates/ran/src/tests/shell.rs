@@ -63,7 +63,10 @@ impl ScriptedCore {
                     NasEpsMessage::Emm(_, NasEmmMessage::DetachRequestUeOriginating(req)) => {
                         let mut out = Vec::new();
                         if !req.detach_type.is_switch_off() {
-                            out.push(downlink_nas(enb_ue_id, mme.protect(NasEpsMessage::new_emm(NasDetachAccept::new()))));
+                            out.push(downlink_nas(
+                                enb_ue_id,
+                                mme.protect(NasEpsMessage::new_emm(NasDetachAccept::new())),
+                            ));
                         }
                         out.push(release_command(enb_ue_id));
                         out
@@ -115,14 +118,7 @@ fn endpoint() -> SctpHandle {
 #[tokio::test]
 async fn run_attaches_and_detaches_every_ue_over_two_enbs() {
     for switch_off in [false, true] {
-        let cfg = RanConfig {
-            enbs: 2,
-            ues: 40,
-            max_in_flight: 7,
-            detach: true,
-            switch_off,
-            ..RanConfig::default()
-        };
+        let cfg = RanConfig { enbs: 2, ues: 40, max_in_flight: 7, detach: true, switch_off, ..RanConfig::default() };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let report = run(cfg, endpoint(), Some(tx)).await.unwrap();
         assert_eq!(report.failures, Default::default(), "{}", report.table());

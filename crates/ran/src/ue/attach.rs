@@ -5,10 +5,9 @@ use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use oxirush_nas::nas_eps::{
-    AttachType, KeySetIdentifier, NasActivateDefaultEpsBearerContextAccept, NasAttachAccept,
-    NasAttachComplete, NasAttachReject, NasAttachRequest, NasEmmMessage, NasEpsAttachType,
-    NasEpsMessage, NasEpsMobileIdentity, NasEsmMessage, NasEsmMessageContainer,
-    NasKeySetIdentifier, NasPdnConnectivityRequest, NasPdnType, NasRequestType,
+    AttachType, KeySetIdentifier, NasActivateDefaultEpsBearerContextAccept, NasAttachAccept, NasAttachComplete,
+    NasAttachReject, NasAttachRequest, NasEmmMessage, NasEpsAttachType, NasEpsMessage, NasEpsMobileIdentity,
+    NasEsmMessage, NasEsmMessageContainer, NasKeySetIdentifier, NasPdnConnectivityRequest, NasPdnType, NasRequestType,
     NasUeNetworkCapability, PdnType, RequestTypeValue,
 };
 
@@ -91,8 +90,7 @@ impl Ue {
             Ok(m) => m,
             Err(e) => return self.problem(now, format!("ATTACH ACCEPT ESM container: {e}")),
         };
-        let NasEpsMessage::Esm(header, NasEsmMessage::ActivateDefaultEpsBearerContextRequest(act)) = esm
-        else {
+        let NasEpsMessage::Esm(header, NasEsmMessage::ActivateDefaultEpsBearerContextRequest(act)) = esm else {
             return self.problem(now, "ATTACH ACCEPT without ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST".into());
         };
         if header.procedure_transaction_identity != ATTACH_PTI {

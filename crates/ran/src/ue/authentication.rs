@@ -4,9 +4,9 @@
 use std::time::Instant;
 
 use oxirush_nas::nas_eps::{
-    EmmCause, IdentityType, NasAuthenticationFailure, NasAuthenticationFailureParameter,
-    NasAuthenticationRequest, NasAuthenticationResponse, NasAuthenticationResponseParameter,
-    NasEmmCause, NasEpsMessage, NasIdentityRequest, NasIdentityResponse, NasMobileIdentity,
+    EmmCause, IdentityType, NasAuthenticationFailure, NasAuthenticationFailureParameter, NasAuthenticationRequest,
+    NasAuthenticationResponse, NasAuthenticationResponseParameter, NasEmmCause, NasEpsMessage, NasIdentityRequest,
+    NasIdentityResponse, NasMobileIdentity,
 };
 use oxirush_security::nas_eps::derive_kasme;
 use oxirush_security::Autn;

@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use oxirush_nas::nas_eps::{
-    KeySetIdentifier, NasDetachAccept, NasDetachRequestUeOriginating, NasDetachRequestUeTerminated,
-    NasDetachType, NasEpsMessage, NasEpsMobileIdentity, NasKeySetIdentifier, UeDetachKind,
+    KeySetIdentifier, NasDetachAccept, NasDetachRequestUeOriginating, NasDetachRequestUeTerminated, NasDetachType,
+    NasEpsMessage, NasEpsMobileIdentity, NasKeySetIdentifier, UeDetachKind,
 };
 
 use super::attach::StartError;

@@ -21,9 +21,7 @@ use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-use oxirush_nas::nas_eps::{
-    Direction, Guti, NasEmmMessage, NasEpsMessage, NasEsmMessage, NasEsmInformationResponse,
-};
+use oxirush_nas::nas_eps::{Direction, Guti, NasEmmMessage, NasEpsMessage, NasEsmInformationResponse, NasEsmMessage};
 
 use crate::usim::Usim;
 use security::{EpsSecurity, PendingKasme};
@@ -239,11 +237,8 @@ impl Ue {
             },
             NasEpsMessage::Esm(header, NasEsmMessage::EsmInformationRequest(_)) => {
                 // TS 24.301 6.6.1.2.3: answer with what the UE has (nothing).
-                let reply = NasEpsMessage::new_esm(
-                    NasEsmInformationResponse::new(),
-                    0,
-                    header.procedure_transaction_identity,
-                );
+                let reply =
+                    NasEpsMessage::new_esm(NasEsmInformationResponse::new(), 0, header.procedure_transaction_identity);
                 self.send(now, &reply, false);
             }
             other => self.problem(now, format!("unexpected downlink {}", name(&other))),

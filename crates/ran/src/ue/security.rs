@@ -3,8 +3,8 @@
 //! `NasSecurityContext`, which keeps the NAS COUNTs.
 
 use oxirush_nas::nas_eps::{
-    CipheringAlgorithm, Direction, IntegrityAlgorithm, KAsme, NasEpsMessage,
-    NasEpsSecurityHeaderType, NasSecurityContext,
+    CipheringAlgorithm, Direction, IntegrityAlgorithm, KAsme, NasEpsMessage, NasEpsSecurityHeaderType,
+    NasSecurityContext,
 };
 use oxirush_nas::NasError;
 use oxirush_security::nas_eps::derive_kenb;
@@ -37,12 +37,7 @@ pub struct EpsSecurity {
 impl EpsSecurity {
     /// A new context for the algorithms of a SECURITY MODE COMMAND, with
     /// both NAS COUNTs at zero (TS 33.401 7.2.4.4).
-    pub fn fresh(
-        ksi: u8,
-        kasme: KAsme,
-        eea: CipheringAlgorithm,
-        eia: IntegrityAlgorithm,
-    ) -> Result<Self, NasError> {
+    pub fn fresh(ksi: u8, kasme: KAsme, eea: CipheringAlgorithm, eia: IntegrityAlgorithm) -> Result<Self, NasError> {
         let ctx = NasSecurityContext::from_fresh_kasme(&kasme, eia, eea)?;
         Ok(EpsSecurity { ksi, kasme, ctx })
     }
@@ -60,11 +55,7 @@ impl EpsSecurity {
     }
 
     /// Protect with a given header type (SECURITY MODE COMPLETE takes 4).
-    pub fn protect_as(
-        &mut self,
-        msg: &NasEpsMessage,
-        sht: NasEpsSecurityHeaderType,
-    ) -> Result<Vec<u8>, NasError> {
+    pub fn protect_as(&mut self, msg: &NasEpsMessage, sht: NasEpsSecurityHeaderType) -> Result<Vec<u8>, NasError> {
         self.ctx.protect(msg, sht, Direction::Uplink)
     }
 

@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use oxirush_nas::nas_eps::{
-    Direction, EmmCause, NasEmmCause, NasEmmMessage, NasEpsMessage, NasEpsSecurityHeaderType,
-    NasMobileIdentity, NasSecurityModeCommand, NasSecurityModeComplete, NasSecurityModeReject,
+    Direction, EmmCause, NasEmmCause, NasEmmMessage, NasEpsMessage, NasEpsSecurityHeaderType, NasMobileIdentity,
+    NasSecurityModeCommand, NasSecurityModeComplete, NasSecurityModeReject,
 };
 
 use super::security::{supported, EpsSecurity};
