@@ -297,6 +297,10 @@ impl Network {
                         self.queue.push_back(Msg::S1Downlink { enb, stream, pdu: data });
                     }
                 }
+                MmeAction::S1Abort { assoc } => {
+                    // The harness's eNBs are all on loopback: never refused.
+                    self.reports.push(Report::Anomaly { enb: assoc.0 as usize - 1, what: "S1 association aborted".into() });
+                }
                 MmeAction::S6a { ue, request } => self.queue.push_back(Msg::S6aRequest { ue, request }),
                 MmeAction::S11 { ue, request } => {
                     // What the S11 client task does: number, encode, send.

@@ -2,7 +2,6 @@ use super::*;
 use crate::config::{Eea, Eia};
 use crate::context::EmmState;
 use crate::MmeConfig;
-use mobicore_common::s11::*;
 use mobicore_common::s6a::*;
 use mobicore_common::sctp_api::AssocId;
 use oxirush_nas::nas_eps::*;
