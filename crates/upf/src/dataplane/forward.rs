@@ -15,7 +15,7 @@
 //! rate-limited like Error Indications (`upf_icmp_frag_needed`,
 //! `upf_icmp_suppressed`).
 
-use super::defrag::{FragKey, Later};
+use super::defrag::{self, FragKey, Later};
 use super::flow::FlowKey;
 use super::ipv4::{self, Ipv4Info};
 use super::{dupl, DropReason, SessionState, TokenBucket, Transmit, UserPlane, Verdict};
@@ -78,6 +78,9 @@ impl UserPlane {
         let Some(ip) = ipv4::parse(inner) else {
             return Verdict::Dropped(DropReason::Malformed);
         };
+        if ip.fragment && !defrag::in_range(inner) {
+            return Verdict::Dropped(DropReason::FragOutOfRange);
+        }
         let s = self.sessions.get(&seid).expect("indexed session");
         // Anti-spoofing: the inner source must be the session's UE address.
         if s.ue_ip.is_some_and(|ue| ue != ip.src) {
@@ -167,6 +170,10 @@ impl UserPlane {
         let Some(ip) = ipv4::parse(packet) else {
             return Verdict::Dropped(DropReason::Malformed);
         };
+        // Every fragment, held for reassembly or not (RFC 791 3.2).
+        if ip.fragment && !defrag::in_range(packet) {
+            return Verdict::Dropped(DropReason::FragOutOfRange);
+        }
         let Some(&seid) = self.by_ue.get(&ip.dst) else {
             return Verdict::Dropped(DropReason::NoSession);
         };

@@ -162,6 +162,38 @@ fn held_fragments_time_out_and_sessions_without_port_filters_skip_the_table() {
     assert_eq!(p.fragments_held(2), (0, 0));
 }
 
+/// `f` moved to fragment offset `offset` (in 8-octet units), header
+/// checksum recomputed.
+fn at_offset(f: &[u8], offset: u16) -> Vec<u8> {
+    let mut p = f.to_vec();
+    p[6..8].copy_from_slice(&(0x2000 | offset).to_be_bytes());
+    p[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+#[test]
+fn fragments_that_would_end_beyond_65535_octets_are_dropped_without_port_filters_too() {
+    let now = Instant::now();
+    let mut p = plane_with(DatapathConfig::default());
+    let mut r = filtered(UE, 0x100, 0x1000);
+    r.pdrs.retain(|id, _| *id == 20 || *id == 40);
+    p.install(1, &r).unwrap();
+    let dl = fragments(DN, UE, 5000, 4000, 7, &[0x5a; 1000], 300);
+    let ul = fragments(UE, DN, 4000, 5000, 8, &[0x5a; 1000], 300);
+    // The last data octet of offset 8189 x 8 with 280 octets lies past 65535.
+    let (dl_bad, ul_bad) = (at_offset(&dl[1], 8189), at_offset(&ul[1], 8189));
+    assert_eq!(p.downlink(now, &dl_bad), Verdict::Dropped(DropReason::FragOutOfRange));
+    let enb = SocketAddrV4::new(ENB, 2152);
+    assert_eq!(p.uplink(now, enb, &gtpu::gpdu(0x100, &ul_bad)), Verdict::Dropped(DropReason::FragOutOfRange));
+    assert_eq!(p.counters.value("upf_frag_offset_out_of_range"), 2);
+    assert!(drain(&mut p).is_empty());
+    // In range, the same fragments go through.
+    assert_eq!(p.downlink(now, &at_offset(&dl[1], 100)), Verdict::Forwarded);
+    assert_eq!(p.uplink(now, enb, &gtpu::gpdu(0x100, &at_offset(&ul[1], 100))), Verdict::Forwarded);
+}
+
 #[test]
 fn a_flood_of_orphan_fragments_stays_within_budget() {
     let now = Instant::now();
