@@ -27,7 +27,9 @@ fn main() {
         }
         cmd.arg("-c").arg(&c).arg("-o").arg(&o);
         let status = cmd.status().unwrap_or_else(|e| {
-            panic!("mobicore-dpbench: running `{clang}`: {e}; install clang, llvm and libbpf-dev (scripts/bootstrap.sh)")
+            panic!(
+                "mobicore-dpbench: running `{clang}`: {e}; install clang, llvm and libbpf-dev (scripts/bootstrap.sh)"
+            )
         });
         if !status.success() {
             panic!("mobicore-dpbench: clang failed to build {}", c.display());

@@ -17,16 +17,12 @@ pub struct IdDraw {
 impl IdDraw {
     /// Seeded from the OS.
     pub fn from_entropy() -> Self {
-        IdDraw {
-            rng: StdRng::from_os_rng(),
-        }
+        IdDraw { rng: StdRng::from_os_rng() }
     }
 
     /// Repeatable (tests, benches).
     pub fn seeded(seed: u64) -> Self {
-        IdDraw {
-            rng: StdRng::seed_from_u64(seed),
-        }
+        IdDraw { rng: StdRng::seed_from_u64(seed) }
     }
 
     /// `seed` if given, else from the OS.
@@ -37,11 +33,7 @@ impl IdDraw {
     /// A value of `range` for which `in_use` is false; `None` when every
     /// value is in use. Random draws first; when the range is nearly full, a
     /// scan from a random point, so a free value is always found.
-    pub fn draw(
-        &mut self,
-        range: RangeInclusive<u64>,
-        mut in_use: impl FnMut(u64) -> bool,
-    ) -> Option<u64> {
+    pub fn draw(&mut self, range: RangeInclusive<u64>, mut in_use: impl FnMut(u64) -> bool) -> Option<u64> {
         let (lo, hi) = (*range.start(), *range.end());
         if lo > hi {
             return None;
@@ -57,11 +49,7 @@ impl IdDraw {
     }
 
     /// [`draw`](Self::draw) over `u32`.
-    pub fn draw_u32(
-        &mut self,
-        range: RangeInclusive<u32>,
-        mut in_use: impl FnMut(u32) -> bool,
-    ) -> Option<u32> {
+    pub fn draw_u32(&mut self, range: RangeInclusive<u32>, mut in_use: impl FnMut(u32) -> bool) -> Option<u32> {
         let r = u64::from(*range.start())..=u64::from(*range.end());
         self.draw(r, |v| in_use(v as u32)).map(|v| v as u32)
     }
@@ -87,10 +75,7 @@ mod tests {
             }
             prev = Some(v);
         }
-        assert!(
-            steps_of_one < 5,
-            "{steps_of_one} draws followed their predecessor"
-        );
+        assert!(steps_of_one < 5, "{steps_of_one} draws followed their predecessor");
     }
 
     #[test]
@@ -98,9 +83,7 @@ mod tests {
         let mut d = IdDraw::seeded(1);
         let mut used = HashSet::new();
         for _ in 0..=20u32 {
-            let v = d
-                .draw_u32(10..=30, |v| used.contains(&v))
-                .expect("a free value remains");
+            let v = d.draw_u32(10..=30, |v| used.contains(&v)).expect("a free value remains");
             assert!(used.insert(v));
         }
         assert_eq!(d.draw_u32(10..=30, |v| used.contains(&v)), None);

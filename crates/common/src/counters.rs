@@ -26,26 +26,14 @@ impl Counters {
         self.get(name).fetch_add(n, Ordering::Relaxed);
     }
     pub fn value(&self, name: &'static str) -> u64 {
-        self.inner
-            .lock()
-            .unwrap()
-            .get(name)
-            .map_or(0, |c| c.load(Ordering::Relaxed))
+        self.inner.lock().unwrap().get(name).map_or(0, |c| c.load(Ordering::Relaxed))
     }
     pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
-        self.inner
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (*k, v.load(Ordering::Relaxed)))
-            .collect()
+        self.inner.lock().unwrap().iter().map(|(k, v)| (*k, v.load(Ordering::Relaxed))).collect()
     }
     /// Prometheus text exposition, one `mobicore_<prefix>_<name>` per counter.
     pub fn prometheus(&self, prefix: &str) -> String {
-        self.snapshot()
-            .into_iter()
-            .map(|(k, v)| format!("mobicore_{prefix}_{k} {v}\n"))
-            .collect()
+        self.snapshot().into_iter().map(|(k, v)| format!("mobicore_{prefix}_{k} {v}\n")).collect()
     }
 }
 
@@ -62,9 +50,6 @@ mod tests {
         c.add("octets", 1400);
         c.add("octets", 64);
         assert_eq!(c.value("octets"), 1464);
-        assert_eq!(
-            c.prometheus("mme"),
-            "mobicore_mme_octets 1464\nmobicore_mme_s1ap_malformed 2\n"
-        );
+        assert_eq!(c.prometheus("mme"), "mobicore_mme_octets 1464\nmobicore_mme_s1ap_malformed 2\n");
     }
 }

@@ -74,9 +74,7 @@ impl fmt::Debug for Imsi {
 /// TBCD encoding of decimal digits, filler 0xF in the last high nibble.
 pub fn tbcd_encode(digits: &str) -> Vec<u8> {
     let d: Vec<u8> = digits.bytes().map(|b| b - b'0').collect();
-    d.chunks(2)
-        .map(|c| c[0] | (c.get(1).copied().unwrap_or(0xF) << 4))
-        .collect()
+    d.chunks(2).map(|c| c[0] | (c.get(1).copied().unwrap_or(0xF) << 4)).collect()
 }
 
 /// Inverse of [`tbcd_encode`]; `None` on a non-digit nibble.
@@ -117,10 +115,7 @@ impl Plmn {
         self.mcc.iter().map(|d| (b'0' + d) as char).collect()
     }
     pub fn mnc(&self) -> String {
-        self.mnc[..self.mnc_len as usize]
-            .iter()
-            .map(|d| (b'0' + d) as char)
-            .collect()
+        self.mnc[..self.mnc_len as usize].iter().map(|d| (b'0' + d) as char).collect()
     }
     /// The three octets of TS 24.008 10.5.1.13 (also used by S1AP and GTPv2-C).
     pub fn to_octets(&self) -> [u8; 3] {
@@ -157,11 +152,7 @@ impl FromStr for Plmn {
         let mnc_len = (d.len() - 3) as u8;
         let mut mnc = [0; 3];
         mnc[..mnc_len as usize].copy_from_slice(&d[3..]);
-        Ok(Plmn {
-            mcc: [d[0], d[1], d[2]],
-            mnc,
-            mnc_len,
-        })
+        Ok(Plmn { mcc: [d[0], d[1], d[2]], mnc, mnc_len })
     }
 }
 impl TryFrom<String> for Plmn {
@@ -220,9 +211,7 @@ pub struct Guti {
 }
 
 /// Tunnel Endpoint Identifier.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
 pub struct Teid(pub u32);
 
 /// Fully qualified TEID (TS 29.274 8.22): TEID plus the IPv4 address of the
@@ -262,11 +251,7 @@ pub struct Arp {
 
 impl Default for Arp {
     fn default() -> Self {
-        Arp {
-            priority_level: 9,
-            pre_emption_capability: false,
-            pre_emption_vulnerability: true,
-        }
+        Arp { priority_level: 9, pre_emption_capability: false, pre_emption_vulnerability: true }
     }
 }
 
@@ -298,10 +283,7 @@ mod tests {
     #[test]
     fn imsi_tbcd() {
         let i: Imsi = "001010000000001".parse().unwrap();
-        assert_eq!(
-            i.to_tbcd(),
-            vec![0x00, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0xf1]
-        );
+        assert_eq!(i.to_tbcd(), vec![0x00, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0xf1]);
         assert_eq!(Imsi::from_tbcd(&i.to_tbcd()).unwrap(), i);
         assert!("12a45678".parse::<Imsi>().is_err());
     }

@@ -72,12 +72,7 @@ impl FromStr for Prefix {
         let addr: IpAddr = a.trim().parse().map_err(|_| err())?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match l {
-            Some(l) => l
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|l| *l <= max)
-                .ok_or_else(err)?,
+            Some(l) => l.trim().parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(err)?,
             None => max,
         };
         Ok(Prefix { addr, len })
@@ -112,10 +107,7 @@ impl PeerFilter {
     /// Loopback only (127.0.0.0/8 and ::1): the default of every interface.
     pub fn loopback() -> Self {
         PeerFilter(vec![
-            Prefix {
-                addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)),
-                len: 8,
-            },
+            Prefix { addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)), len: 8 },
             Prefix::host(IpAddr::V6(Ipv6Addr::LOCALHOST)),
         ])
     }
@@ -123,14 +115,8 @@ impl PeerFilter {
     /// Anyone, IPv4 or IPv6.
     pub fn anyone() -> Self {
         PeerFilter(vec![
-            Prefix {
-                addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-                len: 0,
-            },
-            Prefix {
-                addr: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-                len: 0,
-            },
+            Prefix { addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED), len: 0 },
+            Prefix { addr: IpAddr::V6(Ipv6Addr::UNSPECIFIED), len: 0 },
         ])
     }
 
@@ -182,24 +168,14 @@ mod tests {
         let h: Prefix = "192.0.2.7".parse().unwrap();
         assert_eq!(h.len, 32);
         assert!(h.contains(ip("192.0.2.7")) && !h.contains(ip("192.0.2.6")));
-        assert!(
-            h.contains(ip("::ffff:192.0.2.7")),
-            "IPv4-mapped peers match as IPv4"
-        );
+        assert!(h.contains(ip("::ffff:192.0.2.7")), "IPv4-mapped peers match as IPv4");
         let v6: Prefix = "2001:db8::/32".parse().unwrap();
         assert!(v6.contains(ip("2001:db8:1::9")) && !v6.contains(ip("2001:db9::")));
     }
 
     #[test]
     fn bad_prefixes_are_refused_with_a_message() {
-        for s in [
-            "",
-            "10.0.0.0/33",
-            "::/129",
-            "10.0.0/8",
-            "host",
-            "10.0.0.1/-1",
-        ] {
+        for s in ["", "10.0.0.0/33", "::/129", "10.0.0/8", "host", "10.0.0.1/-1"] {
             let e = s.parse::<Prefix>().unwrap_err();
             assert!(e.to_string().contains("address/prefix-length"), "{s}: {e}");
         }
@@ -210,17 +186,13 @@ mod tests {
         let d = PeerFilter::default();
         assert!(d.permits(ip("127.0.0.1")) && d.permits(ip("127.9.9.9")) && d.permits(ip("::1")));
         assert!(!d.permits(ip("10.0.0.1")) && !d.accepts_anyone());
-        assert!(
-            PeerFilter::anyone().accepts_anyone()
-                && PeerFilter::anyone().permits(ip("203.0.113.1"))
-        );
+        assert!(PeerFilter::anyone().accepts_anyone() && PeerFilter::anyone().permits(ip("203.0.113.1")));
         assert!(!PeerFilter(vec![]).permits(ip("127.0.0.1")));
-        let f: PeerFilter = toml::from_str::<std::collections::BTreeMap<String, PeerFilter>>(
-            "p = [\"10.0.0.0/8\", \"::1\"]",
-        )
-        .unwrap()
-        .remove("p")
-        .unwrap();
+        let f: PeerFilter =
+            toml::from_str::<std::collections::BTreeMap<String, PeerFilter>>("p = [\"10.0.0.0/8\", \"::1\"]")
+                .unwrap()
+                .remove("p")
+                .unwrap();
         assert!(f.permits(ip("10.3.3.3")) && f.permits(ip("::1")) && !f.permits(ip("11.0.0.1")));
     }
 

@@ -31,9 +31,7 @@ pub struct Requester<Req, Ans> {
 
 impl<Req, Ans> Clone for Requester<Req, Ans> {
     fn clone(&self) -> Self {
-        Requester {
-            tx: self.tx.clone(),
-        }
+        Requester { tx: self.tx.clone() }
     }
 }
 
@@ -63,11 +61,7 @@ impl<Req, Ans> Requester<Req, Ans> {
         Ans: Send + 'static,
     {
         let (reply, rx) = oneshot::channel();
-        let sent = self
-            .tx
-            .send(Pending { request, reply })
-            .await
-            .map_err(|_| TransportError::Closed);
+        let sent = self.tx.send(Pending { request, reply }).await.map_err(|_| TransportError::Closed);
         async move {
             sent?;
             rx.await.map_err(|_| TransportError::Closed)?

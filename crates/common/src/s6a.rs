@@ -67,10 +67,7 @@ pub struct SubscriptionData {
 
 impl SubscriptionData {
     pub fn default_apn(&self) -> Option<&ApnConfiguration> {
-        self.apns
-            .iter()
-            .find(|a| a.context_identifier == self.default_context_identifier)
-            .or_else(|| self.apns.first())
+        self.apns.iter().find(|a| a.context_identifier == self.default_context_identifier).or_else(|| self.apns.first())
     }
 }
 

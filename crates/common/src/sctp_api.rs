@@ -18,19 +18,9 @@ pub struct AssocId(pub u64);
 #[derive(Debug)]
 pub enum SctpEvent {
     /// An association came up (accepted, or one we connected).
-    Up {
-        assoc: AssocId,
-        peer: SocketAddr,
-        inbound_streams: u16,
-        outbound_streams: u16,
-    },
+    Up { assoc: AssocId, peer: SocketAddr, inbound_streams: u16, outbound_streams: u16 },
     /// A user message arrived on a stream.
-    Data {
-        assoc: AssocId,
-        stream: u16,
-        ppid: u32,
-        data: Bytes,
-    },
+    Data { assoc: AssocId, stream: u16, ppid: u32, data: Bytes },
     /// The association is gone (ABORT, SHUTDOWN, or heartbeats/retransmissions exhausted).
     Down { assoc: AssocId, reason: String },
 }
@@ -49,9 +39,13 @@ pub enum SctpCommand {
         reply: oneshot::Sender<Result<AssocId, String>>,
     },
     /// Graceful SHUTDOWN.
-    Shutdown { assoc: AssocId },
+    Shutdown {
+        assoc: AssocId,
+    },
     /// ABORT.
-    Abort { assoc: AssocId },
+    Abort {
+        assoc: AssocId,
+    },
 }
 
 /// What an endpoint task hands back to its user.

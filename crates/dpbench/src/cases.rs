@@ -17,7 +17,9 @@ use crate::rtt::{median_rtt, Echo, Probe};
 use crate::topo::BenchTopology;
 use crate::{DataplaneBenchOptions, DataplaneCase, DataplaneReport, DpBenchError};
 use mobicore_netns::run_in;
-use mobicore_upf::rules::{Action, Far, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
+use mobicore_upf::rules::{
+    Action, Far, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE,
+};
 use mobicore_upf::xdp::baseline::{self, FixedTunnel};
 use mobicore_upf::xdp::{ifindex, AttachMode, LoadedProgram, MapSizes, NextHop, XdpConfig, XdpPlane};
 use mobicore_upf::ForwardingPlane;
@@ -59,9 +61,39 @@ pub fn session_rules(i: u32) -> SessionRules {
     let mut r = SessionRules::default();
     let ul_pdi = PacketDetection { local_fteid: Some((TEID_BASE + i, DUT0)), ..pdi(INTERFACE_ACCESS) };
     let dl_pdi = PacketDetection { ue_ipv4: Some(ue(i)), ..pdi(INTERFACE_CORE) };
-    r.pdrs.insert(1, Pdr { id: 1, precedence: 255, pdi: ul_pdi, outer_header_removal: Some(0), far_id: Some(1), qer_ids: vec![], urr_ids: vec![] });
-    r.pdrs.insert(2, Pdr { id: 2, precedence: 255, pdi: dl_pdi, outer_header_removal: None, far_id: Some(2), qer_ids: vec![], urr_ids: vec![] });
-    let far = |id, iface, ohc| Far { id, action: forw, destination_interface: Some(iface), network_instance: Some("internet".into()), outer_header_creation: ohc, bar_id: None, duplicating: vec![] };
+    r.pdrs.insert(
+        1,
+        Pdr {
+            id: 1,
+            precedence: 255,
+            pdi: ul_pdi,
+            outer_header_removal: Some(0),
+            far_id: Some(1),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
+    r.pdrs.insert(
+        2,
+        Pdr {
+            id: 2,
+            precedence: 255,
+            pdi: dl_pdi,
+            outer_header_removal: None,
+            far_id: Some(2),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
+    let far = |id, iface, ohc| Far {
+        id,
+        action: forw,
+        destination_interface: Some(iface),
+        network_instance: Some("internet".into()),
+        outer_header_creation: ohc,
+        bar_id: None,
+        duplicating: vec![],
+    };
     r.fars.insert(1, far(1, INTERFACE_CORE, None));
     r.fars.insert(2, far(2, INTERFACE_ACCESS, Some(GtpuTunnel { teid: ENB_TEID_BASE + i, ipv4: SINK })));
     r
@@ -152,7 +184,11 @@ impl Bench {
     }
 
     fn rtt_samples(&self) -> usize {
-        if self.opts.quick { 20 } else { 200 }
+        if self.opts.quick {
+            20
+        } else {
+            200
+        }
     }
 
     fn measure_all(&mut self) -> Result<DataplaneReport, DpBenchError> {
@@ -191,7 +227,11 @@ impl Bench {
 
     /// One pass of kernel forwarding over every direction and size, summed
     /// into `kernel`; kernel round trips into `rtt` when given.
-    fn kernel_baselines(&mut self, kernel: &mut HashMap<(Direction, usize), f64>, mut rtt: Option<&mut HashMap<(Direction, usize), Option<f64>>>) -> Result<(), DpBenchError> {
+    fn kernel_baselines(
+        &mut self,
+        kernel: &mut HashMap<(Direction, usize), f64>,
+        mut rtt: Option<&mut HashMap<(Direction, usize), Option<f64>>>,
+    ) -> Result<(), DpBenchError> {
         for dir in DIRECTIONS {
             for size in self.opts.sizes.clone() {
                 let pass = self.attach(|| Ok(Dut::Pass(baseline::load_pass()?)))?;
@@ -216,7 +256,13 @@ impl Bench {
     /// generator's in-order frames, and with its Zipf-like draw (one
     /// session: the same generator work per frame as the UPF's Zipf
     /// column) when `zipf`.
-    fn min_rates(&mut self, dir: Direction, size: usize, zipf: bool, cost: bool) -> Result<(f64, Option<f64>, Option<f64>), DpBenchError> {
+    fn min_rates(
+        &mut self,
+        dir: Direction,
+        size: usize,
+        zipf: bool,
+        cost: bool,
+    ) -> Result<(f64, Option<f64>, Option<f64>), DpBenchError> {
         let t = FixedTunnel { teid: TEID_BASE, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
         let (frame, cfg) = match dir {
             Direction::Uplink => fixed(uplink_frame(DUT0, TEID_BASE, UE_BASE, size)),
@@ -233,7 +279,14 @@ impl Bench {
         let xz = if zipf { Some(self.blast_for(&frame, &GenCfg { skew: 1, perm: 1, ..cfg }, dur)?) } else { None };
         let ns = if cost { self.program_ns(&min, &frame, &cfg)? } else { None };
         drop(min);
-        tracing::info!(direction = dir.name(), size, xdp_min_mpps = x, xdp_min_zipf_mpps = xz, ns, "minimal XDP forwarder");
+        tracing::info!(
+            direction = dir.name(),
+            size,
+            xdp_min_mpps = x,
+            xdp_min_zipf_mpps = xz,
+            ns,
+            "minimal XDP forwarder"
+        );
         Ok((x, xz, ns))
     }
 
@@ -265,7 +318,9 @@ impl Bench {
                 let mut plane = XdpPlane::load(XdpConfig { s1u_addr: DUT0, mtu: 1500, no_fib: false, sizes })?;
                 plane.set_next_hop(SINK, NextHop { ifindex: d1, dmac: MAC_S0, smac: MAC_D1 })?;
                 for i in 0..n as u32 {
-                    plane.install(u64::from(i) + 1, &session_rules(i)).map_err(|e| DpBenchError::Plane(format!("session {i}: {e}")))?;
+                    plane
+                        .install(u64::from(i) + 1, &session_rules(i))
+                        .map_err(|e| DpBenchError::Plane(format!("session {i}: {e}")))?;
                 }
                 Ok(Dut::Upf(Box::new(plane)))
             })?;
@@ -414,7 +469,9 @@ mod tests {
 
     #[test]
     fn sessions_install_through_the_forwarding_plane() {
-        let mut p = XdpPlane::with_maps(MemoryMaps::default(), XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(DUT0) }).unwrap();
+        let mut p =
+            XdpPlane::with_maps(MemoryMaps::default(), XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(DUT0) })
+                .unwrap();
         for i in 0..100 {
             p.install(u64::from(i) + 1, &session_rules(i)).unwrap();
         }

@@ -30,7 +30,8 @@ impl Placement {
             return None;
         }
         // SAFETY: CPU_ISSET reads within the set for cpu < CPU_SETSIZE.
-        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|c| unsafe { libc::CPU_ISSET(*c, &set) }).take(2).collect();
+        let cpus: Vec<usize> =
+            (0..libc::CPU_SETSIZE as usize).filter(|c| unsafe { libc::CPU_ISSET(*c, &set) }).take(2).collect();
         (cpus.len() == 2).then(|| Placement { gen: cpus[0], dut: cpus[1] })
     }
 }

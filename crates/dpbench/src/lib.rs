@@ -51,14 +51,26 @@ pub struct DataplaneBenchOptions {
 impl Default for DataplaneBenchOptions {
     /// The matrix: 64 and 1400 bytes, 1 / 1,000 / 100,000 sessions.
     fn default() -> Self {
-        DataplaneBenchOptions { sizes: vec![64, 1400], sessions: vec![1, 1000, 100_000], duration: Duration::from_secs(2), quick: false, split_cpus: false }
+        DataplaneBenchOptions {
+            sizes: vec![64, 1400],
+            sessions: vec![1, 1000, 100_000],
+            duration: Duration::from_secs(2),
+            quick: false,
+            split_cpus: false,
+        }
     }
 }
 
 impl DataplaneBenchOptions {
     /// A tiny run: one size, 1 and 1000 sessions, 200 ms per case.
     pub fn quick() -> Self {
-        DataplaneBenchOptions { sizes: vec![64], sessions: vec![1, 1000], duration: Duration::from_millis(200), quick: true, split_cpus: false }
+        DataplaneBenchOptions {
+            sizes: vec![64],
+            sessions: vec![1, 1000],
+            duration: Duration::from_millis(200),
+            quick: true,
+            split_cpus: false,
+        }
     }
 }
 
@@ -163,18 +175,46 @@ pub fn run_blocking(opts: &DataplaneBenchOptions) -> Result<DataplaneReport, DpB
 pub fn table(r: &DataplaneReport) -> String {
     let mut s = format!(
         "{:<9} {:>5} {:>8} {:>8} {:>10} {:>10} {:>7} {:>8} {:>9} {:>10} {:>9} {:>13}\n",
-        "direction", "size", "sessions", "Mpps", "xdp-min", "kernel", "/xdp", "/kernel", "+rtt us", "zipf Mpps", "zipf/xdp", "ns/pkt (min)"
+        "direction",
+        "size",
+        "sessions",
+        "Mpps",
+        "xdp-min",
+        "kernel",
+        "/xdp",
+        "/kernel",
+        "+rtt us",
+        "zipf Mpps",
+        "zipf/xdp",
+        "ns/pkt (min)"
     );
     for c in &r.cases {
         let rtt = c.rtt_us.map_or("-".to_string(), |v| format!("{v:.1}"));
         let zipf = c.mpps_zipf.map_or("-".to_string(), |v| format!("{v:.3}"));
         let zipf_ratio = c.zipf_ratio_to_xdp.map_or("-".to_string(), |v| format!("{v:.2}"));
-        let ns = c.ns_per_packet.zip(c.baseline_xdp_ns_per_packet).map_or("-".to_string(), |(u, m)| format!("{u:.0} ({m:.0})"));
+        let ns = c
+            .ns_per_packet
+            .zip(c.baseline_xdp_ns_per_packet)
+            .map_or("-".to_string(), |(u, m)| format!("{u:.0} ({m:.0})"));
         s += &format!(
             "{:<9} {:>5} {:>8} {:>8.3} {:>10.3} {:>10.3} {:>7.2} {:>8.2} {:>9} {:>10} {:>9} {:>13}\n",
-            c.direction, c.size, c.sessions, c.mpps, c.baseline_xdp_mpps, c.baseline_kernel_mpps, c.ratio_to_xdp, c.ratio_to_kernel, rtt, zipf, zipf_ratio, ns
+            c.direction,
+            c.size,
+            c.sessions,
+            c.mpps,
+            c.baseline_xdp_mpps,
+            c.baseline_kernel_mpps,
+            c.ratio_to_xdp,
+            c.ratio_to_kernel,
+            rtt,
+            zipf,
+            zipf_ratio,
+            ns
         );
     }
-    s += &format!("ceiling (bare XDP redirect): {:.3} Mpps = {:.2}x kernel forwarding\n", r.ceiling_redirect_mpps, r.ceiling_to_kernel);
+    s += &format!(
+        "ceiling (bare XDP redirect): {:.3} Mpps = {:.2}x kernel forwarding\n",
+        r.ceiling_redirect_mpps, r.ceiling_to_kernel
+    );
     s
 }

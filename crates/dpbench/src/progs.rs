@@ -57,10 +57,13 @@ pub struct Generator {
 impl Generator {
     pub fn load() -> Result<Self, DpBenchError> {
         let mut ebpf = load(GEN_OBJ, "gen_xdp")?;
-        let cfg = Array::try_from(ebpf.take_map("gen_cfg").ok_or(DpBenchError::Xdp("no map gen_cfg".into()))?).map_err(map_err("gen_cfg"))?;
-        let state = PerCpuArray::try_from(ebpf.take_map("gen_state").ok_or(DpBenchError::Xdp("no map gen_state".into()))?)
-            .map_err(map_err("gen_state"))?;
-        let zipf = Array::try_from(ebpf.take_map("gen_zipf").ok_or(DpBenchError::Xdp("no map gen_zipf".into()))?).map_err(map_err("gen_zipf"))?;
+        let cfg = Array::try_from(ebpf.take_map("gen_cfg").ok_or(DpBenchError::Xdp("no map gen_cfg".into()))?)
+            .map_err(map_err("gen_cfg"))?;
+        let state =
+            PerCpuArray::try_from(ebpf.take_map("gen_state").ok_or(DpBenchError::Xdp("no map gen_state".into()))?)
+                .map_err(map_err("gen_state"))?;
+        let zipf = Array::try_from(ebpf.take_map("gen_zipf").ok_or(DpBenchError::Xdp("no map gen_zipf".into()))?)
+            .map_err(map_err("gen_zipf"))?;
         Ok(Generator { ebpf, cfg, zipf, state })
     }
 
@@ -85,7 +88,8 @@ impl Generator {
     pub fn blast(&self, frame: &[u8], ifindex: u32, duration: Duration, chunk: u32) -> Result<Duration, DpBenchError> {
         let md = XdpMd { data_end: frame.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
         // SAFETY: XdpMd is #[repr(C)] of u32s, no padding.
-        let ctx = unsafe { std::slice::from_raw_parts((&md as *const XdpMd).cast::<u8>(), std::mem::size_of::<XdpMd>()) };
+        let ctx =
+            unsafe { std::slice::from_raw_parts((&md as *const XdpMd).cast::<u8>(), std::mem::size_of::<XdpMd>()) };
         let prog: &Xdp = self.ebpf.program("gen_xdp").and_then(|p| p.try_into().ok()).expect("loaded");
         let start = Instant::now();
         while start.elapsed() < duration {
@@ -112,14 +116,17 @@ pub struct Sink {
 impl Sink {
     pub fn load() -> Result<Self, DpBenchError> {
         let mut ebpf = load(SINK_OBJ, "sink_xdp")?;
-        let count = PerCpuArray::try_from(ebpf.take_map("sink_count").ok_or(DpBenchError::Xdp("no map sink_count".into()))?)
-            .map_err(map_err("sink_count"))?;
+        let count =
+            PerCpuArray::try_from(ebpf.take_map("sink_count").ok_or(DpBenchError::Xdp("no map sink_count".into()))?)
+                .map_err(map_err("sink_count"))?;
         Ok(Sink { ebpf, count, attached: None })
     }
 
     /// Attaches (native mode) to `ifindex` of the calling thread's namespace.
     pub fn attach(&mut self, ifindex: u32) -> Result<(), DpBenchError> {
-        let link = xdp(&mut self.ebpf, "sink_xdp").attach_to_if_index(ifindex, XdpMode::Driver).map_err(|e| DpBenchError::Xdp(format!("attaching the sink: {e:#}")))?;
+        let link = xdp(&mut self.ebpf, "sink_xdp")
+            .attach_to_if_index(ifindex, XdpMode::Driver)
+            .map_err(|e| DpBenchError::Xdp(format!("attaching the sink: {e:#}")))?;
         self.attached = Some(link);
         Ok(())
     }

@@ -54,13 +54,23 @@ pub struct SlowpathOptions {
 
 impl Default for SlowpathOptions {
     fn default() -> Self {
-        SlowpathOptions { sizes: vec![64, 1400], duration: Duration::from_secs(2), frames: afxdp::DEFAULT_FRAMES, quick: false }
+        SlowpathOptions {
+            sizes: vec![64, 1400],
+            duration: Duration::from_secs(2),
+            frames: afxdp::DEFAULT_FRAMES,
+            quick: false,
+        }
     }
 }
 
 impl SlowpathOptions {
     pub fn quick() -> Self {
-        SlowpathOptions { sizes: vec![64], duration: Duration::from_millis(300), frames: afxdp::DEFAULT_FRAMES, quick: true }
+        SlowpathOptions {
+            sizes: vec![64],
+            duration: Duration::from_millis(300),
+            frames: afxdp::DEFAULT_FRAMES,
+            quick: true,
+        }
     }
 }
 
@@ -154,7 +164,8 @@ pub fn run_blocking(opts: &SlowpathOptions) -> Result<SlowpathReport, DpBenchErr
     let topo = BenchTopology::create(&mobicore_netns::unique_tag("mcsp"))?;
     let g0 = run_in(&topo.gen, || ifindex("g0"))??;
     let dut = run_in(&topo.dut, || -> Result<Dut, DpBenchError> {
-        let mut plane = XdpPlane::load(XdpConfig { s1u_addr: DUT0, mtu: 1500, no_fib: true, sizes: MapSizes::small() })?;
+        let mut plane =
+            XdpPlane::load(XdpConfig { s1u_addr: DUT0, mtu: 1500, no_fib: true, sizes: MapSizes::small() })?;
         plane.install(1, &buffering_rules()).map_err(|e| DpBenchError::Plane(e.to_string()))?;
         plane.attach("d0", AttachMode::Native)?;
         let tun = mobicore_upf::dataplane::io::open_tun(TUN)?;
@@ -184,7 +195,14 @@ pub fn run_blocking(opts: &SlowpathOptions) -> Result<SlowpathReport, DpBenchErr
         let mut acc = [[0.0f64; 3]; 2];
         for m in [Mechanism::Tun, Mechanism::Afxdp, Mechanism::Afxdp, Mechanism::Tun] {
             let r = b.measure(m, &frame, &cfg)?;
-            tracing::info!(mechanism = m.name(), size, offered = r[0], buffer_branch = r[1], received = r[2], "slow path");
+            tracing::info!(
+                mechanism = m.name(),
+                size,
+                offered = r[0],
+                buffer_branch = r[1],
+                received = r[2],
+                "slow path"
+            );
             let a = &mut acc[m as usize];
             for k in 0..3 {
                 a[k] += r[k] / 2.0;
@@ -192,7 +210,14 @@ pub fn run_blocking(opts: &SlowpathOptions) -> Result<SlowpathReport, DpBenchErr
         }
         for m in [Mechanism::Tun, Mechanism::Afxdp] {
             let [o, bb, r] = acc[m as usize];
-            cases.push(SlowpathCase { mechanism: m.name(), size, offered_mpps: o, buffer_branch_mpps: bb, received_mpps: r, delivered_share: if o > 0.0 { r / o } else { 0.0 } });
+            cases.push(SlowpathCase {
+                mechanism: m.name(),
+                size,
+                offered_mpps: o,
+                buffer_branch_mpps: bb,
+                received_mpps: r,
+                delivered_share: if o > 0.0 { r / o } else { 0.0 },
+            });
         }
         let (t, x) = (acc[0][2], acc[1][2]);
         rows.push(SlowpathRow {
@@ -238,7 +263,8 @@ impl Runner<'_> {
         let count = AtomicU64::new(0);
         let tun_fd = self.dut.tun.as_raw_fd();
         let warm = if self.opts.quick { Duration::from_millis(20) } else { Duration::from_millis(200) };
-        let (gen, g0, dur, plane, socks) = (&mut *self.gen, self.g0, self.opts.duration, &self.dut.plane, &mut self.socks);
+        let (gen, g0, dur, plane, socks) =
+            (&mut *self.gen, self.g0, self.opts.duration, &self.dut.plane, &mut self.socks);
         let (topo, stop, count, place) = (self.topo, &stop, &count, self.place);
         std::thread::scope(|sc| {
             sc.spawn(move || {
@@ -332,7 +358,15 @@ pub fn table(r: &SlowpathReport) -> String {
     s += "(Mpps; received = packets user space read; afxdp/tun = ratio of received)\n";
     s += "per mechanism (Mpps): offered / reached the BUFF branch / received by user space\n";
     for c in &r.cases {
-        s += &format!("  {:<6} {:>5} B  {:.3} / {:.3} / {:.3} ({:.0}% of offered)\n", c.mechanism, c.size, c.offered_mpps, c.buffer_branch_mpps, c.received_mpps, 100.0 * c.delivered_share);
+        s += &format!(
+            "  {:<6} {:>5} B  {:.3} / {:.3} / {:.3} ({:.0}% of offered)\n",
+            c.mechanism,
+            c.size,
+            c.offered_mpps,
+            c.buffer_branch_mpps,
+            c.received_mpps,
+            100.0 * c.delivered_share
+        );
     }
     s += &format!(
         "AF_XDP copy mode, {} receive queue(s) on the ingress veth, {} frames per socket; generator and receiver {}\n",
@@ -372,7 +406,12 @@ mod tests {
         }
         let prefix = format!("mcsp{}-", std::process::id());
         let left: Vec<_> = std::fs::read_dir("/run/netns")
-            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&prefix)).collect())
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(&prefix))
+                    .collect()
+            })
             .unwrap_or_default();
         assert!(left.is_empty(), "{left:?}");
     }

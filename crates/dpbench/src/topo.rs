@@ -26,15 +26,54 @@ pub struct BenchTopology {
 impl BenchTopology {
     pub fn create(tag: &str) -> Result<Self, DpBenchError> {
         require_root()?;
-        let mut t = BenchTopology { gen: format!("{tag}-gen"), dut: format!("{tag}-dut"), sink: format!("{tag}-sink"), created: Vec::new() };
+        let mut t = BenchTopology {
+            gen: format!("{tag}-gen"),
+            dut: format!("{tag}-dut"),
+            sink: format!("{tag}-sink"),
+            created: Vec::new(),
+        };
         for ns in [t.gen.clone(), t.dut.clone(), t.sink.clone()] {
             ip(&["netns", "add", &ns])?;
             t.created.push(ns.clone());
             sysctl(&ns, "net/ipv4/conf/all/rp_filter", "0")?;
             sysctl(&ns, "net/ipv4/conf/default/rp_filter", "0")?;
         }
-        ip(&["-n", &t.gen, "link", "add", "g0", "address", &mac_text(MAC_G0), "type", "veth", "peer", "name", "d0", "address", &mac_text(MAC_D0), "netns", &t.dut])?;
-        ip(&["-n", &t.dut, "link", "add", "d1", "address", &mac_text(MAC_D1), "type", "veth", "peer", "name", "s0", "address", &mac_text(MAC_S0), "netns", &t.sink])?;
+        ip(&[
+            "-n",
+            &t.gen,
+            "link",
+            "add",
+            "g0",
+            "address",
+            &mac_text(MAC_G0),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "d0",
+            "address",
+            &mac_text(MAC_D0),
+            "netns",
+            &t.dut,
+        ])?;
+        ip(&[
+            "-n",
+            &t.dut,
+            "link",
+            "add",
+            "d1",
+            "address",
+            &mac_text(MAC_D1),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "s0",
+            "address",
+            &mac_text(MAC_S0),
+            "netns",
+            &t.sink,
+        ])?;
         sysctl(&t.dut, "net/ipv4/ip_forward", "1")?;
         let l = |v: &[String]| v.to_vec();
         ip_batch(

@@ -11,7 +11,12 @@ fn is_root() -> bool {
 fn our_namespaces() -> Vec<String> {
     let prefix = format!("mcdp{}-", std::process::id());
     std::fs::read_dir("/run/netns")
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&prefix)).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -36,7 +41,10 @@ async fn quick_run_measures_every_case_and_cleans_up() {
         assert_eq!(c.baseline_xdp_zipf_mpps.is_some_and(|z| z > 0.0), c.sessions > 1, "Zipf-like baseline {c:?}");
         assert_eq!(c.zipf_ratio_to_xdp.is_some(), c.sessions > 1, "Zipf-like ratio {c:?}");
         // Program run time per packet from the kernel's BPF statistics.
-        assert!(c.ns_per_packet.is_some_and(|n| n > 0.0) && c.baseline_xdp_ns_per_packet.is_some_and(|n| n > 0.0), "ns per packet {c:?}");
+        assert!(
+            c.ns_per_packet.is_some_and(|n| n > 0.0) && c.baseline_xdp_ns_per_packet.is_some_and(|n| n > 0.0),
+            "ns per packet {c:?}"
+        );
     }
     for (dir, n) in [("uplink", 1), ("uplink", 1000), ("downlink", 1), ("downlink", 1000)] {
         assert!(report.cases.iter().any(|c| c.direction == dir && c.sessions == n && c.size == 64), "{dir} {n}");

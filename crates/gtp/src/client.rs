@@ -157,7 +157,11 @@ impl ClientTask {
         match &msg.body {
             Message::EchoRequest(_) => {
                 // TS 29.274 7.1.2: answer with our Recovery.
-                let resp = GtpMessage { teid: None, seq: msg.seq, body: Message::EchoResponse(Echo { recovery: self.recovery }) };
+                let resp = GtpMessage {
+                    teid: None,
+                    seq: msg.seq,
+                    body: Message::EchoResponse(Echo { recovery: self.recovery }),
+                };
                 let _ = self.socket.try_send_to(&resp.to_bytes(), from);
             }
             Message::EchoResponse(_) => {}

@@ -13,10 +13,10 @@
 
 pub mod client;
 pub mod gtpu;
-pub mod udp;
 pub mod message;
 pub mod s11;
 pub mod transaction;
+pub mod udp;
 pub mod wire;
 
 pub use client::{s11_client, s11_client_bound, S11Client, S11ClientConfig};

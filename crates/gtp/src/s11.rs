@@ -275,15 +275,30 @@ mod tests {
             });
         prop_oneof![
             csr,
-            (any::<u32>(), 0u8..16, fteid()).prop_map(|(t, e, f)| S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid: Teid(t), ebi: Ebi(e), s1u_enb_fteid: f })),
-            (any::<u32>(), 0u8..16).prop_map(|(t, e)| S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: Teid(t), linked_ebi: Ebi(e) })),
-            any::<u32>().prop_map(|t| S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(t) })),
+            (any::<u32>(), 0u8..16, fteid()).prop_map(|(t, e, f)| S11Request::ModifyBearer(ModifyBearerRequest {
+                sgw_teid: Teid(t),
+                ebi: Ebi(e),
+                s1u_enb_fteid: f
+            })),
+            (any::<u32>(), 0u8..16).prop_map(|(t, e)| S11Request::DeleteSession(DeleteSessionRequest {
+                sgw_teid: Teid(t),
+                linked_ebi: Ebi(e)
+            })),
+            any::<u32>()
+                .prop_map(|t| S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(t) })),
         ]
     }
 
     fn response() -> impl Strategy<Value = S11Response> {
         prop_oneof![
-            (proptest::option::of(fteid()), proptest::option::of(any::<u32>()), proptest::option::of((any::<u32>(), any::<u32>())), 0u8..16, cause(), proptest::option::of(fteid()))
+            (
+                proptest::option::of(fteid()),
+                proptest::option::of(any::<u32>()),
+                proptest::option::of((any::<u32>(), any::<u32>())),
+                0u8..16,
+                cause(),
+                proptest::option::of(fteid())
+            )
                 .prop_map(|(sgw, paa, ambr, ebi, bc, s1u)| {
                     S11Response::CreateSession(CreateSessionResponse {
                         // Accepted, so the bearer context is always sent.
@@ -342,7 +357,10 @@ mod tests {
         let m = GtpMessage::parse(&m.to_bytes()).unwrap();
         assert_eq!(
             decode_response(&m, Ebi(5)).unwrap(),
-            S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: Some(GtpCause::REQUEST_ACCEPTED) })
+            S11Response::ModifyBearer(ModifyBearerResponse {
+                cause: GtpCause::REQUEST_ACCEPTED,
+                bearer_cause: Some(GtpCause::REQUEST_ACCEPTED)
+            })
         );
     }
 }

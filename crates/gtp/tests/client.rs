@@ -23,7 +23,9 @@ async fn fake_sgw(drop_first: usize) -> std::net::SocketAddr {
             }
             let m = GtpMessage::parse(&b[..n]).unwrap();
             let resp = match decode_request(&m).unwrap() {
-                S11Request::DeleteSession(r) => S11Response::DeleteSession(GtpCause(if r.sgw_teid.0 % 2 == 0 { 16 } else { 64 })),
+                S11Request::DeleteSession(r) => {
+                    S11Response::DeleteSession(GtpCause(if r.sgw_teid.0 % 2 == 0 { 16 } else { 64 }))
+                }
                 S11Request::ReleaseAccessBearers(_) => S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED),
                 other => panic!("unexpected {other:?}"),
             };
@@ -44,7 +46,10 @@ async fn many_requests_in_flight_are_matched_by_sequence_number() {
     for i in 0..500u32 {
         let r = c.requester.clone();
         set.spawn(async move {
-            let got = r.request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: Teid(i), linked_ebi: Ebi(5) })).await.unwrap();
+            let got = r
+                .request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: Teid(i), linked_ebi: Ebi(5) }))
+                .await
+                .unwrap();
             assert_eq!(got, S11Response::DeleteSession(GtpCause(if i % 2 == 0 { 16 } else { 64 })));
         });
     }
@@ -56,7 +61,8 @@ async fn many_requests_in_flight_are_matched_by_sequence_number() {
 #[tokio::test]
 async fn lost_request_is_retransmitted() {
     let c = s11_client_bound(cfg(fake_sgw(2).await)).await.unwrap();
-    let r = c.requester.request(S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(2) })).await;
+    let r =
+        c.requester.request(S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(2) })).await;
     assert_eq!(r, Ok(S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED)));
 }
 
@@ -64,7 +70,8 @@ async fn lost_request_is_retransmitted() {
 async fn silent_peer_times_out_after_n3() {
     let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let c = s11_client_bound(cfg(silent.local_addr().unwrap())).await.unwrap();
-    let r = c.requester.request(S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(2) })).await;
+    let r =
+        c.requester.request(S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(2) })).await;
     assert_eq!(r, Err(TransportError::Timeout));
     // The original and N3 = 3 retransmissions reached the peer.
     let mut b = [0u8; 512];

@@ -31,11 +31,25 @@ pub enum Link {
 #[derive(Debug, Clone)]
 pub enum Msg {
     /// An S1AP PDU from eNB `enb` (index) on `stream`.
-    S1Uplink { enb: usize, stream: u16, pdu: Bytes },
+    S1Uplink {
+        enb: usize,
+        stream: u16,
+        pdu: Bytes,
+    },
     /// An S1AP PDU to eNB `enb`.
-    S1Downlink { enb: usize, stream: u16, pdu: Bytes },
-    S6aRequest { ue: UeRef, request: S6aRequest },
-    S6aAnswer { ue: UeRef, answer: S6aAnswer },
+    S1Downlink {
+        enb: usize,
+        stream: u16,
+        pdu: Bytes,
+    },
+    S6aRequest {
+        ue: UeRef,
+        request: S6aRequest,
+    },
+    S6aAnswer {
+        ue: UeRef,
+        answer: S6aAnswer,
+    },
     S11ToSgw(Bytes),
     S11ToMme(Bytes),
     PfcpToUpf(Bytes),

@@ -74,7 +74,6 @@ impl Default for NetworkConfig {
     }
 }
 
-
 /// What an eNB reported, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
@@ -120,7 +119,8 @@ impl Network {
         assert!(n_enbs > 0, "at least one eNB");
         let now = Instant::now();
         let store = SubscriberStore::in_memory();
-        let template = SubscriberTemplate { amf: cfg.plan.amf, sqn: cfg.hss_sqn.unwrap_or(cfg.plan.sqn), ..Default::default() };
+        let template =
+            SubscriberTemplate { amf: cfg.plan.amf, sqn: cfg.hss_sqn.unwrap_or(cfg.plan.sqn), ..Default::default() };
         if n_ues > 0 {
             store
                 .import_range(&imsi_for(0, &cfg.plan), n_ues, cfg.plan.k, cfg.plan.opc, &template)
@@ -191,7 +191,10 @@ impl Network {
     pub fn s1_setup_all(&mut self) {
         let streams = self.streams();
         for i in 0..self.enbs.len() {
-            self.mme.handle(self.now, MmeEvent::S1Up { assoc: Self::assoc(i), peer: [127, 0, 0, 1].into(), outbound_streams: streams });
+            self.mme.handle(
+                self.now,
+                MmeEvent::S1Up { assoc: Self::assoc(i), peer: [127, 0, 0, 1].into(), outbound_streams: streams },
+            );
             self.enbs[i].start_s1_setup(self.now, streams);
         }
         self.drive();
@@ -299,7 +302,8 @@ impl Network {
                 }
                 MmeAction::S1Abort { assoc } => {
                     // The harness's eNBs are all on loopback: never refused.
-                    self.reports.push(Report::Anomaly { enb: assoc.0 as usize - 1, what: "S1 association aborted".into() });
+                    self.reports
+                        .push(Report::Anomaly { enb: assoc.0 as usize - 1, what: "S1 association aborted".into() });
                 }
                 MmeAction::S6a { ue, request } => self.queue.push_back(Msg::S6aRequest { ue, request }),
                 MmeAction::S11 { ue, request } => {

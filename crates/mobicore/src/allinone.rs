@@ -8,8 +8,8 @@ use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::SctpHandle;
 use mobicore_hss::{SubscriberStore, SubscriberTemplate};
 use mobicore_netns::Topology;
-use mobicore_upf::config::DatapathKind;
 use mobicore_sctp::{EndpointConfig, Transport};
+use mobicore_upf::config::DatapathKind;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -79,7 +79,12 @@ pub async fn start(cfg: &Config, store: SubscriberStore, t: Transport) -> Result
 /// Like [`start`]; with a topology, the UPF's data path runs in its `core`
 /// namespace (S1-U towards `ran`, SGi towards `dn`) and the S/P-GW-C hands
 /// out its S1-U address.
-pub async fn start_with(cfg: &Config, store: SubscriberStore, t: Transport, topo: Option<&Topology>) -> Result<AllInOne> {
+pub async fn start_with(
+    cfg: &Config,
+    store: SubscriberStore,
+    t: Transport,
+    topo: Option<&Topology>,
+) -> Result<AllInOne> {
     let (shutdown, rx) = watch::channel(false);
     let mut tasks: Vec<(&'static str, JoinHandle<Result<()>>)> = Vec::new();
     let mut counters = Vec::new();
@@ -87,7 +92,8 @@ pub async fn start_with(cfg: &Config, store: SubscriberStore, t: Transport, topo
     let mut hss_cfg = cfg.hss.core.clone();
     hss_cfg.listen = "127.0.0.1:0".parse()?;
     let hss_counters = Counters::new();
-    let (hss, serve) = mobicore_hss::bind(hss_cfg, store, hss_counters.clone(), rx.clone()).await.context("starting the HSS")?;
+    let (hss, serve) =
+        mobicore_hss::bind(hss_cfg, store, hss_counters.clone(), rx.clone()).await.context("starting the HSS")?;
     tasks.push(("hss", tokio::spawn(async move { serve.await.map_err(Into::into) })));
     counters.push(("hss", hss_counters));
 
@@ -133,7 +139,17 @@ pub async fn start_with(cfg: &Config, store: SubscriberStore, t: Transport, topo
     counters.extend(mme.1);
     tasks.push(("mme", mme.0));
 
-    Ok(AllInOne { datapath, xdp, s1ap: cfg.mme.s1ap, hss, sgw_s11, pfcp: (sgw_pfcp, upf_pfcp), counters, shutdown, tasks })
+    Ok(AllInOne {
+        datapath,
+        xdp,
+        s1ap: cfg.mme.s1ap,
+        hss,
+        sgw_s11,
+        pfcp: (sgw_pfcp, upf_pfcp),
+        counters,
+        shutdown,
+        tasks,
+    })
 }
 
 /// The MME with its S6a and S11 clients and its SCTP endpoint.
@@ -147,7 +163,8 @@ async fn start_mme(
     let mut s6a_cfg = mobicore_diameter::S6aClientConfig::new(&cfg.mme.origin_host, &cfg.mme.origin_realm);
     s6a_cfg.peer = hss;
     let s6a_counters = s6a_cfg.counters.clone();
-    let s6a = mobicore_diameter::connect_s6a(s6a_cfg).await.with_context(|| format!("connecting S6a to the HSS at {hss}"))?;
+    let s6a =
+        mobicore_diameter::connect_s6a(s6a_cfg).await.with_context(|| format!("connecting S6a to the HSS at {hss}"))?;
     let s11 = mobicore_gtp::client::s11_client_bound(mobicore_gtp::client::S11ClientConfig {
         local: cfg.mme.s11_local,
         peer: sgw,
@@ -164,7 +181,9 @@ async fn start_mme(
     // The S1-MME endpoint's counters (sctp_*) are exported with the MME's.
     let mut ep = endpoint_config(cfg, cfg.mme.s1ap, t, 0);
     ep.counters = mme_counters.clone();
-    let sctp = mobicore_sctp::bind(ep).await.with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
+    let sctp = mobicore_sctp::bind(ep)
+        .await
+        .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
     let task = tokio::spawn(async move {
         mobicore_mme::run(core, sctp, s6a, s11.requester, shutdown).await.map(|_| ()).map_err(Into::into)
     });
@@ -274,7 +293,12 @@ pub async fn run_nf(nf: &str, args: crate::cli::NfArgs) -> Result<()> {
         }
         "upf" => {
             let u = mobicore_upf::Upf::bind(cfg.upf.clone()).await?;
-            eprintln!("upf: PFCP on {} (data path {:?}{})", u.pfcp_addr(), cfg.upf.datapath, if u.xdp_loaded() { ", XDP loaded" } else { "" });
+            eprintln!(
+                "upf: PFCP on {} (data path {:?}{})",
+                u.pfcp_addr(),
+                cfg.upf.datapath,
+                if u.xdp_loaded() { ", XDP loaded" } else { "" }
+            );
             counters.push(("upf", u.counters.clone()));
             tokio::spawn(async move { u.run(rx).await.map_err(Into::into) })
         }
@@ -310,7 +334,10 @@ async fn serve_metrics(listener: tokio::net::TcpListener, counters: Vec<(&'stati
         tokio::spawn(async move {
             let mut req = [0u8; 1024];
             let _ = conn.read(&mut req).await;
-            let head = format!("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n", body.len());
+            let head = format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
             let _ = conn.write_all(head.as_bytes()).await;
             let _ = conn.write_all(body.as_bytes()).await;
         });

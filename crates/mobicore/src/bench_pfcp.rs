@@ -78,13 +78,21 @@ pub async fn run(sessions: usize, windows: &[usize]) -> Result<Vec<PfcpCase>> {
     let mut c = Client { sock, upf: addr, seq: 0, buf: vec![0; 65536] };
     let node = Ipv4Addr::LOCALHOST;
     let recovery = SystemTime::now();
-    let (_, a) = c.run(1, 1, |_, seq| sxa::encode(msg::ASSOCIATION_SETUP_REQUEST, None, seq, &sxa::association_setup_request(node, recovery))).await?;
+    let (_, a) = c
+        .run(1, 1, |_, seq| {
+            sxa::encode(msg::ASSOCIATION_SETUP_REQUEST, None, seq, &sxa::association_setup_request(node, recovery))
+        })
+        .await?;
     anyhow::ensure!(sxa::cause_of(&a[0]) == 1, "PFCP association refused");
 
     let mut out = Vec::new();
     let mut cp_seid = 1u64;
     for &w in windows {
-        let (hb, _) = c.run(sessions, w, |_, seq| sxa::encode(msg::HEARTBEAT_REQUEST, None, seq, &sxa::heartbeat_request(recovery))).await?;
+        let (hb, _) = c
+            .run(sessions, w, |_, seq| {
+                sxa::encode(msg::HEARTBEAT_REQUEST, None, seq, &sxa::heartbeat_request(recovery))
+            })
+            .await?;
         let base = cp_seid;
         let (est, answers) = c
             .run(sessions, w, |i, seq| {
@@ -101,10 +109,12 @@ pub async fn run(sessions: usize, windows: &[usize]) -> Result<Vec<PfcpCase>> {
             })
             .await?;
         cp_seid += sessions as u64;
-        let up: Vec<u64> = answers.iter().map(|a| sxa::up_seid_of(a).context("no UP F-SEID in the answer")).collect::<Result<_>>()?;
+        let up: Vec<u64> =
+            answers.iter().map(|a| sxa::up_seid_of(a).context("no UP F-SEID in the answer")).collect::<Result<_>>()?;
         let accepted = answers.iter().filter(|a| sxa::cause_of(a) == 1).count();
         anyhow::ensure!(accepted == sessions, "{} of {sessions} establishments refused", sessions - accepted);
-        let (del, answers) = c.run(sessions, w, |i, seq| sxa::encode(msg::SESSION_DELETION_REQUEST, Some(up[i]), seq, &[])).await?;
+        let (del, answers) =
+            c.run(sessions, w, |i, seq| sxa::encode(msg::SESSION_DELETION_REQUEST, Some(up[i]), seq, &[])).await?;
         anyhow::ensure!(answers.iter().all(|a| sxa::cause_of(a) == 1), "a deletion was refused");
         let rate = |d: Duration| sessions as f64 / d.as_secs_f64();
         out.push(PfcpCase {

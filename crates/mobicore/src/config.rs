@@ -147,9 +147,13 @@ pub struct Exposure {
 /// `mobicore config check` (the S6a, S11 and PFCP clients talk only to the
 /// peers they are configured to dial).
 pub fn exposures(c: &Config) -> Vec<Exposure> {
-    let hss = c.hss.core.peers.0.iter().map(|p| {
-        format!("{}@{} from {}", p.origin_host.as_deref().unwrap_or("*"), p.origin_realm, p.addrs)
-    });
+    let hss = c
+        .hss
+        .core
+        .peers
+        .0
+        .iter()
+        .map(|p| format!("{}@{} from {}", p.origin_host.as_deref().unwrap_or("*"), p.origin_realm, p.addrs));
     let upf = c.upf.cp_peers.iter().map(|p| format!("node {} from {}", p.node_id, p.addrs));
     vec![
         Exposure {

@@ -83,7 +83,9 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     // And the user plane's GTP-U on S1-U, seen from the eNB side (frames
     // the XDP program redirects or transmits bypass taps in `core`).
     let gtpu_capture = match (&a.pcap, &topo) {
-        (Some(f), Some(topo)) => Some(Capture::start_gtpu(&topo.ran, mobicore_netns::topology::S1U_IF, &f.with_extension("s1u.pcapng"))?),
+        (Some(f), Some(topo)) => {
+            Some(Capture::start_gtpu(&topo.ran, mobicore_netns::topology::S1U_IF, &f.with_extension("s1u.pcapng"))?)
+        }
         _ => None,
     };
     let core = allinone::start_with(&cfg, store, t, topo.as_ref()).await?;
@@ -113,7 +115,8 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         match tr {
             Ok(tr) => {
                 print_traffic(tr);
-                traffic_ok = tr.errors.is_empty() && tr.icmp.received > 0 && tr.tcp_uplink.completed == tr.tcp_uplink.started;
+                traffic_ok =
+                    tr.errors.is_empty() && tr.icmp.received > 0 && tr.tcp_uplink.completed == tr.tcp_uplink.started;
                 summary["traffic"] = serde_json::to_value(tr)?;
             }
             Err(e) => {
@@ -123,7 +126,11 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         }
     }
     print_counters(&counters);
-    summary["counters"] = counters.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(*v))).collect::<serde_json::Map<_, _>>().into();
+    summary["counters"] = counters
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::from(*v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     let mut clean = true;
     if let Some(cap) = capture {
         let file = cap.stop()?;
@@ -131,11 +138,19 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         if let Some(g) = &gtpu_file {
             v.merge(capture::analyze(g, &Ports::default())?, "s1u");
         }
-        println!("capture {}{}: packets {:?}", file.display(), gtpu_file.as_ref().map(|g| format!(" + {}", g.display())).unwrap_or_default(), v.packets);
+        println!(
+            "capture {}{}: packets {:?}",
+            file.display(),
+            gtpu_file.as_ref().map(|g| format!(" + {}", g.display())).unwrap_or_default(),
+            v.packets
+        );
         for m in v.malformed.iter().chain(&v.expert_errors).take(20) {
             println!("  problem: {m}");
         }
-        println!("capture verdict: {}", if v.is_clean() { "clean (no malformed packet, no expert error)" } else { "PROBLEMS" });
+        println!(
+            "capture verdict: {}",
+            if v.is_clean() { "clean (no malformed packet, no expert error)" } else { "PROBLEMS" }
+        );
         clean = v.is_clean();
         summary["capture"] = serde_json::to_value(&v)?;
     }
@@ -163,7 +178,12 @@ pub struct TrafficPlan<'a> {
 type TrafficResult = Result<TrafficReport>;
 
 /// Runs the RAN workload with a progress bar per phase.
-pub async fn run_with_progress(cfg: &config::Config, ran: mobicore_ran::RanConfig, t: mobicore_sctp::Transport, quiet: bool) -> Result<RanReport> {
+pub async fn run_with_progress(
+    cfg: &config::Config,
+    ran: mobicore_ran::RanConfig,
+    t: mobicore_sctp::Transport,
+    quiet: bool,
+) -> Result<RanReport> {
     Ok(run_with_progress_and_traffic(cfg, ran, t, quiet, None).await?.0)
 }
 
@@ -231,9 +251,7 @@ pub async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedU
     let mut upc = UserPlaneConfig::new(&topo.ran, topo.addr.ran_s1u);
     upc.sequence_numbers = true;
     upc.pdu_session_qfi = Some(9);
-    let up = UserPlane::start(upc, tunnels)
-        .await
-        .context("starting the eNBs' user plane")?;
+    let up = UserPlane::start(upc, tunnels).await.context("starting the eNBs' user plane")?;
     let mut tc = TrafficConfig::new(&topo.ran, &topo.dn, topo.addr.dn_sgi);
     tc.tcp_bytes = 4 << 20;
     let report = mobicore_ran::userplane::run_traffic(tc, ips).await.context("running traffic");
@@ -244,8 +262,20 @@ pub async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedU
 fn print_traffic(t: &TrafficReport) {
     let ms = |us: u64| format!("{:.2}", us as f64 / 1000.0);
     let rows = vec![
-        vec!["icmp echo".into(), format!("{}/{}", t.icmp.received, t.icmp.sent), ms(t.icmp.rtt_us.p50), ms(t.icmp.rtt_us.p99), "".into()],
-        vec!["udp echo".into(), format!("{}/{}", t.udp.received, t.udp.sent), ms(t.udp.rtt_us.p50), ms(t.udp.rtt_us.p99), "".into()],
+        vec![
+            "icmp echo".into(),
+            format!("{}/{}", t.icmp.received, t.icmp.sent),
+            ms(t.icmp.rtt_us.p50),
+            ms(t.icmp.rtt_us.p99),
+            "".into(),
+        ],
+        vec![
+            "udp echo".into(),
+            format!("{}/{}", t.udp.received, t.udp.sent),
+            ms(t.udp.rtt_us.p50),
+            ms(t.udp.rtt_us.p99),
+            "".into(),
+        ],
         vec![
             "tcp uplink".into(),
             format!("{}/{}", t.tcp_uplink.completed, t.tcp_uplink.started),

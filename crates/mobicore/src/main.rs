@@ -17,9 +17,6 @@ fn main() -> Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
         .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cli.threads)
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(cli.threads).enable_all().build()?;
     rt.block_on(cli::dispatch(cli))
 }

@@ -126,7 +126,10 @@ pub fn run(cmd: SubscriberCommand) -> Result<()> {
             let st = open(&store)?;
             let n = st.import(&file).with_context(|| format!("importing {}", file.display()))?;
             st.flush()?;
-            println!("imported {n} subscriber(s) into {}", st.path().map(|p| p.display().to_string()).unwrap_or_default());
+            println!(
+                "imported {n} subscriber(s) into {}",
+                st.path().map(|p| p.display().to_string()).unwrap_or_default()
+            );
         }
     }
     Ok(())

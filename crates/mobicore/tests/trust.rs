@@ -56,9 +56,8 @@ async fn an_impostor_attach_with_a_registered_imsi_leaves_the_ue_working() {
     })
     .await
     .unwrap();
-    let counter = |name: &'static str| {
-        core.counters.iter().filter(|(n, _)| *n == "mme").map(|(_, c)| c.value(name)).sum::<u64>()
-    };
+    let counter =
+        |name: &'static str| core.counters.iter().filter(|(n, _)| *n == "mme").map(|(_, c)| c.value(name)).sum::<u64>();
     let replaced = counter("ue_context_replaced");
     // The impostor's USIM refuses the network's AUTN (another K): the MME
     // sees a MAC failure and rejects it.

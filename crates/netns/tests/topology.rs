@@ -86,12 +86,9 @@ fn kernel_forwarding_across_namespaces() {
         s.send_to(b"hello", (dn, 7000)).unwrap();
         let mut buf = [0u8; 64];
         let (n, from) = s.recv_from(&mut buf).unwrap();
-        let mut c = sock::tcp_connect_from(
-            SocketAddrV4::new(ran_addr, 0),
-            SocketAddrV4::new(dn, 7001),
-            Duration::from_secs(5),
-        )
-        .unwrap();
+        let mut c =
+            sock::tcp_connect_from(SocketAddrV4::new(ran_addr, 0), SocketAddrV4::new(dn, 7001), Duration::from_secs(5))
+                .unwrap();
         c.write_all(&vec![7u8; 100_000]).unwrap();
         (buf[..n].to_vec(), from)
     })

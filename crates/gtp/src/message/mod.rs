@@ -30,7 +30,14 @@ pub mod msg_type {
 
     /// True for the request types we know (the responder side).
     pub fn is_request(t: u8) -> bool {
-        matches!(t, ECHO_REQUEST | CREATE_SESSION_REQUEST | MODIFY_BEARER_REQUEST | DELETE_SESSION_REQUEST | RELEASE_ACCESS_BEARERS_REQUEST)
+        matches!(
+            t,
+            ECHO_REQUEST
+                | CREATE_SESSION_REQUEST
+                | MODIFY_BEARER_REQUEST
+                | DELETE_SESSION_REQUEST
+                | RELEASE_ACCESS_BEARERS_REQUEST
+        )
     }
     /// The response type answering request type `t`.
     pub fn response_to(t: u8) -> Option<u8> {
@@ -119,7 +126,9 @@ impl Message {
             MODIFY_BEARER_RESPONSE => Message::ModifyBearerResponse(ModifyBearerResponse::parse(&f)?),
             DELETE_SESSION_REQUEST => Message::DeleteSessionRequest(DeleteSessionRequest::parse(&f)?),
             DELETE_SESSION_RESPONSE => Message::DeleteSessionResponse(CauseOnlyResponse::parse(&f)?),
-            RELEASE_ACCESS_BEARERS_REQUEST => Message::ReleaseAccessBearersRequest(ReleaseAccessBearersRequest::parse(&f)?),
+            RELEASE_ACCESS_BEARERS_REQUEST => {
+                Message::ReleaseAccessBearersRequest(ReleaseAccessBearersRequest::parse(&f)?)
+            }
             RELEASE_ACCESS_BEARERS_RESPONSE => Message::ReleaseAccessBearersResponse(CauseOnlyResponse::parse(&f)?),
             other => return Err(MessageError::UnknownMessage(other)),
         })
@@ -206,7 +215,9 @@ pub fn reject(request_type: u8, teid: u32, seq: u32, cause: u8, offending: Optio
     let body = match request_type {
         msg_type::CREATE_SESSION_REQUEST => Message::CreateSessionResponse(CreateSessionResponse::rejected(c)),
         msg_type::MODIFY_BEARER_REQUEST => Message::ModifyBearerResponse(ModifyBearerResponse::rejected(c)),
-        msg_type::DELETE_SESSION_REQUEST => Message::DeleteSessionResponse(CauseOnlyResponse { cause: c, recovery: None }),
+        msg_type::DELETE_SESSION_REQUEST => {
+            Message::DeleteSessionResponse(CauseOnlyResponse { cause: c, recovery: None })
+        }
         msg_type::RELEASE_ACCESS_BEARERS_REQUEST => {
             Message::ReleaseAccessBearersResponse(CauseOnlyResponse { cause: c, recovery: None })
         }

@@ -13,8 +13,11 @@ fn fteid() -> impl Strategy<Value = FteidIe> {
     (0u8..64, any::<u32>(), any::<u32>()).prop_map(|(i, t, a)| FteidIe::v4(i, t, Ipv4Addr::from(a)))
 }
 fn cause() -> impl Strategy<Value = CauseIe> {
-    (any::<u8>(), 0u8..8, proptest::option::of((any::<u8>(), 0u8..16)))
-        .prop_map(|(value, flags, offending)| CauseIe { value, flags, offending })
+    (any::<u8>(), 0u8..8, proptest::option::of((any::<u8>(), 0u8..16))).prop_map(|(value, flags, offending)| CauseIe {
+        value,
+        flags,
+        offending,
+    })
 }
 fn qos() -> impl Strategy<Value = BearerQos> {
     (0u8..16, any::<bool>(), any::<bool>(), any::<u8>(), [0u64..1 << 40, 0u64..1 << 40, 0u64..1 << 40, 0u64..1 << 40])
@@ -31,9 +34,8 @@ fn ambr() -> impl Strategy<Value = Ambr> {
     (any::<u32>(), any::<u32>()).prop_map(|(u, d)| Ambr { uplink: u as u64 * 1000, downlink: d as u64 * 1000 })
 }
 fn uli() -> impl Strategy<Value = Uli> {
-    (proptest::option::of((plmn(), any::<u16>())), proptest::option::of((plmn(), 0u32..1 << 28))).prop_map(|(t, e)| Uli {
-        tai: t.map(|(plmn, tac)| Tai { plmn, tac }),
-        ecgi: e.map(|(plmn, eci)| Ecgi { plmn, eci }),
+    (proptest::option::of((plmn(), any::<u16>())), proptest::option::of((plmn(), 0u32..1 << 28))).prop_map(|(t, e)| {
+        Uli { tai: t.map(|(plmn, tac)| Tai { plmn, tac }), ecgi: e.map(|(plmn, eci)| Ecgi { plmn, eci }) }
     })
 }
 fn ebi() -> impl Strategy<Value = Ebi> {
@@ -63,44 +65,59 @@ fn csr() -> impl Strategy<Value = CreateSessionRequest> {
     let bc = (ebi(), qos(), proptest::option::of(fteid()))
         .prop_map(|(ebi, bearer_qos, s1u_enb_fteid)| BearerContextToCreate { ebi, bearer_qos, s1u_enb_fteid });
     (
-        (proptest::option::of("[0-9]{6,15}"), proptest::option::of(digits()), proptest::option::of(digits()), proptest::option::of(uli())),
+        (
+            proptest::option::of("[0-9]{6,15}"),
+            proptest::option::of(digits()),
+            proptest::option::of(digits()),
+            proptest::option::of(uli()),
+        ),
         (proptest::option::of(plmn()), any::<u8>(), opt_bytes(), fteid(), proptest::option::of(fteid()), apn()),
-        (proptest::option::of(0u8..4), proptest::option::of(Just(PdnType::Ipv4)), proptest::option::of(paa()), proptest::option::of(any::<u8>())),
+        (
+            proptest::option::of(0u8..4),
+            proptest::option::of(Just(PdnType::Ipv4)),
+            proptest::option::of(paa()),
+            proptest::option::of(any::<u8>()),
+        ),
         (proptest::option::of(ambr()), proptest::collection::vec(bc, 1..3), proptest::option::of(any::<u8>())),
     )
-        .prop_map(|((imsi, msisdn, mei, uli), (sn, rat, ind, sf, pf, apn), (sel, pdn, paa, restr), (ambr, bcs, rec))| {
-            CreateSessionRequest {
-                imsi: imsi.map(|s| s.parse::<Imsi>().unwrap()),
-                msisdn,
-                mei,
-                uli,
-                serving_network: sn,
-                rat_type: rat,
-                indication: ind,
-                sender_fteid: sf,
-                pgw_s5s8_fteid: pf,
-                apn,
-                selection_mode: sel,
-                pdn_type: pdn,
-                paa,
-                apn_restriction: restr,
-                apn_ambr: ambr,
-                bearer_contexts: bcs,
-                recovery: rec,
-            }
-        })
+        .prop_map(
+            |((imsi, msisdn, mei, uli), (sn, rat, ind, sf, pf, apn), (sel, pdn, paa, restr), (ambr, bcs, rec))| {
+                CreateSessionRequest {
+                    imsi: imsi.map(|s| s.parse::<Imsi>().unwrap()),
+                    msisdn,
+                    mei,
+                    uli,
+                    serving_network: sn,
+                    rat_type: rat,
+                    indication: ind,
+                    sender_fteid: sf,
+                    pgw_s5s8_fteid: pf,
+                    apn,
+                    selection_mode: sel,
+                    pdn_type: pdn,
+                    paa,
+                    apn_restriction: restr,
+                    apn_ambr: ambr,
+                    bearer_contexts: bcs,
+                    recovery: rec,
+                }
+            },
+        )
 }
 
 fn csresp() -> impl Strategy<Value = CreateSessionResponse> {
-    let bc = (ebi(), cause(), proptest::option::of(fteid()), proptest::option::of(fteid()), proptest::option::of(qos()), proptest::option::of(any::<u32>()))
-        .prop_map(|(ebi, cause, s1u_sgw_fteid, s5s8_pgw_fteid, bearer_qos, charging_id)| BearerContextCreated {
-            ebi,
-            cause,
-            s1u_sgw_fteid,
-            s5s8_pgw_fteid,
-            bearer_qos,
-            charging_id,
-        });
+    let bc =
+        (
+            ebi(),
+            cause(),
+            proptest::option::of(fteid()),
+            proptest::option::of(fteid()),
+            proptest::option::of(qos()),
+            proptest::option::of(any::<u32>()),
+        )
+            .prop_map(|(ebi, cause, s1u_sgw_fteid, s5s8_pgw_fteid, bearer_qos, charging_id)| {
+                BearerContextCreated { ebi, cause, s1u_sgw_fteid, s5s8_pgw_fteid, bearer_qos, charging_id }
+            });
     (
         cause(),
         proptest::option::of(fteid()),
@@ -111,31 +128,76 @@ fn csresp() -> impl Strategy<Value = CreateSessionResponse> {
         proptest::collection::vec(bc, 0..3),
         proptest::option::of(any::<u8>()),
     )
-        .prop_map(|(cause, sender_fteid, pgw_s5s8_fteid, paa, apn_restriction, apn_ambr, bearer_contexts, recovery)| {
-            CreateSessionResponse { cause, sender_fteid, pgw_s5s8_fteid, paa, apn_restriction, apn_ambr, bearer_contexts, recovery }
-        })
+        .prop_map(
+            |(cause, sender_fteid, pgw_s5s8_fteid, paa, apn_restriction, apn_ambr, bearer_contexts, recovery)| {
+                CreateSessionResponse {
+                    cause,
+                    sender_fteid,
+                    pgw_s5s8_fteid,
+                    paa,
+                    apn_restriction,
+                    apn_ambr,
+                    bearer_contexts,
+                    recovery,
+                }
+            },
+        )
 }
 
 fn any_message() -> impl Strategy<Value = Message> {
-    let mbr_bc = (ebi(), proptest::option::of(fteid())).prop_map(|(ebi, s1u_enb_fteid)| BearerContextToModify { ebi, s1u_enb_fteid });
+    let mbr_bc = (ebi(), proptest::option::of(fteid()))
+        .prop_map(|(ebi, s1u_enb_fteid)| BearerContextToModify { ebi, s1u_enb_fteid });
     let mbresp_bc = (ebi(), cause(), proptest::option::of(fteid()))
         .prop_map(|(ebi, cause, s1u_sgw_fteid)| BearerContextModified { ebi, cause, s1u_sgw_fteid });
-    let cause_only = || (cause(), proptest::option::of(any::<u8>())).prop_map(|(cause, recovery)| CauseOnlyResponse { cause, recovery });
+    let cause_only = || {
+        (cause(), proptest::option::of(any::<u8>())).prop_map(|(cause, recovery)| CauseOnlyResponse { cause, recovery })
+    };
     prop_oneof![
         any::<u8>().prop_map(|recovery| Message::EchoRequest(Echo { recovery })),
         any::<u8>().prop_map(|recovery| Message::EchoResponse(Echo { recovery })),
         csr().prop_map(Message::CreateSessionRequest),
         csresp().prop_map(Message::CreateSessionResponse),
-        (opt_bytes(), proptest::option::of(uli()), proptest::option::of(plmn()), proptest::option::of(any::<u8>()), proptest::option::of(fteid()), proptest::collection::vec(mbr_bc, 0..3), proptest::option::of(any::<u8>()))
-            .prop_map(|(indication, uli, serving_network, rat_type, sender_fteid, bearer_contexts, recovery)| {
-                Message::ModifyBearerRequest(ModifyBearerRequest { indication, uli, serving_network, rat_type, sender_fteid, bearer_contexts, recovery })
-            }),
-        (cause(), proptest::option::of(digits()), proptest::collection::vec(mbresp_bc, 0..3), proptest::option::of(any::<u8>()))
-            .prop_map(|(cause, msisdn, bearer_contexts, recovery)| Message::ModifyBearerResponse(ModifyBearerResponse { cause, msisdn, bearer_contexts, recovery })),
-        (proptest::option::of(ebi()), proptest::option::of(uli()), opt_bytes())
-            .prop_map(|(linked_ebi, uli, indication)| Message::DeleteSessionRequest(DeleteSessionRequest { linked_ebi, uli, indication })),
+        (
+            opt_bytes(),
+            proptest::option::of(uli()),
+            proptest::option::of(plmn()),
+            proptest::option::of(any::<u8>()),
+            proptest::option::of(fteid()),
+            proptest::collection::vec(mbr_bc, 0..3),
+            proptest::option::of(any::<u8>())
+        )
+            .prop_map(
+                |(indication, uli, serving_network, rat_type, sender_fteid, bearer_contexts, recovery)| {
+                    Message::ModifyBearerRequest(ModifyBearerRequest {
+                        indication,
+                        uli,
+                        serving_network,
+                        rat_type,
+                        sender_fteid,
+                        bearer_contexts,
+                        recovery,
+                    })
+                }
+            ),
+        (
+            cause(),
+            proptest::option::of(digits()),
+            proptest::collection::vec(mbresp_bc, 0..3),
+            proptest::option::of(any::<u8>())
+        )
+            .prop_map(|(cause, msisdn, bearer_contexts, recovery)| Message::ModifyBearerResponse(
+                ModifyBearerResponse { cause, msisdn, bearer_contexts, recovery }
+            )),
+        (proptest::option::of(ebi()), proptest::option::of(uli()), opt_bytes()).prop_map(
+            |(linked_ebi, uli, indication)| Message::DeleteSessionRequest(DeleteSessionRequest {
+                linked_ebi,
+                uli,
+                indication
+            })
+        ),
         cause_only().prop_map(Message::DeleteSessionResponse),
-        opt_bytes().prop_map(|indication| Message::ReleaseAccessBearersRequest(ReleaseAccessBearersRequest { indication })),
+        opt_bytes()
+            .prop_map(|indication| Message::ReleaseAccessBearersRequest(ReleaseAccessBearersRequest { indication })),
         cause_only().prop_map(Message::ReleaseAccessBearersResponse),
     ]
 }
@@ -190,7 +252,11 @@ fn sample_csr() -> CreateSessionRequest {
         paa: None,
         apn_restriction: None,
         apn_ambr: None,
-        bearer_contexts: vec![BearerContextToCreate { ebi: Ebi(5), bearer_qos: BearerQos::new(9, Arp::default()), s1u_enb_fteid: None }],
+        bearer_contexts: vec![BearerContextToCreate {
+            ebi: Ebi(5),
+            bearer_qos: BearerQos::new(9, Arp::default()),
+            s1u_enb_fteid: None,
+        }],
         recovery: None,
     }
 }

@@ -433,7 +433,10 @@ mod tests {
 
     #[test]
     fn bearer_qos_bytes() {
-        let q = BearerQos::new(9, Arp { priority_level: 8, pre_emption_capability: false, pre_emption_vulnerability: true });
+        let q = BearerQos::new(
+            9,
+            Arp { priority_level: 8, pre_emption_capability: false, pre_emption_vulnerability: true },
+        );
         let mut b = vec![];
         q.emit(&mut b);
         assert_eq!(b.len(), 22);

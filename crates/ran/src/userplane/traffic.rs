@@ -155,7 +155,10 @@ fn per_ue(cfg: &TrafficConfig, ues: &[Ipv4Addr], errors: &mut Vec<String>, f: Ec
         .collect();
     let (mut sent, mut rtts) = (0, Vec::new());
     for (ue, h) in handles {
-        match h.map_err(NetnsError::from).and_then(|h| h.join().map_err(|_| NetnsError::Panicked(cfg.ran_ns.clone()))?) {
+        match h
+            .map_err(NetnsError::from)
+            .and_then(|h| h.join().map_err(|_| NetnsError::Panicked(cfg.ran_ns.clone()))?)
+        {
             Ok(Ok((s, r))) => {
                 sent += s;
                 rtts.extend(r);
@@ -238,7 +241,8 @@ fn tcp_round(cfg: &TrafficConfig, ues: &[Ipv4Addr], uplink: bool, errors: &mut V
     let mut r = TcpReport { started: ues.len() as u64, ..Default::default() };
     let mut last = start;
     for (ue, h) in handles {
-        let res = h.map_err(NetnsError::from).and_then(|h| h.join().map_err(|_| NetnsError::Panicked(cfg.ran_ns.clone()))?);
+        let res =
+            h.map_err(NetnsError::from).and_then(|h| h.join().map_err(|_| NetnsError::Panicked(cfg.ran_ns.clone()))?);
         match res {
             Ok(Ok((bytes, end))) => {
                 r.completed += 1;
