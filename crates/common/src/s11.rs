@@ -5,7 +5,7 @@
 
 use crate::{Ambr, Arp, Ebi, Ecgi, Fteid, Imsi, PdnType, Plmn, Tai, Teid};
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// GTPv2-C Cause values used on S11 (TS 29.274 8.4, Table 8.4-1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -51,6 +51,15 @@ pub struct CreateSessionRequest {
     pub pdn_type: PdnType,
     pub apn_ambr: Ambr,
     pub bearer: BearerContextToCreate,
+    /// PGW S5/S8 Address for Control Plane (F-TEID IE instance 1, TEID 0;
+    /// TS 29.274 Table 7.2.1-1: sent on S11), the PGW chosen for the APN.
+    pub pgw_s5s8_c: Option<Ipv4Addr>,
+    /// A static UE address (the PAA of the request, TS 29.274 8.14) from
+    /// the subscription (Served-Party-IP-Address, TS 29.272 7.3.44).
+    pub static_ipv4: Option<Ipv4Addr>,
+    /// Protocol Configuration Options from the UE (TS 24.008 10.5.6.3),
+    /// the value octets, relayed as the PCO (or ePCO) IE.
+    pub pco: Option<Vec<u8>>,
 }
 
 /// Create Session Response (TS 29.274 7.2.2).
@@ -65,6 +74,15 @@ pub struct CreateSessionResponse {
     pub bearer_cause: GtpCause,
     /// S1-U SGW F-TEID of the default bearer.
     pub s1u_sgw_fteid: Option<Fteid>,
+    /// PGW S5/S8-C F-TEID (TS 29.274 Table 7.2.2-1, instance 1).
+    pub pgw_s5s8_c_fteid: Option<Fteid>,
+    pub charging_id: Option<u32>,
+    /// The PDN type granted (with `paa` and/or `ipv6_prefix`).
+    pub pdn_type: Option<PdnType>,
+    /// The IPv6 prefix granted (TS 29.274 8.14: /64 for a UE).
+    pub ipv6_prefix: Option<(Ipv6Addr, u8)>,
+    /// PCO for the UE (DNS servers, IPv4 link MTU), the value octets.
+    pub pco: Option<Vec<u8>>,
 }
 
 /// Modify Bearer Request (TS 29.274 7.2.7) after Initial Context Setup.

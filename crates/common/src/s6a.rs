@@ -54,6 +54,13 @@ pub struct ApnConfiguration {
     pub qci: u8,
     pub arp: Arp,
     pub ambr: Ambr,
+    /// The PDN GW allocated to this APN (MIP6-Agent-Info /
+    /// MIP-Home-Agent-Address, TS 29.272 7.3.45), if the HSS names one.
+    #[serde(default)]
+    pub pdn_gw: Option<std::net::IpAddr>,
+    /// A static UE IPv4 address (Served-Party-IP-Address, TS 29.272 7.3.44).
+    #[serde(default)]
+    pub served_party_ipv4: Option<std::net::Ipv4Addr>,
 }
 
 /// Subscription-Data of an Update-Location-Answer (TS 29.272 7.3.2).

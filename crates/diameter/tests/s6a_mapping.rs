@@ -73,6 +73,8 @@ fn answers() -> Vec<S6aAnswer> {
                 qci: 9,
                 arp: Arp::default(),
                 ambr: Ambr { uplink: 1, downlink: 2 },
+                pdn_gw: None,
+                served_party_ipv4: None,
             },
             ApnConfiguration {
                 context_identifier: 2,
@@ -81,6 +83,8 @@ fn answers() -> Vec<S6aAnswer> {
                 qci: 5,
                 arp: Arp { priority_level: 1, pre_emption_capability: true, pre_emption_vulnerability: false },
                 ambr: Ambr { uplink: 3, downlink: 4 },
+                pdn_gw: None,
+                served_party_ipv4: None,
             },
         ],
     };

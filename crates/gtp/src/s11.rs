@@ -103,6 +103,9 @@ pub fn decode_request(msg: &GtpMessage) -> Result<S11Request, MessageError> {
                 pdn_type: r.pdn_type.unwrap_or_default(),
                 apn_ambr: r.apn_ambr.unwrap_or_default(),
                 bearer: BearerContextToCreate { ebi: bc.ebi, qci: bc.bearer_qos.qci, arp: bc.bearer_qos.arp },
+                pgw_s5s8_c: None,
+                static_ipv4: None,
+                pco: None,
             })
         }
         Message::ModifyBearerRequest(r) => {
@@ -206,6 +209,11 @@ pub fn decode_response(msg: &GtpMessage, request_ebi: Ebi) -> Result<S11Response
                 bearer_ebi: bc.map_or(request_ebi, |b| b.ebi),
                 bearer_cause: bc.map_or(cause, |b| GtpCause(b.cause.value)),
                 s1u_sgw_fteid: s1u,
+                pgw_s5s8_c_fteid: None,
+                charging_id: None,
+                pdn_type: None,
+                ipv6_prefix: None,
+                pco: None,
             })
         }
         Message::ModifyBearerResponse(r) => S11Response::ModifyBearer(ModifyBearerResponse {
@@ -271,6 +279,9 @@ mod tests {
                         qci,
                         arp: Arp { priority_level: pl, pre_emption_capability: c, pre_emption_vulnerability: v },
                     },
+                    pgw_s5s8_c: None,
+                    static_ipv4: None,
+                    pco: None,
                 })
             });
         prop_oneof![
@@ -309,6 +320,11 @@ mod tests {
                         bearer_ebi: Ebi(ebi),
                         bearer_cause: bc,
                         s1u_sgw_fteid: s1u,
+                        pgw_s5s8_c_fteid: None,
+                        charging_id: None,
+                        pdn_type: None,
+                        ipv6_prefix: None,
+                        pco: None,
                     })
                 }),
             cause().prop_map(S11Response::DeleteSession),
@@ -345,6 +361,11 @@ mod tests {
             bearer_ebi: Ebi(6),
             bearer_cause: GtpCause::MISSING_OR_UNKNOWN_APN,
             s1u_sgw_fteid: None,
+            pgw_s5s8_c_fteid: None,
+            charging_id: None,
+            pdn_type: None,
+            ipv6_prefix: None,
+            pco: None,
         });
         let m = GtpMessage::parse(&encode_response(&resp, 1, 1, None).to_bytes()).unwrap();
         assert_eq!(decode_response(&m, Ebi(6)).unwrap(), resp);

@@ -118,6 +118,8 @@ impl Hss {
                     pre_emption_vulnerability: a.pre_emption_vulnerability,
                 },
                 ambr: a.ambr,
+                pdn_gw: None,
+                served_party_ipv4: None,
             })
             .collect();
         Ok(SubscriptionData { msisdn: s.msisdn.clone(), ue_ambr: s.ue_ambr, default_context_identifier: 1, apns })

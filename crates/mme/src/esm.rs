@@ -85,6 +85,9 @@ impl Mme {
             pdn_type: PdnType::Ipv4,
             apn_ambr: conf.ambr,
             bearer: BearerContextToCreate { ebi: Ebi(DEFAULT_EBI), qci: conf.qci, arp: conf.arp },
+            pgw_s5s8_c: None,
+            static_ipv4: None,
+            pco: None,
         };
         ue.step = Step::CreateSession;
         self.request_s11(id, S11Request::CreateSession(req));

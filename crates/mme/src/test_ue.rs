@@ -58,6 +58,8 @@ pub fn subscription() -> SubscriptionData {
             qci: 9,
             arp: Arp::default(),
             ambr: Ambr { uplink: 10_000_000, downlink: 20_000_000 },
+            pdn_gw: None,
+            served_party_ipv4: None,
         }],
     }
 }
@@ -75,6 +77,11 @@ pub fn create_session_ok() -> S11Response {
         bearer_ebi: Ebi(5),
         bearer_cause: GtpCause::REQUEST_ACCEPTED,
         s1u_sgw_fteid: Some(SGW_S1U),
+        pgw_s5s8_c_fteid: None,
+        charging_id: None,
+        pdn_type: None,
+        ipv6_prefix: None,
+        pco: None,
     })
 }
 

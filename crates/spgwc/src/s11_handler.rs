@@ -183,6 +183,11 @@ impl SpgwcCore {
                 bearer_ebi: r.bearer.ebi,
                 bearer_cause: cause,
                 s1u_sgw_fteid: None,
+                pgw_s5s8_c_fteid: None,
+                charging_id: None,
+                pdn_type: None,
+                ipv6_prefix: None,
+                pco: None,
             };
             core.counters.incr("s11_rejected");
             let m = encode_response(&S11Response::CreateSession(resp), r.sender_fteid.teid.0, p.seq, None);

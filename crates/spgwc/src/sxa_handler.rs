@@ -165,6 +165,11 @@ impl SpgwcCore {
             bearer_ebi: s.ebi,
             bearer_cause: GtpCause::REQUEST_ACCEPTED,
             s1u_sgw_fteid: Some(s.s1u_sgw),
+            pgw_s5s8_c_fteid: None,
+            charging_id: None,
+            pdn_type: None,
+            ipv6_prefix: None,
+            pco: None,
         };
         let m = encode_response(&S11Response::CreateSession(resp), s.mme_s11.teid.0, p.seq, None);
         self.counters.incr("sessions_created");
@@ -186,6 +191,11 @@ impl SpgwcCore {
             bearer_ebi: s.ebi,
             bearer_cause: cause,
             s1u_sgw_fteid: None,
+            pgw_s5s8_c_fteid: None,
+            charging_id: None,
+            pdn_type: None,
+            ipv6_prefix: None,
+            pco: None,
         };
         self.counters.incr("s11_rejected");
         self.answer_s11(now, p, encode_response(&S11Response::CreateSession(resp), s.mme_s11.teid.0, p.seq, None));

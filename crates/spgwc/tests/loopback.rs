@@ -31,6 +31,9 @@ fn csr(i: u32, mme_ip: Ipv4Addr) -> CreateSessionRequest {
         pdn_type: PdnType::Ipv4,
         apn_ambr: Ambr { uplink: 50_000_000, downlink: 100_000_000 },
         bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
+        pgw_s5s8_c: None,
+        static_ipv4: None,
+        pco: None,
     }
 }
 

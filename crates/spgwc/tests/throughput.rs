@@ -23,6 +23,9 @@ fn csr(i: u32) -> CreateSessionRequest {
         pdn_type: PdnType::Ipv4,
         apn_ambr: Ambr::default(),
         bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
+        pgw_s5s8_c: None,
+        static_ipv4: None,
+        pco: None,
     }
 }
 

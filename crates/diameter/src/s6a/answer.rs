@@ -180,6 +180,8 @@ fn apn_of(a: &AvpRepr) -> Result<ApnConfiguration, AnswerError> {
         qci: qci.min(255) as u8,
         arp,
         ambr: ambr_of(find(&c, avp::AMBR))?,
+        pdn_gw: None,
+        served_party_ipv4: None,
     })
 }
 
