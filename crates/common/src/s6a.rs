@@ -30,6 +30,22 @@ pub struct AuthInfoRequest {
     pub resync: Option<ResyncInfo>,
 }
 
+/// Terminal-Information (TS 29.272 7.3.3): the identity of the ME the MME
+/// learned (IMEISV from Security Mode Complete or Identity Response).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalInformation {
+    /// IMEI (7.3.4): the 14 digits TAC || SNR (TS 23.003 6.2.1), without
+    /// the check digit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imei: Option<String>,
+    /// Software-Version (7.3.5): the 2 SVN digits (TS 23.003 6.2.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub software_version: Option<String>,
+    /// 3GPP2-MEID (7.3.6), as received (3GPP2 terminals only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meid: Option<Vec<u8>>,
+}
+
 /// Update-Location-Request (TS 29.272 5.2.1.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpdateLocationRequest {
@@ -37,6 +53,10 @@ pub struct UpdateLocationRequest {
     pub visited_plmn: Plmn,
     /// ULR-Flags (TS 29.272 7.3.7); bit 1 S6a/S6d indicator.
     pub flags: u32,
+    /// Terminal-Information (TS 29.272 7.3.3), sent by the MME when it
+    /// knows the IMEI(SV); the HSS stores it.
+    #[serde(default)]
+    pub terminal_information: Option<TerminalInformation>,
 }
 
 /// Purge-UE-Request (TS 29.272 5.2.1.3); sent on detach where configured.

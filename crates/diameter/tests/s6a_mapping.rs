@@ -36,7 +36,12 @@ fn requests() -> Vec<S6aRequest> {
             num_vectors: 1,
             resync: Some(ResyncInfo { rand: [5; 16], auts: [6; 14] }),
         }),
-        S6aRequest::UpdateLocation(UpdateLocationRequest { imsi: imsi.clone(), visited_plmn: plmn, flags: 0x22 }),
+        S6aRequest::UpdateLocation(UpdateLocationRequest {
+            imsi: imsi.clone(),
+            visited_plmn: plmn,
+            flags: 0x22,
+            terminal_information: None,
+        }),
         S6aRequest::PurgeUe(PurgeUeRequest { imsi }),
     ]
 }

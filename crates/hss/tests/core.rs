@@ -108,7 +108,7 @@ fn unknown_imsi_is_user_unknown() {
         h.handle(S6aRequest::AuthenticationInformation(req)),
         S6aAnswer::AuthenticationInformation(Err(S6aError::UserUnknown))
     );
-    let ulr = UpdateLocationRequest { imsi: other.clone(), visited_plmn: plmn(), flags: 0 };
+    let ulr = UpdateLocationRequest { imsi: other.clone(), visited_plmn: plmn(), flags: 0, terminal_information: None };
     assert_eq!(h.handle(S6aRequest::UpdateLocation(ulr)), S6aAnswer::UpdateLocation(Err(S6aError::UserUnknown)));
     assert_eq!(
         h.handle(S6aRequest::PurgeUe(PurgeUeRequest { imsi: other })),
@@ -120,7 +120,7 @@ fn unknown_imsi_is_user_unknown() {
 #[test]
 fn ulr_returns_subscription_data() {
     let mut h = hss();
-    let ulr = UpdateLocationRequest { imsi: imsi(), visited_plmn: plmn(), flags: 2 };
+    let ulr = UpdateLocationRequest { imsi: imsi(), visited_plmn: plmn(), flags: 2, terminal_information: None };
     let S6aAnswer::UpdateLocation(Ok(sd)) = h.handle(S6aRequest::UpdateLocation(ulr)) else { panic!() };
     assert_eq!(sd.msisdn.as_deref(), Some("46700000001"));
     assert_eq!(sd.default_context_identifier, 1);
@@ -137,7 +137,7 @@ fn ulr_returns_subscription_data() {
 fn ulr_without_apns_is_unknown_eps_subscription_and_pur_succeeds() {
     let mut h = hss();
     h.store().update(&imsi(), |s| s.apns.clear());
-    let ulr = UpdateLocationRequest { imsi: imsi(), visited_plmn: plmn(), flags: 0 };
+    let ulr = UpdateLocationRequest { imsi: imsi(), visited_plmn: plmn(), flags: 0, terminal_information: None };
     assert_eq!(
         h.handle(S6aRequest::UpdateLocation(ulr)),
         S6aAnswer::UpdateLocation(Err(S6aError::UnknownEpsSubscription))

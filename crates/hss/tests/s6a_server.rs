@@ -80,7 +80,12 @@ pub async fn exercise(s6a: &Requester<S6aRequest, S6aAnswer>) {
     let r = usim.check_autn(&Rand::new(&v[0].rand), &Autn::new(&v[0].autn)).unwrap();
     assert_eq!(auth::seq_of(r.sqn().get()), 501);
     // ULR
-    let ulr = S6aRequest::UpdateLocation(UpdateLocationRequest { imsi: imsi(1), visited_plmn: plmn(), flags: 2 });
+    let ulr = S6aRequest::UpdateLocation(UpdateLocationRequest {
+        imsi: imsi(1),
+        visited_plmn: plmn(),
+        flags: 2,
+        terminal_information: None,
+    });
     let S6aAnswer::UpdateLocation(Ok(sd)) = s6a.request(ulr).await.unwrap() else { panic!() };
     assert_eq!(sd.msisdn.as_deref(), Some("46700000001"));
     assert_eq!(sd.default_apn().unwrap().service_selection, "internet");
@@ -89,7 +94,12 @@ pub async fn exercise(s6a: &Requester<S6aRequest, S6aAnswer>) {
     let req = AuthInfoRequest { imsi: unknown.clone(), visited_plmn: plmn(), num_vectors: 1, resync: None };
     let a = s6a.request(S6aRequest::AuthenticationInformation(req)).await.unwrap();
     assert_eq!(a, S6aAnswer::AuthenticationInformation(Err(S6aError::UserUnknown)));
-    let ulr = S6aRequest::UpdateLocation(UpdateLocationRequest { imsi: unknown, visited_plmn: plmn(), flags: 2 });
+    let ulr = S6aRequest::UpdateLocation(UpdateLocationRequest {
+        imsi: unknown,
+        visited_plmn: plmn(),
+        flags: 2,
+        terminal_information: None,
+    });
     assert_eq!(s6a.request(ulr).await.unwrap(), S6aAnswer::UpdateLocation(Err(S6aError::UserUnknown)));
     // PUR
     let pur = S6aRequest::PurgeUe(PurgeUeRequest { imsi: imsi(1) });

@@ -139,7 +139,8 @@ impl Mme {
         if !self.s6a_room(id) {
             return;
         }
-        let req = UpdateLocationRequest { imsi, visited_plmn: self.cfg.plmn, flags: ULR_FLAGS };
+        let req =
+            UpdateLocationRequest { imsi, visited_plmn: self.cfg.plmn, flags: ULR_FLAGS, terminal_information: None };
         self.request_s6a(id, S6aRequest::UpdateLocation(req));
     }
 

@@ -152,7 +152,12 @@ pub fn decode_request(m: &Message) -> Result<S6aRequest, RequestError> {
             required(avps, avp::RAT_TYPE, 4)?;
             let fl = required(avps, avp::ULR_FLAGS, 4)?;
             let flags = fl.as_u32().map_err(|_| RequestError::invalid(fl))?;
-            Ok(S6aRequest::UpdateLocation(UpdateLocationRequest { imsi, visited_plmn, flags }))
+            Ok(S6aRequest::UpdateLocation(UpdateLocationRequest {
+                imsi,
+                visited_plmn,
+                flags,
+                terminal_information: None,
+            }))
         }
         cmd::PURGE_UE => Ok(S6aRequest::PurgeUe(PurgeUeRequest { imsi: imsi_of(avps)? })),
         _ => Err(RequestError { result_code: result::DIAMETER_COMMAND_UNSUPPORTED, failed_avp: None }),
