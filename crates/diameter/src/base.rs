@@ -152,3 +152,18 @@ pub fn error_answer(
     }
     m
 }
+
+/// Appends the Proxy-Info AVPs of a request to its answer, unchanged and in
+/// the order they came (RFC 6733 6.2, 6.7.2): the proxies on the way back
+/// find the state they left.
+pub fn copy_proxy_info(request_avps: &[AvpRepr], answer: &mut Message) {
+    answer.avps.extend(request_avps.iter().filter(|a| avp::PROXY_INFO.matches(a)).cloned());
+}
+
+/// [`error_answer`] to a parsed request: its Session-Id, and its
+/// Proxy-Info copied back (RFC 6733 6.2).
+pub fn error_answer_for(id: &LocalIdentity, req: &Message, result_code: u32, failed_avp: Option<AvpRepr>) -> Message {
+    let mut m = error_answer(id, &req.header, req.session_id(), result_code, failed_avp);
+    copy_proxy_info(&req.avps, &mut m);
+    m
+}

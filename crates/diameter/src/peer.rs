@@ -258,7 +258,8 @@ impl Peer {
                             _ => None,
                         };
                         let rc = e.error.result_code();
-                        let a = base::error_answer(&self.cfg.local, &h, sid.as_deref(), rc, failed);
+                        let mut a = base::error_answer(&self.cfg.local, &h, sid.as_deref(), rc, failed);
+                        base::copy_proxy_info(&e.avps, &mut a);
                         self.send(&a);
                     }
                     Some(h) if h.application_id != app::COMMON => {
@@ -285,7 +286,7 @@ impl Peer {
         if h.request && h.error {
             // RFC 6733 3: the E-bit is never set in a request.
             self.counters.incr("diameter_invalid_hdr_bits");
-            let a = base::error_answer(&self.cfg.local, &h, m.session_id(), result::DIAMETER_INVALID_HDR_BITS, None);
+            let a = base::error_answer_for(&self.cfg.local, &m, result::DIAMETER_INVALID_HDR_BITS, None);
             self.send(&a);
             return;
         }
@@ -318,7 +319,6 @@ impl Peer {
     /// with another DIAMETER_UNABLE_TO_COMPLY; both are counted and never
     /// reach the application.
     fn same_origin_host(&mut self, m: &Message) -> bool {
-        let h = m.header;
         let local = &self.cfg.local;
         let got = m.find(avp::ORIGIN_HOST).and_then(|a| a.as_str().ok());
         let (rc, failed) = match (got, self.remote_host.as_deref()) {
@@ -332,7 +332,7 @@ impl Peer {
                 (result::DIAMETER_UNABLE_TO_COMPLY, None)
             }
         };
-        let a = base::error_answer(local, &h, m.session_id(), rc, failed);
+        let a = base::error_answer_for(local, m, rc, failed);
         self.send(&a);
         false
     }
@@ -426,7 +426,7 @@ impl Peer {
                 }
                 _ => {
                     self.counters.incr("diameter_command_unsupported");
-                    base::error_answer(local, &h, m.session_id(), result::DIAMETER_COMMAND_UNSUPPORTED, None)
+                    base::error_answer_for(local, &m, result::DIAMETER_COMMAND_UNSUPPORTED, None)
                 }
             };
             self.send(&a);
@@ -434,19 +434,19 @@ impl Peer {
         }
         let Some((_, commands)) = self.cfg.applications.iter().find(|(a, _)| *a == h.application_id) else {
             self.counters.incr("diameter_application_unsupported");
-            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_APPLICATION_UNSUPPORTED, None);
+            let a = base::error_answer_for(local, &m, result::DIAMETER_APPLICATION_UNSUPPORTED, None);
             self.send(&a);
             return;
         };
         if !commands.contains(&h.command_code) {
             self.counters.incr("diameter_command_unsupported");
-            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_COMMAND_UNSUPPORTED, None);
+            let a = base::error_answer_for(local, &m, result::DIAMETER_COMMAND_UNSUPPORTED, None);
             self.send(&a);
             return;
         }
         if self.state == PeerState::Closing {
             // RFC 6733 5.4: we are leaving; tell the peer to go elsewhere.
-            let a = base::error_answer(local, &h, m.session_id(), result::DIAMETER_UNABLE_TO_DELIVER, None);
+            let a = base::error_answer_for(local, &m, result::DIAMETER_UNABLE_TO_DELIVER, None);
             self.send(&a);
             return;
         }

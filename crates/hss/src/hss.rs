@@ -98,8 +98,15 @@ impl Hss {
     }
 
     /// ULR (TS 29.272 5.2.1.1.3): the subscription data.
+    /// The terminal the MME names (Terminal-Information) is stored with the
+    /// subscriber.
     fn ulr(&mut self, r: &UpdateLocationRequest) -> Result<SubscriptionData, S6aError> {
         let s = self.lookup(&r.imsi)?;
+        if let Some(t) = &r.terminal_information {
+            if s.terminal.as_ref() != Some(t) {
+                self.store.update(&r.imsi, |s| s.terminal = Some(t.clone()));
+            }
+        }
         if s.apns.is_empty() {
             return Err(S6aError::UnknownEpsSubscription);
         }
@@ -118,8 +125,8 @@ impl Hss {
                     pre_emption_vulnerability: a.pre_emption_vulnerability,
                 },
                 ambr: a.ambr,
-                pdn_gw: None,
-                served_party_ipv4: None,
+                pdn_gw: a.pdn_gw,
+                served_party_ipv4: a.static_ipv4,
             })
             .collect();
         Ok(SubscriptionData { msisdn: s.msisdn.clone(), ue_ambr: s.ue_ambr, default_context_identifier: 1, apns })

@@ -16,6 +16,11 @@
 //!     "pre_emption_capability": false, "pre_emption_vulnerability": true,
 //!     "ambr": { "uplink": 100000000, "downlink": 100000000 }, "pdn_type": "Ipv4" } ] } ] }
 //! ```
+//! An APN may also name `"pdn_gw": "10.0.0.5"` (the PDN GW the ULA names
+//! in MIP6-Agent-Info) and `"static_ipv4": "10.45.0.9"` (the UE's static
+//! address, Served-Party-IP-Address); `pdn_type` is `Ipv4`, `Ipv6` or
+//! `Ipv4v6`. The HSS adds `"terminal": { "imei": "35..", "software_version":
+//! "01" }` when a ULR names the terminal (Terminal-Information).
 //! `op` may stand in the place of `opc` (OPc is then derived).
 
 use crate::subscriber::{ApnProfile, Subscriber, DEFAULT_AMF};
@@ -256,6 +261,7 @@ impl SubscriberStore {
                 msisdn: template.first_msisdn.map(|m| (m + i).to_string()),
                 ue_ambr: template.ue_ambr,
                 apns: template.apns.clone(),
+                terminal: None,
             };
             g.subscribers.insert(imsi, s);
         }

@@ -1,9 +1,11 @@
 //! A subscriber record of the HSS, as the store keeps it and as
 //! `subscribers.json` holds it (keys in hex).
 
+use mobicore_common::s6a::TerminalInformation;
 use mobicore_common::{Ambr, Imsi, PdnType};
 use oxirush_security::milenage::{Op, Opc, K};
 use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, Ipv4Addr};
 
 /// Default AMF: separation bit set (TS 33.401 6.1.1, TS 33.102 Annex H).
 pub const DEFAULT_AMF: u16 = 0x8000;
@@ -25,8 +27,17 @@ pub struct ApnProfile {
     /// APN-AMBR in bit/s.
     #[serde(default = "default_ambr")]
     pub ambr: Ambr,
+    /// PDN type the subscription allows: Ipv4, Ipv6 or Ipv4v6.
     #[serde(default)]
     pub pdn_type: PdnType,
+    /// The PDN GW for this APN, sent in MIP6-Agent-Info (TS 29.272 7.3.45)
+    /// with PDN-GW-Allocation-Type STATIC; absent: the MME chooses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdn_gw: Option<IpAddr>,
+    /// A static UE IPv4 address for this APN, sent as
+    /// Served-Party-IP-Address (TS 29.272 7.3.44); absent: dynamic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_ipv4: Option<Ipv4Addr>,
 }
 
 fn default_qci() -> u8 {
@@ -57,6 +68,8 @@ impl ApnProfile {
             pre_emption_vulnerability: true,
             ambr: default_ambr(),
             pdn_type: PdnType::Ipv4,
+            pdn_gw: None,
+            static_ipv4: None,
         }
     }
 }
@@ -138,6 +151,10 @@ pub struct Subscriber {
     /// APNs; the first is the default context.
     #[serde(default)]
     pub apns: Vec<ApnProfile>,
+    /// The terminal the serving MME last named in a ULR
+    /// (Terminal-Information, TS 29.272 7.3.3): IMEI, Software-Version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<TerminalInformation>,
 }
 
 impl Subscriber {
@@ -154,6 +171,7 @@ impl Subscriber {
             msisdn: None,
             ue_ambr: default_ambr(),
             apns: vec![ApnProfile::new("internet")],
+            terminal: None,
         }
     }
 

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::avp::AvpRepr;
-use crate::base::{s6a_vendor_specific_application_id, LocalIdentity};
+use crate::base::{copy_proxy_info, s6a_vendor_specific_application_id, LocalIdentity};
 use crate::dict::{avp, cmd, result, VENDOR_3GPP};
 use crate::message::{find, Message};
 use mobicore_common::s6a::*;
@@ -36,7 +36,11 @@ fn pdn_type_code(p: PdnType) -> u32 {
     }
 }
 
-/// APN-Configuration (TS 29.272 7.3.35).
+/// PDN-GW-Allocation-Type STATIC (TS 29.272 7.3.44): the PDN GW named in
+/// MIP6-Agent-Info is the one to use.
+pub const PDN_GW_ALLOCATION_STATIC: u32 = 0;
+
+/// APN-Configuration (TS 29.272 7.3.35), in the order of its grammar.
 fn apn_avp(a: &ApnConfiguration) -> AvpRepr {
     // TS 29.212 5.3.46/47: 0 = ENABLED, 1 = DISABLED.
     let arp = avp::ALLOCATION_RETENTION_PRIORITY.grouped(&[
@@ -45,13 +49,52 @@ fn apn_avp(a: &ApnConfiguration) -> AvpRepr {
         avp::PRE_EMPTION_VULNERABILITY.u32(u32::from(!a.arp.pre_emption_vulnerability)),
     ]);
     let qos = avp::EPS_SUBSCRIBED_QOS_PROFILE.grouped(&[avp::QOS_CLASS_IDENTIFIER.u32(a.qci.into()), arp]);
-    avp::APN_CONFIGURATION.grouped(&[
-        avp::CONTEXT_IDENTIFIER.u32(a.context_identifier),
-        avp::PDN_TYPE.u32(pdn_type_code(a.pdn_type)),
-        avp::SERVICE_SELECTION.utf8(&a.service_selection),
-        qos,
-        ambr_avp(&a.ambr),
-    ])
+    let mut c = Vec::with_capacity(8);
+    c.push(avp::CONTEXT_IDENTIFIER.u32(a.context_identifier));
+    if let Some(ip) = a.served_party_ipv4 {
+        // TS 29.272 7.3.44: the static UE address.
+        c.push(avp::SERVED_PARTY_IP_ADDRESS.address(ip.into()));
+    }
+    c.push(avp::PDN_TYPE.u32(pdn_type_code(a.pdn_type)));
+    c.push(avp::SERVICE_SELECTION.utf8(&a.service_selection));
+    c.push(qos);
+    if let Some(gw) = a.pdn_gw {
+        // TS 29.272 7.3.45, RFC 5447 4.2.1: the PDN GW by its address.
+        c.push(avp::MIP6_AGENT_INFO.grouped(&[avp::MIP_HOME_AGENT_ADDRESS.address(gw)]));
+        c.push(avp::PDN_GW_ALLOCATION_TYPE.u32(PDN_GW_ALLOCATION_STATIC));
+    }
+    c.push(ambr_avp(&a.ambr));
+    avp::APN_CONFIGURATION.grouped(&c)
+}
+
+/// Features of TS 29.272 7.3.10 (Feature-List-ID 1 and 2) this HSS
+/// supports: none of the optional ones.
+pub const HSS_FEATURES: &[(u32, u32)] = &[(1, 0), (2, 0)];
+
+/// The Supported-Features of an answer (TS 29.229 7.2.1, as TS 29.272
+/// 7.3.10 asks): for each 3GPP Feature-List-ID the request announced, the
+/// features both sides support, in the order they came; none when the
+/// request announced none. Sent with the M-bit cleared.
+pub fn supported_features_answer(request_avps: &[AvpRepr]) -> Vec<AvpRepr> {
+    let mut out = Vec::new();
+    for sf in request_avps.iter().filter(|a| avp::SUPPORTED_FEATURES.matches(a)) {
+        let Ok(c) = sf.grouped() else { continue };
+        let (Ok(Some(VENDOR_3GPP)), Ok(Some(id)), Ok(Some(list))) =
+            (u32_of(&c, avp::VENDOR_ID), u32_of(&c, avp::FEATURE_LIST_ID), u32_of(&c, avp::FEATURE_LIST))
+        else {
+            continue;
+        };
+        if out.len() >= HSS_FEATURES.len() {
+            break;
+        }
+        let ours = HSS_FEATURES.iter().find(|(i, _)| *i == id).map_or(0, |(_, f)| *f);
+        out.push(avp::SUPPORTED_FEATURES.grouped(&[
+            avp::VENDOR_ID.u32(VENDOR_3GPP),
+            avp::FEATURE_LIST_ID.u32(id),
+            avp::FEATURE_LIST.u32(list & ours),
+        ]));
+    }
+    out
 }
 
 /// Subscription-Data (TS 29.272 7.3.2).
@@ -90,6 +133,7 @@ pub fn encode_answer(req: &Message, ans: &S6aAnswer, local: &LocalIdentity) -> M
     m.push(avp::AUTH_SESSION_STATE.u32(NO_STATE_MAINTAINED));
     m.push(avp::ORIGIN_HOST.utf8(&local.origin_host));
     m.push(avp::ORIGIN_REALM.utf8(&local.origin_realm));
+    m.avps.extend(supported_features_answer(&req.avps));
     match ans {
         S6aAnswer::AuthenticationInformation(Ok(vectors)) => {
             let v: Vec<AvpRepr> = vectors
@@ -116,6 +160,7 @@ pub fn encode_answer(req: &Message, ans: &S6aAnswer, local: &LocalIdentity) -> M
         }
         _ => {}
     }
+    copy_proxy_info(&req.avps, &mut m);
     m
 }
 
@@ -173,6 +218,27 @@ fn apn_of(a: &AvpRepr) -> Result<ApnConfiguration, AnswerError> {
             arp.pre_emption_vulnerability = p == 0;
         }
     }
+    // TS 29.272 7.3.44: up to two Served-Party-IP-Address, one per family.
+    let served_party_ipv4 = c
+        .iter()
+        .filter(|a| avp::SERVED_PARTY_IP_ADDRESS.matches(a))
+        .map(|a| a.as_address().map_err(|_| bad("Served-Party-IP-Address")))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .find_map(|ip| match ip {
+            std::net::IpAddr::V4(v4) => Some(v4),
+            std::net::IpAddr::V6(_) => None,
+        });
+    // TS 29.272 7.3.45: the PDN GW's address in MIP6-Agent-Info.
+    let pdn_gw = match find(&c, avp::MIP6_AGENT_INFO) {
+        Some(mip) => {
+            let g = grouped(mip)?;
+            find(&g, avp::MIP_HOME_AGENT_ADDRESS)
+                .map(|a| a.as_address().map_err(|_| bad("MIP-Home-Agent-Address")))
+                .transpose()?
+        }
+        None => None,
+    };
     Ok(ApnConfiguration {
         context_identifier,
         service_selection,
@@ -180,8 +246,8 @@ fn apn_of(a: &AvpRepr) -> Result<ApnConfiguration, AnswerError> {
         qci: qci.min(255) as u8,
         arp,
         ambr: ambr_of(find(&c, avp::AMBR))?,
-        pdn_gw: None,
-        served_party_ipv4: None,
+        pdn_gw,
+        served_party_ipv4,
     })
 }
 
