@@ -15,12 +15,34 @@
 //! - Several lines with the same IMSI add APNs to that subscriber, in order
 //!   (the first APN is the default context). Blank lines and lines starting
 //!   with `#` are skipped.
+//! - Optional columns after `ambr_dl` (all three or none in the header,
+//!   each may be empty): `pdn_type` (`ipv4`, `ipv6` or `ipv4v6`; empty:
+//!   ipv4), `pdn_gw` (the APN's PDN GW address, sent in MIP6-Agent-Info,
+//!   TS 29.272 7.3.45), `static_ipv4` (the UE's static address,
+//!   Served-Party-IP-Address, 7.3.44).
 
 use crate::store::StoreError;
 use crate::subscriber::{parse_amf, parse_key, ApnProfile, Subscriber, DEFAULT_AMF};
-use mobicore_common::Ambr;
+use mobicore_common::{Ambr, PdnType};
 
 const HEADER: [&str; 11] = ["imsi", "k", "opc", "amf", "sqn", "msisdn", "apn", "qci", "arp", "ambr_ul", "ambr_dl"];
+/// The optional columns that may follow [`HEADER`].
+const OPTIONAL: [&str; 3] = ["pdn_type", "pdn_gw", "static_ipv4"];
+
+fn pdn_type(s: &str, line: usize) -> Result<PdnType, StoreError> {
+    match s.to_ascii_lowercase().as_str() {
+        "" | "ipv4" => Ok(PdnType::Ipv4),
+        "ipv6" => Ok(PdnType::Ipv6),
+        "ipv4v6" => Ok(PdnType::Ipv4v6),
+        _ => Err(StoreError::Csv { line, message: format!("bad pdn_type {s:?} (ipv4, ipv6 or ipv4v6)") }),
+    }
+}
+
+fn addr<T: std::str::FromStr>(s: &str, what: &str, line: usize) -> Result<Option<T>, StoreError> {
+    (!s.is_empty())
+        .then(|| s.parse().map_err(|_| StoreError::Csv { line, message: format!("bad {what} {s:?}") }))
+        .transpose()
+}
 
 fn num<T: std::str::FromStr>(s: &str, default: T, what: &str, line: usize) -> Result<T, StoreError> {
     if s.is_empty() {
@@ -35,17 +57,17 @@ pub fn parse_csv(text: &str) -> Result<Vec<Subscriber>, StoreError> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
     let Some((_, header)) = lines.next() else { return Ok(out) };
     let cols: Vec<&str> = header.split(',').map(str::trim).collect();
-    if cols != HEADER {
-        return Err(StoreError::Csv { line: 1, message: format!("header must be {}", HEADER.join(",")) });
+    let full: Vec<&str> = HEADER.iter().chain(OPTIONAL.iter()).copied().collect();
+    if cols != HEADER && cols != full {
+        let message = format!("header must be {} (optionally followed by ,{})", HEADER.join(","), OPTIONAL.join(","));
+        return Err(StoreError::Csv { line: 1, message });
     }
+    let width = cols.len();
     for (i, l) in lines {
         let line = i + 1;
         let f: Vec<&str> = l.split(',').map(str::trim).collect();
-        if f.len() != HEADER.len() {
-            return Err(StoreError::Csv {
-                line,
-                message: format!("expected {} fields, got {}", HEADER.len(), f.len()),
-            });
+        if f.len() != width {
+            return Err(StoreError::Csv { line, message: format!("expected {width} fields, got {}", f.len()) });
         }
         let err = |message: String| StoreError::Csv { line, message };
         let imsi = f[0].parse().map_err(|e: mobicore_common::IdError| err(e.to_string()))?;
@@ -69,6 +91,11 @@ pub fn parse_csv(text: &str) -> Result<Vec<Subscriber>, StoreError> {
                 return Err(StoreError::Csv { line, message: "arp must be 1..15".into() });
             }
             a.ambr = ambr;
+            if width == HEADER.len() + OPTIONAL.len() {
+                a.pdn_type = pdn_type(f[11], line)?;
+                a.pdn_gw = addr(f[12], "pdn_gw", line)?;
+                a.static_ipv4 = addr(f[13], "static_ipv4", line)?;
+            }
             Ok(a)
         });
         let apn = apn.transpose()?;

@@ -131,3 +131,51 @@ fn import_range_provisions_sequential_imsis() {
     assert!(store.get(&imsi("001010000001998")).is_none());
     assert!(store.import_range(&imsi("999999999999999"), 2, K, OPC, &t).is_err());
 }
+
+/// The optional CSV columns give each APN its PDN type, PDN GW and static
+/// address; the terminal a ULR named persists with the subscriber.
+#[test]
+fn csv_optional_apn_columns_and_terminal_persist() {
+    use mobicore_common::s6a::TerminalInformation;
+    use mobicore_common::PdnType;
+    let dir = tmpdir("csv-apn");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("subscribers.json");
+    let csv = dir.join("subs.csv");
+    let (k, opc) = ("465b5ce8b199b49faa5f0a2ee238a6bc", "cd63cb71954a9f4e48a5994e37a02baf");
+    let head = "imsi,k,opc,amf,sqn,msisdn,apn,qci,arp,ambr_ul,ambr_dl,pdn_type,pdn_gw,static_ipv4";
+    std::fs::write(
+        &csv,
+        format!(
+            "{head}\n001010000000001,{k},{opc},,,,internet,9,9,,,ipv4v6,10.9.0.5,10.45.0.9\n\
+             001010000000001,{k},{opc},,,,ims,5,2,,,IPv6,fd00::5,\n\
+             001010000000002,{k},{opc},,,,internet,,,,,,,\n"
+        ),
+    )
+    .unwrap();
+    let store = SubscriberStore::open(&path).unwrap();
+    assert_eq!(store.import(&csv).unwrap(), 2);
+    let s = store.get(&imsi("001010000000001")).unwrap();
+    assert_eq!(s.apns.len(), 2);
+    assert_eq!(s.apns[0].pdn_type, PdnType::Ipv4v6);
+    assert_eq!(s.apns[0].pdn_gw, Some("10.9.0.5".parse().unwrap()));
+    assert_eq!(s.apns[0].static_ipv4, Some("10.45.0.9".parse().unwrap()));
+    assert_eq!(
+        (s.apns[1].pdn_type, s.apns[1].pdn_gw, s.apns[1].static_ipv4),
+        (PdnType::Ipv6, Some("fd00::5".parse().unwrap()), None)
+    );
+    let s2 = store.get(&imsi("001010000000002")).unwrap();
+    assert_eq!((s2.apns[0].pdn_type, s2.apns[0].pdn_gw), (PdnType::Ipv4, None));
+    for bad in ["ipv5,,", ",not-an-ip,", ",,fd00::1"] {
+        std::fs::write(&csv, format!("{head}\n001010000000003,{k},{opc},,,,internet,,,,,{bad}\n")).unwrap();
+        assert!(store.import(&csv).is_err(), "{bad}");
+    }
+    let t =
+        TerminalInformation { imei: Some("35609204079301".into()), software_version: Some("42".into()), meid: None };
+    store.update(&imsi("001010000000001"), |s| s.terminal = Some(t.clone()));
+    store.flush().unwrap();
+    let again = SubscriberStore::open(&path).unwrap().get(&imsi("001010000000001")).unwrap();
+    assert_eq!(again.terminal, Some(t));
+    assert_eq!(again.apns, s.apns);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -47,7 +47,7 @@ pub enum SubscriberCommand {
         #[arg(long, default_value_t = 9)]
         qci: u8,
     },
-    /// List subscribers (IMSI, AMF, SQN, MSISDN, APNs).
+    /// List subscribers (IMSI, AMF, SQN, MSISDN, APNs, and the IMEI / Software-Version the last ULR named).
     List {
         #[command(flatten)]
         store: StoreArg,
@@ -63,6 +63,10 @@ pub enum SubscriberCommand {
     /// amf 4 hex digits (empty: 8000), sqn decimal (empty: 0), qci (empty: 9),
     /// arp priority 1..15 (empty: 9), AMBRs in bit/s (empty: 100000000).
     /// Several lines with one IMSI add APNs in order (the first is the default).
+    /// Optional columns after ambr_dl (all three in the header, or none; each may be
+    /// empty): `,pdn_type,pdn_gw,static_ipv4`: PDN type ipv4 | ipv6 | ipv4v6 (empty: ipv4),
+    /// the APN's PDN GW address (sent to the MME in MIP6-Agent-Info) and the UE's static
+    /// IPv4 address (Served-Party-IP-Address), e.g. `...,internet,9,9,,,ipv4v6,10.9.0.5,10.45.0.9`.
     Import {
         #[command(flatten)]
         store: StoreArg,
@@ -109,10 +113,12 @@ pub fn run(cmd: SubscriberCommand) -> Result<()> {
                         s.sqn.to_string(),
                         s.msisdn.clone().unwrap_or_default(),
                         s.apns.iter().map(|a| format!("{}(qci {})", a.name, a.qci)).collect::<Vec<_>>().join(","),
+                        s.terminal.as_ref().and_then(|t| t.imei.clone()).unwrap_or_default(),
+                        s.terminal.as_ref().and_then(|t| t.software_version.clone()).unwrap_or_default(),
                     ]
                 })
                 .collect();
-            print!("{}", crate::report::table(&["imsi", "amf", "sqn", "msisdn", "apns"], &rows));
+            print!("{}", crate::report::table(&["imsi", "amf", "sqn", "msisdn", "apns", "imei", "sv"], &rows));
             println!("{} subscriber(s)", rows.len());
         }
         SubscriberCommand::Remove { store, imsi } => {
