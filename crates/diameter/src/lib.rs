@@ -11,7 +11,10 @@
 //! - [`message`]: a whole [`Message`], parse and emit; [`message::ParseError`]
 //!   keeps what was read so the error answer can be built.
 //! - [`dict`]: command codes, application ids, Result-Codes and AVP
-//!   definitions with their flag rules (vendor 10415 for 3GPP AVPs).
+//!   definitions with their types and flag rules (vendor 10415 for 3GPP
+//!   AVPs): every AVP of TS 29.272 table 7.3.1 and the base and IETF AVPs
+//!   S6a uses ([`dict::avp`]), and the grammars of ULR/ULA, AIR/AIA,
+//!   CLR/CLA, PUR/PUA and the Grouped AVPs we read ([`dict::grammar`]).
 //! - [`base`]: CER/CEA, DWR/DWA, DPR/DPA and the error answers of RFC 6733 7.
 //! - [`framing`]: cutting a TCP stream into messages.
 //! - [`peer`]: the sans-I/O peer state machine (capabilities exchange,
