@@ -42,6 +42,9 @@ pub struct EnbContext {
     /// `max_ues_per_enb`).
     pub s1_ues: usize,
     pub tacs: Vec<u16>,
+    /// Default paging DRX in radio frames (32, 64, 128, 256; TS 36.413
+    /// 9.2.1.16), from S1 Setup or eNB Configuration Update.
+    pub default_paging_drx: Option<u16>,
     /// Round-robin cursor over UE-associated streams.
     pub next_stream: u16,
 }
@@ -56,6 +59,7 @@ impl EnbContext {
             global_enb_id: None,
             s1_ues: 0,
             tacs: Vec::new(),
+            default_paging_drx: None,
             next_stream: 0,
         }
     }
@@ -209,6 +213,9 @@ pub struct UeContext {
     pub timer: Option<NasTimer>,
     pub tai: Option<Tai>,
     pub ecgi: Option<Ecgi>,
+    /// The UE Radio Capability octets of the latest UE CAPABILITY INFO
+    /// INDICATION (TS 36.413 8.9), for a later INITIAL CONTEXT SETUP REQUEST.
+    pub ue_radio_capability: Option<Bytes>,
 }
 
 impl UeContext {
@@ -231,6 +238,7 @@ impl UeContext {
             timer: None,
             tai: None,
             ecgi: None,
+            ue_radio_capability: None,
         }
     }
 
