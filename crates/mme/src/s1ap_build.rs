@@ -7,36 +7,128 @@ use oxirush_s1ap::helpers::{plmn, ue_security_capabilities};
 use oxirush_s1ap::s1ap::*;
 use oxirush_s1ap::{build_s1ap, build_s1ap_ie, BitString};
 
+/// The IEs a builder may add at the end of a message (in the order of its
+/// object set, which has these last).
+type Extra<'a> = Vec<Result<ProtocolIEField<'a>, oxirush_s1ap::Error>>;
+
 /// The S1AP PLMN identity of ours (TS 36.413 9.2.3.8).
 pub fn plmn_identity(p: &Plmn) -> Option<PLMNidentity> {
     plmn(&p.mcc(), &p.mnc()).ok()
 }
 
 fn encode(pdu: Result<S1APPDU<'_>, oxirush_s1ap::Error>) -> Option<Vec<u8>> {
-    pdu.ok()?.encode().ok().map(|b| b.to_vec())
+    encode_with(pdu, Vec::new())
+}
+
+/// Encode `pdu` with the IEs of `extra` appended to its message.
+fn encode_with(pdu: Result<S1APPDU<'_>, oxirush_s1ap::Error>, extra: Extra<'_>) -> Option<Vec<u8>> {
+    let mut pdu = pdu.ok()?;
+    if !extra.is_empty() {
+        let mut ies = pdu.protocol_ies().ok()?.into_owned();
+        for ie in extra {
+            ies.0.push(ie.ok()?.into_owned());
+        }
+        pdu.set_protocol_ies(ies).ok()?;
+    }
+    pdu.encode().ok().map(|b| b.to_vec())
 }
 
 /// S1 SETUP RESPONSE (TS 36.413 9.1.8.5) with our served GUMMEI.
 pub fn s1_setup_response(cfg: &MmeConfig) -> Option<Vec<u8>> {
+    s1_setup_response_with(cfg, None)
+}
+
+/// S1 SETUP RESPONSE with the Criticality Diagnostics of IEs that were
+/// ignored and are to be notified (TS 36.413 10.3.4.2, 10.3.5).
+pub fn s1_setup_response_with(cfg: &MmeConfig, cd: Option<CriticalityDiagnostics>) -> Option<Vec<u8>> {
     let served = ServedGUMMEIsItem::new(
         ServedPLMNs(vec![plmn_identity(&cfg.plmn)?]),
         ServedGroupIDs(vec![MMEGroupID(cfg.mme_group_id.to_be_bytes())]),
         ServedMMECs(vec![MMECode([cfg.mme_code])]),
         None,
     );
-    encode(build_s1ap!(
-        SuccessfulOutcome,
-        S1Setup,
-        S1SetupResponse,
-        MMEname(cfg.mme_name.as_str()),
-        ServedGUMMEIs(ServedGUMMEIs(vec![served])),
-        RelativeMMECapacity(RelativeMMECapacity(cfg.relative_capacity)),
-    ))
+    let extra = cd.map(|cd| build_s1ap_ie!(S1SetupResponse, CriticalityDiagnostics(cd))).into_iter().collect();
+    encode_with(
+        build_s1ap!(
+            SuccessfulOutcome,
+            S1Setup,
+            S1SetupResponse,
+            MMEname(cfg.mme_name.as_str()),
+            ServedGUMMEIs(ServedGUMMEIs(vec![served])),
+            RelativeMMECapacity(RelativeMMECapacity(cfg.relative_capacity)),
+        ),
+        extra,
+    )
 }
 
 /// S1 SETUP FAILURE (TS 36.413 9.1.8.6).
 pub fn s1_setup_failure(cause: Cause) -> Option<Vec<u8>> {
-    encode(build_s1ap!(UnsuccessfulOutcome, S1Setup, S1SetupFailure, Cause(cause),))
+    s1_setup_failure_with(cause, None)
+}
+
+/// S1 SETUP FAILURE with Criticality Diagnostics (TS 36.413 10.3.4.2).
+pub fn s1_setup_failure_with(cause: Cause, cd: Option<CriticalityDiagnostics>) -> Option<Vec<u8>> {
+    let extra = cd.map(|cd| build_s1ap_ie!(S1SetupFailure, CriticalityDiagnostics(cd))).into_iter().collect();
+    encode_with(build_s1ap!(UnsuccessfulOutcome, S1Setup, S1SetupFailure, Cause(cause),), extra)
+}
+
+/// One UE-associated logical S1-connection of a RESET (TS 36.413 9.1.8.1):
+/// the MME-UE-S1AP-ID and the eNB-UE-S1AP-ID, either or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct S1ConnectionItem {
+    pub mme_ue_id: Option<u32>,
+    pub enb_ue_id: Option<u32>,
+}
+
+/// RESET ACKNOWLEDGE (TS 36.413 9.1.8.2): for a partial reset, the
+/// connections of the RESET echoed in its order (8.7.1.2.1); nothing for a
+/// reset of the whole interface.
+pub fn reset_acknowledge(items: Option<&[S1ConnectionItem]>, cd: Option<CriticalityDiagnostics>) -> Option<Vec<u8>> {
+    let mut extra: Extra<'_> = Vec::new();
+    if let Some(items) = items.filter(|i| !i.is_empty()) {
+        // 9.1.8.2: one to 256 items, each of criticality ignore.
+        let list: Option<Vec<ProtocolIEField<'_>>> = items
+            .iter()
+            .take(256)
+            .map(|i| {
+                let item = UEAssociatedLogicalS1ConnectionItem::new(
+                    i.mme_ue_id.map(MMEUES1APID),
+                    i.enb_ue_id.map(ENBUES1APID),
+                    None,
+                );
+                build_s1ap_ie!(IGNORE UE_associatedLogicalS1_ConnectionItem(item)).ok()
+            })
+            .collect();
+        let list = UEAssociatedLogicalS1ConnectionListResAck(list?);
+        extra.push(build_s1ap_ie!(ResetAcknowledge, UE_associatedLogicalS1_ConnectionListResAck(list)));
+    }
+    if let Some(cd) = cd {
+        extra.push(build_s1ap_ie!(ResetAcknowledge, CriticalityDiagnostics(cd)));
+    }
+    let pdu = S1AP_PDU::of_message(&ResetAcknowledge::new(ProtocolIEContainer(Vec::new())), Criticality::reject);
+    encode_with(pdu, extra)
+}
+
+/// ENB CONFIGURATION UPDATE ACKNOWLEDGE (TS 36.413 9.1.8.8).
+pub fn enb_configuration_update_acknowledge(cd: Option<CriticalityDiagnostics>) -> Option<Vec<u8>> {
+    let extra = cd
+        .map(|cd| build_s1ap_ie!(ENBConfigurationUpdateAcknowledge, CriticalityDiagnostics(cd)))
+        .into_iter()
+        .collect();
+    let empty = ENBConfigurationUpdateAcknowledge::new(ProtocolIEContainer(Vec::new()));
+    encode_with(S1AP_PDU::of_message(&empty, Criticality::reject), extra)
+}
+
+/// ENB CONFIGURATION UPDATE FAILURE (TS 36.413 9.1.8.9).
+pub fn enb_configuration_update_failure(cause: Cause, cd: Option<CriticalityDiagnostics>) -> Option<Vec<u8>> {
+    let extra = cd
+        .map(|cd| build_s1ap_ie!(ENBConfigurationUpdateFailure, CriticalityDiagnostics(cd)))
+        .into_iter()
+        .collect();
+    encode_with(
+        build_s1ap!(UnsuccessfulOutcome, ENBConfigurationUpdate, ENBConfigurationUpdateFailure, Cause(cause),),
+        extra,
+    )
 }
 
 /// DOWNLINK NAS TRANSPORT (TS 36.413 9.1.7.2).
@@ -85,6 +177,15 @@ pub fn arp_ie(arp: &Arp) -> AllocationAndRetentionPriority {
 
 /// INITIAL CONTEXT SETUP REQUEST (TS 36.413 9.1.4.1).
 pub fn initial_context_setup_request(ics: InitialContextSetup<'_>) -> Option<Vec<u8>> {
+    initial_context_setup_request_with(ics, None)
+}
+
+/// INITIAL CONTEXT SETUP REQUEST with the UE Radio Capability the eNB gave
+/// in a UE CAPABILITY INFO INDICATION (9.1.4.1, 9.2.1.27).
+pub fn initial_context_setup_request_with(
+    ics: InitialContextSetup<'_>,
+    ue_radio_capability: Option<&[u8]>,
+) -> Option<Vec<u8>> {
     let bearer = ERABToBeSetupItemCtxtSUReq::new(
         ERABID(ics.ebi as u64),
         ERABLevelQoSParameters::new(QCI(ics.qci), arp_ie(&ics.arp), None, None),
@@ -97,17 +198,25 @@ pub fn initial_context_setup_request(ics: InitialContextSetup<'_>) -> Option<Vec
     // TS 36.413 9.2.1.20: bit rates are up to 10^10 bit/s.
     let rate = |r: u64| BitRate(r.min(10_000_000_000));
     let ambr = UEAggregateMaximumBitrate::new(rate(ics.ue_ambr.downlink), rate(ics.ue_ambr.uplink), None);
-    encode(build_s1ap!(
-        InitiatingMessage,
-        InitialContextSetup,
-        InitialContextSetupRequest,
-        MME_UE_S1AP_ID(ics.mme_ue_id),
-        eNB_UE_S1AP_ID(ics.enb_ue_id),
-        uEaggregateMaximumBitrate(ambr),
-        E_RABToBeSetupListCtxtSUReq(ERABToBeSetupListCtxtSUReq(vec![item])),
-        UESecurityCapabilities(ue_security_capabilities(ics.eea, ics.eia)),
-        SecurityKey(*ics.kenb),
-    ))
+    // The UE Radio Capability (IE 74) comes after the Security Key (73).
+    let extra = ue_radio_capability
+        .map(|c| build_s1ap_ie!(InitialContextSetupRequest, UERadioCapability(UERadioCapability::from(c.to_vec()))))
+        .into_iter()
+        .collect();
+    encode_with(
+        build_s1ap!(
+            InitiatingMessage,
+            InitialContextSetup,
+            InitialContextSetupRequest,
+            MME_UE_S1AP_ID(ics.mme_ue_id),
+            eNB_UE_S1AP_ID(ics.enb_ue_id),
+            uEaggregateMaximumBitrate(ambr),
+            E_RABToBeSetupListCtxtSUReq(ERABToBeSetupListCtxtSUReq(vec![item])),
+            UESecurityCapabilities(ue_security_capabilities(ics.eea, ics.eia)),
+            SecurityKey(*ics.kenb),
+        ),
+        extra,
+    )
 }
 
 /// UE CONTEXT RELEASE COMMAND (TS 36.413 9.1.4.6).
@@ -118,6 +227,17 @@ pub fn ue_context_release_command(mme_ue_id: u32, enb_ue_id: u32, cause: Cause) 
 
 /// ERROR INDICATION (TS 36.413 9.1.3.7), with the UE ids when known.
 pub fn error_indication(mme_ue_id: Option<u32>, enb_ue_id: Option<u32>, cause: Cause) -> Option<Vec<u8>> {
+    error_indication_with(mme_ue_id, enb_ue_id, cause, None)
+}
+
+/// ERROR INDICATION with the Criticality Diagnostics of the message it
+/// answers (TS 36.413 10.3.4.1, 10.3.4.2, 10.3.5, 10.3.6).
+pub fn error_indication_with(
+    mme_ue_id: Option<u32>,
+    enb_ue_id: Option<u32>,
+    cause: Cause,
+    cd: Option<CriticalityDiagnostics>,
+) -> Option<Vec<u8>> {
     let pdu = match (mme_ue_id, enb_ue_id) {
         (Some(m), Some(e)) => build_s1ap!(
             InitiatingMessage,
@@ -135,5 +255,6 @@ pub fn error_indication(mme_ue_id: Option<u32>, enb_ue_id: Option<u32>, cause: C
         }
         (None, None) => build_s1ap!(InitiatingMessage, ErrorIndication, ErrorIndication, Cause(cause),),
     };
-    encode(pdu)
+    let extra = cd.map(|cd| build_s1ap_ie!(ErrorIndication, CriticalityDiagnostics(cd))).into_iter().collect();
+    encode_with(pdu, extra)
 }
