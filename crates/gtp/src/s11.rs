@@ -2,16 +2,68 @@
 //! [`mobicore_common::s11`] (TS 29.274 7.2).
 
 use crate::message::{self as m, GtpMessage, Message, MessageError};
-use crate::wire::ie::{ie_type, interface_type, BearerQos, CauseIe, FteidIe, Paa, Uli};
+use crate::wire::ie::{ie_type, interface_type, BearerQos, CauseIe, FteidIe, Paa, Uli, INDICATION_DAF};
 use mobicore_common::s11::*;
-use mobicore_common::{Ebi, Fteid, Teid};
-use std::net::Ipv4Addr;
+use mobicore_common::{Ebi, Fteid, PdnType, Teid};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// RAT Type EUTRAN (TS 29.274 8.17).
 pub const RAT_TYPE_EUTRAN: u8 = 6;
 
 fn fteid_ie(interface_type: u8, f: &Fteid) -> FteidIe {
     FteidIe::v4(interface_type, f.teid.0, f.ipv4)
+}
+
+/// The PAA of a Create Session Request (TS 29.274 8.14): the static
+/// address, or 0.0.0.0 / ::/64 where the PDN GW allocates one.
+fn request_paa(pdn_type: PdnType, static_ipv4: Option<Ipv4Addr>) -> Paa {
+    let v4 = matches!(pdn_type, PdnType::Ipv4 | PdnType::Ipv4v6).then(|| static_ipv4.unwrap_or(Ipv4Addr::UNSPECIFIED));
+    let v6 = matches!(pdn_type, PdnType::Ipv6 | PdnType::Ipv4v6).then_some((64, Ipv6Addr::UNSPECIFIED));
+    Paa { pdn_type, ipv4: v4, ipv6: v6 }
+}
+
+/// The PAA of a Create Session Response: the PDN type granted and its
+/// addresses (an IPv6 prefix travels with its length first on the wire).
+fn response_paa(r: &CreateSessionResponse) -> Option<Paa> {
+    let ipv6 = r.ipv6_prefix.map(|(a, l)| (l, a));
+    let derived = match (r.paa, ipv6) {
+        (Some(_), Some(_)) => PdnType::Ipv4v6,
+        (None, Some(_)) => PdnType::Ipv6,
+        (Some(_), None) => PdnType::Ipv4,
+        (None, None) => return None,
+    };
+    Some(Paa { pdn_type: r.pdn_type.unwrap_or(derived), ipv4: r.paa, ipv6 })
+}
+
+/// What a Create Session Request says beyond [`CreateSessionRequest`]
+/// that the PDN GW acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CreateSessionFlags {
+    /// Indication DAF (TS 29.274 8.12): dual address bearers allowed, so
+    /// an IPv4v6 request may get both addresses (TS 23.401 5.3.1.1).
+    pub dual_address_bearer: bool,
+    /// The UE's options came as ePCO (TS 29.274 8.128): answer in ePCO.
+    pub epco: bool,
+}
+
+/// The [`CreateSessionFlags`] of a Create Session Request (`None` for any
+/// other message).
+pub fn create_session_flags(msg: &GtpMessage) -> Option<CreateSessionFlags> {
+    let Message::CreateSessionRequest(r) = &msg.body else { return None };
+    Some(CreateSessionFlags {
+        dual_address_bearer: r.indication.as_ref().and_then(|i| i.first()).is_some_and(|f| f & INDICATION_DAF != 0),
+        epco: r.pco.is_none() && r.epco.is_some(),
+    })
+}
+
+/// Moves the PCO of a Create Session Response into the ePCO IE, for a UE
+/// that sent ePCO (TS 29.274 7.2.2).
+pub fn pco_as_epco(msg: &mut GtpMessage) {
+    if let Message::CreateSessionResponse(r) = &mut msg.body {
+        if let Some(p) = r.pco.take() {
+            r.epco = Some(p);
+        }
+    }
 }
 
 /// An F-TEID we use must carry an IPv4 address.
@@ -41,22 +93,26 @@ pub fn encode_request(req: &S11Request, seq: u32) -> GtpMessage {
             uli: Some(Uli { tai: Some(r.tai), ecgi: Some(r.ecgi) }),
             serving_network: Some(r.serving_network),
             rat_type: RAT_TYPE_EUTRAN,
-            indication: None,
+            // DAF for an IPv4v6 request: we allow dual address bearers
+            // (TS 29.274 8.12; Rel-8 length, 3 octets).
+            indication: (r.pdn_type == PdnType::Ipv4v6).then(|| vec![INDICATION_DAF, 0, 0]),
             sender_fteid: fteid_ie(interface_type::S11_MME_GTPC, &r.sender_fteid),
-            pgw_s5s8_fteid: None,
+            // PGW S5/S8 Address for Control Plane: TEID 0 (Table 7.2.1-1).
+            pgw_s5s8_fteid: r.pgw_s5s8_c.map(|a| FteidIe::v4(interface_type::S5S8_PGW_GTPC, 0, a)),
             apn: r.apn.clone(),
             selection_mode: Some(0),
             pdn_type: Some(r.pdn_type),
-            // Dynamic allocation requested with 0.0.0.0 (TS 29.274 7.2.1).
-            paa: Some(Paa { pdn_type: r.pdn_type, ipv4: Some(Ipv4Addr::UNSPECIFIED), ipv6: None }),
+            paa: Some(request_paa(r.pdn_type, r.static_ipv4)),
             apn_restriction: Some(0),
             apn_ambr: Some(r.apn_ambr),
+            pco: r.pco.clone(),
             bearer_contexts: vec![m::BearerContextToCreate {
                 ebi: r.bearer.ebi,
                 bearer_qos: BearerQos::new(r.bearer.qci, r.bearer.arp),
                 s1u_enb_fteid: None,
             }],
             recovery: None,
+            epco: None,
         }),
         S11Request::ModifyBearer(r) => Message::ModifyBearerRequest(m::ModifyBearerRequest {
             indication: None,
@@ -100,12 +156,14 @@ pub fn decode_request(msg: &GtpMessage) -> Result<S11Request, MessageError> {
                 ecgi: uli.ecgi.ok_or(missing(ie_type::ULI, 0))?,
                 sender_fteid: fteid_of(&r.sender_fteid, ie_type::FTEID, 0)?,
                 apn: r.apn.clone(),
-                pdn_type: r.pdn_type.unwrap_or_default(),
+                pdn_type: r.pdn_type.or(r.paa.map(|p| p.pdn_type)).unwrap_or_default(),
                 apn_ambr: r.apn_ambr.unwrap_or_default(),
                 bearer: BearerContextToCreate { ebi: bc.ebi, qci: bc.bearer_qos.qci, arp: bc.bearer_qos.arp },
-                pgw_s5s8_c: None,
-                static_ipv4: None,
-                pco: None,
+                pgw_s5s8_c: r.pgw_s5s8_fteid.and_then(|f| f.ipv4),
+                // A static address in the PAA (TS 29.274 7.2.1); 0.0.0.0
+                // asks for a dynamic one.
+                static_ipv4: r.paa.and_then(|p| p.ipv4).filter(|a| !a.is_unspecified()),
+                pco: r.pco.clone().or_else(|| r.epco.clone()),
             })
         }
         Message::ModifyBearerRequest(r) => {
@@ -134,10 +192,11 @@ pub fn encode_response(resp: &S11Response, teid: u32, seq: u32, recovery: Option
         S11Response::CreateSession(r) => Message::CreateSessionResponse(m::CreateSessionResponse {
             cause: CauseIe::new(r.cause.0),
             sender_fteid: r.sgw_fteid.as_ref().map(|f| fteid_ie(interface_type::S11S4_SGW_GTPC, f)),
-            pgw_s5s8_fteid: None,
-            paa: r.paa.map(Paa::ipv4),
+            pgw_s5s8_fteid: r.pgw_s5s8_c_fteid.as_ref().map(|f| fteid_ie(interface_type::S5S8_PGW_GTPC, f)),
+            paa: response_paa(r),
             apn_restriction: r.cause.is_accepted().then_some(0),
             apn_ambr: r.apn_ambr,
+            pco: r.pco.clone(),
             bearer_contexts: if r.cause.is_accepted() || r.s1u_sgw_fteid.is_some() {
                 vec![m::BearerContextCreated {
                     ebi: r.bearer_ebi,
@@ -145,12 +204,13 @@ pub fn encode_response(resp: &S11Response, teid: u32, seq: u32, recovery: Option
                     s1u_sgw_fteid: r.s1u_sgw_fteid.as_ref().map(|f| fteid_ie(interface_type::S1U_SGW_GTPU, f)),
                     s5s8_pgw_fteid: None,
                     bearer_qos: None,
-                    charging_id: None,
+                    charging_id: r.charging_id,
                 }]
             } else {
                 vec![]
             },
             recovery,
+            epco: None,
         }),
         S11Response::ModifyBearer(r) => Message::ModifyBearerResponse(m::ModifyBearerResponse {
             cause: CauseIe::new(r.cause.0),
@@ -209,11 +269,12 @@ pub fn decode_response(msg: &GtpMessage, request_ebi: Ebi) -> Result<S11Response
                 bearer_ebi: bc.map_or(request_ebi, |b| b.ebi),
                 bearer_cause: bc.map_or(cause, |b| GtpCause(b.cause.value)),
                 s1u_sgw_fteid: s1u,
-                pgw_s5s8_c_fteid: None,
-                charging_id: None,
-                pdn_type: None,
-                ipv6_prefix: None,
-                pco: None,
+                // Conditional: one without an IPv4 address is not ours to use.
+                pgw_s5s8_c_fteid: r.pgw_s5s8_fteid.as_ref().and_then(|f| fteid_of(f, ie_type::FTEID, 1).ok()),
+                charging_id: bc.and_then(|b| b.charging_id),
+                pdn_type: r.paa.map(|p| p.pdn_type),
+                ipv6_prefix: r.paa.and_then(|p| p.ipv6).map(|(l, a)| (a, l)),
+                pco: r.pco.clone().or_else(|| r.epco.clone()),
             })
         }
         Message::ModifyBearerResponse(r) => S11Response::ModifyBearer(ModifyBearerResponse {
@@ -259,31 +320,39 @@ mod tests {
             0u32..1 << 28,
             fteid(),
             "[a-z]{1,10}(\\.[a-z0-9]{1,6}){0,2}",
-            prop_oneof![Just(PdnType::Ipv4), Just(PdnType::Ipv4v6)],
+            prop_oneof![Just(PdnType::Ipv4), Just(PdnType::Ipv6), Just(PdnType::Ipv4v6)],
             (any::<u32>(), any::<u32>()),
             (0u8..16, any::<u8>(), 0u8..16, any::<bool>(), any::<bool>()),
+            (
+                proptest::option::of(any::<u32>()),
+                proptest::option::of(1u32..),
+                proptest::option::of(proptest::collection::vec(any::<u8>(), 1..40)),
+            ),
         )
-            .prop_map(|(imsi, msisdn, plmn, tac, eci, f, apn, pdn, (ul, dl), (ebi, qci, pl, c, v))| {
-                S11Request::CreateSession(CreateSessionRequest {
-                    imsi: imsi.parse().unwrap(),
-                    msisdn,
-                    serving_network: plmn,
-                    tai: Tai { plmn, tac },
-                    ecgi: Ecgi { plmn, eci },
-                    sender_fteid: f,
-                    apn,
-                    pdn_type: pdn,
-                    apn_ambr: Ambr { uplink: ul as u64 * 1000, downlink: dl as u64 * 1000 },
-                    bearer: BearerContextToCreate {
-                        ebi: Ebi(ebi),
-                        qci,
-                        arp: Arp { priority_level: pl, pre_emption_capability: c, pre_emption_vulnerability: v },
-                    },
-                    pgw_s5s8_c: None,
-                    static_ipv4: None,
-                    pco: None,
-                })
-            });
+            .prop_map(
+                |(imsi, msisdn, plmn, tac, eci, f, apn, pdn, (ul, dl), (ebi, qci, pl, c, v), (pgw, st, pco))| {
+                    S11Request::CreateSession(CreateSessionRequest {
+                        imsi: imsi.parse().unwrap(),
+                        msisdn,
+                        serving_network: plmn,
+                        tai: Tai { plmn, tac },
+                        ecgi: Ecgi { plmn, eci },
+                        sender_fteid: f,
+                        apn,
+                        pdn_type: pdn,
+                        apn_ambr: Ambr { uplink: ul as u64 * 1000, downlink: dl as u64 * 1000 },
+                        bearer: BearerContextToCreate {
+                            ebi: Ebi(ebi),
+                            qci,
+                            arp: Arp { priority_level: pl, pre_emption_capability: c, pre_emption_vulnerability: v },
+                        },
+                        pgw_s5s8_c: pgw.map(Ipv4Addr::from),
+                        // A static IPv4 address only where the PDN type has one.
+                        static_ipv4: st.map(Ipv4Addr::from).filter(|_| pdn != PdnType::Ipv6),
+                        pco,
+                    })
+                },
+            );
         prop_oneof![
             csr,
             (any::<u32>(), 0u8..16, fteid()).prop_map(|(t, e, f)| S11Request::ModifyBearer(ModifyBearerRequest {
@@ -303,14 +372,28 @@ mod tests {
     fn response() -> impl Strategy<Value = S11Response> {
         prop_oneof![
             (
-                proptest::option::of(fteid()),
-                proptest::option::of(any::<u32>()),
+                (
+                    proptest::option::of(fteid()),
+                    proptest::option::of(any::<u32>()),
+                    proptest::option::of(any::<u128>())
+                ),
                 proptest::option::of((any::<u32>(), any::<u32>())),
                 0u8..16,
                 cause(),
-                proptest::option::of(fteid())
+                proptest::option::of(fteid()),
+                (
+                    proptest::option::of(fteid()),
+                    proptest::option::of(any::<u32>()),
+                    proptest::option::of(proptest::collection::vec(any::<u8>(), 1..40)),
+                ),
             )
-                .prop_map(|(sgw, paa, ambr, ebi, bc, s1u)| {
+                .prop_map(|((sgw, paa, v6), ambr, ebi, bc, s1u, (pgw, charging_id, pco))| {
+                    let pdn_type = match (paa, v6) {
+                        (Some(_), Some(_)) => Some(PdnType::Ipv4v6),
+                        (None, Some(_)) => Some(PdnType::Ipv6),
+                        (Some(_), None) => Some(PdnType::Ipv4),
+                        (None, None) => None,
+                    };
                     S11Response::CreateSession(CreateSessionResponse {
                         // Accepted, so the bearer context is always sent.
                         cause: GtpCause::REQUEST_ACCEPTED,
@@ -320,11 +403,11 @@ mod tests {
                         bearer_ebi: Ebi(ebi),
                         bearer_cause: bc,
                         s1u_sgw_fteid: s1u,
-                        pgw_s5s8_c_fteid: None,
-                        charging_id: None,
-                        pdn_type: None,
-                        ipv6_prefix: None,
-                        pco: None,
+                        pgw_s5s8_c_fteid: pgw,
+                        charging_id,
+                        pdn_type,
+                        ipv6_prefix: v6.map(|a| (Ipv6Addr::from(a), 64)),
+                        pco,
                     })
                 }),
             cause().prop_map(S11Response::DeleteSession),
@@ -349,6 +432,75 @@ mod tests {
             prop_assert_eq!(m.teid, Some(teid));
             prop_assert_eq!(decode_response(&m, Ebi(5)).unwrap(), resp);
         }
+    }
+
+    #[test]
+    fn interop_ies_are_where_ts_29_274_puts_them() {
+        use crate::wire::ie::IeIter;
+        let plmn = Plmn::new("001", "01").unwrap();
+        let req = S11Request::CreateSession(CreateSessionRequest {
+            imsi: "001010000000001".parse().unwrap(),
+            msisdn: None,
+            serving_network: plmn,
+            tai: Tai { plmn, tac: 1 },
+            ecgi: Ecgi { plmn, eci: 1 },
+            sender_fteid: Fteid { teid: Teid(1), ipv4: Ipv4Addr::LOCALHOST },
+            apn: "internet".into(),
+            pdn_type: PdnType::Ipv4v6,
+            apn_ambr: Ambr::default(),
+            bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
+            pgw_s5s8_c: Some(Ipv4Addr::new(10, 0, 0, 9)),
+            static_ipv4: Some(Ipv4Addr::new(10, 45, 9, 9)),
+            pco: Some(vec![0x80, 0x00, 0x0d, 0x00]),
+        });
+        let b = encode_request(&req, 1).to_bytes();
+        let ies: Vec<_> = IeIter::new(&b[12..]).map(Result::unwrap).collect();
+        let find = |t: u8, i: u8| ies.iter().find(|e| e.ie_type == t && e.instance == i).unwrap().value;
+        // F-TEID instance 1: V4, interface type 7, TEID 0.
+        assert_eq!(find(ie_type::FTEID, 1), [0x87, 0, 0, 0, 0, 10, 0, 0, 9]);
+        // PAA IPv4v6: type 3, prefix length, IPv6 (unspecified), static IPv4.
+        let paa = find(ie_type::PAA, 0);
+        assert_eq!((paa[0], paa[1], paa.len()), (3, 64, 22));
+        assert_eq!(&paa[18..], [10, 45, 9, 9]);
+        assert_eq!(find(ie_type::PCO, 0), [0x80, 0x00, 0x0d, 0x00]);
+        assert_eq!(find(ie_type::INDICATION, 0)[0] & INDICATION_DAF, INDICATION_DAF);
+        let m = GtpMessage::parse(&b).unwrap();
+        assert_eq!(create_session_flags(&m), Some(CreateSessionFlags { dual_address_bearer: true, epco: false }));
+
+        let prefix: Ipv6Addr = "2001:db8:0:5::1".parse().unwrap();
+        let resp = CreateSessionResponse {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            sgw_fteid: Some(Fteid { teid: Teid(7), ipv4: Ipv4Addr::LOCALHOST }),
+            paa: None,
+            apn_ambr: None,
+            bearer_ebi: Ebi(5),
+            bearer_cause: GtpCause::REQUEST_ACCEPTED,
+            s1u_sgw_fteid: Some(Fteid { teid: Teid(8), ipv4: Ipv4Addr::LOCALHOST }),
+            pgw_s5s8_c_fteid: Some(Fteid { teid: Teid(7), ipv4: Ipv4Addr::LOCALHOST }),
+            charging_id: Some(0x01020304),
+            pdn_type: Some(PdnType::Ipv6),
+            ipv6_prefix: Some((prefix, 64)),
+            pco: Some(vec![0x80, 0x00, 0x10, 0x02, 0x05, 0x78]),
+        };
+        let mut m = encode_response(&S11Response::CreateSession(resp.clone()), 1, 1, Some(3));
+        let b = m.to_bytes();
+        let ies: Vec<_> = IeIter::new(&b[12..]).map(Result::unwrap).collect();
+        let find = |t: u8, i: u8| ies.iter().find(|e| e.ie_type == t && e.instance == i).unwrap().value;
+        assert_eq!(find(ie_type::FTEID, 1)[0], 0x80 | interface_type::S5S8_PGW_GTPC);
+        assert_eq!(find(ie_type::PAA, 0)[..2], [2, 64]);
+        assert_eq!(find(ie_type::PAA, 0)[2..], prefix.octets());
+        assert_eq!(find(ie_type::RECOVERY, 0), [3]);
+        let bc: Vec<_> = IeIter::new(find(ie_type::BEARER_CONTEXT, 0)).map(Result::unwrap).collect();
+        assert!(bc.iter().any(|e| e.ie_type == ie_type::CHARGING_ID && e.value == [1, 2, 3, 4]));
+        assert_eq!(
+            decode_response(&GtpMessage::parse(&b).unwrap(), Ebi(5)).unwrap(),
+            S11Response::CreateSession(resp.clone())
+        );
+        // ePCO for a UE that sent ePCO: the same contents in IE 197.
+        pco_as_epco(&mut m);
+        let b = m.to_bytes();
+        assert!(IeIter::new(&b[12..]).map(Result::unwrap).all(|e| e.ie_type != ie_type::PCO));
+        assert_eq!(decode_response(&GtpMessage::parse(&b).unwrap(), Ebi(5)).unwrap(), S11Response::CreateSession(resp));
     }
 
     #[test]

@@ -11,11 +11,15 @@ pub struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    /// Splits the TLVs; a TLV running past the end makes the message
-    /// malformed. Unknown IE types are kept here and simply never asked
-    /// for, i.e. skipped (TS 29.274 7.7.8).
+    /// Splits the TLVs; a TLV running past the end has an invalid length
+    /// (TS 29.274 7.7.7), a stub too short for an IE header makes the
+    /// message malformed. Unknown IE types are kept here and simply never
+    /// asked for, i.e. skipped (TS 29.274 7.7.9).
     pub fn new(buf: &'a [u8]) -> Result<Self, MessageError> {
-        let ies = IeIter::new(buf).collect::<Result<Vec<_>, Error>>().map_err(MessageError::Malformed)?;
+        let ies = IeIter::new(buf).collect::<Result<Vec<_>, Error>>().map_err(|e| match e {
+            Error::IeLength { ie_type, instance } => MessageError::InvalidLength { ie_type, instance },
+            e => MessageError::Malformed(e),
+        })?;
         Ok(Fields { ies })
     }
 

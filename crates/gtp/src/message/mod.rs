@@ -19,6 +19,7 @@ use crate::wire::{self, HeaderRepr, Packet};
 pub mod msg_type {
     pub const ECHO_REQUEST: u8 = 1;
     pub const ECHO_RESPONSE: u8 = 2;
+    pub const VERSION_NOT_SUPPORTED_INDICATION: u8 = 3;
     pub const CREATE_SESSION_REQUEST: u8 = 32;
     pub const CREATE_SESSION_RESPONSE: u8 = 33;
     pub const MODIFY_BEARER_REQUEST: u8 = 34;
@@ -54,6 +55,10 @@ pub enum MessageError {
     /// A message type we do not handle on S11: dropped and counted.
     #[error("unexpected message type {0}")]
     UnknownMessage(u8),
+    /// An IE whose length runs past the message or its grouped IE
+    /// (TS 29.274 7.7.7): a request is rejected with "Invalid length".
+    #[error("IE {ie_type} instance {instance} runs past the message")]
+    InvalidLength { ie_type: u8, instance: u8 },
     #[error("mandatory IE {ie_type} instance {instance} missing")]
     MissingIe { ie_type: u8, instance: u8 },
     #[error("mandatory IE {ie_type} instance {instance} incorrect")]
@@ -67,15 +72,16 @@ impl MessageError {
         match self {
             MessageError::MissingIe { .. } => Some(GtpCause::MANDATORY_IE_MISSING),
             MessageError::IncorrectIe { .. } => Some(GtpCause::MANDATORY_IE_INCORRECT),
+            MessageError::InvalidLength { .. } => Some(GtpCause::INVALID_LENGTH),
             _ => None,
         }
     }
     /// The offending IE to put in the Cause IE.
     pub fn offending_ie(&self) -> Option<(u8, u8)> {
         match *self {
-            MessageError::MissingIe { ie_type, instance } | MessageError::IncorrectIe { ie_type, instance } => {
-                Some((ie_type, instance))
-            }
+            MessageError::MissingIe { ie_type, instance }
+            | MessageError::IncorrectIe { ie_type, instance }
+            | MessageError::InvalidLength { ie_type, instance } => Some((ie_type, instance)),
             _ => None,
         }
     }
@@ -86,6 +92,8 @@ impl MessageError {
 pub enum Message {
     EchoRequest(Echo),
     EchoResponse(Echo),
+    /// Version Not Supported Indication (TS 29.274 7.9.1): a header only.
+    VersionNotSupported,
     CreateSessionRequest(CreateSessionRequest),
     CreateSessionResponse(CreateSessionResponse),
     ModifyBearerRequest(ModifyBearerRequest),
@@ -102,6 +110,7 @@ impl Message {
         match self {
             Message::EchoRequest(_) => ECHO_REQUEST,
             Message::EchoResponse(_) => ECHO_RESPONSE,
+            Message::VersionNotSupported => VERSION_NOT_SUPPORTED_INDICATION,
             Message::CreateSessionRequest(_) => CREATE_SESSION_REQUEST,
             Message::CreateSessionResponse(_) => CREATE_SESSION_RESPONSE,
             Message::ModifyBearerRequest(_) => MODIFY_BEARER_REQUEST,
@@ -120,6 +129,7 @@ impl Message {
         Ok(match t {
             ECHO_REQUEST => Message::EchoRequest(Echo::parse(&f)?),
             ECHO_RESPONSE => Message::EchoResponse(Echo::parse(&f)?),
+            VERSION_NOT_SUPPORTED_INDICATION => Message::VersionNotSupported,
             CREATE_SESSION_REQUEST => Message::CreateSessionRequest(CreateSessionRequest::parse(&f)?),
             CREATE_SESSION_RESPONSE => Message::CreateSessionResponse(CreateSessionResponse::parse(&f)?),
             MODIFY_BEARER_REQUEST => Message::ModifyBearerRequest(ModifyBearerRequest::parse(&f)?),
@@ -138,6 +148,7 @@ impl Message {
     pub fn emit_ies(&self, buf: &mut Vec<u8>) {
         match self {
             Message::EchoRequest(m) | Message::EchoResponse(m) => m.emit(buf),
+            Message::VersionNotSupported => {}
             Message::CreateSessionRequest(m) => m.emit(buf),
             Message::CreateSessionResponse(m) => m.emit(buf),
             Message::ModifyBearerRequest(m) => m.emit(buf),
@@ -190,6 +201,37 @@ impl GtpMessage {
     pub fn buffer_len(&self) -> usize {
         self.to_bytes().len()
     }
+}
+
+/// The Version Not Supported Indication owed to `buf`, a message of
+/// another GTP version (TS 29.274 7.7.2, 7.9.1): a GTPv2-C header without
+/// TEID carrying the sequence number of the message (the 16-bit one of a
+/// GTPv1 header, TS 29.060 6). `None` for GTPv2-C, for anything shorter
+/// than a GTP header (TS 29.274 7.7.3: discarded) and for a Version Not
+/// Supported Indication itself (never answered, or two peers would loop).
+pub fn version_not_supported(buf: &[u8]) -> Option<GtpMessage> {
+    if buf.len() < 8 {
+        return None;
+    }
+    let version = buf[0] >> 5;
+    if version == wire::header::VERSION || buf[1] == msg_type::VERSION_NOT_SUPPORTED_INDICATION {
+        return None;
+    }
+    let seq = match version {
+        // GTPv1-C: the sequence number follows the TEID when one of the
+        // E, S, PN flags is set.
+        1 if buf[0] & 0x07 != 0 && buf.len() >= 10 => u32::from(u16::from_be_bytes([buf[8], buf[9]])),
+        1 => 0,
+        // A later version: read as a GTPv2-C header is laid out.
+        _ => {
+            let o = if buf[0] & 0x08 != 0 { 8 } else { 4 };
+            match buf.get(o..o + 3) {
+                Some(b) => u32::from_be_bytes([0, b[0], b[1], b[2]]),
+                None => 0,
+            }
+        }
+    };
+    Some(GtpMessage { teid: None, seq, body: Message::VersionNotSupported })
 }
 
 /// Echo Request / Response (TS 29.274 7.1.1, 7.1.2): Recovery is mandatory.

@@ -53,8 +53,13 @@ pub struct CreateSessionRequest {
     pub paa: Option<Paa>,
     pub apn_restriction: Option<u8>,
     pub apn_ambr: Option<Ambr>,
+    /// Protocol Configuration Options (TS 29.274 8.13): the UE's PCO,
+    /// value octets as in TS 24.008 10.5.6.3 from octet 3.
+    pub pco: Option<Vec<u8>>,
     pub bearer_contexts: Vec<BearerContextToCreate>,
     pub recovery: Option<u8>,
+    /// Extended PCO (TS 29.274 8.128, TS 24.301 9.9.4.26), same contents.
+    pub epco: Option<Vec<u8>>,
 }
 
 impl CreateSessionRequest {
@@ -79,8 +84,10 @@ impl CreateSessionRequest {
             paa: f.optional(ie_type::PAA, 0, Paa::parse),
             apn_restriction: f.optional(ie_type::APN_RESTRICTION, 0, parse_u8),
             apn_ambr: f.optional(ie_type::AMBR, 0, parse_ambr),
+            pco: f.optional(ie_type::PCO, 0, parse_octets),
             bearer_contexts,
             recovery: f.optional(ie_type::RECOVERY, 0, parse_u8),
+            epco: f.optional(ie_type::EPCO, 0, parse_octets),
         })
     }
 
@@ -124,11 +131,17 @@ impl CreateSessionRequest {
         if let Some(a) = &self.apn_ambr {
             put_ie(buf, ie_type::AMBR, 0, |b| emit_ambr(a, b));
         }
+        if let Some(p) = &self.pco {
+            put_ie(buf, ie_type::PCO, 0, |b| b.extend_from_slice(p));
+        }
         for bc in &self.bearer_contexts {
             put_ie(buf, ie_type::BEARER_CONTEXT, 0, |b| bc.emit(b));
         }
         if let Some(r) = self.recovery {
             put_ie(buf, ie_type::RECOVERY, 0, |b| b.push(r));
+        }
+        if let Some(p) = &self.epco {
+            put_ie(buf, ie_type::EPCO, 0, |b| b.extend_from_slice(p));
         }
     }
 }
@@ -187,8 +200,12 @@ pub struct CreateSessionResponse {
     pub paa: Option<Paa>,
     pub apn_restriction: Option<u8>,
     pub apn_ambr: Option<Ambr>,
+    /// PCO for the UE (TS 29.274 8.13), when the UE sent PCO.
+    pub pco: Option<Vec<u8>>,
     pub bearer_contexts: Vec<BearerContextCreated>,
     pub recovery: Option<u8>,
+    /// ePCO for the UE (TS 29.274 8.128), when the UE sent ePCO.
+    pub epco: Option<Vec<u8>>,
 }
 
 impl CreateSessionResponse {
@@ -200,8 +217,10 @@ impl CreateSessionResponse {
             paa: None,
             apn_restriction: None,
             apn_ambr: None,
+            pco: None,
             bearer_contexts: vec![],
             recovery: None,
+            epco: None,
         }
     }
     pub(super) fn parse(f: &Fields) -> Result<Self, MessageError> {
@@ -212,8 +231,10 @@ impl CreateSessionResponse {
             paa: f.optional(ie_type::PAA, 0, Paa::parse),
             apn_restriction: f.optional(ie_type::APN_RESTRICTION, 0, parse_u8),
             apn_ambr: f.optional(ie_type::AMBR, 0, parse_ambr),
+            pco: f.optional(ie_type::PCO, 0, parse_octets),
             bearer_contexts: f.all(ie_type::BEARER_CONTEXT, 0, BearerContextCreated::parse)?,
             recovery: f.optional(ie_type::RECOVERY, 0, parse_u8),
+            epco: f.optional(ie_type::EPCO, 0, parse_octets),
         })
     }
     pub(super) fn emit(&self, buf: &mut Vec<u8>) {
@@ -233,11 +254,17 @@ impl CreateSessionResponse {
         if let Some(a) = &self.apn_ambr {
             put_ie(buf, ie_type::AMBR, 0, |b| emit_ambr(a, b));
         }
+        if let Some(p) = &self.pco {
+            put_ie(buf, ie_type::PCO, 0, |b| b.extend_from_slice(p));
+        }
         for bc in &self.bearer_contexts {
             put_ie(buf, ie_type::BEARER_CONTEXT, 0, |b| bc.emit(b));
         }
         if let Some(r) = self.recovery {
             put_ie(buf, ie_type::RECOVERY, 0, |b| b.push(r));
+        }
+        if let Some(p) = &self.epco {
+            put_ie(buf, ie_type::EPCO, 0, |b| b.extend_from_slice(p));
         }
     }
 }

@@ -44,6 +44,11 @@ fn ebi() -> impl Strategy<Value = Ebi> {
 fn paa() -> impl Strategy<Value = Paa> {
     prop_oneof![
         any::<u32>().prop_map(|a| Paa::ipv4(Ipv4Addr::from(a))),
+        (any::<u128>(), 0u8..=128).prop_map(|(b, l)| Paa {
+            pdn_type: PdnType::Ipv6,
+            ipv4: None,
+            ipv6: Some((l, b.into()))
+        }),
         (any::<u32>(), any::<u128>(), 0u8..=128).prop_map(|(a, b, l)| Paa {
             pdn_type: PdnType::Ipv4v6,
             ipv4: Some(Ipv4Addr::from(a)),
@@ -74,14 +79,25 @@ fn csr() -> impl Strategy<Value = CreateSessionRequest> {
         (proptest::option::of(plmn()), any::<u8>(), opt_bytes(), fteid(), proptest::option::of(fteid()), apn()),
         (
             proptest::option::of(0u8..4),
-            proptest::option::of(Just(PdnType::Ipv4)),
+            proptest::option::of(prop_oneof![Just(PdnType::Ipv4), Just(PdnType::Ipv6), Just(PdnType::Ipv4v6)]),
             proptest::option::of(paa()),
             proptest::option::of(any::<u8>()),
         ),
-        (proptest::option::of(ambr()), proptest::collection::vec(bc, 1..3), proptest::option::of(any::<u8>())),
+        (
+            proptest::option::of(ambr()),
+            proptest::collection::vec(bc, 1..3),
+            proptest::option::of(any::<u8>()),
+            opt_bytes(),
+            opt_bytes(),
+        ),
     )
         .prop_map(
-            |((imsi, msisdn, mei, uli), (sn, rat, ind, sf, pf, apn), (sel, pdn, paa, restr), (ambr, bcs, rec))| {
+            |(
+                (imsi, msisdn, mei, uli),
+                (sn, rat, ind, sf, pf, apn),
+                (sel, pdn, paa, restr),
+                (ambr, bcs, rec, pco, epco),
+            )| {
                 CreateSessionRequest {
                     imsi: imsi.map(|s| s.parse::<Imsi>().unwrap()),
                     msisdn,
@@ -98,8 +114,10 @@ fn csr() -> impl Strategy<Value = CreateSessionRequest> {
                     paa,
                     apn_restriction: restr,
                     apn_ambr: ambr,
+                    pco,
                     bearer_contexts: bcs,
                     recovery: rec,
+                    epco,
                 }
             },
         )
@@ -127,9 +145,20 @@ fn csresp() -> impl Strategy<Value = CreateSessionResponse> {
         proptest::option::of(ambr()),
         proptest::collection::vec(bc, 0..3),
         proptest::option::of(any::<u8>()),
+        (opt_bytes(), opt_bytes()),
     )
         .prop_map(
-            |(cause, sender_fteid, pgw_s5s8_fteid, paa, apn_restriction, apn_ambr, bearer_contexts, recovery)| {
+            |(
+                cause,
+                sender_fteid,
+                pgw_s5s8_fteid,
+                paa,
+                apn_restriction,
+                apn_ambr,
+                bearer_contexts,
+                recovery,
+                (pco, epco),
+            )| {
                 CreateSessionResponse {
                     cause,
                     sender_fteid,
@@ -137,8 +166,10 @@ fn csresp() -> impl Strategy<Value = CreateSessionResponse> {
                     paa,
                     apn_restriction,
                     apn_ambr,
+                    pco,
                     bearer_contexts,
                     recovery,
+                    epco,
                 }
             },
         )
@@ -155,6 +186,7 @@ fn any_message() -> impl Strategy<Value = Message> {
     prop_oneof![
         any::<u8>().prop_map(|recovery| Message::EchoRequest(Echo { recovery })),
         any::<u8>().prop_map(|recovery| Message::EchoResponse(Echo { recovery })),
+        Just(Message::VersionNotSupported),
         csr().prop_map(Message::CreateSessionRequest),
         csresp().prop_map(Message::CreateSessionResponse),
         (
@@ -221,7 +253,7 @@ proptest! {
 
     #[test]
     fn emit_then_parse_round_trips(body in any_message(), teid in any::<u32>(), seq in 0u32..1 << 24) {
-        let is_echo = matches!(body, Message::EchoRequest(_) | Message::EchoResponse(_));
+        let is_echo = matches!(body, Message::EchoRequest(_) | Message::EchoResponse(_) | Message::VersionNotSupported);
         let msg = GtpMessage { teid: if is_echo { None } else { Some(teid) }, seq, body };
         let bytes = msg.to_bytes();
         prop_assert_eq!(bytes.len(), msg.buffer_len());
@@ -252,12 +284,14 @@ fn sample_csr() -> CreateSessionRequest {
         paa: None,
         apn_restriction: None,
         apn_ambr: None,
+        pco: None,
         bearer_contexts: vec![BearerContextToCreate {
             ebi: Ebi(5),
             bearer_qos: BearerQos::new(9, Arp::default()),
             s1u_enb_fteid: None,
         }],
         recovery: None,
+        epco: None,
     }
 }
 
@@ -297,9 +331,42 @@ fn missing_mandatory_ie_is_reported_with_header() {
 }
 
 #[test]
-fn truncated_ie_is_malformed() {
+fn an_ie_running_past_the_message_has_an_invalid_length() {
     let bytes = [0x48, 32, 0, 12, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 8, 0];
-    assert!(matches!(GtpMessage::parse(&bytes), Err((Some(_), MessageError::Malformed(_)))));
+    let (h, e) = GtpMessage::parse(&bytes).unwrap_err();
+    assert_eq!(e, MessageError::InvalidLength { ie_type: 1, instance: 0 });
+    assert_eq!(e.cause(), Some(mobicore_common::s11::GtpCause::INVALID_LENGTH));
+    let rej = reject(h.unwrap().msg_type, 0, 1, e.cause().unwrap().0, e.offending_ie()).unwrap();
+    let Message::CreateSessionResponse(r) = &rej.body else { panic!() };
+    assert_eq!(r.cause, CauseIe { value: 67, flags: 0, offending: Some((1, 0)) });
+    // Inside a grouped IE too: the Bearer Context's EBI runs past it.
+    let mut body = vec![];
+    put_ie(&mut body, ie_type::BEARER_CONTEXT, 0, |b| b.extend_from_slice(&[73, 0, 9, 0, 5]));
+    assert_eq!(
+        Message::parse(msg_type::CREATE_SESSION_REQUEST, &body).unwrap_err(),
+        MessageError::InvalidLength { ie_type: 73, instance: 0 }
+    );
+    // Less than an IE header left: malformed, dropped.
+    assert!(matches!(
+        GtpMessage::parse(&[0x48, 32, 0, 10, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0]),
+        Err((Some(_), MessageError::Malformed(_)))
+    ));
+}
+
+#[test]
+fn other_gtp_versions_get_version_not_supported() {
+    // GTPv1-C Echo Request with the S flag: sequence number 0x1234.
+    let v1 = [0x32, 1, 0, 4, 0, 0, 0, 0, 0x12, 0x34, 0, 0];
+    let m = version_not_supported(&v1).unwrap();
+    assert_eq!(m.to_bytes(), [0x40, 3, 0, 4, 0x00, 0x12, 0x34, 0]);
+    assert_eq!(GtpMessage::parse(&m.to_bytes()).unwrap().body, Message::VersionNotSupported);
+    // Version 3 laid out as GTPv2-C with a TEID.
+    let v3 = [0x68, 32, 0, 8, 1, 2, 3, 4, 0xa, 0xb, 0xc, 0];
+    assert_eq!(version_not_supported(&v3).unwrap().seq, 0x0a0b0c);
+    // GTPv2-C, a too-short datagram, and the indication itself: nothing.
+    assert!(version_not_supported(&m.to_bytes()).is_none());
+    assert!(version_not_supported(&v1[..7]).is_none());
+    assert!(version_not_supported(&[0x30, 3, 0, 4, 0, 0, 0, 0]).is_none());
 }
 
 #[test]

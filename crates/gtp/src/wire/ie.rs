@@ -16,6 +16,8 @@ pub mod ie_type {
     pub const MEI: u8 = 75;
     pub const MSISDN: u8 = 76;
     pub const INDICATION: u8 = 77;
+    /// Protocol Configuration Options (TS 29.274 8.13).
+    pub const PCO: u8 = 78;
     pub const PAA: u8 = 79;
     pub const BEARER_QOS: u8 = 80;
     pub const RAT_TYPE: u8 = 82;
@@ -24,10 +26,20 @@ pub mod ie_type {
     pub const FTEID: u8 = 87;
     pub const BEARER_CONTEXT: u8 = 93;
     pub const CHARGING_ID: u8 = 94;
+    pub const CHARGING_CHARACTERISTICS: u8 = 95;
     pub const PDN_TYPE: u8 = 99;
+    pub const UE_TIME_ZONE: u8 = 114;
     pub const APN_RESTRICTION: u8 = 127;
     pub const SELECTION_MODE: u8 = 128;
+    pub const SIGNALLING_PRIORITY_INDICATION: u8 = 157;
+    /// Extended Protocol Configuration Options (TS 29.274 8.128).
+    pub const EPCO: u8 = 197;
 }
+
+/// Indication flags (TS 29.274 8.12), octet 5: DAF "Dual Address Bearer
+/// Flag", set when the PDN type is IPv4v6 and dual address bearers are
+/// allowed.
+pub const INDICATION_DAF: u8 = 0x80;
 
 /// One IE as found on the wire: type, instance and value octets (TS 29.274 8.2.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +72,11 @@ impl<'a> Iterator for IeIter<'a> {
         }
         let len = u16::from_be_bytes([self.rest[1], self.rest[2]]) as usize;
         if self.rest.len() < 4 + len {
+            // TS 29.274 7.7.7: an IE running past the message (or its
+            // grouped IE) has an invalid length.
+            let (ie_type, instance) = (self.rest[0], self.rest[3] & 0x0f);
             self.rest = &[];
-            return Some(Err(Error::Truncated));
+            return Some(Err(Error::IeLength { ie_type, instance }));
         }
         let ie = RawIe { ie_type: self.rest[0], instance: self.rest[3] & 0x0f, value: &self.rest[4..4 + len] };
         self.rest = &self.rest[4 + len..];
@@ -181,6 +196,13 @@ pub fn parse_ebi(v: &[u8]) -> Result<Ebi> {
 pub fn parse_u8(v: &[u8]) -> Result<u8> {
     need(v, 1)?;
     Ok(v[0])
+}
+
+/// Opaque value octets (PCO 8.13, ePCO 8.128: the TS 24.008 / TS 24.301
+/// contents are read by whoever uses them); at least one octet.
+pub fn parse_octets(v: &[u8]) -> Result<Vec<u8>> {
+    need(v, 1)?;
+    Ok(v.to_vec())
 }
 
 /// Charging ID (TS 29.274 8.29).
@@ -456,7 +478,8 @@ mod tests {
     #[test]
     fn ie_iter_truncated() {
         let mut it = IeIter::new(&[1, 0, 5, 0, 1]);
-        assert_eq!(it.next(), Some(Err(Error::Truncated)));
+        assert_eq!(it.next(), Some(Err(Error::IeLength { ie_type: 1, instance: 0 })));
         assert_eq!(it.next(), None);
+        assert_eq!(IeIter::new(&[1, 0]).next(), Some(Err(Error::Truncated)));
     }
 }

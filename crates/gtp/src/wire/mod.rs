@@ -18,6 +18,9 @@ pub enum Error {
     Version(u8),
     #[error("length field disagrees with the datagram")]
     Length,
+    /// An IE whose length field runs past the end of what holds it.
+    #[error("IE {ie_type} instance {instance} runs past the message")]
+    IeLength { ie_type: u8, instance: u8 },
     #[error("invalid {0}")]
     Value(&'static str),
 }
