@@ -4,7 +4,7 @@
 //! the subscription step, the end and the rejections; the common procedures
 //! are in their own modules.
 
-use crate::context::{AttachData, EmmState, Step};
+use crate::context::{AttachData, EmmState, PdnRequest, Step};
 use crate::mme::Mme;
 use crate::nas_build;
 use crate::s1ap_handler::S1Result;
@@ -28,6 +28,22 @@ pub fn emm_cause_for(e: S6aError) -> EmmCause {
         S6aError::AuthenticationDataUnavailable | S6aError::UnableToComply | S6aError::Other(_) => {
             EmmCause::NetworkFailure
         }
+    }
+}
+
+/// What a PDN CONNECTIVITY REQUEST (TS 24.301 8.3.20) asks for: the APN,
+/// the PDN type, the ESM information transfer flag (9.9.4.5) and the PCO
+/// or ePCO (the ePCO when both came, 6.5.1.2).
+pub(crate) fn pdn_request(pti: u8, pdn: &NasPdnConnectivityRequest) -> PdnRequest {
+    let epco = pdn.extended_protocol_configuration_options.as_ref().map(|e| e.value.to_vec());
+    let pco = pdn.protocol_configuration_options.as_ref().map(|p| p.value.to_vec());
+    PdnRequest {
+        pti,
+        apn: pdn.access_point_name.as_ref().and_then(|a| a.as_string()),
+        pdn_type: pdn.pdn_type.pdn_type_raw(),
+        esm_information_transfer: pdn.esm_information_transfer_flag.as_ref().is_some_and(|f| f.is_required()),
+        epco: epco.is_some(),
+        pco: epco.or(pco),
     }
 }
 
@@ -55,9 +71,7 @@ impl Mme {
             eea: cap.eea_byte(),
             eia: cap.eia_byte(),
             ue_network_capability: cap,
-            pti: esm_header.procedure_transaction_identity,
-            requested_apn: pdn.access_point_name.as_ref().and_then(|a| a.as_string()),
-            pdn_type: pdn.pdn_type.pdn_type_raw(),
+            pdn: pdn_request(esm_header.procedure_transaction_identity, &pdn),
             by_guti: false,
             imsi_requested: false,
         };

@@ -4,6 +4,7 @@
 use mobicore_common::peers::PeerFilter;
 use mobicore_common::Plmn;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -57,6 +58,16 @@ impl Default for NasTimerConfig {
 }
 
 impl NasTimerConfig {
+    /// TS 24.301 10.3: T3489 is 4 s, and the third expiry aborts.
+    pub fn t3489() -> Self {
+        NasTimerConfig { seconds: 4.0, max_retransmissions: 2 }
+    }
+
+    /// TS 24.301 10.3: T3485 and T3495 are 8 s, the fifth expiry aborts.
+    pub fn esm_8s() -> Self {
+        NasTimerConfig { seconds: 8.0, max_retransmissions: 4 }
+    }
+
     pub fn period(&self) -> Duration {
         Duration::from_secs_f64(self.seconds.max(0.001))
     }
@@ -85,10 +96,29 @@ pub struct MmeConfig {
     pub t3450: NasTimerConfig,
     pub t3460: NasTimerConfig,
     pub t3470: NasTimerConfig,
+    /// ESM INFORMATION REQUEST retransmission (TS 24.301 10.3: 4 s, two
+    /// retransmissions, then the attach is rejected with ESM #53).
+    pub t3489: NasTimerConfig,
+    /// ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST of a PDN connectivity
+    /// after attach (8 s, four retransmissions, then the PDN goes).
+    pub t3485: NasTimerConfig,
+    /// DEACTIVATE EPS BEARER CONTEXT REQUEST (8 s, four retransmissions,
+    /// then the bearer is deactivated locally).
+    pub t3495: NasTimerConfig,
     /// Periodic TAU timer given in Attach Accept (TS 24.301 10.2), seconds.
     pub t3412_seconds: u64,
     /// If set, every default bearer uses this APN, whatever the UE asks.
     pub default_apn_override: Option<String>,
+    /// The PGW S5/S8 control plane address sent in Create Session Requests
+    /// (TS 29.274 7.2.1) for an APN that neither the subscription
+    /// (PDN-GW allocation, TS 23.401 4.3.8.1) nor `pgw_by_apn` gives a PGW.
+    /// Absent: the S-GW's own S11 address (the combined S/P-GW-C), or
+    /// 127.0.0.1 if that is not known.
+    pub pgw: Option<Ipv4Addr>,
+    /// The PGW per APN (case-insensitive APN -> address), as a DNS
+    /// selection would give it (TS 29.303); the subscription's PDN-GW
+    /// allocation comes first.
+    pub pgw_by_apn: BTreeMap<String, Ipv4Addr>,
     /// Seed of the random M-TMSI draw (tests: repeatable GUTIs); from the
     /// OS when absent. M-TMSIs are never predictable from the previous one
     /// and never one still in use.
@@ -106,6 +136,19 @@ pub struct MmeConfig {
     pub enb_peers: PeerFilter,
 }
 
+impl MmeConfig {
+    /// The PGW for `apn`: the subscription's PDN-GW allocation (an IPv4
+    /// one: S11 here is IPv4), else `pgw_by_apn`, else `pgw`, else
+    /// loopback (TS 23.401 4.3.8.1).
+    pub fn pgw_for(&self, apn: &str, subscribed: Option<std::net::IpAddr>) -> Ipv4Addr {
+        if let Some(std::net::IpAddr::V4(ip)) = subscribed {
+            return ip;
+        }
+        let by_apn = self.pgw_by_apn.iter().find(|(a, _)| a.eq_ignore_ascii_case(apn)).map(|(_, ip)| *ip);
+        by_apn.or(self.pgw).unwrap_or(Ipv4Addr::LOCALHOST)
+    }
+}
+
 impl Default for MmeConfig {
     fn default() -> Self {
         MmeConfig {
@@ -121,8 +164,13 @@ impl Default for MmeConfig {
             t3450: NasTimerConfig::default(),
             t3460: NasTimerConfig::default(),
             t3470: NasTimerConfig::default(),
+            t3489: NasTimerConfig::t3489(),
+            t3485: NasTimerConfig::esm_8s(),
+            t3495: NasTimerConfig::esm_8s(),
             t3412_seconds: 54 * 60,
             default_apn_override: None,
+            pgw: None,
+            pgw_by_apn: BTreeMap::new(),
             mtmsi_seed: None,
             // About 2 KiB a context: 1 Mi contexts stay within 2-3 GiB.
             max_ues: 1 << 20,

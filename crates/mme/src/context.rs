@@ -4,10 +4,10 @@
 use bytes::Bytes;
 use mobicore_common::s6a::{EutranVector, SubscriptionData};
 use mobicore_common::sctp_api::AssocId;
-use mobicore_common::{Ambr, Arp, Ecgi, Fteid, Guti, Imsi, Plmn, Tai};
+use mobicore_common::{Ambr, Arp, Ecgi, Fteid, Guti, Imsi, PdnType, Plmn, Tai};
 use oxirush_nas::nas_eps::{NasEpsSecurityHeaderType, NasSecurityContext, NasUeNetworkCapability};
 use oxirush_security::nas_eps::KAsme;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
 /// The MME's opaque key of a UE in S6a/S11 exchanges: the MME-UE-S1AP-ID
@@ -104,6 +104,8 @@ pub enum Step {
     Authentication,
     /// Security Mode Command sent (T3460).
     SecurityMode,
+    /// ESM INFORMATION REQUEST sent (T3489), TS 24.301 6.6.1.2.
+    EsmInformation,
     /// S6a Update-Location-Request in flight.
     UpdateLocation,
     /// S11 Create Session Request in flight.
@@ -111,9 +113,11 @@ pub enum Step {
     /// Initial Context Setup with Attach Accept sent (T3450); waiting for the
     /// ICS Response and the Attach Complete, in either order.
     AttachAccept,
-    /// S11 Delete Session in flight for a UE-initiated detach.
+    /// S11 Delete Sessions in flight for a UE-initiated detach, one per
+    /// PDN connection; `pending` of them not answered yet.
     DetachDeleteSession {
         switch_off: bool,
+        pending: u8,
     },
     /// S11 Release Access Bearers in flight for an S1 release.
     ReleaseAccessBearers,
@@ -125,6 +129,12 @@ pub enum NasTimerKind {
     T3450,
     T3460,
     T3470,
+    /// ESM INFORMATION REQUEST (TS 24.301 6.6.1.2.6).
+    T3489,
+    /// ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST after attach (6.4.1.6).
+    T3485,
+    /// DEACTIVATE EPS BEARER CONTEXT REQUEST (6.4.4.6).
+    T3495,
 }
 
 /// A running NAS timer and the downlink message it retransmits.
@@ -148,14 +158,46 @@ pub struct AttachData {
     /// The UE network capability IE, replayed in the SMC.
     pub ue_network_capability: NasUeNetworkCapability,
     /// PDN CONNECTIVITY REQUEST in the ESM container.
-    pub pti: u8,
-    pub requested_apn: Option<String>,
-    /// PDN type code of TS 24.301 9.9.4.10 (1 IPv4, 2 IPv6, 3 IPv4v6).
-    pub pdn_type: u8,
+    pub pdn: PdnRequest,
     /// The UE gave an old GUTI of ours that we knew.
     pub by_guti: bool,
     /// The UE was already asked for its IMSI in this attach.
     pub imsi_requested: bool,
+}
+
+/// What a PDN CONNECTIVITY REQUEST asked for (TS 24.301 8.3.20), in the
+/// ATTACH REQUEST or on its own after attach; the ESM INFORMATION RESPONSE
+/// fills in the APN and PCO (6.6.1.2).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PdnRequest {
+    pub pti: u8,
+    pub apn: Option<String>,
+    /// PDN type code of TS 24.301 9.9.4.10 (1 IPv4, 2 IPv6, 3 IPv4v6).
+    pub pdn_type: u8,
+    /// The ESM information transfer flag (9.9.4.5) was set.
+    pub esm_information_transfer: bool,
+    /// The PCO (TS 24.008 10.5.6.3) or ePCO (10.5.6.3A) value octets.
+    pub pco: Option<Vec<u8>>,
+    /// The PCO came as ePCO: the answer goes in an ePCO too.
+    pub epco: bool,
+}
+
+/// A UE-requested ESM procedure after attach (TS 24.301 6.5.1, 6.5.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EsmProcedure {
+    /// PDN connectivity: the Create Session Request for the new default
+    /// bearer `ebi` is in flight.
+    CreateSession { req: PdnRequest, ebi: u8, apn: String },
+    /// The E-RAB SETUP REQUEST with the ACTIVATE DEFAULT EPS BEARER CONTEXT
+    /// REQUEST went (T3485); the E-RAB SETUP RESPONSE (`erab_done`) and the
+    /// ACTIVATE DEFAULT EPS BEARER CONTEXT ACCEPT (`accepted`) come in either
+    /// order.
+    ActivateDefault { pti: u8, ebi: u8, erab_done: bool, accepted: bool },
+    /// PDN disconnect: the Delete Session Request of `ebi` is in flight.
+    DeleteSession { pti: u8, ebi: u8 },
+    /// The E-RAB RELEASE COMMAND with the DEACTIVATE EPS BEARER CONTEXT
+    /// REQUEST went (T3495).
+    Deactivate { pti: u8, ebi: u8 },
 }
 
 /// A running EPS-AKA (TS 33.401 6.1).
@@ -180,17 +222,21 @@ pub struct NasSecurity {
     pub ue_eia: u8,
 }
 
-/// The PDN connection of the default bearer (TS 23.401 5.3.2.1).
+/// A PDN connection and its default bearer (TS 23.401 5.3.2.1, 5.10.2).
 #[derive(Debug, Clone)]
 pub struct Session {
     pub apn: String,
+    /// The EBI of the default bearer, the PDN's linked EBI.
     pub ebi: u8,
     pub qci: u8,
     pub arp: Arp,
     pub apn_ambr: Ambr,
     pub sgw_s11: Fteid,
     pub sgw_s1u: Fteid,
-    pub paa: Ipv4Addr,
+    /// The PDN type granted, with the addresses of that type.
+    pub pdn_type: PdnType,
+    pub paa: Option<Ipv4Addr>,
+    pub ipv6_prefix: Option<(Ipv6Addr, u8)>,
     pub enb_s1u: Option<Fteid>,
 }
 
@@ -209,7 +255,10 @@ pub struct UeContext {
     pub auth: Option<AuthState>,
     pub security: Option<NasSecurity>,
     pub subscription: Option<SubscriptionData>,
-    pub session: Option<Session>,
+    /// The UE's PDN connections, the attach's first (TS 23.401 5.10).
+    pub sessions: Vec<Session>,
+    /// The ESM procedure after attach that runs, if any.
+    pub esm: Option<EsmProcedure>,
     pub timer: Option<NasTimer>,
     pub tai: Option<Tai>,
     pub ecgi: Option<Ecgi>,
@@ -234,7 +283,8 @@ impl UeContext {
             auth: None,
             security: None,
             subscription: None,
-            session: None,
+            sessions: Vec::new(),
+            esm: None,
             timer: None,
             tai: None,
             ecgi: None,
@@ -244,6 +294,11 @@ impl UeContext {
 
     pub fn ue_ref(&self) -> UeRef {
         UeRef { mme_ue_s1ap_id: self.id, generation: self.generation }
+    }
+
+    /// The PDN connection whose default bearer is `ebi`.
+    pub fn session_mut(&mut self, ebi: u8) -> Option<&mut Session> {
+        self.sessions.iter_mut().find(|s| s.ebi == ebi)
     }
 
     /// Whether downlink NAS goes integrity protected and ciphered.

@@ -1,5 +1,5 @@
 //! UE-initiated detach (TS 24.301 5.5.2.2, TS 23.401 5.3.8.2): Delete
-//! Session at the S-GW, then DETACH ACCEPT unless switched off, then the
+//! Session at the S-GW for every PDN connection, then DETACH ACCEPT unless switched off, then the
 //! release of the S1 connection; the UE context is forgotten.
 
 use crate::context::{EmmState, Step};
@@ -22,14 +22,31 @@ impl Mme {
         self.counters.incr(if switch_off { "detach_switch_off" } else { "detach_normal" });
         ue.timer = None;
         ue.emm = EmmState::Deregistered;
-        match ue.session.take() {
-            Some(s) => {
-                ue.step = Step::DetachDeleteSession { switch_off };
-                let req = DeleteSessionRequest { sgw_teid: s.sgw_s11.teid, linked_ebi: Ebi(s.ebi) };
-                self.request_s11(id, S11Request::DeleteSession(req));
-            }
-            None => self.finish_detach(id, switch_off),
+        ue.esm = None;
+        let sessions = std::mem::take(&mut ue.sessions);
+        if sessions.is_empty() {
+            self.finish_detach(id, switch_off);
+            return;
         }
+        // TS 23.401 5.3.8.2.1 step 2: a Delete Session per PDN connection.
+        let pending = sessions.len().min(u8::MAX as usize) as u8;
+        ue.step = Step::DetachDeleteSession { switch_off, pending };
+        for s in sessions {
+            let req = DeleteSessionRequest { sgw_teid: s.sgw_s11.teid, linked_ebi: Ebi(s.ebi) };
+            self.request_s11(id, S11Request::DeleteSession(req));
+        }
+    }
+
+    /// One Delete Session of the detach answered (or failed): the detach
+    /// ends with the last.
+    pub(crate) fn on_detach_delete_session(&mut self, id: u32, switch_off: bool, pending: u8) {
+        if pending > 1 {
+            if let Some(ue) = self.ues.get_mut(&id) {
+                ue.step = Step::DetachDeleteSession { switch_off, pending: pending - 1 };
+            }
+            return;
+        }
+        self.finish_detach(id, switch_off);
     }
 
     /// After Delete Session: DETACH ACCEPT (not after a switch-off), UE

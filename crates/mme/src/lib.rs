@@ -8,9 +8,12 @@
 //! - [`mme`]: the core: [`MmeEvent`], [`MmeAction`], dispatch, NAS timers and
 //!   the helpers every procedure uses (send NAS, release a UE).
 //! - procedures, each an `impl Mme` block: [`s1_setup`], [`attach`],
-//!   [`identity`], [`authentication`], [`security_mode`], [`esm`] (default
-//!   bearer), [`detach`], [`ue_context_release`].
-//! - S1AP: [`s1ap_handler`] (decode and dispatch), [`s1ap_build`].
+//!   [`identity`], [`authentication`], [`security_mode`],
+//!   [`esm_information`], [`esm`] (default bearer, PDN type, PGW, GTP ->
+//!   ESM causes), [`pdn_connectivity`] and [`pdn_disconnect`] (after
+//!   attach), [`detach`], [`ue_context_release`].
+//! - S1AP: [`s1ap_handler`] (decode and dispatch), [`s1ap_build`],
+//!   [`erab_build`] (E-RAB setup and release).
 //! - NAS: [`nas_handler`] (security, replay protection, dispatch),
 //!   [`nas_build`].
 //! - [`shell`]: [`run`], the tokio task driving the core.
@@ -20,11 +23,15 @@ pub mod authentication;
 pub mod config;
 pub mod context;
 pub mod detach;
+pub mod erab_build;
 pub mod esm;
+pub mod esm_information;
 pub mod identity;
 pub mod mme;
 pub mod nas_build;
 pub mod nas_handler;
+pub mod pdn_connectivity;
+pub mod pdn_disconnect;
 pub mod s1_setup;
 pub mod s1ap_build;
 pub mod s1ap_handler;

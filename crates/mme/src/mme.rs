@@ -182,6 +182,10 @@ impl Mme {
         }
         let id = ue.mme_ue_s1ap_id;
         let step = self.ues[&id].step;
+        if self.esm_awaits_s11(id, step, &response) {
+            self.on_esm_s11(id, response);
+            return;
+        }
         match (step, response) {
             (Step::CreateSession, Ok(S11Response::CreateSession(r))) => self.on_create_session(id, r),
             (Step::CreateSession, Err(_)) => {
@@ -189,11 +193,11 @@ impl Mme {
                 self.reject_attach(id, oxirush_nas::nas_eps::EmmCause::NetworkFailure, None);
             }
             (_, Ok(S11Response::ModifyBearer(r))) => self.on_modify_bearer(id, r),
-            (Step::DetachDeleteSession { switch_off }, r) => {
+            (Step::DetachDeleteSession { switch_off, pending }, r) => {
                 if !matches!(r, Ok(S11Response::DeleteSession(c)) if c.is_accepted()) {
                     self.counters.incr("s11_delete_session_failed");
                 }
-                self.finish_detach(id, switch_off);
+                self.on_detach_delete_session(id, switch_off, pending);
             }
             (Step::ReleaseAccessBearers, r) => {
                 if !matches!(r, Ok(S11Response::ReleaseAccessBearers(c)) if c.is_accepted()) {
@@ -275,7 +279,7 @@ impl Mme {
 
     /// Forget the S1 connection `s1` of UE `id` in the eNB's table, if it
     /// is still the UE's.
-    fn unlink_s1(&mut self, id: u32, s1: S1Conn) {
+    pub(crate) fn unlink_s1(&mut self, id: u32, s1: S1Conn) {
         if self.by_enb_ue.get(&(s1.assoc, s1.enb_ue_s1ap_id)) == Some(&id) {
             self.by_enb_ue.remove(&(s1.assoc, s1.enb_ue_s1ap_id));
             if let Some(e) = self.enbs.get_mut(&s1.assoc) {
@@ -351,6 +355,9 @@ impl Mme {
             NasTimerKind::T3450 => self.cfg.t3450,
             NasTimerKind::T3460 => self.cfg.t3460,
             NasTimerKind::T3470 => self.cfg.t3470,
+            NasTimerKind::T3489 => self.cfg.t3489,
+            NasTimerKind::T3485 => self.cfg.t3485,
+            NasTimerKind::T3495 => self.cfg.t3495,
         }
     }
 
@@ -397,7 +404,8 @@ impl Mme {
     }
 
     /// TS 24.301 5.4.2.7 (T3460), 5.4.3.7 (T3460), 5.4.4.6 (T3470),
-    /// 5.5.1.2.7 (T3450): retransmit; abort on the fifth expiry.
+    /// 5.5.1.2.7 (T3450), 6.4.1.6 (T3485), 6.4.4.6 (T3495): retransmit;
+    /// abort on the fifth expiry (the third for T3489, 6.6.1.2.6).
     fn on_nas_timer_expiry(&mut self, id: u32) {
         let Some(timer) = self.ues.get_mut(&id).and_then(|u| u.timer.take()) else {
             return;
@@ -407,8 +415,15 @@ impl Mme {
                 NasTimerKind::T3450 => "t3450_abort",
                 NasTimerKind::T3460 => "t3460_abort",
                 NasTimerKind::T3470 => "t3470_abort",
+                NasTimerKind::T3489 => "t3489_abort",
+                NasTimerKind::T3485 => "t3485_abort",
+                NasTimerKind::T3495 => "t3495_abort",
             });
-            self.abort_ue(id, CauseNas::unspecified);
+            match timer.kind {
+                NasTimerKind::T3489 => self.on_t3489_abort(id),
+                NasTimerKind::T3485 | NasTimerKind::T3495 => self.on_esm_timer_abort(id),
+                _ => self.abort_ue(id, CauseNas::unspecified),
+            }
             return;
         }
         self.counters.incr("nas_retransmission");
@@ -448,14 +463,15 @@ impl Mme {
         }
     }
 
-    /// Delete the UE's PDN connection at the S-GW, if it has one, without
-    /// waiting for the answer.
+    /// Delete the UE's PDN connections at the S-GW, if it has any, without
+    /// waiting for the answers.
     pub(crate) fn delete_session_detached(&mut self, id: u32) {
-        let Some(s) = self.ues.get_mut(&id).and_then(|u| u.session.take()) else {
-            return;
-        };
-        let req = DeleteSessionRequest { sgw_teid: s.sgw_s11.teid, linked_ebi: Ebi(s.ebi) };
-        self.request_s11(id, S11Request::DeleteSession(req));
+        let Some(ue) = self.ues.get_mut(&id) else { return };
+        ue.esm = None;
+        for s in std::mem::take(&mut ue.sessions) {
+            let req = DeleteSessionRequest { sgw_teid: s.sgw_s11.teid, linked_ebi: Ebi(s.ebi) };
+            self.request_s11(id, S11Request::DeleteSession(req));
+        }
     }
 
     /// Abort whatever the UE is doing: delete its session, release its S1

@@ -62,16 +62,25 @@ pub struct DefaultBearer<'a> {
     pub esm_cause: Option<EsmCause>,
 }
 
-/// ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST (8.3.6), as an ESM PDU.
+/// ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST (8.3.6), as an ESM PDU,
+/// with an IPv4 PDN address.
 pub fn activate_default_bearer_request(b: &DefaultBearer<'_>) -> Option<NasEpsMessage> {
+    default_bearer_request(b, NasPdnAddress::from_ipv4(b.ipv4), None)
+}
+
+/// ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST (8.3.6) with the PDN
+/// address granted (9.9.4.9: IPv4, IPv6 interface identifier, or both) and
+/// the network's PCO value octets, as a PCO or (`true`) an ePCO (6.5.1.3).
+pub fn default_bearer_request(
+    b: &DefaultBearer<'_>,
+    address: NasPdnAddress,
+    pco: Option<(&[u8], bool)>,
+) -> Option<NasEpsMessage> {
     let qos = NasEpsQualityOfService::from_qos(EpsQos::new(b.qci, None, None, None)).ok()?;
     // 9.9.4.2: APN-AMBR in kbit/s; at least 1 kbit/s where a rate is set.
     let kbps = |bps: u64| if bps == 0 { 0 } else { (bps / 1000).max(1) };
-    let mut msg = NasActivateDefaultEpsBearerContextRequest::new(
-        qos,
-        NasAccessPointName::from_string(b.apn).ok()?,
-        NasPdnAddress::from_ipv4(b.ipv4),
-    );
+    let mut msg =
+        NasActivateDefaultEpsBearerContextRequest::new(qos, NasAccessPointName::from_string(b.apn).ok()?, address);
     if b.apn_ambr.downlink > 0 || b.apn_ambr.uplink > 0 {
         let ambr = NasApnAggregateMaximumBitRate::from_kbps(kbps(b.apn_ambr.downlink), kbps(b.apn_ambr.uplink)).ok()?;
         msg = msg.with_apn_ambr(ambr);
@@ -79,7 +88,40 @@ pub fn activate_default_bearer_request(b: &DefaultBearer<'_>) -> Option<NasEpsMe
     if let Some(c) = b.esm_cause {
         msg = msg.with_esm_cause(NasEsmCause::from_cause(c));
     }
+    match pco {
+        Some((p, true)) => {
+            msg = msg.with_extended_protocol_configuration_options(NasExtendedProtocolConfigurationOptions::new(p))
+        }
+        // TS 24.008 10.5.6.3: a PCO holds at most 251 octets.
+        Some((p, false)) if p.len() <= 251 => {
+            msg = msg.with_protocol_configuration_options(NasProtocolConfigurationOptions::new(p))
+        }
+        _ => {}
+    }
     Some(NasEpsMessage::new_esm(msg, b.ebi, b.pti))
+}
+
+/// ESM INFORMATION REQUEST (8.3.13), for the PTI of the attach's PDN
+/// CONNECTIVITY REQUEST.
+pub fn esm_information_request(pti: u8) -> Option<Vec<u8>> {
+    NasEpsMessage::new_esm(NasEsmInformationRequest::new(), 0, pti).encode().ok()
+}
+
+/// PDN DISCONNECT REJECT (8.3.21).
+pub fn pdn_disconnect_reject(pti: u8, cause: EsmCause) -> Option<Vec<u8>> {
+    NasEpsMessage::new_esm(NasPdnDisconnectReject::new(NasEsmCause::from_cause(cause)), 0, pti).encode().ok()
+}
+
+/// DEACTIVATE EPS BEARER CONTEXT REQUEST (8.3.12) of bearer `ebi`, with
+/// the PTI of the UE's request (0 if the network started it).
+pub fn deactivate_bearer_request(ebi: u8, pti: u8, cause: EsmCause) -> Option<Vec<u8>> {
+    let msg = NasDeactivateEpsBearerContextRequest::new(NasEsmCause::from_cause(cause));
+    NasEpsMessage::new_esm(msg, ebi, pti).encode().ok()
+}
+
+/// ESM STATUS (8.3.15).
+pub fn esm_status(ebi: u8, pti: u8, cause: EsmCause) -> Option<Vec<u8>> {
+    NasEpsMessage::new_esm(NasEsmStatus::new(NasEsmCause::from_cause(cause)), ebi, pti).encode().ok()
 }
 
 /// PDN CONNECTIVITY REJECT (8.3.19), as an ESM PDU.

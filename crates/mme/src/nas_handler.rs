@@ -10,8 +10,15 @@ use oxirush_nas::nas_eps::*;
 /// A message the security layer let through, and whether its MAC was
 /// verified with the UE's NAS security context.
 pub(crate) struct Uplink {
-    pub msg: NasEmmMessage,
+    pub msg: Message,
     pub verified: bool,
+}
+
+/// An uplink EMM message, or an ESM message (only ever integrity
+/// protected here: a plain ESM message travels inside an EMM container).
+pub(crate) enum Message {
+    Emm(NasEmmMessage),
+    Esm(NasEsmHeader, NasEsmMessage),
 }
 
 const EMM_PD: u8 = 0x07;
@@ -25,12 +32,18 @@ impl Mme {
             return;
         };
         let active = self.ues.get(&id).is_some_and(|u| u.security_active());
-        if active && !up.verified && !allowed_unprotected(&up.msg) {
-            // TS 24.301 4.4.4.3: discard what must be integrity protected.
-            self.counters.incr("nas_unprotected_dropped");
-            return;
+        match up.msg {
+            Message::Emm(msg) => {
+                if active && !up.verified && !allowed_unprotected(&msg) {
+                    // TS 24.301 4.4.4.3: discard what must be integrity protected.
+                    self.counters.incr("nas_unprotected_dropped");
+                    return;
+                }
+                self.dispatch_emm(id, msg, up.verified);
+            }
+            Message::Esm(h, msg) if up.verified && active => self.dispatch_esm(id, h, msg),
+            Message::Esm(..) => self.counters.incr("nas_unprotected_dropped"),
         }
-        self.dispatch_emm(id, up);
     }
 
     fn unwrap_uplink(&mut self, id: u32, data: &[u8]) -> Option<Uplink> {
@@ -45,7 +58,7 @@ impl Mme {
         }
         match first >> 4 {
             0 => match NasEpsMessage::decode_with_direction(data, Direction::Uplink) {
-                Ok(NasEpsMessage::Emm(_, msg)) => Some(Uplink { msg, verified: false }),
+                Ok(NasEpsMessage::Emm(_, msg)) => Some(Uplink { msg: Message::Emm(msg), verified: false }),
                 Ok(_) => {
                     self.counters.incr("nas_unexpected_message");
                     None
@@ -73,7 +86,8 @@ impl Mme {
             Ok(v) => {
                 sec.last_ul_count = v.count.get();
                 match v.message {
-                    NasEpsMessage::Emm(_, msg) => Some(Uplink { msg, verified: true }),
+                    NasEpsMessage::Emm(_, msg) => Some(Uplink { msg: Message::Emm(msg), verified: true }),
+                    NasEpsMessage::Esm(h, msg) => Some(Uplink { msg: Message::Esm(h, msg), verified: true }),
                     _ => {
                         self.counters.incr("nas_unexpected_message");
                         None
@@ -99,7 +113,7 @@ impl Mme {
         if data.len() > 7 && data[0] >> 4 == 1 && is_attach_request(data) {
             if let Ok(NasEpsMessage::Emm(_, msg)) = NasEpsMessage::decode_with_direction(&data[6..], Direction::Uplink)
             {
-                return Some(Uplink { msg, verified: false });
+                return Some(Uplink { msg: Message::Emm(msg), verified: false });
             }
         }
         self.counters.incr("nas_unverified_dropped");
@@ -132,13 +146,12 @@ impl Mme {
         }
     }
 
-    fn dispatch_emm(&mut self, id: u32, up: Uplink) {
+    fn dispatch_emm(&mut self, id: u32, msg: NasEmmMessage, v: bool) {
         let step = match self.ues.get(&id) {
             Some(u) => u.step,
             None => return,
         };
-        let v = up.verified;
-        match (up.msg, step) {
+        match (msg, step) {
             (NasEmmMessage::AttachRequest(r), _) => self.on_attach_request(id, *r),
             (NasEmmMessage::IdentityResponse(r), Step::Identity) => self.on_identity_response(id, *r),
             (NasEmmMessage::AuthenticationResponse(r), Step::Authentication) => self.on_authentication_response(id, *r),
@@ -158,6 +171,31 @@ impl Mme {
                         self.send_dl_nas(id, &plain, header);
                     }
                 }
+            }
+        }
+    }
+}
+
+impl Mme {
+    /// A protected ESM message (TS 24.301 6): the ESM information of the
+    /// attach, and the UE-requested procedures after it.
+    fn dispatch_esm(&mut self, id: u32, h: NasEsmHeader, msg: NasEsmMessage) {
+        let Some(step) = self.ues.get(&id).map(|u| u.step) else { return };
+        let (ebi, pti) = (h.eps_bearer_identity, h.procedure_transaction_identity);
+        match msg {
+            NasEsmMessage::EsmInformationResponse(r) if step == Step::EsmInformation => {
+                self.on_esm_information_response(id, pti, *r)
+            }
+            NasEsmMessage::PdnConnectivityRequest(p) => self.on_pdn_connectivity_request(id, pti, &p),
+            NasEsmMessage::PdnDisconnectRequest(r) => self.on_pdn_disconnect_request(id, pti, &r),
+            NasEsmMessage::ActivateDefaultEpsBearerContextAccept(_) => self.on_activate_default_accept(id, ebi),
+            NasEsmMessage::ActivateDefaultEpsBearerContextReject(_) => self.on_activate_default_reject(id, ebi),
+            NasEsmMessage::DeactivateEpsBearerContextAccept(_) => self.on_deactivate_accept(id, ebi),
+            NasEsmMessage::EsmStatus(_) => self.counters.incr("nas_esm_status_received"),
+            _ => {
+                // TS 24.301 7.4: not compatible with the protocol state.
+                self.counters.incr("esm_unexpected_message");
+                self.send_esm_status(id, ebi, pti, EsmCause::MessageTypeNotCompatibleWithTheProtocolState);
             }
         }
     }

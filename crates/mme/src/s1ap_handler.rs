@@ -67,8 +67,8 @@ impl Mme {
             let settled = ue.emm == EmmState::Registered && ue.step == Step::Idle;
             if settled {
                 ue.timer = None;
-                if let Some(s) = ue.session.as_mut() {
-                    s.enb_s1u = None;
+                ue.sessions.iter_mut().for_each(|s| s.enb_s1u = None);
+                if let Some(s) = ue.sessions.first() {
                     let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
                     self.request_s11(id, S11Request::ReleaseAccessBearers(req));
                 }
@@ -104,6 +104,8 @@ impl Mme {
             S1apPduKind::Initiating_uplinkNASTransport => self.on_uplink_nas_transport(assoc, &pdu),
             S1apPduKind::Successful_InitialContextSetup => self.on_ics_response(assoc, &pdu),
             S1apPduKind::Unsuccessful_InitialContextSetup => self.on_ics_failure(assoc, &pdu),
+            S1apPduKind::Successful_E_RABSetup => self.on_erab_setup_response(assoc, &pdu),
+            S1apPduKind::Successful_E_RABRelease => self.on_erab_release_response(assoc, &pdu),
             S1apPduKind::Initiating_UEContextReleaseRequest => self.on_release_request(assoc, &pdu),
             S1apPduKind::Successful_UEContextRelease => self.on_release_complete(assoc, &pdu),
             S1apPduKind::Initiating_ErrorIndication => {

@@ -79,7 +79,7 @@ impl Mme {
         };
         sec.active = true;
         self.claim_identity(id);
-        self.start_update_location(id);
+        self.start_esm_information_or_update_location(id);
     }
 
     /// SECURITY MODE REJECT (5.4.3.5): abort the attach.

@@ -20,7 +20,7 @@ impl Mme {
         let Some(id) = self.known_ue(assoc, mme_id, enb_id) else { return Ok(()) };
         let ue = &self.ues[&id];
         let settled = ue.emm == EmmState::Registered && ue.step == Step::Idle;
-        match (&ue.session, settled) {
+        match (ue.sessions.first(), settled) {
             (Some(s), true) => {
                 let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
                 if let Some(u) = self.ues.get_mut(&id) {
@@ -43,7 +43,7 @@ impl Mme {
         let Some(ue) = self.ues.get_mut(&id) else { return };
         ue.step = Step::Idle;
         ue.timer = None;
-        if let Some(s) = ue.session.as_mut() {
+        for s in ue.sessions.iter_mut() {
             s.enb_s1u = None;
         }
         let registered = ue.emm == EmmState::Registered;

@@ -13,7 +13,15 @@ fn fingerprint(h: &Harness, id: u32) -> String {
             s.ctx.nas_count(oxirush_nas::nas_eps::Direction::Downlink),
         )
     });
-    format!("{:?} {:?} {:?} {:?} {:?} {:?}", u.emm, u.step, u.s1, u.guti, counts, u.session.as_ref().map(|s| s.enb_s1u))
+    format!(
+        "{:?} {:?} {:?} {:?} {:?} {:?}",
+        u.emm,
+        u.step,
+        u.s1,
+        u.guti,
+        counts,
+        u.sessions.iter().map(|s| s.enb_s1u).collect::<Vec<_>>()
+    )
 }
 
 proptest! {

@@ -24,7 +24,7 @@ fn snapshot(h: &Harness, id: u32) -> String {
         u.s1,
         u.guti,
         counts,
-        u.session.as_ref().map(|s| (s.sgw_s11, s.enb_s1u)),
+        u.sessions.iter().map(|s| (s.sgw_s11, s.enb_s1u)).collect::<Vec<_>>(),
         h.mme.by_imsi.get(u.imsi.as_ref().unwrap())
     )
 }
