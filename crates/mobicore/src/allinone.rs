@@ -176,6 +176,9 @@ async fn start_mme(
     if let std::net::IpAddr::V4(ip) = s11.local_addr.ip() {
         core_cfg.s11_local_ip = ip;
     }
+    if let (None, std::net::IpAddr::V4(ip)) = (core_cfg.pgw, sgw.ip()) {
+        core_cfg.pgw = Some(ip); // no PGW configured: the combined S/P-GW-C's own address
+    }
     let core = mobicore_mme::Mme::new(core_cfg);
     let mme_counters = core.counters().clone();
     // The S1-MME endpoint's counters (sctp_*) are exported with the MME's.
