@@ -9,7 +9,7 @@
 use crate::context::{NasTimerKind, PdnRequest, Session, Step};
 use crate::mme::Mme;
 use crate::nas_build::{self, DefaultBearer};
-use crate::s1ap_build::{self, InitialContextSetup};
+use crate::s1ap_build::InitialContextSetup;
 use crate::s1ap_handler::S1Result;
 use bytes::Bytes;
 use mobicore_common::s11::*;
@@ -382,7 +382,7 @@ impl Mme {
             eia,
             kenb: &kenb,
         };
-        let data = s1ap_build::initial_context_setup_request(ics);
+        let data = self.initial_context_setup_request(id, ics);
         self.push_s1(s1.assoc, s1.stream, data);
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.step = Step::AttachAccept;

@@ -12,8 +12,11 @@
 //!   [`esm_information`], [`esm`] (default bearer, PDN type, PGW, GTP ->
 //!   ESM causes), [`pdn_connectivity`] and [`pdn_disconnect`] (after
 //!   attach), [`detach`], [`ue_context_release`].
-//! - S1AP: [`s1ap_handler`] (decode and dispatch), [`s1ap_build`],
-//!   [`erab_build`] (E-RAB setup and release).
+//! - S1AP procedures of the eNB's: [`reset`] (S1 Reset),
+//!   [`enb_configuration_update`], [`ue_capability`] (UE Capability Info
+//!   Indication, the UE Radio Capability in Initial Context Setup).
+//! - S1AP: [`s1ap_handler`] (decode, the error handling of TS 36.413 10,
+//!   dispatch), [`s1ap_build`], [`erab_build`] (E-RAB setup and release).
 //! - NAS: [`nas_handler`] (security, replay protection, dispatch),
 //!   [`nas_build`].
 //! - [`shell`]: [`run`], the tokio task driving the core.
@@ -23,6 +26,7 @@ pub mod authentication;
 pub mod config;
 pub mod context;
 pub mod detach;
+pub mod enb_configuration_update;
 pub mod erab_build;
 pub mod esm;
 pub mod esm_information;
@@ -32,11 +36,13 @@ pub mod nas_build;
 pub mod nas_handler;
 pub mod pdn_connectivity;
 pub mod pdn_disconnect;
+pub mod reset;
 pub mod s1_setup;
 pub mod s1ap_build;
 pub mod s1ap_handler;
 pub mod security_mode;
 pub mod shell;
+pub mod ue_capability;
 pub mod ue_context_release;
 
 #[cfg(test)]

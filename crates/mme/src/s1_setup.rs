@@ -11,15 +11,21 @@ use oxirush_s1ap::extract_s1ap_ies;
 use oxirush_s1ap::s1ap::*;
 
 impl Mme {
-    pub(crate) fn on_s1_setup_request(&mut self, assoc: AssocId, pdu: &S1APPDU<'_>) -> S1Result {
+    /// S1 SETUP REQUEST; `cd` reports IEs ignored with notification
+    /// (TS 36.413 10.3.4.2) in the response.
+    pub(crate) fn on_s1_setup_request(
+        &mut self,
+        assoc: AssocId,
+        pdu: &S1APPDU<'_>,
+        cd: Option<CriticalityDiagnostics>,
+    ) -> S1Result {
         extract_s1ap_ies!(pdu, S1SetupRequest,
             req enb: GlobalENBID = Global_ENB_ID(g) => g,
-            opt name: String = eNBname(n) => n.0.into_owned(),
+            lax name: String = eNBname(n) => n.0.into_owned(),
             req areas: SupportedTAs = SupportedTAs(a) => a,
+            lax drx: PagingDRX = DefaultPagingDRX(d) => d,
         );
-        let ours = self.cfg.plmn;
-        let serves_ours = areas.0.iter().any(|ta| ta.broadcast_plmns.0.iter().any(|p| plmn_of(p) == Some(ours)));
-        if !serves_ours {
+        if !serves(&areas, self.cfg.plmn) {
             // TS 36.413 8.7.3.3: S1 SETUP FAILURE, cause unknown PLMN.
             self.counters.incr("s1_setup_failure");
             let fail = s1ap_build::s1_setup_failure(Cause::misc(CauseMisc::unknown_PLMN));
@@ -45,8 +51,9 @@ impl Mme {
             enb.global_enb_id = global;
             enb.name = name;
             enb.tacs = tacs;
+            enb.default_paging_drx = drx.and_then(paging_drx_frames);
         }
-        let resp = s1ap_build::s1_setup_response(&self.cfg);
+        let resp = s1ap_build::s1_setup_response_with(&self.cfg, cd);
         self.push_s1(assoc, 0, resp);
         Ok(())
     }
@@ -60,4 +67,21 @@ fn global_enb_id(g: &GlobalENBID) -> Option<GlobalEnbId> {
         _ => return None,
     };
     Some(GlobalEnbId { plmn: plmn_of(&g.plmn_identity), bits: bits.len() as u8, value: bits.value() as u32 })
+}
+
+/// Whether a broadcast PLMN of one of the supported TAs is `plmn`.
+pub(crate) fn serves(areas: &SupportedTAs, plmn: mobicore_common::Plmn) -> bool {
+    areas.0.iter().any(|ta| ta.broadcast_plmns.0.iter().any(|p| plmn_of(p) == Some(plmn)))
+}
+
+/// The paging DRX cycle in radio frames (TS 36.413 9.2.1.16); `None` for a
+/// value of a later release.
+pub(crate) fn paging_drx_frames(d: PagingDRX) -> Option<u16> {
+    match d {
+        PagingDRX::v32 => Some(32),
+        PagingDRX::v64 => Some(64),
+        PagingDRX::v128 => Some(128),
+        PagingDRX::v256 => Some(256),
+        _ => None,
+    }
 }

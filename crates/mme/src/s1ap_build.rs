@@ -121,10 +121,8 @@ pub fn enb_configuration_update_acknowledge(cd: Option<CriticalityDiagnostics>) 
 
 /// ENB CONFIGURATION UPDATE FAILURE (TS 36.413 9.1.8.9).
 pub fn enb_configuration_update_failure(cause: Cause, cd: Option<CriticalityDiagnostics>) -> Option<Vec<u8>> {
-    let extra = cd
-        .map(|cd| build_s1ap_ie!(ENBConfigurationUpdateFailure, CriticalityDiagnostics(cd)))
-        .into_iter()
-        .collect();
+    let extra =
+        cd.map(|cd| build_s1ap_ie!(ENBConfigurationUpdateFailure, CriticalityDiagnostics(cd))).into_iter().collect();
     encode_with(
         build_s1ap!(UnsuccessfulOutcome, ENBConfigurationUpdate, ENBConfigurationUpdateFailure, Cause(cause),),
         extra,

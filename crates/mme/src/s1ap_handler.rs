@@ -1,6 +1,8 @@
 //! S1AP in: association events, PDU decoding and dispatch to procedures.
 //! Whatever an eNB sends, the answer is the one TS 36.413 clause 10 gives
-//! (an ERROR INDICATION), it is counted, and it touches no UE of another eNB.
+//! (a failure message or an ERROR INDICATION, by the class of the procedure
+//! and the criticality of what is wrong), it is counted, and it touches no
+//! UE of another eNB.
 
 use crate::context::{EmmState, EnbContext, S1Conn, Step};
 use crate::mme::Mme;
@@ -10,7 +12,7 @@ use mobicore_common::sctp_api::AssocId;
 use mobicore_common::{Ecgi, Plmn, Tai};
 use oxirush_s1ap::helpers::plmn_from;
 use oxirush_s1ap::s1ap::*;
-use oxirush_s1ap::{extract_s1ap_ies, S1apPduKind};
+use oxirush_s1ap::{extract_s1ap_ies, Deviation, S1apPduKind};
 
 pub(crate) type S1Result = Result<(), oxirush_s1ap::Error>;
 
@@ -20,6 +22,57 @@ pub(crate) struct UnknownUe(pub CauseRadioNetwork);
 pub(crate) fn plmn_of(id: &PLMNidentity) -> Option<Plmn> {
     let (mcc, mnc) = plmn_from(id)?;
     Plmn::new(&mcc, &mnc).ok()
+}
+
+/// What a received message is to the error handling of TS 36.413 10.3: the
+/// class of its procedure (8.1) and the direction of the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The request of a class 1 procedure that has a failure message.
+    RequestWithFailure,
+    /// The request of a class 1 procedure without one (Reset).
+    Request,
+    /// A class 2 message.
+    Class2,
+    /// The response of a procedure the MME started.
+    Response,
+    /// ERROR INDICATION: never answered (10.5).
+    ErrorIndication,
+}
+
+/// The role of each message this MME implements; `None`: not implemented,
+/// which 10.3.4.1 treats as a procedure code not comprehended.
+fn role(kind: &S1apPduKind) -> Option<Role> {
+    use S1apPduKind as K;
+    Some(match kind {
+        K::Initiating_S1Setup | K::Initiating_ENBConfigurationUpdate => Role::RequestWithFailure,
+        K::Initiating_Reset => Role::Request,
+        K::Initiating_initialUEMessage
+        | K::Initiating_uplinkNASTransport
+        | K::Initiating_UEContextReleaseRequest
+        | K::Initiating_UECapabilityInfoIndication
+        | K::Initiating_NASNonDeliveryIndication => Role::Class2,
+        K::Successful_InitialContextSetup
+        | K::Unsuccessful_InitialContextSetup
+        | K::Successful_E_RABSetup
+        | K::Successful_E_RABRelease
+        | K::Successful_UEContextRelease => Role::Response,
+        K::Initiating_ErrorIndication => Role::ErrorIndication,
+        _ => return None,
+    })
+}
+
+/// Whether a deviation makes the receiver reject the procedure (TS 36.413
+/// 10.3.4.2 and 10.3.5 "reject IE", 10.3.6, 10.2), rather than ignore it.
+fn rejects(d: &Deviation) -> bool {
+    d.cause().is_some_and(|c| c != CauseProtocol::abstract_syntax_error_ignore_and_notify)
+}
+
+/// The UE ids of a message, where they are and decode.
+fn ue_ids(pdu: &S1APPDU<'_>) -> (Option<u32>, Option<u32>) {
+    let mme = pdu.ie::<oxirush_s1ap::ie::MME_UE_S1AP_ID>().and_then(|r| r.ok()).map(|v| v.0);
+    let enb = pdu.ie::<oxirush_s1ap::ie::ENB_UE_S1AP_ID>().and_then(|r| r.ok()).map(|v| v.0);
+    (mme, enb)
 }
 
 impl Mme {
@@ -52,29 +105,44 @@ impl Mme {
 
     /// Drop the S1 part of every UE of `assoc`, and only those.
     pub(crate) fn drop_enb_ues(&mut self, assoc: AssocId) {
-        let ids: Vec<u32> = self.by_enb_ue.iter().filter(|((a, _), _)| *a == assoc).map(|(_, id)| *id).collect();
-        self.by_enb_ue.retain(|(a, _), _| *a != assoc);
-        if let Some(e) = self.enbs.get_mut(&assoc) {
-            e.s1_ues = 0;
-        }
-        for id in ids {
-            let Some(ue) = self.ues.get_mut(&id) else {
+        let ids = self.s1_ues_of(assoc);
+        self.lose_s1(assoc, &ids, "ue_aborted_enb_down");
+    }
+
+    /// The UEs with an S1 connection on `assoc`.
+    pub(crate) fn s1_ues_of(&self, assoc: AssocId) -> Vec<u32> {
+        self.by_enb_ue.iter().filter(|((a, _), _)| *a == assoc).map(|(_, id)| *id).collect()
+    }
+
+    /// The S1 connections of `ids` on `assoc` are gone with no release
+    /// (association lost, S1 Setup again, S1 Reset): as an S1 release does
+    /// (TS 23.401 5.3.5), a registered UE goes ECM-IDLE and its S1-U bearers
+    /// are released at the S-GW; a UE in the middle of a procedure is aborted
+    /// (`aborted` counts it). Nothing is sent to the eNB, and a UE whose S1
+    /// connection is on another association is left alone.
+    pub(crate) fn lose_s1(&mut self, assoc: AssocId, ids: &[u32], aborted: &'static str) {
+        for &id in ids {
+            let Some(s1) = self.ues.get(&id).and_then(|u| u.s1).filter(|s| s.assoc == assoc) else {
                 continue;
             };
-            if ue.s1.is_some_and(|s| s.assoc == assoc) {
-                ue.s1 = None;
-            }
-            let settled = ue.emm == EmmState::Registered && ue.step == Step::Idle;
-            if settled {
-                ue.timer = None;
-                ue.sessions.iter_mut().for_each(|s| s.enb_s1u = None);
-                if let Some(s) = ue.sessions.first() {
-                    let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
-                    self.request_s11(id, S11Request::ReleaseAccessBearers(req));
+            self.unlink_s1(id, s1);
+            let Some(ue) = self.ues.get_mut(&id) else { continue };
+            ue.s1 = None;
+            match (ue.emm == EmmState::Registered, ue.step) {
+                (true, Step::Idle) => {
+                    ue.timer = None;
+                    ue.sessions.iter_mut().for_each(|s| s.enb_s1u = None);
+                    if let Some(s) = ue.sessions.first() {
+                        let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
+                        self.request_s11(id, S11Request::ReleaseAccessBearers(req));
+                    }
                 }
-            } else {
-                self.counters.incr("ue_aborted_enb_down");
-                self.abort_ue(id, CauseNas::unspecified);
+                // An S1 release already runs: it finds no connection to command.
+                (true, Step::ReleaseAccessBearers) => {}
+                _ => {
+                    self.counters.incr(aborted);
+                    self.abort_ue(id, CauseNas::unspecified);
+                }
             }
         }
     }
@@ -98,10 +166,42 @@ impl Mme {
                 return;
             }
         };
-        let result = match pdu.kind() {
-            S1apPduKind::Initiating_S1Setup => self.on_s1_setup_request(assoc, &pdu),
+        let kind = pdu.kind();
+        let Some(role) = role(&kind) else {
+            self.not_comprehended(assoc, &pdu);
+            return;
+        };
+        // TS 36.413 10.3.4.2, 10.3.5, 10.3.6: the IEs against the object set.
+        let deviations = match pdu.check_structure() {
+            Ok(d) => d,
+            Err(_) => {
+                self.counters.incr("s1ap_malformed");
+                self.reject_message(assoc, &pdu, role, CauseProtocol::transfer_syntax_error, &[]);
+                return;
+            }
+        };
+        if let Some(cause) = deviations.iter().find(|d| rejects(d)).and_then(|d| d.cause()) {
+            self.reject_message(assoc, &pdu, role, cause, &deviations);
+            return;
+        }
+        // What is left is ignored; IEs of criticality notify are reported.
+        let notify: Vec<Deviation> = deviations.into_iter().filter(|d| d.cause().is_some()).collect();
+        let response_cd = match (notify.is_empty(), role) {
+            (false, Role::RequestWithFailure | Role::Request) => {
+                Some(pdu.criticality_diagnostics_for_response(&notify))
+            }
+            _ => None,
+        };
+        let result = match kind {
+            S1apPduKind::Initiating_S1Setup => self.on_s1_setup_request(assoc, &pdu, response_cd),
+            S1apPduKind::Initiating_ENBConfigurationUpdate => {
+                self.on_enb_configuration_update(assoc, &pdu, response_cd)
+            }
+            S1apPduKind::Initiating_Reset => self.on_reset(assoc, &pdu, response_cd),
             S1apPduKind::Initiating_initialUEMessage => self.on_initial_ue_message(assoc, &pdu),
             S1apPduKind::Initiating_uplinkNASTransport => self.on_uplink_nas_transport(assoc, &pdu),
+            S1apPduKind::Initiating_NASNonDeliveryIndication => self.on_nas_non_delivery(assoc, &pdu),
+            S1apPduKind::Initiating_UECapabilityInfoIndication => self.on_ue_capability_info(assoc, &pdu),
             S1apPduKind::Successful_InitialContextSetup => self.on_ics_response(assoc, &pdu),
             S1apPduKind::Unsuccessful_InitialContextSetup => self.on_ics_failure(assoc, &pdu),
             S1apPduKind::Successful_E_RABSetup => self.on_erab_setup_response(assoc, &pdu),
@@ -112,20 +212,90 @@ impl Mme {
                 self.counters.incr("s1ap_error_indication_received");
                 Ok(())
             }
-            S1apPduKind::Initiating_UECapabilityInfoIndication | S1apPduKind::Initiating_NASNonDeliveryIndication => {
-                Ok(())
+            _ => Ok(()),
+        };
+        match result {
+            Err(e) => {
+                // An IE the structure check cannot see into (10.2, 10.3).
+                let d = Deviation::of(&e);
+                let cause = d.as_ref().and_then(|d| d.cause());
+                let cause = cause.unwrap_or(CauseProtocol::abstract_syntax_error_falsely_constructed_message);
+                self.reject_message(assoc, &pdu, role, cause, d.as_slice());
             }
+            Ok(()) if !notify.is_empty() && matches!(role, Role::Class2 | Role::Response) => {
+                // 10.3.4.2, 10.3.5: ignored and notified by an ERROR INDICATION.
+                self.counters.incr("s1ap_ie_ignored_and_notified");
+                let (mme, enb) = ue_ids(&pdu);
+                let cause = Cause::protocol(CauseProtocol::abstract_syntax_error_ignore_and_notify);
+                let cd = pdu.criticality_diagnostics(&notify);
+                self.push_s1(assoc, 0, s1ap_build::error_indication_with(mme, enb, cause, Some(cd)));
+            }
+            Ok(()) => {}
+        }
+    }
+
+    /// TS 36.413 10.3.4.1: a procedure this MME does not implement (or one
+    /// of a later release) is a procedure code it does not comprehend; the
+    /// criticality of the PDU says what to do: reject (ERROR INDICATION),
+    /// ignore and notify (ignore it, ERROR INDICATION) or ignore. The ERROR
+    /// INDICATION names the procedure code, the triggering message and the
+    /// procedure criticality (Criticality Diagnostics).
+    fn not_comprehended(&mut self, assoc: AssocId, pdu: &S1APPDU<'_>) {
+        self.counters.incr("s1ap_unsupported_procedure");
+        let cause = match pdu.criticality() {
+            Criticality::reject => CauseProtocol::abstract_syntax_error_reject,
+            Criticality::notify => CauseProtocol::abstract_syntax_error_ignore_and_notify,
             _ => {
-                // TS 36.413 10.3.3 (unknown or unsupported procedure).
-                self.counters.incr("s1ap_unsupported_procedure");
-                Ok(())
+                self.counters.incr("s1ap_unsupported_ignored");
+                return;
             }
         };
-        if result.is_err() {
-            // TS 36.413 10.3.4: abstract syntax error (missing or wrong IE).
-            self.counters.incr("s1ap_abstract_syntax_error");
-            let cause = Cause::protocol(CauseProtocol::abstract_syntax_error_falsely_constructed_message);
-            self.push_s1(assoc, 0, s1ap_build::error_indication(None, None, cause));
+        self.counters.incr(match cause {
+            CauseProtocol::abstract_syntax_error_reject => "s1ap_unsupported_rejected",
+            _ => "s1ap_unsupported_notified",
+        });
+        let (mme, enb) = ue_ids(pdu);
+        let cd = pdu.criticality_diagnostics(&[]);
+        self.push_s1(assoc, 0, s1ap_build::error_indication_with(mme, enb, Cause::protocol(cause), Some(cd)));
+    }
+
+    /// Reject a message of a procedure we implement, for `deviations`
+    /// (TS 36.413 10.3.4.2, 10.3.5, 10.3.6, 10.2): the failure message of a
+    /// class 1 procedure that has one, local error handling for a response,
+    /// an ERROR INDICATION otherwise; none of its requests is executed.
+    fn reject_message(
+        &mut self,
+        assoc: AssocId,
+        pdu: &S1APPDU<'_>,
+        role: Role,
+        cause: CauseProtocol,
+        deviations: &[Deviation],
+    ) {
+        self.counters.incr(match cause {
+            CauseProtocol::transfer_syntax_error => "s1ap_transfer_syntax_error",
+            _ => "s1ap_abstract_syntax_error",
+        });
+        let why = Cause::protocol(cause);
+        match role {
+            Role::RequestWithFailure => {
+                let cd = Some(pdu.criticality_diagnostics_for_response(deviations));
+                let fail = match pdu.kind() {
+                    S1apPduKind::Initiating_ENBConfigurationUpdate => {
+                        s1ap_build::enb_configuration_update_failure(why, cd)
+                    }
+                    _ => s1ap_build::s1_setup_failure_with(why, cd),
+                };
+                self.push_s1(assoc, 0, fail);
+            }
+            Role::Request | Role::Class2 => {
+                let (mme, enb) = ue_ids(pdu);
+                let cd = pdu.criticality_diagnostics(deviations);
+                self.push_s1(assoc, 0, s1ap_build::error_indication_with(mme, enb, why, Some(cd)));
+            }
+            // 10.3.4.2: the procedure ends unsuccessfully, handled locally.
+            Role::Response => self.counters.incr("s1ap_response_rejected"),
+            // 10.5: an ERROR INDICATION is never answered by another.
+            Role::ErrorIndication => self.counters.incr("s1ap_error_indication_received"),
         }
     }
 
@@ -163,8 +333,10 @@ impl Mme {
         extract_s1ap_ies!(pdu, InitialUEMessage,
             req enb_id: u32 = eNB_UE_S1AP_ID(id),
             req nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
-            req tai: TAI = TAI(t) => t,
-            req cgi: EUTRANCGI = EUTRAN_CGI(c) => c,
+            // Mandatory, of criticality ignore: absent or undecodable, the
+            // UE is served without them (TS 36.413 10.3.4.2, 10.3.5).
+            lax tai: TAI = TAI(t) => t,
+            lax cgi: EUTRANCGI = EUTRAN_CGI(c) => c,
         );
         let Some(enb) = self.enbs.get_mut(&assoc).filter(|e| e.setup) else {
             // 8.6.2.1 presumes S1 Setup; answer in the sense of 10.4.
@@ -180,14 +352,16 @@ impl Mme {
             self.refuse_new_ue(id, &nas);
             return Ok(());
         }
-        let tai = plmn_of(&tai.plmn_identity).map(|plmn| Tai { plmn, tac: u16::from_be_bytes(tai.tac.0) });
-        let ecgi = plmn_of(&cgi.plmn_identity).map(|plmn| {
+        let tai =
+            tai.and_then(|t| plmn_of(&t.plmn_identity).map(|plmn| Tai { plmn, tac: u16::from_be_bytes(t.tac.0) }));
+        let ecgi = cgi.and_then(|cgi| {
+            let plmn = plmn_of(&cgi.plmn_identity)?;
             // 28-bit Cell Identity (TS 36.413 9.2.1.38), left aligned.
             let mut b = [0u8; 4];
             for (i, x) in cgi.cell_id.0.to_vec().iter().take(4).enumerate() {
                 b[i] = *x;
             }
-            Ecgi { plmn, eci: u32::from_be_bytes(b) >> 4 }
+            Some(Ecgi { plmn, eci: u32::from_be_bytes(b) >> 4 })
         });
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.tai = tai;
@@ -227,6 +401,23 @@ impl Mme {
         );
         if let Some(id) = self.known_ue(assoc, mme_id, enb_id) {
             self.on_uplink_nas(id, &nas, false);
+        }
+        Ok(())
+    }
+
+    /// NAS NON DELIVERY INDICATION (TS 36.413 8.6.2.4): the eNB could not
+    /// deliver a NAS PDU. A message under a NAS timer (T3450, T3460, T3470,
+    /// ...) goes again when the timer expires, as for any lost message
+    /// (TS 24.301 5.4.2.7, 5.5.1.2.7); another is not repeated.
+    fn on_nas_non_delivery(&mut self, assoc: AssocId, pdu: &S1APPDU<'_>) -> S1Result {
+        extract_s1ap_ies!(pdu, NASNonDeliveryIndication,
+            req mme_id: u32 = MME_UE_S1AP_ID(id),
+            req enb_id: u32 = eNB_UE_S1AP_ID(id),
+        );
+        let Some(id) = self.known_ue(assoc, mme_id, enb_id) else { return Ok(()) };
+        self.counters.incr("nas_non_delivery_indication");
+        if self.ues.get(&id).is_some_and(|u| u.timer.is_none()) {
+            self.counters.incr("nas_non_delivery_not_repeated");
         }
         Ok(())
     }
