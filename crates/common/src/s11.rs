@@ -103,6 +103,8 @@ pub struct ModifyBearerResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeleteSessionRequest {
     pub sgw_teid: Teid,
+    /// The PDN connection's default bearer; Ebi(0) (no bearer's) when a
+    /// received request carried no Linked EBI.
     pub linked_ebi: Ebi,
 }
 

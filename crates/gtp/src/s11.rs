@@ -177,7 +177,8 @@ pub fn decode_request(msg: &GtpMessage) -> Result<S11Request, MessageError> {
         }
         Message::DeleteSessionRequest(r) => S11Request::DeleteSession(DeleteSessionRequest {
             sgw_teid: teid,
-            linked_ebi: r.linked_ebi.unwrap_or(Ebi(5)),
+            // Ebi(0), never a bearer's, when the request names none.
+            linked_ebi: r.linked_ebi.unwrap_or(Ebi(0)),
         }),
         Message::ReleaseAccessBearersRequest(_) => {
             S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: teid })

@@ -103,7 +103,9 @@ pub async fn run(sessions: usize, windows: &[usize]) -> Result<Vec<PfcpCase>> {
                     apn: "internet".into(),
                     s1u_teid: 0x10_0000 + i as u32,
                     s1u_addr: node,
-                    ue_ipv4: Ipv4Addr::from(0x0a2d_0000 + i as u32),
+                    ue_ipv4: Some(Ipv4Addr::from(0x0a2d_0000 + i as u32)),
+                    ue_ipv6: None,
+                    apn_ambr: None,
                 };
                 sxa::encode(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), seq, &sxa::session_establishment(&spec))
             })

@@ -2,19 +2,89 @@
 
 use mobicore_common::peers::PeerFilter;
 use serde::{Deserialize, Serialize};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-/// One APN and its UE address pool.
+/// One APN: its UE address pools and what the UE is told in PCO.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ApnConfig {
     /// APN Network Identifier, e.g. "internet" (matched case-insensitively;
     /// an Operator Identifier suffix ".mncXXX.mccYYY.gprs" is ignored).
     pub name: String,
-    /// First address of the IPv4 pool, e.g. 10.45.0.0.
-    pub pool: Ipv4Addr,
-    /// Prefix length of the pool, e.g. 16.
+    /// First address of the IPv4 pool, e.g. 10.45.0.0; absent: the APN
+    /// serves no IPv4 (an IPv4 request gets "Preferred PDN type not
+    /// supported", an IPv4v6 one IPv6 only).
+    #[serde(default)]
+    pub pool: Option<Ipv4Addr>,
+    /// Prefix length of the IPv4 pool, e.g. 16.
+    #[serde(default = "default_prefix_len")]
     pub prefix_len: u8,
+    /// IPv6 pool, e.g. "2001:db8:45::/48": each PDN connection gets a /64
+    /// of it (TS 23.401 5.3.1.2.2). Absent (the default): no IPv6, an IPv6
+    /// request gets "Preferred PDN type not supported" (TS 29.274 8.4), an
+    /// IPv4v6 one IPv4 only.
+    #[serde(default)]
+    pub ipv6_pool: Option<Ipv6Pool>,
+    /// DNS servers a UE asking in PCO is told of (TS 24.008 10.5.6.3:
+    /// IPv4 ones for container 0x000D, IPv6 ones for 0x0003).
+    #[serde(default = "default_dns")]
+    pub dns: Vec<IpAddr>,
+    /// IPv4 link MTU a UE asking in PCO is told (container 0x0010); 0:
+    /// not sent. 1400 leaves room for GTP-U/UDP/IP over a 1500 transport.
+    #[serde(default = "default_mtu")]
+    pub mtu: u16,
+}
+
+fn default_prefix_len() -> u8 {
+    16
+}
+fn default_dns() -> Vec<IpAddr> {
+    vec![IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8)), IpAddr::V4(Ipv4Addr::new(8, 8, 4, 4))]
+}
+fn default_mtu() -> u16 {
+    1400
+}
+
+impl ApnConfig {
+    /// An APN with an IPv4 pool and the default DNS servers and MTU.
+    pub fn ipv4(name: &str, pool: Ipv4Addr, prefix_len: u8) -> Self {
+        ApnConfig {
+            name: name.into(),
+            pool: Some(pool),
+            prefix_len,
+            ipv6_pool: None,
+            dns: default_dns(),
+            mtu: default_mtu(),
+        }
+    }
+}
+
+/// An IPv6 pool of /64 prefixes, written "2001:db8:45::/48" (prefix
+/// length at most 64).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(try_from = "String", into = "String")]
+pub struct Ipv6Pool {
+    pub prefix: Ipv6Addr,
+    pub len: u8,
+}
+
+impl TryFrom<String> for Ipv6Pool {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let (a, l) = s.split_once('/').ok_or_else(|| format!("IPv6 pool {s:?}: expected address/length"))?;
+        let prefix: Ipv6Addr = a.parse().map_err(|e| format!("IPv6 pool {s:?}: {e}"))?;
+        let len: u8 = l.parse().map_err(|e| format!("IPv6 pool {s:?}: {e}"))?;
+        if len > 64 {
+            return Err(format!("IPv6 pool {s:?}: /64 prefixes are handed out, so at most /64"));
+        }
+        Ok(Ipv6Pool { prefix, len })
+    }
+}
+
+impl From<Ipv6Pool> for String {
+    fn from(p: Ipv6Pool) -> String {
+        format!("{}/{}", p.prefix, p.len)
+    }
 }
 
 /// A user-plane node we program over PFCP.
@@ -97,7 +167,7 @@ impl Default for SpgwcConfig {
             s11: "127.0.0.1:2123".parse().unwrap(),
             pfcp: "127.0.0.1:8805".parse().unwrap(),
             node_id: Ipv4Addr::LOCALHOST,
-            apns: vec![ApnConfig { name: "internet".into(), pool: Ipv4Addr::new(10, 45, 0, 0), prefix_len: 16 }],
+            apns: vec![ApnConfig::ipv4("internet", Ipv4Addr::new(10, 45, 0, 0), 16)],
             upfs: vec![UpfPeerConfig::default()],
             t3: Duration::from_secs(3),
             n3: 3,

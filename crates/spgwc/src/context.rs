@@ -1,10 +1,11 @@
 //! S/P-GW-C state: per-UE sessions keyed by our S11 TEID, and the IPv4
-//! pools per APN.
+//! and IPv6 pools per APN.
 
-use crate::config::ApnConfig;
-use mobicore_common::{Ambr, Ebi, Fteid, Imsi};
+use crate::config::{ApnConfig, Ipv6Pool};
+use mobicore_common::s11::GtpCause;
+use mobicore_common::{Ambr, Ebi, Fteid, Imsi, PdnType};
 use std::collections::{BTreeSet, HashSet};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Where a procedure stands for one session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +38,22 @@ pub struct Session {
     /// address of `mme_s11` may address this session (TS 29.274 5.5.2:
     /// the MME's context, reached on our TEID).
     pub created_by: IpAddr,
-    pub ue_ipv4: Ipv4Addr,
+    /// The PDN type granted and the cause it was granted with (Request
+    /// accepted, or New PDN type due to network preference / single
+    /// address bearers only, TS 29.274 8.4).
+    pub pdn_type: PdnType,
+    pub cause: GtpCause,
+    pub ue_ipv4: Option<Ipv4Addr>,
+    /// The UE's /64 with the interface identifier it is given in the low
+    /// 64 bits (TS 29.274 8.14, TS 24.301 9.9.4.9).
+    pub ue_ipv6: Option<Ipv6Addr>,
+    /// Charging ID of the default bearer (TS 29.274 8.29): unique among
+    /// live bearers, being the session's S11 TEID.
+    pub charging_id: u32,
+    /// PCO for the UE in the Create Session Response (None when the UE
+    /// sent none), and whether it goes as ePCO.
+    pub pco: Option<Vec<u8>>,
+    pub epco: bool,
     pub ebi: Ebi,
     pub apn_ambr: Ambr,
     /// S1-U SGW F-TEID (allocated from the UPF's range, the UPF's address).
@@ -91,22 +107,29 @@ pub struct UpIds {
 }
 
 /// A sequential IPv4 pool (deterministic: lowest free address first after
-/// the last one handed out, released addresses reused after wrap).
+/// the last one handed out, released addresses reused after wrap). Static
+/// addresses (TS 29.274 7.2.1 PAA) are taken out of it when inside it, and
+/// held apart when outside, so that no address is given twice.
 #[derive(Debug, Clone)]
 pub struct Pool {
     first: u32,
     size: u32,
     next: u32,
     used: BTreeSet<u32>,
+    statics: HashSet<Ipv4Addr>,
 }
 
 impl Pool {
-    pub fn new(cfg: &ApnConfig) -> Self {
-        let prefix = cfg.prefix_len.min(30);
+    pub fn new(pool: Ipv4Addr, prefix_len: u8) -> Self {
+        let prefix = prefix_len.min(30);
         let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
-        let net = u32::from(cfg.pool) & mask;
+        let net = u32::from(pool) & mask;
         let size = (!mask).saturating_sub(1); // no network / broadcast address
-        Pool { first: net + 1, size, next: 0, used: BTreeSet::new() }
+        Pool { first: net + 1, size, next: 0, used: BTreeSet::new(), statics: HashSet::new() }
+    }
+
+    fn offset(&self, a: Ipv4Addr) -> Option<u32> {
+        Some(u32::from(a).wrapping_sub(self.first)).filter(|o| *o < self.size)
     }
 
     pub fn allocate(&mut self) -> Option<Ipv4Addr> {
@@ -122,12 +145,107 @@ impl Pool {
         }
     }
 
+    /// Whether `a` is handed out (from the pool or as a static address).
+    pub fn holds(&self, a: Ipv4Addr) -> bool {
+        match self.offset(a) {
+            Some(o) => self.used.contains(&o),
+            None => self.statics.contains(&a),
+        }
+    }
+
+    /// Takes the static address `a`; false if it is in use.
+    pub fn take(&mut self, a: Ipv4Addr) -> bool {
+        match self.offset(a) {
+            Some(o) => self.used.insert(o),
+            None => self.statics.insert(a),
+        }
+    }
+
     pub fn release(&mut self, a: Ipv4Addr) {
-        self.used.remove(&u32::from(a).wrapping_sub(self.first));
+        match self.offset(a) {
+            Some(o) => self.used.remove(&o),
+            None => self.statics.remove(&a),
+        };
+    }
+
+    pub fn in_use(&self) -> usize {
+        self.used.len() + self.statics.len()
+    }
+}
+
+/// The UE's interface identifier inside its /64 (TS 23.401 5.3.1.2.2: the
+/// PDN GW gives it; the prefix is the UE's alone, so any fixed one is unique).
+pub const UE_INTERFACE_ID: u128 = 1;
+
+/// A pool of /64 prefixes (TS 23.401 5.3.1.2.2), handed out in order like
+/// [`Pool`].
+#[derive(Debug, Clone)]
+pub struct Pool6 {
+    base: u128,
+    size: u64,
+    next: u64,
+    used: BTreeSet<u64>,
+}
+
+impl Pool6 {
+    pub fn new(p: &Ipv6Pool) -> Self {
+        let len = u32::from(p.len.min(64));
+        let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+        let size = if len == 0 { u64::MAX } else { (1u128 << (64 - len)).min(u128::from(u64::MAX)) as u64 };
+        Pool6 { base: u128::from(p.prefix) & mask, size, next: 0, used: BTreeSet::new() }
+    }
+
+    /// A free /64, as the address the UE is given in it (prefix and
+    /// interface identifier).
+    pub fn allocate(&mut self) -> Option<Ipv6Addr> {
+        if self.used.len() as u64 >= self.size {
+            return None;
+        }
+        loop {
+            let off = self.next;
+            self.next = if self.next + 1 >= self.size { 0 } else { self.next + 1 };
+            if self.used.insert(off) {
+                return Some(Ipv6Addr::from(self.base | (u128::from(off) << 64) | UE_INTERFACE_ID));
+            }
+        }
+    }
+
+    pub fn release(&mut self, a: Ipv6Addr) {
+        let off = (u128::from(a) >> 64).wrapping_sub(self.base >> 64);
+        if let Ok(off) = u64::try_from(off) {
+            self.used.remove(&off);
+        }
     }
 
     pub fn in_use(&self) -> usize {
         self.used.len()
+    }
+}
+
+/// The pools of one APN.
+#[derive(Debug, Clone)]
+pub struct ApnPools {
+    pub ipv4: Option<Pool>,
+    pub ipv6: Option<Pool6>,
+}
+
+impl ApnPools {
+    pub fn new(cfg: &ApnConfig) -> Self {
+        ApnPools { ipv4: cfg.pool.map(|p| Pool::new(p, cfg.prefix_len)), ipv6: cfg.ipv6_pool.as_ref().map(Pool6::new) }
+    }
+
+    /// Gives a session's addresses back.
+    pub fn release(&mut self, v4: Option<Ipv4Addr>, v6: Option<Ipv6Addr>) {
+        if let (Some(p), Some(a)) = (self.ipv4.as_mut(), v4) {
+            p.release(a);
+        }
+        if let (Some(p), Some(a)) = (self.ipv6.as_mut(), v6) {
+            p.release(a);
+        }
+    }
+
+    pub fn in_use(&self) -> usize {
+        self.ipv4.as_ref().map_or(0, Pool::in_use) + self.ipv6.as_ref().map_or(0, Pool6::in_use)
     }
 }
 
@@ -148,11 +266,39 @@ mod tests {
 
     #[test]
     fn pool_allocates_in_order_and_exhausts() {
-        let mut p = Pool::new(&ApnConfig { name: "x".into(), pool: Ipv4Addr::new(10, 0, 0, 0), prefix_len: 30 });
+        let mut p = Pool::new(Ipv4Addr::new(10, 0, 0, 0), 30);
         assert_eq!(p.allocate(), Some(Ipv4Addr::new(10, 0, 0, 1)));
         assert_eq!(p.allocate(), Some(Ipv4Addr::new(10, 0, 0, 2)));
         assert_eq!(p.allocate(), None);
         p.release(Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(p.allocate(), Some(Ipv4Addr::new(10, 0, 0, 1)));
+    }
+
+    #[test]
+    fn static_addresses_are_taken_once_inside_or_outside_the_pool() {
+        let mut p = Pool::new(Ipv4Addr::new(10, 0, 0, 0), 29);
+        assert!(p.take(Ipv4Addr::new(10, 0, 0, 1)));
+        assert!(!p.take(Ipv4Addr::new(10, 0, 0, 1)), "in use");
+        assert_eq!(p.allocate(), Some(Ipv4Addr::new(10, 0, 0, 2)), "never handed out dynamically");
+        // Outside the pool: held apart, and its release frees no pool address.
+        let outside = Ipv4Addr::new(10, 0, 0, 10);
+        assert!(p.take(outside) && !p.take(outside) && p.holds(outside));
+        p.release(outside);
+        assert!(!p.holds(outside) && p.holds(Ipv4Addr::new(10, 0, 0, 2)));
+        assert_eq!(p.in_use(), 2);
+    }
+
+    #[test]
+    fn ipv6_pool_hands_out_64s_with_an_interface_id() {
+        let cfg: Ipv6Pool = "2001:db8:45::/63".to_string().try_into().unwrap();
+        let mut p = Pool6::new(&cfg);
+        let a = p.allocate().unwrap();
+        let b = p.allocate().unwrap();
+        assert_eq!(a, "2001:db8:45::1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(b, "2001:db8:45:1::1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(p.allocate(), None);
+        p.release(a);
+        assert_eq!(p.allocate(), Some(a));
+        assert!(Ipv6Pool::try_from("2001:db8::/80".to_string()).is_err());
     }
 }

@@ -10,7 +10,7 @@
 //! requests queued per session, the duplicate caches, the pools.
 
 use crate::config::SpgwcConfig;
-use crate::context::{Pool, S11Pending, Session, UpIds, UpfState};
+use crate::context::{ApnPools, S11Pending, Session, UpIds, UpfState};
 use crate::sxa_build::{self as sxa, msg};
 use mobicore_common::alloc::IdDraw;
 use mobicore_common::counters::Counters;
@@ -102,7 +102,7 @@ pub struct SpgwcCore {
     pub(crate) by_imsi: HashMap<(Imsi, u8), u32>,
     /// Our CP SEID -> our S11 TEID (Session Report Requests name the SEID).
     pub(crate) by_seid: HashMap<u64, u32>,
-    pub(crate) pools: BTreeMap<String, Pool>,
+    pub(crate) pools: BTreeMap<String, ApnPools>,
     pub(crate) upfs: Vec<UpfState>,
     /// CP SEID -> (UPF, S1-U TEID) of UPF sessions being deleted.
     pub(crate) draining: HashMap<u64, UpIds>,
@@ -121,7 +121,7 @@ impl SpgwcCore {
     /// `s11_ip` is the address the MME reaches us at; `pfcp_recovery` our
     /// start time for PFCP Recovery Time Stamps.
     pub fn new(cfg: SpgwcConfig, s11_ip: Ipv4Addr, pfcp_recovery: SystemTime, counters: Counters) -> Self {
-        let pools = cfg.apns.iter().map(|a| (a.name.to_ascii_lowercase(), Pool::new(a))).collect();
+        let pools = cfg.apns.iter().map(|a| (a.name.to_ascii_lowercase(), ApnPools::new(a))).collect();
         let upfs = cfg
             .upfs
             .iter()
@@ -166,7 +166,7 @@ impl SpgwcCore {
             sessions: self.sessions.len(),
             by_imsi: self.by_imsi.len(),
             by_seid: self.by_seid.len(),
-            pool_addresses: self.pools.values().map(Pool::in_use).sum(),
+            pool_addresses: self.pools.values().map(ApnPools::in_use).sum(),
             s1u_teids: self.upfs.iter().map(|u| u.s1u_in_use.len()).sum(),
             draining_seids: self.draining.len(),
             queued: self.sessions.values().map(|s| s.queued.len()).sum(),
@@ -193,7 +193,7 @@ impl SpgwcCore {
             self.by_imsi.remove(&(s.imsi.clone(), s.ebi.0));
         }
         if let Some(pool) = self.pools.get_mut(&s.apn) {
-            pool.release(s.ue_ipv4);
+            pool.release(s.ue_ipv4, s.ue_ipv6);
         }
         Some(s)
     }
@@ -299,11 +299,21 @@ impl SpgwcCore {
     }
 
     fn s11_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
+        if let Some(v) = gm::version_not_supported(bytes) {
+            // Another GTP version (TS 29.274 7.7.2, 7.9.1): answered with
+            // Version Not Supported Indication, nothing else read.
+            self.counters.incr("gtp_version_not_supported");
+            self.out.push_back(Transmit { interface: Interface::S11, dst: peer, bytes: v.to_bytes().into() });
+            return;
+        }
         match GtpMessage::parse(bytes) {
             Ok(m) => self.on_s11_message(now, peer, m),
             Err((Some(h), e)) if gm::msg_type::is_request(h.msg_type) && e.cause().is_some() => {
-                // TS 29.274 7.7.3: reject naming the offending IE.
+                // TS 29.274 7.7.3, 7.7.7: reject naming the offending IE.
                 self.counters.incr("s11_rejected_ie");
+                if matches!(e, gm::MessageError::InvalidLength { .. }) {
+                    self.counters.incr("s11_rejected_invalid_length");
+                }
                 if self.s11.on_request(now, peer, h.seq) != mobicore_gtp::Incoming::New {
                     return;
                 }

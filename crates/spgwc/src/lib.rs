@@ -35,6 +35,7 @@
 pub mod config;
 pub mod context;
 pub mod core;
+pub mod pco;
 pub mod s11_handler;
 pub mod shell;
 pub mod sxa_build;

@@ -11,14 +11,37 @@ use crate::context::{canonical, S11Pending, Session, SessionState, UpIds};
 use crate::core::{PfcpOp, SpgwcCore};
 use crate::sxa_build::{self as sxa, msg};
 use mobicore_common::s11::*;
-use mobicore_common::{Fteid, PdnType, Teid};
+use mobicore_common::{Ebi, Fteid, PdnType, Teid};
 use mobicore_gtp::message::{self as gm, GtpMessage};
-use mobicore_gtp::s11::{decode_request, encode_response};
+use mobicore_gtp::s11::{create_session_flags, decode_request, encode_response, CreateSessionFlags};
 use std::time::Instant;
 
-/// GTPv2-C causes not named in `mobicore_common::s11::GtpCause`.
+/// GTPv2-C causes not named in `mobicore_common::s11::GtpCause`
+/// (TS 29.274 Table 8.4-1).
+pub const NEW_PDN_TYPE_NETWORK_PREFERENCE: GtpCause = GtpCause(18);
+pub const NEW_PDN_TYPE_SINGLE_ADDRESS_BEARER_ONLY: GtpCause = GtpCause(19);
 pub const PREFERRED_PDN_TYPE_NOT_SUPPORTED: GtpCause = GtpCause(83);
 pub const REMOTE_PEER_NOT_RESPONDING: GtpCause = GtpCause(100);
+
+/// The PDN type granted for a request of `requested` on an APN with an
+/// IPv4 pool (`v4`) and/or an IPv6 pool (`v6`), and the cause it is
+/// granted with; or the cause of the rejection (TS 23.401 5.3.1.1,
+/// TS 29.274 8.4): never "Request accepted" with a type the UE did not
+/// ask for.
+pub fn grant_pdn_type(requested: PdnType, v4: bool, v6: bool, dual: bool) -> Result<(PdnType, GtpCause), GtpCause> {
+    use PdnType::*;
+    let ok = GtpCause::REQUEST_ACCEPTED;
+    match (requested, v4, v6) {
+        (Ipv4, true, _) => Ok((Ipv4, ok)),
+        (Ipv6, _, true) => Ok((Ipv6, ok)),
+        (Ipv4v6, true, true) if dual => Ok((Ipv4v6, ok)),
+        // The MME did not set DAF: one address only, IPv4 preferred.
+        (Ipv4v6, true, true) => Ok((Ipv4, NEW_PDN_TYPE_SINGLE_ADDRESS_BEARER_ONLY)),
+        (Ipv4v6, true, false) => Ok((Ipv4, NEW_PDN_TYPE_NETWORK_PREFERENCE)),
+        (Ipv4v6, false, true) => Ok((Ipv6, NEW_PDN_TYPE_NETWORK_PREFERENCE)),
+        _ => Err(PREFERRED_PDN_TYPE_NOT_SUPPORTED),
+    }
+}
 
 /// The APN-NI of an APN that may carry an Operator Identifier.
 pub fn apn_ni(apn: &str) -> String {
@@ -51,12 +74,38 @@ impl SpgwcCore {
                 return;
             }
         };
-        self.dispatch_s11(now, p, t, req);
+        let flags = create_session_flags(m).unwrap_or_default();
+        self.dispatch_s11(now, p, t, req, flags);
+    }
+
+    /// The PDN connection a request on our TEID `teid` for bearer `ebi`
+    /// means. An MME that keeps one SGW S11 TEID per UE (the last one we
+    /// gave it) names the other PDN connections of the UE by their EBI
+    /// (TS 29.274 7.2.7, 7.2.9: Linked EBI): the sibling session of the same
+    /// IMSI with that EBI and the same owner. EBI 0 names none.
+    fn resolve_pdn(&self, teid: Teid, ebi: Ebi, from: std::net::IpAddr) -> Teid {
+        let Some(s) = self.sessions.get(&teid.0) else { return teid };
+        if s.ebi == ebi || ebi.0 == 0 {
+            return teid;
+        }
+        let sibling = self.by_imsi.get(&(s.imsi.clone(), ebi.0)).copied();
+        match sibling.and_then(|t| self.sessions.get(&t).map(|o| (t, o))) {
+            Some((t, o)) if o.owned_by(from) && o.mme_s11 == s.mme_s11 => {
+                self.counters.incr("s11_request_for_sibling_pdn");
+                Teid(t)
+            }
+            _ => teid,
+        }
     }
 
     /// Serves one decoded S11 request; one of a session whose procedure is
     /// still in flight waits in its queue.
-    fn dispatch_s11(&mut self, now: Instant, p: S11Pending, t: u8, req: S11Request) {
+    fn dispatch_s11(&mut self, now: Instant, p: S11Pending, t: u8, mut req: S11Request, flags: CreateSessionFlags) {
+        match &mut req {
+            S11Request::ModifyBearer(r) => r.sgw_teid = self.resolve_pdn(r.sgw_teid, r.ebi, p.peer.ip()),
+            S11Request::DeleteSession(r) => r.sgw_teid = self.resolve_pdn(r.sgw_teid, r.linked_ebi, p.peer.ip()),
+            _ => {}
+        }
         if let Some(teid) = session_teid(&req) {
             let max = self.cfg.max_queued_per_session;
             if let Some(s) = self.sessions.get_mut(&teid.0) {
@@ -83,7 +132,7 @@ impl SpgwcCore {
             }
         }
         match req {
-            S11Request::CreateSession(r) => self.create_session(now, p, r),
+            S11Request::CreateSession(r) => self.create_session(now, p, r, flags),
             S11Request::ModifyBearer(r) => {
                 if let Some(s) = self.sessions.get(&r.sgw_teid.0).filter(|s| s.ebi != r.ebi) {
                     let mme = s.mme_s11.teid.0;
@@ -156,7 +205,7 @@ impl SpgwcCore {
             };
             let Some((p, req)) = next else { return };
             let t = request_type(&req);
-            self.dispatch_s11(now, p, t, req);
+            self.dispatch_s11(now, p, t, req, CreateSessionFlags::default());
         }
     }
 
@@ -172,8 +221,9 @@ impl SpgwcCore {
         self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_MODIFICATION_REQUEST, up_seid, ies, op);
     }
 
-    /// Create Session (TS 29.274 7.2.1; TS 23.401 5.3.2.1 steps 12-16).
-    fn create_session(&mut self, now: Instant, p: S11Pending, r: CreateSessionRequest) {
+    /// Create Session (TS 29.274 7.2.1; TS 23.401 5.3.2.1 steps 12-16,
+    /// 5.10.2 for a further PDN connection of the UE).
+    fn create_session(&mut self, now: Instant, p: S11Pending, r: CreateSessionRequest, flags: CreateSessionFlags) {
         let reject = |core: &mut Self, cause: GtpCause| {
             let resp = CreateSessionResponse {
                 cause,
@@ -196,22 +246,42 @@ impl SpgwcCore {
         // Checked before anything changes: a request we refuse leaves every
         // existing session as it was.
         let apn = apn_ni(&r.apn);
-        if !self.pools.contains_key(&apn) {
+        let Some(pools) = self.pools.get(&apn) else {
             self.counters.incr("s11_create_session_unknown_apn");
             return reject(self, GtpCause::MISSING_OR_UNKNOWN_APN);
+        };
+        let granted = grant_pdn_type(r.pdn_type, pools.ipv4.is_some(), pools.ipv6.is_some(), flags.dual_address_bearer);
+        let (pdn_type, cause) = match granted {
+            Ok(g) => g,
+            Err(c) => {
+                self.counters.incr("s11_create_session_pdn_type_unsupported");
+                return reject(self, c);
+            }
+        };
+        if cause != GtpCause::REQUEST_ACCEPTED {
+            self.counters.incr("s11_create_session_pdn_type_changed");
         }
-        if r.pdn_type == PdnType::Ipv6 {
-            self.counters.incr("s11_create_session_pdn_type_unsupported");
-            return reject(self, PREFERRED_PDN_TYPE_NOT_SUPPORTED);
+        let wants_v4 = matches!(pdn_type, PdnType::Ipv4 | PdnType::Ipv4v6);
+        let wants_v6 = matches!(pdn_type, PdnType::Ipv6 | PdnType::Ipv4v6);
+        // The PDN connection this request replaces, if any: same IMSI, same
+        // default bearer (TS 29.274 7.2.1, e.g. after an MME restart or a
+        // re-attach without detach). Another EBI is another PDN connection.
+        let replaced = self.by_imsi.get(&(r.imsi.clone(), r.bearer.ebi.0)).copied();
+        let static_ipv4 = r.static_ipv4.filter(|_| wants_v4);
+        if let Some(a) = static_ipv4 {
+            let mine = replaced.and_then(|t| self.sessions.get(&t)).is_some_and(|s| s.ue_ipv4 == Some(a));
+            if pools.ipv4.as_ref().is_some_and(|pl| pl.holds(a)) && !mine {
+                // TS 29.274 8.4: the subscribed static address is another
+                // PDN connection's.
+                self.counters.incr("s11_create_session_static_address_in_use");
+                return reject(self, GtpCause::REQUEST_REJECTED);
+            }
         }
         let Some(upf) = self.pick_upf() else {
             self.counters.incr("s11_create_session_no_upf");
             return reject(self, GtpCause::NO_RESOURCES_AVAILABLE);
         };
-        // A Create Session for a PDN connection we already have (same IMSI,
-        // same default bearer) replaces it (TS 29.274 7.2.1, e.g. after an
-        // MME restart or a re-attach without detach).
-        if let Some(old) = self.by_imsi.get(&(r.imsi.clone(), r.bearer.ebi.0)).copied() {
+        if let Some(old) = replaced {
             if let Some(mut s) = self.remove_session(old) {
                 self.counters.incr("sessions_replaced");
                 self.reject_queued(now, &mut s);
@@ -222,17 +292,29 @@ impl SpgwcCore {
                 }
             }
         }
-        let Some(ue_ipv4) = self.pools.get_mut(&apn).and_then(|pl| pl.allocate()) else {
+        let Some((ue_ipv4, ue_ipv6)) = self.allocate_addresses(&apn, wants_v4, wants_v6, static_ipv4) else {
             self.counters.incr("s11_create_session_pool_exhausted");
             return reject(self, GtpCause::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
         };
         let Some((teid, s1u_teid, cp_seid)) = self.draw_ids(upf) else {
             if let Some(pl) = self.pools.get_mut(&apn) {
-                pl.release(ue_ipv4);
+                pl.release(ue_ipv4, ue_ipv6);
             }
             self.counters.incr("s11_create_session_teids_exhausted");
             return reject(self, GtpCause::NO_RESOURCES_AVAILABLE);
         };
+        if ue_ipv6.is_some() {
+            // Our UPF matches downlink by IPv4 UE address only: the prefix
+            // is given to the UE and put in the PDI, but carries no traffic
+            // through mobicore-upf yet.
+            self.counters.incr("sessions_ipv6_control_plane_only");
+        }
+        // PCO / ePCO answered per APN (TS 29.274 7.2.2, TS 24.008 10.5.6.3).
+        let pco = r.pco.as_ref().map(|ue| {
+            let a = self.cfg.apns.iter().find(|a| a.name.eq_ignore_ascii_case(&apn));
+            let (dns, mtu) = a.map_or((&[][..], 0), |a| (&a.dns[..], a.mtu));
+            crate::pco::answer(&crate::pco::requested(ue), dns, mtu)
+        });
         let ucfg = &self.cfg.upfs[upf];
         let s1u_sgw = Fteid { teid: Teid(s1u_teid), ipv4: ucfg.s1u_addr };
         let usage_period = Some(self.cfg.usage_period_secs).filter(|p| *p > 0);
@@ -243,6 +325,8 @@ impl SpgwcCore {
             s1u_teid,
             s1u_addr: s1u_sgw.ipv4,
             ue_ipv4,
+            ue_ipv6,
+            apn_ambr: Some(r.apn_ambr).filter(|a| a.uplink > 0 || a.downlink > 0),
             usage_period,
         };
         self.by_seid.insert(cp_seid, teid);
@@ -256,7 +340,13 @@ impl SpgwcCore {
                 sgw_s11: Fteid { teid: Teid(teid), ipv4: self.s11_ip },
                 mme_s11: r.sender_fteid,
                 created_by: canonical(p.peer.ip()),
+                pdn_type,
+                cause,
                 ue_ipv4,
+                ue_ipv6,
+                charging_id: teid,
+                pco,
+                epco: flags.epco,
                 ebi: r.bearer.ebi,
                 apn_ambr: r.apn_ambr,
                 s1u_sgw,
@@ -272,6 +362,40 @@ impl SpgwcCore {
         // TS 29.244 7.2.2.4.2: SEID 0 in an establishment request header.
         let op = PfcpOp::Establish { teid, s11: p, ids: UpIds { upf, s1u_teid, cp_seid } };
         self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies, op);
+    }
+
+    /// The UE's addresses on `apn`: the static IPv4 address or one from the
+    /// pool, a /64 from the IPv6 pool, as wanted; `None` (nothing taken)
+    /// when a pool is exhausted or the static address is taken.
+    fn allocate_addresses(
+        &mut self,
+        apn: &str,
+        v4: bool,
+        v6: bool,
+        static_ipv4: Option<std::net::Ipv4Addr>,
+    ) -> Option<(Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>)> {
+        let pools = self.pools.get_mut(apn)?;
+        let ipv4 = match (v4, static_ipv4, pools.ipv4.as_mut()) {
+            (false, _, _) => None,
+            (true, Some(a), Some(pl)) => {
+                if !pl.take(a) {
+                    return None;
+                }
+                Some(a)
+            }
+            (true, None, Some(pl)) => Some(pl.allocate()?),
+            (true, _, None) => return None,
+        };
+        let ipv6 = match (v6, pools.ipv6.as_mut()) {
+            (false, _) => None,
+            (true, Some(pl)) => pl.allocate(),
+            (true, None) => None,
+        };
+        if v6 && ipv6.is_none() {
+            pools.release(ipv4, None);
+            return None;
+        }
+        Some((ipv4, ipv6))
     }
 
     /// Draws a session's S11 TEID (never 0, TS 29.274 5.5.2), its S1-U

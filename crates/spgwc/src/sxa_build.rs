@@ -2,17 +2,21 @@
 //! rs-pfcp's IE types, and reading the answers' header and IEs (framing
 //! from [`mobicore_pfcp`]).
 
+use mobicore_common::Ambr;
 use rs_pfcp::ie::apply_action::ApplyAction;
 use rs_pfcp::ie::bar_id::BarId;
 use rs_pfcp::ie::create_bar::CreateBar;
 use rs_pfcp::ie::create_far::CreateFar;
 use rs_pfcp::ie::create_pdr::CreatePdr;
+use rs_pfcp::ie::create_qer::CreateQer;
 use rs_pfcp::ie::create_urr::CreateUrr;
 use rs_pfcp::ie::destination_interface::{DestinationInterface, Interface};
 use rs_pfcp::ie::f_teid::Fteid;
 use rs_pfcp::ie::far_id::FarId;
 use rs_pfcp::ie::forwarding_parameters::ForwardingParameters;
 use rs_pfcp::ie::fseid::Fseid;
+use rs_pfcp::ie::gate_status::{GateStatus, GateStatusValue};
+use rs_pfcp::ie::mbr::Mbr;
 use rs_pfcp::ie::measurement_method::MeasurementMethod;
 use rs_pfcp::ie::measurement_period::MeasurementPeriod;
 use rs_pfcp::ie::network_instance::NetworkInstance;
@@ -22,6 +26,7 @@ use rs_pfcp::ie::outer_header_removal::OuterHeaderRemoval;
 use rs_pfcp::ie::pdi::Pdi;
 use rs_pfcp::ie::pdr_id::PdrId;
 use rs_pfcp::ie::precedence::Precedence;
+use rs_pfcp::ie::qer_id::QerId;
 use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
 use rs_pfcp::ie::reporting_triggers::ReportingTriggers;
 use rs_pfcp::ie::source_interface::{SourceInterface, SourceInterfaceValue};
@@ -31,7 +36,7 @@ use rs_pfcp::ie::update_forwarding_parameters::UpdateForwardingParameters;
 use rs_pfcp::ie::urr_id::UrrId;
 use rs_pfcp::ie::usage_report::UsageReport;
 use rs_pfcp::ie::{Ie, IeType};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::SystemTime;
 
 /// Message types (TS 29.244 Table 7.3-1), shared with the UPF.
@@ -48,6 +53,8 @@ pub const FAR_DOWNLINK: u32 = 2;
 pub const BAR_DOWNLINK: u8 = 1;
 /// The session's URR, on both PDRs: what the PDN connection carried.
 pub const URR_SESSION: u32 = 1;
+/// The session's QER, on both PDRs: the APN-AMBR as MBR.
+pub const QER_APN_AMBR: u32 = 1;
 /// PFCP Session Report Request / Response (TS 29.244 7.5.8, 7.5.9).
 pub const SESSION_REPORT_REQUEST: u8 = 56;
 pub const SESSION_REPORT_RESPONSE: u8 = 57;
@@ -98,7 +105,12 @@ pub struct SessionSpec {
     pub apn: String,
     pub s1u_teid: u32,
     pub s1u_addr: Ipv4Addr,
-    pub ue_ipv4: Ipv4Addr,
+    pub ue_ipv4: Option<Ipv4Addr>,
+    /// The UE's IPv6 address (in its /64), also in the downlink PDI.
+    pub ue_ipv6: Option<Ipv6Addr>,
+    /// APN-AMBR, enforced by a QER with this MBR on both PDRs
+    /// (TS 29.244 5.4, TS 23.401 4.7.3); `None`: no QER.
+    pub apn_ambr: Option<Ambr>,
     /// Periodic usage reports every this many seconds (PERIO); `None`:
     /// usage comes with the Session Deletion Response only.
     pub usage_period: Option<u32>,
@@ -107,7 +119,7 @@ pub struct SessionSpec {
 /// Session Establishment Request IEs (TS 29.244 7.5.2): uplink PDR
 /// (Access, local F-TEID, outer header removal) -> FAR FORW to Core;
 /// downlink PDR (Core, UE IP as destination) -> FAR BUFF with a BAR until
-/// the eNB F-TEID is known.
+/// the eNB F-TEID is known; with an APN-AMBR, a QER with that MBR on both.
 pub fn session_establishment(s: &SessionSpec) -> Vec<Ie> {
     let ni = network_instance(&s.apn);
     let mut ul_pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Access));
@@ -119,13 +131,18 @@ pub fn session_establishment(s: &SessionSpec) -> Vec<Ie> {
 
     let mut dl_pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Core));
     dl_pdi.network_instance = Some(ni.clone());
-    let mut ue = UeIpAddress::new(Some(s.ue_ipv4), None);
+    let mut ue = UeIpAddress::new(s.ue_ipv4, s.ue_ipv6);
     ue.source_destination = true; // S/D = destination (TS 29.244 8.2.62)
     dl_pdi.ue_ip_addresses = vec![ue];
     let mut dl = CreatePdr::new(PdrId::new(PDR_DOWNLINK), Precedence::new(255), dl_pdi);
     dl.far_id = Some(FarId::new(FAR_DOWNLINK));
     ul.urr_ids = vec![UrrId::new(URR_SESSION)];
     dl.urr_ids = vec![UrrId::new(URR_SESSION)];
+    let qer = s.apn_ambr.map(apn_ambr_qer);
+    if qer.is_some() {
+        ul.qer_ids = vec![QerId::new(QER_APN_AMBR)];
+        dl.qer_ids = vec![QerId::new(QER_APN_AMBR)];
+    }
 
     let mut ul_far = CreateFar::new(FarId::new(FAR_UPLINK), ApplyAction::new(0));
     ul_far.apply_action.insert(ApplyAction::FORW);
@@ -137,7 +154,7 @@ pub fn session_establishment(s: &SessionSpec) -> Vec<Ie> {
     dl_far.apply_action.insert(ApplyAction::BUFF);
     dl_far.bar_id = Some(BarId::new(BAR_DOWNLINK));
 
-    vec![
+    let mut ies = vec![
         NodeId::new_ipv4(s.node_id).to_ie(),
         Ie::new(IeType::Fseid, Fseid::new(s.cp_seid, Some(s.node_id), None).marshal()),
         ul.to_ie(),
@@ -146,7 +163,20 @@ pub fn session_establishment(s: &SessionSpec) -> Vec<Ie> {
         dl_far.to_ie(),
         CreateBar::new(BarId::new(BAR_DOWNLINK), None).to_ie(),
         session_urr(s.usage_period).to_ie(),
-    ]
+    ];
+    ies.extend(qer.map(|q| q.to_ie()));
+    ies
+}
+
+/// The APN-AMBR as a QER (TS 29.244 7.5.2.5): gates open, MBR in kbit/s
+/// (8.2.8); a direction without a limit (0) gets the largest MBR.
+fn apn_ambr_qer(a: Ambr) -> CreateQer {
+    const UNLIMITED_KBPS: u64 = 0xff_ffff_ffff;
+    let kbps = |b: u64| if b == 0 { UNLIMITED_KBPS } else { b.div_ceil(1000).min(UNLIMITED_KBPS) };
+    let mut q = CreateQer::new(QerId::new(QER_APN_AMBR));
+    q.gate_status = Some(GateStatus::new(GateStatusValue::Open, GateStatusValue::Open));
+    q.mbr = Some(Mbr::new(kbps(a.uplink), kbps(a.downlink)));
+    q
 }
 
 /// The session's URR (TS 29.244 7.5.2.4): volume and duration, reported

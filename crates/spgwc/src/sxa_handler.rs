@@ -8,12 +8,14 @@ use crate::core::{Interface, PfcpOp, SpgwcCore};
 use crate::s11_handler::REMOTE_PEER_NOT_RESPONDING;
 use crate::sxa_build::{self as sxa, msg};
 use mobicore_common::s11::*;
-use mobicore_gtp::s11::{encode_response, modify_bearer_response};
+use mobicore_gtp::s11::{encode_response, modify_bearer_response, pco_as_epco};
 use std::net::SocketAddr;
 use std::time::Instant;
 
 /// PFCP Cause "Request accepted" (TS 29.244 8.2.1).
 const PFCP_ACCEPTED: u8 = 1;
+/// The PFCP version we speak (TS 29.244 7.2.2.1).
+const PFCP_VERSION: u8 = 1;
 /// PFCP Cause "No established PFCP Association".
 const PFCP_NO_ASSOCIATION: u8 = 72;
 
@@ -36,6 +38,25 @@ impl SpgwcCore {
     }
 
     fn pfcp_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
+        if bytes.len() >= 8 && bytes[0] >> 5 != PFCP_VERSION {
+            // TS 29.244 7.2.2.1, 7.4.4.7: a request of another version gets
+            // Version Not Supported Response (header only), anything else
+            // is dropped; counted either way, as on the UPF.
+            self.counters.incr("pfcp_version_not_supported");
+            if msg::is_request(bytes[1]) {
+                let seq = if bytes[0] & 0x01 != 0 { bytes.get(12..15) } else { bytes.get(4..7) };
+                if let Some(q) = seq {
+                    let seq = u32::from_be_bytes([0, q[0], q[1], q[2]]);
+                    let b = sxa::encode(msg::VERSION_NOT_SUPPORTED_RESPONSE, None, seq, &[]);
+                    self.out.push_back(crate::core::Transmit {
+                        interface: Interface::Pfcp,
+                        dst: peer,
+                        bytes: b.into(),
+                    });
+                }
+            }
+            return;
+        }
         let Some((h, ies)) = sxa::decode(bytes) else {
             self.counters.incr("pfcp_malformed");
             return;
@@ -157,21 +178,30 @@ impl SpgwcCore {
         let Some(s) = self.sessions.get_mut(&teid) else { return };
         s.up_seid = Some(up_seid);
         s.state = SessionState::Active;
+        // TS 29.274 Table 7.2.2-1: Cause, Sender F-TEID, PGW S5/S8-C F-TEID
+        // (we are the PGW too: our S11 address and the session's TEID),
+        // PAA, APN Restriction, APN-AMBR, PCO if the UE sent PCO, the
+        // Bearer Context created with its S1-U SGW F-TEID and Charging ID,
+        // and Recovery (always: harmless where it is not the first contact).
         let resp = CreateSessionResponse {
-            cause: GtpCause::REQUEST_ACCEPTED,
+            cause: s.cause,
             sgw_fteid: Some(s.sgw_s11),
-            paa: Some(s.ue_ipv4),
+            paa: s.ue_ipv4,
             apn_ambr: Some(s.apn_ambr),
             bearer_ebi: s.ebi,
             bearer_cause: GtpCause::REQUEST_ACCEPTED,
             s1u_sgw_fteid: Some(s.s1u_sgw),
-            pgw_s5s8_c_fteid: None,
-            charging_id: None,
-            pdn_type: None,
-            ipv6_prefix: None,
-            pco: None,
+            pgw_s5s8_c_fteid: Some(s.sgw_s11),
+            charging_id: Some(s.charging_id),
+            pdn_type: Some(s.pdn_type),
+            ipv6_prefix: s.ue_ipv6.map(|a| (a, 64)),
+            pco: s.pco.clone(),
         };
-        let m = encode_response(&S11Response::CreateSession(resp), s.mme_s11.teid.0, p.seq, None);
+        let mut m =
+            encode_response(&S11Response::CreateSession(resp), s.mme_s11.teid.0, p.seq, Some(self.cfg.recovery));
+        if s.epco {
+            pco_as_epco(&mut m);
+        }
         self.counters.incr("sessions_created");
         self.answer_s11(now, p, m);
         self.run_queued(now, teid);
@@ -279,7 +309,7 @@ impl SpgwcCore {
         self.release_ids(s.up_ids());
         self.counters.incr("sessions_deleted");
         tracing::info!(
-            imsi = %s.imsi, apn = %s.apn, ue = %s.ue_ipv4, uplink_octets = s.usage.uplink_octets, downlink_octets = s.usage.downlink_octets,
+            imsi = %s.imsi, apn = %s.apn, ue = ?s.ue_ipv4, ue_ipv6 = ?s.ue_ipv6, uplink_octets = s.usage.uplink_octets, downlink_octets = s.usage.downlink_octets,
             duration_secs = s.usage.duration_secs, "PDN connection released"
         );
         let m = encode_response(&S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED), s.mme_s11.teid.0, p.seq, None);

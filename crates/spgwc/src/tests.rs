@@ -269,7 +269,7 @@ fn delete_session_removes_everything_and_frees_the_address() {
 #[test]
 fn unknown_apn_and_exhausted_pool() {
     let mut cfg = Net::cfg();
-    cfg.apns = vec![ApnConfig { name: "internet".into(), pool: Ipv4Addr::new(10, 45, 0, 0), prefix_len: 30 }];
+    cfg.apns = vec![ApnConfig::ipv4("internet", Ipv4Addr::new(10, 45, 0, 0), 30)];
     let mut n = Net::new(cfg);
     let mut bad = csr(1);
     bad.apn = "nowhere".into();

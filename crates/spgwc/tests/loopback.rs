@@ -122,7 +122,7 @@ async fn thousand_sessions_over_loopback() {
         s11: SocketAddr::new(GW_IP.into(), 2123),
         pfcp: SocketAddr::new(GW_IP.into(), 8805),
         node_id: GW_IP,
-        apns: vec![ApnConfig { name: "internet".into(), pool: Ipv4Addr::new(10, 45, 0, 0), prefix_len: 16 }],
+        apns: vec![ApnConfig::ipv4("internet", Ipv4Addr::new(10, 45, 0, 0), 16)],
         upfs: vec![UpfPeerConfig { pfcp: upf_addr, s1u_addr: UPF_IP, teid_base: 0x100, teid_count: 0x10_0000 }],
         heartbeat_interval: Duration::from_millis(200),
         t1: Duration::from_millis(500),

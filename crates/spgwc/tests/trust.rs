@@ -45,7 +45,7 @@ fn gw_config(mme_peers: &[&str], upf: SocketAddr) -> SpgwcConfig {
     SpgwcConfig {
         s11: "127.0.0.1:0".parse().unwrap(),
         pfcp: "127.0.0.1:0".parse().unwrap(),
-        apns: vec![ApnConfig { name: "internet".into(), pool: Ipv4Addr::new(10, 45, 0, 0), prefix_len: 16 }],
+        apns: vec![ApnConfig::ipv4("internet", Ipv4Addr::new(10, 45, 0, 0), 16)],
         upfs: vec![UpfPeerConfig { pfcp: upf, s1u_addr: Ipv4Addr::LOCALHOST, teid_base: 0x100, teid_count: 0x1000 }],
         heartbeat_interval: Duration::from_millis(200),
         mme_peers: PeerFilter::hosts(mme_peers.iter().map(|a| a.parse::<IpAddr>().unwrap())),
