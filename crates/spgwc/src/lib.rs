@@ -48,4 +48,6 @@ pub use shell::{bind, run, Spgwc, SpgwcError};
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_interop;
+#[cfg(test)]
 mod tests_trust;
