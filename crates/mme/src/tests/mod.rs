@@ -5,6 +5,7 @@ mod attach;
 mod failures;
 mod prop;
 mod s1;
+mod s1_interop;
 mod trust;
 mod tshark;
 
