@@ -333,9 +333,9 @@ impl Mme {
         extract_s1ap_ies!(pdu, InitialUEMessage,
             req enb_id: u32 = eNB_UE_S1AP_ID(id),
             req nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
+            req tai: TAI = TAI(t) => t,
             // Mandatory, of criticality ignore: absent or undecodable, the
-            // UE is served without them (TS 36.413 10.3.4.2, 10.3.5).
-            lax tai: TAI = TAI(t) => t,
+            // UE is served without it (TS 36.413 10.3.4.2, 10.3.5).
             lax cgi: EUTRANCGI = EUTRAN_CGI(c) => c,
         );
         let Some(enb) = self.enbs.get_mut(&assoc).filter(|e| e.setup) else {
@@ -352,8 +352,7 @@ impl Mme {
             self.refuse_new_ue(id, &nas);
             return Ok(());
         }
-        let tai =
-            tai.and_then(|t| plmn_of(&t.plmn_identity).map(|plmn| Tai { plmn, tac: u16::from_be_bytes(t.tac.0) }));
+        let tai = plmn_of(&tai.plmn_identity).map(|plmn| Tai { plmn, tac: u16::from_be_bytes(tai.tac.0) });
         let ecgi = cgi.and_then(|cgi| {
             let plmn = plmn_of(&cgi.plmn_identity)?;
             // 28-bit Cell Identity (TS 36.413 9.2.1.38), left aligned.
