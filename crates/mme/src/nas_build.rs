@@ -77,8 +77,9 @@ pub fn default_bearer_request(
     pco: Option<(&[u8], bool)>,
 ) -> Option<NasEpsMessage> {
     let qos = NasEpsQualityOfService::from_qos(EpsQos::new(b.qci, None, None, None)).ok()?;
-    // 9.9.4.2: APN-AMBR in kbit/s; at least 1 kbit/s where a rate is set.
-    let kbps = |bps: u64| if bps == 0 { 0 } else { (bps / 1000).max(1) };
+    // 9.9.4.2: APN-AMBR in kbit/s; at least 1 kbit/s where a rate is set,
+    // rounded down to a rate the IE codes.
+    let kbps = |bps: u64| if bps == 0 { 0 } else { codable_kbps(bps / 1000) };
     let mut msg =
         NasActivateDefaultEpsBearerContextRequest::new(qos, NasAccessPointName::from_string(b.apn).ok()?, address);
     if b.apn_ambr.downlink > 0 || b.apn_ambr.uplink > 0 {
@@ -99,6 +100,33 @@ pub fn default_bearer_request(
         _ => {}
     }
     Some(NasEpsMessage::new_esm(msg, b.ebi, b.pti))
+}
+
+/// The largest rate that the APN-AMBR IE codes exactly (TS 24.301 9.9.4.2,
+/// TS 24.008 10.5.6.5: 1 kbit/s steps to 63, 8 to 568, 64 to 8640, 100 to
+/// 16000, 1000 to 128000, 2000 to 256000, then 256000 x n plus 8640 or
+/// more of those) not
+/// above `kbps`, and at least 1.
+pub fn codable_kbps(kbps: u64) -> u64 {
+    const LADDER: [(u64, u64, u64); 6] =
+        [(1, 63, 1), (64, 568, 8), (576, 8640, 64), (8700, 16000, 100), (17000, 128000, 1000), (130000, 256000, 2000)];
+    if kbps > 256_000 {
+        let high = (kbps / 256_000).min(254);
+        // The part above n x 256000 is coded by the extended octet alone:
+        // 8640, or 8700 and more (9.9.4.2).
+        let low = (kbps - high * 256_000).min(256_000);
+        return high * 256_000
+            + match low {
+                0..=8639 => 0,
+                8640..=8699 => 8640,
+                _ => codable_kbps(low),
+            };
+    }
+    LADDER
+        .iter()
+        .rev()
+        .find(|(lo, _, _)| kbps >= *lo)
+        .map_or(1, |&(lo, hi, step)| lo + (kbps.min(hi) - lo) / step * step)
 }
 
 /// ESM INFORMATION REQUEST (8.3.13), for the PTI of the attach's PDN
@@ -218,5 +246,16 @@ mod tests {
         assert_eq!(r.access_point_name.as_string().as_deref(), Some("internet"));
         assert!(identity_request_imsi().is_some());
         assert_eq!(attach_reject(EmmCause::IllegalUe, None).unwrap(), vec![0x07, 0x44, 0x03]);
+    }
+
+    #[test]
+    fn every_apn_ambr_rate_is_coded_rounded_down() {
+        let samples = (1..20_000u64).chain((20_000..70_000_000).step_by(9_973)).chain([256_000, 512_000, 65_280_000]);
+        for k in samples {
+            let c = codable_kbps(k);
+            assert!(c <= k && c >= 1, "{k} -> {c}");
+            assert!(NasApnAggregateMaximumBitRate::from_kbps(c, c).is_ok(), "{k} -> {c} not codable");
+        }
+        assert_eq!((codable_kbps(1000), codable_kbps(20_000), codable_kbps(570)), (960, 20_000, 568));
     }
 }

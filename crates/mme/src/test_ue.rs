@@ -51,16 +51,28 @@ pub fn subscription() -> SubscriptionData {
         msisdn: Some("3361000001".into()),
         ue_ambr: Ambr { uplink: 50_000_000, downlink: 100_000_000 },
         default_context_identifier: 1,
-        apns: vec![ApnConfiguration {
-            context_identifier: 1,
-            service_selection: "internet".into(),
-            pdn_type: PdnType::Ipv4,
-            qci: 9,
-            arp: Arp::default(),
-            ambr: Ambr { uplink: 10_000_000, downlink: 20_000_000 },
-            pdn_gw: None,
-            served_party_ipv4: None,
-        }],
+        apns: vec![
+            ApnConfiguration {
+                context_identifier: 1,
+                service_selection: "internet".into(),
+                pdn_type: PdnType::Ipv4,
+                qci: 9,
+                arp: Arp::default(),
+                ambr: Ambr { uplink: 10_000_000, downlink: 20_000_000 },
+                pdn_gw: None,
+                served_party_ipv4: None,
+            },
+            ApnConfiguration {
+                context_identifier: 2,
+                service_selection: "ims".into(),
+                pdn_type: PdnType::Ipv4v6,
+                qci: 5,
+                arp: Arp::default(),
+                ambr: Ambr { uplink: 1_000_000, downlink: 1_000_000 },
+                pdn_gw: None,
+                served_party_ipv4: None,
+            },
+        ],
     }
 }
 
@@ -161,6 +173,50 @@ pub fn ics_response(mme_id: u32, enb_id: u32, teid: u32) -> Vec<u8> {
     .to_vec()
 }
 
+/// E-RAB SETUP RESPONSE (TS 36.413 9.1.3.2) with E-RAB `ebi` set up.
+pub fn erab_setup_response(mme_id: u32, enb_id: u32, ebi: u8, teid: u32) -> Vec<u8> {
+    let item = ERABSetupItemBearerSURes::new(
+        ERABID(ebi as u64),
+        TransportLayerAddress(BitString::from([127, 0, 0, 9])),
+        GTPTEID(teid.to_be_bytes()),
+        None,
+    );
+    let item = build_s1ap_ie!(IGNORE E_RABSetupItemBearerSURes(item)).unwrap();
+    build_s1ap!(
+        SuccessfulOutcome,
+        E_RABSetup,
+        ERABSetupResponse,
+        MME_UE_S1AP_ID(mme_id),
+        eNB_UE_S1AP_ID(enb_id),
+        E_RABSetupListBearerSURes(ERABSetupListBearerSURes(vec![item])),
+    )
+    .unwrap()
+    .encode()
+    .unwrap()
+    .to_vec()
+}
+
+/// E-RAB RELEASE RESPONSE (TS 36.413 9.1.3.6) for E-RAB `ebi`.
+pub fn erab_release_response(mme_id: u32, enb_id: u32, ebi: u8) -> Vec<u8> {
+    let item = build_s1ap_ie!(IGNORE E_RABReleaseItemBearerRelComp(ERABReleaseItemBearerRelComp::new(
+        ERABID(ebi as u64),
+        None
+    )))
+    .unwrap();
+    build_s1ap!(
+        SuccessfulOutcome,
+        E_RABRelease,
+        ERABReleaseResponse,
+        MME_UE_S1AP_ID(mme_id),
+        eNB_UE_S1AP_ID(enb_id),
+        E_RABReleaseListBearerRelComp(ERABReleaseListBearerRelComp(vec![item])),
+    )
+    .unwrap()
+    .encode()
+    .unwrap()
+    .to_vec()
+}
+
 pub fn release_request(mme_id: u32, enb_id: u32) -> Vec<u8> {
     build_s1ap!(
         InitiatingMessage,
@@ -203,6 +259,11 @@ pub fn read_down(data: &[u8]) -> Down {
         let key = pdu.ie::<oxirush_s1ap::ie::SecurityKey>().unwrap().unwrap();
         d.kenb = Some(key.0.as_octets().try_into().unwrap());
     }
+    if d.kind == S1apPduKind::Initiating_E_RABSetup {
+        for item in pdu.items::<oxirush_s1ap::ie::E_RABToBeSetupListBearerSUReq>() {
+            d.nas = Some(item.unwrap().nas_pdu.0.to_vec());
+        }
+    }
     if d.kind == S1apPduKind::Initiating_UEContextRelease {
         let ids = pdu.ie::<oxirush_s1ap::ie::UE_S1AP_IDs>().unwrap().unwrap();
         if let UES1APIDs::uE_S1AP_ID_pair(p) = ids {
@@ -243,10 +304,11 @@ impl TestUe {
     }
 
     pub fn attach_request_with(&self, identity: NasEpsMobileIdentity) -> Vec<u8> {
-        let pdn = NasPdnConnectivityRequest::new(
-            NasRequestType::from_request_type(RequestTypeValue::Initial),
-            NasPdnType::from_pdn_type(PdnType4::Ipv4),
-        );
+        self.attach_request_pdn(identity, pdn_connectivity_request(PdnType4::Ipv4))
+    }
+
+    /// An ATTACH REQUEST whose ESM container holds `pdn` (PTI 1).
+    pub fn attach_request_pdn(&self, identity: NasEpsMobileIdentity, pdn: NasPdnConnectivityRequest) -> Vec<u8> {
         let esm = NasEpsMessage::new_esm(pdn, 0, 1);
         let req = NasAttachRequest::new(
             NasEpsAttachType::from_attach_type(AttachType::EpsAttach),
@@ -260,6 +322,14 @@ impl TestUe {
 
     pub fn attach_request(&self) -> Vec<u8> {
         self.attach_request_with(NasEpsMobileIdentity::from_imsi(&self.imsi).unwrap())
+    }
+
+    /// The ESM message of a protected downlink NAS PDU, verified.
+    pub fn receive_esm(&mut self, nas: &[u8]) -> (u8, u8, NasEsmMessage) {
+        match self.ctx.as_mut().expect("a context").unprotect(nas, Direction::Downlink).unwrap().message {
+            NasEpsMessage::Esm(h, m) => (h.eps_bearer_identity, h.procedure_transaction_identity, m),
+            other => panic!("not ESM: {other:?}"),
+        }
     }
 
     /// The plain message of a downlink NAS PDU, verified if protected.
@@ -334,6 +404,14 @@ impl TestUe {
 }
 
 pub use oxirush_nas::nas_eps::PdnType as PdnType4;
+
+/// A PDN CONNECTIVITY REQUEST for an initial request of `pdn_type`.
+pub fn pdn_connectivity_request(pdn_type: PdnType4) -> NasPdnConnectivityRequest {
+    NasPdnConnectivityRequest::new(
+        NasRequestType::from_request_type(RequestTypeValue::Initial),
+        NasPdnType::from_pdn_type(pdn_type),
+    )
+}
 
 // ---- the harness ----
 

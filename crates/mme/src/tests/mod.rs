@@ -2,6 +2,7 @@
 //! virtual clock.
 
 mod attach;
+mod esm;
 mod failures;
 mod prop;
 mod s1;

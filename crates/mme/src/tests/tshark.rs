@@ -1,5 +1,7 @@
 //! An independent check of the wire: tshark dissects every S1AP PDU (and
-//! the NAS inside, EEA0 so readable) of a full attach and a detach.
+//! the NAS inside, EEA0 so readable) of a full attach and a detach, and of
+//! the ESM procedures a real UE runs (ESM information, PCO, a second PDN
+//! connection with its E-RAB setup, a PDN disconnect with its E-RAB release).
 
 use super::*;
 use mobicore_common::tools;
@@ -22,6 +24,24 @@ fn pcap(pdus: &[Vec<u8>]) -> Vec<u8> {
     }
     out
 }
+/// tshark's verbose dissection of the S1AP PDUs `log`, checked for
+/// malformed packets and expert errors.
+fn dissect(log: &[Vec<u8>]) -> String {
+    let path = std::env::temp_dir().join(format!("mobicore-mme-{}-{}.pcap", std::process::id(), log.len()));
+    std::fs::write(&path, pcap(log)).unwrap();
+    let out = tools::run(
+        Command::new("tshark")
+            .args(["-r", path.to_str().unwrap(), "-V"])
+            .args(["-o", r#"uat:user_dlts:"User 0 (DLT=147)","s1ap","0","","0","""#])
+            .args(["-o", "nas-eps.null_decipher:TRUE"]),
+    );
+    let _ = std::fs::remove_file(&path);
+    let out = out.expect("tshark -r");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!text.contains("Malformed"), "malformed packet:\n{text}");
+    assert!(!text.contains("Expert Info (Error"), "dissector error:\n{text}");
+    text
+}
 
 #[test]
 fn tshark_dissects_attach_and_detach_without_errors() {
@@ -35,19 +55,7 @@ fn tshark_dissects_attach_and_detach_without_errors() {
     let (r, _) = expect_s11(&h.drain());
     h.s11(r, mobicore_common::s11::S11Response::DeleteSession(mobicore_common::s11::GtpCause::REQUEST_ACCEPTED));
     let _ = h.drain();
-    let path = std::env::temp_dir().join(format!("mobicore-mme-{}.pcap", std::process::id()));
-    std::fs::write(&path, pcap(&h.log)).unwrap();
-    let out = tools::run(
-        Command::new("tshark")
-            .args(["-r", path.to_str().unwrap(), "-V"])
-            .args(["-o", r#"uat:user_dlts:"User 0 (DLT=147)","s1ap","0","","0","""#])
-            .args(["-o", "nas-eps.null_decipher:TRUE"]),
-    );
-    let _ = std::fs::remove_file(&path);
-    let out = out.expect("tshark -r");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!text.contains("Malformed"), "malformed packet:\n{text}");
-    assert!(!text.contains("Expert Info (Error"), "dissector error:\n{text}");
+    let text = dissect(&h.log);
     for name in [
         "S1SetupResponse",
         "Authentication request",
@@ -57,6 +65,33 @@ fn tshark_dissects_attach_and_detach_without_errors() {
         "Activate default EPS bearer context request",
         "Detach accept",
         "UEContextReleaseCommand",
+    ] {
+        assert!(text.contains(name), "tshark did not see {name}");
+    }
+}
+
+#[test]
+fn tshark_dissects_esm_procedures_without_errors() {
+    if !tools::require(&["tshark"]) {
+        return;
+    }
+    let mut h = Harness::default();
+    super::esm::attach_with_esm_information(&mut h, "001010000000062", 62);
+    super::esm::second_pdn_and_disconnect(&mut h, "001010000000063", 63);
+    let text = dissect(&h.log);
+    for name in [
+        "ESM information request",
+        "ESM information response",
+        "Protocol Configuration Options",
+        "PDN connectivity request",
+        "E-RABSetupRequest",
+        "E-RABSetupResponse",
+        "Activate default EPS bearer context accept",
+        "PDN disconnect request",
+        "E-RABReleaseCommand",
+        "Deactivate EPS bearer context request",
+        "E-RABReleaseResponse",
+        "Deactivate EPS bearer context accept",
     ] {
         assert!(text.contains(name), "tshark did not see {name}");
     }
