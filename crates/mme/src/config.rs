@@ -195,6 +195,25 @@ mod tests {
         assert_eq!(c.ciphering_order[0], Eea::Eea0);
         assert_eq!(c.t3460.period(), Duration::from_secs(6));
         assert_eq!(c.t3460.max_retransmissions, 4);
+        // TS 24.301 10.3: T3489 4 s (third expiry aborts), T3485/T3495 8 s.
+        assert_eq!((c.t3489.period(), c.t3489.max_retransmissions), (Duration::from_secs(4), 2));
+        assert_eq!((c.t3485.period(), c.t3495.max_retransmissions), (Duration::from_secs(8), 4));
+        assert_eq!((c.pgw, c.pgw_by_apn.len()), (None, 0));
+    }
+
+    #[test]
+    fn pgw_is_the_subscriptions_then_per_apn_then_default() {
+        let c = MmeConfig {
+            pgw: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            pgw_by_apn: [("ims".to_string(), Ipv4Addr::new(192, 0, 2, 2))].into_iter().collect(),
+            ..MmeConfig::default()
+        };
+        let hss: std::net::IpAddr = Ipv4Addr::new(198, 51, 100, 7).into();
+        assert_eq!(c.pgw_for("IMS", Some(hss)), Ipv4Addr::new(198, 51, 100, 7));
+        assert_eq!(c.pgw_for("IMS", None), Ipv4Addr::new(192, 0, 2, 2));
+        assert_eq!(c.pgw_for("internet", None), Ipv4Addr::new(192, 0, 2, 1));
+        // An IPv6 PDN GW cannot go in an IPv4 S11 F-TEID: the configuration decides.
+        assert_eq!(c.pgw_for("internet", Some("2001:db8::1".parse().unwrap())), Ipv4Addr::new(192, 0, 2, 1));
     }
 
     #[test]

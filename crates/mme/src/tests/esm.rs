@@ -459,6 +459,10 @@ fn detach_deletes_every_pdn_connection() {
     assert_eq!(h.mme.stats().ues, 0);
 }
 
+/// The PDN address type code and ESM cause of the accept, or the ESM
+/// cause of the reject.
+type PdnOutcome = Result<(u8, Option<EsmCause>), Option<EsmCause>>;
+
 /// What an attach asking for PDN type `requested`, subscribed `subscribed`,
 /// granted `grant` (type, GTP cause) gives: the CSR's PDN type, and the PDN
 /// address type and ESM cause of the accept, or the reject's ESM cause.
@@ -466,7 +470,7 @@ fn pdn_type_case(
     requested: PdnType4,
     subscribed: PdnType,
     grant: Option<(PdnType, u8)>,
-) -> (Option<PdnType>, Result<(u8, Option<EsmCause>), Option<EsmCause>>) {
+) -> (Option<PdnType>, PdnOutcome) {
     let mut h = Harness::default();
     let mut ue = TestUe::new("001010000000120", 120);
     let (r, out) = attach_to_smc(&mut h, &mut ue, pdn_connectivity_request(requested));
