@@ -8,9 +8,10 @@ use mobicore_gtp::{s11_client_bound, S11ClientConfig};
 use mobicore_spgwc::{ApnConfig, SpgwcConfig, UpfPeerConfig};
 use mobicore_upf::UpfConfig;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tokio::net::UdpSocket;
+
+mod capture;
 
 const SESSIONS: u32 = 1000;
 // Standard ports on addresses of their own so tshark dissects GTPv2 and
@@ -37,69 +38,6 @@ fn csr(i: u32, mme_ip: Ipv4Addr) -> CreateSessionRequest {
     }
 }
 
-struct Capture {
-    child: Child,
-    file: std::path::PathBuf,
-}
-
-fn start_capture() -> Option<Capture> {
-    // As root tshark must run: the check fails rather than skip.
-    if !mobicore_common::tools::require(&["tshark"]) {
-        return None;
-    }
-    let file = std::env::temp_dir().join(format!("mobicore-spgwc-{}.pcapng", std::process::id()));
-    let _ = std::fs::remove_file(&file);
-    let child = Command::new("tshark")
-        .args(["-i", "lo", "-f", "udp and host 127.0.77.1 and (port 2123 or port 8805)", "-w"])
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting tshark");
-    let mut child = child;
-    // Wait for "Capturing on" before sending anything.
-    let stderr = child.stderr.take()?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("Capturing on") {
-                let _ = tx.send(true);
-            }
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(_) => Some(Capture { child, file }),
-        Err(_) => {
-            let _ = child.kill();
-            mobicore_common::tools::cannot_check("tshark could not capture on lo");
-            None
-        }
-    }
-}
-
-fn check_capture(mut c: Capture) {
-    std::thread::sleep(Duration::from_millis(500));
-    // SIGINT lets tshark flush the file.
-    let _ = Command::new("kill").args(["-INT", &c.child.id().to_string()]).status();
-    let _ = c.child.wait();
-    let verbose =
-        mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&c.file).arg("-V")).expect("tshark -r");
-    let text = String::from_utf8_lossy(&verbose.stdout);
-    assert!(text.contains("GPRS Tunneling Protocol V2"), "capture has GTPv2");
-    assert!(text.contains("Packet Forwarding Control Protocol"), "capture has PFCP");
-    assert!(!text.contains("Malformed"), "tshark found a malformed packet");
-    let expert = mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&c.file).args([
-        "-q",
-        "-z",
-        "expert,error",
-    ]))
-    .expect("tshark expert");
-    let e = String::from_utf8_lossy(&expert.stdout);
-    assert!(!e.lines().any(|l| l.trim_start().starts_with("Error")), "tshark expert errors:\n{e}");
-    let _ = std::fs::remove_file(&c.file);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousand_sessions_over_loopback() {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -116,7 +54,7 @@ async fn thousand_sessions_over_loopback() {
     let upf_counters = upf.counters.clone();
     tokio::spawn(upf.run(stop_rx.clone()));
 
-    let capture = start_capture();
+    let capture = capture::start("loopback", "udp and host 127.0.77.1 and (port 2123 or port 8805)");
 
     let cfg = SpgwcConfig {
         s11: SocketAddr::new(GW_IP.into(), 2123),
@@ -226,7 +164,11 @@ async fn thousand_sessions_over_loopback() {
     assert_eq!(plane.len(), rest.len());
 
     if let Some(c) = capture {
-        tokio::task::spawn_blocking(move || check_capture(c)).await.unwrap();
+        tokio::task::spawn_blocking(move || {
+            capture::check(c, "udp", &["GPRS Tunneling Protocol V2", "Packet Forwarding Control Protocol"])
+        })
+        .await
+        .unwrap();
     }
 
     // Malformed GTPv2-C: garbage is dropped and counted; a request missing
