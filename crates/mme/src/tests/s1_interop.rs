@@ -8,9 +8,9 @@ use super::*;
 use crate::context::EmmState;
 use crate::{MmeAction, MmeEvent, UeRef};
 use mobicore_common::s11::*;
+use mobicore_common::s6a::*;
 use mobicore_common::sctp_api::AssocId;
 use oxirush_nas::nas_eps::NasEmmMessage;
-use mobicore_common::s6a::*;
 use oxirush_s1ap::helpers::{eutran_cgi, global_enb_id, plmn, tai, EnbKind};
 use oxirush_s1ap::s1ap::*;
 use oxirush_s1ap::{build_s1ap, build_s1ap_ie, ie, Bits};
@@ -110,8 +110,24 @@ pub(super) fn nas_non_delivery(mme_id: u32, enb_id: u32, nas: Vec<u8>) -> Vec<u8
 pub(super) fn handover_required(mme_id: u32, enb_id: u32) -> Vec<u8> {
     let p = plmn("001", "01").unwrap();
     let target = TargeteNBID::new(global_enb_id(p, EnbKind::Macro, 0x54321).unwrap(), tai(p, [0, 1]), None);
-    // A Source eNB to Target eNB Transparent Container (9.2.1.56), encoded.
-    let container = hex::decode("000201020002f83900012340200100").unwrap();
+    // The Source eNB to Target eNB Transparent Container (9.2.1.56): an RRC
+    // HandoverPreparationInformation, the target cell, one visited cell.
+    let cgi = eutran_cgi(p, EnbKind::Macro, 0x54321, 1).unwrap();
+    let visited = LastVisitedEUTRANCellInformation::new(
+        eutran_cgi(p, EnbKind::Macro, 0x12345, 1).unwrap(),
+        CellType::new(CellSize::small, None),
+        TimeUEStayedInCell(10),
+        None,
+    );
+    let source = SourceeNBToTargeteNBTransparentContainer::new(
+        RRCContainer::from(vec![0x01, 0x02]),
+        None,
+        cgi,
+        None,
+        UEHistoryInformation(vec![LastVisitedCellItem::e_UTRAN_Cell(visited)]),
+        None,
+    );
+    let container = encode_open_type(&source).unwrap().to_vec();
     encode(build_s1ap!(
         InitiatingMessage,
         HandoverPreparation,
@@ -613,7 +629,7 @@ fn missing_reject_ie_rejects_and_missing_ignore_ie_is_tolerated() {
     let s1 = s1_out(&out);
     let items = cd_of(&s1[0].1).ies_criticality_diagnostics.unwrap();
     assert_eq!((items.0[0].ie_id, items.0[0].type_of_error), (ProtocolIEID(8), TypeOfError::missing));
-    // INITIAL UE MESSAGE without TAI and E-UTRAN CGI (both ignore): served.
+    // INITIAL UE MESSAGE without its E-UTRAN CGI (ignore): served.
     let ue = TestUe::new("001010000000182", 182);
     let pdu = encode(build_s1ap!(
         InitiatingMessage,
@@ -621,10 +637,27 @@ fn missing_reject_ie_rejects_and_missing_ignore_ie_is_tolerated() {
         InitialUEMessage,
         eNB_UE_S1AP_ID(182u32),
         NAS_PDU(ue.attach_request()),
+        TAI(tai(plmn("001", "01").unwrap(), [0, 1])),
         RRC_Establishment_Cause(RRCEstablishmentCause::mo_Signalling),
     ));
     h.s1(pdu);
     let _ = expect_s6a(&h.drain());
+    // Without its TAI (reject): not served, ERROR INDICATION.
+    let ue = TestUe::new("001010000000183", 183);
+    let pdu = encode(build_s1ap!(
+        InitiatingMessage,
+        initialUEMessage,
+        InitialUEMessage,
+        eNB_UE_S1AP_ID(183u32),
+        NAS_PDU(ue.attach_request()),
+        EUTRAN_CGI(eutran_cgi(plmn("001", "01").unwrap(), EnbKind::Macro, 0x12345, 1).unwrap()),
+        RRC_Establishment_Cause(RRCEstablishmentCause::mo_Signalling),
+    ));
+    h.s1(pdu);
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_ErrorIndication);
+    assert_eq!((d.mme_id, d.enb_id), (None, Some(183)));
+    assert_eq!(h.mme.stats().ues, 2);
 }
 
 #[test]

@@ -96,3 +96,56 @@ fn tshark_dissects_esm_procedures_without_errors() {
         assert!(text.contains(name), "tshark did not see {name}");
     }
 }
+
+/// The S1AP a real eNB runs beyond attach (TS 36.413): S1 Reset whole and
+/// partial with their acknowledges, eNB Configuration Update with its
+/// acknowledge and failure, ICS Failure and the release, UE Capability Info
+/// Indication and an ICS carrying the UE Radio Capability, NAS Non Delivery,
+/// procedures we do not implement and the Error Indications (with
+/// Criticality Diagnostics) that answer them.
+#[test]
+fn tshark_dissects_s1ap_interop_procedures_without_errors() {
+    use super::s1_interop::*;
+    use mobicore_common::sctp_api::AssocId;
+    if !tools::require(&["tshark"]) {
+        return;
+    }
+    let mut h = Harness::default();
+    let a = h.attach("001010000000064", 64);
+    let a_id = a.mme_ue_id.unwrap();
+    h.s1(ue_capability_info(a_id, 64, &UE_RADIO_CAPABILITY));
+    let _ = ics_of_registered_ue(&mut h, a_id);
+    h.s1(handover_required(a_id, 64));
+    h.s1_on(AssocId(1), 0, write_replace_warning_response());
+    h.s1(location_report(a_id, 64));
+    h.s1(release_request_with_unknown_ie(a_id, 64, oxirush_s1ap::s1ap::Criticality::reject));
+    h.s1(nas_non_delivery(a_id, 64, vec![0x07, 0x46]));
+    h.s1_on(AssocId(1), 0, enb_configuration_update("001", "01", 7));
+    h.s1_on(AssocId(1), 0, enb_configuration_update("208", "93", 7));
+    let _ = h.drain();
+    let b = h.attach("001010000000065", 65);
+    h.s1_on(AssocId(1), 0, reset_part(&[(b.mme_ue_id, Some(65)), (None, Some(999))]));
+    h.s1(ics_failure(4242, 66));
+    h.s1_on(AssocId(1), 0, reset_all());
+    let _ = h.drain();
+    let text = dissect(&h.log);
+    for name in [
+        "UECapabilityInfoIndication",
+        "UERadioCapability",
+        "HandoverRequired",
+        "WriteReplaceWarningResponse",
+        "LocationReport",
+        "NASNonDeliveryIndication",
+        "ErrorIndication",
+        "CriticalityDiagnostics",
+        "ENBConfigurationUpdate",
+        "ENBConfigurationUpdateAcknowledge",
+        "ENBConfigurationUpdateFailure",
+        "InitialContextSetupFailure",
+        "Reset",
+        "ResetAcknowledge",
+        "UE-associatedLogicalS1-ConnectionListResAck",
+    ] {
+        assert!(text.contains(name), "tshark did not see {name}");
+    }
+}
