@@ -23,7 +23,7 @@ fn assert_user_plane(net: &Network, ue: u64) {
     let erab = ctx.erabs[0];
     assert_eq!(erab.sgw, Some(s.s1u_sgw), "UE {ue}: the eNB got the SGW-C's S1-U F-TEID");
     assert_eq!(s.s1u_enb, Some(erab.enb), "UE {ue}: Modify Bearer gave the SGW-C the eNB F-TEID");
-    assert_eq!(Some(s.ue_ipv4), net.ipv4(ue), "UE {ue}: PAA is the UE's address");
+    assert_eq!(s.ue_ipv4, net.ipv4(ue), "UE {ue}: PAA is the UE's address");
     let rules = net.upf_rules(ue).unwrap_or_else(|| panic!("UE {ue}: rules installed on the UPF"));
     let ul = rules
         .pdrs
@@ -40,7 +40,7 @@ fn assert_user_plane(net: &Network, ue: u64) {
         .values()
         .find(|p| p.pdi.source_interface == INTERFACE_CORE)
         .unwrap_or_else(|| panic!("UE {ue}: downlink PDR"));
-    assert_eq!(dl.pdi.ue_ipv4, Some(s.ue_ipv4), "UE {ue}: DL PDR matches the UE address");
+    assert_eq!(dl.pdi.ue_ipv4, s.ue_ipv4, "UE {ue}: DL PDR matches the UE address");
     let dl_far = &rules.fars[&dl.far_id.expect("DL PDR has a FAR")];
     assert!(dl_far.action.forw, "UE {ue}: DL FAR forwards");
     assert_eq!(dl_far.destination_interface, Some(INTERFACE_ACCESS));
