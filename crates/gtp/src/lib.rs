@@ -2,8 +2,10 @@
 //!
 //! # Layout
 //! - [`wire`]: zero-copy header view and IE `Repr`s (TS 29.274 5, 8).
-//! - [`message`]: message `Repr`s for Echo, Create Session, Modify Bearer,
-//!   Delete Session and Release Access Bearers (TS 29.274 7.1, 7.2).
+//! - [`message`]: message `Repr`s for Echo, Version Not Supported
+//!   Indication, Create Session, Modify Bearer, Delete Session and Release
+//!   Access Bearers (TS 29.274 7.1, 7.2, 7.9.1); the answer owed to another
+//!   GTP version, and Invalid Length for IEs running past the message.
 //! - [`s11`]: mapping to and from the typed values of
 //!   [`mobicore_common::s11`].
 //! - [`transaction`]: the sans-I/O transaction layer (T3/N3 retransmission,

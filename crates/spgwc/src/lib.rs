@@ -4,12 +4,15 @@
 //! given, so recorded S11 traffic replays into a fresh instance.
 //!
 //! # Layout
-//! - [`config`]: [`SpgwcConfig`] (APNs with pools, UPFs, timers).
+//! - [`config`]: [`SpgwcConfig`] (APNs with IPv4 / IPv6 pools, DNS and
+//!   MTU for PCO; UPFs, timers).
 //! - [`context`]: sessions keyed by our S11 TEID (with the MME that owns
-//!   each), IPv4 pools, UPF state.
+//!   each), IPv4 pools (static addresses too) and IPv6 /64 pools, UPF state.
+//! - [`pco`]: the PCO / ePCO answer (DNS servers, IPv4 link MTU).
 //! - [`core`]: the sans-I/O [`SpgwcCore`] (`handle_s11`, `handle_pfcp`,
 //!   `handle_timeout`, `poll_transmit`, `poll_timeout`).
-//! - [`s11_handler`]: Create Session, Modify Bearer, Release Access
+//! - [`s11_handler`]: Create Session (PDN type granted per TS 29.274 8.4,
+//!   several PDN connections per UE), Modify Bearer, Release Access
 //!   Bearers, Delete Session.
 //! - [`sxa_build`] / `sxa_handler`: PFCP requests and answers.
 //! - [`shell`]: the tokio task. Either `run(cfg, shutdown)`, or
