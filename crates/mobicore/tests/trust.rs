@@ -4,11 +4,16 @@
 //! UPF, its detach succeeds). Needs root (raw IP for SCTP, namespaces);
 //! without it the test says so and passes.
 
+use bytes::Bytes;
 use mobicore::allinone;
 use mobicore::config::Config;
 use mobicore::demo::{run_traffic, TrafficPlan};
+use mobicore_common::sctp_api::{SctpCommand, SctpEvent, PPID_S1AP};
 use mobicore_hss::SubscriberStore;
+use mobicore_ran::enb::s1ap_build::{s1_setup_request, CellIdentity};
 use mobicore_sctp::Transport;
+use oxirush_s1ap::s1ap::S1AP_PDU;
+use std::time::Duration;
 
 fn is_root() -> bool {
     unsafe { libc_geteuid() == 0 }
@@ -59,6 +64,8 @@ async fn an_impostor_attach_with_a_registered_imsi_leaves_the_ue_working() {
     let counter =
         |name: &'static str| core.counters.iter().filter(|(n, _)| *n == "mme").map(|(_, c)| c.value(name)).sum::<u64>();
     let replaced = counter("ue_context_replaced");
+    // The SCTP endpoint's counters are the MME's (exported with them).
+    assert!(counter("sctp_rx_packets") > 0, "SCTP counters are among the MME's");
     // The impostor's USIM refuses the network's AUTN (another K): the MME
     // sees a MAC failure and rejects it.
     let refused = counter("authentication_mac_failure") + counter("authentication_reject");
@@ -75,4 +82,61 @@ async fn an_impostor_attach_with_a_registered_imsi_leaves_the_ue_working() {
     assert_eq!(traffic.tcp_uplink.completed, traffic.tcp_uplink.started);
     assert_eq!(report.attached, 1);
     assert_eq!(report.detached, 1, "the registered UE's detach succeeds: {:?}", report.failures);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s1_setup_with_a_global_enb_id_in_use_fails_and_the_live_enb_keeps_its_ues() {
+    if !is_root() {
+        eprintln!("skipped: needs root (raw IP for SCTP)");
+        return;
+    }
+    let mut cfg = Config::default();
+    cfg.mme.s1ap = "127.0.0.1:36477".parse().unwrap();
+    let t = Transport::RawIp;
+    let mut ran = cfg.ran.core.clone();
+    ran.mme = cfg.mme.s1ap;
+    ran.ues = 20;
+    ran.enbs = 1;
+    ran.detach = true;
+    let store = SubscriberStore::in_memory();
+    allinone::provision(&store, &ran.plan, ran.ues).unwrap();
+    let core = allinone::start(&cfg, store, t).await.unwrap();
+    let (plmn, enb_id, tac) = (ran.plmn, ran.first_enb_id, ran.tac);
+    // While the RAN's eNB has its UEs attached, another association claims its Global eNB ID.
+    let (report, setup_outcome) = allinone::run_ran_workload_with(&cfg, ran, t, None, |_| {
+        let cfg = &cfg;
+        async move {
+            let mut rogue = allinone::sctp_endpoint(cfg, "127.0.0.1:0".parse().unwrap(), t, 0).await.unwrap();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            rogue.commands.send(SctpCommand::Connect { remote: cfg.mme.s1ap, reply: tx }).await.unwrap();
+            let assoc = rx.await.unwrap().unwrap();
+            let setup = s1_setup_request(&CellIdentity::new(plmn, enb_id, tac).unwrap(), "impostor").unwrap();
+            let send = SctpCommand::Send { assoc, stream: 0, ppid: PPID_S1AP, data: Bytes::from(setup) };
+            rogue.commands.send(send).await.unwrap();
+            let outcome = loop {
+                let ev = tokio::time::timeout(Duration::from_secs(30), rogue.events.recv())
+                    .await
+                    .expect("an answer to the S1 Setup")
+                    .expect("endpoint");
+                if let SctpEvent::Data { data, .. } = ev {
+                    break format!("{}", S1AP_PDU::decode(&data).expect("valid S1AP"));
+                }
+            };
+            let _ = rogue.commands.send(SctpCommand::Abort { assoc }).await;
+            outcome
+        }
+    })
+    .await
+    .unwrap();
+    let duplicates = core
+        .counters
+        .iter()
+        .filter(|(n, _)| *n == "mme")
+        .map(|(_, c)| c.value("s1_setup_duplicate_global_enb_id"))
+        .sum::<u64>();
+    core.stop().await.unwrap();
+    assert!(setup_outcome.starts_with("S1SetupFailure"), "TS 36.413 8.7.3.3: {setup_outcome}");
+    assert_eq!(duplicates, 1);
+    assert_eq!(report.attached, 20);
+    assert_eq!(report.detached, 20, "the live eNB's UEs still detach: {:?}", report.failures);
 }
