@@ -34,7 +34,10 @@ pub fn decode(b: &[u8]) -> Result<(PfcpHeader, Vec<Ie>), FrameError> {
     let mut ies = Vec::new();
     let mut off = hlen;
     while off < total {
-        let ie = Ie::unmarshal(&b[off..total]).map_err(|e| FrameError::Ies(h, e))?;
+        let ie = match empty_unknown(&b[off..total]) {
+            Some(raw) => Ie::new_unknown(raw, vec![]).map_err(|e| FrameError::Ies(h, e))?,
+            None => Ie::unmarshal(&b[off..total]).map_err(|e| FrameError::Ies(h, e))?,
+        };
         off += ie.len() as usize;
         ies.push(ie);
     }
@@ -83,6 +86,22 @@ impl TypedIe for IeRef<'_> {
     }
 }
 
+/// Whether rs-pfcp knows IE type `raw` (TS 29.244 8.1.2): not an
+/// enterprise-specific type (8.1.1, top bit set) and not a type it reads
+/// as `Unknown`.
+pub fn is_known_ie_type(raw: u16) -> bool {
+    raw & 0x8000 == 0 && IeType::from(raw) != IeType::Unknown
+}
+
+/// An empty IE of a type rs-pfcp does not know (it refuses empty IEs but
+/// for a few types); TS 29.244 7.6 has the receiver ignore it like any
+/// other unknown IE, so it is read, not refused.
+fn empty_unknown(b: &[u8]) -> Option<u16> {
+    let raw = u16::from_be_bytes([*b.first()?, *b.get(1)?]);
+    let len = u16::from_be_bytes([*b.get(2)?, *b.get(3)?]);
+    (len == 0 && raw & 0x8000 == 0 && !is_known_ie_type(raw)).then_some(raw)
+}
+
 /// The IE at the start of `b` and its encoded length. The common case is
 /// read in place; vendor-specific and empty IEs, and every error, go
 /// through rs-pfcp so that they are judged exactly as [`decode`] does.
@@ -93,6 +112,9 @@ fn ie_at(b: &[u8]) -> Result<(IeRef<'_>, usize), PfcpError> {
         if raw & 0x8000 == 0 && len != 0 && b.len() >= 4 + len {
             return Ok((IeRef { ie_type: IeType::from(raw), payload: &b[4..4 + len] }, 4 + len));
         }
+    }
+    if empty_unknown(b).is_some() {
+        return Ok((IeRef { ie_type: IeType::Unknown, payload: &[] }, 4));
     }
     let ie = Ie::unmarshal(b)?;
     let start = if b[0] & 0x80 != 0 { 6 } else { 4 };
@@ -111,6 +133,103 @@ pub fn decode_view(b: &[u8]) -> Result<(PfcpHeader, Vec<IeRef<'_>>), FrameError>
         ies.push(ie);
     }
     Ok((h, ies))
+}
+
+/// The IEs of a grouped IE's value (TS 29.244 8.1.1), viewed in place.
+pub fn group_view(payload: &[u8]) -> Result<Vec<IeRef<'_>>, PfcpError> {
+    let mut ies = Vec::new();
+    let mut off = 0;
+    while off < payload.len() {
+        let (ie, n) = ie_at(&payload[off..])?;
+        off += n;
+        ies.push(ie);
+    }
+    Ok(ies)
+}
+
+/// The grouped IEs whose children the UP function reads, and so where
+/// [`without_unknown_ies`] looks for unknown ones. Remove PDR/FAR/QER/URR/BAR
+/// and Query URR are left alone: their one child is read with
+/// [`grouped_id`], which skips anything else, and rs-pfcp writes them
+/// without the child's header.
+const GROUPED: &[IeType] = &[
+    IeType::CreatePdr,
+    IeType::Pdi,
+    IeType::CreateFar,
+    IeType::ForwardingParameters,
+    IeType::DuplicatingParameters,
+    IeType::CreateUrr,
+    IeType::CreateQer,
+    IeType::CreateBar,
+    IeType::UpdatePdr,
+    IeType::UpdateFar,
+    IeType::UpdateForwardingParameters,
+    IeType::UpdateDuplicatingParameters,
+    IeType::UpdateUrr,
+    IeType::UpdateQer,
+    IeType::UpdateBar,
+];
+
+/// An IE the receiver does not know is ignored (TS 29.244 7.6, error
+/// handling), at the top level and inside grouped IEs. This copies a message without the IEs rs-pfcp does not
+/// know (types it reads as `Unknown`, enterprise-specific IEs, 8.1.1), in
+/// the grouped IEs of [`GROUPED`] too, so that no decoder downstream can
+/// trip on them; the message itself when it has none (no copy). What is
+/// not well-formed is left as it is, to be judged (and answered) by the
+/// decoders as before. The count is how many IEs were left out.
+pub fn without_unknown_ies(b: &[u8]) -> (std::borrow::Cow<'_, [u8]>, usize) {
+    let Ok((_, hlen, total)) = header(b) else { return (b.into(), 0) };
+    let mut dropped = 0;
+    match strip(&b[hlen..total], &mut dropped) {
+        Some(body) if dropped > 0 => {
+            let mut m = Vec::with_capacity(hlen + body.len());
+            m.extend_from_slice(&b[..hlen]);
+            m.extend_from_slice(&body);
+            let len = (m.len() - 4) as u16;
+            m[2..4].copy_from_slice(&len.to_be_bytes());
+            (m.into(), dropped)
+        }
+        _ => (b.into(), 0),
+    }
+}
+
+/// `ies` without unknown IEs (recursively in [`GROUPED`]); `None` when
+/// some IE does not read (then nothing is changed).
+fn strip(ies: &[u8], dropped: &mut usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(ies.len());
+    let mut off = 0;
+    while off < ies.len() {
+        let b = &ies[off..];
+        let raw = u16::from_be_bytes([b[0], *b.get(1)?]);
+        let (ie, n) = ie_at(b).ok()?;
+        off += n;
+        if !is_known_ie_type(raw) {
+            *dropped += 1;
+            continue;
+        }
+        let start = out.len();
+        out.extend_from_slice(&b[..4]);
+        match GROUPED.contains(&ie.ie_type) {
+            true => out.extend_from_slice(&strip(ie.payload, dropped)?),
+            false => out.extend_from_slice(ie.payload),
+        }
+        let len = u16::try_from(out.len() - start - 4).ok()?;
+        out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+    Some(out)
+}
+
+/// The value of the `child` IE inside a grouped IE such as Remove PDR
+/// (TS 29.244 7.5.4.6: a group holding a PDR ID IE), skipping any other
+/// IE; also the bare value of `width` octets that rs-pfcp 0.5 writes for
+/// these groups (an IE-encoded one is at least 4 octets longer, so the two
+/// cannot be mistaken for one another).
+pub fn grouped_id(payload: &[u8], child: IeType, width: usize) -> Option<&[u8]> {
+    if payload.len() == width {
+        return Some(payload);
+    }
+    let ies = group_view(payload).ok()?;
+    first(&ies, child).and_then(|i| i.payload.get(..width))
 }
 
 /// Builds a PFCP message (version 1) from its IEs.
@@ -203,7 +322,64 @@ mod tests {
         assert_eq!(*m.sequence(), 0x030201);
     }
 
+    /// A Create PDR holding a PDI, each with an IE of type 400 (unknown to
+    /// rs-pfcp) and an enterprise-specific IE (TS 29.244 8.1.1), plus an
+    /// empty unknown IE at the top level.
+    fn with_unknown_ies() -> (Vec<u8>, Vec<u8>) {
+        let t400 = Ie::new_unknown(400, vec![1, 2, 3]).unwrap();
+        let vendor = Ie::new_vendor_specific(0x8001, 18681, vec![9, 9]).unwrap();
+        let si = Ie::new(IeType::SourceInterface, vec![0]);
+        let pdi = Ie::new_grouped(IeType::Pdi, vec![si.clone(), t400.clone(), vendor.clone()]);
+        let pdr_id = Ie::new(IeType::PdrId, vec![0, 1]);
+        let pdr = Ie::new_grouped(IeType::CreatePdr, vec![pdr_id.clone(), t400.clone(), pdi, vendor.clone()]);
+        let empty = Ie::new_unknown(401, vec![]).unwrap();
+        let cause = cause_ie(CauseValue::RequestAccepted);
+        let m = encode(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), 9, &[t400, pdr, empty, vendor, cause.clone()]);
+        let clean_pdi = Ie::new_grouped(IeType::Pdi, vec![si]);
+        let clean_pdr = Ie::new_grouped(IeType::CreatePdr, vec![pdr_id, clean_pdi]);
+        (m, encode(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), 9, &[clean_pdr, cause]))
+    }
+
+    #[test]
+    fn unknown_ies_are_read_and_left_out_at_every_level() {
+        let (m, clean) = with_unknown_ies();
+        let (_, ies) = decode_view(&m).unwrap();
+        assert_eq!(ies.len(), 5, "the empty unknown IE is read, not refused");
+        assert_eq!(decode(&m).unwrap().1.len(), 5);
+        let (out, n) = without_unknown_ies(&m);
+        assert_eq!((&out[..], n), (&clean[..], 7));
+        // A message without unknown IEs is not copied.
+        let (same, n) = without_unknown_ies(&clean);
+        assert!(matches!(same, std::borrow::Cow::Borrowed(_)) && n == 0);
+        // Not well formed: left for the decoders to judge.
+        let mut bad = clean.clone();
+        bad[19] = 0xff;
+        assert_eq!(&without_unknown_ies(&bad).0[..], &bad[..]);
+    }
+
+    #[test]
+    fn grouped_ids_in_either_encoding() {
+        let ie = [&[0u8, 250, 0, 1, 7][..], &[0, 56, 0, 2, 0, 9]].concat();
+        assert_eq!(grouped_id(&ie, IeType::PdrId, 2), Some(&[0u8, 9][..]));
+        assert_eq!(grouped_id(&[0, 9], IeType::PdrId, 2), Some(&[0u8, 9][..]));
+        assert_eq!(grouped_id(&[0, 0, 0, 4], IeType::FarId, 4), Some(&[0u8, 0, 0, 4][..]));
+        assert_eq!(grouped_id(&[0, 250, 0, 1, 7], IeType::PdrId, 2), None);
+    }
+
     proptest! {
+        /// Leaving out unknown IEs never panics and is idempotent.
+        #[test]
+        fn without_unknown_ies_is_idempotent(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut m = encode(50, Some(1), 7, &[]);
+            m.extend_from_slice(&b);
+            let len = (m.len() - 4) as u16;
+            m[2..4].copy_from_slice(&len.to_be_bytes());
+            let (once, _) = without_unknown_ies(&m);
+            let (twice, n) = without_unknown_ies(&once);
+            prop_assert_eq!(&once[..], &twice[..]);
+            prop_assert_eq!(n, 0);
+        }
+
         #[test]
         fn decode_never_panics(b in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&b);

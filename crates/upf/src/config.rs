@@ -88,6 +88,29 @@ pub struct UpfConfig {
     /// refused with "No resources available"
     /// (`pfcp_session_establishment_over_max_sessions`).
     pub max_sessions_per_association: usize,
+    /// The Precedence of a Create PDR that has none. TS 29.244 7.5.2.2
+    /// makes Precedence mandatory, but SGW-Cs in the field leave it out
+    /// on Sxa, where a session has one PDR per direction and nothing to
+    /// order. Lower values match first (8.2.11), so the default 4294967295
+    /// (0xFFFFFFFF, the lowest precedence) lets such a PDR never override
+    /// one whose precedence was given; each such PDR is counted
+    /// (`pfcp_pdr_without_precedence`).
+    pub default_pdr_precedence: u32,
+    /// How often we send a Heartbeat Request to each associated CP
+    /// function (TS 29.244 6.2.2), in ms; retransmitted every `t1` up to
+    /// `n1` times (6.4), after which the peer is declared dead
+    /// (`pfcp_peer_dead`) and `peer_dead_grace_ms` starts.
+    pub heartbeat_interval_ms: u64,
+    /// How long the sessions of a dead CP function are kept (still
+    /// forwarding, heartbeats still sent) before they and the association
+    /// are deleted, in ms; 0 deletes them at once. A peer that answers a
+    /// heartbeat or sets up the association again with the same Recovery
+    /// Time Stamp in the meantime keeps its sessions (it was a path
+    /// failure, TS 23.007); with a new one it restarted and they are
+    /// deleted.
+    /// Default 60 s: a short loss of the CP path does not cut the UEs'
+    /// traffic, a CP function that is gone does not leave sessions behind.
+    pub peer_dead_grace_ms: u64,
 }
 
 /// A CP function allowed to associate: its Node ID and where it sends from.
@@ -212,6 +235,9 @@ impl Default for UpfConfig {
             // Two FARs per default bearer in the XDP maps' 262,144: what
             // the fast path holds, above `bench attach`'s 100,000 UEs.
             max_sessions_per_association: 131_072,
+            default_pdr_precedence: u32::MAX,
+            heartbeat_interval_ms: 10_000,
+            peer_dead_grace_ms: 60_000,
         }
     }
 }
@@ -245,6 +271,9 @@ impl UpfConfig {
         }
         if self.max_associations == 0 || self.max_sessions_per_association == 0 {
             bad.push("max_associations and max_sessions_per_association must be > 0".into());
+        }
+        if self.heartbeat_interval_ms == 0 {
+            bad.push("heartbeat_interval_ms = 0 (> 0)".into());
         }
         if self.n1 == 0 || self.t1.is_zero() {
             bad.push("t1 and n1 must be > 0".into());

@@ -8,7 +8,8 @@
 
 use crate::config::UpfConfig;
 use crate::pfcp::{
-    cause_ie, decode_view, encode, first, msg, node_id_text, offending_ie_ie, FrameError, IeRef, PfcpHeader,
+    cause_ie, decode_view, encode, first, msg, node_id_text, offending_ie_ie, without_unknown_ies, FrameError, IeRef,
+    PfcpHeader,
 };
 use crate::rules::{offending_ie, ForwardingPlane, SessionRules};
 use crate::urr::{UsageEngine, WallClock};
@@ -19,10 +20,11 @@ use mobicore_gtp::transaction::{Incoming, TransactionConfig, Transactions};
 use rs_pfcp::ie::cause::CauseValue;
 use rs_pfcp::ie::node_id::NodeId;
 use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
+use rs_pfcp::ie::up_function_features::UPFunctionFeatures;
 use rs_pfcp::ie::{Ie, IeType};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// One PFCP association with a CP function (TS 29.244 6.2.6).
 #[derive(Debug, Clone)]
@@ -36,6 +38,37 @@ pub struct Association {
     pub addrs: PeerFilter,
     /// Its sessions on this node (bounded by `max_sessions_per_association`).
     pub sessions: usize,
+    /// When our next Heartbeat Request to it is due (TS 29.244 6.2.2).
+    pub next_heartbeat: Instant,
+    /// The sequence number of our Heartbeat Request awaiting its response.
+    pub heartbeat_seq: Option<u32>,
+    /// Set when a Heartbeat Request went unanswered N1 retransmissions
+    /// long: the peer is dead, and at this time its sessions and the
+    /// association are deleted (`peer_dead_grace_ms`) unless it answers
+    /// first.
+    pub dead_until: Option<Instant>,
+}
+
+/// A request of ours awaiting its response (retransmitted every T1 up to
+/// N1 times, TS 29.244 6.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outgoing {
+    /// A Session Report Request (TS 29.244 7.5.8).
+    SessionReport,
+    /// A Heartbeat Request to the CP function of this Node ID (6.2.2).
+    Heartbeat(String),
+}
+
+/// The UP function features we support (TS 29.244 8.2.25), sent in the
+/// Association Setup Response: BUCP (downlink buffering in the UP
+/// function, FAR BUFF with a BAR), FTUP (F-TEID allocation, CHOOSE), EMPU
+/// (End Markers sent when a FAR's tunnel changes).
+pub fn up_function_features() -> UPFunctionFeatures {
+    let mut f = UPFunctionFeatures::new();
+    for x in [UPFunctionFeatures::BUCP, UPFunctionFeatures::FTUP, UPFunctionFeatures::EMPU] {
+        f.insert(x);
+    }
+    f
 }
 
 /// One PFCP session on this node.
@@ -62,7 +95,7 @@ pub struct UpfCore {
     /// Local TEIDs of every session's PDRs, and how many PDRs use each.
     pub(crate) teids: HashMap<u32, u32>,
     pub(crate) plane: Box<dyn ForwardingPlane>,
-    pub(crate) tx: Transactions<SocketAddr, ()>,
+    pub(crate) tx: Transactions<SocketAddr, Outgoing>,
     /// Usage reporting for every URR of every session.
     pub(crate) usage: UsageEngine,
     /// Maps `Instant`s to wall-clock time for report time stamps.
@@ -124,7 +157,12 @@ impl UpfCore {
 
     /// One datagram from `peer`.
     pub fn handle_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
-        let (h, ies) = match decode_view(bytes) {
+        // TS 29.244 7.6: IEs we do not know are ignored, in grouped IEs too.
+        let (bytes, unknown) = without_unknown_ies(bytes);
+        if unknown > 0 {
+            self.counters.add("pfcp_unknown_ie_ignored", unknown as u64);
+        }
+        let (h, ies) = match decode_view(&bytes) {
             Ok(x) => x,
             Err(FrameError::Header) => {
                 self.counters.incr("pfcp_malformed");
@@ -159,6 +197,10 @@ impl UpfCore {
             self.session_report_response(peer, h.seq, &ies);
             return;
         }
+        if h.msg_type == msg::HEARTBEAT_RESPONSE {
+            self.heartbeat_response(peer, h.seq, &ies);
+            return;
+        }
         if !msg::is_request(h.msg_type) {
             self.counters.incr("pfcp_unexpected_response");
             return;
@@ -177,8 +219,13 @@ impl UpfCore {
                 self.counters.incr("pfcp_heartbeat_from_unknown_peer");
                 return;
             }
-            msg::HEARTBEAT_REQUEST => Some((msg::HEARTBEAT_RESPONSE, None, vec![self.recovery_ie()])),
-            msg::ASSOCIATION_SETUP_REQUEST => Some(self.association_setup(peer, &ies)),
+            msg::HEARTBEAT_REQUEST => {
+                // TS 29.244 6.2.2: its Recovery Time Stamp tells whether an
+                // associated CP function at this address restarted.
+                self.heard_from(peer.ip(), recovery_in(&ies));
+                Some((msg::HEARTBEAT_RESPONSE, None, vec![self.recovery_ie()]))
+            }
+            msg::ASSOCIATION_SETUP_REQUEST => Some(self.association_setup(now, peer, &ies)),
             msg::ASSOCIATION_UPDATE_REQUEST => Some(self.association_update(peer, &ies)),
             msg::ASSOCIATION_RELEASE_REQUEST => Some(self.association_release(peer, &ies)),
             msg::SESSION_ESTABLISHMENT_REQUEST => Some(self.session_establishment(now, peer, &ies)),
@@ -258,7 +305,18 @@ impl UpfCore {
     /// Association Setup (TS 29.244 6.2.6.2.2): only a configured CP
     /// function from one of its configured addresses; an existing
     /// association is never taken over from another address.
-    fn association_setup(&mut self, peer: SocketAddr, ies: &[IeRef]) -> Reply {
+    /// Every answer has our Node ID, Cause and Recovery Time Stamp, an
+    /// acceptance also our UP Function Features (TS 29.244 7.4.4.2).
+    fn association_setup(&mut self, now: Instant, peer: SocketAddr, ies: &[IeRef]) -> Reply {
+        let mut r = self.association_setup_inner(now, peer, ies);
+        r.2.push(self.recovery_ie());
+        if r.2.iter().any(|ie| ie.ie_type == IeType::Cause && ie.payload.first() == Some(&1)) {
+            r.2.push(up_function_features().to_ie());
+        }
+        r
+    }
+
+    fn association_setup_inner(&mut self, now: Instant, peer: SocketAddr, ies: &[IeRef]) -> Reply {
         let resp = msg::ASSOCIATION_SETUP_RESPONSE;
         let (node_id, node) = match self.node_id_of(ies, resp) {
             Ok(n) => n,
@@ -290,14 +348,10 @@ impl UpfCore {
                 // it restarted and lost its sessions: ours go too (TS 29.244
                 // 6.2.6.2.2, 19A; TS 23.007 16.1.1); the same one keeps them
                 // (a re-setup after a lost response or a path failure).
-                let restarted = old.recovery != recovery;
                 old.peer = peer;
-                old.recovery = recovery;
                 old.addrs = addrs;
-                if restarted {
-                    self.counters.incr("pfcp_cp_function_restarted");
-                    self.delete_sessions_of(&node);
-                }
+                old.dead_until = None;
+                self.recovery_seen(&node, recovery);
             }
             None if full => {
                 return self.refuse(
@@ -307,11 +361,138 @@ impl UpfCore {
                 );
             }
             None => {
-                self.associations.insert(node, Association { peer, recovery, addrs, sessions: 0 });
+                let next_heartbeat = now + self.heartbeat_interval();
+                let a = Association {
+                    peer,
+                    recovery,
+                    addrs,
+                    sessions: 0,
+                    next_heartbeat,
+                    heartbeat_seq: None,
+                    dead_until: None,
+                };
+                self.associations.insert(node, a);
             }
         }
         self.counters.incr("pfcp_associations_set_up");
-        (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted), self.recovery_ie()])
+        (resp, None, vec![self.node_id_ie(), cause_ie(CauseValue::RequestAccepted)])
+    }
+
+    /// The Recovery Time Stamp of association `node`'s CP function, as a
+    /// setup, heartbeat request or heartbeat response gives it: a new one
+    /// means the CP function restarted and lost its sessions, so ours go
+    /// too (TS 29.244 6.2.6.2.2, 19A; TS 23.007 16.1.1); the same one
+    /// keeps them (a re-setup after a lost response or a path failure).
+    fn recovery_seen(&mut self, node: &str, recovery: SystemTime) {
+        let Some(a) = self.associations.get_mut(node) else { return };
+        let restarted = a.recovery != recovery;
+        a.recovery = recovery;
+        if restarted {
+            self.counters.incr("pfcp_cp_function_restarted");
+            self.delete_sessions_of(node);
+        }
+    }
+
+    /// A heartbeat (request or response) from `from`: the associations at
+    /// that address are alive again, and a changed Recovery Time Stamp
+    /// means their CP function restarted.
+    fn heard_from(&mut self, from: IpAddr, recovery: Option<SystemTime>) {
+        let nodes: Vec<String> =
+            self.associations.iter().filter(|(_, a)| a.peer.ip() == from).map(|(n, _)| n.clone()).collect();
+        for node in nodes {
+            if let Some(a) = self.associations.get_mut(&node) {
+                if a.dead_until.take().is_some() {
+                    self.counters.incr("pfcp_peer_alive_again");
+                }
+            }
+            if let Some(r) = recovery {
+                self.recovery_seen(&node, r);
+            }
+        }
+    }
+
+    fn heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.cfg.heartbeat_interval_ms)
+    }
+
+    /// Our Heartbeat Request to every associated CP function whose turn
+    /// has come and that has none outstanding (TS 29.244 6.2.2), with our
+    /// Recovery Time Stamp.
+    fn send_heartbeats(&mut self, now: Instant) {
+        let due: Vec<String> = self
+            .associations
+            .iter()
+            .filter(|(_, a)| a.heartbeat_seq.is_none() && a.next_heartbeat <= now)
+            .map(|(n, _)| n.clone())
+            .collect();
+        let interval = self.heartbeat_interval();
+        for node in due {
+            let seq = self.tx.next_seq();
+            let b = encode(msg::HEARTBEAT_REQUEST, None, seq, &[self.recovery_ie()]);
+            let Some(a) = self.associations.get_mut(&node) else { continue };
+            a.heartbeat_seq = Some(seq);
+            a.next_heartbeat = now + interval;
+            let peer = a.peer;
+            self.tx.send_request(now, peer, seq, b, Outgoing::Heartbeat(node));
+            self.counters.incr("pfcp_heartbeat_sent");
+        }
+    }
+
+    /// The request of ours that a response from `peer` numbered `seq`
+    /// answers (no longer outstanding); `None` (counted) for none.
+    pub(crate) fn response_to(&mut self, peer: SocketAddr, seq: u32) -> Option<Outgoing> {
+        let Some(what) = self.tx.on_response(peer, seq) else {
+            self.counters.incr("pfcp_unexpected_response");
+            return None;
+        };
+        if let Outgoing::Heartbeat(node) = &what {
+            if let Some(a) = self.associations.get_mut(node).filter(|a| a.heartbeat_seq == Some(seq)) {
+                a.heartbeat_seq = None;
+            }
+        }
+        Some(what)
+    }
+
+    /// A Heartbeat Response (TS 29.244 7.4.2.2) to one of ours.
+    fn heartbeat_response(&mut self, peer: SocketAddr, seq: u32, ies: &[IeRef]) {
+        match self.response_to(peer, seq) {
+            Some(Outgoing::Heartbeat(_)) => self.heard_from(peer.ip(), recovery_in(ies)),
+            Some(Outgoing::SessionReport) => self.counters.incr("pfcp_unexpected_response"),
+            None => {}
+        }
+    }
+
+    /// Our Heartbeat Request `seq` to `node` went unanswered through every
+    /// retransmission (TS 29.244 6.4): the CP function is dead; its sessions
+    /// stay for `peer_dead_grace_ms`.
+    fn heartbeat_timed_out(&mut self, now: Instant, node: &str, seq: u32) {
+        let grace = Duration::from_millis(self.cfg.peer_dead_grace_ms);
+        let Some(a) = self.associations.get_mut(node) else { return };
+        if a.heartbeat_seq != Some(seq) {
+            return;
+        }
+        a.heartbeat_seq = None;
+        if a.dead_until.is_none() {
+            a.dead_until = Some(now + grace);
+            tracing::warn!(node, sessions = a.sessions, "PFCP peer dead: no heartbeat response");
+            self.counters.incr("pfcp_peer_dead");
+        }
+    }
+
+    /// Deletes the associations whose peer stayed dead through the grace
+    /// period, with their sessions.
+    fn expire_dead_peers(&mut self, now: Instant) {
+        let gone: Vec<String> = self
+            .associations
+            .iter()
+            .filter(|(_, a)| a.dead_until.is_some_and(|t| t <= now))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for node in gone {
+            self.delete_sessions_of(&node);
+            self.associations.remove(&node);
+            self.counters.incr("pfcp_dead_peer_association_deleted");
+        }
     }
 
     /// Association Update (TS 29.244 6.2.7): only from the association's address.
@@ -402,6 +583,14 @@ impl UpfCore {
     /// Report Requests, exhausted quotas change the effective rules).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.tx.handle_timeout(now);
+        while let Some((seq, what)) = self.tx.poll_timed_out() {
+            match what {
+                Outgoing::Heartbeat(node) => self.heartbeat_timed_out(now, &node, seq),
+                Outgoing::SessionReport => self.counters.incr("pfcp_session_report_timeout"),
+            }
+        }
+        self.expire_dead_peers(now);
+        self.send_heartbeats(now);
         if self.plane.poll_maintenance().is_some_and(|t| t <= now) {
             self.plane.maintain(now);
         }
@@ -412,13 +601,26 @@ impl UpfCore {
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.tx.poll_timeout(), self.usage.poll_timeout(), self.plane.poll_maintenance()].into_iter().flatten().min()
+        let peers = self.associations.values().flat_map(|a| {
+            let heartbeat = a.heartbeat_seq.is_none().then_some(a.next_heartbeat);
+            [heartbeat, a.dead_until]
+        });
+        [self.tx.poll_timeout(), self.usage.poll_timeout(), self.plane.poll_maintenance()]
+            .into_iter()
+            .chain(peers)
+            .flatten()
+            .min()
     }
 
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<(SocketAddr, bytes::Bytes)> {
         self.tx.poll_transmit()
     }
+}
+
+/// The Recovery Time Stamp IE of a message, if it has one that reads.
+fn recovery_in(ies: &[IeRef]) -> Option<SystemTime> {
+    first(ies, IeType::RecoveryTimeStamp).and_then(|r| RecoveryTimeStamp::unmarshal(r.payload).ok()).map(|r| r.timestamp)
 }
 
 /// The response type of a request type we answer.

@@ -5,7 +5,9 @@
 //! `crate::urr::node`.
 
 use crate::node::{Reply, Session, UpfCore};
-use crate::pfcp::{all, cause_ie, first, msg, offending_ie_ie, IeRef};
+use crate::pfcp::{all, cause_ie, first, group_view, grouped_id, msg, offending_ie_ie, IeRef};
+use mobicore_common::counters::Counters;
+use rs_pfcp::ie::precedence::Precedence;
 use crate::rules::{
     gtpu_tunnel, offending_ie, Action, Bar, Duplicate, DuplicateError, Far, Pdr, PlaneReport, Qer, RuleError, RuleRef,
     SessionRules,
@@ -93,9 +95,38 @@ fn parse_each<T>(ies: &[IeRef], t: IeType, f: impl Fn(&[u8]) -> Result<T, PfcpEr
     all(ies, t).map(|ie| f(ie.payload).map_err(|e| Reject::decode(e, t))).collect()
 }
 
+/// A Create PDR's value with `default` as its Precedence when it has none
+/// (`[upf] default_pdr_precedence`: SGW-Cs leave it out on Sxa, TS 29.244
+/// 7.5.2.2), counted; unchanged otherwise (also when it does not read: the
+/// decoder judges that).
+fn with_precedence<'a>(pdr: &'a [u8], default: u32, counters: &Counters) -> std::borrow::Cow<'a, [u8]> {
+    match group_view(pdr) {
+        Ok(children) if first(&children, IeType::Precedence).is_none() => {
+            counters.incr("pfcp_pdr_without_precedence");
+            let mut v = pdr.to_vec();
+            Precedence::new(default).to_ie().marshal_into(&mut v);
+            v.into()
+        }
+        _ => pdr.into(),
+    }
+}
+
+/// The rule ID inside a Remove PDR/FAR/QER/BAR IE (a group holding the ID
+/// IE, TS 29.244 7.5.4.6-9; also the bare value rs-pfcp writes).
+fn removed_id(payload: &[u8], child: IeType, width: usize) -> Result<u32, Reject> {
+    let b = grouped_id(payload, child, width).ok_or(Reject::missing(child))?;
+    Ok(b.iter().fold(0u32, |v, x| (v << 8) | u32::from(*x)))
+}
+
 /// Adds the rules of Create PDR/FAR/QER/URR/BAR IEs; an ID in use is a
-/// rule creation failure.
-fn create_rules(rules: &mut SessionRules, ies: &[IeRef]) -> Result<(), Reject> {
+/// rule creation failure. A Create PDR without Precedence gets
+/// `default_precedence`.
+fn create_rules(
+    rules: &mut SessionRules,
+    ies: &[IeRef],
+    default_precedence: u32,
+    counters: &Counters,
+) -> Result<(), Reject> {
     for ie in all(ies, IeType::CreateFar) {
         let c = CreateFar::unmarshal(ie.payload).map_err(|e| Reject::decode(e, IeType::CreateFar))?;
         let mut f = Far::from_ie(&c);
@@ -123,7 +154,9 @@ fn create_rules(rules: &mut SessionRules, ies: &[IeRef]) -> Result<(), Reject> {
             return Err(Reject::rule(RuleRef::Bar(c.bar_id.id)));
         }
     }
-    for c in parse_each(ies, IeType::CreatePdr, CreatePdr::unmarshal)? {
+    for ie in all(ies, IeType::CreatePdr) {
+        let payload = with_precedence(ie.payload, default_precedence, counters);
+        let c = CreatePdr::unmarshal(&payload).map_err(|e| Reject::decode(e, IeType::CreatePdr))?;
         if rules.pdrs.insert(c.pdr_id.value, Pdr::from_ie(&c)).is_some() {
             return Err(Reject::rule(RuleRef::Pdr(c.pdr_id.value)));
         }
@@ -229,7 +262,7 @@ impl UpfCore {
             return Err(Reject::cause(CauseValue::NoResourcesAvailable));
         }
         let mut rules = SessionRules::default();
-        create_rules(&mut rules, ies)?;
+        create_rules(&mut rules, ies, self.cfg.default_pdr_precedence, &self.counters)?;
         rules.check().map_err(Reject::rules)?;
         let created = self.allocate_fteids(&mut rules)?;
         // TS 29.244 5.6.2: the UP function allocates the SEID; drawn at
@@ -320,24 +353,15 @@ impl UpfCore {
     fn modify(&mut self, rules: &mut SessionRules, ies: &[IeRef]) -> Result<Vec<Ie>, Reject> {
         // Removals first, then creations, then updates (TS 29.244 7.5.4.1).
         for ie in all(ies, IeType::RemovePdr) {
-            let id = rs_pfcp::ie::remove_pdr::RemovePdr::unmarshal(ie.payload)
-                .map_err(|e| Reject::decode(e, IeType::RemovePdr))?
-                .pdr_id
-                .value;
+            let id = removed_id(ie.payload, IeType::PdrId, 2)? as u16;
             rules.pdrs.remove(&id).ok_or(Reject::rule(RuleRef::Pdr(id)))?;
         }
         for ie in all(ies, IeType::RemoveFar) {
-            let id = rs_pfcp::ie::remove_far::RemoveFar::unmarshal(ie.payload)
-                .map_err(|e| Reject::decode(e, IeType::RemoveFar))?
-                .far_id
-                .value;
+            let id = removed_id(ie.payload, IeType::FarId, 4)?;
             rules.fars.remove(&id).ok_or(Reject::rule(RuleRef::Far(id)))?;
         }
         for ie in all(ies, IeType::RemoveQer) {
-            let id = rs_pfcp::ie::remove_qer::RemoveQer::unmarshal(ie.payload)
-                .map_err(|e| Reject::decode(e, IeType::RemoveQer))?
-                .qer_id
-                .value;
+            let id = removed_id(ie.payload, IeType::QerId, 4)?;
             rules.qers.remove(&id).ok_or(Reject::rule(RuleRef::Qer(id)))?;
         }
         for ie in all(ies, IeType::RemoveUrr) {
@@ -345,13 +369,10 @@ impl UpfCore {
             rules.urrs.remove(&id).ok_or(Reject::rule(RuleRef::Urr(id)))?;
         }
         for ie in all(ies, IeType::RemoveBar) {
-            let id = rs_pfcp::ie::remove_bar::RemoveBar::unmarshal(ie.payload)
-                .map_err(|e| Reject::decode(e, IeType::RemoveBar))?
-                .bar_id
-                .id;
+            let id = removed_id(ie.payload, IeType::BarId, 1)? as u8;
             rules.bars.remove(&id).ok_or(Reject::rule(RuleRef::Bar(id)))?;
         }
-        create_rules(rules, ies)?;
+        create_rules(rules, ies, self.cfg.default_pdr_precedence, &self.counters)?;
         for u in parse_each(ies, IeType::UpdatePdr, UpdatePdr::unmarshal)? {
             let p = rules.pdrs.get_mut(&u.pdr_id.value).ok_or(Reject::rule(RuleRef::Pdr(u.pdr_id.value)))?;
             if let Some(x) = u.precedence {
@@ -461,9 +482,10 @@ impl UpfCore {
     /// a rejection is counted (cause 65, Session context not found, means
     /// the CP function no longer has the session).
     pub(crate) fn session_report_response(&mut self, peer: std::net::SocketAddr, seq: u32, ies: &[IeRef]) {
-        if self.tx.on_response(peer, seq).is_none() {
-            self.counters.incr("pfcp_unexpected_response");
-            return;
+        match self.response_to(peer, seq) {
+            Some(crate::node::Outgoing::SessionReport) => {}
+            Some(crate::node::Outgoing::Heartbeat(_)) => return self.counters.incr("pfcp_unexpected_response"),
+            None => return,
         }
         match first(ies, IeType::Cause).and_then(|c| c.payload.first()) {
             Some(1) => self.counters.incr("pfcp_session_report_accepted"),

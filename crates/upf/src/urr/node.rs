@@ -213,7 +213,7 @@ impl UpfCore {
         };
         let seq = self.tx.next_seq();
         let b = crate::pfcp::encode(SESSION_REPORT_REQUEST, Some(s.cp_seid), seq, ies);
-        self.tx.send_request(now, peer, seq, b, ());
+        self.tx.send_request(now, peer, seq, b, crate::node::Outgoing::SessionReport);
         self.counters.incr(counter);
     }
 }
