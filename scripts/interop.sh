@@ -236,6 +236,7 @@ row3() {
 }
 
 for r in ${rows//,/ }; do
+  case "$r" in 1 | 2 | 3) ;; *) say "no runnable row $r (1, 2, 3)"; exit 2 ;; esac
   say "row $r"
   "row$r"
 done
