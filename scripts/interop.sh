@@ -105,8 +105,10 @@ capture_check() { # capture_check ROW: stops the row's capture (PIDS[0]); prints
   sleep 0.5 # tshark writes what it has seen before it is told to stop
   kill "${PIDS[0]}" 2>/dev/null
   wait "${PIDS[0]}" 2>/dev/null
-  bad=$(tshark -r "$OUT/$1.pcap" -Y '_ws.malformed || _ws.expert.severity >= 8388608' 2>/dev/null | head -3)
+  bad=$(tshark -r "$OUT/$1.pcap" -Y '_ws.malformed || _ws.expert.severity >= 8388608' 2>/dev/null) ||
+    { echo "tshark could not read $OUT/$1.pcap"; return 1; }
   [ -z "$bad" ] || { echo "tshark: malformed/expert error: $(echo "$bad" | head -1 | tr -s ' ')"; return 1; }
+  [ "$(tshark -r "$OUT/$1.pcap" 2>/dev/null | wc -l)" -gt 0 ] || { echo "the loopback capture is empty"; return 1; }
 }
 
 # GTPv2-C IE types (TS 29.274 8.1) a peer's log may name by number.
