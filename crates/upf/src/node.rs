@@ -337,6 +337,7 @@ impl UpfCore {
         };
         let addrs = allowed.addrs.clone();
         let full = self.associations.len() >= self.cfg.max_associations;
+        let interval = self.heartbeat_interval();
         match self.associations.get_mut(&node) {
             // TS 29.244 5.8.1: a Node ID that is an IP address exposes one
             // address for the association; another address does not take it.
@@ -348,9 +349,14 @@ impl UpfCore {
                 // it restarted and lost its sessions: ours go too (TS 29.244
                 // 6.2.6.2.2, 19A; TS 23.007 16.1.1); the same one keeps them
                 // (a re-setup after a lost response or a path failure).
+                // Alive: an outstanding heartbeat no longer matters.
                 old.peer = peer;
                 old.addrs = addrs;
                 old.dead_until = None;
+                old.next_heartbeat = now + interval;
+                if let Some(seq) = old.heartbeat_seq.take() {
+                    self.tx.cancel(seq);
+                }
                 self.recovery_seen(&node, recovery);
             }
             None if full => {
@@ -361,7 +367,7 @@ impl UpfCore {
                 );
             }
             None => {
-                let next_heartbeat = now + self.heartbeat_interval();
+                let next_heartbeat = now + interval;
                 let a = Association {
                     peer,
                     recovery,

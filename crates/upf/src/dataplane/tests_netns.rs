@@ -225,7 +225,7 @@ fn tshark_clean(datagrams: &[Vec<u8>]) {
 /// Dissects IPv4 packets with tshark (a LINKTYPE_RAW pcap): no malformed
 /// packet, no expert error. The dissection's text, or `None` (with a note)
 /// where tshark cannot run and we are not root; as root that fails.
-fn tshark_raw(packets: &[Vec<u8>]) -> Option<String> {
+pub(crate) fn tshark_raw(packets: &[Vec<u8>]) -> Option<String> {
     if !tools::require(&["tshark"]) {
         return None;
     }
