@@ -151,7 +151,7 @@ row1() {
     # (b) go-gtp's GTPv2-C library as an MME: create / modify / delete, answers checked.
     if "$GOBIN_DIR/s11mme" -sgw 127.0.0.61:2123 -local 127.0.0.65 -pgw 127.0.0.61 -enb 127.0.0.64 -n 3 \
       >"$LOGS/row1-s11mme.log" 2>&1; then
-      detail="$detail; s11mme: 3/3 create/modify/delete"
+      detail="$detail; s11mme: echo, unknown TEID -> 64, 3/3 create/modify/delete"
     else
       why="${why:+$why; }s11mme: $(grep -m1 FAIL "$LOGS/row1-s11mme.log" || tail -1 "$LOGS/row1-s11mme.log")"
     fi

@@ -220,6 +220,39 @@ func (c *client) attachDetach(s subscriber, localIP, pgwIP, enbIP, apn string, m
 	return fmt.Sprintf("ue=%s s11-sgw-teid=%#x s1u-sgw=%s/%#x%s", ip, sgwTEID, s1uIP, s1uTEID, extra), nil
 }
 
+func (c *client) echo() error {
+	ans, err := c.request(message.NewEchoRequest(0, ie.NewRecovery(0)))
+	if err != nil {
+		return err
+	}
+	e, ok := ans.(*message.EchoResponse)
+	if !ok {
+		return fmt.Errorf("answer to Echo Request is %s", ans.MessageTypeName())
+	}
+	if e.Recovery == nil {
+		return errors.New("Echo Response without Recovery")
+	}
+	return nil
+}
+
+func (c *client) unknownTEID(enbIP string) error {
+	mbr := message.NewModifyBearerRequest(0x7eadbeef, 0,
+		ie.NewBearerContext(ie.NewEPSBearerID(5), ie.NewFullyQualifiedTEID(gtpv2.IFTypeS1UeNodeBGTPU, 1, enbIP, "")),
+	)
+	ans, err := c.request(mbr)
+	if err != nil {
+		return err
+	}
+	mba, ok := ans.(*message.ModifyBearerResponse)
+	if !ok || mba.Cause == nil {
+		return fmt.Errorf("answer is %s without a Cause", ans.MessageTypeName())
+	}
+	if v, _ := mba.Cause.Cause(); v != gtpv2.CauseContextNotFound {
+		return fmt.Errorf("Cause %d, not Context Not Found (64)", v)
+	}
+	return nil
+}
+
 func findChargingID(bc *ie.IE) (uint32, int, bool) {
 	for _, c := range bc.ChildIEs {
 		if c.Type == ie.ChargingID {
@@ -252,6 +285,20 @@ func main() {
 	}
 	c := &client{conn: conn, sgw: raddr}
 	failed := 0
+	// Path management first (TS 29.274 7.1.1): an Echo Response carries the S-GW's Recovery.
+	if err := c.echo(); err != nil {
+		failed++
+		fmt.Printf("FAIL echo: %v\n", err)
+	} else {
+		fmt.Println("ok   echo: Echo Response with Recovery")
+	}
+	// A Modify Bearer Request for a TEID the S-GW never gave: Context Not Found (TS 29.274 7.2.8).
+	if err := c.unknownTEID(*enb); err != nil {
+		failed++
+		fmt.Printf("FAIL unknown TEID: %v\n", err)
+	} else {
+		fmt.Println("ok   unknown TEID: Modify Bearer Response with Context Not Found (64)")
+	}
 	for i := 0; i < *n; i++ {
 		s := subscriber{
 			imsi:    fmt.Sprintf("%015d", *first+uint64(i)),
@@ -268,7 +315,7 @@ func main() {
 		}
 		fmt.Printf("ok   imsi=%s create/modify/delete: %s\n", s.imsi, detail)
 	}
-	fmt.Printf("s11mme: %d/%d subscribers passed\n", *n-failed, *n)
+	fmt.Printf("s11mme: %d check(s) failed (%d subscribers)\n", failed, *n)
 	if failed > 0 {
 		os.Exit(1)
 	}
