@@ -626,7 +626,9 @@ impl UpfCore {
 
 /// The Recovery Time Stamp IE of a message, if it has one that reads.
 fn recovery_in(ies: &[IeRef]) -> Option<SystemTime> {
-    first(ies, IeType::RecoveryTimeStamp).and_then(|r| RecoveryTimeStamp::unmarshal(r.payload).ok()).map(|r| r.timestamp)
+    first(ies, IeType::RecoveryTimeStamp)
+        .and_then(|r| RecoveryTimeStamp::unmarshal(r.payload).ok())
+        .map(|r| r.timestamp)
 }
 
 /// The response type of a request type we answer.

@@ -6,12 +6,11 @@
 
 use crate::node::{Reply, Session, UpfCore};
 use crate::pfcp::{all, cause_ie, first, group_view, grouped_id, msg, offending_ie_ie, IeRef};
-use mobicore_common::counters::Counters;
-use rs_pfcp::ie::precedence::Precedence;
 use crate::rules::{
     gtpu_tunnel, offending_ie, Action, Bar, Duplicate, DuplicateError, Far, Pdr, PlaneReport, Qer, RuleError, RuleRef,
     SessionRules,
 };
+use mobicore_common::counters::Counters;
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::CauseValue;
 use rs_pfcp::ie::create_bar::CreateBar;
@@ -24,6 +23,7 @@ use rs_pfcp::ie::failed_rule_id::FailedRuleId;
 use rs_pfcp::ie::fseid::Fseid;
 use rs_pfcp::ie::node_id::NodeId;
 use rs_pfcp::ie::pdr_id::PdrId;
+use rs_pfcp::ie::precedence::Precedence;
 use rs_pfcp::ie::update_bar::UpdateBar;
 use rs_pfcp::ie::update_far::UpdateFar;
 use rs_pfcp::ie::update_pdr::UpdatePdr;

@@ -52,14 +52,17 @@ fn sxa_rules(teid: Option<u32>, extra: &[Ie]) -> Vec<Ie> {
     );
     let ul = Ie::new_grouped(
         IeType::CreatePdr,
-        with(vec![PdrId::new(1).to_ie(), ul_pdi, Ie::new(IeType::OuterHeaderRemoval, OuterHeaderRemoval::new(0).marshal().to_vec()), FarId::new(1).to_ie()]),
+        with(vec![
+            PdrId::new(1).to_ie(),
+            ul_pdi,
+            Ie::new(IeType::OuterHeaderRemoval, OuterHeaderRemoval::new(0).marshal().to_vec()),
+            FarId::new(1).to_ie(),
+        ]),
     );
     let mut ue = UeIpAddress::new(Some(UE), None);
     ue.source_destination = true;
-    let dl_pdi = Ie::new_grouped(
-        IeType::Pdi,
-        with(vec![SourceInterface::new(SourceInterfaceValue::Core).to_ie(), ue.to_ie()]),
-    );
+    let dl_pdi =
+        Ie::new_grouped(IeType::Pdi, with(vec![SourceInterface::new(SourceInterfaceValue::Core).to_ie(), ue.to_ie()]));
     let dl = Ie::new_grouped(IeType::CreatePdr, with(vec![PdrId::new(2).to_ie(), dl_pdi, FarId::new(2).to_ie()]));
     let fp = |dest: Interface, ohc: Option<OuterHeaderCreation>| {
         let mut v = vec![DestinationInterface::new(dest).to_ie()];
@@ -107,8 +110,8 @@ fn sxa_create_pdr_without_precedence_is_accepted_and_forwards() {
     assert!(rules.pdrs.values().all(|p: &Pdr| p.precedence == u32::MAX), "the documented default, lowest");
     // The TEID we chose (CHOOSE) carries uplink traffic to the core, and
     // downlink to the UE goes to the eNB's tunnel.
-    let created = rs_pfcp::ie::created_pdr::CreatedPdr::unmarshal(&first(&ies, IeType::CreatedPdr).unwrap().payload)
-        .unwrap();
+    let created =
+        rs_pfcp::ie::created_pdr::CreatedPdr::unmarshal(&first(&ies, IeType::CreatedPdr).unwrap().payload).unwrap();
     let teid: u32 = created.f_teid.unwrap().teid.into();
     let inner = crate::dataplane::ipv4::udp_packet(UE, Ipv4Addr::new(192, 0, 2, 10), 4000, 53, b"up");
     let now = h.now;
