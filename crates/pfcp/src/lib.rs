@@ -1,8 +1,10 @@
 //! mobicore-pfcp: the one PFCP framing of the workspace, glue over rs-pfcp
 //! (TS 29.244 7.2): a checked header read, the top-level IE list (copied
 //! with [`decode`] or viewed in place with [`decode_view`]), and building a
-//! message from IEs ([`encode`]). The UPF's PFCP node and the S/P-GW-C's
-//! Sxa/Sxb side both use it.
+//! message from IEs ([`encode`]); grouped IEs viewed in place
+//! ([`group_view`], [`grouped_id`]); a request without the IEs rs-pfcp does
+//! not know, at any level ([`without_unknown_ies`], TS 29.244 7.6). The
+//! UPF's PFCP node and the S/P-GW-C's Sxa/Sxb side both use it.
 
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::{Cause, CauseValue};

@@ -11,8 +11,9 @@
 //! - [`urr`]: usage reporting: [`urr::UsageEngine`] reads the planes'
 //!   cumulative URR counts and makes every usage report, for every data
 //!   path.
-//! - [`node`]: the sans-I/O PFCP node: associations, heartbeat, dispatch,
-//!   duplicate detection.
+//! - [`node`]: the sans-I/O PFCP node: associations, heartbeats (ours,
+//!   with dead-peer detection, and the peer's), dispatch, duplicate
+//!   detection.
 //! - `session`: session establishment / modification / deletion handlers.
 //! - [`shell`]: the tokio task ([`run`], or [`Upf::bind`] then
 //!   [`Upf::run`] to learn the bound address first).
@@ -21,6 +22,13 @@
 //! `pfcp_duplicate_request`, `pfcp_unsupported_message`,
 //! `pfcp_sessions_established`, `pfcp_sessions_deleted`,
 //! `pfcp_associations_set_up`, `pfcp_cp_function_restarted`.
+//!
+//! Interop (issue 9): `pfcp_pdr_without_precedence` (a Create PDR got
+//! `default_pdr_precedence`), `pfcp_unknown_ie_ignored` (IEs left out at
+//! any level, TS 29.244 7.6); our heartbeats (6.2.2): `pfcp_heartbeat_sent`,
+//! `pfcp_peer_dead` (N1 retransmissions unanswered), `pfcp_peer_alive_again`,
+//! `pfcp_dead_peer_association_deleted` (after `peer_dead_grace_ms`);
+//! `pfcp_session_report_timeout`.
 //!
 //! Refusals at the trust boundary (`[upf] cp_peers`, the bounds), each
 //! named after what was refused: `pfcp_association_setup_from_unknown_peer`,

@@ -2,9 +2,13 @@
 //! dispatch and duplicate detection. Sans-I/O: datagrams in through
 //! [`UpfCore::handle_datagram`], out through [`UpfCore::poll_transmit`];
 //! [`UpfCore::handle_timeout`] at [`UpfCore::poll_timeout`] expires the
-//! duplicate cache and runs the usage engine ([`crate::urr`]: sampling of
-//! URR counts, time triggers), whose reports go out as Session Report
-//! Requests (`session.rs`).
+//! duplicate cache, sends our Heartbeat Requests (every
+//! `heartbeat_interval_ms`, retransmitted per T1/N1; a CP function that
+//! never answers is dead and its sessions go after `peer_dead_grace_ms`)
+//! and runs the usage engine ([`crate::urr`]: sampling of URR counts, time
+//! triggers), whose reports go out as Session Report Requests
+//! (`session.rs`). IEs we do not know are left out of every request before
+//! it is read (TS 29.244 7.6, [`crate::pfcp::without_unknown_ies`]).
 
 use crate::config::UpfConfig;
 use crate::pfcp::{
