@@ -60,6 +60,8 @@ pub struct CreateSessionRequest {
     /// Protocol Configuration Options from the UE (TS 24.008 10.5.6.3),
     /// the value octets, relayed as the PCO (or ePCO) IE.
     pub pco: Option<Vec<u8>>,
+    /// MEI (TS 29.274 8.10): the IMEISV digits, sent "if available".
+    pub mei: Option<String>,
 }
 
 /// Create Session Response (TS 29.274 7.2.2).

@@ -89,7 +89,7 @@ pub fn encode_request(req: &S11Request, seq: u32) -> GtpMessage {
         S11Request::CreateSession(r) => Message::CreateSessionRequest(m::CreateSessionRequest {
             imsi: Some(r.imsi.clone()),
             msisdn: r.msisdn.clone(),
-            mei: None,
+            mei: r.mei.clone(),
             uli: Some(Uli { tai: Some(r.tai), ecgi: Some(r.ecgi) }),
             serving_network: Some(r.serving_network),
             rat_type: RAT_TYPE_EUTRAN,
@@ -164,6 +164,7 @@ pub fn decode_request(msg: &GtpMessage) -> Result<S11Request, MessageError> {
                 // asks for a dynamic one.
                 static_ipv4: r.paa.and_then(|p| p.ipv4).filter(|a| !a.is_unspecified()),
                 pco: r.pco.clone().or_else(|| r.epco.clone()),
+                mei: r.mei.clone(),
             })
         }
         Message::ModifyBearerRequest(r) => {
@@ -351,6 +352,7 @@ mod tests {
                         // A static IPv4 address only where the PDN type has one.
                         static_ipv4: st.map(Ipv4Addr::from).filter(|_| pdn != PdnType::Ipv6),
                         pco,
+                        mei: None,
                     })
                 },
             );
@@ -453,6 +455,7 @@ mod tests {
             pgw_s5s8_c: Some(Ipv4Addr::new(10, 0, 0, 9)),
             static_ipv4: Some(Ipv4Addr::new(10, 45, 9, 9)),
             pco: Some(vec![0x80, 0x00, 0x0d, 0x00]),
+            mei: None,
         });
         let b = encode_request(&req, 1).to_bytes();
         let ies: Vec<_> = IeIter::new(&b[12..]).map(Result::unwrap).collect();

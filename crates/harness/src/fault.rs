@@ -90,11 +90,12 @@ impl Msg {
 
     /// Flip every bit of the octet in the middle (S6a is carried typed and
     /// cannot be corrupted; corrupting it drops it).
-    pub(crate) fn corrupt(mut self) -> Option<Msg> {
+    /// Flips every bit of octet `at` (the last one if the message is shorter).
+    pub(crate) fn corrupt(mut self, at: usize) -> Option<Msg> {
         let b = self.bytes_mut()?;
         let mut v = b.to_vec();
         if !v.is_empty() {
-            let i = v.len() / 2;
+            let i = at.min(v.len() - 1);
             v[i] ^= 0xFF;
         }
         *b = Bytes::from(v);
@@ -106,7 +107,8 @@ impl Msg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultAction {
     Drop,
-    Corrupt,
+    /// Flip the octet at this offset.
+    Corrupt(usize),
     /// Keep it aside until [`crate::Network::release_held`].
     Hold,
 }

@@ -251,8 +251,9 @@ impl Network {
         self.fault(link, FaultAction::Drop, n, None);
     }
 
-    pub fn corrupt_next(&mut self, link: Link, n: u32) {
-        self.fault(link, FaultAction::Corrupt, n, None);
+    /// Flip octet `at` of the next `n` messages of `link`.
+    pub fn corrupt_next(&mut self, link: Link, n: u32, at: usize) {
+        self.fault(link, FaultAction::Corrupt(at), n, None);
     }
 
     /// Disarm every fault not yet used up.
@@ -351,7 +352,7 @@ impl Network {
                 self.held.push(m);
                 return true;
             }
-            Some(FaultAction::Corrupt) => match m.corrupt() {
+            Some(FaultAction::Corrupt(at)) => match m.corrupt(at) {
                 Some(m) => m,
                 None => return true,
             },

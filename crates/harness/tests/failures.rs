@@ -216,7 +216,9 @@ fn lost_create_session_response_is_replayed_from_the_sgw_cache() {
 #[test]
 fn corrupted_create_session_request_is_rejected_then_attach_again_works() {
     let mut net = ready(1, 1, NetworkConfig::default());
-    net.corrupt_next(Link::S11ToSgw, 1);
+    // Octet 16: the first octet of the IMSI's value (12-octet header,
+    // 4-octet IE header), a mandatory IE whatever else the request carries.
+    net.corrupt_next(Link::S11ToSgw, 1, 16);
     net.attach(0);
     net.drive();
     // TS 29.274 7.7.3: the SGW-C rejects naming the IE; the MME rejects

@@ -18,6 +18,17 @@ use oxirush_s1ap::s1ap::{CauseNas, S1APPDU};
 /// ULR-Flags (TS 29.272 7.3.7): S6a/S6d-Indicator and Initial-Attach-Indicator.
 const ULR_FLAGS: u32 = (1 << 1) | (1 << 5);
 
+/// Terminal-Information of a 16-digit IMEISV (TS 23.003 6.2.2): IMEI is
+/// TAC || SNR (14 digits), Software-Version the SVN (TS 29.272 7.3.3-5).
+pub fn terminal_information(imeisv: &str) -> Option<mobicore_common::s6a::TerminalInformation> {
+    let ok = imeisv.len() == 16 && imeisv.bytes().all(|b| b.is_ascii_digit());
+    ok.then(|| mobicore_common::s6a::TerminalInformation {
+        imei: Some(imeisv[..14].to_string()),
+        software_version: Some(imeisv[14..].to_string()),
+        meid: None,
+    })
+}
+
 /// The EMM cause for an S6a error (TS 29.272 Annex A, Table A.1).
 pub fn emm_cause_for(e: S6aError) -> EmmCause {
     match e {
@@ -150,11 +161,11 @@ impl Mme {
         };
         let Some(imsi) = ue.imsi.clone() else { return };
         ue.step = Step::UpdateLocation;
+        let terminal_information = ue.imeisv.as_deref().and_then(terminal_information);
         if !self.s6a_room(id) {
             return;
         }
-        let req =
-            UpdateLocationRequest { imsi, visited_plmn: self.cfg.plmn, flags: ULR_FLAGS, terminal_information: None };
+        let req = UpdateLocationRequest { imsi, visited_plmn: self.cfg.plmn, flags: ULR_FLAGS, terminal_information };
         self.request_s6a(id, S6aRequest::UpdateLocation(req));
     }
 

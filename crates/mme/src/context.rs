@@ -265,6 +265,8 @@ pub struct UeContext {
     /// The UE Radio Capability octets of the latest UE CAPABILITY INFO
     /// INDICATION (TS 36.413 8.9), for a later INITIAL CONTEXT SETUP REQUEST.
     pub ue_radio_capability: Option<Bytes>,
+    /// The 16 digits of the IMEISV from SECURITY MODE COMPLETE.
+    pub imeisv: Option<String>,
 }
 
 impl UeContext {
@@ -289,6 +291,7 @@ impl UeContext {
             tai: None,
             ecgi: None,
             ue_radio_capability: None,
+            imeisv: None,
         }
     }
 

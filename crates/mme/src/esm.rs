@@ -241,6 +241,7 @@ impl Mme {
             pgw_s5s8_c: Some(self.cfg.pgw_for(&conf.service_selection, conf.pdn_gw)),
             static_ipv4,
             pco: req.pco.clone(),
+            mei: ue.imeisv.clone(),
         })
     }
 

@@ -44,11 +44,15 @@ pub fn security_mode_command(
     ksi: u8,
     capability: &NasUeNetworkCapability,
 ) -> Option<Vec<u8>> {
-    emm(NasSecurityModeCommand::new(
+    let mut cmd = NasSecurityModeCommand::new(
         NasSecurityAlgorithms::from_algorithms(eea, eia),
         ksi_ie(ksi)?,
         NasUeSecurityCapability::from_ue_network_capability(capability),
-    ))
+    );
+    // 5.4.3.2: the IMEISV, for the MEI on S11 (TS 29.274 7.2.1) and the
+    // Terminal-Information of the ULR (TS 29.272 7.3.3).
+    cmd.imeisv_request = Some(NasImeisvRequest::from_requested(true));
+    emm(cmd)
 }
 
 /// What the default bearer of the attach carries (TS 24.301 8.3.6).

@@ -156,7 +156,7 @@ impl Mme {
             (NasEmmMessage::IdentityResponse(r), Step::Identity) => self.on_identity_response(id, *r),
             (NasEmmMessage::AuthenticationResponse(r), Step::Authentication) => self.on_authentication_response(id, *r),
             (NasEmmMessage::AuthenticationFailure(r), Step::Authentication) => self.on_authentication_failure(id, *r),
-            (NasEmmMessage::SecurityModeComplete(_), Step::SecurityMode) if v => self.on_security_mode_complete(id),
+            (NasEmmMessage::SecurityModeComplete(c), Step::SecurityMode) if v => self.on_security_mode_complete(id, *c),
             (NasEmmMessage::SecurityModeReject(_), Step::SecurityMode) => self.on_security_mode_reject(id),
             (NasEmmMessage::AttachComplete(r), Step::AttachAccept) if v => self.on_attach_complete(id, *r),
             (NasEmmMessage::DetachRequestUeOriginating(r), _) => self.on_detach_request(id, *r, v),

@@ -72,8 +72,12 @@ impl Mme {
     }
 
     /// SECURITY MODE COMPLETE (5.4.3.4), verified with the new context.
-    pub(crate) fn on_security_mode_complete(&mut self, id: u32) {
+    pub(crate) fn on_security_mode_complete(&mut self, id: u32, c: NasSecurityModeComplete) {
         self.stop_timer(id);
+        let imeisv = c.imeisv.as_ref().and_then(|m| m.as_imeisv()).map(|i| i.as_str().to_string());
+        if let Some(ue) = self.ues.get_mut(&id) {
+            ue.imeisv = imeisv.or(ue.imeisv.take());
+        }
         let Some(sec) = self.ues.get_mut(&id).and_then(|u| u.security.as_mut()) else {
             return;
         };

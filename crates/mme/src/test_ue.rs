@@ -286,6 +286,8 @@ pub struct TestUe {
     pub kasme: Option<KAsme>,
     pub guti: Option<oxirush_nas::nas_eps::Guti>,
     pub last_rand: Option<[u8; 16]>,
+    /// Given in SECURITY MODE COMPLETE when the command asks for it.
+    pub imeisv: Option<String>,
 }
 
 impl TestUe {
@@ -300,6 +302,7 @@ impl TestUe {
             kasme: None,
             guti: None,
             last_rand: None,
+            imeisv: None,
         }
     }
 
@@ -364,11 +367,16 @@ impl TestUe {
         let NasEpsMessage::Emm(_, NasEmmMessage::SecurityModeCommand(cmd)) = *inner else { panic!("not SMC") };
         let eea = cmd.selected_nas_security_algorithms.ciphering().unwrap();
         let eia = cmd.selected_nas_security_algorithms.integrity().unwrap();
+        let cmd_imeisv_requested = cmd.imeisv_request.as_ref().is_some_and(|r| r.is_requested());
         let kasme = self.kasme.as_ref().unwrap();
         let mut ctx = NasSecurityContext::from_fresh_kasme(kasme, eia, eea).unwrap();
         ctx.unprotect(smc_pdu, Direction::Downlink).expect("SMC MAC verifies");
         self.ctx = Some(ctx);
-        let complete = NasEpsMessage::new_emm(NasSecurityModeComplete::new());
+        let mut complete = NasSecurityModeComplete::new();
+        if let (Some(i), true) = (&self.imeisv, cmd_imeisv_requested) {
+            complete = complete.with_imeisv(NasMobileIdentity::from_imeisv(i).unwrap());
+        }
+        let complete = NasEpsMessage::new_emm(complete);
         let h = NasEpsSecurityHeaderType::IntegrityProtectedAndCipheredWithNewEpsSecurityContext;
         self.ctx.as_mut().unwrap().protect(&complete, h, Direction::Uplink).unwrap()
     }

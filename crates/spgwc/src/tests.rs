@@ -161,6 +161,7 @@ pub(crate) fn csr(i: u32) -> CreateSessionRequest {
         pgw_s5s8_c: None,
         static_ipv4: None,
         pco: None,
+        mei: None,
     }
 }
 

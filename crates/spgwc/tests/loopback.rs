@@ -35,6 +35,7 @@ fn csr(i: u32, mme_ip: Ipv4Addr) -> CreateSessionRequest {
         pgw_s5s8_c: None,
         static_ipv4: None,
         pco: None,
+        mei: None,
     }
 }
 

@@ -33,6 +33,7 @@ fn csr(i: u32) -> CreateSessionRequest {
         pgw_s5s8_c: None,
         static_ipv4: None,
         pco: None,
+        mei: None,
     }
 }
 

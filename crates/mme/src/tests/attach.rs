@@ -178,3 +178,25 @@ fn attach_rate() {
     eprintln!("{n} attaches in {dt:?}: {:.0}/s (core + test UE)", n as f64 / dt.as_secs_f64());
     assert_eq!(h.mme.stats().attached, n as usize);
 }
+
+#[test]
+fn the_imeisv_asked_in_security_mode_goes_to_the_ulr_and_the_create_session_request() {
+    let mut h = Harness::default();
+    let (mut ue, r) = h.start_attach("001010000000007", 8);
+    ue.imeisv = Some("3560920407930123".into());
+    let a = h.challenge(&mut ue, r, 32);
+    let resp = ue.authenticate(&a);
+    h.up(&ue, resp);
+    let smc = h.one_down().nas.unwrap();
+    let c = ue.security_mode_complete(&smc);
+    h.up(&ue, c);
+    let (_, ulr) = expect_s6a(&h.drain());
+    let S6aRequest::UpdateLocation(ulr) = ulr else { panic!() };
+    // TS 29.272 7.3.3: IMEI is TAC || SNR, the Software-Version the SVN.
+    let ti = ulr.terminal_information.expect("Terminal-Information");
+    assert_eq!((ti.imei.as_deref(), ti.software_version.as_deref()), (Some("35609204079301"), Some("23")));
+    h.s6a(r, S6aAnswer::UpdateLocation(Ok(subscription())));
+    let (_, csr) = expect_s11(&h.drain());
+    let mobicore_common::s11::S11Request::CreateSession(csr) = csr else { panic!() };
+    assert_eq!(csr.mei.as_deref(), Some("3560920407930123"), "TS 29.274 7.2.1: MEI if available");
+}
