@@ -119,9 +119,9 @@ pub struct MmeConfig {
     /// selection would give it (TS 29.303); the subscription's PDN-GW
     /// allocation comes first.
     pub pgw_by_apn: BTreeMap<String, Ipv4Addr>,
-    /// Seed of the random M-TMSI draw (tests: repeatable GUTIs); from the
-    /// OS when absent. M-TMSIs are never predictable from the previous one
-    /// and never one still in use.
+    /// Seed of the random M-TMSI and MME-UE-S1AP-ID (= MME S11 TEID) draws
+    /// (tests: repeatable values); from the OS when absent. Neither is
+    /// predictable from the previous one, nor ever one still in use.
     pub mtmsi_seed: Option<u32>,
     /// UE contexts held at most (connected or idle). A new UE beyond it is
     /// rejected with EMM cause #22 congestion (TS 24.301 5.5.1.2.5).

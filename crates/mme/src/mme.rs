@@ -61,7 +61,9 @@ pub struct Mme {
     pub(crate) by_enb_ue: HashMap<(AssocId, u32), u32>,
     pub(crate) by_mtmsi: HashMap<u32, u32>,
     pub(crate) by_imsi: HashMap<Imsi, u32>,
-    next_id: u32,
+    /// MME-UE-S1AP-IDs, which are also the MME's S11 TEIDs: drawn at
+    /// random (never 0, the TEID no one may use), never one in use.
+    ue_ids: IdDraw,
     next_generation: u64,
     mtmsi: IdDraw,
     /// S6a requests sent whose answer has not come back (bounded by
@@ -77,6 +79,7 @@ pub struct Mme {
 impl Mme {
     pub fn new(cfg: MmeConfig) -> Self {
         let mtmsi = IdDraw::new(cfg.mtmsi_seed.map(u64::from));
+        let ue_ids = IdDraw::new(cfg.mtmsi_seed.map(|s| u64::from(s) ^ 0x5eed_0001));
         Mme {
             cfg,
             enbs: HashMap::new(),
@@ -85,7 +88,7 @@ impl Mme {
             by_enb_ue: HashMap::new(),
             by_mtmsi: HashMap::new(),
             by_imsi: HashMap::new(),
-            next_id: 1,
+            ue_ids,
             next_generation: 1,
             mtmsi,
             s6a_in_flight: 0,
@@ -253,11 +256,9 @@ impl Mme {
 
     /// A fresh UE context on an S1 connection; returns its MME-UE-S1AP-ID.
     pub(crate) fn new_ue(&mut self, s1: S1Conn) -> u32 {
-        let mut id = self.next_id;
-        while self.ues.contains_key(&id) {
-            id = id.wrapping_add(1);
-        }
-        self.next_id = id.wrapping_add(1);
+        let ues = &self.ues;
+        // `max_ues` keeps the table far from full: a draw always succeeds.
+        let id = self.ue_ids.draw_u32(1..=u32::MAX, |id| ues.contains_key(&id)).unwrap_or(u32::MAX);
         let generation = self.next_generation;
         self.next_generation += 1;
         self.ues.insert(id, UeContext::new(id, generation, s1));

@@ -242,17 +242,18 @@ fn s6a_requests_in_flight_are_bounded() {
 }
 
 #[test]
-fn m_tmsis_are_not_sequential() {
+fn m_tmsis_and_mme_ue_s1ap_ids_are_not_sequential() {
     let mut h = Harness::default();
-    let mut prev: Option<u32> = None;
+    let (mut prev, mut prev_id): (Option<u32>, Option<u32>) = (None, None);
     let mut steps_of_one = 0;
     for i in 0..20u32 {
         let ue = h.attach(&format!("0010100003{:05}", i), i + 1);
-        let m = ue.guti.unwrap().m_tmsi();
-        if prev.is_some_and(|p| p.wrapping_add(1) == m) {
+        let (m, id) = (ue.guti.unwrap().m_tmsi(), ue.mme_ue_id.unwrap());
+        // The MME-UE-S1AP-ID is the MME's S11 TEID too (esm.rs).
+        if prev.is_some_and(|p| p.wrapping_add(1) == m) || prev_id.is_some_and(|p| p.wrapping_add(1) == id) {
             steps_of_one += 1;
         }
-        prev = Some(m);
+        (prev, prev_id) = (Some(m), Some(id));
     }
     assert_eq!(steps_of_one, 0);
 }
