@@ -71,6 +71,94 @@ pub fn require(tools: &[&str]) -> bool {
     false
 }
 
+/// A tshark capture on lo for a test that checks what went on the wire:
+/// the one implementation every crate's capture tests use.
+pub struct LoCapture {
+    child: std::process::Child,
+    /// The pcapng file it writes.
+    pub file: std::path::PathBuf,
+}
+
+impl LoCapture {
+    /// Captures `filter` (a capture filter) on lo into a temp file named by
+    /// `tag`, and returns once tshark says "Capture started". `None` where
+    /// tshark cannot run (as root the test fails instead, [`cannot_check`]).
+    #[track_caller]
+    pub fn start(tag: &str, filter: &str) -> Option<LoCapture> {
+        if !require(&["tshark"]) {
+            return None;
+        }
+        let file = std::env::temp_dir().join(format!("mobicore-{tag}-{}.pcapng", std::process::id()));
+        let _ = std::fs::remove_file(&file);
+        let spawned = Command::new("tshark")
+            .args(["-i", "lo", "-f", filter, "-w"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                cannot_check(&format!("tshark cannot start ({e})"));
+                return None;
+            }
+        };
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            // "Capturing on" comes before dumpcap runs; wait for the start.
+            for line in io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("Capture started") {
+                    let _ = tx.send(true);
+                }
+            }
+            let _ = tx.send(false);
+        });
+        if matches!(rx.recv_timeout(std::time::Duration::from_secs(20)), Ok(true)) {
+            return Some(LoCapture { child, file });
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        cannot_check("tshark could not capture on lo");
+        None
+    }
+
+    /// Waits (20 s at most) until the file holds a packet: tshark reports
+    /// the start a moment before packets reach the file. Traffic matching
+    /// the filter must be flowing (heartbeats, a probe).
+    pub fn wait_for_packets(&self) {
+        let size = || std::fs::metadata(&self.file).map(|m| m.len()).unwrap_or(0);
+        let header = size();
+        for _ in 0..400 {
+            if size() > header.max(1) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("tshark wrote no packet in 20 s");
+    }
+
+    /// Gives packets already sent a moment to reach the file, stops tshark
+    /// with SIGINT (it flushes the file) and returns the file.
+    pub fn stop(mut self) -> std::path::PathBuf {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+        std::mem::take(&mut self.file)
+    }
+}
+
+impl Drop for LoCapture {
+    /// A test that panics before `stop` leaves no tshark behind.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

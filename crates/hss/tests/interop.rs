@@ -252,54 +252,20 @@ async fn third_party_mme_is_served() {
 /// (with a note) without root.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tshark_decodes_third_party_exchanges() {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     if !mobicore_common::tools::require(&["tshark"]) {
         return;
     }
     let srv = start().await;
     let port = srv.addr.port();
-    let dir = std::env::temp_dir().join(format!("mobicore-hss-interop-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("s6a-interop.pcapng");
-    let mut cap = match Command::new("tshark")
-        .args(["-i", "lo", "-f", &format!("tcp port {port}"), "-w"])
-        .arg(&pcap)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            mobicore_common::tools::cannot_check(&format!("tshark cannot start ({e})"));
-            return;
-        }
-    };
-    let stderr = cap.stderr.take().unwrap();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("Capture started") {
-                let _ = ready_tx.send(true);
-            }
-        }
-        let _ = ready_tx.send(false);
-    });
-    if !matches!(ready_rx.recv_timeout(Duration::from_secs(20)), Ok(true)) {
-        let _ = cap.kill();
-        let _ = cap.wait();
-        mobicore_common::tools::cannot_check("tshark could not capture on lo");
+    let Some(cap) = mobicore_common::tools::LoCapture::start("hss-interop", &format!("tcp port {port}")) else {
         return;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    };
 
     third_party_session(&srv).await;
     our_client_session(&srv).await;
     srv.stop().await;
-    // Let the last segments reach the capture, then stop it (SIGINT, our child).
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let _ = Command::new("kill").args(["-INT", &cap.id().to_string()]).status();
-    let _ = cap.wait();
+    let pcap = cap.stop();
 
     let decode = format!("tcp.port=={port},diameter");
     let v = mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-V"]))
@@ -337,5 +303,5 @@ async fn tshark_decodes_third_party_exchanges() {
             assert!(!line.to_ascii_lowercase().contains("diameter"), "Diameter expert warning:\n{experts}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&pcap);
 }

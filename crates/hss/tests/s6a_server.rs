@@ -281,59 +281,23 @@ async fn malformed_messages_get_their_answers_and_others_are_served() {
 /// without root.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tshark_decodes_the_session_without_errors() {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     if !mobicore_common::tools::require(&["tshark"]) {
         return;
     }
     // Bind first to learn the port, then capture it.
     let srv = start(0).await;
     let port = srv.addr.port();
-    let dir = std::env::temp_dir().join(format!("mobicore-hss-tshark-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("s6a.pcapng");
-    let mut cap = match Command::new("tshark")
-        .args(["-i", "lo", "-f", &format!("tcp port {port}"), "-w"])
-        .arg(&pcap)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            mobicore_common::tools::cannot_check(&format!("tshark cannot start ({e})"));
-            return;
-        }
-    };
-    // Wait until it captures (it says so on stderr) or gives up.
-    let stderr = cap.stderr.take().unwrap();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            // tshark says "Capturing on" before dumpcap runs; wait for the start.
-            if line.contains("Capture started") {
-                let _ = ready_tx.send(true);
-            }
-        }
-        let _ = ready_tx.send(false);
-    });
-    if !matches!(ready_rx.recv_timeout(Duration::from_secs(20)), Ok(true)) {
-        let _ = cap.kill();
-        let _ = cap.wait();
-        mobicore_common::tools::cannot_check("tshark could not capture on lo");
+    let Some(cap) = mobicore_common::tools::LoCapture::start("hss-s6a", &format!("tcp port {port}")) else {
         return;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    };
 
     let s6a = client(srv.addr).await;
     exercise(&s6a).await;
     drop(s6a);
     srv.stop.send(true).unwrap();
     srv.task.await.unwrap().unwrap();
-    // Let the last segments reach the capture, then stop it (SIGINT, our child).
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let _ = Command::new("kill").args(["-INT", &cap.id().to_string()]).status();
-    let _ = cap.wait();
+    let pcap = cap.stop();
 
     let decode = format!("tcp.port=={port},diameter");
     let v = mobicore_common::tools::run(Command::new("tshark").args(["-r"]).arg(&pcap).args(["-d", &decode, "-V"]))
@@ -364,7 +328,7 @@ async fn tshark_decodes_the_session_without_errors() {
             assert!(!line.to_ascii_lowercase().contains("diameter"), "Diameter expert warning:\n{experts}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&pcap);
 }
 
 /// Throughput over loopback (not a timing assertion: it prints the rate).
