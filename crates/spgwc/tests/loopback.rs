@@ -3,7 +3,7 @@
 //! checked for malformed packets and expert errors.
 
 use mobicore_common::s11::*;
-use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_common::{Ebi, Fteid, Teid};
 use mobicore_gtp::{s11_client_bound, S11ClientConfig};
 use mobicore_spgwc::{ApnConfig, SpgwcConfig, UpfPeerConfig};
 use mobicore_upf::UpfConfig;
@@ -12,32 +12,13 @@ use std::time::Duration;
 use tokio::net::UdpSocket;
 
 mod capture;
+mod support;
 
 const SESSIONS: u32 = 1000;
 // Standard ports on addresses of their own so tshark dissects GTPv2 and
 // PFCP by port and nothing else on the machine collides.
 const GW_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 77, 1);
 const UPF_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 77, 2);
-
-fn csr(i: u32, mme_ip: Ipv4Addr) -> CreateSessionRequest {
-    let plmn = Plmn::new("001", "01").unwrap();
-    CreateSessionRequest {
-        imsi: format!("00101{:010}", i).parse().unwrap(),
-        msisdn: Some(format!("4600{:06}", i)),
-        serving_network: plmn,
-        tai: Tai { plmn, tac: 7 },
-        ecgi: Ecgi { plmn, eci: 0x1234 },
-        sender_fteid: Fteid { teid: Teid(0x10_0000 + i), ipv4: mme_ip },
-        apn: "internet".into(),
-        pdn_type: PdnType::Ipv4,
-        apn_ambr: Ambr { uplink: 50_000_000, downlink: 100_000_000 },
-        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
-        pgw_s5s8_c: None,
-        static_ipv4: None,
-        pco: None,
-        mei: None,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousand_sessions_over_loopback() {
@@ -87,7 +68,7 @@ async fn thousand_sessions_over_loopback() {
     // Wait for the PFCP association (Create Session is refused before it).
     let mut ok = false;
     for _ in 0..100 {
-        match client.requester.request(S11Request::CreateSession(csr(0, mme_ip))).await {
+        match client.requester.request(S11Request::CreateSession(support::csr(0, mme_ip))).await {
             Ok(S11Response::CreateSession(r)) if r.cause.is_accepted() => {
                 ok = true;
                 let d = DeleteSessionRequest { sgw_teid: r.sgw_fteid.unwrap().teid, linked_ebi: Ebi(5) };
@@ -104,7 +85,7 @@ async fn thousand_sessions_over_loopback() {
     for i in 1..=SESSIONS {
         let r = client.requester.clone();
         set.spawn(async move {
-            let c = match r.request(S11Request::CreateSession(csr(i, mme_ip))).await {
+            let c = match r.request(S11Request::CreateSession(support::csr(i, mme_ip))).await {
                 Ok(S11Response::CreateSession(c)) => c,
                 other => panic!("session {i}: {other:?}"),
             };
@@ -176,7 +157,7 @@ async fn thousand_sessions_over_loopback() {
     // a mandatory IE is answered with Cause 70.
     let probe = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     probe.send_to(&[0x48, 0x20, 0x00, 0x40, 1, 2, 3], s11_addr).await.unwrap();
-    let mut bad = mobicore_gtp::s11::encode_request(&S11Request::CreateSession(csr(99_999, mme_ip)), 4242);
+    let mut bad = mobicore_gtp::s11::encode_request(&S11Request::CreateSession(support::csr(99_999, mme_ip)), 4242);
     if let mobicore_gtp::Message::CreateSessionRequest(r) = &mut bad.body {
         r.bearer_contexts.clear();
     }

@@ -2,7 +2,7 @@
 //! `cargo test -p mobicore-spgwc --release --test throughput -- --ignored --nocapture`
 
 use mobicore_common::s11::*;
-use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_common::{Ebi, Teid};
 use mobicore_gtp::message::{CauseOnlyResponse, GtpMessage, Message};
 use mobicore_gtp::{s11_client_bound, S11ClientConfig};
 use mobicore_spgwc::{SpgwcConfig, UpfPeerConfig};
@@ -10,25 +10,7 @@ use mobicore_upf::UpfConfig;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-fn csr(i: u32) -> CreateSessionRequest {
-    let plmn = Plmn::new("001", "01").unwrap();
-    CreateSessionRequest {
-        imsi: format!("00101{:010}", i).parse().unwrap(),
-        msisdn: None,
-        serving_network: plmn,
-        tai: Tai { plmn, tac: 7 },
-        ecgi: Ecgi { plmn, eci: 1 },
-        sender_fteid: Fteid { teid: Teid(i + 1), ipv4: Ipv4Addr::LOCALHOST },
-        apn: "internet".into(),
-        pdn_type: PdnType::Ipv4,
-        apn_ambr: Ambr::default(),
-        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
-        pgw_s5s8_c: None,
-        static_ipv4: None,
-        pco: None,
-        mei: None,
-    }
-}
+mod support;
 
 async fn blast(
     r: &mobicore_common::requester::Requester<S11Request, S11Response>,
@@ -111,7 +93,8 @@ async fn spgwc_and_upf_sessions_per_second() {
     let c = s11_client_bound(S11ClientConfig { peer: s11, ..S11ClientConfig::default() }).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let n = 50_000;
-    let (ok, d) = blast(&c.requester, n, 2048, |i| S11Request::CreateSession(csr(i))).await;
+    let (ok, d) =
+        blast(&c.requester, n, 2048, |i| S11Request::CreateSession(support::csr(i, Ipv4Addr::LOCALHOST))).await;
     println!(
         "S/P-GW-C + UPF: {ok}/{n} sessions created in {d:?}: {:.0} sessions/s; UPF holds {}",
         ok as f64 / d.as_secs_f64(),

@@ -4,7 +4,7 @@
 
 use mobicore_common::peers::PeerFilter;
 use mobicore_common::s11::*;
-use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_common::{Ebi, Fteid, Teid};
 use mobicore_gtp::s11::{decode_response, encode_request};
 use mobicore_gtp::{s11_client_bound, GtpMessage, S11ClientConfig};
 use mobicore_pfcp::{decode, encode, msg};
@@ -15,27 +15,9 @@ use std::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
-const MME_IP: Ipv4Addr = Ipv4Addr::LOCALHOST;
+mod support;
 
-fn csr(i: u32) -> CreateSessionRequest {
-    let plmn = Plmn::new("001", "01").unwrap();
-    CreateSessionRequest {
-        imsi: format!("00101{:010}", i).parse().unwrap(),
-        msisdn: None,
-        serving_network: plmn,
-        tai: Tai { plmn, tac: 7 },
-        ecgi: Ecgi { plmn, eci: 0x1234 },
-        sender_fteid: Fteid { teid: Teid(0x10_0000 + i), ipv4: MME_IP },
-        apn: "internet".into(),
-        pdn_type: PdnType::Ipv4,
-        apn_ambr: Ambr { uplink: 50_000_000, downlink: 100_000_000 },
-        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
-        pgw_s5s8_c: None,
-        static_ipv4: None,
-        pco: None,
-        mei: None,
-    }
-}
+const MME_IP: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
 fn mbr(sgw_teid: Teid, enb_teid: u32) -> S11Request {
     let enb = Fteid { teid: Teid(enb_teid), ipv4: Ipv4Addr::new(127, 0, 78, 1) };
@@ -113,7 +95,7 @@ impl Core {
     /// A session, once the PFCP association is up.
     async fn create(&self, i: u32) -> CreateSessionResponse {
         for _ in 0..200 {
-            match self.client.requester.request(S11Request::CreateSession(csr(i))).await {
+            match self.client.requester.request(S11Request::CreateSession(support::csr(i, MME_IP))).await {
                 Ok(S11Response::CreateSession(r)) if r.cause.is_accepted() => return r,
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
@@ -136,7 +118,10 @@ async fn a_create_session_from_an_unconfigured_address_is_refused_and_the_sessio
 
     // The same Create Session Request, replayed from 127.0.0.9.
     let stranger = UdpSocket::bind("127.0.0.9:0").await.unwrap();
-    stranger.send_to(&encode_request(&S11Request::CreateSession(csr(1)), 77).to_bytes(), core.s11).await.unwrap();
+    stranger
+        .send_to(&encode_request(&S11Request::CreateSession(support::csr(1, MME_IP)), 77).to_bytes(), core.s11)
+        .await
+        .unwrap();
     until("the replay to be counted", || core.counters.value("s11_request_from_unknown_peer") == 1).await;
     assert_eq!(core.plane.sessions(), rules, "the UPF session is untouched");
     let mut buf = [0u8; 64];
@@ -238,8 +223,11 @@ async fn a_flood_queued_behind_one_session_stays_within_the_queue_bound() {
     let mme = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let mut sgw_teid = None;
     for seq in 1..200 {
-        let r =
-            decode_response(&raw_request(&mme, s11, &S11Request::CreateSession(csr(1)), seq).await, Ebi(5)).unwrap();
+        let r = decode_response(
+            &raw_request(&mme, s11, &S11Request::CreateSession(support::csr(1, MME_IP)), seq).await,
+            Ebi(5),
+        )
+        .unwrap();
         match r {
             S11Response::CreateSession(c) if c.cause.is_accepted() => {
                 sgw_teid = c.sgw_fteid.map(|f| f.teid);
