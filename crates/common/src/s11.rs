@@ -22,7 +22,12 @@ impl GtpCause {
     pub const NO_RESOURCES_AVAILABLE: Self = Self(73);
     pub const MISSING_OR_UNKNOWN_APN: Self = Self(78);
     pub const ALL_DYNAMIC_ADDRESSES_OCCUPIED: Self = Self(84);
+    pub const UE_NOT_RESPONDING: Self = Self(87);
+    pub const SERVICE_DENIED: Self = Self(89);
+    pub const UNABLE_TO_PAGE_UE: Self = Self(90);
     pub const REQUEST_REJECTED: Self = Self(94);
+    /// "Temporarily rejected due to handover/TAU/RAU procedure in progress".
+    pub const TEMPORARILY_REJECTED_MOBILITY: Self = Self(110);
 
     pub fn is_accepted(&self) -> bool {
         (16..=63).contains(&self.0)
@@ -116,12 +121,48 @@ pub struct ReleaseAccessBearersRequest {
     pub sgw_teid: Teid,
 }
 
+/// Create Indirect Data Forwarding Tunnel Request (TS 29.274 7.2.18), S1
+/// handover with indirect forwarding and no S-GW change (TS 23.401
+/// 5.5.1.2.2 step 8): per bearer, the target eNB's F-TEID for DL data
+/// forwarding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateIndirectForwardingRequest {
+    pub sgw_teid: Teid,
+    pub bearers: Vec<ForwardingBearer>,
+}
+
+/// One bearer of an indirect forwarding tunnel: its EBI and the F-TEID of
+/// the far end (the target eNB's in the request, the S-GW's in the answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForwardingBearer {
+    pub ebi: Ebi,
+    pub fteid: Fteid,
+}
+
+/// Create Indirect Data Forwarding Tunnel Response (TS 29.274 7.2.19):
+/// per bearer, the S-GW's F-TEID for DL data forwarding (which the source
+/// eNB forwards to).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateIndirectForwardingResponse {
+    pub cause: GtpCause,
+    pub bearers: Vec<ForwardingBearer>,
+}
+
+/// Delete Indirect Data Forwarding Tunnel Request (TS 29.274 7.2.27): no
+/// IE but the header TEID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteIndirectForwardingRequest {
+    pub sgw_teid: Teid,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum S11Request {
     CreateSession(CreateSessionRequest),
     ModifyBearer(ModifyBearerRequest),
     DeleteSession(DeleteSessionRequest),
     ReleaseAccessBearers(ReleaseAccessBearersRequest),
+    CreateIndirectForwarding(CreateIndirectForwardingRequest),
+    DeleteIndirectForwarding(DeleteIndirectForwardingRequest),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,4 +173,118 @@ pub enum S11Response {
     DeleteSession(GtpCause),
     /// Release Access Bearers Response carries only a Cause.
     ReleaseAccessBearers(GtpCause),
+    CreateIndirectForwarding(CreateIndirectForwardingResponse),
+    /// Delete Indirect Data Forwarding Tunnel Response: a Cause.
+    DeleteIndirectForwarding(GtpCause),
+}
+
+impl S11Response {
+    /// The message's Cause.
+    pub fn cause(&self) -> GtpCause {
+        match self {
+            S11Response::CreateSession(r) => r.cause,
+            S11Response::ModifyBearer(r) => r.cause,
+            S11Response::CreateIndirectForwarding(r) => r.cause,
+            S11Response::DeleteSession(c)
+            | S11Response::ReleaseAccessBearers(c)
+            | S11Response::DeleteIndirectForwarding(c) => *c,
+        }
+    }
+}
+
+// ---- S-GW -> MME (the MME answers) ----
+
+/// Downlink Data Notification (TS 29.274 7.2.11.1), sent by the S-GW to
+/// the MME's S11 TEID when downlink data arrives for an idle UE (TS 23.401
+/// 5.3.4.3 step 3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DownlinkDataNotification {
+    /// The header TEID: the MME's S11 TEID of the UE.
+    pub mme_teid: Teid,
+    /// The bearer the data arrived on (EBI IE), if the S-GW names it.
+    pub ebi: Option<Ebi>,
+    /// ARP of that bearer (paging priority, TS 23.401 5.3.4.3).
+    pub arp: Option<Arp>,
+}
+
+/// Downlink Data Notification Acknowledge (TS 29.274 7.2.11.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DownlinkDataNotificationAck {
+    pub cause: GtpCause,
+    /// Data Notification Delay (8.29) in milliseconds (sent in units of
+    /// 50 ms): the S-GW delays the next DDN by this much (TS 23.401
+    /// 5.3.4.2).
+    pub data_notification_delay_ms: Option<u32>,
+    /// DL Buffering Duration (8.85) in seconds: the S-GW buffers and does
+    /// not notify for this long (a UE in a power saving state).
+    pub dl_buffering_duration_s: Option<u32>,
+    /// DL Buffering Suggested Packet Count (8.86).
+    pub dl_buffering_suggested_packets: Option<u16>,
+}
+
+/// Requests the S-GW sends to the MME.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum S11IncomingRequest {
+    DownlinkDataNotification(DownlinkDataNotification),
+}
+
+/// The MME's answers to them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum S11IncomingAnswer {
+    DownlinkDataNotificationAck(DownlinkDataNotificationAck),
+}
+
+/// An S-GW request as the S11 client task hands it to the MME shell: the
+/// shell answers through `reply` (the task encodes the answer with the
+/// request's sequence number; a retransmitted request gets the same answer
+/// again without reaching the MME).
+#[derive(Debug)]
+pub struct IncomingS11 {
+    pub request: S11IncomingRequest,
+    pub reply: tokio::sync::oneshot::Sender<S11IncomingAnswer>,
+}
+
+// ---- MME -> S-GW messages that have no response ----
+
+/// Downlink Data Notification Failure Indication (TS 29.274 7.2.11.3):
+/// paging failed (TS 23.401 5.3.4.3 step 5); the S-GW drops the buffered
+/// packets. No response message exists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DownlinkDataNotificationFailure {
+    pub sgw_teid: Teid,
+    /// UE not responding (87), Service denied (89), Unable to page UE (90).
+    pub cause: GtpCause,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum S11Notification {
+    DownlinkDataNotificationFailure(DownlinkDataNotificationFailure),
+}
+
+/// The MME's end of its S11 client task: requests it sends (and their
+/// responses), requests the S-GW sends it, and messages with no response.
+pub struct S11Link {
+    pub requests: crate::requester::Requester<S11Request, S11Response>,
+    pub incoming: tokio::sync::mpsc::Receiver<IncomingS11>,
+    pub notify: tokio::sync::mpsc::Sender<S11Notification>,
+}
+
+/// The client task's end of an [`S11Link`].
+pub struct S11LinkTask {
+    pub requests: tokio::sync::mpsc::Receiver<crate::requester::Pending<S11Request, S11Response>>,
+    pub incoming: tokio::sync::mpsc::Sender<IncomingS11>,
+    pub notify: tokio::sync::mpsc::Receiver<S11Notification>,
+}
+
+impl S11Link {
+    /// Both ends, each channel holding up to `capacity` messages.
+    pub fn channel(capacity: usize) -> (S11Link, S11LinkTask) {
+        let (requests, requests_rx) = crate::requester::Requester::channel(capacity);
+        let (incoming_tx, incoming) = tokio::sync::mpsc::channel(capacity);
+        let (notify, notify_rx) = tokio::sync::mpsc::channel(capacity);
+        (
+            S11Link { requests, incoming, notify },
+            S11LinkTask { requests: requests_rx, incoming: incoming_tx, notify: notify_rx },
+        )
+    }
 }

@@ -80,6 +80,8 @@ pub fn request_teid(req: &S11Request) -> u32 {
         S11Request::ModifyBearer(r) => r.sgw_teid.0,
         S11Request::DeleteSession(r) => r.sgw_teid.0,
         S11Request::ReleaseAccessBearers(r) => r.sgw_teid.0,
+        S11Request::CreateIndirectForwarding(r) => r.sgw_teid.0,
+        S11Request::DeleteIndirectForwarding(r) => r.sgw_teid.0,
     }
 }
 
@@ -133,6 +135,9 @@ pub fn encode_request(req: &S11Request, seq: u32) -> GtpMessage {
         }),
         S11Request::ReleaseAccessBearers(_) => {
             Message::ReleaseAccessBearersRequest(m::ReleaseAccessBearersRequest::default())
+        }
+        S11Request::CreateIndirectForwarding(_) | S11Request::DeleteIndirectForwarding(_) => {
+            todo!("issue 10: the Indirect Data Forwarding Tunnel codec")
         }
     };
     GtpMessage { teid: Some(request_teid(req)), seq, body }
@@ -226,6 +231,9 @@ pub fn encode_response(resp: &S11Response, teid: u32, seq: u32, recovery: Option
         S11Response::ReleaseAccessBearers(c) => {
             Message::ReleaseAccessBearersResponse(m::CauseOnlyResponse { cause: CauseIe::new(c.0), recovery })
         }
+        S11Response::CreateIndirectForwarding(_) | S11Response::DeleteIndirectForwarding(_) => {
+            todo!("issue 10: the Indirect Data Forwarding Tunnel codec")
+        }
     };
     GtpMessage { teid: Some(teid), seq, body }
 }
@@ -296,6 +304,8 @@ pub fn request_ebi(req: &S11Request) -> Ebi {
         S11Request::ModifyBearer(r) => r.ebi,
         S11Request::DeleteSession(r) => r.linked_ebi,
         S11Request::ReleaseAccessBearers(_) => Ebi(5),
+        S11Request::CreateIndirectForwarding(r) => r.bearers.first().map_or(Ebi(5), |b| b.ebi),
+        S11Request::DeleteIndirectForwarding(_) => Ebi(5),
     }
 }
 

@@ -313,6 +313,8 @@ impl Network {
                     let bytes = encode_request(&request, seq).to_bytes();
                     self.s11_client.send_request(self.now, SGW_S11, seq, bytes, (ue, request_ebi(&request)));
                 }
+                // TODO(issue 10): the S-GW's requests and the MME's notifications over GTPv2-C.
+                MmeAction::S11Answer { .. } | MmeAction::S11Notify { .. } => {}
             }
         }
         while let Some((_, bytes)) = self.s11_client.poll_transmit() {

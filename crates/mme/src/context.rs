@@ -148,6 +148,35 @@ pub struct NasTimer {
     pub header: NasEpsSecurityHeaderType,
 }
 
+/// Timers that guard a state rather than retransmit a NAS message; a UE
+/// runs at most one of each kind, beside its NAS timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GuardKind {
+    /// Mobile reachable timer (TS 24.301 5.3.5, TS 23.401 4.3.5.2): runs
+    /// while the UE is ECM-IDLE, T3412 + 4 min by default.
+    MobileReachable,
+    /// Implicit detach timer: starts when the mobile reachable timer
+    /// expires; at its expiry the UE is detached implicitly.
+    ImplicitDetach,
+    /// T3413: paging retransmission (TS 24.301 5.6.2.2).
+    T3413,
+    /// TS1RELOCprep: Handover Preparation (TS 36.413 8.4.1.2).
+    TS1RelocPrep,
+    /// TS1RELOCoverall at the source (TS 36.413 8.4.1.2): the source
+    /// releases on its expiry if no UE Context Release came.
+    TS1RelocOverall,
+}
+
+/// A running guard timer; `count` is how many times it already fired (the
+/// paging attempts for T3413).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardTimer {
+    pub kind: GuardKind,
+    pub seq: u64,
+    pub deadline: Instant,
+    pub count: u8,
+}
+
 /// What the Attach Request asked for (TS 24.301 8.2.4).
 #[derive(Debug, Clone)]
 pub struct AttachData {
@@ -260,6 +289,8 @@ pub struct UeContext {
     /// The ESM procedure after attach that runs, if any.
     pub esm: Option<EsmProcedure>,
     pub timer: Option<NasTimer>,
+    /// The guard timers that run, at most one per kind.
+    pub guards: Vec<GuardTimer>,
     pub tai: Option<Tai>,
     pub ecgi: Option<Ecgi>,
     /// The UE Radio Capability octets of the latest UE CAPABILITY INFO
@@ -288,6 +319,7 @@ impl UeContext {
             sessions: Vec::new(),
             esm: None,
             timer: None,
+            guards: Vec::new(),
             tai: None,
             ecgi: None,
             ue_radio_capability: None,

@@ -62,3 +62,10 @@ impl Mme {
         self.remove_ue(id);
     }
 }
+
+impl Mme {
+    /// An operator's command (TS 24.301 5.5.2.3 for a detach).
+    pub(crate) fn on_operator(&mut self, _cmd: crate::mme::OperatorCommand) {
+        self.counters.incr("operator_command_unhandled");
+    }
+}

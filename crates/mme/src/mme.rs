@@ -11,7 +11,9 @@ use bytes::Bytes;
 use mobicore_common::alloc::IdDraw;
 use mobicore_common::counters::Counters;
 use mobicore_common::requester::TransportError;
-use mobicore_common::s11::{DeleteSessionRequest, S11Request, S11Response};
+use mobicore_common::s11::{
+    DeleteSessionRequest, S11IncomingAnswer, S11IncomingRequest, S11Notification, S11Request, S11Response,
+};
 use mobicore_common::s6a::{S6aAnswer, S6aRequest};
 use mobicore_common::sctp_api::AssocId;
 use mobicore_common::{Ebi, Gummei, Guti, Imsi, MTmsi};
@@ -35,6 +37,19 @@ pub enum MmeEvent {
     S6a { ue: UeRef, answer: Result<S6aAnswer, TransportError> },
     /// The response (or the transport failure) of an S11 request.
     S11 { ue: UeRef, response: Result<S11Response, TransportError> },
+    /// A request from the S-GW (Downlink Data Notification); the shell
+    /// keeps what it needs to answer and names it `txn`.
+    S11Incoming { txn: u64, request: S11IncomingRequest },
+    /// A command of the operator (CLI, admin endpoint).
+    Operator(OperatorCommand),
+}
+
+/// What an operator may ask of the MME.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperatorCommand {
+    /// Network-initiated detach of the UE with this IMSI (TS 24.301
+    /// 5.5.2.3), re-attach required or not.
+    Detach { imsi: Imsi, reattach_required: bool },
 }
 
 /// What the core asks the shell to do.
@@ -48,6 +63,10 @@ pub enum MmeAction {
     S6a { ue: UeRef, request: S6aRequest },
     /// Send an S11 request; its response comes back as [`MmeEvent::S11`].
     S11 { ue: UeRef, request: S11Request },
+    /// Answer the S-GW's request `txn` of [`MmeEvent::S11Incoming`].
+    S11Answer { txn: u64, answer: S11IncomingAnswer },
+    /// Send an S11 message that has no response (sent once).
+    S11Notify { notification: S11Notification },
 }
 
 /// The MME state machine.
@@ -112,6 +131,8 @@ impl Mme {
             MmeEvent::S1Down { assoc } => self.on_s1_down(assoc),
             MmeEvent::S6a { ue, answer } => self.on_s6a(ue, answer),
             MmeEvent::S11 { ue, response } => self.on_s11(ue, response),
+            MmeEvent::S11Incoming { txn, request } => self.on_s11_incoming(txn, request),
+            MmeEvent::Operator(cmd) => self.on_operator(cmd),
         }
         self.prune_timers();
     }
@@ -136,6 +157,8 @@ impl Mme {
             self.timers.pop();
             if self.timer_is_live(id, seq) {
                 self.on_nas_timer_expiry(id);
+            } else if let Some(g) = self.take_guard_seq(id, seq) {
+                self.on_guard_expiry(id, g);
             }
         }
         self.prune_timers();
@@ -394,10 +417,54 @@ impl Mme {
         self.ues.get(&id).and_then(|u| u.timer.as_ref()).is_some_and(|t| t.seq == seq)
     }
 
+    /// Start (or restart) the UE's guard timer `kind`, to fire `after` from
+    /// now with `count` as its firing count so far.
+    pub(crate) fn start_guard(&mut self, id: u32, kind: GuardKind, after: std::time::Duration, count: u8) {
+        let seq = self.next_timer_seq;
+        let deadline = self.now + after;
+        let Some(ue) = self.ues.get_mut(&id) else { return };
+        self.next_timer_seq += 1;
+        ue.guards.retain(|g| g.kind != kind);
+        ue.guards.push(GuardTimer { kind, seq, deadline, count });
+        self.timers.push(Reverse((deadline, id, seq)));
+    }
+
+    pub(crate) fn stop_guard(&mut self, id: u32, kind: GuardKind) {
+        if let Some(ue) = self.ues.get_mut(&id) {
+            ue.guards.retain(|g| g.kind != kind);
+        }
+    }
+
+    pub(crate) fn guard_running(&self, id: u32, kind: GuardKind) -> bool {
+        self.ues.get(&id).is_some_and(|u| u.guards.iter().any(|g| g.kind == kind))
+    }
+
+    fn guard_is_live(&self, id: u32, seq: u64) -> bool {
+        self.ues.get(&id).is_some_and(|u| u.guards.iter().any(|g| g.seq == seq))
+    }
+
+    /// The guard timer `seq` of UE `id`, removed, if it still runs.
+    fn take_guard_seq(&mut self, id: u32, seq: u64) -> Option<GuardTimer> {
+        let ue = self.ues.get_mut(&id)?;
+        let i = ue.guards.iter().position(|g| g.seq == seq)?;
+        Some(ue.guards.swap_remove(i))
+    }
+
+    /// A guard timer fired; each kind belongs to its procedure's module.
+    fn on_guard_expiry(&mut self, id: u32, g: GuardTimer) {
+        match g.kind {
+            GuardKind::MobileReachable => self.on_mobile_reachable_expiry(id),
+            GuardKind::ImplicitDetach => self.on_implicit_detach_expiry(id),
+            GuardKind::T3413 => self.on_t3413_expiry(id, g.count),
+            GuardKind::TS1RelocPrep => self.on_reloc_prep_expiry(id),
+            GuardKind::TS1RelocOverall => self.on_reloc_overall_expiry(id),
+        }
+    }
+
     /// Drop stale heap heads so that `poll_timeout` is exact.
     fn prune_timers(&mut self) {
         while let Some(&Reverse((_, id, seq))) = self.timers.peek() {
-            if self.timer_is_live(id, seq) {
+            if self.timer_is_live(id, seq) || self.guard_is_live(id, seq) {
                 break;
             }
             self.timers.pop();

@@ -5,11 +5,12 @@
 use crate::context::MmeStats;
 use crate::mme::{Mme, MmeAction, MmeEvent};
 use mobicore_common::requester::Requester;
-use mobicore_common::s11::{S11Request, S11Response};
+use mobicore_common::s11::{S11IncomingAnswer, S11Link};
 use mobicore_common::s6a::{S6aAnswer, S6aRequest};
 use mobicore_common::sctp_api::{SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
+use std::collections::HashMap;
 use std::time::Instant;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Why the shell stopped other than by shutdown.
 #[derive(Debug, thiserror::Error)]
@@ -44,11 +45,15 @@ pub async fn run(
     mut core: Mme,
     sctp: SctpHandle,
     s6a: Requester<S6aRequest, S6aAnswer>,
-    s11: Requester<S11Request, S11Response>,
+    s11: S11Link,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<MmeStats, MmeError> {
     let SctpHandle { commands, mut events, .. } = sctp;
+    let S11Link { requests: s11, incoming: mut s11_incoming, notify: s11_notify } = s11;
     let (answers_tx, mut answers) = mpsc::unbounded_channel::<MmeEvent>();
+    // The S-GW's requests waiting for the core's answer, by `txn`.
+    let mut s11_replies: HashMap<u64, oneshot::Sender<S11IncomingAnswer>> = HashMap::new();
+    let mut next_txn: u64 = 0;
     if *shutdown.borrow() {
         return Ok(core.stats());
     }
@@ -76,6 +81,11 @@ pub async fn run(
                 }
             }
             Some(ev) = answers.recv() => core.handle(Instant::now(), ev),
+            Some(inc) = s11_incoming.recv() => {
+                next_txn += 1;
+                s11_replies.insert(next_txn, inc.reply);
+                core.handle(Instant::now(), MmeEvent::S11Incoming { txn: next_txn, request: inc.request });
+            }
             _ = sleep => core.handle_timeout(Instant::now()),
         }
         // Drain what else is ready, then act.
@@ -125,6 +135,16 @@ pub async fn run(
                         let _ = tx.send(MmeEvent::S11 { ue, response: response.await });
                     });
                 }
+                MmeAction::S11Answer { txn, answer } => {
+                    if let Some(reply) = s11_replies.remove(&txn) {
+                        let _ = reply.send(answer);
+                    }
+                }
+                MmeAction::S11Notify { notification } => {
+                    if s11_notify.try_send(notification).is_err() {
+                        core.counters().incr("s11_notify_dropped");
+                    }
+                }
             }
         }
     }
@@ -147,7 +167,7 @@ mod tests {
         let (cmd_tx, mut cmd_rx) = mpsc::channel(64);
         let sctp = SctpHandle { commands: cmd_tx, events: ev_rx, local: "127.0.0.1:36412".parse().unwrap() };
         let (s6a, mut hss) = Requester::<S6aRequest, S6aAnswer>::channel(16);
-        let (s11, _sgw) = Requester::<S11Request, S11Response>::channel(16);
+        let (s11, _sgw) = S11Link::channel(16);
         tokio::spawn(async move {
             while let Some(p) = hss.recv().await {
                 let ans = S6aAnswer::AuthenticationInformation(Ok(vec![hss_vector(32, 9)]));
@@ -186,7 +206,7 @@ mod tests {
         let (cmd_tx, _cmd_rx) = mpsc::channel(1);
         let sctp = SctpHandle { commands: cmd_tx, events: ev_rx, local: "127.0.0.1:36412".parse().unwrap() };
         let (s6a, _h) = Requester::channel(1);
-        let (s11, _s) = Requester::channel(1);
+        let (s11, _s) = S11Link::channel(1);
         let (_stop_tx, stop_rx) = watch::channel(false);
         drop(ev_tx);
         let r = run(Mme::new(MmeConfig::default()), sctp, s6a, s11, stop_rx).await;

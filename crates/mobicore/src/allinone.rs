@@ -187,8 +187,11 @@ async fn start_mme(
     let sctp = mobicore_sctp::bind(ep)
         .await
         .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
+    // TODO(issue 10): the S11 client task serves the S-GW's requests.
+    let (mut link, _) = mobicore_common::s11::S11Link::channel(1);
+    link.requests = s11.requester;
     let task = tokio::spawn(async move {
-        mobicore_mme::run(core, sctp, s6a, s11.requester, shutdown).await.map(|_| ()).map_err(Into::into)
+        mobicore_mme::run(core, sctp, s6a, link, shutdown).await.map(|_| ()).map_err(Into::into)
     });
     Ok((task, vec![("mme", mme_counters), ("s6a_client", s6a_counters), ("s11_client", s11.counters)]))
 }

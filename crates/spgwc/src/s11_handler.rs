@@ -163,6 +163,9 @@ impl SpgwcCore {
                     PfcpOp::ReleaseAccess { teid: r.sgw_teid.0, seid, s11: p },
                 );
             }
+            S11Request::CreateIndirectForwarding(_) | S11Request::DeleteIndirectForwarding(_) => {
+                todo!("issue 10: indirect data forwarding tunnels")
+            }
             S11Request::DeleteSession(r) => {
                 let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
                 let (upf, up_seid, seid) = (s.upf, s.up_seid, s.cp_seid);
@@ -433,6 +436,8 @@ fn session_teid(req: &S11Request) -> Option<Teid> {
         S11Request::ModifyBearer(r) => Some(r.sgw_teid),
         S11Request::ReleaseAccessBearers(r) => Some(r.sgw_teid),
         S11Request::DeleteSession(r) => Some(r.sgw_teid),
+        S11Request::CreateIndirectForwarding(r) => Some(r.sgw_teid),
+        S11Request::DeleteIndirectForwarding(r) => Some(r.sgw_teid),
     }
 }
 
@@ -443,5 +448,7 @@ pub(crate) fn request_type(req: &S11Request) -> u8 {
         S11Request::ModifyBearer(_) => 34,
         S11Request::DeleteSession(_) => 36,
         S11Request::ReleaseAccessBearers(_) => 170,
+        S11Request::CreateIndirectForwarding(_) => 166,
+        S11Request::DeleteIndirectForwarding(_) => 168,
     }
 }

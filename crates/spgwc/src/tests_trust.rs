@@ -39,12 +39,7 @@ fn dsr(sgw_teid: Teid) -> S11Request {
 }
 
 fn cause_of(r: Option<S11Response>) -> GtpCause {
-    match r {
-        Some(S11Response::CreateSession(c)) => c.cause,
-        Some(S11Response::ModifyBearer(m)) => m.cause,
-        Some(S11Response::DeleteSession(c)) | Some(S11Response::ReleaseAccessBearers(c)) => c,
-        None => panic!("no answer"),
-    }
+    r.expect("no answer").cause()
 }
 
 /// What sessions hold (not the duplicate caches, nor node-level PFCP
