@@ -249,6 +249,11 @@ pub struct NasSecurity {
     /// S1AP UE security capabilities octets (EEA1.., EIA1.. first).
     pub ue_eea: u8,
     pub ue_eia: u8,
+    /// The access stratum key chain (TS 33.401 7.2.8.4): the KeNB of the
+    /// latest Initial Context Setup, then each NH derived from it, and the
+    /// NCC of the latest (0 with the KeNB itself).
+    pub nh: [u8; 32],
+    pub ncc: u8,
 }
 
 /// A PDN connection and its default bearer (TS 23.401 5.3.2.1, 5.10.2).

@@ -20,8 +20,6 @@ use oxirush_nas::nas_eps::{EmmCause, EsmCause, NasEpsSecurityHeaderType, NasPdnA
 use oxirush_s1ap::extract_s1ap_ies;
 use oxirush_s1ap::ie;
 use oxirush_s1ap::s1ap::S1APPDU;
-use oxirush_security::nas_eps::derive_kenb;
-use oxirush_security::NasCount;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The EBI of the default bearer of the attach.
@@ -358,9 +356,6 @@ impl Mme {
         };
         let accept =
             esm.and_then(|e| nas_build::attach_accept(&self.cfg.plmn, &tacs, self.cfg.t3412_seconds, &guti, &e));
-        // TS 33.401 A.3: KeNB from the uplink NAS COUNT of the latest verified message.
-        let kenb = derive_kenb(&sec.kasme, NasCount::new(sec.last_ul_count).unwrap_or(NasCount::ZERO));
-        let kenb: [u8; 32] = *kenb.as_octets();
         let (ebi, qci, arp, sgw_s1u) = (s.ebi, s.qci, s.arp, s.sgw_s1u);
         let (eea, eia, ue_ambr) = (sec.ue_eea, sec.ue_eia, sub.ue_ambr);
         let Some(accept) = accept else {
@@ -370,6 +365,7 @@ impl Mme {
         };
         let header = NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered;
         let Some(nas) = self.protect_dl(id, &accept, header) else { return };
+        let Some(kenb) = self.fresh_kenb(id) else { return };
         let ics = InitialContextSetup {
             mme_ue_id: id,
             enb_ue_id: s1.enb_ue_s1ap_id,

@@ -500,6 +500,29 @@ impl Mme {
         self.arm_timer(id, next);
     }
 
+    /// A KeNB for an Initial Context Setup (TS 33.401 A.3: from KASME and
+    /// the uplink NAS COUNT of the latest verified message); it restarts
+    /// the NH chain with NCC 0 (7.2.8.4.1).
+    pub(crate) fn fresh_kenb(&mut self, id: u32) -> Option<[u8; 32]> {
+        let sec = self.ues.get_mut(&id)?.security.as_mut()?;
+        let count =
+            oxirush_nas::nas_eps::NasCount::new(sec.last_ul_count).unwrap_or(oxirush_nas::nas_eps::NasCount::ZERO);
+        let kenb = *oxirush_security::nas_eps::derive_kenb(&sec.kasme, count).as_octets();
+        sec.nh = kenb;
+        sec.ncc = 0;
+        Some(kenb)
+    }
+
+    /// The next {NCC, NH} pair for a handover (TS 33.401 7.2.8.4.2-3, A.4:
+    /// NH from KASME and the NH (or KeNB) before it; NCC counts modulo 8).
+    pub(crate) fn next_nh(&mut self, id: u32) -> Option<(u8, [u8; 32])> {
+        let sec = self.ues.get_mut(&id)?.security.as_mut()?;
+        let prev = oxirush_security::nas_eps::Nh::new(&sec.nh);
+        sec.nh = *oxirush_security::nas_eps::derive_nh(&sec.kasme, &prev).as_octets();
+        sec.ncc = (sec.ncc + 1) % 8;
+        Some((sec.ncc, sec.nh))
+    }
+
     /// Send UE CONTEXT RELEASE COMMAND (TS 36.413 8.3.3) if the UE has an S1
     /// connection, and forget the connection.
     pub(crate) fn release_s1(&mut self, id: u32, cause: Cause) {

@@ -64,7 +64,8 @@ impl Mme {
         let Some(ue) = self.ues.get_mut(&id) else {
             return;
         };
-        ue.security = Some(NasSecurity { ctx, kasme, ksi, active: false, last_ul_count: 0, ue_eea, ue_eia });
+        ue.security =
+            Some(NasSecurity { ctx, kasme, ksi, active: false, last_ul_count: 0, ue_eea, ue_eia, nh: [0; 32], ncc: 0 });
         ue.step = Step::SecurityMode;
         let Some(plain) = plain else { return };
         let header = NasEpsSecurityHeaderType::IntegrityProtectedWithNewEpsSecurityContext;
