@@ -25,6 +25,8 @@ pub enum Link {
     PfcpToUpf,
     /// Sxa/Sxb, UPF to SGW-C (PFCP bytes).
     PfcpToCp,
+    /// S1-U, UPF to an eNB (GTP-U bytes).
+    S1uDownlink,
 }
 
 /// A message in flight.
@@ -54,6 +56,11 @@ pub enum Msg {
     S11ToMme(Bytes),
     PfcpToUpf(Bytes),
     PfcpToCp(Bytes),
+    /// GTP-U from the UPF to the eNB at `to`.
+    S1uDownlink {
+        to: std::net::SocketAddrV4,
+        bytes: Bytes,
+    },
 }
 
 impl Msg {
@@ -67,6 +74,7 @@ impl Msg {
             Msg::S11ToMme(_) => Link::S11ToMme,
             Msg::PfcpToUpf(_) => Link::PfcpToUpf,
             Msg::PfcpToCp(_) => Link::PfcpToCp,
+            Msg::S1uDownlink { .. } => Link::S1uDownlink,
         }
     }
 
@@ -76,6 +84,7 @@ impl Msg {
         match self {
             Msg::S1Uplink { pdu, .. } | Msg::S1Downlink { pdu, .. } => Some(pdu),
             Msg::S11ToSgw(b) | Msg::S11ToMme(b) | Msg::PfcpToUpf(b) | Msg::PfcpToCp(b) => Some(b),
+            Msg::S1uDownlink { bytes, .. } => Some(bytes),
             Msg::S6aRequest { .. } | Msg::S6aAnswer { .. } => None,
         }
     }
@@ -84,6 +93,7 @@ impl Msg {
         match self {
             Msg::S1Uplink { pdu, .. } | Msg::S1Downlink { pdu, .. } => Some(pdu),
             Msg::S11ToSgw(b) | Msg::S11ToMme(b) | Msg::PfcpToUpf(b) | Msg::PfcpToCp(b) => Some(b),
+            Msg::S1uDownlink { bytes, .. } => Some(bytes),
             Msg::S6aRequest { .. } | Msg::S6aAnswer { .. } => None,
         }
     }

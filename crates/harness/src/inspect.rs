@@ -50,7 +50,7 @@ impl Network {
 
     /// The rules the UPF's forwarding plane holds for UE `ue`'s session.
     pub fn upf_rules(&self, ue: u64) -> Option<SessionRules> {
-        self.plane.get(self.sgw_session(ue)?.up_seid?)
+        self.plane.table.get(self.sgw_session(ue)?.up_seid?)
     }
 
     /// Every outcome eNBs reported for UE `ue`, in order.

@@ -42,6 +42,7 @@
 pub mod fault;
 pub mod inspect;
 pub mod network;
+pub mod userplane;
 
 pub use fault::{FaultAction, Link, Matcher, Msg};
 pub use network::{Network, NetworkConfig, Report, MME_S11, SGW_PFCP, SGW_S11, UPF_PFCP, UPF_S1U};

@@ -19,7 +19,9 @@ use mobicore_ran::enb::{Enb, EnbAction, EnbConfig, Outcome};
 use mobicore_ran::ue::Ue;
 use mobicore_ran::{imsi_for, usim_for, SubscriberPlan};
 use mobicore_spgwc::{Interface, SpgwcConfig, SpgwcCore, UpfPeerConfig};
-use mobicore_upf::{MemoryPlane, UpfConfig, UpfCore};
+use mobicore_upf::{UpfConfig, UpfCore};
+
+use crate::userplane::{HarnessPlane, S1uLog};
 
 use crate::fault::{FaultAction, Faults, Link, Msg};
 
@@ -95,8 +97,11 @@ pub struct Network {
     pub hss: Hss,
     pub spgwc: SpgwcCore,
     pub upf: UpfCore,
-    /// The UPF's forwarding plane (shares its table with the UPF).
-    pub plane: MemoryPlane,
+    /// The UPF's forwarding plane (shares its table and its user-space data
+    /// path with the UPF).
+    pub plane: HarnessPlane,
+    /// What the eNBs received on S1-U.
+    pub s1u: S1uLog,
     /// The MME's S11 client: sequence numbers, T3/N3 retransmission.
     pub s11_client: Transactions<SocketAddr, (UeRef, Ebi)>,
     pub plan: SubscriberPlan,
@@ -144,7 +149,8 @@ impl Network {
         for u in 0..n_ues {
             enbs[(u % n_enbs as u64) as usize].add_ue(u, Ue::new(usim_for(u, &cfg.plan), cfg.plan.plmn));
         }
-        let plane = MemoryPlane::new();
+        let plane =
+            HarnessPlane::new(mobicore_upf::dataplane::DatapathConfig { s1u_addr: UPF_S1U, ..Default::default() });
         let upf = UpfCore::new(cfg.upf.clone(), Box::new(plane.clone()), SystemTime::UNIX_EPOCH, Counters::new());
         let mut spgwc = SpgwcCore::new(cfg.spgwc.clone(), Ipv4Addr::LOCALHOST, SystemTime::UNIX_EPOCH, Counters::new());
         spgwc.start(now);
@@ -158,6 +164,7 @@ impl Network {
             spgwc,
             upf,
             plane,
+            s1u: S1uLog::default(),
             s11_client,
             plan: cfg.plan.clone(),
             reports: Vec::new(),
@@ -329,6 +336,7 @@ impl Network {
                 Interface::Pfcp => Msg::PfcpToUpf(t.bytes),
             });
         }
+        self.collect_user_plane();
         while let Some((_, bytes)) = self.upf.poll_transmit() {
             self.queue.push_back(Msg::PfcpToCp(bytes));
         }
@@ -381,6 +389,7 @@ impl Network {
             Msg::S11ToMme(b) => self.s11_to_mme(&b),
             Msg::PfcpToUpf(b) => self.upf.handle_datagram(now, SGW_PFCP, &b),
             Msg::PfcpToCp(b) => self.spgwc.handle_pfcp(now, UPF_PFCP, &b),
+            Msg::S1uDownlink { to, bytes } => self.s1u_to_enb(to, &bytes),
         }
         self.collect();
         true

@@ -72,7 +72,7 @@ fn fifty_ues_on_three_enbs_attach_and_detach_leaving_no_state() {
     assert_eq!(net.mme_stats().attached, n as usize);
     assert!(net.delivered > 20 * n as usize, "{} messages delivered", net.delivered);
     assert_eq!(net.spgwc.sessions().len(), n as usize);
-    assert_eq!(net.plane.len(), n as usize);
+    assert_eq!(net.plane.table.len(), n as usize);
     assert_eq!(net.upf.sessions().len(), n as usize);
     // eNB F-TEIDs are distinct across eNBs too (the eNB ID is in the TEID).
     let enb_fteids: HashSet<_> = (0..n).map(|u| net.enb_fteid(u).unwrap()).collect();
@@ -90,7 +90,7 @@ fn fifty_ues_on_three_enbs_attach_and_detach_leaving_no_state() {
     assert_eq!(net.mme_stats().ues, 0, "MME holds no UE context");
     assert!(net.spgwc.sessions().is_empty(), "SGW-C holds no session");
     assert!(net.upf.sessions().is_empty(), "UPF holds no PFCP session");
-    assert!(net.plane.is_empty(), "forwarding plane holds no rules");
+    assert!(net.plane.table.is_empty(), "forwarding plane holds no rules");
     assert_eq!(net.spgwc.counters.value("sessions_deleted"), n);
     assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
 }
@@ -120,7 +120,7 @@ fn guti_reattach_after_detach_keeps_the_guti() {
     // The MME forgot the GUTI at detach; the attach by GUTI still ends registered.
     assert_eq!(net.mme_stats().attached, 1);
     assert_eq!(net.spgwc.sessions().len(), 1);
-    assert_eq!(net.plane.len(), 1);
+    assert_eq!(net.plane.table.len(), 1);
 }
 
 #[test]
@@ -153,6 +153,6 @@ fn idle_network_only_heartbeats_and_keeps_sessions() {
     assert_eq!(net.spgwc.counters.value("pfcp_timeout"), 0);
     assert!(net.attached(0) && net.attached(1));
     assert_eq!(net.mme_stats().attached, 2);
-    assert_eq!(net.plane.len(), 2);
+    assert_eq!(net.plane.table.len(), 2);
     assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
 }

@@ -50,7 +50,7 @@ fn all_five_authentication_requests_dropped_abort_the_attach() {
     assert!(matches!(net.last_result(0, Procedure::Attach), Some(Err(_))));
     assert_eq!(net.mme_stats().ues, 0, "the MME holds no context");
     assert!(net.spgwc.sessions().is_empty());
-    assert!(net.plane.is_empty());
+    assert!(net.plane.table.is_empty());
     assert_eq!(net.ue(0).ue.emm_state(), EmmState::Deregistered);
 }
 
@@ -100,7 +100,7 @@ fn assert_no_state(net: &Network) {
     assert_eq!(net.mme_stats().ues, 0, "MME context left");
     assert!(net.spgwc.sessions().is_empty(), "SGW-C sessions left: {:?}", net.spgwc.sessions());
     assert!(net.upf.sessions().is_empty(), "UPF sessions left");
-    assert!(net.plane.is_empty(), "forwarding rules left");
+    assert!(net.plane.table.is_empty(), "forwarding rules left");
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn enb_disconnected_mid_attach() {
     assert_eq!(net.mme_stats().ues, 6, "only the other eNBs' UEs have contexts");
     assert_eq!(net.mme_stats().attached, 6);
     assert_eq!(net.spgwc.sessions().len(), 6);
-    assert_eq!(net.plane.len(), 6);
+    assert_eq!(net.plane.table.len(), 6);
 }
 
 #[test]
@@ -209,7 +209,7 @@ fn lost_create_session_response_is_replayed_from_the_sgw_cache() {
     // no second session, no second address.
     assert_eq!(net.spgwc.counters.value("s11_duplicate_request"), 1);
     assert_eq!(net.spgwc.sessions().len(), 1);
-    assert_eq!(net.plane.len(), 1);
+    assert_eq!(net.plane.table.len(), 1);
     assert_eq!(net.spgwc.counters.value("sessions_created"), 1);
 }
 
@@ -229,10 +229,10 @@ fn corrupted_create_session_request_is_rejected_then_attach_again_works() {
     assert!(r.as_ref().is_err_and(|e| e.contains("#19")), "{r:?}");
     assert_eq!(net.mme_stats().ues, 0);
     assert!(net.spgwc.sessions().is_empty());
-    assert!(net.plane.is_empty());
+    assert!(net.plane.table.is_empty());
     net.attach(0);
     net.drive();
     assert!(net.attached(0), "{:?}", net.outcomes(0));
     assert_eq!(net.spgwc.sessions().len(), 1);
-    assert_eq!(net.plane.len(), 1);
+    assert_eq!(net.plane.table.len(), 1);
 }

@@ -57,7 +57,7 @@ proptest! {
         }
         prop_assert_eq!(net.mme_stats().attached, n as usize);
         prop_assert_eq!(net.spgwc.sessions().len(), n as usize);
-        prop_assert_eq!(net.plane.len(), n as usize);
+        prop_assert_eq!(net.plane.table.len(), n as usize);
         // Time passing with the garbage answered changes nothing.
         net.advance(std::time::Duration::from_secs(30));
         prop_assert_eq!(net.spgwc.sessions().len(), n as usize);
