@@ -121,6 +121,9 @@ pub enum Step {
     },
     /// S11 Release Access Bearers in flight for an S1 release.
     ReleaseAccessBearers,
+    /// An X2 or S1 handover runs (TS 23.401 5.5.1); `UeContext::handover`
+    /// says which and where it is.
+    Handover,
 }
 
 /// Which NAS timer runs (TS 24.301 10.2).
@@ -303,6 +306,9 @@ pub struct UeContext {
     pub ue_radio_capability: Option<Bytes>,
     /// The 16 digits of the IMEISV from SECURITY MODE COMPLETE.
     pub imeisv: Option<String>,
+    /// The handover that runs (with `Step::Handover`), or the S1
+    /// connections it released whose release is not complete yet.
+    pub handover: Option<crate::s1_handover::Handover>,
 }
 
 impl UeContext {
@@ -329,6 +335,7 @@ impl UeContext {
             ecgi: None,
             ue_radio_capability: None,
             imeisv: None,
+            handover: None,
         }
     }
 

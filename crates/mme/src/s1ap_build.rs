@@ -256,3 +256,195 @@ pub fn error_indication_with(
     let extra = cd.map(|cd| build_s1ap_ie!(ErrorIndication, CriticalityDiagnostics(cd))).into_iter().collect();
     encode_with(pdu, extra)
 }
+
+// ---- handovers (TS 36.413 8.4) ----
+
+
+/// The S1-U address of an F-TEID (TS 36.413 9.2.2.1) and its TEID (9.2.2.2).
+fn tunnel(f: &Fteid) -> (TransportLayerAddress<'static>, GTPTEID) {
+    (TransportLayerAddress(BitString::from(f.ipv4.octets().to_vec())), GTPTEID(f.teid.0.to_be_bytes()))
+}
+
+/// PATH SWITCH REQUEST ACKNOWLEDGE (TS 36.413 9.1.5.9): the E-RABs to be
+/// released (those the request did not name), the Security Context {NCC,
+/// NH} (TS 33.401 7.2.8.4.3) and, after a mismatch, the UE security
+/// capabilities the MME holds (TS 33.401 7.2.4.2.2).
+pub fn path_switch_request_acknowledge(
+    mme_ue_id: u32,
+    enb_ue_id: u32,
+    released: &[u8],
+    ncc: u8,
+    nh: &[u8; 32],
+    ue_security: Option<(u8, u8)>,
+) -> Option<Vec<u8>> {
+    let mut ies: Extra<'_> = vec![
+        build_s1ap_ie!(PathSwitchRequestAcknowledge, MME_UE_S1AP_ID(mme_ue_id)),
+        build_s1ap_ie!(PathSwitchRequestAcknowledge, eNB_UE_S1AP_ID(enb_ue_id)),
+    ];
+    if !released.is_empty() {
+        ies.push(erab_list(released, Cause::radioNetwork(CauseRadioNetwork::unspecified)).and_then(|l| {
+            build_s1ap_ie!(PathSwitchRequestAcknowledge, E_RABToBeReleasedList(l))
+        }));
+    }
+    let sc = SecurityContext::new(ncc, SecurityKey::from(*nh), None);
+    ies.push(build_s1ap_ie!(PathSwitchRequestAcknowledge, SecurityContext(sc)));
+    if let Some((eea, eia)) = ue_security {
+        ies.push(build_s1ap_ie!(PathSwitchRequestAcknowledge, UESecurityCapabilities(ue_security_capabilities(eea, eia))));
+    }
+    let empty = PathSwitchRequestAcknowledge::new(ProtocolIEContainer(Vec::new()));
+    encode_with(S1AP_PDU::of_message(&empty, Criticality::reject), ies)
+}
+
+/// An E-RAB list (TS 36.413 9.2.1.36) of `ebis`, each with `cause`.
+fn erab_list(ebis: &[u8], cause: Cause) -> Result<ERABList<'static>, oxirush_s1ap::Error> {
+    let items: Result<Vec<_>, _> = ebis
+        .iter()
+        .map(|e| {
+            build_s1ap_ie!(IGNORE E_RABItem(ERABItem::new(ERABID(*e as u64), cause.clone(), None)))
+                .map(|i| i.into_owned())
+        })
+        .collect();
+    Ok(ERABList(items?))
+}
+
+/// PATH SWITCH REQUEST FAILURE (TS 36.413 9.1.5.10).
+pub fn path_switch_request_failure(mme_ue_id: u32, enb_ue_id: u32, cause: Cause) -> Option<Vec<u8>> {
+    encode(build_s1ap!(
+        UnsuccessfulOutcome,
+        PathSwitchRequest,
+        PathSwitchRequestFailure,
+        MME_UE_S1AP_ID(mme_ue_id),
+        eNB_UE_S1AP_ID(enb_ue_id),
+        Cause(cause),
+    ))
+}
+
+/// One E-RAB of a HANDOVER REQUEST: the S-GW's S1-U F-TEID and its QoS.
+pub struct HandoverErab {
+    pub ebi: u8,
+    pub qci: u8,
+    pub arp: Arp,
+    pub sgw_s1u: Fteid,
+}
+
+/// What the HANDOVER REQUEST carries (TS 36.413 9.1.5.4).
+pub struct HandoverRequestData<'a> {
+    pub mme_ue_id: u32,
+    pub cause: Cause,
+    pub ue_ambr: Ambr,
+    pub erabs: &'a [HandoverErab],
+    /// The Source to Target Transparent Container, as the source gave it.
+    pub container: &'a [u8],
+    pub eea: u8,
+    pub eia: u8,
+    pub ncc: u8,
+    pub nh: &'a [u8; 32],
+}
+
+/// HANDOVER REQUEST (TS 36.413 9.1.5.4), intra-LTE, with the Security
+/// Context {NCC, NH} of TS 33.401 7.2.8.4.4.
+pub fn handover_request(r: HandoverRequestData<'_>) -> Option<Vec<u8>> {
+    let items: Option<Vec<ProtocolIEField<'_>>> = r
+        .erabs
+        .iter()
+        .map(|e| {
+            let (addr, teid) = tunnel(&e.sgw_s1u);
+            let qos = ERABLevelQoSParameters::new(QCI(e.qci), arp_ie(&e.arp), None, None);
+            let item = ERABToBeSetupItemHOReq::new(ERABID(e.ebi as u64), addr, teid, qos, None);
+            build_s1ap_ie!(REJECT E_RABToBeSetupItemHOReq(item)).ok()
+        })
+        .collect();
+    let rate = |v: u64| BitRate(v.min(10_000_000_000));
+    let ambr = UEAggregateMaximumBitrate::new(rate(r.ue_ambr.downlink), rate(r.ue_ambr.uplink), None);
+    encode(build_s1ap!(
+        InitiatingMessage,
+        HandoverResourceAllocation,
+        HandoverRequest,
+        MME_UE_S1AP_ID(r.mme_ue_id),
+        HandoverType(HandoverType::intralte),
+        Cause(r.cause),
+        uEaggregateMaximumBitrate(ambr),
+        E_RABToBeSetupListHOReq(ERABToBeSetupListHOReq(items?)),
+        Source_ToTarget_TransparentContainer(SourceToTargetTransparentContainer::from(r.container.to_vec())),
+        UESecurityCapabilities(ue_security_capabilities(r.eea, r.eia)),
+        SecurityContext(SecurityContext::new(r.ncc, SecurityKey::from(*r.nh), None)),
+    ))
+}
+
+/// HANDOVER COMMAND (TS 36.413 9.1.5.2): the E-RABs subject to data
+/// forwarding with the DL forwarding F-TEID (the S-GW's for indirect
+/// forwarding, the target eNB's for direct), the E-RABs the target did not
+/// admit, and the Target to Source Transparent Container as the target
+/// gave it.
+pub fn handover_command(
+    mme_ue_id: u32,
+    enb_ue_id: u32,
+    forwarding: &[(u8, Fteid)],
+    released: &[u8],
+    container: &[u8],
+) -> Option<Vec<u8>> {
+    let mut ies: Extra<'_> = vec![
+        build_s1ap_ie!(HandoverCommand, MME_UE_S1AP_ID(mme_ue_id)),
+        build_s1ap_ie!(HandoverCommand, eNB_UE_S1AP_ID(enb_ue_id)),
+        build_s1ap_ie!(HandoverCommand, HandoverType(HandoverType::intralte)),
+    ];
+    if !forwarding.is_empty() {
+        let items: Option<Vec<ProtocolIEField<'_>>> = forwarding
+            .iter()
+            .map(|(ebi, f)| {
+                let (addr, teid) = tunnel(f);
+                let item = ERABDataForwardingItem::new(ERABID(*ebi as u64), Some(addr), Some(teid), None, None, None);
+                build_s1ap_ie!(IGNORE E_RABDataForwardingItem(item)).ok()
+            })
+            .collect();
+        ies.push(build_s1ap_ie!(HandoverCommand, E_RABSubjecttoDataForwardingList(ERABSubjecttoDataForwardingList(items?))));
+    }
+    if !released.is_empty() {
+        let cause = Cause::radioNetwork(CauseRadioNetwork::unspecified);
+        ies.push(erab_list(released, cause).and_then(|l| build_s1ap_ie!(HandoverCommand, E_RABtoReleaseListHOCmd(l))));
+    }
+    let container = TargetToSourceTransparentContainer::from(container.to_vec());
+    ies.push(build_s1ap_ie!(HandoverCommand, Target_ToSource_TransparentContainer(container)));
+    let empty = HandoverCommand::new(ProtocolIEContainer(Vec::new()));
+    encode_with(S1AP_PDU::of_message(&empty, Criticality::reject), ies)
+}
+
+/// HANDOVER PREPARATION FAILURE (TS 36.413 9.1.5.3).
+pub fn handover_preparation_failure(mme_ue_id: u32, enb_ue_id: u32, cause: Cause) -> Option<Vec<u8>> {
+    encode(build_s1ap!(
+        UnsuccessfulOutcome,
+        HandoverPreparation,
+        HandoverPreparationFailure,
+        MME_UE_S1AP_ID(mme_ue_id),
+        eNB_UE_S1AP_ID(enb_ue_id),
+        Cause(cause),
+    ))
+}
+
+/// HANDOVER CANCEL ACKNOWLEDGE (TS 36.413 9.1.5.11).
+pub fn handover_cancel_acknowledge(mme_ue_id: u32, enb_ue_id: u32) -> Option<Vec<u8>> {
+    encode(build_s1ap!(
+        SuccessfulOutcome,
+        HandoverCancel,
+        HandoverCancelAcknowledge,
+        MME_UE_S1AP_ID(mme_ue_id),
+        eNB_UE_S1AP_ID(enb_ue_id),
+    ))
+}
+
+/// MME STATUS TRANSFER (TS 36.413 9.1.10): the source's eNB Status
+/// Transfer Transparent Container, as it came.
+pub fn mme_status_transfer(
+    mme_ue_id: u32,
+    enb_ue_id: u32,
+    container: ENBStatusTransferTransparentContainer<'_>,
+) -> Option<Vec<u8>> {
+    encode(build_s1ap!(
+        InitiatingMessage,
+        MMEStatusTransfer,
+        MMEStatusTransfer,
+        MME_UE_S1AP_ID(mme_ue_id),
+        eNB_UE_S1AP_ID(enb_ue_id),
+        eNB_StatusTransfer_TransparentContainer(container),
+    ))
+}
