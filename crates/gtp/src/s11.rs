@@ -136,9 +136,25 @@ pub fn encode_request(req: &S11Request, seq: u32) -> GtpMessage {
         S11Request::ReleaseAccessBearers(_) => {
             Message::ReleaseAccessBearersRequest(m::ReleaseAccessBearersRequest::default())
         }
-        S11Request::CreateIndirectForwarding(_) | S11Request::DeleteIndirectForwarding(_) => {
-            todo!("issue 10: the Indirect Data Forwarding Tunnel codec")
+        // TS 29.274 7.2.18: per bearer the target eNB's F-TEID for DL data
+        // forwarding (Table 7.2.18-2, instance 0, interface type 19).
+        S11Request::CreateIndirectForwarding(r) => {
+            Message::CreateIndirectDataForwardingTunnelRequest(m::CreateIndirectDataForwardingTunnelRequest {
+                sender_fteid: None,
+                bearer_contexts: r
+                    .bearers
+                    .iter()
+                    .map(|b| m::ForwardingBearerContext {
+                        ebi: b.ebi,
+                        cause: None,
+                        enb_dl_fteid: Some(fteid_ie(interface_type::ENB_GTPU_DL_FORWARDING, &b.fteid)),
+                        sgw_dl_fteid: None,
+                    })
+                    .collect(),
+                recovery: None,
+            })
         }
+        S11Request::DeleteIndirectForwarding(_) => Message::DeleteIndirectDataForwardingTunnelRequest,
     };
     GtpMessage { teid: Some(request_teid(req)), seq, body }
 }
@@ -189,6 +205,22 @@ pub fn decode_request(msg: &GtpMessage) -> Result<S11Request, MessageError> {
         Message::ReleaseAccessBearersRequest(_) => {
             S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: teid })
         }
+        Message::CreateIndirectDataForwardingTunnelRequest(r) => {
+            // Each bearer names the eNB F-TEID for DL data forwarding
+            // (Table 7.2.18-2): without it there is nothing to forward to.
+            let bearers = r
+                .bearer_contexts
+                .iter()
+                .map(|bc| {
+                    let f = bc.enb_dl_fteid.as_ref().ok_or(missing(ie_type::FTEID, 0))?;
+                    Ok(ForwardingBearer { ebi: bc.ebi, fteid: fteid_of(f, ie_type::FTEID, 0)? })
+                })
+                .collect::<Result<Vec<_>, MessageError>>()?;
+            S11Request::CreateIndirectForwarding(CreateIndirectForwardingRequest { sgw_teid: teid, bearers })
+        }
+        Message::DeleteIndirectDataForwardingTunnelRequest => {
+            S11Request::DeleteIndirectForwarding(DeleteIndirectForwardingRequest { sgw_teid: teid })
+        }
         other => return Err(MessageError::UnknownMessage(other.msg_type())),
     })
 }
@@ -231,8 +263,30 @@ pub fn encode_response(resp: &S11Response, teid: u32, seq: u32, recovery: Option
         S11Response::ReleaseAccessBearers(c) => {
             Message::ReleaseAccessBearersResponse(m::CauseOnlyResponse { cause: CauseIe::new(c.0), recovery })
         }
-        S11Response::CreateIndirectForwarding(_) | S11Response::DeleteIndirectForwarding(_) => {
-            todo!("issue 10: the Indirect Data Forwarding Tunnel codec")
+        // TS 29.274 7.2.19: per bearer its Cause and the S-GW's F-TEID for
+        // DL data forwarding (Table 7.2.19-2, instance 1, interface type 23).
+        S11Response::CreateIndirectForwarding(r) => {
+            Message::CreateIndirectDataForwardingTunnelResponse(m::CreateIndirectDataForwardingTunnelResponse {
+                cause: CauseIe::new(r.cause.0),
+                sender_fteid: None,
+                bearer_contexts: r
+                    .bearers
+                    .iter()
+                    .map(|b| m::ForwardingBearerContext {
+                        ebi: b.ebi,
+                        cause: Some(CauseIe::new(r.cause.0)),
+                        enb_dl_fteid: None,
+                        sgw_dl_fteid: Some(fteid_ie(interface_type::SGW_GTPU_DL_FORWARDING, &b.fteid)),
+                    })
+                    .collect(),
+                recovery,
+            })
+        }
+        S11Response::DeleteIndirectForwarding(c) => {
+            Message::DeleteIndirectDataForwardingTunnelResponse(m::CauseOnlyResponse {
+                cause: CauseIe::new(c.0),
+                recovery,
+            })
         }
     };
     GtpMessage { teid: Some(teid), seq, body }
@@ -293,6 +347,25 @@ pub fn decode_response(msg: &GtpMessage, request_ebi: Ebi) -> Result<S11Response
         }),
         Message::DeleteSessionResponse(r) => S11Response::DeleteSession(GtpCause(r.cause.value)),
         Message::ReleaseAccessBearersResponse(r) => S11Response::ReleaseAccessBearers(GtpCause(r.cause.value)),
+        Message::CreateIndirectDataForwardingTunnelResponse(r) => {
+            S11Response::CreateIndirectForwarding(CreateIndirectForwardingResponse {
+                cause: GtpCause(r.cause.value),
+                // The bearers the S-GW accepted, each with its F-TEID for DL
+                // data forwarding (instance 1; instance 0 read too).
+                bearers: r
+                    .bearer_contexts
+                    .iter()
+                    .filter(|bc| bc.cause.is_none_or(|c| GtpCause(c.value).is_accepted()))
+                    .filter_map(|bc| {
+                        let f = bc.sgw_dl_fteid.or(bc.enb_dl_fteid)?;
+                        Some(ForwardingBearer { ebi: bc.ebi, fteid: fteid_of(&f, ie_type::FTEID, 1).ok()? })
+                    })
+                    .collect(),
+            })
+        }
+        Message::DeleteIndirectDataForwardingTunnelResponse(r) => {
+            S11Response::DeleteIndirectForwarding(GtpCause(r.cause.value))
+        }
         other => return Err(MessageError::UnknownMessage(other.msg_type())),
     })
 }
@@ -309,9 +382,119 @@ pub fn request_ebi(req: &S11Request) -> Ebi {
     }
 }
 
+// ---- S-GW -> MME requests (Downlink Data Notification) and MME -> S-GW
+// messages without response (Downlink Data Notification Failure Indication)
+
+/// Data Notification Delay (TS 29.274 8.27): units of 50 ms.
+const DELAY_UNIT_MS: u32 = 50;
+
+/// SGW side: the Downlink Data Notification (TS 29.274 7.2.11.1) for a
+/// typed S-GW request, sent to the MME's S11 TEID; `sgw` is the S-GW's S11
+/// F-TEID of the UE (Sender F-TEID for Control Plane), which the MME
+/// answers to.
+pub fn encode_incoming_request(req: &S11IncomingRequest, sgw: Option<Fteid>, seq: u32) -> GtpMessage {
+    match req {
+        S11IncomingRequest::DownlinkDataNotification(r) => GtpMessage {
+            teid: Some(r.mme_teid.0),
+            seq,
+            body: Message::DownlinkDataNotification(m::DownlinkDataNotification {
+                cause: None,
+                ebi: r.ebi,
+                arp: r.arp,
+                sender_fteid: sgw.as_ref().map(|f| fteid_ie(interface_type::S11S4_SGW_GTPC, f)),
+            }),
+        },
+    }
+}
+
+/// MME side: the typed S-GW request in a GTPv2-C request (a Downlink Data
+/// Notification, TS 29.274 7.2.11.1), and the TEID to answer to (the
+/// S-GW's Sender F-TEID, 0 when absent).
+pub fn decode_incoming_request(msg: &GtpMessage) -> Result<(S11IncomingRequest, u32), MessageError> {
+    match &msg.body {
+        Message::DownlinkDataNotification(r) => Ok((
+            S11IncomingRequest::DownlinkDataNotification(DownlinkDataNotification {
+                mme_teid: Teid(msg.teid.unwrap_or(0)),
+                ebi: r.ebi,
+                arp: r.arp,
+            }),
+            r.sender_fteid.map_or(0, |f| f.teid),
+        )),
+        other => Err(MessageError::UnknownMessage(other.msg_type())),
+    }
+}
+
+/// MME side: the answer (Downlink Data Notification Acknowledge, TS 29.274
+/// 7.2.11.2) to the S-GW's TEID `teid` with the request's sequence number.
+pub fn encode_incoming_answer(answer: &S11IncomingAnswer, teid: u32, seq: u32) -> GtpMessage {
+    match answer {
+        S11IncomingAnswer::DownlinkDataNotificationAck(a) => GtpMessage {
+            teid: Some(teid),
+            seq,
+            body: Message::DownlinkDataNotificationAck(m::DownlinkDataNotificationAck {
+                cause: CauseIe::new(a.cause.0),
+                delay: a.data_notification_delay_ms.map(|ms| (ms / DELAY_UNIT_MS).min(255) as u8),
+                recovery: None,
+                dl_buffering_duration: a.dl_buffering_duration_s.map(|s| {
+                    if s == u32::MAX {
+                        0xe0
+                    } else {
+                        m::epc_timer_octet(s)
+                    }
+                }),
+                dl_buffering_suggested_packets: a.dl_buffering_suggested_packets,
+            }),
+        },
+    }
+}
+
+/// SGW side: the MME's typed answer in a GTPv2-C response. An "infinite"
+/// DL Buffering Duration reads as `u32::MAX` seconds.
+pub fn decode_incoming_answer(msg: &GtpMessage) -> Result<S11IncomingAnswer, MessageError> {
+    match &msg.body {
+        Message::DownlinkDataNotificationAck(a) => {
+            Ok(S11IncomingAnswer::DownlinkDataNotificationAck(DownlinkDataNotificationAck {
+                cause: GtpCause(a.cause.value),
+                data_notification_delay_ms: a.delay.map(|d| u32::from(d) * DELAY_UNIT_MS),
+                dl_buffering_duration_s: a.dl_buffering_duration.map(|o| m::epc_timer_seconds(o).unwrap_or(u32::MAX)),
+                dl_buffering_suggested_packets: a.dl_buffering_suggested_packets,
+            }))
+        }
+        other => Err(MessageError::UnknownMessage(other.msg_type())),
+    }
+}
+
+/// MME side: a message that has no response (Downlink Data Notification
+/// Failure Indication, TS 29.274 7.2.11.3), to the S-GW's S11 TEID.
+pub fn encode_notification(n: &S11Notification, seq: u32) -> GtpMessage {
+    match n {
+        S11Notification::DownlinkDataNotificationFailure(f) => GtpMessage {
+            teid: Some(f.sgw_teid.0),
+            seq,
+            body: Message::DownlinkDataNotificationFailureIndication(m::DownlinkDataNotificationFailureIndication {
+                cause: CauseIe::new(f.cause.0),
+            }),
+        },
+    }
+}
+
+/// SGW side: the typed message in a GTPv2-C message without response.
+pub fn decode_notification(msg: &GtpMessage) -> Result<S11Notification, MessageError> {
+    match &msg.body {
+        Message::DownlinkDataNotificationFailureIndication(f) => {
+            Ok(S11Notification::DownlinkDataNotificationFailure(DownlinkDataNotificationFailure {
+                sgw_teid: Teid(msg.teid.unwrap_or(0)),
+                cause: GtpCause(f.cause.value),
+            }))
+        }
+        other => Err(MessageError::UnknownMessage(other.msg_type())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::Message;
     use mobicore_common::{Ambr, Arp, Ecgi, PdnType, Plmn, Tai};
     use proptest::prelude::*;
 
@@ -379,7 +562,46 @@ mod tests {
             })),
             any::<u32>()
                 .prop_map(|t| S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(t) })),
+            (any::<u32>(), proptest::collection::vec(bearer(), 1..4)).prop_map(|(t, bearers)| {
+                S11Request::CreateIndirectForwarding(CreateIndirectForwardingRequest { sgw_teid: Teid(t), bearers })
+            }),
+            any::<u32>().prop_map(|t| S11Request::DeleteIndirectForwarding(DeleteIndirectForwardingRequest {
+                sgw_teid: Teid(t)
+            })),
         ]
+    }
+
+    fn bearer() -> impl Strategy<Value = ForwardingBearer> {
+        (0u8..16, fteid()).prop_map(|(e, fteid)| ForwardingBearer { ebi: Ebi(e), fteid })
+    }
+
+    fn arp() -> impl Strategy<Value = Arp> {
+        (0u8..16, any::<bool>(), any::<bool>()).prop_map(|(pl, c, v)| Arp {
+            priority_level: pl,
+            pre_emption_capability: c,
+            pre_emption_vulnerability: v,
+        })
+    }
+
+    /// Values the wire can carry exactly: delays in units of 50 ms, EPC
+    /// Timer values of one of its units (or infinite).
+    fn ack() -> impl Strategy<Value = DownlinkDataNotificationAck> {
+        let duration = prop_oneof![
+            Just(u32::MAX),
+            (0u32..32, prop_oneof![Just(2u32), Just(60), Just(600), Just(3600), Just(36_000)]).prop_map(|(v, u)| v * u),
+        ];
+        (
+            cause(),
+            proptest::option::of((0u32..256).prop_map(|d| d * 50)),
+            proptest::option::of(duration),
+            proptest::option::of(any::<u16>()),
+        )
+            .prop_map(|(cause, delay, dur, n)| DownlinkDataNotificationAck {
+                cause,
+                data_notification_delay_ms: delay,
+                dl_buffering_duration_s: dur,
+                dl_buffering_suggested_packets: n,
+            })
     }
 
     fn response() -> impl Strategy<Value = S11Response> {
@@ -426,6 +648,11 @@ mod tests {
             cause().prop_map(S11Response::DeleteSession),
             cause().prop_map(S11Response::ReleaseAccessBearers),
             cause().prop_map(|c| S11Response::ModifyBearer(ModifyBearerResponse { cause: c, bearer_cause: None })),
+            // Accepted: the bearers a rejection names are not the S-GW's to forward.
+            proptest::collection::vec(bearer(), 0..4).prop_map(|bearers| S11Response::CreateIndirectForwarding(
+                CreateIndirectForwardingResponse { cause: GtpCause::REQUEST_ACCEPTED, bearers }
+            )),
+            cause().prop_map(S11Response::DeleteIndirectForwarding),
         ]
     }
 
@@ -445,6 +672,106 @@ mod tests {
             prop_assert_eq!(m.teid, Some(teid));
             prop_assert_eq!(decode_response(&m, Ebi(5)).unwrap(), resp);
         }
+
+        #[test]
+        fn downlink_data_notification_round_trips(
+            mme in any::<u32>(), ebi in proptest::option::of(0u8..16), arp in proptest::option::of(arp()),
+            sgw in proptest::option::of(fteid()), seq in 0u32..1 << 24,
+        ) {
+            let req = S11IncomingRequest::DownlinkDataNotification(DownlinkDataNotification {
+                mme_teid: Teid(mme), ebi: ebi.map(Ebi), arp,
+            });
+            let bytes = encode_incoming_request(&req, sgw, seq).to_bytes();
+            let m = GtpMessage::parse(&bytes).map_err(|e| e.1).unwrap();
+            prop_assert_eq!(m.seq, seq);
+            prop_assert_eq!(decode_incoming_request(&m).unwrap(), (req, sgw.map_or(0, |f| f.teid.0)));
+        }
+
+        #[test]
+        fn downlink_data_notification_ack_round_trips(a in ack(), teid in any::<u32>(), seq in 0u32..1 << 24) {
+            let answer = S11IncomingAnswer::DownlinkDataNotificationAck(a);
+            let m = GtpMessage::parse(&encode_incoming_answer(&answer, teid, seq).to_bytes()).map_err(|e| e.1).unwrap();
+            prop_assert_eq!((m.teid, m.seq), (Some(teid), seq));
+            prop_assert_eq!(decode_incoming_answer(&m).unwrap(), answer);
+        }
+
+        #[test]
+        fn failure_indication_round_trips(teid in any::<u32>(), c in cause(), seq in 0u32..1 << 24) {
+            let n = S11Notification::DownlinkDataNotificationFailure(DownlinkDataNotificationFailure {
+                sgw_teid: Teid(teid), cause: c,
+            });
+            let m = GtpMessage::parse(&encode_notification(&n, seq).to_bytes()).map_err(|e| e.1).unwrap();
+            prop_assert!(crate::message::msg_type::is_unanswered(m.body.msg_type()));
+            prop_assert_eq!(decode_notification(&m).unwrap(), n);
+        }
+    }
+
+    #[test]
+    fn indirect_forwarding_ies_are_where_ts_29_274_puts_them() {
+        use crate::wire::ie::IeIter;
+        let f = Fteid { teid: Teid(0x0a0b0c0d), ipv4: Ipv4Addr::new(10, 0, 0, 7) };
+        let req = S11Request::CreateIndirectForwarding(CreateIndirectForwardingRequest {
+            sgw_teid: Teid(9),
+            bearers: vec![ForwardingBearer { ebi: Ebi(5), fteid: f }],
+        });
+        let b = encode_request(&req, 1).to_bytes();
+        assert_eq!(b[1], 166);
+        let ies: Vec<_> = IeIter::new(&b[12..]).map(Result::unwrap).collect();
+        let bc: Vec<_> = IeIter::new(ies[0].value).map(Result::unwrap).collect();
+        // eNodeB F-TEID for DL data forwarding: instance 0, interface type 19.
+        let ft = bc.iter().find(|e| e.ie_type == ie_type::FTEID).unwrap();
+        assert_eq!((ft.instance, ft.value[0]), (0, 0x80 | 19));
+        // A request whose bearer has no eNB F-TEID is refused with the IE named.
+        let mut m = GtpMessage::parse(&b).unwrap();
+        if let Message::CreateIndirectDataForwardingTunnelRequest(r) = &mut m.body {
+            r.bearer_contexts[0].enb_dl_fteid = None;
+        }
+        let m = GtpMessage::parse(&m.to_bytes()).unwrap();
+        assert_eq!(decode_request(&m), Err(MessageError::MissingIe { ie_type: ie_type::FTEID, instance: 0 }));
+
+        let resp = S11Response::CreateIndirectForwarding(CreateIndirectForwardingResponse {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            bearers: vec![ForwardingBearer { ebi: Ebi(5), fteid: f }],
+        });
+        let b = encode_response(&resp, 3, 1, None).to_bytes();
+        let ies: Vec<_> = IeIter::new(&b[12..]).map(Result::unwrap).collect();
+        let bc = ies.iter().find(|e| e.ie_type == ie_type::BEARER_CONTEXT).unwrap();
+        let bc: Vec<_> = IeIter::new(bc.value).map(Result::unwrap).collect();
+        // S-GW F-TEID for DL data forwarding: instance 1, interface type 23; a bearer Cause.
+        let ft = bc.iter().find(|e| e.ie_type == ie_type::FTEID).unwrap();
+        assert_eq!((ft.instance, ft.value[0]), (1, 0x80 | 23));
+        assert!(bc.iter().any(|e| e.ie_type == ie_type::CAUSE && e.value[0] == 16));
+        // A delete request has no IE; a rejection of one carries the cause.
+        let b = encode_request(
+            &S11Request::DeleteIndirectForwarding(DeleteIndirectForwardingRequest { sgw_teid: Teid(9) }),
+            2,
+        )
+        .to_bytes();
+        assert_eq!((b[1], b.len()), (168, 12));
+        let r = crate::message::reject(168, 1, 2, GtpCause::CONTEXT_NOT_FOUND.0, None).unwrap();
+        assert_eq!(
+            decode_response(&GtpMessage::parse(&r.to_bytes()).unwrap(), Ebi(5)).unwrap(),
+            S11Response::DeleteIndirectForwarding(GtpCause::CONTEXT_NOT_FOUND)
+        );
+    }
+
+    #[test]
+    fn ddn_ack_timers_on_the_wire() {
+        let a = S11IncomingAnswer::DownlinkDataNotificationAck(DownlinkDataNotificationAck {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            data_notification_delay_ms: Some(1000),
+            dl_buffering_duration_s: Some(120),
+            dl_buffering_suggested_packets: Some(300),
+        });
+        let m = encode_incoming_answer(&a, 1, 1);
+        let Message::DownlinkDataNotificationAck(w) = &m.body else { panic!() };
+        // 20 x 50 ms; 2 minutes as unit 001 (1 minute) value 2; 300 in two octets.
+        assert_eq!(
+            (w.delay, w.dl_buffering_duration, w.dl_buffering_suggested_packets),
+            (Some(20), Some(0x22), Some(300))
+        );
+        assert_eq!(crate::message::epc_timer_seconds(0xe0), None);
+        assert_eq!(crate::message::epc_timer_seconds(0xa3), Some(180), "an undefined unit reads as 1 minute");
     }
 
     #[test]

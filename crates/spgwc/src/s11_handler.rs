@@ -163,8 +163,14 @@ impl SpgwcCore {
                     PfcpOp::ReleaseAccess { teid: r.sgw_teid.0, seid, s11: p },
                 );
             }
-            S11Request::CreateIndirectForwarding(_) | S11Request::DeleteIndirectForwarding(_) => {
-                todo!("issue 10: indirect data forwarding tunnels")
+            S11Request::CreateIndirectForwarding(r) => {
+                // TS 29.274 8.4: "Service not supported" until the tunnels exist.
+                let mme = self.mme_teid_for(r.sgw_teid.0, p.peer);
+                self.reject_s11(now, p, t, mme, GtpCause(68));
+            }
+            S11Request::DeleteIndirectForwarding(r) => {
+                let mme = self.mme_teid_for(r.sgw_teid.0, p.peer);
+                self.reject_s11(now, p, t, mme, GtpCause(68));
             }
             S11Request::DeleteSession(r) => {
                 let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };

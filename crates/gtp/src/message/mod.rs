@@ -6,10 +6,12 @@
 
 mod bearer;
 mod fields;
+mod mobility;
 mod session;
 
 pub use bearer::*;
 pub use fields::Fields;
+pub use mobility::*;
 pub use session::*;
 
 use crate::wire::ie::{ie_type, put_ie};
@@ -26,8 +28,16 @@ pub mod msg_type {
     pub const MODIFY_BEARER_RESPONSE: u8 = 35;
     pub const DELETE_SESSION_REQUEST: u8 = 36;
     pub const DELETE_SESSION_RESPONSE: u8 = 37;
+    /// Downlink Data Notification Failure Indication: no response exists.
+    pub const DOWNLINK_DATA_NOTIFICATION_FAILURE_INDICATION: u8 = 70;
+    pub const CREATE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST: u8 = 166;
+    pub const CREATE_INDIRECT_DATA_FORWARDING_TUNNEL_RESPONSE: u8 = 167;
+    pub const DELETE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST: u8 = 168;
+    pub const DELETE_INDIRECT_DATA_FORWARDING_TUNNEL_RESPONSE: u8 = 169;
     pub const RELEASE_ACCESS_BEARERS_REQUEST: u8 = 170;
     pub const RELEASE_ACCESS_BEARERS_RESPONSE: u8 = 171;
+    pub const DOWNLINK_DATA_NOTIFICATION: u8 = 176;
+    pub const DOWNLINK_DATA_NOTIFICATION_ACKNOWLEDGE: u8 = 177;
 
     /// True for the request types we know (the responder side).
     pub fn is_request(t: u8) -> bool {
@@ -38,7 +48,15 @@ pub mod msg_type {
                 | MODIFY_BEARER_REQUEST
                 | DELETE_SESSION_REQUEST
                 | RELEASE_ACCESS_BEARERS_REQUEST
+                | CREATE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST
+                | DELETE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST
+                | DOWNLINK_DATA_NOTIFICATION
         )
+    }
+    /// True for messages that are neither a request nor a response: no
+    /// response exists (TS 29.274 7.2.11.3).
+    pub fn is_unanswered(t: u8) -> bool {
+        t == DOWNLINK_DATA_NOTIFICATION_FAILURE_INDICATION
     }
     /// The response type answering request type `t`.
     pub fn response_to(t: u8) -> Option<u8> {
@@ -102,6 +120,15 @@ pub enum Message {
     DeleteSessionResponse(CauseOnlyResponse),
     ReleaseAccessBearersRequest(ReleaseAccessBearersRequest),
     ReleaseAccessBearersResponse(CauseOnlyResponse),
+    CreateIndirectDataForwardingTunnelRequest(CreateIndirectDataForwardingTunnelRequest),
+    CreateIndirectDataForwardingTunnelResponse(CreateIndirectDataForwardingTunnelResponse),
+    /// Delete Indirect Data Forwarding Tunnel Request (TS 29.274 7.2.27):
+    /// no IE but the header TEID.
+    DeleteIndirectDataForwardingTunnelRequest,
+    DeleteIndirectDataForwardingTunnelResponse(CauseOnlyResponse),
+    DownlinkDataNotification(DownlinkDataNotification),
+    DownlinkDataNotificationAck(DownlinkDataNotificationAck),
+    DownlinkDataNotificationFailureIndication(DownlinkDataNotificationFailureIndication),
 }
 
 impl Message {
@@ -119,6 +146,13 @@ impl Message {
             Message::DeleteSessionResponse(_) => DELETE_SESSION_RESPONSE,
             Message::ReleaseAccessBearersRequest(_) => RELEASE_ACCESS_BEARERS_REQUEST,
             Message::ReleaseAccessBearersResponse(_) => RELEASE_ACCESS_BEARERS_RESPONSE,
+            Message::CreateIndirectDataForwardingTunnelRequest(_) => CREATE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST,
+            Message::CreateIndirectDataForwardingTunnelResponse(_) => CREATE_INDIRECT_DATA_FORWARDING_TUNNEL_RESPONSE,
+            Message::DeleteIndirectDataForwardingTunnelRequest => DELETE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST,
+            Message::DeleteIndirectDataForwardingTunnelResponse(_) => DELETE_INDIRECT_DATA_FORWARDING_TUNNEL_RESPONSE,
+            Message::DownlinkDataNotification(_) => DOWNLINK_DATA_NOTIFICATION,
+            Message::DownlinkDataNotificationAck(_) => DOWNLINK_DATA_NOTIFICATION_ACKNOWLEDGE,
+            Message::DownlinkDataNotificationFailureIndication(_) => DOWNLINK_DATA_NOTIFICATION_FAILURE_INDICATION,
         }
     }
 
@@ -140,6 +174,23 @@ impl Message {
                 Message::ReleaseAccessBearersRequest(ReleaseAccessBearersRequest::parse(&f)?)
             }
             RELEASE_ACCESS_BEARERS_RESPONSE => Message::ReleaseAccessBearersResponse(CauseOnlyResponse::parse(&f)?),
+            CREATE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST => Message::CreateIndirectDataForwardingTunnelRequest(
+                CreateIndirectDataForwardingTunnelRequest::parse(&f)?,
+            ),
+            CREATE_INDIRECT_DATA_FORWARDING_TUNNEL_RESPONSE => Message::CreateIndirectDataForwardingTunnelResponse(
+                CreateIndirectDataForwardingTunnelResponse::parse(&f)?,
+            ),
+            DELETE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST => Message::DeleteIndirectDataForwardingTunnelRequest,
+            DELETE_INDIRECT_DATA_FORWARDING_TUNNEL_RESPONSE => {
+                Message::DeleteIndirectDataForwardingTunnelResponse(CauseOnlyResponse::parse(&f)?)
+            }
+            DOWNLINK_DATA_NOTIFICATION => Message::DownlinkDataNotification(DownlinkDataNotification::parse(&f)?),
+            DOWNLINK_DATA_NOTIFICATION_ACKNOWLEDGE => {
+                Message::DownlinkDataNotificationAck(DownlinkDataNotificationAck::parse(&f)?)
+            }
+            DOWNLINK_DATA_NOTIFICATION_FAILURE_INDICATION => Message::DownlinkDataNotificationFailureIndication(
+                DownlinkDataNotificationFailureIndication::parse(&f)?,
+            ),
             other => return Err(MessageError::UnknownMessage(other)),
         })
     }
@@ -155,7 +206,15 @@ impl Message {
             Message::ModifyBearerResponse(m) => m.emit(buf),
             Message::DeleteSessionRequest(m) => m.emit(buf),
             Message::ReleaseAccessBearersRequest(m) => m.emit(buf),
-            Message::DeleteSessionResponse(m) | Message::ReleaseAccessBearersResponse(m) => m.emit(buf),
+            Message::DeleteSessionResponse(m)
+            | Message::ReleaseAccessBearersResponse(m)
+            | Message::DeleteIndirectDataForwardingTunnelResponse(m) => m.emit(buf),
+            Message::CreateIndirectDataForwardingTunnelRequest(m) => m.emit(buf),
+            Message::CreateIndirectDataForwardingTunnelResponse(m) => m.emit(buf),
+            Message::DeleteIndirectDataForwardingTunnelRequest => {}
+            Message::DownlinkDataNotification(m) => m.emit(buf),
+            Message::DownlinkDataNotificationAck(m) => m.emit(buf),
+            Message::DownlinkDataNotificationFailureIndication(m) => m.emit(buf),
         }
     }
 }
@@ -262,6 +321,15 @@ pub fn reject(request_type: u8, teid: u32, seq: u32, cause: u8, offending: Optio
         }
         msg_type::RELEASE_ACCESS_BEARERS_REQUEST => {
             Message::ReleaseAccessBearersResponse(CauseOnlyResponse { cause: c, recovery: None })
+        }
+        msg_type::CREATE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST => {
+            Message::CreateIndirectDataForwardingTunnelResponse(CreateIndirectDataForwardingTunnelResponse::rejected(c))
+        }
+        msg_type::DELETE_INDIRECT_DATA_FORWARDING_TUNNEL_REQUEST => {
+            Message::DeleteIndirectDataForwardingTunnelResponse(CauseOnlyResponse { cause: c, recovery: None })
+        }
+        msg_type::DOWNLINK_DATA_NOTIFICATION => {
+            Message::DownlinkDataNotificationAck(DownlinkDataNotificationAck::rejected(c))
         }
         _ => return None,
     };

@@ -231,7 +231,65 @@ fn any_message() -> impl Strategy<Value = Message> {
         opt_bytes()
             .prop_map(|indication| Message::ReleaseAccessBearersRequest(ReleaseAccessBearersRequest { indication })),
         cause_only().prop_map(Message::ReleaseAccessBearersResponse),
+        (proptest::option::of(fteid()), proptest::collection::vec(fwd_bc(), 1..3), proptest::option::of(any::<u8>()))
+            .prop_map(|(sender_fteid, bearer_contexts, recovery)| {
+                Message::CreateIndirectDataForwardingTunnelRequest(CreateIndirectDataForwardingTunnelRequest {
+                    sender_fteid,
+                    bearer_contexts,
+                    recovery,
+                })
+            }),
+        (
+            cause(),
+            proptest::option::of(fteid()),
+            proptest::collection::vec(fwd_bc(), 0..3),
+            proptest::option::of(any::<u8>())
+        )
+            .prop_map(|(cause, sender_fteid, bearer_contexts, recovery)| {
+                Message::CreateIndirectDataForwardingTunnelResponse(CreateIndirectDataForwardingTunnelResponse {
+                    cause,
+                    sender_fteid,
+                    bearer_contexts,
+                    recovery,
+                })
+            }),
+        Just(Message::DeleteIndirectDataForwardingTunnelRequest),
+        cause_only().prop_map(Message::DeleteIndirectDataForwardingTunnelResponse),
+        (
+            proptest::option::of(cause()),
+            proptest::option::of(ebi()),
+            proptest::option::of(qos().prop_map(|q| q.arp)),
+            proptest::option::of(fteid())
+        )
+            .prop_map(|(cause, ebi, arp, sender_fteid)| Message::DownlinkDataNotification(
+                DownlinkDataNotification { cause, ebi, arp, sender_fteid }
+            )),
+        (
+            cause(),
+            proptest::option::of(any::<u8>()),
+            proptest::option::of(any::<u8>()),
+            proptest::option::of(any::<u8>()),
+            proptest::option::of(any::<u16>())
+        )
+            .prop_map(|(cause, delay, recovery, dl_buffering_duration, dl_buffering_suggested_packets)| {
+                Message::DownlinkDataNotificationAck(DownlinkDataNotificationAck {
+                    cause,
+                    delay,
+                    recovery,
+                    dl_buffering_duration,
+                    dl_buffering_suggested_packets,
+                })
+            }),
+        cause().prop_map(|cause| Message::DownlinkDataNotificationFailureIndication(
+            DownlinkDataNotificationFailureIndication { cause }
+        )),
     ]
+}
+
+fn fwd_bc() -> impl Strategy<Value = ForwardingBearerContext> {
+    (ebi(), proptest::option::of(cause()), proptest::option::of(fteid()), proptest::option::of(fteid())).prop_map(
+        |(ebi, cause, enb_dl_fteid, sgw_dl_fteid)| ForwardingBearerContext { ebi, cause, enb_dl_fteid, sgw_dl_fteid },
+    )
 }
 
 proptest! {

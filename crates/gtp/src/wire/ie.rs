@@ -24,6 +24,8 @@ pub mod ie_type {
     pub const SERVING_NETWORK: u8 = 83;
     pub const ULI: u8 = 86;
     pub const FTEID: u8 = 87;
+    /// Delay Value (TS 29.274 8.27): the Data Notification Delay.
+    pub const DELAY_VALUE: u8 = 92;
     pub const BEARER_CONTEXT: u8 = 93;
     pub const CHARGING_ID: u8 = 94;
     pub const CHARGING_CHARACTERISTICS: u8 = 95;
@@ -31,7 +33,13 @@ pub mod ie_type {
     pub const UE_TIME_ZONE: u8 = 114;
     pub const APN_RESTRICTION: u8 = 127;
     pub const SELECTION_MODE: u8 = 128;
+    /// Allocation/Retention Priority (TS 29.274 8.86).
+    pub const ARP: u8 = 155;
+    /// EPC Timer (TS 29.274 8.87): the DL Buffering Duration.
+    pub const EPC_TIMER: u8 = 156;
     pub const SIGNALLING_PRIORITY_INDICATION: u8 = 157;
+    /// Integer Number (TS 29.274 8.115): the DL Buffering Suggested Packet Count.
+    pub const INTEGER_NUMBER: u8 = 187;
     /// Extended Protocol Configuration Options (TS 29.274 8.128).
     pub const EPCO: u8 = 197;
 }
@@ -378,6 +386,10 @@ pub mod interface_type {
     pub const S5S8_PGW_GTPC: u8 = 7;
     pub const S11_MME_GTPC: u8 = 10;
     pub const S11S4_SGW_GTPC: u8 = 11;
+    /// eNodeB GTP-U interface for DL data forwarding.
+    pub const ENB_GTPU_DL_FORWARDING: u8 = 19;
+    /// SGW/UPF GTP-U interface for DL data forwarding.
+    pub const SGW_GTPU_DL_FORWARDING: u8 = 23;
 }
 
 /// Fully Qualified TEID (TS 29.274 8.22).
