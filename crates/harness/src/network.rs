@@ -1,7 +1,7 @@
 //! [`Network`]: every sans-I/O core of the EPC wired together in memory
 //! under a virtual clock.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -11,7 +11,9 @@ use mobicore_common::requester::TransportError;
 use mobicore_common::sctp_api::AssocId;
 use mobicore_common::Ebi;
 use mobicore_gtp::message::{msg_type, GtpMessage};
-use mobicore_gtp::s11::{decode_response, encode_request, request_ebi};
+use mobicore_gtp::s11::{
+    decode_incoming_request, decode_response, encode_incoming_answer, encode_notification, encode_request, request_ebi,
+};
 use mobicore_gtp::transaction::{TransactionConfig, Transactions};
 use mobicore_hss::{Hss, SubscriberStore, SubscriberTemplate};
 use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent, UeRef};
@@ -104,6 +106,12 @@ pub struct Network {
     pub s1u: S1uLog,
     /// The MME's S11 client: sequence numbers, T3/N3 retransmission.
     pub s11_client: Transactions<SocketAddr, (UeRef, Ebi)>,
+    /// The S-GW's requests the MME has not answered yet, by the sequence
+    /// number (the `txn`): the S-GW TEID to answer to.
+    s11_incoming: HashMap<u64, u32>,
+    /// The answers sent, by sequence number: a retransmitted request is
+    /// answered again from here, as the S11 client task does.
+    s11_answered: HashMap<u32, Bytes>,
     pub plan: SubscriberPlan,
     /// Everything eNBs reported, in order.
     pub reports: Vec<Report>,
@@ -166,6 +174,8 @@ impl Network {
             plane,
             s1u: S1uLog::default(),
             s11_client,
+            s11_incoming: HashMap::new(),
+            s11_answered: HashMap::new(),
             plan: cfg.plan.clone(),
             reports: Vec::new(),
             delivered: 0,
@@ -320,8 +330,16 @@ impl Network {
                     let bytes = encode_request(&request, seq).to_bytes();
                     self.s11_client.send_request(self.now, SGW_S11, seq, bytes, (ue, request_ebi(&request)));
                 }
-                // TODO(issue 10): the S-GW's requests and the MME's notifications over GTPv2-C.
-                MmeAction::S11Answer { .. } | MmeAction::S11Notify { .. } => {}
+                MmeAction::S11Answer { txn, answer } => {
+                    let Some(teid) = self.s11_incoming.remove(&txn) else { continue };
+                    let bytes = Bytes::from(encode_incoming_answer(&answer, teid, txn as u32).to_bytes());
+                    self.s11_answered.insert(txn as u32, bytes.clone());
+                    self.queue.push_back(Msg::S11ToSgw(bytes));
+                }
+                MmeAction::S11Notify { notification } => {
+                    let seq = self.s11_client.next_seq();
+                    self.queue.push_back(Msg::S11ToSgw(encode_notification(&notification, seq).to_bytes().into()));
+                }
             }
         }
         while let Some((_, bytes)) = self.s11_client.poll_transmit() {
@@ -399,7 +417,7 @@ impl Network {
     fn s11_to_mme(&mut self, bytes: &[u8]) {
         let (seq, response) = match GtpMessage::parse(bytes) {
             Ok(m) if !msg_type::is_request(m.body.msg_type()) => (m.seq, Ok(m)),
-            Ok(_) => return,
+            Ok(m) => return self.s11_request_to_mme(&m),
             Err((Some(h), e)) if !msg_type::is_request(h.msg_type) => (h.seq, Err(e.to_string())),
             Err(_) => return,
         };
@@ -409,6 +427,24 @@ impl Network {
             Err(e) => Err(TransportError::Malformed(e)),
         };
         self.mme.handle(self.now, MmeEvent::S11 { ue, response });
+    }
+
+    /// What the S11 client task does with a request from the S-GW (a
+    /// Downlink Data Notification): the MME gets it once; a retransmission
+    /// is answered from the answers sent, or ignored while the MME has not
+    /// answered yet.
+    fn s11_request_to_mme(&mut self, m: &GtpMessage) {
+        if let Some(b) = self.s11_answered.get(&m.seq) {
+            self.queue.push_back(Msg::S11ToSgw(b.clone()));
+            return;
+        }
+        let txn = u64::from(m.seq);
+        if self.s11_incoming.contains_key(&txn) {
+            return;
+        }
+        let Ok((request, sgw_teid)) = decode_incoming_request(m) else { return };
+        self.s11_incoming.insert(txn, sgw_teid);
+        self.mme.handle(self.now, MmeEvent::S11Incoming { txn, request });
     }
 
     /// Deliver until every queue is empty (the clock does not move).
