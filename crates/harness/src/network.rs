@@ -307,6 +307,7 @@ impl Network {
                     EnbAction::S1Setup(result) => self.reports.push(Report::S1Setup { enb: i, result }),
                     EnbAction::Outcome(outcome) => self.reports.push(Report::Outcome { enb: i, outcome }),
                     EnbAction::Anomaly(what) => self.reports.push(Report::Anomaly { enb: i, what }),
+                    EnbAction::Handover(h) => self.reports.push(Report::Anomaly { enb: i, what: format!("{h:?}") }),
                 }
             }
         }

@@ -490,6 +490,8 @@ impl Driver {
                     }
                     EnbAction::Outcome(o) => self.outcome(o),
                     EnbAction::Anomaly(a) => self.anomaly(a),
+                    // Handovers are driven by the mobility model (issue 10).
+                    EnbAction::Handover(h) => self.anomaly(format!("handover step without a driver: {h:?}")),
                 }
             }
         }

@@ -75,6 +75,7 @@ impl Run {
                         EnbAction::Outcome(o) => self.outcomes.push(o),
                         EnbAction::Anomaly(a) => self.anomalies.push(a),
                         EnbAction::S1Setup(r) => r.unwrap(),
+                        EnbAction::Handover(h) => panic!("no handover here: {h:?}"),
                     }
                 }
             }

@@ -67,11 +67,21 @@ pub struct UeContext {
     pub ambr: Option<(u64, u64)>,
     /// Guard deadline of the running procedure and its generation.
     pub(super) deadline: Option<(Instant, u64)>,
+    /// Handover keys and the handover in progress (handover.rs).
+    pub mobility: super::handover::Mobility,
 }
 
 impl UeContext {
     pub fn new(ue: Ue) -> Self {
-        UeContext { ue, s1: None, erabs: Vec::new(), kenb: None, ambr: None, deadline: None }
+        UeContext {
+            ue,
+            s1: None,
+            erabs: Vec::new(),
+            kenb: None,
+            ambr: None,
+            deadline: None,
+            mobility: Default::default(),
+        }
     }
 }
 
@@ -86,6 +96,8 @@ pub enum EnbAction {
     Outcome(Outcome),
     /// Something odd that is not a UE's failure (counted by reason).
     Anomaly(String),
+    /// A handover step the driver carries between eNBs (handover.rs).
+    Handover(super::handover::HandoverAction),
 }
 
 /// The end of a measured procedure of UE `ue`.

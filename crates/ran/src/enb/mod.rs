@@ -10,6 +10,7 @@
 //! - [`s1ap_handler`]: decoding what the MME sends into [`s1ap_handler::Downlink`].
 
 pub mod context;
+pub mod handover;
 pub mod s1ap_build;
 pub mod s1ap_handler;
 
@@ -44,6 +45,8 @@ pub struct Enb {
     timers: BinaryHeap<Reverse<(Instant, u64, u64)>>,
     generation: u64,
     actions: VecDeque<EnbAction>,
+    /// Handovers in progress and forwarding states (handover.rs).
+    ho: handover::Handovers,
 }
 
 impl Enb {
@@ -62,6 +65,7 @@ impl Enb {
             timers: BinaryHeap::new(),
             generation: 0,
             actions: VecDeque::new(),
+            ho: handover::Handovers::default(),
         })
     }
 
@@ -93,6 +97,10 @@ impl Enb {
             _ => None,
         };
         let ue = self.timers.peek().map(|Reverse((t, _, _))| *t);
+        let ue = match (ue, self.ho.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match (s1, ue) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -204,18 +212,7 @@ impl Enb {
 
     /// Allocate an eNB-UE-S1AP-ID and a stream for a new connection.
     fn new_connection(&mut self, index: u64) -> Option<S1Connection> {
-        if (self.by_enb_ue_id.len() + self.stale.len()) as u32 >= ENB_UE_ID_SPACE - 1 {
-            self.actions.push_back(EnbAction::Anomaly("eNB-UE-S1AP-IDs exhausted".into()));
-            return None;
-        }
-        let mut id = self.next_enb_ue_id;
-        while self.by_enb_ue_id.contains_key(&id) || self.stale.contains_key(&id) {
-            id = (id + 1) % ENB_UE_ID_SPACE;
-        }
-        self.next_enb_ue_id = (id + 1) % ENB_UE_ID_SPACE;
-        // UE-associated signalling on a non-zero stream where there is one
-        // (TS 36.412 7).
-        let stream = if self.outbound_streams > 1 { 1 + (id % (self.outbound_streams as u32 - 1)) as u16 } else { 0 };
+        let (id, stream) = self.allocate_enb_ue_id()?;
         let conn = S1Connection { enb_ue_id: id, mme_ue_id: None, stream, release_requested: false };
         self.retire_connection(index);
         if let Some(ctx) = self.ues.get_mut(&index) {
@@ -223,6 +220,23 @@ impl Enb {
         }
         self.by_enb_ue_id.insert(id, index);
         Some(conn)
+    }
+
+    /// An unused eNB-UE-S1AP-ID and its stream.
+    fn allocate_enb_ue_id(&mut self) -> Option<(u32, u16)> {
+        if (self.by_enb_ue_id.len() + self.stale.len() + self.ho.len()) as u32 >= ENB_UE_ID_SPACE - 1 {
+            self.actions.push_back(EnbAction::Anomaly("eNB-UE-S1AP-IDs exhausted".into()));
+            return None;
+        }
+        let mut id = self.next_enb_ue_id;
+        while self.by_enb_ue_id.contains_key(&id) || self.stale.contains_key(&id) || self.ho.holds(id) {
+            id = (id + 1) % ENB_UE_ID_SPACE;
+        }
+        self.next_enb_ue_id = (id + 1) % ENB_UE_ID_SPACE;
+        // UE-associated signalling on a non-zero stream where there is one
+        // (TS 36.412 7).
+        let stream = if self.outbound_streams > 1 { 1 + (id % (self.outbound_streams as u32 - 1)) as u16 } else { 0 };
+        Some((id, stream))
     }
 
     /// Leave a UE's connection for a new one: one the MME knows stays
@@ -264,6 +278,7 @@ impl Enb {
             self.release_after_failure(index);
             self.drive(index);
         }
+        self.handover_timeout(now);
     }
 
     /// After a procedure the eNB gave up on: ask the MME to release the
@@ -349,6 +364,7 @@ impl Enb {
                 }
             }
             Downlink::Paging => self.anomaly("PAGING ignored"),
+            Downlink::Handover(m) => self.handle_handover(now, m),
             Downlink::Other(name) => {
                 self.actions.push_back(EnbAction::Anomaly(format!("unhandled S1AP {name}")));
             }
@@ -474,6 +490,9 @@ impl Enb {
     /// UE CONTEXT RELEASE COMMAND (TS 36.413 8.3.3): always answered with
     /// UE CONTEXT RELEASE COMPLETE.
     fn release_command(&mut self, now: Instant, mme_ue_id: u32, enb_ue_id: Option<u32>, _cause: &str) {
+        if self.handover_release(mme_ue_id, enb_ue_id) {
+            return;
+        }
         let index = match enb_ue_id {
             Some(id) => self.by_enb_ue_id.get(&id).copied(),
             None => {

@@ -6,6 +6,8 @@ use std::net::Ipv4Addr;
 use oxirush_s1ap::s1ap::*;
 use oxirush_s1ap::{extract_s1ap_ies, ie, S1apPduKind};
 
+use super::handover as ho;
+
 /// A received S1AP message, as the eNB needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Downlink {
@@ -33,6 +35,8 @@ pub enum Downlink {
         cause: Option<String>,
     },
     Paging,
+    /// A message of the handover procedures (TS 36.413 8.4).
+    Handover(super::handover::HandoverMessage),
     /// A message the emulated eNB does not handle, by name.
     Other(String),
 }
@@ -81,6 +85,9 @@ pub fn decode(data: &[u8]) -> Result<Downlink, S1apError> {
         let (mme_ue_id, enb_ue_id) = ids();
         S1apError::Ies { message, reason: e.to_string(), mme_ue_id, enb_ue_id }
     };
+    let handover = |r: Result<ho::HandoverMessage, oxirush_s1ap::Error>, message| {
+        r.map(Downlink::Handover).map_err(|e| ies_error(message, e))
+    };
     match pdu.kind() {
         S1apPduKind::Successful_S1Setup => s1_setup_response(&pdu).map_err(|e| ies_error("S1SetupResponse", e)),
         S1apPduKind::Unsuccessful_S1Setup => s1_setup_failure(&pdu).map_err(|e| ies_error("S1SetupFailure", e)),
@@ -95,6 +102,19 @@ pub fn decode(data: &[u8]) -> Result<Downlink, S1apError> {
         }
         S1apPduKind::Initiating_ErrorIndication => Ok(error_indication(&pdu)),
         S1apPduKind::Initiating_Paging => Ok(Downlink::Paging),
+        S1apPduKind::Successful_HandoverPreparation => handover(ho::decode_command(&pdu), "HandoverCommand"),
+        S1apPduKind::Unsuccessful_HandoverPreparation => {
+            handover(ho::decode_preparation_failure(&pdu), "HandoverPreparationFailure")
+        }
+        S1apPduKind::Initiating_HandoverResourceAllocation => handover(ho::decode_request(&pdu), "HandoverRequest"),
+        S1apPduKind::Initiating_MMEStatusTransfer => handover(ho::decode_mme_status_transfer(&pdu), "MMEStatusTransfer"),
+        S1apPduKind::Successful_PathSwitchRequest => {
+            handover(ho::decode_path_switch_ack(&pdu), "PathSwitchRequestAcknowledge")
+        }
+        S1apPduKind::Unsuccessful_PathSwitchRequest => {
+            handover(ho::decode_path_switch_failure(&pdu), "PathSwitchRequestFailure")
+        }
+        S1apPduKind::Successful_HandoverCancel => handover(ho::decode_cancel_ack(&pdu), "HandoverCancelAcknowledge"),
         _ => Ok(Downlink::Other(format!("{} ({})", pdu.procedure_name(), pdu.direction()))),
     }
 }

@@ -14,6 +14,7 @@
 pub mod attach;
 pub mod authentication;
 pub mod detach;
+pub mod handover;
 pub mod security;
 pub mod security_mode;
 
@@ -31,6 +32,10 @@ use security::{EpsSecurity, PendingKasme};
 pub enum Procedure {
     Attach,
     Detach,
+    /// X2 handover, from the source's decision to PATH SWITCH REQUEST ACKNOWLEDGE.
+    X2Handover,
+    /// S1 handover, from HANDOVER REQUIRED to HANDOVER NOTIFY.
+    S1Handover,
 }
 
 impl Procedure {
@@ -38,6 +43,8 @@ impl Procedure {
         match self {
             Procedure::Attach => "attach",
             Procedure::Detach => "detach",
+            Procedure::X2Handover => "x2_handover",
+            Procedure::S1Handover => "s1_handover",
         }
     }
 }
@@ -116,6 +123,8 @@ pub struct Ue {
     tais: Vec<oxirush_nas::nas_eps::Tai>,
     bearer: Option<DefaultBearer>,
     kenb: Option<[u8; 32]>,
+    /// The NH chain of `kenb` (handover.rs).
+    as_keys: Option<handover::AsKeyChain>,
     actions: VecDeque<UeAction>,
 }
 
@@ -138,6 +147,7 @@ impl Ue {
             tais: Vec::new(),
             bearer: None,
             kenb: None,
+            as_keys: None,
             actions: VecDeque::new(),
         }
     }
