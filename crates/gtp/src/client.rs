@@ -1,14 +1,24 @@
-//! The S11 client task the MME shell talks to through a
-//! [`Requester<S11Request, S11Response>`]: one UDP socket, one task, many
-//! requests in flight, each numbered and matched by sequence number, resent
-//! on T3 and failed after N3 (TS 29.274 7.6).
+//! The S11 client task the MME shell talks to through an [`S11Link`]: one
+//! UDP socket, one task, many requests in flight, each numbered and matched
+//! by sequence number, resent on T3 and failed after N3 (TS 29.274 7.6).
+//!
+//! The same task serves the S-GW's requests that arrive on the socket (a
+//! Downlink Data Notification, TS 29.274 7.2.11.1): only from the
+//! configured S-GW's address (others dropped and counted), handed to the
+//! MME as [`IncomingS11`] and answered with the request's sequence number;
+//! a retransmission is answered again from the bounded duplicate cache
+//! without reaching the MME twice; at most `max_incoming` wait for the
+//! MME's answer (beyond, dropped and counted). Messages without response
+//! ([`S11Notification`]) are sent once.
 
-use crate::message::{msg_type, Echo, GtpMessage, Message};
-use crate::s11::{decode_response, encode_request, request_ebi};
-use crate::transaction::{TransactionConfig, Transactions};
+use crate::message::{self as gm, msg_type, Echo, GtpMessage, Message};
+use crate::s11::{decode_incoming_request, decode_response, encode_incoming_answer, encode_notification};
+use crate::s11::{encode_request, request_ebi};
+use crate::transaction::{Incoming, TransactionConfig, Transactions};
 use crate::GtpError;
 use mobicore_common::counters::Counters;
 use mobicore_common::requester::{Pending, Requester, TransportError};
+use mobicore_common::s11::{IncomingS11, S11IncomingAnswer, S11Link, S11LinkTask, S11Notification};
 use mobicore_common::s11::{S11Request, S11Response};
 use mobicore_common::Ebi;
 use std::net::SocketAddr;
@@ -26,6 +36,13 @@ pub struct S11ClientConfig {
     pub peer: SocketAddr,
     pub t3: Duration,
     pub n3: u32,
+    /// The S-GW's requests waiting for the MME's answer at most; one
+    /// beyond is dropped and counted (`s11_incoming_queue_full`), and the
+    /// S-GW's retransmission tries again. Default 4096.
+    pub max_incoming: usize,
+    /// Entries of the duplicate cache of the S-GW's requests answered
+    /// (each kept T3 x N3). Default 16384.
+    pub duplicate_cache: usize,
 }
 
 impl Default for S11ClientConfig {
@@ -35,6 +52,8 @@ impl Default for S11ClientConfig {
             peer: "127.0.0.1:2123".parse().unwrap(),
             t3: Duration::from_secs(3),
             n3: 3,
+            max_incoming: 4096,
+            duplicate_cache: 16_384,
         }
     }
 }
@@ -60,20 +79,36 @@ pub async fn s11_client(cfg: S11ClientConfig) -> Result<Requester<S11Request, S1
 }
 
 /// Like [`s11_client`], also returning the bound address and counters.
+/// Requests the S-GW sends are not served (see [`s11_client_link`]).
 pub async fn s11_client_bound(cfg: S11ClientConfig) -> Result<S11Client, GtpError> {
+    Ok(s11_client_link(cfg).await?.1)
+}
+
+/// Starts the S11 client task serving a whole [`S11Link`]: the MME's
+/// requests, the S-GW's requests (handed out on `S11Link::incoming`) and
+/// the messages without response (`S11Link::notify`). Returns the MME's
+/// end of the link and the client's handle (bound address, counters).
+pub async fn s11_client_link(cfg: S11ClientConfig) -> Result<(S11Link, S11Client), GtpError> {
     let socket = crate::udp::bind_udp(cfg.local)?;
     let local_addr = socket.local_addr()?;
-    let (requester, rx) = Requester::channel(4096);
+    let (link, link_task) = S11Link::channel(4096);
     let counters = Counters::new();
+    let (answers_tx, answers) = mpsc::unbounded_channel();
     let task = ClientTask {
         socket,
         peer: cfg.peer,
-        tx: Transactions::with_first_seq(TransactionConfig { t3: cfg.t3, n3: cfg.n3 }, 1),
+        tx: Transactions::with_first_seq(TransactionConfig { t3: cfg.t3, n3: cfg.n3 }, 1)
+            .with_max_cached(cfg.duplicate_cache),
         counters: counters.clone(),
         recovery: 0,
+        incoming: link_task.incoming.clone(),
+        answers_tx,
+        waiting: 0,
+        max_incoming: cfg.max_incoming,
     };
-    tokio::spawn(task.run(rx));
-    Ok(S11Client { requester, local_addr, counters })
+    let requester = link.requests.clone();
+    tokio::spawn(task.run(link_task, answers));
+    Ok((link, S11Client { requester, local_addr, counters }))
 }
 
 struct InFlight {
@@ -81,21 +116,31 @@ struct InFlight {
     ebi: Ebi,
 }
 
+/// The MME's answer to an S-GW request: (from, seq, TEID to answer to, the
+/// answer or `None` when the MME dropped the request).
+type Answered = (SocketAddr, u32, u32, Option<S11IncomingAnswer>);
+
 struct ClientTask {
     socket: UdpSocket,
     peer: SocketAddr,
     tx: Transactions<SocketAddr, InFlight>,
     counters: Counters,
     recovery: u8,
+    incoming: mpsc::Sender<IncomingS11>,
+    answers_tx: mpsc::UnboundedSender<Answered>,
+    /// S-GW requests handed to the MME and not answered yet.
+    waiting: usize,
+    max_incoming: usize,
 }
 
 impl ClientTask {
-    async fn run(mut self, mut rx: mpsc::Receiver<Pending<S11Request, S11Response>>) {
+    async fn run(mut self, link: S11LinkTask, mut answers: mpsc::UnboundedReceiver<Answered>) {
+        let S11LinkTask { requests: mut rx, mut notify, .. } = link;
         let start = Instant::now();
         let std_start = std::time::Instant::now();
         let now = move || std_start + (Instant::now() - start);
         let mut buf = vec![0u8; 65536];
-        let mut open = true;
+        let (mut open, mut notify_open) = (true, true);
         loop {
             if !open && self.tx.outstanding() == 0 {
                 return;
@@ -111,12 +156,17 @@ impl ClientTask {
                     }
                     None => open = false,
                 },
+                n = notify.recv(), if notify_open => match n {
+                    Some(n) => self.notify(&n),
+                    None => notify_open = false,
+                },
+                Some(a) = answers.recv() => self.on_answer(now(), a),
                 r = self.socket.recv_from(&mut buf) => match r {
                     Ok((n, from)) => {
-                        self.on_datagram(&buf[..n], from);
+                        self.on_datagram(now(), &buf[..n], from);
                         // Drain what is already queued without waiting.
                         while let Ok((n, from)) = self.socket.try_recv_from(&mut buf) {
-                            self.on_datagram(&buf[..n], from);
+                            self.on_datagram(now(), &buf[..n], from);
                         }
                     }
                     Err(e) => tracing::debug!("S11 client recv: {e}"),
@@ -140,13 +190,87 @@ impl ClientTask {
         self.tx.send_request(now, self.peer, seq, bytes, InFlight { reply: p.reply, ebi });
     }
 
-    fn on_datagram(&mut self, bytes: &[u8], from: SocketAddr) {
+    /// A message without response (TS 29.274 7.2.11.3): sent once.
+    fn notify(&mut self, n: &S11Notification) {
+        let seq = self.tx.next_seq();
+        let bytes = encode_notification(n, seq).to_bytes();
+        self.counters.incr("s11_notification_sent");
+        if let Err(e) = self.socket.try_send_to(&bytes, self.peer) {
+            self.counters.incr("s11_send_error");
+            tracing::debug!("S11 client send: {e}");
+        }
+    }
+
+    /// The MME answered an S-GW request (or dropped it).
+    fn on_answer(&mut self, now: std::time::Instant, (from, seq, teid, answer): Answered) {
+        self.waiting = self.waiting.saturating_sub(1);
+        match answer {
+            Some(a) => self.tx.answer(now, from, seq, encode_incoming_answer(&a, teid, seq).to_bytes()),
+            None => {
+                self.counters.incr("s11_incoming_unanswered");
+                self.tx.abandon(from, seq);
+            }
+        }
+    }
+
+    /// An S-GW request: only from the configured S-GW's address; a
+    /// retransmission is answered from the cache; a new one goes to the MME.
+    fn on_request(&mut self, now: std::time::Instant, msg: GtpMessage, from: SocketAddr) {
+        if from.ip() != self.peer.ip() {
+            self.counters.incr("s11_request_from_unknown_peer");
+            return;
+        }
+        let Ok((request, teid)) = decode_incoming_request(&msg) else {
+            self.counters.incr("s11_unexpected_request");
+            return;
+        };
+        match self.tx.on_request(now, from, msg.seq) {
+            Incoming::New => {}
+            Incoming::Duplicate => return self.counters.incr("s11_incoming_duplicate_answered"),
+            Incoming::InProgress => return self.counters.incr("s11_incoming_duplicate_in_progress"),
+        }
+        if self.waiting >= self.max_incoming {
+            self.counters.incr("s11_incoming_queue_full");
+            return self.tx.abandon(from, msg.seq);
+        }
+        let (reply, answer) = oneshot::channel();
+        match self.incoming.try_send(IncomingS11 { request, reply }) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.counters.incr("s11_incoming_queue_full");
+                return self.tx.abandon(from, msg.seq);
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.counters.incr("s11_incoming_unserved");
+                return self.tx.abandon(from, msg.seq);
+            }
+        }
+        self.waiting += 1;
+        self.counters.incr("s11_incoming_request");
+        let (done, seq) = (self.answers_tx.clone(), msg.seq);
+        tokio::spawn(async move {
+            let _ = done.send((from, seq, teid, answer.await.ok()));
+        });
+    }
+
+    fn on_datagram(&mut self, now: std::time::Instant, bytes: &[u8], from: SocketAddr) {
         let msg = match GtpMessage::parse(bytes) {
             Ok(m) => m,
             Err((h, e)) => {
                 self.counters.incr("gtp_malformed");
+                // An S-GW request with a bad IE is rejected naming it
+                // (TS 29.274 7.7.3, 7.7.7), once per sequence number.
+                if let (Some(h), Some(cause)) = (h.filter(|h| msg_type::is_request(h.msg_type)), e.cause()) {
+                    if from.ip() == self.peer.ip() && self.tx.on_request(now, from, h.seq) == Incoming::New {
+                        if let Some(r) = gm::reject(h.msg_type, 0, h.seq, cause.0, e.offending_ie()) {
+                            self.tx.answer(now, from, h.seq, r.to_bytes());
+                        }
+                    }
+                    return;
+                }
                 // A response we cannot read still ends its transaction.
-                if let Some(h) = h.filter(|h| !msg_type::is_request(h.msg_type)) {
+                if let Some(h) = h.filter(|h| !msg_type::is_request(h.msg_type) && !msg_type::is_unanswered(h.msg_type))
+                {
                     if let Some(f) = self.tx.on_response(from, h.seq) {
                         let _ = f.reply.send(Err(TransportError::Malformed(e.to_string())));
                     }
@@ -165,7 +289,7 @@ impl ClientTask {
                 let _ = self.socket.try_send_to(&resp.to_bytes(), from);
             }
             Message::EchoResponse(_) => {}
-            body if !msg_type::is_request(body.msg_type()) => {
+            body if !msg_type::is_request(body.msg_type()) && !msg_type::is_unanswered(body.msg_type()) => {
                 let Some(f) = self.tx.on_response(from, msg.seq) else {
                     self.counters.incr("s11_unmatched_response");
                     return;
@@ -173,7 +297,8 @@ impl ClientTask {
                 let r = decode_response(&msg, f.ebi).map_err(|e| TransportError::Malformed(e.to_string()));
                 let _ = f.reply.send(r);
             }
-            _ => self.counters.incr("s11_unexpected_request"),
+            body if msg_type::is_unanswered(body.msg_type()) => self.counters.incr("s11_unexpected_request"),
+            _ => self.on_request(now, msg, from),
         }
     }
 

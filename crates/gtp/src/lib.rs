@@ -21,7 +21,7 @@ pub mod transaction;
 pub mod udp;
 pub mod wire;
 
-pub use client::{s11_client, s11_client_bound, S11Client, S11ClientConfig};
+pub use client::{s11_client, s11_client_bound, s11_client_link, S11Client, S11ClientConfig};
 pub use message::{GtpMessage, Message, MessageError};
 pub use transaction::{Incoming, TransactionConfig, Transactions};
 

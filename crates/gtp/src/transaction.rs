@@ -194,6 +194,15 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
         }
     }
 
+    /// Forgets request (`peer`, `seq`) still being processed, which will not
+    /// be answered (dropped for lack of room, or its processor is gone): a
+    /// retransmission of it is then taken as new.
+    pub fn abandon(&mut self, peer: P, seq: u32) {
+        if matches!(self.answered.get(&(peer, seq)), Some(Cached { answer: Answer::InProgress, .. })) {
+            self.answered.remove(&(peer, seq));
+        }
+    }
+
     /// Sends the answer to request (`peer`, `seq`) and keeps it for duplicates.
     pub fn answer(&mut self, now: Instant, peer: P, seq: u32, bytes: impl Into<Bytes>) {
         let bytes = bytes.into();

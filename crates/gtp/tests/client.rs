@@ -36,7 +36,13 @@ async fn fake_sgw(drop_first: usize) -> std::net::SocketAddr {
 }
 
 fn cfg(peer: std::net::SocketAddr) -> S11ClientConfig {
-    S11ClientConfig { local: "127.0.0.1:0".parse().unwrap(), peer, t3: Duration::from_millis(100), n3: 3 }
+    S11ClientConfig {
+        local: "127.0.0.1:0".parse().unwrap(),
+        peer,
+        t3: Duration::from_millis(100),
+        n3: 3,
+        ..Default::default()
+    }
 }
 
 #[tokio::test]
@@ -96,4 +102,119 @@ async fn echo_request_is_answered_and_garbage_counted() {
     assert_eq!(r.seq, 0x42);
     assert!(matches!(r.body, Message::EchoResponse(Echo { .. })));
     assert_eq!(c.counters.value("gtp_malformed"), 1);
+}
+
+/// Waits (up to 10 s) until `f` holds.
+async fn wait_for(what: &str, f: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn ddn(seq: u32) -> Vec<u8> {
+    use mobicore_gtp::s11::encode_incoming_request;
+    let req = S11IncomingRequest::DownlinkDataNotification(DownlinkDataNotification {
+        mme_teid: Teid(0x55),
+        ebi: Some(Ebi(5)),
+        arp: None,
+    });
+    let sgw = mobicore_common::Fteid { teid: Teid(0x99), ipv4: std::net::Ipv4Addr::LOCALHOST };
+    encode_incoming_request(&req, Some(sgw), seq).to_bytes()
+}
+
+async fn recv_msg(sock: &UdpSocket) -> GtpMessage {
+    let mut b = [0u8; 1024];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(10), sock.recv_from(&mut b)).await.unwrap().unwrap();
+    GtpMessage::parse(&b[..n]).unwrap()
+}
+
+#[tokio::test]
+async fn sgw_requests_reach_the_mme_once_and_are_answered_with_their_sequence_number() {
+    use mobicore_gtp::s11::decode_incoming_answer;
+    let sgw = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (mut link, c) = mobicore_gtp::s11_client_link(cfg(sgw.local_addr().unwrap())).await.unwrap();
+    sgw.send_to(&ddn(7), c.local_addr()).await.unwrap();
+    let inc = tokio::time::timeout(Duration::from_secs(10), link.incoming.recv()).await.unwrap().unwrap();
+    assert_eq!(
+        inc.request,
+        S11IncomingRequest::DownlinkDataNotification(DownlinkDataNotification {
+            mme_teid: Teid(0x55),
+            ebi: Some(Ebi(5)),
+            arp: None
+        })
+    );
+    // A retransmission while the MME is still at it does not reach it again.
+    sgw.send_to(&ddn(7), c.local_addr()).await.unwrap();
+    let ack = DownlinkDataNotificationAck {
+        cause: GtpCause::REQUEST_ACCEPTED,
+        data_notification_delay_ms: Some(100),
+        dl_buffering_duration_s: None,
+        dl_buffering_suggested_packets: None,
+    };
+    inc.reply.send(S11IncomingAnswer::DownlinkDataNotificationAck(ack.clone())).unwrap();
+    let m = recv_msg(&sgw).await;
+    // Answered to the S-GW's Sender F-TEID with the request's sequence number.
+    assert_eq!((m.teid, m.seq), (Some(0x99), 7));
+    assert_eq!(decode_incoming_answer(&m).unwrap(), S11IncomingAnswer::DownlinkDataNotificationAck(ack.clone()));
+    // A retransmission after the answer gets the same answer from the cache.
+    sgw.send_to(&ddn(7), c.local_addr()).await.unwrap();
+    let cc = c.counters.clone();
+    wait_for("both duplicates", || {
+        cc.value("s11_incoming_duplicate_answered") + cc.value("s11_incoming_duplicate_in_progress") == 2
+    })
+    .await;
+    let m = recv_msg(&sgw).await;
+    assert_eq!((m.seq, decode_incoming_answer(&m).unwrap()), (7, S11IncomingAnswer::DownlinkDataNotificationAck(ack)));
+    assert!(link.incoming.try_recv().is_err(), "a retransmission reached the MME");
+    assert_eq!(c.counters.value("s11_incoming_request"), 1);
+
+    // A DDN from another address is dropped and counted.
+    let other = UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    other.send_to(&ddn(8), c.local_addr()).await.unwrap();
+    let cc = c.counters.clone();
+    wait_for("the foreign DDN counted", || cc.value("s11_request_from_unknown_peer") == 1).await;
+    assert!(link.incoming.try_recv().is_err(), "a foreign DDN reached the MME");
+
+    // A Failure Indication is sent once, to the S-GW's TEID.
+    let fail = S11Notification::DownlinkDataNotificationFailure(DownlinkDataNotificationFailure {
+        sgw_teid: Teid(0x99),
+        cause: GtpCause::UE_NOT_RESPONDING,
+    });
+    link.notify.send(fail.clone()).await.unwrap();
+    // (The in-progress retransmission may have been read after the answer
+    // and so been answered from the cache too: skip such Acks.)
+    let mut m = recv_msg(&sgw).await;
+    while m.body.msg_type() == 177 {
+        m = recv_msg(&sgw).await;
+    }
+    assert_eq!(mobicore_gtp::s11::decode_notification(&m).unwrap(), fail);
+}
+
+#[tokio::test]
+async fn sgw_requests_waiting_for_the_mme_are_bounded() {
+    let sgw = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let cfg = S11ClientConfig { max_incoming: 1, ..cfg(sgw.local_addr().unwrap()) };
+    let (mut link, c) = mobicore_gtp::s11_client_link(cfg).await.unwrap();
+    sgw.send_to(&ddn(1), c.local_addr()).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), link.incoming.recv()).await.unwrap().unwrap();
+    sgw.send_to(&ddn(2), c.local_addr()).await.unwrap();
+    let cc = c.counters.clone();
+    wait_for("the second DDN refused", || cc.value("s11_incoming_queue_full") == 1).await;
+    assert!(link.incoming.try_recv().is_err());
+    // Once the first is answered, the S-GW's retransmission of the second gets through.
+    let ack = DownlinkDataNotificationAck {
+        cause: GtpCause::REQUEST_ACCEPTED,
+        data_notification_delay_ms: None,
+        dl_buffering_duration_s: None,
+        dl_buffering_suggested_packets: None,
+    };
+    first.reply.send(S11IncomingAnswer::DownlinkDataNotificationAck(ack)).unwrap();
+    assert_eq!(recv_msg(&sgw).await.seq, 1);
+    sgw.send_to(&ddn(2), c.local_addr()).await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), link.incoming.recv()).await.unwrap().unwrap();
+    drop(second); // the MME dropping a request is counted; nothing is sent
+    let cc = c.counters.clone();
+    wait_for("the dropped request counted", || cc.value("s11_incoming_unanswered") == 1).await;
 }

@@ -165,7 +165,7 @@ async fn start_mme(
     let s6a_counters = s6a_cfg.counters.clone();
     let s6a =
         mobicore_diameter::connect_s6a(s6a_cfg).await.with_context(|| format!("connecting S6a to the HSS at {hss}"))?;
-    let s11 = mobicore_gtp::client::s11_client_bound(mobicore_gtp::client::S11ClientConfig {
+    let (link, s11) = mobicore_gtp::client::s11_client_link(mobicore_gtp::client::S11ClientConfig {
         local: cfg.mme.s11_local,
         peer: sgw,
         ..Default::default()
@@ -187,9 +187,6 @@ async fn start_mme(
     let sctp = mobicore_sctp::bind(ep)
         .await
         .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
-    // TODO(issue 10): the S11 client task serves the S-GW's requests.
-    let (mut link, _) = mobicore_common::s11::S11Link::channel(1);
-    link.requests = s11.requester;
     let task = tokio::spawn(async move {
         mobicore_mme::run(core, sctp, s6a, link, shutdown).await.map(|_| ()).map_err(Into::into)
     });

@@ -58,6 +58,7 @@ async fn thousand_sessions_over_loopback() {
         peer: s11_addr,
         t3: Duration::from_secs(2),
         n3: 3,
+        ..Default::default()
     })
     .await
     .unwrap();

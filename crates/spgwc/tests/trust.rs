@@ -85,6 +85,7 @@ async fn start(mme_peers: &[&str]) -> Core {
         peer: s11,
         t3: Duration::from_secs(2),
         n3: 3,
+        ..Default::default()
     })
     .await
     .unwrap();
