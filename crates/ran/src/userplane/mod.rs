@@ -27,4 +27,6 @@ mod tests;
 
 pub use shell::{UserPlane, UserPlaneConfig, UserPlaneError};
 pub use traffic::{run_traffic, EchoReport, TcpReport, TrafficConfig, TrafficReport};
-pub use tunnels::{Downlink, DropReason, Tunnels, UeTunnel, UserPlaneStats};
+pub use tunnels::{
+    Downlink, DropReason, Event, HandoverError, HoldConfig, Transmit, Tunnels, UeTunnel, Uplink, UserPlaneStats,
+};

@@ -2,6 +2,9 @@
 //! S1-U UDP socket and the [`Tunnels`] table.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Instant;
+
+use mobicore_common::{Fteid, Teid};
 
 use mobicore_netns::{ip_batch, run_in, Tun};
 use tokio::io::unix::AsyncFd;
@@ -9,7 +12,9 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::tunnels::{uplink_header, Downlink, Tunnels, UeTunnel, UserPlaneStats};
+use super::tunnels::{
+    uplink_header, Downlink, Event, HandoverError, HoldConfig, Transmit, Tunnels, UeTunnel, Uplink, UserPlaneStats,
+};
 
 /// Where and how the eNB user plane runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +41,8 @@ pub struct UserPlaneConfig {
     /// Tag uplink G-PDUs with a PDU Session Container extension header
     /// carrying this QFI (as an N3 access node does).
     pub pdu_session_qfi: Option<u8>,
+    /// Bounds of what is held for idle UEs and during handovers.
+    pub hold: HoldConfig,
 }
 
 impl UserPlaneConfig {
@@ -52,6 +59,7 @@ impl UserPlaneConfig {
             link_mtu: 1500,
             sequence_numbers: false,
             pdu_session_qfi: None,
+            hold: HoldConfig::default(),
         }
     }
 }
@@ -64,11 +72,18 @@ pub enum UserPlaneError {
     Io(#[from] std::io::Error),
     #[error("the user-plane task has stopped")]
     Stopped,
+    #[error("{0}")]
+    Handover(#[from] HandoverError),
 }
 
 enum Cmd {
     Add(Vec<UeTunnel>),
     Remove(Vec<Ipv4Addr>),
+    Release(Vec<Ipv4Addr>),
+    AcceptForwarding(Ipv4Addr, Teid, oneshot::Sender<Result<(), HandoverError>>),
+    StartHandover(Ipv4Addr, Fteid, oneshot::Sender<Result<(), HandoverError>>),
+    CompleteHandover(UeTunnel, oneshot::Sender<Result<(), HandoverError>>),
+    Subscribe(mpsc::UnboundedSender<Event>),
     Stats(oneshot::Sender<UserPlaneStats>),
     Stop,
 }
@@ -108,7 +123,7 @@ impl UserPlane {
         #[allow(deprecated)]
         let tun = AsyncFd::new(tun)?;
         let sock = UdpSocket::from_std(sock)?;
-        let mut table = Tunnels::new(cfg.s1u_addr, cfg.sequence_numbers);
+        let mut table = Tunnels::new(cfg.s1u_addr, cfg.sequence_numbers).with_hold(cfg.hold);
         if let Some(q) = cfg.pdu_session_qfi {
             table = table.with_pdu_session_container(q);
         }
@@ -147,6 +162,48 @@ impl UserPlane {
         let ns = self.cfg.netns.clone();
         tokio::task::spawn_blocking(move || ip_batch(&ns, &lines)).await.map_err(|_| UserPlaneError::Stopped)??;
         Ok(())
+    }
+
+    /// UEs released to ECM-IDLE (TS 23.401 5.3.5): they keep their
+    /// addresses; their uplink is held until [`UserPlane::add`] gives them
+    /// a tunnel again.
+    pub async fn release(&self, ue_ips: Vec<Ipv4Addr>) -> Result<(), UserPlaneError> {
+        self.cmds.send(Cmd::Release(ue_ips)).await.map_err(|_| UserPlaneError::Stopped)
+    }
+
+    /// Handover target: G-PDUs on `teid` are `ue_ip`'s forwarded downlink
+    /// ([`Tunnels::accept_forwarding`]).
+    pub async fn accept_forwarding(&self, ue_ip: Ipv4Addr, teid: Teid) -> Result<(), UserPlaneError> {
+        self.ask(|tx| Cmd::AcceptForwarding(ue_ip, teid, tx)).await
+    }
+
+    /// Handover source: forward `ue_ip`'s downlink and the End Marker to
+    /// `forward_to` ([`Tunnels::start_handover`]).
+    pub async fn start_handover(&self, ue_ip: Ipv4Addr, forward_to: Fteid) -> Result<(), UserPlaneError> {
+        self.ask(|tx| Cmd::StartHandover(ue_ip, forward_to, tx)).await
+    }
+
+    /// Handover target: the UE is there with tunnel `new`
+    /// ([`Tunnels::complete_handover`]).
+    pub async fn complete_handover(&self, new: UeTunnel) -> Result<(), UserPlaneError> {
+        self.ask(|tx| Cmd::CompleteHandover(new, tx)).await
+    }
+
+    async fn ask(
+        &self,
+        cmd: impl FnOnce(oneshot::Sender<Result<(), HandoverError>>) -> Cmd,
+    ) -> Result<(), UserPlaneError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmds.send(cmd(tx)).await.map_err(|_| UserPlaneError::Stopped)?;
+        Ok(rx.await.map_err(|_| UserPlaneError::Stopped)??)
+    }
+
+    /// The table's [`Event`]s from now on (idle uplink, throttled
+    /// activity, handover ends); a later call replaces the receiver.
+    pub async fn subscribe(&self) -> Result<mpsc::UnboundedReceiver<Event>, UserPlaneError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.cmds.send(Cmd::Subscribe(tx)).await.map_err(|_| UserPlaneError::Stopped)?;
+        Ok(rx)
     }
 
     /// The counters so far.
@@ -220,20 +277,30 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
     let mut rx = vec![0u8; 65536];
     let mut pkt = vec![0u8; 65536];
     let mut out = Vec::with_capacity(65536);
+    let mut events: Option<mpsc::UnboundedSender<Event>> = None;
     loop {
+        let wake = t.poll_timeout().map(tokio::time::Instant::from_std);
         tokio::select! {
             cmd = cmds.recv() => match cmd {
                 None | Some(Cmd::Stop) => break,
                 Some(Cmd::Add(v)) => v.into_iter().for_each(|x| t.insert(x)),
                 Some(Cmd::Remove(v)) => v.into_iter().for_each(|ip| { t.remove(ip); }),
+                Some(Cmd::Release(v)) => v.into_iter().for_each(|ip| { t.release(ip); }),
+                Some(Cmd::AcceptForwarding(ip, teid, reply)) => { let _ = reply.send(t.accept_forwarding(ip, teid)); }
+                Some(Cmd::StartHandover(ip, to, reply)) => { let _ = reply.send(t.start_handover(ip, to)); }
+                Some(Cmd::CompleteHandover(new, reply)) => {
+                    let _ = reply.send(t.complete_handover(Instant::now(), new.ue_ip, new));
+                }
+                Some(Cmd::Subscribe(tx)) => events = Some(tx),
                 Some(Cmd::Stats(reply)) => { let _ = reply.send(t.stats.clone()); }
             },
+            _ = sleep_until(wake) => t.handle_timeout(Instant::now()),
             ready = tun.readable() => {
                 let Ok(mut guard) = ready else { break };
                 for _ in 0..BATCH {
                     match guard.try_io(|inner| inner.get_ref().recv(&mut pkt)) {
                         Ok(Ok(n)) => {
-                            if let Ok(dst) = t.uplink(&pkt[..n], &mut out) {
+                            if let Uplink::Send(dst) = t.uplink(Instant::now(), &pkt[..n], &mut out) {
                                 if let Err(e) = sock.send_to(&out, dst).await {
                                     tracing::debug!(error = %e, "S1-U send failed");
                                 }
@@ -249,17 +316,42 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
             }
             got = sock.recv_from(&mut rx) => {
                 let Ok((n, SocketAddr::V4(from))) = got else { continue };
-                match t.downlink(&rx[..n], from) {
+                match t.downlink(Instant::now(), &rx[..n], from, &mut out) {
                     Downlink::Deliver(ip) => {
                         if let Err(e) = tun.get_ref().send(ip) {
                             tracing::debug!(error = %e, "TUN write failed");
                         }
                     }
+                    Downlink::Send(to) => { let _ = sock.send_to(&out, to).await; }
                     Downlink::Reply(m) => { let _ = sock.send_to(&m, from).await; }
-                    Downlink::Drop(_) => {}
+                    Downlink::Held | Downlink::Drop(_) => {}
                 }
+            }
+        }
+        // Held packets go out before anything else is read, in order.
+        while let Some(x) = t.poll_transmit() {
+            match x {
+                Transmit::ToUe(ip) => {
+                    let _ = tun.get_ref().send(&ip);
+                }
+                Transmit::Gtpu { to, bytes } => {
+                    let _ = sock.send_to(&bytes, to).await;
+                }
+            }
+        }
+        while let Some(e) = t.poll_event() {
+            if events.as_ref().is_some_and(|tx| tx.send(e).is_err()) {
+                events = None;
             }
         }
     }
     t
+}
+
+/// Sleeps until `at`, or forever without a deadline.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

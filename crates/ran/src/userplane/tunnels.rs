@@ -1,13 +1,50 @@
-//! The eNB side of S1-U for attached UEs, without I/O: which tunnel an
-//! uplink IP packet goes into and which UE a downlink G-PDU belongs to.
-//! The shell ([`super::UserPlane`]) moves the octets.
+//! The eNB side of S1-U, without I/O: which tunnel an uplink IP packet
+//! goes into, which UE a downlink G-PDU belongs to, and what happens to a
+//! UE's packets while it is idle or handed over between two eNBs of this
+//! table. The shell ([`super::UserPlane`]) moves the octets and the clock.
+//!
+//! # The API the glue uses
+//!
+//! Time is passed in (`now`), outputs are polled, as in quinn-proto:
+//!
+//! - [`Tunnels::insert`]: a UE's bearer is set up (attach, or back from
+//!   idle by a Service Request): uplink packets held while it was idle are
+//!   queued first, in order ([`Tunnels::poll_transmit`]).
+//! - [`Tunnels::release`]: S1 release to ECM-IDLE (TS 23.401 5.3.5). The
+//!   UE keeps its address on the TUN but has no tunnel; its uplink packets
+//!   are held (at most [`HoldConfig::idle_uplink_packets`], oldest dropped)
+//!   and the first one raises [`Event::UplinkWhileIdle`] once per idle
+//!   period: the shell turns it into a Service Request (TS 23.401 5.3.4.1).
+//! - [`Event::Activity`]: a UE sent or received a packet, at most once per
+//!   UE per [`HoldConfig::activity_interval_ms`]: it feeds the eNB's
+//!   inactivity timer.
+//! - Handover (TS 36.300 10.1.2.1 X2, 10.1.2.3 / TS 23.401 5.5.1.2.2 S1):
+//!   1. target: [`Tunnels::accept_forwarding`] (the DL forwarding TEID it
+//!      allocated for the UE): forwarded G-PDUs on it are held until the
+//!      UE arrives;
+//!   2. source: [`Tunnels::start_handover`] (the target's forwarding
+//!      F-TEID, or the S-GW's for indirect forwarding): downlink still
+//!      arriving on the source TEID is sent there in GTP-U
+//!      ([`Downlink::Send`]), and so is the End Marker (TS 29.281 7.3.2),
+//!      after which the source forgets its TEID ([`Event::EndMarkerForwarded`]);
+//!   3. target: [`Tunnels::complete_handover`] (the UE's new tunnel): uplink
+//!      goes to the new S-GW F-TEID at once; the forwarded packets go to the
+//!      UE first, then downlink of the new path is held until the End Marker
+//!      arrives on the forwarding TEID, or [`HoldConfig::end_marker_timeout_ms`]
+//!      / [`HoldConfig::end_marker_hold_packets`] pass (counted in
+//!      `UserPlaneStats::end_marker_timeouts`); [`Event::HandoverDone`].
+//!      The UE sees no loss, duplicate or reordering.
+//! - After every call the shell drains [`Tunnels::poll_transmit`] (in order,
+//!   before the next datagram) and [`Tunnels::poll_event`], and calls
+//!   [`Tunnels::handle_timeout`] at [`Tunnels::poll_timeout`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
 
 use mobicore_common::{Fteid, Teid};
 use mobicore_gtp::gtpu::{self, Body, Extension, HeaderRepr};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The user-plane data of one attached UE (its default bearer): the
 /// address the PDN gave it, the S-GW's S1-U F-TEID (uplink, from the
@@ -18,6 +55,37 @@ pub struct UeTunnel {
     pub ue_ip: Ipv4Addr,
     pub sgw: Fteid,
     pub enb: Fteid,
+}
+
+/// The bounds of what the table holds for idle UEs and handovers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HoldConfig {
+    /// Uplink packets held per idle UE until its tunnel is back; beyond
+    /// it the oldest is dropped.
+    pub idle_uplink_packets: usize,
+    /// At most one [`Event::Activity`] per UE per this many milliseconds.
+    pub activity_interval_ms: u64,
+    /// How long a handover target holds downlink of the new path waiting
+    /// for the End Marker on the forwarding tunnel (TS 36.300 10.1.2.2).
+    pub end_marker_timeout_ms: u64,
+    /// Downlink packets of the new path held at most while waiting for it.
+    pub end_marker_hold_packets: usize,
+    /// Forwarded packets a handover target holds before the UE arrives;
+    /// beyond it the newest is dropped.
+    pub forwarded_packets: usize,
+}
+
+impl Default for HoldConfig {
+    fn default() -> Self {
+        HoldConfig {
+            idle_uplink_packets: 64,
+            activity_interval_ms: 1_000,
+            end_marker_timeout_ms: 1_000,
+            end_marker_hold_packets: 4_096,
+            forwarded_packets: 4_096,
+        }
+    }
 }
 
 /// Why a packet was not forwarded.
@@ -35,6 +103,10 @@ pub enum DropReason {
     WrongDestination,
     /// Downlink: a GTP-U message the eNB does not act on.
     Ignored,
+    /// Uplink: the oldest packet held for an idle UE, pushed out.
+    IdleQueueFull,
+    /// Downlink: a forwarded packet beyond what a target holds.
+    ForwardingQueueFull,
 }
 
 /// Counters of one direction and the drops.
@@ -47,6 +119,17 @@ pub struct UserPlaneStats {
     pub echo_requests: u64,
     pub error_indications_sent: u64,
     pub error_indications_received: u64,
+    /// Uplink packets of idle UEs held (sent later or dropped).
+    pub idle_uplink_held: u64,
+    /// Downlink G-PDUs a source sent on to a forwarding tunnel.
+    pub forwarded: u64,
+    /// End Markers a source sent on, and a target received.
+    pub end_markers_forwarded: u64,
+    pub end_markers_received: u64,
+    /// Handovers whose target stopped waiting for the End Marker.
+    pub end_marker_timeouts: u64,
+    /// Forwarded packets reaching a target after it stopped waiting.
+    pub late_forwarded: u64,
     pub drops: HashMap<String, u64>,
 }
 
@@ -64,25 +147,129 @@ impl UserPlaneStats {
 pub enum Downlink<'a> {
     /// Write this inner IP packet into the TUN device.
     Deliver(&'a [u8]),
+    /// Send the GTP-U message left in `out` to this address (a source
+    /// forwarding a G-PDU or the End Marker).
+    Send(SocketAddrV4),
     /// Send this GTP-U message back to the sender (Echo Response, Error
     /// Indication).
     Reply(Vec<u8>),
+    /// Kept (or consumed) by the table: drain [`Tunnels::poll_transmit`].
+    Held,
     Drop(DropReason),
 }
 
-/// The tunnels of every attached UE, by UE address and by eNB TEID.
+/// What to do with an IP packet read from the TUN device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uplink {
+    /// Send the G-PDU left in `out` to this address.
+    Send(SocketAddrV4),
+    /// The UE is idle: the packet is held until its tunnel is back.
+    Held,
+    Drop(DropReason),
+}
+
+/// Packets the table releases later (held ones), in the order to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transmit {
+    /// An IP packet for the TUN device.
+    ToUe(Vec<u8>),
+    /// A GTP-U message for the S1-U socket.
+    Gtpu { to: SocketAddrV4, bytes: Vec<u8> },
+}
+
+/// What the glue acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// An idle UE sent a packet: time for a Service Request.
+    UplinkWhileIdle { ue_ip: Ipv4Addr },
+    /// The UE sent or received (throttled): restart its inactivity timer.
+    Activity { ue_ip: Ipv4Addr },
+    /// A source sent the End Marker on and forgot its TEID.
+    EndMarkerForwarded { ue_ip: Ipv4Addr },
+    /// A target delivers the new path directly now (End Marker received,
+    /// or `timed_out`).
+    HandoverDone { ue_ip: Ipv4Addr, timed_out: bool },
+}
+
+/// Why a handover step was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HandoverError {
+    #[error("no UE with address {0}")]
+    UnknownUe(Ipv4Addr),
+    #[error("UE {0} has no tunnel (idle)")]
+    Idle(Ipv4Addr),
+    #[error("UE {0} is already being forwarded from this eNB")]
+    AlreadyForwarding(Ipv4Addr),
+    #[error("TEID {0:?} is in use")]
+    TeidInUse(Teid),
+}
+
+/// What a TEID of this table is to its UE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The UE's downlink tunnel.
+    Current,
+    /// A handover source's old tunnel: forward what arrives.
+    Source,
+    /// A handover target's forwarding tunnel.
+    Forwarded,
+}
+
+/// A handover source: where downlink on `teid` goes now.
+#[derive(Debug, Clone, Copy)]
+struct Source {
+    teid: Teid,
+    forward_to: Fteid,
+}
+
+/// A handover target's holding state.
+#[derive(Debug, Default)]
+struct Target {
+    forwarding: Teid,
+    /// [`Tunnels::complete_handover`] was called.
+    arrived: bool,
+    /// Forwarded packets not yet delivered (the UE is not there yet).
+    forwarded: VecDeque<Vec<u8>>,
+    /// New-path packets held until the End Marker.
+    new_path: VecDeque<Vec<u8>>,
+    end_marker: bool,
+    deadline: Option<Instant>,
+    /// Stopped waiting for the End Marker: what still comes is late.
+    timed_out: bool,
+}
+
+#[derive(Debug, Default)]
+struct Ue {
+    /// None: ECM-IDLE (address kept, no tunnel).
+    tunnel: Option<UeTunnel>,
+    seq: u16,
+    idle_held: VecDeque<Vec<u8>>,
+    idle_reported: bool,
+    last_activity: Option<Instant>,
+    source: Option<Source>,
+    target: Option<Target>,
+    /// Forwarding TEIDs of handovers left before their End Marker.
+    stale: Vec<Teid>,
+}
+
+/// The tunnels of every UE, by UE address and by eNB TEID.
 #[derive(Debug)]
 pub struct Tunnels {
-    by_ue: HashMap<Ipv4Addr, UeTunnel>,
-    by_teid: HashMap<Teid, Ipv4Addr>,
+    by_ue: HashMap<Ipv4Addr, Ue>,
+    by_teid: HashMap<Teid, (Ipv4Addr, Role)>,
     /// The header of uplink G-PDUs (see [`uplink_header`]), kept so that
     /// only its TEID and sequence number change per packet (no
     /// allocation for its extension headers).
     uplink: HeaderRepr,
-    seq: HashMap<Ipv4Addr, u16>,
     /// Sequence number of the Error Indications we send.
     ei_seq: u16,
     local: Option<Ipv4Addr>,
+    hold: HoldConfig,
+    transmit: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    /// End Marker deadlines in the order they were set (all the same
+    /// timeout, so sorted); stale entries are skipped.
+    deadlines: VecDeque<(Instant, Ipv4Addr)>,
     pub stats: UserPlaneStats,
 }
 
@@ -104,6 +291,11 @@ pub fn uplink_header(sequence_numbers: bool, pdu_session_qfi: Option<u8>) -> Hea
     h
 }
 
+/// Is `ip` an IPv4 packet to `ue`?
+fn is_for(ip: &[u8], ue: Ipv4Addr) -> bool {
+    ip.len() >= 20 && ip[0] >> 4 == 4 && ip[16..20] == ue.octets()
+}
+
 impl Tunnels {
     /// `local`: the eNB's S1-U address (the GTP-U Peer Address of the
     /// Error Indications it sends).
@@ -112,9 +304,12 @@ impl Tunnels {
             by_ue: HashMap::new(),
             by_teid: HashMap::new(),
             uplink: uplink_header(sequence_numbers, None),
-            seq: HashMap::new(),
             ei_seq: 0,
             local: Some(local),
+            hold: HoldConfig::default(),
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
+            deadlines: VecDeque::new(),
             stats: UserPlaneStats::default(),
         }
     }
@@ -126,25 +321,81 @@ impl Tunnels {
         self
     }
 
-    /// Add or replace a UE's tunnel.
+    /// Other bounds for idle UEs and handovers.
+    pub fn with_hold(mut self, hold: HoldConfig) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// Add or replace a UE's tunnel. A UE back from idle (TS 23.401
+    /// 5.3.4.1) gets its held uplink packets sent first, in order
+    /// ([`Tunnels::poll_transmit`]).
     pub fn insert(&mut self, t: UeTunnel) {
-        if let Some(old) = self.by_ue.insert(t.ue_ip, t) {
-            self.by_teid.remove(&old.enb.teid);
+        let ue = self.by_ue.entry(t.ue_ip).or_default();
+        if let Some(old) = ue.tunnel.replace(t) {
+            if self.by_teid.get(&old.enb.teid) == Some(&(t.ue_ip, Role::Current)) {
+                self.by_teid.remove(&old.enb.teid);
+            }
         }
-        self.by_teid.insert(t.enb.teid, t.ue_ip);
+        ue.idle_reported = false;
+        self.by_teid.insert(t.enb.teid, (t.ue_ip, Role::Current));
+        let held = std::mem::take(&mut ue.idle_held);
+        for ip in held {
+            let mut out = Vec::new();
+            if let Uplink::Send(to) = self.encap(&ip, &mut out) {
+                self.transmit.push_back(Transmit::Gtpu { to, bytes: out });
+                self.stats.uplink_packets += 1;
+                self.stats.uplink_bytes += ip.len() as u64;
+            }
+        }
     }
 
+    /// The S1 connection of the UE is released (ECM-IDLE, TS 23.401
+    /// 5.3.5): it keeps its address but has no tunnel; its uplink is held
+    /// from now on. Packets a handover target still held go to the UE.
+    /// False for an unknown UE.
+    pub fn release(&mut self, ue_ip: Ipv4Addr) -> bool {
+        let Some(ue) = self.by_ue.get_mut(&ue_ip) else { return false };
+        let tunnel = ue.tunnel.take();
+        let (source, target) = (ue.source.take(), ue.target.take());
+        ue.idle_reported = false;
+        if let Some(t) = tunnel {
+            self.by_teid.remove(&t.enb.teid);
+        }
+        if let Some(s) = source {
+            self.by_teid.remove(&s.teid);
+        }
+        if let Some(t) = target {
+            self.by_teid.remove(&t.forwarding);
+            self.flush_target(t);
+        }
+        true
+    }
+
+    /// Forget a UE (detached): its tunnels and whatever was held for it.
     pub fn remove(&mut self, ue_ip: Ipv4Addr) -> Option<UeTunnel> {
-        let t = self.by_ue.remove(&ue_ip)?;
-        self.by_teid.remove(&t.enb.teid);
-        self.seq.remove(&ue_ip);
-        Some(t)
+        let ue = self.by_ue.remove(&ue_ip)?;
+        let teids = ue.tunnel.map(|t| t.enb.teid).into_iter();
+        let teids = teids.chain(ue.source.map(|s| s.teid)).chain(ue.target.as_ref().map(|t| t.forwarding));
+        for teid in teids.chain(ue.stale) {
+            if self.by_teid.get(&teid).is_some_and(|&(ip, _)| ip == ue_ip) {
+                self.by_teid.remove(&teid);
+            }
+        }
+        ue.tunnel
     }
 
+    /// The UE's tunnel; None for an unknown or idle UE.
     pub fn get(&self, ue_ip: Ipv4Addr) -> Option<&UeTunnel> {
-        self.by_ue.get(&ue_ip)
+        self.by_ue.get(&ue_ip)?.tunnel.as_ref()
     }
 
+    /// Whether the UE is known and idle.
+    pub fn is_idle(&self, ue_ip: Ipv4Addr) -> bool {
+        self.by_ue.get(&ue_ip).is_some_and(|u| u.tunnel.is_none())
+    }
+
+    /// UEs known (connected or idle).
     pub fn len(&self) -> usize {
         self.by_ue.len()
     }
@@ -153,59 +404,251 @@ impl Tunnels {
         self.by_ue.is_empty()
     }
 
+    /// Source side of a handover (TS 36.300 10.1.2.1.1 step 8, TS 23.401
+    /// 5.5.1.2.2 step 8): downlink arriving on the UE's current TEID from
+    /// now on, and then the End Marker, goes in GTP-U to `forward_to`
+    /// (the target's forwarding F-TEID, or the S-GW's for indirect
+    /// forwarding). Uplink stays on the old tunnel until
+    /// [`Tunnels::complete_handover`].
+    pub fn start_handover(&mut self, ue_ip: Ipv4Addr, forward_to: Fteid) -> Result<(), HandoverError> {
+        let ue = self.by_ue.get_mut(&ue_ip).ok_or(HandoverError::UnknownUe(ue_ip))?;
+        let t = ue.tunnel.ok_or(HandoverError::Idle(ue_ip))?;
+        if ue.source.is_some() {
+            return Err(HandoverError::AlreadyForwarding(ue_ip));
+        }
+        ue.source = Some(Source { teid: t.enb.teid, forward_to });
+        self.by_teid.insert(t.enb.teid, (ue_ip, Role::Source));
+        // The UE leaves: what a previous handover still held for it goes
+        // the same way, ahead of what arrives from now on.
+        // (A target not yet arrived is this handover's own, in this table.)
+        if let Some(prev) = ue.target.take_if(|t| t.arrived) {
+            // Forwarded packets still to come on its forwarding TEID go to
+            // the UE as they come (late); the TEID is forgotten with the UE.
+            ue.stale.retain(|t| self.by_teid.contains_key(t));
+            ue.stale.push(prev.forwarding);
+            for ip in prev.forwarded.into_iter().chain(prev.new_path) {
+                let bytes = gtpu::gpdu(forward_to.teid.0, &ip);
+                self.stats.forwarded += 1;
+                self.transmit.push_back(Transmit::Gtpu { to: SocketAddrV4::new(forward_to.ipv4, gtpu::PORT), bytes });
+            }
+        }
+        Ok(())
+    }
+
+    /// Target side, at preparation (TS 36.413 9.1.5.5 / 9.1.5.2): G-PDUs
+    /// on `teid` are the UE's forwarded downlink, held until the UE
+    /// arrives ([`Tunnels::complete_handover`]).
+    pub fn accept_forwarding(&mut self, ue_ip: Ipv4Addr, teid: Teid) -> Result<(), HandoverError> {
+        if self.by_teid.get(&teid).is_some_and(|&(ip, r)| ip != ue_ip || r != Role::Forwarded) {
+            return Err(HandoverError::TeidInUse(teid));
+        }
+        let ue = self.by_ue.get_mut(&ue_ip).ok_or(HandoverError::UnknownUe(ue_ip))?;
+        if let Some(prev) = ue.target.replace(Target { forwarding: teid, ..Default::default() }) {
+            self.by_teid.remove(&prev.forwarding);
+            self.flush_target(prev);
+        }
+        self.by_teid.insert(teid, (ue_ip, Role::Forwarded));
+        Ok(())
+    }
+
+    /// Target side, the UE has arrived: `new` is its tunnel from now on
+    /// (uplink to the new S-GW F-TEID at once). Forwarded packets go to
+    /// the UE first; downlink on the new TEID is held until the End Marker
+    /// (TS 36.300 10.1.2.2, TS 29.281 7.3.2) or the bounds of
+    /// [`HoldConfig`]. Without [`Tunnels::accept_forwarding`] the new path
+    /// is delivered at once.
+    pub fn complete_handover(&mut self, now: Instant, ue_ip: Ipv4Addr, new: UeTunnel) -> Result<(), HandoverError> {
+        if new.ue_ip != ue_ip {
+            return Err(HandoverError::UnknownUe(new.ue_ip));
+        }
+        if self.by_teid.get(&new.enb.teid).is_some_and(|&(ip, r)| ip != ue_ip || r != Role::Current) {
+            return Err(HandoverError::TeidInUse(new.enb.teid));
+        }
+        let ue = self.by_ue.get_mut(&ue_ip).ok_or(HandoverError::UnknownUe(ue_ip))?;
+        if let Some(old) = ue.tunnel.replace(new) {
+            if self.by_teid.get(&old.enb.teid) == Some(&(ue_ip, Role::Current)) {
+                self.by_teid.remove(&old.enb.teid);
+            }
+        }
+        self.by_teid.insert(new.enb.teid, (ue_ip, Role::Current));
+        let Some(t) = ue.target.as_mut() else { return Ok(()) };
+        if t.arrived {
+            // A second arrival (a new tunnel again): nothing more to hold.
+            return Ok(());
+        }
+        t.arrived = true;
+        for ip in t.forwarded.drain(..) {
+            self.stats.downlink_packets += 1;
+            self.stats.downlink_bytes += ip.len() as u64;
+            self.transmit.push_back(Transmit::ToUe(ip));
+        }
+        if t.end_marker {
+            let forwarding = t.forwarding;
+            ue.target = None;
+            self.by_teid.remove(&forwarding);
+            self.finish(ue_ip, false);
+        } else {
+            let at = now + Duration::from_millis(self.hold.end_marker_timeout_ms);
+            t.deadline = Some(at);
+            self.deadlines.push_back((at, ue_ip));
+        }
+        Ok(())
+    }
+
+    /// The UE's downlink no longer waits for the End Marker.
+    fn finish(&mut self, ue_ip: Ipv4Addr, timed_out: bool) {
+        if timed_out {
+            self.stats.end_marker_timeouts += 1;
+        }
+        self.events.push_back(Event::HandoverDone { ue_ip, timed_out });
+    }
+
+    /// Everything a target held goes to the UE, in order.
+    fn flush_target(&mut self, t: Target) {
+        for ip in t.forwarded.into_iter().chain(t.new_path) {
+            self.stats.downlink_packets += 1;
+            self.stats.downlink_bytes += ip.len() as u64;
+            self.transmit.push_back(Transmit::ToUe(ip));
+        }
+    }
+
+    /// A target stops waiting for the End Marker: held packets go to the
+    /// UE; forwarded ones still arriving are delivered as late.
+    fn give_up(&mut self, ue_ip: Ipv4Addr) {
+        let Some(t) = self.by_ue.get_mut(&ue_ip).and_then(|u| u.target.as_mut()) else { return };
+        t.timed_out = true;
+        t.deadline = None;
+        let held: Vec<_> = t.new_path.drain(..).collect();
+        for ip in held {
+            self.stats.downlink_packets += 1;
+            self.stats.downlink_bytes += ip.len() as u64;
+            self.transmit.push_back(Transmit::ToUe(ip));
+        }
+        self.finish(ue_ip, true);
+    }
+
+    /// When [`Tunnels::handle_timeout`] wants to be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines.front().map(|d| d.0)
+    }
+
+    /// Targets whose End Marker has not come by `now` stop waiting.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(at, ue_ip)) = self.deadlines.front() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            let live = self.by_ue.get(&ue_ip).and_then(|u| u.target.as_ref()).is_some_and(|t| t.deadline == Some(at));
+            if live {
+                self.give_up(ue_ip);
+            }
+        }
+    }
+
+    /// The next held packet to send, in order.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmit.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Throttled activity report (TS 36.300 10.1.6: the eNB's inactivity
+    /// timer is its own, fed by traffic).
+    fn activity(&mut self, ue_ip: Ipv4Addr, now: Instant) {
+        let Some(ue) = self.by_ue.get_mut(&ue_ip) else { return };
+        let every = Duration::from_millis(self.hold.activity_interval_ms);
+        if ue.last_activity.is_none_or(|t| now.saturating_duration_since(t) >= every) {
+            ue.last_activity = Some(now);
+            self.events.push_back(Event::Activity { ue_ip });
+        }
+    }
+
     /// An IP packet the UE sent (read from the TUN): encapsulate it into
-    /// `out` as a G-PDU on the UE's uplink tunnel (TS 29.281 5.1) and
-    /// return where to send it.
-    pub fn uplink(&mut self, ip: &[u8], out: &mut Vec<u8>) -> Result<SocketAddrV4, DropReason> {
+    /// `out` as a G-PDU on the UE's uplink tunnel (TS 29.281 5.1), or hold
+    /// it while the UE is idle.
+    pub fn uplink(&mut self, now: Instant, ip: &[u8], out: &mut Vec<u8>) -> Uplink {
         let r = self.encap(ip, out);
         match r {
-            Ok(_) => {
+            Uplink::Send(_) => {
                 self.stats.uplink_packets += 1;
                 self.stats.uplink_bytes += ip.len() as u64;
+                let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+                self.activity(src, now);
             }
-            Err(e) => self.stats.drop(e),
+            Uplink::Held => {}
+            Uplink::Drop(e) => self.stats.drop(e),
         }
         r
     }
 
-    fn encap(&mut self, ip: &[u8], out: &mut Vec<u8>) -> Result<SocketAddrV4, DropReason> {
+    fn encap(&mut self, ip: &[u8], out: &mut Vec<u8>) -> Uplink {
         if ip.len() < 20 || ip[0] >> 4 != 4 {
-            return Err(DropReason::NotIpv4);
+            return Uplink::Drop(DropReason::NotIpv4);
         }
         let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        let t = self.by_ue.get(&src).ok_or(DropReason::UnknownUe)?;
+        let Some(ue) = self.by_ue.get_mut(&src) else { return Uplink::Drop(DropReason::UnknownUe) };
+        let Some(t) = ue.tunnel else {
+            // ECM-IDLE: hold it, report the first one (TS 23.401 5.3.4.1).
+            self.stats.idle_uplink_held += 1;
+            if ue.idle_held.len() >= self.hold.idle_uplink_packets {
+                ue.idle_held.pop_front();
+                self.stats.drop(DropReason::IdleQueueFull);
+            }
+            if self.hold.idle_uplink_packets > 0 {
+                ue.idle_held.push_back(ip.to_vec());
+            } else {
+                self.stats.drop(DropReason::IdleQueueFull);
+            }
+            if !ue.idle_reported {
+                ue.idle_reported = true;
+                self.events.push_back(Event::UplinkWhileIdle { ue_ip: src });
+            }
+            return Uplink::Held;
+        };
         let h = &mut self.uplink;
         h.teid = t.sgw.teid.0;
         if h.seq.is_some() {
-            let s = self.seq.entry(src).or_default();
-            h.seq = Some(*s);
-            *s = s.wrapping_add(1);
+            h.seq = Some(ue.seq);
+            ue.seq = ue.seq.wrapping_add(1);
         }
         out.clear();
         out.resize(h.header_len() + ip.len(), 0);
         h.emit_with_payload(out, ip);
-        Ok(SocketAddrV4::new(t.sgw.ipv4, gtpu::PORT))
+        Uplink::Send(SocketAddrV4::new(t.sgw.ipv4, gtpu::PORT))
     }
 
-    /// A datagram received on the S1-U socket from `from`.
-    pub fn downlink<'a>(&mut self, datagram: &'a [u8], from: SocketAddrV4) -> Downlink<'a> {
-        let d = self.decap(datagram, from);
+    /// A datagram received on the S1-U socket from `from`; a message to
+    /// send on is left in `out` ([`Downlink::Send`]).
+    pub fn downlink<'a>(
+        &mut self,
+        now: Instant,
+        datagram: &'a [u8],
+        from: SocketAddrV4,
+        out: &mut Vec<u8>,
+    ) -> Downlink<'a> {
+        let d = self.decap(datagram, from, out);
         match &d {
             Downlink::Deliver(ip) => {
                 self.stats.downlink_packets += 1;
                 self.stats.downlink_bytes += ip.len() as u64;
+                let ue = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+                self.activity(ue, now);
             }
             Downlink::Drop(r) => self.stats.drop(*r),
-            Downlink::Reply(_) => {}
+            Downlink::Reply(_) | Downlink::Send(_) | Downlink::Held => {}
         }
         d
     }
 
-    fn decap<'a>(&mut self, datagram: &'a [u8], from: SocketAddrV4) -> Downlink<'a> {
+    fn decap<'a>(&mut self, datagram: &'a [u8], from: SocketAddrV4, out: &mut Vec<u8>) -> Downlink<'a> {
         let Ok(m) = gtpu::parse(datagram) else { return Downlink::Drop(DropReason::Malformed) };
+        let teid = Teid(m.header.teid);
         match m.body {
             Body::GPdu(ip) => {
-                let Some(&ue) = self.by_teid.get(&Teid(m.header.teid)) else {
+                let Some(&(ue_ip, role)) = self.by_teid.get(&teid) else {
                     // TS 29.281 7.3.1: tell the sender the tunnel is unknown.
                     self.stats.error_indications_sent += 1;
                     self.stats.drop(DropReason::UnknownTeid);
@@ -218,11 +661,17 @@ impl Tunnels {
                         Some(from.port()),
                     ));
                 };
-                if ip.len() < 20 || ip[0] >> 4 != 4 || ip[16..20] != ue.octets() {
+                if !is_for(ip, ue_ip) {
                     return Downlink::Drop(DropReason::WrongDestination);
                 }
-                Downlink::Deliver(ip)
+                self.gpdu(ue_ip, teid, role, ip, out)
             }
+            Body::EndMarker => match self.by_teid.get(&teid) {
+                Some(&(ue_ip, Role::Source)) => self.forward_end_marker(ue_ip, out),
+                Some(&(ue_ip, Role::Forwarded)) => self.end_marker_at_target(ue_ip, teid),
+                // On the current tunnel (no forwarding): nothing waits for it.
+                _ => Downlink::Drop(DropReason::Ignored),
+            },
             Body::EchoRequest => {
                 self.stats.echo_requests += 1;
                 Downlink::Reply(gtpu::echo_response(m.header.seq))
@@ -234,187 +683,97 @@ impl Tunnels {
             _ => Downlink::Drop(DropReason::Ignored),
         }
     }
+
+    fn gpdu<'a>(&mut self, ue_ip: Ipv4Addr, teid: Teid, role: Role, ip: &'a [u8], out: &mut Vec<u8>) -> Downlink<'a> {
+        let Some(ue) = self.by_ue.get_mut(&ue_ip) else { return Downlink::Drop(DropReason::UnknownUe) };
+        match role {
+            Role::Source => {
+                let Some(s) = ue.source else { return Downlink::Drop(DropReason::UnknownTeid) };
+                // TS 36.300 10.1.2.1.1 step 8: on to the target, in order.
+                self.stats.forwarded += 1;
+                out.clear();
+                let repr = gtpu::Repr { header: HeaderRepr::gpdu(s.forward_to.teid.0), body: Body::GPdu(ip) };
+                repr.emit_into(out);
+                Downlink::Send(SocketAddrV4::new(s.forward_to.ipv4, gtpu::PORT))
+            }
+            Role::Forwarded => {
+                let bound = self.hold.forwarded_packets;
+                let Some(t) = ue.target.as_mut().filter(|t| t.forwarding == teid) else {
+                    // A previous handover's forwarding, after the UE left it.
+                    self.stats.late_forwarded += 1;
+                    return Downlink::Deliver(ip);
+                };
+                if t.timed_out {
+                    self.stats.late_forwarded += 1;
+                    return Downlink::Deliver(ip);
+                }
+                if t.arrived {
+                    return Downlink::Deliver(ip);
+                }
+                if t.forwarded.len() >= bound {
+                    return Downlink::Drop(DropReason::ForwardingQueueFull);
+                }
+                t.forwarded.push_back(ip.to_vec());
+                Downlink::Held
+            }
+            Role::Current => {
+                let bound = self.hold.end_marker_hold_packets;
+                match ue.target.as_mut() {
+                    Some(t) if t.arrived && !t.end_marker && !t.timed_out => {
+                        t.new_path.push_back(ip.to_vec());
+                        if t.new_path.len() >= bound {
+                            self.give_up(ue_ip);
+                        }
+                        Downlink::Held
+                    }
+                    _ => Downlink::Deliver(ip),
+                }
+            }
+        }
+    }
+
+    /// A source received the End Marker on its old tunnel: send it on and
+    /// forget the tunnel (TS 36.300 10.1.2.2, TS 29.281 7.3.2).
+    fn forward_end_marker<'a>(&mut self, ue_ip: Ipv4Addr, out: &mut Vec<u8>) -> Downlink<'a> {
+        let Some(s) = self.by_ue.get_mut(&ue_ip).and_then(|u| u.source.take()) else {
+            return Downlink::Drop(DropReason::Ignored);
+        };
+        self.by_teid.remove(&s.teid);
+        self.stats.end_markers_forwarded += 1;
+        self.events.push_back(Event::EndMarkerForwarded { ue_ip });
+        *out = gtpu::end_marker(s.forward_to.teid.0);
+        Downlink::Send(SocketAddrV4::new(s.forward_to.ipv4, gtpu::PORT))
+    }
+
+    /// A target received the End Marker on its forwarding tunnel: the new
+    /// path's held packets go to the UE, after every forwarded one.
+    fn end_marker_at_target<'a>(&mut self, ue_ip: Ipv4Addr, teid: Teid) -> Downlink<'a> {
+        self.stats.end_markers_received += 1;
+        let Some(ue) = self.by_ue.get_mut(&ue_ip) else { return Downlink::Drop(DropReason::Ignored) };
+        let Some(t) = ue.target.as_mut().filter(|t| t.forwarding == teid) else {
+            // A previous handover's forwarding ends: forget its TEID.
+            self.by_teid.remove(&teid);
+            return Downlink::Held;
+        };
+        let forwarding = t.forwarding;
+        if t.timed_out {
+            ue.target = None;
+            self.by_teid.remove(&forwarding);
+            return Downlink::Held;
+        }
+        t.end_marker = true;
+        if !t.arrived {
+            // Delivered with the forwarded ones at complete_handover.
+            return Downlink::Held;
+        }
+        if let Some(t) = ue.target.take() {
+            self.by_teid.remove(&forwarding);
+            self.flush_target(t);
+            self.finish(ue_ip, false);
+        }
+        Downlink::Held
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    const ENB: Ipv4Addr = Ipv4Addr::new(10, 200, 1, 1);
-    const SGW: Ipv4Addr = Ipv4Addr::new(10, 200, 1, 2);
-    const PEER: SocketAddrV4 = SocketAddrV4::new(SGW, 2152);
-
-    fn tunnel(i: u8) -> UeTunnel {
-        UeTunnel {
-            ue_ip: Ipv4Addr::new(10, 45, 0, i),
-            sgw: Fteid { teid: Teid(0x1000 + u32::from(i)), ipv4: SGW },
-            enb: Fteid { teid: Teid(0x9000 + u32::from(i)), ipv4: ENB },
-        }
-    }
-
-    fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
-        let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0];
-        p.extend_from_slice(&src.octets());
-        p.extend_from_slice(&dst.octets());
-        p.extend_from_slice(payload);
-        let len = p.len() as u16;
-        p[2..4].copy_from_slice(&len.to_be_bytes());
-        p
-    }
-
-    #[test]
-    fn uplink_encapsulates_on_the_sgw_teid() {
-        let mut t = Tunnels::new(ENB, false);
-        t.insert(tunnel(2));
-        let ip = ipv4(Ipv4Addr::new(10, 45, 0, 2), Ipv4Addr::new(10, 200, 2, 2), b"data");
-        let mut out = Vec::new();
-        assert_eq!(t.uplink(&ip, &mut out), Ok(PEER));
-        assert_eq!(&out[..8], &[0x30, 255, 0, ip.len() as u8, 0, 0, 0x10, 0x02]);
-        assert_eq!(&out[8..], &ip[..]);
-        let m = gtpu::parse(&out).unwrap();
-        assert_eq!(m.body, Body::GPdu(&ip));
-        assert_eq!(t.stats.uplink_packets, 1);
-        assert_eq!(t.stats.uplink_bytes, ip.len() as u64);
-    }
-
-    #[test]
-    fn uplink_with_pdu_session_container_tags_the_qfi() {
-        let mut t = Tunnels::new(ENB, true).with_pdu_session_container(9);
-        t.insert(tunnel(2));
-        let ip = ipv4(Ipv4Addr::new(10, 45, 0, 2), Ipv4Addr::new(10, 200, 2, 2), b"data");
-        let mut out = Vec::new();
-        t.uplink(&ip, &mut out).unwrap();
-        // E and S flags; 4 optional octets, then one 4-octet extension:
-        // length 1, PDU type 1 (UL) in the high nibble, QFI 9, next type 0.
-        assert_eq!(out[0], 0x36);
-        assert_eq!(out[11], 0x85);
-        assert_eq!(&out[12..16], &[1, 0x10, 9, 0]);
-        assert_eq!(&out[16..], &ip[..]);
-        let p = gtpu::Packet::new_checked(&out[..]).unwrap();
-        let qfis: Vec<_> = p.extensions().map(|(kind, c)| Extension { kind, content: c.to_vec() }.qfi()).collect();
-        assert_eq!(qfis, vec![Some(9)]);
-        assert_eq!(p.payload(), &ip[..]);
-    }
-
-    #[test]
-    fn uplink_header_len_is_what_gtpu_adds() {
-        // The TUN MTU budget (shell::setup_routing) is the emitted header.
-        for (seq, qfi, len) in [(false, None, 8), (true, None, 12), (false, Some(9), 16), (true, Some(9), 16)] {
-            let mut t = Tunnels::new(ENB, seq);
-            if let Some(q) = qfi {
-                t = t.with_pdu_session_container(q);
-            }
-            t.insert(tunnel(2));
-            let ip = ipv4(Ipv4Addr::new(10, 45, 0, 2), Ipv4Addr::new(8, 8, 8, 8), b"x");
-            let mut out = vec![0xee; 3000];
-            t.uplink(&ip, &mut out).unwrap();
-            assert_eq!(uplink_header(seq, qfi).header_len(), len);
-            assert_eq!(out.len() - ip.len(), len, "seq {seq} qfi {qfi:?}");
-        }
-    }
-
-    #[test]
-    fn uplink_with_sequence_numbers_counts_per_tunnel() {
-        let mut t = Tunnels::new(ENB, true);
-        t.insert(tunnel(2));
-        let ip = ipv4(Ipv4Addr::new(10, 45, 0, 2), Ipv4Addr::new(8, 8, 8, 8), b"x");
-        let mut out = Vec::new();
-        for want in 0..3u16 {
-            t.uplink(&ip, &mut out).unwrap();
-            let m = gtpu::parse(&out).unwrap();
-            assert_eq!(m.header.seq, Some(want));
-            assert_eq!(m.body, Body::GPdu(&ip));
-        }
-    }
-
-    #[test]
-    fn uplink_from_unknown_source_or_non_ipv4_is_dropped() {
-        let mut t = Tunnels::new(ENB, false);
-        t.insert(tunnel(2));
-        let mut out = Vec::new();
-        let spoofed = ipv4(Ipv4Addr::new(10, 45, 0, 3), Ipv4Addr::new(8, 8, 8, 8), b"x");
-        assert_eq!(t.uplink(&spoofed, &mut out), Err(DropReason::UnknownUe));
-        assert_eq!(t.uplink(&[0x60; 40], &mut out), Err(DropReason::NotIpv4));
-        assert_eq!(t.uplink(&[0x45; 3], &mut out), Err(DropReason::NotIpv4));
-        assert_eq!(t.stats.dropped(), 3);
-        assert_eq!(t.stats.uplink_packets, 0);
-    }
-
-    #[test]
-    fn downlink_by_teid_delivers_the_inner_packet() {
-        let mut t = Tunnels::new(ENB, false);
-        t.insert(tunnel(2));
-        t.insert(tunnel(3));
-        let ip = ipv4(Ipv4Addr::new(10, 200, 2, 2), Ipv4Addr::new(10, 45, 0, 3), b"reply");
-        let mut g = gtpu::gpdu(0x9003, &ip);
-        assert_eq!(t.downlink(&g, PEER), Downlink::Deliver(&ip));
-        // The same packet on UE 2's TEID is not UE 2's.
-        g[4..8].copy_from_slice(&0x9002u32.to_be_bytes());
-        assert_eq!(t.downlink(&g, PEER), Downlink::Drop(DropReason::WrongDestination));
-        assert_eq!(t.stats.downlink_packets, 1);
-    }
-
-    #[test]
-    fn downlink_on_unknown_teid_answers_error_indication() {
-        let mut t = Tunnels::new(ENB, false);
-        let ip = ipv4(Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::new(10, 45, 0, 9), b"");
-        let g = gtpu::gpdu(0x4242, &ip);
-        let Downlink::Reply(r) = t.downlink(&g, PEER) else { panic!("no reply") };
-        let m = gtpu::parse(&r).unwrap();
-        assert_eq!(m.body, Body::ErrorIndication { teid_data_i: 0x4242, peer: IpAddr::V4(ENB) });
-        assert_eq!(t.stats.error_indications_sent, 1);
-    }
-
-    #[test]
-    fn echo_request_is_answered_with_its_sequence_number() {
-        let mut t = Tunnels::new(ENB, false);
-        let req = gtpu::Repr {
-            header: HeaderRepr { msg_type: gtpu::msg::ECHO_REQUEST, teid: 0, seq: Some(77), ..Default::default() },
-            body: Body::EchoRequest,
-        }
-        .to_vec();
-        let Downlink::Reply(r) = t.downlink(&req, PEER) else { panic!("no reply") };
-        let m = gtpu::parse(&r).unwrap();
-        assert_eq!(m.header.seq, Some(77));
-        assert_eq!(m.body, Body::EchoResponse { recovery: 0 });
-    }
-
-    #[test]
-    fn replacing_a_tunnel_forgets_the_old_teid() {
-        let mut t = Tunnels::new(ENB, false);
-        t.insert(tunnel(2));
-        let mut moved = tunnel(2);
-        moved.enb.teid = Teid(0x7777);
-        t.insert(moved);
-        assert_eq!(t.len(), 1);
-        assert!(!t.by_teid.contains_key(&Teid(0x9002)));
-        assert_eq!(t.remove(moved.ue_ip), Some(moved));
-        assert!(t.is_empty() && t.by_teid.is_empty());
-    }
-
-    proptest! {
-        #[test]
-        fn downlink_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let mut t = Tunnels::new(ENB, false);
-            t.insert(tunnel(2));
-            let _ = t.downlink(&bytes, PEER);
-        }
-
-        #[test]
-        fn uplink_then_downlink_round_trips(payload in proptest::collection::vec(any::<u8>(), 0..1400), seq in any::<bool>(), qfi in proptest::option::of(0u8..64)) {
-            let mut t = Tunnels::new(ENB, seq);
-            if let Some(q) = qfi {
-                t = t.with_pdu_session_container(q);
-            }
-            let tun = tunnel(2);
-            t.insert(tun);
-            let ip = ipv4(tun.ue_ip, tun.ue_ip, &payload);
-            let mut out = Vec::new();
-            t.uplink(&ip, &mut out).unwrap();
-            // Reflect: same packet on the eNB's TEID.
-            out[4..8].copy_from_slice(&tun.enb.teid.0.to_be_bytes());
-            prop_assert_eq!(t.downlink(&out, PEER), Downlink::Deliver(&ip));
-        }
-    }
-}
+mod tests;
