@@ -168,3 +168,95 @@ pub enum S6aAnswer {
     UpdateLocation(Result<SubscriptionData, S6aError>),
     PurgeUe(Result<(), S6aError>),
 }
+
+// ---- HSS -> MME requests (TS 29.272 5.2.1.2) ----
+
+/// Cancellation-Type (TS 29.272 7.3.24): why the HSS cancels a location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CancellationType {
+    /// The UE registered at another MME (TS 23.401 5.3.3.1 step 8).
+    MmeUpdateProcedure,
+    SgsnUpdateProcedure,
+    /// The subscription was withdrawn (TS 23.401 5.3.8.4).
+    SubscriptionWithdrawal,
+    UpdateProcedureIwf,
+    /// The UE attached at another MME (TS 23.401 5.3.2.1 step 8).
+    InitialAttachProcedure,
+}
+
+impl CancellationType {
+    /// The Enumerated value on the wire.
+    pub fn code(&self) -> u32 {
+        match self {
+            CancellationType::MmeUpdateProcedure => 0,
+            CancellationType::SgsnUpdateProcedure => 1,
+            CancellationType::SubscriptionWithdrawal => 2,
+            CancellationType::UpdateProcedureIwf => 3,
+            CancellationType::InitialAttachProcedure => 4,
+        }
+    }
+    pub fn from_code(code: u32) -> Option<Self> {
+        Some(match code {
+            0 => CancellationType::MmeUpdateProcedure,
+            1 => CancellationType::SgsnUpdateProcedure,
+            2 => CancellationType::SubscriptionWithdrawal,
+            3 => CancellationType::UpdateProcedureIwf,
+            4 => CancellationType::InitialAttachProcedure,
+            _ => return None,
+        })
+    }
+}
+
+/// Cancel-Location-Request (TS 29.272 5.2.1.2, 7.2.7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelLocationRequest {
+    pub imsi: Imsi,
+    pub cancellation_type: CancellationType,
+    /// CLR-Flags (TS 29.272 7.3.152), 0 when absent.
+    #[serde(default)]
+    pub flags: u32,
+}
+
+/// A request the HSS sends the MME.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum S6aIncomingRequest {
+    CancelLocation(CancelLocationRequest),
+}
+
+/// The MME's answer to an [`S6aIncomingRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum S6aIncomingAnswer {
+    /// Cancel-Location-Answer (TS 29.272 7.2.8): DIAMETER_SUCCESS or the error.
+    CancelLocation(Result<(), S6aError>),
+}
+
+/// A request from the HSS and where its answer goes (like
+/// [`crate::s11::IncomingS11`]); dropping `reply` answers
+/// DIAMETER_UNABLE_TO_COMPLY.
+#[derive(Debug)]
+pub struct S6aIncoming {
+    pub request: S6aIncomingRequest,
+    pub reply: tokio::sync::oneshot::Sender<S6aIncomingAnswer>,
+}
+
+/// The MME's end of its S6a client task: requests it sends (and their
+/// answers) and requests the HSS sends it.
+pub struct S6aLink {
+    pub requests: crate::requester::Requester<S6aRequest, S6aAnswer>,
+    pub incoming: tokio::sync::mpsc::Receiver<S6aIncoming>,
+}
+
+/// The client task's end of an [`S6aLink`].
+pub struct S6aLinkTask {
+    pub requests: tokio::sync::mpsc::Receiver<crate::requester::Pending<S6aRequest, S6aAnswer>>,
+    pub incoming: tokio::sync::mpsc::Sender<S6aIncoming>,
+}
+
+impl S6aLink {
+    /// Both ends, each channel holding up to `capacity` messages.
+    pub fn channel(capacity: usize) -> (S6aLink, S6aLinkTask) {
+        let (requests, requests_rx) = crate::requester::Requester::channel(capacity);
+        let (incoming_tx, incoming) = tokio::sync::mpsc::channel(capacity);
+        (S6aLink { requests, incoming }, S6aLinkTask { requests: requests_rx, incoming: incoming_tx })
+    }
+}

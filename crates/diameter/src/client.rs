@@ -3,6 +3,15 @@
 //! its own Session-Id; answers DWR, sends DWR when idle, times requests out
 //! and reconnects with backoff when the connection drops.
 //!
+//! The HSS's requests on the same connection (Cancel-Location, TS 29.272
+//! 5.2.1.2) go to the MME through [`S6aLink::incoming`] and are answered
+//! with what it replies ([`connect_s6a_link`]). Trust boundary: only the
+//! HSS of the capabilities exchange may send them (a request with another
+//! Origin-Host is refused by the peer, RFC 6733 6.3), one for another
+//! Destination-Host gets DIAMETER_UNABLE_TO_DELIVER (RFC 6733 6.1.5), and
+//! at most `max_incoming_in_flight` wait for the MME (beyond that
+//! DIAMETER_TOO_BUSY, RFC 6733 7.1.3); each refusal is counted.
+//!
 //! ```no_run
 //! # async fn f() -> Result<(), mobicore_diameter::DiameterError> {
 //! use mobicore_diameter::{connect_s6a, S6aClientConfig};
@@ -15,12 +24,14 @@ use crate::base::LocalIdentity;
 use crate::error::DiameterError;
 use crate::framing::FrameDecoder;
 use crate::message::Message;
+use crate::base::error_answer_for;
+use crate::dict::{app, avp, cmd, result};
 use crate::peer::{Peer, PeerConfig, PeerEvent, DEFAULT_TW};
 use crate::s6a::{self, RequestContext};
 use crate::transport::{self, ReadOutcome};
 use mobicore_common::counters::Counters;
 use mobicore_common::requester::{Pending, Requester, TransportError};
-use mobicore_common::s6a::{S6aAnswer, S6aRequest};
+use mobicore_common::s6a::{S6aAnswer, S6aIncoming, S6aIncomingAnswer, S6aLink, S6aLinkTask, S6aRequest};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -46,6 +57,9 @@ pub struct S6aClientConfig {
     pub reconnect_max_backoff: Option<Duration>,
     /// Requests queued between the NF and the task.
     pub channel_depth: usize,
+    /// The HSS's requests (CLR) handed to the MME and not answered yet;
+    /// beyond this DIAMETER_TOO_BUSY.
+    pub max_incoming_in_flight: usize,
     /// Counters of dropped / malformed input.
     pub counters: Counters,
 }
@@ -64,6 +78,7 @@ impl S6aClientConfig {
             watchdog_interval: DEFAULT_TW,
             reconnect_max_backoff: Some(Duration::from_secs(5)),
             channel_depth: 4096,
+            max_incoming_in_flight: 1024,
             counters: Counters::new(),
         }
     }
@@ -73,6 +88,8 @@ impl S6aClientConfig {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         local.origin_state_id = now.as_secs() as u32;
         let mut cfg = PeerConfig::s6a(local);
+        // The MME serves the HSS's Cancel-Location (TS 29.272 5.2.1.2).
+        cfg.applications = vec![(app::S6A, vec![cmd::CANCEL_LOCATION])];
         cfg.watchdog_interval = self.watchdog_interval;
         cfg.cer_timeout = self.watchdog_interval;
         cfg.id_seed = (now.as_secs() as u32) << 20 ^ now.subsec_nanos();
@@ -256,11 +273,94 @@ async fn open(cfg: &S6aClientConfig) -> Result<Connection, DiameterError> {
 /// MME uses. The first connection must succeed; later drops are retried
 /// with backoff when `reconnect_max_backoff` is set (requests meanwhile get
 /// [`TransportError::Down`]).
+///
+/// The HSS's requests are answered DIAMETER_UNABLE_TO_COMPLY: use
+/// [`connect_s6a_link`] to serve them.
 pub async fn connect_s6a(cfg: S6aClientConfig) -> Result<Requester<S6aRequest, S6aAnswer>, DiameterError> {
+    connect_s6a_link(cfg).await.map(|l| l.requests)
+}
+
+/// As [`connect_s6a`], and the HSS's requests (CLR) come out of
+/// [`S6aLink::incoming`], each answered with what its `reply` carries.
+pub async fn connect_s6a_link(cfg: S6aClientConfig) -> Result<S6aLink, DiameterError> {
     let conn = open(&cfg).await?;
-    let (handle, rx) = Requester::channel(cfg.channel_depth);
-    tokio::spawn(run(cfg, conn, rx));
-    Ok(handle)
+    let (link, task) = S6aLink::channel(cfg.channel_depth);
+    tokio::spawn(run(cfg, conn, task));
+    Ok(link)
+}
+
+/// The HSS's requests handed to the MME, waiting for its answer.
+struct Incoming {
+    to_mme: mpsc::Sender<S6aIncoming>,
+    /// (connection generation, request, answer) once the MME replied.
+    replies_tx: mpsc::UnboundedSender<(u64, Message, Option<S6aIncomingAnswer>)>,
+    replies: mpsc::UnboundedReceiver<(u64, Message, Option<S6aIncomingAnswer>)>,
+    in_flight: usize,
+    generation: u64,
+}
+
+impl Incoming {
+    /// A request from the (already admitted) HSS: refused, or handed on.
+    fn request(&mut self, cfg: &S6aClientConfig, peer: &mut Peer, m: Message) {
+        let c = &cfg.counters;
+        let local = peer.local().clone();
+        if let Some(h) = m.find(avp::DESTINATION_HOST).and_then(|a| a.as_str().ok()) {
+            if !h.eq_ignore_ascii_case(&local.origin_host) {
+                // RFC 6733 6.1.5: not for us, and we relay nothing.
+                c.incr("s6a_request_for_other_host");
+                peer.send(&error_answer_for(&local, &m, result::DIAMETER_UNABLE_TO_DELIVER, None));
+                return;
+            }
+        }
+        let request = match s6a::decode_incoming_request(&m) {
+            Ok(r) => r,
+            Err(e) => {
+                c.incr("s6a_bad_incoming_request");
+                peer.send(&error_answer_for(&local, &m, e.result_code, e.failed_avp));
+                return;
+            }
+        };
+        if self.in_flight >= cfg.max_incoming_in_flight {
+            // RFC 6733 7.1.3: DIAMETER_TOO_BUSY, the HSS may retry.
+            c.incr("s6a_incoming_over_limit");
+            peer.send(&error_answer_for(&local, &m, result::DIAMETER_TOO_BUSY, None));
+            return;
+        }
+        let (reply, answer) = oneshot::channel();
+        match self.to_mme.try_send(S6aIncoming { request, reply }) {
+            Ok(()) => {
+                c.incr("s6a_clr_received");
+                self.in_flight += 1;
+                let (tx, generation) = (self.replies_tx.clone(), self.generation);
+                tokio::spawn(async move {
+                    let _ = tx.send((generation, m, answer.await.ok()));
+                });
+            }
+            Err(e) => {
+                let full = matches!(e, mpsc::error::TrySendError::Full(_));
+                c.incr(if full { "s6a_incoming_over_limit" } else { "s6a_incoming_no_consumer" });
+                let rc = if full { result::DIAMETER_TOO_BUSY } else { result::DIAMETER_UNABLE_TO_COMPLY };
+                peer.send(&error_answer_for(&local, &m, rc, None));
+            }
+        }
+    }
+
+    /// The MME's answer: sent, unless the connection it came on is gone.
+    fn reply(&mut self, cfg: &S6aClientConfig, peer: &mut Peer, r: (u64, Message, Option<S6aIncomingAnswer>)) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let (generation, m, answer) = r;
+        if generation != self.generation {
+            cfg.counters.incr("s6a_incoming_answer_after_reconnect");
+            return;
+        }
+        let local = peer.local().clone();
+        let a = match answer {
+            Some(a) => s6a::encode_incoming_answer(&m, &a, &local),
+            None => error_answer_for(&local, &m, result::DIAMETER_UNABLE_TO_COMPLY, None),
+        };
+        cfg.counters.incr("s6a_cla_sent");
+        peer.send(&a);
+    }
 }
 
 enum Exit {
@@ -270,12 +370,16 @@ enum Exit {
     Down(String),
 }
 
-async fn run(cfg: S6aClientConfig, conn: Connection, mut rx: mpsc::Receiver<Pending<S6aRequest, S6aAnswer>>) {
+async fn run(cfg: S6aClientConfig, conn: Connection, task: S6aLinkTask) {
+    let S6aLinkTask { requests: mut rx, incoming: to_mme } = task;
+    let (replies_tx, replies) = mpsc::unbounded_channel();
+    let mut incoming = Incoming { to_mme, replies_tx, replies, in_flight: 0, generation: 0 };
     let boot = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs() as u32;
     let mut inflight = InFlight::new(&cfg.origin_host, cfg.request_timeout, boot);
     let mut conn = conn;
     loop {
-        match serve(&cfg, &mut conn, &mut rx, &mut inflight).await {
+        incoming.generation += 1;
+        match serve(&cfg, &mut conn, &mut rx, &mut inflight, &mut incoming).await {
             Exit::Done => return,
             Exit::Down(why) => {
                 tracing::warn!(peer = %cfg.peer, %why, "S6a connection down");
@@ -314,6 +418,7 @@ async fn serve(
     c: &mut Connection,
     rx: &mut mpsc::Receiver<Pending<S6aRequest, S6aAnswer>>,
     inflight: &mut InFlight,
+    incoming: &mut Incoming,
 ) -> Exit {
     let mut handles_gone = false;
     loop {
@@ -345,6 +450,7 @@ async fn serve(
                     c.peer.close(Instant::now());
                 }
             },
+            Some(r) = incoming.replies.recv() => incoming.reply(cfg, &mut c.peer, r),
             _ = transport::sleep_until(deadline) => {
                 let now = Instant::now();
                 c.peer.handle_timeout(now);
@@ -356,7 +462,7 @@ async fn serve(
             match ev {
                 PeerEvent::Answer(m) => inflight.answer(&m, &cfg.counters),
                 PeerEvent::MalformedAnswer { hop_by_hop } => inflight.malformed(hop_by_hop),
-                PeerEvent::Request(_) => cfg.counters.incr("diameter_unexpected_request"),
+                PeerEvent::Request(m) => incoming.request(cfg, &mut c.peer, m),
                 PeerEvent::Up { .. } => {}
                 PeerEvent::Down(why) => {
                     c.flush();

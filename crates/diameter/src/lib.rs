@@ -40,6 +40,6 @@ pub mod peer;
 pub mod s6a;
 pub mod transport;
 
-pub use client::{connect_s6a, S6aClientConfig};
+pub use client::{connect_s6a, connect_s6a_link, S6aClientConfig};
 pub use error::{DiameterError, WireError};
 pub use message::Message;

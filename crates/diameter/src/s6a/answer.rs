@@ -8,7 +8,7 @@ use crate::message::{find, Message};
 use mobicore_common::s6a::*;
 use mobicore_common::{tbcd_decode, tbcd_encode, Ambr, Arp, PdnType};
 
-fn result_avp(err: Option<S6aError>) -> AvpRepr {
+pub(super) fn result_avp(err: Option<S6aError>) -> AvpRepr {
     match err {
         None => avp::RESULT_CODE.u32(result::DIAMETER_SUCCESS),
         Some(e) if e.is_experimental() => avp::EXPERIMENTAL_RESULT

@@ -3,11 +3,16 @@
 //!
 //! - [`request`]: ULR, AIR, PUR (7.2.3, 7.2.5, 7.2.13), both directions.
 //! - [`answer`]: ULA, AIA, PUA (7.2.4, 7.2.6, 7.2.14), both directions.
+//! - [`cancel`]: CLR and CLA (7.2.7, 7.2.8), the HSS's request to the MME.
 
 pub mod answer;
+pub mod cancel;
 pub mod request;
 
 pub use answer::{decode_answer, encode_answer};
+pub use cancel::{
+    decode_cancel_location_answer, decode_incoming_request, encode_cancel_location, encode_incoming_answer,
+};
 pub use request::{decode_request, encode_request, RequestContext, RequestError};
 
 use crate::avp::AvpRepr;

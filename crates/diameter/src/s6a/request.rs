@@ -88,19 +88,19 @@ pub struct RequestError {
 impl RequestError {
     /// DIAMETER_MISSING_AVP with an example of the missing AVP, its value
     /// of minimum length and zeros (RFC 6733 7.5).
-    fn missing(def: AvpDef, min_len: usize) -> Self {
+    pub(super) fn missing(def: AvpDef, min_len: usize) -> Self {
         RequestError { result_code: result::DIAMETER_MISSING_AVP, failed_avp: Some(def.octets(&vec![0; min_len])) }
     }
-    fn invalid(a: &AvpRepr) -> Self {
+    pub(super) fn invalid(a: &AvpRepr) -> Self {
         RequestError { result_code: result::DIAMETER_INVALID_AVP_VALUE, failed_avp: Some(a.clone()) }
     }
 }
 
-fn required(m: &[AvpRepr], def: AvpDef, min_len: usize) -> Result<&AvpRepr, RequestError> {
+pub(super) fn required(m: &[AvpRepr], def: AvpDef, min_len: usize) -> Result<&AvpRepr, RequestError> {
     find(m, def).ok_or_else(|| RequestError::missing(def, min_len))
 }
 
-fn imsi_of(m: &[AvpRepr]) -> Result<Imsi, RequestError> {
+pub(super) fn imsi_of(m: &[AvpRepr]) -> Result<Imsi, RequestError> {
     let a = required(m, avp::USER_NAME, 0)?;
     a.as_str().ok().and_then(|s| s.parse().ok()).ok_or_else(|| RequestError::invalid(a))
 }
