@@ -20,12 +20,12 @@
 //! # Ok(()) }
 //! ```
 
+use crate::base::error_answer_for;
 use crate::base::LocalIdentity;
+use crate::dict::{app, avp, cmd, result};
 use crate::error::DiameterError;
 use crate::framing::FrameDecoder;
 use crate::message::Message;
-use crate::base::error_answer_for;
-use crate::dict::{app, avp, cmd, result};
 use crate::peer::{Peer, PeerConfig, PeerEvent, DEFAULT_TW};
 use crate::s6a::{self, RequestContext};
 use crate::transport::{self, ReadOutcome};

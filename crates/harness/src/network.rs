@@ -81,9 +81,22 @@ impl Default for NetworkConfig {
 /// What an eNB reported, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
-    S1Setup { enb: usize, result: Result<(), String> },
-    Outcome { enb: usize, outcome: Outcome },
-    Anomaly { enb: usize, what: String },
+    S1Setup {
+        enb: usize,
+        result: Result<(), String>,
+    },
+    Outcome {
+        enb: usize,
+        outcome: Outcome,
+    },
+    Anomaly {
+        enb: usize,
+        what: String,
+    },
+    /// The MME answered a request of the HSS (Cancel Location).
+    S6aAnswer {
+        answer: mobicore_common::s6a::S6aIncomingAnswer,
+    },
 }
 
 /// The EPC in memory. Fields are public so that a scenario can look at
@@ -150,6 +163,7 @@ impl Network {
                     s1u_addr: Ipv4Addr::new(10, 0, 1, i as u8 + 1),
                     procedure_timeout: cfg.procedure_timeout,
                     s1_setup_timeout: cfg.s1_setup_timeout,
+                    inactivity_timeout: None,
                 })
                 .expect("valid eNB identity")
             })
@@ -337,6 +351,7 @@ impl Network {
                     self.s11_answered.insert(txn as u32, bytes.clone());
                     self.queue.push_back(Msg::S11ToSgw(bytes));
                 }
+                MmeAction::S6aAnswer { answer, .. } => self.reports.push(Report::S6aAnswer { answer }),
                 MmeAction::S11Notify { notification } => {
                     let seq = self.s11_client.next_seq();
                     self.queue.push_back(Msg::S11ToSgw(encode_notification(&notification, seq).to_bytes().into()));

@@ -227,6 +227,13 @@ impl Mme {
         );
         if let Some(id) = self.known_ue(assoc, mme_id, enb_id) {
             self.counters.incr("initial_context_setup_failure");
+            // A registered UE (service request, TAU with the active flag)
+            // stays registered and goes back to ECM-IDLE (TS 23.401 5.3.4.1).
+            let registered = self.ues.get(&id).is_some_and(|u| u.emm == crate::context::EmmState::Registered);
+            if registered {
+                self.reestablish_failed(id);
+                return Ok(());
+            }
             self.stop_timer(id);
             self.abort_ue(id, CauseNas::unspecified);
         }

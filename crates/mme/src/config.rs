@@ -107,6 +107,22 @@ pub struct MmeConfig {
     pub t3495: NasTimerConfig,
     /// Periodic TAU timer given in Attach Accept (TS 24.301 10.2), seconds.
     pub t3412_seconds: u64,
+    /// Mobile reachable timer (TS 24.301 5.3.7), seconds: runs while the UE
+    /// is ECM-IDLE. Absent: T3412 + 4 minutes, as the clause suggests.
+    pub mobile_reachable_seconds: Option<u64>,
+    /// Implicit detach timer (TS 24.301 5.3.7), seconds: starts when the
+    /// mobile reachable timer expires; at its expiry the UE is detached.
+    pub implicit_detach_seconds: u64,
+    /// M-TMSIs of implicitly detached UEs remembered at most, so that their
+    /// SERVICE REQUEST or TAU gets #10 "implicitly detached" (the oldest go).
+    pub implicitly_detached_max: usize,
+    /// How long an implicitly detached M-TMSI is remembered, seconds.
+    pub implicitly_detached_seconds: u64,
+    /// T3413 (TS 24.301 5.6.2.2): paging retransmission period and how many
+    /// times the paging is repeated before it fails.
+    pub t3413: NasTimerConfig,
+    /// T3422 (TS 24.301 10.2): DETACH REQUEST of a network detach.
+    pub t3422: NasTimerConfig,
     /// If set, every default bearer uses this APN, whatever the UE asks.
     pub default_apn_override: Option<String>,
     /// The PGW S5/S8 control plane address sent in Create Session Requests
@@ -134,9 +150,23 @@ pub struct MmeConfig {
     /// Addresses eNBs may connect from on S1-MME; other associations are
     /// aborted. Loopback by default (the eNBs of `mobicore demo`).
     pub enb_peers: PeerFilter,
+    /// TS1RELOCprep (TS 36.413 8.4.1.2), milliseconds: how long an S1
+    /// handover's preparation may take (HANDOVER REQUIRED to HANDOVER
+    /// COMMAND) before the MME ends it with HANDOVER PREPARATION FAILURE.
+    pub ts1reloc_prep_ms: u64,
+    /// TS1RELOCoverall (TS 36.413 8.4.1.2), milliseconds: from the
+    /// HANDOVER COMMAND to the HANDOVER NOTIFY (then to the source's
+    /// release); at expiry both S1 connections are released.
+    pub ts1reloc_overall_ms: u64,
 }
 
 impl MmeConfig {
+    /// The mobile reachable timer's period (TS 24.301 5.3.7: T3412 + 4 min
+    /// unless configured).
+    pub fn mobile_reachable(&self) -> Duration {
+        Duration::from_secs(self.mobile_reachable_seconds.unwrap_or(self.t3412_seconds + 240))
+    }
+
     /// The PGW for `apn`: the subscription's PDN-GW allocation (an IPv4
     /// one: S11 here is IPv4), else `pgw_by_apn`, else `pgw`, else
     /// loopback (TS 23.401 4.3.8.1).
@@ -168,6 +198,15 @@ impl Default for MmeConfig {
             t3485: NasTimerConfig::esm_8s(),
             t3495: NasTimerConfig::esm_8s(),
             t3412_seconds: 54 * 60,
+            mobile_reachable_seconds: None,
+            implicit_detach_seconds: 4 * 60,
+            // A day of implicit detaches at 1/s; 16 bytes each.
+            implicitly_detached_max: 1 << 16,
+            implicitly_detached_seconds: 24 * 3600,
+            // Network dependent (TS 24.301 10.2); 4 s leaves a DRX cycle of
+            // 2.56 s room, two repetitions.
+            t3413: NasTimerConfig { seconds: 4.0, max_retransmissions: 2 },
+            t3422: NasTimerConfig::default(),
             default_apn_override: None,
             pgw: None,
             pgw_by_apn: BTreeMap::new(),
@@ -179,6 +218,9 @@ impl Default for MmeConfig {
             // Ten times the attaches the bench keeps in flight by default (256).
             max_s6a_in_flight: 4096,
             enb_peers: PeerFilter::loopback(),
+            // A loaded target answers in tens of ms; seconds leave room.
+            ts1reloc_prep_ms: 5_000,
+            ts1reloc_overall_ms: 10_000,
         }
     }
 }

@@ -121,6 +121,18 @@ pub enum Step {
     },
     /// S11 Release Access Bearers in flight for an S1 release.
     ReleaseAccessBearers,
+    /// SERVICE REQUEST verified, INITIAL CONTEXT SETUP REQUEST sent
+    /// (TS 23.401 5.3.4.1); the ICS Response ends it.
+    ServiceRequest,
+    /// TRACKING AREA UPDATE ACCEPT sent (T3450, TS 24.301 5.5.3.2.4); the
+    /// TAU COMPLETE ends it (`old_mtmsi` is freed then). `release`: the S1
+    /// connection goes at the end (from idle, no active flag).
+    TauAccept {
+        old_mtmsi: Option<u32>,
+        release: bool,
+    },
+    /// Network detach: DETACH REQUEST sent (T3422, TS 24.301 5.5.2.3).
+    NetworkDetach,
     /// An X2 or S1 handover runs (TS 23.401 5.5.1); `UeContext::handover`
     /// says which and where it is.
     Handover,
@@ -138,6 +150,8 @@ pub enum NasTimerKind {
     T3485,
     /// DEACTIVATE EPS BEARER CONTEXT REQUEST (6.4.4.6).
     T3495,
+    /// DETACH REQUEST of the network (5.5.2.3.4).
+    T3422,
 }
 
 /// A running NAS timer and the downlink message it retransmits.
@@ -284,6 +298,9 @@ pub struct UeContext {
     pub s1: Option<S1Conn>,
     pub imsi: Option<Imsi>,
     pub guti: Option<Guti>,
+    /// An older M-TMSI that still names the UE: a TAU ACCEPT whose T3450
+    /// ran out keeps both GUTIs valid (TS 24.301 5.5.3.2.7 c).
+    pub old_mtmsi: Option<u32>,
     pub emm: EmmState,
     pub step: Step,
     pub attach: Option<AttachData>,
@@ -309,6 +326,8 @@ pub struct UeContext {
     /// The handover that runs (with `Step::Handover`), or the S1
     /// connections it released whose release is not complete yet.
     pub handover: Option<crate::s1_handover::Handover>,
+    /// The paging that runs (with the T3413 guard), and why.
+    pub paging: Option<crate::paging::Paging>,
 }
 
 impl UeContext {
@@ -319,6 +338,7 @@ impl UeContext {
             s1: Some(s1),
             imsi: None,
             guti: None,
+            old_mtmsi: None,
             emm: EmmState::Deregistered,
             step: Step::Idle,
             attach: None,
@@ -336,6 +356,7 @@ impl UeContext {
             ue_radio_capability: None,
             imeisv: None,
             handover: None,
+            paging: None,
         }
     }
 

@@ -396,28 +396,41 @@ impl Mme {
             req enb_id: u32 = eNB_UE_S1AP_ID(id),
         );
         let Some(id) = self.known_ue(assoc, mme_id, enb_id) else { return Ok(()) };
-        let mut enb_s1u = None;
+        let mut enb_s1u = Vec::new();
         for item in pdu.items::<ie::E_RABSetupListCtxtSURes>() {
             let item = item?;
             let o = item.transport_layer_address.0.as_octets();
             if o.len() >= 4 {
                 let ip = Ipv4Addr::new(o[0], o[1], o[2], o[3]);
                 let teid = Teid(u32::from_be_bytes(item.gtp_teid.0));
-                enb_s1u = Some((item.e_rab_id.0.min(255) as u8, Fteid { teid, ipv4: ip }));
+                enb_s1u.push((item.e_rab_id.0.min(255) as u8, Fteid { teid, ipv4: ip }));
             }
         }
         let Some(ue) = self.ues.get_mut(&id) else { return Ok(()) };
-        let Some(s) = ue.sessions.first_mut() else { return Ok(()) };
-        let Some((ebi, fteid)) = enb_s1u.filter(|(e, _)| *e == s.ebi) else {
+        // Every PDN connection's default bearer the eNB set up gets its
+        // downlink path (TS 23.401 5.3.2.1 step 23, 5.3.4.1 step 8).
+        let mut requests = Vec::new();
+        for s in ue.sessions.iter_mut() {
+            if let Some(&(ebi, fteid)) = enb_s1u.iter().find(|(e, _)| *e == s.ebi) {
+                s.enb_s1u = Some(fteid);
+                requests.push(ModifyBearerRequest { sgw_teid: s.sgw_s11.teid, ebi: Ebi(ebi), s1u_enb_fteid: fteid });
+            }
+        }
+        if requests.is_empty() {
             self.counters.incr("ics_response_without_bearer");
             self.stop_timer(id);
             self.abort_ue(id, oxirush_s1ap::s1ap::CauseNas::unspecified);
             return Ok(());
-        };
-        s.enb_s1u = Some(fteid);
+        }
         ue.ics_done = true;
-        let req = ModifyBearerRequest { sgw_teid: s.sgw_s11.teid, ebi: Ebi(ebi), s1u_enb_fteid: fteid };
-        self.request_s11(id, S11Request::ModifyBearer(req));
+        if ue.step == Step::ServiceRequest {
+            // TS 23.401 5.3.4.1: the service request ends with the user plane.
+            ue.step = Step::Idle;
+            self.counters.incr("service_request_completed");
+        }
+        for req in requests {
+            self.request_s11(id, S11Request::ModifyBearer(req));
+        }
         Ok(())
     }
 

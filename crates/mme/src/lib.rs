@@ -23,6 +23,7 @@
 
 pub mod attach;
 pub mod authentication;
+pub mod cancel_location;
 pub mod config;
 pub mod context;
 pub mod detach;
@@ -36,6 +37,7 @@ pub mod mme;
 pub mod nas_build;
 pub mod nas_handler;
 pub mod paging;
+pub mod path_switch;
 pub mod pdn_connectivity;
 pub mod pdn_disconnect;
 pub mod reset;
@@ -44,7 +46,9 @@ pub mod s1_setup;
 pub mod s1ap_build;
 pub mod s1ap_handler;
 pub mod security_mode;
+pub mod service_request;
 pub mod shell;
+pub mod tau;
 pub mod ue_capability;
 pub mod ue_context_release;
 

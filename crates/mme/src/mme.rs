@@ -14,7 +14,7 @@ use mobicore_common::requester::TransportError;
 use mobicore_common::s11::{
     DeleteSessionRequest, S11IncomingAnswer, S11IncomingRequest, S11Notification, S11Request, S11Response,
 };
-use mobicore_common::s6a::{S6aAnswer, S6aRequest};
+use mobicore_common::s6a::{S6aAnswer, S6aIncomingAnswer, S6aIncomingRequest, S6aRequest};
 use mobicore_common::sctp_api::AssocId;
 use mobicore_common::{Ebi, Gummei, Guti, Imsi, MTmsi};
 use oxirush_nas::nas_eps::{Direction, NasEpsSecurityHeaderType};
@@ -40,6 +40,9 @@ pub enum MmeEvent {
     /// A request from the S-GW (Downlink Data Notification); the shell
     /// keeps what it needs to answer and names it `txn`.
     S11Incoming { txn: u64, request: S11IncomingRequest },
+    /// A request from the HSS (Cancel Location); the shell keeps its reply
+    /// and names it `txn`.
+    S6aIncoming { txn: u64, request: S6aIncomingRequest },
     /// A command of the operator (CLI, admin endpoint).
     Operator(OperatorCommand),
 }
@@ -65,6 +68,8 @@ pub enum MmeAction {
     S11 { ue: UeRef, request: S11Request },
     /// Answer the S-GW's request `txn` of [`MmeEvent::S11Incoming`].
     S11Answer { txn: u64, answer: S11IncomingAnswer },
+    /// Answer the HSS's request `txn` of [`MmeEvent::S6aIncoming`].
+    S6aAnswer { txn: u64, answer: S6aIncomingAnswer },
     /// Send an S11 message that has no response (sent once).
     S11Notify { notification: S11Notification },
 }
@@ -89,6 +94,8 @@ pub struct Mme {
     /// `max_s6a_in_flight`; every request yields one answer or error).
     s6a_in_flight: usize,
     next_timer_seq: u64,
+    /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
+    pub(crate) implicitly_detached: crate::idle::DetachedMemory,
     timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
     actions: VecDeque<MmeAction>,
     pub(crate) counters: Counters,
@@ -112,6 +119,7 @@ impl Mme {
             mtmsi,
             s6a_in_flight: 0,
             next_timer_seq: 1,
+            implicitly_detached: crate::idle::DetachedMemory::default(),
             timers: BinaryHeap::new(),
             actions: VecDeque::new(),
             counters: Counters::new(),
@@ -132,6 +140,7 @@ impl Mme {
             MmeEvent::S6a { ue, answer } => self.on_s6a(ue, answer),
             MmeEvent::S11 { ue, response } => self.on_s11(ue, response),
             MmeEvent::S11Incoming { txn, request } => self.on_s11_incoming(txn, request),
+            MmeEvent::S6aIncoming { txn, request } => self.on_s6a_incoming(txn, request),
             MmeEvent::Operator(cmd) => self.on_operator(cmd),
         }
         self.prune_timers();
@@ -217,6 +226,10 @@ impl Mme {
             (Step::CreateSession, Err(_)) => {
                 self.counters.incr("s11_transport_error");
                 self.reject_attach(id, oxirush_nas::nas_eps::EmmCause::NetworkFailure, None);
+            }
+            (Step::Handover, r) => self.on_handover_s11(id, r),
+            (_, r @ Ok(S11Response::CreateIndirectForwarding(_) | S11Response::DeleteIndirectForwarding(_))) => {
+                self.on_handover_s11(id, r)
             }
             (_, Ok(S11Response::ModifyBearer(r))) => self.on_modify_bearer(id, r),
             (Step::DetachDeleteSession { switch_off, pending }, r) => {
@@ -320,6 +333,7 @@ impl Mme {
         let by_mtmsi = &self.by_mtmsi;
         let m = self.mtmsi.draw_u32(0..=u32::MAX - 1, |m| by_mtmsi.contains_key(&m)).unwrap_or(0);
         self.by_mtmsi.insert(m, id);
+        self.implicitly_detached.remove(m);
         Guti { gummei: self.gummei(), m_tmsi: MTmsi(m) }
     }
 
@@ -382,6 +396,7 @@ impl Mme {
             NasTimerKind::T3489 => self.cfg.t3489,
             NasTimerKind::T3485 => self.cfg.t3485,
             NasTimerKind::T3495 => self.cfg.t3495,
+            NasTimerKind::T3422 => self.cfg.t3422,
         }
     }
 
@@ -435,10 +450,6 @@ impl Mme {
         }
     }
 
-    pub(crate) fn guard_running(&self, id: u32, kind: GuardKind) -> bool {
-        self.ues.get(&id).is_some_and(|u| u.guards.iter().any(|g| g.kind == kind))
-    }
-
     fn guard_is_live(&self, id: u32, seq: u64) -> bool {
         self.ues.get(&id).is_some_and(|u| u.guards.iter().any(|g| g.seq == seq))
     }
@@ -486,7 +497,13 @@ impl Mme {
                 NasTimerKind::T3489 => "t3489_abort",
                 NasTimerKind::T3485 => "t3485_abort",
                 NasTimerKind::T3495 => "t3495_abort",
+                NasTimerKind::T3422 => "t3422_abort",
             });
+            let step = self.ues.get(&id).map(|u| u.step);
+            if let (NasTimerKind::T3450, Some(Step::TauAccept { old_mtmsi, .. })) = (timer.kind, step) {
+                self.on_tau_accept_abort(id, old_mtmsi);
+                return;
+            }
             match timer.kind {
                 NasTimerKind::T3489 => self.on_t3489_abort(id),
                 NasTimerKind::T3485 | NasTimerKind::T3495 => self.on_esm_timer_abort(id),
@@ -536,6 +553,7 @@ impl Mme {
 
     /// Forget a UE entirely: its S1 connection, its GUTI, its context.
     pub(crate) fn remove_ue(&mut self, id: u32) {
+        self.drop_handover(id);
         let Some(ue) = self.ues.remove(&id) else {
             return;
         };
@@ -547,9 +565,14 @@ impl Mme {
                 self.by_imsi.remove(i);
             }
         }
-        if let Some(g) = ue.guti {
-            if self.by_mtmsi.get(&g.m_tmsi.0) == Some(&id) {
-                self.by_mtmsi.remove(&g.m_tmsi.0);
+        for m in ue.guti.map(|g| g.m_tmsi.0).into_iter().chain(ue.old_mtmsi) {
+            if self.by_mtmsi.get(&m) == Some(&id) {
+                self.by_mtmsi.remove(&m);
+            }
+        }
+        if let Some(Step::TauAccept { old_mtmsi: Some(m), .. }) = Some(ue.step) {
+            if self.by_mtmsi.get(&m) == Some(&id) {
+                self.by_mtmsi.remove(&m);
             }
         }
     }

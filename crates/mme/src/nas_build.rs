@@ -213,6 +213,42 @@ pub fn emm_status(cause: EmmCause) -> Option<Vec<u8>> {
     emm(NasEmmStatus::new(NasEmmCause::from_cause(cause)))
 }
 
+/// SERVICE REJECT (8.2.24).
+pub fn service_reject(cause: EmmCause) -> Option<Vec<u8>> {
+    emm(NasServiceReject::new(NasEmmCause::from_cause(cause)))
+}
+
+/// The T3412 value IE of `seconds` (9.9.3.16), rounded down to what it codes.
+fn t3412_value(seconds: u64) -> Option<NasT3412Value> {
+    NasT3412Value::from_seconds(seconds).or_else(|_| NasT3412Value::from_seconds(seconds / 360 * 360)).ok()
+}
+
+/// TRACKING AREA UPDATE ACCEPT (8.2.26): TA updated, T3412, the new GUTI,
+/// the TAI list and the EPS bearer context status of `ebis` (9.9.2.1).
+pub fn tau_accept(plmn: &Plmn, tacs: &[u16], t3412_seconds: u64, guti: &Guti, ebis: &[u8]) -> Option<Vec<u8>> {
+    let nas_plmn = nas_plmn(plmn)?;
+    let mut accept = NasTrackingAreaUpdateAccept::new(NasEpsUpdateResult::from_update_result(UpdateResult::TaUpdated));
+    accept.t3412_value = Some(t3412_value(t3412_seconds)?);
+    accept.guti = Some(guti_identity(guti)?);
+    accept.tai_list = Some(NasTrackingAreaIdentityList::from_plmn_tacs(&nas_plmn, tacs).ok()?);
+    accept.eps_bearer_context_status = Some(NasEpsBearerContextStatus::from_bearers(ebis).ok()?);
+    emm(accept)
+}
+
+/// TRACKING AREA UPDATE REJECT (8.2.28).
+pub fn tau_reject(cause: EmmCause) -> Option<Vec<u8>> {
+    emm(NasTrackingAreaUpdateReject::new(NasEmmCause::from_cause(cause)))
+}
+
+/// DETACH REQUEST, network to UE (8.2.11.2): re-attach required or not.
+pub fn detach_request_network(reattach_required: bool) -> Option<Vec<u8>> {
+    let kind = match reattach_required {
+        true => NetworkDetachKind::ReattachRequired,
+        false => NetworkDetachKind::ReattachNotRequired,
+    };
+    emm(NasDetachRequestUeTerminated::new(NasDetachType::from_network_detach_kind(kind)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -147,8 +147,8 @@ impl Mme {
     }
 
     fn dispatch_emm(&mut self, id: u32, msg: NasEmmMessage, v: bool) {
-        let step = match self.ues.get(&id) {
-            Some(u) => u.step,
+        let (step, registered) = match self.ues.get(&id) {
+            Some(u) => (u.step, u.emm == crate::context::EmmState::Registered),
             None => return,
         };
         match (msg, step) {
@@ -160,6 +160,13 @@ impl Mme {
             (NasEmmMessage::SecurityModeReject(_), Step::SecurityMode) => self.on_security_mode_reject(id),
             (NasEmmMessage::AttachComplete(r), Step::AttachAccept) if v => self.on_attach_complete(id, *r),
             (NasEmmMessage::DetachRequestUeOriginating(r), _) => self.on_detach_request(id, *r, v),
+            (NasEmmMessage::DetachAccept(_), Step::NetworkDetach) if v => self.on_detach_accept(id),
+            // A connected UE's TAU (TS 24.301 5.5.3.2.2); one from idle
+            // comes through `on_initial_nas`.
+            (NasEmmMessage::TrackingAreaUpdateRequest(r), Step::Idle) if v && registered => {
+                self.on_tau_request(id, *r, false)
+            }
+            (NasEmmMessage::TrackingAreaUpdateComplete(_), Step::TauAccept { .. }) if v => self.on_tau_complete(id),
             (NasEmmMessage::EmmStatus(_), _) => self.counters.incr("nas_emm_status_received"),
             (_, _) => {
                 // TS 24.301 7.4: not compatible with the protocol state.

@@ -184,18 +184,59 @@ pub fn initial_context_setup_request_with(
     ics: InitialContextSetup<'_>,
     ue_radio_capability: Option<&[u8]>,
 ) -> Option<Vec<u8>> {
-    let bearer = ERABToBeSetupItemCtxtSUReq::new(
-        ERABID(ics.ebi as u64),
-        ERABLevelQoSParameters::new(QCI(ics.qci), arp_ie(&ics.arp), None, None),
-        TransportLayerAddress(BitString::from(ics.sgw_s1u.ipv4.octets())),
-        GTPTEID(ics.sgw_s1u.teid.0.to_be_bytes()),
-        Some(NASPDU::from(ics.nas)),
-        None,
-    );
-    let item = build_s1ap_ie!(REJECT E_RABToBeSetupItemCtxtSUReq(bearer)).ok()?;
+    let erab = IcsErab { ebi: ics.ebi, qci: ics.qci, arp: ics.arp, sgw_s1u: ics.sgw_s1u, nas: Some(ics.nas) };
+    let ues = IcsUe {
+        mme_ue_id: ics.mme_ue_id,
+        enb_ue_id: ics.enb_ue_id,
+        ue_ambr: ics.ue_ambr,
+        eea: ics.eea,
+        eia: ics.eia,
+        kenb: ics.kenb,
+    };
+    initial_context_setup_request_erabs(&ues, vec![erab], ue_radio_capability)
+}
+
+/// The UE part of an INITIAL CONTEXT SETUP REQUEST (9.1.4.1).
+pub struct IcsUe<'a> {
+    pub mme_ue_id: u32,
+    pub enb_ue_id: u32,
+    pub ue_ambr: Ambr,
+    pub eea: u8,
+    pub eia: u8,
+    pub kenb: &'a [u8; 32],
+}
+
+/// One E-RAB of an INITIAL CONTEXT SETUP REQUEST (9.1.4.1): a default
+/// bearer, with the NAS PDU of the attach or none (service request).
+pub struct IcsErab {
+    pub ebi: u8,
+    pub qci: u8,
+    pub arp: Arp,
+    pub sgw_s1u: Fteid,
+    pub nas: Option<Vec<u8>>,
+}
+
+/// INITIAL CONTEXT SETUP REQUEST (9.1.4.1) with every E-RAB of `erabs`.
+pub fn initial_context_setup_request_erabs(
+    ue: &IcsUe<'_>,
+    erabs: Vec<IcsErab>,
+    ue_radio_capability: Option<&[u8]>,
+) -> Option<Vec<u8>> {
+    let mut items = Vec::with_capacity(erabs.len());
+    for e in erabs {
+        let bearer = ERABToBeSetupItemCtxtSUReq::new(
+            ERABID(e.ebi as u64),
+            ERABLevelQoSParameters::new(QCI(e.qci), arp_ie(&e.arp), None, None),
+            TransportLayerAddress(BitString::from(e.sgw_s1u.ipv4.octets())),
+            GTPTEID(e.sgw_s1u.teid.0.to_be_bytes()),
+            e.nas.map(NASPDU::from),
+            None,
+        );
+        items.push(build_s1ap_ie!(REJECT E_RABToBeSetupItemCtxtSUReq(bearer)).ok()?);
+    }
     // TS 36.413 9.2.1.20: bit rates are up to 10^10 bit/s.
     let rate = |r: u64| BitRate(r.min(10_000_000_000));
-    let ambr = UEAggregateMaximumBitrate::new(rate(ics.ue_ambr.downlink), rate(ics.ue_ambr.uplink), None);
+    let ambr = UEAggregateMaximumBitrate::new(rate(ue.ue_ambr.downlink), rate(ue.ue_ambr.uplink), None);
     // The UE Radio Capability (IE 74) comes after the Security Key (73).
     let extra = ue_radio_capability
         .map(|c| build_s1ap_ie!(InitialContextSetupRequest, UERadioCapability(UERadioCapability::from(c.to_vec()))))
@@ -206,12 +247,12 @@ pub fn initial_context_setup_request_with(
             InitiatingMessage,
             InitialContextSetup,
             InitialContextSetupRequest,
-            MME_UE_S1AP_ID(ics.mme_ue_id),
-            eNB_UE_S1AP_ID(ics.enb_ue_id),
+            MME_UE_S1AP_ID(ue.mme_ue_id),
+            eNB_UE_S1AP_ID(ue.enb_ue_id),
             uEaggregateMaximumBitrate(ambr),
-            E_RABToBeSetupListCtxtSUReq(ERABToBeSetupListCtxtSUReq(vec![item])),
-            UESecurityCapabilities(ue_security_capabilities(ics.eea, ics.eia)),
-            SecurityKey(*ics.kenb),
+            E_RABToBeSetupListCtxtSUReq(ERABToBeSetupListCtxtSUReq(items)),
+            UESecurityCapabilities(ue_security_capabilities(ue.eea, ue.eia)),
+            SecurityKey(*ue.kenb),
         ),
         extra,
     )
@@ -259,7 +300,6 @@ pub fn error_indication_with(
 
 // ---- handovers (TS 36.413 8.4) ----
 
-
 /// The S1-U address of an F-TEID (TS 36.413 9.2.2.1) and its TEID (9.2.2.2).
 fn tunnel(f: &Fteid) -> (TransportLayerAddress<'static>, GTPTEID) {
     (TransportLayerAddress(BitString::from(f.ipv4.octets().to_vec())), GTPTEID(f.teid.0.to_be_bytes()))
@@ -282,14 +322,18 @@ pub fn path_switch_request_acknowledge(
         build_s1ap_ie!(PathSwitchRequestAcknowledge, eNB_UE_S1AP_ID(enb_ue_id)),
     ];
     if !released.is_empty() {
-        ies.push(erab_list(released, Cause::radioNetwork(CauseRadioNetwork::unspecified)).and_then(|l| {
-            build_s1ap_ie!(PathSwitchRequestAcknowledge, E_RABToBeReleasedList(l))
-        }));
+        ies.push(
+            erab_list(released, Cause::radioNetwork(CauseRadioNetwork::unspecified))
+                .and_then(|l| build_s1ap_ie!(PathSwitchRequestAcknowledge, E_RABToBeReleasedList(l))),
+        );
     }
     let sc = SecurityContext::new(ncc, SecurityKey::from(*nh), None);
     ies.push(build_s1ap_ie!(PathSwitchRequestAcknowledge, SecurityContext(sc)));
     if let Some((eea, eia)) = ue_security {
-        ies.push(build_s1ap_ie!(PathSwitchRequestAcknowledge, UESecurityCapabilities(ue_security_capabilities(eea, eia))));
+        ies.push(build_s1ap_ie!(
+            PathSwitchRequestAcknowledge,
+            UESecurityCapabilities(ue_security_capabilities(eea, eia))
+        ));
     }
     let empty = PathSwitchRequestAcknowledge::new(ProtocolIEContainer(Vec::new()));
     encode_with(S1AP_PDU::of_message(&empty, Criticality::reject), ies)
@@ -397,7 +441,10 @@ pub fn handover_command(
                 build_s1ap_ie!(IGNORE E_RABDataForwardingItem(item)).ok()
             })
             .collect();
-        ies.push(build_s1ap_ie!(HandoverCommand, E_RABSubjecttoDataForwardingList(ERABSubjecttoDataForwardingList(items?))));
+        ies.push(build_s1ap_ie!(
+            HandoverCommand,
+            E_RABSubjecttoDataForwardingList(ERABSubjecttoDataForwardingList(items?))
+        ));
     }
     if !released.is_empty() {
         let cause = Cause::radioNetwork(CauseRadioNetwork::unspecified);
@@ -446,5 +493,39 @@ pub fn mme_status_transfer(
         MME_UE_S1AP_ID(mme_ue_id),
         eNB_UE_S1AP_ID(enb_ue_id),
         eNB_StatusTransfer_TransparentContainer(container),
+    ))
+}
+
+/// What a PAGING carries (TS 36.413 9.1.6).
+pub struct PagingData<'a> {
+    /// IMSI mod 1024 (TS 36.304 7.1), 10 bits.
+    pub ue_identity_index: u16,
+    /// The S-TMSI: MMEC and M-TMSI (TS 23.003 2.9).
+    pub mmec: u8,
+    pub m_tmsi: u32,
+    pub plmn: Plmn,
+    /// The TACs of the UE's TAI list, in `plmn`.
+    pub tacs: &'a [u16],
+}
+
+/// PAGING (TS 36.413 9.1.6): UE Identity Index Value, UE Paging Identity
+/// (S-TMSI), CN Domain PS and the TAI list.
+pub fn paging(p: &PagingData<'_>) -> Option<Vec<u8>> {
+    let plmn_id = plmn_identity(&p.plmn)?;
+    let mut tais = Vec::with_capacity(p.tacs.len());
+    for tac in p.tacs {
+        let tai = TAI::new(plmn_id, TAC(tac.to_be_bytes()), None);
+        tais.push(build_s1ap_ie!(IGNORE TAIItem(TAIItem::new(tai, None))).ok()?);
+    }
+    let index = oxirush_s1ap::Bits::new(u64::from(p.ue_identity_index & 0x3ff), 10).ok()?;
+    let s_tmsi = STMSI::new(MMECode([p.mmec]), MTMSI(p.m_tmsi.to_be_bytes()), None);
+    encode(build_s1ap!(
+        InitiatingMessage,
+        Paging,
+        Paging,
+        UEIdentityIndexValue(UEIdentityIndexValue(index)),
+        UEPagingID(UEPagingID::s_TMSI(s_tmsi)),
+        CNDomain(CNDomain::ps),
+        TAIList(TAIList(tais)),
     ))
 }

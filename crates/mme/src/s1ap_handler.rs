@@ -46,7 +46,10 @@ fn role(kind: &S1apPduKind) -> Option<Role> {
     use S1apPduKind as K;
     Some(match kind {
         K::Initiating_S1Setup | K::Initiating_ENBConfigurationUpdate => Role::RequestWithFailure,
-        K::Initiating_Reset => Role::Request,
+        K::Initiating_HandoverPreparation | K::Initiating_PathSwitchRequest => Role::RequestWithFailure,
+        K::Initiating_Reset | K::Initiating_HandoverCancel => Role::Request,
+        K::Initiating_HandoverNotification | K::Initiating_eNBStatusTransfer => Role::Class2,
+        K::Successful_HandoverResourceAllocation | K::Unsuccessful_HandoverResourceAllocation => Role::Response,
         K::Initiating_initialUEMessage
         | K::Initiating_uplinkNASTransport
         | K::Initiating_UEContextReleaseRequest
@@ -122,6 +125,9 @@ impl Mme {
     /// connection is on another association is left alone.
     pub(crate) fn lose_s1(&mut self, assoc: AssocId, ids: &[u32], aborted: &'static str) {
         for &id in ids {
+            if self.handover_s1_lost(assoc, id) {
+                continue;
+            }
             let Some(s1) = self.ues.get(&id).and_then(|u| u.s1).filter(|s| s.assoc == assoc) else {
                 continue;
             };
@@ -207,7 +213,17 @@ impl Mme {
             S1apPduKind::Successful_E_RABSetup => self.on_erab_setup_response(assoc, &pdu),
             S1apPduKind::Successful_E_RABRelease => self.on_erab_release_response(assoc, &pdu),
             S1apPduKind::Initiating_UEContextReleaseRequest => self.on_release_request(assoc, &pdu),
-            S1apPduKind::Successful_UEContextRelease => self.on_release_complete(assoc, &pdu),
+            S1apPduKind::Successful_UEContextRelease => {
+                self.on_handover_release_complete(assoc, &pdu);
+                self.on_release_complete(assoc, &pdu)
+            }
+            S1apPduKind::Initiating_PathSwitchRequest => self.on_path_switch_request(assoc, &pdu),
+            S1apPduKind::Initiating_HandoverPreparation => self.on_handover_required(assoc, &pdu),
+            S1apPduKind::Successful_HandoverResourceAllocation => self.on_handover_request_ack(assoc, &pdu),
+            S1apPduKind::Unsuccessful_HandoverResourceAllocation => self.on_handover_failure(assoc, &pdu),
+            S1apPduKind::Initiating_eNBStatusTransfer => self.on_enb_status_transfer(assoc, &pdu),
+            S1apPduKind::Initiating_HandoverNotification => self.on_handover_notify(assoc, &pdu),
+            S1apPduKind::Initiating_HandoverCancel => self.on_handover_cancel(assoc, &pdu),
             S1apPduKind::Initiating_ErrorIndication => {
                 self.counters.incr("s1ap_error_indication_received");
                 Ok(())
@@ -283,6 +299,13 @@ impl Mme {
                     S1apPduKind::Initiating_ENBConfigurationUpdate => {
                         s1ap_build::enb_configuration_update_failure(why, cd)
                     }
+                    S1apPduKind::Initiating_HandoverPreparation | S1apPduKind::Initiating_PathSwitchRequest => {
+                        let (mme, enb) = ue_ids(pdu);
+                        crate::s1_handover::reject_failure(pdu, why.clone()).unwrap_or_else(|| {
+                            let cd = pdu.criticality_diagnostics(deviations);
+                            s1ap_build::error_indication_with(mme, enb, why, Some(cd))
+                        })
+                    }
                     _ => s1ap_build::s1_setup_failure_with(why, cd),
                 };
                 self.push_s1(assoc, 0, fail);
@@ -337,6 +360,8 @@ impl Mme {
             // Mandatory, of criticality ignore: absent or undecodable, the
             // UE is served without it (TS 36.413 10.3.4.2, 10.3.5).
             lax cgi: EUTRANCGI = EUTRAN_CGI(c) => c,
+            // The S-TMSI of a UE coming back from idle (9.2.3.6).
+            lax s_tmsi: (u8, u32) = S_TMSI(t) => (t.mmec.0[0], u32::from_be_bytes(t.m_tmsi.0)),
         );
         let Some(enb) = self.enbs.get_mut(&assoc).filter(|e| e.setup) else {
             // 8.6.2.1 presumes S1 Setup; answer in the sense of 10.4.
@@ -365,6 +390,10 @@ impl Mme {
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.tai = tai;
             ue.ecgi = ecgi;
+        }
+        // A SERVICE REQUEST, TAU or DETACH of a stored UE (from ECM-IDLE).
+        if self.on_initial_nas(id, &nas, s_tmsi) {
+            return Ok(());
         }
         self.on_uplink_nas(id, &nas, true);
         // A first message that started nothing leaves no context behind.

@@ -4,9 +4,8 @@
 
 use crate::context::MmeStats;
 use crate::mme::{Mme, MmeAction, MmeEvent};
-use mobicore_common::requester::Requester;
 use mobicore_common::s11::{S11IncomingAnswer, S11Link};
-use mobicore_common::s6a::{S6aAnswer, S6aRequest};
+use mobicore_common::s6a::{S6aIncomingAnswer, S6aLink};
 use mobicore_common::sctp_api::{SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -44,12 +43,15 @@ fn sctp_event(ev: SctpEvent, mme: &Mme) -> Option<MmeEvent> {
 pub async fn run(
     mut core: Mme,
     sctp: SctpHandle,
-    s6a: Requester<S6aRequest, S6aAnswer>,
+    s6a: S6aLink,
     s11: S11Link,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<MmeStats, MmeError> {
     let SctpHandle { commands, mut events, .. } = sctp;
     let S11Link { requests: s11, incoming: mut s11_incoming, notify: s11_notify } = s11;
+    let S6aLink { requests: s6a, incoming: mut s6a_incoming } = s6a;
+    // The HSS's requests waiting for the core's answer, by `txn`.
+    let mut s6a_replies: HashMap<u64, oneshot::Sender<S6aIncomingAnswer>> = HashMap::new();
     let (answers_tx, mut answers) = mpsc::unbounded_channel::<MmeEvent>();
     // The S-GW's requests waiting for the core's answer, by `txn`.
     let mut s11_replies: HashMap<u64, oneshot::Sender<S11IncomingAnswer>> = HashMap::new();
@@ -85,6 +87,11 @@ pub async fn run(
                 next_txn += 1;
                 s11_replies.insert(next_txn, inc.reply);
                 core.handle(Instant::now(), MmeEvent::S11Incoming { txn: next_txn, request: inc.request });
+            }
+            Some(inc) = s6a_incoming.recv() => {
+                next_txn += 1;
+                s6a_replies.insert(next_txn, inc.reply);
+                core.handle(Instant::now(), MmeEvent::S6aIncoming { txn: next_txn, request: inc.request });
             }
             _ = sleep => core.handle_timeout(Instant::now()),
         }
@@ -140,6 +147,11 @@ pub async fn run(
                         let _ = reply.send(answer);
                     }
                 }
+                MmeAction::S6aAnswer { txn, answer } => {
+                    if let Some(reply) = s6a_replies.remove(&txn) {
+                        let _ = reply.send(answer);
+                    }
+                }
                 MmeAction::S11Notify { notification } => {
                     if s11_notify.try_send(notification).is_err() {
                         core.counters().incr("s11_notify_dropped");
@@ -166,11 +178,12 @@ mod tests {
         let (ev_tx, ev_rx) = mpsc::channel(64);
         let (cmd_tx, mut cmd_rx) = mpsc::channel(64);
         let sctp = SctpHandle { commands: cmd_tx, events: ev_rx, local: "127.0.0.1:36412".parse().unwrap() };
-        let (s6a, mut hss) = Requester::<S6aRequest, S6aAnswer>::channel(16);
+        let (s6a, task) = S6aLink::channel(16);
+        let mut hss = task.requests;
         let (s11, _sgw) = S11Link::channel(16);
         tokio::spawn(async move {
             while let Some(p) = hss.recv().await {
-                let ans = S6aAnswer::AuthenticationInformation(Ok(vec![hss_vector(32, 9)]));
+                let ans = mobicore_common::s6a::S6aAnswer::AuthenticationInformation(Ok(vec![hss_vector(32, 9)]));
                 let _ = p.reply.send(Ok(ans));
             }
         });
@@ -205,7 +218,7 @@ mod tests {
         let (ev_tx, ev_rx) = mpsc::channel(1);
         let (cmd_tx, _cmd_rx) = mpsc::channel(1);
         let sctp = SctpHandle { commands: cmd_tx, events: ev_rx, local: "127.0.0.1:36412".parse().unwrap() };
-        let (s6a, _h) = Requester::channel(1);
+        let (s6a, _h) = S6aLink::channel(1);
         let (s11, _s) = S11Link::channel(1);
         let (_stop_tx, stop_rx) = watch::channel(false);
         drop(ev_tx);

@@ -19,7 +19,10 @@ impl Mme {
         );
         let Some(id) = self.known_ue(assoc, mme_id, enb_id) else { return Ok(()) };
         let ue = &self.ues[&id];
-        let settled = ue.emm == EmmState::Registered && ue.step == Step::Idle;
+        // A release during a service request or TAU (radio link lost) leaves
+        // the UE registered and idle (TS 23.401 5.3.5).
+        let settled = ue.emm == EmmState::Registered
+            && matches!(ue.step, Step::Idle | Step::ServiceRequest | Step::TauAccept { .. });
         match (ue.sessions.first(), settled) {
             (Some(s), true) => {
                 let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
@@ -48,7 +51,11 @@ impl Mme {
         }
         let registered = ue.emm == EmmState::Registered;
         self.release_s1(id, Cause::radioNetwork(CauseRadioNetwork::user_inactivity));
-        if !registered {
+        if registered {
+            // TS 24.301 5.3.7: EMM-REGISTERED and ECM-IDLE.
+            self.counters.incr("ue_idle");
+            self.start_mobile_reachable(id);
+        } else {
             self.remove_ue(id);
         }
     }

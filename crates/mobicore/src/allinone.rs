@@ -163,8 +163,9 @@ async fn start_mme(
     let mut s6a_cfg = mobicore_diameter::S6aClientConfig::new(&cfg.mme.origin_host, &cfg.mme.origin_realm);
     s6a_cfg.peer = hss;
     let s6a_counters = s6a_cfg.counters.clone();
-    let s6a =
-        mobicore_diameter::connect_s6a(s6a_cfg).await.with_context(|| format!("connecting S6a to the HSS at {hss}"))?;
+    let s6a = mobicore_diameter::connect_s6a_link(s6a_cfg)
+        .await
+        .with_context(|| format!("connecting S6a to the HSS at {hss}"))?;
     let (link, s11) = mobicore_gtp::client::s11_client_link(mobicore_gtp::client::S11ClientConfig {
         local: cfg.mme.s11_local,
         peer: sgw,

@@ -102,6 +102,10 @@ pub struct RanConfig {
     pub procedure_timeout_ms: u64,
     /// Guard time of the S1 Setup of each eNB, in milliseconds.
     pub s1_setup_timeout_ms: u64,
+    /// User-plane inactivity after which an eNB asks the MME to release a
+    /// connected UE (UE CONTEXT RELEASE REQUEST, user-inactivity), in
+    /// milliseconds; absent: UEs stay connected.
+    pub inactivity_ms: Option<u64>,
 }
 
 impl Default for RanConfig {
@@ -122,6 +126,7 @@ impl Default for RanConfig {
             attach_with_guti_second_round: false,
             procedure_timeout_ms: 10_000,
             s1_setup_timeout_ms: 5_000,
+            inactivity_ms: None,
         }
     }
 }
@@ -132,6 +137,9 @@ impl RanConfig {
     }
     pub fn s1_setup_timeout(&self) -> Duration {
         Duration::from_millis(self.s1_setup_timeout_ms)
+    }
+    pub fn inactivity_timeout(&self) -> Option<Duration> {
+        self.inactivity_ms.map(Duration::from_millis)
     }
 }
 

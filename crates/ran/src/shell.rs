@@ -88,6 +88,7 @@ where
             s1u_addr: cfg.s1u_addr,
             procedure_timeout: cfg.procedure_timeout(),
             s1_setup_timeout: cfg.s1_setup_timeout(),
+            inactivity_timeout: cfg.inactivity_timeout(),
         };
         enbs.push(Enb::new(enb_cfg).map_err(|e| RanError::Config(e.to_string()))?);
     }

@@ -3,7 +3,7 @@
 
 use crate::config::{ApnConfig, Ipv6Pool};
 use mobicore_common::s11::GtpCause;
-use mobicore_common::{Ambr, Ebi, Fteid, Imsi, PdnType};
+use mobicore_common::{Ambr, Arp, Ebi, Fteid, Imsi, PdnType};
 use std::collections::{BTreeSet, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -71,6 +71,32 @@ pub struct Session {
     pub queued: std::collections::VecDeque<(S11Pending, mobicore_common::s11::S11Request)>,
     /// What the UPF reported this PDN connection carried.
     pub usage: crate::sxa_build::Usage,
+    /// ARP of the default bearer (sent in a Downlink Data Notification).
+    pub arp: Arp,
+    /// Where the MME's requests for this session come from (the socket of
+    /// its S11 F-TEID's address): Downlink Data Notifications go there.
+    pub mme_s11_addr: SocketAddr,
+    /// The network-triggered service request in progress (TS 23.401 5.3.4.3).
+    pub paging: Paging,
+    /// The indirect data forwarding tunnel of an S1 handover (TS 23.401
+    /// 5.5.1.2.2): our F-TEID for DL data forwarding, and the target eNB's.
+    pub forwarding: Option<(Fteid, Fteid)>,
+}
+
+/// Where a session's downlink data notification stands (TS 23.401 5.3.4.3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Paging {
+    /// Sequence number of the Downlink Data Notification awaiting its
+    /// Acknowledge: at most one per session.
+    pub ddn_seq: Option<u32>,
+    /// No Downlink Data Notification before this (the Ack's Data
+    /// Notification Delay or DL Buffering Duration, or the mobility guard).
+    pub hold_until: Option<std::time::Instant>,
+    /// Downlink data was reported while held: notify when the hold ends.
+    pub report_pending: bool,
+    /// The buffer is discarded when the hold ends (DL Buffering Duration
+    /// or the guard of "temporarily rejected" passed without a Modify Bearer).
+    pub discard_at_hold_end: bool,
 }
 
 impl Session {
@@ -83,7 +109,12 @@ impl Session {
 
     /// The identifiers this session holds on its UPF.
     pub fn up_ids(&self) -> UpIds {
-        UpIds { upf: self.upf, s1u_teid: self.s1u_sgw.teid.0, cp_seid: self.cp_seid }
+        UpIds {
+            upf: self.upf,
+            s1u_teid: self.s1u_sgw.teid.0,
+            cp_seid: self.cp_seid,
+            forwarding_teid: self.forwarding.map(|(f, _)| f.teid.0),
+        }
     }
 }
 
@@ -104,6 +135,8 @@ pub struct UpIds {
     pub upf: usize,
     pub s1u_teid: u32,
     pub cp_seid: u64,
+    /// The S1-U TEID of an indirect forwarding tunnel, if one exists.
+    pub forwarding_teid: Option<u32>,
 }
 
 /// A sequential IPv4 pool (deterministic: lowest free address first after

@@ -205,6 +205,9 @@ impl SpgwcCore {
             self.draining.remove(&ids.cp_seid);
             if let Some(u) = self.upfs.get_mut(ids.upf) {
                 u.s1u_in_use.remove(&ids.s1u_teid);
+                if let Some(t) = ids.forwarding_teid {
+                    u.s1u_in_use.remove(&t);
+                }
             }
         }
     }

@@ -143,7 +143,9 @@ impl SpgwcCore {
                 }
                 let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
                 let (upf, up_seid, seid) = (s.upf, s.up_seid, s.cp_seid);
-                let ies = sxa::forward_downlink(r.s1u_enb_fteid.teid.0, r.s1u_enb_fteid.ipv4);
+                // The FAR forwarded to another eNB: End Markers on the old path.
+                let moved = s.s1u_enb.is_some_and(|e| e != r.s1u_enb_fteid);
+                let ies = sxa::forward_downlink(r.s1u_enb_fteid.teid.0, r.s1u_enb_fteid.ipv4, moved);
                 self.session_request(
                     now,
                     upf,
@@ -365,11 +367,15 @@ impl SpgwcCore {
                 up_seid: None,
                 queued: Default::default(),
                 usage: Default::default(),
+                arp: r.bearer.arp,
+                mme_s11_addr: p.peer,
+                paging: Default::default(),
+                forwarding: None,
             },
         );
         let ies = sxa::session_establishment(&spec);
         // TS 29.244 7.2.2.4.2: SEID 0 in an establishment request header.
-        let op = PfcpOp::Establish { teid, s11: p, ids: UpIds { upf, s1u_teid, cp_seid } };
+        let op = PfcpOp::Establish { teid, s11: p, ids: UpIds { upf, s1u_teid, cp_seid, forwarding_teid: None } };
         self.pfcp_request(now, self.cfg.upfs[upf].pfcp, msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &ies, op);
     }
 

@@ -25,12 +25,17 @@ use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
 use rs_pfcp::ie::outer_header_removal::OuterHeaderRemoval;
 use rs_pfcp::ie::pdi::Pdi;
 use rs_pfcp::ie::pdr_id::PdrId;
+use rs_pfcp::ie::pfcpsm_req_flags::PfcpsmReqFlags;
 use rs_pfcp::ie::precedence::Precedence;
 use rs_pfcp::ie::qer_id::QerId;
 use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
+use rs_pfcp::ie::remove_far::RemoveFar;
+use rs_pfcp::ie::remove_pdr::RemovePdr;
 use rs_pfcp::ie::reporting_triggers::ReportingTriggers;
 use rs_pfcp::ie::source_interface::{SourceInterface, SourceInterfaceValue};
+use rs_pfcp::ie::suggested_buffering_packets_count::SuggestedBufferingPacketsCount;
 use rs_pfcp::ie::ue_ip_address::UeIpAddress;
+use rs_pfcp::ie::update_bar::UpdateBar;
 use rs_pfcp::ie::update_far::UpdateFar;
 use rs_pfcp::ie::update_forwarding_parameters::UpdateForwardingParameters;
 use rs_pfcp::ie::urr_id::UrrId;
@@ -256,13 +261,66 @@ pub fn usage_reports(ies: &[Ie]) -> Result<Usage, rs_pfcp::error::PfcpError> {
 
 /// Session Modification after Modify Bearer: the downlink FAR forwards to
 /// the eNB with Outer Header Creation GTP-U/UDP/IPv4 (TS 29.244 7.5.4).
-pub fn forward_downlink(enb_teid: u32, enb_ipv4: Ipv4Addr) -> Vec<Ie> {
+/// `end_marker`: the FAR forwarded to another eNB before (X2 / S1
+/// handover), so the UPF is asked to send End Marker packets on the old
+/// path first (PFCPSMReq-Flags SNDEM, TS 29.244 8.2.58; TS 23.401
+/// 5.5.1.1.2 step 4, TS 29.281 7.3.2).
+pub fn forward_downlink(enb_teid: u32, enb_ipv4: Ipv4Addr, end_marker: bool) -> Vec<Ie> {
     let mut fp = UpdateForwardingParameters::new();
     fp.destination_interface = Some(DestinationInterface::new(Interface::Access));
     fp.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv4(enb_teid, enb_ipv4));
     let mut a = ApplyAction::new(0);
     a.insert(ApplyAction::FORW);
-    vec![UpdateFar::new(FarId::new(FAR_DOWNLINK), Some(a), Some(fp), None, None).to_ie()]
+    let mut ies = vec![UpdateFar::new(FarId::new(FAR_DOWNLINK), Some(a), Some(fp), None, None).to_ie()];
+    if end_marker {
+        ies.push(Ie::new(IeType::PfcpsmReqFlags, PfcpsmReqFlags::SNDEM.marshal().to_vec()));
+    }
+    ies
+}
+
+/// Session Modification discarding the buffered downlink (TS 23.401
+/// 5.3.4.3 step 5: paging failed): the downlink FAR drops, which discards
+/// what the UPF holds; [`buffer_downlink`] then buffers and notifies again.
+pub fn discard_downlink() -> Vec<Ie> {
+    let mut a = ApplyAction::new(0);
+    a.insert(ApplyAction::DROP);
+    vec![UpdateFar::new(FarId::new(FAR_DOWNLINK), Some(a), None, None, None).to_ie()]
+}
+
+/// Session Modification after a DDN Acknowledge with a DL Buffering
+/// Suggested Packet Count (TS 23.401 5.3.4.3): the BAR's Suggested
+/// Buffering Packets Count (TS 29.244 7.5.4.14, 8.2.107).
+pub fn update_bar(packets: u16) -> Vec<Ie> {
+    vec![UpdateBar::new(BarId::new(BAR_DOWNLINK), Some(SuggestedBufferingPacketsCount::new(packets))).to_ie()]
+}
+
+/// Rule IDs of the indirect data forwarding tunnel (one per session: the
+/// default bearer's).
+pub const PDR_FORWARDING: u16 = 3;
+pub const FAR_FORWARDING: u32 = 3;
+
+/// Session Modification for Create Indirect Data Forwarding Tunnel
+/// (TS 23.401 5.5.1.2.2 step 8): a PDR on the Access side with our F-TEID
+/// for DL data forwarding (the source eNB forwards to it), whose FAR
+/// forwards with Outer Header Creation to the target eNB's F-TEID.
+pub fn create_forwarding(teid: u32, addr: Ipv4Addr, target_teid: u32, target: Ipv4Addr) -> Vec<Ie> {
+    let mut pdi = Pdi::new(SourceInterface::new(SourceInterfaceValue::Access));
+    pdi.f_teid = Some(Fteid::new(true, false, teid, Some(addr), None, 0));
+    let mut pdr = CreatePdr::new(PdrId::new(PDR_FORWARDING), Precedence::new(255), pdi);
+    pdr.outer_header_removal = Some(OuterHeaderRemoval::new(OHR_GTPU_UDP_IPV4));
+    pdr.far_id = Some(FarId::new(FAR_FORWARDING));
+    let mut far = CreateFar::new(FarId::new(FAR_FORWARDING), ApplyAction::new(0));
+    far.apply_action.insert(ApplyAction::FORW);
+    let mut fp = ForwardingParameters::new(DestinationInterface::new(Interface::Access));
+    fp.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv4(target_teid, target));
+    far.forwarding_parameters = Some(fp);
+    vec![pdr.to_ie(), far.to_ie()]
+}
+
+/// Session Modification for Delete Indirect Data Forwarding Tunnel
+/// (TS 23.401 5.5.1.2.2 step 19): its PDR and FAR removed.
+pub fn remove_forwarding() -> Vec<Ie> {
+    vec![RemovePdr::new(PdrId::new(PDR_FORWARDING)).to_ie(), RemoveFar::new(FarId::new(FAR_FORWARDING)).to_ie()]
 }
 
 /// Session Modification after Release Access Bearers: buffer downlink and

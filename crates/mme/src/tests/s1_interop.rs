@@ -505,22 +505,15 @@ fn nas_non_delivery_is_counted_and_the_timer_sends_again() {
 fn unimplemented_procedures_are_answered_by_their_criticality() {
     let mut h = Harness::default();
     let (_, id) = attach_on(&mut h, AssocId(1), "001010000000161", 161);
-    // HANDOVER REQUIRED: procedure criticality reject -> ERROR INDICATION.
+    // HANDOVER REQUIRED is implemented now (s1_handover): towards an eNB the
+    // MME does not know it gets HANDOVER PREPARATION FAILURE (TS 36.413
+    // 8.4.1.3), the UE left as it was.
     h.s1(handover_required(id, 161));
     let out = h.drain();
     let s1 = s1_out(&out);
     assert_eq!(s1.len(), 1);
-    let ei = &s1[0].1;
-    assert_eq!(ei.kind(), S1apPduKind::Initiating_ErrorIndication);
-    assert!(ei.check().unwrap().is_empty());
-    let d = read_down(&ei.encode().unwrap());
-    assert_eq!(d.cause, Some(Cause::protocol(CauseProtocol::abstract_syntax_error_reject)));
-    assert_eq!((d.mme_id, d.enb_id), (Some(id), Some(161)));
-    let cd = cd_of(ei);
-    assert_eq!(cd.procedure_code, Some(ProcedureCode(0)));
-    assert_eq!(cd.triggering_message, Some(TriggeringMessage::initiating_message));
-    assert_eq!(cd.procedure_criticality, Some(Criticality::reject));
-    // The UE is left as it was.
+    assert_eq!(s1[0].1.kind(), S1apPduKind::Unsuccessful_HandoverPreparation);
+    assert!(s1[0].1.check().unwrap().is_empty());
     assert_eq!(h.mme.ues[&id].s1.map(|s| s.enb_ue_s1ap_id), Some(161));
     // WRITE-REPLACE WARNING RESPONSE (successful outcome, reject).
     h.s1_on(AssocId(1), 0, write_replace_warning_response());
@@ -541,8 +534,8 @@ fn unimplemented_procedures_are_answered_by_their_criticality() {
     h.s1_on(AssocId(1), 0, unknown_procedure(0x40));
     assert!(h.drain().is_empty());
     let c = h.mme.counters();
-    assert_eq!(c.value("s1ap_unsupported_procedure"), 5);
-    assert_eq!(c.value("s1ap_unsupported_rejected"), 2);
+    assert_eq!(c.value("s1ap_unsupported_procedure"), 4);
+    assert_eq!(c.value("s1ap_unsupported_rejected"), 1);
     assert_eq!(c.value("s1ap_unsupported_notified"), 1);
     assert_eq!(c.value("s1ap_unsupported_ignored"), 2);
 }

@@ -44,6 +44,7 @@ impl Run {
                     s1u_addr: std::net::Ipv4Addr::LOCALHOST,
                     procedure_timeout: Duration::from_secs(10),
                     s1_setup_timeout: Duration::from_secs(5),
+                    inactivity_timeout: None,
                 })
                 .unwrap()
             })

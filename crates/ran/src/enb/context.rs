@@ -19,6 +19,10 @@ pub struct EnbConfig {
     pub s1u_addr: Ipv4Addr,
     pub procedure_timeout: Duration,
     pub s1_setup_timeout: Duration,
+    /// How long a connected UE may go without user-plane activity
+    /// ([`super::Enb::ue_activity`]) before the eNB asks the MME to release
+    /// it (UE CONTEXT RELEASE REQUEST, user-inactivity); `None`: never.
+    pub inactivity_timeout: Option<Duration>,
 }
 
 /// The S1 interface of the eNB (TS 36.413 8.7.3).
@@ -69,6 +73,8 @@ pub struct UeContext {
     pub(super) deadline: Option<(Instant, u64)>,
     /// Handover keys and the handover in progress (handover.rs).
     pub mobility: super::handover::Mobility,
+    /// Inactivity timer and paging index (idle.rs).
+    pub(super) idle: super::idle::UeIdle,
 }
 
 impl UeContext {
@@ -81,6 +87,7 @@ impl UeContext {
             ambr: None,
             deadline: None,
             mobility: Default::default(),
+            idle: Default::default(),
         }
     }
 }
@@ -118,6 +125,10 @@ pub enum EnbError {
     NotReady,
     #[error("no UE {0} at this eNB")]
     UnknownUe(u64),
+    #[error("UE {0} has no S1 connection")]
+    NotConnected(u64),
+    #[error("UE {0} is not idle")]
+    NotIdle(u64),
     #[error(transparent)]
     Start(#[from] crate::ue::attach::StartError),
 }

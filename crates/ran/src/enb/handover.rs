@@ -234,6 +234,10 @@ impl Handovers {
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
         self.timers.peek().map(|Reverse((t, _, _))| *t)
     }
+    /// The MME-UE-S1AP-ID of the prepared handover whose KeNB is `kenb`.
+    fn incoming_by_kenb(&self, kenb: &[u8; 32]) -> Option<u32> {
+        self.incoming.iter().find(|(_, i)| &i.kenb == kenb).map(|(m, _)| *m)
+    }
     fn take_incoming(&mut self, mme_ue_id: u32) -> Option<Incoming> {
         let i = self.incoming.remove(&mme_ue_id)?;
         self.reserved.remove(&i.enb_ue_id);
@@ -667,7 +671,14 @@ impl Enb {
         Ok((conn, mme, kenb))
     }
 
-    fn handover_outcome(&mut self, index: u64, procedure: Procedure, started: Instant, now: Instant, result: Result<(), String>) {
+    fn handover_outcome(
+        &mut self,
+        index: u64,
+        procedure: Procedure,
+        started: Instant,
+        now: Instant,
+        result: Result<(), String>,
+    ) {
         let latency = now.saturating_duration_since(started);
         self.actions.push_back(EnbAction::Outcome(Outcome { ue: index, procedure, latency, result }));
     }
@@ -685,7 +696,12 @@ impl Enb {
     /// handover to `target` (TS 23.401 5.5.1.1.2): KeNB* from an unused NH,
     /// else from KeNB (TS 33.401 7.2.8.4.3). The source keeps the old
     /// connection and a forwarding state until [`Enb::x2_release`].
-    pub fn x2_handover_out(&mut self, now: Instant, index: u64, target: TargetCell) -> Result<X2Handover, HandoverError> {
+    pub fn x2_handover_out(
+        &mut self,
+        now: Instant,
+        index: u64,
+        target: TargetCell,
+    ) -> Result<X2Handover, HandoverError> {
         let (conn, mme_ue_id, kenb) = self.handover_candidate(index)?;
         let mobility = self.ues.get_mut(&index).map(Self::mobility).cloned().unwrap_or_default();
         let (ncc, star) = match mobility.next_hop {
@@ -720,6 +736,17 @@ impl Enb {
         })
     }
 
+    /// The target's answer reaches the source (X2AP HANDOVER REQUEST
+    /// ACKNOWLEDGE, TS 36.423 8.2.1.2: per E-RAB the DL forwarding GTP
+    /// tunnel endpoint): the source's forwarding state takes the E-RABs
+    /// [`Enb::x2_handover_in`] returned. False if UE `index` did not leave
+    /// from here.
+    pub fn x2_forwarding_to(&mut self, index: u64, erabs: &[ErabForwarding]) -> bool {
+        let Some(source) = self.ho.sources.get_mut(&index) else { return false };
+        source.erabs = erabs.to_vec();
+        true
+    }
+
     /// The source forgets a UE that left by X2 (X2AP UE CONTEXT RELEASE,
     /// TS 36.423 8.2.3): its old connection and forwarding state go, no S1AP
     /// message is sent.
@@ -735,7 +762,11 @@ impl Enb {
     /// the user plane needs. On an error the UE stays here idle (its RRC
     /// connection failed), the failure is reported and the source released.
     pub fn x2_handover_in(&mut self, now: Instant, ho: X2Handover) -> Result<Vec<ErabForwarding>, HandoverError> {
-        let X2Handover { ue_index: index, ue, source_enb_id, mme_ue_id, erabs, kenb_star, ncc, .. } = ho;
+        let X2Handover { ue_index: index, mut ue, source_enb_id, mme_ue_id, erabs, kenb_star, ncc, .. } = ho;
+        // The UE takes the RRC HandoverCommand the target prepared (sent
+        // through the source, TS 36.300 10.1.2.1.1) with the source's NCC.
+        let cell = self.cell();
+        let ue_kenb = ue.take_handover_command(&rrc_handover_command(ncc), cell.pci, cell.earfcn_dl);
         self.ues.insert(index, UeContext::new(ue));
         let fail = |enb: &mut Enb, error: HandoverError| {
             if let Some(ctx) = enb.ues.get_mut(&index) {
@@ -753,6 +784,11 @@ impl Enb {
         if !self.is_ready() {
             return fail(self, HandoverError::NotReady);
         }
+        match ue_kenb {
+            Ok(k) if k == kenb_star => {}
+            Ok(_) => return fail(self, HandoverError::Keys("the UE's KeNB* differs from the source's".into())),
+            Err(e) => return fail(self, HandoverError::Keys(e.to_string())),
+        }
         let Some(conn) = self.new_connection(index) else { return fail(self, HandoverError::NoIds) };
         let mut moved = Vec::with_capacity(erabs.len());
         let mut forwarding = Vec::with_capacity(erabs.len());
@@ -768,7 +804,6 @@ impl Enb {
                 forwarding: Some(fwd),
             });
         }
-        let cell = self.cell();
         let built = path_switch_request(conn.enb_ue_id, mme_ue_id, &moved, &cell, ho.security_capabilities);
         if let Err(e) = built {
             self.drop_connection(index);
@@ -830,7 +865,11 @@ impl Enb {
             Ok(_) => Err(format!("NH of NCC {ncc} from the MME differs from the UE's")),
             Err(_) => Err(format!("NH of {} octets", nh.len())),
         };
-        self.actions.push_back(EnbAction::Handover(HandoverAction::X2Release { ue: index, source_enb_id, switched: true }));
+        self.actions.push_back(EnbAction::Handover(HandoverAction::X2Release {
+            ue: index,
+            source_enb_id,
+            switched: true,
+        }));
         self.handover_outcome(index, Procedure::X2Handover, started, now, result);
     }
 
@@ -850,7 +889,11 @@ impl Enb {
             ctx.ue.connection_released(now);
         }
         let reason = format!("PATH SWITCH REQUEST FAILURE ({cause})");
-        self.actions.push_back(EnbAction::Handover(HandoverAction::X2Release { ue: index, source_enb_id, switched: false }));
+        self.actions.push_back(EnbAction::Handover(HandoverAction::X2Release {
+            ue: index,
+            source_enb_id,
+            switched: false,
+        }));
         self.handover_outcome(index, Procedure::X2Handover, started, now, Err(reason));
         self.drive(index);
     }
@@ -977,7 +1020,13 @@ impl Enb {
         };
         // TS 36.413 8.4.1.3: the UE stays at the source.
         ctx.mobility.state = None;
-        self.handover_outcome(index, Procedure::S1Handover, started, now, Err(format!("HANDOVER PREPARATION FAILURE ({cause})")));
+        self.handover_outcome(
+            index,
+            Procedure::S1Handover,
+            started,
+            now,
+            Err(format!("HANDOVER PREPARATION FAILURE ({cause})")),
+        );
     }
 
     fn cancel_acknowledge(&mut self, mme_ue_id: u32, enb_ue_id: u32) {
@@ -1062,10 +1111,21 @@ impl Enb {
         let cell = self.cell();
         let ue_kenb = ue.take_handover_command(&rrc_command, cell.pci, cell.earfcn_dl);
         self.ues.insert(index, UeContext::new(ue));
-        let Some(incoming) = self.ho.take_incoming(mme_ue_id) else {
+        // The prepared context: the one the MME named with the source's
+        // MME-UE-S1AP-ID (an MME that keeps the ID), else the one whose KeNB
+        // the UE derived (an MME that gives the target connection a new ID;
+        // over the air the UE proves itself with these keys, TS 36.331
+        // 5.3.5.4).
+        let prepared = match self.ho.incoming.contains_key(&mme_ue_id) {
+            true => Some(mme_ue_id),
+            false => ue_kenb.as_ref().ok().and_then(|k| self.ho.incoming_by_kenb(k)),
+        };
+        let Some(incoming) = prepared.and_then(|m| self.ho.take_incoming(m)) else {
             let error = HandoverError::NotPrepared(mme_ue_id);
             return self.s1_arrival_failed(now, index, started, error);
         };
+        // The target connection's MME-UE-S1AP-ID from here on.
+        let mme_ue_id = prepared.unwrap_or(mme_ue_id);
         if ue_kenb.as_ref().ok() != Some(&incoming.kenb) {
             // The UE cannot complete RRC reconfiguration: ask the MME to
             // release the prepared context (TS 36.413 8.3.2).
@@ -1079,8 +1139,12 @@ impl Enb {
             });
             return self.s1_arrival_failed(now, index, started, error);
         }
-        let conn =
-            S1Connection { enb_ue_id: incoming.enb_ue_id, mme_ue_id: Some(mme_ue_id), stream: incoming.stream, release_requested: false };
+        let conn = S1Connection {
+            enb_ue_id: incoming.enb_ue_id,
+            mme_ue_id: Some(mme_ue_id),
+            stream: incoming.stream,
+            release_requested: false,
+        };
         self.by_enb_ue_id.insert(conn.enb_ue_id, index);
         if let Some(ctx) = self.ues.get_mut(&index) {
             ctx.s1 = Some(conn);
@@ -1125,14 +1189,18 @@ impl Enb {
                 self.preparation_failure(now, mme_ue_id, enb_ue_id, &cause)
             }
             HandoverMessage::Request(req) => self.handover_request(req),
-            HandoverMessage::MmeStatusTransfer { mme_ue_id, enb_ue_id } => self.mme_status_transfer(mme_ue_id, enb_ue_id),
+            HandoverMessage::MmeStatusTransfer { mme_ue_id, enb_ue_id } => {
+                self.mme_status_transfer(mme_ue_id, enb_ue_id)
+            }
             HandoverMessage::PathSwitchAcknowledge { mme_ue_id, enb_ue_id, ncc, nh, uplink } => {
                 self.path_switch_ack(now, mme_ue_id, enb_ue_id, ncc, &nh, &uplink)
             }
             HandoverMessage::PathSwitchFailure { mme_ue_id, enb_ue_id, cause } => {
                 self.path_switch_failure(now, mme_ue_id, enb_ue_id, &cause)
             }
-            HandoverMessage::CancelAcknowledge { mme_ue_id, enb_ue_id } => self.cancel_acknowledge(mme_ue_id, enb_ue_id),
+            HandoverMessage::CancelAcknowledge { mme_ue_id, enb_ue_id } => {
+                self.cancel_acknowledge(mme_ue_id, enb_ue_id)
+            }
         }
     }
 
@@ -1148,8 +1216,28 @@ impl Enb {
     /// that never got its UE (cancelled at the target) is answered here
     /// (returns true); a source's forwarding state goes with its old
     /// connection.
-    pub(super) fn handover_release(&mut self, mme_ue_id: u32, enb_ue_id: Option<u32>) -> bool {
+    pub(super) fn handover_release(&mut self, now: Instant, mme_ue_id: u32, enb_ue_id: Option<u32>) -> bool {
         let Some(enb) = enb_ue_id else { return false };
+        // A UE released in the middle of its handover: the handover failed.
+        if let Some(index) = self.by_enb_ue_id.get(&enb).copied() {
+            let state = self.ues.get_mut(&index).and_then(|c| c.mobility.state.take());
+            let started = match state {
+                Some(State::S1Preparing { started, .. } | State::S1Executing { started, .. }) => {
+                    Some((Procedure::S1Handover, started))
+                }
+                Some(State::X2PathSwitch { started, .. }) => Some((Procedure::X2Handover, started)),
+                _ => None,
+            };
+            if let Some((procedure, started)) = started {
+                self.handover_outcome(
+                    index,
+                    procedure,
+                    started,
+                    now,
+                    Err("UE context released during handover".into()),
+                );
+            }
+        }
         if self.ho.incoming.get(&mme_ue_id).is_some_and(|i| i.enb_ue_id == enb) {
             if let Some(i) = self.ho.take_incoming(mme_ue_id) {
                 self.push_pdu(i.stream, super::s1ap_build::ue_context_release_complete(mme_ue_id, enb));

@@ -11,6 +11,7 @@
 
 pub mod context;
 pub mod handover;
+pub mod idle;
 pub mod s1ap_build;
 pub mod s1ap_handler;
 
@@ -47,6 +48,8 @@ pub struct Enb {
     actions: VecDeque<EnbAction>,
     /// Handovers in progress and forwarding states (handover.rs).
     ho: handover::Handovers,
+    /// Idle-mode deadlines and the paging index (idle.rs).
+    idle: idle::IdleTimers,
 }
 
 impl Enb {
@@ -66,6 +69,7 @@ impl Enb {
             generation: 0,
             actions: VecDeque::new(),
             ho: handover::Handovers::default(),
+            idle: idle::IdleTimers::default(),
         })
     }
 
@@ -101,6 +105,10 @@ impl Enb {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let ue = match (ue, self.idle.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match (s1, ue) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -127,6 +135,7 @@ impl Enb {
     /// Put a UE in this eNB's cell.
     pub fn add_ue(&mut self, index: u64, ue: Ue) {
         self.ues.insert(index, UeContext::new(ue));
+        self.settle_ue(index);
     }
 
     /// Attach UE `index` (added before with [`Enb::add_ue`]).
@@ -171,7 +180,7 @@ impl Enb {
     fn drive(&mut self, index: u64) {
         loop {
             let Some(ctx) = self.ues.get_mut(&index) else { return };
-            let Some(action) = ctx.ue.poll_action() else { return };
+            let Some(action) = ctx.ue.poll_action() else { return self.reindex(index) };
             match action {
                 UeAction::Uplink(nas) => self.send_uplink(index, nas),
                 UeAction::Finished(o) => {
@@ -197,7 +206,7 @@ impl Enb {
             }
         };
         let built = match conn.mme_ue_id {
-            None => s1ap_build::initial_ue_message(&self.cell, conn.enb_ue_id, nas),
+            None => self.initial_ue_message_of(index, conn.enb_ue_id, nas),
             Some(mme) => s1ap_build::uplink_nas_transport(&self.cell, mme, conn.enb_ue_id, nas),
         };
         self.push_pdu(conn.stream, built);
@@ -217,6 +226,7 @@ impl Enb {
         self.retire_connection(index);
         if let Some(ctx) = self.ues.get_mut(&index) {
             ctx.s1 = Some(conn);
+            ctx.ue.connection_established();
         }
         self.by_enb_ue_id.insert(id, index);
         Some(conn)
@@ -279,24 +289,13 @@ impl Enb {
             self.drive(index);
         }
         self.handover_timeout(now);
+        self.idle_timeout(now);
     }
 
     /// After a procedure the eNB gave up on: ask the MME to release the
     /// UE's context (TS 36.413 8.3.2), or forget a connection it never saw.
     fn release_after_failure(&mut self, index: u64) {
-        let Some(conn) = self.ues.get(&index).and_then(|c| c.s1) else { return };
-        match conn.mme_ue_id {
-            Some(mme) if !conn.release_requested => {
-                let cause = Cause::radioNetwork(CauseRadioNetwork::release_due_to_eutran_generated_reason);
-                let built = s1ap_build::ue_context_release_request(mme, conn.enb_ue_id, cause);
-                self.push_pdu(conn.stream, built);
-                if let Some(s) = self.ues.get_mut(&index).and_then(|c| c.s1.as_mut()) {
-                    s.release_requested = true;
-                }
-            }
-            Some(_) => {}
-            None => self.drop_connection(index),
-        }
+        self.request_release(index, CauseRadioNetwork::release_due_to_eutran_generated_reason);
     }
 
     /// The SCTP association went down: every procedure in progress fails.
@@ -363,7 +362,7 @@ impl Enb {
                     self.drive(index);
                 }
             }
-            Downlink::Paging => self.anomaly("PAGING ignored"),
+            Downlink::Paging(p) => self.paging(now, p),
             Downlink::Handover(m) => self.handle_handover(now, m),
             Downlink::Other(name) => {
                 self.actions.push_back(EnbAction::Anomaly(format!("unhandled S1AP {name}")));
@@ -467,7 +466,9 @@ impl Enb {
             for nas in req.erabs.iter().filter_map(|e| e.nas.as_deref()) {
                 ctx.ue.handle_downlink(now, nas);
             }
+            ctx.ue.context_setup(now);
         }
+        self.arm_inactivity(now, index);
         self.drive(index);
     }
 
@@ -490,7 +491,7 @@ impl Enb {
     /// UE CONTEXT RELEASE COMMAND (TS 36.413 8.3.3): always answered with
     /// UE CONTEXT RELEASE COMPLETE.
     fn release_command(&mut self, now: Instant, mme_ue_id: u32, enb_ue_id: Option<u32>, _cause: &str) {
-        if self.handover_release(mme_ue_id, enb_ue_id) {
+        if self.handover_release(now, mme_ue_id, enb_ue_id) {
             return;
         }
         let index = match enb_ue_id {
@@ -524,5 +525,6 @@ impl Enb {
             ctx.ue.connection_released(now);
         }
         self.drive(index);
+        self.released_to_idle(now, index);
     }
 }

@@ -49,18 +49,39 @@ pub fn s1_setup_request(cell: &CellIdentity, name: &str) -> Result<Vec<u8>, Erro
     )?)
 }
 
-/// INITIAL UE MESSAGE (9.1.7.1).
-pub fn initial_ue_message(cell: &CellIdentity, enb_ue_id: u32, nas: Vec<u8>) -> Result<Vec<u8>, Error> {
-    encode(build_s1ap!(
-        InitiatingMessage,
-        initialUEMessage,
-        InitialUEMessage,
-        eNB_UE_S1AP_ID(enb_ue_id),
-        NAS_PDU(nas),
-        TAI(cell.tai()),
-        EUTRAN_CGI(cell.ecgi()?),
-        RRC_Establishment_Cause(RRCEstablishmentCause::mo_Signalling),
-    )?)
+/// INITIAL UE MESSAGE (9.1.7.1), with the RRC establishment cause and the
+/// S-TMSI (MMEC, M-TMSI) the UE gave, if any.
+pub fn initial_ue_message(
+    cell: &CellIdentity,
+    enb_ue_id: u32,
+    nas: Vec<u8>,
+    cause: RRCEstablishmentCause,
+    s_tmsi: Option<(u8, u32)>,
+) -> Result<Vec<u8>, Error> {
+    let pdu = match s_tmsi {
+        None => build_s1ap!(
+            InitiatingMessage,
+            initialUEMessage,
+            InitialUEMessage,
+            eNB_UE_S1AP_ID(enb_ue_id),
+            NAS_PDU(nas),
+            TAI(cell.tai()),
+            EUTRAN_CGI(cell.ecgi()?),
+            RRC_Establishment_Cause(cause),
+        )?,
+        Some((mmec, m_tmsi)) => build_s1ap!(
+            InitiatingMessage,
+            initialUEMessage,
+            InitialUEMessage,
+            eNB_UE_S1AP_ID(enb_ue_id),
+            NAS_PDU(nas),
+            TAI(cell.tai()),
+            EUTRAN_CGI(cell.ecgi()?),
+            RRC_Establishment_Cause(cause),
+            S_TMSI(STMSI::new(MMECode([mmec]), MTMSI(m_tmsi.to_be_bytes()), None)),
+        )?,
+    };
+    encode(pdu)
 }
 
 /// UPLINK NAS TRANSPORT (9.1.7.3).

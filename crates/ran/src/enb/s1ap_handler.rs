@@ -34,7 +34,7 @@ pub enum Downlink {
         enb_ue_id: Option<u32>,
         cause: Option<String>,
     },
-    Paging,
+    Paging(PagingRequest),
     /// A message of the handover procedures (TS 36.413 8.4).
     Handover(super::handover::HandoverMessage),
     /// A message the emulated eNB does not handle, by name.
@@ -49,6 +49,25 @@ pub struct IcsRequest {
     pub kenb: [u8; 32],
     pub ambr: Option<(u64, u64)>,
     pub erabs: Vec<ErabToSetup>,
+}
+
+/// S1AP PAGING (TS 36.413 9.1.6), the parts the eNB uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagingRequest {
+    pub identity: PagingIdentity,
+    /// The TAIs to page in: PLMN identity and TAC.
+    pub tais: Vec<(PLMNidentity, u16)>,
+}
+
+/// The UE Paging Identity (TS 36.413 9.2.3.13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PagingIdentity {
+    STmsi {
+        mmec: u8,
+        m_tmsi: u32,
+    },
+    /// The IMSI's digits.
+    Imsi(String),
 }
 
 /// One item of the E-RAB To Be Setup List.
@@ -101,13 +120,15 @@ pub fn decode(data: &[u8]) -> Result<Downlink, S1apError> {
             release_command(&pdu).map_err(|e| ies_error("UEContextReleaseCommand", e))
         }
         S1apPduKind::Initiating_ErrorIndication => Ok(error_indication(&pdu)),
-        S1apPduKind::Initiating_Paging => Ok(Downlink::Paging),
+        S1apPduKind::Initiating_Paging => paging(&pdu).map_err(|e| ies_error("Paging", e)),
         S1apPduKind::Successful_HandoverPreparation => handover(ho::decode_command(&pdu), "HandoverCommand"),
         S1apPduKind::Unsuccessful_HandoverPreparation => {
             handover(ho::decode_preparation_failure(&pdu), "HandoverPreparationFailure")
         }
         S1apPduKind::Initiating_HandoverResourceAllocation => handover(ho::decode_request(&pdu), "HandoverRequest"),
-        S1apPduKind::Initiating_MMEStatusTransfer => handover(ho::decode_mme_status_transfer(&pdu), "MMEStatusTransfer"),
+        S1apPduKind::Initiating_MMEStatusTransfer => {
+            handover(ho::decode_mme_status_transfer(&pdu), "MMEStatusTransfer")
+        }
         S1apPduKind::Successful_PathSwitchRequest => {
             handover(ho::decode_path_switch_ack(&pdu), "PathSwitchRequestAcknowledge")
         }
@@ -176,6 +197,26 @@ fn ics_request(pdu: &S1AP_PDU) -> R<Downlink> {
         });
     }
     Ok(Downlink::InitialContextSetup(IcsRequest { mme_ue_id, enb_ue_id, kenb, ambr, erabs }))
+}
+
+fn paging(pdu: &S1AP_PDU) -> R<Downlink> {
+    extract_s1ap_ies!(pdu, Paging,
+        req id: UEPagingID<'static> = UEPagingID(p) => p.into_owned(),
+    );
+    let identity = match id {
+        UEPagingID::s_TMSI(s) => PagingIdentity::STmsi { mmec: s.mmec.0[0], m_tmsi: u32::from_be_bytes(s.m_tmsi.0) },
+        UEPagingID::iMSI(i) => match mobicore_common::Imsi::from_tbcd(i.0.as_ref()) {
+            Ok(imsi) => PagingIdentity::Imsi(imsi.as_str().to_string()),
+            Err(e) => return Err(oxirush_s1ap::Error::argument(format!("IMSI: {e}"))),
+        },
+        _ => return Err(oxirush_s1ap::Error::argument("UEPagingID of an unknown kind".to_string())),
+    };
+    let mut tais = Vec::new();
+    for item in pdu.items::<ie::TAIList>() {
+        let item = item?;
+        tais.push((item.tai.plmn_identity, u16::from_be_bytes(item.tai.tac.0)));
+    }
+    Ok(Downlink::Paging(PagingRequest { identity, tais }))
 }
 
 fn release_command(pdu: &S1AP_PDU) -> R<Downlink> {

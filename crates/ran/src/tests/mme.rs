@@ -36,6 +36,7 @@ pub fn enb_config() -> EnbConfig {
         s1u_addr: Ipv4Addr::new(127, 0, 0, 1),
         procedure_timeout: Duration::from_secs(10),
         s1_setup_timeout: Duration::from_secs(5),
+        inactivity_timeout: Some(Duration::from_secs(10)),
     }
 }
 

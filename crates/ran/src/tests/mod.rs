@@ -4,6 +4,7 @@
 mod attach;
 mod detach;
 mod fuzz;
+mod handover;
 mod mme;
 mod security;
 mod shell;

@@ -11,7 +11,7 @@ use mobicore_common::tools;
 use super::mme::*;
 
 /// text2pcap's input: each packet as offset-prefixed hex lines.
-fn hexdump(pdus: &[Vec<u8>]) -> String {
+pub(super) fn hexdump(pdus: &[Vec<u8>]) -> String {
     let mut out = String::new();
     for pdu in pdus {
         for (i, chunk) in pdu.chunks(16).enumerate() {

@@ -21,6 +21,10 @@ pub enum StartError {
     Busy(Procedure),
     #[error("UE is in EMM state {0:?}")]
     WrongState(EmmState),
+    #[error("UE is connected, not idle")]
+    Connected,
+    #[error("UE has no EPS security context")]
+    NoSecurityContext,
 }
 
 impl Ue {
@@ -111,6 +115,8 @@ impl Ue {
             self.guti = Some(guti);
         }
         self.tais = accept.tai_list.tais();
+        self.set_t3412(&accept.t3412_value);
+        self.idle.last_visited = self.idle.cell.filter(|c| self.tais.contains(c));
         self.bearer = Some(DefaultBearer { ebi, ipv4 });
 
         // TS 24.301 5.5.1.2.4: ATTACH COMPLETE with the bearer's accept.

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use oxirush_nas::nas_eps::{
     KeySetIdentifier, NasDetachAccept, NasDetachRequestUeOriginating, NasDetachRequestUeTerminated, NasDetachType,
-    NasEpsMessage, NasEpsMobileIdentity, NasKeySetIdentifier, UeDetachKind,
+    NasEpsMessage, NasEpsMobileIdentity, NasKeySetIdentifier, NetworkDetachKind, UeDetachKind,
 };
 
 use super::attach::StartError;
@@ -68,6 +68,12 @@ impl Ue {
         self.send(now, &NasEpsMessage::new_emm(NasDetachAccept::new()), false);
         self.emm = EmmState::Deregistered;
         self.bearer = None;
+        self.idle.t3412_deadline = None;
+        // "Re-attach required": a new attach once the connection is
+        // released (TS 24.301 5.5.2.3.2).
+        if req.detach_type.network_detach_kind() == NetworkDetachKind::ReattachRequired {
+            self.idle.reattach = true;
+        }
         if self.running.is_some() {
             self.fail(now, "network detach during procedure".into());
         }

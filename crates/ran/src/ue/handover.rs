@@ -87,7 +87,12 @@ impl Ue {
 
     /// Take an RRC HandoverCommand (TS 36.331 10.2.2) built by a target eNB
     /// with [`rrc_handover_command`]: the KeNB of the target cell.
-    pub fn take_handover_command(&mut self, command: &[u8], pci: u16, earfcn_dl: u32) -> Result<[u8; 32], HandoverKeyError> {
+    pub fn take_handover_command(
+        &mut self,
+        command: &[u8],
+        pci: u16,
+        earfcn_dl: u32,
+    ) -> Result<[u8; 32], HandoverKeyError> {
         let ncc = rrc_handover_command_ncc(command).ok_or(HandoverKeyError::RrcCommand)?;
         self.handover_kenb(ncc, pci, earfcn_dl)
     }
@@ -105,7 +110,7 @@ impl Bits {
     }
     fn put(&mut self, value: u32, width: usize) {
         for i in (0..width).rev() {
-            if self.len % 8 == 0 {
+            if self.len.is_multiple_of(8) {
                 self.octets.push(0);
             }
             if (value >> i) & 1 == 1 {
@@ -179,7 +184,10 @@ pub fn rrc_handover_command_ncc(command: &[u8]) -> Option<u8> {
     let mut at = 0;
     // c1, rrcConnectionReconfiguration, transaction, c1, r8, presence bits.
     let head = get(&inner, &mut at, 17)?;
-    if head != (0b0_0100_00_0_000 << 6 | 0b000010) {
+    // Grouped by field, as the comment above reads.
+    #[allow(clippy::unusual_byte_groupings)]
+    let expected = 0b0_0100_00_0_000 << 6 | 0b000010;
+    if head != expected {
         return None;
     }
     // No extension, intraLTE, no algorithms, keyChangeIndicator.

@@ -10,13 +10,19 @@
 //! - [`security_mode`]: SECURITY MODE COMMAND (5.4.3)
 //! - [`detach`]: UE-initiated and network-initiated detach (5.5.2)
 //! - [`security`]: NAS protection with the current EPS security context
+//! - [`idle`]: ECM-IDLE: the connection, T3412, the cell, a pending attach
+//! - [`service_request`]: SERVICE REQUEST / REJECT, paging response (5.6.1, 5.6.2)
+//! - [`tau`]: tracking area updating, periodic and normal (5.5.3)
 
 pub mod attach;
 pub mod authentication;
 pub mod detach;
 pub mod handover;
+pub mod idle;
 pub mod security;
 pub mod security_mode;
+pub mod service_request;
+pub mod tau;
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -36,6 +42,15 @@ pub enum Procedure {
     X2Handover,
     /// S1 handover, from HANDOVER REQUIRED to HANDOVER NOTIFY.
     S1Handover,
+    /// UE-triggered service request, from SERVICE REQUEST to the end of the
+    /// INITIAL CONTEXT SETUP.
+    ServiceRequest,
+    /// From the S1AP PAGING to the end of the INITIAL CONTEXT SETUP of the
+    /// UE's answer.
+    PagingResponse,
+    /// Tracking area update, from the REQUEST to the ACCEPT (with the
+    /// active flag, to the end of the INITIAL CONTEXT SETUP).
+    Tau,
 }
 
 impl Procedure {
@@ -45,6 +60,9 @@ impl Procedure {
             Procedure::Detach => "detach",
             Procedure::X2Handover => "x2_handover",
             Procedure::S1Handover => "s1_handover",
+            Procedure::ServiceRequest => "service_request",
+            Procedure::PagingResponse => "paging_response",
+            Procedure::Tau => "tau",
         }
     }
 }
@@ -89,6 +107,11 @@ pub enum Waiting {
     DetachAccept,
     /// Switch-off detach: the release of the S1 connection.
     Release,
+    /// The INITIAL CONTEXT SETUP of a service request or an active TAU.
+    Bearers,
+    TauAccept,
+    /// TAU ACCEPT of a TAU with the active flag.
+    TauAcceptActive,
 }
 
 struct Running {
@@ -125,6 +148,7 @@ pub struct Ue {
     kenb: Option<[u8; 32]>,
     /// The NH chain of `kenb` (handover.rs).
     as_keys: Option<handover::AsKeyChain>,
+    idle: idle::IdleState,
     actions: VecDeque<UeAction>,
 }
 
@@ -148,6 +172,7 @@ impl Ue {
             bearer: None,
             kenb: None,
             as_keys: None,
+            idle: idle::IdleState::default(),
             actions: VecDeque::new(),
         }
     }
@@ -236,6 +261,9 @@ impl Ue {
                 NasEmmMessage::DetachAccept(_) => self.handle_detach_accept(now),
                 NasEmmMessage::DetachRequestUeTerminated(m) => self.handle_network_detach(now, &m),
                 NasEmmMessage::GutiReallocationCommand(m) => self.handle_guti_reallocation(now, &m),
+                NasEmmMessage::ServiceReject(m) => self.handle_service_reject(now, &m),
+                NasEmmMessage::TrackingAreaUpdateAccept(m) => self.handle_tau_accept(now, &m),
+                NasEmmMessage::TrackingAreaUpdateReject(m) => self.handle_tau_reject(now, &m),
                 NasEmmMessage::EmmInformation(_) => {}
                 NasEmmMessage::EmmStatus(m) => {
                     self.anomaly(format!("EMM STATUS #{} received", m.emm_cause.cause_raw()))
@@ -376,6 +404,7 @@ impl Ue {
             }
             None => {}
         }
+        self.released_to_idle(now);
     }
 }
 
