@@ -58,6 +58,9 @@ pub struct NetworkConfig {
     pub seed: u64,
     /// S1AP outbound streams each eNB association has.
     pub streams: u16,
+    /// The eNBs release a UE after this long without user-plane activity
+    /// (UE Context Release Request, user inactivity); `None`: never.
+    pub inactivity_timeout: Option<Duration>,
 }
 
 impl Default for NetworkConfig {
@@ -74,6 +77,7 @@ impl Default for NetworkConfig {
             s1_setup_timeout: Duration::from_secs(5),
             seed: 7,
             streams: 4,
+            inactivity_timeout: None,
         }
     }
 }
@@ -163,7 +167,7 @@ impl Network {
                     s1u_addr: Ipv4Addr::new(10, 0, 1, i as u8 + 1),
                     procedure_timeout: cfg.procedure_timeout,
                     s1_setup_timeout: cfg.s1_setup_timeout,
-                    inactivity_timeout: None,
+                    inactivity_timeout: cfg.inactivity_timeout,
                 })
                 .expect("valid eNB identity")
             })

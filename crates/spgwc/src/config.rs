@@ -130,6 +130,11 @@ pub struct SpgwcConfig {
     pub n1: u32,
     /// Interval of PFCP Heartbeat Requests to associated UPFs.
     pub heartbeat_interval: Duration,
+    /// The guard of a Downlink Data Notification the MME turned down for
+    /// a handover or TAU in progress (TS 23.401 5.3.4.3: "locally
+    /// configured guard timer"): the buffered downlink is discarded if no
+    /// Modify Bearer Request came by then.
+    pub ddn_guard: Duration,
     /// Our GTP-C Recovery restart counter (TS 29.274 8.5).
     pub recovery: u8,
     /// Each session's URR asks the UPF for a usage report every this many
@@ -174,6 +179,7 @@ impl Default for SpgwcConfig {
             t1: Duration::from_secs(3),
             n1: 3,
             heartbeat_interval: Duration::from_secs(10),
+            ddn_guard: Duration::from_secs(10),
             recovery: 0,
             usage_period_secs: 0,
             mme_peers: PeerFilter::default(),

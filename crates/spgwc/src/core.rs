@@ -65,6 +65,16 @@ pub(crate) enum PfcpOp {
         seid: u64,
         s11: S11Pending,
     },
+    /// The downlink FAR turned to DROP to discard the buffer (paging.rs).
+    DiscardBuffer {
+        teid: u32,
+        seid: u64,
+    },
+    /// The downlink FAR back to BUFF + NOCP after a discard.
+    RearmBuffer {
+        teid: u32,
+        seid: u64,
+    },
     /// Deletion of a UPF session whose S11 context is already gone; its
     /// identifiers are free again once the UPF answered (or never will).
     DeleteStale(UpIds),
@@ -95,7 +105,11 @@ pub struct SpgwcCore {
     /// Our S11 address, put in the SGW S11 F-TEID.
     pub(crate) s11_ip: Ipv4Addr,
     pub(crate) pfcp_recovery: SystemTime,
-    pub(crate) s11: Transactions<SocketAddr, ()>,
+    /// S11 as a server, and as the client of our Downlink Data
+    /// Notifications (the token: the session's S11 TEID).
+    pub(crate) s11: Transactions<SocketAddr, u32>,
+    /// When sessions' DDN holds end (paging.rs), earliest first.
+    pub(crate) paging_holds: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, u32)>>,
     pub(crate) pfcp: Transactions<SocketAddr, PfcpOp>,
     pub(crate) sessions: HashMap<u32, Session>,
     /// (IMSI, default bearer EBI) -> our S11 TEID.
@@ -128,6 +142,7 @@ impl SpgwcCore {
             .map(|_| UpfState { associated: false, probing: false, s1u_in_use: Default::default() })
             .collect();
         SpgwcCore {
+            paging_holds: Default::default(),
             s11: Transactions::new(TransactionConfig { t3: cfg.t3, n3: cfg.n3 })
                 .with_max_cached(cfg.s11_duplicate_cache),
             pfcp: Transactions::new(TransactionConfig { t3: cfg.t1, n3: cfg.n1 })
@@ -348,6 +363,9 @@ impl SpgwcCore {
                 self.out.push_back(Transmit { interface: Interface::S11, dst: peer, bytes: r.to_bytes().into() });
             }
             Message::EchoResponse(_) => {}
+            // No response is sent to it (TS 29.274 7.2.11.3).
+            Message::DownlinkDataNotificationFailureIndication(_) => self.on_ddn_failure(now, peer, &m),
+            Message::DownlinkDataNotificationAck(_) => self.on_s11_response(now, peer, &m),
             b if gm::msg_type::is_request(b.msg_type()) => match self.s11.on_request(now, peer, m.seq) {
                 mobicore_gtp::Incoming::New => self.on_s11_request(now, S11Pending { peer, seq: m.seq }, &m),
                 _ => self.counters.incr("s11_duplicate_request"),
@@ -360,6 +378,10 @@ impl SpgwcCore {
     /// failures, heartbeats.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.s11.handle_timeout(now);
+        while let Some((_, teid)) = self.s11.poll_timed_out() {
+            self.on_ddn_timeout(teid);
+        }
+        self.paging_timeout(now);
         self.pfcp.handle_timeout(now);
         while let Some((_, op)) = self.pfcp.poll_timed_out() {
             self.on_pfcp_timeout(now, op);
@@ -391,7 +413,10 @@ impl SpgwcCore {
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.s11.poll_timeout(), self.pfcp.poll_timeout(), self.next_heartbeat].into_iter().flatten().min()
+        [self.s11.poll_timeout(), self.pfcp.poll_timeout(), self.next_heartbeat, self.paging_poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     #[must_use]

@@ -38,6 +38,7 @@
 pub mod config;
 pub mod context;
 pub mod core;
+pub mod paging;
 pub mod pco;
 pub mod s11_handler;
 pub mod shell;

@@ -144,6 +144,8 @@ impl SpgwcCore {
             // The session was replaced meanwhile; its replacement cleans up.
             PfcpOp::ModifyBearer { .. } | PfcpOp::ReleaseAccess { .. } | PfcpOp::Delete { .. } => {}
             PfcpOp::DeleteStale(ids) => self.release_ids(ids),
+            PfcpOp::DiscardBuffer { teid, seid } if self.live(teid, seid) => self.rearm_buffer(now, teid),
+            PfcpOp::DiscardBuffer { .. } | PfcpOp::RearmBuffer { .. } => {}
         }
     }
 
@@ -171,6 +173,7 @@ impl SpgwcCore {
             PfcpOp::ModifyBearer { .. } | PfcpOp::ReleaseAccess { .. } | PfcpOp::Delete { .. } => {}
             // The UPF never answered: nothing more can be done from here.
             PfcpOp::DeleteStale(ids) => self.release_ids(ids),
+            PfcpOp::DiscardBuffer { .. } | PfcpOp::RearmBuffer { .. } => {}
         }
     }
 
@@ -232,6 +235,10 @@ impl SpgwcCore {
     }
 
     fn modify_done(&mut self, now: Instant, teid: u32, p: S11Pending, enb: Option<mobicore_common::Fteid>, ok: bool) {
+        if ok {
+            // The UE is reachable: the buffered downlink flows (5.3.4.3).
+            self.paging_reset(teid);
+        }
         let Some(s) = self.sessions.get_mut(&teid) else { return };
         s.state = SessionState::Active;
         if enb.is_some() {
@@ -244,6 +251,7 @@ impl SpgwcCore {
     }
 
     fn release_done(&mut self, now: Instant, teid: u32, p: S11Pending, ok: bool) {
+        self.paging_reset(teid);
         let Some(s) = self.sessions.get_mut(&teid) else { return };
         s.state = SessionState::Active;
         if ok {
@@ -256,7 +264,8 @@ impl SpgwcCore {
     }
 
     /// A Session Report Request (TS 29.244 7.5.8): usage is recorded, a
-    /// Downlink Data Report counted (paging is the MME's, later), and the
+    /// Downlink Data Report starts a Downlink Data Notification
+    /// (paging.rs), and the
     /// answer is Request accepted, or Session context not found (65) for
     /// an SEID we do not know or that another UPF holds (7.5.9).
     fn session_report(&mut self, now: Instant, peer: SocketAddr, cp_seid: u64, seq: u32, ies: &[rs_pfcp::ie::Ie]) {
@@ -272,6 +281,7 @@ impl SpgwcCore {
             Some(teid) => {
                 if ies.iter().any(|i| i.ie_type == IeType::DownlinkDataReport) {
                     self.counters.incr("pfcp_downlink_data_reports");
+                    self.on_downlink_data(now, teid);
                 }
                 self.record_usage(teid, ies);
                 (self.sessions[&teid].up_seid.unwrap_or(0), CauseValue::RequestAccepted)
