@@ -27,6 +27,8 @@ pub enum Link {
     PfcpToCp,
     /// S1-U, UPF to an eNB (GTP-U bytes).
     S1uDownlink,
+    /// X2-U: GTP-U an eNB forwards to another in a handover.
+    X2u,
 }
 
 /// A message in flight.
@@ -61,6 +63,13 @@ pub enum Msg {
         to: std::net::SocketAddrV4,
         bytes: Bytes,
     },
+    /// GTP-U forwarded by eNB `from` (index) to the eNB at `to` (data
+    /// forwarding of a handover, TS 36.300 10.1.2.1.1).
+    X2u {
+        from: usize,
+        to: std::net::SocketAddrV4,
+        bytes: Bytes,
+    },
 }
 
 impl Msg {
@@ -75,6 +84,7 @@ impl Msg {
             Msg::PfcpToUpf(_) => Link::PfcpToUpf,
             Msg::PfcpToCp(_) => Link::PfcpToCp,
             Msg::S1uDownlink { .. } => Link::S1uDownlink,
+            Msg::X2u { .. } => Link::X2u,
         }
     }
 
@@ -84,7 +94,7 @@ impl Msg {
         match self {
             Msg::S1Uplink { pdu, .. } | Msg::S1Downlink { pdu, .. } => Some(pdu),
             Msg::S11ToSgw(b) | Msg::S11ToMme(b) | Msg::PfcpToUpf(b) | Msg::PfcpToCp(b) => Some(b),
-            Msg::S1uDownlink { bytes, .. } => Some(bytes),
+            Msg::S1uDownlink { bytes, .. } | Msg::X2u { bytes, .. } => Some(bytes),
             Msg::S6aRequest { .. } | Msg::S6aAnswer { .. } => None,
         }
     }
@@ -93,7 +103,7 @@ impl Msg {
         match self {
             Msg::S1Uplink { pdu, .. } | Msg::S1Downlink { pdu, .. } => Some(pdu),
             Msg::S11ToSgw(b) | Msg::S11ToMme(b) | Msg::PfcpToUpf(b) | Msg::PfcpToCp(b) => Some(b),
-            Msg::S1uDownlink { bytes, .. } => Some(bytes),
+            Msg::S1uDownlink { bytes, .. } | Msg::X2u { bytes, .. } => Some(bytes),
             Msg::S6aRequest { .. } | Msg::S6aAnswer { .. } => None,
         }
     }

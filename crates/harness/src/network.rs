@@ -121,6 +121,8 @@ pub struct Network {
     pub plane: HarnessPlane,
     /// What the eNBs received on S1-U.
     pub s1u: S1uLog,
+    /// Each eNB's S1-U side: the emulator's tunnel table.
+    pub enb_tunnels: Vec<mobicore_ran::userplane::tunnels::Tunnels>,
     /// The MME's S11 client: sequence numbers, T3/N3 retransmission.
     pub s11_client: Transactions<SocketAddr, (UeRef, Ebi)>,
     /// The S-GW's requests the MME has not answered yet, by the sequence
@@ -191,6 +193,9 @@ impl Network {
             upf,
             plane,
             s1u: S1uLog::default(),
+            enb_tunnels: (0..n_enbs)
+                .map(|i| mobicore_ran::userplane::tunnels::Tunnels::new(Ipv4Addr::new(10, 0, 1, i as u8 + 1), false))
+                .collect(),
             s11_client,
             s11_incoming: HashMap::new(),
             s11_answered: HashMap::new(),
@@ -212,9 +217,10 @@ impl Network {
         self.n_ues
     }
 
-    /// The eNB UE `ue` camps on.
+    /// The eNB UE `ue` camps on: where it is now (handovers move it),
+    /// else where it was put at construction.
     pub fn enb_of(&self, ue: u64) -> usize {
-        (ue % self.enbs.len() as u64) as usize
+        self.enbs.iter().position(|e| e.ue(ue).is_some()).unwrap_or((ue % self.enbs.len() as u64) as usize)
     }
 
     fn assoc(enb: usize) -> AssocId {
@@ -314,6 +320,7 @@ impl Network {
 
     /// Take every action and datagram every node has queued.
     fn collect(&mut self) {
+        let mut handovers = Vec::new();
         for (i, enb) in self.enbs.iter_mut().enumerate() {
             while let Some(a) = enb.poll_action() {
                 match a {
@@ -325,10 +332,14 @@ impl Network {
                     EnbAction::S1Setup(result) => self.reports.push(Report::S1Setup { enb: i, result }),
                     EnbAction::Outcome(outcome) => self.reports.push(Report::Outcome { enb: i, outcome }),
                     EnbAction::Anomaly(what) => self.reports.push(Report::Anomaly { enb: i, what }),
-                    EnbAction::Handover(h) => self.reports.push(Report::Anomaly { enb: i, what: format!("{h:?}") }),
+                    EnbAction::Handover(h) => handovers.push((i, h)),
                 }
             }
         }
+        for (i, h) in handovers {
+            self.on_handover_action(i, h);
+        }
+        self.sync_tunnels();
         while let Some(a) = self.mme.poll_action() {
             match a {
                 MmeAction::S1Send { assoc, stream, data } => {
@@ -427,7 +438,11 @@ impl Network {
             Msg::S11ToMme(b) => self.s11_to_mme(&b),
             Msg::PfcpToUpf(b) => self.upf.handle_datagram(now, SGW_PFCP, &b),
             Msg::PfcpToCp(b) => self.spgwc.handle_pfcp(now, UPF_PFCP, &b),
-            Msg::S1uDownlink { to, bytes } => self.s1u_to_enb(to, &bytes),
+            Msg::S1uDownlink { to, bytes } => self.s1u_to_enb(to, std::net::SocketAddrV4::new(UPF_S1U, 2152), &bytes),
+            Msg::X2u { from, to, bytes } => {
+                let from = std::net::SocketAddrV4::new(self.enbs[from].config().s1u_addr, 2152);
+                self.s1u_to_enb(to, from, &bytes)
+            }
         }
         self.collect();
         true

@@ -825,6 +825,8 @@ impl Enb {
         if let Some(source) = self.ho.sources.get_mut(&index) {
             source.erabs.clone_from(&forwarding);
         }
+        // The UE is connected here now: its inactivity timer runs here.
+        self.arm_inactivity(now, index);
         Ok(forwarding)
     }
 
@@ -1159,6 +1161,7 @@ impl Enb {
             forwarding: incoming.forwarding.clone(),
         }));
         self.handover_outcome(index, Procedure::S1Handover, started, now, Ok(()));
+        self.arm_inactivity(now, index);
         Ok(incoming.forwarding)
     }
 

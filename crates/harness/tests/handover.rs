@@ -1,0 +1,138 @@
+//! Handovers through the whole core in memory, with numbered downlink
+//! flowing all the time: X2 (TS 23.401 5.5.1.1.2: Path Switch, Modify
+//! Bearer, End Marker from the UPF, data forwarding source -> target) and
+//! S1 (5.5.1.2.2: Handover Required / Request / Command / Notify), each
+//! checked for loss, duplicates and reordering at the UE.
+
+use mobicore_harness::userplane::StreamCheck;
+use mobicore_harness::{Network, NetworkConfig};
+use mobicore_ran::ue::Procedure;
+use std::time::Duration;
+
+fn attached(n_enbs: usize, n_ues: u64, cfg: NetworkConfig) -> Network {
+    let mut net = Network::new(n_enbs, n_ues, cfg);
+    net.s1_setup_all();
+    for ue in 0..n_ues {
+        net.attach(ue);
+    }
+    net.drive();
+    for ue in 0..n_ues {
+        assert!(net.attached(ue), "UE {ue}: {:?}", net.outcomes(ue));
+    }
+    net
+}
+
+fn enb_of_ue(net: &Network, ue: u64) -> usize {
+    net.enbs.iter().position(|e| e.ue(ue).is_some()).expect("the UE is at an eNB")
+}
+
+/// Ten packets queued towards the UE's current eNB, not delivered yet.
+fn in_flight(net: &mut Network, ue: u64, from: u32) -> u32 {
+    for seq in from..from + 10 {
+        net.send_downlink(ue, seq);
+    }
+    from + 10
+}
+
+#[test]
+fn x2_handover_with_data_in_flight_loses_duplicates_and_reorders_nothing() {
+    let mut net = attached(2, 1, NetworkConfig::default());
+    let mut seq = in_flight(&mut net, 0, 0);
+    net.drive();
+    // Packets still on their way to the source when the UE leaves, and
+    // more sent before the path is switched.
+    seq = in_flight(&mut net, 0, seq);
+    net.x2_handover(0, 1).unwrap();
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::X2Handover), Some(Ok(())), "{:?}", net.outcomes(0));
+    assert_eq!(enb_of_ue(&net, 0), 1);
+    // After the switch, straight to the target.
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    let c = StreamCheck::of(net.downlink_received(0), seq);
+    assert!(c.clean() && c.received == seq as usize, "{c:?}");
+    // The UPF sent the End Marker to the source (SNDEM), which passed it on.
+    assert_eq!(net.s1u.end_markers.iter().filter(|(e, _)| *e == 0).count(), 1);
+    assert_eq!(net.s1u.end_markers_forwarded, 1);
+    assert_eq!((net.s1u.handovers_done, net.s1u.end_marker_timeouts), (1, 0));
+    assert_eq!(net.mme.counters().value("x2_handover_completed"), 1);
+    // The S-GW's downlink goes to the target's F-TEID.
+    assert_eq!(net.sgw_session(0).unwrap().s1u_enb, net.enbs[1].ue(0).unwrap().erabs.first().map(|e| e.enb));
+}
+
+#[test]
+fn x2_there_and_back_then_idle_and_paged_loses_nothing() {
+    let mut net = Network::new(
+        2,
+        1,
+        NetworkConfig { inactivity_timeout: Some(Duration::from_secs(10)), ..NetworkConfig::default() },
+    );
+    net.s1_setup_all();
+    net.attach(0);
+    net.drive();
+    let mut seq = in_flight(&mut net, 0, 0);
+    net.x2_handover(0, 1).unwrap();
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    seq = in_flight(&mut net, 0, seq);
+    net.x2_handover(0, 0).unwrap();
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    assert_eq!(enb_of_ue(&net, 0), 0);
+    // Released to idle with nothing in flight, then paged for more.
+    net.advance(Duration::from_secs(11));
+    assert!(net.enbs[0].ue(0).unwrap().s1.is_none(), "released for inactivity");
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    let c = StreamCheck::of(net.downlink_received(0), seq);
+    assert!(c.clean() && c.received == seq as usize, "{c:?}");
+    assert_eq!(net.mme.counters().value("x2_handover_completed"), 2);
+    assert_eq!(net.spgwc.counters.value("ddn_sent"), 1);
+}
+
+#[test]
+fn s1_handover_with_direct_forwarding_loses_nothing() {
+    let mut net = attached(2, 1, NetworkConfig::default());
+    let mut seq = in_flight(&mut net, 0, 0);
+    net.drive();
+    seq = in_flight(&mut net, 0, seq);
+    let now = net.now;
+    let cell = net.enbs[1].cell();
+    net.enbs[0].start_s1_handover(now, 0, cell, true).unwrap();
+    // Up to the moment the UE is at the target: the S-GW still sends to
+    // the source, which forwards to the target.
+    assert!(net.run_until(100_000, |n| n.enbs[1].ue(0).is_some()));
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(0));
+    assert_eq!(enb_of_ue(&net, 0), 1);
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    let c = StreamCheck::of(net.downlink_received(0), seq);
+    assert!(c.clean() && c.received == seq as usize, "{c:?} {:?}", net.anomalies());
+    // Packets did go source -> target, and the End Marker after them.
+    assert_eq!((net.s1u.end_markers_forwarded, net.s1u.handovers_done, net.s1u.end_marker_timeouts), (1, 1, 0));
+    assert_eq!(net.sgw_session(0).unwrap().s1u_enb, net.enbs[1].ue(0).unwrap().erabs.first().map(|e| e.enb));
+}
+
+#[test]
+fn x2_handover_of_one_ue_leaves_the_others_alone() {
+    let mut net = attached(2, 4, NetworkConfig::default());
+    let mut seq = 0;
+    for ue in 0..4 {
+        in_flight(&mut net, ue, 0);
+    }
+    seq += 10;
+    net.x2_handover(0, 1).unwrap();
+    for ue in 0..4 {
+        in_flight(&mut net, ue, seq);
+    }
+    seq += 10;
+    net.drive();
+    for ue in 0..4 {
+        let c = StreamCheck::of(net.downlink_received(ue), seq);
+        assert!(c.clean() && c.received == seq as usize, "UE {ue}: {c:?}");
+    }
+    assert!(net.s1u.unknown_teid.is_empty(), "{:?}", net.s1u.unknown_teid);
+}
