@@ -42,6 +42,11 @@ impl Network {
         self.mme.counters().value(name)
     }
 
+    /// A counter of the UPF's user-space data path.
+    pub fn upf_counter(&self, name: &'static str) -> u64 {
+        self.plane.user.lock().counters.value(name)
+    }
+
     /// The SGW-C session of UE `ue`, if any.
     pub fn sgw_session(&self, ue: u64) -> Option<&Session> {
         let imsi = self.imsi(ue);

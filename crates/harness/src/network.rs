@@ -441,7 +441,13 @@ impl Network {
             Msg::S1uDownlink { to, bytes } => self.s1u_to_enb(to, std::net::SocketAddrV4::new(UPF_S1U, 2152), &bytes),
             Msg::X2u { from, to, bytes } => {
                 let from = std::net::SocketAddrV4::new(self.enbs[from].config().s1u_addr, 2152);
-                self.s1u_to_enb(to, from, &bytes)
+                match *to.ip() == UPF_S1U {
+                    // Indirect forwarding: through the UPF's tunnel.
+                    true => {
+                        let _ = self.plane.user.lock().uplink(now, from, &bytes);
+                    }
+                    false => self.s1u_to_enb(to, from, &bytes),
+                }
             }
         }
         self.collect();

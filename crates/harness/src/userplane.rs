@@ -86,6 +86,9 @@ pub struct S1uLog {
     pub handovers_done: u64,
     /// ... of which stopped waiting for the End Marker.
     pub end_marker_timeouts: u64,
+    /// G-PDUs a handover source sent on (X2-U, or to the S-GW's
+    /// forwarding tunnel).
+    pub forwarded: u64,
     /// Which UE has which address (learnt from the eNBs' contexts).
     pub ue_by_ip: HashMap<Ipv4Addr, u64>,
 }
@@ -198,6 +201,8 @@ impl Network {
                 self.deliver_to_ue(&inner);
             }
             Downlink::Send(dst) => {
+                self.s1u.forwarded +=
+                    u64::from(Packet::new_checked(&out[..]).is_ok_and(|p| p.msg_type() == gtpu::msg::G_PDU));
                 self.queue.push_back(crate::fault::Msg::X2u { from: enb, to: dst, bytes: out.into() })
             }
             Downlink::Drop(DropReason::UnknownTeid) | Downlink::Reply(_) => {

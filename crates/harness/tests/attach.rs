@@ -10,7 +10,7 @@ use mobicore_upf::rules::{INTERFACE_ACCESS, INTERFACE_CORE};
 
 fn in_pool(a: Ipv4Addr) -> bool {
     let o = a.octets();
-    o[0] == 10 && o[1] == 45
+    o[0] == 10 && (44..48).contains(&o[1])
 }
 
 /// Every session of UE `ue`: the uplink PDR matches the S1-U SGW F-TEID
@@ -65,7 +65,7 @@ fn fifty_ues_on_three_enbs_attach_and_detach_leaving_no_state() {
         assert_eq!(net.ue(ue).ue.emm_state(), EmmState::Registered);
         assert!(gutis.insert(net.guti(ue).expect("GUTI")), "UE {ue}: GUTI distinct");
         let ip = net.ipv4(ue).expect("IPv4");
-        assert!(in_pool(ip), "UE {ue}: {ip} in 10.45.0.0/16");
+        assert!(in_pool(ip), "UE {ue}: {ip} in 10.44.0.0/14");
         assert!(ips.insert(ip), "UE {ue}: address distinct");
         assert_user_plane(&net, ue);
     }

@@ -26,6 +26,14 @@ fn enb_of_ue(net: &Network, ue: u64) -> usize {
     net.enbs.iter().position(|e| e.ue(ue).is_some()).expect("the UE is at an eNB")
 }
 
+/// Deliver messages one at a time until `done` holds (the S-GW still
+/// sends downlink the old way at that moment).
+fn deliver_until(net: &mut Network, done: impl Fn(&Network) -> bool) {
+    while !done(net) {
+        assert!(net.deliver_one(), "nothing left to deliver before the condition held");
+    }
+}
+
 /// Ten packets queued towards the UE's current eNB, not delivered yet.
 fn in_flight(net: &mut Network, ue: u64, from: u32) -> u32 {
     for seq in from..from + 10 {
@@ -56,6 +64,7 @@ fn x2_handover_with_data_in_flight_loses_duplicates_and_reorders_nothing() {
     assert_eq!(net.s1u.end_markers.iter().filter(|(e, _)| *e == 0).count(), 1);
     assert_eq!(net.s1u.end_markers_forwarded, 1);
     assert_eq!((net.s1u.handovers_done, net.s1u.end_marker_timeouts), (1, 0));
+    assert!(net.s1u.forwarded >= 10, "{}", net.s1u.forwarded);
     assert_eq!(net.mme.counters().value("x2_handover_completed"), 1);
     // The S-GW's downlink goes to the target's F-TEID.
     assert_eq!(net.sgw_session(0).unwrap().s1u_enb, net.enbs[1].ue(0).unwrap().erabs.first().map(|e| e.enb));
@@ -102,7 +111,7 @@ fn s1_handover_with_direct_forwarding_loses_nothing() {
     net.enbs[0].start_s1_handover(now, 0, cell, true).unwrap();
     // Up to the moment the UE is at the target: the S-GW still sends to
     // the source, which forwards to the target.
-    assert!(net.run_until(100_000, |n| n.enbs[1].ue(0).is_some()));
+    deliver_until(&mut net, |n| n.enbs[1].ue(0).is_some());
     seq = in_flight(&mut net, 0, seq);
     net.drive();
     assert_eq!(net.last_result(0, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(0));
@@ -113,7 +122,36 @@ fn s1_handover_with_direct_forwarding_loses_nothing() {
     assert!(c.clean() && c.received == seq as usize, "{c:?} {:?}", net.anomalies());
     // Packets did go source -> target, and the End Marker after them.
     assert_eq!((net.s1u.end_markers_forwarded, net.s1u.handovers_done, net.s1u.end_marker_timeouts), (1, 1, 0));
+    assert!(net.s1u.forwarded >= 10, "{}", net.s1u.forwarded);
     assert_eq!(net.sgw_session(0).unwrap().s1u_enb, net.enbs[1].ue(0).unwrap().erabs.first().map(|e| e.enb));
+}
+
+#[test]
+fn s1_handover_with_indirect_forwarding_through_the_upf_loses_nothing() {
+    let mut net = attached(2, 1, NetworkConfig::default());
+    let mut seq = in_flight(&mut net, 0, 0);
+    net.drive();
+    seq = in_flight(&mut net, 0, seq);
+    let now = net.now;
+    let cell = net.enbs[1].cell();
+    net.enbs[0].start_s1_handover(now, 0, cell, false).unwrap();
+    deliver_until(&mut net, |n| n.enbs[1].ue(0).is_some());
+    // Forwarding tunnel of the S/P-GW on the UPF, towards the target.
+    assert!(net.sgw_session(0).unwrap().forwarding.is_some());
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(0));
+    seq = in_flight(&mut net, 0, seq);
+    net.drive();
+    let c = StreamCheck::of(net.downlink_received(0), seq);
+    assert!(c.clean() && c.received == seq as usize, "{c:?} {:?}", net.anomalies());
+    // Source -> UPF -> target, End Marker included; the tunnel is gone after.
+    assert_eq!((net.s1u.end_markers_forwarded, net.s1u.handovers_done, net.s1u.end_marker_timeouts), (1, 1, 0));
+    assert_eq!(net.upf_counter("gtpu_end_marker_relayed"), 1);
+    assert!(net.s1u.forwarded >= 10, "{}", net.s1u.forwarded);
+    assert!(net.sgw_session(0).unwrap().forwarding.is_none(), "Delete Indirect Data Forwarding Tunnel");
+    let s = &net.spgwc.counters;
+    assert_eq!(s.value("s11_create_indirect_forwarding"), 1);
 }
 
 #[test]

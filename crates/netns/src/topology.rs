@@ -4,7 +4,7 @@
 //!   <tag>-ran              <tag>-core              <tag>-dn
 //!   s1u 10.200.1.1/30 ---- s1u 10.200.1.2/30
 //!                          sgi 10.200.2.1/30 ---- sgi 10.200.2.2/30
-//!                                                 route 10.45.0.0/16 via 10.200.2.1
+//!                                                 route 10.44.0.0/14 via 10.200.2.1
 //! ```
 //!
 //! IPv4 forwarding is on in `core`, loopback up everywhere, GRO on every
@@ -43,8 +43,8 @@ impl Default for Addressing {
             core_sgi: Ipv4Addr::new(10, 200, 2, 1),
             dn_sgi: Ipv4Addr::new(10, 200, 2, 2),
             sgi_prefix: 30,
-            ue_pool: Ipv4Addr::new(10, 45, 0, 0),
-            ue_pool_prefix: 16,
+            ue_pool: Ipv4Addr::new(10, 44, 0, 0),
+            ue_pool_prefix: 14,
         }
     }
 }

@@ -24,7 +24,7 @@ fn create_then_destroy_removes_every_namespace() {
     let fwd = exec_in(&t.core, &["cat", "/proc/sys/net/ipv4/ip_forward"]).unwrap();
     assert_eq!(String::from_utf8_lossy(&fwd.stdout).trim(), "1");
     let routes = exec_in(&t.dn, &["ip", "route"]).unwrap();
-    assert!(String::from_utf8_lossy(&routes.stdout).contains("10.45.0.0/16 via 10.200.2.1"));
+    assert!(String::from_utf8_lossy(&routes.stdout).contains("10.44.0.0/14 via 10.200.2.1"));
     t.destroy().unwrap();
     assert!(names.iter().all(|n| !exists(n)));
     assert!(t.namespaces().is_empty());

@@ -172,7 +172,7 @@ impl Default for SpgwcConfig {
             s11: "127.0.0.1:2123".parse().unwrap(),
             pfcp: "127.0.0.1:8805".parse().unwrap(),
             node_id: Ipv4Addr::LOCALHOST,
-            apns: vec![ApnConfig::ipv4("internet", Ipv4Addr::new(10, 45, 0, 0), 16)],
+            apns: vec![ApnConfig::ipv4("internet", Ipv4Addr::new(10, 44, 0, 0), 14)],
             upfs: vec![UpfPeerConfig::default()],
             t3: Duration::from_secs(3),
             n3: 3,

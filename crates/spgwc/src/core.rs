@@ -65,6 +65,19 @@ pub(crate) enum PfcpOp {
         seid: u64,
         s11: S11Pending,
     },
+    /// Create Indirect Data Forwarding Tunnel: our F-TEID and the target's.
+    CreateForwarding {
+        teid: u32,
+        seid: u64,
+        s11: S11Pending,
+        tunnel: (mobicore_common::Fteid, mobicore_common::Fteid),
+    },
+    /// Delete Indirect Data Forwarding Tunnel.
+    DeleteForwarding {
+        teid: u32,
+        seid: u64,
+        s11: S11Pending,
+    },
     /// The downlink FAR turned to DROP to discard the buffer (paging.rs).
     DiscardBuffer {
         teid: u32,

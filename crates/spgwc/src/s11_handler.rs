@@ -165,14 +165,19 @@ impl SpgwcCore {
                     PfcpOp::ReleaseAccess { teid: r.sgw_teid.0, seid, s11: p },
                 );
             }
-            S11Request::CreateIndirectForwarding(r) => {
-                // TS 29.274 8.4: "Service not supported" until the tunnels exist.
-                let mme = self.mme_teid_for(r.sgw_teid.0, p.peer);
-                self.reject_s11(now, p, t, mme, GtpCause(68));
-            }
+            S11Request::CreateIndirectForwarding(r) => self.create_indirect_forwarding(now, p, t, r),
             S11Request::DeleteIndirectForwarding(r) => {
-                let mme = self.mme_teid_for(r.sgw_teid.0, p.peer);
-                self.reject_s11(now, p, t, mme, GtpCause(68));
+                let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
+                let (upf, up_seid, seid, fwd) = (s.upf, s.up_seid, s.cp_seid, s.forwarding);
+                match fwd {
+                    Some(_) => {
+                        let op = PfcpOp::DeleteForwarding { teid: r.sgw_teid.0, seid, s11: p };
+                        self.session_request(now, upf, up_seid, &sxa::remove_forwarding(), op);
+                    }
+                    // Nothing to delete: done already (a retransmission after
+                    // our answer was lost is answered from the cache).
+                    None => self.forwarding_done(now, r.sgw_teid.0, p, None, true),
+                }
             }
             S11Request::DeleteSession(r) => {
                 let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
@@ -411,6 +416,87 @@ impl SpgwcCore {
             return None;
         }
         Some((ipv4, ipv6))
+    }
+
+    /// Create Indirect Data Forwarding Tunnel (TS 29.274 7.2.18, TS 23.401
+    /// 5.5.1.2.2 step 8): for the session's default bearer, an S1-U TEID of
+    /// ours on its UPF whose G-PDUs go on to the target eNB's F-TEID. The
+    /// bearers of the UE's other PDN connections are not forwarded (left
+    /// out of the answer, so the source eNB does not forward them).
+    fn create_indirect_forwarding(&mut self, now: Instant, p: S11Pending, t: u8, r: CreateIndirectForwardingRequest) {
+        let ebi = match self.sessions.get(&r.sgw_teid.0) {
+            Some(s) => s.ebi,
+            None => {
+                self.counters.incr("s11_request_for_unknown_context");
+                return self.reject_s11(now, p, t, 0, GtpCause::CONTEXT_NOT_FOUND);
+            }
+        };
+        let Some(target) = r.bearers.iter().find(|b| b.ebi == ebi).map(|b| b.fteid) else {
+            // TS 29.274 7.2.18: the bearer contexts name no bearer of ours.
+            let mme = self.mme_teid_for(r.sgw_teid.0, p.peer);
+            self.counters.incr("s11_indirect_forwarding_no_bearer");
+            return self.reject_s11(now, p, t, mme, GtpCause::CONTEXT_NOT_FOUND);
+        };
+        let Some(s) = self.active(now, p, t, r.sgw_teid) else { return };
+        let (upf, up_seid, seid, old) = (s.upf, s.up_seid, s.cp_seid, s.forwarding);
+        if let Some((ours, _)) = old {
+            // A new tunnel replaces the old one (a repeated preparation).
+            self.upfs[upf].s1u_in_use.remove(&ours.teid.0);
+        }
+        let u = &self.cfg.upfs[upf];
+        let last = u64::from(u.teid_base) + u64::from(u.teid_count);
+        let range = u.teid_base..=u32::try_from(last.saturating_sub(1)).unwrap_or(u32::MAX);
+        let addr = u.s1u_addr;
+        let in_use = &self.upfs[upf].s1u_in_use;
+        let Some(fwd_teid) = self.ids.draw_u32(range, |t| in_use.contains(&t)) else {
+            if let Some(s) = self.sessions.get_mut(&r.sgw_teid.0) {
+                s.state = SessionState::Active;
+            }
+            let mme = self.mme_teid_for(r.sgw_teid.0, p.peer);
+            return self.reject_s11(now, p, t, mme, GtpCause::NO_RESOURCES_AVAILABLE);
+        };
+        self.upfs[upf].s1u_in_use.insert(fwd_teid);
+        let ours = Fteid { teid: Teid(fwd_teid), ipv4: addr };
+        let mut ies = if old.is_some() { sxa::remove_forwarding() } else { Vec::new() };
+        ies.extend(sxa::create_forwarding(fwd_teid, addr, target.teid.0, target.ipv4));
+        let op = PfcpOp::CreateForwarding { teid: r.sgw_teid.0, seid, s11: p, tunnel: (ours, target) };
+        self.counters.incr("s11_create_indirect_forwarding");
+        self.session_request(now, upf, up_seid, &ies, op);
+    }
+
+    /// The UPF answered a forwarding tunnel's creation (`tunnel`) or
+    /// deletion (`None`).
+    pub(crate) fn forwarding_done(
+        &mut self,
+        now: Instant,
+        teid: u32,
+        p: S11Pending,
+        tunnel: Option<(Fteid, Fteid)>,
+        ok: bool,
+    ) {
+        let Some(s) = self.sessions.get_mut(&teid) else { return };
+        s.state = SessionState::Active;
+        let (upf, ebi, mme) = (s.upf, s.ebi, s.mme_s11.teid.0);
+        let cause = if ok { GtpCause::REQUEST_ACCEPTED } else { GtpCause::SYSTEM_FAILURE };
+        let answer = match tunnel {
+            Some((ours, target)) => {
+                if ok {
+                    s.forwarding = Some((ours, target));
+                } else {
+                    self.upfs[upf].s1u_in_use.remove(&ours.teid.0);
+                }
+                let bearers = if ok { vec![ForwardingBearer { ebi, fteid: ours }] } else { Vec::new() };
+                S11Response::CreateIndirectForwarding(CreateIndirectForwardingResponse { cause, bearers })
+            }
+            None => {
+                if let Some((ours, _)) = s.forwarding.take() {
+                    self.upfs[upf].s1u_in_use.remove(&ours.teid.0);
+                }
+                S11Response::DeleteIndirectForwarding(cause)
+            }
+        };
+        self.answer_s11(now, p, encode_response(&answer, mme, p.seq, None));
+        self.run_queued(now, teid);
     }
 
     /// Draws a session's S11 TEID (never 0, TS 29.274 5.5.2), its S1-U

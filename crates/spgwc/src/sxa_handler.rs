@@ -145,6 +145,13 @@ impl SpgwcCore {
             PfcpOp::ModifyBearer { .. } | PfcpOp::ReleaseAccess { .. } | PfcpOp::Delete { .. } => {}
             PfcpOp::DeleteStale(ids) => self.release_ids(ids),
             PfcpOp::DiscardBuffer { teid, seid } if self.live(teid, seid) => self.rearm_buffer(now, teid),
+            PfcpOp::CreateForwarding { teid, seid, s11, tunnel } if self.live(teid, seid) => {
+                self.forwarding_done(now, teid, s11, Some(tunnel), cause == PFCP_ACCEPTED)
+            }
+            PfcpOp::DeleteForwarding { teid, seid, s11 } if self.live(teid, seid) => {
+                self.forwarding_done(now, teid, s11, None, cause == PFCP_ACCEPTED)
+            }
+            PfcpOp::CreateForwarding { .. } | PfcpOp::DeleteForwarding { .. } => {}
             PfcpOp::DiscardBuffer { .. } | PfcpOp::RearmBuffer { .. } => {}
         }
     }
@@ -174,6 +181,13 @@ impl SpgwcCore {
             // The UPF never answered: nothing more can be done from here.
             PfcpOp::DeleteStale(ids) => self.release_ids(ids),
             PfcpOp::DiscardBuffer { .. } | PfcpOp::RearmBuffer { .. } => {}
+            PfcpOp::CreateForwarding { teid, seid, s11, tunnel } if self.live(teid, seid) => {
+                self.forwarding_done(now, teid, s11, Some(tunnel), false)
+            }
+            PfcpOp::DeleteForwarding { teid, seid, s11 } if self.live(teid, seid) => {
+                self.forwarding_done(now, teid, s11, None, false)
+            }
+            PfcpOp::CreateForwarding { .. } | PfcpOp::DeleteForwarding { .. } => {}
         }
     }
 

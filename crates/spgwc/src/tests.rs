@@ -177,7 +177,7 @@ fn create_session_installs_uplink_and_buffering_downlink() {
     let mut n = Net::new(Net::cfg());
     let r = created(n.s11(&S11Request::CreateSession(csr(1))));
     assert_eq!(r.cause, GtpCause::REQUEST_ACCEPTED);
-    assert_eq!(r.paa, Some(Ipv4Addr::new(10, 45, 0, 1)));
+    assert_eq!(r.paa, Some(Ipv4Addr::new(10, 44, 0, 1)));
     let s1u = r.s1u_sgw_fteid.unwrap();
     assert_eq!(s1u.ipv4, S1U);
     assert!((0x1000..0x2000).contains(&s1u.teid.0), "inside the UPF's TEID range");
@@ -205,7 +205,7 @@ fn create_session_installs_uplink_and_buffering_downlink() {
     assert_eq!(ul_far.destination_interface, Some(INTERFACE_CORE));
     let dl = &rules.pdrs[&sxa::PDR_DOWNLINK];
     assert_eq!(dl.pdi.source_interface, INTERFACE_CORE);
-    assert_eq!(dl.pdi.ue_ipv4, Some(Ipv4Addr::new(10, 45, 0, 1)));
+    assert_eq!(dl.pdi.ue_ipv4, Some(Ipv4Addr::new(10, 44, 0, 1)));
     let dl_far = &rules.fars[&dl.far_id.unwrap()];
     assert!(dl_far.action.buff && !dl_far.action.forw);
     assert_eq!(dl_far.bar_id, Some(sxa::BAR_DOWNLINK));

@@ -39,7 +39,7 @@ pub struct UpfConfig {
     pub core_interface: Option<String>,
     /// Name of the core-side TUN device of the user-space data path.
     pub tun_name: String,
-    /// UE address pools routed to the data path, e.g. ["10.45.0.0/16"].
+    /// UE address pools routed to the data path, e.g. ["10.44.0.0/14"].
     pub ue_pools: Vec<String>,
     /// Downlink buffering budget per session and in total, in octets.
     pub buffer_session_bytes: usize,
@@ -216,7 +216,7 @@ impl Default for UpfConfig {
             access_interface: None,
             core_interface: None,
             tun_name: "mcupf0".into(),
-            ue_pools: vec!["10.45.0.0/16".into()],
+            ue_pools: vec!["10.44.0.0/14".into()],
             buffer_session_bytes: 256 * 1024,
             buffer_total_bytes: 64 * 1024 * 1024,
             error_indications_per_sec: 100,

@@ -196,7 +196,7 @@ fn build(plan: &ResponderPlan, c: &Common, index: u64) -> Result<UeReplies, Buil
         )
         .map_err(|_| err("the protected SECURITY MODE COMMAND"))?;
 
-    let ue_ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 45, 0, 0)).wrapping_add(index as u32 + 1));
+    let ue_ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 44, 0, 0)).wrapping_add(index as u32 + 1));
     let bearer = DefaultBearer {
         ebi: EBI,
         pti: ATTACH_PTI,

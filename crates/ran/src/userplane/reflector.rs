@@ -31,7 +31,7 @@ pub struct Reflector {
 }
 
 impl Reflector {
-    /// Start in `ns`, listening on `s1u:2152`, routing `10.45.0.0/16` into
+    /// Start in `ns`, listening on `s1u:2152`, routing `10.44.0.0/14` into
     /// its TUN.
     pub async fn start(ns: &str, s1u: Ipv4Addr, tunnels: &[UeTunnel]) -> Reflector {
         let (tun, sock) = run_in(ns, move || {
@@ -42,7 +42,7 @@ impl Reflector {
         })
         .unwrap();
         let _ = mobicore_netns::topology::sysctl(ns, "net/ipv6/conf/gtp0/disable_ipv6", "1");
-        ip_batch(ns, &["link set gtp0 up mtu 1464".into(), "route add 10.45.0.0/16 dev gtp0".into()]).unwrap();
+        ip_batch(ns, &["link set gtp0 up mtu 1464".into(), "route add 10.44.0.0/14 dev gtp0".into()]).unwrap();
         #[allow(deprecated)]
         let tun = AsyncFd::new(tun).unwrap();
         let sock = UdpSocket::from_std(sock).unwrap();

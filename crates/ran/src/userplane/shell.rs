@@ -53,7 +53,7 @@ impl UserPlaneConfig {
             tun_name: "ue0".into(),
             s1u_addr,
             port: mobicore_gtp::gtpu::PORT,
-            ue_pool: (Ipv4Addr::new(10, 45, 0, 0), 16),
+            ue_pool: (Ipv4Addr::new(10, 44, 0, 0), 14),
             route_table: 145,
             rule_priority: 100,
             link_mtu: 1500,

@@ -57,7 +57,7 @@ async fn ping_udp_and_tcp_of_two_ues_through_gtpu() {
     assert_eq!(refl.dropped, 0, "{refl:?}");
     // The policy rule is gone with the user plane.
     let rules = exec_in(&topo.ran, &["ip", "rule"]).unwrap();
-    assert!(!String::from_utf8_lossy(&rules.stdout).contains("10.45.0.0/16"));
+    assert!(!String::from_utf8_lossy(&rules.stdout).contains("10.44.0.0/14"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,6 +65,7 @@ impl UserPlane {
             }
             msg::END_MARKER => {
                 self.counters.incr("gtpu_end_marker_received");
+                self.relay_end_marker(p.teid());
                 return Verdict::Control;
             }
             _ => return Verdict::Dropped(DropReason::Unsupported),
@@ -82,6 +83,11 @@ impl UserPlane {
             return Verdict::Dropped(DropReason::FragOutOfRange);
         }
         let s = self.sessions.get(&seid).expect("indexed session");
+        // Downlink on an indirect data forwarding tunnel (TS 23.401
+        // 5.5.1.2.2): on to the target eNB as it is.
+        if let Some(pdr) = forwarding_pdr(s, teid) {
+            return self.apply(now, seid, pdr, inner, true, false);
+        }
         // Anti-spoofing: the inner source must be the session's UE address.
         if s.ue_ip.is_some_and(|ue| ue != ip.src) {
             return Verdict::Dropped(DropReason::Spoofed);
@@ -148,6 +154,20 @@ impl UserPlane {
             }
             Later::Overflow => Verdict::Dropped(DropReason::FragOverflow),
             Later::OutOfRange => Verdict::Dropped(DropReason::FragOutOfRange),
+        }
+    }
+
+    /// An End Marker on an indirect data forwarding tunnel goes on to the
+    /// target eNB (TS 23.401 5.5.1.2.2 step 14: it follows the forwarded
+    /// packets); on any other TEID it ends nothing here.
+    fn relay_end_marker(&mut self, teid: u32) {
+        let Some(s) = self.by_teid.get(&teid).and_then(|seid| self.sessions.get(seid)) else { return };
+        let Some(pdr) = forwarding_pdr(s, teid) else { return };
+        let tunnel = s.rules.pdrs[&pdr].far_id.and_then(|f| s.rules.fars.get(&f)).and_then(|f| f.outer_header_creation);
+        if let Some(t) = tunnel {
+            self.counters.incr("gtpu_end_marker_relayed");
+            let to = SocketAddrV4::new(t.ipv4, gtpu::PORT);
+            self.transmits.push_back(Transmit::Gtpu { to, bytes: gtpu::end_marker(t.teid) });
         }
     }
 
@@ -343,5 +363,18 @@ fn match_downlink(s: &SessionState, ip: &Ipv4Info) -> Option<u16> {
     s.dl_pdrs.iter().copied().find(|id| {
         let pd = &s.rules.pdrs[id].pdi;
         pd.ue_ipv4.is_none_or(|u| u == ip.dst) && (pd.flows.is_empty() || pd.flows.iter().any(|f| f.matches(&key)))
+    })
+}
+
+/// The session's PDR of an indirect data forwarding tunnel on `teid`: an
+/// uplink PDR on that F-TEID whose FAR forwards back to the Access side
+/// in GTP-U (TS 23.401 5.5.1.2.2 step 8).
+fn forwarding_pdr(s: &SessionState, teid: u32) -> Option<u16> {
+    s.ul_pdrs.iter().copied().find(|id| {
+        let pdr = &s.rules.pdrs[id];
+        pdr.pdi.local_fteid.is_some_and(|f| f.0 == teid)
+            && pdr.far_id.and_then(|f| s.rules.fars.get(&f)).is_some_and(|far| {
+                far.destination_interface == Some(crate::rules::INTERFACE_ACCESS) && far.outer_header_creation.is_some()
+            })
     })
 }

@@ -61,7 +61,7 @@ pub struct IoConfig {
     /// Network namespace of the core side (where the TUN device lives).
     pub core_netns: Option<String>,
     pub tun_name: String,
-    /// UE address pools routed into the TUN device, e.g. "10.45.0.0/16".
+    /// UE address pools routed into the TUN device, e.g. "10.44.0.0/14".
     pub ue_pools: Vec<String>,
 }
 
