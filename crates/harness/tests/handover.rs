@@ -174,3 +174,71 @@ fn x2_handover_of_one_ue_leaves_the_others_alone() {
     }
     assert!(net.s1u.unknown_teid.is_empty(), "{:?}", net.s1u.unknown_teid);
 }
+
+#[test]
+fn tau_from_idle_after_x2_and_s1_handovers() {
+    let mut net = attached(2, 2, NetworkConfig::default());
+    for ue in 0..2u64 {
+        let k = enb_of_ue(&net, ue);
+        net.enbs[k].release_inactive(ue).unwrap();
+    }
+    net.drive();
+    for ue in 0..2u64 {
+        let k = enb_of_ue(&net, ue);
+        let now = net.now;
+        net.enbs[k].start_service_request(now, ue).unwrap();
+    }
+    net.drive();
+    for ue in 0..2u64 {
+        net.x2_handover(ue, 1 - enb_of_ue(&net, ue)).unwrap();
+        net.drive();
+    }
+    for ue in 0..2u64 {
+        let k = enb_of_ue(&net, ue);
+        let now = net.now;
+        let cell = net.enbs[1 - k].cell();
+        net.enbs[k].start_s1_handover(now, ue, cell, ue % 2 == 0).unwrap();
+        net.drive();
+        assert_eq!(net.last_result(ue, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(ue));
+    }
+    for ue in 0..2u64 {
+        let k = enb_of_ue(&net, ue);
+        net.enbs[k].release_inactive(ue).unwrap();
+    }
+    net.drive();
+    for ue in 0..2u64 {
+        let k = enb_of_ue(&net, ue);
+        let now = net.now;
+        net.enbs[k].start_tau(now, ue, false).unwrap();
+        net.drive();
+        assert_eq!(
+            net.last_result(ue, Procedure::Tau),
+            Some(Ok(())),
+            "UE {ue}: {:?} {:?}",
+            net.outcomes(ue),
+            net.mme.counters().snapshot()
+        );
+    }
+}
+
+#[test]
+fn release_right_after_handover_notify_leaves_the_ue_registered_and_idle() {
+    for direct in [true, false] {
+        let mut net = attached(2, 1, NetworkConfig::default());
+        let now = net.now;
+        let cell = net.enbs[1].cell();
+        net.enbs[0].start_s1_handover(now, 0, cell, direct).unwrap();
+        // The target has sent HANDOVER NOTIFY: the eNB releases the UE at
+        // once, while the MME still completes the handover.
+        deliver_until(&mut net, |n| n.last_result(0, Procedure::S1Handover).is_some());
+        net.enbs[1].release_inactive(0).unwrap();
+        net.drive();
+        let m = net.mme.counters().snapshot();
+        assert_eq!(net.mme.stats().attached, 1, "direct {direct}: {m:?}");
+        assert!(net.enbs[1].ue(0).unwrap().s1.is_none(), "released");
+        let now = net.now;
+        net.enbs[1].start_tau(now, 0, false).unwrap();
+        net.drive();
+        assert_eq!(net.last_result(0, Procedure::Tau), Some(Ok(())), "direct {direct}: {m:?}");
+    }
+}

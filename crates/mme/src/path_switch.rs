@@ -234,5 +234,8 @@ impl Mme {
         let data = s1ap_build::path_switch_request_acknowledge(id, target.enb_ue_s1ap_id, &h.released, ncc, &nh, caps);
         self.push_s1(target.assoc, target.stream, data);
         self.counters.incr("x2_handover_completed");
+        if h.release_requested {
+            self.start_s1_release(id);
+        }
     }
 }

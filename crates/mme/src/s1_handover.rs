@@ -47,6 +47,10 @@ pub struct Handover {
     /// X2: the Path Switch Request's UE security capabilities were not the
     /// stored ones (TS 33.401 7.2.4.2.2).
     pub ue_security_mismatch: bool,
+    /// The target asked to release the UE (UE CONTEXT RELEASE REQUEST)
+    /// before the handover was complete at the core: the S1 release
+    /// follows its completion (after its Modify Bearers, in order).
+    pub release_requested: bool,
 }
 
 impl Handover {
@@ -64,6 +68,7 @@ impl Handover {
             failed: false,
             released: Vec::new(),
             ue_security_mismatch: false,
+            release_requested: false,
         }
     }
 }
@@ -464,6 +469,9 @@ impl Mme {
             self.delete_forwarding_tunnel(id);
         }
         self.counters.incr("s1_handover_completed");
+        if h.release_requested {
+            self.start_s1_release(id);
+        }
     }
 
     /// UE CONTEXT RELEASE COMPLETE: the source's, after a handover.

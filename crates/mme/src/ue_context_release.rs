@@ -18,27 +18,47 @@ impl Mme {
             req enb_id: u32 = eNB_UE_S1AP_ID(id),
         );
         let Some(id) = self.known_ue(assoc, mme_id, enb_id) else { return Ok(()) };
+        // The target of a handover the core is still completing (Modify
+        // Bearers in flight, the source's release): the release follows
+        // the handover's end, in order.
+        let on_current = self.ues[&id].s1.is_some_and(|s| s.assoc == assoc && s.enb_ue_s1ap_id == enb_id);
+        if let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.as_mut()) {
+            let completing =
+                matches!(h.phase, crate::s1_handover::Phase::Completion { .. } | crate::s1_handover::Phase::PathSwitch);
+            if completing && on_current {
+                h.release_requested = true;
+                self.counters.incr("release_request_after_handover");
+                return Ok(());
+            }
+        }
         let ue = &self.ues[&id];
         // A release during a service request or TAU (radio link lost) leaves
         // the UE registered and idle (TS 23.401 5.3.5).
         let settled = ue.emm == EmmState::Registered
             && matches!(ue.step, Step::Idle | Step::ServiceRequest | Step::TauAccept { .. });
-        match (ue.sessions.first(), settled) {
-            (Some(s), true) => {
-                let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
-                if let Some(u) = self.ues.get_mut(&id) {
-                    u.step = Step::ReleaseAccessBearers;
-                }
-                self.request_s11(id, S11Request::ReleaseAccessBearers(req));
-            }
-            (_, true) => self.finish_s1_release(id),
+        match settled {
+            true => self.start_s1_release(id),
             // A release in the middle of a procedure aborts it.
-            (_, false) => {
+            false => {
                 self.counters.incr("ue_aborted_release_request");
                 self.abort_ue(id, CauseNas::unspecified);
             }
         }
         Ok(())
+    }
+
+    /// S1 release of a registered UE (TS 23.401 5.3.5 steps 2-5): Release
+    /// Access Bearers at the S-GW, then the release command.
+    pub(crate) fn start_s1_release(&mut self, id: u32) {
+        let Some(ue) = self.ues.get_mut(&id) else { return };
+        match ue.sessions.first() {
+            Some(s) => {
+                let req = ReleaseAccessBearersRequest { sgw_teid: s.sgw_s11.teid };
+                ue.step = Step::ReleaseAccessBearers;
+                self.request_s11(id, S11Request::ReleaseAccessBearers(req));
+            }
+            None => self.finish_s1_release(id),
+        }
     }
 
     /// After Release Access Bearers: command the release, keep the UE idle.

@@ -21,6 +21,14 @@ pub enum BenchCommand {
     /// ratio (core / responder) says how close the core comes to its load
     /// generator. Second baseline: the S1-MME transport's own message rate.
     Attach(AttachArgs),
+    /// Idle mode and mobility signalling through the whole core: every UE
+    /// attaches, then in phases all UEs are released to ECM-IDLE, come
+    /// back by UE-triggered service request, hand over by X2 and by S1
+    /// (direct and indirect forwarding alternating) to the next eNB, are
+    /// released again and make a tracking area update from idle; then
+    /// detach. Rate and latency (p50, p99) per procedure; the attach phase
+    /// of the same run is the reference each rate is also given against.
+    Mobility(MobilityArgs),
     /// User-space SCTP message rate on loopback.
     Sctp(SctpArgs),
     /// PFCP session establishments and deletions per second against the
@@ -100,6 +108,27 @@ pub struct AttachArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct MobilityArgs {
+    /// Number of UEs.
+    #[arg(long, default_value_t = 10_000)]
+    pub ues: u64,
+    /// Number of eNBs (at least 2: UEs hand over to the next one).
+    #[arg(long, default_value_t = 16)]
+    pub enbs: u32,
+    /// Procedures in flight at most.
+    #[arg(long, default_value_t = 256)]
+    pub in_flight: usize,
+    #[arg(long, value_enum)]
+    pub sctp: Option<SctpTransport>,
+    /// Write one object per procedure (procedure, ues, ok, failed, per_s,
+    /// latency_ms_p50, latency_ms_p99, ratio_to_attach).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 pub struct SctpArgs {
     #[arg(long, value_enum, default_value = "raw")]
     pub sctp: SctpTransport,
@@ -122,6 +151,7 @@ const S1AP_MESSAGES_PER_ATTACH: f64 = 8.0;
 pub async fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Attach(a) => attach(a).await,
+        BenchCommand::Mobility(a) => mobility(a).await,
         BenchCommand::Sctp(a) => sctp(a).await,
         BenchCommand::Pfcp(a) => pfcp(a).await,
         BenchCommand::Dataplane(a) => dataplane(a).await,
@@ -223,6 +253,84 @@ async fn attach(a: AttachArgs) -> Result<()> {
     }
     if let Some(e) = baseline_error {
         bail!(e);
+    }
+    Ok(())
+}
+
+async fn mobility(a: MobilityArgs) -> Result<()> {
+    if a.enbs < 2 {
+        bail!("--enbs must be at least 2: UEs hand over to the next eNB");
+    }
+    let cfg = config::load(a.config.as_deref())?;
+    let t = allinone::transport(a.sctp.unwrap_or(cfg.sctp.transport), cfg.sctp.udp_port);
+    allinone::check_privileges(t)?;
+    let mut ran = cfg.ran.core.clone();
+    ran.mme = cfg.mme.s1ap;
+    ran.ues = a.ues;
+    ran.enbs = a.enbs;
+    ran.rate = None;
+    ran.max_in_flight = a.in_flight;
+    ran.mobility = true;
+    ran.detach = true;
+    let store = SubscriberStore::in_memory();
+    allinone::provision(&store, &ran.plan, ran.ues)?;
+    let core = allinone::start(&cfg, store, t).await?;
+    let report = crate::demo::run_with_progress(&cfg, ran, t, false).await;
+    let counters: Vec<_> = core.counters.iter().map(|(n, c)| (*n, c.snapshot())).collect();
+    core.stop().await?;
+    let report = report?;
+    if !report.failures.is_empty() {
+        for (name, c) in &counters {
+            println!("{name} counters: {c:?}");
+        }
+    }
+    let attach = mobicore_ran::PhaseReport {
+        succeeded: report.attached,
+        failed: report.failed,
+        latencies_us: report.attach_latencies_us.clone(),
+        elapsed: report.elapsed_attach,
+    };
+    let phases: Vec<(&str, &mobicore_ran::PhaseReport)> =
+        std::iter::once(("attach", &attach)).chain(report.mobility.iter().map(|(p, r)| (p.name(), r))).collect();
+    let ms = |us: u64| us as f64 / 1000.0;
+    let mut rows = Vec::new();
+    let mut out = Vec::new();
+    for (name, r) in &phases {
+        let s = r.summary();
+        let ratio = r.per_second() / attach.per_second().max(f64::MIN_POSITIVE);
+        rows.push(vec![
+            name.to_string(),
+            format!("{}/{}", r.succeeded, r.succeeded + r.failed),
+            format!("{:.0}", r.per_second()),
+            format!("{:.2}", ms(s.p50)),
+            format!("{:.2}", ms(s.p99)),
+            format!("{ratio:.2}"),
+        ]);
+        out.push(json!({
+            "procedure": name,
+            "ues": a.ues,
+            "ok": r.succeeded,
+            "failed": r.failed,
+            "per_s": r.per_second(),
+            "latency_ms_p50": ms(s.p50),
+            "latency_ms_p99": ms(s.p99),
+            "ratio_to_attach": ratio,
+        }));
+    }
+    println!(
+        "{} UEs on {} eNBs, {} in flight, {t:?}; the attach phase of this run is the reference:",
+        a.ues, a.enbs, a.in_flight
+    );
+    print!("{}", crate::report::table(&["procedure", "ok", "per s", "p50 ms", "p99 ms", "vs attach"], &rows));
+    if !report.failures.is_empty() {
+        println!("failures: {:?}", report.failures);
+    }
+    if let Some(p) = &a.json {
+        crate::demo::write_json(p, &json!({ "transport": format!("{t:?}"), "procedures": out }))?;
+    }
+    let failed: u64 = phases.iter().map(|(_, r)| r.failed).sum::<u64>() + report.detach_failed;
+    if failed > 0 {
+        bail!("{failed} procedures failed: {:?}", report.failures);
     }
     Ok(())
 }

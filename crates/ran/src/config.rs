@@ -98,6 +98,12 @@ pub struct RanConfig {
     /// After a detach phase, attach every UE again with its GUTI and detach
     /// once more.
     pub attach_with_guti_second_round: bool,
+    /// After the attach phase (and what runs while attached): release
+    /// every UE to idle, UE-triggered service requests, X2 handovers, S1
+    /// handovers (each to the next eNB), release again, tracking area
+    /// updates from idle; each a measured phase. Needs two eNBs or more
+    /// for the handovers.
+    pub mobility: bool,
     /// Guard time of one procedure, in milliseconds.
     pub procedure_timeout_ms: u64,
     /// Guard time of the S1 Setup of each eNB, in milliseconds.
@@ -124,6 +130,7 @@ impl Default for RanConfig {
             detach: false,
             switch_off: false,
             attach_with_guti_second_round: false,
+            mobility: false,
             procedure_timeout_ms: 10_000,
             s1_setup_timeout_ms: 5_000,
             inactivity_ms: None,

@@ -18,6 +18,17 @@ pub enum Phase {
     Reattach,
     /// Detach after the second round.
     Redetach,
+    /// Connected UEs released to ECM-IDLE (user inactivity).
+    Release,
+    /// UE-triggered service requests of idle UEs.
+    ServiceRequest,
+    /// X2 handovers of connected UEs to the next eNB.
+    X2Handover,
+    /// S1 handovers of connected UEs to the next eNB (direct forwarding
+    /// for even UE indices, indirect through the S-GW for odd ones).
+    S1Handover,
+    /// Tracking area updates of idle UEs.
+    Tau,
 }
 
 impl Phase {
@@ -29,6 +40,11 @@ impl Phase {
             Phase::Detach => "detach",
             Phase::Reattach => "reattach",
             Phase::Redetach => "redetach",
+            Phase::Release => "release",
+            Phase::ServiceRequest => "service-request",
+            Phase::X2Handover => "x2-handover",
+            Phase::S1Handover => "s1-handover",
+            Phase::Tau => "tau",
         }
     }
 }
@@ -144,6 +160,10 @@ pub struct RanReport {
     /// Second round (attach with GUTI, then detach), when configured.
     pub reattach: Option<PhaseReport>,
     pub redetach: Option<PhaseReport>,
+    /// The mobility phases ([`crate::config::RanConfig::mobility`]), in
+    /// the order they ran.
+    #[serde(default)]
+    pub mobility: Vec<(Phase, PhaseReport)>,
     /// Failed procedures by "procedure: reason".
     pub failures: BTreeMap<String, u64>,
     /// Odd events that failed no procedure (dropped messages, resyncs ...).

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
 use tokio::sync::oneshot;
 
 use crate::config::{usim_for, RanConfig};
+use crate::enb::handover::HandoverAction;
 use crate::enb::{Enb, EnbAction, EnbConfig, Outcome, S1State};
 use crate::report::{Phase, PhaseReport, Progress, RanReport};
 use crate::ue::{EmmState, Ue};
@@ -106,6 +107,7 @@ where
         report: RanReport::default(),
         phase: PhaseState::new(Phase::Connect, 0),
         s1_results: Vec::new(),
+        releasing: HashMap::new(),
     };
     d.report.ues = d.cfg.ues;
     d.report.enbs = d.cfg.enbs;
@@ -116,6 +118,16 @@ where
     d.report.set_attach(attach);
     let attached = d.attached_ues();
     let out = d.serve_until(while_attached(attached)).await?;
+    if d.cfg.mobility {
+        for phase in MOBILITY {
+            let ues = d.candidates(phase);
+            let r = d.procedure_phase(phase, ues).await?;
+            d.report.mobility.push((phase, r));
+        }
+        // A TAU from idle ends at its ACCEPT; the MME releases the
+        // connection after the COMPLETE. The next phase starts from idle.
+        d.settle_idle().await?;
+    }
     if d.cfg.detach {
         let registered = d.ues_in(EmmState::Registered);
         let detach = d.procedure_phase(Phase::Detach, registered).await?;
@@ -130,6 +142,10 @@ where
     d.shutdown().await;
     Ok((d.report, out))
 }
+
+/// The mobility phases of a run with [`RanConfig::mobility`], in order.
+const MOBILITY: [Phase; 6] =
+    [Phase::Release, Phase::ServiceRequest, Phase::X2Handover, Phase::S1Handover, Phase::Release, Phase::Tau];
 
 /// The eNB (its position among the run's eNBs) that UE `index` camps on:
 /// UEs are spread round robin.
@@ -195,6 +211,8 @@ struct Driver {
     phase: PhaseState,
     /// S1 Setup results per eNB.
     s1_results: Vec<Option<Result<(), String>>>,
+    /// UEs whose release was asked, and when (the release phase).
+    releasing: HashMap<u64, Instant>,
 }
 
 impl Driver {
@@ -378,25 +396,150 @@ impl Driver {
     }
 
     fn start(&mut self, now: Instant, phase: Phase, ue: u64) {
-        let k = enb_of(ue, self.enbs.len() as u32);
-        let enb = &mut self.enbs[k];
-        let started = match phase {
+        let n = self.enbs.len();
+        let k = self.locate(ue);
+        let next = (k + 1) % n;
+        let started: Result<(), String> = match phase {
             Phase::Attach | Phase::Reattach => {
+                let enb = &mut self.enbs[k];
                 if enb.ue(ue).is_none() {
                     enb.add_ue(ue, Ue::new(usim_for(ue, &self.cfg.plan), self.cfg.plmn));
                 }
-                enb.start_attach(now, ue)
+                enb.start_attach(now, ue).map_err(|e| e.to_string())
             }
-            _ => enb.start_detach(now, ue, self.cfg.switch_off),
+            Phase::Detach | Phase::Redetach => {
+                self.enbs[k].start_detach(now, ue, self.cfg.switch_off).map_err(|e| e.to_string())
+            }
+            Phase::Release => {
+                let r = self.enbs[k].release_inactive(ue).map_err(|e| e.to_string());
+                if r.is_ok() {
+                    self.releasing.insert(ue, now);
+                }
+                r
+            }
+            Phase::ServiceRequest => self.enbs[k].start_service_request(now, ue).map_err(|e| e.to_string()),
+            Phase::Tau => self.enbs[k].start_tau(now, ue, false).map_err(|e| e.to_string()),
+            Phase::X2Handover if n < 2 => Err("a handover needs two eNBs".into()),
+            Phase::X2Handover => {
+                // The source's decision and X2AP HANDOVER REQUEST in one go;
+                // the target sends PATH SWITCH REQUEST, and its outcome ends it.
+                let cell = self.enbs[next].cell();
+                self.enbs[k]
+                    .x2_handover_out(now, ue, cell)
+                    .and_then(|ho| self.enbs[next].x2_handover_in(now, ho))
+                    .map(|fwd| {
+                        self.enbs[k].x2_forwarding_to(ue, &fwd);
+                    })
+                    .map_err(|e| e.to_string())
+            }
+            Phase::S1Handover if n < 2 => Err("a handover needs two eNBs".into()),
+            Phase::S1Handover => {
+                let cell = self.enbs[next].cell();
+                self.enbs[k].start_s1_handover(now, ue, cell, ue % 2 == 0).map_err(|e| e.to_string())
+            }
+            Phase::Connect | Phase::S1Setup => Ok(()),
         };
         self.phase.in_flight += 1;
         if let Err(e) = started {
-            let procedure = if matches!(phase, Phase::Attach | Phase::Reattach) {
-                crate::ue::Procedure::Attach
-            } else {
-                crate::ue::Procedure::Detach
+            let procedure = match phase {
+                Phase::Attach | Phase::Reattach => crate::ue::Procedure::Attach,
+                Phase::ServiceRequest => crate::ue::Procedure::ServiceRequest,
+                Phase::Release => crate::ue::Procedure::Release,
+                Phase::X2Handover => crate::ue::Procedure::X2Handover,
+                Phase::S1Handover => crate::ue::Procedure::S1Handover,
+                Phase::Tau => crate::ue::Procedure::Tau,
+                _ => crate::ue::Procedure::Detach,
             };
-            self.outcome(Outcome { ue, procedure, latency: Duration::ZERO, result: Err(e.to_string()) });
+            self.outcome(Outcome { ue, procedure, latency: Duration::ZERO, result: Err(e) });
+        }
+    }
+
+    /// The eNB UE `ue` is at now (handovers move UEs), else where it was
+    /// put at the start.
+    fn locate(&self, ue: u64) -> usize {
+        self.enbs.iter().position(|e| e.ue(ue).is_some()).unwrap_or_else(|| enb_of(ue, self.enbs.len() as u32))
+    }
+
+    /// The registered UEs a mobility phase starts with: connected ones
+    /// for a release or a handover, idle ones for a service request or a
+    /// TAU; in index order.
+    fn candidates(&self, phase: Phase) -> Vec<u64> {
+        let connected = matches!(phase, Phase::Release | Phase::X2Handover | Phase::S1Handover);
+        let mut v: Vec<u64> = self
+            .enbs
+            .iter()
+            .flat_map(|e| e.ues())
+            .filter(|(_, c)| c.ue.emm_state() == EmmState::Registered && c.s1.is_some() == connected)
+            .map(|(i, _)| i)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Serve S1AP until no registered UE has an S1 connection (or the
+    /// procedure guard time has passed).
+    async fn settle_idle(&mut self) -> Result<(), RanError> {
+        let deadline = Instant::now() + self.cfg.procedure_timeout();
+        while Instant::now() < deadline {
+            let connected = self
+                .enbs
+                .iter()
+                .flat_map(|e| e.ues())
+                .any(|(_, c)| c.ue.emm_state() == EmmState::Registered && c.s1.is_some());
+            if !connected {
+                break;
+            }
+            self.step(Some(deadline)).await?;
+            self.collect_actions(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Releases that completed (the eNB forgot the UE's S1 connection) or
+    /// ran past the procedure guard end as outcomes of the release phase.
+    fn poll_releases(&mut self, now: Instant) {
+        if self.releasing.is_empty() {
+            return;
+        }
+        let guard = self.cfg.procedure_timeout();
+        let mut ended = Vec::new();
+        for (&ue, &started) in &self.releasing {
+            let k = self.locate(ue);
+            let idle = self.enbs[k].ue(ue).is_some_and(|c| c.s1.is_none());
+            if idle {
+                ended.push((ue, started, Ok(())));
+            } else if now.saturating_duration_since(started) > guard {
+                ended.push((ue, started, Err("no UE CONTEXT RELEASE COMMAND".to_string())));
+            }
+        }
+        for (ue, started, result) in ended {
+            self.releasing.remove(&ue);
+            let latency = now.saturating_duration_since(started);
+            self.outcome(Outcome { ue, procedure: crate::ue::Procedure::Release, latency, result });
+        }
+    }
+
+    /// A handover step an eNB asks its driver for: the UE moves between
+    /// eNBs as the radio would carry it.
+    fn on_handover(&mut self, now: Instant, source: usize, h: HandoverAction) {
+        match h {
+            HandoverAction::X2Release { ue, source_enb_id, .. } => {
+                if let Some(e) = self.enbs.iter_mut().find(|e| e.config().enb_id == source_enb_id) {
+                    e.x2_release(ue);
+                }
+            }
+            HandoverAction::S1HandoverExecute { ue, target_enb_id, .. } => {
+                let Some(t) = self.enbs.iter().position(|e| e.config().enb_id == target_enb_id) else {
+                    return self.anomaly(format!("S1 handover to unknown eNB {target_enb_id}"));
+                };
+                let arrived =
+                    self.enbs[source].s1_handover_depart(ue).and_then(|d| self.enbs[t].s1_handover_arrive(now, d));
+                if let Err(e) = arrived {
+                    self.anomaly(format!("S1 handover arrival: {e}"));
+                }
+            }
+            // No user plane runs in these phases: nothing to tunnel.
+            HandoverAction::S1HandoverArrived { .. } => {}
         }
     }
 
@@ -474,6 +617,7 @@ impl Driver {
 
     /// Move every eNB's actions to the outbox and the report.
     fn collect_actions(&mut self, _now: Instant) {
+        let mut handovers = Vec::new();
         for k in 0..self.enbs.len() {
             while let Some(action) = self.enbs[k].poll_action() {
                 match action {
@@ -491,11 +635,15 @@ impl Driver {
                     }
                     EnbAction::Outcome(o) => self.outcome(o),
                     EnbAction::Anomaly(a) => self.anomaly(a),
-                    // Handovers are driven by the mobility model (issue 10).
-                    EnbAction::Handover(h) => self.anomaly(format!("handover step without a driver: {h:?}")),
+                    EnbAction::Handover(h) => handovers.push((k, h)),
                 }
             }
         }
+        let now = Instant::now();
+        for (k, h) in handovers {
+            self.on_handover(now, k, h);
+        }
+        self.poll_releases(now);
         self.report_progress(false);
     }
 

@@ -137,6 +137,18 @@ impl Enb {
         Ok(())
     }
 
+    /// Release connected UE `index` for user inactivity now, as its
+    /// inactivity timer would (UE CONTEXT RELEASE REQUEST, cause
+    /// user-inactivity, TS 36.413 8.3.2): for drivers that decide when.
+    pub fn release_inactive(&mut self, index: u64) -> Result<(), EnbError> {
+        let ctx = self.ues.get(&index).ok_or(EnbError::UnknownUe(index))?;
+        if !ctx.s1.is_some_and(|s| s.mme_ue_id.is_some() && !s.release_requested) || ctx.ue.procedure().is_some() {
+            return Err(EnbError::NotConnected(index));
+        }
+        self.request_release(index, CauseRadioNetwork::user_inactivity);
+        Ok(())
+    }
+
     /// Ask the MME to release UE `index`'s context (TS 36.413 8.3.2), once;
     /// a connection the MME never saw is forgotten.
     pub(super) fn request_release(&mut self, index: u64, cause: CauseRadioNetwork) {

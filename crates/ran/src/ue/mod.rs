@@ -51,6 +51,9 @@ pub enum Procedure {
     /// Tracking area update, from the REQUEST to the ACCEPT (with the
     /// active flag, to the end of the INITIAL CONTEXT SETUP).
     Tau,
+    /// S1 release to ECM-IDLE, from the eNB's UE CONTEXT RELEASE REQUEST
+    /// to the UE CONTEXT RELEASE COMMAND (measured by the driver).
+    Release,
 }
 
 impl Procedure {
@@ -63,6 +66,7 @@ impl Procedure {
             Procedure::ServiceRequest => "service_request",
             Procedure::PagingResponse => "paging_response",
             Procedure::Tau => "tau",
+            Procedure::Release => "release",
         }
     }
 }
