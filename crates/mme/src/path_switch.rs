@@ -85,7 +85,12 @@ impl Mme {
             fail(self, "path_switch_ue_not_connected", radio(CauseRadioNetwork::unknown_mme_ue_s1ap_id));
             return Ok(());
         };
-        if ue.emm != EmmState::Registered || ue.step != Step::Idle || ue.esm.is_some() || ue.security.is_none() {
+        // A service request whose INITIAL CONTEXT SETUP RESPONSE has not
+        // come yet (it may be behind on the source's association) does not
+        // stop the path switch: the UE is at the target; the source's late
+        // answer no longer names the UE's connection and is refused.
+        let settled = matches!(ue.step, Step::Idle | Step::ServiceRequest);
+        if ue.emm != EmmState::Registered || !settled || ue.esm.is_some() || ue.security.is_none() {
             fail(self, "path_switch_busy", radio(CauseRadioNetwork::interaction_with_other_procedure));
             return Ok(());
         }

@@ -47,6 +47,12 @@ pub struct DemoArgs {
     /// 0: signalling only, no namespaces.
     #[arg(long, default_value_t = 10)]
     pub traffic_ues: usize,
+    /// Skip the mobility phases that otherwise follow the traffic (with two
+    /// eNBs or more): every UE released to idle, back by service request,
+    /// handed over by X2 and by S1 to the next eNB, released again and
+    /// updating its tracking area from idle.
+    #[arg(long)]
+    pub no_mobility: bool,
 }
 
 pub async fn run(a: DemoArgs) -> Result<()> {
@@ -59,6 +65,7 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     ran.enbs = a.enbs;
     ran.rate = a.rate.or(ran.rate);
     ran.detach = true;
+    ran.mobility |= !a.no_mobility && a.enbs >= 2;
 
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
@@ -159,6 +166,9 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     }
     if report.failed > 0 || report.attached < report.ues {
         bail!("{} of {} UEs failed to attach", report.ues - report.attached, report.ues);
+    }
+    if let Some((phase, p)) = report.mobility.iter().find(|(_, p)| p.failed > 0) {
+        bail!("{} of {} {} procedures failed: {:?}", p.failed, p.failed + p.succeeded, phase.name(), report.failures);
     }
     if !clean {
         bail!("the capture has malformed packets or expert errors");
@@ -344,6 +354,17 @@ pub fn summary_json(r: &RanReport) -> serde_json::Value {
         "detach_latency_ms_p99": ms(r.detach_p99()),
         "failures": r.failures,
         "anomalies": r.anomalies,
+        "mobility": r.mobility.iter().map(|(phase, p)| {
+            let s = p.summary();
+            json!({
+                "procedure": phase.name(),
+                "ok": p.succeeded,
+                "failed": p.failed,
+                "per_s": p.per_second(),
+                "latency_ms_p50": s.p50 as f64 / 1000.0,
+                "latency_ms_p99": s.p99 as f64 / 1000.0,
+            })
+        }).collect::<Vec<_>>(),
     })
 }
 

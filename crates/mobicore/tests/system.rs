@@ -51,6 +51,27 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     assert_eq!(v["attached"], 30);
     assert_eq!(v["detached"], 30);
     assert_eq!(v["failed"], 0);
+    // The mobility phases after the traffic: every UE released to idle,
+    // back by service request, handed over by X2 and by S1 (direct and
+    // indirect forwarding), released again, TAU from idle; then detached
+    // from idle. All of it is in the capture checked below.
+    let phases: Vec<(String, u64, u64)> = v["mobility"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (p["procedure"].as_str().unwrap().to_string(), p["ok"].as_u64().unwrap(), p["failed"].as_u64().unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = phases.iter().map(|p| p.0.as_str()).collect();
+    assert_eq!(names, ["release", "service-request", "x2-handover", "s1-handover", "release", "tau"], "{stdout}");
+    assert!(phases.iter().all(|p| (p.1, p.2) == (30, 0)), "{phases:?}\n{stdout}");
+    for c in
+        ["mme.x2_handover_completed", "mme.s1_handover_completed", "mme.tau_complete", "mme.service_request_completed"]
+    {
+        assert_eq!(v["counters"][c], 30, "{c}: {}", v["counters"]);
+    }
+    assert_eq!(v["counters"]["spgwc.s11_create_indirect_forwarding"], 15, "{}", v["counters"]);
     // The traffic below went through the XDP fast path, not a fallback.
     assert_eq!(v["datapath"], serde_json::json!({ "name": XDP_DATAPATH, "xdp": true }), "{stdout}");
     assert!(v["counters"].get("upf.upf_xdp_fallback").is_none(), "{}", v["counters"]);

@@ -218,14 +218,14 @@ impl RanReport {
         let _ = writeln!(out, "UEs {} on {} eNB(s)", self.ues, self.enbs);
         let _ = writeln!(
             out,
-            "{:<10} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}",
+            "{:<15} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}",
             "procedure", "ok", "failed", "per s", "p50 ms", "p90 ms", "p99 ms", "max ms"
         );
         let mut row = |name: &str, ok: u64, failed: u64, per_s: f64, s: LatencySummary| {
             let ms = |us: u64| us as f64 / 1000.0;
             let _ = writeln!(
                 out,
-                "{name:<10} {ok:>8} {failed:>7} {per_s:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+                "{name:<15} {ok:>8} {failed:>7} {per_s:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
                 ms(s.p50),
                 ms(s.p90),
                 ms(s.p99),
@@ -240,6 +240,9 @@ impl RanReport {
             if let Some(p) = p {
                 row(name, p.succeeded, p.failed, p.per_second(), p.summary());
             }
+        }
+        for (phase, p) in &self.mobility {
+            row(phase.name(), p.succeeded, p.failed, p.per_second(), p.summary());
         }
         for (title, map) in [("failures", &self.failures), ("anomalies", &self.anomalies)] {
             if !map.is_empty() {

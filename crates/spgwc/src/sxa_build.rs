@@ -29,8 +29,6 @@ use rs_pfcp::ie::pfcpsm_req_flags::PfcpsmReqFlags;
 use rs_pfcp::ie::precedence::Precedence;
 use rs_pfcp::ie::qer_id::QerId;
 use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
-use rs_pfcp::ie::remove_far::RemoveFar;
-use rs_pfcp::ie::remove_pdr::RemovePdr;
 use rs_pfcp::ie::reporting_triggers::ReportingTriggers;
 use rs_pfcp::ie::source_interface::{SourceInterface, SourceInterfaceValue};
 use rs_pfcp::ie::suggested_buffering_packets_count::SuggestedBufferingPacketsCount;
@@ -320,7 +318,13 @@ pub fn create_forwarding(teid: u32, addr: Ipv4Addr, target_teid: u32, target: Ip
 /// Session Modification for Delete Indirect Data Forwarding Tunnel
 /// (TS 23.401 5.5.1.2.2 step 19): its PDR and FAR removed.
 pub fn remove_forwarding() -> Vec<Ie> {
-    vec![RemovePdr::new(PdrId::new(PDR_FORWARDING)).to_ie(), RemoveFar::new(FarId::new(FAR_FORWARDING)).to_ie()]
+    // Grouped IEs holding the rule's ID (TS 29.244 7.5.4.6, 7.5.4.7);
+    // rs-pfcp's own encoding leaves out the inner IE header.
+    let grouped = |t: IeType, inner: Ie| Ie::new(t, inner.marshal());
+    vec![
+        grouped(IeType::RemovePdr, PdrId::new(PDR_FORWARDING).to_ie()),
+        grouped(IeType::RemoveFar, FarId::new(FAR_FORWARDING).to_ie()),
+    ]
 }
 
 /// Session Modification after Release Access Bearers: buffer downlink and
