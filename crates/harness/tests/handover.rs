@@ -197,7 +197,7 @@ fn tau_from_idle_after_x2_and_s1_handovers() {
         let k = enb_of_ue(&net, ue);
         let now = net.now;
         let cell = net.enbs[1 - k].cell();
-        net.enbs[k].start_s1_handover(now, ue, cell, ue % 2 == 0).unwrap();
+        net.enbs[k].start_s1_handover(now, ue, cell, ue.is_multiple_of(2)).unwrap();
         net.drive();
         assert_eq!(net.last_result(ue, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(ue));
     }

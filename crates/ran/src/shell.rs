@@ -435,7 +435,7 @@ impl Driver {
             Phase::S1Handover if n < 2 => Err("a handover needs two eNBs".into()),
             Phase::S1Handover => {
                 let cell = self.enbs[next].cell();
-                self.enbs[k].start_s1_handover(now, ue, cell, ue % 2 == 0).map_err(|e| e.to_string())
+                self.enbs[k].start_s1_handover(now, ue, cell, ue.is_multiple_of(2)).map_err(|e| e.to_string())
             }
             Phase::Connect | Phase::S1Setup => Ok(()),
         };
