@@ -11,7 +11,12 @@
 //!   [`identity`], [`authentication`], [`security_mode`],
 //!   [`esm_information`], [`esm`] (default bearer, PDN type, PGW, GTP ->
 //!   ESM causes), [`pdn_connectivity`] and [`pdn_disconnect`] (after
-//!   attach), [`detach`], [`ue_context_release`].
+//!   attach), [`detach`] (UE- and network-initiated), [`ue_context_release`].
+//! - idle mode and mobility: [`idle`] (mobile reachable, implicit detach),
+//!   [`service_request`] (the INITIAL UE MESSAGE of a stored UE: Service
+//!   Request, TAU and detach from idle), [`tau`], [`paging`] (DDN, S1AP
+//!   Paging, T3413), [`path_switch`] (X2), [`s1_handover`],
+//!   [`cancel_location`] (the HSS's CLR).
 //! - S1AP procedures of the eNB's: [`reset`] (S1 Reset),
 //!   [`enb_configuration_update`], [`ue_capability`] (UE Capability Info
 //!   Indication, the UE Radio Capability in Initial Context Setup).

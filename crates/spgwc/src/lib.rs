@@ -12,8 +12,14 @@
 //! - [`core`]: the sans-I/O [`SpgwcCore`] (`handle_s11`, `handle_pfcp`,
 //!   `handle_timeout`, `poll_transmit`, `poll_timeout`).
 //! - [`s11_handler`]: Create Session (PDN type granted per TS 29.274 8.4,
-//!   several PDN connections per UE), Modify Bearer, Release Access
-//!   Bearers, Delete Session.
+//!   several PDN connections per UE), Modify Bearer (End Markers on the
+//!   old path when the eNB changes), Release Access Bearers, Create /
+//!   Delete Indirect Data Forwarding Tunnel, Delete Session.
+//! - [`paging`]: the S-GW's part of the network-triggered service request
+//!   (Downlink Data Report -> Downlink Data Notification, its Acknowledge,
+//!   DDN Failure Indication; counters `ddn_sent`, `ddn_acknowledged`,
+//!   `ddn_temporarily_rejected`, `ddn_rejected`, `ddn_timeout`, `ddn_held`,
+//!   `ddn_failure_indication`, `downlink_buffer_discarded`).
 //! - [`sxa_build`] / `sxa_handler`: PFCP requests and answers.
 //! - [`shell`]: the tokio task. Either `run(cfg, shutdown)`, or
 //!   `bind(cfg)` (port 0 allowed) to learn `s11_addr` / `pfcp_addr`, then
