@@ -42,6 +42,11 @@ impl Network {
         self.mme.counters().value(name)
     }
 
+    /// The S1AP PDUs the MME delivered to eNB `enb`, in order.
+    pub fn s1_downlink_log(&self, enb: usize) -> Vec<&[u8]> {
+        self.s1_downlink.iter().filter(|(e, _)| *e == enb).map(|(_, p)| &p[..]).collect()
+    }
+
     /// A counter of the UPF's user-space data path.
     pub fn upf_counter(&self, name: &'static str) -> u64 {
         self.plane.user.lock().counters.value(name)

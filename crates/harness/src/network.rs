@@ -121,6 +121,8 @@ pub struct Network {
     pub plane: HarnessPlane,
     /// What the eNBs received on S1-U.
     pub s1u: S1uLog,
+    /// Every S1AP PDU the MME delivered, with the eNB it went to.
+    pub s1_downlink: Vec<(usize, Bytes)>,
     /// Each eNB's S1-U side: the emulator's tunnel table.
     pub enb_tunnels: Vec<mobicore_ran::userplane::tunnels::Tunnels>,
     /// The MME's S11 client: sequence numbers, T3/N3 retransmission.
@@ -193,6 +195,7 @@ impl Network {
             upf,
             plane,
             s1u: S1uLog::default(),
+            s1_downlink: Vec::new(),
             enb_tunnels: (0..n_enbs)
                 .map(|i| mobicore_ran::userplane::tunnels::Tunnels::new(Ipv4Addr::new(10, 0, 1, i as u8 + 1), false))
                 .collect(),
@@ -427,6 +430,7 @@ impl Network {
             Msg::S1Downlink { enb, stream, pdu } => {
                 if self.connected.get(enb) == Some(&true) {
                     self.enbs[enb].handle_s1ap(now, stream, &pdu);
+                    self.s1_downlink.push((enb, pdu));
                 }
             }
             Msg::S6aRequest { ue, request } => {

@@ -8,6 +8,7 @@
 use crate::context::{EmmState, Step};
 use crate::mme::Mme;
 use crate::nas_build;
+use crate::paging::Paging;
 use crate::s1ap_build::{self, IcsErab, IcsUe};
 use oxirush_nas::nas_eps::*;
 use oxirush_nas::Decode;
@@ -181,9 +182,18 @@ impl Mme {
         self.adopt_s1(new, id);
         let paging = self.paging_answered(id);
         match msg {
-            NasEmmMessage::TrackingAreaUpdateRequest(r) => match paging.and_then(|p| p.detach) {
-                Some(reattach) => self.start_network_detach(id, reattach),
-                None => self.on_tau_request(id, *r, true),
+            NasEmmMessage::TrackingAreaUpdateRequest(r) => match paging {
+                Some(Paging { detach: Some(reattach), .. }) => self.start_network_detach(id, reattach),
+                // A TAU that crosses a paging for downlink data: the bearers
+                // come up as if the UE had set the active flag (TS 23.401
+                // 5.3.4.3: the paging is answered by this connection).
+                Some(Paging { ddn: true, .. }) => {
+                    self.counters.incr("tau_answers_paging");
+                    let mut r = *r;
+                    r.eps_update_type = r.eps_update_type.with_active(true);
+                    self.on_tau_request(id, r, true)
+                }
+                _ => self.on_tau_request(id, *r, true),
             },
             NasEmmMessage::DetachRequestUeOriginating(d) => self.on_detach_request(id, *d, true),
             _ => self.counters.incr("nas_unexpected_message"),

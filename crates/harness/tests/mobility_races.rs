@@ -1,0 +1,181 @@
+//! Idle mode and mobility against bad input and races, through the whole
+//! core in memory: a Service Request with a wrong short MAC, a Path Switch
+//! Request for an unknown UE and a Handover Notify without preparation
+//! (each from another eNB, each leaving the real UE alone), a TAU that
+//! crosses a paging, a handover cancelled after the Handover Command, and
+//! the operator's detach of an idle UE (paged first).
+
+use bytes::Bytes;
+use mobicore_harness::fault::{FaultAction, Link, Msg};
+use mobicore_harness::userplane::StreamCheck;
+use mobicore_harness::{Network, NetworkConfig};
+use mobicore_ran::enb::s1ap_build::{initial_ue_message, CellIdentity};
+use mobicore_ran::ue::Procedure;
+use oxirush_s1ap::s1ap::{RRCEstablishmentCause, S1AP_PDU};
+use oxirush_s1ap::S1apPduKind;
+
+fn attached(n_enbs: usize, n_ues: u64) -> Network {
+    let mut net = Network::new(n_enbs, n_ues, NetworkConfig::default());
+    net.s1_setup_all();
+    for ue in 0..n_ues {
+        net.attach(ue);
+    }
+    net.drive();
+    for ue in 0..n_ues {
+        assert!(net.attached(ue), "UE {ue}: {:?}", net.outcomes(ue));
+    }
+    net
+}
+
+fn release(net: &mut Network, ue: u64) {
+    let k = net.enb_of(ue);
+    net.enbs[k].release_inactive(ue).unwrap();
+    net.drive();
+    assert!(net.enbs[k].ue(ue).unwrap().s1.is_none());
+}
+
+fn mme_id_of(net: &Network, ue: u64) -> u32 {
+    net.ue(ue).s1.and_then(|s| s.mme_ue_id).expect("connected")
+}
+
+/// A downlink packet reaches UE `ue` now (it is connected and its path works).
+fn downlink_works(net: &mut Network, ue: u64, seq: u32) {
+    net.send_downlink(ue, seq);
+    net.drive();
+    assert_eq!(net.downlink_received(ue).last(), Some(&seq), "UE {ue}");
+}
+
+#[test]
+fn service_request_with_a_wrong_short_mac_from_another_enb_changes_nothing() {
+    let mut net = attached(2, 2);
+    release(&mut net, 0);
+    let s_tmsi = net.ue(0).ue.s_tmsi();
+    assert!(s_tmsi.is_some());
+    // SERVICE REQUEST (TS 24.301 8.2.25): KSI 0, sequence number 3, a short
+    // MAC that is not the UE's, from eNB 1 where the UE is not.
+    let nas = vec![0xc7, 0x03, 0xde, 0xad];
+    let cell = CellIdentity::new(NetworkConfig::default().plan.plmn, 2, 1).unwrap();
+    let pdu = initial_ue_message(&cell, 4242, nas, RRCEstablishmentCause::mo_Data, s_tmsi).unwrap();
+    net.inject(Msg::S1Uplink { enb: 1, stream: 1, pdu: Bytes::from(pdu) });
+    net.drive();
+    let m = net.mme.counters();
+    assert_eq!((m.value("service_request_mac_failure"), m.value("service_reject_identity")), (1, 1));
+    // The stored UE is untouched: still registered and idle, paged by its
+    // own S-TMSI, and its own service request works.
+    assert_eq!(net.mme.stats().attached, 2);
+    let now = net.now;
+    net.enbs[0].start_service_request(now, 0).unwrap();
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::ServiceRequest), Some(Ok(())));
+    downlink_works(&mut net, 0, 0);
+}
+
+#[test]
+fn path_switch_for_an_unknown_ue_and_notify_without_preparation_touch_no_ue() {
+    let mut net = attached(2, 2);
+    let live = mme_id_of(&net, 0);
+    let erabs = net.ue(0).erabs.clone();
+    let cell = net.enbs[1].cell();
+    let caps = mobicore_ran::enb::handover::ue_security_capability_octets();
+    // PATH SWITCH REQUEST naming an MME-UE-S1AP-ID no UE has.
+    let unknown = live.wrapping_add(1).max(1);
+    let ps = mobicore_ran::enb::handover::path_switch_request(77, unknown, &erabs, &cell, caps).unwrap();
+    net.inject(Msg::S1Uplink { enb: 1, stream: 1, pdu: Bytes::from(ps) });
+    // HANDOVER NOTIFY for the live UE, with no handover prepared.
+    let notify = mobicore_ran::enb::handover::handover_notify(live, 78, &cell).unwrap();
+    net.inject(Msg::S1Uplink { enb: 1, stream: 1, pdu: Bytes::from(notify) });
+    net.drive();
+    let m = net.mme.counters();
+    assert_eq!((m.value("path_switch_unknown_ue"), m.value("handover_notify_unexpected")), (1, 1));
+    // Answers to eNB 1 only: PATH SWITCH REQUEST FAILURE, ERROR INDICATION.
+    let to_enb1: Vec<S1apPduKind> = net
+        .s1_downlink_log(1)
+        .iter()
+        .filter_map(|p| S1AP_PDU::decode(p).ok().map(|p| p.kind()))
+        .filter(|k| matches!(k, S1apPduKind::Unsuccessful_PathSwitchRequest | S1apPduKind::Initiating_ErrorIndication))
+        .collect();
+    assert_eq!(to_enb1.len(), 2, "{to_enb1:?}");
+    // The live UE still has its connection at eNB 0 and its downlink path.
+    assert_eq!(mme_id_of(&net, 0), live);
+    assert_eq!(net.enb_of(0), 0);
+    downlink_works(&mut net, 0, 0);
+    downlink_works(&mut net, 1, 0);
+}
+
+#[test]
+fn a_tau_crossing_a_paging_brings_the_bearers_up_and_delivers_the_buffer() {
+    let mut net = attached(1, 1);
+    release(&mut net, 0);
+    // The paging never reaches the UE; it makes a TAU (no active flag) of
+    // its own meanwhile.
+    let is_paging = |m: &Msg| match m {
+        Msg::S1Downlink { pdu, .. } => S1AP_PDU::decode(pdu).is_ok_and(|p| p.kind() == S1apPduKind::Initiating_Paging),
+        _ => false,
+    };
+    net.fault(Link::S1Downlink, FaultAction::Drop, 10, Some(Box::new(is_paging)));
+    for seq in 0..5 {
+        net.send_downlink(0, seq);
+    }
+    net.drive();
+    assert!(net.mme.counters().value("paging_sent") >= 1);
+    let now = net.now;
+    net.enbs[0].start_tau(now, 0, false).unwrap();
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::Tau), Some(Ok(())), "{:?}", net.outcomes(0));
+    assert_eq!(net.mme.counters().value("tau_answers_paging"), 1);
+    let c = StreamCheck::of(net.downlink_received(0), 5);
+    assert!(c.clean() && c.received == 5, "{c:?}");
+}
+
+#[test]
+fn s1_handover_cancelled_after_the_handover_command_keeps_the_ue_at_the_source() {
+    let mut net = attached(2, 1);
+    let now = net.now;
+    let cell = net.enbs[1].cell();
+    net.enbs[0].start_s1_handover(now, 0, cell, false).unwrap();
+    // Up to the HANDOVER COMMAND at the source, before the UE leaves.
+    let is_command = |m: &Msg| match m {
+        Msg::S1Downlink { pdu, .. } => {
+            S1AP_PDU::decode(pdu).is_ok_and(|p| p.kind() == S1apPduKind::Successful_HandoverPreparation)
+        }
+        _ => false,
+    };
+    net.fault(Link::S1Downlink, FaultAction::Hold, 1, Some(Box::new(is_command)));
+    net.drive();
+    assert_eq!(net.held().len(), 1, "the HANDOVER COMMAND is held");
+    // The source decides otherwise: HANDOVER CANCEL; the command comes late.
+    let now = net.now;
+    net.enbs[0].cancel_s1_handover(now, 0).unwrap();
+    net.drive();
+    net.release_held();
+    net.drive();
+    assert_eq!(net.enb_of(0), 0, "the UE stays at the source");
+    let m = net.mme.counters();
+    assert_eq!(m.value("s1_handover_completed"), 0);
+    assert!(net.sgw_session(0).unwrap().forwarding.is_none(), "the forwarding tunnel is gone");
+    downlink_works(&mut net, 0, 0);
+    // And a handover after it works.
+    let now = net.now;
+    net.enbs[0].start_s1_handover(now, 0, cell, true).unwrap();
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(0));
+    downlink_works(&mut net, 0, 1);
+}
+
+#[test]
+fn operator_detach_of_an_idle_ue_pages_it_first() {
+    let mut net = attached(1, 2);
+    release(&mut net, 0);
+    let imsi = net.imsi(0);
+    let now = net.now;
+    net.mme.handle(
+        now,
+        mobicore_mme::MmeEvent::Operator(mobicore_mme::OperatorCommand::Detach { imsi, reattach_required: false }),
+    );
+    net.drive();
+    let m = net.mme.counters();
+    assert_eq!((m.value("paging_sent"), m.value("network_detach_accepted")), (1, 1));
+    assert!(net.sgw_session(0).is_none(), "its PDN connection is deleted");
+    assert_eq!(net.mme.stats().attached, 1, "the other UE stays");
+    downlink_works(&mut net, 1, 0);
+}
