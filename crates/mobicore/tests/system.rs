@@ -119,7 +119,16 @@ fn demo_runs_over_udp_encapsulated_sctp() {
     let _ = std::fs::remove_file(&cfg);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("attach           20       0"), "{stdout}");
+    let row = |name: &str| -> Option<Vec<String>> {
+        stdout
+            .lines()
+            .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .find(|f| f.first().is_some_and(|n| n == name))
+    };
+    for procedure in ["attach", "detach", "service-request", "x2-handover", "s1-handover", "tau"] {
+        let r = row(procedure).unwrap_or_else(|| panic!("no {procedure} row:\n{stdout}"));
+        assert_eq!((r[1].as_str(), r[2].as_str()), ("20", "0"), "{procedure}:\n{stdout}");
+    }
     assert!(stdout.contains(&format!("data path: {XDP_DATAPATH}")), "the demo fell back from XDP:\n{stdout}");
     assert!(stdout.contains("tcp uplink    2/2"), "{stdout}");
 }
