@@ -179,3 +179,51 @@ fn operator_detach_of_an_idle_ue_pages_it_first() {
     assert_eq!(net.mme.stats().attached, 1, "the other UE stays");
     downlink_works(&mut net, 1, 0);
 }
+
+#[test]
+fn downlink_during_a_tau_from_idle_brings_the_bearers_up() {
+    let mut net = attached(1, 1);
+    release(&mut net, 0);
+    let now = net.now;
+    net.enbs[0].start_tau(now, 0, false).unwrap();
+    // Up to the TAU ACCEPT being on its way: the MME waits for the COMPLETE.
+    let is_accept_sent = |n: &Network| n.mme.counters().value("tau_request") == 1;
+    while !is_accept_sent(&net) {
+        assert!(net.deliver_one());
+    }
+    // The TAU COMPLETE is late; the downlink comes first.
+    let is_uplink = |m: &Msg| matches!(m, Msg::S1Uplink { .. });
+    net.fault(Link::S1Uplink, FaultAction::Hold, 1, Some(Box::new(is_uplink)));
+    for seq in 0..3 {
+        net.send_downlink(0, seq);
+    }
+    net.drive();
+    assert_eq!(net.held().len(), 1);
+    net.release_held();
+    net.drive();
+    assert_eq!(net.mme.counters().value("ddn_during_tau"), 1);
+    assert_eq!(net.last_result(0, Procedure::Tau), Some(Ok(())), "{:?}", net.outcomes(0));
+    let c = StreamCheck::of(net.downlink_received(0), 3);
+    assert!(c.clean() && c.received == 3, "{c:?}");
+}
+
+#[test]
+fn periodic_tau_at_t3412_expiry_keeps_an_idle_ue_reachable() {
+    let mut cfg = NetworkConfig::default();
+    cfg.mme.t3412_seconds = 360;
+    cfg.mme.mobile_reachable_seconds = Some(400);
+    cfg.mme.implicit_detach_seconds = 60;
+    let mut net = Network::new(1, 1, cfg);
+    net.s1_setup_all();
+    net.attach(0);
+    net.drive();
+    release(&mut net, 0);
+    // Three T3412 periods: the UE updates each time by itself, so the
+    // mobile reachable timer (400 s) never runs out.
+    net.advance(std::time::Duration::from_secs(3 * 360 + 10));
+    let tau_ok = net.outcomes(0).iter().filter(|o| o.procedure == Procedure::Tau && o.result.is_ok()).count();
+    assert_eq!(tau_ok, 3, "{:?}", net.outcomes(0));
+    assert_eq!(net.mme.counters().value("implicit_detach"), 0);
+    assert_eq!(net.mme.stats().attached, 1);
+    downlink_works(&mut net, 0, 0);
+}

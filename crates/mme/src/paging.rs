@@ -46,6 +46,17 @@ impl Mme {
             self.counters.incr("ddn_context_not_found");
             return GtpCause::CONTEXT_NOT_FOUND;
         };
+        if let Step::TauAccept { old_mtmsi, release: true } = ue.step {
+            // A TAU from idle is under way on a new S1 connection: the
+            // bearers come up on it instead of its release (as with the
+            // active flag, TS 23.401 5.3.3.2 step 22).
+            self.counters.incr("ddn_during_tau");
+            if let Some(u) = self.ues.get_mut(&mme_teid) {
+                u.step = Step::TauAccept { old_mtmsi, release: false };
+            }
+            self.reestablish_bearers(mme_teid);
+            return GtpCause::REQUEST_ACCEPTED;
+        }
         let mobility = matches!(ue.step, Step::Handover | Step::TauAccept { .. });
         if mobility {
             // 5.3.4.3: the MME may reject while a mobility procedure runs;
