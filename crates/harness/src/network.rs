@@ -230,6 +230,21 @@ impl Network {
         AssocId(enb as u64 + 1)
     }
 
+    /// A network of `n_enbs` eNBs whose `n_ues` UEs are all attached;
+    /// panics naming the UE whose attach failed.
+    pub fn all_attached(n_enbs: usize, n_ues: u64, cfg: NetworkConfig) -> Self {
+        let mut net = Network::new(n_enbs, n_ues, cfg);
+        net.s1_setup_all();
+        for ue in 0..n_ues {
+            net.attach(ue);
+        }
+        net.drive();
+        for ue in 0..n_ues {
+            assert!(net.attached(ue), "UE {ue}: {:?}", net.outcomes(ue));
+        }
+        net
+    }
+
     /// Every eNB's association comes up and it runs S1 Setup; panics if
     /// one fails.
     pub fn s1_setup_all(&mut self) {

@@ -9,19 +9,6 @@ use mobicore_harness::{Network, NetworkConfig};
 use mobicore_ran::ue::Procedure;
 use std::time::Duration;
 
-fn attached(n_enbs: usize, n_ues: u64, cfg: NetworkConfig) -> Network {
-    let mut net = Network::new(n_enbs, n_ues, cfg);
-    net.s1_setup_all();
-    for ue in 0..n_ues {
-        net.attach(ue);
-    }
-    net.drive();
-    for ue in 0..n_ues {
-        assert!(net.attached(ue), "UE {ue}: {:?}", net.outcomes(ue));
-    }
-    net
-}
-
 fn enb_of_ue(net: &Network, ue: u64) -> usize {
     net.enbs.iter().position(|e| e.ue(ue).is_some()).expect("the UE is at an eNB")
 }
@@ -44,7 +31,7 @@ fn in_flight(net: &mut Network, ue: u64, from: u32) -> u32 {
 
 #[test]
 fn x2_handover_with_data_in_flight_loses_duplicates_and_reorders_nothing() {
-    let mut net = attached(2, 1, NetworkConfig::default());
+    let mut net = Network::all_attached(2, 1, NetworkConfig::default());
     let mut seq = in_flight(&mut net, 0, 0);
     net.drive();
     // Packets still on their way to the source when the UE leaves, and
@@ -102,7 +89,7 @@ fn x2_there_and_back_then_idle_and_paged_loses_nothing() {
 
 #[test]
 fn s1_handover_with_direct_forwarding_loses_nothing() {
-    let mut net = attached(2, 1, NetworkConfig::default());
+    let mut net = Network::all_attached(2, 1, NetworkConfig::default());
     let mut seq = in_flight(&mut net, 0, 0);
     net.drive();
     seq = in_flight(&mut net, 0, seq);
@@ -128,7 +115,7 @@ fn s1_handover_with_direct_forwarding_loses_nothing() {
 
 #[test]
 fn s1_handover_with_indirect_forwarding_through_the_upf_loses_nothing() {
-    let mut net = attached(2, 1, NetworkConfig::default());
+    let mut net = Network::all_attached(2, 1, NetworkConfig::default());
     let mut seq = in_flight(&mut net, 0, 0);
     net.drive();
     seq = in_flight(&mut net, 0, seq);
@@ -156,7 +143,7 @@ fn s1_handover_with_indirect_forwarding_through_the_upf_loses_nothing() {
 
 #[test]
 fn x2_handover_of_one_ue_leaves_the_others_alone() {
-    let mut net = attached(2, 4, NetworkConfig::default());
+    let mut net = Network::all_attached(2, 4, NetworkConfig::default());
     let mut seq = 0;
     for ue in 0..4 {
         in_flight(&mut net, ue, 0);
@@ -177,7 +164,7 @@ fn x2_handover_of_one_ue_leaves_the_others_alone() {
 
 #[test]
 fn tau_from_idle_after_x2_and_s1_handovers() {
-    let mut net = attached(2, 2, NetworkConfig::default());
+    let mut net = Network::all_attached(2, 2, NetworkConfig::default());
     for ue in 0..2u64 {
         let k = enb_of_ue(&net, ue);
         net.enbs[k].release_inactive(ue).unwrap();
@@ -224,7 +211,7 @@ fn tau_from_idle_after_x2_and_s1_handovers() {
 #[test]
 fn release_right_after_handover_notify_leaves_the_ue_registered_and_idle() {
     for direct in [true, false] {
-        let mut net = attached(2, 1, NetworkConfig::default());
+        let mut net = Network::all_attached(2, 1, NetworkConfig::default());
         let now = net.now;
         let cell = net.enbs[1].cell();
         net.enbs[0].start_s1_handover(now, 0, cell, direct).unwrap();

@@ -14,16 +14,7 @@ use std::time::Duration;
 const INACTIVITY: Duration = Duration::from_secs(10);
 
 fn attached(n_ues: u64, cfg: NetworkConfig) -> Network {
-    let mut net = Network::new(1, n_ues, NetworkConfig { inactivity_timeout: Some(INACTIVITY), ..cfg });
-    net.s1_setup_all();
-    for ue in 0..n_ues {
-        net.attach(ue);
-    }
-    net.drive();
-    for ue in 0..n_ues {
-        assert!(net.attached(ue), "UE {ue}: {:?}", net.outcomes(ue));
-    }
-    net
+    Network::all_attached(1, n_ues, NetworkConfig { inactivity_timeout: Some(INACTIVITY), ..cfg })
 }
 
 /// Whether UE `ue` has an S1 connection at its eNB (ECM-CONNECTED).

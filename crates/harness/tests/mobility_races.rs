@@ -15,16 +15,7 @@ use oxirush_s1ap::s1ap::{RRCEstablishmentCause, S1AP_PDU};
 use oxirush_s1ap::S1apPduKind;
 
 fn attached(n_enbs: usize, n_ues: u64) -> Network {
-    let mut net = Network::new(n_enbs, n_ues, NetworkConfig::default());
-    net.s1_setup_all();
-    for ue in 0..n_ues {
-        net.attach(ue);
-    }
-    net.drive();
-    for ue in 0..n_ues {
-        assert!(net.attached(ue), "UE {ue}: {:?}", net.outcomes(ue));
-    }
-    net
+    Network::all_attached(n_enbs, n_ues, NetworkConfig::default())
 }
 
 fn release(net: &mut Network, ue: u64) {

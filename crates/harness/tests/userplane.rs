@@ -6,16 +6,7 @@ use mobicore_harness::userplane::StreamCheck;
 use mobicore_harness::{Network, NetworkConfig};
 
 fn attached(n_enbs: usize, n_ues: u64) -> Network {
-    let mut net = Network::new(n_enbs, n_ues, NetworkConfig::default());
-    net.s1_setup_all();
-    for ue in 0..n_ues {
-        net.attach(ue);
-    }
-    net.drive();
-    for ue in 0..n_ues {
-        assert!(net.attached(ue), "UE {ue}: {:?}", net.outcomes(ue));
-    }
-    net
+    Network::all_attached(n_enbs, n_ues, NetworkConfig::default())
 }
 
 #[test]
