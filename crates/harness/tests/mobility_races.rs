@@ -218,3 +218,39 @@ fn periodic_tau_at_t3412_expiry_keeps_an_idle_ue_reachable() {
     assert_eq!(net.mme.stats().attached, 1);
     downlink_works(&mut net, 0, 0);
 }
+
+/// The HSS's Cancel Location (TS 29.272 5.2.1.2) reaches the MME.
+fn cancel_location(net: &mut Network, ue: u64, cancellation_type: mobicore_common::s6a::CancellationType) {
+    use mobicore_common::s6a::{CancelLocationRequest, S6aIncomingRequest};
+    let request =
+        S6aIncomingRequest::CancelLocation(CancelLocationRequest { imsi: net.imsi(ue), cancellation_type, flags: 0 });
+    let now = net.now;
+    net.mme.handle(now, mobicore_mme::MmeEvent::S6aIncoming { txn: 1, request });
+    net.drive();
+}
+
+#[test]
+fn cancel_location_withdrawal_detaches_the_ue_and_mme_update_removes_it_silently() {
+    use mobicore_common::s6a::{CancellationType, S6aIncomingAnswer};
+    use mobicore_harness::Report;
+    let mut net = attached(1, 3);
+    // Subscription withdrawn: network detach, the UE answers DETACH ACCEPT.
+    cancel_location(&mut net, 0, CancellationType::SubscriptionWithdrawal);
+    assert_eq!(net.mme.counters().value("network_detach_accepted"), 1);
+    assert!(net.sgw_session(0).is_none());
+    // The UE registered at another MME: its context goes without NAS.
+    release(&mut net, 1);
+    cancel_location(&mut net, 1, CancellationType::MmeUpdateProcedure);
+    assert_eq!(net.mme.counters().value("s6a_cancel_location_mme_update"), 1);
+    assert!(net.sgw_session(1).is_none());
+    assert_eq!(net.mme.counters().value("paging_sent"), 0, "no NAS, so no paging");
+    // Every CLR is answered DIAMETER_SUCCESS, the UE untouched by them keeps working.
+    let answers = net
+        .reports
+        .iter()
+        .filter(|r| matches!(r, Report::S6aAnswer { answer: S6aIncomingAnswer::CancelLocation(Ok(())) }))
+        .count();
+    assert_eq!(answers, 2);
+    assert_eq!(net.mme.stats().attached, 1);
+    downlink_works(&mut net, 2, 0);
+}
