@@ -29,6 +29,27 @@ pub fn transport(choice: SctpTransport, udp_port: u16) -> Transport {
 }
 
 /// Raw IP sockets need root; say so before anything starts.
+/// What every all-in-one run (demo, benches) starts from: the config
+/// (`path` or the defaults), the S1-MME transport (`sctp` or the config's),
+/// checked for the privileges it needs, and the RAN workload of `ues` UEs
+/// on `enbs` eNBs towards the MME, detaching at the end.
+pub fn run_setup(
+    path: Option<&std::path::Path>,
+    sctp: Option<SctpTransport>,
+    ues: u64,
+    enbs: u32,
+) -> Result<(Config, Transport, mobicore_ran::RanConfig)> {
+    let cfg = config::load(path)?;
+    let t = transport(sctp.unwrap_or(cfg.sctp.transport), cfg.sctp.udp_port);
+    check_privileges(t)?;
+    let mut ran = cfg.ran.core.clone();
+    ran.mme = cfg.mme.s1ap;
+    ran.ues = ues;
+    ran.enbs = enbs;
+    ran.detach = true;
+    Ok((cfg, t, ran))
+}
+
 pub fn check_privileges(t: Transport) -> Result<()> {
     if t == Transport::RawIp && unsafe { libc::geteuid() } != 0 {
         bail!("SCTP over raw IP needs root (CAP_NET_RAW): run as root, or use --sctp udp");

@@ -3,7 +3,6 @@
 
 use crate::allinone;
 use crate::cli::SctpTransport;
-use crate::config;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use mobicore_hss::SubscriberStore;
@@ -160,16 +159,9 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
 }
 
 async fn attach(a: AttachArgs) -> Result<()> {
-    let cfg = config::load(a.config.as_deref())?;
-    let t = allinone::transport(a.sctp.unwrap_or(cfg.sctp.transport), cfg.sctp.udp_port);
-    allinone::check_privileges(t)?;
-    let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
-    ran.ues = a.ues;
-    ran.enbs = a.enbs;
+    let (cfg, t, mut ran) = allinone::run_setup(a.config.as_deref(), a.sctp, a.ues, a.enbs)?;
     ran.rate = a.rate;
     ran.max_in_flight = a.in_flight;
-    ran.detach = true;
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
     let core = allinone::start(&cfg, store, t).await?;
@@ -261,17 +253,10 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
     if a.enbs < 2 {
         bail!("--enbs must be at least 2: UEs hand over to the next eNB");
     }
-    let cfg = config::load(a.config.as_deref())?;
-    let t = allinone::transport(a.sctp.unwrap_or(cfg.sctp.transport), cfg.sctp.udp_port);
-    allinone::check_privileges(t)?;
-    let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
-    ran.ues = a.ues;
-    ran.enbs = a.enbs;
+    let (cfg, t, mut ran) = allinone::run_setup(a.config.as_deref(), a.sctp, a.ues, a.enbs)?;
     ran.rate = None;
     ran.max_in_flight = a.in_flight;
     ran.mobility = true;
-    ran.detach = true;
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
     let core = allinone::start(&cfg, store, t).await?;

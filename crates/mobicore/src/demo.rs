@@ -56,15 +56,8 @@ pub struct DemoArgs {
 }
 
 pub async fn run(a: DemoArgs) -> Result<()> {
-    let cfg = config::load(a.config.as_deref())?;
-    let t = allinone::transport(a.sctp.unwrap_or(cfg.sctp.transport), cfg.sctp.udp_port);
-    allinone::check_privileges(t)?;
-    let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
-    ran.ues = a.ues;
-    ran.enbs = a.enbs;
+    let (cfg, t, mut ran) = allinone::run_setup(a.config.as_deref(), a.sctp, a.ues, a.enbs)?;
     ran.rate = a.rate.or(ran.rate);
-    ran.detach = true;
     ran.mobility |= !a.no_mobility && a.enbs >= 2;
 
     let store = SubscriberStore::in_memory();

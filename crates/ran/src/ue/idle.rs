@@ -164,6 +164,36 @@ impl Ue {
         self.idle.t3412_deadline = None;
     }
 
+    /// What a SERVICE REJECT or TRACKING AREA UPDATE REJECT cause makes the
+    /// UE do (TS 24.301 5.6.1.5, 5.5.3.2.5): the same for both.
+    pub(super) fn on_reject_cause(&mut self, cause: u8) {
+        match cause {
+            // Illegal UE / ME, EPS services not allowed: the USIM is invalid
+            // for EPS (GUTI, TAI list, last visited TAI and KSI deleted); no
+            // attach.
+            3 | 6 | 7 | 8 => self.deregister_locally(true),
+            // UE identity cannot be derived by the network: the same, then a
+            // new attach.
+            9 => {
+                self.deregister_locally(true);
+                self.idle.reattach = true;
+            }
+            // Implicitly detached, no EPS bearer context activated:
+            // EMM-DEREGISTERED.NORMAL-SERVICE (GUTI and security context
+            // kept), then a new attach.
+            10 | 40 => {
+                self.deregister_locally(false);
+                self.idle.reattach = true;
+            }
+            // PLMN / TA not allowed, EPS services not allowed in this PLMN:
+            // no service here.
+            11 | 12 | 14 => self.deregister_locally(true),
+            // Roaming not allowed in this TA, no suitable cells, congestion
+            // and the abnormal cases (5.6.1.6, 5.5.3.2.6): still registered.
+            _ => {}
+        }
+    }
+
     /// S1AP PAGING with the UE's IMSI (TS 24.301 5.6.2.2.2): the UE detaches
     /// locally, forgets its GUTI and KSI, and must attach (the eNB starts
     /// the attach at once).

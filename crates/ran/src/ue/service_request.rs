@@ -54,34 +54,7 @@ impl Ue {
             return self.anomaly("SERVICE REJECT outside a service request".into());
         }
         let cause = reject.emm_cause.cause_raw();
-        match cause {
-            // Illegal UE / ME, EPS services not allowed: the USIM is invalid
-            // for EPS; no attach.
-            3 | 6 | 7 | 8 => self.deregister_locally(true),
-            // UE identity cannot be derived by the network: delete GUTI,
-            // TAI list, last visited TAI and KSI, then attach.
-            9 => {
-                self.deregister_locally(true);
-                self.idle.reattach = true;
-            }
-            // Implicitly detached: EMM-DEREGISTERED.NORMAL-SERVICE, then a
-            // new attach (GUTI and security context kept).
-            10 => {
-                self.deregister_locally(false);
-                self.idle.reattach = true;
-            }
-            // No EPS bearer context activated: the UE detaches locally and
-            // attaches.
-            40 => {
-                self.deregister_locally(false);
-                self.idle.reattach = true;
-            }
-            // PLMN / TA not allowed: no service here.
-            11 | 12 | 14 => self.deregister_locally(true),
-            // Roaming not allowed in this TA, no suitable cells, congestion
-            // and the rest: the UE stays registered (5.6.1.5, 5.6.1.6).
-            _ => {}
-        }
+        self.on_reject_cause(cause);
         self.finish(now, Err(format!("service reject #{cause} ({})", reject.emm_cause.description())));
     }
 }

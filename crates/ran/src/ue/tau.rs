@@ -113,27 +113,7 @@ impl Ue {
             return self.anomaly("TRACKING AREA UPDATE REJECT outside a TAU".into());
         }
         let cause = reject.emm_cause.cause_raw();
-        match cause {
-            // Illegal UE / ME, EPS services not allowed: GUTI, TAI list,
-            // last visited TAI and KSI deleted; USIM invalid for EPS.
-            3 | 6 | 7 | 8 => self.deregister_locally(true),
-            // UE identity cannot be derived: the same, then a new attach.
-            9 => {
-                self.deregister_locally(true);
-                self.idle.reattach = true;
-            }
-            // Implicitly detached: EMM-DEREGISTERED.NORMAL-SERVICE, then a
-            // new attach.
-            10 => {
-                self.deregister_locally(false);
-                self.idle.reattach = true;
-            }
-            // PLMN / TA not allowed, EPS services not allowed in this PLMN.
-            11 | 12 | 14 => self.deregister_locally(true),
-            // Roaming not allowed in this TA, no suitable cells, congestion
-            // (T3346) and the abnormal cases of 5.5.3.2.6: still registered.
-            _ => {}
-        }
+        self.on_reject_cause(cause);
         self.finish(now, Err(format!("TAU reject #{cause} ({})", reject.emm_cause.description())));
     }
 }
