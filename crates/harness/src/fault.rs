@@ -29,6 +29,12 @@ pub enum Link {
     S1uDownlink,
     /// X2-U: GTP-U an eNB forwards to another in a handover.
     X2u,
+    /// S11 between the controller's relay and the original SGW-C, either way.
+    Relay,
+    /// S11 between the controller and an edge anchor's SGW-C, either way.
+    EdgeS11,
+    /// Sxa/Sxb inside an edge anchor, either way.
+    EdgePfcp,
 }
 
 /// A message in flight.
@@ -70,6 +76,26 @@ pub enum Msg {
         to: std::net::SocketAddrV4,
         bytes: Bytes,
     },
+    /// The relay to the original SGW-C.
+    RelayToSgw(Bytes),
+    /// The original SGW-C to the relay.
+    SgwToRelay(Bytes),
+    /// The controller to edge anchor `edge`'s SGW-C.
+    ToEdge {
+        edge: usize,
+        bytes: Bytes,
+    },
+    /// Edge anchor `edge`'s SGW-C to the controller.
+    FromEdge {
+        edge: usize,
+        bytes: Bytes,
+    },
+    /// PFCP inside edge anchor `edge` (to its UPF when `to_upf`).
+    EdgePfcp {
+        edge: usize,
+        to_upf: bool,
+        bytes: Bytes,
+    },
 }
 
 impl Msg {
@@ -85,6 +111,9 @@ impl Msg {
             Msg::PfcpToCp(_) => Link::PfcpToCp,
             Msg::S1uDownlink { .. } => Link::S1uDownlink,
             Msg::X2u { .. } => Link::X2u,
+            Msg::RelayToSgw(_) | Msg::SgwToRelay(_) => Link::Relay,
+            Msg::ToEdge { .. } | Msg::FromEdge { .. } => Link::EdgeS11,
+            Msg::EdgePfcp { .. } => Link::EdgePfcp,
         }
     }
 
@@ -94,7 +123,9 @@ impl Msg {
         match self {
             Msg::S1Uplink { pdu, .. } | Msg::S1Downlink { pdu, .. } => Some(pdu),
             Msg::S11ToSgw(b) | Msg::S11ToMme(b) | Msg::PfcpToUpf(b) | Msg::PfcpToCp(b) => Some(b),
+            Msg::RelayToSgw(b) | Msg::SgwToRelay(b) => Some(b),
             Msg::S1uDownlink { bytes, .. } | Msg::X2u { bytes, .. } => Some(bytes),
+            Msg::ToEdge { bytes, .. } | Msg::FromEdge { bytes, .. } | Msg::EdgePfcp { bytes, .. } => Some(bytes),
             Msg::S6aRequest { .. } | Msg::S6aAnswer { .. } => None,
         }
     }
@@ -103,7 +134,9 @@ impl Msg {
         match self {
             Msg::S1Uplink { pdu, .. } | Msg::S1Downlink { pdu, .. } => Some(pdu),
             Msg::S11ToSgw(b) | Msg::S11ToMme(b) | Msg::PfcpToUpf(b) | Msg::PfcpToCp(b) => Some(b),
+            Msg::RelayToSgw(b) | Msg::SgwToRelay(b) => Some(b),
             Msg::S1uDownlink { bytes, .. } | Msg::X2u { bytes, .. } => Some(bytes),
+            Msg::ToEdge { bytes, .. } | Msg::FromEdge { bytes, .. } | Msg::EdgePfcp { bytes, .. } => Some(bytes),
             Msg::S6aRequest { .. } | Msg::S6aAnswer { .. } => None,
         }
     }

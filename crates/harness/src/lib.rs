@@ -39,6 +39,7 @@
 //!
 //! Scenarios live in `tests/` (one file per theme).
 
+pub mod edge;
 pub mod fault;
 pub mod inspect;
 pub mod network;

@@ -143,6 +143,12 @@ pub struct Network {
     pub(crate) faults: Faults,
     n_ues: u64,
     streams: u16,
+    /// The controller with its S11 relay ([`Network::enable_controller`]).
+    pub controller: Option<mobicore_controller::ControllerCore>,
+    /// Edge anchors ([`Network::add_edge`]).
+    pub edges: Vec<crate::edge::Edge>,
+    pub(crate) spgwc_config: SpgwcConfig,
+    pub(crate) upf_config: mobicore_upf::config::UpfConfig,
 }
 
 impl Network {
@@ -210,6 +216,10 @@ impl Network {
             faults: Faults::default(),
             n_ues,
             streams: cfg.streams.max(1),
+            controller: None,
+            edges: Vec::new(),
+            spgwc_config: cfg.spgwc.clone(),
+            upf_config: cfg.upf.clone(),
         };
         net.drive();
         assert!(net.spgwc.upf_associated(0), "SGW-C associated with the UPF");
@@ -397,8 +407,10 @@ impl Network {
         while let Some((_, (ue, _))) = self.s11_client.poll_timed_out() {
             self.mme.handle(self.now, MmeEvent::S11 { ue, response: Err(TransportError::Timeout) });
         }
+        let relayed = self.controller.is_some();
         while let Some(t) = self.spgwc.poll_transmit() {
             self.queue.push_back(match t.interface {
+                Interface::S11 if relayed => Msg::SgwToRelay(t.bytes),
                 Interface::S11 => Msg::S11ToMme(t.bytes),
                 Interface::Pfcp => Msg::PfcpToUpf(t.bytes),
             });
@@ -407,6 +419,7 @@ impl Network {
         while let Some((_, bytes)) = self.upf.poll_transmit() {
             self.queue.push_back(Msg::PfcpToCp(bytes));
         }
+        self.collect_edges();
     }
 
     /// Whether any node still has something queued (after a collect).
@@ -453,7 +466,10 @@ impl Network {
                 self.queue.push_back(Msg::S6aAnswer { ue, answer });
             }
             Msg::S6aAnswer { ue, answer } => self.mme.handle(now, MmeEvent::S6a { ue, answer: Ok(answer) }),
-            Msg::S11ToSgw(b) => self.spgwc.handle_s11(now, MME_S11, &b),
+            Msg::S11ToSgw(b) => match self.controller.as_mut() {
+                Some(c) => c.handle_from_mme(now, MME_S11, &b),
+                None => self.spgwc.handle_s11(now, MME_S11, &b),
+            },
             Msg::S11ToMme(b) => self.s11_to_mme(&b),
             Msg::PfcpToUpf(b) => self.upf.handle_datagram(now, SGW_PFCP, &b),
             Msg::PfcpToCp(b) => self.spgwc.handle_pfcp(now, UPF_PFCP, &b),
@@ -468,6 +484,11 @@ impl Network {
                     false => self.s1u_to_enb(to, from, &bytes),
                 }
             }
+            m @ (Msg::RelayToSgw(_)
+            | Msg::SgwToRelay(_)
+            | Msg::ToEdge { .. }
+            | Msg::FromEdge { .. }
+            | Msg::EdgePfcp { .. }) => self.deliver_edge(m),
         }
         self.collect();
         true
@@ -526,6 +547,7 @@ impl Network {
             self.spgwc.poll_timeout(),
             self.upf.poll_timeout(),
             self.s11_client.poll_timeout(),
+            self.edge_deadline(),
         ])
         .flatten()
         .min()
@@ -551,6 +573,7 @@ impl Network {
         if self.s11_client.poll_timeout().is_some_and(|t| t <= now) {
             self.s11_client.handle_timeout(now);
         }
+        self.fire_edges();
         self.collect();
     }
 

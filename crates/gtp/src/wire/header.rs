@@ -110,10 +110,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     fn set_length(&mut self, l: u16) {
         self.buffer.as_mut()[field::LENGTH].copy_from_slice(&l.to_be_bytes());
     }
-    fn set_teid(&mut self, teid: u32) {
+    pub fn set_teid(&mut self, teid: u32) {
         self.buffer.as_mut()[field::TEID].copy_from_slice(&teid.to_be_bytes());
     }
-    fn set_seq(&mut self, seq: u32) {
+    pub fn set_seq(&mut self, seq: u32) {
         let o = self.seq_offset();
         let s = seq.to_be_bytes();
         let b = self.buffer.as_mut();

@@ -1,0 +1,636 @@
+//! The controller's sans-I/O core: the S11 [`Relay`], the [`Replicator`],
+//! the anchors and the relocations (seed 000 IV: replicate, then divert;
+//! move back; edge to edge).
+//!
+//! A relocation goes Replicating -> Diverting -> Active; DELETE takes it
+//! MovingBack -> Reverted. Diverting and moving back are the steering
+//! switch's part: the core asks for them with [`CoreEvent::Divert`] /
+//! [`CoreEvent::Undivert`] and is told the outcome with
+//! [`ControllerCore::handle_diverted`]. Without a steering switch the core
+//! moves state only and says so in the relocation.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Instant;
+
+use bytes::Bytes;
+use mobicore_common::counters::Counters;
+use mobicore_gtp::message::msg_type;
+use mobicore_gtp::TransactionConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::context::{Anchor, LoggedMessage, Mode, ReplicaSession, SessionRecord};
+use crate::relay::{self, Relay, RelayEvent, RelayLimits};
+use crate::replication::{JobId, Replicator, ReplicatorEvent, Step};
+
+/// An inner 5-tuple narrowing a relocation to one flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    /// IP protocol number (6 TCP, 17 UDP).
+    pub protocol: Option<u8>,
+    /// The remote end's address.
+    #[schema(value_type = Option<String>)]
+    pub remote: Option<Ipv4Addr>,
+    /// The remote end's prefix length (32 when absent).
+    pub remote_prefix: Option<u8>,
+    pub ue_port: Option<u16>,
+    pub remote_port: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case", tag = "state", content = "reason")]
+pub enum RelocationState {
+    Replicating,
+    Diverting,
+    Active,
+    MovingBack,
+    Reverted,
+    Failed(String),
+}
+
+/// How long each part took, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Timing {
+    pub replication_ms: f64,
+    pub rule_install_ms: f64,
+    pub total_ms: f64,
+}
+
+/// One moved PDN connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MovedSession {
+    /// The original S/P-GW's S11 TEID.
+    pub sgw_s11_teid: u32,
+    #[schema(value_type = Option<String>)]
+    pub ue_ipv4: Option<Ipv4Addr>,
+    /// The original anchor's S1-U F-TEID.
+    #[schema(value_type = Option<(u32, String)>)]
+    pub origin_s1u: Option<(u32, Ipv4Addr)>,
+    pub replica: Option<ReplicaSession>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Relocation {
+    pub id: u64,
+    pub imsi: String,
+    pub flow: Option<FlowSpec>,
+    /// The anchor's name.
+    pub anchor: String,
+    pub mode: Mode,
+    #[serde(flatten)]
+    pub state: RelocationState,
+    pub sessions: Vec<MovedSession>,
+    pub timing: Timing,
+    /// GTP-C messages and octets sent to replicate.
+    pub replicated_messages: usize,
+    pub replicated_bytes: usize,
+    /// False when no steering switch is configured: state moved, traffic not.
+    pub diverted: bool,
+}
+
+/// Why a request to the core cannot be done (the REST layer maps these to
+/// 4xx answers).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    #[error("no recorded session for UE {0}")]
+    UnknownUe(String),
+    #[error("no anchor named {0}")]
+    UnknownAnchor(String),
+    #[error("no relocation {0}")]
+    UnknownRelocation(u64),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What the shell must do or know.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CoreEvent {
+    /// Persist (or, when `None`, forget) a session record.
+    Session {
+        sgw_s11_teid: u32,
+        record: Option<SessionRecord>,
+    },
+    Logged(LoggedMessage),
+    /// A relocation changed: persist it, and answer whoever waits for it.
+    Relocation(Relocation),
+    /// Install the diversion of these sessions towards the anchor.
+    Divert {
+        relocation: Relocation,
+    },
+    /// Remove the diversion of a relocation.
+    Undivert {
+        relocation: Relocation,
+    },
+}
+
+/// Datagrams out of the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transmit {
+    Relay(relay::Transmit),
+    /// To a replica anchor's S/P-GW-C, from the controller's own socket.
+    Anchor {
+        to: SocketAddr,
+        bytes: Bytes,
+    },
+}
+
+pub struct ControllerCore {
+    relay: Relay,
+    replicator: Replicator,
+    counters: Counters,
+    anchors: BTreeMap<String, Anchor>,
+    relocations: BTreeMap<u64, Relocation>,
+    next_id: u64,
+    steering: bool,
+    /// Relocation being replicated by each running job.
+    jobs: HashMap<JobId, u64>,
+    started: HashMap<u64, (Instant, Option<Instant>)>,
+    /// Anchors that got a naive replication: every later accepted request
+    /// goes there too, from this index of the log on.
+    naive: HashMap<SocketAddr, usize>,
+    /// Naive jobs in progress, per anchor: new log entries join the job.
+    naive_jobs: HashMap<SocketAddr, JobId>,
+    events: VecDeque<CoreEvent>,
+}
+
+impl ControllerCore {
+    /// `steering`: whether a steering switch carries out diversions.
+    pub fn new(mme_peers: Vec<IpAddr>, limits: RelayLimits, t: TransactionConfig, steering: bool, c: Counters) -> Self {
+        ControllerCore {
+            relay: Relay::new(mme_peers, limits, c.clone()),
+            replicator: Replicator::new(t, c.clone()),
+            counters: c,
+            anchors: BTreeMap::new(),
+            relocations: BTreeMap::new(),
+            next_id: 1,
+            steering,
+            jobs: HashMap::new(),
+            started: HashMap::new(),
+            naive: HashMap::new(),
+            naive_jobs: HashMap::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn relay(&self) -> &Relay {
+        &self.relay
+    }
+
+    pub fn replicator(&self) -> &Replicator {
+        &self.replicator
+    }
+
+    /// Puts back what the store kept: sessions, the naive log, anchors and
+    /// relocations (their replicas with them). Relocations that were in
+    /// force are diverted again (the steering switch may have lost them).
+    pub fn restore(
+        &mut self,
+        sessions: Vec<SessionRecord>,
+        log: Vec<LoggedMessage>,
+        anchors: Vec<Anchor>,
+        relocations: Vec<Relocation>,
+    ) {
+        self.relay.restore(sessions, log);
+        for a in anchors {
+            self.anchors.insert(a.name.clone(), a);
+        }
+        for r in relocations {
+            self.next_id = self.next_id.max(r.id + 1);
+            if let Some(a) = self.anchors.get(&r.anchor) {
+                for s in &r.sessions {
+                    if let Some(rep) = s.replica {
+                        self.replicator.restore(a.s11, s.sgw_s11_teid, rep);
+                    }
+                }
+            }
+            if r.state == RelocationState::Active && r.diverted {
+                self.events.push_back(CoreEvent::Divert { relocation: r.clone() });
+            }
+            self.relocations.insert(r.id, r);
+        }
+    }
+
+    pub fn anchors(&self) -> impl Iterator<Item = &Anchor> {
+        self.anchors.values()
+    }
+
+    pub fn add_anchor(&mut self, a: Anchor) -> Result<(), CoreError> {
+        if self.anchors.contains_key(&a.name) {
+            return Err(CoreError::Conflict(format!("anchor {} exists", a.name)));
+        }
+        if self.anchors.values().any(|b| b.s11 == a.s11) {
+            return Err(CoreError::Conflict(format!("an anchor already has S11 address {}", a.s11)));
+        }
+        self.anchors.insert(a.name.clone(), a);
+        Ok(())
+    }
+
+    pub fn relocations(&self) -> impl Iterator<Item = &Relocation> {
+        self.relocations.values()
+    }
+
+    pub fn relocation(&self, id: u64) -> Option<&Relocation> {
+        self.relocations.get(&id)
+    }
+
+    /// Moves a UE (all its PDN connections, or one flow) to `anchor`:
+    /// replicate first; divert once the replica holds the state.
+    pub fn relocate(
+        &mut self,
+        now: Instant,
+        ue: &str,
+        flow: Option<FlowSpec>,
+        anchor: &str,
+        mode: Mode,
+    ) -> Result<u64, CoreError> {
+        let a = self.anchors.get(anchor).cloned().ok_or_else(|| CoreError::UnknownAnchor(anchor.into()))?;
+        let sessions: Vec<SessionRecord> = match ue.parse::<Ipv4Addr>() {
+            Ok(ip) => self.relay.sessions().values().filter(|s| s.ue_ipv4 == Some(ip)).cloned().collect(),
+            Err(_) => self.relay.sessions_of(ue).into_iter().cloned().collect(),
+        };
+        let Some(first) = sessions.first() else { return Err(CoreError::UnknownUe(ue.into())) };
+        let imsi = first.imsi.clone();
+        if let Some(r) = self.in_force(&imsi, flow) {
+            if r.anchor == anchor {
+                return Err(CoreError::Conflict(format!("UE {imsi} is already at {anchor} (relocation {})", r.id)));
+            }
+        }
+        let steps: Vec<Step> = match mode {
+            Mode::Selective => sessions.iter().flat_map(selective_steps).collect(),
+            Mode::Naive => {
+                let log = self
+                    .relay
+                    .log()
+                    .ok_or_else(|| CoreError::Conflict("the naive log overflowed its bound; use selective".into()))?;
+                // A naive replica already follows every request.
+                let from = if self.naive.contains_key(&a.s11) { log.len() } else { 0 };
+                log[from..].iter().filter_map(naive_step).collect()
+            }
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let moved = sessions
+            .iter()
+            .map(|s| MovedSession {
+                sgw_s11_teid: s.sgw_s11_teid,
+                ue_ipv4: s.ue_ipv4,
+                origin_s1u: s.s1u_sgw,
+                replica: None,
+            })
+            .collect();
+        let r = Relocation {
+            id,
+            imsi,
+            flow,
+            anchor: anchor.into(),
+            mode,
+            state: RelocationState::Replicating,
+            sessions: moved,
+            timing: Timing::default(),
+            replicated_messages: 0,
+            replicated_bytes: 0,
+            diverted: false,
+        };
+        self.relocations.insert(id, r.clone());
+        self.events.push_back(CoreEvent::Relocation(r));
+        self.started.insert(id, (now, None));
+        let job = self.replicator.start(now, a.s11, steps);
+        if mode == Mode::Naive {
+            let len = self.relay.log().map_or(0, <[_]>::len);
+            self.naive.insert(a.s11, len);
+            self.naive_jobs.insert(a.s11, job);
+        }
+        self.jobs.insert(job, id);
+        self.counters.incr("relocations_started");
+        self.pump(now);
+        Ok(id)
+    }
+
+    /// Moves a relocated UE back to its original anchor: the diversion
+    /// goes first, then (selective) the replica sessions.
+    pub fn move_back(&mut self, now: Instant, id: u64) -> Result<(), CoreError> {
+        let r = self.relocations.get_mut(&id).ok_or(CoreError::UnknownRelocation(id))?;
+        match r.state {
+            RelocationState::Active => {}
+            RelocationState::Reverted | RelocationState::Failed(_) => return Ok(()),
+            _ => return Err(CoreError::Conflict(format!("relocation {id} is {:?}", r.state))),
+        }
+        r.state = RelocationState::MovingBack;
+        self.started.insert(id, (now, None));
+        let r = r.clone();
+        if r.diverted {
+            self.events.push_back(CoreEvent::Undivert { relocation: r.clone() });
+            self.events.push_back(CoreEvent::Relocation(r));
+        } else {
+            self.finish_move_back(now, id);
+        }
+        Ok(())
+    }
+
+    /// The steering switch's answer to [`CoreEvent::Divert`] or
+    /// [`CoreEvent::Undivert`].
+    pub fn handle_diverted(&mut self, now: Instant, id: u64, result: Result<(), String>) {
+        let Some(r) = self.relocations.get_mut(&id) else { return };
+        match (&r.state, result) {
+            (RelocationState::Diverting, Ok(())) => {
+                r.diverted = true;
+                self.activate(now, id);
+            }
+            (RelocationState::Diverting, Err(why)) => {
+                self.rollback(now, id, format!("the steering switch refused the diversion: {why}"));
+            }
+            (RelocationState::MovingBack, res) => {
+                if let Err(why) = res {
+                    tracing::warn!(id, %why, "removing a diversion failed");
+                    self.counters.incr("undivert_failed");
+                }
+                self.finish_move_back(now, id);
+            }
+            _ => {}
+        }
+    }
+
+    fn finish_move_back(&mut self, now: Instant, id: u64) {
+        let Some(r) = self.relocations.get_mut(&id) else { return };
+        r.state = RelocationState::Reverted;
+        r.diverted = false;
+        let r = r.clone();
+        if let (Mode::Selective, Some(a)) = (r.mode, self.anchors.get(&r.anchor)) {
+            if !self.shared_replica(&r) {
+                for s in &r.sessions {
+                    self.replicator.delete(now, a.s11, s.sgw_s11_teid);
+                }
+            }
+        }
+        self.counters.incr("relocations_reverted");
+        self.events.push_back(CoreEvent::Relocation(r));
+        self.pump(now);
+    }
+
+    /// Another relocation in force still uses this one's replicas (two
+    /// flows of one UE moved to one anchor).
+    fn shared_replica(&self, r: &Relocation) -> bool {
+        self.relocations
+            .values()
+            .any(|o| o.id != r.id && o.imsi == r.imsi && o.anchor == r.anchor && o.state == RelocationState::Active)
+    }
+
+    /// The relocation in force for this UE and flow.
+    fn in_force(&self, imsi: &str, flow: Option<FlowSpec>) -> Option<&Relocation> {
+        self.relocations.values().find(|r| {
+            r.imsi == imsi
+                && r.flow == flow
+                && matches!(
+                    r.state,
+                    RelocationState::Active | RelocationState::Replicating | RelocationState::Diverting
+                )
+        })
+    }
+
+    fn activate(&mut self, now: Instant, id: u64) {
+        let (t0, t1) = self.started.remove(&id).unwrap_or((now, None));
+        let Some(r) = self.relocations.get_mut(&id) else { return };
+        let t1 = t1.unwrap_or(now);
+        r.timing.rule_install_ms = ms(now - t1);
+        r.timing.total_ms = ms(now - t0);
+        r.state = RelocationState::Active;
+        let r = r.clone();
+        self.counters.incr("relocations_active");
+        // Edge to edge: the relocation this one supersedes ends once the
+        // new one is in force (make-before-break).
+        let older: Vec<u64> = (self.relocations.values())
+            .filter(|o| o.id != id && o.imsi == r.imsi && o.flow == r.flow && o.state == RelocationState::Active)
+            .map(|o| o.id)
+            .collect();
+        self.events.push_back(CoreEvent::Relocation(r));
+        for o in older {
+            if let Some(old) = self.relocations.get_mut(&o) {
+                // The new diversion replaced the old one on the switch.
+                old.diverted = false;
+                old.state = RelocationState::MovingBack;
+            }
+            self.finish_move_back(now, o);
+        }
+    }
+
+    fn rollback(&mut self, now: Instant, id: u64, why: String) {
+        let Some(r) = self.relocations.get_mut(&id) else { return };
+        r.state = RelocationState::Failed(why);
+        let r = r.clone();
+        self.started.remove(&id);
+        if let (Mode::Selective, Some(a)) = (r.mode, self.anchors.get(&r.anchor)) {
+            if !self.shared_replica(&r) {
+                for s in &r.sessions {
+                    self.replicator.delete(now, a.s11, s.sgw_s11_teid);
+                }
+            }
+        }
+        self.counters.incr("relocations_failed");
+        self.events.push_back(CoreEvent::Relocation(r));
+    }
+
+    pub fn handle_from_mme(&mut self, now: Instant, mme: SocketAddr, bytes: &[u8]) {
+        self.relay.handle_from_mme(now, mme, bytes);
+        self.pump(now);
+    }
+
+    pub fn handle_from_sgw(&mut self, now: Instant, mme: SocketAddr, bytes: &[u8]) {
+        self.relay.handle_from_sgw(now, mme, bytes);
+        self.pump(now);
+    }
+
+    pub fn handle_from_anchor(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        self.replicator.handle_datagram(now, from, bytes);
+        self.pump(now);
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.relay.handle_timeout(now);
+        self.replicator.handle_timeout(now);
+        self.pump(now);
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.relay.poll_timeout(), self.replicator.poll_timeout()].into_iter().flatten().min()
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        if let Some(t) = self.relay.poll_transmit() {
+            return Some(Transmit::Relay(t));
+        }
+        self.replicator.poll_transmit().map(|(to, bytes)| Transmit::Anchor { to, bytes })
+    }
+
+    pub fn poll_event(&mut self) -> Option<CoreEvent> {
+        self.events.pop_front()
+    }
+
+    /// Carries the relay's and the replicator's events into relocations.
+    fn pump(&mut self, now: Instant) {
+        while let Some(e) = self.relay.poll_event() {
+            match e {
+                RelayEvent::Recorded(s) => {
+                    let sgw_s11_teid = s.sgw_s11_teid;
+                    self.events.push_back(CoreEvent::Session { sgw_s11_teid, record: Some(s) });
+                }
+                RelayEvent::Deleted { sgw_s11_teid } => {
+                    self.events.push_back(CoreEvent::Session { sgw_s11_teid, record: None });
+                    self.session_gone(now, sgw_s11_teid);
+                }
+                RelayEvent::Logged(m) => {
+                    self.follow_naive(now, &m);
+                    self.events.push_back(CoreEvent::Logged(m));
+                }
+                RelayEvent::Accepted { sgw_s11_teid, msg_type: _, bytes } => {
+                    self.follow_selective(now, sgw_s11_teid, bytes);
+                }
+                RelayEvent::PeerRestarted { .. } => {}
+            }
+        }
+        while let Some(e) = self.replicator.poll_event() {
+            match e {
+                ReplicatorEvent::JobDone { job, result } => self.job_done(now, job, result),
+                ReplicatorEvent::MirrorFailed { anchor, orig_teid, why } => {
+                    tracing::warn!(%anchor, orig_teid, %why, "a replica missed a mirrored request");
+                }
+            }
+        }
+    }
+
+    /// A naive replica gets every accepted request (seed 000 IV.A: "from
+    /// this moment on, all GTP-C messages ... are sent to the new S/P-GWs
+    /// as well").
+    fn follow_naive(&mut self, now: Instant, m: &LoggedMessage) {
+        let Some(step) = naive_step(m) else { return };
+        let anchors: Vec<SocketAddr> = self.naive.keys().copied().collect();
+        for a in anchors {
+            let in_job = self.naive_jobs.get(&a).is_some_and(|&job| self.replicator.extend(job, step.clone()));
+            if !in_job {
+                self.replicator.mirror(now, a, step.clone());
+            }
+        }
+    }
+
+    /// A selective replica gets every later accepted request of its
+    /// session; during its replication the request joins the job.
+    fn follow_selective(&mut self, now: Instant, teid: u32, bytes: Bytes) {
+        let step = Step { orig_teid: teid, bytes };
+        let mut targets: HashSet<SocketAddr> = HashSet::new();
+        for r in self.relocations.values() {
+            if r.mode != Mode::Selective || !r.sessions.iter().any(|s| s.sgw_s11_teid == teid) {
+                continue;
+            }
+            let Some(a) = self.anchors.get(&r.anchor) else { continue };
+            match r.state {
+                RelocationState::Replicating => {
+                    if let Some((&job, _)) = self.jobs.iter().find(|(_, &rid)| rid == r.id) {
+                        self.replicator.extend(job, step.clone());
+                    }
+                }
+                RelocationState::Diverting | RelocationState::Active => {
+                    targets.insert(a.s11);
+                }
+                _ => {}
+            }
+        }
+        for a in targets {
+            if !self.naive.contains_key(&a) {
+                self.replicator.mirror(now, a, step.clone());
+            }
+        }
+    }
+
+    /// The MME deleted a moved session: its relocation ends (the replica
+    /// got the Delete Session by mirroring).
+    fn session_gone(&mut self, now: Instant, teid: u32) {
+        let ids: Vec<u64> = (self.relocations.values())
+            .filter(|r| r.state == RelocationState::Active && r.sessions.iter().any(|s| s.sgw_s11_teid == teid))
+            .map(|r| r.id)
+            .collect();
+        for id in ids {
+            let Some(r) = self.relocations.get_mut(&id) else { continue };
+            r.sessions.retain(|s| s.sgw_s11_teid != teid);
+            if r.sessions.is_empty() {
+                r.state = RelocationState::Reverted;
+                let r = r.clone();
+                if r.diverted {
+                    self.events.push_back(CoreEvent::Undivert { relocation: r.clone() });
+                }
+                self.counters.incr("relocations_ended_by_detach");
+                self.events.push_back(CoreEvent::Relocation(r));
+                let _ = now;
+            }
+        }
+    }
+
+    fn job_done(&mut self, now: Instant, job: JobId, result: Result<crate::replication::JobReport, String>) {
+        let Some(id) = self.jobs.remove(&job) else { return };
+        self.naive_jobs.retain(|_, j| *j != job);
+        let report = match result {
+            Ok(r) => r,
+            Err(why) => {
+                if let Some(r) = self.relocations.get(&id) {
+                    if r.mode == Mode::Naive {
+                        if let Some(a) = self.anchors.get(&r.anchor) {
+                            self.naive.remove(&a.s11);
+                        }
+                    }
+                }
+                return self.rollback(now, id, why);
+            }
+        };
+        let Some(r) = self.relocations.get_mut(&id) else { return };
+        let Some(a) = self.anchors.get(&r.anchor) else { return };
+        for s in &mut r.sessions {
+            s.replica = self.replicator.replica(a.s11, s.sgw_s11_teid).copied();
+        }
+        if let Some(s) = r.sessions.iter().find(|s| s.replica.is_none()) {
+            let why = format!("the replica holds no session for S11 TEID {:#x}", s.sgw_s11_teid);
+            return self.rollback(now, id, why);
+        }
+        r.replicated_messages = report.messages;
+        r.replicated_bytes = report.sent_bytes;
+        let t0 = self.started.get(&id).map_or(now, |s| s.0);
+        r.timing.replication_ms = ms(now - t0);
+        self.started.insert(id, (t0, Some(now)));
+        if self.steering {
+            r.state = RelocationState::Diverting;
+            let r = r.clone();
+            self.events.push_back(CoreEvent::Divert { relocation: r.clone() });
+            self.events.push_back(CoreEvent::Relocation(r));
+        } else {
+            self.activate(now, id);
+        }
+    }
+}
+
+/// The selective replay of one session: Create Session, the latest Modify
+/// Bearer, and Release Access Bearers if the UE is idle.
+fn selective_steps(s: &SessionRecord) -> Vec<Step> {
+    let teid = s.sgw_s11_teid;
+    let mut v = vec![Step { orig_teid: teid, bytes: Bytes::from(s.csr.clone()) }];
+    v.extend(s.mbr.iter().chain(s.rab.iter()).map(|b| Step { orig_teid: teid, bytes: Bytes::from(b.clone()) }));
+    v
+}
+
+/// A log entry as a replay step: a Create Session is known by the TEID the
+/// original gave it, any other request by its header TEID.
+fn naive_step(m: &LoggedMessage) -> Option<Step> {
+    let h = relay::header(&m.bytes)?;
+    let orig_teid = match h.msg_type {
+        msg_type::CREATE_SESSION_REQUEST => m.created_teid?,
+        _ => h.teid?,
+    };
+    Some(Step { orig_teid, bytes: Bytes::from(m.bytes.clone()) })
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

@@ -1,0 +1,33 @@
+//! mobicore-controller: moves a UE, or one of its flows, to an anchor at
+//! the edge while its sessions keep running (seed 000), without any change
+//! to the MME or the S/P-GW.
+//!
+//! # Layout
+//! - [`context`]: what the controller knows (recorded sessions, the naive
+//!   log, anchors, replicas), all serializable for the store.
+//! - [`relay`]: the S11 relay, sans-I/O: forwards GTP-C between the MME
+//!   and the original S/P-GW-C unchanged and records it.
+//! - [`replication`]: replay of recorded GTP-C into a replica S/P-GW-C
+//!   (naive and selective), and mirroring of later requests.
+//! - [`core`]: [`ControllerCore`], relocations (replicate, divert, move
+//!   back, edge to edge).
+//!
+//! Counter names: `relay_from_mme`, `relay_from_sgw`,
+//! `relay_from_unknown_peer`, `relay_malformed`, `relay_retransmission`,
+//! `relay_pending_full`, `relay_records_full`, `relay_log_full`,
+//! `relay_unanswered`, `relay_answer_type_mismatch`,
+//! `relay_answer_unreadable`, `relay_sessions_recorded`,
+//! `relay_sessions_forgotten`, `relay_peer_restarted`; `replica_mirrored`,
+//! `replica_mirror_failed`, `replica_malformed`, `replica_unsolicited`,
+//! `replication_done`, `replication_failed`, `replication_skipped`;
+//! `relocations_started`, `relocations_active`, `relocations_failed`,
+//! `relocations_reverted`, `relocations_ended_by_detach`,
+//! `undivert_failed`.
+
+pub mod context;
+pub mod core;
+pub mod relay;
+pub mod replication;
+
+pub use crate::core::{ControllerCore, CoreError, CoreEvent, FlowSpec, Relocation, RelocationState, Timing};
+pub use context::{Anchor, Mode, ReplicaSession, SessionRecord};

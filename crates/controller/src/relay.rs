@@ -1,0 +1,448 @@
+//! The S11 relay (seed 000 IV.A): the MME's S11 peer is the controller,
+//! which forwards every GTP-C datagram to the original S/P-GW-C and back
+//! unchanged (same bytes, same sequence numbers) and records what the
+//! S/P-GW accepted: the whole log for naive replication, and per PDN
+//! connection its Create Session Request and latest Modify Bearer Request
+//! for selective replication, dropped when the session is deleted.
+//!
+//! Sans-I/O: [`Relay::handle_from_mme`] and [`Relay::handle_from_sgw`] take
+//! datagrams; what to send comes out of [`Relay::poll_transmit`], what
+//! changed in the records out of [`Relay::poll_event`]. The S/P-GW's side
+//! is one socket per MME (`Peer::Sgw { mme }`), so the S/P-GW sees each MME
+//! as a distinct peer and its requests (Downlink Data Notification) go back
+//! to the MME they belong to.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mobicore_common::counters::Counters;
+use mobicore_gtp::message::{msg_type, Message};
+use mobicore_gtp::wire::{HeaderRepr, Packet};
+use mobicore_gtp::GtpMessage;
+
+use crate::context::{LoggedMessage, SessionRecord};
+
+/// Bounds on what the MMEs can make the relay hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayLimits {
+    /// Requests awaiting the S/P-GW's answer; beyond, they are forwarded
+    /// but not recorded (`relay_pending_full`).
+    pub max_pending: usize,
+    /// Recorded sessions; beyond, new ones are not recorded
+    /// (`relay_records_full`) and cannot move selectively.
+    pub max_sessions: usize,
+    /// Octets in the naive log; beyond, the log stops and naive
+    /// replication is refused (`relay_log_full`).
+    pub max_log_bytes: usize,
+    /// How long a request may wait for its answer before it is forgotten
+    /// (the MME's T3 x (N3 + 1) is 12 s by default).
+    pub pending_timeout: Duration,
+}
+
+impl Default for RelayLimits {
+    fn default() -> Self {
+        RelayLimits {
+            max_pending: 65_536,
+            max_sessions: 1_000_000,
+            max_log_bytes: 256 << 20,
+            pending_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Where a relayed datagram goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// The MME at this address (from the relay's MME-facing socket).
+    Mme(SocketAddr),
+    /// The original S/P-GW-C, from the socket that stands for `mme`.
+    Sgw { mme: SocketAddr },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    pub to: Peer,
+    pub bytes: Bytes,
+}
+
+/// A change to the records, for the store and for relocations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayEvent {
+    /// A session was recorded or its record changed.
+    Recorded(SessionRecord),
+    /// The original S/P-GW deleted the session (or replaced it).
+    Deleted { sgw_s11_teid: u32 },
+    /// A request the original S/P-GW accepted for a session (Modify Bearer,
+    /// Release Access Bearers, Delete Session): a replica of it must follow.
+    Accepted { sgw_s11_teid: u32, msg_type: u8, bytes: Bytes },
+    /// The naive log grew.
+    Logged(LoggedMessage),
+    /// An MME (`Some`) or the S/P-GW (`None`) restarted (its Recovery
+    /// changed, TS 29.274 7.1.1): the sessions it held are gone.
+    PeerRestarted { mme: Option<IpAddr> },
+}
+
+struct Pending {
+    msg_type: u8,
+    teid: u32,
+    bytes: Bytes,
+    deadline: Instant,
+}
+
+pub struct Relay {
+    limits: RelayLimits,
+    counters: Counters,
+    mme_peers: Vec<IpAddr>,
+    pending: HashMap<(SocketAddr, u32), Pending>,
+    /// Deadlines of `pending`, in arrival order (stale entries skipped).
+    expiry: VecDeque<(Instant, SocketAddr, u32)>,
+    sessions: HashMap<u32, SessionRecord>,
+    session_bytes: usize,
+    log: Vec<LoggedMessage>,
+    log_bytes: usize,
+    log_full: bool,
+    recovery: HashMap<IpAddr, u8>,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<RelayEvent>,
+}
+
+impl Relay {
+    /// `mme_peers`: the MMEs that may use the relay (trust boundary; other
+    /// sources are dropped and counted as `relay_from_unknown_peer`).
+    pub fn new(mme_peers: Vec<IpAddr>, limits: RelayLimits, counters: Counters) -> Self {
+        Relay {
+            limits,
+            counters,
+            mme_peers,
+            pending: HashMap::new(),
+            expiry: VecDeque::new(),
+            sessions: HashMap::new(),
+            session_bytes: 0,
+            log: Vec::new(),
+            log_bytes: 0,
+            log_full: false,
+            recovery: HashMap::new(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Puts back what the store kept (a restarted controller).
+    pub fn restore(&mut self, sessions: impl IntoIterator<Item = SessionRecord>, log: Vec<LoggedMessage>) {
+        for s in sessions {
+            self.session_bytes += s.stored_bytes();
+            if let Some(old) = self.sessions.insert(s.sgw_s11_teid, s) {
+                self.session_bytes -= old.stored_bytes();
+            }
+        }
+        self.log_bytes = log.iter().map(|m| m.bytes.len()).sum();
+        self.log = log;
+    }
+
+    pub fn sessions(&self) -> &HashMap<u32, SessionRecord> {
+        &self.sessions
+    }
+
+    pub fn session(&self, sgw_s11_teid: u32) -> Option<&SessionRecord> {
+        self.sessions.get(&sgw_s11_teid)
+    }
+
+    /// The recorded sessions of one UE.
+    pub fn sessions_of(&self, imsi: &str) -> Vec<&SessionRecord> {
+        let mut v: Vec<_> = self.sessions.values().filter(|s| s.imsi == imsi).collect();
+        v.sort_by_key(|s| s.ebi);
+        v
+    }
+
+    /// The naive log, or `None` once it overflowed (naive replication would
+    /// be incomplete).
+    pub fn log(&self) -> Option<&[LoggedMessage]> {
+        (!self.log_full).then_some(&self.log[..])
+    }
+
+    /// Octets of recorded GTP-C: (naive log, selective records).
+    pub fn stored_bytes(&self) -> (usize, usize) {
+        (self.log_bytes, self.session_bytes)
+    }
+
+    /// A datagram from an MME on the relay's S11 socket.
+    pub fn handle_from_mme(&mut self, now: Instant, mme: SocketAddr, bytes: &[u8]) {
+        if !self.mme_peers.is_empty() && !self.mme_peers.contains(&mme.ip()) {
+            self.counters.incr("relay_from_unknown_peer");
+            return;
+        }
+        self.counters.incr("relay_from_mme");
+        self.expire(now);
+        let bytes = Bytes::copy_from_slice(bytes);
+        if let Some(h) = header(&bytes) {
+            if h.msg_type == msg_type::ECHO_REQUEST || h.msg_type == msg_type::ECHO_RESPONSE {
+                self.note_recovery(Some(mme.ip()), &bytes);
+            }
+            if msg_type::is_request(h.msg_type) && h.msg_type != msg_type::ECHO_REQUEST {
+                self.track(now, mme, h, &bytes);
+            }
+        } else {
+            // Forwarded all the same: the S/P-GW gives the answer 3GPP gives.
+            self.counters.incr("relay_malformed");
+        }
+        self.transmits.push_back(Transmit { to: Peer::Sgw { mme }, bytes });
+    }
+
+    /// A datagram from the original S/P-GW on the socket standing for `mme`.
+    pub fn handle_from_sgw(&mut self, now: Instant, mme: SocketAddr, bytes: &[u8]) {
+        self.counters.incr("relay_from_sgw");
+        self.expire(now);
+        let bytes = Bytes::copy_from_slice(bytes);
+        if let Some(h) = header(&bytes) {
+            if let Some(p) = self.pending.remove(&(mme, h.seq)) {
+                if msg_type::response_to(p.msg_type) == Some(h.msg_type) {
+                    self.on_answer(mme, p, &bytes);
+                } else {
+                    self.counters.incr("relay_answer_type_mismatch");
+                }
+            } else if h.msg_type == msg_type::ECHO_REQUEST || h.msg_type == msg_type::ECHO_RESPONSE {
+                self.note_recovery(None, &bytes);
+            }
+        } else {
+            self.counters.incr("relay_malformed");
+        }
+        self.transmits.push_back(Transmit { to: Peer::Mme(mme), bytes });
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<RelayEvent> {
+        self.events.pop_front()
+    }
+
+    /// When pending requests next need forgetting.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.expiry.front().map(|e| e.0)
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.expire(now);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while let Some(&(t, mme, seq)) = self.expiry.front() {
+            if t > now {
+                break;
+            }
+            self.expiry.pop_front();
+            if self.pending.get(&(mme, seq)).is_some_and(|p| p.deadline <= now) {
+                self.pending.remove(&(mme, seq));
+                self.counters.incr("relay_unanswered");
+            }
+        }
+    }
+
+    fn track(&mut self, now: Instant, mme: SocketAddr, h: HeaderRepr, bytes: &Bytes) {
+        let key = (mme, h.seq);
+        if self.pending.contains_key(&key) {
+            self.counters.incr("relay_retransmission");
+            return;
+        }
+        if self.pending.len() >= self.limits.max_pending {
+            self.counters.incr("relay_pending_full");
+            return;
+        }
+        let deadline = now + self.limits.pending_timeout;
+        let p = Pending { msg_type: h.msg_type, teid: h.teid.unwrap_or(0), bytes: bytes.clone(), deadline };
+        self.pending.insert(key, p);
+        self.expiry.push_back((deadline, mme, h.seq));
+    }
+
+    /// The S/P-GW answered `p`: record what it accepted.
+    fn on_answer(&mut self, mme: SocketAddr, p: Pending, answer: &[u8]) {
+        let Ok(answer) = GtpMessage::parse(answer) else {
+            self.counters.incr("relay_answer_unreadable");
+            return;
+        };
+        let Some(cause) = cause_of(&answer.body) else { return };
+        // TS 29.274 8.4: 16-63 are acceptances.
+        let accepted = (16..64).contains(&cause);
+        if !accepted {
+            if p.msg_type == msg_type::DELETE_SESSION_REQUEST && cause == CONTEXT_NOT_FOUND {
+                self.forget(p.teid);
+            }
+            return;
+        }
+        let created = match &answer.body {
+            Message::CreateSessionResponse(r) => r.sender_fteid.as_ref().map(|f| f.teid),
+            _ => None,
+        };
+        self.log_message(mme, &p.bytes, created);
+        match (p.msg_type, &answer.body) {
+            (msg_type::CREATE_SESSION_REQUEST, Message::CreateSessionResponse(r)) => {
+                if let Some(record) = session_record(mme, &p.bytes, r) {
+                    self.record(record);
+                }
+            }
+            (msg_type::MODIFY_BEARER_REQUEST, _) => {
+                if let Some(s) = self.sessions.get_mut(&p.teid) {
+                    let before = s.stored_bytes();
+                    s.mbr = Some(p.bytes.to_vec());
+                    s.rab = None;
+                    self.session_bytes = self.session_bytes + s.stored_bytes() - before;
+                    self.events.push_back(RelayEvent::Recorded(s.clone()));
+                }
+            }
+            (msg_type::RELEASE_ACCESS_BEARERS_REQUEST, _) => {
+                if let Some(s) = self.sessions.get_mut(&p.teid) {
+                    let before = s.stored_bytes();
+                    s.rab = Some(p.bytes.to_vec());
+                    self.session_bytes = self.session_bytes + s.stored_bytes() - before;
+                    self.events.push_back(RelayEvent::Recorded(s.clone()));
+                }
+            }
+            _ => {}
+        }
+        if matches!(
+            p.msg_type,
+            msg_type::MODIFY_BEARER_REQUEST
+                | msg_type::RELEASE_ACCESS_BEARERS_REQUEST
+                | msg_type::DELETE_SESSION_REQUEST
+        ) {
+            let (sgw_s11_teid, msg_type, bytes) = (p.teid, p.msg_type, p.bytes);
+            self.events.push_back(RelayEvent::Accepted { sgw_s11_teid, msg_type, bytes });
+        }
+        // After the replicas were told (Accepted above).
+        if p.msg_type == msg_type::DELETE_SESSION_REQUEST {
+            self.forget(p.teid);
+        }
+    }
+
+    fn log_message(&mut self, mme: SocketAddr, bytes: &Bytes, created_teid: Option<u32>) {
+        if self.log_full {
+            return;
+        }
+        if self.log_bytes + bytes.len() > self.limits.max_log_bytes {
+            self.log_full = true;
+            self.counters.incr("relay_log_full");
+            return;
+        }
+        self.log_bytes += bytes.len();
+        let m = LoggedMessage { mme, created_teid, bytes: bytes.to_vec() };
+        self.log.push(m.clone());
+        self.events.push_back(RelayEvent::Logged(m));
+    }
+
+    fn record(&mut self, record: SessionRecord) {
+        // A Create Session for a UE's EBI replaces the session it had there
+        // (TS 23.401 5.3.2.1: the S-GW deletes the old one).
+        let replaced: Vec<u32> = (self.sessions.values())
+            .filter(|s| s.imsi == record.imsi && s.ebi == record.ebi && s.mme.ip() == record.mme.ip())
+            .map(|s| s.sgw_s11_teid)
+            .collect();
+        for teid in replaced {
+            self.forget(teid);
+        }
+        if self.sessions.len() >= self.limits.max_sessions {
+            self.counters.incr("relay_records_full");
+            return;
+        }
+        self.session_bytes += record.stored_bytes();
+        self.counters.incr("relay_sessions_recorded");
+        if let Some(old) = self.sessions.insert(record.sgw_s11_teid, record.clone()) {
+            self.session_bytes -= old.stored_bytes();
+        }
+        self.events.push_back(RelayEvent::Recorded(record));
+    }
+
+    fn forget(&mut self, teid: u32) {
+        if let Some(s) = self.sessions.remove(&teid) {
+            self.session_bytes -= s.stored_bytes();
+            self.counters.incr("relay_sessions_forgotten");
+            self.events.push_back(RelayEvent::Deleted { sgw_s11_teid: teid });
+        }
+    }
+
+    /// A changed Recovery restart counter means the peer restarted and lost
+    /// its sessions (TS 23.007 16.1.1): forget what they recorded. `mme`
+    /// is the MME that sent it, `None` for the S/P-GW.
+    fn note_recovery(&mut self, mme: Option<IpAddr>, bytes: &[u8]) {
+        let Ok(m) = GtpMessage::parse(bytes) else { return };
+        let (Message::EchoRequest(e) | Message::EchoResponse(e)) = m.body else { return };
+        let key = mme.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        match self.recovery.insert(key, e.recovery) {
+            Some(old) if old != e.recovery => {
+                self.counters.incr("relay_peer_restarted");
+                let gone: Vec<u32> = (self.sessions.values())
+                    .filter(|s| mme.is_none_or(|ip| s.mme.ip() == ip))
+                    .map(|s| s.sgw_s11_teid)
+                    .collect();
+                for teid in gone {
+                    self.forget(teid);
+                }
+                self.events.push_back(RelayEvent::PeerRestarted { mme });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// TS 29.274 8.4 cause 64.
+const CONTEXT_NOT_FOUND: u8 = 64;
+
+/// The header of a GTPv2-C datagram, if it is one.
+pub fn header(bytes: &[u8]) -> Option<HeaderRepr> {
+    let p = Packet::new_checked(bytes).ok()?;
+    HeaderRepr::parse(&p).ok()
+}
+
+/// A copy of a recorded request with its header TEID and sequence number
+/// replaced: what a replica gets (seed 000 V.B 1).
+pub fn rewrite(bytes: &[u8], teid: Option<u32>, seq: u32) -> Option<Vec<u8>> {
+    let mut b = bytes.to_vec();
+    let mut p = Packet::new_checked(&mut b[..]).ok()?;
+    if let Some(t) = teid {
+        if !p.has_teid() {
+            return None;
+        }
+        p.set_teid(t);
+    }
+    p.set_seq(seq);
+    Some(b)
+}
+
+/// The Cause of a response body (TS 29.274 8.4).
+pub fn cause_of(m: &Message) -> Option<u8> {
+    Some(match m {
+        Message::CreateSessionResponse(r) => r.cause.value,
+        Message::ModifyBearerResponse(r) => r.cause.value,
+        Message::DeleteSessionResponse(r)
+        | Message::ReleaseAccessBearersResponse(r)
+        | Message::DeleteIndirectDataForwardingTunnelResponse(r) => r.cause.value,
+        Message::CreateIndirectDataForwardingTunnelResponse(r) => r.cause.value,
+        _ => return None,
+    })
+}
+
+/// The record of an accepted Create Session: identity from the request,
+/// TEIDs and address from the response.
+fn session_record(
+    mme: SocketAddr,
+    csr: &[u8],
+    r: &mobicore_gtp::message::CreateSessionResponse,
+) -> Option<SessionRecord> {
+    let req = GtpMessage::parse(csr).ok()?;
+    let Message::CreateSessionRequest(q) = req.body else { return None };
+    let sgw = r.sender_fteid.as_ref()?;
+    let s1u = r.bearer_contexts.first().and_then(|b| b.s1u_sgw_fteid.as_ref());
+    Some(SessionRecord {
+        imsi: q.imsi.map(|i| i.as_str().to_string()).unwrap_or_default(),
+        ebi: q.bearer_contexts.first().map_or(0, |b| b.ebi.0),
+        mme,
+        sgw_s11_teid: sgw.teid,
+        ue_ipv4: r.paa.as_ref().and_then(|p| p.ipv4),
+        s1u_sgw: s1u.and_then(|f| Some((f.teid, f.ipv4?))),
+        csr: csr.to_vec(),
+        mbr: None,
+        rab: None,
+    })
+}
