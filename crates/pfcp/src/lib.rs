@@ -3,8 +3,17 @@
 //! with [`decode`] or viewed in place with [`decode_view`]), and building a
 //! message from IEs ([`encode`]); grouped IEs viewed in place
 //! ([`group_view`], [`grouped_id`]); a request without the IEs rs-pfcp does
-//! not know, at any level ([`without_unknown_ies`], TS 29.244 7.6). The
-//! UPF's PFCP node and the S/P-GW-C's Sxa/Sxb side both use it.
+//! not know, at any level ([`without_unknown_ies`], TS 29.244 7.6); the IEs
+//! of a group with their raw types, enterprise-specific ones included
+//! ([`raw_ies`]). The UPF's PFCP node and the S/P-GW-C's Sxa/Sxb side both
+//! use it.
+//!
+//! - [`flow`]: the Flow Description (SDF filter) parser, TS 29.244 8.2.5.
+//! - [`steering`]: a steering switch's diversion as a PFCP session (the
+//!   controller encodes it, the UPF decodes it).
+
+pub mod flow;
+pub mod steering;
 
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::cause::{Cause, CauseValue};
@@ -232,6 +241,36 @@ pub fn grouped_id(payload: &[u8], child: IeType, width: usize) -> Option<&[u8]> 
     }
     let ies = group_view(payload).ok()?;
     first(&ies, child).and_then(|i| i.payload.get(..width))
+}
+
+/// An IE read in place with its raw type (TS 29.244 8.1.1): unlike
+/// [`IeRef`], an enterprise-specific IE (type 32768 and up) keeps its type
+/// and Enterprise ID (`payload` is what follows the Enterprise ID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawIe<'a> {
+    pub ie_type: u16,
+    pub enterprise: Option<u16>,
+    pub payload: &'a [u8],
+}
+
+/// The IEs of `b` (a grouped IE's value, or a message body) with their
+/// raw types; `None` when one does not fit in `b`.
+pub fn raw_ies(b: &[u8]) -> Option<Vec<RawIe<'_>>> {
+    let mut v = Vec::new();
+    let mut off = 0;
+    while off < b.len() {
+        let h = b.get(off..off + 4)?;
+        let ie_type = u16::from_be_bytes([h[0], h[1]]);
+        let len = u16::from_be_bytes([h[2], h[3]]) as usize;
+        let body = b.get(off + 4..off + 4 + len)?;
+        let (enterprise, payload) = match ie_type & 0x8000 {
+            0 => (None, body),
+            _ => (Some(u16::from_be_bytes([*body.first()?, *body.get(1)?])), &body[2..]),
+        };
+        v.push(RawIe { ie_type, enterprise, payload });
+        off += 4 + len;
+    }
+    Some(v)
 }
 
 /// Builds a PFCP message (version 1) from its IEs.
