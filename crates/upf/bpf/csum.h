@@ -1,4 +1,5 @@
-/* IPv4 header checksums: full (RFC 791) and incremental (RFC 1624 eqn. 3). */
+/* IPv4 header checksums: full (RFC 791) and incremental (RFC 1624 eqn. 3),
+ * also for TCP/UDP checksums over a changed address. */
 #ifndef UPF_CSUM_H
 #define UPF_CSUM_H
 
@@ -30,6 +31,23 @@ static __always_inline void csum_replace2(__u16 *check, __u16 old, __u16 new)
 	s += (__u16)~old;
 	s += new;
 	*check = csum_fold32(s);
+}
+
+/* csum_replace2 for a 32-bit field (an IPv4 address), word by word: also
+ * the TCP/UDP checksum over the pseudo-header (RFC 1624). */
+static __always_inline void csum_replace4(__u16 *check, __u32 old, __u32 new)
+{
+	csum_replace2(check, (__u16)(old >> 16), (__u16)(new >> 16));
+	csum_replace2(check, (__u16)old, (__u16)new);
+}
+
+/* Increment the TTL (undoing ipv4_dec_ttl) with the checksum. */
+static __always_inline void ipv4_inc_ttl(struct iphdr *ip)
+{
+	__u16 *w = (__u16 *)&ip->ttl;
+	__u16 old = *w;
+	ip->ttl++;
+	csum_replace2(&ip->check, old, *w);
 }
 
 /* Decrement the TTL and update the checksum incrementally. */

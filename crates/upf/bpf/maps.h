@@ -258,7 +258,48 @@ enum upf_counter {
 	CNT_PASS_GTP_LONG_CHAIN,
 	CNT_PASS_DUPL, /* FAR with DUPL: the slow path duplicates (TS 29.244 5.2.1) */
 	CNT_PASS_MANY_URRS, /* PDR with more than URR_LIST_MAX URRs: the slow path counts them */
+	CNT_STEER_UL,       /* steering: an uplink G-PDU re-encapsulated to its new anchor (steer.h) */
+	CNT_STEER_DL,       /* steering: a new anchor's downlink G-PDU rewritten back */
+	CNT_STEER_PASS,     /* steering: passed through, forwarded in XDP */
 	CNT_MAX
+};
+
+/* Steering role (steer.h, issue 11): diversions of transit G-PDUs by
+ * their inner header. steer_ul is keyed by the inner source (the UE's
+ * address, network order); its value holds the UE's diversions, flows
+ * (STEER_F_SDF) before the whole UE, the first match wins. steer_dl is
+ * keyed by (outer source = the new anchor, inner destination). Both are
+ * hashes without preallocation: an update replaces the element and frees
+ * the old one after an RCU grace period, so a program never reads a torn
+ * value. */
+#define STEER_SET_MAX 8
+#define STEER_MAX_DIVERSIONS 65536
+#define STEER_F_SDF (1 << 0)   /* sdf is valid: one flow of the UE */
+#define STEER_F_TEID (1 << 1)  /* set the TEID (selective replication); else keep it */
+#define STEER_F_XLATE (1 << 2) /* inner source becomes anchor_ue */
+
+struct steer_rule {
+	__u32 anchor;    /* the new anchor's S1-U address (network order) */
+	__u32 teid;      /* STEER_F_TEID: the anchor's TEID (host order) */
+	__u32 anchor_ue; /* STEER_F_XLATE: the UE's address at the anchor (network order) */
+	__u8 flags;
+	__u8 pad[3];
+	struct sdf_filter sdf; /* oriented as the uplink travels: source = UE */
+};
+
+struct steer_ul_set {
+	__u32 count;
+	struct steer_rule rules[STEER_SET_MAX];
+};
+
+struct steer_dl_key {
+	__u32 anchor; /* outer source */
+	__u32 dst;    /* inner destination: the UE's address at the anchor */
+};
+
+struct steer_dl {
+	__u32 ue;     /* inner destination becomes the UE's address */
+	__u32 origin; /* outer source becomes the original anchor's */
 };
 
 /* BUFF/NOCP slow path over AF_XDP (bpf/far.h `xsks`, crates/upf/src/afxdp):
@@ -288,6 +329,9 @@ _Static_assert(sizeof(struct upf_config) == 16, "upf_config");
 _Static_assert(sizeof(struct nh_memo) == 28, "nh_memo");
 _Static_assert(sizeof(struct min_config) == 28, "min_config");
 _Static_assert(sizeof(struct urr_list) == 16, "urr_list");
+_Static_assert(sizeof(struct steer_rule) == 44, "steer_rule");
+_Static_assert(sizeof(struct steer_ul_set) == 4 + 44 * STEER_SET_MAX, "steer_ul_set");
+_Static_assert(sizeof(struct steer_dl_key) == 8 && sizeof(struct steer_dl) == 8, "steer_dl");
 _Static_assert(UPF_IDX_NONE & URR_IDX_LIST, "UPF_IDX_NONE is tested first");
 _Static_assert(UPF_MAX_URRS <= URR_IDX_LIST && UPF_MAX_URR_LISTS <= URR_IDX_LIST, "slots below the list bit");
 

@@ -277,4 +277,8 @@ int upf_xdp(struct xdp_md *ctx)
 	return downlink(ctx, ip, c.data_end, cfg, &rx);
 }
 
+/* The steering role's program (steer_xdp), sharing these maps: the
+ * loader loads one of the two, by role. */
+#include "steer.h"
+
 char _license[] SEC("license") = "GPL";

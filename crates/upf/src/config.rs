@@ -111,6 +111,34 @@ pub struct UpfConfig {
     /// Default 60 s: a short loss of the CP path does not cut the UEs'
     /// traffic, a CP function that is gone does not leave sessions behind.
     pub peer_dead_grace_ms: u64,
+    /// The node's role (issue 11): "anchor" (the S/P-GW-U: sessions are
+    /// bearers) or "steering" (a switch beside the eNB on S1-U: every
+    /// packet, GTP-U included, is forwarded as a router would; a PFCP
+    /// session diverts one UE's or one flow's G-PDUs to another anchor,
+    /// `mobicore_pfcp::steering`). Steering needs `datapath = "xdp"`: the
+    /// XDP program `steer_xdp` replaces `upf_xdp` on `access_interface`
+    /// and `core_interface` (and `steer_interfaces`), and the node's
+    /// namespace needs `net.ipv4.ip_forward = 1` for what XDP hands to the
+    /// kernel. Any other data path refuses steering sessions with "Service
+    /// not supported" (`pfcp_steering_unsupported_datapath`), the anchor
+    /// role likewise (`pfcp_steering_refused_anchor_role`).
+    pub role: UpfRole,
+    /// Further interfaces the steering program is attached to (e.g. the
+    /// link to an edge site), beside `access_interface` and `core_interface`.
+    pub steer_interfaces: Vec<String>,
+    /// Diversions held at once in the steering role; one more is refused
+    /// with "No resources available" (`pfcp_steering_over_max_diversions`).
+    /// Also the size of the XDP steering maps. Default 65,536.
+    pub max_diversions: usize,
+}
+
+/// The `role` option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpfRole {
+    #[default]
+    Anchor,
+    Steering,
 }
 
 /// A CP function allowed to associate: its Node ID and where it sends from.
@@ -238,6 +266,9 @@ impl Default for UpfConfig {
             default_pdr_precedence: u32::MAX,
             heartbeat_interval_ms: 10_000,
             peer_dead_grace_ms: 60_000,
+            role: UpfRole::Anchor,
+            steer_interfaces: Vec::new(),
+            max_diversions: 65_536,
         }
     }
 }
@@ -271,6 +302,9 @@ impl UpfConfig {
         }
         if self.max_associations == 0 || self.max_sessions_per_association == 0 {
             bad.push("max_associations and max_sessions_per_association must be > 0".into());
+        }
+        if !(1..=1 << 24).contains(&self.max_diversions) {
+            bad.push(format!("max_diversions = {} (1..=16777216)", self.max_diversions));
         }
         if self.heartbeat_interval_ms == 0 {
             bad.push("heartbeat_interval_ms = 0 (> 0)".into());

@@ -15,6 +15,9 @@
 //!   with dead-peer detection, and the peer's), dispatch, duplicate
 //!   detection.
 //! - `session`: session establishment / modification / deletion handlers.
+//! - `steering`: steering sessions (`[upf] role = "steering"`, issue 11):
+//!   one diversion per PFCP session ([`mobicore_pfcp::steering`]), checked
+//!   and installed in the XDP program `steer_xdp` (`bpf/steer.h`).
 //! - [`shell`]: the tokio task ([`run`], or [`Upf::bind`] then
 //!   [`Upf::run`] to learn the bound address first).
 //!
@@ -44,6 +47,15 @@
 //! `pfcp_session_request_from_unassociated_peer`,
 //! `pfcp_session_request_for_other_association`; in the data path
 //! `upf_frag_offset_out_of_range`.
+//!
+//! Steering role: `pfcp_steering_diversions_established`,
+//! `pfcp_steering_diversions_modified`, refusals
+//! `pfcp_steering_bad_diversion`, `pfcp_steering_overlapping_diversion`,
+//! `pfcp_steering_over_max_diversions`, `pfcp_steering_refused_anchor_role`,
+//! `pfcp_steering_unsupported_datapath`; in XDP `xdp_steer_uplink`,
+//! `xdp_steer_downlink`, `xdp_steer_pass` (beside `xdp_nexthop_fib_hit`,
+//! `xdp_nexthop_cache_hit` and `xdp_pass_no_route`, which tell whether a
+//! packet left in XDP or through the kernel).
 
 pub mod afxdp;
 pub mod config;
@@ -55,10 +67,11 @@ pub mod pfcp;
 pub mod rules;
 mod session;
 pub mod shell;
+mod steering;
 pub mod urr;
 pub mod xdp;
 
-pub use config::{DatapathKind, UpfConfig};
+pub use config::{DatapathKind, UpfConfig, UpfRole};
 pub use node::{Association, Session, UpfCore};
 pub use rules::{ForwardingPlane, MemoryPlane, SessionRules};
 pub use shell::{run, Upf, UpfError};

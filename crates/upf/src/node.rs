@@ -87,6 +87,9 @@ pub struct Session {
     /// The URRs whose exhausted quota the plane's effective rules enforce
     /// (see [`crate::urr::effective_rules`]).
     pub blocked: Vec<u32>,
+    /// A steering session's diversion (`crate::steering`; its `rules`
+    /// are then empty).
+    pub diversion: Option<crate::rules::Diversion>,
 }
 
 pub struct UpfCore {
@@ -102,6 +105,8 @@ pub struct UpfCore {
     pub(crate) tx: Transactions<SocketAddr, Outgoing>,
     /// Usage reporting for every URR of every session.
     pub(crate) usage: UsageEngine,
+    /// The steering sessions' diversions, indexed for the overlap checks.
+    pub(crate) diversions: crate::steering::Diversions,
     /// Maps `Instant`s to wall-clock time for report time stamps.
     pub(crate) clock: WallClock,
     pub counters: Counters,
@@ -119,6 +124,7 @@ impl UpfCore {
         let usage = UsageEngine::new(std::time::Duration::from_millis(cfg.urr_poll_ms));
         UpfCore {
             usage,
+            diversions: Default::default(),
             clock: WallClock { at: Instant::now(), wall: recovery },
             cfg,
             recovery,
@@ -161,8 +167,10 @@ impl UpfCore {
 
     /// One datagram from `peer`.
     pub fn handle_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
-        // TS 29.244 7.6: IEs we do not know are ignored, in grouped IEs too.
-        let (bytes, unknown) = without_unknown_ies(bytes);
+        // TS 29.244 7.6: IEs we do not know are ignored, in grouped IEs
+        // too; a steering session's enterprise IEs are read from `raw`.
+        let raw = bytes;
+        let (bytes, unknown) = without_unknown_ies(raw);
         if unknown > 0 {
             self.counters.add("pfcp_unknown_ie_ignored", unknown as u64);
         }
@@ -232,11 +240,28 @@ impl UpfCore {
             msg::ASSOCIATION_SETUP_REQUEST => Some(self.association_setup(now, peer, &ies)),
             msg::ASSOCIATION_UPDATE_REQUEST => Some(self.association_update(peer, &ies)),
             msg::ASSOCIATION_RELEASE_REQUEST => Some(self.association_release(peer, &ies)),
-            msg::SESSION_ESTABLISHMENT_REQUEST => Some(self.session_establishment(now, peer, &ies)),
+            msg::SESSION_ESTABLISHMENT_REQUEST => {
+                // A steering session carries enterprise IEs (left out of `ies`).
+                let steering = (unknown > 0)
+                    .then(|| decode_view(raw).ok())
+                    .flatten()
+                    .filter(|(_, r)| mobicore_pfcp::steering::is_steering(r));
+                Some(match steering {
+                    Some((_, raw_ies)) => self.steering_establishment(peer, &ies, &raw_ies),
+                    None => self.session_establishment(now, peer, &ies),
+                })
+            }
             msg::SESSION_MODIFICATION_REQUEST => {
                 let seid = h.seid.unwrap_or(0);
                 let refused = self.session_request_refused(peer, msg::SESSION_MODIFICATION_RESPONSE, seid);
-                Some(refused.unwrap_or_else(|| self.session_modification(now, seid, &ies)))
+                let steering = self.sessions.get(&seid).is_some_and(|s| s.diversion.is_some());
+                Some(refused.unwrap_or_else(|| match steering {
+                    true => {
+                        let raw_ies = decode_view(raw).map(|(_, r)| r).unwrap_or_default();
+                        self.steering_modification(seid, &raw_ies)
+                    }
+                    false => self.session_modification(now, seid, &ies),
+                }))
             }
             msg::SESSION_DELETION_REQUEST => {
                 let seid = h.seid.unwrap_or(0);
@@ -577,7 +602,15 @@ impl UpfCore {
             a.sessions = a.sessions.saturating_sub(1);
         }
         self.usage.forget_session(seid);
-        let _ = self.plane.remove(seid);
+        match s.diversion {
+            Some(_) => {
+                self.diversions.remove(seid);
+                let _ = self.plane.remove_diversion(seid);
+            }
+            None => {
+                let _ = self.plane.remove(seid);
+            }
+        }
         Some(s)
     }
 

@@ -5,6 +5,7 @@
 
 pub use crate::dataplane::flow::FlowFilter;
 pub use crate::urr::{UrrTriggers, UsageCounts, UsageMeasurement, UsageTrigger};
+pub use mobicore_pfcp::steering::Diversion;
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::apply_action::ApplyAction;
 use rs_pfcp::ie::create_bar::CreateBar;
@@ -476,6 +477,9 @@ pub enum PlaneError {
     NotFound(u64),
     #[error("forwarding plane: {0}")]
     Other(String),
+    /// A diversion (steering role) on a data path that cannot steer.
+    #[error("this data path cannot steer: diversions need the XDP data path in the steering role")]
+    SteeringUnsupported,
 }
 
 /// Something the data path tells the PFCP node, which turns it into a
@@ -525,6 +529,14 @@ pub trait ForwardingPlane: Send {
     }
     /// Housekeeping of the plane's tables at `now`.
     fn maintain(&mut self, _now: std::time::Instant) {}
+    /// Installs, or replaces, the diversion of a steering session
+    /// (`crate::steering`); only a plane that steers implements it.
+    fn install_diversion(&mut self, _up_seid: u64, _d: &Diversion) -> Result<(), PlaneError> {
+        Err(PlaneError::SteeringUnsupported)
+    }
+    fn remove_diversion(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        Err(PlaneError::NotFound(up_seid))
+    }
 }
 
 /// A resolved IPv4 neighbour on one of the data path's interfaces.
@@ -545,6 +557,7 @@ pub struct MemoryPlane {
     table: Arc<Mutex<HashMap<u64, Arc<SessionRules>>>>,
     /// URR counts a test sets ([`MemoryPlane::set_usage`]).
     counts: Arc<Mutex<HashMap<(u64, u32), UsageCounts>>>,
+    diversions: Arc<Mutex<HashMap<u64, Diversion>>>,
 }
 
 impl MemoryPlane {
@@ -563,6 +576,10 @@ impl MemoryPlane {
     }
     pub fn get(&self, up_seid: u64) -> Option<SessionRules> {
         self.table.lock().unwrap().get(&up_seid).map(|r| SessionRules::clone(r))
+    }
+    /// The installed diversions (steering sessions), keyed by UP SEID.
+    pub fn diversions(&self) -> HashMap<u64, Diversion> {
+        self.diversions.lock().unwrap().clone()
     }
     /// Sets the cumulative counts [`ForwardingPlane::usage`] returns for
     /// a URR (tests stand in for a data path with it).
@@ -583,6 +600,13 @@ impl ForwardingPlane for MemoryPlane {
     }
     fn usage(&self, up_seid: u64, urr_id: u32) -> Option<UsageCounts> {
         self.counts.lock().unwrap().get(&(up_seid, urr_id)).copied()
+    }
+    fn install_diversion(&mut self, up_seid: u64, d: &Diversion) -> Result<(), PlaneError> {
+        self.diversions.lock().unwrap().insert(up_seid, *d);
+        Ok(())
+    }
+    fn remove_diversion(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        self.diversions.lock().unwrap().remove(&up_seid).map(|_| ()).ok_or(PlaneError::NotFound(up_seid))
     }
     fn install_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
         match self.table.lock().unwrap().entry(up_seid) {

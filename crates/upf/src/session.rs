@@ -38,7 +38,7 @@ pub(crate) struct Reject {
 }
 
 impl Reject {
-    fn cause(cause: CauseValue) -> Self {
+    pub(crate) fn cause(cause: CauseValue) -> Self {
         Reject { cause, offending: None, failed_rule: None }
     }
     fn missing(t: IeType) -> Self {
@@ -62,7 +62,7 @@ impl Reject {
             }
         }
     }
-    fn ies(&self) -> Vec<Ie> {
+    pub(crate) fn ies(&self) -> Vec<Ie> {
         let mut v = vec![cause_ie(self.cause)];
         if let Some(o) = self.offending {
             v.push(offending_ie_ie(o));
@@ -221,6 +221,53 @@ impl UpfCore {
         ies: &[IeRef],
         cp_fseid: Option<Fseid>,
     ) -> Result<Vec<Ie>, Reject> {
+        let (node, cp_fseid) = self.establishment_checks(peer, ies, cp_fseid)?;
+        let mut rules = SessionRules::default();
+        create_rules(&mut rules, ies, self.cfg.default_pdr_precedence, &self.counters)?;
+        rules.check().map_err(Reject::rules)?;
+        let created = self.allocate_fteids(&mut rules)?;
+        let up_seid = self.draw_up_seid()?;
+        let rules = std::sync::Arc::new(rules);
+        self.plane.install_shared(up_seid, &rules).map_err(|_| Reject::cause(CauseValue::SystemFailure))?;
+        self.track_teids(&rules, true);
+        self.usage_established(now, up_seid, &rules);
+        let session = Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules, blocked: vec![], diversion: None };
+        let mut out = self.session_added(session);
+        out.extend(created);
+        Ok(out)
+    }
+
+    /// TS 29.244 5.6.2: the UP function allocates the SEID; drawn at
+    /// random so that a peer cannot guess another session's.
+    pub(crate) fn draw_up_seid(&mut self) -> Result<u64, Reject> {
+        let sessions = &self.sessions;
+        self.ids
+            .draw(1..=u64::MAX, |s| sessions.contains_key(&s))
+            .ok_or(Reject::cause(CauseValue::NoResourcesAvailable))
+    }
+
+    /// Records an installed session; the accepting answer's Cause and UP F-SEID.
+    pub(crate) fn session_added(&mut self, s: Session) -> Vec<Ie> {
+        let up_seid = s.up_seid;
+        if let Some(a) = self.associations.get_mut(&s.node) {
+            a.sessions += 1;
+        }
+        self.sessions.insert(up_seid, s);
+        self.counters.incr("pfcp_sessions_established");
+        let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
+        out.push(Ie::new(IeType::Fseid, Fseid::new(up_seid, Some(self.cfg.node_id), None).marshal()));
+        out
+    }
+
+    /// The checks of every Session Establishment Request (TS 29.244 6.3.2,
+    /// 7.5.2): mandatory IEs, the association, the CP F-SEID, the bound;
+    /// the CP function's Node ID (as text) and F-SEID.
+    pub(crate) fn establishment_checks(
+        &mut self,
+        peer: std::net::SocketAddr,
+        ies: &[IeRef],
+        cp_fseid: Option<Fseid>,
+    ) -> Result<(String, Fseid), Reject> {
         let node_ie = first(ies, IeType::NodeId).ok_or(Reject::missing(IeType::NodeId))?;
         let node = NodeId::unmarshal(node_ie.payload).map_err(|e| Reject::decode(e, IeType::NodeId))?;
         let fseid_ie = first(ies, IeType::Fseid).ok_or(Reject::missing(IeType::Fseid))?;
@@ -261,30 +308,7 @@ impl UpfCore {
             self.counters.incr("pfcp_session_establishment_over_max_sessions");
             return Err(Reject::cause(CauseValue::NoResourcesAvailable));
         }
-        let mut rules = SessionRules::default();
-        create_rules(&mut rules, ies, self.cfg.default_pdr_precedence, &self.counters)?;
-        rules.check().map_err(Reject::rules)?;
-        let created = self.allocate_fteids(&mut rules)?;
-        // TS 29.244 5.6.2: the UP function allocates the SEID; drawn at
-        // random so that a peer cannot guess another session's.
-        let sessions = &self.sessions;
-        let up_seid = self
-            .ids
-            .draw(1..=u64::MAX, |s| sessions.contains_key(&s))
-            .ok_or(Reject::cause(CauseValue::NoResourcesAvailable))?;
-        let rules = std::sync::Arc::new(rules);
-        self.plane.install_shared(up_seid, &rules).map_err(|_| Reject::cause(CauseValue::SystemFailure))?;
-        self.track_teids(&rules, true);
-        self.usage_established(now, up_seid, &rules);
-        if let Some(a) = self.associations.get_mut(&node) {
-            a.sessions += 1;
-        }
-        self.sessions.insert(up_seid, Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules, blocked: vec![] });
-        self.counters.incr("pfcp_sessions_established");
-        let mut out = vec![cause_ie(CauseValue::RequestAccepted)];
-        out.push(Ie::new(IeType::Fseid, Fseid::new(up_seid, Some(self.cfg.node_id), None).marshal()));
-        out.extend(created);
-        Ok(out)
+        Ok((node, cp_fseid))
     }
 
     /// Session Modification (TS 29.244 7.5.4, 7.5.5).

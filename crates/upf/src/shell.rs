@@ -80,6 +80,18 @@ impl ForwardingPlane for Tee {
         self.update_planes(up_seid, rules)?;
         self.memory.update(up_seid, rules)
     }
+    /// Diversions (steering role) live in the fast path alone.
+    fn install_diversion(&mut self, up_seid: u64, d: &crate::rules::Diversion) -> Result<(), PlaneError> {
+        let x = self.xdp.as_mut().ok_or(PlaneError::SteeringUnsupported)?;
+        x.install_diversion(up_seid, d)?;
+        self.memory.install_diversion(up_seid, d)
+    }
+    fn remove_diversion(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        if let Some(x) = self.xdp.as_mut() {
+            let _ = x.remove_diversion(up_seid);
+        }
+        self.memory.remove_diversion(up_seid)
+    }
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
         self.handover.remove(up_seid);
         if let Some(x) = self.xdp.as_mut() {
@@ -159,12 +171,15 @@ fn open_buffer_sockets(x: &mut crate::xdp::XdpPlane, cfg: &UpfConfig) -> Result<
 fn open_xdp_here(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
     crate::xdp::xdp_available()?;
     let access = cfg.access_interface.as_deref().ok_or("access_interface is not set")?;
-    let mut x = crate::xdp::XdpPlane::load(crate::xdp::XdpConfig {
+    let steering = cfg.role == crate::config::UpfRole::Steering;
+    let xcfg = crate::xdp::XdpConfig {
         mtu: u32::try_from(cfg.s1u_mtu).unwrap_or(u32::MAX),
         ..crate::xdp::XdpConfig::new(cfg.s1u_addr)
-    })
-    .map_err(|e| e.to_string())?;
-    for iface in std::iter::once(access).chain(cfg.core_interface.as_deref()) {
+    };
+    let max = steering.then(|| u32::try_from(cfg.max_diversions).unwrap_or(u32::MAX));
+    let mut x = crate::xdp::XdpPlane::load_role(xcfg, max).map_err(|e| e.to_string())?;
+    let extra = cfg.steer_interfaces.iter().map(String::as_str).filter(|_| steering);
+    for iface in std::iter::once(access).chain(cfg.core_interface.as_deref()).chain(extra) {
         x.attach(iface, crate::xdp::AttachMode::Native)
             .or_else(|_| x.attach(iface, crate::xdp::AttachMode::Generic))
             .map_err(|e| format!("attaching to {iface}: {e}"))?;

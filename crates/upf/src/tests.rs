@@ -280,6 +280,7 @@ fn heartbeat_release_and_malformed() {
 }
 
 mod interop;
+mod steering;
 mod trust;
 
 mod props {

@@ -93,7 +93,21 @@ pub struct LoadedProgram {
 impl LoadedProgram {
     /// Loads `obj` and its program `name` into the kernel (verifier runs here).
     pub fn load(obj: &[u8], name: &'static str, sizes: Option<MapSizes>) -> Result<Self, XdpError> {
+        Self::load_with(obj, name, sizes, None)
+    }
+
+    /// [`Self::load`], with the steering maps (`steer_ul`, `steer_dl`)
+    /// sized for `diversions` (upf.o only).
+    pub fn load_with(
+        obj: &[u8],
+        name: &'static str,
+        sizes: Option<MapSizes>,
+        diversions: Option<u32>,
+    ) -> Result<Self, XdpError> {
         let mut loader = EbpfLoader::new();
+        if let Some(n) = diversions {
+            loader.map_max_entries("steer_ul", n.max(1)).map_max_entries("steer_dl", n.max(1));
+        }
         if let Some(s) = sizes {
             loader
                 .map_max_entries("fast_ul", s.overflow())
@@ -311,6 +325,8 @@ pub struct AyaMaps {
     nexthops: BpfHash<MapData, u32, NextHop>,
     tx_ports: DevMapHash<MapData>,
     counters: PerCpuArray<MapData, u64>,
+    steer_ul: BpfHash<MapData, u32, SteerUlSet>,
+    steer_dl: BpfHash<MapData, SteerDlKey, SteerDl>,
     ncpus: usize,
 }
 
@@ -334,6 +350,8 @@ impl AyaMaps {
             nexthops: conv("nexthops", BpfHash::try_from(p.take_map("nexthops")?))?,
             tx_ports: conv("tx_ports", DevMapHash::try_from(p.take_map("tx_ports")?))?,
             counters: conv("counters", PerCpuArray::try_from(p.take_map("counters")?))?,
+            steer_ul: conv("steer_ul", BpfHash::try_from(p.take_map("steer_ul")?))?,
+            steer_dl: conv("steer_dl", BpfHash::try_from(p.take_map("steer_dl")?))?,
             ncpus,
         })
     }
@@ -409,5 +427,23 @@ impl MapStore for AyaMaps {
     fn counter(&self, c: Counter) -> Result<u64, MapError> {
         let v = self.counters.get(&(c as u32), 0).map_err(me("counters"))?;
         Ok(v.iter().sum())
+    }
+    fn put_steer_ul(&mut self, ue: u32, s: &SteerUlSet) -> Result<(), MapError> {
+        self.steer_ul.insert(ue, s, 0).map_err(me("steer_ul"))
+    }
+    fn del_steer_ul(&mut self, ue: u32) -> Result<(), MapError> {
+        match self.steer_ul.remove(&ue) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(me("steer_ul")(e)),
+        }
+    }
+    fn put_steer_dl(&mut self, k: SteerDlKey, v: &SteerDl) -> Result<(), MapError> {
+        self.steer_dl.insert(k, v, 0).map_err(me("steer_dl"))
+    }
+    fn del_steer_dl(&mut self, k: SteerDlKey) -> Result<(), MapError> {
+        match self.steer_dl.remove(&k) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(me("steer_dl")(e)),
+        }
     }
 }

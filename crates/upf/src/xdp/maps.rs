@@ -294,6 +294,53 @@ pub struct MinConfig {
     pub smac: [u8; 6],
 }
 
+/// Steering role (bpf/maps.h "Steering role"): diversions per UE and
+/// per (anchor, UE address at the anchor).
+pub const STEER_SET_MAX: usize = 8;
+pub const STEER_MAX_DIVERSIONS: u32 = 65_536;
+pub const STEER_F_SDF: u8 = 1 << 0;
+pub const STEER_F_TEID: u8 = 1 << 1;
+pub const STEER_F_XLATE: u8 = 1 << 2;
+
+/// One diversion of a UE's uplink (value part of `steer_ul`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SteerRule {
+    pub anchor: u32,
+    pub teid: u32,
+    pub anchor_ue: u32,
+    pub flags: u8,
+    pub pad: [u8; 3],
+    pub sdf: SdfFilter,
+}
+
+/// Value of `steer_ul` (key: the UE's address, network order).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SteerUlSet {
+    pub count: u32,
+    pub rules: [SteerRule; STEER_SET_MAX],
+}
+
+/// Key of `steer_dl`: outer source (the anchor) and inner destination.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SteerDlKey {
+    pub anchor: u32,
+    pub dst: u32,
+}
+
+/// Value of `steer_dl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SteerDl {
+    pub ue: u32,
+    pub origin: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<SteerRule>() == 44);
+const _: () = assert!(std::mem::size_of::<SteerUlSet>() == 4 + 44 * STEER_SET_MAX);
+const _: () = assert!(std::mem::size_of::<SteerDlKey>() == 8 && std::mem::size_of::<SteerDl>() == 8);
 const _: () = assert!(std::mem::size_of::<SdfFilter>() == 28);
 const _: () = assert!(std::mem::size_of::<PdrRule>() == 48);
 const _: () = assert!(std::mem::size_of::<PdrSet>() == 8 + 48 * PDR_SET_MAX);
@@ -319,6 +366,9 @@ unsafe impl aya::Pod for NextHop {}
 unsafe impl aya::Pod for UpfConfigEntry {}
 unsafe impl aya::Pod for MinConfig {}
 unsafe impl aya::Pod for UrrList {}
+unsafe impl aya::Pod for SteerUlSet {}
+unsafe impl aya::Pod for SteerDlKey {}
+unsafe impl aya::Pod for SteerDl {}
 
 /// Indices of the per-CPU `counters` array (enum upf_counter in maps.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -351,10 +401,13 @@ pub enum Counter {
     PassGtpLongChain,
     PassDupl,
     PassManyUrrs,
+    SteerUplink,
+    SteerDownlink,
+    SteerPass,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 27] = [
+    pub const ALL: [Counter; 30] = [
         Counter::Rx,
         Counter::UlFwd,
         Counter::DlFwd,
@@ -382,6 +435,9 @@ impl Counter {
         Counter::PassGtpLongChain,
         Counter::PassDupl,
         Counter::PassManyUrrs,
+        Counter::SteerUplink,
+        Counter::SteerDownlink,
+        Counter::SteerPass,
     ];
     /// Counter name for `mobicore_common::counters` style reporting.
     pub fn name(self) -> &'static str {
@@ -413,6 +469,9 @@ impl Counter {
             Counter::PassGtpLongChain => "xdp_pass_gtpu_long_ext_chain",
             Counter::PassDupl => "xdp_pass_duplicate",
             Counter::PassManyUrrs => "xdp_pass_many_urrs",
+            Counter::SteerUplink => "xdp_steer_uplink",
+            Counter::SteerDownlink => "xdp_steer_downlink",
+            Counter::SteerPass => "xdp_steer_pass",
         }
     }
 }
@@ -457,6 +516,11 @@ pub trait MapStore: Send {
     fn add_port(&mut self, ifindex: u32) -> Result<(), MapError>;
     /// Summed over CPUs.
     fn counter(&self, c: Counter) -> Result<u64, MapError>;
+    /// Steering: a UE's diversions (`steer_ul`, key network order), whole.
+    fn put_steer_ul(&mut self, ue: u32, s: &SteerUlSet) -> Result<(), MapError>;
+    fn del_steer_ul(&mut self, ue: u32) -> Result<(), MapError>;
+    fn put_steer_dl(&mut self, k: SteerDlKey, v: &SteerDl) -> Result<(), MapError>;
+    fn del_steer_dl(&mut self, k: SteerDlKey) -> Result<(), MapError>;
 }
 
 impl MemoryMaps {
@@ -499,6 +563,8 @@ pub struct MemoryMaps {
     pub nexthops: HashMap<u32, NextHop>,
     pub ports: Vec<u32>,
     pub counters: HashMap<u32, u64>,
+    pub steer_ul: HashMap<u32, SteerUlSet>,
+    pub steer_dl: HashMap<SteerDlKey, SteerDl>,
 }
 
 impl MapStore for MemoryMaps {
@@ -577,5 +643,21 @@ impl MapStore for MemoryMaps {
     }
     fn counter(&self, c: Counter) -> Result<u64, MapError> {
         Ok(self.counters.get(&(c as u32)).copied().unwrap_or(0))
+    }
+    fn put_steer_ul(&mut self, ue: u32, s: &SteerUlSet) -> Result<(), MapError> {
+        self.steer_ul.insert(ue, *s);
+        Ok(())
+    }
+    fn del_steer_ul(&mut self, ue: u32) -> Result<(), MapError> {
+        self.steer_ul.remove(&ue);
+        Ok(())
+    }
+    fn put_steer_dl(&mut self, k: SteerDlKey, v: &SteerDl) -> Result<(), MapError> {
+        self.steer_dl.insert(k, *v);
+        Ok(())
+    }
+    fn del_steer_dl(&mut self, k: SteerDlKey) -> Result<(), MapError> {
+        self.steer_dl.remove(&k);
+        Ok(())
     }
 }

@@ -62,6 +62,7 @@ pub mod loader;
 pub mod maps;
 mod mtu;
 pub mod slots;
+mod steer;
 pub mod translate;
 
 #[cfg(test)]
@@ -70,6 +71,8 @@ mod tests;
 mod tests_cow;
 #[cfg(test)]
 mod tests_netns;
+#[cfg(test)]
+mod tests_steer;
 #[cfg(test)]
 mod tests_urr;
 #[cfg(test)]
@@ -155,15 +158,30 @@ pub struct XdpPlane<M: MapStore = AyaMaps> {
     mtu: mtu::MtuWatch,
     /// The next hops written from the neighbour tables (see `set_neighbours`).
     neighbours: HashMap<Ipv4Addr, NextHop>,
+    /// Steering role: the diversions (None: the anchor role, which
+    /// refuses them).
+    steer: Option<steer::SteerTable>,
 }
 
 impl XdpPlane<AyaMaps> {
     /// Loads the fast path (not yet attached to any interface).
     pub fn load(cfg: XdpConfig) -> Result<Self, XdpError> {
-        let mut prog = LoadedProgram::load(loader::UPF_OBJ, "upf_xdp", Some(cfg.sizes))?;
+        Self::load_role(cfg, None)
+    }
+
+    /// Loads the fast path of a role: the anchor's `upf_xdp` (`steering`
+    /// None), or the steering role's `steer_xdp` (bpf/steer.h) with room
+    /// for `steering` diversions. One object, two programs on the same
+    /// maps: the anchor's program is the same either way.
+    pub fn load_role(cfg: XdpConfig, steering: Option<u32>) -> Result<Self, XdpError> {
+        let name = if steering.is_some() { "steer_xdp" } else { "upf_xdp" };
+        let mut prog = LoadedProgram::load_with(loader::UPF_OBJ, name, Some(cfg.sizes), steering)?;
         let maps = AyaMaps::take(&mut prog)?;
         let mut plane = XdpPlane::with_maps(maps, cfg)?;
         plane.program = Some(prog);
+        if steering.is_some() {
+            plane.steer = Some(steer::SteerTable::default());
+        }
         Ok(plane)
     }
 }
@@ -195,6 +213,7 @@ impl<M: MapStore> XdpPlane<M> {
             dl_index: FastIndex::new(Dir::Dl, cfg.sizes.overflow()),
             mtu,
             neighbours: HashMap::new(),
+            steer: None,
         })
     }
 
@@ -624,6 +643,12 @@ impl<M: MapStore> XdpPlane<M> {
     pub fn sessions(&self) -> usize {
         self.sessions.len()
     }
+
+    /// Steering role on a map store of a test's ([`MemoryMaps`]).
+    #[cfg(test)]
+    pub(crate) fn enable_steering(&mut self) {
+        self.steer = Some(steer::SteerTable::default());
+    }
 }
 
 use maps::{FarEntry, FastEntry, PdrSet, QerEntry, UrrList, URR_LIST_MAX};
@@ -697,6 +722,16 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
     }
     fn poll_maintenance(&self) -> Option<Instant> {
         self.rehome_due()
+    }
+    fn install_diversion(&mut self, up_seid: u64, d: &crate::rules::Diversion) -> Result<(), PlaneError> {
+        let t = self.steer.as_mut().ok_or(PlaneError::SteeringUnsupported)?;
+        t.set(&mut self.maps, up_seid, Some(d))
+    }
+    fn remove_diversion(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        match self.steer.as_mut() {
+            Some(t) if t.contains(up_seid) => t.set(&mut self.maps, up_seid, None),
+            _ => Err(PlaneError::NotFound(up_seid)),
+        }
     }
     fn maintain(&mut self, now: Instant) {
         if let Err(e) = self.rehome(now) {

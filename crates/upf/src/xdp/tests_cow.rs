@@ -294,6 +294,18 @@ impl MapStore for CowCheck {
     fn counter(&self, c: Counter) -> Result<u64, MapError> {
         self.m.counter(c)
     }
+    fn put_steer_ul(&mut self, ue: u32, s: &SteerUlSet) -> Result<(), MapError> {
+        self.m.put_steer_ul(ue, s)
+    }
+    fn del_steer_ul(&mut self, ue: u32) -> Result<(), MapError> {
+        self.m.del_steer_ul(ue)
+    }
+    fn put_steer_dl(&mut self, k: SteerDlKey, v: &SteerDl) -> Result<(), MapError> {
+        self.m.put_steer_dl(k, v)
+    }
+    fn del_steer_dl(&mut self, k: SteerDlKey) -> Result<(), MapError> {
+        self.m.del_steer_dl(k)
+    }
 }
 
 fn small() -> XdpConfig {
