@@ -10,11 +10,12 @@
 //! moves state only and says so in the relocation.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
+use mobicore_common::peers::PeerFilter;
 use mobicore_gtp::message::msg_type;
 use mobicore_gtp::TransactionConfig;
 use serde::{Deserialize, Serialize};
@@ -38,8 +39,9 @@ pub struct FlowSpec {
     pub remote_port: Option<u16>,
 }
 
+/// Where a relocation is: `"active"`, or `{"failed": "why"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case", tag = "state", content = "reason")]
+#[serde(rename_all = "snake_case")]
 pub enum RelocationState {
     Replicating,
     Diverting,
@@ -78,7 +80,6 @@ pub struct Relocation {
     /// The anchor's name.
     pub anchor: String,
     pub mode: Mode,
-    #[serde(flatten)]
     pub state: RelocationState,
     pub sessions: Vec<MovedSession>,
     pub timing: Timing,
@@ -158,7 +159,7 @@ pub struct ControllerCore {
 
 impl ControllerCore {
     /// `steering`: whether a steering switch carries out diversions.
-    pub fn new(mme_peers: Vec<IpAddr>, limits: RelayLimits, t: TransactionConfig, steering: bool, c: Counters) -> Self {
+    pub fn new(mme_peers: PeerFilter, limits: RelayLimits, t: TransactionConfig, steering: bool, c: Counters) -> Self {
         ControllerCore {
             relay: Relay::new(mme_peers, limits, c.clone()),
             replicator: Replicator::new(t, c.clone()),

@@ -11,6 +11,10 @@
 //!   (naive and selective), and mirroring of later requests.
 //! - [`core`]: [`ControllerCore`], relocations (replicate, divert, move
 //!   back, edge to edge).
+//! - [`config`]: `[controller]` ([`ControllerConfig`]).
+//! - [`api`]: the REST API (axum), its OpenAPI document (utoipa).
+//! - [`shell`]: the tokio task: sockets, timers, REST, write-behind
+//!   persistence in the store (embedded by default, Redis as the option).
 //!
 //! Counter names: `relay_from_mme`, `relay_from_sgw`,
 //! `relay_from_unknown_peer`, `relay_malformed`, `relay_retransmission`,
@@ -24,10 +28,15 @@
 //! `relocations_reverted`, `relocations_ended_by_detach`,
 //! `undivert_failed`.
 
+pub mod api;
+pub mod config;
 pub mod context;
 pub mod core;
 pub mod relay;
 pub mod replication;
+pub mod shell;
 
 pub use crate::core::{ControllerCore, CoreError, CoreEvent, FlowSpec, Relocation, RelocationState, Timing};
+pub use config::ControllerConfig;
 pub use context::{Anchor, Mode, ReplicaSession, SessionRecord};
+pub use shell::{bind, Controller, ControllerError};

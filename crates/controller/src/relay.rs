@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
+use mobicore_common::peers::PeerFilter;
 use mobicore_gtp::message::{msg_type, Message};
 use mobicore_gtp::wire::{HeaderRepr, Packet};
 use mobicore_gtp::GtpMessage;
@@ -94,7 +95,7 @@ struct Pending {
 pub struct Relay {
     limits: RelayLimits,
     counters: Counters,
-    mme_peers: Vec<IpAddr>,
+    mme_peers: PeerFilter,
     pending: HashMap<(SocketAddr, u32), Pending>,
     /// Deadlines of `pending`, in arrival order (stale entries skipped).
     expiry: VecDeque<(Instant, SocketAddr, u32)>,
@@ -111,7 +112,7 @@ pub struct Relay {
 impl Relay {
     /// `mme_peers`: the MMEs that may use the relay (trust boundary; other
     /// sources are dropped and counted as `relay_from_unknown_peer`).
-    pub fn new(mme_peers: Vec<IpAddr>, limits: RelayLimits, counters: Counters) -> Self {
+    pub fn new(mme_peers: PeerFilter, limits: RelayLimits, counters: Counters) -> Self {
         Relay {
             limits,
             counters,
@@ -169,7 +170,7 @@ impl Relay {
 
     /// A datagram from an MME on the relay's S11 socket.
     pub fn handle_from_mme(&mut self, now: Instant, mme: SocketAddr, bytes: &[u8]) {
-        if !self.mme_peers.is_empty() && !self.mme_peers.contains(&mme.ip()) {
+        if !self.mme_peers.permits(mme.ip()) {
             self.counters.incr("relay_from_unknown_peer");
             return;
         }

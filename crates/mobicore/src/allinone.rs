@@ -327,6 +327,19 @@ pub async fn run_nf(nf: &str, args: crate::cli::NfArgs) -> Result<()> {
             counters.push(("upf", u.counters.clone()));
             tokio::spawn(async move { u.run(rx).await.map_err(Into::into) })
         }
+        "controller" => {
+            let c = mobicore_controller::bind(cfg.controller.clone()).await?;
+            eprintln!(
+                "controller: S11 relay on {} to the S/P-GW-C at {}, anchors via {}, REST on http://{}/v1 (token {})",
+                c.s11_addr,
+                cfg.controller.sgw,
+                c.anchor_addr,
+                c.rest_addr,
+                if cfg.controller.token.is_some() { "from the config".to_string() } else { c.token.clone() }
+            );
+            counters.push(("controller", c.counters.clone()));
+            tokio::spawn(async move { c.run(rx).await.map_err(Into::into) })
+        }
         "mme" => {
             let t = transport(cfg.sctp.transport, cfg.sctp.udp_port);
             check_privileges(t)?;

@@ -34,6 +34,8 @@ pub enum Command {
     Spgwc(NfArgs),
     /// Run the user-plane function alone (PFCP; XDP or user-space data path, see [upf] datapath).
     Upf(NfArgs),
+    /// Run the edge-relocation controller alone: the S11 relay between the MME and the S/P-GW-C, replication into edge anchors, REST API ([controller]).
+    Controller(NfArgs),
     /// Run the emulated RAN against an MME: attach (and detach) UEs.
     Ran(RanArgs),
     /// Manage the HSS's subscribers.
@@ -46,7 +48,7 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct NfArgs {
-    /// TOML config file (sections [mme], [hss], [spgwc], [upf], [ran], [sctp]).
+    /// TOML config file (sections [mme], [hss], [spgwc], [upf], [controller], [ran], [sctp]).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// Serve Prometheus metrics (the NF's counters) on this address, e.g. 127.0.0.1:9100.
@@ -106,6 +108,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Hss(a) => crate::allinone::run_nf("hss", a).await,
         Command::Spgwc(a) => crate::allinone::run_nf("spgwc", a).await,
         Command::Upf(a) => crate::allinone::run_nf("upf", a).await,
+        Command::Controller(a) => crate::allinone::run_nf("controller", a).await,
         Command::Ran(a) => crate::allinone::run_ran(a).await,
         Command::Subscriber(c) => subscriber::run(c),
         Command::Config(ConfigCommand::Default) => {

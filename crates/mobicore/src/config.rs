@@ -22,6 +22,7 @@ pub struct Config {
     pub spgwc: mobicore_spgwc::config::SpgwcConfig,
     pub upf: mobicore_upf::config::UpfConfig,
     pub ran: RanSection,
+    pub controller: mobicore_controller::ControllerConfig,
 }
 
 /// `[sctp]`: how S1-MME is carried.

@@ -1,0 +1,409 @@
+//! The tokio task around [`ControllerCore`]: the relay's sockets (one
+//! towards the MMEs, one per MME towards the S/P-GW-C), the socket towards
+//! replica anchors, the timers, the REST API, and write-behind persistence
+//! of everything the core records (the relay never waits for the store).
+//!
+//! [`bind`] binds every socket and restores what the store kept;
+//! [`Controller::run`] serves until the shutdown signal.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mobicore_common::counters::Counters;
+use mobicore_gtp::TransactionConfig;
+use mobicore_store::{Store, StoreError};
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::api::{self, AppState, Command, Failure, Stats};
+use crate::config::ControllerConfig;
+use crate::context::{Anchor, LoggedMessage, SessionRecord};
+use crate::core::{ControllerCore, CoreEvent, Relocation, RelocationState, Transmit};
+use crate::relay::Peer;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("binding {what} on {addr}: {source} (is another process using it?)")]
+    Bind { what: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("a stored {0} is unreadable: {1}")]
+    Corrupt(&'static str, String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Store writes waiting for the store: beyond, writes are dropped and
+/// counted (`store_backlog_full`) rather than slowing the relay.
+const PERSIST_BACKLOG: usize = 1 << 20;
+
+/// Store keys.
+const SESSION: &str = "controller/session/";
+const LOG: &str = "controller/log/";
+const ANCHOR: &str = "controller/anchor/";
+const RELOCATION: &str = "controller/relocation/";
+
+pub struct Controller {
+    pub s11_addr: SocketAddr,
+    pub anchor_addr: SocketAddr,
+    pub rest_addr: SocketAddr,
+    pub counters: Counters,
+    /// The token writes must carry (drawn when not configured).
+    pub token: String,
+    cfg: ControllerConfig,
+    core: ControllerCore,
+    store: Store,
+    log_len: u64,
+    /// An anchor added over REST, to persist.
+    pending_anchor: Option<Anchor>,
+    s11: Arc<UdpSocket>,
+    anchor: Arc<UdpSocket>,
+    rest: TcpListener,
+}
+
+pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> {
+    let udp = |what, addr| async move {
+        UdpSocket::bind(addr).await.map_err(|source| ControllerError::Bind { what, addr, source })
+    };
+    let s11 = Arc::new(udp("S11 (relay)", cfg.s11).await?);
+    let anchor = Arc::new(udp("GTP-C towards anchors", cfg.anchor_bind).await?);
+    let rest = TcpListener::bind(cfg.rest).await.map_err(|source| ControllerError::Bind {
+        what: "REST",
+        addr: cfg.rest,
+        source,
+    })?;
+    let store = Store::open(&cfg.store).await?;
+    let counters = Counters::new();
+    let t = TransactionConfig { t3: Duration::from_millis(cfg.t3_ms), n3: cfg.n3 };
+    // No steering switch yet: relocations move state only.
+    let mut core = ControllerCore::new(cfg.mme_peers.clone(), cfg.limits(), t, false, counters.clone());
+    let log_len = restore(&store, &mut core, &cfg.anchors).await?;
+    let token = cfg.token.clone().unwrap_or_else(draw_token);
+    Ok(Controller {
+        s11_addr: s11.local_addr()?,
+        anchor_addr: anchor.local_addr()?,
+        rest_addr: rest.local_addr()?,
+        counters,
+        token,
+        cfg,
+        core,
+        store,
+        log_len,
+        pending_anchor: None,
+        s11,
+        anchor,
+        rest,
+    })
+}
+
+/// Loads sessions, the log, anchors and relocations; configured anchors
+/// are added when the store does not know them yet. Returns the log length.
+async fn restore(store: &Store, core: &mut ControllerCore, configured: &[Anchor]) -> Result<u64, ControllerError> {
+    fn parse<T: serde::de::DeserializeOwned>(what: &'static str, v: &[u8]) -> Result<T, ControllerError> {
+        serde_json::from_slice(v).map_err(|e| ControllerError::Corrupt(what, e.to_string()))
+    }
+    let mut sessions = Vec::new();
+    for (_, v) in store.scan_prefix(SESSION).await? {
+        sessions.push(parse::<SessionRecord>("session", &v.value)?);
+    }
+    let mut log = Vec::new();
+    for (_, v) in store.scan_prefix(LOG).await? {
+        log.push(parse::<LoggedMessage>("log entry", &v.value)?);
+    }
+    let mut anchors = Vec::new();
+    for (_, v) in store.scan_prefix(ANCHOR).await? {
+        anchors.push(parse::<Anchor>("anchor", &v.value)?);
+    }
+    for a in configured {
+        if !anchors.iter().any(|b| b.name == a.name) {
+            store.put(&format!("{ANCHOR}{}", a.name), &serde_json::to_vec(a).expect("json")).await?;
+            anchors.push(a.clone());
+        }
+    }
+    let mut relocations = Vec::new();
+    for (_, v) in store.scan_prefix(RELOCATION).await? {
+        relocations.push(parse::<Relocation>("relocation", &v.value)?);
+    }
+    let n = log.len() as u64;
+    if !sessions.is_empty() || !relocations.is_empty() {
+        tracing::info!(sessions = sessions.len(), relocations = relocations.len(), "restored from the store");
+    }
+    core.restore(sessions, log, anchors, relocations);
+    Ok(n)
+}
+
+fn draw_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    // Two SipHash draws keyed by the OS's random state: 128 bits.
+    let mut s = String::new();
+    for _ in 0..2 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+        s.push_str(&format!("{:016x}", h.finish()));
+    }
+    s
+}
+
+/// A store write, done in order by the persister task.
+enum Persist {
+    Put(String, Vec<u8>),
+    Delete(String),
+}
+
+/// A REST call waiting for a relocation to reach a state.
+struct Waiter {
+    id: u64,
+    done: fn(&RelocationState) -> bool,
+    reply: oneshot::Sender<Result<Relocation, Failure>>,
+    deadline: Instant,
+}
+
+impl Controller {
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), ControllerError> {
+        let (cmd_tx, mut cmd_rx) = mpsc::channel::<Command>(256);
+        let state = AppState { commands: cmd_tx, token: self.token.clone().into(), counters: self.counters.clone() };
+        let app = api::router(state, self.cfg.max_body_bytes);
+        let mut rest_stop = shutdown.clone();
+        let rest = std::mem::replace(&mut self.rest, TcpListener::bind("127.0.0.1:0").await?);
+        let rest_task = tokio::spawn(async move {
+            let stop = async move {
+                while !*rest_stop.borrow_and_update() {
+                    if rest_stop.changed().await.is_err() {
+                        break;
+                    }
+                }
+            };
+            axum::serve(rest, app).with_graceful_shutdown(stop).await
+        });
+        let (persist_tx, persist_rx) = mpsc::channel(PERSIST_BACKLOG);
+        let persister = tokio::spawn(persist(self.store.clone(), persist_rx, self.counters.clone()));
+        let (up_tx, mut up_rx) = mpsc::channel::<(SocketAddr, Vec<u8>)>(4096);
+        let mut upstream: HashMap<SocketAddr, Arc<UdpSocket>> = HashMap::new();
+        let mut up_tasks = Vec::new();
+        let mut waiters: Vec<Waiter> = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        let mut abuf = vec![0u8; 65_536];
+        let upstream_ip = self.cfg.upstream_ip.unwrap_or(self.s11_addr.ip());
+        self.flush(&upstream, &persist_tx, &mut waiters).await;
+        loop {
+            let deadline = [self.core.poll_timeout(), waiters.iter().map(|w| w.deadline).min()]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(tokio::time::Instant::from_std);
+            let timer = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = self.s11.recv_from(&mut buf) => {
+                    let Ok((n, mme)) = r else { continue };
+                    if !upstream.contains_key(&mme) && self.cfg.mme_peers.permits(mme.ip()) {
+                        if upstream.len() >= self.cfg.max_mmes {
+                            self.counters.incr("relay_too_many_mmes");
+                            continue;
+                        }
+                        let sock = Arc::new(UdpSocket::bind(SocketAddr::new(upstream_ip, 0)).await?);
+                        upstream.insert(mme, sock.clone());
+                        let tx = up_tx.clone();
+                        up_tasks.push(tokio::spawn(async move {
+                            let mut b = vec![0u8; 65_536];
+                            while let Ok((n, _)) = sock.recv_from(&mut b).await {
+                                if tx.send((mme, b[..n].to_vec())).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }));
+                    }
+                    self.core.handle_from_mme(Instant::now(), mme, &buf[..n]);
+                }
+                Some((mme, bytes)) = up_rx.recv() => self.core.handle_from_sgw(Instant::now(), mme, &bytes),
+                r = self.anchor.recv_from(&mut abuf) => {
+                    let Ok((n, from)) = r else { continue };
+                    self.core.handle_from_anchor(Instant::now(), from, &abuf[..n]);
+                }
+                Some(cmd) = cmd_rx.recv() => self.command(cmd, &mut waiters),
+                _ = timer => {
+                    let now = Instant::now();
+                    self.core.handle_timeout(now);
+                    for w in extract(&mut waiters, |w| w.deadline <= now) {
+                        let r = self.core.relocation(w.id).cloned();
+                        if let Some(r) = r {
+                            let _ = w.reply.send(Err(Failure::TimedOut(r)));
+                        }
+                    }
+                }
+                r = shutdown.changed() => {
+                    if r.is_err() || *shutdown.borrow() {
+                        break;
+                    }
+                }
+            }
+            self.flush(&upstream, &persist_tx, &mut waiters).await;
+        }
+        for t in up_tasks {
+            t.abort();
+        }
+        drop(persist_tx);
+        let _ = persister.await;
+        let _ = self.store.sync();
+        let _ = rest_task.await;
+        Ok(())
+    }
+
+    fn command(&mut self, cmd: Command, waiters: &mut Vec<Waiter>) {
+        let now = Instant::now();
+        let deadline = now + Duration::from_millis(self.cfg.relocation_timeout_ms);
+        match cmd {
+            Command::Relocate(req, reply) => match self.core.relocate(now, &req.ue, req.flow, &req.anchor, req.mode) {
+                Ok(id) => waiters.push(Waiter { id, done: settled, reply, deadline }),
+                Err(e) => {
+                    let _ = reply.send(Err(Failure::Refused(e)));
+                }
+            },
+            Command::MoveBack(id, reply) => match self.core.move_back(now, id) {
+                Ok(()) => waiters.push(Waiter { id, done: reverted, reply, deadline }),
+                Err(e) => {
+                    let _ = reply.send(Err(Failure::Refused(e)));
+                }
+            },
+            Command::AddAnchor(a, reply) => {
+                let r = self.core.add_anchor(a.clone());
+                if r.is_ok() {
+                    self.pending_anchor = Some(a);
+                }
+                let _ = reply.send(r);
+            }
+            Command::Anchors(reply) => {
+                let _ = reply.send(self.core.anchors().cloned().collect());
+            }
+            Command::Relocations(reply) => {
+                let _ = reply.send(self.core.relocations().cloned().collect());
+            }
+            Command::Relocation(id, reply) => {
+                let _ = reply.send(self.core.relocation(id).cloned());
+            }
+            Command::Stats(reply) => {
+                let relay = self.core.relay();
+                let (naive_log_bytes, selective_bytes) = relay.stored_bytes();
+                let active = self.core.relocations().filter(|r| r.state == RelocationState::Active).count();
+                let _ = reply.send(Stats {
+                    sessions: relay.sessions().len(),
+                    selective_bytes,
+                    naive_log_bytes,
+                    naive_log_full: relay.log().is_none(),
+                    relocations_active: active,
+                });
+            }
+        }
+    }
+
+    /// Sends what the core wants sent, persists what it recorded, answers
+    /// the REST calls whose relocation settled.
+    async fn flush(
+        &mut self,
+        upstream: &HashMap<SocketAddr, Arc<UdpSocket>>,
+        persist: &mpsc::Sender<Persist>,
+        waiters: &mut Vec<Waiter>,
+    ) {
+        while let Some(t) = self.core.poll_transmit() {
+            let sent = match &t {
+                Transmit::Relay(t) => match t.to {
+                    Peer::Sgw { mme } => match upstream.get(&mme) {
+                        Some(s) => s.send_to(&t.bytes, self.cfg.sgw).await,
+                        None => continue,
+                    },
+                    Peer::Mme(mme) => self.s11.send_to(&t.bytes, mme).await,
+                },
+                Transmit::Anchor { to, bytes } => self.anchor.send_to(bytes, *to).await,
+            };
+            if let Err(e) = sent {
+                self.counters.incr("send_failed");
+                tracing::debug!(error = %e, "send failed");
+            }
+        }
+        if let Some(a) = self.pending_anchor.take() {
+            self.persist(persist, Persist::Put(format!("{ANCHOR}{}", a.name), json(&a)));
+        }
+        while let Some(e) = self.core.poll_event() {
+            match e {
+                CoreEvent::Session { sgw_s11_teid, record } => {
+                    let key = format!("{SESSION}{sgw_s11_teid:08x}");
+                    self.persist(
+                        persist,
+                        match record {
+                            Some(r) => Persist::Put(key, json(&r)),
+                            None => Persist::Delete(key),
+                        },
+                    );
+                }
+                CoreEvent::Logged(m) => {
+                    self.persist(persist, Persist::Put(format!("{LOG}{:012}", self.log_len), json(&m)));
+                    self.log_len += 1;
+                }
+                CoreEvent::Relocation(r) => {
+                    self.persist(persist, Persist::Put(format!("{RELOCATION}{:012}", r.id), json(&r)));
+                    for w in extract(waiters, |w| w.id == r.id && ((w.done)(&r.state) || is_failed(&r.state))) {
+                        let answer = if (w.done)(&r.state) { Ok(r.clone()) } else { Err(Failure::Failed(r.clone())) };
+                        let _ = w.reply.send(answer);
+                    }
+                }
+                CoreEvent::Divert { relocation } => {
+                    let why = "no steering switch is configured".to_string();
+                    self.core.handle_diverted(Instant::now(), relocation.id, Err(why));
+                }
+                CoreEvent::Undivert { relocation } => {
+                    self.core.handle_diverted(Instant::now(), relocation.id, Ok(()));
+                }
+            }
+        }
+    }
+}
+
+impl Controller {
+    fn persist(&self, tx: &mpsc::Sender<Persist>, p: Persist) {
+        if tx.try_send(p).is_err() {
+            self.counters.incr("store_backlog_full");
+        }
+    }
+}
+
+fn settled(s: &RelocationState) -> bool {
+    *s == RelocationState::Active
+}
+
+fn reverted(s: &RelocationState) -> bool {
+    *s == RelocationState::Reverted
+}
+
+fn is_failed(s: &RelocationState) -> bool {
+    matches!(s, RelocationState::Failed(_))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("plain data serializes")
+}
+
+/// Removes and returns the waiters `f` selects.
+fn extract(v: &mut Vec<Waiter>, f: impl Fn(&Waiter) -> bool) -> Vec<Waiter> {
+    let (out, keep): (Vec<_>, Vec<_>) = std::mem::take(v).into_iter().partition(|w| f(w));
+    *v = keep;
+    out
+}
+
+async fn persist(store: Store, mut rx: mpsc::Receiver<Persist>, counters: Counters) {
+    while let Some(p) = rx.recv().await {
+        let r = match p {
+            Persist::Put(k, v) => store.put(&k, &v).await.map(|_| ()),
+            Persist::Delete(k) => store.delete(&k).await.map(|_| ()),
+        };
+        if let Err(e) = r {
+            counters.incr("store_write_failed");
+            tracing::warn!(error = %e, "store write failed");
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The controller as a process would run it, on loopback sockets: the
+//! relay between an MME's S11 socket and a real S/P-GW-C (with a real UPF
+//! PFCP node), relocation into a second real S/P-GW-C over REST, the REST
+//! API's answers to bad input, and a restart that keeps every relocation,
+//! with the embedded store and with a real redis-server.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use mobicore_common::s11::{BearerContextToCreate, CreateSessionRequest, ModifyBearerRequest, S11Request};
+use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_controller::{Anchor, ControllerConfig};
+use mobicore_gtp::s11::encode_request;
+use mobicore_gtp::{GtpMessage, Message};
+use mobicore_spgwc::{ApnConfig, SpgwcConfig, UpfPeerConfig};
+use mobicore_store::redis_server::RedisServer;
+use mobicore_store::{StoreConfig, StoreKind};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::watch;
+
+const TOKEN: &str = "s3cret";
+/// Long enough for a loaded CI machine, short enough to notice a hang.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn lo(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
+
+/// An S/P-GW-C with its UPF (no data path), on loopback; returns its S11
+/// address.
+async fn anchor(pool: Ipv4Addr, stop: &watch::Receiver<bool>) -> SocketAddr {
+    let upf = mobicore_upf::Upf::bind(mobicore_upf::UpfConfig { pfcp: lo(0), ..Default::default() }).await.unwrap();
+    let upf_addr = upf.pfcp_addr();
+    tokio::spawn(upf.run(stop.clone()));
+    let mut cfg = SpgwcConfig { s11: lo(0), pfcp: lo(0), ..SpgwcConfig::default() };
+    cfg.upfs = vec![UpfPeerConfig { pfcp: upf_addr, s1u_addr: Ipv4Addr::LOCALHOST, ..UpfPeerConfig::default() }];
+    for apn in &mut cfg.apns {
+        *apn = ApnConfig { pool: Some(pool), ..apn.clone() };
+    }
+    let gw = mobicore_spgwc::bind(cfg).await.unwrap();
+    let s11 = gw.s11_addr;
+    tokio::spawn(gw.run(stop.clone()));
+    s11
+}
+
+fn csr(i: u32) -> S11Request {
+    let plmn = Plmn::new("001", "01").unwrap();
+    S11Request::CreateSession(CreateSessionRequest {
+        imsi: format!("0010100000{i:05}").parse().unwrap(),
+        msisdn: None,
+        serving_network: plmn,
+        tai: Tai { plmn, tac: 1 },
+        ecgi: Ecgi { plmn, eci: 0x100 },
+        sender_fteid: Fteid { teid: Teid(0x9000 + i), ipv4: Ipv4Addr::LOCALHOST },
+        apn: "internet".into(),
+        pdn_type: PdnType::Ipv4,
+        apn_ambr: Ambr { uplink: 100_000_000, downlink: 200_000_000 },
+        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
+        pgw_s5s8_c: None,
+        static_ipv4: None,
+        pco: None,
+        mei: None,
+    })
+}
+
+/// What an MME does: send a request, wait for its answer (retrying while
+/// the S/P-GW-C is not associated with its UPF yet).
+async fn exchange(mme: &UdpSocket, relay: SocketAddr, req: &S11Request, seq: u32) -> GtpMessage {
+    let bytes = encode_request(req, seq).to_bytes();
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..50 {
+        mme.send_to(&bytes, relay).await.unwrap();
+        let Ok(Ok((n, _))) = tokio::time::timeout(WAIT, mme.recv_from(&mut buf)).await else { panic!("no answer") };
+        let m = GtpMessage::parse(&buf[..n]).unwrap();
+        assert_eq!(m.seq, seq, "the same sequence number comes back");
+        let cause = match &m.body {
+            Message::CreateSessionResponse(r) => r.cause.value,
+            Message::ModifyBearerResponse(r) => r.cause.value,
+            _ => 16,
+        };
+        if cause == 16 {
+            return m;
+        }
+        // Not associated yet (no UPF): the condition clears within seconds.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the S/P-GW-C never accepted the request");
+}
+
+/// Attaches UE `i` through the relay: Create Session, then Modify Bearer.
+async fn attach(mme: &UdpSocket, relay: SocketAddr, i: u32) -> Ipv4Addr {
+    let r = exchange(mme, relay, &csr(i), 2 * i + 1).await;
+    let Message::CreateSessionResponse(r) = r.body else { panic!("not a Create Session Response") };
+    let sgw = r.sender_fteid.unwrap().teid;
+    let mbr = S11Request::ModifyBearer(ModifyBearerRequest {
+        sgw_teid: Teid(sgw),
+        ebi: Ebi(5),
+        s1u_enb_fteid: Fteid { teid: Teid(0x7000 + i), ipv4: Ipv4Addr::new(10, 0, 1, 1) },
+    });
+    exchange(mme, relay, &mbr, 2 * i + 2).await;
+    r.paa.unwrap().ipv4.unwrap()
+}
+
+/// One HTTP/1.1 request; returns (status, body).
+async fn http(addr: SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: c\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut out)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+fn controller_cfg(sgw: SocketAddr, edge: SocketAddr, store: StoreConfig) -> ControllerConfig {
+    ControllerConfig {
+        s11: lo(0),
+        sgw,
+        anchor_bind: lo(0),
+        rest: lo(0),
+        token: Some(TOKEN.into()),
+        store,
+        anchors: vec![Anchor { name: "edge1".into(), s11: edge }],
+        ..ControllerConfig::default()
+    }
+}
+
+async fn relocate_restart_keep(store: StoreConfig) {
+    let (stop, stop_rx) = watch::channel(false);
+    let sgw = anchor(Ipv4Addr::new(10, 44, 0, 0), &stop_rx).await;
+    let edge = anchor(Ipv4Addr::new(10, 60, 0, 0), &stop_rx).await;
+    let c = mobicore_controller::bind(controller_cfg(sgw, edge, store.clone())).await.unwrap();
+    let (relay, rest) = (c.s11_addr, c.rest_addr);
+    let (cstop, cstop_rx) = watch::channel(false);
+    let task = tokio::spawn(c.run(cstop_rx));
+    let mme = UdpSocket::bind(lo(0)).await.unwrap();
+    let mut ips = Vec::new();
+    for i in 1..=3 {
+        ips.push(attach(&mme, relay, i).await);
+    }
+
+    // Bad input: 4xx with a message, nothing changed.
+    let ok = r#"{"ue":"001010000000002","anchor":"edge1","mode":"selective"}"#;
+    assert_eq!(http(rest, "POST", "/v1/relocations", None, ok).await.0, 401, "no token");
+    assert_eq!(http(rest, "POST", "/v1/relocations", Some("wrong"), ok).await.0, 401, "wrong token");
+    let (s, b) = http(rest, "POST", "/v1/relocations", Some(TOKEN), "{not json").await;
+    assert!((400..500).contains(&s) && b.contains("error"), "{s} {b}");
+    let unknown_field = r#"{"ue":"001010000000002","anchor":"edge1","colour":"red"}"#;
+    let (s, b) = http(rest, "POST", "/v1/relocations", Some(TOKEN), unknown_field).await;
+    assert!((400..500).contains(&s) && b.contains("colour"), "{s} {b}");
+    let big = format!(r#"{{"ue":"{}","anchor":"edge1"}}"#, "9".repeat(100_000));
+    assert_eq!(http(rest, "POST", "/v1/relocations", Some(TOKEN), &big).await.0, 413, "oversized");
+    let (s, b) =
+        http(rest, "POST", "/v1/relocations", Some(TOKEN), r#"{"ue":"001019999999999","anchor":"edge1"}"#).await;
+    assert_eq!(s, 404, "{b}");
+    let (s, b) =
+        http(rest, "POST", "/v1/relocations", Some(TOKEN), r#"{"ue":"001010000000002","anchor":"mars"}"#).await;
+    assert_eq!(s, 404, "{b}");
+    assert_eq!(http(rest, "GET", "/v1/relocations/77", None, "").await.0, 404);
+    assert_eq!(http(rest, "GET", "/v1/relocations/x", None, "").await.0, 400);
+    assert_eq!(http(rest, "GET", "/v1/relocations", None, "").await.1, "[]", "nothing changed");
+
+    // The UE at 10.44.0.2 moves by its address; the answer has the timing.
+    let by_ip = format!(r#"{{"ue":"{}","anchor":"edge1"}}"#, ips[1]);
+    let (s, b) = http(rest, "POST", "/v1/relocations", Some(TOKEN), &by_ip).await;
+    assert_eq!(s, 201, "{b}");
+    let r: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(r["state"], "active");
+    assert_eq!(r["imsi"], "001010000000002");
+    assert!(r["timing"]["replication_ms"].as_f64().unwrap() > 0.0);
+    let replica = &r["sessions"][0]["replica"];
+    assert_eq!(replica["ue_ipv4"].as_str().unwrap().split('.').take(2).collect::<Vec<_>>(), ["10", "60"]);
+    let id = r["id"].as_u64().unwrap();
+    let (s, b) = http(rest, "POST", "/v1/relocations", Some(TOKEN), &by_ip).await;
+    assert_eq!(s, 409, "already there: {b}");
+
+    let (_, doc) = http(rest, "GET", "/v1/openapi.json", None, "").await;
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    assert!(doc["paths"]["/v1/relocations"]["post"].is_object());
+    let (_, metrics) = http(rest, "GET", "/metrics", None, "").await;
+    assert!(metrics.contains("mobicore_controller_relay_sessions_recorded 3"), "{metrics}");
+    assert!(metrics.contains("mobicore_controller_relocations_active 1"), "{metrics}");
+
+    // Restart on the same store: the relocation is still in force.
+    cstop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    let c = mobicore_controller::bind(controller_cfg(sgw, edge, store)).await.unwrap();
+    let rest = c.rest_addr;
+    let (cstop, cstop_rx) = watch::channel(false);
+    let task = tokio::spawn(c.run(cstop_rx));
+    let (s, b) = http(rest, "GET", &format!("/v1/relocations/{id}"), None, "").await;
+    assert_eq!(s, 200);
+    let again: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(again, r, "the relocation as it was");
+    let (_, st) = http(rest, "GET", "/v1/stats", None, "").await;
+    let st: serde_json::Value = serde_json::from_str(&st).unwrap();
+    assert_eq!(st["sessions"], 3);
+    assert_eq!(st["relocations_active"], 1);
+    // Move back after the restart: the replica is found again.
+    let (s, b) = http(rest, "DELETE", &format!("/v1/relocations/{id}"), Some(TOKEN), "").await;
+    assert_eq!(s, 200, "{b}");
+    assert!(b.contains("reverted"), "{b}");
+    cstop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    stop.send(true).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relocation_over_rest_survives_a_restart_with_the_embedded_store() {
+    let dir = std::env::temp_dir().join(format!("mobicore-controller-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = StoreConfig { path: Some(dir.join("controller.log")), ..StoreConfig::default() };
+    relocate_restart_keep(store).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relocation_over_rest_survives_a_restart_with_redis() {
+    let redis = RedisServer::start().expect("redis-server (scripts/bootstrap.sh installs it)");
+    let store = StoreConfig { kind: StoreKind::Redis, url: Some(redis.url()), ..StoreConfig::default() };
+    relocate_restart_keep(store).await;
+}
