@@ -60,7 +60,7 @@ impl Network {
     /// Puts the controller's relay between the MME and the SGW-C.
     pub fn enable_controller(&mut self) {
         let t = TransactionConfig::default();
-        let peers = vec![MME_S11.ip()];
+        let peers = mobicore_common::peers::PeerFilter::hosts([MME_S11.ip()]);
         self.controller = Some(ControllerCore::new(peers, RelayLimits::default(), t, false, Counters::new()));
     }
 
