@@ -45,6 +45,12 @@ pub enum BenchCommand {
     /// an AF_XDP copy-mode socket (the default), 64 and 1400-byte packets,
     /// same run and topology as `bench dataplane`, with the offered rate.
     Slowpath(crate::bench_slowpath::SlowpathArgs),
+    /// Seed 000 Figs 6-8: octets stored, octets sent and time to replicate
+    /// an S/P-GW's state by GTP-C replay, naive (every recorded message)
+    /// and selective (the moved UEs' only), against the number of
+    /// registered and moved UEs; real S/P-GW-Cs and the controller on
+    /// loopback, moves through its REST API.
+    Relocation(crate::bench_relocation::RelocationArgs),
 }
 
 #[derive(Args, Debug)]
@@ -155,6 +161,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Pfcp(a) => pfcp(a).await,
         BenchCommand::Dataplane(a) => dataplane(a).await,
         BenchCommand::Slowpath(a) => crate::bench_slowpath::run(a).await,
+        BenchCommand::Relocation(a) => crate::bench_relocation::run(a).await,
     }
 }
 

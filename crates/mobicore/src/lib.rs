@@ -18,11 +18,13 @@
 pub mod allinone;
 pub mod bench;
 pub mod bench_pfcp;
+pub mod bench_relocation;
 pub mod bench_slowpath;
 pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod plot;
 pub mod report;
 pub mod responder;
 pub mod subscriber;
