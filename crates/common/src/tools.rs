@@ -149,6 +149,34 @@ impl LoCapture {
     }
 }
 
+impl LoCapture {
+    /// Stops the capture and checks the packets `display_filter` selects:
+    /// each of `expected` appears in the dissection, nothing is malformed
+    /// and tshark reports no expert error. Returns the dissection.
+    pub fn check(self, display_filter: &str, expected: &[&str]) -> String {
+        let file = self.stop();
+        let verbose =
+            run(Command::new("tshark").args(["-r"]).arg(&file).args(["-Y", display_filter, "-V"])).expect("tshark -r");
+        let text = String::from_utf8_lossy(&verbose.stdout).into_owned();
+        for e in expected {
+            let summary: Vec<&str> =
+                text.lines().filter(|l| l.starts_with("Frame ") || l.contains("Message Type")).collect();
+            assert!(text.contains(e), "capture has {e:?}; it has:\n{}", summary.join("\n"));
+        }
+        assert!(!text.contains("Malformed"), "tshark found a malformed packet:\n{text}");
+        let expert = run(Command::new("tshark").args(["-r"]).arg(&file).args([
+            "-q",
+            "-z",
+            &format!("expert,error,{display_filter}"),
+        ]))
+        .expect("tshark expert");
+        let e = String::from_utf8_lossy(&expert.stdout);
+        assert!(!e.lines().any(|l| l.trim_start().starts_with("Error")), "tshark expert errors:\n{e}");
+        let _ = std::fs::remove_file(&file);
+        text
+    }
+}
+
 impl Drop for LoCapture {
     /// A test that panics before `stop` leaves no tshark behind.
     fn drop(&mut self) {

@@ -27,13 +27,13 @@ fn lo(port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
-/// An S/P-GW-C with its UPF (no data path), on loopback; returns its S11
+/// An S/P-GW-C with its UPF (no data path), S11 on `s11`; returns its S11
 /// address.
-async fn anchor(pool: Ipv4Addr, stop: &watch::Receiver<bool>) -> SocketAddr {
+async fn anchor(s11: SocketAddr, pool: Ipv4Addr, stop: &watch::Receiver<bool>) -> SocketAddr {
     let upf = mobicore_upf::Upf::bind(mobicore_upf::UpfConfig { pfcp: lo(0), ..Default::default() }).await.unwrap();
     let upf_addr = upf.pfcp_addr();
     tokio::spawn(upf.run(stop.clone()));
-    let mut cfg = SpgwcConfig { s11: lo(0), pfcp: lo(0), ..SpgwcConfig::default() };
+    let mut cfg = SpgwcConfig { s11, pfcp: lo(0), ..SpgwcConfig::default() };
     cfg.upfs = vec![UpfPeerConfig { pfcp: upf_addr, s1u_addr: Ipv4Addr::LOCALHOST, ..UpfPeerConfig::default() }];
     for apn in &mut cfg.apns {
         *apn = ApnConfig { pool: Some(pool), ..apn.clone() };
@@ -119,11 +119,17 @@ async fn http(addr: SocketAddr, method: &str, path: &str, token: Option<&str>, b
     (status, body)
 }
 
-fn controller_cfg(sgw: SocketAddr, edge: SocketAddr, store: StoreConfig) -> ControllerConfig {
+/// Addresses of one test: GTP-C on port 2123 (so that tshark dissects it)
+/// at 127.0.`net`.1 (relay), .2 (original S/P-GW-C), .3 (edge).
+fn at(net: u8, host: u8, port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::new(127, 0, net, host), port))
+}
+
+fn controller_cfg(net: u8, sgw: SocketAddr, edge: SocketAddr, store: StoreConfig) -> ControllerConfig {
     ControllerConfig {
-        s11: lo(0),
+        s11: at(net, 1, 2123),
         sgw,
-        anchor_bind: lo(0),
+        anchor_bind: at(net, 1, 0),
         rest: lo(0),
         token: Some(TOKEN.into()),
         store,
@@ -132,15 +138,19 @@ fn controller_cfg(sgw: SocketAddr, edge: SocketAddr, store: StoreConfig) -> Cont
     }
 }
 
-async fn relocate_restart_keep(store: StoreConfig) {
+async fn relocate_restart_keep(net: u8, store: StoreConfig) {
     let (stop, stop_rx) = watch::channel(false);
-    let sgw = anchor(Ipv4Addr::new(10, 44, 0, 0), &stop_rx).await;
-    let edge = anchor(Ipv4Addr::new(10, 60, 0, 0), &stop_rx).await;
-    let c = mobicore_controller::bind(controller_cfg(sgw, edge, store.clone())).await.unwrap();
+    let capture = mobicore_common::tools::LoCapture::start(
+        &format!("controller-{net}"),
+        &format!("udp port 2123 and net 127.0.{net}.0/24"),
+    );
+    let sgw = anchor(at(net, 2, 2123), Ipv4Addr::new(10, 44, 0, 0), &stop_rx).await;
+    let edge = anchor(at(net, 3, 2123), Ipv4Addr::new(10, 60, 0, 0), &stop_rx).await;
+    let c = mobicore_controller::bind(controller_cfg(net, sgw, edge, store.clone())).await.unwrap();
     let (relay, rest) = (c.s11_addr, c.rest_addr);
     let (cstop, cstop_rx) = watch::channel(false);
     let task = tokio::spawn(c.run(cstop_rx));
-    let mme = UdpSocket::bind(lo(0)).await.unwrap();
+    let mme = UdpSocket::bind(at(net, 4, 0)).await.unwrap();
     let mut ips = Vec::new();
     for i in 1..=3 {
         ips.push(attach(&mme, relay, i).await);
@@ -192,7 +202,7 @@ async fn relocate_restart_keep(store: StoreConfig) {
     // Restart on the same store: the relocation is still in force.
     cstop.send(true).unwrap();
     task.await.unwrap().unwrap();
-    let c = mobicore_controller::bind(controller_cfg(sgw, edge, store)).await.unwrap();
+    let c = mobicore_controller::bind(controller_cfg(net, sgw, edge, store)).await.unwrap();
     let rest = c.rest_addr;
     let (cstop, cstop_rx) = watch::channel(false);
     let task = tokio::spawn(c.run(cstop_rx));
@@ -211,6 +221,12 @@ async fn relocate_restart_keep(store: StoreConfig) {
     cstop.send(true).unwrap();
     task.await.unwrap().unwrap();
     stop.send(true).unwrap();
+    // The relay's GTP-C and the replay into the edge, as tshark reads them.
+    if let Some(c) = capture {
+        let expected = ["Create Session Request", "Create Session Response", "Modify Bearer Request"];
+        let text = c.check("gtpv2", &expected);
+        assert!(text.contains("127.0.") && text.contains("Delete Session Request"), "the move back's delete");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,7 +235,7 @@ async fn relocation_over_rest_survives_a_restart_with_the_embedded_store() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let store = StoreConfig { path: Some(dir.join("controller.log")), ..StoreConfig::default() };
-    relocate_restart_keep(store).await;
+    relocate_restart_keep(61, store).await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -227,5 +243,5 @@ async fn relocation_over_rest_survives_a_restart_with_the_embedded_store() {
 async fn relocation_over_rest_survives_a_restart_with_redis() {
     let redis = RedisServer::start().expect("redis-server (scripts/bootstrap.sh installs it)");
     let store = StoreConfig { kind: StoreKind::Redis, url: Some(redis.url()), ..StoreConfig::default() };
-    relocate_restart_keep(store).await;
+    relocate_restart_keep(62, store).await;
 }
