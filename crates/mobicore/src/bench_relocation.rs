@@ -9,7 +9,8 @@
 //! sent to replicate, replication time. Whole-process RAM replication is
 //! the paper's third scheme; CRIU cannot checkpoint on these machines
 //! (`criu check`: "vdso: Failed to fill self vdso symtable"), so it is left
-//! out rather than imitated.
+//! out rather than imitated. First, the relay's added latency: Echo round
+//! trips to the S/P-GW-C directly and through the relay, interleaved.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -66,7 +67,35 @@ pub struct Point {
 const TOKEN: &str = "bench";
 const WAIT: Duration = Duration::from_secs(30);
 
+/// The relay's added latency: GTP-C round trips (Echo) to the S/P-GW-C
+/// directly and through the relay, in alternating blocks.
+#[derive(Debug, Clone, Serialize)]
+pub struct RelayLatency {
+    pub round_trips: usize,
+    pub direct_us_p50: f64,
+    pub direct_us_p99: f64,
+    pub relayed_us_p50: f64,
+    pub relayed_us_p99: f64,
+    pub added_us_p50: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Output<'a> {
+    relay_latency: &'a RelayLatency,
+    points: &'a [Point],
+}
+
 pub async fn run(a: RelocationArgs) -> Result<()> {
+    let latency = relay_latency(5_000).await.context("relay latency")?;
+    println!(
+        "S11 relay: Echo round trip p50 {:.1} us direct, {:.1} us relayed: +{:.1} us (p99 {:.1} / {:.1} us), {} each",
+        latency.direct_us_p50,
+        latency.relayed_us_p50,
+        latency.added_us_p50,
+        latency.direct_us_p99,
+        latency.relayed_us_p99,
+        latency.round_trips
+    );
     let mut points = Vec::new();
     for &n in &a.registered {
         if n == 0 {
@@ -93,8 +122,8 @@ pub async fn run(a: RelocationArgs) -> Result<()> {
     let header = ["mode", "registered", "moved", "stored B", "B/UE", "sent B", "replication ms", "ms/moved UE"];
     print!("{}", crate::report::table(&header, &rows));
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&points)?)
-            .with_context(|| format!("writing {}", p.display()))?;
+        let out = Output { relay_latency: &latency, points: &points };
+        std::fs::write(p, serde_json::to_string_pretty(&out)?).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(dir) = &a.plot {
         plot(dir, &points)?;
@@ -225,6 +254,54 @@ async fn one(n: usize, moved: &[usize]) -> Result<Vec<Point>> {
     stop.send(true)?;
     ctask.await??;
     Ok(out)
+}
+
+async fn relay_latency(n: usize) -> Result<RelayLatency> {
+    let (stop, stop_rx) = watch::channel(false);
+    let sgw = anchor(Ipv4Addr::new(10, 44, 0, 0), &stop_rx).await?;
+    let cfg = ControllerConfig { s11: lo(0), sgw, anchor_bind: lo(0), rest: lo(0), ..ControllerConfig::default() };
+    let c = mobicore_controller::bind(cfg).await?;
+    let relay = c.s11_addr;
+    let ctask = tokio::spawn(c.run(stop_rx.clone()));
+    let sock = UdpSocket::bind(lo(0)).await?;
+    let (mut direct, mut relayed) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut buf = vec![0u8; 2048];
+    let mut seq = 1u32;
+    let block = 250;
+    for round in 0..(2 * n).div_ceil(block) {
+        let (to, out) = if round % 2 == 0 { (sgw, &mut direct) } else { (relay, &mut relayed) };
+        for _ in 0..block.min(n - out.len().min(n)) {
+            let echo =
+                GtpMessage { teid: None, seq, body: Message::EchoRequest(mobicore_gtp::message::Echo { recovery: 1 }) };
+            let t0 = Instant::now();
+            sock.send_to(&echo.to_bytes(), to).await?;
+            loop {
+                let (len, _) =
+                    tokio::time::timeout(WAIT, sock.recv_from(&mut buf)).await.context("no Echo Response")??;
+                if GtpMessage::parse(&buf[..len]).is_ok_and(|m| m.seq == seq) {
+                    break;
+                }
+            }
+            out.push(t0.elapsed().as_secs_f64() * 1e6);
+            seq += 1;
+        }
+    }
+    stop.send(true)?;
+    ctask.await??;
+    let pct = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q).round() as usize]
+    };
+    let (d50, d99, r50, r99) =
+        (pct(&mut direct, 0.5), pct(&mut direct, 0.99), pct(&mut relayed, 0.5), pct(&mut relayed, 0.99));
+    Ok(RelayLatency {
+        round_trips: n,
+        direct_us_p50: d50,
+        direct_us_p99: d99,
+        relayed_us_p50: r50,
+        relayed_us_p99: r99,
+        added_us_p50: r50 - d50,
+    })
 }
 
 fn lo(port: u16) -> SocketAddr {

@@ -136,7 +136,7 @@ fn num(v: f64) -> String {
         format!("{:.0}M", v / 1e6)
     } else if a >= 1e3 {
         format!("{:.0}k", v / 1e3)
-    } else if a >= 10.0 || a == 0.0 {
+    } else if a >= 10.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
