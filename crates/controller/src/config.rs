@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::Anchor;
 use crate::relay::RelayLimits;
+use crate::steering::SteeringClientConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -50,6 +51,60 @@ pub struct ControllerConfig {
     pub store: StoreConfig,
     /// Anchors registered at start (more can be added over REST).
     pub anchors: Vec<Anchor>,
+    /// The steering switch the controller programs over PFCP (a UPF node
+    /// with `role = "steering"`), e.g. `steering = { pfcp =
+    /// "10.0.2.1:8805", local = "10.0.2.2:0", node_id = "10.0.2.2" }`.
+    /// Absent: no switch, relocations move the sessions' state only
+    /// (`diverted: false`).
+    pub steering: Option<SteeringConfig>,
+}
+
+/// `[controller.steering]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SteeringConfig {
+    /// The switch's PFCP address.
+    pub pfcp: SocketAddr,
+    /// The controller's PFCP socket towards it (port 0: any).
+    pub local: SocketAddr,
+    /// The controller's PFCP Node ID, also the address of its CP F-SEIDs:
+    /// the switch's `cp_peers` must allow it (and `local`'s address).
+    pub node_id: Ipv4Addr,
+    /// PFCP T1 (ms) and N1 (TS 29.244 6.4).
+    pub t1_ms: u64,
+    pub n1: u32,
+    /// Heartbeat Requests to the switch every this many ms (6.2.2).
+    pub heartbeat_interval_ms: u64,
+    /// Divert / undivert requests that may wait (for the association, or
+    /// behind another request of the same UE); beyond, refused.
+    pub max_waiting: usize,
+}
+
+impl Default for SteeringConfig {
+    fn default() -> Self {
+        SteeringConfig {
+            pfcp: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8805),
+            local: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            node_id: Ipv4Addr::LOCALHOST,
+            t1_ms: 3000,
+            n1: 3,
+            heartbeat_interval_ms: 10_000,
+            max_waiting: 4096,
+        }
+    }
+}
+
+impl SteeringConfig {
+    pub fn client(&self) -> SteeringClientConfig {
+        SteeringClientConfig {
+            peer: self.pfcp,
+            node_id: self.node_id,
+            t1: Duration::from_millis(self.t1_ms.max(1)),
+            n1: self.n1,
+            heartbeat_interval: Duration::from_millis(self.heartbeat_interval_ms.max(1)),
+            max_waiting: self.max_waiting,
+        }
+    }
 }
 
 impl Default for ControllerConfig {
@@ -73,6 +128,7 @@ impl Default for ControllerConfig {
             relocation_timeout_ms: 30_000,
             store: StoreConfig::default(),
             anchors: Vec::new(),
+            steering: None,
         }
     }
 }

@@ -6,8 +6,12 @@
 //! MovingBack -> Reverted. Diverting and moving back are the steering
 //! switch's part: the core asks for them with [`CoreEvent::Divert`] /
 //! [`CoreEvent::Undivert`] and is told the outcome with
-//! [`ControllerCore::handle_diverted`]. Without a steering switch the core
-//! moves state only and says so in the relocation.
+//! [`ControllerCore::handle_diverted`]. With a [`SteeringClient`]
+//! attached ([`ControllerCore::attach_switch`]) the core does that itself
+//! over PFCP: the events never leave it, the switch's datagrams go through
+//! [`ControllerCore::handle_from_switch`] /
+//! [`ControllerCore::poll_switch_transmit`]. Without a steering switch the
+//! core moves state only and says so in the relocation.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -23,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::context::{Anchor, LoggedMessage, Mode, ReplicaSession, SessionRecord};
 use crate::relay::{self, Relay, RelayEvent, RelayLimits};
 use crate::replication::{JobId, Replicator, ReplicatorEvent, Step};
+use crate::steering::{diversions_of, SteeringClient, SteeringEvent};
 
 /// An inner 5-tuple narrowing a relocation to one flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -155,6 +160,10 @@ pub struct ControllerCore {
     /// Naive jobs in progress, per anchor: new log entries join the job.
     naive_jobs: HashMap<SocketAddr, JobId>,
     events: VecDeque<CoreEvent>,
+    /// The steering switch the core programs itself, if any.
+    switch: Option<SteeringClient>,
+    /// Divert / Undivert for the switch, handed over at the next pump.
+    to_switch: VecDeque<CoreEvent>,
 }
 
 impl ControllerCore {
@@ -173,6 +182,75 @@ impl ControllerCore {
             naive: HashMap::new(),
             naive_jobs: HashMap::new(),
             events: VecDeque::new(),
+            switch: None,
+            to_switch: VecDeque::new(),
+        }
+    }
+
+    /// Programs the steering switch through `client` from now on (and
+    /// starts its association): diversions are installed and removed over
+    /// PFCP instead of being asked for with [`CoreEvent::Divert`] /
+    /// [`CoreEvent::Undivert`].
+    pub fn attach_switch(&mut self, now: Instant, mut client: SteeringClient) {
+        client.start(now);
+        self.steering = true;
+        self.switch = Some(client);
+        self.pump(now);
+    }
+
+    pub fn switch(&self) -> Option<&SteeringClient> {
+        self.switch.as_ref()
+    }
+
+    /// A PFCP datagram from the steering switch's address.
+    pub fn handle_from_switch(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        if let Some(s) = self.switch.as_mut() {
+            s.handle_datagram(now, from, bytes);
+        }
+        self.pump(now);
+    }
+
+    /// The next PFCP datagram for the steering switch.
+    pub fn poll_switch_transmit(&mut self) -> Option<(SocketAddr, Bytes)> {
+        self.switch.as_mut()?.poll_transmit()
+    }
+
+    /// A Divert / Undivert: to the attached switch, or to the shell.
+    fn steer(&mut self, e: CoreEvent) {
+        match self.switch {
+            Some(_) => self.to_switch.push_back(e),
+            None => self.events.push_back(e),
+        }
+    }
+
+    /// Hands the switch what the core decided and the core what the switch
+    /// answered, until neither has more.
+    fn pump_switch(&mut self, now: Instant) {
+        let Some(_) = self.switch else { return };
+        loop {
+            let mut moved = false;
+            while let Some(e) = self.to_switch.pop_front() {
+                moved = true;
+                let Some(s) = self.switch.as_mut() else { return };
+                match e {
+                    CoreEvent::Divert { relocation } => match diversions_of(&relocation) {
+                        Ok(ds) => s.divert(now, relocation.id, ds),
+                        Err(why) => self.handle_diverted(now, relocation.id, Err(why)),
+                    },
+                    CoreEvent::Undivert { relocation } => s.undivert(now, relocation.id),
+                    other => self.events.push_back(other),
+                }
+            }
+            while let Some(e) = self.switch.as_mut().and_then(SteeringClient::poll_event) {
+                moved = true;
+                match e {
+                    SteeringEvent::Diverted { relocation, result }
+                    | SteeringEvent::Undiverted { relocation, result } => self.handle_diverted(now, relocation, result),
+                }
+            }
+            if !moved {
+                return;
+            }
         }
     }
 
@@ -212,7 +290,8 @@ impl ControllerCore {
                 }
             }
             if r.state == RelocationState::Active && r.diverted {
-                self.events.push_back(CoreEvent::Divert { relocation: r.clone() });
+                // With a switch attached, handed over at the next handle_* call.
+                self.steer(CoreEvent::Divert { relocation: r.clone() });
             }
             self.relocations.insert(r.id, r);
         }
@@ -327,8 +406,9 @@ impl ControllerCore {
         self.started.insert(id, (now, None));
         let r = r.clone();
         if r.diverted {
-            self.events.push_back(CoreEvent::Undivert { relocation: r.clone() });
+            self.steer(CoreEvent::Undivert { relocation: r.clone() });
             self.events.push_back(CoreEvent::Relocation(r));
+            self.pump_switch(now);
         } else {
             self.finish_move_back(now, id);
         }
@@ -353,6 +433,11 @@ impl ControllerCore {
                     self.counters.incr("undivert_failed");
                 }
                 self.finish_move_back(now, id);
+            }
+            (RelocationState::Active, Err(why)) => {
+                // Diverting again after a restart failed.
+                tracing::warn!(id, %why, "re-installing a diversion failed");
+                self.counters.incr("redivert_failed");
             }
             _ => {}
         }
@@ -413,7 +498,14 @@ impl ControllerCore {
         self.events.push_back(CoreEvent::Relocation(r));
         for o in older {
             if let Some(old) = self.relocations.get_mut(&o) {
-                // The new diversion replaced the old one on the switch.
+                // The new diversion replaced the old one on the switch (an
+                // attached switch took over its sessions; the Undivert
+                // removes whatever of it is left).
+                if old.diverted && self.switch.is_some() {
+                    let old = old.clone();
+                    self.steer(CoreEvent::Undivert { relocation: old });
+                }
+                let old = self.relocations.get_mut(&o).expect("present");
                 old.diverted = false;
                 old.state = RelocationState::MovingBack;
             }
@@ -452,14 +544,20 @@ impl ControllerCore {
         self.pump(now);
     }
 
+    /// Timers of the relay, the replicator and the switch; also hands the
+    /// switch what [`Self::restore`] queued.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.relay.handle_timeout(now);
         self.replicator.handle_timeout(now);
+        if let Some(s) = self.switch.as_mut() {
+            s.handle_timeout(now);
+        }
         self.pump(now);
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.relay.poll_timeout(), self.replicator.poll_timeout()].into_iter().flatten().min()
+        let switch = self.switch.as_ref().and_then(SteeringClient::poll_timeout);
+        [self.relay.poll_timeout(), self.replicator.poll_timeout(), switch].into_iter().flatten().min()
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
@@ -503,6 +601,7 @@ impl ControllerCore {
                 }
             }
         }
+        self.pump_switch(now);
     }
 
     /// A naive replica gets every accepted request (seed 000 IV.A: "from
@@ -562,7 +661,7 @@ impl ControllerCore {
                 r.state = RelocationState::Reverted;
                 let r = r.clone();
                 if r.diverted {
-                    self.events.push_back(CoreEvent::Undivert { relocation: r.clone() });
+                    self.steer(CoreEvent::Undivert { relocation: r.clone() });
                 }
                 self.counters.incr("relocations_ended_by_detach");
                 self.events.push_back(CoreEvent::Relocation(r));
@@ -604,7 +703,7 @@ impl ControllerCore {
         if self.steering {
             r.state = RelocationState::Diverting;
             let r = r.clone();
-            self.events.push_back(CoreEvent::Divert { relocation: r.clone() });
+            self.steer(CoreEvent::Divert { relocation: r.clone() });
             self.events.push_back(CoreEvent::Relocation(r));
         } else {
             self.activate(now, id);

@@ -11,6 +11,9 @@
 //!   (naive and selective), and mirroring of later requests.
 //! - [`core`]: [`ControllerCore`], relocations (replicate, divert, move
 //!   back, edge to edge).
+//! - [`steering`]: the PFCP CP side towards the steering switch
+//!   ([`SteeringClient`], sans-I/O): association, heartbeats, one PFCP
+//!   session per diverted PDN connection, rollback, edge to edge.
 //! - [`config`]: `[controller]` ([`ControllerConfig`]).
 //! - [`api`]: the REST API (axum), its OpenAPI document (utoipa).
 //! - [`shell`]: the tokio task: sockets, timers, REST, write-behind
@@ -26,7 +29,8 @@
 //! `replication_done`, `replication_failed`, `replication_skipped`;
 //! `relocations_started`, `relocations_active`, `relocations_failed`,
 //! `relocations_reverted`, `relocations_ended_by_detach`,
-//! `undivert_failed`.
+//! `undivert_failed`, `redivert_failed`; the steering client's are listed
+//! in [`steering`].
 
 pub mod api;
 pub mod config;
@@ -35,8 +39,10 @@ pub mod core;
 pub mod relay;
 pub mod replication;
 pub mod shell;
+pub mod steering;
 
 pub use crate::core::{ControllerCore, CoreError, CoreEvent, FlowSpec, Relocation, RelocationState, Timing};
 pub use config::ControllerConfig;
 pub use context::{Anchor, Mode, ReplicaSession, SessionRecord};
 pub use shell::{bind, Controller, ControllerError};
+pub use steering::{SteeringClient, SteeringClientConfig, SteeringEvent};

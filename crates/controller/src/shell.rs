@@ -1,6 +1,7 @@
 //! The tokio task around [`ControllerCore`]: the relay's sockets (one
 //! towards the MMEs, one per MME towards the S/P-GW-C), the socket towards
-//! replica anchors, the timers, the REST API, and write-behind persistence
+//! replica anchors, the PFCP socket towards the steering switch when one is
+//! configured (`[controller] steering`), the timers, the REST API, and write-behind persistence
 //! of everything the core records (the relay never waits for the store).
 //!
 //! [`bind`] binds every socket and restores what the store kept;
@@ -9,7 +10,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use mobicore_common::counters::Counters;
 use mobicore_gtp::TransactionConfig;
@@ -22,6 +23,7 @@ use crate::config::ControllerConfig;
 use crate::context::{Anchor, LoggedMessage, SessionRecord};
 use crate::core::{ControllerCore, CoreEvent, Relocation, RelocationState, Transmit};
 use crate::relay::Peer;
+use crate::steering::SteeringClient;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -49,6 +51,8 @@ pub struct Controller {
     pub s11_addr: SocketAddr,
     pub anchor_addr: SocketAddr,
     pub rest_addr: SocketAddr,
+    /// The PFCP socket towards the steering switch, when one is configured.
+    pub switch_addr: Option<SocketAddr>,
     pub counters: Counters,
     /// The token writes must carry (drawn when not configured).
     pub token: String,
@@ -60,6 +64,7 @@ pub struct Controller {
     pending_anchor: Option<Anchor>,
     s11: Arc<UdpSocket>,
     anchor: Arc<UdpSocket>,
+    switch: Option<Arc<UdpSocket>>,
     rest: TcpListener,
 }
 
@@ -74,17 +79,28 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
         addr: cfg.rest,
         source,
     })?;
+    let switch = match &cfg.steering {
+        Some(sc) => Some(Arc::new(udp("PFCP towards the steering switch", sc.local).await?)),
+        None => None,
+    };
     let store = Store::open(&cfg.store).await?;
     let counters = Counters::new();
     let t = TransactionConfig { t3: Duration::from_millis(cfg.t3_ms), n3: cfg.n3 };
-    // No steering switch yet: relocations move state only.
+    // Without a steering switch relocations move state only.
     let mut core = ControllerCore::new(cfg.mme_peers.clone(), cfg.limits(), t, false, counters.clone());
+    if let Some(sc) = &cfg.steering {
+        let client = SteeringClient::new(sc.client(), SystemTime::now(), counters.clone());
+        core.attach_switch(Instant::now(), client);
+    }
     let log_len = restore(&store, &mut core, &cfg.anchors).await?;
+    // Hands the relocations in force to the switch again.
+    core.handle_timeout(Instant::now());
     let token = cfg.token.clone().unwrap_or_else(draw_token);
     Ok(Controller {
         s11_addr: s11.local_addr()?,
         anchor_addr: anchor.local_addr()?,
         rest_addr: rest.local_addr()?,
+        switch_addr: switch.as_ref().map(|s| s.local_addr()).transpose()?,
         counters,
         token,
         cfg,
@@ -94,6 +110,7 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
         pending_anchor: None,
         s11,
         anchor,
+        switch,
         rest,
     })
 }
@@ -185,6 +202,8 @@ impl Controller {
         let mut waiters: Vec<Waiter> = Vec::new();
         let mut buf = vec![0u8; 65_536];
         let mut abuf = vec![0u8; 65_536];
+        let mut sbuf = vec![0u8; 65_536];
+        let switch = self.switch.clone();
         let upstream_ip = self.cfg.upstream_ip.unwrap_or(self.s11_addr.ip());
         self.flush(&upstream, &persist_tx, &mut waiters).await;
         loop {
@@ -225,6 +244,10 @@ impl Controller {
                 r = self.anchor.recv_from(&mut abuf) => {
                     let Ok((n, from)) = r else { continue };
                     self.core.handle_from_anchor(Instant::now(), from, &abuf[..n]);
+                }
+                r = recv_opt(switch.as_deref(), &mut sbuf) => {
+                    let Ok((n, from)) = r else { continue };
+                    self.core.handle_from_switch(Instant::now(), from, &sbuf[..n]);
                 }
                 Some(cmd) = cmd_rx.recv() => self.command(cmd, &mut waiters),
                 _ = timer => {
@@ -326,6 +349,13 @@ impl Controller {
                 tracing::debug!(error = %e, "send failed");
             }
         }
+        while let Some((to, bytes)) = self.core.poll_switch_transmit() {
+            let Some(s) = &self.switch else { break };
+            if let Err(e) = s.send_to(&bytes, to).await {
+                self.counters.incr("send_failed");
+                tracing::debug!(error = %e, "send to the steering switch failed");
+            }
+        }
         if let Some(a) = self.pending_anchor.take() {
             self.persist(persist, Persist::Put(format!("{ANCHOR}{}", a.name), json(&a)));
         }
@@ -352,6 +382,7 @@ impl Controller {
                         let _ = w.reply.send(answer);
                     }
                 }
+                // Only without a switch: an attached one gets them in the core.
                 CoreEvent::Divert { relocation } => {
                     let why = "no steering switch is configured".to_string();
                     self.core.handle_diverted(Instant::now(), relocation.id, Err(why));
@@ -369,6 +400,14 @@ impl Controller {
         if tx.try_send(p).is_err() {
             self.counters.incr("store_backlog_full");
         }
+    }
+}
+
+/// A datagram from `s`, or never when there is no socket.
+async fn recv_opt(s: Option<&UdpSocket>, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
+    match s {
+        Some(s) => s.recv_from(buf).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -11,18 +11,24 @@
 //! let id = net.controller().relocate(now, imsi, None, "edge0", Mode::Selective)?;
 //! net.drive();
 //! ```
+//!
+//! With a steering switch ([`Network::enable_controller_with_switch`]) the
+//! controller programs a UPF node in the steering role over PFCP; the
+//! scenario holds the switch and carries its PFCP with
+//! [`Network::drive_switch`] (instead of `drive`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use mobicore_common::counters::Counters;
 use mobicore_controller::core::Transmit as CoreTransmit;
 use mobicore_controller::relay::{Peer, RelayLimits};
-use mobicore_controller::{Anchor, ControllerCore};
+use mobicore_controller::{Anchor, ControllerCore, SteeringClient, SteeringClientConfig};
 use mobicore_gtp::TransactionConfig;
 use mobicore_spgwc::{ApnConfig, Interface, SpgwcConfig, SpgwcCore, UpfPeerConfig};
-use mobicore_upf::config::UpfConfig;
+use mobicore_upf::config::{UpfConfig, UpfRole};
 use mobicore_upf::node::UpfCore;
+use mobicore_upf::MemoryPlane;
 
 use crate::fault::Msg;
 use crate::network::{Network, MME_S11};
@@ -32,6 +38,18 @@ use crate::userplane::HarnessPlane;
 pub const RELAY_UP: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 2125);
 /// The controller's socket towards edge anchors.
 pub const CONTROLLER_S11: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 2126);
+
+/// The steering switch's PFCP address (and Node ID).
+pub const SWITCH_PFCP: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 3, 1)), 8805);
+/// The controller's PFCP socket towards the switch.
+pub const CONTROLLER_PFCP: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 8806);
+
+/// A UPF node in the steering role beside the eNBs, with its in-memory
+/// plane (which holds the diversions).
+pub struct SteeringSwitch {
+    pub node: UpfCore,
+    pub plane: MemoryPlane,
+}
 
 /// An edge anchor: an SGW-C and its UPF.
 pub struct Edge {
@@ -62,6 +80,60 @@ impl Network {
         let t = TransactionConfig::default();
         let peers = mobicore_common::peers::PeerFilter::hosts([MME_S11.ip()]);
         self.controller = Some(ControllerCore::new(peers, RelayLimits::default(), t, false, Counters::new()));
+    }
+
+    /// [`Network::enable_controller`] with a steering switch the
+    /// controller programs over PFCP (associated on return). The network
+    /// has no slot for the switch: the caller holds it and carries its
+    /// messages with [`Network::drive_switch`].
+    pub fn enable_controller_with_switch(&mut self) -> SteeringSwitch {
+        self.enable_controller();
+        let plane = MemoryPlane::new();
+        let ip = Ipv4Addr::new(127, 0, 3, 1);
+        let cfg = UpfConfig { role: UpfRole::Steering, node_id: ip, pfcp: SWITCH_PFCP, ..UpfConfig::default() };
+        let node = UpfCore::new(cfg, Box::new(plane.clone()), SystemTime::UNIX_EPOCH, Counters::new());
+        let client = SteeringClient::new(
+            SteeringClientConfig {
+                peer: SWITCH_PFCP,
+                node_id: Ipv4Addr::LOCALHOST,
+                t1: Duration::from_secs(3),
+                n1: 3,
+                heartbeat_interval: Duration::from_secs(10),
+                max_waiting: 256,
+            },
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1),
+            Counters::new(),
+        );
+        let now = self.now;
+        self.controller().attach_switch(now, client);
+        let mut sw = SteeringSwitch { node, plane };
+        self.drive_switch(&mut sw);
+        assert!(self.controller().switch().is_some_and(SteeringClient::associated), "switch associated");
+        sw
+    }
+
+    /// [`Network::drive`], and PFCP between the controller and the switch,
+    /// until neither has anything more to say.
+    pub fn drive_switch(&mut self, sw: &mut SteeringSwitch) {
+        loop {
+            self.drive();
+            let now = self.now;
+            let mut moved = false;
+            if sw.node.poll_timeout().is_some_and(|t| t <= now) {
+                sw.node.handle_timeout(now);
+            }
+            while let Some((_, b)) = self.controller().poll_switch_transmit() {
+                sw.node.handle_datagram(now, CONTROLLER_PFCP, &b);
+                moved = true;
+            }
+            while let Some((_, b)) = sw.node.poll_transmit() {
+                self.controller().handle_from_switch(now, SWITCH_PFCP, &b);
+                moved = true;
+            }
+            if !moved {
+                return;
+            }
+        }
     }
 
     pub fn controller(&mut self) -> &mut ControllerCore {

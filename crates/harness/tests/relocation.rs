@@ -208,3 +208,54 @@ fn a_replica_that_refuses_rolls_the_relocation_back_and_says_why() {
     let err = c.relocate(now, &imsi, None, "nowhere", Mode::Naive).unwrap_err();
     assert!(err.to_string().contains("no anchor"), "{err}");
 }
+
+/// The controller programs the steering switch over PFCP: a relocation is
+/// in force (`diverted`) once the switch holds the diversion the replica
+/// needs; edge to edge leaves exactly the new one; moving back removes it.
+#[test]
+fn the_controller_programs_the_steering_switch_edge_to_edge_and_back() {
+    let mut net = Network::new(1, 3, NetworkConfig::default());
+    let mut sw = net.enable_controller_with_switch();
+    for (i, pool) in [(0, Ipv4Addr::new(10, 60, 0, 0)), (1, Ipv4Addr::new(10, 61, 0, 0))] {
+        let edge = net.edge_spgwc_config(i, pool);
+        net.add_edge(edge);
+    }
+    net.s1_setup_all();
+    for ue in 0..3 {
+        net.attach(ue);
+    }
+    net.drive_switch(&mut sw);
+    let imsi = net.imsi(1).as_str().to_string();
+    let orig = net.sgw_session(1).unwrap().clone();
+    let mut ids = Vec::new();
+    for (edge, anchor) in ["edge0", "edge1"].into_iter().enumerate() {
+        let now = net.now;
+        let id = net.controller().relocate(now, &imsi, None, anchor, Mode::Selective).expect("relocation starts");
+        net.drive_switch(&mut sw);
+        let r = net.controller().relocation(id).unwrap().clone();
+        assert_eq!((r.state, r.diverted), (RelocationState::Active, true), "to {anchor}");
+        let rep = net.edges[edge].spgwc.sessions().values().find(|s| s.imsi == orig.imsi).unwrap().clone();
+        let diversions: Vec<_> = sw.plane.diversions().into_values().collect();
+        let want = mobicore_controller::steering::Diversion {
+            ue: orig.ue_ipv4.unwrap(),
+            flow: None,
+            anchor: mobicore_harness::edge::Edge::s1u(edge),
+            anchor_teid: Some(rep.s1u_sgw.teid.0),
+            anchor_ue: rep.ue_ipv4,
+            origin: orig.s1u_sgw.ipv4,
+        };
+        assert_eq!(diversions, vec![want], "exactly the diversion to {anchor}");
+        ids.push(id);
+    }
+    assert_eq!(state(&mut net, ids[0]), RelocationState::Reverted, "edge to edge ended the first");
+    assert!(net.edges[0].spgwc.sessions().values().all(|s| s.imsi != orig.imsi), "its replica deleted");
+    let now = net.now;
+    net.controller().move_back(now, ids[1]).unwrap();
+    net.drive_switch(&mut sw);
+    let r = net.controller().relocation(ids[1]).unwrap().clone();
+    assert_eq!((r.state, r.diverted), (RelocationState::Reverted, false));
+    assert!(sw.plane.diversions().is_empty(), "moving back removed the diversion");
+    assert!(sw.node.sessions().is_empty());
+    let c = net.controller().counters();
+    assert_eq!((c.value("undivert_failed"), c.value("relocations_failed")), (0, 0));
+}
