@@ -20,6 +20,10 @@ use utoipa::OpenApi;
 
 use crate::context::{Anchor, Mode, ReplicaSession};
 use crate::core::{CoreError, FlowSpec, MovedSession, Relocation, RelocationState, Timing};
+use crate::mec::{
+    Action, DestinationInterface, FilterType, InterfaceType, Overlap, RuleAnswer, RuleError, RuleState, TrafficFilter,
+    TrafficRule, TunnelInfo,
+};
 
 /// `POST /v1/relocations`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
@@ -72,6 +76,24 @@ pub enum Command {
     Relocations(oneshot::Sender<Vec<Relocation>>),
     Relocation(u64, oneshot::Sender<Option<Relocation>>),
     Stats(oneshot::Sender<Stats>),
+    Mec(MecOp, oneshot::Sender<Result<MecAnswer, RuleError>>),
+}
+
+/// A traffic-rule operation on a MEC router.
+pub enum MecOp {
+    Routers,
+    List(String),
+    Get(String, String),
+    /// Create (`false`) or replace (`true`).
+    Put(String, TrafficRule, bool),
+    Delete(String, String),
+}
+
+pub enum MecAnswer {
+    Routers(Vec<String>),
+    Rules(Vec<TrafficRule>),
+    Rule(TrafficRule),
+    Put(RuleAnswer),
 }
 
 /// Why a relocation call did not succeed.
@@ -94,10 +116,12 @@ pub struct AppState {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "mobicore controller", description = "Edge relocation by GTP-C replay (seed 000)"),
-    paths(list_relocations, create_relocation, get_relocation, delete_relocation, list_anchors, create_anchor, stats),
+    paths(list_relocations, create_relocation, get_relocation, delete_relocation, list_anchors, create_anchor, stats,
+        list_mec_routers, list_rules, create_rule, get_rule, replace_rule, delete_rule),
     components(schemas(
         RelocationRequest, Relocation, RelocationState, MovedSession, ReplicaSession, FlowSpec, Timing, Mode,
-        Anchor, ApiError, Stats
+        Anchor, ApiError, Stats, TrafficRule, TrafficFilter, DestinationInterface, TunnelInfo, FilterType, Action,
+        RuleState, InterfaceType, RuleAnswer, Overlap
     )),
     modifiers(&BearerAuth)
 )]
@@ -121,6 +145,9 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/v1/relocations/{id}", get(get_relocation).delete(delete_relocation))
         .route("/v1/anchors", get(list_anchors).post(create_anchor))
         .route("/v1/stats", get(stats))
+        .route("/v1/mec/routers", get(list_mec_routers))
+        .route("/v1/mec/routers/{router}/traffic-rules", get(list_rules).post(create_rule))
+        .route("/v1/mec/routers/{router}/traffic-rules/{id}", get(get_rule).put(replace_rule).delete(delete_rule))
         .route("/v1/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .route("/metrics", get(metrics))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such path (the API is under /v1)") })
@@ -296,4 +323,94 @@ async fn metrics(State(s): State<AppState>) -> Response {
         ));
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+fn rule_error(e: RuleError) -> Response {
+    let status = match e {
+        RuleError::UnknownRouter(_) | RuleError::UnknownRule(_) => StatusCode::NOT_FOUND,
+        RuleError::Invalid(_) => StatusCode::BAD_REQUEST,
+        RuleError::Conflict(_) => StatusCode::CONFLICT,
+    };
+    error(status, e.to_string())
+}
+
+async fn mec(s: &AppState, op: MecOp) -> Result<MecAnswer, Response> {
+    match ask(s, |tx| Command::Mec(op, tx)).await? {
+        Ok(a) => Ok(a),
+        Err(e) => Err(rule_error(e)),
+    }
+}
+
+fn mec_answer(status: StatusCode, r: Result<MecAnswer, Response>) -> Response {
+    match r {
+        Ok(MecAnswer::Routers(v)) => (status, Json(v)).into_response(),
+        Ok(MecAnswer::Rules(v)) => (status, Json(v)).into_response(),
+        Ok(MecAnswer::Rule(v)) => (status, Json(v)).into_response(),
+        Ok(MecAnswer::Put(v)) => (status, Json(v)).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// The virtual MEC routers.
+#[utoipa::path(get, path = "/v1/mec/routers", responses((status = 200, body = [String])))]
+async fn list_mec_routers(State(s): State<AppState>) -> Response {
+    mec_answer(StatusCode::OK, mec(&s, MecOp::Routers).await)
+}
+
+#[utoipa::path(get, path = "/v1/mec/routers/{router}/traffic-rules", params(("router" = String, Path)),
+    responses((status = 200, body = [TrafficRule]), (status = 404, body = ApiError)))]
+async fn list_rules(State(s): State<AppState>, Path(router): Path<String>) -> Response {
+    mec_answer(StatusCode::OK, mec(&s, MecOp::List(router)).await)
+}
+
+/// Adds a traffic rule (ETSI GS MEC 011 TrafficRule); the answer lists the
+/// ACTIVE rules it overlaps and which one wins.
+#[utoipa::path(post, path = "/v1/mec/routers/{router}/traffic-rules", params(("router" = String, Path)),
+    request_body = TrafficRule, security(("token" = [])),
+    responses((status = 201, body = RuleAnswer), (status = 400, body = ApiError), (status = 404, body = ApiError),
+        (status = 409, body = ApiError)))]
+async fn create_rule(
+    State(s): State<AppState>,
+    Path(router): Path<String>,
+    body: Result<Json<TrafficRule>, JsonRejection>,
+) -> Response {
+    let rule = match body {
+        Ok(Json(r)) => r,
+        Err(e) => return rejected(&s, e),
+    };
+    mec_answer(StatusCode::CREATED, mec(&s, MecOp::Put(router, rule, false)).await)
+}
+
+#[utoipa::path(get, path = "/v1/mec/routers/{router}/traffic-rules/{id}",
+    params(("router" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = TrafficRule), (status = 404, body = ApiError)))]
+async fn get_rule(State(s): State<AppState>, Path((router, id)): Path<(String, String)>) -> Response {
+    mec_answer(StatusCode::OK, mec(&s, MecOp::Get(router, id)).await)
+}
+
+/// Replaces a traffic rule; the body's trafficRuleId must be the path's.
+#[utoipa::path(put, path = "/v1/mec/routers/{router}/traffic-rules/{id}",
+    params(("router" = String, Path), ("id" = String, Path)), request_body = TrafficRule, security(("token" = [])),
+    responses((status = 200, body = RuleAnswer), (status = 400, body = ApiError), (status = 404, body = ApiError),
+        (status = 409, body = ApiError)))]
+async fn replace_rule(
+    State(s): State<AppState>,
+    Path((router, id)): Path<(String, String)>,
+    body: Result<Json<TrafficRule>, JsonRejection>,
+) -> Response {
+    let rule = match body {
+        Ok(Json(r)) => r,
+        Err(e) => return rejected(&s, e),
+    };
+    if rule.traffic_rule_id != id {
+        return error(StatusCode::BAD_REQUEST, "the body's trafficRuleId differs from the path's");
+    }
+    mec_answer(StatusCode::OK, mec(&s, MecOp::Put(router, rule, true)).await)
+}
+
+#[utoipa::path(delete, path = "/v1/mec/routers/{router}/traffic-rules/{id}",
+    params(("router" = String, Path), ("id" = String, Path)), security(("token" = [])),
+    responses((status = 200, body = TrafficRule), (status = 404, body = ApiError)))]
+async fn delete_rule(State(s): State<AppState>, Path((router, id)): Path<(String, String)>) -> Response {
+    mec_answer(StatusCode::OK, mec(&s, MecOp::Delete(router, id)).await)
 }

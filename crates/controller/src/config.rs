@@ -51,6 +51,11 @@ pub struct ControllerConfig {
     pub store: StoreConfig,
     /// Anchors registered at start (more can be added over REST).
     pub anchors: Vec<Anchor>,
+    /// The virtual MEC routers whose traffic rules the controller keeps
+    /// (`/v1/mec/routers/{router}/traffic-rules`).
+    pub mec_routers: Vec<String>,
+    /// Traffic rules per MEC router (seed 001's Tofino holds 120,000).
+    pub max_mec_rules: usize,
     /// The steering switch the controller programs over PFCP (a UPF node
     /// with `role = "steering"`), e.g. `steering = { pfcp =
     /// "10.0.2.1:8805", local = "10.0.2.2:0", node_id = "10.0.2.2" }`.
@@ -128,6 +133,8 @@ impl Default for ControllerConfig {
             relocation_timeout_ms: 30_000,
             store: StoreConfig::default(),
             anchors: Vec::new(),
+            mec_routers: vec!["mec1".into()],
+            max_mec_rules: 120_000,
             steering: None,
         }
     }

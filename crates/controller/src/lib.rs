@@ -14,6 +14,8 @@
 //! - [`steering`]: the PFCP CP side towards the steering switch
 //!   ([`SteeringClient`], sans-I/O): association, heartbeats, one PFCP
 //!   session per diverted PDN connection, rollback, edge to edge.
+//! - [`mec`]: MEC traffic rules (ETSI GS MEC 011 TrafficRule) per virtual
+//!   MEC router: validation, bounds, overlaps resolved by priority.
 //! - [`config`]: `[controller]` ([`ControllerConfig`]).
 //! - [`api`]: the REST API (axum), its OpenAPI document (utoipa).
 //! - [`shell`]: the tokio task: sockets, timers, REST, write-behind
@@ -36,6 +38,7 @@ pub mod api;
 pub mod config;
 pub mod context;
 pub mod core;
+pub mod mec;
 pub mod relay;
 pub mod replication;
 pub mod shell;

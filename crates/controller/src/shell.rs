@@ -18,10 +18,11 @@ use mobicore_store::{Store, StoreError};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::api::{self, AppState, Command, Failure, Stats};
+use crate::api::{self, AppState, Command, Failure, MecAnswer, MecOp, Stats};
 use crate::config::ControllerConfig;
 use crate::context::{Anchor, LoggedMessage, SessionRecord};
 use crate::core::{ControllerCore, CoreEvent, Relocation, RelocationState, Transmit};
+use crate::mec::{MecRouters, TrafficRule};
 use crate::relay::Peer;
 use crate::steering::SteeringClient;
 
@@ -46,6 +47,8 @@ const SESSION: &str = "controller/session/";
 const LOG: &str = "controller/log/";
 const ANCHOR: &str = "controller/anchor/";
 const RELOCATION: &str = "controller/relocation/";
+/// `controller/mec/{router}/{trafficRuleId}`.
+const MEC: &str = "controller/mec/";
 
 pub struct Controller {
     pub s11_addr: SocketAddr,
@@ -62,6 +65,9 @@ pub struct Controller {
     log_len: u64,
     /// An anchor added over REST, to persist.
     pending_anchor: Option<Anchor>,
+    mec: MecRouters,
+    /// MEC rule changes to persist: (router, id, rule or deleted).
+    pending_rules: Vec<(String, String, Option<TrafficRule>)>,
     s11: Arc<UdpSocket>,
     anchor: Arc<UdpSocket>,
     switch: Option<Arc<UdpSocket>>,
@@ -93,6 +99,14 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
         core.attach_switch(Instant::now(), client);
     }
     let log_len = restore(&store, &mut core, &cfg.anchors).await?;
+    let mut mec = MecRouters::new(&cfg.mec_routers, cfg.max_mec_rules);
+    for (key, v) in store.scan_prefix(MEC).await? {
+        let rule: TrafficRule =
+            serde_json::from_slice(&v.value).map_err(|e| ControllerError::Corrupt("traffic rule", e.to_string()))?;
+        if let Some((router, _)) = key[MEC.len()..].split_once('/') {
+            mec.restore(router, rule);
+        }
+    }
     // Hands the relocations in force to the switch again.
     core.handle_timeout(Instant::now());
     let token = cfg.token.clone().unwrap_or_else(draw_token);
@@ -108,6 +122,8 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
         store,
         log_len,
         pending_anchor: None,
+        mec,
+        pending_rules: Vec::new(),
         s11,
         anchor,
         switch,
@@ -310,6 +326,29 @@ impl Controller {
             Command::Relocation(id, reply) => {
                 let _ = reply.send(self.core.relocation(id).cloned());
             }
+            Command::Mec(op, reply) => {
+                let r = match op {
+                    MecOp::Routers => Ok(MecAnswer::Routers(self.mec.routers().map(String::from).collect())),
+                    MecOp::List(router) => self.mec.rules(&router).map(MecAnswer::Rules),
+                    MecOp::Get(router, id) => self.mec.rule(&router, &id).map(MecAnswer::Rule),
+                    MecOp::Put(router, rule, replace) => {
+                        let r = self.mec.put(&router, rule, replace);
+                        if let Ok(a) = &r {
+                            let id = a.rule.traffic_rule_id.clone();
+                            self.pending_rules.push((router, id, Some(a.rule.clone())));
+                        }
+                        r.map(MecAnswer::Put)
+                    }
+                    MecOp::Delete(router, id) => {
+                        let r = self.mec.delete(&router, &id);
+                        if r.is_ok() {
+                            self.pending_rules.push((router, id, None));
+                        }
+                        r.map(MecAnswer::Rule)
+                    }
+                };
+                let _ = reply.send(r);
+            }
             Command::Stats(reply) => {
                 let relay = self.core.relay();
                 let (naive_log_bytes, selective_bytes) = relay.stored_bytes();
@@ -355,6 +394,16 @@ impl Controller {
                 self.counters.incr("send_failed");
                 tracing::debug!(error = %e, "send to the steering switch failed");
             }
+        }
+        for (router, id, rule) in std::mem::take(&mut self.pending_rules) {
+            let key = format!("{MEC}{router}/{id}");
+            self.persist(
+                persist,
+                match rule {
+                    Some(r) => Persist::Put(key, json(&r)),
+                    None => Persist::Delete(key),
+                },
+            );
         }
         if let Some(a) = self.pending_anchor.take() {
             self.persist(persist, Persist::Put(format!("{ANCHOR}{}", a.name), json(&a)));

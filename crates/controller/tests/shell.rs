@@ -199,6 +199,34 @@ async fn relocate_restart_keep(net: u8, store: StoreConfig) {
     assert!(metrics.contains("mobicore_controller_relay_sessions_recorded 3"), "{metrics}");
     assert!(metrics.contains("mobicore_controller_relocations_active 1"), "{metrics}");
 
+    // MEC traffic rules (MEC 011 TrafficRule) on router mec1.
+    let rules = "/v1/mec/routers/mec1/traffic-rules";
+    let rule = |id: &str, prio: u8, src: &str| {
+        format!(
+            r#"{{"trafficRuleId":"{id}","filterType":"FLOW","priority":{prio},"trafficFilter":[{{"srcAddress":["{src}"],"protocol":["UDP"]}}],"action":"FORWARD_DECAPSULATED","dstInterface":[{{"interfaceType":"IP","dstMacAddress":"02:00:00:00:00:01","dstIpAddress":"10.210.0.2"}}],"state":"ACTIVE"}}"#
+        )
+    };
+    assert_eq!(http(rest, "POST", rules, None, &rule("r1", 5, "10.44.0.0/16")).await.0, 401);
+    let (s, b) = http(rest, "POST", rules, Some(TOKEN), &rule("r1", 5, "10.44.0.0/16")).await;
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = http(rest, "POST", rules, Some(TOKEN), &rule("r2", 1, "10.44.0.7")).await;
+    assert_eq!(s, 201, "{b}");
+    assert!(b.contains(r#""overlaps":[{"trafficRuleId":"r1","winner":"r2"}]"#), "{b}");
+    let (s, b) = http(rest, "POST", rules, Some(TOKEN), &rule("r3", 5, "10.44.1.1")).await;
+    assert_eq!(s, 409, "same priority as an overlapping rule: {b}");
+    let (s, b) = http(rest, "POST", rules, Some(TOKEN), &rule("r4", 5, "10.44.1.300")).await;
+    assert!(s == 400 && b.contains("srcAddress"), "{s} {b}");
+    assert_eq!(
+        http(rest, "POST", "/v1/mec/routers/nope/traffic-rules", Some(TOKEN), &rule("r5", 5, "10.1.0.0/16")).await.0,
+        404
+    );
+    assert_eq!(http(rest, "PUT", &format!("{rules}/r9"), Some(TOKEN), &rule("r1", 5, "10.44.0.0/16")).await.0, 400);
+    let (s, b) = http(rest, "PUT", &format!("{rules}/r1"), Some(TOKEN), &rule("r1", 7, "10.44.0.0/16")).await;
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = http(rest, "DELETE", &format!("{rules}/r2"), Some(TOKEN), "").await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(http(rest, "GET", &format!("{rules}/r2"), None, "").await.0, 404);
+
     // Restart on the same store: the relocation is still in force.
     cstop.send(true).unwrap();
     task.await.unwrap().unwrap();
@@ -214,6 +242,10 @@ async fn relocate_restart_keep(net: u8, store: StoreConfig) {
     let st: serde_json::Value = serde_json::from_str(&st).unwrap();
     assert_eq!(st["sessions"], 3);
     assert_eq!(st["relocations_active"], 1);
+    let (_, b) = http(rest, "GET", rules, None, "").await;
+    let kept: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(kept.as_array().unwrap().len(), 1, "{b}");
+    assert_eq!(kept[0]["priority"], 7, "the replaced rule survived the restart");
     // Move back after the restart: the replica is found again.
     let (s, b) = http(rest, "DELETE", &format!("/v1/relocations/{id}"), Some(TOKEN), "").await;
     assert_eq!(s, 200, "{b}");

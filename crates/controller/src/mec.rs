@@ -1,0 +1,384 @@
+//! MEC traffic rules (seed 001; the TrafficRule data model of ETSI GS MEC
+//! 011 7.1.2.2): per virtual MEC router, the rules the MEC platform pushes
+//! at run time. This module is the rule table: validation, bounds, and
+//! overlaps resolved by priority (0 is the highest) and reported; the data
+//! path that applies them is the user-plane node's.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FilterType {
+    /// The reverse direction of a matched flow is handled in the same context.
+    Flow,
+    Packet,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Action {
+    Drop,
+    ForwardDecapsulated,
+    ForwardEncapsulated,
+    Passthrough,
+    DuplicateDecapsulated,
+    DuplicateEncapsulated,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RuleState {
+    Active,
+    Inactive,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum InterfaceType {
+    Tunnel,
+    Mac,
+    Ip,
+}
+
+/// MEC 011 TunnelInfo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TunnelInfo {
+    /// `GTP_U` (the only one a MEC router beside an eNB needs).
+    pub tunnel_type: String,
+    pub tunnel_dst_address: Option<String>,
+    pub tunnel_src_address: Option<String>,
+}
+
+/// MEC 011 DestinationInterface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DestinationInterface {
+    pub interface_type: InterfaceType,
+    pub tunnel_info: Option<TunnelInfo>,
+    pub src_mac_address: Option<String>,
+    pub dst_mac_address: Option<String>,
+    pub dst_ip_address: Option<String>,
+}
+
+/// MEC 011 TrafficFilter: every present list must match (a list matches
+/// when any of its entries does).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrafficFilter {
+    /// Inner source addresses or prefixes (`10.44.0.7`, `10.44.0.0/16`).
+    pub src_address: Option<Vec<String>>,
+    pub dst_address: Option<Vec<String>>,
+    /// Ports or ranges (`80`, `8000-8080`).
+    pub src_port: Option<Vec<String>>,
+    pub dst_port: Option<Vec<String>>,
+    /// Protocol numbers or names (`6`, `TCP`, `UDP`, `ICMP`).
+    pub protocol: Option<Vec<String>>,
+    /// DSCP, 0-63.
+    #[serde(rename = "dSCP")]
+    pub dscp: Option<u8>,
+    /// Outer (S1-U) addresses: the eNB's or the anchor's.
+    pub src_tunnel_address: Option<Vec<String>>,
+    pub tgt_tunnel_address: Option<Vec<String>>,
+}
+
+/// MEC 011 TrafficRule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrafficRule {
+    pub traffic_rule_id: String,
+    pub filter_type: FilterType,
+    /// 0 (highest) to 255.
+    pub priority: u8,
+    pub traffic_filter: Vec<TrafficFilter>,
+    pub action: Action,
+    pub dst_interface: Option<Vec<DestinationInterface>>,
+    pub state: RuleState,
+}
+
+/// A rule accepted, with the ACTIVE rules it overlaps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleAnswer {
+    pub rule: TrafficRule,
+    pub overlaps: Vec<Overlap>,
+}
+
+/// Two ACTIVE rules that can match one packet: the higher priority wins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Overlap {
+    pub traffic_rule_id: String,
+    /// The rule that applies where both match.
+    pub winner: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("no MEC router {0}")]
+    UnknownRouter(String),
+    #[error("no traffic rule {0}")]
+    UnknownRule(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// What a filter matches, parsed: prefixes and ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Match {
+    src: Option<Vec<(u32, u8)>>,
+    dst: Option<Vec<(u32, u8)>>,
+    sport: Option<Vec<(u16, u16)>>,
+    dport: Option<Vec<(u16, u16)>>,
+    proto: Option<Vec<u8>>,
+    dscp: Option<u8>,
+}
+
+/// The rule tables of the virtual MEC routers.
+#[derive(Debug, Default)]
+pub struct MecRouters {
+    routers: BTreeMap<String, BTreeMap<String, TrafficRule>>,
+    max_rules: usize,
+}
+
+impl MecRouters {
+    pub fn new(names: &[String], max_rules: usize) -> Self {
+        let routers = names.iter().map(|n| (n.clone(), BTreeMap::new())).collect();
+        MecRouters { routers, max_rules }
+    }
+
+    pub fn routers(&self) -> impl Iterator<Item = &str> {
+        self.routers.keys().map(String::as_str)
+    }
+
+    pub fn rules(&self, router: &str) -> Result<Vec<TrafficRule>, RuleError> {
+        Ok(self.table(router)?.values().cloned().collect())
+    }
+
+    pub fn rule(&self, router: &str, id: &str) -> Result<TrafficRule, RuleError> {
+        self.table(router)?.get(id).cloned().ok_or_else(|| RuleError::UnknownRule(id.into()))
+    }
+
+    /// A new rule (`replace`: false) or a new version of one (true).
+    pub fn put(&mut self, router: &str, rule: TrafficRule, replace: bool) -> Result<RuleAnswer, RuleError> {
+        let m = validate(&rule)?;
+        let max = self.max_rules;
+        let table = self.routers.get_mut(router).ok_or_else(|| RuleError::UnknownRouter(router.into()))?;
+        match (table.contains_key(&rule.traffic_rule_id), replace) {
+            (true, false) => return Err(RuleError::Conflict(format!("traffic rule {} exists", rule.traffic_rule_id))),
+            (false, true) => return Err(RuleError::UnknownRule(rule.traffic_rule_id)),
+            (false, false) if table.len() >= max => {
+                return Err(RuleError::Conflict(format!("router {router} holds {max} rules, its bound")))
+            }
+            _ => {}
+        }
+        let mut overlaps = Vec::new();
+        if rule.state == RuleState::Active {
+            for other in table.values() {
+                if other.traffic_rule_id == rule.traffic_rule_id || other.state != RuleState::Active {
+                    continue;
+                }
+                let om = validate(other).expect("stored rules are valid");
+                if !rules_overlap(&m, &om) {
+                    continue;
+                }
+                if other.priority == rule.priority {
+                    return Err(RuleError::Conflict(format!(
+                        "traffic rule {} overlaps {} at the same priority {}: give one a different priority",
+                        rule.traffic_rule_id, other.traffic_rule_id, rule.priority
+                    )));
+                }
+                let winner =
+                    if rule.priority < other.priority { &rule.traffic_rule_id } else { &other.traffic_rule_id };
+                overlaps.push(Overlap { traffic_rule_id: other.traffic_rule_id.clone(), winner: winner.clone() });
+            }
+        }
+        table.insert(rule.traffic_rule_id.clone(), rule.clone());
+        Ok(RuleAnswer { rule, overlaps })
+    }
+
+    pub fn delete(&mut self, router: &str, id: &str) -> Result<TrafficRule, RuleError> {
+        let table = self.routers.get_mut(router).ok_or_else(|| RuleError::UnknownRouter(router.into()))?;
+        table.remove(id).ok_or_else(|| RuleError::UnknownRule(id.into()))
+    }
+
+    /// Puts back a stored rule (a restarted controller).
+    pub fn restore(&mut self, router: &str, rule: TrafficRule) {
+        if validate(&rule).is_ok() {
+            if let Some(t) = self.routers.get_mut(router) {
+                t.insert(rule.traffic_rule_id.clone(), rule);
+            }
+        }
+    }
+
+    fn table(&self, router: &str) -> Result<&BTreeMap<String, TrafficRule>, RuleError> {
+        self.routers.get(router).ok_or_else(|| RuleError::UnknownRouter(router.into()))
+    }
+}
+
+fn invalid(msg: String) -> RuleError {
+    RuleError::Invalid(msg)
+}
+
+/// Checks a rule as MEC 011 and the router's data path need it; returns
+/// its union of filters as one match when it has a single filter, else
+/// the first (overlap checks use every filter, see [`rules_overlap`]).
+fn validate(r: &TrafficRule) -> Result<Vec<Match>, RuleError> {
+    let id = &r.traffic_rule_id;
+    if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        return Err(invalid("trafficRuleId is 1-64 letters, digits, '-', '_' or '.'".into()));
+    }
+    if r.traffic_filter.is_empty() {
+        return Err(invalid("trafficFilter needs at least one filter".into()));
+    }
+    let ifaces = r.dst_interface.as_deref().unwrap_or(&[]);
+    let need = |t: InterfaceType| ifaces.iter().any(|i| i.interface_type == t);
+    match r.action {
+        Action::ForwardDecapsulated | Action::DuplicateDecapsulated => {
+            let ok = ifaces.iter().any(|i| {
+                matches!(i.interface_type, InterfaceType::Mac | InterfaceType::Ip)
+                    && i.dst_ip_address.as_deref().is_some_and(|a| a.parse::<Ipv4Addr>().is_ok())
+                    && i.dst_mac_address.as_deref().is_some_and(mac_ok)
+            });
+            if !ok {
+                return Err(invalid(format!(
+                    "{:?} needs a dstInterface of type MAC or IP with dstIpAddress and dstMacAddress (the edge application)",
+                    r.action
+                )));
+            }
+        }
+        Action::ForwardEncapsulated | Action::DuplicateEncapsulated => {
+            if !need(InterfaceType::Tunnel)
+                || ifaces.iter().any(|i| i.tunnel_info.is_none() && i.interface_type == InterfaceType::Tunnel)
+            {
+                return Err(invalid(format!("{:?} needs a dstInterface of type TUNNEL with tunnelInfo", r.action)));
+            }
+        }
+        Action::Drop | Action::Passthrough => {}
+    }
+    for i in ifaces {
+        for mac in [&i.src_mac_address, &i.dst_mac_address].into_iter().flatten() {
+            if !mac_ok(mac) {
+                return Err(invalid(format!("{mac:?} is not a MAC address (aa:bb:cc:dd:ee:ff)")));
+            }
+        }
+    }
+    r.traffic_filter.iter().map(parse_filter).collect()
+}
+
+fn mac_ok(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && u8::from_str_radix(p, 16).is_ok())
+}
+
+fn parse_filter(f: &TrafficFilter) -> Result<Match, RuleError> {
+    let prefixes = |v: &Option<Vec<String>>, what: &str| -> Result<Option<Vec<(u32, u8)>>, RuleError> {
+        v.as_ref()
+            .map(|v| {
+                v.iter()
+                    .map(|s| prefix(s).ok_or_else(|| invalid(format!("{what} {s:?} is not an IPv4 address or prefix"))))
+                    .collect()
+            })
+            .transpose()
+    };
+    let ranges = |v: &Option<Vec<String>>, what: &str| -> Result<Option<Vec<(u16, u16)>>, RuleError> {
+        v.as_ref()
+            .map(|v| {
+                v.iter()
+                    .map(|s| {
+                        port_range(s).ok_or_else(|| invalid(format!("{what} {s:?} is not a port or a range lo-hi")))
+                    })
+                    .collect()
+            })
+            .transpose()
+    };
+    let proto = f
+        .protocol
+        .as_ref()
+        .map(|v| {
+            v.iter()
+                .map(|s| {
+                    protocol(s)
+                        .ok_or_else(|| invalid(format!("protocol {s:?} is not a number 0-255 or TCP, UDP, ICMP")))
+                })
+                .collect::<Result<Vec<u8>, _>>()
+        })
+        .transpose()?;
+    if f.dscp.is_some_and(|d| d > 63) {
+        return Err(invalid("dSCP is 0-63".into()));
+    }
+    prefixes(&f.src_tunnel_address, "srcTunnelAddress")?;
+    prefixes(&f.tgt_tunnel_address, "tgtTunnelAddress")?;
+    Ok(Match {
+        src: prefixes(&f.src_address, "srcAddress")?,
+        dst: prefixes(&f.dst_address, "dstAddress")?,
+        sport: ranges(&f.src_port, "srcPort")?,
+        dport: ranges(&f.dst_port, "dstPort")?,
+        proto,
+        dscp: f.dscp,
+    })
+}
+
+fn prefix(s: &str) -> Option<(u32, u8)> {
+    let (a, len) = match s.split_once('/') {
+        Some((a, l)) => (a, l.parse::<u8>().ok().filter(|l| *l <= 32)?),
+        None => (s, 32),
+    };
+    let a = u32::from(a.parse::<Ipv4Addr>().ok()?);
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some((a & mask, len))
+}
+
+fn port_range(s: &str) -> Option<(u16, u16)> {
+    let (lo, hi) = match s.split_once('-') {
+        Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+        None => {
+            let p = s.trim().parse().ok()?;
+            (p, p)
+        }
+    };
+    (lo <= hi).then_some((lo, hi))
+}
+
+fn protocol(s: &str) -> Option<u8> {
+    match s.to_ascii_uppercase().as_str() {
+        "TCP" => Some(6),
+        "UDP" => Some(17),
+        "ICMP" => Some(1),
+        n => n.parse().ok(),
+    }
+}
+
+/// Whether some packet matches a filter of each rule.
+fn rules_overlap(a: &[Match], b: &[Match]) -> bool {
+    a.iter().any(|x| b.iter().any(|y| filters_overlap(x, y)))
+}
+
+fn filters_overlap(a: &Match, b: &Match) -> bool {
+    fn any<T>(a: &Option<Vec<T>>, b: &Option<Vec<T>>, f: impl Fn(&T, &T) -> bool) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) => a.iter().any(|x| b.iter().any(|y| f(x, y))),
+            _ => true,
+        }
+    }
+    let prefixes = |x: &(u32, u8), y: &(u32, u8)| {
+        let len = x.1.min(y.1);
+        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+        x.0 & mask == y.0 & mask
+    };
+    let ranges = |x: &(u16, u16), y: &(u16, u16)| x.0 <= y.1 && y.0 <= x.1;
+    any(&a.src, &b.src, prefixes)
+        && any(&a.dst, &b.dst, prefixes)
+        && any(&a.sport, &b.sport, ranges)
+        && any(&a.dport, &b.dport, ranges)
+        && any(&a.proto, &b.proto, |x, y| x == y)
+        && (a.dscp.is_none() || b.dscp.is_none() || a.dscp == b.dscp)
+}
+
+#[cfg(test)]
+mod tests;
