@@ -332,7 +332,7 @@ impl ControllerCore {
     ) -> Result<u64, CoreError> {
         let a = self.anchors.get(anchor).cloned().ok_or_else(|| CoreError::UnknownAnchor(anchor.into()))?;
         let sessions: Vec<SessionRecord> = match ue.parse::<Ipv4Addr>() {
-            Ok(ip) => self.relay.sessions().values().filter(|s| s.ue_ipv4 == Some(ip)).cloned().collect(),
+            Ok(ip) => self.relay.session_by_ipv4(ip).into_iter().cloned().collect(),
             Err(_) => self.relay.sessions_of(ue).into_iter().cloned().collect(),
         };
         let Some(first) = sessions.first() else { return Err(CoreError::UnknownUe(ue.into())) };

@@ -100,6 +100,10 @@ pub struct Relay {
     /// Deadlines of `pending`, in arrival order (stale entries skipped).
     expiry: VecDeque<(Instant, SocketAddr, u32)>,
     sessions: HashMap<u32, SessionRecord>,
+    /// Indexes of `sessions`: a UE's sessions by IMSI, a session by its
+    /// UE address (a relocation names the UE by either).
+    by_imsi: HashMap<String, Vec<u32>>,
+    by_ipv4: HashMap<std::net::Ipv4Addr, u32>,
     session_bytes: usize,
     log: Vec<LoggedMessage>,
     log_bytes: usize,
@@ -120,6 +124,8 @@ impl Relay {
             pending: HashMap::new(),
             expiry: VecDeque::new(),
             sessions: HashMap::new(),
+            by_imsi: HashMap::new(),
+            by_ipv4: HashMap::new(),
             session_bytes: 0,
             log: Vec::new(),
             log_bytes: 0,
@@ -133,10 +139,7 @@ impl Relay {
     /// Puts back what the store kept (a restarted controller).
     pub fn restore(&mut self, sessions: impl IntoIterator<Item = SessionRecord>, log: Vec<LoggedMessage>) {
         for s in sessions {
-            self.session_bytes += s.stored_bytes();
-            if let Some(old) = self.sessions.insert(s.sgw_s11_teid, s) {
-                self.session_bytes -= old.stored_bytes();
-            }
+            self.insert(s);
         }
         self.log_bytes = log.iter().map(|m| m.bytes.len()).sum();
         self.log = log;
@@ -152,9 +155,15 @@ impl Relay {
 
     /// The recorded sessions of one UE.
     pub fn sessions_of(&self, imsi: &str) -> Vec<&SessionRecord> {
-        let mut v: Vec<_> = self.sessions.values().filter(|s| s.imsi == imsi).collect();
+        let teids = self.by_imsi.get(imsi).map_or(&[][..], Vec::as_slice);
+        let mut v: Vec<_> = teids.iter().filter_map(|t| self.sessions.get(t)).collect();
         v.sort_by_key(|s| s.ebi);
         v
+    }
+
+    /// The session that gave the UE this address.
+    pub fn session_by_ipv4(&self, ip: std::net::Ipv4Addr) -> Option<&SessionRecord> {
+        self.sessions.get(self.by_ipv4.get(&ip)?)
     }
 
     /// The naive log, or `None` once it overflowed (naive replication would
@@ -336,8 +345,8 @@ impl Relay {
     fn record(&mut self, record: SessionRecord) {
         // A Create Session for a UE's EBI replaces the session it had there
         // (TS 23.401 5.3.2.1: the S-GW deletes the old one).
-        let replaced: Vec<u32> = (self.sessions.values())
-            .filter(|s| s.imsi == record.imsi && s.ebi == record.ebi && s.mme.ip() == record.mme.ip())
+        let replaced: Vec<u32> = (self.sessions_of(&record.imsi).into_iter())
+            .filter(|s| s.ebi == record.ebi && s.mme.ip() == record.mme.ip())
             .map(|s| s.sgw_s11_teid)
             .collect();
         for teid in replaced {
@@ -347,17 +356,43 @@ impl Relay {
             self.counters.incr("relay_records_full");
             return;
         }
-        self.session_bytes += record.stored_bytes();
         self.counters.incr("relay_sessions_recorded");
-        if let Some(old) = self.sessions.insert(record.sgw_s11_teid, record.clone()) {
-            self.session_bytes -= old.stored_bytes();
-        }
+        self.insert(record.clone());
         self.events.push_back(RelayEvent::Recorded(record));
     }
 
+    /// Adds (or replaces) a record and its index entries.
+    fn insert(&mut self, s: SessionRecord) {
+        let teid = s.sgw_s11_teid;
+        self.unindex(teid);
+        self.session_bytes += s.stored_bytes();
+        self.by_imsi.entry(s.imsi.clone()).or_default().push(teid);
+        if let Some(ip) = s.ue_ipv4 {
+            self.by_ipv4.insert(ip, teid);
+        }
+        self.sessions.insert(teid, s);
+    }
+
+    /// Removes a record and its index entries.
+    fn unindex(&mut self, teid: u32) -> Option<SessionRecord> {
+        let s = self.sessions.remove(&teid)?;
+        self.session_bytes -= s.stored_bytes();
+        if let Some(v) = self.by_imsi.get_mut(&s.imsi) {
+            v.retain(|t| *t != teid);
+            if v.is_empty() {
+                self.by_imsi.remove(&s.imsi);
+            }
+        }
+        if let Some(ip) = s.ue_ipv4 {
+            if self.by_ipv4.get(&ip) == Some(&teid) {
+                self.by_ipv4.remove(&ip);
+            }
+        }
+        Some(s)
+    }
+
     fn forget(&mut self, teid: u32) {
-        if let Some(s) = self.sessions.remove(&teid) {
-            self.session_bytes -= s.stored_bytes();
+        if self.unindex(teid).is_some() {
             self.counters.incr("relay_sessions_forgotten");
             self.events.push_back(RelayEvent::Deleted { sgw_s11_teid: teid });
         }
@@ -446,4 +481,102 @@ fn session_record(
         mbr: None,
         rab: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mobicore_common::s11::{
+        BearerContextToCreate, CreateSessionRequest, CreateSessionResponse, S11Request, S11Response,
+    };
+    use mobicore_common::s11::{DeleteSessionRequest, GtpCause};
+    use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+    use mobicore_gtp::s11::{encode_request, encode_response};
+    use std::net::Ipv4Addr;
+
+    const MME: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 2124);
+
+    fn csr(imsi: &str) -> S11Request {
+        let plmn = Plmn::new("001", "01").unwrap();
+        S11Request::CreateSession(CreateSessionRequest {
+            imsi: imsi.parse().unwrap(),
+            msisdn: None,
+            serving_network: plmn,
+            tai: Tai { plmn, tac: 1 },
+            ecgi: Ecgi { plmn, eci: 1 },
+            sender_fteid: Fteid { teid: Teid(0x10), ipv4: Ipv4Addr::LOCALHOST },
+            apn: "internet".into(),
+            pdn_type: PdnType::Ipv4,
+            apn_ambr: Ambr { uplink: 1, downlink: 1 },
+            bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
+            pgw_s5s8_c: None,
+            static_ipv4: None,
+            pco: None,
+            mei: None,
+        })
+    }
+
+    fn accepted(sgw_teid: u32, ue: Ipv4Addr) -> S11Response {
+        let f = |teid| Fteid { teid: Teid(teid), ipv4: Ipv4Addr::LOCALHOST };
+        S11Response::CreateSession(CreateSessionResponse {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            sgw_fteid: Some(f(sgw_teid)),
+            paa: Some(ue),
+            apn_ambr: None,
+            bearer_ebi: Ebi(5),
+            bearer_cause: GtpCause::REQUEST_ACCEPTED,
+            s1u_sgw_fteid: Some(f(sgw_teid + 0x1000)),
+            pgw_s5s8_c_fteid: None,
+            charging_id: None,
+            pdn_type: Some(PdnType::Ipv4),
+            ipv6_prefix: None,
+            pco: None,
+        })
+    }
+
+    /// One request through the relay and its answer back.
+    fn exchange(r: &mut Relay, req: &S11Request, answer: &S11Response, seq: u32) {
+        let now = Instant::now();
+        r.handle_from_mme(now, MME, &encode_request(req, seq).to_bytes());
+        let t = r.poll_transmit().unwrap();
+        assert_eq!(t.to, Peer::Sgw { mme: MME });
+        assert_eq!(&t.bytes[..], &encode_request(req, seq).to_bytes()[..], "forwarded unchanged");
+        r.handle_from_sgw(now, MME, &encode_response(answer, 0x10, seq, None).to_bytes());
+        assert_eq!(r.poll_transmit().unwrap().to, Peer::Mme(MME));
+    }
+
+    #[test]
+    fn records_are_found_by_imsi_and_address_replaced_and_forgotten() {
+        let mut r = Relay::new(PeerFilter::loopback(), RelayLimits::default(), Counters::new());
+        let (ue1, ue2) = (Ipv4Addr::new(10, 44, 0, 1), Ipv4Addr::new(10, 44, 0, 2));
+        exchange(&mut r, &csr("001010000000001"), &accepted(0x100, ue1), 1);
+        exchange(&mut r, &csr("001010000000002"), &accepted(0x200, ue2), 2);
+        assert_eq!(r.sessions_of("001010000000001")[0].sgw_s11_teid, 0x100);
+        assert_eq!(r.session_by_ipv4(ue2).unwrap().imsi, "001010000000002");
+        // A new Create Session for UE 1's EBI replaces its record (and its
+        // address entry).
+        let ue3 = Ipv4Addr::new(10, 44, 0, 3);
+        exchange(&mut r, &csr("001010000000001"), &accepted(0x300, ue3), 3);
+        let v = r.sessions_of("001010000000001");
+        assert_eq!((v.len(), v[0].sgw_s11_teid), (1, 0x300));
+        assert!(r.session_by_ipv4(ue1).is_none());
+        assert_eq!(r.session_by_ipv4(ue3).unwrap().sgw_s11_teid, 0x300);
+        // Delete Session forgets it everywhere.
+        let del = S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: Teid(0x200), linked_ebi: Ebi(5) });
+        exchange(&mut r, &del, &S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED), 4);
+        assert!(r.sessions_of("001010000000002").is_empty() && r.session_by_ipv4(ue2).is_none());
+        assert_eq!(r.sessions().len(), 1);
+        let (_, selective) = r.stored_bytes();
+        assert_eq!(selective, r.sessions().values().map(SessionRecord::stored_bytes).sum::<usize>());
+    }
+
+    #[test]
+    fn an_unknown_mme_is_dropped_and_counted() {
+        let c = Counters::new();
+        let mut r =
+            Relay::new(PeerFilter::hosts([IpAddr::V4(Ipv4Addr::new(127, 0, 0, 9))]), RelayLimits::default(), c.clone());
+        r.handle_from_mme(Instant::now(), MME, &encode_request(&csr("001010000000001"), 1).to_bytes());
+        assert!(r.poll_transmit().is_none());
+        assert_eq!(c.value("relay_from_unknown_peer"), 1);
+    }
 }
