@@ -21,7 +21,7 @@ pub mod tun;
 
 pub use exec::{exec_in, ip, ip_batch, run_in, spawn_in};
 pub use link::{set_gro, set_tx_checksum};
-pub use topology::{cleanup_stale, unique_tag, Addressing, Topology};
+pub use topology::{cleanup_stale, unique_tag, Addressing, Site, Topology};
 pub use tun::Tun;
 
 /// Why a namespace operation failed.

@@ -7,7 +7,20 @@
 //!                                                 route 10.44.0.0/14 via 10.200.2.1
 //! ```
 //!
-//! IPv4 forwarding is on in `core`, loopback up everywhere, GRO on every
+//! With edge sites ([`Topology::create_edge`], issue 11), a steering
+//! namespace sits on S1-U between `ran` and `core`, and every site has an
+//! anchor namespace on the steering switch and on the data network:
+//!
+//! ```text
+//!   <tag>-ran              <tag>-steer             <tag>-core
+//!   s1u 10.200.1.1/30 ---- s1u 10.200.1.2/30
+//!                          core 10.200.3.1/30 ---- s1u 10.200.3.2/30
+//!                                                  sgi 10.200.2.1/30 ---- <tag>-dn sgi 10.200.2.2/30
+//!                          e<i> 10.201.<i>.1/30 --- <tag>-edge<i> s1u 10.201.<i>.2/30
+//!                                                  sgi 10.202.<i>.1/30 --- <tag>-dn e<i> 10.202.<i>.2/30
+//! ```
+//!
+//! IPv4 forwarding is on in `core`, `steer` and the sites, loopback up everywhere, GRO on every
 //! veth end (so a veth that is an XDP_REDIRECT target accepts frames),
 //! reverse-path filtering off (tunnelled UE traffic arrives on TUN devices).
 
@@ -32,6 +45,10 @@ pub struct Addressing {
     /// The UE address pool, routed in `dn` via `core_sgi`.
     pub ue_pool: Ipv4Addr,
     pub ue_pool_prefix: u8,
+    /// With a steering switch: its address towards `ran` (the eNB's next
+    /// hop to every anchor) and towards `core`.
+    pub steer_ran: Ipv4Addr,
+    pub steer_core: Ipv4Addr,
 }
 
 impl Default for Addressing {
@@ -45,8 +62,35 @@ impl Default for Addressing {
             sgi_prefix: 30,
             ue_pool: Ipv4Addr::new(10, 44, 0, 0),
             ue_pool_prefix: 14,
+            steer_ran: Ipv4Addr::new(10, 200, 1, 2),
+            steer_core: Ipv4Addr::new(10, 200, 3, 1),
         }
     }
+}
+
+impl Addressing {
+    /// The addressing with a steering switch: the UPF's S1-U address moves
+    /// to the link between `steer` and `core`.
+    pub fn with_steering() -> Self {
+        Addressing { core_s1u: Ipv4Addr::new(10, 200, 3, 2), ..Addressing::default() }
+    }
+}
+
+/// An edge site (issue 11): the anchor namespace `<tag>-edge<i>` with its
+/// S1-U link to the steering switch and its own link to the data network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// `edge<i>`, 1-based.
+    pub name: String,
+    pub ns: String,
+    /// The anchor's S1-U address (on the veth `s1u`) and the steering
+    /// switch's end of that link (on the veth `e<i>` in `steer`).
+    pub s1u: Ipv4Addr,
+    pub steer_if: String,
+    /// The anchor's SGi address (veth `sgi`), the data network's next hop
+    /// to the UEs the site serves; and the data network's end (veth `e<i>`).
+    pub sgi: Ipv4Addr,
+    pub dn_sgi: Ipv4Addr,
 }
 
 /// Name of the S1-U veth end in `ran` and in `core`.
@@ -64,6 +108,9 @@ pub struct Topology {
     pub core: String,
     pub dn: String,
     pub addr: Addressing,
+    /// The steering namespace and the edge sites ([`Topology::create_edge`]).
+    pub steer: Option<String>,
+    pub sites: Vec<Site>,
     /// Namespaces this value created and has not deleted yet.
     created: Vec<String>,
 }
@@ -93,14 +140,12 @@ impl Topology {
             core: format!("{tag}-core"),
             dn: format!("{tag}-dn"),
             addr,
+            steer: None,
+            sites: Vec::new(),
             created: Vec::new(),
         };
         for ns in [t.ran.clone(), t.core.clone(), t.dn.clone()] {
-            ip(&["netns", "add", &ns])?;
-            t.created.push(ns.clone());
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            sysctl(&ns, "net/ipv4/conf/all/rp_filter", "0")?;
-            sysctl(&ns, "net/ipv4/conf/default/rp_filter", "0")?;
+            t.namespace(&ns)?;
         }
         t.veth(&t.ran, &t.core, S1U_IF, (addr.ran_s1u, addr.core_s1u), addr.s1u_prefix)?;
         t.veth(&t.core, &t.dn, SGI_IF, (addr.core_sgi, addr.dn_sgi), addr.sgi_prefix)?;
@@ -111,10 +156,83 @@ impl Topology {
         Ok(t)
     }
 
+    /// The edge topology (module docs): `ran`, `steer`, `core`, `dn` and
+    /// `sites` edge sites, with [`Addressing::with_steering`].
+    pub fn create_edge(tag: &str, sites: usize) -> Result<Topology, NetnsError> {
+        require_root()?;
+        let addr = Addressing::with_steering();
+        let steer = format!("{tag}-steer");
+        let mut t = Topology {
+            tag: tag.into(),
+            ran: format!("{tag}-ran"),
+            core: format!("{tag}-core"),
+            dn: format!("{tag}-dn"),
+            addr,
+            steer: Some(steer.clone()),
+            sites: Vec::new(),
+            created: Vec::new(),
+        };
+        let mut all = vec![t.ran.clone(), steer.clone(), t.core.clone(), t.dn.clone()];
+        all.extend((1..=sites).map(|i| format!("{tag}-edge{i}")));
+        for ns in &all {
+            t.namespace(ns)?;
+        }
+        t.veth_named(&t.ran, &steer, (S1U_IF, S1U_IF), (addr.ran_s1u, addr.steer_ran), addr.s1u_prefix)?;
+        t.veth_named(&steer, &t.core, ("core", S1U_IF), (addr.steer_core, addr.core_s1u), addr.s1u_prefix)?;
+        t.veth(&t.core, &t.dn, SGI_IF, (addr.core_sgi, addr.dn_sgi), addr.sgi_prefix)?;
+        let enb = format!("{}/32", addr.ran_s1u);
+        ip(&["-n", &t.ran, "route", "add", "10.200.0.0/15", "via", &addr.steer_ran.to_string()])?;
+        ip(&["-n", &t.core, "route", "add", &enb, "via", &addr.steer_core.to_string()])?;
+        for i in 1..=sites {
+            let n = i as u8;
+            let site = Site {
+                name: format!("edge{i}"),
+                ns: format!("{tag}-edge{i}"),
+                s1u: Ipv4Addr::new(10, 201, n, 2),
+                steer_if: format!("e{i}"),
+                sgi: Ipv4Addr::new(10, 202, n, 1),
+                dn_sgi: Ipv4Addr::new(10, 202, n, 2),
+            };
+            let steer_end = Ipv4Addr::new(10, 201, n, 1);
+            t.veth_named(&steer, &site.ns, (&site.steer_if, S1U_IF), (steer_end, site.s1u), 30)?;
+            t.veth_named(&site.ns, &t.dn, (SGI_IF, &site.steer_if), (site.sgi, site.dn_sgi), 30)?;
+            ip(&["-n", &site.ns, "route", "add", &enb, "via", &steer_end.to_string()])?;
+            sysctl(&site.ns, "net/ipv4/ip_forward", "1")?;
+            t.sites.push(site);
+        }
+        sysctl(&steer, "net/ipv4/ip_forward", "1")?;
+        sysctl(&t.core, "net/ipv4/ip_forward", "1")?;
+        let pool = format!("{}/{}", addr.ue_pool, addr.ue_pool_prefix);
+        ip(&["-n", &t.dn, "route", "add", &pool, "via", &addr.core_sgi.to_string()])?;
+        tracing::debug!(tag, sites, "edge topology created");
+        Ok(t)
+    }
+
+    /// A namespace, owned, loopback up, reverse-path filtering off.
+    fn namespace(&mut self, ns: &str) -> Result<(), NetnsError> {
+        ip(&["netns", "add", ns])?;
+        self.created.push(ns.into());
+        ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        sysctl(ns, "net/ipv4/conf/all/rp_filter", "0")?;
+        sysctl(ns, "net/ipv4/conf/default/rp_filter", "0")
+    }
+
     /// A veth pair named `name` on both ends, from `a` to `b`, addressed and up.
     fn veth(&self, a: &str, b: &str, name: &str, addrs: (Ipv4Addr, Ipv4Addr), prefix: u8) -> Result<(), NetnsError> {
-        ip(&["-n", a, "link", "add", name, "type", "veth", "peer", "name", name, "netns", b])?;
-        for (ns, addr) in [(a, addrs.0), (b, addrs.1)] {
+        self.veth_named(a, b, (name, name), addrs, prefix)
+    }
+
+    /// A veth pair named `names.0` in `a` and `names.1` in `b`.
+    fn veth_named(
+        &self,
+        a: &str,
+        b: &str,
+        names: (&str, &str),
+        addrs: (Ipv4Addr, Ipv4Addr),
+        prefix: u8,
+    ) -> Result<(), NetnsError> {
+        ip(&["-n", a, "link", "add", names.0, "type", "veth", "peer", "name", names.1, "netns", b])?;
+        for (ns, addr, name) in [(a, addrs.0, names.0), (b, addrs.1, names.1)] {
             ip(&["-n", ns, "addr", "add", &format!("{addr}/{prefix}"), "dev", name])?;
             ip(&["-n", ns, "link", "set", name, "up"])?;
             let n = name.to_string();

@@ -143,3 +143,35 @@ fn tun_device_lives_in_the_namespace_it_was_created_in() {
     };
     assert_eq!(end.map_err(|e| e.kind()).err(), Some(std::io::ErrorKind::WouldBlock));
 }
+
+/// A datagram from `from` reaches `to_addr` in namespace `to`.
+fn udp_reaches(from: &str, to: &str, to_addr: std::net::Ipv4Addr) -> bool {
+    let dst = SocketAddrV4::new(to_addr, 9099);
+    let rx = run_in(to, move || UdpSocket::bind(dst)).unwrap().unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let tx = run_in(from, || UdpSocket::bind("0.0.0.0:0")).unwrap().unwrap();
+    tx.send_to(b"hello", dst).unwrap();
+    let mut buf = [0u8; 16];
+    matches!(rx.recv_from(&mut buf), Ok((5, _)))
+}
+
+#[test]
+fn edge_topology_routes_through_the_steering_switch() {
+    let mut t = Topology::create_edge(&unique_tag("mct"), 2).unwrap();
+    let steer = t.steer.clone().unwrap();
+    assert_eq!(t.namespaces().len(), 6);
+    assert_eq!(t.sites.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["edge1", "edge2"]);
+    // The eNB reaches the core's and each site's S1-U address through
+    // `steer` (kernel forwarding here; the steering XDP program is the UPF's).
+    assert!(udp_reaches(&t.ran, &t.core, t.addr.core_s1u));
+    for s in &t.sites {
+        assert!(udp_reaches(&t.ran, &s.ns, s.s1u), "ran -> {}", s.name);
+        assert!(udp_reaches(&s.ns, &t.ran, t.addr.ran_s1u), "{} -> ran", s.name);
+        // The data network reaches each site's SGi.
+        assert!(udp_reaches(&t.dn, &s.ns, s.sgi), "dn -> {}", s.name);
+    }
+    let names = t.namespaces().to_vec();
+    assert!(names.contains(&steer));
+    t.destroy().unwrap();
+    assert!(names.iter().all(|n| !exists(n)));
+}
