@@ -39,6 +39,15 @@ pub struct RelocationRequest {
     /// Naive or selective replication (default selective).
     #[serde(default = "selective")]
     pub mode: Mode,
+    /// Selective: ask the replica for the UE's own address (static address,
+    /// TS 29.274 8.14), so servers keep seeing it (default true); false, or
+    /// a replica that gives another, and the steering switch translates.
+    #[serde(default = "yes")]
+    pub keep_address: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn selective() -> Mode {

@@ -321,7 +321,8 @@ impl ControllerCore {
     }
 
     /// Moves a UE (all its PDN connections, or one flow) to `anchor`:
-    /// replicate first; divert once the replica holds the state.
+    /// replicate first; divert once the replica holds the state. Selective
+    /// replay asks the replica for the UE's own address ([`Self::relocate_with`]).
     pub fn relocate(
         &mut self,
         now: Instant,
@@ -329,6 +330,23 @@ impl ControllerCore {
         flow: Option<FlowSpec>,
         anchor: &str,
         mode: Mode,
+    ) -> Result<u64, CoreError> {
+        self.relocate_with(now, ue, flow, anchor, mode, true)
+    }
+
+    /// [`Self::relocate`]; with `keep_address`, the replayed Create Session
+    /// Request of a selective move asks the replica for the UE's address
+    /// (a static address, TS 29.274 8.14), so that servers see the same
+    /// address and their connections survive; without it, or when the
+    /// replica gives another, the steering switch translates (seed 000 V.B 2).
+    pub fn relocate_with(
+        &mut self,
+        now: Instant,
+        ue: &str,
+        flow: Option<FlowSpec>,
+        anchor: &str,
+        mode: Mode,
+        keep_address: bool,
     ) -> Result<u64, CoreError> {
         let a = self.anchors.get(anchor).cloned().ok_or_else(|| CoreError::UnknownAnchor(anchor.into()))?;
         let sessions: Vec<SessionRecord> = match ue.parse::<Ipv4Addr>() {
@@ -343,7 +361,7 @@ impl ControllerCore {
             }
         }
         let steps: Vec<Step> = match mode {
-            Mode::Selective => sessions.iter().flat_map(selective_steps).collect(),
+            Mode::Selective => sessions.iter().flat_map(|s| selective_steps(s, keep_address)).collect(),
             Mode::Naive => {
                 let log = self
                     .relay
@@ -711,11 +729,16 @@ impl ControllerCore {
     }
 }
 
-/// The selective replay of one session: Create Session, the latest Modify
-/// Bearer, and Release Access Bearers if the UE is idle.
-fn selective_steps(s: &SessionRecord) -> Vec<Step> {
+/// The selective replay of one session: Create Session (asking for the
+/// UE's address with `keep_address`), the latest Modify Bearer, and
+/// Release Access Bearers if the UE is idle.
+fn selective_steps(s: &SessionRecord, keep_address: bool) -> Vec<Step> {
     let teid = s.sgw_s11_teid;
-    let mut v = vec![Step { orig_teid: teid, bytes: Bytes::from(s.csr.clone()) }];
+    let csr = match s.ue_ipv4.filter(|_| keep_address) {
+        Some(ip) => relay::with_static_ipv4(&s.csr, ip).unwrap_or_else(|| s.csr.clone()),
+        None => s.csr.clone(),
+    };
+    let mut v = vec![Step { orig_teid: teid, bytes: Bytes::from(csr) }];
     v.extend(s.mbr.iter().chain(s.rab.iter()).map(|b| Step { orig_teid: teid, bytes: Bytes::from(b.clone()) }));
     v
 }

@@ -13,7 +13,7 @@
 //! to the MME they belong to.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -446,6 +446,40 @@ pub fn rewrite(bytes: &[u8], teid: Option<u32>, seq: u32) -> Option<Vec<u8>> {
     Some(b)
 }
 
+/// A copy of a Create Session Request whose PDN Address Allocation asks
+/// for `addr` (a static address, TS 29.274 8.14: a non-zero IPv4 address
+/// in the PAA of an IPv4 or IPv4v6 PDN). None when the request has no such
+/// PAA at the top level.
+pub fn with_static_ipv4(bytes: &[u8], addr: Ipv4Addr) -> Option<Vec<u8>> {
+    let p = Packet::new_checked(bytes).ok()?;
+    let mut at = if p.has_teid() { 12 } else { 8 };
+    let end = bytes.len().min(4 + usize::from(u16::from_be_bytes([bytes[2], bytes[3]])));
+    // Top-level IEs: type, length (2), spare/instance, value (TS 29.274 8.2.1).
+    while at + 4 <= end {
+        let (ty, len, inst) =
+            (bytes[at], usize::from(u16::from_be_bytes([bytes[at + 1], bytes[at + 2]])), bytes[at + 3] & 0x0f);
+        let value = at + 4..at + 4 + len;
+        if value.end > end {
+            return None;
+        }
+        if ty == PAA_IE && inst == 0 {
+            let v4 = match (bytes[value.start] & 0x07, len) {
+                (1, 5) => value.start + 1,
+                (3, 22) => value.start + 18,
+                _ => return None,
+            };
+            let mut b = bytes.to_vec();
+            b[v4..v4 + 4].copy_from_slice(&addr.octets());
+            return Some(b);
+        }
+        at = value.end;
+    }
+    None
+}
+
+/// PDN Address Allocation (TS 29.274 8.14).
+const PAA_IE: u8 = 79;
+
 /// The Cause of a response body (TS 29.274 8.4).
 pub fn cause_of(m: &Message) -> Option<u8> {
     Some(match m {
@@ -578,5 +612,33 @@ mod tests {
         r.handle_from_mme(Instant::now(), MME, &encode_request(&csr("001010000000001"), 1).to_bytes());
         assert!(r.poll_transmit().is_none());
         assert_eq!(c.value("relay_from_unknown_peer"), 1);
+    }
+
+    #[test]
+    fn a_static_address_is_written_into_the_paa_and_nothing_else_changes() {
+        use mobicore_gtp::s11::decode_request;
+        let fixed = Ipv4Addr::new(10, 44, 3, 7);
+        for pdn_type in [PdnType::Ipv4, PdnType::Ipv4v6] {
+            let S11Request::CreateSession(mut c) = csr("001010000000001") else { unreachable!() };
+            c.pdn_type = pdn_type;
+            let bytes = encode_request(&S11Request::CreateSession(c), 7).to_bytes();
+            let out = with_static_ipv4(&bytes, fixed).expect("a PAA to rewrite");
+            assert_eq!(out.len(), bytes.len());
+            let m = GtpMessage::parse(&out).expect("parses");
+            let Ok(S11Request::CreateSession(d)) = decode_request(&m) else { panic!("decodes") };
+            assert_eq!((d.static_ipv4, m.seq), (Some(fixed), 7));
+            let Ok(S11Request::CreateSession(orig)) = decode_request(&GtpMessage::parse(&bytes).unwrap()) else {
+                panic!("decodes")
+            };
+            assert_eq!(CreateSessionRequest { static_ipv4: None, ..d }, orig, "only the address differs");
+        }
+        // IPv6 only: no IPv4 address to ask for; truncated input: None.
+        let S11Request::CreateSession(mut c) = csr("001010000000001") else { unreachable!() };
+        c.pdn_type = PdnType::Ipv6;
+        assert!(with_static_ipv4(&encode_request(&S11Request::CreateSession(c), 1).to_bytes(), fixed).is_none());
+        let bytes = encode_request(&csr("001010000000001"), 1).to_bytes();
+        for cut in 0..bytes.len() {
+            let _ = with_static_ipv4(&bytes[..cut], fixed);
+        }
     }
 }

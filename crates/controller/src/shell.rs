@@ -298,12 +298,14 @@ impl Controller {
         let now = Instant::now();
         let deadline = now + Duration::from_millis(self.cfg.relocation_timeout_ms);
         match cmd {
-            Command::Relocate(req, reply) => match self.core.relocate(now, &req.ue, req.flow, &req.anchor, req.mode) {
-                Ok(id) => waiters.push(Waiter { id, done: settled, reply, deadline }),
-                Err(e) => {
-                    let _ = reply.send(Err(Failure::Refused(e)));
+            Command::Relocate(req, reply) => {
+                match self.core.relocate_with(now, &req.ue, req.flow, &req.anchor, req.mode, req.keep_address) {
+                    Ok(id) => waiters.push(Waiter { id, done: settled, reply, deadline }),
+                    Err(e) => {
+                        let _ = reply.send(Err(Failure::Refused(e)));
+                    }
                 }
-            },
+            }
             Command::MoveBack(id, reply) => match self.core.move_back(now, id) {
                 Ok(()) => waiters.push(Waiter { id, done: reverted, reply, deadline }),
                 Err(e) => {

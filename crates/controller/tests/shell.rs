@@ -178,7 +178,8 @@ async fn relocate_restart_keep(net: u8, store: StoreConfig) {
     assert_eq!(http(rest, "GET", "/v1/relocations", None, "").await.1, "[]", "nothing changed");
 
     // The UE at 10.44.0.2 moves by its address; the answer has the timing.
-    let by_ip = format!(r#"{{"ue":"{}","anchor":"edge1"}}"#, ips[1]);
+    // Without keep_address the replica gives it an address of its own pool.
+    let by_ip = format!(r#"{{"ue":"{}","anchor":"edge1","keep_address":false}}"#, ips[1]);
     let (s, b) = http(rest, "POST", "/v1/relocations", Some(TOKEN), &by_ip).await;
     assert_eq!(s, 201, "{b}");
     let r: serde_json::Value = serde_json::from_str(&b).unwrap();

@@ -38,9 +38,15 @@ fn original_pool(net: &Network) -> Ipv4Addr {
 }
 
 fn relocate(net: &mut Network, ue: u64, mode: Mode) -> u64 {
+    relocate_keeping(net, ue, mode, true)
+}
+
+/// With `keep_address` false, a selective replica gives the UE an address
+/// of its own pool (the steering switch translates).
+fn relocate_keeping(net: &mut Network, ue: u64, mode: Mode, keep_address: bool) -> u64 {
     let imsi = net.imsi(ue).as_str().to_string();
     let now = net.now;
-    let id = net.controller().relocate(now, &imsi, None, "edge0", mode).expect("relocation starts");
+    let id = net.controller().relocate_with(now, &imsi, None, "edge0", mode, keep_address).expect("relocation starts");
     net.drive();
     id
 }
@@ -78,8 +84,10 @@ fn the_relay_is_transparent_and_records_each_session_in_two_messages() {
 #[test]
 fn selective_replay_reproduces_the_moved_ues_sessions_only() {
     let mut net = relayed(1, 20, Ipv4Addr::new(10, 60, 0, 0));
+    // UEs 3 and 7 keep their address at the replica (a static address in
+    // the replayed Create Session); UE 11's replica gives its own.
     let moved = [3u64, 7, 11];
-    let ids: Vec<u64> = moved.iter().map(|&ue| relocate(&mut net, ue, Mode::Selective)).collect();
+    let ids: Vec<u64> = moved.iter().map(|&ue| relocate_keeping(&mut net, ue, Mode::Selective, ue != 11)).collect();
     for (&ue, &id) in moved.iter().zip(&ids) {
         assert_eq!(state(&mut net, id), RelocationState::Active, "UE {ue}");
         let orig = net.sgw_session(ue).unwrap().clone();
@@ -88,7 +96,11 @@ fn selective_replay_reproduces_the_moved_ues_sessions_only() {
         assert_eq!(rep.s1u_enb, orig.s1u_enb, "the replayed Modify Bearer gave the replica the eNB's F-TEID");
         assert_eq!(rep.mme_s11.teid, orig.mme_s11.teid, "the MME's S11 TEID is the one it sent");
         let ip = rep.ue_ipv4.unwrap();
-        assert_eq!(ip.octets()[..2], [10, 60], "selective: the replica's own pool");
+        if ue == 11 {
+            assert_eq!(ip.octets()[..2], [10, 60], "selective: the replica's own pool");
+        } else {
+            assert_eq!(Some(ip), orig.ue_ipv4, "selective, address kept: the UE's own");
+        }
         let r = net.controller().relocation(id).unwrap().clone();
         let s = &r.sessions[0];
         let rs = s.replica.unwrap();
