@@ -118,7 +118,9 @@ impl SpgwcCore {
             PfcpOp::AssociationSetup(i) => {
                 self.upfs[i].probing = false;
                 self.upfs[i].associated = cause == PFCP_ACCEPTED;
-                if !self.upfs[i].associated {
+                if self.upfs[i].associated {
+                    self.counters.incr("pfcp_associations_set_up");
+                } else {
                     self.counters.incr("pfcp_association_rejected");
                 }
             }
