@@ -195,6 +195,7 @@ fn core_error(e: CoreError) -> Response {
         }
         CoreError::Conflict(_) => StatusCode::CONFLICT,
         CoreError::Invalid(_) => StatusCode::BAD_REQUEST,
+        CoreError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     error(status, e.to_string())
 }

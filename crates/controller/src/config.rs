@@ -62,6 +62,10 @@ pub struct ControllerConfig {
     /// Absent: no switch, relocations move the sessions' state only
     /// (`diverted: false`).
     pub steering: Option<SteeringConfig>,
+    /// Sites where an anchor is started on demand (`mobicore upf` and
+    /// `mobicore spgwc` processes): the first relocation naming a site
+    /// that runs nothing starts it ([`crate::site`]).
+    pub sites: Vec<crate::site::SiteConfig>,
 }
 
 /// `[controller.steering]`.
@@ -136,6 +140,7 @@ impl Default for ControllerConfig {
             mec_routers: vec!["mec1".into()],
             max_mec_rules: 120_000,
             steering: None,
+            sites: Vec::new(),
         }
     }
 }

@@ -109,6 +109,9 @@ pub enum CoreError {
     Conflict(String),
     #[error("{0}")]
     Invalid(String),
+    /// An anchor that should have been started on demand could not be.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// What the shell must do or know.

@@ -42,10 +42,12 @@ pub mod mec;
 pub mod relay;
 pub mod replication;
 pub mod shell;
+pub mod site;
 pub mod steering;
 
 pub use crate::core::{ControllerCore, CoreError, CoreEvent, FlowSpec, Relocation, RelocationState, Timing};
 pub use config::ControllerConfig;
 pub use context::{Anchor, Mode, ReplicaSession, SessionRecord};
 pub use shell::{bind, Controller, ControllerError};
+pub use site::SiteConfig;
 pub use steering::{SteeringClient, SteeringClientConfig, SteeringEvent};

@@ -18,13 +18,22 @@ use mobicore_store::{Store, StoreError};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::api::{self, AppState, Command, Failure, MecAnswer, MecOp, Stats};
+use crate::api::{self, AppState, Command, Failure, MecAnswer, MecOp, RelocationRequest, Stats};
 use crate::config::ControllerConfig;
 use crate::context::{Anchor, LoggedMessage, SessionRecord};
 use crate::core::{ControllerCore, CoreEvent, Relocation, RelocationState, Transmit};
 use crate::mec::{MecRouters, TrafficRule};
 use crate::relay::Peer;
+use crate::site::{self, RunningSite};
 use crate::steering::SteeringClient;
+
+/// A site's anchor: being started (the relocations waiting for it), or running.
+enum SiteSlot {
+    Starting(Vec<(RelocationRequest, oneshot::Sender<Result<Relocation, Failure>>)>),
+    Running(RunningSite),
+}
+
+type SiteResult = (String, Result<RunningSite, String>);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -72,6 +81,9 @@ pub struct Controller {
     anchor: Arc<UdpSocket>,
     switch: Option<Arc<UdpSocket>>,
     rest: TcpListener,
+    sites: HashMap<String, SiteSlot>,
+    site_tx: mpsc::Sender<SiteResult>,
+    site_rx: Option<mpsc::Receiver<SiteResult>>,
 }
 
 pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> {
@@ -110,6 +122,7 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
     // Hands the relocations in force to the switch again.
     core.handle_timeout(Instant::now());
     let token = cfg.token.clone().unwrap_or_else(draw_token);
+    let (site_tx, site_rx) = mpsc::channel(16);
     Ok(Controller {
         s11_addr: s11.local_addr()?,
         anchor_addr: anchor.local_addr()?,
@@ -128,6 +141,9 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
         anchor,
         switch,
         rest,
+        sites: HashMap::new(),
+        site_tx,
+        site_rx: Some(site_rx),
     })
 }
 
@@ -216,6 +232,7 @@ impl Controller {
         let mut upstream: HashMap<SocketAddr, Arc<UdpSocket>> = HashMap::new();
         let mut up_tasks = Vec::new();
         let mut waiters: Vec<Waiter> = Vec::new();
+        let mut site_rx = self.site_rx.take().expect("run once");
         let mut buf = vec![0u8; 65_536];
         let mut abuf = vec![0u8; 65_536];
         let mut sbuf = vec![0u8; 65_536];
@@ -266,6 +283,7 @@ impl Controller {
                     self.core.handle_from_switch(Instant::now(), from, &sbuf[..n]);
                 }
                 Some(cmd) = cmd_rx.recv() => self.command(cmd, &mut waiters),
+                Some((name, r)) = site_rx.recv() => self.site_started(name, r, &mut waiters),
                 _ = timer => {
                     let now = Instant::now();
                     self.core.handle_timeout(now);
@@ -287,6 +305,11 @@ impl Controller {
         for t in up_tasks {
             t.abort();
         }
+        for (_, slot) in self.sites.drain() {
+            if let SiteSlot::Running(site) = slot {
+                site.stop().await;
+            }
+        }
         drop(persist_tx);
         let _ = persister.await;
         let _ = self.store.sync();
@@ -294,10 +317,62 @@ impl Controller {
         Ok(())
     }
 
+    /// Whether `anchor` names a configured site whose anchor is not running.
+    fn must_start(&self, anchor: &str) -> bool {
+        !matches!(self.sites.get(anchor), Some(SiteSlot::Running(_)))
+            && self.core.anchors().all(|a| a.name != anchor)
+            && self.cfg.sites.iter().any(|s| s.name == anchor)
+    }
+
+    /// Queues a relocation behind the start of its site's anchor (started
+    /// once, by a task, while the relay goes on).
+    fn start_site(&mut self, req: RelocationRequest, reply: oneshot::Sender<Result<Relocation, Failure>>) {
+        let name = req.anchor.clone();
+        match self.sites.get_mut(&name) {
+            Some(SiteSlot::Starting(q)) => q.push((req, reply)),
+            _ => {
+                let cfg = self.cfg.sites.iter().find(|s| s.name == name).cloned().expect("must_start");
+                self.sites.insert(name.clone(), SiteSlot::Starting(vec![(req, reply)]));
+                self.counters.incr("sites_starting");
+                let tx = self.site_tx.clone();
+                tokio::spawn(async move {
+                    let r = site::launch(&cfg).await;
+                    let _ = tx.send((name, r)).await;
+                });
+            }
+        }
+    }
+
+    /// A site's anchor is up (it becomes an anchor; the waiting
+    /// relocations start) or could not start (they are refused, 503).
+    fn site_started(&mut self, name: String, r: Result<RunningSite, String>, waiters: &mut Vec<Waiter>) {
+        let Some(SiteSlot::Starting(queued)) = self.sites.remove(&name) else { return };
+        match r {
+            Ok(site) => {
+                self.counters.incr("sites_started");
+                if let Err(e) = self.core.add_anchor(site.anchor.clone()) {
+                    tracing::warn!(site = %name, error = %e, "started anchor not added");
+                }
+                self.sites.insert(name, SiteSlot::Running(site));
+                for (req, reply) in queued {
+                    self.command(Command::Relocate(req, reply), waiters);
+                }
+            }
+            Err(e) => {
+                self.counters.incr("sites_failed");
+                tracing::warn!(site = %name, error = %e, "anchor did not start");
+                for (_, reply) in queued {
+                    let _ = reply.send(Err(Failure::Refused(crate::core::CoreError::Unavailable(e.clone()))));
+                }
+            }
+        }
+    }
+
     fn command(&mut self, cmd: Command, waiters: &mut Vec<Waiter>) {
         let now = Instant::now();
         let deadline = now + Duration::from_millis(self.cfg.relocation_timeout_ms);
         match cmd {
+            Command::Relocate(req, reply) if self.must_start(&req.anchor) => self.start_site(req, reply),
             Command::Relocate(req, reply) => {
                 match self.core.relocate_with(now, &req.ue, req.flow, &req.anchor, req.mode, req.keep_address) {
                     Ok(id) => waiters.push(Waiter { id, done: settled, reply, deadline }),

@@ -85,9 +85,46 @@ pub struct AllInOne {
     pub hss: SocketAddr,
     pub sgw_s11: SocketAddr,
     pub pfcp: (SocketAddr, SocketAddr),
+    /// With an edge topology: the controller between the MME and the
+    /// S/P-GW-C, programming the steering switch in `steer`.
+    pub edge: Option<EdgeControl>,
     pub counters: Vec<(&'static str, Counters)>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<(&'static str, JoinHandle<Result<()>>)>,
+}
+
+/// How to reach the controller of an edge run.
+#[derive(Debug, Clone)]
+pub struct EdgeControl {
+    /// REST base, e.g. `127.0.0.1:41234` (`/v1/relocations`).
+    pub rest: SocketAddr,
+    pub token: String,
+    /// The relay's S11 address (the MME's S-GW) and the switch's PFCP.
+    pub s11: SocketAddr,
+    pub switch_pfcp: SocketAddr,
+}
+
+/// The sites of an edge topology as the controller starts them: site `i`
+/// (1-based) on loopback 127.77.i.1 (S/P-GW-C) and 127.77.i.2 (UPF), its
+/// data path in the site's namespace, pool 10.(60+i).0.0/16. `program`:
+/// the `mobicore` executable (this one when `None`).
+pub fn edge_sites(topo: &Topology, program: Option<&std::path::Path>) -> Vec<mobicore_controller::SiteConfig> {
+    topo.sites
+        .iter()
+        .enumerate()
+        .map(|(i, s)| mobicore_controller::SiteConfig {
+            name: s.name.clone(),
+            program: program.map(Into::into),
+            loopback: std::net::Ipv4Addr::new(127, 77, i as u8 + 1, 1),
+            netns: Some(s.ns.clone()),
+            s1u_addr: s.s1u,
+            access_interface: mobicore_netns::topology::S1U_IF.into(),
+            core_interface: mobicore_netns::topology::SGI_IF.into(),
+            ue_pool: std::net::Ipv4Addr::new(10, 61 + i as u8, 0, 0),
+            ue_pool_prefix: 16,
+            ..Default::default()
+        })
+        .collect()
 }
 
 /// What the core should answer on, for the all-in-one run: the MME on its
@@ -105,6 +142,20 @@ pub async fn start_with(
     store: SubscriberStore,
     t: Transport,
     topo: Option<&Topology>,
+) -> Result<AllInOne> {
+    start_edge(cfg, store, t, topo, None).await
+}
+
+/// Like [`start_with`]; with an edge topology (`topo.steer`), also the
+/// steering switch (a UPF node in the steering role, XDP in `steer`) and
+/// the controller on S11 between the MME and the S/P-GW-C, which starts
+/// anchors at the topology's sites on demand with `program`.
+pub async fn start_edge(
+    cfg: &Config,
+    store: SubscriberStore,
+    t: Transport,
+    topo: Option<&Topology>,
+    program: Option<&std::path::Path>,
 ) -> Result<AllInOne> {
     let (shutdown, rx) = watch::channel(false);
     let mut tasks: Vec<(&'static str, JoinHandle<Result<()>>)> = Vec::new();
@@ -156,7 +207,15 @@ pub async fn start_with(
     let r = rx.clone();
     tasks.push(("spgwc", tokio::spawn(async move { sgw.run(r).await.map_err(Into::into) })));
 
-    let mme = start_mme(cfg, hss, sgw_s11, t, rx.clone()).await?;
+    let mut edge = None;
+    let mut mme_s11_peer = sgw_s11;
+    if let Some(topo) = topo.filter(|t| t.steer.is_some()) {
+        let (control, c) = start_controller(cfg, topo, sgw_s11, program, &rx, &mut tasks).await?;
+        counters.extend(c);
+        mme_s11_peer = control.s11;
+        edge = Some(control);
+    }
+    let mme = start_mme(cfg, hss, mme_s11_peer, t, rx.clone()).await?;
     counters.extend(mme.1);
     tasks.push(("mme", mme.0));
 
@@ -167,10 +226,60 @@ pub async fn start_with(
         hss,
         sgw_s11,
         pfcp: (sgw_pfcp, upf_pfcp),
+        edge,
         counters,
         shutdown,
         tasks,
     })
+}
+
+/// The steering switch in `topo.steer` and the controller that programs
+/// it, relaying S11 to `sgw`.
+async fn start_controller(
+    cfg: &Config,
+    topo: &Topology,
+    sgw: SocketAddr,
+    program: Option<&std::path::Path>,
+    rx: &watch::Receiver<bool>,
+    tasks: &mut Vec<(&'static str, JoinHandle<Result<()>>)>,
+) -> Result<(EdgeControl, Vec<(&'static str, Counters)>)> {
+    let steer = topo.steer.clone().expect("an edge topology");
+    let mut sw = cfg.upf.clone();
+    sw.pfcp = "127.0.0.1:0".parse()?;
+    sw.role = mobicore_upf::config::UpfRole::Steering;
+    sw.datapath = DatapathKind::Xdp;
+    sw.access_netns = Some(steer.clone());
+    sw.core_netns = Some(steer);
+    sw.access_interface = Some(mobicore_netns::topology::S1U_IF.into());
+    sw.core_interface = Some("core".into());
+    sw.steer_interfaces = topo.sites.iter().map(|s| s.steer_if.clone()).collect();
+    sw.s1u_addr = topo.addr.steer_ran;
+    sw.ue_pools = Vec::new();
+    let switch = mobicore_upf::Upf::bind(sw).await.context("starting the steering switch (XDP in steer)")?;
+    let switch_pfcp = switch.pfcp_addr();
+    let switch_counters = switch.counters.clone();
+    let r = rx.clone();
+    tasks.push(("steering", tokio::spawn(async move { switch.run(r).await.map_err(Into::into) })));
+
+    let mut cc = cfg.controller.clone();
+    cc.s11 = "127.0.0.1:0".parse()?;
+    cc.sgw = sgw;
+    cc.anchor_bind = "127.0.0.1:0".parse()?;
+    cc.rest = "127.0.0.1:0".parse()?;
+    cc.store = Default::default(); // in memory: the demo keeps nothing
+    cc.steering = Some(mobicore_controller::config::SteeringConfig {
+        pfcp: switch_pfcp,
+        local: "127.0.0.1:0".parse()?,
+        node_id: std::net::Ipv4Addr::LOCALHOST,
+        ..Default::default()
+    });
+    cc.sites = edge_sites(topo, program);
+    let c = mobicore_controller::bind(cc).await.context("starting the controller")?;
+    let control = EdgeControl { rest: c.rest_addr, token: c.token.clone(), s11: c.s11_addr, switch_pfcp };
+    let counters = vec![("controller", c.counters.clone()), ("steering", switch_counters)];
+    let r = rx.clone();
+    tasks.push(("controller", tokio::spawn(async move { c.run(r).await.map_err(Into::into) })));
+    Ok((control, counters))
 }
 
 /// The MME with its S6a and S11 clients and its SCTP endpoint.

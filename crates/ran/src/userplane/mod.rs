@@ -11,10 +11,13 @@
 //!
 //! - [`tunnels`]: the I/O-free tunnel table ([`Tunnels`], [`UeTunnel`]).
 //! - [`shell`]: [`UserPlane`], the tokio task over the TUN and UDP socket.
+//! - [`continuity`]: [`continuity::Streams`], numbered UDP and TCP flows
+//!   checked for loss, duplication and reordering while they are moved.
 //! - [`traffic`]: [`run_traffic`], ICMP echo, UDP echo and TCP bulk
 //!   transfers between UE addresses and servers it starts in the data
 //!   network namespace.
 
+pub mod continuity;
 pub mod icmp;
 pub mod shell;
 pub mod traffic;
