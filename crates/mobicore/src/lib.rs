@@ -8,7 +8,9 @@
 //! - `demo`: `mobicore demo`, the end-to-end story with a summary.
 //! - `bench`: `mobicore bench ...`, measurements with their baselines
 //!   (`bench_pfcp`: the PFCP session bench; `bench_slowpath`: TUN versus
-//!   AF_XDP for buffered downlink packets).
+//!   AF_XDP for buffered downlink packets; `bench_relocation`: seed 000
+//!   Figs 6-8; `bench_divert`: seed 000 Figs 10-16, the steering switch's
+//!   data-path cost).
 //! - `subscriber`: `mobicore subscriber ...`, the HSS's embedded store.
 //! - `capture`: tshark capture and its verdict.
 //! - `report`: percentiles, tables, JSON.
@@ -17,6 +19,7 @@
 
 pub mod allinone;
 pub mod bench;
+pub mod bench_divert;
 pub mod bench_pfcp;
 pub mod bench_relocation;
 pub mod bench_slowpath;
@@ -24,6 +27,7 @@ pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod edge;
 pub mod plot;
 pub mod report;
 pub mod responder;

@@ -197,6 +197,8 @@ impl Topology {
             t.veth_named(&steer, &site.ns, (&site.steer_if, S1U_IF), (steer_end, site.s1u), 30)?;
             t.veth_named(&site.ns, &t.dn, (SGI_IF, &site.steer_if), (site.sgi, site.dn_sgi), 30)?;
             ip(&["-n", &site.ns, "route", "add", &enb, "via", &steer_end.to_string()])?;
+            // The site's own route to the data network.
+            ip(&["-n", &site.ns, "route", "add", "default", "via", &site.dn_sgi.to_string()])?;
             sysctl(&site.ns, "net/ipv4/ip_forward", "1")?;
             t.sites.push(site);
         }

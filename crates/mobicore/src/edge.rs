@@ -1,0 +1,180 @@
+//! Moving running UEs to edge anchors and back (issue 11), on the edge
+//! topology ([`mobicore_netns::Topology::create_edge`]) with the real
+//! data path: the eNBs' user plane in `ran`, the steering switch's XDP in
+//! `steer`, the core UPF in `core`, anchors the controller starts on demand
+//! at the sites. Used by `mobicore demo` and the continuity test.
+//!
+//! The data network's routing is the operator's, not the core's: a moved
+//! UE keeps its address, so while it is at a site the data network routes
+//! that address (a /32) to the site's SGi, as a routing protocol would;
+//! this module installs and removes those routes in `dn`.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use mobicore_controller::site::http;
+use mobicore_netns::Topology;
+use mobicore_ran::userplane::continuity::{self, ContinuityConfig, ContinuityReport, Streams};
+use mobicore_ran::userplane::{UserPlane, UserPlaneConfig};
+use mobicore_ran::AttachedUe;
+use serde::Serialize;
+
+use crate::allinone::EdgeControl;
+
+/// Which UEs carry flows and which move.
+#[derive(Debug, Clone)]
+pub struct MovePlan {
+    /// UEs (by attach order) with a numbered UDP flow, and with a TCP flow.
+    pub udp_ues: usize,
+    pub tcp_ues: usize,
+    /// The first `moved` UEs move: to the first site, back, to the second
+    /// site (when there is one).
+    pub moved: usize,
+    pub continuity: fn(&str, &str, Ipv4Addr) -> ContinuityConfig,
+    /// Echoes awaited between moves (the flows are running).
+    pub settle: u64,
+}
+
+/// One step of the plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub name: String,
+    pub ues: usize,
+    /// Wall time of the REST calls of the step, all UEs.
+    pub ms: f64,
+    /// The controller's timing of the first UE's relocation.
+    pub first: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MoveReport {
+    pub phases: Vec<Phase>,
+    /// Median UDP round trip of the first moved UE to the server, before
+    /// the move and at the first site (microseconds).
+    pub rtt_before_us: Option<f64>,
+    pub rtt_at_edge_us: Option<f64>,
+    /// The UEs that moved.
+    pub moved: Vec<Ipv4Addr>,
+    pub continuity: ContinuityReport,
+}
+
+/// Runs the plan against attached `ues`; every UE moved is back at its
+/// original anchor or at the last site when this returns.
+pub async fn run_moves(topo: &Topology, edge: &EdgeControl, ues: &[AttachedUe], plan: &MovePlan) -> Result<MoveReport> {
+    anyhow::ensure!(!topo.sites.is_empty(), "the edge topology has no site");
+    let tunnels: Vec<_> = ues.iter().map(|u| u.tunnel).collect();
+    let ips: Vec<Ipv4Addr> = tunnels.iter().map(|t| t.ue_ip).collect();
+    anyhow::ensure!(ips.len() >= plan.moved.max(plan.udp_ues).max(plan.tcp_ues), "not enough attached UEs");
+    let up = UserPlane::start(UserPlaneConfig::new(&topo.ran, topo.addr.ran_s1u), tunnels)
+        .await
+        .context("starting the eNBs' user plane")?;
+    let cfg = (plan.continuity)(&topo.ran, &topo.dn, topo.addr.dn_sgi);
+    let r = moves(topo, edge, &ips, plan, &cfg).await;
+    let _ = up.stop().await;
+    r
+}
+
+async fn moves(
+    topo: &Topology,
+    edge: &EdgeControl,
+    ips: &[Ipv4Addr],
+    plan: &MovePlan,
+    cfg: &ContinuityConfig,
+) -> Result<MoveReport> {
+    let streams =
+        Streams::start(cfg, &ips[..plan.udp_ues], &ips[..plan.tcp_ues]).await.context("starting the flows")?;
+    let probe = SocketAddrV4::new(cfg.dn_addr, cfg.udp_port);
+    let settle = |s: &Streams| {
+        let (target, limit) = (s.received() + plan.settle, Duration::from_secs(60));
+        let counter = s.counter();
+        async move { Streams::wait_until(&counter, target, limit).await }
+    };
+    let mut phases = Vec::new();
+    let r = async {
+        if !settle(&streams).await {
+            bail!("the flows do not get through before any move");
+        }
+        let moved = &ips[..plan.moved];
+        let rtt_before = rtt(&topo.ran, moved[0], probe).await;
+        let site = &topo.sites[0];
+        let (p, ids) = relocate(edge, moved, &site.name).await?;
+        routes(&topo.dn, moved, Some(site.sgi))?;
+        phases.push(p);
+        if !settle(&streams).await {
+            bail!("the flows stalled at {}", site.name);
+        }
+        let rtt_edge = rtt(&topo.ran, moved[0], probe).await;
+        routes(&topo.dn, moved, None)?;
+        phases.push(move_back(edge, &ids).await?);
+        if !settle(&streams).await {
+            bail!("the flows stalled after moving back");
+        }
+        if let Some(second) = topo.sites.get(1) {
+            let (p, _) = relocate(edge, moved, &second.name).await?;
+            routes(&topo.dn, moved, Some(second.sgi))?;
+            phases.push(p);
+            if !settle(&streams).await {
+                bail!("the flows stalled at {}", second.name);
+            }
+        }
+        Ok((rtt_before, rtt_edge))
+    }
+    .await;
+    let continuity = streams.stop().await;
+    let (rtt_before_us, rtt_at_edge_us) = r?;
+    Ok(MoveReport { phases, rtt_before_us, rtt_at_edge_us, moved: ips[..plan.moved].to_vec(), continuity })
+}
+
+/// `POST /v1/relocations` for each UE (by address) to `anchor`.
+async fn relocate(edge: &EdgeControl, ues: &[Ipv4Addr], anchor: &str) -> Result<(Phase, Vec<u64>)> {
+    let t0 = Instant::now();
+    let mut ids = Vec::new();
+    let mut first = None;
+    for ue in ues {
+        let body = format!(r#"{{"ue":"{ue}","anchor":"{anchor}"}}"#);
+        let (status, b) = http(edge.rest, "POST", "/v1/relocations", Some(&edge.token), &body).await?;
+        if status != 201 {
+            bail!("moving {ue} to {anchor}: {status} {b}");
+        }
+        let v: serde_json::Value = serde_json::from_str(&b)?;
+        ids.push(v["id"].as_u64().context("relocation id")?);
+        first.get_or_insert(v["timing"].clone());
+    }
+    let p = Phase { name: format!("to {anchor}"), ues: ues.len(), ms: t0.elapsed().as_secs_f64() * 1e3, first };
+    Ok((p, ids))
+}
+
+/// `DELETE /v1/relocations/{id}` for each.
+async fn move_back(edge: &EdgeControl, ids: &[u64]) -> Result<Phase> {
+    let t0 = Instant::now();
+    for id in ids {
+        let (status, b) = http(edge.rest, "DELETE", &format!("/v1/relocations/{id}"), Some(&edge.token), "").await?;
+        if status != 200 {
+            bail!("moving relocation {id} back: {status} {b}");
+        }
+    }
+    Ok(Phase { name: "back".into(), ues: ids.len(), ms: t0.elapsed().as_secs_f64() * 1e3, first: None })
+}
+
+/// The data network's host routes for `ues`: via `via`, or removed.
+fn routes(dn: &str, ues: &[Ipv4Addr], via: Option<Ipv4Addr>) -> Result<()> {
+    let lines: Vec<String> = ues
+        .iter()
+        .map(|ue| match via {
+            Some(v) => format!("route replace {ue}/32 via {v}"),
+            None => format!("route del {ue}/32"),
+        })
+        .collect();
+    mobicore_netns::ip_batch(dn, &lines).context("the data network's routes")
+}
+
+/// Median of 20 UDP round trips from `ue` to the flows' echo server.
+async fn rtt(ran: &str, ue: Ipv4Addr, server: SocketAddrV4) -> Option<f64> {
+    let ran = ran.to_string();
+    tokio::task::spawn_blocking(move || continuity::udp_rtt(&ran, ue, server, 20).ok().flatten())
+        .await
+        .ok()
+        .flatten()
+        .map(|d| d.as_secs_f64() * 1e6)
+}
