@@ -53,6 +53,14 @@ pub struct DemoArgs {
     /// updating its tracking area from idle.
     #[arg(long)]
     pub no_mobility: bool,
+    /// Skip the edge relocation after the traffic: otherwise the demo puts
+    /// a steering switch (XDP, namespace `steer`) on S1-U and the
+    /// controller on S11, runs a UDP and a TCP flow from the first UE,
+    /// moves that UE mid-stream to an anchor the controller starts at
+    /// site `edge1` (and back), and prints the round trip before and at
+    /// the edge and whether the flows lost anything.
+    #[arg(long)]
+    pub no_edge: bool,
 }
 
 pub async fn run(a: DemoArgs) -> Result<()> {
@@ -64,8 +72,13 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     allinone::provision(&store, &ran.plan, ran.ues)?;
     let topo = if a.traffic_ues > 0 {
         let _ = mobicore_netns::cleanup_stale("mc");
-        let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mc"))
-            .context("creating the demo's network namespaces (needs root and iproute2)")?;
+        let tag = mobicore_netns::unique_tag("mc");
+        let topo = if a.no_edge {
+            mobicore_netns::Topology::create(&tag)
+        } else {
+            mobicore_netns::Topology::create_edge(&tag, 1)
+        }
+        .context("creating the demo's network namespaces (needs root and iproute2)")?;
         ran.s1u_addr = topo.addr.ran_s1u;
         Some(topo)
     } else {
@@ -88,14 +101,14 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         }
         _ => None,
     };
-    let core = allinone::start_with(&cfg, store, t, topo.as_ref()).await?;
+    let core = allinone::start_edge(&cfg, store, t, topo.as_ref(), None).await?;
     println!(
         "mobicore demo: MME S1-MME {} over {:?}, HSS S6a {}, S/P-GW-C S11 {}, PFCP {} -> UPF {}, data path: {}",
         core.s1ap, t, core.hss, core.sgw_s11, core.pfcp.0, core.pfcp.1, core.datapath
     );
     // Which data path carried the traffic, for the JSON summary.
     let datapath = json!({ "name": core.datapath, "xdp": core.xdp });
-    let traffic = topo.as_ref().map(|topo| TrafficPlan { topo, ues: a.traffic_ues });
+    let traffic = topo.as_ref().map(|topo| TrafficPlan { topo, ues: a.traffic_ues, edge: core.edge.clone() });
     let result = run_with_progress_and_traffic(&cfg, ran, t, a.quiet, traffic).await;
     let (report, traffic) = match result {
         Ok((r, t)) => (Ok(r), t),
@@ -172,10 +185,12 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-/// UEs to carry traffic, and the namespaces they run in.
+/// UEs to carry traffic, and the namespaces they run in; with the
+/// controller of an edge run, the first UE then moves to the edge and back.
 pub struct TrafficPlan<'a> {
     pub topo: &'a mobicore_netns::Topology,
     pub ues: usize,
+    pub edge: Option<crate::allinone::EdgeControl>,
 }
 
 type TrafficResult = Result<TrafficReport>;
@@ -244,6 +259,7 @@ pub async fn run_with_progress_and_traffic(
 pub async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedUe>) -> TrafficResult {
     use mobicore_ran::userplane::{TrafficConfig, UserPlane, UserPlaneConfig};
     let topo = plan.topo;
+    let ues_for_edge: Vec<_> = ues.iter().take(1).cloned().collect();
     let tunnels: Vec<_> = ues.into_iter().take(plan.ues).map(|u| u.tunnel).collect();
     let ips: Vec<_> = tunnels.iter().map(|t| t.ue_ip).collect();
     anyhow::ensure!(!ips.is_empty(), "no attached UE to carry traffic");
@@ -259,7 +275,57 @@ pub async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedU
     tc.tcp_bytes = 4 << 20;
     let report = mobicore_ran::userplane::run_traffic(tc, ips).await.context("running traffic");
     let _ = up.stop().await;
-    report
+    let mut report = report?;
+    if let Some(edge) = &plan.edge {
+        let mv = crate::edge::MovePlan { udp_ues: 1, tcp_ues: 1, moved: 1, continuity: demo_flows, settle: 50 };
+        match crate::edge::run_moves(topo, edge, &ues_for_edge, &mv).await {
+            Ok(m) => {
+                print_moves(&m);
+                if !m.continuity.broken().is_empty() {
+                    report.errors.push("edge relocation: a flow lost, duplicated or reordered packets".into());
+                }
+            }
+            Err(e) => report.errors.push(format!("edge relocation: {e:#}")),
+        }
+    }
+    Ok(report)
+}
+
+fn demo_flows(
+    ran: &str,
+    dn: &str,
+    server: std::net::Ipv4Addr,
+) -> mobicore_ran::userplane::continuity::ContinuityConfig {
+    let mut c = mobicore_ran::userplane::continuity::ContinuityConfig::new(ran, dn, server);
+    c.udp_interval = std::time::Duration::from_millis(10);
+    c
+}
+
+/// The edge relocation's outcome: the round trip before and at the edge,
+/// each move's time, and the flows' continuity.
+fn print_moves(m: &crate::edge::MoveReport) {
+    let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} us"));
+    println!(
+        "edge relocation of UE {}: RTT to the service {} before, {} at the edge",
+        m.moved.first().map_or("-".into(), |u| u.to_string()),
+        us(m.rtt_before_us),
+        us(m.rtt_at_edge_us)
+    );
+    for p in &m.phases {
+        println!("  {}: {:.1} ms{}", p.name, p.ms, p.first.as_ref().map_or(String::new(), |t| format!(" ({t})")));
+    }
+    for f in &m.continuity.flows {
+        println!(
+            "  {} flow: {} sent, {} back, {} lost, {} reordered, {} retransmitted: {}",
+            f.kind,
+            f.sent,
+            f.received,
+            f.lost,
+            f.reordered_uplink + f.reordered_downlink,
+            f.retransmitted,
+            if f.intact() { "nothing lost" } else { "BROKEN" }
+        );
+    }
 }
 
 fn print_traffic(t: &TrafficReport) {

@@ -55,7 +55,7 @@ async fn an_impostor_attach_with_a_registered_imsi_leaves_the_ue_working() {
         let (cfg, topo) = (&cfg, &topo);
         async move {
             let fake = allinone::run_ran_workload(cfg, impostor, t, None).await;
-            let traffic = run_traffic(TrafficPlan { topo, ues: 1 }, ues).await;
+            let traffic = run_traffic(TrafficPlan { topo, ues: 1, edge: None }, ues).await;
             (fake, traffic)
         }
     })
