@@ -19,7 +19,6 @@
 
 pub mod allinone;
 pub mod bench;
-pub mod bench_divert;
 pub mod bench_pfcp;
 pub mod bench_relocation;
 pub mod bench_slowpath;
