@@ -303,7 +303,7 @@ fn note(seen: &Seen, from: SocketAddrV4, seq: u64) {
 }
 
 async fn tcp_server(l: TcpListener, seen: Seen) {
-    while let Ok((mut c, SocketAddr::V4(from))) = l.accept().await.map(|(c, a)| (c, a)) {
+    while let Ok((mut c, SocketAddr::V4(from))) = l.accept().await {
         let seen = seen.clone();
         seen.lock().expect("not poisoned").entry(from).or_default();
         tokio::spawn(async move {
