@@ -54,7 +54,7 @@ pub fn pin(tid: libc::pid_t, cpu: usize) -> std::io::Result<()> {
 /// waiting behind other processes of a shared host (the ring of a veth
 /// holds 256 frames; a late poll drops the rest). The poll sleeps when its
 /// ring is empty, so this takes no CPU time when there is no traffic.
-fn realtime(pid: libc::pid_t) {
+pub fn realtime(pid: libc::pid_t) {
     let p = libc::sched_param { sched_priority: 50 };
     // SAFETY: p is a valid sched_param; a failure only leaves the policy as it was.
     if unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) } != 0 {

@@ -15,9 +15,13 @@
 //! - [`cases`]: the devices under test and the measuring loop.
 //! - [`slowpath`]: `mobicore bench slowpath`, buffered downlink received by
 //!   user space through XDP_PASS + TUN versus an AF_XDP socket.
+//! - [`divert`]: `mobicore bench divert`, seed 000 Figs 10-16: round trips,
+//!   TCP throughput with the steering switch's CPU, and loss, diverting a
+//!   UE at the switch versus passing it through.
 
 pub mod cases;
 pub mod cpus;
+pub mod divert;
 pub mod frames;
 pub mod progs;
 pub mod rtt;

@@ -51,6 +51,12 @@ pub enum BenchCommand {
     /// registered and moved UEs; real S/P-GW-Cs and the controller on
     /// loopback, moves through its REST API.
     Relocation(crate::bench_relocation::RelocationArgs),
+    /// Seed 000 Figs 10-16: round-trip time and jitter, TCP throughput
+    /// against target rate with the steering switch's CPU use, and UDP
+    /// loss, uplink and downlink, with the switch diverting the UE to an
+    /// edge anchor and without (passing it through), interleaved in one
+    /// run; all in XDP across seven namespaces (eNB, switch, two anchors).
+    Divert(crate::bench_divert::DivertArgs),
 }
 
 #[derive(Args, Debug)]
@@ -162,6 +168,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Dataplane(a) => dataplane(a).await,
         BenchCommand::Slowpath(a) => crate::bench_slowpath::run(a).await,
         BenchCommand::Relocation(a) => crate::bench_relocation::run(a).await,
+        BenchCommand::Divert(a) => crate::bench_divert::run(a).await,
     }
 }
 

@@ -19,6 +19,7 @@
 
 pub mod allinone;
 pub mod bench;
+pub mod bench_divert;
 pub mod bench_pfcp;
 pub mod bench_relocation;
 pub mod bench_slowpath;
