@@ -15,6 +15,8 @@
 //!   that builds or checks packets.
 //! - [`peers`]: [`peers::PeerFilter`], which peers may use an interface.
 //! - [`alloc`]: [`alloc::IdDraw`], identifiers drawn at random, never one in use.
+//! - [`state_dump`]: the framing of a network function's full-state dump
+//!   (header, checksum, JSON body) and times relative to the dump.
 //! - [`tools`]: external tools (tshark) for tests and captures: a check
 //!   that needs one fails as root when it cannot run, skips otherwise.
 
@@ -27,6 +29,7 @@ pub mod requester;
 pub mod s11;
 pub mod s6a;
 pub mod sctp_api;
+pub mod state_dump;
 pub mod tools;
 
 pub use ids::*;

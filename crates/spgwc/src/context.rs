@@ -4,11 +4,12 @@
 use crate::config::{ApnConfig, Ipv6Pool};
 use mobicore_common::s11::GtpCause;
 use mobicore_common::{Ambr, Arp, Ebi, Fteid, Imsi, PdnType};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Where a procedure stands for one session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SessionState {
     /// PFCP Session Establishment sent, Create Session Response pending.
     Creating,
@@ -18,14 +19,15 @@ pub enum SessionState {
 }
 
 /// The S11 request a session owes an answer to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct S11Pending {
     pub peer: SocketAddr,
     pub seq: u32,
 }
 
-/// One PDN connection (default bearer only).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One PDN connection (default bearer only). Serializable for the
+/// full-state dump ([`crate::dump`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     pub imsi: Imsi,
     pub apn: String,
@@ -84,13 +86,15 @@ pub struct Session {
 }
 
 /// Where a session's downlink data notification stands (TS 23.401 5.3.4.3).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Paging {
     /// Sequence number of the Downlink Data Notification awaiting its
     /// Acknowledge: at most one per session.
     pub ddn_seq: Option<u32>,
     /// No Downlink Data Notification before this (the Ack's Data
     /// Notification Delay or DL Buffering Duration, or the mobility guard).
+    /// A dump carries it as time left ([`crate::dump::SpgwcDump::holds`]).
+    #[serde(skip)]
     pub hold_until: Option<std::time::Instant>,
     /// Downlink data was reported while held: notify when the hold ends.
     pub report_pending: bool,
@@ -129,7 +133,7 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 
 /// What a session holds on a UPF until the UPF has let go of it: its S1-U
 /// TEID and our CP SEID there (neither is handed out again before).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpIds {
     /// Index of the UPF in the configuration.
     pub upf: usize,
@@ -204,6 +208,20 @@ impl Pool {
     pub fn in_use(&self) -> usize {
         self.used.len() + self.statics.len()
     }
+
+    /// Where the next allocation starts looking (an offset into the pool).
+    pub fn cursor(&self) -> u32 {
+        self.next
+    }
+
+    /// Moves the cursor (a restored dump); false when outside the pool.
+    pub fn set_cursor(&mut self, c: u32) -> bool {
+        let ok = c < self.size;
+        if ok {
+            self.next = c;
+        }
+        ok
+    }
 }
 
 /// The UE's interface identifier inside its /64 (TS 23.401 5.3.1.2.2: the
@@ -244,14 +262,44 @@ impl Pool6 {
     }
 
     pub fn release(&mut self, a: Ipv6Addr) {
-        let off = (u128::from(a) >> 64).wrapping_sub(self.base >> 64);
-        if let Ok(off) = u64::try_from(off) {
+        if let Some(off) = self.offset(a) {
             self.used.remove(&off);
         }
     }
 
+    /// The offset of `a`'s /64 in the pool, if it is one of the pool's.
+    fn offset(&self, a: Ipv6Addr) -> Option<u64> {
+        let off = (u128::from(a) >> 64).wrapping_sub(self.base >> 64);
+        u64::try_from(off).ok().filter(|o| *o < self.size)
+    }
+
+    /// Whether `a` lies in one of the pool's /64s.
+    pub fn covers(&self, a: Ipv6Addr) -> bool {
+        self.offset(a).is_some()
+    }
+
+    /// Takes the /64 of `a` (a restored session's); false when it is not
+    /// the pool's or already in use.
+    pub fn take(&mut self, a: Ipv6Addr) -> bool {
+        self.offset(a).is_some_and(|o| self.used.insert(o))
+    }
+
     pub fn in_use(&self) -> usize {
         self.used.len()
+    }
+
+    /// See [`Pool::cursor`].
+    pub fn cursor(&self) -> u64 {
+        self.next
+    }
+
+    /// See [`Pool::set_cursor`].
+    pub fn set_cursor(&mut self, c: u64) -> bool {
+        let ok = c < self.size;
+        if ok {
+            self.next = c;
+        }
+        ok
     }
 }
 

@@ -21,14 +21,18 @@
 //!   `ddn_temporarily_rejected`, `ddn_rejected`, `ddn_timeout`, `ddn_held`,
 //!   `ddn_failure_indication`, `downlink_buffer_discarded`).
 //! - [`sxa_build`] / `sxa_handler`: PFCP requests and answers.
+//! - [`dump`]: the full-state dump and restore ([`SpgwcDump`]): every
+//!   session context copied to a fresh instance (the stand-in for
+//!   whole-process checkpointing, seed 000's "RAM replication").
 //! - [`shell`]: the tokio task. Either `run(cfg, shutdown)`, or
 //!   `bind(cfg)` (port 0 allowed) to learn `s11_addr` / `pfcp_addr`, then
-//!   `.run(shutdown)`.
+//!   `.run(shutdown)`; `.control()` (freeze, dump, thaw) and `.restore()`
+//!   for the full-state dump.
 //!
 //! Counter names: `gtp_malformed`, `s11_rejected`, `s11_rejected_ie`,
 //! `s11_duplicate_request`, `pfcp_malformed`, `pfcp_timeout`,
 //! `pfcp_unmatched_response`, `sessions_created`, `sessions_deleted`,
-//! `sessions_replaced`. Refusals at the trust boundary (issue 8):
+//! `sessions_replaced`, `sessions_restored` (from a full-state dump). Refusals at the trust boundary (issue 8):
 //! `s11_request_from_unknown_peer` (not in `mme_peers`, dropped),
 //! `s11_request_from_non_owner` (Context Not Found),
 //! `s11_request_for_unknown_context`, `s11_request_queue_full` (No
@@ -44,6 +48,7 @@
 pub mod config;
 pub mod context;
 pub mod core;
+pub mod dump;
 pub mod paging;
 pub mod pco;
 pub mod s11_handler;
@@ -53,10 +58,13 @@ mod sxa_handler;
 
 pub use config::{ApnConfig, SpgwcConfig, UpfPeerConfig};
 pub use core::{Interface, SpgwcCore, Transmit};
-pub use shell::{bind, run, Spgwc, SpgwcError};
+pub use dump::SpgwcDump;
+pub use shell::{bind, run, ControlError, Spgwc, SpgwcControl, SpgwcError};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dump;
 #[cfg(test)]
 mod tests_interop;
 #[cfg(test)]

@@ -205,7 +205,7 @@ fn session_urr(period: Option<u32>) -> CreateUrr {
 }
 
 /// What Usage Reports (TS 29.244 7.5.5.2, 7.5.7.2, 7.5.8.3) said, summed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     pub reports: u64,
     pub uplink_octets: u64,

@@ -18,13 +18,19 @@
 //! - `steering`: steering sessions (`[upf] role = "steering"`, issue 11):
 //!   one diversion per PFCP session ([`mobicore_pfcp::steering`]), checked
 //!   and installed in the XDP program `steer_xdp` (`bpf/steer.h`).
+//! - [`dump`]: the full-state dump and restore ([`dump::UpfDump`]): every
+//!   association and PFCP session (rules, usage measurement) copied to a
+//!   fresh node (the stand-in for whole-process checkpointing, seed 000's
+//!   "RAM replication").
 //! - [`shell`]: the tokio task ([`run`], or [`Upf::bind`] then
-//!   [`Upf::run`] to learn the bound address first).
+//!   [`Upf::run`] to learn the bound address first; [`Upf::control`] to
+//!   dump it running, [`Upf::restore`] to fill it before it runs).
 //!
 //! Counter names: `pfcp_malformed`, `pfcp_rejected`,
 //! `pfcp_duplicate_request`, `pfcp_unsupported_message`,
 //! `pfcp_sessions_established`, `pfcp_sessions_deleted`,
-//! `pfcp_associations_set_up`, `pfcp_cp_function_restarted`.
+//! `pfcp_associations_set_up`, `pfcp_cp_function_restarted`,
+//! `pfcp_sessions_restored` (from a full-state dump).
 //!
 //! Interop (issue 9): `pfcp_pdr_without_precedence` (a Create PDR got
 //! `default_pdr_precedence`), `pfcp_unknown_ie_ignored` (IEs left out at
@@ -60,6 +66,7 @@
 pub mod afxdp;
 pub mod config;
 pub mod dataplane;
+pub mod dump;
 mod mmsg;
 pub mod neighbours;
 pub mod node;
@@ -74,7 +81,7 @@ pub mod xdp;
 pub use config::{DatapathKind, UpfConfig, UpfRole};
 pub use node::{Association, Session, UpfCore};
 pub use rules::{ForwardingPlane, MemoryPlane, SessionRules};
-pub use shell::{run, Upf, UpfError};
+pub use shell::{run, Upf, UpfControl, UpfError};
 
 #[cfg(test)]
 mod tests;

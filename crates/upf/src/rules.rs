@@ -20,6 +20,7 @@ use rs_pfcp::ie::network_instance::NetworkInstance;
 use rs_pfcp::ie::outer_header_creation::OuterHeaderCreation;
 use rs_pfcp::ie::pdi::Pdi;
 use rs_pfcp::ie::{IeIterator, IeType};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -58,7 +59,7 @@ fn ni(n: &Option<NetworkInstance>) -> Option<String> {
 }
 
 /// Packet Detection Information (TS 29.244 7.5.2.2-2), the parts we match on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PacketDetection {
     pub source_interface: u8,
     /// Local F-TEID: TEID and IPv4 address.
@@ -70,6 +71,7 @@ pub struct PacketDetection {
     pub sdf_filters: usize,
     /// The SDF filters' flow descriptions that we could read (TS 29.244
     /// 8.2.5); a PDR with an unreadable one never matches.
+    #[serde(with = "crate::dump::flows")]
     pub flows: Vec<FlowFilter>,
 }
 
@@ -92,7 +94,7 @@ impl PacketDetection {
 }
 
 /// Packet Detection Rule (TS 29.244 7.5.2.2).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pdr {
     pub id: u16,
     pub precedence: u32,
@@ -119,14 +121,14 @@ impl Pdr {
 }
 
 /// Outer Header Creation with GTP-U/UDP/IPv4 (TS 29.244 8.2.56).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GtpuTunnel {
     pub teid: u32,
     pub ipv4: Ipv4Addr,
 }
 
 /// Apply Action flags (TS 29.244 8.2.26) we act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Action {
     pub drop: bool,
     pub forw: bool,
@@ -152,7 +154,7 @@ impl Action {
 }
 
 /// Forwarding Action Rule (TS 29.244 7.5.2.3).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Far {
     pub id: u32,
     pub action: Action,
@@ -166,7 +168,7 @@ pub struct Far {
 }
 
 /// One Duplicating Parameters IE of a FAR (TS 29.244 Table 7.5.2.3-3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Duplicate {
     pub destination_interface: u8,
     /// Where copies go in GTP-U/UDP/IPv4 (8.2.56); without it copies go
@@ -317,7 +319,7 @@ impl Far {
 }
 
 /// QoS Enforcement Rule (TS 29.244 7.5.2.5).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Qer {
     pub id: u32,
     pub gate_ul_open: bool,
@@ -340,7 +342,7 @@ impl Qer {
 }
 
 /// Volume limits of a URR in octets (TS 29.244 8.2.13, 8.2.50).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct VolumeLimit {
     pub total: Option<u64>,
     pub uplink: Option<u64>,
@@ -357,7 +359,7 @@ impl VolumeLimit {
 }
 
 /// Usage Reporting Rule (TS 29.244 7.5.2.4). Times are in seconds.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Urr {
     pub id: u32,
     /// Measurement Method VOLUM and DURAT (TS 29.244 8.2.40).
@@ -383,7 +385,7 @@ impl Urr {
 }
 
 /// Buffering Action Rule (TS 29.244 7.5.2.6).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bar {
     pub id: u8,
     pub suggested_buffering_packets_count: Option<u16>,
@@ -398,8 +400,9 @@ impl Bar {
     }
 }
 
-/// All the rules of one PFCP session.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// All the rules of one PFCP session (serializable for the full-state
+/// dump, [`crate::dump`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRules {
     pub pdrs: BTreeMap<u16, Pdr>,
     pub fars: BTreeMap<u32, Far>,

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::SystemTime;
 use tokio::net::UdpSocket;
-use tokio::sync::watch;
 use tokio::sync::Notify;
+use tokio::sync::{mpsc, oneshot, watch};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpfError {
@@ -238,10 +238,30 @@ fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<Datapath
     Ok(Some(Datapath { user, io, xdp }))
 }
 
+/// A request for the full-state dump: where the framed dump goes.
+type DumpRequest = oneshot::Sender<Vec<u8>>;
+
+/// A handle on a running UPF for its full-state dump ([`crate::dump`]).
+#[derive(Clone)]
+pub struct UpfControl {
+    tx: mpsc::Sender<DumpRequest>,
+}
+
+impl UpfControl {
+    /// The whole state as a framed [`crate::dump::UpfDump`], taken between
+    /// two PFCP messages; `None` when the UPF no longer runs.
+    pub async fn dump(&self) -> Option<Vec<u8>> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(tx).await.ok()?;
+        rx.await.ok()
+    }
+}
+
 /// A bound UPF, not yet running: its address, counters and rule table.
 pub struct Upf {
     socket: UdpSocket,
     core: UpfCore,
+    control: (mpsc::Sender<DumpRequest>, mpsc::Receiver<DumpRequest>),
     plane: MemoryPlane,
     datapath: Option<Datapath>,
     xdp_loaded: bool,
@@ -271,7 +291,20 @@ impl Upf {
         let neighbour_scope =
             (cfg.access_netns.clone(), cfg.access_interface.iter().chain(&cfg.core_interface).cloned().collect());
         let core = UpfCore::new(cfg, fp, SystemTime::now(), counters.clone());
-        Ok(Upf { socket, core, plane, datapath, xdp_loaded, neighbour_scope, counters })
+        Ok(Upf { socket, core, control: mpsc::channel(8), plane, datapath, xdp_loaded, neighbour_scope, counters })
+    }
+
+    /// A handle for the full-state dump of this UPF once it runs.
+    pub fn control(&self) -> UpfControl {
+        UpfControl { tx: self.control.0.clone() }
+    }
+
+    /// Takes over the state of a dump ([`UpfCore::restore`]) before
+    /// running; returns the number of sessions restored.
+    pub fn restore(&mut self, dump: &[u8]) -> Result<usize, crate::dump::RestoreError> {
+        let d = crate::dump::UpfDump::from_bytes(dump)?;
+        self.core.restore(std::time::Instant::now(), d)?;
+        Ok(self.core.sessions().len())
     }
 
     /// The user-space data path's handle, when one runs.
@@ -295,7 +328,9 @@ impl Upf {
 
     /// Serves PFCP until `shutdown` turns true.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), UpfError> {
-        let Upf { socket, mut core, datapath, xdp_loaded, neighbour_scope, .. } = self;
+        let Upf {
+            socket, mut core, control: (_control_tx, mut control), datapath, xdp_loaded, neighbour_scope, ..
+        } = self;
         // The XDP next-hop cache follows the neighbour tables, read every second.
         let (nb_tx, mut nb_rx) = tokio::sync::mpsc::channel::<Vec<crate::rules::Neighbour>>(1);
         if xdp_loaded {
@@ -373,6 +408,9 @@ impl Upf {
                 }
                 Some(n) = nb_rx.recv() => {
                     core.plane.set_neighbours(&n);
+                }
+                Some(reply) = control.recv() => {
+                    let _ = reply.send(core.dump(std::time::Instant::now()).to_bytes());
                 }
                 _ = shutdown.changed() => {
                     if *shutdown.borrow() { return Ok(()); }

@@ -57,7 +57,7 @@ impl Diversions {
         others.into_iter().any(differs).then_some(2)
     }
 
-    fn insert(&mut self, seid: u64, d: Diversion) {
+    pub(crate) fn insert(&mut self, seid: u64, d: Diversion) {
         self.remove(seid);
         self.uplink.insert((d.ue, d.flow), seid);
         self.downlink.entry(dl_key(&d)).or_default().push(seid);

@@ -279,6 +279,7 @@ fn heartbeat_release_and_malformed() {
     assert_eq!(h.core.counters.value("pfcp_malformed"), 2);
 }
 
+mod dump;
 mod interop;
 mod steering;
 mod trust;

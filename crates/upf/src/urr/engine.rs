@@ -9,7 +9,7 @@
 //! inactivity or holding time) is never read until it reports or goes; a
 //! session without URRs costs nothing.
 
-use super::meter::{Meter, Regrant};
+use super::meter::{Meter, MeterState, Regrant};
 use super::{UsageCounts, UsageMeasurement, UsageTrigger};
 use crate::rules::Urr;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -76,6 +76,20 @@ impl UsageEngine {
         self.forget(key);
         self.meters.insert(key, Meter::new(urr, now, counts));
         self.refile(key, now);
+    }
+
+    /// A URR carrying on the measurement of a full-state dump taken at
+    /// `now` ([`crate::dump`]), from the plane's current counts.
+    pub fn restore(&mut self, now: Instant, up_seid: u64, urr: &Urr, s: &MeterState, counts: Option<UsageCounts>) {
+        let key = (up_seid, urr.id);
+        self.forget(key);
+        self.meters.insert(key, Meter::from_state(urr, s, now, counts));
+        self.refile(key, now);
+    }
+
+    /// The measurements in progress of a session's URRs at `now`, by URR ID.
+    pub fn states(&self, up_seid: u64, now: Instant) -> Vec<MeterState> {
+        self.meters.range((up_seid, 0)..=(up_seid, u32::MAX)).map(|(_, m)| m.state(now)).collect()
     }
 
     /// New parameters for a URR (Update URR). Usage up to now counts under

@@ -5,6 +5,7 @@
 
 use super::{UsageCounts, UsageMeasurement, UsageTrigger};
 use crate::rules::Urr;
+use mobicore_common::state_dump::{at, since};
 use std::time::{Duration, Instant};
 
 /// Which quotas an Update URR granted anew (TS 29.244 7.5.4.4).
@@ -43,6 +44,31 @@ pub(crate) struct Meter {
     pub timer: Option<Instant>,
 }
 
+/// A URR's measurement in progress in a full-state dump ([`crate::dump`]):
+/// what a [`Meter`] holds but its parameters (the session's URR) and the
+/// plane's counts; instants as signed microseconds from the dump.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MeterState {
+    pub urr_id: u32,
+    pub measured: UsageCounts,
+    pub quota_used: UsageCounts,
+    pub start_us: i64,
+    pub grant_us: i64,
+    pub mark_us: i64,
+    pub last_activity_us: Option<i64>,
+    pub next_period_us: Option<i64>,
+    pub dur_report_us: u64,
+    pub dur_grant_us: u64,
+    pub seqn: u32,
+    pub vol_exhausted: bool,
+    pub time_exhausted: bool,
+    pub qht_reported: bool,
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 fn secs(s: u32) -> Duration {
     Duration::from_secs(u64::from(s))
 }
@@ -77,6 +103,49 @@ impl Meter {
         };
         m.arm_period(now);
         m
+    }
+
+    /// The measurement in progress at `now`, for a dump.
+    pub fn state(&self, now: Instant) -> MeterState {
+        MeterState {
+            urr_id: self.urr.id,
+            measured: self.measured,
+            quota_used: self.quota_used,
+            start_us: since(self.start, now),
+            grant_us: since(self.grant, now),
+            mark_us: since(self.mark, now),
+            last_activity_us: self.last_activity.map(|t| since(t, now)),
+            next_period_us: self.next_period.map(|t| since(t, now)),
+            dur_report_us: micros(self.dur_report),
+            dur_grant_us: micros(self.dur_grant),
+            seqn: self.seqn,
+            vol_exhausted: self.vol_exhausted,
+            time_exhausted: self.time_exhausted,
+            qht_reported: self.qht_reported,
+        }
+    }
+
+    /// The meter of `urr` carrying on the measurement of a dump at `now`,
+    /// from the plane's current counts (`None`: zero).
+    pub fn from_state(urr: &Urr, s: &MeterState, now: Instant, counts: Option<UsageCounts>) -> Self {
+        Meter {
+            urr: urr.clone(),
+            last: counts.unwrap_or_default(),
+            measured: s.measured,
+            quota_used: s.quota_used,
+            start: at(s.start_us, now),
+            grant: at(s.grant_us, now),
+            dur_report: Duration::from_micros(s.dur_report_us),
+            dur_grant: Duration::from_micros(s.dur_grant_us),
+            mark: at(s.mark_us, now),
+            last_activity: s.last_activity_us.map(|t| at(t, now)),
+            seqn: s.seqn,
+            vol_exhausted: s.vol_exhausted,
+            time_exhausted: s.time_exhausted,
+            qht_reported: s.qht_reported,
+            next_period: s.next_period_us.map(|t| at(t, now)),
+            timer: None,
+        }
     }
 
     fn arm_period(&mut self, now: Instant) {

@@ -53,7 +53,7 @@ pub(crate) mod node;
 pub(crate) mod pfcp;
 
 pub use engine::{UsageEngine, UsageEvent};
-pub use meter::Regrant;
+pub use meter::{MeterState, Regrant};
 pub use pfcp::WallClock;
 
 use crate::rules::{Action, SessionRules};
@@ -62,7 +62,7 @@ use std::time::Instant;
 
 /// Cumulative counts of one URR in a forwarding plane (octets of the inner
 /// IP packets, and packets), by direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct UsageCounts {
     pub ul_octets: u64,
     pub dl_octets: u64,
@@ -113,7 +113,7 @@ impl UsageCounts {
 
 /// The Reporting Triggers the CP function enabled (TS 29.244 8.2.19), the
 /// ones we act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct UrrTriggers {
     pub perio: bool,
     pub volth: bool,
