@@ -423,8 +423,12 @@ async fn tcp_client(
 ) -> FlowReport {
     let mut f = FlowReport::new(ue, "tcp");
     f.local_port = s.local_addr().map_or(0, |a| a.port());
+    // The fd stays open while either half lives (`wr` lives to the end).
+    let fd = s.as_raw_fd();
     let (mut rd, mut wr) = s.into_split();
     let record = cfg.tcp_record;
+    let echoed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let echoed_r = echoed.clone();
     let reader = tokio::spawn(async move {
         // Every record echoed back, whole and in order.
         let mut rec = vec![0u8; record];
@@ -435,9 +439,10 @@ async fn tcp_client(
                 bad.get_or_insert(format!("record {n} came back as {seq}"));
             }
             n += 1;
+            echoed_r.store(n, std::sync::atomic::Ordering::Relaxed);
             total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        (n, bad, rd)
+        (n, bad)
     });
     let mut tick = tokio::time::interval(cfg.tcp_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -456,17 +461,22 @@ async fn tcp_client(
             _ = stop.changed() => break,
         }
     }
+    // Every record echoed, then a quiet spell so that a tail-loss probe
+    // and the peer's D-SACK for it are both done; the counters are read
+    // before the FIN (whose own retransmission is not the path's doing).
+    Streams::wait_until(&echoed, f.sent, cfg.drain).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // SAFETY: `fd` is the stream's, open while `wr` lives.
+    let (retrans, ooo) = tcp_counters(&unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) });
+    f.retransmitted += retrans;
+    f.reordered_downlink += ooo;
     let _ = wr.shutdown().await;
     match tokio::time::timeout(cfg.drain, reader).await {
-        Ok(Ok((n, bad, rd))) => {
+        Ok(Ok((n, bad))) => {
             f.received = n;
             if let Some(b) = bad {
                 f.error.get_or_insert(b);
             }
-            let s = rd.reunite(wr).expect("same stream");
-            let (retrans, ooo) = tcp_counters(&s);
-            f.retransmitted += retrans;
-            f.reordered_downlink += ooo;
         }
         Ok(Err(e)) => f.error = Some(format!("reader: {e}")),
         Err(_) => f.error = Some(format!("the echoes of {} records did not all come back in time", f.sent)),
