@@ -15,8 +15,7 @@ use mobicore_gtp::{GtpMessage, Message};
 use mobicore_spgwc::{ApnConfig, SpgwcConfig, UpfPeerConfig};
 use mobicore_store::redis_server::RedisServer;
 use mobicore_store::{StoreConfig, StoreKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
 const TOKEN: &str = "s3cret";
@@ -104,19 +103,7 @@ async fn attach(mme: &UdpSocket, relay: SocketAddr, i: u32) -> Ipv4Addr {
 
 /// One HTTP/1.1 request; returns (status, body).
 async fn http(addr: SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: c\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(WAIT, s.read_to_end(&mut out)).await.unwrap().unwrap();
-    let text = String::from_utf8_lossy(&out).to_string();
-    let status = text[9..12].parse().unwrap();
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
+    mobicore_controller::site::http(addr, method, path, token, body).await.unwrap()
 }
 
 /// Addresses of one test: GTP-C on port 2123 (so that tshark dissects it)

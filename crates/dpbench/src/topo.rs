@@ -122,14 +122,7 @@ impl BenchTopology {
 
     /// Deletes every namespace still owned; idempotent.
     pub fn destroy(&mut self) -> Result<(), DpBenchError> {
-        let mut first = None;
-        for ns in std::mem::take(&mut self.created) {
-            if let Err(e) = ip(&["netns", "del", &ns]) {
-                tracing::warn!(ns, error = %e, "could not delete namespace");
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), |e| Err(e.into()))
+        Ok(mobicore_netns::topology::delete_all(&mut self.created)?)
     }
 }
 

@@ -650,18 +650,7 @@ fn modify_bearer(i: usize, sgw_teid: u32) -> S11Request {
     })
 }
 
-/// One HTTP/1.1 request to the controller; (status, body).
+/// One REST request to the controller with the bench's token; (status, body).
 async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Result<(u16, String)> {
-    let mut s = TcpStream::connect(addr).await?;
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: c\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         Authorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await?;
-    let mut out = Vec::new();
-    tokio::time::timeout(WAIT, s.read_to_end(&mut out)).await.context("REST answer")??;
-    let text = String::from_utf8_lossy(&out).to_string();
-    let status = text.get(9..12).and_then(|s| s.parse().ok()).context("HTTP status line")?;
-    Ok((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+    Ok(mobicore_controller::site::http(addr, method, path, Some(TOKEN), body).await?)
 }

@@ -134,16 +134,7 @@ impl Topology {
 
     pub fn create_with(tag: &str, addr: Addressing) -> Result<Topology, NetnsError> {
         require_root()?;
-        let mut t = Topology {
-            tag: tag.into(),
-            ran: format!("{tag}-ran"),
-            core: format!("{tag}-core"),
-            dn: format!("{tag}-dn"),
-            addr,
-            steer: None,
-            sites: Vec::new(),
-            created: Vec::new(),
-        };
+        let mut t = Topology::named(tag, addr, None);
         for ns in [t.ran.clone(), t.core.clone(), t.dn.clone()] {
             t.namespace(&ns)?;
         }
@@ -162,16 +153,7 @@ impl Topology {
         require_root()?;
         let addr = Addressing::with_steering();
         let steer = format!("{tag}-steer");
-        let mut t = Topology {
-            tag: tag.into(),
-            ran: format!("{tag}-ran"),
-            core: format!("{tag}-core"),
-            dn: format!("{tag}-dn"),
-            addr,
-            steer: Some(steer.clone()),
-            sites: Vec::new(),
-            created: Vec::new(),
-        };
+        let mut t = Topology::named(tag, addr, Some(steer.clone()));
         let mut all = vec![t.ran.clone(), steer.clone(), t.core.clone(), t.dn.clone()];
         all.extend((1..=sites).map(|i| format!("{tag}-edge{i}")));
         for ns in &all {
@@ -208,6 +190,20 @@ impl Topology {
         ip(&["-n", &t.dn, "route", "add", &pool, "via", &addr.core_sgi.to_string()])?;
         tracing::debug!(tag, sites, "edge topology created");
         Ok(t)
+    }
+
+    /// The names of a topology tagged `tag`; nothing created yet.
+    fn named(tag: &str, addr: Addressing, steer: Option<String>) -> Topology {
+        Topology {
+            tag: tag.into(),
+            ran: format!("{tag}-ran"),
+            core: format!("{tag}-core"),
+            dn: format!("{tag}-dn"),
+            addr,
+            steer,
+            sites: Vec::new(),
+            created: Vec::new(),
+        }
     }
 
     /// A namespace, owned, loopback up, reverse-path filtering off.
@@ -251,14 +247,7 @@ impl Topology {
     /// Delete every namespace still owned; the first error is returned but
     /// every namespace is attempted. Idempotent.
     pub fn destroy(&mut self) -> Result<(), NetnsError> {
-        let mut first = None;
-        for ns in std::mem::take(&mut self.created) {
-            if let Err(e) = ip(&["netns", "del", &ns]) {
-                tracing::warn!(ns, error = %e, "could not delete namespace");
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
+        delete_all(&mut self.created)
     }
 }
 
@@ -266,6 +255,20 @@ impl Drop for Topology {
     fn drop(&mut self) {
         let _ = self.destroy();
     }
+}
+
+/// Deletes every namespace in `owned` (emptying it); every one is
+/// attempted, the first error is returned. What every topology's
+/// `destroy` does.
+pub fn delete_all(owned: &mut Vec<String>) -> Result<(), NetnsError> {
+    let mut first = None;
+    for ns in std::mem::take(owned) {
+        if let Err(e) = ip(&["netns", "del", &ns]) {
+            tracing::warn!(ns, error = %e, "could not delete namespace");
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
 }
 
 /// Write a sysctl under `/proc/sys/` inside `ns`.
