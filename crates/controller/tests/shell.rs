@@ -38,8 +38,15 @@ async fn anchor(s11: SocketAddr, pool: Ipv4Addr, stop: &watch::Receiver<bool>) -
         *apn = ApnConfig { pool: Some(pool), ..apn.clone() };
     }
     let gw = mobicore_spgwc::bind(cfg).await.unwrap();
-    let s11 = gw.s11_addr;
+    let (s11, counters) = (gw.s11_addr, gw.counters.clone());
     tokio::spawn(gw.run(stop.clone()));
+    // Serving only once associated with its UPF: a replay before that
+    // would be refused (No resources available) on a busy host.
+    let end = tokio::time::Instant::now() + WAIT;
+    while counters.value("pfcp_associations_set_up") == 0 {
+        assert!(tokio::time::Instant::now() < end, "the anchor's S/P-GW-C never associated with its UPF");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     s11
 }
 
