@@ -93,6 +93,13 @@ pub struct Relocation {
     pub replicated_bytes: usize,
     /// False when no steering switch is configured: state moved, traffic not.
     pub diverted: bool,
+    /// A selective replay asks the replica for the UE's own address.
+    #[serde(default = "yes")]
+    pub keep_address: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Why a request to the core cannot be done (the REST layer maps these to
@@ -167,6 +174,8 @@ pub struct ControllerCore {
     switch: Option<SteeringClient>,
     /// Divert / Undivert for the switch, handed over at the next pump.
     to_switch: VecDeque<CoreEvent>,
+    /// Relocations in force waiting for their anchor to run again, by anchor.
+    orphans: BTreeMap<String, Vec<u64>>,
 }
 
 impl ControllerCore {
@@ -187,6 +196,7 @@ impl ControllerCore {
             events: VecDeque::new(),
             switch: None,
             to_switch: VecDeque::new(),
+            orphans: BTreeMap::new(),
         }
     }
 
@@ -271,9 +281,15 @@ impl ControllerCore {
 
     /// Puts back what the store kept: sessions, the naive log, anchors and
     /// relocations (their replicas with them). Relocations that were in
-    /// force are diverted again (the steering switch may have lost them).
+    /// force are diverted again (the steering switch drops a restarted
+    /// controller's sessions, TS 29.244 6.2.6.2.2); one still diverting is
+    /// completed; one still replicating fails (its replay was cut short);
+    /// one moving back is finished; one whose anchor is not known any more
+    /// waits for it ([`Self::awaited_anchors`]), its UE served meanwhile by
+    /// its original anchor.
     pub fn restore(
         &mut self,
+        now: Instant,
         sessions: Vec<SessionRecord>,
         log: Vec<LoggedMessage>,
         anchors: Vec<Anchor>,
@@ -283,20 +299,45 @@ impl ControllerCore {
         for a in anchors {
             self.anchors.insert(a.name.clone(), a);
         }
-        for r in relocations {
-            self.next_id = self.next_id.max(r.id + 1);
-            if let Some(a) = self.anchors.get(&r.anchor) {
+        for mut r in relocations {
+            let id = r.id;
+            self.next_id = self.next_id.max(id + 1);
+            let anchor = self.anchors.get(&r.anchor).map(|a| a.s11);
+            if let Some(s11) = anchor {
                 for s in &r.sessions {
                     if let Some(rep) = s.replica {
-                        self.replicator.restore(a.s11, s.sgw_s11_teid, rep);
+                        self.replicator.restore(s11, s.sgw_s11_teid, rep);
                     }
                 }
             }
-            if r.state == RelocationState::Active && r.diverted {
-                // With a switch attached, handed over at the next handle_* call.
-                self.steer(CoreEvent::Divert { relocation: r.clone() });
+            let state = r.state.clone();
+            match (state, anchor) {
+                (RelocationState::Replicating, _) => {
+                    self.relocations.insert(id, r);
+                    self.rollback(now, id, "a controller restart cut its replication short".into());
+                    continue;
+                }
+                (RelocationState::Active | RelocationState::Diverting, None) => {
+                    r.diverted = false;
+                    self.orphans.entry(r.anchor.clone()).or_default().push(id);
+                    self.events.push_back(CoreEvent::Relocation(r.clone()));
+                }
+                (RelocationState::Active, Some(_)) if r.diverted => {
+                    // With a switch attached, handed over at the next handle_* call.
+                    self.steer(CoreEvent::Divert { relocation: r.clone() });
+                }
+                (RelocationState::Diverting, Some(_)) if self.steering => {
+                    self.steer(CoreEvent::Divert { relocation: r.clone() });
+                }
+                (RelocationState::Diverting, Some(_)) => r.state = RelocationState::Active,
+                (RelocationState::MovingBack, _) => {
+                    self.relocations.insert(id, r);
+                    self.finish_move_back(now, id);
+                    continue;
+                }
+                _ => {}
             }
-            self.relocations.insert(r.id, r);
+            self.relocations.insert(id, r);
         }
     }
 
@@ -398,20 +439,85 @@ impl ControllerCore {
             replicated_messages: 0,
             replicated_bytes: 0,
             diverted: false,
+            keep_address,
         };
         self.relocations.insert(id, r.clone());
         self.events.push_back(CoreEvent::Relocation(r));
-        self.started.insert(id, (now, None));
-        let job = self.replicator.start(now, a.s11, steps);
-        if mode == Mode::Naive {
-            let len = self.relay.log().map_or(0, <[_]>::len);
-            self.naive.insert(a.s11, len);
-            self.naive_jobs.insert(a.s11, job);
-        }
-        self.jobs.insert(job, id);
+        self.replicate(now, id, a.s11, mode, steps);
         self.counters.incr("relocations_started");
         self.pump(now);
         Ok(id)
+    }
+
+    /// Starts the replication job of relocation `id` into the anchor at `s11`.
+    fn replicate(&mut self, now: Instant, id: u64, s11: SocketAddr, mode: Mode, steps: Vec<Step>) {
+        self.started.insert(id, (now, None));
+        let job = self.replicator.start(now, s11, steps);
+        if mode == Mode::Naive {
+            let len = self.relay.log().map_or(0, <[_]>::len);
+            self.naive.insert(s11, len);
+            self.naive_jobs.insert(s11, job);
+        }
+        self.jobs.insert(job, id);
+    }
+
+    /// The anchors that relocations in force wait for: anchors this
+    /// controller started at its sites before it restarted (a started
+    /// site's anchor is not kept in the store; its processes ended with
+    /// the controller). Start each again, then [`Self::reestablish`], or
+    /// [`Self::abandon`] it.
+    pub fn awaited_anchors(&self) -> Vec<String> {
+        self.orphans.keys().cloned().collect()
+    }
+
+    /// `anchor` runs again ([`Self::add_anchor`] first): the relocations
+    /// that waited for it are replicated into it again from what the relay
+    /// holds now, then diverted (make-before-break, as at first).
+    pub fn reestablish(&mut self, now: Instant, anchor: &str) {
+        let Some(ids) = self.orphans.remove(anchor) else { return };
+        let Some(a) = self.anchors.get(anchor).cloned() else {
+            return self.fail_all(now, ids, format!("its anchor {anchor} is gone"));
+        };
+        for id in ids {
+            let Some(r) = self.relocations.get_mut(&id) else { continue };
+            // Sessions the MME ended meanwhile are gone from the relay.
+            let records: Vec<SessionRecord> =
+                r.sessions.iter().filter_map(|s| self.relay.session(s.sgw_s11_teid).cloned()).collect();
+            r.sessions.retain(|s| records.iter().any(|x| x.sgw_s11_teid == s.sgw_s11_teid));
+            for s in &mut r.sessions {
+                s.replica = None;
+            }
+            if r.sessions.is_empty() {
+                r.state = RelocationState::Reverted;
+                let r = r.clone();
+                self.events.push_back(CoreEvent::Relocation(r));
+                continue;
+            }
+            let steps: Vec<Step> = match r.mode {
+                Mode::Selective => records.iter().flat_map(|s| selective_steps(s, r.keep_address)).collect(),
+                Mode::Naive => self.relay.log().unwrap_or_default().iter().filter_map(naive_step).collect(),
+            };
+            r.state = RelocationState::Replicating;
+            let (mode, r) = (r.mode, r.clone());
+            self.events.push_back(CoreEvent::Relocation(r));
+            self.replicate(now, id, a.s11, mode, steps);
+            self.counters.incr("relocations_reestablished");
+        }
+        self.pump(now);
+    }
+
+    /// `anchor` cannot run again: the relocations that waited for it fail
+    /// (their UEs stay at their original anchors, which never lost them).
+    pub fn abandon(&mut self, now: Instant, anchor: &str, why: &str) {
+        if let Some(ids) = self.orphans.remove(anchor) {
+            self.fail_all(now, ids, format!("its anchor {anchor} could not be started again: {why}"));
+        }
+    }
+
+    fn fail_all(&mut self, now: Instant, ids: Vec<u64>, why: String) {
+        for id in ids {
+            self.rollback(now, id, why.clone());
+        }
     }
 
     /// Moves a relocated UE back to its original anchor: the diversion
@@ -760,3 +866,6 @@ fn naive_step(m: &LoggedMessage) -> Option<Step> {
 fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,9 +29,12 @@ use crate::steering::SteeringClient;
 
 /// A site's anchor: being started (the relocations waiting for it), or running.
 enum SiteSlot {
-    Starting(Vec<(RelocationRequest, oneshot::Sender<Result<Relocation, Failure>>)>),
+    Starting(Vec<Queued>),
     Running(RunningSite),
 }
+
+/// A relocation request waiting for its site's anchor, and its answer.
+type Queued = (RelocationRequest, oneshot::Sender<Result<Relocation, Failure>>);
 
 type SiteResult = (String, Result<RunningSite, String>);
 
@@ -179,7 +182,7 @@ async fn restore(store: &Store, core: &mut ControllerCore, configured: &[Anchor]
     if !sessions.is_empty() || !relocations.is_empty() {
         tracing::info!(sessions = sessions.len(), relocations = relocations.len(), "restored from the store");
     }
-    core.restore(sessions, log, anchors, relocations);
+    core.restore(Instant::now(), sessions, log, anchors, relocations);
     Ok(n)
 }
 
@@ -238,6 +241,14 @@ impl Controller {
         let mut sbuf = vec![0u8; 65_536];
         let switch = self.switch.clone();
         let upstream_ip = self.cfg.upstream_ip.unwrap_or(self.s11_addr.ip());
+        // Sites whose anchors carried relocations before a restart start again.
+        for name in self.core.awaited_anchors() {
+            if self.cfg.sites.iter().any(|s| s.name == name) {
+                self.launch_site(name, Vec::new());
+            } else {
+                self.core.abandon(Instant::now(), &name, "no site of that name is configured");
+            }
+        }
         self.flush(&upstream, &persist_tx, &mut waiters).await;
         loop {
             let deadline = [self.core.poll_timeout(), waiters.iter().map(|w| w.deadline).min()]
@@ -327,20 +338,22 @@ impl Controller {
     /// Queues a relocation behind the start of its site's anchor (started
     /// once, by a task, while the relay goes on).
     fn start_site(&mut self, req: RelocationRequest, reply: oneshot::Sender<Result<Relocation, Failure>>) {
-        let name = req.anchor.clone();
-        match self.sites.get_mut(&name) {
+        match self.sites.get_mut(&req.anchor) {
             Some(SiteSlot::Starting(q)) => q.push((req, reply)),
-            _ => {
-                let cfg = self.cfg.sites.iter().find(|s| s.name == name).cloned().expect("must_start");
-                self.sites.insert(name.clone(), SiteSlot::Starting(vec![(req, reply)]));
-                self.counters.incr("sites_starting");
-                let tx = self.site_tx.clone();
-                tokio::spawn(async move {
-                    let r = site::launch(&cfg).await;
-                    let _ = tx.send((name, r)).await;
-                });
-            }
+            _ => self.launch_site(req.anchor.clone(), vec![(req, reply)]),
         }
+    }
+
+    /// Starts configured site `name`'s anchor, `queued` waiting for it.
+    fn launch_site(&mut self, name: String, queued: Vec<Queued>) {
+        let cfg = self.cfg.sites.iter().find(|s| s.name == name).cloned().expect("a configured site");
+        self.sites.insert(name.clone(), SiteSlot::Starting(queued));
+        self.counters.incr("sites_starting");
+        let tx = self.site_tx.clone();
+        tokio::spawn(async move {
+            let r = site::launch(&cfg).await;
+            let _ = tx.send((name, r)).await;
+        });
     }
 
     /// A site's anchor is up (it becomes an anchor; the waiting
@@ -353,7 +366,8 @@ impl Controller {
                 if let Err(e) = self.core.add_anchor(site.anchor.clone()) {
                     tracing::warn!(site = %name, error = %e, "started anchor not added");
                 }
-                self.sites.insert(name, SiteSlot::Running(site));
+                self.sites.insert(name.clone(), SiteSlot::Running(site));
+                self.core.reestablish(Instant::now(), &name);
                 for (req, reply) in queued {
                     self.command(Command::Relocate(req, reply), waiters);
                 }
@@ -361,6 +375,7 @@ impl Controller {
             Err(e) => {
                 self.counters.incr("sites_failed");
                 tracing::warn!(site = %name, error = %e, "anchor did not start");
+                self.core.abandon(Instant::now(), &name, &e);
                 for (_, reply) in queued {
                     let _ = reply.send(Err(Failure::Refused(crate::core::CoreError::Unavailable(e.clone()))));
                 }

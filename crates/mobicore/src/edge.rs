@@ -41,6 +41,8 @@ pub struct MovePlan {
 pub struct Phase {
     pub name: String,
     pub ues: usize,
+    /// When the step began, from the start of the flows (milliseconds).
+    pub at_ms: f64,
     /// Wall time of the REST calls of the step, all UEs.
     pub ms: f64,
     /// The controller's timing of the first UE's relocation.
@@ -56,6 +58,9 @@ pub struct MoveReport {
     pub rtt_at_edge_us: Option<f64>,
     /// The UEs that moved.
     pub moved: Vec<Ipv4Addr>,
+    /// UE packets the emulated eNB's TUN device dropped (the emulator did
+    /// not keep up; not a loss of the core's).
+    pub emulator_dropped: u64,
     pub continuity: ContinuityReport,
 }
 
@@ -71,8 +76,11 @@ pub async fn run_moves(topo: &Topology, edge: &EdgeControl, ues: &[AttachedUe], 
         .context("starting the eNBs' user plane")?;
     let cfg = (plan.continuity)(&topo.ran, &topo.dn, topo.addr.dn_sgi);
     let r = moves(topo, edge, &ips, plan, &cfg).await;
+    let dropped = up.tun_dropped().await;
     let _ = up.stop().await;
-    r
+    let mut r = r?;
+    r.emulator_dropped = dropped.context("the eNB TUN's counters")?;
+    Ok(r)
 }
 
 async fn moves(
@@ -84,6 +92,7 @@ async fn moves(
 ) -> Result<MoveReport> {
     let streams =
         Streams::start(cfg, &ips[..plan.udp_ues], &ips[..plan.tcp_ues]).await.context("starting the flows")?;
+    let started = Instant::now();
     let probe = SocketAddrV4::new(cfg.dn_addr, cfg.udp_port);
     let settle = |s: &Streams| {
         let (target, limit) = (s.received() + plan.settle, Duration::from_secs(60));
@@ -98,7 +107,7 @@ async fn moves(
         let moved = &ips[..plan.moved];
         let rtt_before = rtt(&topo.ran, moved[0], probe).await;
         let site = &topo.sites[0];
-        let (p, ids) = relocate(edge, moved, &site.name).await?;
+        let (p, ids) = relocate(edge, moved, &site.name, started).await?;
         routes(&topo.dn, moved, Some(site.sgi))?;
         phases.push(p);
         if !settle(&streams).await {
@@ -106,12 +115,12 @@ async fn moves(
         }
         let rtt_edge = rtt(&topo.ran, moved[0], probe).await;
         routes(&topo.dn, moved, None)?;
-        phases.push(move_back(edge, &ids).await?);
+        phases.push(move_back(edge, &ids, started).await?);
         if !settle(&streams).await {
             bail!("the flows stalled after moving back");
         }
         if let Some(second) = topo.sites.get(1) {
-            let (p, _) = relocate(edge, moved, &second.name).await?;
+            let (p, _) = relocate(edge, moved, &second.name, started).await?;
             routes(&topo.dn, moved, Some(second.sgi))?;
             phases.push(p);
             if !settle(&streams).await {
@@ -123,11 +132,12 @@ async fn moves(
     .await;
     let continuity = streams.stop().await;
     let (rtt_before_us, rtt_at_edge_us) = r?;
-    Ok(MoveReport { phases, rtt_before_us, rtt_at_edge_us, moved: ips[..plan.moved].to_vec(), continuity })
+    let moved = ips[..plan.moved].to_vec();
+    Ok(MoveReport { phases, rtt_before_us, rtt_at_edge_us, moved, emulator_dropped: 0, continuity })
 }
 
 /// `POST /v1/relocations` for each UE (by address) to `anchor`.
-async fn relocate(edge: &EdgeControl, ues: &[Ipv4Addr], anchor: &str) -> Result<(Phase, Vec<u64>)> {
+async fn relocate(edge: &EdgeControl, ues: &[Ipv4Addr], anchor: &str, started: Instant) -> Result<(Phase, Vec<u64>)> {
     let t0 = Instant::now();
     let mut ids = Vec::new();
     let mut first = None;
@@ -141,12 +151,13 @@ async fn relocate(edge: &EdgeControl, ues: &[Ipv4Addr], anchor: &str) -> Result<
         ids.push(v["id"].as_u64().context("relocation id")?);
         first.get_or_insert(v["timing"].clone());
     }
-    let p = Phase { name: format!("to {anchor}"), ues: ues.len(), ms: t0.elapsed().as_secs_f64() * 1e3, first };
+    let p =
+        Phase { name: format!("to {anchor}"), ues: ues.len(), at_ms: ms(t0 - started), ms: ms(t0.elapsed()), first };
     Ok((p, ids))
 }
 
 /// `DELETE /v1/relocations/{id}` for each.
-async fn move_back(edge: &EdgeControl, ids: &[u64]) -> Result<Phase> {
+async fn move_back(edge: &EdgeControl, ids: &[u64], started: Instant) -> Result<Phase> {
     let t0 = Instant::now();
     for id in ids {
         let (status, b) = http(edge.rest, "DELETE", &format!("/v1/relocations/{id}"), Some(&edge.token), "").await?;
@@ -154,7 +165,11 @@ async fn move_back(edge: &EdgeControl, ids: &[u64]) -> Result<Phase> {
             bail!("moving relocation {id} back: {status} {b}");
         }
     }
-    Ok(Phase { name: "back".into(), ues: ids.len(), ms: t0.elapsed().as_secs_f64() * 1e3, first: None })
+    Ok(Phase { name: "back".into(), ues: ids.len(), at_ms: ms(t0 - started), ms: ms(t0.elapsed()), first: None })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// The data network's host routes for `ues`: via `via`, or removed.

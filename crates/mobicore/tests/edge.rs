@@ -26,11 +26,15 @@ extern "C" {
     fn libc_geteuid() -> u32;
 }
 
+fn flows_interval() -> Duration {
+    Duration::from_millis(200)
+}
+
 fn flows(ran: &str, dn: &str, server: std::net::Ipv4Addr) -> ContinuityConfig {
     let mut c = ContinuityConfig::new(ran, dn, server);
     // 1,000 UEs at 5 datagrams/s each, 20 TCP flows at 50 records/s: a
     // load the 2-CPU hosts carry with room to spare.
-    c.udp_interval = Duration::from_millis(200);
+    c.udp_interval = flows_interval();
     c.tcp_interval = Duration::from_millis(20);
     c.drain = Duration::from_secs(10);
     c
@@ -93,15 +97,33 @@ async fn a_thousand_ues_keep_every_flow_through_moves_to_the_edge_back_and_to_a_
     let broken = moves.continuity.broken();
     let moved_broken = broken.iter().filter(|f| moves.moved.contains(&f.ue)).count();
     let lost: u64 = broken.iter().map(|f| f.lost).sum();
-    println!("broken: {} ({moved_broken} moved), lost {lost}", broken.len());
-    let at: Vec<(usize, u64, u64)> =
-        broken.iter().filter_map(|f| Some((moves.moved.iter().position(|u| *u == f.ue)?, f.lost, f.sent))).collect();
-    println!("broken (position in the move order, lost, sent): {at:?}");
+    println!(
+        "broken: {} ({moved_broken} moved), lost {lost}; the emulator dropped {}",
+        broken.len(),
+        moves.emulator_dropped
+    );
+    // Where a loss fell: the UE's place in the move order, which end lost
+    // it, and when (the n-th datagram left n intervals after the start).
+    let interval = flows_interval().as_millis() as u64;
+    for f in broken.iter().filter(|f| f.kind == "udp").take(20) {
+        let at: Vec<u64> = f.missing.iter().map(|q| q * interval).collect();
+        println!(
+            "broken: ue {} (move #{:?}) sent {} lost {} server got {} missing {:?} at ~{:?} ms",
+            f.ue,
+            moves.moved.iter().position(|u| *u == f.ue),
+            f.sent,
+            f.lost,
+            f.server_received,
+            f.missing,
+            at
+        );
+    }
     for f in broken.iter().filter(|f| f.kind == "tcp").take(3) {
         println!("tcp: {f:?}");
     }
     for f in broken.iter().filter(|f| !moves.moved.contains(&f.ue)).take(3) {
         println!("unmoved: {f:?}");
     }
+    assert_eq!(moves.emulator_dropped, 0, "the eNB emulator fell behind: its TUN dropped UE packets");
     assert!(broken.is_empty(), "{} flows broken, e.g. {:?}", broken.len(), &broken[..broken.len().min(5)]);
 }

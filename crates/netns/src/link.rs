@@ -4,6 +4,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use crate::tun::IfReq;
+use crate::NetnsError;
 
 /// ETHTOOL_SGRO and ETHTOOL_STXCSUM (include/uapi/linux/ethtool.h).
 const ETHTOOL_SGRO: u32 = 0x0000_002c;
@@ -41,4 +42,13 @@ fn ethtool_set(ifname: &str, cmd: u32, on: bool) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Counter `name` of link `dev` in namespace `ns`
+/// (`/sys/class/net/<dev>/statistics/<name>`, e.g. `tx_dropped`).
+pub fn link_stat(ns: &str, dev: &str, name: &str) -> Result<u64, NetnsError> {
+    let path = format!("/sys/class/net/{dev}/statistics/{name}");
+    let out = crate::exec_in(ns, &["cat", &path])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim().parse().map_err(|e| NetnsError::Io(std::io::Error::other(format!("{path}: {text:?}: {e}"))))
 }

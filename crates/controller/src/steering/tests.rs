@@ -158,6 +158,7 @@ fn relocation(id: u64, mode: Mode, flow: Option<FlowSpec>, sessions: Vec<MovedSe
         state: RelocationState::Active,
         sessions,
         timing: Timing::default(),
+        keep_address: true,
         replicated_messages: 2,
         replicated_bytes: 300,
         diverted: true,
@@ -404,7 +405,7 @@ fn a_restored_core_installs_its_relocations_again() {
     let client = SteeringClient::new(client_config(), epoch(200), Counters::new());
     core.attach_switch(b.now, client);
     let anchor = crate::context::Anchor { name: "edge0".into(), s11: "127.0.1.1:2123".parse().unwrap() };
-    core.restore(vec![], vec![], vec![anchor], vec![r]);
+    core.restore(b.now, vec![], vec![], vec![anchor], vec![r]);
     core.handle_timeout(b.now);
     for _ in 0..100 {
         let mut moved = false;

@@ -77,6 +77,13 @@ pub struct FlowReport {
     pub received: u64,
     /// UDP: sent and never echoed back.
     pub lost: u64,
+    /// UDP: the first sequence numbers never echoed back (at most 16; the
+    /// n-th was sent about n intervals after the flows started).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<u64>,
+    /// UDP: datagrams the server received: below `sent` when the uplink
+    /// lost some, else what was lost was lost on the downlink.
+    pub server_received: u64,
     pub duplicated: u64,
     /// Arrived after a later one: at the server (uplink), at the UE (downlink).
     pub reordered_uplink: u64,
@@ -99,6 +106,8 @@ impl FlowReport {
             sent: 0,
             received: 0,
             lost: 0,
+            missing: Vec::new(),
+            server_received: 0,
             duplicated: 0,
             reordered_uplink: 0,
             reordered_downlink: 0,
@@ -144,6 +153,8 @@ impl ContinuityReport {
 struct SeenBy {
     last: Option<u64>,
     reordered: u64,
+    /// UDP: datagrams received.
+    count: u64,
     /// TCP: the server end's retransmissions and out-of-order segments.
     retransmitted: u64,
 }
@@ -267,6 +278,7 @@ impl Streams {
                 f.seen_as = Some(*a.ip());
                 f.reordered_uplink = s.reordered;
                 f.retransmitted += s.retransmitted;
+                f.server_received = s.count;
             }
         }
         ContinuityReport { flows }
@@ -295,6 +307,7 @@ async fn udp_server(s: UdpSocket, seen: Seen) {
 fn note(seen: &Seen, from: SocketAddrV4, seq: u64) {
     let mut m = seen.lock().expect("not poisoned");
     let e = m.entry(from).or_default();
+    e.count += 1;
     if e.last.is_some_and(|l| seq <= l) {
         e.reordered += 1;
     } else {
@@ -411,6 +424,7 @@ async fn udp_client(
         }
     }
     f.lost = f.sent - f.received;
+    f.missing = (0..f.sent).filter(|&q| !got.get(q as usize).copied().unwrap_or(false)).take(16).collect();
     f
 }
 

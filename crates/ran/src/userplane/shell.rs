@@ -43,6 +43,10 @@ pub struct UserPlaneConfig {
     pub pdu_session_qfi: Option<u8>,
     /// Bounds of what is held for idle UEs and during handovers.
     pub hold: HoldConfig,
+    /// Packets the TUN device queues for the task (its txqueuelen): while
+    /// a loaded host keeps the task from running, the UEs' packets wait
+    /// here; past it they are dropped ([`UserPlane::tun_dropped`]).
+    pub tun_queue: u32,
 }
 
 impl UserPlaneConfig {
@@ -60,6 +64,7 @@ impl UserPlaneConfig {
             sequence_numbers: false,
             pdu_session_qfi: None,
             hold: HoldConfig::default(),
+            tun_queue: 16_384,
         }
     }
 }
@@ -213,6 +218,14 @@ impl UserPlane {
         rx.await.map_err(|_| UserPlaneError::Stopped)
     }
 
+    /// UE packets the TUN device dropped because the task did not read
+    /// them in time: the emulator's own loss, not the network's.
+    pub async fn tun_dropped(&self) -> Result<u64, UserPlaneError> {
+        let (ns, dev) = (self.cfg.netns.clone(), self.cfg.tun_name.clone());
+        let r = tokio::task::spawn_blocking(move || mobicore_netns::link_stat(&ns, &dev, "tx_dropped")).await;
+        Ok(r.map_err(|_| UserPlaneError::Stopped)??)
+    }
+
     /// Stop the task, remove the TUN device and the policy rule, and
     /// return the final counters.
     pub async fn stop(mut self) -> Result<UserPlaneStats, UserPlaneError> {
@@ -242,7 +255,7 @@ fn setup_routing(cfg: &UserPlaneConfig, ips: &[Ipv4Addr]) -> Result<(), mobicore
     let gtpu = uplink_header(cfg.sequence_numbers, cfg.pdu_session_qfi).header_len();
     let mtu = (cfg.link_mtu as usize).saturating_sub(20 + 8 + gtpu);
     let mut lines = vec![
-        format!("link set {dev} up mtu {mtu}"),
+        format!("link set {dev} up mtu {mtu} txqueuelen {}", cfg.tun_queue),
         format!("route replace default dev {dev} table {}", cfg.route_table),
         format!(
             "rule add from {}/{} lookup {} pref {}",
