@@ -11,8 +11,11 @@
 //! - [`flow`]: the Flow Description (SDF filter) parser, TS 29.244 8.2.5.
 //! - [`steering`]: a steering switch's diversion as a PFCP session (the
 //!   controller encodes it, the UPF decodes it).
+//! - [`mec`]: a MEC router's traffic rule (ETSI GS MEC 011) and a UE's
+//!   downlink tunnel as PFCP sessions.
 
 pub mod flow;
+pub mod mec;
 pub mod steering;
 
 use rs_pfcp::error::PfcpError;

@@ -146,10 +146,10 @@ pub struct BadIe {
 }
 
 impl BadIe {
-    fn missing(t: impl Into<u16>) -> Self {
+    pub(crate) fn missing(t: impl Into<u16>) -> Self {
         BadIe { missing: true, ie_type: t.into() }
     }
-    fn incorrect(t: impl Into<u16>) -> Self {
+    pub(crate) fn incorrect(t: impl Into<u16>) -> Self {
         BadIe { missing: false, ie_type: t.into() }
     }
     /// The cause of the rejection (TS 29.244 7.2.2.4.2).

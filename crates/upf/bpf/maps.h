@@ -261,6 +261,14 @@ enum upf_counter {
 	CNT_STEER_UL,       /* steering: an uplink G-PDU re-encapsulated to its new anchor (steer.h) */
 	CNT_STEER_DL,       /* steering: a new anchor's downlink G-PDU rewritten back */
 	CNT_STEER_PASS,     /* steering: passed through, forwarded in XDP */
+	CNT_MEC_DECAP,      /* MEC: an uplink G-PDU decapsulated to its application (mec.h) */
+	CNT_MEC_RETUNNEL,   /* MEC: an uplink G-PDU re-tunnelled (FORWARD_ENCAPSULATED) */
+	CNT_MEC_ENCAP,      /* MEC: an application's packet put into its UE's downlink tunnel */
+	CNT_MEC_DROP,       /* MEC: dropped by a DROP rule */
+	CNT_MEC_PASS,       /* MEC: passed through (no rule, PASSTHROUGH), forwarded as a router */
+	CNT_MEC_PASS_DUPL,  /* MEC: a DUPLICATE_* rule (not made in XDP): to the kernel */
+	CNT_MEC_NO_SLICE,   /* MEC: a frame of no slice (ifindex, VLAN): the host's */
+	CNT_MEC_NO_UE,      /* MEC: a FORWARD rule's downlink to a UE without a tunnel: routed */
 	CNT_MAX
 };
 
@@ -302,6 +310,96 @@ struct steer_dl {
 	__u32 origin; /* outer source becomes the original anchor's */
 };
 
+/* MEC router role (mec.h, issue 12; ETSI GS MEC 011 TrafficRule). A
+ * slice (virtual router) is an (ingress ifindex, VLAN id; 0 = untagged)
+ * pair named by mec_slices. Each rule is installed per side: the tunnel
+ * side (the inner header of a G-PDU in transit) and the plain side (an
+ * IPv4 packet from an application); filterType PACKET on both sides as
+ * written, FLOW also reversed on the plain side, so that the answers of a
+ * matched flow reach the UE. Matching structure, per (slice, side):
+ * - mec_exact: rules with a full 5-tuple (source and destination /32,
+ *   protocol, single ports for TCP/UDP, none otherwise) and no DSCP, TEID
+ *   or eNB condition, one hash entry each (the 120,000 rules of seed 001);
+ * - mec_lpm: every other rule, in the priority-ordered set (at most
+ *   MEC_SET_MAX) of the destination prefix of each rule; user space copies
+ *   into each prefix's set the rules of the shorter prefixes covering it,
+ *   so the longest match alone holds every rule that can match.
+ * A packet costs one slice lookup, one exact lookup, one LPM lookup and at
+ * most MEC_SET_MAX rule checks; the lowest priority value wins (MEC 011:
+ * 0 is the highest), user space refuses two overlapping rules of one
+ * priority. Values are replaced whole (hash / trie updates, freed after
+ * an RCU grace period): a program never sees a torn set. */
+#define MEC_MAX_SLICES 256
+#define MEC_MAX_EXACT 262144
+#define MEC_MAX_PREFIXES 16384
+#define MEC_SET_MAX 16
+#define MEC_MAX_UES 65536
+#define MEC_SIDE_TUNNEL 0
+#define MEC_SIDE_PLAIN 1
+
+/* Actions (MEC 011 TrafficRule.action). */
+#define MEC_DROP 1
+#define MEC_FORWARD_DECAPSULATED 2
+#define MEC_FORWARD_ENCAPSULATED 3
+#define MEC_PASSTHROUGH 4
+#define MEC_DUPLICATE_DECAPSULATED 5
+#define MEC_DUPLICATE_ENCAPSULATED 6
+
+#define MEC_F_DSCP (1 << 0) /* match the inner DSCP */
+#define MEC_F_TEID (1 << 1) /* match the G-PDU's TEID */
+#define MEC_F_ENB (1 << 2)  /* match the outer source (the eNB) */
+
+struct mec_slice_key {
+	__u32 ifindex;
+	__u16 vlan; /* VLAN id, 0 = untagged */
+	__u16 pad;
+};
+
+struct mec_rule {
+	struct sdf_filter sdf; /* oriented as the packet travels */
+	__u8 dmac[6];          /* FORWARD_DECAPSULATED: the application's MAC */
+	__u8 smac[6];          /* and ours on its interface */
+	__u32 ifindex;         /* FORWARD_DECAPSULATED: the interface */
+	__u32 tun_dst;         /* FORWARD_ENCAPSULATED: tunnel end (network order) */
+	__u32 tun_teid;        /* FORWARD_ENCAPSULATED: its TEID */
+	__u32 teid;            /* MEC_F_TEID */
+	__u32 enb;             /* MEC_F_ENB (network order) */
+	__u16 priority;        /* 0 highest */
+	__u8 action;           /* MEC_* */
+	__u8 flags;            /* MEC_F_* */
+	__u8 dscp;             /* MEC_F_DSCP */
+	__u8 pad[3];
+};
+
+struct mec_set {
+	__u32 count;
+	struct mec_rule rules[MEC_SET_MAX]; /* ascending priority value */
+};
+
+struct mec_exact_key {
+	__u32 slice_side; /* slice << 1 | side */
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct mec_lpm_key {
+	__u32 prefixlen; /* 32 + the destination prefix length */
+	__u32 slice_side; /* network order: always matched whole */
+	__u32 addr;
+};
+
+/* Value of mec_ue (key: the UE's address, network order): its downlink
+ * tunnel, as the controller learns it from the S11 messages it relays. */
+struct mec_ue {
+	__u32 enb;    /* the eNB's S1-U address (network order) */
+	__u32 teid;   /* the eNB's downlink TEID (host order) */
+	__u32 origin; /* outer source: the anchor's S1-U address (network order) */
+};
+
 /* BUFF/NOCP slow path over AF_XDP (bpf/far.h `xsks`, crates/upf/src/afxdp):
  * one socket per receive queue of the one interface named in `xsk_ifindex`. */
 #define UPF_MAX_XSK_QUEUES 64
@@ -332,6 +430,9 @@ _Static_assert(sizeof(struct urr_list) == 16, "urr_list");
 _Static_assert(sizeof(struct steer_rule) == 44, "steer_rule");
 _Static_assert(sizeof(struct steer_ul_set) == 4 + 44 * STEER_SET_MAX, "steer_ul_set");
 _Static_assert(sizeof(struct steer_dl_key) == 8 && sizeof(struct steer_dl) == 8, "steer_dl");
+_Static_assert(sizeof(struct mec_rule) == 68 && sizeof(struct mec_set) == 4 + 68 * MEC_SET_MAX, "mec_rule");
+_Static_assert(sizeof(struct mec_exact_key) == 20 && sizeof(struct mec_lpm_key) == 12, "mec keys");
+_Static_assert(sizeof(struct mec_slice_key) == 8 && sizeof(struct mec_ue) == 12, "mec_ue");
 _Static_assert(UPF_IDX_NONE & URR_IDX_LIST, "UPF_IDX_NONE is tested first");
 _Static_assert(UPF_MAX_URRS <= URR_IDX_LIST && UPF_MAX_URR_LISTS <= URR_IDX_LIST, "slots below the list bit");
 

@@ -157,6 +157,41 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	return forward_ipv4(ctx, daddr, saddr, tot, cfg, rx);
 }
 
+/* Puts outer GTP-U/UDP/IPv4 headers (TS 29.281 5.1, TS 29.244 5.2.1 OHC)
+ * in front of the IPv4 packet of `tot` octets after the Ethernet header:
+ * a G-PDU with `teid` from `local` to `peer` (network order); the
+ * Ethernet header is left for forward_ipv4. 0 = done. */
+static __always_inline int gtpu_push(struct xdp_md *ctx, __u16 tot, __u32 local, __u32 peer, __u32 teid)
+{
+	if (bpf_xdp_adjust_head(ctx, -(int)ENCAP_LEN))
+		return -1;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *oip = data + sizeof(struct ethhdr);
+	if ((void *)oip + ENCAP_LEN > data_end)
+		return -1;
+	__u32 olen = (__u32)tot + ENCAP_LEN;
+	/* Checksum of the outer header in registers: the constant words
+	 * (version/IHL/TOS 0x4500, id 0, flags 0, TTL 64/UDP 0x4011), the
+	 * length and the two addresses (RFC 1071). */
+	__u32 hl = bpf_ntohl(local), hp = bpf_ntohl(peer);
+	__u32 s = 0x4500 + 0x4011 + olen + (hl >> 16) + (hl & 0xffff) + (hp >> 16) + (hp & 0xffff);
+	__u16 check = csum_fold32(s);
+	/* Written as words (big-endian values), see struct eth_macs on the
+	 * alignment. */
+	__u32 *w = (__u32 *)oip;
+	w[0] = bpf_htonl(0x45000000 | olen);             /* version 4, IHL 5, TOS 0, total length */
+	w[1] = 0;                                        /* identification 0, no fragmentation */
+	w[2] = bpf_htonl((64u << 24) | (IPPROTO_UDP_ << 16) | check);
+	w[3] = local;
+	w[4] = peer;
+	w[5] = bpf_htonl((UPF_GTPU_PORT << 16) | UPF_GTPU_PORT);
+	w[6] = bpf_htonl((olen - sizeof(struct iphdr)) << 16); /* UDP length; checksum 0, allowed over IPv4 */
+	w[7] = bpf_htonl((GTPU_VERSION_PT << 24) | (GTPU_G_PDU << 16) | tot);
+	w[8] = bpf_htonl(teid);
+	return 0;
+}
+
 static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg,
 				    const struct eth_macs *rx)
 {
@@ -210,34 +245,9 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 		count(CNT_DL_FWD);
 		return forward_ipv4(ctx, dst, src, tot, cfg, rx);
 	}
-	if (bpf_xdp_adjust_head(ctx, -(int)ENCAP_LEN))
-		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
-
-	/* Outer GTP-U/UDP/IPv4 (TS 29.281 5.1, TS 29.244 5.2.1 OHC). */
-	void *data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	struct iphdr *oip = data + sizeof(struct ethhdr);
-	if ((void *)oip + ENCAP_LEN > data_end)
+	if (gtpu_push(ctx, tot, local, peer, teid))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	__u32 olen = (__u32)tot + ENCAP_LEN;
-	/* Checksum of the outer header in registers: the constant words
-	 * (version/IHL/TOS 0x4500, id 0, flags 0, TTL 64/UDP 0x4011), the
-	 * length and the two addresses (RFC 1071). */
-	__u32 hl = bpf_ntohl(local), hp = bpf_ntohl(peer);
-	__u32 s = 0x4500 + 0x4011 + olen + (hl >> 16) + (hl & 0xffff) + (hp >> 16) + (hp & 0xffff);
-	__u16 check = csum_fold32(s);
-	/* Written as words (big-endian values), see struct eth_macs on the
-	 * alignment. */
-	__u32 *w = (__u32 *)oip;
-	w[0] = bpf_htonl(0x45000000 | olen);             /* version 4, IHL 5, TOS 0, total length */
-	w[1] = 0;                                        /* identification 0, no fragmentation */
-	w[2] = bpf_htonl((64u << 24) | (IPPROTO_UDP_ << 16) | check);
-	w[3] = local;
-	w[4] = peer;
-	w[5] = bpf_htonl((UPF_GTPU_PORT << 16) | UPF_GTPU_PORT);
-	w[6] = bpf_htonl((olen - sizeof(struct iphdr)) << 16); /* UDP length; checksum 0, allowed over IPv4 */
-	w[7] = bpf_htonl((GTPU_VERSION_PT << 24) | (GTPU_G_PDU << 16) | tot);
-	w[8] = bpf_htonl(teid);
 	count(CNT_DL_FWD);
 	return forward_ipv4(ctx, peer, local, olen, cfg, rx);
 }
@@ -280,5 +290,8 @@ int upf_xdp(struct xdp_md *ctx)
 /* The steering role's program (steer_xdp), sharing these maps: the
  * loader loads one of the two, by role. */
 #include "steer.h"
+
+/* The MEC router role's program (mec_xdp), sharing them too. */
+#include "mec.h"
 
 char _license[] SEC("license") = "GPL";

@@ -130,6 +130,11 @@ pub struct UpfConfig {
     /// with "No resources available" (`pfcp_steering_over_max_diversions`).
     /// Also the size of the XDP steering maps. Default 65,536.
     pub max_diversions: usize,
+    /// MEC sessions (traffic rules and UE tunnels) held at once in the MEC
+    /// role; one more is refused with "No resources available"
+    /// (`pfcp_mec_over_max_sessions`). Default 131,072 (the XDP exact-match
+    /// table's size).
+    pub max_mec_sessions: usize,
 }
 
 /// The `role` option.
@@ -139,6 +144,11 @@ pub enum UpfRole {
     #[default]
     Anchor,
     Steering,
+    /// The MEC router (issue 12): `mec_xdp` on `access_interface`,
+    /// `core_interface` and `steer_interfaces` (the edge applications'
+    /// links); PFCP sessions carry traffic rules and UE downlink tunnels
+    /// (`mobicore_pfcp::mec`), at most `max_mec_sessions`.
+    Mec,
 }
 
 /// A CP function allowed to associate: its Node ID and where it sends from.
@@ -269,6 +279,7 @@ impl Default for UpfConfig {
             role: UpfRole::Anchor,
             steer_interfaces: Vec::new(),
             max_diversions: 65_536,
+            max_mec_sessions: 131_072,
         }
     }
 }
@@ -305,6 +316,9 @@ impl UpfConfig {
         }
         if !(1..=1 << 24).contains(&self.max_diversions) {
             bad.push(format!("max_diversions = {} (1..=16777216)", self.max_diversions));
+        }
+        if !(1..=1 << 24).contains(&self.max_mec_sessions) {
+            bad.push(format!("max_mec_sessions = {} (1..=16777216)", self.max_mec_sessions));
         }
         if self.heartbeat_interval_ms == 0 {
             bad.push("heartbeat_interval_ms = 0 (> 0)".into());

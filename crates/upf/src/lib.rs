@@ -62,11 +62,21 @@
 //! `xdp_steer_downlink`, `xdp_steer_pass` (beside `xdp_nexthop_fib_hit`,
 //! `xdp_nexthop_cache_hit` and `xdp_pass_no_route`, which tell whether a
 //! packet left in XDP or through the kernel).
+//!
+//! MEC router role (`mec`, issue 12): `pfcp_mec_sessions_established`,
+//! `pfcp_mec_sessions_modified`, refusals `pfcp_mec_bad_session`,
+//! `pfcp_mec_overlapping_rule`, `pfcp_mec_duplicate_unsupported`,
+//! `pfcp_mec_over_max_sessions`, `pfcp_mec_refused_role`,
+//! `pfcp_mec_unsupported_datapath`, `pfcp_mec_refused_by_datapath`; in XDP
+//! `xdp_mec_decapsulated`, `xdp_mec_retunnelled`, `xdp_mec_encapsulated`,
+//! `xdp_mec_drop`, `xdp_mec_pass`, `xdp_mec_pass_duplicate`,
+//! `xdp_mec_no_slice`, `xdp_mec_no_ue_tunnel`.
 
 pub mod afxdp;
 pub mod config;
 pub mod dataplane;
 pub mod dump;
+mod mec;
 mod mmsg;
 pub mod neighbours;
 pub mod node;

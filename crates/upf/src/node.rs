@@ -107,6 +107,9 @@ pub struct UpfCore {
     pub(crate) usage: UsageEngine,
     /// The steering sessions' diversions, indexed for the overlap checks.
     pub(crate) diversions: crate::steering::Diversions,
+    /// The MEC router's sessions (rules, UE tunnels), indexed for the
+    /// overlap checks.
+    pub(crate) mec: crate::mec::MecSessions,
     /// Maps `Instant`s to wall-clock time for report time stamps.
     pub(crate) clock: WallClock,
     pub counters: Counters,
@@ -125,6 +128,7 @@ impl UpfCore {
         UpfCore {
             usage,
             diversions: Default::default(),
+            mec: Default::default(),
             clock: WallClock { at: Instant::now(), wall: recovery },
             cfg,
             recovery,
@@ -241,26 +245,28 @@ impl UpfCore {
             msg::ASSOCIATION_UPDATE_REQUEST => Some(self.association_update(peer, &ies)),
             msg::ASSOCIATION_RELEASE_REQUEST => Some(self.association_release(peer, &ies)),
             msg::SESSION_ESTABLISHMENT_REQUEST => {
-                // A steering session carries enterprise IEs (left out of `ies`).
-                let steering = (unknown > 0)
-                    .then(|| decode_view(raw).ok())
-                    .flatten()
-                    .filter(|(_, r)| mobicore_pfcp::steering::is_steering(r));
-                Some(match steering {
-                    Some((_, raw_ies)) => self.steering_establishment(peer, &ies, &raw_ies),
-                    None => self.session_establishment(now, peer, &ies),
+                // Steering and MEC sessions carry enterprise IEs (left out of `ies`).
+                let view = (unknown > 0).then(|| decode_view(raw).ok()).flatten();
+                Some(match view {
+                    Some((_, r)) if mobicore_pfcp::steering::is_steering(&r) => {
+                        self.steering_establishment(peer, &ies, &r)
+                    }
+                    Some((_, r)) if mobicore_pfcp::mec::is_mec(&r) => self.mec_establishment(peer, &ies, &r),
+                    _ => self.session_establishment(now, peer, &ies),
                 })
             }
             msg::SESSION_MODIFICATION_REQUEST => {
                 let seid = h.seid.unwrap_or(0);
                 let refused = self.session_request_refused(peer, msg::SESSION_MODIFICATION_RESPONSE, seid);
                 let steering = self.sessions.get(&seid).is_some_and(|s| s.diversion.is_some());
-                Some(refused.unwrap_or_else(|| match steering {
-                    true => {
-                        let raw_ies = decode_view(raw).map(|(_, r)| r).unwrap_or_default();
-                        self.steering_modification(seid, &raw_ies)
+                let mec = self.mec.contains(seid);
+                Some(refused.unwrap_or_else(|| {
+                    let raw_ies = || decode_view(raw).map(|(_, r)| r).unwrap_or_default();
+                    match (steering, mec) {
+                        (true, _) => self.steering_modification(seid, &raw_ies()),
+                        (_, true) => self.mec_modification(seid, &raw_ies()),
+                        _ => self.session_modification(now, seid, &ies),
                     }
-                    false => self.session_modification(now, seid, &ies),
                 }))
             }
             msg::SESSION_DELETION_REQUEST => {
@@ -602,6 +608,10 @@ impl UpfCore {
             a.sessions = a.sessions.saturating_sub(1);
         }
         self.usage.forget_session(seid);
+        if self.mec.remove(seid) {
+            let _ = self.plane.remove_mec(seid);
+            return Some(s);
+        }
         match s.diversion {
             Some(_) => {
                 self.diversions.remove(seid);

@@ -5,6 +5,7 @@
 
 pub use crate::dataplane::flow::FlowFilter;
 pub use crate::urr::{UrrTriggers, UsageCounts, UsageMeasurement, UsageTrigger};
+pub use mobicore_pfcp::mec::MecSession;
 pub use mobicore_pfcp::steering::Diversion;
 use rs_pfcp::error::PfcpError;
 use rs_pfcp::ie::apply_action::ApplyAction;
@@ -483,6 +484,9 @@ pub enum PlaneError {
     /// A diversion (steering role) on a data path that cannot steer.
     #[error("this data path cannot steer: diversions need the XDP data path in the steering role")]
     SteeringUnsupported,
+    /// A MEC rule or UE tunnel on a data path that is not the MEC router's.
+    #[error("this data path cannot route MEC traffic: it needs the XDP data path in the MEC role")]
+    MecUnsupported,
 }
 
 /// Something the data path tells the PFCP node, which turns it into a
@@ -540,6 +544,14 @@ pub trait ForwardingPlane: Send {
     fn remove_diversion(&mut self, up_seid: u64) -> Result<(), PlaneError> {
         Err(PlaneError::NotFound(up_seid))
     }
+    /// Installs, or replaces, a MEC session's rule or UE tunnel
+    /// (`crate::mec`); only the MEC router's plane implements it.
+    fn install_mec(&mut self, _up_seid: u64, _s: &MecSession) -> Result<(), PlaneError> {
+        Err(PlaneError::MecUnsupported)
+    }
+    fn remove_mec(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        Err(PlaneError::NotFound(up_seid))
+    }
 }
 
 /// A resolved IPv4 neighbour on one of the data path's interfaces.
@@ -561,6 +573,7 @@ pub struct MemoryPlane {
     /// URR counts a test sets ([`MemoryPlane::set_usage`]).
     counts: Arc<Mutex<HashMap<(u64, u32), UsageCounts>>>,
     diversions: Arc<Mutex<HashMap<u64, Diversion>>>,
+    mec: Arc<Mutex<HashMap<u64, MecSession>>>,
 }
 
 impl MemoryPlane {
@@ -583,6 +596,10 @@ impl MemoryPlane {
     /// The installed diversions (steering sessions), keyed by UP SEID.
     pub fn diversions(&self) -> HashMap<u64, Diversion> {
         self.diversions.lock().unwrap().clone()
+    }
+    /// The installed MEC sessions (MEC role), keyed by UP SEID.
+    pub fn mec(&self) -> HashMap<u64, MecSession> {
+        self.mec.lock().unwrap().clone()
     }
     /// Sets the cumulative counts [`ForwardingPlane::usage`] returns for
     /// a URR (tests stand in for a data path with it).
@@ -610,6 +627,13 @@ impl ForwardingPlane for MemoryPlane {
     }
     fn remove_diversion(&mut self, up_seid: u64) -> Result<(), PlaneError> {
         self.diversions.lock().unwrap().remove(&up_seid).map(|_| ()).ok_or(PlaneError::NotFound(up_seid))
+    }
+    fn install_mec(&mut self, up_seid: u64, s: &MecSession) -> Result<(), PlaneError> {
+        self.mec.lock().unwrap().insert(up_seid, s.clone());
+        Ok(())
+    }
+    fn remove_mec(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        self.mec.lock().unwrap().remove(&up_seid).map(|_| ()).ok_or(PlaneError::NotFound(up_seid))
     }
     fn install_shared(&mut self, up_seid: u64, rules: &Arc<SessionRules>) -> Result<(), PlaneError> {
         match self.table.lock().unwrap().entry(up_seid) {

@@ -92,6 +92,18 @@ impl ForwardingPlane for Tee {
         }
         self.memory.remove_diversion(up_seid)
     }
+    /// MEC rules and UE tunnels (MEC role) live in the fast path alone.
+    fn install_mec(&mut self, up_seid: u64, s: &crate::rules::MecSession) -> Result<(), PlaneError> {
+        let x = self.xdp.as_mut().ok_or(PlaneError::MecUnsupported)?;
+        x.install_mec(up_seid, s)?;
+        self.memory.install_mec(up_seid, s)
+    }
+    fn remove_mec(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        if let Some(x) = self.xdp.as_mut() {
+            let _ = x.remove_mec(up_seid);
+        }
+        self.memory.remove_mec(up_seid)
+    }
     fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
         self.handover.remove(up_seid);
         if let Some(x) = self.xdp.as_mut() {
@@ -177,8 +189,13 @@ fn open_xdp_here(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
         ..crate::xdp::XdpConfig::new(cfg.s1u_addr)
     };
     let max = steering.then(|| u32::try_from(cfg.max_diversions).unwrap_or(u32::MAX));
-    let mut x = crate::xdp::XdpPlane::load_role(xcfg, max).map_err(|e| e.to_string())?;
-    let extra = cfg.steer_interfaces.iter().map(String::as_str).filter(|_| steering);
+    let mec = cfg.role == crate::config::UpfRole::Mec;
+    let mut x = match mec {
+        true => crate::xdp::XdpPlane::load_mec(xcfg),
+        false => crate::xdp::XdpPlane::load_role(xcfg, max),
+    }
+    .map_err(|e| e.to_string())?;
+    let extra = cfg.steer_interfaces.iter().map(String::as_str).filter(|_| steering || mec);
     for iface in std::iter::once(access).chain(cfg.core_interface.as_deref()).chain(extra) {
         x.attach(iface, crate::xdp::AttachMode::Native)
             .or_else(|_| x.attach(iface, crate::xdp::AttachMode::Generic))

@@ -281,6 +281,7 @@ fn heartbeat_release_and_malformed() {
 
 mod dump;
 mod interop;
+mod mec;
 mod steering;
 mod trust;
 

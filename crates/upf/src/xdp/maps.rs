@@ -404,10 +404,18 @@ pub enum Counter {
     SteerUplink,
     SteerDownlink,
     SteerPass,
+    MecDecap,
+    MecRetunnel,
+    MecEncap,
+    MecDrop,
+    MecPass,
+    MecPassDupl,
+    MecNoSlice,
+    MecNoUe,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 30] = [
+    pub const ALL: [Counter; 38] = [
         Counter::Rx,
         Counter::UlFwd,
         Counter::DlFwd,
@@ -438,6 +446,14 @@ impl Counter {
         Counter::SteerUplink,
         Counter::SteerDownlink,
         Counter::SteerPass,
+        Counter::MecDecap,
+        Counter::MecRetunnel,
+        Counter::MecEncap,
+        Counter::MecDrop,
+        Counter::MecPass,
+        Counter::MecPassDupl,
+        Counter::MecNoSlice,
+        Counter::MecNoUe,
     ];
     /// Counter name for `mobicore_common::counters` style reporting.
     pub fn name(self) -> &'static str {
@@ -472,6 +488,14 @@ impl Counter {
             Counter::SteerUplink => "xdp_steer_uplink",
             Counter::SteerDownlink => "xdp_steer_downlink",
             Counter::SteerPass => "xdp_steer_pass",
+            Counter::MecDecap => "xdp_mec_decapsulated",
+            Counter::MecRetunnel => "xdp_mec_retunnelled",
+            Counter::MecEncap => "xdp_mec_encapsulated",
+            Counter::MecDrop => "xdp_mec_drop",
+            Counter::MecPass => "xdp_mec_pass",
+            Counter::MecPassDupl => "xdp_mec_pass_duplicate",
+            Counter::MecNoSlice => "xdp_mec_no_slice",
+            Counter::MecNoUe => "xdp_mec_no_ue_tunnel",
         }
     }
 }

@@ -60,6 +60,7 @@ pub mod baseline;
 pub mod index;
 pub mod loader;
 pub mod maps;
+pub mod mec;
 mod mtu;
 pub mod slots;
 mod steer;
@@ -69,6 +70,8 @@ pub mod translate;
 mod tests;
 #[cfg(test)]
 mod tests_cow;
+#[cfg(test)]
+mod tests_mec;
 #[cfg(test)]
 mod tests_netns;
 #[cfg(test)]
@@ -161,6 +164,9 @@ pub struct XdpPlane<M: MapStore = AyaMaps> {
     /// Steering role: the diversions (None: the anchor role, which
     /// refuses them).
     steer: Option<steer::SteerTable>,
+    /// MEC router role: the rules and UE tunnels and their maps (None:
+    /// another role, which refuses them).
+    mec: Option<(mec::MecTable, Box<dyn mec::MecStore>)>,
 }
 
 impl XdpPlane<AyaMaps> {
@@ -186,7 +192,26 @@ impl XdpPlane<AyaMaps> {
     }
 }
 
+impl XdpPlane<AyaMaps> {
+    /// Loads the MEC router role's `mec_xdp` (bpf/mec.h), on the same
+    /// maps as the other roles' programs, with its own rule maps.
+    pub fn load_mec(cfg: XdpConfig) -> Result<Self, XdpError> {
+        let mut prog = LoadedProgram::load_with(loader::UPF_OBJ, "mec_xdp", Some(cfg.sizes), None)?;
+        let maps = AyaMaps::take(&mut prog)?;
+        let mec_maps = mec::AyaMecMaps::take(&mut prog)?;
+        let mut plane = XdpPlane::with_maps(maps, cfg)?;
+        plane.program = Some(prog);
+        plane.mec = Some((mec::MecTable::new(mec::kernel_resolver()), Box::new(mec_maps)));
+        Ok(plane)
+    }
+}
+
 impl<M: MapStore> XdpPlane<M> {
+    /// The MEC role on given rule maps and interface names (tests).
+    pub fn enable_mec(&mut self, table: mec::MecTable, maps: Box<dyn mec::MecStore>) {
+        self.mec = Some((table, maps));
+    }
+
     /// A plane over any map store (for tests: [`MemoryMaps`]).
     pub fn with_maps(mut maps: M, cfg: XdpConfig) -> Result<Self, XdpError> {
         let flags = if cfg.no_fib { CFG_F_NO_FIB } else { 0 };
@@ -214,6 +239,7 @@ impl<M: MapStore> XdpPlane<M> {
             mtu,
             neighbours: HashMap::new(),
             steer: None,
+            mec: None,
         })
     }
 
@@ -730,6 +756,22 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
     fn remove_diversion(&mut self, up_seid: u64) -> Result<(), PlaneError> {
         match self.steer.as_mut() {
             Some(t) if t.contains(up_seid) => t.set(&mut self.maps, up_seid, None),
+            _ => Err(PlaneError::NotFound(up_seid)),
+        }
+    }
+    fn install_mec(&mut self, up_seid: u64, s: &crate::rules::MecSession) -> Result<(), PlaneError> {
+        let (t, m) = self.mec.as_mut().ok_or(PlaneError::MecUnsupported)?;
+        match s {
+            crate::rules::MecSession::Rule(r) => t.set_rule(m.as_mut(), up_seid, Some(r)),
+            crate::rules::MecSession::Ue(u) => t.set_ue(m.as_mut(), up_seid, Some(u)),
+        }
+    }
+    fn remove_mec(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+        match self.mec.as_mut() {
+            Some((t, m)) if t.contains(up_seid) => {
+                t.set_rule(m.as_mut(), up_seid, None)?;
+                t.set_ue(m.as_mut(), up_seid, None)
+            }
             _ => Err(PlaneError::NotFound(up_seid)),
         }
     }

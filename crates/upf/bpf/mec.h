@@ -1,0 +1,306 @@
+/* The MEC router role (issue 12; seed 001; ETSI GS MEC 011 TrafficRule):
+ * virtual routers on the S1-U path, one per slice (ingress ifindex,
+ * 802.1Q VLAN id; maps.h "MEC router role"). A frame of no slice is the
+ * host's (XDP_PASS). In a slice:
+ * - a G-PDU in transit is matched by its inner header (and optionally its
+ *   TEID and outer source, the eNB) against the slice's tunnel-side rules:
+ *   DROP; FORWARD_DECAPSULATED (outer IPv4/UDP/GTP-U removed, to the
+ *   application's MAC through the rule's interface); FORWARD_ENCAPSULATED
+ *   (re-tunnelled to the rule's tunnel end, TEID set); PASSTHROUGH and no
+ *   match: forwarded untouched as a router would (steer_forward);
+ * - a plain IPv4 packet is matched against the slice's plain-side rules (a
+ *   FLOW rule's reverse and a PACKET rule as written): FORWARD_* puts it
+ *   into the downlink tunnel of its destination UE (mec_ue: the eNB and
+ *   TEID, outer source the anchor's S1-U address); DROP drops; anything
+ *   else is routed untouched.
+ * DUPLICATE_* (a copy to the application) cannot be made in XDP, which has
+ * no clone: such a rule is refused by user space; should one be found here
+ * the packet goes to the kernel (CNT_MEC_PASS_DUPL). Egress frames are
+ * untagged: the slice's VLAN tag is removed on entry.
+ * Included by upf.c after steer.h: a separate program (mec_xdp) on the
+ * same maps; the anchor's and steering's programs are unchanged. */
+#ifndef UPF_MEC_H
+#define UPF_MEC_H
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MEC_MAX_SLICES);
+	__type(key, struct mec_slice_key);
+	__type(value, __u32);
+} mec_slices SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MEC_MAX_EXACT);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct mec_exact_key);
+	__type(value, struct mec_rule);
+} mec_exact SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, MEC_MAX_PREFIXES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct mec_lpm_key);
+	__type(value, struct mec_set);
+} mec_lpm SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MEC_MAX_UES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct mec_ue);
+} mec_ue SEC(".maps");
+
+struct vlan_tag {
+	__be16 tci;
+	__be16 proto;
+};
+
+/* What a packet is matched on beside its 5-tuple. */
+struct mec_pkt {
+	__u32 teid; /* tunnel side: the G-PDU's TEID (host order) */
+	__u32 enb;  /* tunnel side: the outer source */
+	__u8 dscp;
+	__u8 tunnel;
+};
+
+/* A verdict of a helper (never negative in fact) kept apart, for the
+ * verifier, from the -1 by which mec_gtpu / mec_plain hand a packet back
+ * to the pass-through path: the packet may have moved by then. */
+static __always_inline int mec_done(long act)
+{
+	if (act < 0 || act > XDP_REDIRECT)
+		return XDP_ABORTED;
+	return (int)act;
+}
+
+static __always_inline int mec_match(const struct mec_rule *r, const struct flow *f, const struct mec_pkt *p)
+{
+	if (!sdf_match(&r->sdf, f))
+		return 0;
+	if ((r->flags & MEC_F_DSCP) && r->dscp != p->dscp)
+		return 0;
+	if ((r->flags & MEC_F_TEID) && (!p->tunnel || r->teid != p->teid))
+		return 0;
+	if ((r->flags & MEC_F_ENB) && (!p->tunnel || r->enb != p->enb))
+		return 0;
+	return 1;
+}
+
+/* The highest-priority (lowest value, MEC 011) rule of (slice, side)
+ * matching the packet: the exact 5-tuple entry, if any, against the
+ * first match in the priority-ordered set of the longest destination
+ * prefix (which holds every rule whose prefix covers it). One hash
+ * lookup, one LPM lookup, at most MEC_SET_MAX rule checks. */
+static __always_inline const struct mec_rule *mec_select(__u32 slice, __u32 side, const struct flow *f,
+							 const struct mec_pkt *p)
+{
+	const struct mec_rule *best = 0;
+	struct mec_exact_key k = {
+		.slice_side = (slice << 1) | side,
+		.saddr = f->saddr,
+		.daddr = f->daddr,
+		.sport = f->sport,
+		.dport = f->dport,
+		.proto = f->proto,
+	};
+	const struct mec_rule *e = bpf_map_lookup_elem(&mec_exact, &k);
+	if (e && mec_match(e, f, p))
+		best = e;
+	struct mec_lpm_key lk = { .prefixlen = 64, .slice_side = bpf_htonl((slice << 1) | side), .addr = f->daddr };
+	const struct mec_set *s = bpf_map_lookup_elem(&mec_lpm, &lk);
+	if (!s)
+		return best;
+	__u32 n = s->count;
+	__u32 limit = best ? best->priority : 0x10000;
+	for (int i = 0; i < MEC_SET_MAX; i++) {
+		if (i >= n)
+			break;
+		const struct mec_rule *r = &s->rules[i];
+		if (r->priority >= limit)
+			break;
+		if (mec_match(r, f, p))
+			return r;
+	}
+	return best;
+}
+
+/* To the application: the outer headers up to the T-PDU removed, the
+ * inner TTL decremented, Ethernet to the rule's MACs, out of its
+ * interface (MEC 011 FORWARD_DECAPSULATED). */
+static __always_inline int mec_decap(struct xdp_md *ctx, struct iphdr *in, __u16 tot, const struct mec_rule *r)
+{
+	if (in->ttl <= 1)
+		return verdict(CNT_PASS_TTL, XDP_PASS);
+	ipv4_dec_ttl(in);
+	struct eth_macs m;
+	macs_load(&m, r->dmac);
+	__u32 ifindex = r->ifindex;
+	int outer = (int)((void *)in - (void *)(long)ctx->data) - (int)sizeof(struct ethhdr);
+	if (trim_tail(ctx, in, tot) || bpf_xdp_adjust_head(ctx, outer))
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	void *data = (void *)(long)ctx->data;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	macs_store(eth, &m);
+	eth->h_proto = bpf_htons(ETH_P_IP);
+	count(CNT_MEC_DECAP);
+	if (ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return mec_done(bpf_redirect(ifindex, 0));
+}
+
+/* A G-PDU in transit under the slice's tunnel-side rules. */
+static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, struct udphdr *udp,
+				    __u32 slice, const struct upf_config *cfg, const struct eth_macs *rx)
+{
+	struct gtpu_hdr *gh = (void *)(udp + 1);
+	struct gtpu_info g;
+	if (gtpu_parse(c, &g) != GTPU_OK || (void *)(gh + 1) > c->data_end)
+		return -1;
+	struct iphdr *in = PULL(c, sizeof(*in));
+	if (!in || in->version != 4 || in->ihl != 5)
+		return -1;
+	__u16 tot = bpf_ntohs(in->tot_len);
+	if (tot < sizeof(*in) || (void *)in + tot > c->data_end)
+		return -1;
+	struct flow f;
+	flow_of(in, c->data_end, &f);
+	struct mec_pkt p = { .teid = g.teid, .enb = ip->saddr, .dscp = in->tos >> 2, .tunnel = 1 };
+	const struct mec_rule *r = mec_select(slice, MEC_SIDE_TUNNEL, &f, &p);
+	if (!r)
+		return -1;
+	switch (r->action) {
+	case MEC_DROP:
+		return verdict(CNT_MEC_DROP, XDP_DROP);
+	case MEC_FORWARD_DECAPSULATED:
+		return mec_decap(ctx, in, tot, r);
+	case MEC_FORWARD_ENCAPSULATED: {
+		/* To the rule's tunnel end (MEC 011 tunnelInfo), its TEID; the
+		 * outer source (the eNB) stays, as in steering. */
+		__u32 old = ip->daddr, to = r->tun_dst;
+		gh->teid = bpf_htonl(r->tun_teid);
+		ip->daddr = to;
+		csum_replace4(&ip->check, old, to);
+		udp->check = 0;
+		count(CNT_MEC_RETUNNEL);
+		return mec_done(steer_forward(ctx, ip, cfg, rx));
+	}
+	case MEC_DUPLICATE_DECAPSULATED:
+	case MEC_DUPLICATE_ENCAPSULATED:
+		return verdict(CNT_MEC_PASS_DUPL, XDP_PASS);
+	default: /* PASSTHROUGH */
+		return -1;
+	}
+}
+
+/* A plain packet to a UE under the slice's plain-side rules: into the UE's
+ * downlink tunnel when a FORWARD_* rule matches and the UE is known. */
+static __always_inline int mec_plain(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, __u32 slice,
+				     const struct upf_config *cfg, const struct eth_macs *rx)
+{
+	struct flow f;
+	flow_of(ip, c->data_end, &f);
+	struct mec_pkt p = { .dscp = ip->tos >> 2 };
+	const struct mec_rule *r = mec_select(slice, MEC_SIDE_PLAIN, &f, &p);
+	if (!r)
+		return -1;
+	if (r->action == MEC_DROP)
+		return verdict(CNT_MEC_DROP, XDP_DROP);
+	if (r->action != MEC_FORWARD_DECAPSULATED && r->action != MEC_FORWARD_ENCAPSULATED)
+		return -1;
+	__u32 ue = ip->daddr;
+	const struct mec_ue *t = bpf_map_lookup_elem(&mec_ue, &ue);
+	if (!t)
+		return verdict(CNT_MEC_NO_UE, -1);
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	if (tot < sizeof(*ip) || (void *)ip + tot > c->data_end)
+		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
+	if ((__u32)tot + ENCAP_LEN > cfg->mtu)
+		return verdict(CNT_PASS_OVERSIZE, XDP_PASS);
+	ipv4_dec_ttl(ip);
+	__u32 origin = t->origin, enb = t->enb, teid = t->teid;
+	if (trim_tail(ctx, ip, tot) || gtpu_push(ctx, tot, origin, enb, teid))
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	count(CNT_MEC_ENCAP);
+	return mec_done(forward_ipv4(ctx, enb, origin, tot + ENCAP_LEN, cfg, rx));
+}
+
+SEC("xdp")
+int mec_xdp(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct upf_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return XDP_PASS;
+	count(CNT_RX);
+	struct pctx c;
+	pctx_init(&c, ctx);
+	struct ethhdr *eth = PULL(&c, sizeof(*eth));
+	if (!eth)
+		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
+	__be16 proto = eth->h_proto;
+	struct mec_slice_key sk = { .ifindex = ctx->ingress_ifindex };
+	int tagged = proto == bpf_htons(ETH_P_8021Q);
+	if (tagged) {
+		struct vlan_tag *v = PULL(&c, sizeof(*v));
+		if (!v)
+			return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
+		sk.vlan = bpf_ntohs(v->tci) & 0x0fff;
+		proto = v->proto;
+	}
+	if (proto != bpf_htons(ETH_P_IP))
+		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
+	__u32 *slice_p = bpf_map_lookup_elem(&mec_slices, &sk);
+	if (!slice_p)
+		return verdict(CNT_MEC_NO_SLICE, XDP_PASS);
+	__u32 slice = *slice_p;
+	struct eth_macs rx;
+	macs_load(&rx, eth);
+	if (tagged) {
+		/* Untag: the MACs move up over the tag. */
+		if (bpf_xdp_adjust_head(ctx, (int)sizeof(struct vlan_tag)))
+			return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+		pctx_init(&c, ctx);
+		eth = PULL(&c, sizeof(*eth));
+		if (!eth)
+			return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+		macs_store(eth, &rx);
+		eth->h_proto = bpf_htons(ETH_P_IP);
+	}
+	struct iphdr *ip = PULL(&c, sizeof(*ip));
+	if (!ip)
+		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
+	if (ip->version != 4)
+		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
+	if (ip->ihl != 5)
+		return verdict(CNT_PASS_IP_OPTIONS, XDP_PASS);
+	if (ip->ttl <= 1)
+		return verdict(CNT_PASS_TTL, XDP_PASS);
+	/* Ours (PFCP, GTP-U to this node): the stack's. */
+	if (ip->daddr == cfg->s1u_addr)
+		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
+	int r = -1;
+	if (ip->protocol == IPPROTO_UDP_ && !ipv4_is_fragment(ip)) {
+		struct udphdr *udp = PULL(&c, sizeof(*udp));
+		if (udp && udp->dest == bpf_htons(UPF_GTPU_PORT)) {
+			r = mec_gtpu(ctx, &c, ip, udp, slice, cfg, &rx);
+			if (r >= 0)
+				return r;
+			/* A G-PDU no rule takes passes through untouched. */
+			count(CNT_MEC_PASS);
+			return steer_forward(ctx, ip, cfg, &rx);
+		}
+		c.pos = ip + 1;
+	}
+	r = mec_plain(ctx, &c, ip, slice, cfg, &rx);
+	if (r >= 0)
+		return r;
+	count(CNT_MEC_PASS);
+	return steer_forward(ctx, ip, cfg, &rx);
+}
+
+#endif

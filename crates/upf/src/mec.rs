@@ -1,0 +1,235 @@
+//! MEC router sessions (issue 12; `[upf] role = "mec"`): one PFCP session
+//! per traffic rule (ETSI GS MEC 011 TrafficRule) or per UE downlink
+//! tunnel, encoded as [`mobicore_pfcp::mec`] says and recognised by its MEC
+//! Match IE; established, replaced by a modification, deleted like any
+//! session, from the node's associated CP functions (the controller);
+//! installed with [`crate::ForwardingPlane::install_mec`].
+//!
+//! Answers (TS 29.244 7.2.2.4.2): missing or inconsistent pieces,
+//! "Mandatory IE missing" / "Mandatory IE incorrect" with the Offending
+//! IE; a rule overlapping another session's rule of the same slice and
+//! priority (MEC 011 orders rules by priority only), a second tunnel for
+//! one UE address, a DUPLICATE_* rule (no copy in XDP, bpf/mec.h) or one
+//! the fast path's tables cannot hold, "Rule creation/modification
+//! failure" naming PDR 1 (FAR 1 for DUPLICATE_*); beyond
+//! `max_mec_sessions`, "No resources available"; another role or a data
+//! path without the MEC program, "Service not supported". Nothing changes
+//! on a refusal, and no other session is touched. MEC sessions are not
+//! part of a state dump (`crate::dump`).
+
+use crate::node::{Reply, Session, UpfCore};
+use crate::pfcp::{cause_ie, msg, IeRef};
+use crate::rules::{MecSession, PlaneError, RuleRef, SessionRules};
+use crate::session::Reject;
+use mobicore_pfcp::mec::{decode_mec, MecRule, RuleAction, TrafficFilter};
+use rs_pfcp::ie::cause::CauseValue;
+use rs_pfcp::ie::fseid::Fseid;
+use rs_pfcp::ie::{Ie, IeType};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// The MEC sessions, indexed for the overlap checks.
+#[derive(Debug, Default)]
+pub(crate) struct MecSessions {
+    by_seid: HashMap<u64, MecSession>,
+    /// (slice interface, VLAN, priority) -> rule sessions.
+    by_priority: HashMap<(String, u16, u8), Vec<u64>>,
+    /// UE address -> tunnel session.
+    ues: HashMap<Ipv4Addr, u64>,
+}
+
+fn prio_key(r: &MecRule) -> (String, u16, u8) {
+    (r.slice.interface.clone(), r.slice.vlan, r.priority)
+}
+
+fn prefix_overlap(a: Option<(Ipv4Addr, u8)>, b: Option<(Ipv4Addr, u8)>) -> bool {
+    match (a, b) {
+        (Some((x, l)), Some((y, m))) => {
+            let len = l.min(m).min(32);
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+            u32::from(x) & mask == u32::from(y) & mask
+        }
+        _ => true,
+    }
+}
+
+fn both<T: PartialEq + Copy>(a: Option<T>, b: Option<T>, f: impl Fn(T, T) -> bool) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => f(x, y),
+        _ => true,
+    }
+}
+
+/// Whether one packet can match both filters (as written).
+pub(crate) fn filters_overlap(a: &TrafficFilter, b: &TrafficFilter) -> bool {
+    let ports = |x: (u16, u16), y: (u16, u16)| x.0.max(y.0) <= x.1.min(y.1);
+    prefix_overlap(a.src, b.src)
+        && prefix_overlap(a.dst, b.dst)
+        && both(a.src_ports, b.src_ports, ports)
+        && both(a.dst_ports, b.dst_ports, ports)
+        && both(a.protocol, b.protocol, |x, y| x == y)
+        && both(a.dscp, b.dscp, |x, y| x == y)
+        && both(a.teid, b.teid, |x, y| x == y)
+        && both(a.enb, b.enb, |x, y| x == y)
+}
+
+impl MecSessions {
+    pub(crate) fn len(&self) -> usize {
+        self.by_seid.len()
+    }
+
+    pub(crate) fn contains(&self, seid: u64) -> bool {
+        self.by_seid.contains_key(&seid)
+    }
+
+    /// The other session whose match `s` would share.
+    fn clash(&self, s: &MecSession, except: Option<u64>) -> Option<u64> {
+        match s {
+            MecSession::Ue(u) => self.ues.get(&u.ue).copied().filter(|o| Some(*o) != except),
+            MecSession::Rule(r) => {
+                let others = self.by_priority.get(&prio_key(r)).into_iter().flatten().filter(|o| Some(**o) != except);
+                others.into_iter().copied().find(|o| match self.by_seid.get(o) {
+                    Some(MecSession::Rule(x)) => {
+                        x.filters.iter().any(|a| r.filters.iter().any(|b| filters_overlap(a, b)))
+                    }
+                    _ => false,
+                })
+            }
+        }
+    }
+
+    pub(crate) fn insert(&mut self, seid: u64, s: MecSession) {
+        self.remove(seid);
+        match &s {
+            MecSession::Ue(u) => {
+                self.ues.insert(u.ue, seid);
+            }
+            MecSession::Rule(r) => self.by_priority.entry(prio_key(r)).or_default().push(seid),
+        }
+        self.by_seid.insert(seid, s);
+    }
+
+    pub(crate) fn remove(&mut self, seid: u64) -> bool {
+        let Some(s) = self.by_seid.remove(&seid) else { return false };
+        match s {
+            MecSession::Ue(u) => {
+                self.ues.remove(&u.ue);
+            }
+            MecSession::Rule(r) => {
+                if let Some(v) = self.by_priority.get_mut(&prio_key(&r)) {
+                    v.retain(|x| *x != seid);
+                    if v.is_empty() {
+                        self.by_priority.remove(&prio_key(&r));
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+impl UpfCore {
+    /// The MEC session of a request, if this node can take it: role,
+    /// decoding, action, bound (establishment only), overlap.
+    fn mec_of(&self, raw: &[IeRef], replacing: Option<u64>) -> Result<MecSession, Reject> {
+        if self.cfg.role != crate::config::UpfRole::Mec {
+            self.counters.incr("pfcp_mec_refused_role");
+            return Err(Reject::cause(CauseValue::ServiceNotSupported));
+        }
+        let s = decode_mec(raw).map_err(|b| {
+            self.counters.incr("pfcp_mec_bad_session");
+            Reject { cause: b.cause(), offending: Some(b.ie_type), failed_rule: None }
+        })?;
+        if let MecSession::Rule(MecRule {
+            action: RuleAction::DuplicateDecapsulated(_) | RuleAction::DuplicateEncapsulated(_),
+            ..
+        }) = s
+        {
+            self.counters.incr("pfcp_mec_duplicate_unsupported");
+            return Err(Reject::rule(RuleRef::Far(1)));
+        }
+        if replacing.is_none() && self.mec.len() >= self.cfg.max_mec_sessions {
+            self.counters.incr("pfcp_mec_over_max_sessions");
+            return Err(Reject::cause(CauseValue::NoResourcesAvailable));
+        }
+        if self.mec.clash(&s, replacing).is_some() {
+            self.counters.incr("pfcp_mec_overlapping_rule");
+            return Err(Reject::rule(RuleRef::Pdr(1)));
+        }
+        Ok(s)
+    }
+
+    fn mec_plane_reject(&self, e: PlaneError) -> Reject {
+        match e {
+            PlaneError::MecUnsupported => {
+                self.counters.incr("pfcp_mec_unsupported_datapath");
+                Reject::cause(CauseValue::ServiceNotSupported)
+            }
+            e => {
+                tracing::warn!(error = %e, "mec: the data path refused a session");
+                self.counters.incr("pfcp_mec_refused_by_datapath");
+                Reject::rule(RuleRef::Pdr(1))
+            }
+        }
+    }
+
+    /// A Session Establishment Request carrying a MEC session (TS 29.244
+    /// 7.5.2): `ies` as the node reads any request, `raw` with the
+    /// enterprise IEs.
+    pub(crate) fn mec_establishment(&mut self, peer: SocketAddr, ies: &[IeRef], raw: &[IeRef]) -> Reply {
+        let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
+        let cp_fseid = crate::pfcp::first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
+        let seid = Some(cp_fseid.as_ref().map_or(0, |f| u64::from(f.seid)));
+        let mut out = vec![self.node_id_ie()];
+        match self.establish_mec(peer, ies, raw, cp_fseid) {
+            Ok(ok) => out.extend(ok),
+            Err(r) => out.extend(r.ies()),
+        }
+        (resp, seid, out)
+    }
+
+    fn establish_mec(
+        &mut self,
+        peer: SocketAddr,
+        ies: &[IeRef],
+        raw: &[IeRef],
+        cp_fseid: Option<Fseid>,
+    ) -> Result<Vec<Ie>, Reject> {
+        let (node, cp_fseid) = self.establishment_checks(peer, ies, cp_fseid)?;
+        let s = self.mec_of(raw, None)?;
+        let up_seid = self.draw_up_seid()?;
+        self.plane.install_mec(up_seid, &s).map_err(|e| self.mec_plane_reject(e))?;
+        tracing::info!(up_seid, session = ?s, "mec: session established");
+        self.mec.insert(up_seid, s);
+        self.counters.incr("pfcp_mec_sessions_established");
+        let rules = std::sync::Arc::new(SessionRules::default());
+        let s = Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules, blocked: vec![], diversion: None };
+        Ok(self.session_added(s))
+    }
+
+    /// A Session Modification Request of a MEC session (TS 29.244 7.5.4):
+    /// the rule or tunnel it carries replaces the session's.
+    pub(crate) fn mec_modification(&mut self, up_seid: u64, raw: &[IeRef]) -> Reply {
+        let resp = msg::SESSION_MODIFICATION_RESPONSE;
+        let Some(cp_seid) = self.sessions.get(&up_seid).map(|s| s.cp_seid) else {
+            return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
+        };
+        let res = self.mec_of(raw, Some(up_seid)).and_then(|s| {
+            self.plane.install_mec(up_seid, &s).map_err(|e| self.mec_plane_reject(e))?;
+            Ok(s)
+        });
+        match res {
+            Ok(s) => {
+                self.mec.insert(up_seid, s);
+                self.counters.incr("pfcp_mec_sessions_modified");
+                (resp, Some(cp_seid), vec![cause_ie(CauseValue::RequestAccepted)])
+            }
+            Err(r) => (resp, Some(cp_seid), r.ies()),
+        }
+    }
+
+    /// The installed MEC sessions (tests, diagnostics).
+    pub fn mec_sessions(&self) -> HashMap<u64, MecSession> {
+        self.mec.by_seid.clone()
+    }
+}

@@ -1,0 +1,431 @@
+//! The MEC router's program (`mec_xdp`, bpf/mec.h) with `BPF_PROG_RUN` on
+//! crafted frames (skipped with a note when not root), and its rule table
+//! over [`mec::MemoryMecMaps`] (run everywhere). `BPF_PROG_RUN` runs on
+//! `lo` (ifindex 1): the slices' interface `s1u0` resolves to it.
+
+use super::maps::Counter;
+use super::mec::{MecTable, MemoryMecMaps, Resolver, MEC_SET_MAX};
+use super::tests::{eth, ipv4, is_root, udp, XDP_PASS, XDP_TX};
+use super::*;
+use crate::rules::{ForwardingPlane, MecSession};
+use mobicore_common::inet::checksum;
+use mobicore_pfcp::mec::{Application, MecRule, RuleAction, Slice, TrafficFilter, Tunnel, UeTunnel};
+
+const XDP_DROP: u32 = 1;
+const XDP_REDIRECT: u32 = 4;
+const NODE: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
+const ENB: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 2);
+const CORE: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 2);
+const EDGE: Ipv4Addr = Ipv4Addr::new(10, 3, 0, 2);
+const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
+const APP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+const APP_MAC: [u8; 6] = [2, 0, 0, 0, 0xa, 0x99];
+const APP_IF_MAC: [u8; 6] = [2, 0, 0, 0, 0xa, 0x01];
+const NH_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xd];
+const TEID: u32 = 0x100;
+const ENB_TEID: u32 = 0x2000;
+
+macro_rules! need_root {
+    () => {
+        if !is_root() {
+            eprintln!("note: skipped, BPF_PROG_RUN needs root");
+            return;
+        }
+    };
+}
+
+/// `s1u0` is `lo` (the BPF_PROG_RUN ingress), `app0` an interface of
+/// index 7, `app1` one of index 1 (out the way it came: XDP_TX).
+fn resolver() -> Resolver {
+    Box::new(|n| match n {
+        "s1u0" => Some((1, [0; 6])),
+        "app0" => Some((7, APP_IF_MAC)),
+        "app1" => Some((1, APP_IF_MAC)),
+        _ => None,
+    })
+}
+
+fn plane() -> XdpPlane {
+    let cfg = XdpConfig { s1u_addr: NODE, mtu: 1500, no_fib: true, sizes: MapSizes::small() };
+    let mut p = XdpPlane::load_mec(cfg).expect("load mec_xdp");
+    if let Some((t, _)) = p.mec.as_mut() {
+        t.resolve = resolver();
+    }
+    for a in [ENB, CORE, EDGE] {
+        p.set_next_hop(a, NextHop { ifindex: 1, dmac: NH_MAC, smac: [2, 0, 0, 0, 0, 5] }).unwrap();
+    }
+    p
+}
+
+fn run(p: &XdpPlane, pkt: &[u8]) -> (u32, Vec<u8>) {
+    p.program().unwrap().test_run(pkt).expect("BPF_PROG_RUN")
+}
+
+fn slice(vlan: u16) -> Slice {
+    Slice { interface: "s1u0".into(), vlan }
+}
+
+fn app(interface: &str) -> Application {
+    Application { mac: APP_MAC, interface: interface.into() }
+}
+
+/// A rule of slice `vlan` with one filter.
+fn rule(vlan: u16, priority: u8, f: TrafficFilter, action: RuleAction) -> MecSession {
+    MecSession::Rule(MecRule { slice: slice(vlan), flow: false, priority, filters: vec![f], action })
+}
+
+fn to_app() -> TrafficFilter {
+    TrafficFilter { dst: Some((APP, 32)), ..TrafficFilter::default() }
+}
+
+/// A TCP-like inner packet (UDP header shape, protocol `proto`).
+fn inner(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, sport: u16, dport: u16, tos: u8) -> Vec<u8> {
+    let mut p = ipv4(src, dst, proto, &udp(sport, dport, b"mec payload"));
+    p[1] = tos;
+    p[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+fn up(sport: u16, dport: u16) -> Vec<u8> {
+    inner(UE, APP, 17, sport, dport, 0)
+}
+
+/// An Ethernet frame (tagged with `vlan` unless 0) of a G-PDU from the
+/// eNB to the core on `teid`.
+fn gpdu_frame(vlan: u16, src: Ipv4Addr, teid: u32, t_pdu: &[u8]) -> Vec<u8> {
+    let g = mobicore_gtp::gtpu::gpdu(teid, t_pdu);
+    tagged(vlan, &eth(&ipv4(src, CORE, 17, &udp(2152, 2152, &g))))
+}
+
+fn tagged(vlan: u16, frame: &[u8]) -> Vec<u8> {
+    if vlan == 0 {
+        return frame.to_vec();
+    }
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&[0x81, 0x00]);
+    f.extend_from_slice(&vlan.to_be_bytes());
+    f.extend_from_slice(&frame[12..]);
+    f
+}
+
+fn ul(t_pdu: &[u8]) -> Vec<u8> {
+    gpdu_frame(0, ENB, TEID, t_pdu)
+}
+
+/// Forwarded as a router: next hop's MACs, TTL - 1, the rest unchanged.
+fn assert_routed(out: &[u8], frame: &[u8]) {
+    assert_eq!(&out[..6], &NH_MAC);
+    assert_eq!(out.len(), frame.len());
+    assert_eq!(out[14 + 8], frame[14 + 8] - 1, "TTL");
+    assert_eq!(checksum(&out[14..34]), 0);
+    assert_eq!(&out[14 + 12..], &frame[14 + 12..], "addresses and payload untouched");
+}
+
+/// Decapsulated to the application: its MAC, our MAC on its interface,
+/// the inner packet with TTL - 1 and a good header checksum.
+fn assert_decap(out: &[u8], t_pdu: &[u8]) {
+    assert_eq!((&out[..6], &out[6..12], &out[12..14]), (&APP_MAC[..], &APP_IF_MAC[..], &[8u8, 0][..]));
+    let ip = &out[14..];
+    assert_eq!(ip.len(), t_pdu.len());
+    assert_eq!(ip[8], t_pdu[8] - 1);
+    assert_eq!(checksum(&ip[..20]), 0);
+    assert_eq!(&ip[12..], &t_pdu[12..]);
+}
+
+fn install(p: &mut XdpPlane, seid: u64, s: &MecSession) {
+    p.install_mec(seid, s).expect("install");
+}
+
+#[test]
+fn every_action_on_uplink_gpdus() {
+    need_root!();
+    let mut p = plane();
+    let port = |d: u16| TrafficFilter { dst_ports: Some((d, d)), protocol: Some(17), ..to_app() };
+    install(&mut p, 1, &rule(0, 10, port(1), RuleAction::Drop));
+    install(&mut p, 2, &rule(0, 10, port(2), RuleAction::ForwardDecapsulated(app("app0"))));
+    install(&mut p, 3, &rule(0, 10, port(3), RuleAction::ForwardEncapsulated(Tunnel { addr: EDGE, teid: 0x77 })));
+    install(&mut p, 4, &rule(0, 10, port(4), RuleAction::Passthrough));
+    install(&mut p, 5, &rule(0, 10, port(5), RuleAction::ForwardDecapsulated(app("app1"))));
+
+    assert_eq!(run(&p, &ul(&up(40000, 1))).0, XDP_DROP);
+    assert_eq!(p.counter(Counter::MecDrop).unwrap(), 1);
+    let t = up(40000, 2);
+    let (v, out) = run(&p, &ul(&t));
+    assert_eq!(v, XDP_REDIRECT, "out of the application's interface");
+    assert_decap(&out, &t);
+    let t = up(40000, 5);
+    let (v, out) = run(&p, &ul(&t));
+    assert_eq!(v, XDP_TX, "the application behind the ingress interface");
+    assert_decap(&out, &t);
+    assert_eq!(p.counter(Counter::MecDecap).unwrap(), 2);
+    // Re-tunnelled: outer destination and TEID the rule's, outer source
+    // (the eNB) and T-PDU kept, checksum right, UDP checksum none.
+    let t = up(40000, 3);
+    let f = ul(&t);
+    let (v, out) = run(&p, &f);
+    assert_eq!(v, XDP_TX);
+    assert_eq!(&out[14 + 12..14 + 20], &[ENB.octets(), EDGE.octets()].concat()[..]);
+    assert_eq!(checksum(&out[14..34]), 0);
+    assert_eq!(&out[40..42], &[0, 0]);
+    assert_eq!(u32::from_be_bytes(out[46..50].try_into().unwrap()), 0x77);
+    assert_eq!(&out[50..], &t[..]);
+    assert_eq!(p.counter(Counter::MecRetunnel).unwrap(), 1);
+    // PASSTHROUGH and no rule at all: routed untouched.
+    for d in [4, 6] {
+        let f = ul(&up(40000, d));
+        let (v, out) = run(&p, &f);
+        assert_eq!(v, XDP_TX);
+        assert_routed(&out, &f);
+    }
+    assert_eq!(p.counter(Counter::MecPass).unwrap(), 2);
+    // Gone with its session: DROP no more.
+    p.remove_mec(1).unwrap();
+    assert_eq!(run(&p, &ul(&up(40000, 1))).0, XDP_TX);
+    assert!(p.install_mec(9, &rule(0, 1, port(9), RuleAction::DuplicateDecapsulated(app("app0")))).is_err());
+}
+
+#[test]
+fn every_filter_field_matches_and_misses() {
+    need_root!();
+    let mut p = plane();
+    let base = inner(UE, APP, 6, 40000, 80, 46 << 2);
+    let other = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut x = base.clone();
+        f(&mut x);
+        x[10..12].copy_from_slice(&[0, 0]);
+        let c = checksum(&x[..20]);
+        x[10..12].copy_from_slice(&c.to_be_bytes());
+        x
+    };
+    let d = TrafficFilter::default();
+    let cases: Vec<(&str, TrafficFilter, Vec<u8>)> = vec![
+        ("source prefix", TrafficFilter { src: Some((Ipv4Addr::new(10, 45, 0, 0), 16)), ..d }, other(&|x| x[12] = 11)),
+        ("destination", TrafficFilter { dst: Some((APP, 32)), ..d }, other(&|x| x[19] = 11)),
+        ("protocol", TrafficFilter { protocol: Some(6), ..d }, other(&|x| x[9] = 17)),
+        ("source port", TrafficFilter { src_ports: Some((39000, 41000)), ..d }, other(&|x| x[20] = 0x10)),
+        ("destination port", TrafficFilter { dst_ports: Some((80, 80)), ..d }, other(&|x| x[23] = 81)),
+        ("DSCP", TrafficFilter { dscp: Some(46), ..d }, other(&|x| x[1] = 0)),
+    ];
+    for (i, (what, f, miss)) in cases.into_iter().enumerate() {
+        let seid = 100 + i as u64;
+        install(&mut p, seid, &rule(0, 1, f, RuleAction::Drop));
+        assert_eq!(run(&p, &ul(&base)).0, XDP_DROP, "{what}: matches");
+        assert_eq!(run(&p, &ul(&miss)).0, XDP_TX, "{what}: another value passes");
+        p.remove_mec(seid).unwrap();
+    }
+    // The outer TEID and the eNB (outer source).
+    install(&mut p, 1, &rule(0, 1, TrafficFilter { teid: Some(TEID), ..d }, RuleAction::Drop));
+    assert_eq!(run(&p, &ul(&base)).0, XDP_DROP);
+    assert_eq!(run(&p, &gpdu_frame(0, ENB, TEID + 1, &base)).0, XDP_TX);
+    install(&mut p, 1, &rule(0, 1, TrafficFilter { enb: Some(ENB), ..d }, RuleAction::Drop));
+    assert_eq!(run(&p, &ul(&base)).0, XDP_DROP);
+    assert_eq!(run(&p, &gpdu_frame(0, Ipv4Addr::new(10, 1, 0, 3), TEID, &base)).0, XDP_TX);
+    // A fully specified rule is an exact entry: it matches its 5-tuple only.
+    let exact = TrafficFilter {
+        src: Some((UE, 32)),
+        dst: Some((APP, 32)),
+        protocol: Some(6),
+        src_ports: Some((40000, 40000)),
+        dst_ports: Some((80, 80)),
+        ..d
+    };
+    install(&mut p, 1, &rule(0, 1, exact, RuleAction::Drop));
+    assert_eq!(p.mec.as_ref().map(|(t, _)| t.rules()), Some(1));
+    assert_eq!(run(&p, &ul(&base)).0, XDP_DROP);
+    assert_eq!(run(&p, &ul(&other(&|x| x[21] = 0x41))).0, XDP_TX);
+}
+
+#[test]
+fn the_highest_priority_of_overlapping_rules_wins() {
+    need_root!();
+    let mut p = plane();
+    let t = up(40000, 80);
+    let net = TrafficFilter { dst: Some((Ipv4Addr::new(192, 0, 2, 0), 24)), ..TrafficFilter::default() };
+    let exact = TrafficFilter {
+        src: Some((UE, 32)),
+        protocol: Some(17),
+        src_ports: Some((40000, 40000)),
+        dst_ports: Some((80, 80)),
+        ..to_app()
+    };
+    // A /32 at 20 against a /24 at 5: the /24 (priority 5) wins.
+    install(&mut p, 1, &rule(0, 20, to_app(), RuleAction::ForwardDecapsulated(app("app0"))));
+    install(&mut p, 2, &rule(0, 5, net, RuleAction::Drop));
+    assert_eq!(run(&p, &ul(&t)).0, XDP_DROP);
+    install(&mut p, 2, &rule(0, 30, net, RuleAction::Drop));
+    assert_eq!(run(&p, &ul(&t)).0, XDP_REDIRECT, "now the /32 is first");
+    // An exact entry against the sets: by priority too.
+    install(&mut p, 3, &rule(0, 25, exact, RuleAction::Passthrough));
+    assert_eq!(run(&p, &ul(&t)).0, XDP_REDIRECT, "priority 20 before 25");
+    install(&mut p, 3, &rule(0, 2, exact, RuleAction::Drop));
+    assert_eq!(run(&p, &ul(&t)).0, XDP_DROP, "priority 2 first");
+    // Another address of the /24: only the /24's rule.
+    let (v, out) = run(&p, &ul(&inner(UE, Ipv4Addr::new(192, 0, 2, 77), 17, 1, 2, 0)));
+    assert_eq!(v, XDP_DROP, "{out:?}");
+}
+
+#[test]
+fn vlan_slices_keep_their_own_rules() {
+    need_root!();
+    let mut p = plane();
+    install(&mut p, 1, &rule(100, 10, to_app(), RuleAction::Drop));
+    install(&mut p, 2, &rule(200, 10, to_app(), RuleAction::ForwardDecapsulated(app("app0"))));
+    install(&mut p, 3, &rule(0, 10, to_app(), RuleAction::Passthrough));
+    let t = up(40000, 80);
+    assert_eq!(run(&p, &gpdu_frame(100, ENB, TEID, &t)).0, XDP_DROP, "VLAN 100");
+    let (v, out) = run(&p, &gpdu_frame(200, ENB, TEID, &t));
+    assert_eq!(v, XDP_REDIRECT, "VLAN 200");
+    assert_decap(&out, &t);
+    // Untagged: the untagged slice, routed; the tag of a routed frame goes.
+    let f = gpdu_frame(0, ENB, TEID, &t);
+    let (v, out) = run(&p, &f);
+    assert_eq!(v, XDP_TX);
+    assert_routed(&out, &f);
+    // A VLAN of no slice is the host's, untouched.
+    let f = gpdu_frame(300, ENB, TEID, &t);
+    assert_eq!(run(&p, &f), (XDP_PASS, f));
+    assert_eq!(p.counter(Counter::MecNoSlice).unwrap(), 1);
+    // Removing the slice's last rule removes the slice.
+    p.remove_mec(1).unwrap();
+    assert_eq!(run(&p, &gpdu_frame(100, ENB, TEID, &t)).0, XDP_PASS);
+}
+
+/// A G-PDU the program made: outer IPv4 from `src` to `dst` with a good
+/// checksum and length, UDP 2152 to 2152 (checksum none, allowed over
+/// IPv4), a G-PDU header on `teid` whose length is the T-PDU's.
+fn assert_gpdu(out: &[u8], src: Ipv4Addr, dst: Ipv4Addr, teid: u32, t_pdu: &[u8]) {
+    let ip = &out[14..];
+    assert_eq!(&out[12..14], &[8, 0]);
+    assert_eq!(checksum(&ip[..20]), 0, "outer IPv4 checksum");
+    assert_eq!(u16::from_be_bytes([ip[2], ip[3]]) as usize, ip.len());
+    assert_eq!((ip[9], &ip[12..16], &ip[16..20]), (17, &src.octets()[..], &dst.octets()[..]));
+    let u = &ip[20..];
+    assert_eq!(&u[..4], &[0x08, 0x68, 0x08, 0x68]);
+    assert_eq!(u16::from_be_bytes([u[4], u[5]]) as usize, u.len());
+    assert_eq!(&u[6..8], &[0, 0]);
+    let g = mobicore_gtp::gtpu::parse(&u[8..]).expect("a G-PDU");
+    assert_eq!(g.header.teid, teid);
+    match g.body {
+        mobicore_gtp::gtpu::Body::GPdu(b) => {
+            assert_eq!(b.len(), t_pdu.len());
+            assert_eq!(b[8], t_pdu[8] - 1, "inner TTL");
+            assert_eq!(checksum(&b[..20]), 0, "inner IPv4 checksum");
+            assert_eq!(&b[12..], &t_pdu[12..]);
+        }
+        _ => panic!("not a G-PDU"),
+    }
+}
+
+#[test]
+fn application_answers_go_into_the_ue_tunnel_for_flow_rules() {
+    need_root!();
+    let mut p = plane();
+    let ue = UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE };
+    install(&mut p, 50, &MecSession::Ue(ue));
+    let answer = inner(APP, UE, 17, 80, 40000, 0);
+    let plain = eth(&answer);
+    // No rule: an application's packet is routed as it is.
+    let (v, out) = run(&p, &plain);
+    assert_eq!(v, XDP_PASS, "no route to the UE's address: the kernel's");
+    assert_eq!(out, plain);
+    // FLOW: the reverse of UE -> application is the answer: encapsulated.
+    let flow = MecRule {
+        slice: slice(0),
+        flow: true,
+        priority: 10,
+        filters: vec![to_app()],
+        action: RuleAction::ForwardDecapsulated(app("app0")),
+    };
+    install(&mut p, 1, &MecSession::Rule(flow.clone()));
+    let (v, out) = run(&p, &plain);
+    assert_eq!(v, XDP_TX, "to the eNB's next hop");
+    assert_eq!(&out[..6], &NH_MAC);
+    assert_gpdu(&out, CORE, ENB, ENB_TEID, &answer);
+    assert_eq!(p.counter(Counter::MecEncap).unwrap(), 1);
+    // PACKET: only the direction written; the answer is not the rule's.
+    install(&mut p, 1, &MecSession::Rule(MecRule { flow: false, ..flow.clone() }));
+    assert_eq!(run(&p, &plain).0, XDP_PASS);
+    // A PACKET rule written for the answers takes them.
+    let back = TrafficFilter { src: Some((APP, 32)), ..TrafficFilter::default() };
+    install(&mut p, 2, &rule(0, 10, back, RuleAction::ForwardDecapsulated(app("app0"))));
+    let (v, out) = run(&p, &plain);
+    assert_eq!(v, XDP_TX);
+    assert_gpdu(&out, CORE, ENB, ENB_TEID, &answer);
+    // A UE without a tunnel: routed, counted.
+    let stranger = eth(&inner(APP, Ipv4Addr::new(10, 45, 0, 9), 17, 80, 40000, 0));
+    assert_eq!(run(&p, &stranger).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::MecNoUe).unwrap(), 1);
+    // The tunnel follows its session (an eNB change is a modification).
+    install(&mut p, 50, &MecSession::Ue(UeTunnel { enb: EDGE, teid: 9, ..ue }));
+    let (_, out) = run(&p, &plain);
+    assert_gpdu(&out, CORE, EDGE, 9, &answer);
+    p.remove_mec(50).unwrap();
+    assert_eq!(run(&p, &plain).0, XDP_PASS);
+}
+
+// ---- the rule table, no kernel -------------------------------------------
+
+fn table() -> (MecTable, MemoryMecMaps) {
+    (MecTable::new(resolver()), MemoryMecMaps::default())
+}
+
+#[test]
+fn wildcard_sets_hold_the_covering_rules_and_are_bounded() {
+    let (mut t, mut m) = table();
+    let net = |len: u8| TrafficFilter { dst: Some((Ipv4Addr::new(192, 0, 2, 0), len)), ..TrafficFilter::default() };
+    let r = |prio, f| match rule(0, prio, f, RuleAction::Drop) {
+        MecSession::Rule(r) => r,
+        _ => unreachable!(),
+    };
+    t.set_rule(&mut m, 1, Some(&r(10, net(24)))).unwrap();
+    t.set_rule(&mut m, 2, Some(&r(5, net(16)))).unwrap();
+    t.set_rule(&mut m, 3, Some(&r(7, to_app()))).unwrap();
+    // Tunnel and plain side (PACKET as written) for each of 3 prefixes.
+    assert_eq!(m.prefixes.len(), 6);
+    let at = |m: &MemoryMecMaps, len: u32| {
+        let (_, s) = m.prefixes.iter().find(|((l, d), _)| *l == 32 + len && d.slice_side == 0).unwrap();
+        s.rules[..s.count as usize].iter().map(|e| e.priority).collect::<Vec<_>>()
+    };
+    assert_eq!(at(&m, 32), [5, 7, 10], "the /32 holds the /24 and /16, by priority");
+    assert_eq!(at(&m, 24), [5, 10]);
+    t.set_rule(&mut m, 2, None).unwrap();
+    assert_eq!(at(&m, 32), [7, 10]);
+    // A set beyond MEC_SET_MAX is refused, and nothing changes.
+    for i in 0..(MEC_SET_MAX as u64 - 2) {
+        t.set_rule(&mut m, 10 + i, Some(&r(20 + i as u8, net(8)))).unwrap();
+    }
+    let before = m.prefixes.clone();
+    assert!(t.set_rule(&mut m, 99, Some(&r(99, net(8)))).is_err());
+    assert_eq!(m.prefixes, before);
+    // Overlap at one priority is a conflict; at another it is not.
+    assert_eq!(t.conflict(98, &r(10, to_app())).unwrap(), Some(1));
+    assert_eq!(t.conflict(98, &r(11, to_app())).unwrap(), None);
+    assert_eq!(t.conflict(1, &r(10, net(24))).unwrap(), None, "a rule does not conflict with itself");
+}
+
+#[test]
+fn one_hundred_twenty_thousand_exact_rules_fit() {
+    let (mut t, mut m) = table();
+    for i in 0..120_000u32 {
+        let f = TrafficFilter {
+            src: Some((Ipv4Addr::from(0x0a2d_0000 + i), 32)),
+            dst: Some((APP, 32)),
+            protocol: Some(17),
+            src_ports: Some((5000, 5000)),
+            dst_ports: Some((9000, 9000)),
+            ..TrafficFilter::default()
+        };
+        let MecSession::Rule(r) = rule(0, (i % 256) as u8, f, RuleAction::ForwardDecapsulated(app("app0"))) else {
+            unreachable!()
+        };
+        t.set_rule(&mut m, u64::from(i), Some(&r)).unwrap();
+    }
+    assert_eq!((t.rules(), m.exact.len(), m.prefixes.len()), (120_000, 240_000, 0));
+    assert_eq!(m.slices.len(), 1);
+    for i in 0..120_000u64 {
+        t.set_rule(&mut m, i, None).unwrap();
+    }
+    assert!(m.exact.is_empty() && m.slices.is_empty());
+}
