@@ -26,7 +26,7 @@
 //!   role's [`steering::IE_TRANSIT_REWRITE`] with its outer source (the
 //!   anchor's S1-U address, so that the eNB keeps one peer).
 //!
-//! Enterprise-specific IEs (8.1.1, Enterprise ID [`ENTERPRISE_ID`]):
+//! Enterprise-specific IEs (8.1.1, Enterprise ID [`steering::ENTERPRISE_ID`]):
 //!
 //! - [`IE_MEC_MATCH`] (32771), in a PDI: flags (bit 1 FLOW: the rule's
 //!   filterType is FLOW; bit 2 TEID; bit 3 ENB: match the G-PDU's TEID /
@@ -42,8 +42,8 @@
 //! A modification ([`modification_request`]) removes every PDR and the FAR
 //! and creates them anew (7.5.4.1: removals first).
 
-use crate::steering::{self, BadIe, ENTERPRISE_ID};
-use crate::{encode, msg, raw_ies, IeRef, RawIe};
+use crate::steering::{self, group, need, only, ours, t, uint, v4, vendor, BadIe};
+use crate::{encode, msg, raw_ies, IeRef};
 use rs_pfcp::ie::{Ie, IeType};
 use std::net::Ipv4Addr;
 
@@ -154,22 +154,6 @@ pub struct UeTunnel {
 pub enum MecSession {
     Rule(MecRule),
     Ue(UeTunnel),
-}
-
-fn t(x: IeType) -> u16 {
-    x as u16
-}
-
-fn group(ty: IeType, children: &[Ie]) -> Ie {
-    let mut p = Vec::new();
-    for c in children {
-        c.marshal_into(&mut p);
-    }
-    Ie::new(ty, p)
-}
-
-fn vendor(ty: u16, value: Vec<u8>) -> Ie {
-    Ie::new_vendor_specific(ty, ENTERPRISE_ID, value).expect("an enterprise IE type")
 }
 
 fn prefix(p: Option<(Ipv4Addr, u8)>) -> String {
@@ -360,10 +344,6 @@ pub fn pdr_count(s: &MecSession) -> usize {
     }
 }
 
-fn ours(c: &RawIe, ty: u16) -> bool {
-    c.ie_type == ty && c.enterprise == Some(ENTERPRISE_ID)
-}
-
 /// Whether a session request carries a MEC session: a Create PDR whose
 /// PDI has our [`IE_MEC_MATCH`].
 pub fn is_mec(ies: &[IeRef]) -> bool {
@@ -371,31 +351,6 @@ pub fn is_mec(ies: &[IeRef]) -> bool {
         let pdi = raw_ies(pdr.payload).and_then(|c| c.into_iter().find(|c| c.ie_type == t(IeType::Pdi)));
         pdi.and_then(|p| raw_ies(p.payload)).is_some_and(|c| c.iter().any(|c| ours(c, IE_MEC_MATCH)))
     })
-}
-
-fn only<'a>(ies: &[RawIe<'a>], ty: u16) -> Result<Option<&'a [u8]>, BadIe> {
-    let mut it = ies.iter().filter(|c| c.ie_type == ty && (ty & 0x8000 == 0 || c.enterprise == Some(ENTERPRISE_ID)));
-    match (it.next(), it.next()) {
-        (None, _) => Ok(None),
-        (Some(c), None) => Ok(Some(c.payload)),
-        (Some(_), Some(_)) => Err(BadIe::incorrect(ty)),
-    }
-}
-
-fn need<'a>(ies: &[RawIe<'a>], ty: u16) -> Result<&'a [u8], BadIe> {
-    only(ies, ty)?.ok_or(BadIe::missing(ty))
-}
-
-fn v4(b: &[u8], at: usize) -> Option<Ipv4Addr> {
-    let o: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
-    Some(o.into())
-}
-
-fn uint(b: &[u8], width: usize, ty: u16) -> Result<u32, BadIe> {
-    match b.len() == width {
-        true => Ok(b.iter().fold(0u32, |v, x| (v << 8) | u32::from(*x))),
-        false => Err(BadIe::incorrect(ty)),
-    }
 }
 
 fn ifname(b: &[u8], ty: u16) -> Result<String, BadIe> {

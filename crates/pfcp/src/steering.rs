@@ -161,11 +161,11 @@ impl BadIe {
     }
 }
 
-fn t(x: IeType) -> u16 {
+pub(crate) fn t(x: IeType) -> u16 {
     x as u16
 }
 
-fn group(ty: IeType, children: &[Ie]) -> Ie {
+pub(crate) fn group(ty: IeType, children: &[Ie]) -> Ie {
     let mut p = Vec::new();
     for c in children {
         c.marshal_into(&mut p);
@@ -173,7 +173,7 @@ fn group(ty: IeType, children: &[Ie]) -> Ie {
     Ie::new(ty, p)
 }
 
-fn vendor(ty: u16, value: Vec<u8>) -> Ie {
+pub(crate) fn vendor(ty: u16, value: Vec<u8>) -> Ie {
     Ie::new_vendor_specific(ty, ENTERPRISE_ID, value).expect("an enterprise IE type")
 }
 
@@ -298,11 +298,11 @@ pub fn is_steering(ies: &[IeRef]) -> bool {
     })
 }
 
-fn ours(c: &RawIe, ty: u16) -> bool {
+pub(crate) fn ours(c: &RawIe, ty: u16) -> bool {
     c.ie_type == ty && c.enterprise == Some(ENTERPRISE_ID)
 }
 
-fn only<'a>(ies: &[RawIe<'a>], ty: u16) -> Result<Option<&'a [u8]>, BadIe> {
+pub(crate) fn only<'a>(ies: &[RawIe<'a>], ty: u16) -> Result<Option<&'a [u8]>, BadIe> {
     let mut it = ies.iter().filter(|c| c.ie_type == ty && (ty & 0x8000 == 0 || c.enterprise == Some(ENTERPRISE_ID)));
     match (it.next(), it.next()) {
         (None, _) => Ok(None),
@@ -311,16 +311,16 @@ fn only<'a>(ies: &[RawIe<'a>], ty: u16) -> Result<Option<&'a [u8]>, BadIe> {
     }
 }
 
-fn need<'a>(ies: &[RawIe<'a>], ty: u16) -> Result<&'a [u8], BadIe> {
+pub(crate) fn need<'a>(ies: &[RawIe<'a>], ty: u16) -> Result<&'a [u8], BadIe> {
     only(ies, ty)?.ok_or(BadIe::missing(ty))
 }
 
-fn v4(b: &[u8], at: usize) -> Option<Ipv4Addr> {
+pub(crate) fn v4(b: &[u8], at: usize) -> Option<Ipv4Addr> {
     let o: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
     Some(o.into())
 }
 
-fn uint(b: &[u8], width: usize, ty: u16) -> Result<u32, BadIe> {
+pub(crate) fn uint(b: &[u8], width: usize, ty: u16) -> Result<u32, BadIe> {
     match b.len() == width {
         true => Ok(b.iter().fold(0u32, |v, x| (v << 8) | u32::from(*x))),
         false => Err(BadIe::incorrect(ty)),

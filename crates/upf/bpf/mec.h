@@ -272,17 +272,9 @@ int mec_xdp(struct xdp_md *ctx)
 		eth->h_proto = bpf_htons(ETH_P_IP);
 	}
 	struct iphdr *ip = PULL(&c, sizeof(*ip));
-	if (!ip)
-		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
-	if (ip->version != 4)
-		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
-	if (ip->ihl != 5)
-		return verdict(CNT_PASS_IP_OPTIONS, XDP_PASS);
-	if (ip->ttl <= 1)
-		return verdict(CNT_PASS_TTL, XDP_PASS);
-	/* Ours (PFCP, GTP-U to this node): the stack's. */
-	if (ip->daddr == cfg->s1u_addr)
-		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
+	__u32 why = transit_check(ip, cfg);
+	if (why)
+		return verdict(why, XDP_PASS);
 	int r = -1;
 	if (ip->protocol == IPPROTO_UDP_ && !ipv4_is_fragment(ip)) {
 		struct udphdr *udp = PULL(&c, sizeof(*udp));

@@ -85,6 +85,24 @@ static __always_inline void inner_set_addr(struct iphdr *in, __u32 *addr, __u32 
 	}
 }
 
+/* Why a frame is not one to route here (0: it is): not a plain IPv4
+ * header, TTL expiring, or addressed to this node (PFCP, GTP-U to us: the
+ * stack's). Shared by the roles that route (steering, MEC). */
+static __always_inline __u32 transit_check(const struct iphdr *ip, const struct upf_config *cfg)
+{
+	if (!ip)
+		return CNT_PASS_TRUNCATED;
+	if (ip->version != 4)
+		return CNT_PASS_NOT_IPV4;
+	if (ip->ihl != 5)
+		return CNT_PASS_IP_OPTIONS;
+	if (ip->ttl <= 1)
+		return CNT_PASS_TTL;
+	if (ip->daddr == cfg->s1u_addr)
+		return CNT_PASS_NOT_UE;
+	return 0;
+}
+
 /* A G-PDU in transit: diverted (uplink), rewritten back (downlink), or -1
  * (no diversion: passes through). */
 static __always_inline int steer_gtpu(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, struct udphdr *udp,
@@ -148,17 +166,9 @@ int steer_xdp(struct xdp_md *ctx)
 	struct eth_macs rx;
 	macs_load(&rx, eth);
 	struct iphdr *ip = PULL(&c, sizeof(*ip));
-	if (!ip)
-		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
-	if (ip->version != 4)
-		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
-	if (ip->ihl != 5)
-		return verdict(CNT_PASS_IP_OPTIONS, XDP_PASS);
-	if (ip->ttl <= 1)
-		return verdict(CNT_PASS_TTL, XDP_PASS);
-	/* Ours (PFCP, GTP-U to this node): the stack's. */
-	if (ip->daddr == cfg->s1u_addr)
-		return verdict(CNT_PASS_NOT_UE, XDP_PASS);
+	__u32 why = transit_check(ip, cfg);
+	if (why)
+		return verdict(why, XDP_PASS);
 	if (ip->protocol == IPPROTO_UDP_ && !ipv4_is_fragment(ip)) {
 		struct udphdr *udp = PULL(&c, sizeof(*udp));
 		if (udp && udp->dest == bpf_htons(UPF_GTPU_PORT)) {

@@ -17,14 +17,12 @@
 //! on a refusal, and no other session is touched. MEC sessions are not
 //! part of a state dump (`crate::dump`).
 
-use crate::node::{Reply, Session, UpfCore};
-use crate::pfcp::{cause_ie, msg, IeRef};
-use crate::rules::{MecSession, PlaneError, RuleRef, SessionRules};
+use crate::node::{Reply, UpfCore};
+use crate::pfcp::IeRef;
+use crate::rules::{MecSession, PlaneError, RuleRef};
 use crate::session::Reject;
 use mobicore_pfcp::mec::{decode_mec, MecRule, RuleAction, TrafficFilter};
 use rs_pfcp::ie::cause::CauseValue;
-use rs_pfcp::ie::fseid::Fseid;
-use rs_pfcp::ie::{Ie, IeType};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -177,55 +175,26 @@ impl UpfCore {
     /// 7.5.2): `ies` as the node reads any request, `raw` with the
     /// enterprise IEs.
     pub(crate) fn mec_establishment(&mut self, peer: SocketAddr, ies: &[IeRef], raw: &[IeRef]) -> Reply {
-        let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
-        let cp_fseid = crate::pfcp::first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
-        let seid = Some(cp_fseid.as_ref().map_or(0, |f| u64::from(f.seid)));
-        let mut out = vec![self.node_id_ie()];
-        match self.establish_mec(peer, ies, raw, cp_fseid) {
-            Ok(ok) => out.extend(ok),
-            Err(r) => out.extend(r.ies()),
-        }
-        (resp, seid, out)
-    }
-
-    fn establish_mec(
-        &mut self,
-        peer: SocketAddr,
-        ies: &[IeRef],
-        raw: &[IeRef],
-        cp_fseid: Option<Fseid>,
-    ) -> Result<Vec<Ie>, Reject> {
-        let (node, cp_fseid) = self.establishment_checks(peer, ies, cp_fseid)?;
-        let s = self.mec_of(raw, None)?;
-        let up_seid = self.draw_up_seid()?;
-        self.plane.install_mec(up_seid, &s).map_err(|e| self.mec_plane_reject(e))?;
-        tracing::info!(up_seid, session = ?s, "mec: session established");
-        self.mec.insert(up_seid, s);
-        self.counters.incr("pfcp_mec_sessions_established");
-        let rules = std::sync::Arc::new(SessionRules::default());
-        let s = Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules, blocked: vec![], diversion: None };
-        Ok(self.session_added(s))
+        let prepare = |core: &Self| core.mec_of(raw, None);
+        self.role_establishment(peer, ies, prepare, |core, up_seid, s| {
+            core.plane.install_mec(up_seid, &s).map_err(|e| core.mec_plane_reject(e))?;
+            tracing::info!(up_seid, session = ?s, "mec: session established");
+            core.mec.insert(up_seid, s);
+            core.counters.incr("pfcp_mec_sessions_established");
+            Ok(None)
+        })
     }
 
     /// A Session Modification Request of a MEC session (TS 29.244 7.5.4):
     /// the rule or tunnel it carries replaces the session's.
     pub(crate) fn mec_modification(&mut self, up_seid: u64, raw: &[IeRef]) -> Reply {
-        let resp = msg::SESSION_MODIFICATION_RESPONSE;
-        let Some(cp_seid) = self.sessions.get(&up_seid).map(|s| s.cp_seid) else {
-            return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
-        };
-        let res = self.mec_of(raw, Some(up_seid)).and_then(|s| {
-            self.plane.install_mec(up_seid, &s).map_err(|e| self.mec_plane_reject(e))?;
-            Ok(s)
-        });
-        match res {
-            Ok(s) => {
-                self.mec.insert(up_seid, s);
-                self.counters.incr("pfcp_mec_sessions_modified");
-                (resp, Some(cp_seid), vec![cause_ie(CauseValue::RequestAccepted)])
-            }
-            Err(r) => (resp, Some(cp_seid), r.ies()),
-        }
+        self.role_modification(up_seid, |core| {
+            let s = core.mec_of(raw, Some(up_seid))?;
+            core.plane.install_mec(up_seid, &s).map_err(|e| core.mec_plane_reject(e))?;
+            core.mec.insert(up_seid, s);
+            core.counters.incr("pfcp_mec_sessions_modified");
+            Ok(())
+        })
     }
 
     /// The installed MEC sessions (tests, diagnostics).

@@ -259,6 +259,54 @@ impl UpfCore {
         out
     }
 
+    /// A Session Establishment Request of a role's own session (steering,
+    /// MEC; TS 29.244 7.5.2): the checks of every establishment, then
+    /// `prepare` (decoding, bounds, overlap: nothing changes on a
+    /// refusal), a UP SEID, then `install` into the plane and the role's
+    /// tables, which gives the session's diversion if it is one.
+    pub(crate) fn role_establishment<T>(
+        &mut self,
+        peer: std::net::SocketAddr,
+        ies: &[IeRef],
+        prepare: impl FnOnce(&Self) -> Result<T, Reject>,
+        install: impl FnOnce(&mut Self, u64, T) -> Result<Option<crate::rules::Diversion>, Reject>,
+    ) -> Reply {
+        let cp_fseid = first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
+        let seid = Some(cp_fseid.as_ref().map_or(0, |f| u64::from(f.seid)));
+        let mut out = vec![self.node_id_ie()];
+        let res = (|| -> Result<Vec<Ie>, Reject> {
+            let (node, cp_fseid) = self.establishment_checks(peer, ies, cp_fseid)?;
+            let t = prepare(self)?;
+            let up_seid = self.draw_up_seid()?;
+            let diversion = install(self, up_seid, t)?;
+            let rules = std::sync::Arc::new(SessionRules::default());
+            let s = Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules, blocked: vec![], diversion };
+            Ok(self.session_added(s))
+        })();
+        match res {
+            Ok(ok) => out.extend(ok),
+            Err(r) => out.extend(r.ies()),
+        }
+        (msg::SESSION_ESTABLISHMENT_RESPONSE, seid, out)
+    }
+
+    /// A Session Modification Request of a role's own session (TS 29.244
+    /// 7.5.4): `apply` replaces what the session carries, or refuses.
+    pub(crate) fn role_modification(
+        &mut self,
+        up_seid: u64,
+        apply: impl FnOnce(&mut Self) -> Result<(), Reject>,
+    ) -> Reply {
+        let resp = msg::SESSION_MODIFICATION_RESPONSE;
+        let Some(cp_seid) = self.sessions.get(&up_seid).map(|s| s.cp_seid) else {
+            return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
+        };
+        match apply(self) {
+            Ok(()) => (resp, Some(cp_seid), vec![cause_ie(CauseValue::RequestAccepted)]),
+            Err(r) => (resp, Some(cp_seid), r.ies()),
+        }
+    }
+
     /// The checks of every Session Establishment Request (TS 29.244 6.3.2,
     /// 7.5.2): mandatory IEs, the association, the CP F-SEID, the bound;
     /// the CP function's Node ID (as text) and F-SEID.

@@ -14,14 +14,12 @@
 //! data path that cannot steer, "Service not supported". Nothing changes on
 //! a refusal, and no other session is touched.
 
-use crate::node::{Reply, Session, UpfCore};
-use crate::pfcp::{cause_ie, msg, IeRef};
-use crate::rules::{Diversion, PlaneError, RuleRef, SessionRules};
+use crate::node::{Reply, UpfCore};
+use crate::pfcp::IeRef;
+use crate::rules::{Diversion, PlaneError, RuleRef};
 use crate::session::Reject;
 use mobicore_pfcp::steering::{decode_diversion, FlowFilter};
 use rs_pfcp::ie::cause::CauseValue;
-use rs_pfcp::ie::fseid::Fseid;
-use rs_pfcp::ie::{Ie, IeType};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -116,57 +114,28 @@ impl UpfCore {
     /// 7.5.2): `ies` as the node reads any request, `raw` with the
     /// enterprise IEs.
     pub(crate) fn steering_establishment(&mut self, peer: SocketAddr, ies: &[IeRef], raw: &[IeRef]) -> Reply {
-        let resp = msg::SESSION_ESTABLISHMENT_RESPONSE;
-        let cp_fseid = crate::pfcp::first(ies, IeType::Fseid).and_then(|i| Fseid::unmarshal(i.payload).ok());
-        let seid = Some(cp_fseid.as_ref().map_or(0, |f| u64::from(f.seid)));
-        let mut out = vec![self.node_id_ie()];
-        match self.establish_steering(peer, ies, raw, cp_fseid) {
-            Ok(ok) => out.extend(ok),
-            Err(r) => out.extend(r.ies()),
-        }
-        (resp, seid, out)
-    }
-
-    fn establish_steering(
-        &mut self,
-        peer: SocketAddr,
-        ies: &[IeRef],
-        raw: &[IeRef],
-        cp_fseid: Option<Fseid>,
-    ) -> Result<Vec<Ie>, Reject> {
-        let (node, cp_fseid) = self.establishment_checks(peer, ies, cp_fseid)?;
-        let d = self.diversion_of(raw, None)?;
-        let up_seid = self.draw_up_seid()?;
-        self.plane.install_diversion(up_seid, &d).map_err(|e| self.plane_reject(e))?;
-        self.diversions.insert(up_seid, d);
-        self.counters.incr("pfcp_steering_diversions_established");
-        tracing::info!(up_seid, ue = %d.ue, anchor = %d.anchor, "steering: diversion established");
-        let rules = std::sync::Arc::new(SessionRules::default());
-        let s = Session { up_seid, cp_seid: cp_fseid.seid.into(), node, rules, blocked: vec![], diversion: Some(d) };
-        Ok(self.session_added(s))
+        let prepare = |core: &Self| core.diversion_of(raw, None);
+        self.role_establishment(peer, ies, prepare, |core, up_seid, d| {
+            core.plane.install_diversion(up_seid, &d).map_err(|e| core.plane_reject(e))?;
+            core.diversions.insert(up_seid, d);
+            core.counters.incr("pfcp_steering_diversions_established");
+            tracing::info!(up_seid, ue = %d.ue, anchor = %d.anchor, "steering: diversion established");
+            Ok(Some(d))
+        })
     }
 
     /// A Session Modification Request of a steering session (TS 29.244
     /// 7.5.4): the diversion it carries replaces the session's.
     pub(crate) fn steering_modification(&mut self, up_seid: u64, raw: &[IeRef]) -> Reply {
-        let resp = msg::SESSION_MODIFICATION_RESPONSE;
-        let Some(cp_seid) = self.sessions.get(&up_seid).map(|s| s.cp_seid) else {
-            return (resp, Some(0), vec![cause_ie(CauseValue::SessionContextNotFound)]);
-        };
-        let res = self.diversion_of(raw, Some(up_seid)).and_then(|d| {
-            self.plane.install_diversion(up_seid, &d).map_err(|e| self.plane_reject(e))?;
-            Ok(d)
-        });
-        match res {
-            Ok(d) => {
-                self.diversions.insert(up_seid, d);
-                if let Some(s) = self.sessions.get_mut(&up_seid) {
-                    s.diversion = Some(d);
-                }
-                self.counters.incr("pfcp_steering_diversions_modified");
-                (resp, Some(cp_seid), vec![cause_ie(CauseValue::RequestAccepted)])
+        self.role_modification(up_seid, |core| {
+            let d = core.diversion_of(raw, Some(up_seid))?;
+            core.plane.install_diversion(up_seid, &d).map_err(|e| core.plane_reject(e))?;
+            core.diversions.insert(up_seid, d);
+            if let Some(s) = core.sessions.get_mut(&up_seid) {
+                s.diversion = Some(d);
             }
-            Err(r) => (resp, Some(cp_seid), r.ies()),
-        }
+            core.counters.incr("pfcp_steering_diversions_modified");
+            Ok(())
+        })
     }
 }
