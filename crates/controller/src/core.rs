@@ -318,7 +318,9 @@ impl ControllerCore {
                     continue;
                 }
                 (RelocationState::Active | RelocationState::Diverting, None) => {
+                    // Its replicas went with the anchor's processes.
                     r.diverted = false;
+                    r.sessions.iter_mut().for_each(|s| s.replica = None);
                     self.orphans.entry(r.anchor.clone()).or_default().push(id);
                     self.events.push_back(CoreEvent::Relocation(r.clone()));
                 }

@@ -552,7 +552,11 @@ async fn read_dump(c: &mut TcpStream) -> Result<Vec<u8>> {
 }
 
 /// A Modify Bearer for UE `ue` (our S11 TEID `teid` there) is accepted.
-async fn check_modify_bearer(s11: SocketAddr, ue: usize, teid: u32) -> Result<()> {
+/// What an MME sends at a handover for UE `i` (of [`attach_all`]), sent
+/// straight to the S/P-GW-C at `s11` whose S11 TEID for it is `teid`:
+/// succeeds once it is accepted (retried while the S/P-GW-C sets up its
+/// PFCP association).
+pub async fn check_modify_bearer(s11: SocketAddr, ue: usize, teid: u32) -> Result<()> {
     let sock = UdpSocket::bind(lo(0)).await?;
     let mut buf = vec![0u8; 4096];
     // The restored S/P-GW-C sets its PFCP association up first: retry.
@@ -592,8 +596,10 @@ fn create_session(i: usize) -> S11Request {
     })
 }
 
-/// Attaches `n` UEs through the relay, 64 at a time; returns their IMSIs.
-async fn attach_all(relay: SocketAddr, n: usize) -> Result<Vec<String>> {
+/// Attaches `n` UEs through the relay as an MME would (Create Session,
+/// then Modify Bearer), 64 at a time; returns their IMSIs (UE `i` is
+/// `00101` and `i` in ten digits).
+pub async fn attach_all(relay: SocketAddr, n: usize) -> Result<Vec<String>> {
     let mme = UdpSocket::bind(lo(0)).await?;
     let window = 64;
     let mut buf = vec![0u8; 4096];

@@ -277,7 +277,14 @@ pub async fn run_traffic(plan: TrafficPlan<'_>, ues: Vec<mobicore_ran::AttachedU
     let _ = up.stop().await;
     let mut report = report?;
     if let Some(edge) = &plan.edge {
-        let mv = crate::edge::MovePlan { udp_ues: 1, tcp_ues: 1, moved: 1, continuity: demo_flows, settle: 50 };
+        let mv = crate::edge::MovePlan {
+            udp_ues: 1,
+            tcp_ues: 1,
+            moved: 1,
+            flow_moved: 0,
+            continuity: demo_flows,
+            settle: 50,
+        };
         match crate::edge::run_moves(topo, edge, &ues_for_edge, &mv).await {
             // Continuity is printed, not a failure of the demo: the
             // continuity test is where it is judged (it is intermittently

@@ -31,6 +31,9 @@ pub struct MovePlan {
     /// The first `moved` UEs move: to the first site, back, to the second
     /// site (when there is one).
     pub moved: usize,
+    /// The next `flow_moved` UEs have a TCP flow too, and only that flow
+    /// moves, to the first site and back, while their UDP stays.
+    pub flow_moved: usize,
     pub continuity: fn(&str, &str, Ipv4Addr) -> ContinuityConfig,
     /// Echoes awaited between moves (the flows are running).
     pub settle: u64,
@@ -56,11 +59,16 @@ pub struct MoveReport {
     /// the move and at the first site (microseconds).
     pub rtt_before_us: Option<f64>,
     pub rtt_at_edge_us: Option<f64>,
-    /// The UEs that moved.
+    /// The UEs that moved, and those of which one flow moved.
     pub moved: Vec<Ipv4Addr>,
-    /// UE packets the emulated eNB's TUN device dropped (the emulator did
-    /// not keep up; not a loss of the core's).
+    pub flow_moved: Vec<Ipv4Addr>,
+    /// Packets the test's own ends dropped because they did not keep up
+    /// (the emulated eNB's TUN device; full UDP receive buffers in `ran`
+    /// and `dn`): not a loss of the core's.
     pub emulator_dropped: u64,
+    /// Packets the links of every namespace dropped meanwhile (the eNB's
+    /// TUN included): on an overloaded host, veth rings overflow.
+    pub links_dropped: u64,
     pub continuity: ContinuityReport,
 }
 
@@ -70,16 +78,20 @@ pub async fn run_moves(topo: &Topology, edge: &EdgeControl, ues: &[AttachedUe], 
     anyhow::ensure!(!topo.sites.is_empty(), "the edge topology has no site");
     let tunnels: Vec<_> = ues.iter().map(|u| u.tunnel).collect();
     let ips: Vec<Ipv4Addr> = tunnels.iter().map(|t| t.ue_ip).collect();
-    anyhow::ensure!(ips.len() >= plan.moved.max(plan.udp_ues).max(plan.tcp_ues), "not enough attached UEs");
+    let needed = (plan.moved + plan.flow_moved).max(plan.udp_ues).max(plan.tcp_ues);
+    anyhow::ensure!(ips.len() >= needed, "not enough attached UEs");
     let up = UserPlane::start(UserPlaneConfig::new(&topo.ran, topo.addr.ran_s1u), tunnels)
         .await
         .context("starting the eNBs' user plane")?;
     let cfg = (plan.continuity)(&topo.ran, &topo.dn, topo.addr.dn_sgi);
+    let before = (instrument_drops(topo).await?, links_dropped(topo).await?);
     let r = moves(topo, edge, &ips, plan, &cfg).await;
-    let dropped = up.tun_dropped().await;
+    let tun = up.tun_dropped().await;
+    let links = links_dropped(topo).await;
     let _ = up.stop().await;
     let mut r = r?;
-    r.emulator_dropped = dropped.context("the eNB TUN's counters")?;
+    r.emulator_dropped = tun.context("the eNB TUN's counters")? + (instrument_drops(topo).await? - before.0);
+    r.links_dropped = links? - before.1;
     Ok(r)
 }
 
@@ -90,8 +102,11 @@ async fn moves(
     plan: &MovePlan,
     cfg: &ContinuityConfig,
 ) -> Result<MoveReport> {
-    let streams =
-        Streams::start(cfg, &ips[..plan.udp_ues], &ips[..plan.tcp_ues]).await.context("starting the flows")?;
+    let flow_moved = &ips[plan.moved..plan.moved + plan.flow_moved];
+    let tcp: Vec<Ipv4Addr> = ips[..plan.tcp_ues].iter().chain(flow_moved).copied().collect();
+    let streams = Streams::start(cfg, &ips[..plan.udp_ues], &tcp).await.context("starting the flows")?;
+    // The moved flow: the UE's TCP connection to the server.
+    let flow = format!(r#"{{"protocol":6,"remote":"{}","remote_port":{}}}"#, cfg.dn_addr, cfg.tcp_port);
     let started = Instant::now();
     let probe = SocketAddrV4::new(cfg.dn_addr, cfg.udp_port);
     let settle = |s: &Streams| {
@@ -107,8 +122,11 @@ async fn moves(
         let moved = &ips[..plan.moved];
         let rtt_before = rtt(&topo.ran, moved[0], probe).await;
         let site = &topo.sites[0];
-        let (p, ids) = relocate(edge, moved, &site.name, started).await?;
+        let (p, ids) = relocate(edge, moved, &site.name, None, started).await?;
         routes(&topo.dn, moved, Some(site.sgi))?;
+        phases.push(p);
+        let (p, flow_ids) = relocate(edge, flow_moved, &site.name, Some(&flow), started).await?;
+        flow_routes(&topo.dn, flow_moved, cfg.tcp_port, Some(site.sgi))?;
         phases.push(p);
         if !settle(&streams).await {
             bail!("the flows stalled at {}", site.name);
@@ -116,11 +134,13 @@ async fn moves(
         let rtt_edge = rtt(&topo.ran, moved[0], probe).await;
         routes(&topo.dn, moved, None)?;
         phases.push(move_back(edge, &ids, started).await?);
+        flow_routes(&topo.dn, flow_moved, cfg.tcp_port, None)?;
+        phases.push(move_back(edge, &flow_ids, started).await?);
         if !settle(&streams).await {
             bail!("the flows stalled after moving back");
         }
         if let Some(second) = topo.sites.get(1) {
-            let (p, _) = relocate(edge, moved, &second.name, started).await?;
+            let (p, _) = relocate(edge, moved, &second.name, None, started).await?;
             routes(&topo.dn, moved, Some(second.sgi))?;
             phases.push(p);
             if !settle(&streams).await {
@@ -132,17 +152,57 @@ async fn moves(
     .await;
     let continuity = streams.stop().await;
     let (rtt_before_us, rtt_at_edge_us) = r?;
-    let moved = ips[..plan.moved].to_vec();
-    Ok(MoveReport { phases, rtt_before_us, rtt_at_edge_us, moved, emulator_dropped: 0, continuity })
+    let (moved, flow_moved) = (ips[..plan.moved].to_vec(), flow_moved.to_vec());
+    let (emulator_dropped, links_dropped) = (0, 0);
+    Ok(MoveReport {
+        phases,
+        rtt_before_us,
+        rtt_at_edge_us,
+        moved,
+        flow_moved,
+        emulator_dropped,
+        links_dropped,
+        continuity,
+    })
 }
 
-/// `POST /v1/relocations` for each UE (by address) to `anchor`.
-async fn relocate(edge: &EdgeControl, ues: &[Ipv4Addr], anchor: &str, started: Instant) -> Result<(Phase, Vec<u64>)> {
+/// UDP datagrams dropped on full receive buffers in `ran` and `dn`.
+async fn instrument_drops(topo: &Topology) -> Result<u64> {
+    let (ran, dn) = (topo.ran.clone(), topo.dn.clone());
+    let n = tokio::task::spawn_blocking(move || -> Result<u64> {
+        Ok(mobicore_netns::udp_rcvbuf_errors(&ran)? + mobicore_netns::udp_rcvbuf_errors(&dn)?)
+    });
+    n.await?
+}
+
+/// Packets dropped by the links of every namespace of the topology.
+async fn links_dropped(topo: &Topology) -> Result<u64> {
+    let mut names = vec![topo.ran.clone(), topo.core.clone(), topo.dn.clone()];
+    names.extend(topo.steer.clone());
+    names.extend(topo.sites.iter().map(|s| s.name.clone()));
+    let n = tokio::task::spawn_blocking(move || -> Result<u64> {
+        names.iter().try_fold(0, |n, ns| Ok(n + mobicore_netns::link_drops(ns)?))
+    });
+    n.await?
+}
+
+/// `POST /v1/relocations` for each UE (by address) to `anchor`: the whole
+/// UE, or the `flow` (a FlowSpec in JSON).
+async fn relocate(
+    edge: &EdgeControl,
+    ues: &[Ipv4Addr],
+    anchor: &str,
+    flow: Option<&str>,
+    started: Instant,
+) -> Result<(Phase, Vec<u64>)> {
     let t0 = Instant::now();
     let mut ids = Vec::new();
     let mut first = None;
     for ue in ues {
-        let body = format!(r#"{{"ue":"{ue}","anchor":"{anchor}"}}"#);
+        let body = match flow {
+            Some(f) => format!(r#"{{"ue":"{ue}","anchor":"{anchor}","flow":{f}}}"#),
+            None => format!(r#"{{"ue":"{ue}","anchor":"{anchor}"}}"#),
+        };
         let (status, b) = http(edge.rest, "POST", "/v1/relocations", Some(&edge.token), &body).await?;
         if status != 201 {
             bail!("moving {ue} to {anchor}: {status} {b}");
@@ -182,6 +242,27 @@ fn routes(dn: &str, ues: &[Ipv4Addr], via: Option<Ipv4Addr>) -> Result<()> {
         })
         .collect();
     mobicore_netns::ip_batch(dn, &lines).context("the data network's routes")
+}
+
+/// The data network's policy routes for the server's side of the moved
+/// TCP flows (source port `port`) of `ues`: via `via` (table 201), or
+/// removed. The UEs' other traffic keeps the data network's main table.
+fn flow_routes(dn: &str, ues: &[Ipv4Addr], port: u16, via: Option<Ipv4Addr>) -> Result<()> {
+    const TABLE: u32 = 201;
+    let rule =
+        |op: &str, ue: &Ipv4Addr| format!("rule {op} to {ue}/32 ipproto tcp sport {port} lookup {TABLE} pref 201");
+    let mut lines: Vec<String> = Vec::new();
+    match via {
+        Some(v) => {
+            lines.push(format!("route replace default via {v} table {TABLE}"));
+            lines.extend(ues.iter().map(|ue| rule("add", ue)));
+        }
+        None => lines.extend(ues.iter().map(|ue| rule("del", ue))),
+    }
+    if ues.is_empty() {
+        return Ok(());
+    }
+    mobicore_netns::ip_batch(dn, &lines).context("the data network's flow routes")
 }
 
 /// Median of 20 UDP round trips from `ue` to the flows' echo server.

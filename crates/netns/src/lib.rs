@@ -8,7 +8,7 @@
 //! - [`exec`]: [`run_in`] / [`spawn_in`] (a thread that enters a namespace,
 //!   so sockets it opens live there) and [`exec_in`] (a command).
 //! - [`tun`]: [`Tun`], a layer-3 TUN device (no packet information).
-//! - [`link`]: [`set_gro`] through the ethtool ioctl; [`link_stat`], a link's counter.
+//! - [`link`]: [`set_gro`] through the ethtool ioctl; [`link_stat`], a link's counter; [`udp_rcvbuf_errors`].
 //!
 //! Everything here needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN):
 //! [`require_root`] says so clearly.
@@ -20,7 +20,7 @@ pub mod topology;
 pub mod tun;
 
 pub use exec::{exec_in, ip, ip_batch, run_in, spawn_in};
-pub use link::{link_stat, set_gro, set_tx_checksum};
+pub use link::{link_drops, link_stat, set_gro, set_tx_checksum, udp_rcvbuf_errors};
 pub use topology::{cleanup_stale, unique_tag, Addressing, Site, Topology};
 pub use tun::Tun;
 

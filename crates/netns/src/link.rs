@@ -52,3 +52,25 @@ pub fn link_stat(ns: &str, dev: &str, name: &str) -> Result<u64, NetnsError> {
     let text = String::from_utf8_lossy(&out.stdout);
     text.trim().parse().map_err(|e| NetnsError::Io(std::io::Error::other(format!("{path}: {text:?}: {e}"))))
 }
+
+/// UDP datagrams namespace `ns` dropped because a socket's receive buffer
+/// was full (`RcvbufErrors` of /proc/net/snmp), all sockets together.
+pub fn udp_rcvbuf_errors(ns: &str) -> Result<u64, NetnsError> {
+    let out = crate::exec_in(ns, &["cat", "/proc/net/snmp"])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
+    let bad = || NetnsError::Io(std::io::Error::other(format!("no Udp RcvbufErrors in /proc/net/snmp of {ns}")));
+    let (names, values) = (udp.next().ok_or_else(bad)?, udp.next().ok_or_else(bad)?);
+    let at = names.split_whitespace().position(|n| n == "RcvbufErrors").ok_or_else(bad)?;
+    values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).ok_or_else(bad)
+}
+
+/// Packets every link of namespace `ns` dropped (`rx_dropped` +
+/// `tx_dropped`, e.g. a veth whose peer's ring was full).
+pub fn link_drops(ns: &str) -> Result<u64, NetnsError> {
+    let out = crate::exec_in(
+        ns,
+        &["sh", "-c", "cat /sys/class/net/*/statistics/rx_dropped /sys/class/net/*/statistics/tx_dropped"],
+    )?;
+    Ok(String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse::<u64>().ok()).sum())
+}

@@ -187,7 +187,7 @@ impl Streams {
         let udp_addr = SocketAddrV4::new(cfg.dn_addr, cfg.udp_port);
         let tcp_addr = SocketAddrV4::new(cfg.dn_addr, cfg.tcp_port);
         let (u, t) = run_in(&cfg.dn_ns, move || -> std::io::Result<_> {
-            let u = sock::udp_bind(udp_addr, 8 << 20)?;
+            let u = sock::udp_bind(udp_addr, 64 << 20)?;
             u.set_nonblocking(true)?;
             let t = std::net::TcpListener::bind(tcp_addr)?;
             t.set_nonblocking(true)?;

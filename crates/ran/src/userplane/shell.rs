@@ -103,7 +103,7 @@ pub struct UserPlane {
 
 /// Receive and send buffer of the S1-U socket: bursts of a TCP window
 /// must not overflow it.
-const SOCKET_BUFFER: usize = 4 << 20;
+const SOCKET_BUFFER: usize = 64 << 20;
 
 /// Packets read from the TUN per readiness event before yielding.
 const BATCH: usize = 64;
