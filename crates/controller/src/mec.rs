@@ -380,5 +380,8 @@ fn filters_overlap(a: &Match, b: &Match) -> bool {
         && (a.dscp.is_none() || b.dscp.is_none() || a.dscp == b.dscp)
 }
 
+mod southbound;
+pub use southbound::mec_session;
+
 #[cfg(test)]
 mod tests;

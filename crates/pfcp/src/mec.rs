@@ -106,7 +106,9 @@ pub struct Application {
     pub interface: String,
 }
 
-/// A GTP-U tunnel end (MEC 011 dstInterface.tunnelInfo).
+/// A GTP-U tunnel end (MEC 011 dstInterface.tunnelInfo); TEID 0 (which
+/// no tunnel uses, TS 29.281 5.1) keeps the G-PDU's TEID, as MEC 011's
+/// tunnelInfo has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Tunnel {
     pub addr: Ipv4Addr,

@@ -361,7 +361,7 @@ struct mec_rule {
 	__u8 smac[6];          /* and ours on its interface */
 	__u32 ifindex;         /* FORWARD_DECAPSULATED: the interface */
 	__u32 tun_dst;         /* FORWARD_ENCAPSULATED: tunnel end (network order) */
-	__u32 tun_teid;        /* FORWARD_ENCAPSULATED: its TEID */
+	__u32 tun_teid;        /* FORWARD_ENCAPSULATED: its TEID, 0 = keep the G-PDU's */
 	__u32 teid;            /* MEC_F_TEID */
 	__u32 enb;             /* MEC_F_ENB (network order) */
 	__u16 priority;        /* 0 highest */

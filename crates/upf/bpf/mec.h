@@ -179,10 +179,12 @@ static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct i
 	case MEC_FORWARD_DECAPSULATED:
 		return mec_decap(ctx, in, tot, r);
 	case MEC_FORWARD_ENCAPSULATED: {
-		/* To the rule's tunnel end (MEC 011 tunnelInfo), its TEID; the
-		 * outer source (the eNB) stays, as in steering. */
+		/* To the rule's tunnel end (MEC 011 tunnelInfo), its TEID (0:
+		 * the G-PDU's kept, as MEC 011 gives none); the outer source
+		 * (the eNB) stays, as in steering. */
 		__u32 old = ip->daddr, to = r->tun_dst;
-		gh->teid = bpf_htonl(r->tun_teid);
+		if (r->tun_teid)
+			gh->teid = bpf_htonl(r->tun_teid);
 		ip->daddr = to;
 		csum_replace4(&ip->check, old, to);
 		udp->check = 0;

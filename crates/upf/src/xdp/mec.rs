@@ -36,6 +36,8 @@ pub const MEC_FORWARD_ENCAPSULATED: u8 = 3;
 pub const MEC_PASSTHROUGH: u8 = 4;
 pub const MEC_DUPLICATE_DECAPSULATED: u8 = 5;
 pub const MEC_DUPLICATE_ENCAPSULATED: u8 = 6;
+/// Overlapping rules of one priority are the node's to refuse
+/// (`crate::mec`); here the lower session wins a tie.
 pub const MEC_F_DSCP: u8 = 1 << 0;
 pub const MEC_F_TEID: u8 = 1 << 1;
 pub const MEC_F_ENB: u8 = 1 << 2;
@@ -121,7 +123,7 @@ unsafe impl aya::Pod for MecLpmData {}
 unsafe impl aya::Pod for MecUe {}
 
 /// Where the MEC tables go.
-pub trait MecStore: Send {
+pub trait MecStore: Send + Sync {
     fn put_slice(&mut self, k: MecSliceKey, id: u32) -> Result<(), MapError>;
     fn del_slice(&mut self, k: MecSliceKey) -> Result<(), MapError>;
     fn put_exact(&mut self, k: MecExactKey, r: &MecRuleEntry) -> Result<(), MapError>;
@@ -237,7 +239,7 @@ impl MecStore for AyaMecMaps {
 
 /// An interface's index and MAC address, by name (in the data path's
 /// namespace); tests give their own.
-pub type Resolver = Box<dyn Fn(&str) -> Option<(u32, [u8; 6])> + Send>;
+pub type Resolver = Box<dyn Fn(&str) -> Option<(u32, [u8; 6])> + Send + Sync>;
 
 /// The kernel's view: `if_nametoindex` and `SIOCGIFHWADDR`.
 pub fn kernel_resolver() -> Resolver {
@@ -329,22 +331,6 @@ impl std::fmt::Debug for MecTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MecTable").field("rules", &self.rules.len()).field("ues", &self.ues.len()).finish()
     }
-}
-
-/// Whether two compiled filters can match one packet.
-fn overlap(a: &MecRuleEntry, b: &MecRuleEntry) -> bool {
-    let (x, y) = (&a.sdf, &b.sdf);
-    let m = |a1: u32, m1: u32, a2: u32, m2: u32| (a1 & m1 & m2) == (a2 & m1 & m2);
-    let r = |l1: u16, h1: u16, l2: u16, h2: u16| l1.max(l2) <= h1.min(h2);
-    let opt = |f: u8, v1: u32, v2: u32| a.flags & b.flags & f == 0 || v1 == v2;
-    (x.proto == 0 || y.proto == 0 || x.proto == y.proto)
-        && m(x.src_addr, x.src_mask, y.src_addr, y.src_mask)
-        && m(x.dst_addr, x.dst_mask, y.dst_addr, y.dst_mask)
-        && r(x.sport_lo, x.sport_hi, y.sport_lo, y.sport_hi)
-        && r(x.dport_lo, x.dport_hi, y.dport_lo, y.dport_hi)
-        && opt(MEC_F_DSCP, a.dscp.into(), b.dscp.into())
-        && opt(MEC_F_TEID, a.teid, b.teid)
-        && opt(MEC_F_ENB, a.enb, b.enb)
 }
 
 impl MecTable {
@@ -481,39 +467,6 @@ impl MecTable {
             s.rules[i] = c.entry;
         }
         Ok(Some(s))
-    }
-
-    /// The session of another rule with the same priority that one of
-    /// `mine` overlaps (MEC 011 leaves the choice open: refused).
-    pub fn conflict(&self, seid: u64, r: &MecRule) -> Result<Option<u64>, PlaneError> {
-        let Ok(sk) = self.slice_key(r) else { return Ok(None) };
-        let slice = self.slices.get(&sk).copied().unwrap_or(u32::MAX >> 1);
-        let mine = self.entries(seid, r, slice)?;
-        let clash =
-            |c: &Cand, e: &MecRuleEntry| c.seid != seid && c.entry.priority == e.priority && overlap(&c.entry, e);
-        for (p, c) in &mine {
-            let ss = match p {
-                Place::Exact(k) => k.slice_side,
-                Place::Prefix((ss, ..)) => *ss,
-            };
-            if let Place::Exact(k) = p {
-                if let Some(o) = self.exact.get(k).into_iter().flatten().find(|o| clash(o, &c.entry)) {
-                    return Ok(Some(o.seid));
-                }
-            } else {
-                // A wildcard against the exact entries of its side (rare:
-                // wildcard rules are bounded by the prefix table).
-                let hit = self.exact.iter().filter(|(k, _)| k.slice_side == ss).flat_map(|(_, v)| v);
-                if let Some(o) = hit.into_iter().find(|o| clash(o, &c.entry)) {
-                    return Ok(Some(o.seid));
-                }
-            }
-            let hit = self.prefixes.range((ss, 0, 0)..=(ss, 32, u32::MAX)).flat_map(|(_, v)| v);
-            if let Some(o) = hit.into_iter().find(|o| clash(o, &c.entry)) {
-                return Ok(Some(o.seid));
-            }
-        }
-        Ok(None)
     }
 
     /// Sets (or with None removes) the rule of session `seid`: refused

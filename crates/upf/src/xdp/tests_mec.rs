@@ -172,6 +172,10 @@ fn every_action_on_uplink_gpdus() {
     assert_eq!(u32::from_be_bytes(out[46..50].try_into().unwrap()), 0x77);
     assert_eq!(&out[50..], &t[..]);
     assert_eq!(p.counter(Counter::MecRetunnel).unwrap(), 1);
+    // TEID 0: the G-PDU's kept.
+    install(&mut p, 3, &rule(0, 10, port(3), RuleAction::ForwardEncapsulated(Tunnel { addr: EDGE, teid: 0 })));
+    let (v, out) = run(&p, &f);
+    assert_eq!((v, u32::from_be_bytes(out[46..50].try_into().unwrap())), (XDP_TX, TEID));
     // PASSTHROUGH and no rule at all: routed untouched.
     for d in [4, 6] {
         let f = ul(&up(40000, d));
@@ -399,10 +403,6 @@ fn wildcard_sets_hold_the_covering_rules_and_are_bounded() {
     let before = m.prefixes.clone();
     assert!(t.set_rule(&mut m, 99, Some(&r(99, net(8)))).is_err());
     assert_eq!(m.prefixes, before);
-    // Overlap at one priority is a conflict; at another it is not.
-    assert_eq!(t.conflict(98, &r(10, to_app())).unwrap(), Some(1));
-    assert_eq!(t.conflict(98, &r(11, to_app())).unwrap(), None);
-    assert_eq!(t.conflict(1, &r(10, net(24))).unwrap(), None, "a rule does not conflict with itself");
 }
 
 #[test]
