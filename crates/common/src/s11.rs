@@ -69,6 +69,32 @@ pub struct CreateSessionRequest {
     pub mei: Option<String>,
 }
 
+impl CreateSessionRequest {
+    /// What an MME sends at attach for `imsi` in PLMN 001-01 (TAC 1),
+    /// with its S11 F-TEID `sender`: APN `internet`, IPv4, default bearer
+    /// EBI 5 with QCI 9; nothing optional. The requests of tests and
+    /// benches that play an MME.
+    pub fn attach(imsi: Imsi, sender: Fteid) -> Self {
+        let plmn = Plmn::new("001", "01").expect("a valid PLMN");
+        CreateSessionRequest {
+            imsi,
+            msisdn: None,
+            serving_network: plmn,
+            tai: Tai { plmn, tac: 1 },
+            ecgi: Ecgi { plmn, eci: 0x100 },
+            sender_fteid: sender,
+            apn: "internet".into(),
+            pdn_type: PdnType::Ipv4,
+            apn_ambr: Ambr { uplink: 100_000_000, downlink: 200_000_000 },
+            bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
+            pgw_s5s8_c: None,
+            static_ipv4: None,
+            pco: None,
+            mei: None,
+        }
+    }
+}
+
 /// Create Session Response (TS 29.274 7.2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreateSessionResponse {

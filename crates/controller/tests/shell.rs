@@ -7,8 +7,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use mobicore_common::s11::{BearerContextToCreate, CreateSessionRequest, ModifyBearerRequest, S11Request};
-use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_common::s11::{CreateSessionRequest, ModifyBearerRequest, S11Request};
+use mobicore_common::{Ebi, Fteid, Teid};
 use mobicore_controller::{Anchor, ControllerConfig};
 use mobicore_gtp::s11::encode_request;
 use mobicore_gtp::{GtpMessage, Message};
@@ -51,23 +51,11 @@ async fn anchor(s11: SocketAddr, pool: Ipv4Addr, stop: &watch::Receiver<bool>) -
 }
 
 fn csr(i: u32) -> S11Request {
-    let plmn = Plmn::new("001", "01").unwrap();
-    S11Request::CreateSession(CreateSessionRequest {
-        imsi: format!("0010100000{i:05}").parse().unwrap(),
-        msisdn: None,
-        serving_network: plmn,
-        tai: Tai { plmn, tac: 1 },
-        ecgi: Ecgi { plmn, eci: 0x100 },
-        sender_fteid: Fteid { teid: Teid(0x9000 + i), ipv4: Ipv4Addr::LOCALHOST },
-        apn: "internet".into(),
-        pdn_type: PdnType::Ipv4,
-        apn_ambr: Ambr { uplink: 100_000_000, downlink: 200_000_000 },
-        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
-        pgw_s5s8_c: None,
-        static_ipv4: None,
-        pco: None,
-        mei: None,
-    })
+    let imsi = format!("0010100000{i:05}").parse().unwrap();
+    S11Request::CreateSession(CreateSessionRequest::attach(
+        imsi,
+        Fteid { teid: Teid(0x9000 + i), ipv4: Ipv4Addr::LOCALHOST },
+    ))
 }
 
 /// What an MME does: send a request, wait for its answer (retrying while

@@ -44,9 +44,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use mobicore_common::s11::{BearerContextToCreate, CreateSessionRequest, ModifyBearerRequest, S11Request};
+use mobicore_common::s11::{CreateSessionRequest, ModifyBearerRequest, S11Request};
 use mobicore_common::state_dump;
-use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_common::{Ebi, Fteid, Teid};
 use mobicore_controller::{Anchor, ControllerConfig};
 use mobicore_gtp::s11::encode_request;
 use mobicore_gtp::{GtpMessage, Message};
@@ -577,23 +577,9 @@ pub async fn check_modify_bearer(s11: SocketAddr, ue: usize, teid: u32) -> Resul
 
 /// What an MME sends at attach, for UE `i`.
 fn create_session(i: usize) -> S11Request {
-    let plmn = Plmn::new("001", "01").expect("PLMN");
-    S11Request::CreateSession(CreateSessionRequest {
-        imsi: format!("00101{i:010}").parse().expect("IMSI"),
-        msisdn: None,
-        serving_network: plmn,
-        tai: Tai { plmn, tac: 1 },
-        ecgi: Ecgi { plmn, eci: 0x100 },
-        sender_fteid: Fteid { teid: Teid(0x1000 + i as u32), ipv4: Ipv4Addr::LOCALHOST },
-        apn: "internet".into(),
-        pdn_type: PdnType::Ipv4,
-        apn_ambr: Ambr { uplink: 100_000_000, downlink: 200_000_000 },
-        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
-        pgw_s5s8_c: None,
-        static_ipv4: None,
-        pco: None,
-        mei: None,
-    })
+    let imsi = format!("00101{i:010}").parse().expect("IMSI");
+    let mme = Fteid { teid: Teid(0x1000 + i as u32), ipv4: Ipv4Addr::LOCALHOST };
+    S11Request::CreateSession(CreateSessionRequest::attach(imsi, mme))
 }
 
 /// Attaches `n` UEs through the relay as an MME would (Create Session,

@@ -179,7 +179,7 @@ async fn instrument_drops(topo: &Topology) -> Result<u64> {
 async fn links_dropped(topo: &Topology) -> Result<u64> {
     let mut names = vec![topo.ran.clone(), topo.core.clone(), topo.dn.clone()];
     names.extend(topo.steer.clone());
-    names.extend(topo.sites.iter().map(|s| s.name.clone()));
+    names.extend(topo.sites.iter().map(|s| s.ns.clone()));
     let n = tokio::task::spawn_blocking(move || -> Result<u64> {
         names.iter().try_fold(0, |n, ns| Ok(n + mobicore_netns::link_drops(ns)?))
     });
@@ -211,8 +211,9 @@ async fn relocate(
         ids.push(v["id"].as_u64().context("relocation id")?);
         first.get_or_insert(v["timing"].clone());
     }
-    let p =
-        Phase { name: format!("to {anchor}"), ues: ues.len(), at_ms: ms(t0 - started), ms: ms(t0.elapsed()), first };
+    let what = if flow.is_some() { "a flow each" } else { "UEs" };
+    let name = format!("{what} to {anchor}");
+    let p = Phase { name, ues: ues.len(), at_ms: ms(t0 - started), ms: ms(t0.elapsed()), first };
     Ok((p, ids))
 }
 

@@ -40,11 +40,10 @@ fn flows(ran: &str, dn: &str, server: std::net::Ipv4Addr) -> ContinuityConfig {
     c
 }
 
-// Ignored in CI until diagnosed: about 1 run in 12 on a loaded host, ~10
-// consecutively moved UEs each lost 2 UDP datagrams (a ~400 ms window);
-// the other runs are intact. Run with `cargo test -p mobicore --test edge
-// -- --ignored --nocapture`.
-#[ignore = "intermittent loss of ~2 datagrams on ~10 moved UEs, under diagnosis"]
+// Its intermittent loss (1 run in 12 on a loaded host) was the test's
+// own: the eNB emulator's TUN queue (500 packets) overflowed while the
+// host kept its task from running. The queue is 16,384 now, and what the
+// test's own ends drop is counted apart (`emulator_dropped`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_ues_keep_every_flow_through_moves_to_the_edge_back_and_to_a_second_edge() {
     if !is_root() {
@@ -100,9 +99,10 @@ async fn a_thousand_ues_keep_every_flow_through_moves_to_the_edge_back_and_to_a_
     let moved_broken = broken.iter().filter(|f| moves.moved.contains(&f.ue)).count();
     let lost: u64 = broken.iter().map(|f| f.lost).sum();
     println!(
-        "broken: {} ({moved_broken} moved), lost {lost}; the emulator dropped {}",
+        "broken: {} ({moved_broken} moved), lost {lost}; the emulator dropped {}, the links {}",
         broken.len(),
-        moves.emulator_dropped
+        moves.emulator_dropped,
+        moves.links_dropped
     );
     // Where a loss fell: the UE's place in the move order, which end lost
     // it, and when (the n-th datagram left n intervals after the start).

@@ -6,7 +6,7 @@ use crate::core::{Interface, SpgwcCore};
 use crate::sxa_build::{self as sxa, msg};
 use mobicore_common::counters::Counters;
 use mobicore_common::s11::*;
-use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_common::{Ebi, Fteid, Teid};
 use mobicore_gtp::message::{GtpMessage, Message};
 use mobicore_gtp::s11::{decode_response, encode_request};
 use mobicore_upf::rules::{GtpuTunnel, INTERFACE_ACCESS, INTERFACE_CORE};
@@ -146,23 +146,8 @@ impl Net {
 }
 
 pub(crate) fn csr(i: u32) -> CreateSessionRequest {
-    let plmn = Plmn::new("001", "01").unwrap();
-    CreateSessionRequest {
-        imsi: format!("0010100000{:05}", i).parse().unwrap(),
-        msisdn: None,
-        serving_network: plmn,
-        tai: Tai { plmn, tac: 1 },
-        ecgi: Ecgi { plmn, eci: 0x100 },
-        sender_fteid: Fteid { teid: Teid(0x9000 + i), ipv4: Ipv4Addr::LOCALHOST },
-        apn: "internet".into(),
-        pdn_type: PdnType::Ipv4,
-        apn_ambr: Ambr { uplink: 100_000_000, downlink: 200_000_000 },
-        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
-        pgw_s5s8_c: None,
-        static_ipv4: None,
-        pco: None,
-        mei: None,
-    }
+    let imsi = format!("0010100000{:05}", i).parse().unwrap();
+    CreateSessionRequest::attach(imsi, Fteid { teid: Teid(0x9000 + i), ipv4: Ipv4Addr::LOCALHOST })
 }
 
 pub(crate) fn created(r: Option<S11Response>) -> CreateSessionResponse {

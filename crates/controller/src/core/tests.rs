@@ -3,8 +3,8 @@
 //! core's transmits and events are read directly).
 
 use super::*;
-use mobicore_common::s11::{BearerContextToCreate, CreateSessionRequest, S11Request};
-use mobicore_common::{Ambr, Arp, Ebi, Ecgi, Fteid, PdnType, Plmn, Tai, Teid};
+use mobicore_common::s11::{CreateSessionRequest, S11Request};
+use mobicore_common::{Fteid, Teid};
 use mobicore_gtp::s11::encode_request;
 
 const MME: &str = "127.0.0.1:2123";
@@ -21,23 +21,9 @@ fn core() -> ControllerCore {
 }
 
 fn record(n: u32) -> SessionRecord {
-    let plmn = Plmn::new("001", "01").unwrap();
-    let csr = S11Request::CreateSession(CreateSessionRequest {
-        imsi: format!("0010100000{n:05}").parse().unwrap(),
-        msisdn: None,
-        serving_network: plmn,
-        tai: Tai { plmn, tac: 1 },
-        ecgi: Ecgi { plmn, eci: 0x100 },
-        sender_fteid: Fteid { teid: Teid(0x9000 + n), ipv4: Ipv4Addr::LOCALHOST },
-        apn: "internet".into(),
-        pdn_type: PdnType::Ipv4,
-        apn_ambr: Ambr { uplink: 1_000_000, downlink: 1_000_000 },
-        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: Arp::default() },
-        pgw_s5s8_c: None,
-        static_ipv4: None,
-        pco: None,
-        mei: None,
-    });
+    let imsi = format!("0010100000{n:05}").parse().unwrap();
+    let mme = Fteid { teid: Teid(0x9000 + n), ipv4: Ipv4Addr::LOCALHOST };
+    let csr = S11Request::CreateSession(CreateSessionRequest::attach(imsi, mme));
     SessionRecord {
         imsi: format!("0010100000{n:05}"),
         ebi: 5,
