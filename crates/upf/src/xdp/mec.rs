@@ -311,15 +311,18 @@ fn host(a: Ipv4Addr) -> u32 {
     u32::from(a)
 }
 
-/// A session's rule, its slice and its entries.
-type Installed = (MecRule, MecSliceKey, Vec<(Place, Cand)>);
+/// A session's rule, its slice's keys (ingress, application) and its entries.
+type Installed = (MecRule, Vec<MecSliceKey>, Vec<(Place, Cand)>);
 
 /// The rules of the MEC sessions and the UE tunnels, and what they make
 /// of the maps.
 pub struct MecTable {
     pub(crate) resolve: Resolver,
+    /// The interfaces the program is attached to, learnt in the data
+    /// path's namespace (the PFCP task may run in another).
+    known: HashMap<String, (u32, [u8; 6])>,
     rules: BTreeMap<u64, Installed>,
-    /// Rules per slice: a slice without rules goes.
+    /// Rules per slice key: a key without rules goes.
     slice_rules: HashMap<MecSliceKey, usize>,
     ues: BTreeMap<u64, UeTunnel>,
     slices: BTreeMap<MecSliceKey, u32>,
@@ -337,6 +340,7 @@ impl MecTable {
     pub fn new(resolve: Resolver) -> Self {
         MecTable {
             resolve,
+            known: HashMap::new(),
             rules: BTreeMap::new(),
             ues: BTreeMap::new(),
             slices: BTreeMap::new(),
@@ -346,13 +350,26 @@ impl MecTable {
         }
     }
 
+    /// Learns an interface the program is attached to (call it in the
+    /// data path's namespace).
+    pub fn learn(&mut self, name: &str, ifindex: u32) {
+        if let Some(mac) = hwaddr(name) {
+            self.known.insert(name.to_string(), (ifindex, mac));
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Option<(u32, [u8; 6])> {
+        self.known.get(name).copied().or_else(|| (self.resolve)(name))
+    }
+
     pub fn contains(&self, seid: u64) -> bool {
         self.rules.contains_key(&seid) || self.ues.contains_key(&seid)
     }
 
     /// The slice key of a rule's slice (its interface resolved).
     fn slice_key(&self, r: &MecRule) -> Result<MecSliceKey, PlaneError> {
-        let (ifindex, _) = (self.resolve)(&r.slice.interface)
+        let (ifindex, _) = self
+            .lookup(&r.slice.interface)
             .ok_or_else(|| PlaneError::Other(format!("no interface {}", r.slice.interface)))?;
         Ok(MecSliceKey { ifindex, vlan: r.slice.vlan, pad: 0 })
     }
@@ -364,7 +381,8 @@ impl MecTable {
             RuleAction::Drop => e.action = MEC_DROP,
             RuleAction::Passthrough => e.action = MEC_PASSTHROUGH,
             RuleAction::ForwardDecapsulated(app) => {
-                let (ifindex, mac) = (self.resolve)(&app.interface)
+                let (ifindex, mac) = self
+                    .lookup(&app.interface)
                     .ok_or_else(|| PlaneError::Other(format!("no interface {}", app.interface)))?;
                 (e.action, e.ifindex, e.dmac, e.smac) = (MEC_FORWARD_DECAPSULATED, ifindex, app.mac, mac);
             }
@@ -488,7 +506,24 @@ impl MecTable {
                         .find(|i| !self.slices.values().any(|v| v == i))
                         .ok_or_else(|| PlaneError::Other(format!("more than {MEC_MAX_SLICES} slices")))?,
                 };
-                Some((sk, id, r.clone(), self.entries(seid, r, id)?))
+                // The application's interface is a port of the slice too:
+                // its answers arrive there (FLOW, and PACKET rules written
+                // for them).
+                let mut keys = vec![sk];
+                if let RuleAction::ForwardDecapsulated(app) = &r.action {
+                    let (ifindex, _) = self
+                        .lookup(&app.interface)
+                        .ok_or_else(|| PlaneError::Other(format!("no interface {}", app.interface)))?;
+                    let ak = MecSliceKey { ifindex, vlan: 0, pad: 0 };
+                    match self.slices.get(&ak) {
+                        Some(other) if *other != id => {
+                            return Err(PlaneError::Other(format!("{} serves another MEC slice", app.interface)))
+                        }
+                        _ if ak != sk => keys.push(ak),
+                        _ => {}
+                    }
+                }
+                Some((keys, id, r.clone(), self.entries(seid, r, id)?))
             }
         };
         let old = self.rules.remove(&seid);
@@ -533,9 +568,11 @@ impl MecTable {
             return Err(e);
         }
         let map_err = |e: MapError| PlaneError::Other(e.to_string());
-        if let Some((sk, id, _, _)) = &new {
-            if self.slices.insert(*sk, *id).is_none() {
-                maps.put_slice(*sk, *id).map_err(map_err)?;
+        if let Some((keys, id, _, _)) = &new {
+            for sk in keys {
+                if self.slices.insert(*sk, *id).is_none() {
+                    maps.put_slice(*sk, *id).map_err(map_err)?;
+                }
             }
         }
         for k in touched_exact {
@@ -552,11 +589,13 @@ impl MecTable {
                 None => maps.del_prefix(32 + u32::from(len), d).map_err(map_err)?,
             }
         }
-        if let Some((sk, _, r, e)) = new {
-            *self.slice_rules.entry(sk).or_default() += 1;
-            self.rules.insert(seid, (r, sk, e));
+        if let Some((keys, _, r, e)) = new {
+            for sk in &keys {
+                *self.slice_rules.entry(*sk).or_default() += 1;
+            }
+            self.rules.insert(seid, (r, keys, e));
         }
-        if let Some((_, sk, _)) = old {
+        for sk in old.map(|(_, keys, _)| keys).unwrap_or_default() {
             let n = self.slice_rules.entry(sk).or_default();
             *n = n.saturating_sub(1);
             if *n == 0 {

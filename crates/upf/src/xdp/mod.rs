@@ -278,6 +278,9 @@ impl<M: MapStore> XdpPlane<M> {
         if let Some(p) = self.program.as_mut() {
             p.attach(iface, mode)?;
         }
+        if let Some((t, _)) = self.mec.as_mut() {
+            t.learn(iface, idx);
+        }
         self.mtu.watch(idx);
         self.refresh_mtu()
     }

@@ -423,9 +423,179 @@ fn one_hundred_twenty_thousand_exact_rules_fit() {
         t.set_rule(&mut m, u64::from(i), Some(&r)).unwrap();
     }
     assert_eq!((t.rules(), m.exact.len(), m.prefixes.len()), (120_000, 240_000, 0));
-    assert_eq!(m.slices.len(), 1);
+    assert_eq!(m.slices.len(), 2, "the ingress and the application's interface");
     for i in 0..120_000u64 {
         t.set_rule(&mut m, i, None).unwrap();
     }
     assert!(m.exact.is_empty() && m.slices.is_empty());
+}
+
+// ---- real packets through veths ------------------------------------------
+
+/// Namespace test: enb --veth-- mec (XDP `mec_xdp`, programmed by PFCP
+/// through the sans-I/O node) --veth-- core, and mec --veth-- app (an edge
+/// application). Real G-PDUs and datagrams from sockets; every check waits
+/// for its packet with a multi-second limit.
+#[test]
+fn an_application_is_reached_by_breakout_and_answers_through_the_tunnel() {
+    use super::tests_netns::{in_ns, ip, Netns, SEQ};
+    use super::tests_steer::{checksums_ok, deliver_to, gpdu, inner as udp_inner, open};
+    use crate::config::{UpfConfig, UpfRole};
+    use crate::node::UpfCore;
+    use crate::pfcp::{decode, encode, first, msg};
+    use crate::rules::{PlaneError, SessionRules};
+    use mobicore_pfcp::mec::establishment_request;
+    use rs_pfcp::ie::fseid::Fseid;
+    use rs_pfcp::ie::IeType;
+    use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+    use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Instant, SystemTime};
+
+    if !is_root() {
+        eprintln!("note: skipped, network namespaces need root");
+        return;
+    }
+    const MEC: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
+    const APP_ADDR: Ipv4Addr = Ipv4Addr::new(10, 3, 0, 2);
+    const CP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+    let id = format!("mcm-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+    let [e, s, c, x] = ["enb", "mec", "core", "app"].map(|n| format!("{id}-{n}"));
+    let guard = Netns(vec![e.clone(), s.clone(), c.clone(), x.clone()]);
+    for n in &guard.0 {
+        ip(&["netns", "add", n]);
+    }
+    let links = [
+        ((&e, "ve0", "02:00:00:00:01:02", "10.1.0.2/24"), (&s, "vs0", "02:00:00:00:01:01", "10.1.0.1/24")),
+        ((&s, "vs1", "02:00:00:00:02:01", "10.2.0.1/24"), (&c, "vc0", "02:00:00:00:02:02", "10.2.0.2/24")),
+        ((&s, "vs2", "02:00:00:00:03:01", "10.3.0.1/24"), (&x, "vx0", "02:00:00:00:03:02", "10.3.0.2/24")),
+    ];
+    for (a, b) in &links {
+        ip(&["link", "add", a.1, "netns", a.0, "type", "veth", "peer", "name", b.1, "netns", b.0]);
+        for (ns, dev, mac, addr) in [a, b] {
+            ip(&["-n", ns, "link", "set", dev, "address", mac]);
+            ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+        }
+        let (far, near) = if a.0 == &s { (b, a) } else { (a, b) };
+        let nb = far.3.split('/').next().unwrap();
+        ip(&["-n", &s, "neigh", "replace", nb, "lladdr", far.2, "dev", near.1, "nud", "permanent"]);
+    }
+    for (ns, gw) in [(&e, "10.1.0.1"), (&c, "10.2.0.1"), (&x, "10.3.0.1")] {
+        ip(&["-n", ns, "route", "add", "default", "via", gw]);
+    }
+    let fwd = std::process::Command::new("ip")
+        .args(["netns", "exec", &s, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        .status()
+        .unwrap();
+    assert!(fwd.success());
+    let mut ends = vec![];
+    for (ns, dev, addr, port) in [(&e, "ve0", ENB, 2152), (&c, "vc0", CORE, 2152), (&x, "vx0", APP_ADDR, 9000)] {
+        let dev = dev.to_string();
+        ends.push(in_ns(ns, move || {
+            mobicore_netns::set_tx_checksum(&dev, false).expect("tx checksum off");
+            let mut pass = baseline::load_pass().expect("load pass");
+            pass.attach(&dev, AttachMode::Native).expect("attach pass");
+            (pass, UdpSocket::bind(SocketAddrV4::new(addr, port)).unwrap())
+        }));
+    }
+    let plane = in_ns(&s, || {
+        let cfg = XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(MEC) };
+        let mut p = XdpPlane::load_mec(cfg).expect("load mec_xdp");
+        for dev in ["vs0", "vs1", "vs2"] {
+            p.attach(dev, AttachMode::Native).expect("attach mec_xdp");
+        }
+        Arc::new(Mutex::new(p))
+    });
+    let (enb, core, app) = (&ends[0].1, &ends[1].1, &ends[2].1);
+
+    /// The plane shared between the node and the test.
+    struct Shared(Arc<Mutex<XdpPlane>>);
+    impl ForwardingPlane for Shared {
+        fn install(&mut self, _: u64, _: &SessionRules) -> Result<(), PlaneError> {
+            Ok(())
+        }
+        fn update(&mut self, _: u64, _: &SessionRules) -> Result<(), PlaneError> {
+            Ok(())
+        }
+        fn remove(&mut self, _: u64) -> Result<(), PlaneError> {
+            Ok(())
+        }
+        fn install_mec(&mut self, seid: u64, m: &MecSession) -> Result<(), PlaneError> {
+            self.0.lock().unwrap().install_mec(seid, m)
+        }
+        fn remove_mec(&mut self, seid: u64) -> Result<(), PlaneError> {
+            self.0.lock().unwrap().remove_mec(seid)
+        }
+    }
+    let cfg = UpfConfig { role: UpfRole::Mec, s1u_addr: MEC, ..UpfConfig::default() };
+    let mut node = UpfCore::new(cfg, Box::new(Shared(plane.clone())), SystemTime::now(), Default::default());
+    let mut seq = 0;
+    let mut request = |node: &mut UpfCore, b: &dyn Fn(u32) -> Vec<u8>| {
+        seq += 1;
+        node.handle_datagram(Instant::now(), SocketAddr::from(SocketAddrV4::new(CP, 8805)), &b(seq));
+        let (_, out) = node.poll_transmit().expect("an answer");
+        let (_, ies) = decode(&out).unwrap();
+        let cause = first(&ies, IeType::Cause).map(|c| c.payload[0]).unwrap();
+        (cause, first(&ies, IeType::Fseid).map(|f| u64::from(Fseid::unmarshal(&f.payload).unwrap().seid)))
+    };
+    let setup = |seq| {
+        use rs_pfcp::ie::{node_id::NodeId, recovery_time_stamp::RecoveryTimeStamp};
+        encode(
+            msg::ASSOCIATION_SETUP_REQUEST,
+            None,
+            seq,
+            &[NodeId::new_ipv4(CP).to_ie(), RecoveryTimeStamp::new(SystemTime::UNIX_EPOCH).to_ie()],
+        )
+    };
+    assert_eq!(request(&mut node, &setup).0, 1);
+
+    let to_app = udp_inner(UE, APP_ADDR, 40000, 9000, b"to the edge");
+    let ul = gpdu(TEID, &to_app);
+    let core_addr = SocketAddrV4::new(CORE, 2152);
+    // 1. No rule: the G-PDU reaches the core untouched.
+    deliver_to(enb, core_addr, &ul, core, |b, _| b == &ul[..]).expect("pass-through to the core");
+
+    // 2. A FLOW rule: to the application, decapsulated.
+    let rule = MecSession::Rule(MecRule {
+        slice: Slice { interface: "vs0".into(), vlan: 0 },
+        flow: true,
+        priority: 10,
+        filters: vec![TrafficFilter {
+            dst: Some((APP_ADDR, 32)),
+            protocol: Some(17),
+            dst_ports: Some((9000, 9000)),
+            ..TrafficFilter::default()
+        }],
+        action: RuleAction::ForwardDecapsulated(Application { mac: [2, 0, 0, 0, 3, 2], interface: "vs2".into() }),
+    });
+    let tunnel = MecSession::Ue(UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE });
+    for m in [&rule, &tunnel] {
+        assert_eq!(request(&mut node, &|q| establishment_request(q, CP, u64::from(q), CP, m)).0, 1);
+    }
+    let (b, from) = deliver_to(enb, core_addr, &ul, app, |b, _| b == b"to the edge").expect("breakout to the app");
+    assert_eq!((b.as_slice(), from), (&b"to the edge"[..], SocketAddr::from(SocketAddrV4::new(UE, 40000))));
+    // Another flow still goes to the core.
+    let other = gpdu(TEID, &udp_inner(UE, APP_ADDR, 40000, 9001, b"another flow"));
+    deliver_to(enb, core_addr, &other, core, |b, _| b == &other[..]).expect("another flow to the core");
+
+    // 3. The application's answer reaches the eNB in the UE's tunnel, as
+    // from the anchor.
+    let (g, from) = deliver_to(app, SocketAddrV4::new(UE, 40000), b"answer", enb, |b, _| {
+        mobicore_gtp::gtpu::parse(b).is_ok() && open(b).1.ends_with(b"answer")
+    })
+    .expect("the answer in the tunnel");
+    assert_eq!(from, SocketAddr::from(SocketAddrV4::new(CORE, 2152)), "outer source: the anchor's");
+    let (teid, t) = open(&g);
+    assert_eq!(teid, ENB_TEID);
+    assert!(checksums_ok(&t), "inner checksums");
+    assert_eq!((&t[12..16], &t[16..20]), (&APP_ADDR.octets()[..], &UE.octets()[..]));
+    let x = plane.lock().unwrap();
+    assert!(x.counter(Counter::MecDecap).unwrap() >= 1 && x.counter(Counter::MecEncap).unwrap() >= 1);
+    assert_eq!(x.counter(Counter::PassNoRoute).unwrap(), 0, "nothing left through the kernel");
+    drop(x);
+    drop(node);
+    drop(plane);
+    drop(ends);
+    drop(guard);
 }

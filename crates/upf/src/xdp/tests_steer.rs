@@ -56,7 +56,7 @@ impl crate::rules::ForwardingPlane for Shared {
 }
 
 /// An inner IPv4/UDP packet with valid IPv4 and UDP checksums.
-fn inner(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+pub(super) fn inner(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     let mut p = crate::dataplane::ipv4::udp_packet(src, dst, sport, dport, payload);
     p[20..22].copy_from_slice(&sport.to_be_bytes());
     let c = udp_sum(&p).finish();
@@ -74,16 +74,16 @@ fn udp_sum(p: &[u8]) -> Sum {
 }
 
 /// Both checksums of an inner IPv4/UDP packet verify.
-fn checksums_ok(p: &[u8]) -> bool {
+pub(super) fn checksums_ok(p: &[u8]) -> bool {
     checksum(&p[..20]) == 0 && udp_sum(p).finish() == 0
 }
 
-fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
+pub(super) fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
     mobicore_gtp::gtpu::gpdu(teid, inner)
 }
 
 /// The TEID and T-PDU of a G-PDU.
-fn open(g: &[u8]) -> (u32, Vec<u8>) {
+pub(super) fn open(g: &[u8]) -> (u32, Vec<u8>) {
     let r = mobicore_gtp::gtpu::parse(g).expect("a G-PDU");
     match r.body {
         mobicore_gtp::gtpu::Body::GPdu(b) => (r.header.teid, b.to_vec()),
@@ -114,7 +114,7 @@ impl Node {
 }
 
 /// Reads away whatever `rx` holds (copies of earlier retransmissions).
-fn drain(rx: &UdpSocket) {
+pub(super) fn drain(rx: &UdpSocket) {
     rx.set_nonblocking(true).unwrap();
     let mut buf = [0u8; 2048];
     while rx.recv_from(&mut buf).is_ok() {}
@@ -131,12 +131,23 @@ fn deliver(
     rx: &UdpSocket,
     want: impl Fn(&[u8], SocketAddr) -> bool,
 ) -> Option<(Vec<u8>, SocketAddr)> {
+    deliver_to(tx, SocketAddrV4::new(to, 2152), pkt, rx, want)
+}
+
+/// [`deliver`] to any address and port.
+pub(super) fn deliver_to(
+    tx: &UdpSocket,
+    to: SocketAddrV4,
+    pkt: &[u8],
+    rx: &UdpSocket,
+    want: impl Fn(&[u8], SocketAddr) -> bool,
+) -> Option<(Vec<u8>, SocketAddr)> {
     drain(rx);
     rx.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut buf = [0u8; 2048];
     while Instant::now() < deadline {
-        tx.send_to(pkt, SocketAddrV4::new(to, 2152)).unwrap();
+        tx.send_to(pkt, to).unwrap();
         while let Ok((n, from)) = rx.recv_from(&mut buf) {
             if want(&buf[..n], from) {
                 return Some((buf[..n].to_vec(), from));
