@@ -70,6 +70,9 @@ pub struct SessionDump {
     /// As the CP function installed them (quotas not applied).
     pub rules: SessionRules,
     pub diversion: Option<Diversion>,
+    /// A MEC router's session: its traffic rule or UE tunnel (`crate::mec`).
+    #[serde(default)]
+    pub mec: Option<crate::rules::MecSession>,
     /// Each URR's measurement in progress, by URR ID.
     pub usage: Vec<MeterState>,
 }
@@ -134,6 +137,7 @@ impl UpfCore {
                 node: s.node.clone(),
                 rules: SessionRules::clone(&s.rules),
                 diversion: s.diversion,
+                mec: self.mec.get(s.up_seid).cloned(),
                 usage: self.usage.states(s.up_seid, now),
             })
             .collect();
@@ -230,6 +234,9 @@ impl UpfCore {
             if s.diversion.is_some() && s.rules != SessionRules::default() {
                 return Err(RestoreError::Rules { seid, why: "a steering session has no rules".into() });
             }
+            if s.mec.is_some() && (s.diversion.is_some() || s.rules != SessionRules::default()) {
+                return Err(RestoreError::Rules { seid, why: "a MEC session has no rules nor diversion".into() });
+            }
             let mut urrs = BTreeSet::new();
             for m in &s.usage {
                 if !s.rules.urrs.contains_key(&m.urr_id) || !urrs.insert(m.urr_id) {
@@ -253,9 +260,10 @@ impl UpfCore {
                 None => self.usage.install(now, seid, urr, counts),
             }
         }
-        let installed = match &s.diversion {
-            Some(d) => self.plane.install_diversion(seid, d),
-            None => {
+        let installed = match (&s.diversion, &s.mec) {
+            (Some(d), _) => self.plane.install_diversion(seid, d),
+            (None, Some(m)) => self.plane.install_mec(seid, m),
+            (None, None) => {
                 let (effective, _) = self.effective(seid, &rules);
                 self.plane.install_shared(seid, &effective)
             }
@@ -266,6 +274,9 @@ impl UpfCore {
         }
         if let Some(d) = s.diversion {
             self.diversions.insert(seid, d);
+        }
+        if let Some(m) = s.mec {
+            self.mec.insert(seid, m);
         }
         self.track_teids(&rules, true);
         if let Some(a) = self.associations.get_mut(&s.node) {

@@ -14,8 +14,8 @@
 //! failure" naming PDR 1 (FAR 1 for DUPLICATE_*); beyond
 //! `max_mec_sessions`, "No resources available"; another role or a data
 //! path without the MEC program, "Service not supported". Nothing changes
-//! on a refusal, and no other session is touched. MEC sessions are not
-//! part of a state dump (`crate::dump`).
+//! on a refusal, and no other session is touched. A state dump
+//! (`crate::dump`) carries them.
 
 use crate::node::{Reply, UpfCore};
 use crate::pfcp::IeRef;
@@ -78,6 +78,10 @@ impl MecSessions {
 
     pub(crate) fn contains(&self, seid: u64) -> bool {
         self.by_seid.contains_key(&seid)
+    }
+
+    pub(crate) fn get(&self, seid: u64) -> Option<&MecSession> {
+        self.by_seid.get(&seid)
     }
 
     /// The other session whose match `s` would share.

@@ -209,3 +209,23 @@ fn tshark_dissects_mec_requests() {
         assert!(!text.contains("Malformed"), "{text}");
     }
 }
+
+/// A state dump carries the MEC sessions: a fresh node restored from it
+/// holds the same rules and tunnels and answers for them.
+#[test]
+fn mec_sessions_survive_a_dump_and_restore() {
+    let mut h = Harness::with(mec());
+    h.associate();
+    let a = up_seid(&h.establish_mec(1, &decap(10, 10)));
+    assert_eq!(cause(&h.establish_mec(2, &ue(2))), 1);
+    let plane = crate::MemoryPlane::new();
+    let mut core = UpfCore::new(mec(), Box::new(plane.clone()), SystemTime::now(), Default::default());
+    let d = crate::dump::UpfDump::from_bytes(&h.core.dump(h.now).to_bytes()).expect("reads back");
+    core.restore(h.now, d).expect("restored");
+    assert_eq!(plane.mec(), h.plane.mec());
+    assert_eq!(core.mec_sessions(), h.core.mec_sessions());
+    let mut r = Harness { core, plane, now: h.now, seq: 100 };
+    // The restored rule still holds its match, and is modified as before.
+    assert_eq!(cause(&r.establish_mec(3, &rule(10, Ipv4Addr::new(192, 0, 2, 10), RuleAction::Drop))), 73);
+    assert_eq!(cause(&r.modify_mec(a, &decap(10, 10), &decap(10, 11))), 1);
+}
