@@ -369,6 +369,37 @@ fn application_answers_go_into_the_ue_tunnel_for_flow_rules() {
     assert_eq!(run(&p, &plain).0, XDP_PASS);
 }
 
+/// tshark reads both sides of the router as the program leaves them: the
+/// G-PDU in, the decapsulated packet out, the re-tunnelled G-PDU, and the
+/// application's answer encapsulated; no malformed packet, no expert error.
+#[test]
+fn tshark_reads_both_sides_of_the_router() {
+    need_root!();
+    let mut p = plane();
+    let port = |d: u16| TrafficFilter { dst_ports: Some((d, d)), protocol: Some(17), ..to_app() };
+    let app0 = RuleAction::ForwardDecapsulated(app("app0"));
+    let flow = MecRule { slice: slice(0), flow: true, priority: 10, filters: vec![port(2)], action: app0 };
+    install(&mut p, 1, &MecSession::Rule(flow));
+    install(&mut p, 2, &rule(0, 10, port(3), RuleAction::ForwardEncapsulated(Tunnel { addr: EDGE, teid: 0x77 })));
+    install(&mut p, 3, &MecSession::Ue(UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE }));
+    let mut packets = vec![];
+    for (frame, want) in [
+        (ul(&up(40000, 2)), XDP_REDIRECT),
+        (ul(&up(40000, 3)), XDP_TX),
+        (eth(&inner(APP, UE, 17, 2, 40000, 0)), XDP_TX),
+    ] {
+        let (v, out) = run(&p, &frame);
+        assert_eq!(v, want);
+        packets.push(frame[14..].to_vec());
+        packets.push(out[14..].to_vec());
+    }
+    if let Some(text) = crate::dataplane::tests_netns::tshark_raw(&packets) {
+        for s in ["GPRS Tunneling Protocol", &format!("TEID: 0x{ENB_TEID:08x}"), "TEID: 0x00000077"] {
+            assert!(text.contains(s), "{s} not in:\n{text}");
+        }
+    }
+}
+
 // ---- the rule table, no kernel -------------------------------------------
 
 fn table() -> (MecTable, MemoryMecMaps) {
