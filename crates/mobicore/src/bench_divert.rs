@@ -26,6 +26,10 @@ pub struct DivertArgs {
     /// Seconds of each TCP transfer and each UDP stream.
     #[arg(long)]
     pub seconds: Option<f64>,
+    /// Blocks per case at each target, in A B B A order (a point is their
+    /// mean): more rounds, less of a busy host's noise near saturation.
+    #[arg(long)]
+    pub rounds: Option<usize>,
     /// How the edge replica holds the UE: selective (the replica's TEID and
     /// UE address, translated by the switch) or naive (same TEID and address).
     #[arg(long, value_enum, default_value = "selective")]
@@ -54,6 +58,10 @@ pub async fn run(a: DivertArgs) -> Result<()> {
     let mut opts = if a.quick { DivertBenchOptions::quick() } else { DivertBenchOptions::default() };
     if let Some(r) = a.rates {
         opts.rates_mbps = r;
+    }
+    if let Some(n) = a.rounds {
+        anyhow::ensure!(n > 0, "--rounds must be at least 1");
+        opts.rounds = n;
     }
     if let Some(s) = a.seconds {
         opts.duration = Duration::try_from_secs_f64(s).context("--seconds")?;
