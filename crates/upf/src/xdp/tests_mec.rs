@@ -469,8 +469,8 @@ fn one_hundred_twenty_thousand_exact_rules_fit() {
 /// for its packet with a multi-second limit.
 #[test]
 fn an_application_is_reached_by_breakout_and_answers_through_the_tunnel() {
-    use super::tests_netns::{in_ns, ip, Netns, SEQ};
-    use super::tests_steer::{checksums_ok, deliver_to, gpdu, inner as udp_inner, open};
+    use super::tests_netns::in_ns;
+    use super::tests_steer::{checksums_ok, deliver_to, gpdu, inner as udp_inner, open, router_topology};
     use crate::config::{UpfConfig, UpfRole};
     use crate::node::UpfCore;
     use crate::pfcp::{decode, encode, first, msg};
@@ -479,7 +479,6 @@ fn an_application_is_reached_by_breakout_and_answers_through_the_tunnel() {
     use rs_pfcp::ie::fseid::Fseid;
     use rs_pfcp::ie::IeType;
     use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
-    use std::sync::atomic::Ordering;
     use std::sync::{Arc, Mutex};
     use std::time::{Instant, SystemTime};
 
@@ -490,36 +489,7 @@ fn an_application_is_reached_by_breakout_and_answers_through_the_tunnel() {
     const MEC: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
     const APP_ADDR: Ipv4Addr = Ipv4Addr::new(10, 3, 0, 2);
     const CP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
-    let id = format!("mcm-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-    let [e, s, c, x] = ["enb", "mec", "core", "app"].map(|n| format!("{id}-{n}"));
-    let guard = Netns(vec![e.clone(), s.clone(), c.clone(), x.clone()]);
-    for n in &guard.0 {
-        ip(&["netns", "add", n]);
-    }
-    let links = [
-        ((&e, "ve0", "02:00:00:00:01:02", "10.1.0.2/24"), (&s, "vs0", "02:00:00:00:01:01", "10.1.0.1/24")),
-        ((&s, "vs1", "02:00:00:00:02:01", "10.2.0.1/24"), (&c, "vc0", "02:00:00:00:02:02", "10.2.0.2/24")),
-        ((&s, "vs2", "02:00:00:00:03:01", "10.3.0.1/24"), (&x, "vx0", "02:00:00:00:03:02", "10.3.0.2/24")),
-    ];
-    for (a, b) in &links {
-        ip(&["link", "add", a.1, "netns", a.0, "type", "veth", "peer", "name", b.1, "netns", b.0]);
-        for (ns, dev, mac, addr) in [a, b] {
-            ip(&["-n", ns, "link", "set", dev, "address", mac]);
-            ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-        }
-        let (far, near) = if a.0 == &s { (b, a) } else { (a, b) };
-        let nb = far.3.split('/').next().unwrap();
-        ip(&["-n", &s, "neigh", "replace", nb, "lladdr", far.2, "dev", near.1, "nud", "permanent"]);
-    }
-    for (ns, gw) in [(&e, "10.1.0.1"), (&c, "10.2.0.1"), (&x, "10.3.0.1")] {
-        ip(&["-n", ns, "route", "add", "default", "via", gw]);
-    }
-    let fwd = std::process::Command::new("ip")
-        .args(["netns", "exec", &s, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
-        .status()
-        .unwrap();
-    assert!(fwd.success());
+    let (guard, [e, s, c, x]) = router_topology("mcm", ["enb", "mec", "core", "app"]);
     let mut ends = vec![];
     for (ns, dev, addr, port) in [(&e, "ve0", ENB, 2152), (&c, "vc0", CORE, 2152), (&x, "vx0", APP_ADDR, 9000)] {
         let dev = dev.to_string();

@@ -172,14 +172,15 @@ fn nothing(rx: &UdpSocket, want: impl Fn(&[u8], SocketAddr) -> bool) -> bool {
     true
 }
 
-#[test]
-fn steering_diverts_ues_and_flows_in_xdp() {
-    if !is_root() {
-        eprintln!("note: skipped, network namespaces need root");
-        return;
-    }
-    let id = format!("mcs-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-    let [e, s, c, x] = ["enb", "steer", "core", "edge"].map(|n| format!("{id}-{n}"));
+/// Four namespaces `[a, r, b, c]` (named `<prefix>-<pid>-<n>-<name>`): a
+/// router `r` linked to `a` (10.1.0.0/24), `b` (10.2.0.0/24) and `c`
+/// (10.3.0.0/24), `r` at .1 on `vs0`-`vs2`, the ends at .2 on `ve0`, `vc0`,
+/// `vx0` with default routes through it; fixed MACs 02:00:00:00:0n:0m, the
+/// router's neighbours permanent (its FIB lookups resolve at once, so
+/// every packet stays in XDP) and IPv4 forwarding on.
+pub(super) fn router_topology(prefix: &str, names: [&str; 4]) -> (Netns, [String; 4]) {
+    let id = format!("{prefix}-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+    let [e, s, c, x] = names.map(|n| format!("{id}-{n}"));
     let guard = Netns(vec![e.clone(), s.clone(), c.clone(), x.clone()]);
     for n in &guard.0 {
         ip(&["netns", "add", n]);
@@ -197,8 +198,6 @@ fn steering_diverts_ues_and_flows_in_xdp() {
             ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
             ip(&["-n", ns, "link", "set", dev, "up"]);
         }
-        // The steering node knows its neighbours: the FIB lookup resolves
-        // at once, so every packet stays in XDP.
         let (far, near) = if a.0 == &s { (b, a) } else { (a, b) };
         let nb = far.3.split('/').next().unwrap();
         ip(&["-n", &s, "neigh", "replace", nb, "lladdr", far.2, "dev", near.1, "nud", "permanent"]);
@@ -211,6 +210,16 @@ fn steering_diverts_ues_and_flows_in_xdp() {
         .status()
         .unwrap();
     assert!(fwd.success());
+    (guard, [e, s, c, x])
+}
+
+#[test]
+fn steering_diverts_ues_and_flows_in_xdp() {
+    if !is_root() {
+        eprintln!("note: skipped, network namespaces need root");
+        return;
+    }
+    let (guard, [e, s, c, x]) = router_topology("mcs", ["enb", "steer", "core", "edge"]);
 
     // The end namespaces: XDP_PASS on each veth peer of a redirect target
     // (the veth pitfall) and a GTP-U socket.
