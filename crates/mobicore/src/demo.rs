@@ -316,7 +316,7 @@ fn print_moves(m: &crate::edge::MoveReport) {
         us(m.rtt_before_us),
         us(m.rtt_at_edge_us)
     );
-    for p in &m.phases {
+    for p in m.phases.iter().filter(|p| p.ues > 0) {
         println!("  {}: {:.1} ms{}", p.name, p.ms, p.first.as_ref().map_or(String::new(), |t| format!(" ({t})")));
     }
     for f in &m.continuity.flows {
