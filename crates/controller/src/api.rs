@@ -340,6 +340,8 @@ fn rule_error(e: RuleError) -> Response {
         RuleError::UnknownRouter(_) | RuleError::UnknownRule(_) => StatusCode::NOT_FOUND,
         RuleError::Invalid(_) => StatusCode::BAD_REQUEST,
         RuleError::Conflict(_) => StatusCode::CONFLICT,
+        RuleError::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        RuleError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     error(status, e.to_string())
 }

@@ -9,7 +9,9 @@ use mobicore_common::peers::PeerFilter;
 use mobicore_store::StoreConfig;
 use serde::{Deserialize, Serialize};
 
+use crate::association::PeerConfig;
 use crate::context::Anchor;
+use crate::mec::MecClientConfig;
 use crate::relay::RelayLimits;
 use crate::steering::SteeringClientConfig;
 
@@ -52,8 +54,13 @@ pub struct ControllerConfig {
     /// Anchors registered at start (more can be added over REST).
     pub anchors: Vec<Anchor>,
     /// The virtual MEC routers whose traffic rules the controller keeps
-    /// (`/v1/mec/routers/{router}/traffic-rules`).
-    pub mec_routers: Vec<String>,
+    /// (`/v1/mec/routers/{router}/traffic-rules`), each a slice of the
+    /// MEC router node.
+    pub mec_routers: Vec<MecRouterConfig>,
+    /// The MEC router node (a UPF node with `role = "mec"`) the rules are
+    /// applied to over PFCP, and every relayed UE's downlink tunnel (for
+    /// the edge applications' answers). Absent: rules are kept, not applied.
+    pub mec: Option<PfcpNodeConfig>,
     /// Traffic rules per MEC router (seed 001's Tofino holds 120,000).
     pub max_mec_rules: usize,
     /// The steering switch the controller programs over PFCP (a UPF node
@@ -61,37 +68,64 @@ pub struct ControllerConfig {
     /// "10.0.2.1:8805", local = "10.0.2.2:0", node_id = "10.0.2.2" }`.
     /// Absent: no switch, relocations move the sessions' state only
     /// (`diverted: false`).
-    pub steering: Option<SteeringConfig>,
+    pub steering: Option<PfcpNodeConfig>,
     /// Sites where an anchor is started on demand (`mobicore upf` and
     /// `mobicore spgwc` processes): the first relocation naming a site
     /// that runs nothing starts it ([`crate::site`]).
     pub sites: Vec<crate::site::SiteConfig>,
 }
 
-/// `[controller.steering]`.
+/// `[[controller.mec_routers]]`: one virtual MEC router, a slice of the
+/// MEC router node (issue 12 item 3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct SteeringConfig {
-    /// The switch's PFCP address.
+pub struct MecRouterConfig {
+    pub name: String,
+    /// The node's ingress interface of the slice (the S1-U side).
+    pub interface: String,
+    /// Its 802.1Q VLAN (0: untagged).
+    pub vlan: u16,
+    /// The interface its edge applications are reached through.
+    pub app_interface: String,
+}
+
+impl Default for MecRouterConfig {
+    fn default() -> Self {
+        MecRouterConfig { name: "mec1".into(), interface: "s1u".into(), vlan: 0, app_interface: "mec".into() }
+    }
+}
+
+impl MecRouterConfig {
+    pub fn slice(&self) -> mobicore_pfcp::mec::Slice {
+        mobicore_pfcp::mec::Slice { interface: self.interface.clone(), vlan: self.vlan }
+    }
+}
+
+/// How the controller reaches a user-plane node it programs over PFCP
+/// (`[controller.steering]`, `[controller.mec]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PfcpNodeConfig {
+    /// The node's PFCP address.
     pub pfcp: SocketAddr,
     /// The controller's PFCP socket towards it (port 0: any).
     pub local: SocketAddr,
     /// The controller's PFCP Node ID, also the address of its CP F-SEIDs:
-    /// the switch's `cp_peers` must allow it (and `local`'s address).
+    /// the node's `cp_peers` must allow it (and `local`'s address).
     pub node_id: Ipv4Addr,
     /// PFCP T1 (ms) and N1 (TS 29.244 6.4).
     pub t1_ms: u64,
     pub n1: u32,
-    /// Heartbeat Requests to the switch every this many ms (6.2.2).
+    /// Heartbeat Requests to the node every this many ms (6.2.2).
     pub heartbeat_interval_ms: u64,
-    /// Divert / undivert requests that may wait (for the association, or
-    /// behind another request of the same UE); beyond, refused.
+    /// Requests that may wait (for the association, or behind another
+    /// request for the same UE or rule); beyond, refused.
     pub max_waiting: usize,
 }
 
-impl Default for SteeringConfig {
+impl Default for PfcpNodeConfig {
     fn default() -> Self {
-        SteeringConfig {
+        PfcpNodeConfig {
             pfcp: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8805),
             local: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             node_id: Ipv4Addr::LOCALHOST,
@@ -103,16 +137,23 @@ impl Default for SteeringConfig {
     }
 }
 
-impl SteeringConfig {
-    pub fn client(&self) -> SteeringClientConfig {
-        SteeringClientConfig {
+impl PfcpNodeConfig {
+    pub fn peer(&self) -> PeerConfig {
+        PeerConfig {
             peer: self.pfcp,
             node_id: self.node_id,
             t1: Duration::from_millis(self.t1_ms.max(1)),
             n1: self.n1,
             heartbeat_interval: Duration::from_millis(self.heartbeat_interval_ms.max(1)),
-            max_waiting: self.max_waiting,
         }
+    }
+
+    pub fn client(&self) -> SteeringClientConfig {
+        SteeringClientConfig { pfcp: self.peer(), max_waiting: self.max_waiting }
+    }
+
+    pub fn mec_client(&self) -> MecClientConfig {
+        MecClientConfig { pfcp: self.peer(), max_waiting: self.max_waiting }
     }
 }
 
@@ -137,7 +178,8 @@ impl Default for ControllerConfig {
             relocation_timeout_ms: 30_000,
             store: StoreConfig::default(),
             anchors: Vec::new(),
-            mec_routers: vec!["mec1".into()],
+            mec_routers: vec![MecRouterConfig::default()],
+            mec: None,
             max_mec_rules: 120_000,
             steering: None,
             sites: Vec::new(),

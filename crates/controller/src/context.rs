@@ -35,6 +35,18 @@ pub struct SessionRecord {
 }
 
 impl SessionRecord {
+    /// The eNB's S1-U F-TEID (TEID, address) from the latest Modify
+    /// Bearer Request: the UE's downlink tunnel.
+    pub fn enb_s1u(&self) -> Option<(u32, Ipv4Addr)> {
+        use mobicore_common::s11::S11Request;
+        use mobicore_gtp::s11::decode_request;
+        let m = mobicore_gtp::GtpMessage::parse(self.mbr.as_deref()?).ok()?;
+        match decode_request(&m).ok()? {
+            S11Request::ModifyBearer(r) => Some((r.s1u_enb_fteid.teid.0, r.s1u_enb_fteid.ipv4)),
+            _ => None,
+        }
+    }
+
     /// Octets of recorded GTP-C (what seed 000 Fig. 6 counts).
     pub fn stored_bytes(&self) -> usize {
         self.csr.len() + self.mbr.as_ref().map_or(0, Vec::len) + self.rab.as_ref().map_or(0, Vec::len)

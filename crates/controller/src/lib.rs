@@ -11,6 +11,9 @@
 //!   (naive and selective), and mirroring of later requests.
 //! - [`core`]: [`ControllerCore`], relocations (replicate, divert, move
 //!   back, edge to edge).
+//! - [`association`]: the controller's side of a PFCP association with a
+//!   user-plane node (setup, heartbeats, retransmission, restarts), shared
+//!   by the steering and MEC clients.
 //! - [`steering`]: the PFCP CP side towards the steering switch
 //!   ([`SteeringClient`], sans-I/O): association, heartbeats, one PFCP
 //!   session per diverted PDN connection, rollback, edge to edge.
@@ -35,6 +38,7 @@
 //! in [`steering`].
 
 pub mod api;
+pub mod association;
 pub mod config;
 pub mod context;
 pub mod core;

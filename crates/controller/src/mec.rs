@@ -4,7 +4,7 @@
 //! overlaps resolved by priority (0 is the highest) and reported; the data
 //! path that applies them is the user-plane node's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
@@ -105,6 +105,10 @@ pub struct TrafficRule {
 pub struct RuleAnswer {
     pub rule: TrafficRule,
     pub overlaps: Vec<Overlap>,
+    /// Microseconds from the request to the MEC router node's acceptance
+    /// (absent for a router without a node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_us: Option<u64>,
 }
 
 /// Two ACTIVE rules that can match one packet: the higher priority wins.
@@ -126,6 +130,12 @@ pub enum RuleError {
     Invalid(String),
     #[error("{0}")]
     Conflict(String),
+    /// The MEC router node refused the change (its PFCP cause).
+    #[error("{0}")]
+    Refused(String),
+    /// The MEC router node could not be reached.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// What a filter matches, parsed: prefixes and ranges.
@@ -144,12 +154,14 @@ struct Match {
 pub struct MecRouters {
     routers: BTreeMap<String, BTreeMap<String, TrafficRule>>,
     max_rules: usize,
+    /// Rules with a change on its way to the node: (router, id).
+    changing: BTreeSet<(String, String)>,
 }
 
 impl MecRouters {
     pub fn new(names: &[String], max_rules: usize) -> Self {
         let routers = names.iter().map(|n| (n.clone(), BTreeMap::new())).collect();
-        MecRouters { routers, max_rules }
+        MecRouters { routers, max_rules, changing: BTreeSet::new() }
     }
 
     pub fn routers(&self) -> impl Iterator<Item = &str> {
@@ -166,12 +178,19 @@ impl MecRouters {
 
     /// A new rule (`replace`: false) or a new version of one (true).
     pub fn put(&mut self, router: &str, rule: TrafficRule, replace: bool) -> Result<RuleAnswer, RuleError> {
-        let m = validate(&rule)?;
+        let answer = self.check_put(router, &rule, replace)?;
+        self.commit_put(router, rule);
+        Ok(answer)
+    }
+
+    /// What [`MecRouters::put`] would answer, changing nothing.
+    pub fn check_put(&self, router: &str, rule: &TrafficRule, replace: bool) -> Result<RuleAnswer, RuleError> {
+        let m = validate(rule)?;
         let max = self.max_rules;
-        let table = self.routers.get_mut(router).ok_or_else(|| RuleError::UnknownRouter(router.into()))?;
+        let table = self.table(router)?;
         match (table.contains_key(&rule.traffic_rule_id), replace) {
             (true, false) => return Err(RuleError::Conflict(format!("traffic rule {} exists", rule.traffic_rule_id))),
-            (false, true) => return Err(RuleError::UnknownRule(rule.traffic_rule_id)),
+            (false, true) => return Err(RuleError::UnknownRule(rule.traffic_rule_id.clone())),
             (false, false) if table.len() >= max => {
                 return Err(RuleError::Conflict(format!("router {router} holds {max} rules, its bound")))
             }
@@ -198,13 +217,32 @@ impl MecRouters {
                 overlaps.push(Overlap { traffic_rule_id: other.traffic_rule_id.clone(), winner: winner.clone() });
             }
         }
-        table.insert(rule.traffic_rule_id.clone(), rule.clone());
-        Ok(RuleAnswer { rule, overlaps })
+        Ok(RuleAnswer { rule: rule.clone(), overlaps, applied_us: None })
+    }
+
+    /// Stores a rule [`MecRouters::check_put`] accepted.
+    pub fn commit_put(&mut self, router: &str, rule: TrafficRule) {
+        if let Some(t) = self.routers.get_mut(router) {
+            t.insert(rule.traffic_rule_id.clone(), rule);
+        }
     }
 
     pub fn delete(&mut self, router: &str, id: &str) -> Result<TrafficRule, RuleError> {
         let table = self.routers.get_mut(router).ok_or_else(|| RuleError::UnknownRouter(router.into()))?;
         table.remove(id).ok_or_else(|| RuleError::UnknownRule(id.into()))
+    }
+
+    /// Marks rule `id` of `router` as changing (its node has not answered
+    /// yet); a second change meanwhile is a conflict.
+    pub fn begin_change(&mut self, router: &str, id: &str) -> Result<(), RuleError> {
+        if !self.changing.insert((router.to_string(), id.to_string())) {
+            return Err(RuleError::Conflict(format!("a change to traffic rule {id} is still on its way to the node")));
+        }
+        Ok(())
+    }
+
+    pub fn end_change(&mut self, router: &str, id: &str) {
+        self.changing.remove(&(router.to_string(), id.to_string()));
     }
 
     /// Puts back a stored rule (a restarted controller).
@@ -380,7 +418,9 @@ fn filters_overlap(a: &Match, b: &Match) -> bool {
         && (a.dscp.is_none() || b.dscp.is_none() || a.dscp == b.dscp)
 }
 
+mod client;
 mod southbound;
+pub use client::{MecClient, MecClientConfig, MecError, MecEvent, MecKey};
 pub use southbound::mec_session;
 
 #[cfg(test)]

@@ -1,8 +1,15 @@
 //! The tokio task around [`ControllerCore`]: the relay's sockets (one
 //! towards the MMEs, one per MME towards the S/P-GW-C), the socket towards
-//! replica anchors, the PFCP socket towards the steering switch when one is
-//! configured (`[controller] steering`), the timers, the REST API, and write-behind persistence
-//! of everything the core records (the relay never waits for the store).
+//! replica anchors, the PFCP sockets towards the steering switch and the
+//! MEC router node when configured (`[controller] steering`, `mec`), the
+//! timers, the REST API, and write-behind persistence of everything the
+//! core records (the relay never waits for the store).
+//!
+//! With a MEC router node, a traffic-rule change is answered once the
+//! node accepted it (`appliedUs` in the answer) and stored only then; a
+//! refusal (422) or a node out of reach (503) changes nothing. Every
+//! relayed session's downlink tunnel (UE address, eNB F-TEID, anchor
+//! S1-U address) is kept on the node for the edge applications' answers.
 //!
 //! [`bind`] binds every socket and restores what the store kept;
 //! [`Controller::run`] serves until the shutdown signal.
@@ -22,7 +29,7 @@ use crate::api::{self, AppState, Command, Failure, MecAnswer, MecOp, RelocationR
 use crate::config::ControllerConfig;
 use crate::context::{Anchor, LoggedMessage, SessionRecord};
 use crate::core::{ControllerCore, CoreEvent, Relocation, RelocationState, Transmit};
-use crate::mec::{MecRouters, TrafficRule};
+use crate::mec::{mec_session, MecClient, MecError, MecEvent, MecKey, MecRouters, RuleAnswer, RuleError, TrafficRule};
 use crate::relay::Peer;
 use crate::site::{self, RunningSite};
 use crate::steering::SteeringClient;
@@ -80,6 +87,12 @@ pub struct Controller {
     mec: MecRouters,
     /// MEC rule changes to persist: (router, id, rule or deleted).
     pending_rules: Vec<(String, String, Option<TrafficRule>)>,
+    /// The MEC router node's client and socket, when configured.
+    mec_node: Option<(MecClient, Arc<UdpSocket>)>,
+    /// Rule changes awaiting the node, by request.
+    mec_pending: HashMap<u64, PendingRule>,
+    /// The UE address of each relayed session with a tunnel on the node.
+    mec_ues: HashMap<u32, std::net::Ipv4Addr>,
     s11: Arc<UdpSocket>,
     anchor: Arc<UdpSocket>,
     switch: Option<Arc<UdpSocket>>,
@@ -114,7 +127,8 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
         core.attach_switch(Instant::now(), client);
     }
     let log_len = restore(&store, &mut core, &cfg.anchors).await?;
-    let mut mec = MecRouters::new(&cfg.mec_routers, cfg.max_mec_rules);
+    let names: Vec<String> = cfg.mec_routers.iter().map(|r| r.name.clone()).collect();
+    let mut mec = MecRouters::new(&names, cfg.max_mec_rules);
     for (key, v) in store.scan_prefix(MEC).await? {
         let rule: TrafficRule =
             serde_json::from_slice(&v.value).map_err(|e| ControllerError::Corrupt("traffic rule", e.to_string()))?;
@@ -122,6 +136,28 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
             mec.restore(router, rule);
         }
     }
+    let mec_node = match &cfg.mec {
+        Some(mc) => {
+            let sock = Arc::new(udp("PFCP towards the MEC router node", mc.local).await?);
+            let mut client = MecClient::new(mc.mec_client(), SystemTime::now(), counters.clone());
+            client.start(Instant::now());
+            // The node dropped a previous controller's sessions: the
+            // stored rules are applied again.
+            for r in &cfg.mec_routers {
+                for rule in mec.rules(&r.name).unwrap_or_default() {
+                    match mec_session(&rule, &r.slice(), &r.app_interface) {
+                        Ok(session) => {
+                            let key = MecKey::Rule { router: r.name.clone(), id: rule.traffic_rule_id.clone() };
+                            client.apply(Instant::now(), key, session);
+                        }
+                        Err(e) => tracing::warn!(rule = %rule.traffic_rule_id, error = %e, "stored rule not applied"),
+                    }
+                }
+            }
+            Some((client, sock))
+        }
+        None => None,
+    };
     // Hands the relocations in force to the switch again.
     core.handle_timeout(Instant::now());
     let token = cfg.token.clone().unwrap_or_else(draw_token);
@@ -140,6 +176,9 @@ pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> 
         pending_anchor: None,
         mec,
         pending_rules: Vec::new(),
+        mec_node,
+        mec_pending: HashMap::new(),
+        mec_ues: HashMap::new(),
         s11,
         anchor,
         switch,
@@ -204,6 +243,17 @@ enum Persist {
     Delete(String),
 }
 
+/// A traffic-rule change awaiting the MEC router node, and its REST call.
+struct PendingRule {
+    router: String,
+    id: String,
+    /// The rule to store once applied (none: a deletion).
+    rule: Option<TrafficRule>,
+    answer: MecAnswer,
+    reply: oneshot::Sender<Result<MecAnswer, RuleError>>,
+    started: Instant,
+}
+
 /// A REST call waiting for a relocation to reach a state.
 struct Waiter {
     id: u64,
@@ -240,6 +290,8 @@ impl Controller {
         let mut abuf = vec![0u8; 65_536];
         let mut sbuf = vec![0u8; 65_536];
         let switch = self.switch.clone();
+        let mec_sock = self.mec_node.as_ref().map(|(_, s)| s.clone());
+        let mut mbuf = vec![0u8; 65_536];
         let upstream_ip = self.cfg.upstream_ip.unwrap_or(self.s11_addr.ip());
         // Sites whose anchors carried relocations before a restart start again.
         for name in self.core.awaited_anchors() {
@@ -251,7 +303,8 @@ impl Controller {
         }
         self.flush(&upstream, &persist_tx, &mut waiters).await;
         loop {
-            let deadline = [self.core.poll_timeout(), waiters.iter().map(|w| w.deadline).min()]
+            let mec_timeout = self.mec_node.as_ref().and_then(|(c, _)| c.poll_timeout());
+            let deadline = [self.core.poll_timeout(), waiters.iter().map(|w| w.deadline).min(), mec_timeout]
                 .into_iter()
                 .flatten()
                 .min()
@@ -293,11 +346,20 @@ impl Controller {
                     let Ok((n, from)) = r else { continue };
                     self.core.handle_from_switch(Instant::now(), from, &sbuf[..n]);
                 }
+                r = recv_opt(mec_sock.as_deref(), &mut mbuf) => {
+                    let Ok((n, from)) = r else { continue };
+                    if let Some((c, _)) = &mut self.mec_node {
+                        c.handle_datagram(Instant::now(), from, &mbuf[..n]);
+                    }
+                }
                 Some(cmd) = cmd_rx.recv() => self.command(cmd, &mut waiters),
                 Some((name, r)) = site_rx.recv() => self.site_started(name, r, &mut waiters),
                 _ = timer => {
                     let now = Instant::now();
                     self.core.handle_timeout(now);
+                    if let Some((c, _)) = &mut self.mec_node {
+                        c.handle_timeout(now);
+                    }
                     for w in extract(&mut waiters, |w| w.deadline <= now) {
                         let r = self.core.relocation(w.id).cloned();
                         if let Some(r) = r {
@@ -418,6 +480,7 @@ impl Controller {
             Command::Relocation(id, reply) => {
                 let _ = reply.send(self.core.relocation(id).cloned());
             }
+            Command::Mec(op, reply) if self.mec_node.is_some() => self.mec_change(op, reply),
             Command::Mec(op, reply) => {
                 let r = match op {
                     MecOp::Routers => Ok(MecAnswer::Routers(self.mec.routers().map(String::from).collect())),
@@ -456,6 +519,108 @@ impl Controller {
         }
     }
 
+    /// A traffic-rule operation with a MEC router node: reads are
+    /// answered at once; a change is checked, sent to the node, and
+    /// stored and answered when the node accepts it ([`Self::mec_applied`]).
+    fn mec_change(&mut self, op: MecOp, reply: oneshot::Sender<Result<MecAnswer, RuleError>>) {
+        let prepared = match op {
+            MecOp::Put(router, rule, replace) => self.mec.check_put(&router, &rule, replace).and_then(|answer| {
+                let cfg = self.cfg.mec_routers.iter().find(|r| r.name == router).expect("a configured router");
+                let session = mec_session(&rule, &cfg.slice(), &cfg.app_interface)?;
+                Ok((router, rule.traffic_rule_id.clone(), Some(rule), MecAnswer::Put(answer), session))
+            }),
+            MecOp::Delete(router, id) => {
+                self.mec.rule(&router, &id).map(|old| (router, id, None, MecAnswer::Rule(old), None))
+            }
+            read => {
+                let r = match read {
+                    MecOp::Routers => Ok(MecAnswer::Routers(self.mec.routers().map(String::from).collect())),
+                    MecOp::List(router) => self.mec.rules(&router).map(MecAnswer::Rules),
+                    MecOp::Get(router, id) => self.mec.rule(&router, &id).map(MecAnswer::Rule),
+                    MecOp::Put(..) | MecOp::Delete(..) => unreachable!("changes are matched above"),
+                };
+                let _ = reply.send(r);
+                return;
+            }
+        };
+        let (router, id, rule, answer, session) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        if let Err(e) = self.mec.begin_change(&router, &id) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let (client, _) = self.mec_node.as_mut().expect("a MEC router node");
+        let key = MecKey::Rule { router: router.clone(), id: id.clone() };
+        let started = Instant::now();
+        let request = client.apply(started, key, session);
+        self.mec_pending.insert(request, PendingRule { router, id, rule, answer, reply, started });
+    }
+
+    /// The node's answer to a change: stored and answered, or refused
+    /// with nothing changed.
+    fn mec_applied(&mut self, e: MecEvent) {
+        let Some(p) = self.mec_pending.remove(&e.request) else {
+            if let (MecKey::Ue(ue), Err(why)) = (&e.key, &e.result) {
+                self.counters.incr("mec_ue_tunnel_failed");
+                tracing::warn!(%ue, error = %why, "the UE's tunnel is not on the MEC router node");
+            }
+            return;
+        };
+        self.mec.end_change(&p.router, &p.id);
+        let r = match e.result {
+            Ok(()) => {
+                match &p.rule {
+                    Some(rule) => self.mec.commit_put(&p.router, rule.clone()),
+                    None => {
+                        let _ = self.mec.delete(&p.router, &p.id);
+                    }
+                }
+                self.pending_rules.push((p.router, p.id, p.rule));
+                Ok(match p.answer {
+                    MecAnswer::Put(a) => {
+                        MecAnswer::Put(RuleAnswer { applied_us: Some(p.started.elapsed().as_micros() as u64), ..a })
+                    }
+                    other => other,
+                })
+            }
+            Err(MecError::Refused(why)) => Err(RuleError::Refused(why)),
+            Err(MecError::Unreachable(why)) => Err(RuleError::Unavailable(why)),
+        };
+        let _ = p.reply.send(r);
+    }
+
+    /// A relayed session recorded or forgotten: its downlink tunnel on the
+    /// MEC router node follows.
+    fn mec_tunnel(&mut self, sgw_s11_teid: u32, record: Option<&SessionRecord>) {
+        let Some((client, _)) = self.mec_node.as_mut() else { return };
+        let now = Instant::now();
+        let tunnel = record.and_then(|r| {
+            let ue = r.ue_ipv4?;
+            let (teid, enb) = r.enb_s1u()?;
+            let (_, origin) = r.s1u_sgw?;
+            Some(mobicore_pfcp::mec::UeTunnel { ue, enb, teid, origin })
+        });
+        match tunnel {
+            Some(t) => {
+                if let Some(old) = self.mec_ues.insert(sgw_s11_teid, t.ue).filter(|o| *o != t.ue) {
+                    client.apply(now, MecKey::Ue(old), None);
+                }
+                client.apply(now, MecKey::Ue(t.ue), Some(mobicore_pfcp::mec::MecSession::Ue(t)));
+            }
+            None if record.is_none() => {
+                if let Some(ue) = self.mec_ues.remove(&sgw_s11_teid) {
+                    client.apply(now, MecKey::Ue(ue), None);
+                }
+            }
+            None => {}
+        }
+    }
+
     /// Sends what the core wants sent, persists what it recorded, answers
     /// the REST calls whose relocation settled.
     async fn flush(
@@ -487,22 +652,13 @@ impl Controller {
                 tracing::debug!(error = %e, "send to the steering switch failed");
             }
         }
-        for (router, id, rule) in std::mem::take(&mut self.pending_rules) {
-            let key = format!("{MEC}{router}/{id}");
-            self.persist(
-                persist,
-                match rule {
-                    Some(r) => Persist::Put(key, json(&r)),
-                    None => Persist::Delete(key),
-                },
-            );
-        }
         if let Some(a) = self.pending_anchor.take() {
             self.persist(persist, Persist::Put(format!("{ANCHOR}{}", a.name), json(&a)));
         }
         while let Some(e) = self.core.poll_event() {
             match e {
                 CoreEvent::Session { sgw_s11_teid, record } => {
+                    self.mec_tunnel(sgw_s11_teid, record.as_ref());
                     let key = format!("{SESSION}{sgw_s11_teid:08x}");
                     self.persist(
                         persist,
@@ -532,6 +688,27 @@ impl Controller {
                     self.core.handle_diverted(Instant::now(), relocation.id, Ok(()));
                 }
             }
+        }
+        if let Some((client, sock)) = &mut self.mec_node {
+            while let Some((to, bytes)) = client.poll_transmit() {
+                if let Err(e) = sock.send_to(&bytes, to).await {
+                    self.counters.incr("send_failed");
+                    tracing::debug!(error = %e, "send to the MEC router node failed");
+                }
+            }
+        }
+        while let Some(e) = self.mec_node.as_mut().and_then(|(c, _)| c.poll_event()) {
+            self.mec_applied(e);
+        }
+        for (router, id, rule) in std::mem::take(&mut self.pending_rules) {
+            let key = format!("{MEC}{router}/{id}");
+            self.persist(
+                persist,
+                match rule {
+                    Some(r) => Persist::Put(key, json(&r)),
+                    None => Persist::Delete(key),
+                },
+            );
         }
     }
 }

@@ -3,13 +3,9 @@
 //! N" into one PFCP session per moved PDN connection
 //! ([`mobicore_pfcp::steering`]) and "undivert" into their deletion.
 //!
-//! - Association Setup at [`SteeringClient::start`] with our Node ID and
-//!   Recovery Time Stamp (TS 29.244 6.2.6.2.1), again after a rejection, a
-//!   timeout, a dead peer or cause "No established PFCP Association".
-//! - Heartbeats both ways (6.2.2); ours every `heartbeat_interval`, an
-//!   unanswered one (T1 x N1) takes the association down.
-//! - Every request is retransmitted every T1 up to N1 times by the one
-//!   transaction layer, [`mobicore_gtp::Transactions`] (6.4).
+//! - The PFCP association (setup, heartbeats both ways, retransmission
+//!   every T1 up to N1 times, a restarted switch noticed) is
+//!   [`crate::association`]'s.
 //! - All sessions of a relocation are installed, or none: when one is
 //!   refused, the ones already in place are deleted (or modified back)
 //!   and the result is the refusal's cause.
@@ -41,45 +37,41 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
-use mobicore_gtp::transaction::{Incoming, TransactionConfig, Transactions};
 use mobicore_pfcp::steering::{deletion_request, establishment_request, modification_request};
 /// What a diversion is, as the switch reads it.
 pub use mobicore_pfcp::steering::{Diversion, FlowFilter};
-use mobicore_pfcp::{decode_view, encode, first, msg, IeRef};
-use rs_pfcp::ie::cause::CauseValue;
-use rs_pfcp::ie::fseid::Fseid;
-use rs_pfcp::ie::node_id::NodeId;
-use rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp;
-use rs_pfcp::ie::IeType;
+use mobicore_pfcp::{msg, IeRef};
 use serde::{Deserialize, Serialize};
 
+use crate::association::{
+    cause_text, up_seid, Answer, Association, CounterNames, PeerConfig, ACCEPTED, SESSION_CONTEXT_NOT_FOUND,
+};
 use crate::context::Mode;
 use crate::core::{FlowSpec, Relocation};
-
-/// PFCP causes we act on (TS 29.244 8.2.1).
-const ACCEPTED: u8 = 1;
-const SESSION_CONTEXT_NOT_FOUND: u8 = 65;
-const NO_ASSOCIATION: u8 = 72;
 
 /// How the client reaches its switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SteeringClientConfig {
-    /// The switch's PFCP address.
-    pub peer: SocketAddr,
-    /// Our Node ID, also the address of our CP F-SEIDs.
-    pub node_id: Ipv4Addr,
-    /// T1 and N1 (TS 29.244 6.4).
-    pub t1: Duration,
-    pub n1: u32,
-    pub heartbeat_interval: Duration,
+    pub pfcp: PeerConfig,
     /// Divert / undivert requests waiting (for the association, or for an
     /// earlier request of the same UE) at most.
     pub max_waiting: usize,
 }
+
+const NAMES: CounterNames = CounterNames {
+    association_up: "steering_association_up",
+    association_rejected: "steering_association_rejected",
+    association_lost: "steering_association_lost",
+    timeout: "steering_timeout",
+    from_unknown_peer: "steering_from_unknown_peer",
+    malformed: "steering_malformed",
+    unmatched_response: "steering_unmatched_response",
+    unsupported_message: "steering_unsupported_message",
+};
 
 /// What the client tells its owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,32 +125,15 @@ pub fn flow_filter(f: &FlowSpec) -> FlowFilter {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Association {
-    Down,
-    SettingUp,
-    Up,
-}
-
 /// A request awaiting its response (the transaction layer's token).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
-    Setup,
-    Heartbeat,
     /// Step `step` of job `job`.
-    Step {
-        job: u64,
-        step: usize,
-    },
+    Step { job: u64, step: usize },
     /// A rollback request of job `job`.
-    Undo {
-        job: u64,
-    },
+    Undo { job: u64 },
     /// Re-establishing session `cp_seid` of `relocation` on a restarted switch.
-    Reinstall {
-        relocation: u64,
-        cp_seid: u64,
-    },
+    Reinstall { relocation: u64, cp_seid: u64 },
     /// Deleting a session no relocation holds any more.
     Cleanup,
 }
@@ -212,16 +187,8 @@ struct Job {
 
 pub struct SteeringClient {
     cfg: SteeringClientConfig,
-    recovery: SystemTime,
     counters: Counters,
-    tx: Transactions<SocketAddr, Op>,
-    association: Association,
-    /// The switch's Recovery Time Stamp at the last Association Setup.
-    peer_recovery: Option<SystemTime>,
-    /// When to try Association Setup again (association down).
-    retry_at: Option<Instant>,
-    next_heartbeat: Option<Instant>,
-    heartbeat_outstanding: bool,
+    assoc: Association<Op>,
     next_cp_seid: u64,
     next_job: u64,
     /// What each relocation has on the switch.
@@ -237,15 +204,9 @@ impl SteeringClient {
     /// `recovery`: our start time, sent as Recovery Time Stamp.
     pub fn new(cfg: SteeringClientConfig, recovery: SystemTime, counters: Counters) -> Self {
         SteeringClient {
-            tx: Transactions::with_first_seq(TransactionConfig { t3: cfg.t1, n3: cfg.n1 }, first_seq(recovery)),
+            assoc: Association::new(cfg.pfcp, NAMES, recovery, counters.clone()),
             cfg,
-            recovery,
             counters,
-            association: Association::Down,
-            peer_recovery: None,
-            retry_at: None,
-            next_heartbeat: None,
-            heartbeat_outstanding: false,
             next_cp_seid: 1,
             next_job: 1,
             installed: BTreeMap::new(),
@@ -266,7 +227,7 @@ impl SteeringClient {
 
     /// Whether the PFCP association with the switch is up.
     pub fn associated(&self) -> bool {
-        self.association == Association::Up
+        self.assoc.is_up()
     }
 
     /// The sessions each relocation has on the switch.
@@ -276,26 +237,11 @@ impl SteeringClient {
 
     /// Sets up the association (TS 29.244 6.2.6.2.1).
     pub fn start(&mut self, now: Instant) {
-        if self.association == Association::Down {
-            self.setup(now);
-        }
-    }
-
-    fn setup(&mut self, now: Instant) {
-        self.association = Association::SettingUp;
-        self.retry_at = None;
-        let ies = [NodeId::new_ipv4(self.cfg.node_id).to_ie(), RecoveryTimeStamp::new(self.recovery).to_ie()];
-        self.request(now, msg::ASSOCIATION_SETUP_REQUEST, None, &ies, Op::Setup);
-    }
-
-    fn request(&mut self, now: Instant, t: u8, seid: Option<u64>, ies: &[rs_pfcp::ie::Ie], op: Op) {
-        let seq = self.tx.next_seq();
-        self.tx.send_request(now, self.cfg.peer, seq, encode(t, seid, seq, ies), op);
+        self.assoc.start(now);
     }
 
     fn send(&mut self, now: Instant, op: Op, bytes: impl FnOnce(u32) -> Vec<u8>) {
-        let seq = self.tx.next_seq();
-        self.tx.send_request(now, self.cfg.peer, seq, bytes(seq), op);
+        self.assoc.send(now, op, bytes);
     }
 
     /// Installs the diversions of `relocation` (one PFCP session each);
@@ -317,7 +263,7 @@ impl SteeringClient {
             self.report(matches!(request, Request::Divert(_)), relocation, Err(why));
             return;
         }
-        let deadline = now + self.cfg.t1 * self.cfg.n1.max(1);
+        let deadline = now + self.cfg.pfcp.give_up_after();
         self.waiting.push_back(Waiting { relocation, request, deadline });
         self.run_waiting(now);
     }
@@ -341,7 +287,7 @@ impl SteeringClient {
     /// Starts every waiting request that touches no UE of a running job
     /// or of an earlier waiting request (one UE's requests keep their order).
     fn run_waiting(&mut self, now: Instant) {
-        if self.association != Association::Up {
+        if !self.assoc.is_up() {
             return;
         }
         let mut busy: HashSet<Ipv4Addr> = self.jobs.values().flat_map(|j| j.ues.iter().copied()).collect();
@@ -393,7 +339,7 @@ impl SteeringClient {
         let mut job = Job { relocation: w.relocation, divert, ues, steps: Vec::new(), pending: 0, failed: None };
         for (i, step) in steps.into_iter().enumerate() {
             let op = Op::Step { job: id, step: i };
-            let (node, me) = (self.cfg.node_id, self.cfg.node_id);
+            let (node, me) = (self.cfg.pfcp.node_id, self.cfg.pfcp.node_id);
             let done = match step {
                 Step::Establish { cp_seid, d } => {
                     self.send(now, op, |seq| establishment_request(seq, node, cp_seid, me, &d));
@@ -528,61 +474,27 @@ impl SteeringClient {
 
     /// One datagram from `from`; only the switch's address is heard.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
-        if from.ip() != self.cfg.peer.ip() {
-            self.counters.incr("steering_from_unknown_peer");
-            return;
-        }
-        let Ok((h, ies)) = decode_view(bytes) else {
-            self.counters.incr("steering_malformed");
-            return;
-        };
-        if h.version != 1 {
-            self.counters.incr("steering_malformed");
-            return;
-        }
-        if h.msg_type == msg::HEARTBEAT_REQUEST {
-            // TS 29.244 6.2.2: answered with our Recovery Time Stamp.
-            if self.tx.on_request(now, from, h.seq) == Incoming::New {
-                let b = encode(msg::HEARTBEAT_RESPONSE, None, h.seq, &[RecoveryTimeStamp::new(self.recovery).to_ie()]);
-                self.tx.answer(now, from, h.seq, b);
-                self.check_recovery(now, &ies);
-            }
-            return;
-        }
-        if msg::is_request(h.msg_type) {
-            self.counters.incr("steering_unsupported_message");
-            return;
-        }
-        let Some(op) = self.tx.on_response(from, h.seq) else {
-            self.counters.incr("steering_unmatched_response");
-            return;
-        };
-        let cause = first(&ies, IeType::Cause).and_then(|c| c.payload.first().copied()).unwrap_or(0);
-        if cause == NO_ASSOCIATION {
-            self.association_lost(now);
-        }
-        match op {
-            Op::Setup => self.setup_answered(now, cause, &ies),
-            Op::Heartbeat => {
-                self.heartbeat_outstanding = false;
-                self.check_recovery(now, &ies);
-            }
-            Op::Step { job, step } => {
-                let outcome = self.step_outcome(job, step, h.msg_type, cause, &ies);
-                self.step_done(now, job, step, outcome);
-            }
-            Op::Undo { job } => self.undo_done(now, job, cause == ACCEPTED),
-            Op::Reinstall { relocation, cp_seid } => {
-                let up = (cause == ACCEPTED).then(|| up_seid(&ies)).flatten();
-                self.reinstalled(relocation, cp_seid, up, cause);
-            }
-            Op::Cleanup => {
-                if cause != ACCEPTED && cause != SESSION_CONTEXT_NOT_FOUND {
-                    self.counters.incr("steering_cleanup_failed");
-                } else {
-                    self.counters.incr("steering_sessions_deleted");
+        match self.assoc.handle_datagram(now, from, bytes) {
+            None => {}
+            Some(Answer::Up { restarted }) => self.association_up(now, restarted),
+            Some(Answer::Response { op, msg_type, cause, ies }) => match op {
+                Op::Step { job, step } => {
+                    let outcome = self.step_outcome(job, step, msg_type, cause, &ies);
+                    self.step_done(now, job, step, outcome);
                 }
-            }
+                Op::Undo { job } => self.undo_done(now, job, cause == ACCEPTED),
+                Op::Reinstall { relocation, cp_seid } => {
+                    let up = (cause == ACCEPTED).then(|| up_seid(&ies)).flatten();
+                    self.reinstalled(relocation, cp_seid, up, cause);
+                }
+                Op::Cleanup => {
+                    if cause != ACCEPTED && cause != SESSION_CONTEXT_NOT_FOUND {
+                        self.counters.incr("steering_cleanup_failed");
+                    } else {
+                        self.counters.incr("steering_sessions_deleted");
+                    }
+                }
+            },
         }
     }
 
@@ -614,23 +526,9 @@ impl SteeringClient {
         }
     }
 
-    fn setup_answered(&mut self, now: Instant, cause: u8, ies: &[IeRef]) {
-        if cause != ACCEPTED {
-            self.counters.incr("steering_association_rejected");
-            tracing::warn!(switch = %self.cfg.peer, cause, "steering switch rejected the PFCP association");
-            self.association = Association::Down;
-            self.retry_at = Some(now + self.cfg.heartbeat_interval);
-            return;
-        }
-        let theirs = recovery_in(ies);
-        let restarted = self.peer_recovery.is_some() && theirs.is_some() && theirs != self.peer_recovery;
-        self.peer_recovery = theirs.or(self.peer_recovery);
-        self.association = Association::Up;
-        self.retry_at = None;
-        self.heartbeat_outstanding = false;
-        self.next_heartbeat = Some(now + self.cfg.heartbeat_interval);
-        self.counters.incr("steering_association_up");
-        tracing::info!(switch = %self.cfg.peer, "PFCP association with the steering switch up");
+    /// The association is up: a restarted switch gets its sessions
+    /// again, orphans are deleted, waiting requests run.
+    fn association_up(&mut self, now: Instant, restarted: bool) {
         if restarted {
             self.reinstall(now);
         }
@@ -640,33 +538,13 @@ impl SteeringClient {
         self.run_waiting(now);
     }
 
-    /// A Recovery Time Stamp other than the one of our association: the
-    /// switch restarted and holds neither it nor our sessions; set up again
-    /// (and re-install at the answer).
-    fn check_recovery(&mut self, now: Instant, ies: &[IeRef]) {
-        let theirs = recovery_in(ies);
-        if self.association == Association::Up && theirs.is_some() && theirs != self.peer_recovery {
-            self.association_lost(now);
-        }
-    }
-
-    fn association_lost(&mut self, now: Instant) {
-        if self.association == Association::Up {
-            self.counters.incr("steering_association_lost");
-            tracing::warn!(switch = %self.cfg.peer, "PFCP association with the steering switch lost");
-            self.association = Association::Down;
-            self.next_heartbeat = None;
-            self.setup(now);
-        }
-    }
-
     /// The switch lost its sessions: establish every installed one again.
     fn reinstall(&mut self, now: Instant) {
         self.counters.incr("steering_switch_restarted");
         let all: Vec<(u64, Installed)> =
             self.installed.iter().flat_map(|(r, v)| v.iter().map(move |s| (*r, *s))).collect();
         for (relocation, s) in all {
-            let (node, cp_seid, d) = (self.cfg.node_id, s.cp_seid, s.diversion);
+            let (node, cp_seid, d) = (self.cfg.pfcp.node_id, s.cp_seid, s.diversion);
             self.send(now, Op::Reinstall { relocation, cp_seid }, |seq| {
                 establishment_request(seq, node, cp_seid, node, &d)
             });
@@ -692,39 +570,16 @@ impl SteeringClient {
     /// Retransmissions, failures after N1, heartbeats, association retries,
     /// requests that waited too long for the association.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.tx.handle_timeout(now);
-        while let Some((_, op)) = self.tx.poll_timed_out() {
-            self.counters.incr("steering_timeout");
-            let why = format!("the steering switch at {} did not answer (T1 x N1)", self.cfg.peer);
+        for op in self.assoc.handle_timeout(now) {
+            let why = format!("the steering switch at {} did not answer (T1 x N1)", self.cfg.pfcp.peer);
             match op {
-                Op::Setup => {
-                    self.association = Association::Down;
-                    self.retry_at = Some(now + self.cfg.t1);
-                }
-                Op::Heartbeat => {
-                    // TS 29.244 6.2.2: the peer is considered down.
-                    self.heartbeat_outstanding = false;
-                    self.association_lost(now);
-                }
                 Op::Step { job, step } => self.step_done(now, job, step, Err(why)),
                 Op::Undo { job } => self.undo_done(now, job, false),
                 Op::Reinstall { relocation, cp_seid } => self.reinstalled(relocation, cp_seid, None, 0),
                 Op::Cleanup => self.counters.incr("steering_cleanup_failed"),
             }
         }
-        if self.association == Association::Down && self.retry_at.is_some_and(|t| t <= now) {
-            self.setup(now);
-        }
-        if self.association == Association::Up
-            && !self.heartbeat_outstanding
-            && self.next_heartbeat.is_some_and(|t| t <= now)
-        {
-            self.heartbeat_outstanding = true;
-            self.next_heartbeat = Some(now + self.cfg.heartbeat_interval);
-            let ies = [RecoveryTimeStamp::new(self.recovery).to_ie()];
-            self.request(now, msg::HEARTBEAT_REQUEST, None, &ies, Op::Heartbeat);
-        }
-        if self.association != Association::Up {
+        if !self.assoc.is_up() {
             self.expire_waiting(now);
         }
     }
@@ -735,7 +590,7 @@ impl SteeringClient {
         self.waiting = keep;
         for w in late {
             self.counters.incr("steering_waiting_expired");
-            let why = format!("no PFCP association with the steering switch at {} (T1 x N1)", self.cfg.peer);
+            let why = format!("no PFCP association with the steering switch at {} (T1 x N1)", self.cfg.pfcp.peer);
             match w.request {
                 Request::Divert(_) => self.report(true, w.relocation, Err(why)),
                 Request::Undivert => {
@@ -749,64 +604,22 @@ impl SteeringClient {
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let heartbeat = match (self.association, self.heartbeat_outstanding) {
-            (Association::Up, false) => self.next_heartbeat,
-            _ => None,
+        let waiting = match self.assoc.is_up() {
+            true => None,
+            false => self.waiting.iter().map(|w| w.deadline).min(),
         };
-        let waiting = match self.association {
-            Association::Up => None,
-            _ => self.waiting.iter().map(|w| w.deadline).min(),
-        };
-        let retry = match self.association {
-            Association::Down => self.retry_at,
-            _ => None,
-        };
-        [self.tx.poll_timeout(), heartbeat, waiting, retry].into_iter().flatten().min()
+        [self.assoc.poll_timeout(), waiting].into_iter().flatten().min()
     }
 
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<(SocketAddr, Bytes)> {
-        self.tx.poll_transmit()
+        self.assoc.poll_transmit()
     }
 
     #[must_use]
     pub fn poll_event(&mut self) -> Option<SteeringEvent> {
         self.events.pop_front()
     }
-}
-
-/// Our first sequence number, drawn from our Recovery Time Stamp: a
-/// restarted controller on the same address and port must not have its
-/// first requests taken for retransmissions of its predecessor's (the
-/// switch keeps answers T1 x N1 for duplicates, TS 29.244 6.4).
-fn first_seq(recovery: SystemTime) -> u32 {
-    let t = recovery.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let x = t.as_secs().wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(t.subsec_nanos());
-    ((x >> 40) as u32).max(1)
-}
-
-fn up_seid(ies: &[IeRef]) -> Option<u64> {
-    first(ies, IeType::Fseid).and_then(|f| Fseid::unmarshal(f.payload).ok()).map(|f| f.seid.into())
-}
-
-fn recovery_in(ies: &[IeRef]) -> Option<SystemTime> {
-    first(ies, IeType::RecoveryTimeStamp)
-        .and_then(|r| RecoveryTimeStamp::unmarshal(r.payload).ok())
-        .map(|r| r.timestamp)
-}
-
-/// "cause 73 (RuleCreationModificationFailure), offending IE 56, failed rule PDR 1".
-fn cause_text(cause: u8, ies: &[IeRef]) -> String {
-    let mut s = format!("cause {cause} ({:?})", CauseValue::from(cause));
-    if let Some(o) = first(ies, IeType::OffendingIe).and_then(|o| o.payload.get(..2)) {
-        s.push_str(&format!(", offending IE {}", u16::from_be_bytes([o[0], o[1]])));
-    }
-    if let Some(f) = first(ies, IeType::FailedRuleId)
-        .and_then(|f| rs_pfcp::ie::failed_rule_id::FailedRuleId::unmarshal(f.payload).ok())
-    {
-        s.push_str(&format!(", failed rule {}", f.rule_id()));
-    }
-    s
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, SystemTime};
 
 use mobicore_common::counters::Counters;
+use mobicore_controller::association::PeerConfig;
 use mobicore_controller::core::Transmit as CoreTransmit;
 use mobicore_controller::relay::{Peer, RelayLimits};
 use mobicore_controller::{Anchor, ControllerCore, SteeringClient, SteeringClientConfig};
@@ -94,11 +95,13 @@ impl Network {
         let node = UpfCore::new(cfg, Box::new(plane.clone()), SystemTime::UNIX_EPOCH, Counters::new());
         let client = SteeringClient::new(
             SteeringClientConfig {
-                peer: SWITCH_PFCP,
-                node_id: Ipv4Addr::LOCALHOST,
-                t1: Duration::from_secs(3),
-                n1: 3,
-                heartbeat_interval: Duration::from_secs(10),
+                pfcp: PeerConfig {
+                    peer: SWITCH_PFCP,
+                    node_id: Ipv4Addr::LOCALHOST,
+                    t1: Duration::from_secs(3),
+                    n1: 3,
+                    heartbeat_interval: Duration::from_secs(10),
+                },
                 max_waiting: 256,
             },
             SystemTime::UNIX_EPOCH + Duration::from_secs(1),

@@ -20,7 +20,7 @@ pub mod topology;
 pub mod tun;
 
 pub use exec::{exec_in, ip, ip_batch, run_in, spawn_in};
-pub use link::{link_drops, link_stat, set_gro, set_tx_checksum, udp_rcvbuf_errors};
+pub use link::{link_drops, link_mac, link_stat, set_gro, set_tx_checksum, udp_rcvbuf_errors};
 pub use topology::{cleanup_stale, unique_tag, Addressing, Site, Topology};
 pub use tun::Tun;
 

@@ -53,6 +53,12 @@ pub fn link_stat(ns: &str, dev: &str, name: &str) -> Result<u64, NetnsError> {
     text.trim().parse().map_err(|e| NetnsError::Io(std::io::Error::other(format!("{path}: {text:?}: {e}"))))
 }
 
+/// The MAC address of link `dev` in namespace `ns` (`aa:bb:cc:dd:ee:ff`).
+pub fn link_mac(ns: &str, dev: &str) -> Result<String, NetnsError> {
+    let out = crate::exec_in(ns, &["cat", &format!("/sys/class/net/{dev}/address")])?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 /// UDP datagrams namespace `ns` dropped because a socket's receive buffer
 /// was full (`RcvbufErrors` of /proc/net/snmp), all sockets together.
 pub fn udp_rcvbuf_errors(ns: &str) -> Result<u64, NetnsError> {

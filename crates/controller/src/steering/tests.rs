@@ -2,11 +2,15 @@
 //! in memory under a virtual clock: no sockets, no sleeps.
 
 use super::*;
+use crate::association::PeerConfig;
 use crate::context::ReplicaSession;
 use crate::core::{MovedSession, RelocationState, Timing};
+use mobicore_gtp::transaction::TransactionConfig;
+use mobicore_pfcp::decode_view;
 use mobicore_upf::config::{UpfConfig, UpfRole};
 use mobicore_upf::{MemoryPlane, UpfCore};
 use std::collections::HashMap;
+use std::time::Duration;
 
 const SWITCH_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 9);
 const SWITCH: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(SWITCH_IP), 8805);
@@ -17,11 +21,13 @@ const EDGE2: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 8);
 
 fn client_config() -> SteeringClientConfig {
     SteeringClientConfig {
-        peer: SWITCH,
-        node_id: Ipv4Addr::new(127, 0, 0, 3),
-        t1: Duration::from_secs(3),
-        n1: 3,
-        heartbeat_interval: Duration::from_secs(10),
+        pfcp: PeerConfig {
+            peer: SWITCH,
+            node_id: Ipv4Addr::new(127, 0, 0, 3),
+            t1: Duration::from_secs(3),
+            n1: 3,
+            heartbeat_interval: Duration::from_secs(10),
+        },
         max_waiting: 16,
     }
 }
