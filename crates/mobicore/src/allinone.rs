@@ -9,7 +9,7 @@ use mobicore_common::sctp_api::SctpHandle;
 use mobicore_hss::{SubscriberStore, SubscriberTemplate};
 use mobicore_netns::Topology;
 use mobicore_sctp::{EndpointConfig, Transport};
-use mobicore_upf::config::DatapathKind;
+use mobicore_upf::config::{DatapathKind, UpfRole};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -157,6 +157,21 @@ pub async fn start_edge(
     topo: Option<&Topology>,
     program: Option<&std::path::Path>,
 ) -> Result<AllInOne> {
+    start_edge_as(cfg, store, t, topo, program, UpfRole::Steering).await
+}
+
+/// [`start_edge`] with the node in `steer` in `role`: the steering switch,
+/// or the MEC router ([`UpfRole::Mec`]: the controller keeps the traffic
+/// rules of router `mec1`, the slice on `steer`'s S1-U link, whose edge
+/// applications are reached through the link to the first site).
+pub async fn start_edge_as(
+    cfg: &Config,
+    store: SubscriberStore,
+    t: Transport,
+    topo: Option<&Topology>,
+    program: Option<&std::path::Path>,
+    role: UpfRole,
+) -> Result<AllInOne> {
     let (shutdown, rx) = watch::channel(false);
     let mut tasks: Vec<(&'static str, JoinHandle<Result<()>>)> = Vec::new();
     let mut counters = Vec::new();
@@ -210,7 +225,7 @@ pub async fn start_edge(
     let mut edge = None;
     let mut mme_s11_peer = sgw_s11;
     if let Some(topo) = topo.filter(|t| t.steer.is_some()) {
-        let (control, c) = start_controller(cfg, topo, sgw_s11, program, &rx, &mut tasks).await?;
+        let (control, c) = start_controller(cfg, topo, sgw_s11, program, role, &rx, &mut tasks).await?;
         counters.extend(c);
         mme_s11_peer = control.s11;
         edge = Some(control);
@@ -240,13 +255,14 @@ async fn start_controller(
     topo: &Topology,
     sgw: SocketAddr,
     program: Option<&std::path::Path>,
+    role: UpfRole,
     rx: &watch::Receiver<bool>,
     tasks: &mut Vec<(&'static str, JoinHandle<Result<()>>)>,
 ) -> Result<(EdgeControl, Vec<(&'static str, Counters)>)> {
     let steer = topo.steer.clone().expect("an edge topology");
     let mut sw = cfg.upf.clone();
     sw.pfcp = "127.0.0.1:0".parse()?;
-    sw.role = mobicore_upf::config::UpfRole::Steering;
+    sw.role = role;
     sw.datapath = DatapathKind::Xdp;
     sw.access_netns = Some(steer.clone());
     sw.core_netns = Some(steer);
@@ -255,7 +271,8 @@ async fn start_controller(
     sw.steer_interfaces = topo.sites.iter().map(|s| s.steer_if.clone()).collect();
     sw.s1u_addr = topo.addr.steer_ran;
     sw.ue_pools = Vec::new();
-    let switch = mobicore_upf::Upf::bind(sw).await.context("starting the steering switch (XDP in steer)")?;
+    let switch =
+        mobicore_upf::Upf::bind(sw).await.with_context(|| format!("starting the {role:?} node (XDP in steer)"))?;
     let switch_pfcp = switch.pfcp_addr();
     let switch_counters = switch.counters.clone();
     let r = rx.clone();
@@ -267,16 +284,29 @@ async fn start_controller(
     cc.anchor_bind = "127.0.0.1:0".parse()?;
     cc.rest = "127.0.0.1:0".parse()?;
     cc.store = Default::default(); // in memory: the demo keeps nothing
-    cc.steering = Some(mobicore_controller::config::SteeringConfig {
+    let node = mobicore_controller::config::PfcpNodeConfig {
         pfcp: switch_pfcp,
         local: "127.0.0.1:0".parse()?,
         node_id: std::net::Ipv4Addr::LOCALHOST,
         ..Default::default()
-    });
+    };
+    match role {
+        UpfRole::Mec => {
+            cc.mec = Some(node);
+            cc.mec_routers = vec![mobicore_controller::config::MecRouterConfig {
+                name: "mec1".into(),
+                interface: mobicore_netns::topology::S1U_IF.into(),
+                vlan: 0,
+                app_interface: topo.sites.first().map(|s| s.steer_if.clone()).unwrap_or_default(),
+            }];
+        }
+        _ => cc.steering = Some(node),
+    }
     cc.sites = edge_sites(topo, program);
     let c = mobicore_controller::bind(cc).await.context("starting the controller")?;
     let control = EdgeControl { rest: c.rest_addr, token: c.token.clone(), s11: c.s11_addr, switch_pfcp };
-    let counters = vec![("controller", c.counters.clone()), ("steering", switch_counters)];
+    let node_name = if role == UpfRole::Mec { "mec" } else { "steering" };
+    let counters = vec![("controller", c.counters.clone()), (node_name, switch_counters)];
     let r = rx.clone();
     tasks.push(("controller", tokio::spawn(async move { c.run(r).await.map_err(Into::into) })));
     Ok((control, counters))

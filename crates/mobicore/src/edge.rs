@@ -267,7 +267,7 @@ fn flow_routes(dn: &str, ues: &[Ipv4Addr], port: u16, via: Option<Ipv4Addr>) -> 
 }
 
 /// Median of 20 UDP round trips from `ue` to the flows' echo server.
-async fn rtt(ran: &str, ue: Ipv4Addr, server: SocketAddrV4) -> Option<f64> {
+pub(crate) async fn rtt(ran: &str, ue: Ipv4Addr, server: SocketAddrV4) -> Option<f64> {
     let ran = ran.to_string();
     tokio::task::spawn_blocking(move || continuity::udp_rtt(&ran, ue, server, 20).ok().flatten())
         .await

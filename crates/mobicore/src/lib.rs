@@ -23,6 +23,7 @@ pub mod bench_divert;
 pub mod bench_pfcp;
 pub mod bench_relocation;
 pub mod bench_slowpath;
+pub mod breakout;
 pub mod capture;
 pub mod cli;
 pub mod config;
