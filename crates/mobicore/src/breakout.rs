@@ -191,3 +191,71 @@ async fn flows_and_changes(
     let (rtt_app_us, rtt_dn_us) = r?;
     Ok(BreakoutReport { app, dn: dn_cfg.dn_addr, rtt_app_us, rtt_dn_us, changes, emulator_dropped: 0, to_app, to_dn })
 }
+
+/// `mobicore demo`'s local breakout: a second short run on an edge
+/// topology of its own with the MEC router in `steer`; two UEs attach,
+/// the first reaches the edge application by local breakout while both
+/// keep a flow to the data network, and the rules change meanwhile.
+/// Prints the round trips, the rule changes and the flows' outcome.
+pub async fn demo(cfg: &crate::config::Config, t: mobicore_sctp::Transport) -> Result<BreakoutReport> {
+    let mut cfg = cfg.clone();
+    cfg.mme.s1ap.set_port(cfg.mme.s1ap.port().wrapping_add(1).max(1));
+    let _ = mobicore_netns::cleanup_stale("mx");
+    let topo = Topology::create_edge(&mobicore_netns::unique_tag("mx"), 1)
+        .context("creating the breakout's network namespaces")?;
+    let mut ran = cfg.ran.core.clone();
+    ran.mme = cfg.mme.s1ap;
+    (ran.ues, ran.enbs, ran.detach, ran.mobility) = (2, 1, true, false);
+    ran.s1u_addr = topo.addr.ran_s1u;
+    let store = mobicore_hss::SubscriberStore::in_memory();
+    crate::allinone::provision(&store, &ran.plan, ran.ues)?;
+    let role = mobicore_upf::config::UpfRole::Mec;
+    let core = crate::allinone::start_edge_as(&cfg, store, t, Some(&topo), None, role).await?;
+    let edge = core.edge.clone().context("the breakout run has a controller")?;
+    let r = crate::allinone::run_ran_workload_with(&cfg, ran, t, None, |ues| {
+        let (topo, edge) = (&topo, &edge);
+        async move { run_breakout(topo, edge, &ues, demo_flows, 50).await }
+    })
+    .await;
+    core.stop().await?;
+    drop(topo);
+    let (_, b) = r?;
+    let b = b?;
+    print(&b);
+    Ok(b)
+}
+
+fn demo_flows(ran: &str, dn: &str, server: Ipv4Addr) -> ContinuityConfig {
+    let mut c = ContinuityConfig::new(ran, dn, server);
+    c.udp_interval = Duration::from_millis(10);
+    c
+}
+
+fn print(b: &BreakoutReport) {
+    let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} us"));
+    let ue = b.to_app.flows.first().map_or("-".into(), |f| f.ue.to_string());
+    println!(
+        "local breakout at the MEC router (mec_xdp in steer): UE {ue} RTT to the edge application {} {}, to the data network {} {}",
+        b.app,
+        us(b.rtt_app_us),
+        b.dn,
+        us(b.rtt_dn_us)
+    );
+    for c in &b.changes {
+        let applied = c.applied_us.map_or(String::new(), |a| format!(", the node took it in {a} us"));
+        println!("  {} at {:.0} ms: REST call {:.1} ms{applied}", c.what, c.at_ms, c.call_ms);
+    }
+    for (to, r) in [("the application", &b.to_app), ("the data network", &b.to_dn)] {
+        for f in &r.flows {
+            println!(
+                "  {} flow of {} to {to}: {} sent, {} back, {} lost: {}",
+                f.kind,
+                f.ue,
+                f.sent,
+                f.received,
+                f.lost,
+                if f.intact() { "nothing lost" } else { "BROKEN" }
+            );
+        }
+    }
+}
