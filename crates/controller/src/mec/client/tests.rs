@@ -235,3 +235,24 @@ fn a_restarted_node_gets_its_sessions_again() {
     assert_eq!(l.apply(key("a"), None), Ok(()));
     assert_eq!(l.on_node(), vec![tunnel(1, 0x77)]);
 }
+
+#[test]
+fn two_slices_hold_the_same_rule_apart() {
+    let mut l = Link::associated();
+    let in_slice = |vlan: u16| match rule(5, 10) {
+        MecSession::Rule(r) => MecSession::Rule(MecRule { slice: Slice { vlan, ..r.slice }, ..r }),
+        s => s,
+    };
+    let (a, b) = (
+        MecKey::Rule { router: "mec1".into(), id: "x".into() },
+        MecKey::Rule { router: "mec2".into(), id: "x".into() },
+    );
+    // One match, one priority, two virtual routers (VLAN 0 and 100).
+    assert_eq!(l.apply(a.clone(), Some(in_slice(0))), Ok(()));
+    assert_eq!(l.apply(b.clone(), Some(in_slice(100))), Ok(()));
+    assert_eq!(l.on_node().len(), 2);
+    // Removing one router's rule leaves the other's.
+    assert_eq!(l.apply(a, None), Ok(()));
+    assert_eq!(l.on_node(), vec![in_slice(100)]);
+    assert!(l.client.installed(&b).is_some());
+}
