@@ -9,12 +9,19 @@
  * different session, in address order, which CPUs prefetch) or, with `skew`, drawn from
  * a Zipf-like distribution (s = 1: rank r has weight ~1/r) through the
  * inverse-CDF table gen_zipf, the ranks scattered over the session indices
- * by multiplication with `perm` (coprime with n) modulo n. */
+ * by multiplication with `perm` (coprime with n) modulo n.
+ *
+ * A plain frame shorter than HDR_LEN (down to PLAIN_LEN) has its first
+ * PLAIN_LEN bytes rewritten. With `stamp_at`, the UDP payload at that offset
+ * starts with STAMP_MAGIC and the time of sending (bpf_ktime_get_ns), which
+ * the sink turns into the frame's one-way time. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#define HDR_LEN 78 /* eth + IPv4 + UDP + GTP-U + IPv4 + UDP, or eth + 64 */
+#define HDR_LEN 78   /* eth + IPv4 + UDP + GTP-U + IPv4 + UDP, or eth + 64 */
+#define PLAIN_LEN 42 /* eth + IPv4 + UDP */
+#define STAMP_MAGIC 0x4d434c54
 
 enum gen_mode {
 	GEN_FIXED = 0,    /* template as is */
@@ -30,6 +37,7 @@ struct gen_cfg {
 	__u8 hdr[80];    /* the first HDR_LEN bytes of every frame */
 	__u32 skew;      /* 1 = Zipf-like draw, 0 = sequential */
 	__u32 perm;      /* rank -> session multiplier, coprime with n */
+	__u32 stamp_at;  /* 0, or the offset of the UDP payload to time-stamp */
 };
 
 #define ZIPF_STEPS 1024
@@ -81,15 +89,22 @@ int gen_xdp(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	if (data + HDR_LEN > data_end)
+	if (data + PLAIN_LEN > data_end)
 		return XDP_ABORTED;
 	__u64 *d8 = data;
 	const __u64 *s8 = (const __u64 *)c->hdr;
+	if (data + HDR_LEN <= data_end) {
 #pragma unroll
-	for (int i = 0; i < 9; i++)
-		d8[i] = s8[i];
-	*(__u32 *)(data + 72) = *(const __u32 *)(c->hdr + 72);
-	*(__u16 *)(data + 76) = *(const __u16 *)(c->hdr + 76);
+		for (int i = 0; i < 9; i++)
+			d8[i] = s8[i];
+		*(__u32 *)(data + 72) = *(const __u32 *)(c->hdr + 72);
+		*(__u16 *)(data + 76) = *(const __u16 *)(c->hdr + 76);
+	} else {
+#pragma unroll
+		for (int i = 0; i < 5; i++)
+			d8[i] = s8[i];
+		*(__u16 *)(data + 40) = *(const __u16 *)(c->hdr + 40);
+	}
 
 	__u32 i = (__u32)*next;
 	*next = (i + 1 >= c->n) ? 0 : i + 1;
@@ -110,10 +125,19 @@ int gen_xdp(struct xdp_md *ctx)
 		*(__u16 *)(data + 24) = 0;
 		*(__u16 *)(data + 24) = csum20(data + 14);
 	} else if (c->mode == GEN_UPLINK) {
+		if (data + HDR_LEN > data_end)
+			return XDP_ABORTED;
 		*(__u32 *)(data + 46) = bpf_htonl(c->teid_base + i);
 		*(__u32 *)(data + 62) = bpf_htonl(c->addr_base + i);
 		*(__u16 *)(data + 60) = 0;
 		*(__u16 *)(data + 60) = csum20(data + 50);
+	}
+	if (c->stamp_at) {
+		__u8 *p = data + (c->stamp_at & 0xff);
+		if ((void *)(p + 12) > data_end)
+			return XDP_ABORTED;
+		*(__u32 *)p = bpf_htonl(STAMP_MAGIC);
+		*(__u64 *)(p + 4) = bpf_ktime_get_ns();
 	}
 	return XDP_TX;
 }

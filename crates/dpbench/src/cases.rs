@@ -10,18 +10,15 @@
 //! its baseline on a shared host whose speed drifts; kernel forwarding
 //! again (the two passes are averaged); the bare-redirect ceiling.
 
-use crate::cpus::{self, Placement};
 use crate::frames::*;
-use crate::progs::{Generator, Sink};
+use crate::rig::{fixed, median, Dut, Rig};
 use crate::rtt::{median_rtt, Echo, Probe};
-use crate::topo::BenchTopology;
 use crate::{DataplaneBenchOptions, DataplaneCase, DataplaneReport, DpBenchError};
-use mobicore_netns::run_in;
 use mobicore_upf::rules::{
     Action, Far, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE,
 };
 use mobicore_upf::xdp::baseline::{self, FixedTunnel};
-use mobicore_upf::xdp::{ifindex, AttachMode, LoadedProgram, MapSizes, NextHop, XdpConfig, XdpPlane};
+use mobicore_upf::xdp::{MapSizes, NextHop, XdpConfig, XdpPlane};
 use mobicore_upf::ForwardingPlane;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -120,35 +117,22 @@ struct UpfCase {
     ns: Option<(f64, f64)>,
 }
 
-/// What runs on `d0` in the dut namespace; dropping it detaches.
-enum Dut {
-    Upf(Box<XdpPlane>),
-    Min(Box<baseline::Baseline>),
-    Pass(LoadedProgram),
-}
-
-impl Dut {
-    /// The loaded XDP program.
-    fn xdp(&self) -> Option<&aya::programs::Xdp> {
-        match self {
-            Dut::Upf(p) => p.program().map(|p| p.program()),
-            Dut::Min(b) => Some(b.program.program()),
-            Dut::Pass(p) => Some(p.program()),
-        }
+/// The loaded XDP program of a device under test.
+fn program_of(dut: &Dut) -> Option<&aya::programs::Xdp> {
+    match dut {
+        Dut::Upf(p) => p.program().map(|p| p.program()),
+        Dut::Min(b) => Some(b.program.program()),
+        Dut::Pass(p) => Some(p.program()),
+        Dut::Shared(_) => None,
     }
 }
 
-/// The run: topology, generator, sink, echo servers. Field order is drop
-/// order: programs and threads first, namespaces last.
+/// The run: the rig and the echo servers. Field order is drop order:
+/// threads first, then the rig (programs, then namespaces).
 pub struct Bench {
     echo: Option<Echo>,
-    gen: Option<Generator>,
-    sink: Sink,
-    g0: u32,
-    d1: u32,
-    place: Option<Placement>,
+    rig: Rig,
     opts: DataplaneBenchOptions,
-    topo: BenchTopology,
 }
 
 impl Bench {
@@ -163,16 +147,9 @@ impl Bench {
             return Err(DpBenchError::Options(format!("{n} sessions outside 1..=1000000")));
         }
         mobicore_netns::require_root()?;
-        let topo = BenchTopology::create(&mobicore_netns::unique_tag("mcdp"))?;
-        let mut sink = Sink::load()?;
-        let s0 = run_in(&topo.sink, || ifindex("s0"))??;
-        run_in(&topo.sink, || sink.attach(s0))??;
-        let g0 = run_in(&topo.gen, || ifindex("g0"))??;
-        let d1 = run_in(&topo.dut, || ifindex("d1"))??;
-        let echo = Some(Echo::start(&topo.sink)?);
-        let place = if opts.split_cpus { Placement::detect() } else { None };
-        tracing::info!(?place, "generator and device-under-test CPUs (None: all on the generator's)");
-        let mut b = Bench { echo, gen: Some(Generator::load()?), sink, g0, d1, place, opts: opts.clone(), topo };
+        let rig = Rig::create(&mobicore_netns::unique_tag("mcdp"), opts.split_cpus, opts.quick)?;
+        let echo = Some(Echo::start(&rig.topo.sink)?);
+        let mut b = Bench { echo, rig, opts: opts.clone() };
         let r = b.measure_all();
         b.echo.take();
         r
@@ -234,15 +211,15 @@ impl Bench {
     ) -> Result<(), DpBenchError> {
         for dir in DIRECTIONS {
             for size in self.opts.sizes.clone() {
-                let pass = self.attach(|| Ok(Dut::Pass(baseline::load_pass()?)))?;
+                let pass = self.rig.attach(|| Ok(Dut::Pass(baseline::load_pass()?)))?;
                 let (frame, cfg) = match dir {
                     Direction::Uplink => fixed(uplink_frame(SINK, TEID_BASE, UE_BASE, size)),
                     Direction::Downlink => fixed(downlink_frame(UE_BASE, size)),
                 };
-                let k = self.blast(&frame, &cfg)?;
+                let k = self.rig.blast_for(&frame, &cfg, self.opts.duration)?;
                 if let Some(r) = rtt.as_deref_mut() {
                     let p = if dir == Direction::Uplink { Probe::KernelUplink } else { Probe::KernelDownlink };
-                    r.insert((dir, size), median_rtt(&self.topo.gen, p, size, self.rtt_samples())?);
+                    r.insert((dir, size), median_rtt(&self.rig.topo.gen, p, size, self.rtt_samples())?);
                 }
                 drop(pass);
                 tracing::info!(direction = dir.name(), size, kernel_mpps = k, "kernel forwarding");
@@ -263,21 +240,21 @@ impl Bench {
         zipf: bool,
         cost: bool,
     ) -> Result<(f64, Option<f64>, Option<f64>), DpBenchError> {
-        let t = FixedTunnel { teid: TEID_BASE, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
+        let t = FixedTunnel { teid: TEID_BASE, src: DUT0, dst: SINK, ifindex: self.rig.d1, dmac: MAC_S0, smac: MAC_D1 };
         let (frame, cfg) = match dir {
             Direction::Uplink => fixed(uplink_frame(DUT0, TEID_BASE, UE_BASE, size)),
             Direction::Downlink => fixed(downlink_frame(UE_BASE, size)),
         };
-        let min = self.attach(|| {
+        let min = self.rig.attach(|| {
             Ok(Dut::Min(Box::new(match dir {
                 Direction::Uplink => baseline::load_decap_min(&t)?,
                 Direction::Downlink => baseline::load_encap_min(&FixedTunnel { teid: ENB_TEID_BASE, ..t })?,
             })))
         })?;
         let dur = self.round();
-        let x = self.blast_for(&frame, &cfg, dur)?;
-        let xz = if zipf { Some(self.blast_for(&frame, &GenCfg { skew: 1, perm: 1, ..cfg }, dur)?) } else { None };
-        let ns = if cost { self.program_ns(&min, &frame, &cfg)? } else { None };
+        let x = self.rig.blast_for(&frame, &cfg, dur)?;
+        let xz = if zipf { Some(self.rig.blast_for(&frame, &GenCfg { skew: 1, perm: 1, ..cfg }, dur)?) } else { None };
+        let ns = if cost { self.rig.program_ns(program_of(&min), &frame, &cfg, dur)? } else { None };
         drop(min);
         tracing::info!(
             direction = dir.name(),
@@ -290,22 +267,6 @@ impl Bench {
         Ok((x, xz, ns))
     }
 
-    /// The device under test's own run time per packet, ns (the kernel's
-    /// BPF run-time statistics, enabled only while measuring and costing
-    /// about a third of the rate, so they never overlap a rate window):
-    /// what the XDP program costs, apart from the veth path around it.
-    /// None where the kernel keeps no statistics.
-    fn program_ns(&mut self, dut: &Dut, frame: &[u8], cfg: &GenCfg) -> Result<Option<f64>, DpBenchError> {
-        let Some(prog) = dut.xdp() else { return Ok(None) };
-        let stats = |p: &aya::programs::Xdp| p.info().ok().map(|i| (i.run_time(), i.run_count()));
-        let Ok(_on) = aya::sys::enable_stats(aya::sys::Stats::RunTime) else { return Ok(None) };
-        let Some((t0, n0)) = stats(prog) else { return Ok(None) };
-        self.blast_for(frame, cfg, self.round())?;
-        let Some((t1, n1)) = stats(prog) else { return Ok(None) };
-        let n = n1.saturating_sub(n0);
-        Ok((n > 0).then(|| t1.saturating_sub(t0).as_nanos() as f64 / n as f64))
-    }
-
     /// The UPF with each number of sessions, each case with its paired
     /// minimal-forwarder rates.
     fn upf_cases(&mut self) -> Result<Vec<UpfCase>, DpBenchError> {
@@ -313,8 +274,8 @@ impl Bench {
         let sizes = MapSizes { tunnels: max + 16, fars: 2 * max + 16, qers: 16, urrs: 16 };
         let mut out = Vec::new();
         for n in self.opts.sessions.clone() {
-            let d1 = self.d1;
-            let mut plane = self.attach(|| {
+            let d1 = self.rig.d1;
+            let mut plane = self.rig.attach(|| {
                 let mut plane = XdpPlane::load(XdpConfig { s1u_addr: DUT0, mtu: 1500, no_fib: false, sizes })?;
                 plane.set_next_hop(SINK, NextHop { ifindex: d1, dmac: MAC_S0, smac: MAC_D1 })?;
                 for i in 0..n as u32 {
@@ -339,27 +300,27 @@ impl Bench {
                         }
                     };
                     let p = if dir == Direction::Uplink { Probe::UpfUplink } else { Probe::UpfDownlink };
-                    let rtt = median_rtt(&self.topo.gen, p, size, self.rtt_samples())?;
+                    let rtt = median_rtt(&self.rig.topo.gen, p, size, self.rtt_samples())?;
                     let zcfg = GenCfg { skew: 1, perm: coprime_multiplier(n as u32), ..cfg };
                     let dur = self.round();
                     let (mut u, mut m, mut uz, mut mz) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
                     let mut xdp_ns = None;
                     for round in 0..ROUNDS {
-                        u.push(self.blast_for(&frame, &cfg, dur)?);
+                        u.push(self.rig.blast_for(&frame, &cfg, dur)?);
                         // The UPF steps aside (sessions kept) for its baselines.
                         let Dut::Upf(mut upf) = plane else { unreachable!("attached above") };
                         upf.detach_all();
                         let (x, xz, ns) = self.min_rates(dir, size, n > 1, round == ROUNDS - 1)?;
-                        plane = self.attach(move || Ok(Dut::Upf(upf)))?;
+                        plane = self.rig.attach(move || Ok(Dut::Upf(upf)))?;
                         m.push(x);
                         xdp_ns = xdp_ns.or(ns);
                         if let Some(xz) = xz {
                             mz.push(xz);
-                            uz.push(self.blast_for(&frame, &zcfg, dur)?);
+                            uz.push(self.rig.blast_for(&frame, &zcfg, dur)?);
                         }
                     }
                     let (mpps, xdp) = (median(u), median(m));
-                    let ns = self.program_ns(&plane, &frame, &cfg)?;
+                    let ns = self.rig.program_ns(program_of(&plane), &frame, &cfg, self.round())?;
                     let zipf = (n > 1).then(|| (median(uz), median(mz)));
                     if let Dut::Upf(p) = &plane {
                         tracing::info!(direction = dir.name(), size, sessions = n, mpps, xdp, ?zipf, counters = ?p.counters().unwrap_or_default().into_iter().filter(|c| c.1 > 0).collect::<Vec<_>>(), "UPF");
@@ -373,94 +334,18 @@ impl Bench {
     }
 
     fn ceiling(&mut self, size: usize) -> Result<f64, DpBenchError> {
-        let t = FixedTunnel { teid: 0, src: DUT0, dst: SINK, ifindex: self.d1, dmac: MAC_S0, smac: MAC_D1 };
-        let dut = self.attach(|| Ok(Dut::Min(Box::new(baseline::load_redirect(&t)?))))?;
+        let t = FixedTunnel { teid: 0, src: DUT0, dst: SINK, ifindex: self.rig.d1, dmac: MAC_S0, smac: MAC_D1 };
+        let dut = self.rig.attach(|| Ok(Dut::Min(Box::new(baseline::load_redirect(&t)?))))?;
         let (frame, cfg) = fixed(downlink_frame(UE_BASE, size));
-        let r = self.blast(&frame, &cfg);
+        let r = self.rig.blast_for(&frame, &cfg, self.opts.duration);
         drop(dut);
         tracing::info!(size, mpps = r.as_ref().ok(), "ceiling (bare redirect)");
         r
     }
-
-    /// Builds a device under test and attaches it to d0 (native XDP), all
-    /// on a thread in the dut namespace: DEVMAP entries name interfaces by
-    /// index in the namespace of the thread that writes them, so a map
-    /// written from another namespace would redirect to a foreign device.
-    /// With two CPUs, d0's NAPI poll then moves to its pinned thread
-    /// (see [`crate::cpus`]).
-    fn attach(&self, make: impl FnOnce() -> Result<Dut, DpBenchError> + Send) -> Result<Dut, DpBenchError> {
-        let dut = run_in(&self.topo.dut, || {
-            let mut dut = make()?;
-            match &mut dut {
-                Dut::Upf(p) => p.attach("d0", AttachMode::Native)?,
-                Dut::Min(b) => b.program.attach("d0", AttachMode::Native)?,
-                Dut::Pass(p) => p.attach("d0", AttachMode::Native)?,
-            }
-            Ok::<_, DpBenchError>(dut)
-        })??;
-        if let Some(p) = self.place {
-            cpus::threaded_napi(&self.topo.dut, "d0", p.dut)?;
-        }
-        Ok(dut)
-    }
-
-    /// Offers `frame` for the configured duration (after a short warm-up);
-    /// the rate the sink counted, in Mpps: the median of [`WINDOWS`]
-    /// equal windows.
-    fn blast(&mut self, frame: &[u8], cfg: &GenCfg) -> Result<f64, DpBenchError> {
-        self.blast_for(frame, cfg, self.opts.duration)
-    }
-
-    /// [`Bench::blast`] for `dur`.
-    fn blast_for(&mut self, frame: &[u8], cfg: &GenCfg, dur: Duration) -> Result<f64, DpBenchError> {
-        let mut gen = self.gen.take().expect("generator present between runs");
-        let warm = if self.opts.quick { Duration::from_millis(20) } else { Duration::from_millis(200) };
-        let (g0, sink, place) = (self.g0, &self.sink, self.place);
-        let (gen, r) = run_in(&self.topo.gen, move || {
-            let r = (|| {
-                if let Some(p) = place {
-                    cpus::pin(0, p.gen)?;
-                }
-                gen.configure(cfg)?;
-                gen.blast(frame, g0, warm, 1 << 14)?;
-                std::thread::sleep(Duration::from_millis(5));
-                // The median of WINDOWS windows: a burst of another
-                // tenant's load in one window does not make the case.
-                let mut rates = Vec::with_capacity(WINDOWS);
-                for _ in 0..WINDOWS {
-                    let before = sink.count()?;
-                    let t = gen.blast(frame, g0, dur / WINDOWS as u32, 1 << 16)?;
-                    std::thread::sleep(Duration::from_millis(5));
-                    let after = sink.count()?;
-                    rates.push(after.saturating_sub(before) as f64 / t.as_secs_f64() / 1e6);
-                }
-                Ok::<_, DpBenchError>(median(rates))
-            })();
-            (gen, r)
-        })?;
-        self.gen = Some(gen);
-        r
-    }
 }
-
-/// Measuring windows per rate (odd: the median is one of them).
-const WINDOWS: usize = 3;
 
 /// Rounds per UPF case: U M [Mz Uz], each rate the median of its rounds.
 const ROUNDS: usize = 3;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
-/// One fixed flow, with the generator doing the same per-frame work as in
-/// the UPF cases (field writes and checksum), so only the DUT differs.
-fn fixed(frame: Vec<u8>) -> (Vec<u8>, GenCfg) {
-    let mode = if frame.len() >= 50 && frame[36..38] == GTPU_PORT.to_be_bytes() { GEN_UPLINK } else { GEN_DOWNLINK };
-    let c = gen_cfg(&frame, mode, 1, TEID_BASE, UE_BASE);
-    (frame, c)
-}
 
 #[cfg(test)]
 mod tests {

@@ -36,20 +36,19 @@
 pub mod topo;
 pub mod traffic;
 
+use crate::cp::{PfcpDriver, SharedPlane, CP};
 use crate::DpBenchError;
 use mobicore_netns::run_in;
-use mobicore_upf::pfcp::{decode, encode, first, msg, steering};
+use mobicore_upf::pfcp::steering;
 use mobicore_upf::rules::{
-    Action, Diversion, Far, GtpuTunnel, PacketDetection, Pdr, PlaneError, SessionRules, INTERFACE_ACCESS,
-    INTERFACE_CORE,
+    Action, Diversion, Far, GtpuTunnel, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE,
 };
 use mobicore_upf::xdp::baseline::{self, Baseline, FixedTunnel};
 use mobicore_upf::xdp::{ifindex, AttachMode, Counter, LoadedProgram, MapSizes, XdpConfig, XdpPlane};
-use mobicore_upf::{ForwardingPlane, UpfConfig, UpfCore, UpfRole};
+use mobicore_upf::{ForwardingPlane, UpfConfig, UpfRole};
 use serde::Serialize;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
 use topo::*;
 use traffic::Direction;
 
@@ -59,8 +58,6 @@ const TEID_UL: u32 = 0x100;
 const TEID_REPLICA: u32 = 0x900;
 /// The eNB's downlink TEID.
 const TEID_DL: u32 = 0x200;
-/// Where the switch's PFCP requests come from (never on the wire).
-const CP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
 /// How the replica at the edge holds the UE (issue 11 item 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -304,90 +301,32 @@ pub fn run_blocking(opts: &DivertBenchOptions) -> Result<DivertReport, DpBenchEr
     r
 }
 
-/// The XDP plane of the switch, shared by its PFCP node (which programs
-/// it) and the bench (which reads its counters).
-struct Shared(Arc<Mutex<XdpPlane>>);
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, XdpPlane> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl ForwardingPlane for Shared {
-    fn install(&mut self, s: u64, r: &SessionRules) -> Result<(), PlaneError> {
-        self.lock().install(s, r)
-    }
-    fn update(&mut self, s: u64, r: &SessionRules) -> Result<(), PlaneError> {
-        self.lock().update(s, r)
-    }
-    fn remove(&mut self, s: u64) -> Result<(), PlaneError> {
-        self.lock().remove(s)
-    }
-    fn install_diversion(&mut self, s: u64, d: &Diversion) -> Result<(), PlaneError> {
-        self.lock().install_diversion(s, d)
-    }
-    fn remove_diversion(&mut self, s: u64) -> Result<(), PlaneError> {
-        self.lock().remove_diversion(s)
-    }
-}
-
 /// The steering switch's PFCP node, driven in memory as the controller's
 /// steering client would drive it over the wire.
 struct Switch {
-    node: UpfCore,
-    seq: u32,
+    cp: PfcpDriver,
     /// The UP SEID of the diversion in force.
     diversion: Option<u64>,
     divert: Diversion,
 }
 
 impl Switch {
-    fn new(plane: Shared, divert: Diversion) -> Result<Switch, DpBenchError> {
+    fn new(plane: SharedPlane, divert: Diversion) -> Result<Switch, DpBenchError> {
         let cfg = UpfConfig { role: UpfRole::Steering, s1u_addr: STEER_ENB, ..UpfConfig::default() };
-        let node = UpfCore::new(cfg, Box::new(plane), SystemTime::now(), mobicore_common::counters::Counters::new());
-        let mut s = Switch { node, seq: 0, diversion: None, divert };
-        let ies = [
-            rs_pfcp::ie::node_id::NodeId::new_ipv4(CP).to_ie(),
-            rs_pfcp::ie::recovery_time_stamp::RecoveryTimeStamp::new(SystemTime::now()).to_ie(),
-        ];
-        let seq = s.next();
-        s.request(&encode(msg::ASSOCIATION_SETUP_REQUEST, None, seq, &ies))?;
-        Ok(s)
-    }
-
-    fn next(&mut self) -> u32 {
-        self.seq += 1;
-        self.seq
-    }
-
-    /// One request; the UP SEID of the answer's F-SEID, if any.
-    fn request(&mut self, b: &[u8]) -> Result<Option<u64>, DpBenchError> {
-        let from = SocketAddr::from(SocketAddrV4::new(CP, 8805));
-        self.node.handle_datagram(Instant::now(), from, b);
-        let (_, out) =
-            self.node.poll_transmit().ok_or_else(|| DpBenchError::Plane("the switch did not answer".into()))?;
-        let (_, ies) = decode(&out).map_err(|e| DpBenchError::Plane(format!("the switch's answer: {e:?}")))?;
-        let cause = first(&ies, rs_pfcp::ie::IeType::Cause).and_then(|c| c.payload.first().copied());
-        if cause != Some(1) {
-            return Err(DpBenchError::Plane(format!("the switch refused a request (cause {cause:?})")));
-        }
-        Ok(first(&ies, rs_pfcp::ie::IeType::Fseid)
-            .and_then(|f| rs_pfcp::ie::fseid::Fseid::unmarshal(&f.payload).ok())
-            .map(|f| u64::from(f.seid)))
+        Ok(Switch { cp: PfcpDriver::associate(cfg, plane)?, diversion: None, divert })
     }
 
     /// Establishes or deletes the diversion.
     fn set(&mut self, on: bool) -> Result<(), DpBenchError> {
         match (on, self.diversion) {
             (true, None) => {
-                let seq = self.next();
-                let seid = self.request(&steering::establishment_request(seq, CP, 1, CP, &self.divert))?;
+                let seq = self.cp.next_seq();
+                let seid = self.cp.request(&steering::establishment_request(seq, CP, 1, CP, &self.divert))?;
                 self.diversion = Some(seid.ok_or_else(|| DpBenchError::Plane("no UP F-SEID".into()))?);
             }
             (false, Some(seid)) => {
-                let seq = self.next();
-                self.request(&steering::deletion_request(seq, seid))?;
+                let seq = self.cp.next_seq();
+                self.cp.request(&steering::deletion_request(seq, seid))?;
                 self.diversion = None;
             }
             _ => {}
@@ -464,7 +403,7 @@ fn end(ns: &str, e: End) -> Result<LoadedProgram, DpBenchError> {
 struct Bench {
     _echo: Vec<traffic::Echo>,
     switch: Switch,
-    steer: Arc<Mutex<XdpPlane>>,
+    steer: SharedPlane,
     /// The switch's NAPI threads.
     steer_threads: Vec<libc::pid_t>,
     _anchors: Vec<XdpPlane>,
@@ -501,7 +440,7 @@ impl Bench {
             for e in [S_ENB, S_CORE, S_EDGE] {
                 p.attach(e.0, AttachMode::Native)?;
             }
-            Ok::<_, DpBenchError>(Arc::new(Mutex::new(p)))
+            Ok::<_, DpBenchError>(SharedPlane::new(p))
         })??;
         topo.threaded_napi(&topo.ue, &[U0.0])?;
         topo.threaded_napi(&topo.enb, &[E_UE.0, E_S1.0])?;
@@ -521,13 +460,13 @@ impl Bench {
             anchor_ue: (mode == DivertMode::Selective).then_some(REPLICA_UE),
             origin: CORE,
         };
-        let switch = Switch::new(Shared(steer.clone()), divert)?;
+        let switch = Switch::new(steer.clone(), divert)?;
         let echo = vec![traffic::Echo::start(&topo.dn)?, traffic::Echo::start(&topo.mec)?];
         Ok(Bench { _echo: echo, switch, steer, steer_threads, _anchors: anchors, _enb: enb, _ends: ends, mode, topo })
     }
 
     fn steer_counters(&self) -> SteeringCounts {
-        let p = self.steer.lock().unwrap_or_else(|p| p.into_inner());
+        let p = self.steer.lock();
         let c = |k| p.counter(k).unwrap_or(0);
         SteeringCounts {
             diverted_uplink: c(Counter::SteerUplink),

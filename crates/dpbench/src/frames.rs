@@ -34,7 +34,8 @@ pub const MAC_D0: [u8; 6] = [0x02, 0xdb, 0, 0, 0, 0x02];
 pub const MAC_D1: [u8; 6] = [0x02, 0xdb, 0, 0, 0, 0x03];
 pub const MAC_S0: [u8; 6] = [0x02, 0xdb, 0, 0, 0, 0x04];
 
-/// Bytes of every frame the generator rewrites (bpf/gen.c HDR_LEN).
+/// Bytes the generator rewrites of a frame that long (bpf/gen.c HDR_LEN;
+/// a shorter, plain frame has its first [`PLAIN_HDR_LEN`] rewritten).
 pub const HDR_LEN: usize = 78;
 /// Smallest inner packet: the generator's header must fit.
 pub const MIN_SIZE: usize = 64;
@@ -57,11 +58,21 @@ pub struct GenCfg {
     pub skew: u32,
     /// Rank-to-session multiplier, coprime with `n`.
     pub perm: u32,
+    /// 0, or the offset of the UDP payload: the generator writes
+    /// [`STAMP_MAGIC`] and its clock (`bpf_ktime_get_ns`) there, and the
+    /// sink records the frame's one-way time ([`crate::progs::Sink::latencies`]).
+    pub stamp_at: u32,
 }
 
-// SAFETY: #[repr(C)] integers and bytes, no padding (4*4 + 80 + 2*4).
+// SAFETY: #[repr(C)] integers and bytes, no padding (4*4 + 80 + 3*4).
 unsafe impl aya::Pod for GenCfg {}
-const _: () = assert!(std::mem::size_of::<GenCfg>() == 104);
+const _: () = assert!(std::mem::size_of::<GenCfg>() == 108);
+
+/// The first 4 payload octets of a time-stamped frame (bpf/gen.c, bpf/sink.c).
+pub const STAMP_MAGIC: u32 = 0x4d43_4c54;
+/// Eth + IPv4 + UDP: the least the generator rewrites (a plain frame);
+/// the smallest frame it sends.
+pub const PLAIN_HDR_LEN: usize = 42;
 
 /// Steps of the generator's Zipf table (bpf/gen.c ZIPF_STEPS).
 pub const ZIPF_STEPS: usize = 1024;
@@ -134,7 +145,8 @@ pub fn ipv4_udp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, total: usi
     p
 }
 
-fn eth(ip: &[u8]) -> Vec<u8> {
+/// An Ethernet frame (gen `g0` to dut `d0`) around an IPv4 packet.
+pub fn eth(ip: &[u8]) -> Vec<u8> {
     let mut f = Vec::with_capacity(14 + ip.len());
     f.extend_from_slice(&MAC_D0);
     f.extend_from_slice(&MAC_G0);
@@ -146,8 +158,13 @@ fn eth(ip: &[u8]) -> Vec<u8> {
 /// Uplink frame: gen -> `outer_dst`:2152, G-PDU with TEID `teid`, inner
 /// UDP of `size` bytes from `ue` to the sink's bench port.
 pub fn uplink_frame(outer_dst: Ipv4Addr, teid: u32, ue: Ipv4Addr, size: usize) -> Vec<u8> {
-    let inner = ipv4_udp(ue, SINK, 10000, BENCH_PORT, size);
-    eth(&ipv4_udp_payload(GEN, outer_dst, GTPU_PORT, GTPU_PORT, &gtpu::gpdu(teid, &inner)))
+    gpdu_frame(outer_dst, teid, &ipv4_udp(ue, SINK, 10000, BENCH_PORT, size))
+}
+
+/// A G-PDU (TS 29.281 5.1) from gen to `outer_dst`:2152 with TEID `teid`
+/// around the IPv4 packet `inner`.
+pub fn gpdu_frame(outer_dst: Ipv4Addr, teid: u32, inner: &[u8]) -> Vec<u8> {
+    eth(&ipv4_udp_payload(GEN, outer_dst, GTPU_PORT, GTPU_PORT, &gtpu::gpdu(teid, inner)))
 }
 
 /// Downlink frame: plain UDP of `size` bytes from gen to `ue`.
@@ -167,7 +184,7 @@ pub fn gen_cfg(frame: &[u8], mode: u32, n: u32, teid_base: u32, addr_base: Ipv4A
     let mut hdr = [0u8; 80];
     let k = frame.len().min(HDR_LEN);
     hdr[..k].copy_from_slice(&frame[..k]);
-    GenCfg { mode, n: n.max(1), teid_base, addr_base: u32::from(addr_base), hdr, skew: 0, perm: 1 }
+    GenCfg { mode, n: n.max(1), teid_base, addr_base: u32::from(addr_base), hdr, skew: 0, perm: 1, stamp_at: 0 }
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! - [`frames`]: addresses and the generator's template frames.
 //! - [`progs`]: the live-frames load generator and the sink counter.
 //! - [`topo`]: the namespaces and veths (removed on drop).
+//! - [`rig`]: topology, generator and sink together; a device under test
+//!   on `d0`; rates, run time per packet, one-way times.
 //! - [`rtt`]: round-trip probes and echo servers.
 //! - [`cpus`]: generator on one CPU, the DUT's receive path on another.
 //! - [`cases`]: the devices under test and the measuring loop.
@@ -18,12 +20,21 @@
 //! - [`divert`]: `mobicore bench divert`, seed 000 Figs 10-16: round trips,
 //!   TCP throughput with the steering switch's CPU, and loss, diverting a
 //!   UE at the switch versus passing it through.
+//! - [`breakout`]: `mobicore bench breakout`, seed 001 Fig. 3: the MEC
+//!   router's local breakout (uplink decapsulation to an edge application,
+//!   its answers encapsulated into the UE's tunnel) per frame size with 1
+//!   and 120,000 traffic rules, against the minimal XDP forwarder and
+//!   kernel forwarding; the rule install rate over PFCP.
+//! - [`cp`]: a UPF's PFCP node driven in memory, as a controller would.
 
+pub mod breakout;
 pub mod cases;
+pub mod cp;
 pub mod cpus;
 pub mod divert;
 pub mod frames;
 pub mod progs;
+pub mod rig;
 pub mod rtt;
 pub mod slowpath;
 pub mod topo;

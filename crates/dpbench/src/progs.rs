@@ -104,12 +104,36 @@ impl Generator {
         }
         Ok(start.elapsed())
     }
+
+    /// Sends one frame (a live-frames run of one): its batch is flushed,
+    /// and the veths' receive paths run, before the call returns.
+    pub fn send_one(&self, frame: &[u8], ifindex: u32) -> Result<(), DpBenchError> {
+        let md = XdpMd { data_end: frame.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+        // SAFETY: as in `blast`.
+        let ctx =
+            unsafe { std::slice::from_raw_parts((&md as *const XdpMd).cast::<u8>(), std::mem::size_of::<XdpMd>()) };
+        let prog: &Xdp = self.ebpf.program("gen_xdp").and_then(|p| p.try_into().ok()).expect("loaded");
+        let opts = TestRunOptions {
+            data_in: Some(frame),
+            ctx_in: Some(ctx),
+            repeat: 1,
+            attrs: TestRunAttrs::new().xdp_live_frames(1),
+            ..Default::default()
+        };
+        prog.test_run(opts).map_err(|e| DpBenchError::Xdp(format!("BPF_PROG_RUN live frames: {e:#}")))?;
+        Ok(())
+    }
 }
+
+/// One-way times the sink can hold per measurement (bpf/sink.c LAT_MAX).
+pub const LATENCY_SAMPLES_MAX: usize = 16384;
 
 /// The sink: counts and drops the bench frames arriving on its veth.
 pub struct Sink {
     ebpf: Ebpf,
     count: PerCpuArray<MapData, u64>,
+    lat: Array<MapData, u64>,
+    lat_n: Array<MapData, u64>,
     attached: Option<aya::programs::xdp::XdpLinkId>,
 }
 
@@ -119,7 +143,11 @@ impl Sink {
         let count =
             PerCpuArray::try_from(ebpf.take_map("sink_count").ok_or(DpBenchError::Xdp("no map sink_count".into()))?)
                 .map_err(map_err("sink_count"))?;
-        Ok(Sink { ebpf, count, attached: None })
+        let lat = Array::try_from(ebpf.take_map("sink_lat").ok_or(DpBenchError::Xdp("no map sink_lat".into()))?)
+            .map_err(map_err("sink_lat"))?;
+        let lat_n = Array::try_from(ebpf.take_map("sink_lat_n").ok_or(DpBenchError::Xdp("no map sink_lat_n".into()))?)
+            .map_err(map_err("sink_lat_n"))?;
+        Ok(Sink { ebpf, count, lat, lat_n, attached: None })
     }
 
     /// Attaches (native mode) to `ifindex` of the calling thread's namespace.
@@ -133,6 +161,23 @@ impl Sink {
 
     pub fn count(&self) -> Result<u64, DpBenchError> {
         Ok(self.count.get(&0, 0).map_err(map_err("sink_count"))?.iter().sum())
+    }
+
+    /// Forgets the one-way times recorded so far.
+    pub fn reset_latencies(&mut self) -> Result<(), DpBenchError> {
+        self.lat_n.set(0, 0, 0).map_err(map_err("sink_lat_n"))
+    }
+
+    /// Time-stamped frames that arrived since the reset.
+    pub fn latency_count(&self) -> Result<u64, DpBenchError> {
+        self.lat_n.get(&0, 0).map_err(map_err("sink_lat_n"))
+    }
+
+    /// Their one-way times (generator's stamp to the sink), ns, in order
+    /// of arrival (at most [`LATENCY_SAMPLES_MAX`]).
+    pub fn latencies(&self) -> Result<Vec<u64>, DpBenchError> {
+        let n = (self.latency_count()? as usize).min(LATENCY_SAMPLES_MAX);
+        (0..n as u32).map(|i| self.lat.get(&i, 0).map_err(map_err("sink_lat"))).collect()
     }
 }
 

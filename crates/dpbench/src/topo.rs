@@ -116,6 +116,15 @@ impl BenchTopology {
         Ok(t)
     }
 
+    /// Sets the MTU of all four veths (`g0`, `d0`, `d1`, `s0`).
+    pub fn set_mtu(&self, mtu: u32) -> Result<(), DpBenchError> {
+        let m = mtu.to_string();
+        for (ns, dev) in [(&self.gen, "g0"), (&self.dut, "d0"), (&self.dut, "d1"), (&self.sink, "s0")] {
+            ip(&["-n", ns, "link", "set", dev, "mtu", &m])?;
+        }
+        Ok(())
+    }
+
     pub fn namespaces(&self) -> &[String] {
         &self.created
     }

@@ -57,6 +57,14 @@ pub enum BenchCommand {
     /// edge anchor and without (passing it through), interleaved in one
     /// run; all in XDP across seven namespaces (eNB, switch, two anchors).
     Divert(crate::bench_divert::DivertArgs),
+    /// Seed 001 Fig. 3: the MEC router's local breakout, throughput (Mpps,
+    /// Gbit/s) and one-way latency for 64 to 1518-byte frames, uplink
+    /// (G-PDUs decapsulated to an edge application) and downlink (its
+    /// answers encapsulated into the UE's tunnel), with 1 and 120,000
+    /// traffic rules installed over PFCP (the install rate reported), each
+    /// case next to the minimal XDP forwarder and kernel forwarding on the
+    /// identical namespace topology (`bench dataplane`'s generator).
+    Breakout(crate::bench_breakout::BreakoutArgs),
 }
 
 #[derive(Args, Debug)]
@@ -169,6 +177,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Slowpath(a) => crate::bench_slowpath::run(a).await,
         BenchCommand::Relocation(a) => crate::bench_relocation::run(a).await,
         BenchCommand::Divert(a) => crate::bench_divert::run(a).await,
+        BenchCommand::Breakout(a) => crate::bench_breakout::run(a).await,
     }
 }
 
