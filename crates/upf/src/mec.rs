@@ -26,12 +26,69 @@ use rs_pfcp::ie::cause::CauseValue;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
+/// The rule sessions of one (slice, priority): those whose every filter
+/// names one exact destination, by destination, and the others; a new
+/// exact rule is checked against its destinations' rules and the wide
+/// ones only (120,000 exact rules at one priority stay cheap).
+#[derive(Debug, Default)]
+struct Bucket {
+    by_dst: HashMap<Ipv4Addr, Vec<u64>>,
+    wide: Vec<u64>,
+}
+
+/// Every filter's destination, when all are exact.
+fn exact_dsts(r: &MecRule) -> Option<Vec<Ipv4Addr>> {
+    r.filters.iter().map(|f| f.dst.filter(|(_, len)| *len == 32).map(|(a, _)| a)).collect()
+}
+
+impl Bucket {
+    fn candidates(&self, r: &MecRule) -> Vec<u64> {
+        match exact_dsts(r) {
+            Some(dsts) => {
+                let mut v: Vec<u64> =
+                    dsts.iter().filter_map(|d| self.by_dst.get(d)).flatten().chain(&self.wide).copied().collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+            None => self.by_dst.values().flatten().chain(&self.wide).copied().collect(),
+        }
+    }
+
+    fn insert(&mut self, seid: u64, r: &MecRule) {
+        match exact_dsts(r) {
+            Some(dsts) => dsts.into_iter().for_each(|d| self.by_dst.entry(d).or_default().push(seid)),
+            None => self.wide.push(seid),
+        }
+    }
+
+    fn remove(&mut self, seid: u64, r: &MecRule) {
+        match exact_dsts(r) {
+            Some(dsts) => {
+                for d in dsts {
+                    if let Some(v) = self.by_dst.get_mut(&d) {
+                        v.retain(|x| *x != seid);
+                        if v.is_empty() {
+                            self.by_dst.remove(&d);
+                        }
+                    }
+                }
+            }
+            None => self.wide.retain(|x| *x != seid),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_dst.is_empty() && self.wide.is_empty()
+    }
+}
+
 /// The MEC sessions, indexed for the overlap checks.
 #[derive(Debug, Default)]
 pub(crate) struct MecSessions {
     by_seid: HashMap<u64, MecSession>,
     /// (slice interface, VLAN, priority) -> rule sessions.
-    by_priority: HashMap<(String, u16, u8), Vec<u64>>,
+    by_priority: HashMap<(String, u16, u8), Bucket>,
     /// UE address -> tunnel session.
     ues: HashMap<Ipv4Addr, u64>,
 }
@@ -89,8 +146,8 @@ impl MecSessions {
         match s {
             MecSession::Ue(u) => self.ues.get(&u.ue).copied().filter(|o| Some(*o) != except),
             MecSession::Rule(r) => {
-                let others = self.by_priority.get(&prio_key(r)).into_iter().flatten().filter(|o| Some(**o) != except);
-                others.into_iter().copied().find(|o| match self.by_seid.get(o) {
+                let others = self.by_priority.get(&prio_key(r)).map(|b| b.candidates(r)).unwrap_or_default();
+                others.into_iter().filter(|o| Some(*o) != except).find(|o| match self.by_seid.get(o) {
                     Some(MecSession::Rule(x)) => {
                         x.filters.iter().any(|a| r.filters.iter().any(|b| filters_overlap(a, b)))
                     }
@@ -106,7 +163,7 @@ impl MecSessions {
             MecSession::Ue(u) => {
                 self.ues.insert(u.ue, seid);
             }
-            MecSession::Rule(r) => self.by_priority.entry(prio_key(r)).or_default().push(seid),
+            MecSession::Rule(r) => self.by_priority.entry(prio_key(r)).or_default().insert(seid, r),
         }
         self.by_seid.insert(seid, s);
     }
@@ -118,9 +175,9 @@ impl MecSessions {
                 self.ues.remove(&u.ue);
             }
             MecSession::Rule(r) => {
-                if let Some(v) = self.by_priority.get_mut(&prio_key(&r)) {
-                    v.retain(|x| *x != seid);
-                    if v.is_empty() {
+                if let Some(b) = self.by_priority.get_mut(&prio_key(&r)) {
+                    b.remove(seid, &r);
+                    if b.is_empty() {
                         self.by_priority.remove(&prio_key(&r));
                     }
                 }

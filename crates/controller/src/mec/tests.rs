@@ -125,3 +125,79 @@ proptest! {
         let _ = serde_json::from_str::<TrafficRule>(&s);
     }
 }
+
+/// A rule to one destination (exact or a prefix) and port.
+fn to_dst(id: &str, priority: u8, dst: &str, port: u16) -> TrafficRule {
+    let mut r = rule(id, priority, "0.0.0.0/0", Some(&port.to_string()), Action::Drop);
+    r.traffic_filter[0].src_address = None;
+    r.traffic_filter[0].dst_address = Some(vec![dst.into()]);
+    r
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, rng_seed: proptest::test_runner::RngSeed::Fixed(0x696478), ..ProptestConfig::default() })]
+
+    /// The destination index finds exactly the overlaps reading every rule finds.
+    #[test]
+    fn the_index_answers_as_a_full_scan(
+        rules in proptest::collection::vec((0u8..8, prop_oneof![Just(32u8), Just(30u8), Just(0u8)], 0u16..3, 0u8..4, any::<bool>()), 1..40),
+    ) {
+        let mut m = MecRouters::new(&["mec1".into()], 1000);
+        let mut kept: Vec<TrafficRule> = Vec::new();
+        for (i, (host, len, port, prio, active)) in rules.into_iter().enumerate() {
+            let mut r = to_dst(&format!("r{i}"), prio, &format!("10.9.0.{host}/{len}"), port);
+            if !active {
+                r.state = RuleState::Inactive;
+            }
+            let scan: Vec<&TrafficRule> = kept
+                .iter()
+                .filter(|o| o.state == RuleState::Active && r.state == RuleState::Active)
+                .filter(|o| rules_overlap(&validate(&r).unwrap(), &validate(o).unwrap()))
+                .collect();
+            match m.put("mec1", r.clone(), false) {
+                Ok(a) => {
+                    prop_assert!(scan.iter().all(|o| o.priority != r.priority));
+                    let mut got: Vec<&str> = a.overlaps.iter().map(|o| o.traffic_rule_id.as_str()).collect();
+                    let mut want: Vec<&str> = scan.iter().map(|o| o.traffic_rule_id.as_str()).collect();
+                    got.sort_unstable();
+                    want.sort_unstable();
+                    prop_assert_eq!(got, want);
+                    kept.push(r);
+                }
+                Err(RuleError::Conflict(_)) => prop_assert!(scan.iter().any(|o| o.priority == r.priority)),
+                Err(e) => prop_assert!(false, "{e}"),
+            }
+        }
+        // Deleting keeps the index right: a rule equal to a deleted one fits again.
+        if let Some(first) = kept.first().cloned() {
+            m.delete("mec1", &first.traffic_rule_id).unwrap();
+            let again = TrafficRule { traffic_rule_id: "again".into(), ..first };
+            let clash = kept[1..].iter().any(|o| {
+                o.state == RuleState::Active
+                    && again.state == RuleState::Active
+                    && o.priority == again.priority
+                    && rules_overlap(&validate(&again).unwrap(), &validate(o).unwrap())
+            });
+            prop_assert_eq!(m.put("mec1", again, false).is_ok(), !clash);
+        }
+    }
+}
+
+#[test]
+fn a_router_holds_120000_exact_rules() {
+    // Seed 001's Tofino figure; each rule checked against its own
+    // destination's rules only (the full scan took minutes).
+    let mut m = MecRouters::new(&["mec1".into()], 120_000);
+    for i in 0..120_000u32 {
+        let dst = Ipv4Addr::from(0x0a80_0000 + i);
+        let a = m.put("mec1", to_dst(&format!("r{i}"), 5, &dst.to_string(), 80), false).unwrap();
+        assert!(a.overlaps.is_empty());
+    }
+    assert!(matches!(m.put("mec1", to_dst("one-more", 5, "10.9.9.9", 80), false), Err(RuleError::Conflict(_))));
+    let wide = to_dst("wide", 5, "10.128.0.0/24", 80);
+    assert!(matches!(m.put("mec1", wide, true), Err(RuleError::UnknownRule(_))));
+    m.delete("mec1", "r0").unwrap();
+    let wide = to_dst("wide", 4, "10.128.0.0/24", 80);
+    let a = m.put("mec1", wide, false).unwrap();
+    assert_eq!(a.overlaps.len(), 255, "r1..r255 in the /24");
+}

@@ -229,3 +229,31 @@ fn mec_sessions_survive_a_dump_and_restore() {
     assert_eq!(cause(&r.establish_mec(3, &rule(10, Ipv4Addr::new(192, 0, 2, 10), RuleAction::Drop))), 73);
     assert_eq!(cause(&r.modify_mec(a, &decap(10, 10), &decap(10, 11))), 1);
 }
+
+#[test]
+fn a_node_holds_120000_rules_at_one_priority() {
+    // Seed 001's Tofino figure, all at one priority of one slice: each new
+    // rule is checked against its own destination's rules and the wide ones.
+    let mut h = Harness::with(mec());
+    h.associate();
+    let to = |i: u32| Ipv4Addr::from(0x0a80_0000 + i);
+    for i in 0..120_000u32 {
+        assert_eq!(cause(&h.establish_mec(u64::from(i) + 1, &rule(5, to(i), RuleAction::Drop))), 1, "rule {i}");
+    }
+    assert_eq!(h.plane.mec().len(), 120_000);
+    // The same destination at the same priority is refused; so is a prefix
+    // over it; elsewhere, or at another priority, they fit.
+    let again = h.establish_mec(200_001, &rule(5, to(7), RuleAction::Passthrough));
+    assert_eq!((cause(&again), failed_rule(&again)), (73, Some(1)));
+    let mut wide = rule(5, to(0), RuleAction::Drop);
+    if let MecSession::Rule(r) = &mut wide {
+        r.filters[0].dst = Some((to(0), 24));
+    }
+    assert_eq!(cause(&h.establish_mec(200_002, &wide)), 73);
+    if let MecSession::Rule(r) = &mut wide {
+        r.priority = 4;
+    }
+    assert_eq!(cause(&h.establish_mec(200_003, &wide)), 1);
+    assert_eq!(cause(&h.establish_mec(200_004, &rule(5, Ipv4Addr::new(10, 200, 0, 1), RuleAction::Drop))), 1);
+    assert_eq!(h.plane.mec().len(), 120_002);
+}
