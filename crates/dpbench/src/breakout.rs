@@ -24,8 +24,9 @@
 //! the sans-I/O [`mobicore_upf::UpfCore`] as the controller establishes
 //! them ([`crate::cp`]); the node programs the live `mec_xdp` maps. The
 //! other rules of a case (119,999 for 120,000) are real, distinct FLOW
-//! rules of other UEs (sources `UE_BASE + k`) to the same application:
-//! exact 5-tuples like the measured one, so that each is two `mec_exact`
+//! rules of the same UE to other edge applications (destinations
+//! [`OTHER_APPS`]` + k`): exact 5-tuples like the measured one, that no
+//! measured packet matches, so that each is two `mec_exact`
 //! entries (the uplink as written, the reverse on the plain side; 240,000
 //! of its 262,144 for 120,000 rules) and the measured packets are looked
 //! up among them. Their priorities cycle through 0..=255. The time the
@@ -69,6 +70,8 @@ use std::time::{Duration, Instant};
 
 /// The edge application's address (the sink plays it).
 pub const APP: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 2);
+/// The first of the other applications of the rules beyond the measured one.
+pub const OTHER_APPS: Ipv4Addr = Ipv4Addr::new(10, 204, 0, 1);
 /// The core's S1-U address: where the uplink G-PDUs are in transit to
 /// (routed through the sink), and the outer source of the downlink tunnel.
 pub const CORE: Ipv4Addr = Ipv4Addr::new(10, 202, 1, 2);
@@ -275,16 +278,17 @@ fn app() -> Application {
     Application { mac: MAC_S0, interface: "d1".into() }
 }
 
-/// Rule `k`: the FLOW of UE `UE_BASE + k` to the application, both ports
-/// [`PORT`], UDP; rule 0 is the measured one.
+/// Rule `k`: the FLOW of the UE ([`UE_BASE`]) to the application, both
+/// ports [`PORT`], UDP: rule 0, the measured one, to [`APP`]; rule k > 0
+/// to another application, [`OTHER_APPS`]` + k - 1`.
 pub fn rule(k: u32) -> MecSession {
     MecSession::Rule(MecRule {
         slice: Slice { interface: "d0".into(), vlan: 0 },
         flow: true,
         priority: (k % 256) as u8,
         filters: vec![TrafficFilter {
-            src: Some((Ipv4Addr::from(u32::from(UE_BASE) + k), 32)),
-            dst: Some((APP, 32)),
+            src: Some((UE_BASE, 32)),
+            dst: Some((if k == 0 { APP } else { Ipv4Addr::from(u32::from(OTHER_APPS) + k - 1) }, 32)),
             src_ports: Some((PORT, PORT)),
             dst_ports: Some((PORT, PORT)),
             protocol: Some(17),
@@ -591,14 +595,16 @@ mod tests {
     }
 
     #[test]
-    fn rules_are_distinct_exact_flows_and_only_rule_0_matches_the_measured_ue() {
+    fn rules_are_distinct_exact_flows_and_only_rule_0_matches_the_measured_flow() {
         let f = |k| match rule(k) {
             MecSession::Rule(r) => r.filters[0],
             _ => unreachable!(),
         };
-        assert_eq!(f(0).src, Some((UE_BASE, 32)));
-        assert_ne!(f(1).src, f(0).src);
-        assert_ne!(f(119_999).src, f(0).src);
+        assert_eq!((f(0).src, f(0).dst), (Some((UE_BASE, 32)), Some((APP, 32))));
+        assert_eq!(f(1).dst, Some((OTHER_APPS, 32)));
+        let dsts: std::collections::HashSet<_> = (0..120_000).map(|k| f(k).dst).collect();
+        assert_eq!(dsts.len(), 120_000, "distinct flows");
+        assert!((1..120_000).all(|k| f(k).dst != Some((APP, 32))), "neither way of another rule is the measured flow");
         let MecSession::Rule(r) = rule(300) else { unreachable!() };
         assert_eq!(r.priority, 44);
         assert!(r.flow);
