@@ -324,12 +324,17 @@ struct steer_dl {
  *   MEC_SET_MAX) of the destination prefix of each rule; user space copies
  *   into each prefix's set the rules of the shorter prefixes covering it,
  *   so the longest match alone holds every rule that can match.
- * A packet costs one slice lookup, one exact lookup, one LPM lookup and at
- * most MEC_SET_MAX rule checks; the lowest priority value wins (MEC 011:
+ * A packet costs one slice lookup, one exact lookup, one LPM lookup (none
+ * when the slice's side has no prefix set: bits MEC_SLICE_LPM of its
+ * mec_slices value) and at most MEC_SET_MAX rule checks; the lowest priority value wins (MEC 011:
  * 0 is the highest), user space refuses two overlapping rules of one
  * priority. Values are replaced whole (hash / trie updates, freed after
  * an RCU grace period): a program never sees a torn set. */
 #define MEC_MAX_SLICES 256
+/* mec_slices value: the slice id (low 16 bits); bit 16 + side set when
+ * (slice, side) has prefix sets in mec_lpm. */
+#define MEC_SLICE_ID 0xffffu
+#define MEC_SLICE_LPM 16
 #define MEC_MAX_EXACT 262144
 #define MEC_MAX_PREFIXES 16384
 #define MEC_SET_MAX 16

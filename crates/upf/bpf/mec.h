@@ -94,9 +94,10 @@ static __always_inline int mec_match(const struct mec_rule *r, const struct flow
  * first match in the priority-ordered set of the longest destination
  * prefix (which holds every rule whose prefix covers it). One hash
  * lookup, one LPM lookup, at most MEC_SET_MAX rule checks. */
-static __always_inline const struct mec_rule *mec_select(__u32 slice, __u32 side, const struct flow *f,
+static __always_inline const struct mec_rule *mec_select(__u32 slice_v, __u32 side, const struct flow *f,
 							 const struct mec_pkt *p)
 {
+	__u32 slice = slice_v & MEC_SLICE_ID;
 	const struct mec_rule *best = 0;
 	struct mec_exact_key k = {
 		.slice_side = (slice << 1) | side,
@@ -109,6 +110,8 @@ static __always_inline const struct mec_rule *mec_select(__u32 slice, __u32 side
 	const struct mec_rule *e = bpf_map_lookup_elem(&mec_exact, &k);
 	if (e && mec_match(e, f, p))
 		best = e;
+	if (!(slice_v & (1u << (MEC_SLICE_LPM + side))))
+		return best;
 	struct mec_lpm_key lk = { .prefixlen = 64, .slice_side = bpf_htonl((slice << 1) | side), .addr = f->daddr };
 	const struct mec_set *s = bpf_map_lookup_elem(&mec_lpm, &lk);
 	if (!s)

@@ -23,6 +23,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 
 pub const MEC_MAX_SLICES: u32 = 256;
+/// `mec_slices` value: the slice id, and bit `MEC_SLICE_LPM + side` when
+/// that side of the slice has prefix sets (else the program skips the
+/// LPM lookup).
+pub const MEC_SLICE_LPM: u32 = 16;
 pub const MEC_MAX_EXACT: u32 = 262_144;
 pub const MEC_MAX_PREFIXES: u32 = 16_384;
 pub const MEC_SET_MAX: usize = 16;
@@ -571,7 +575,7 @@ impl MecTable {
         if let Some((keys, id, _, _)) = &new {
             for sk in keys {
                 if self.slices.insert(*sk, *id).is_none() {
-                    maps.put_slice(*sk, *id).map_err(map_err)?;
+                    maps.put_slice(*sk, self.slice_value(*id)).map_err(map_err)?;
                 }
             }
         }
@@ -587,6 +591,16 @@ impl MecTable {
             match s {
                 Some(s) => maps.put_prefix(32 + u32::from(len), d, &s).map_err(map_err)?,
                 None => maps.del_prefix(32 + u32::from(len), d).map_err(map_err)?,
+            }
+        }
+        // The slices whose prefix sets changed: their LPM bits after the
+        // sets (a set written before its bit is merely not read yet).
+        let mut ids: Vec<u32> = touched_prefix.iter().map(|(ss, _, _)| ss >> 1).collect();
+        ids.dedup();
+        for id in ids {
+            let v = self.slice_value(id);
+            for (sk, _) in self.slices.iter().filter(|(_, i)| **i == id) {
+                maps.put_slice(*sk, v).map_err(map_err)?;
             }
         }
         if let Some((keys, _, r, e)) = new {
@@ -605,6 +619,16 @@ impl MecTable {
             }
         }
         Ok(())
+    }
+
+    /// The `mec_slices` value of slice `id`: with the LPM bit of each
+    /// side that has prefix sets.
+    fn slice_value(&self, id: u32) -> u32 {
+        [SIDE_TUNNEL, SIDE_PLAIN].into_iter().fold(id, |v, side| {
+            let ss = (id << 1) | side;
+            let sets = self.prefixes.range((ss, 0, 0)..=(ss, u8::MAX, u32::MAX)).next().is_some();
+            v | (u32::from(sets) << (MEC_SLICE_LPM + side))
+        })
     }
 
     fn index(&mut self, e: &[(Place, Cand)]) {

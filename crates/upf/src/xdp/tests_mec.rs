@@ -4,7 +4,7 @@
 //! `lo` (ifindex 1): the slices' interface `s1u0` resolves to it.
 
 use super::maps::Counter;
-use super::mec::{MecTable, MemoryMecMaps, Resolver, MEC_SET_MAX};
+use super::mec::{MecTable, MemoryMecMaps, Resolver, MEC_SET_MAX, MEC_SLICE_LPM};
 use super::tests::{eth, ipv4, is_root, udp, XDP_PASS, XDP_TX};
 use super::*;
 use crate::rules::{ForwardingPlane, MecSession};
@@ -437,6 +437,31 @@ fn wildcard_sets_hold_the_covering_rules_and_are_bounded() {
 }
 
 #[test]
+fn a_slice_says_which_sides_have_prefix_sets() {
+    let (mut t, mut m) = table();
+    let r = |prio, f| match rule(0, prio, f, RuleAction::Drop) {
+        MecSession::Rule(r) => r,
+        _ => unreachable!(),
+    };
+    let exact = TrafficFilter {
+        src: Some((UE, 32)),
+        dst: Some((APP, 32)),
+        protocol: Some(17),
+        src_ports: Some((5000, 5000)),
+        dst_ports: Some((9000, 9000)),
+        ..TrafficFilter::default()
+    };
+    let lpm_bits = |m: &MemoryMecMaps| m.slices.values().map(|v| v >> MEC_SLICE_LPM).collect::<Vec<_>>();
+    t.set_rule(&mut m, 1, Some(&r(10, exact))).unwrap();
+    assert_eq!(lpm_bits(&m), [0]);
+    t.set_rule(&mut m, 2, Some(&r(5, to_app()))).unwrap();
+    assert_eq!(lpm_bits(&m), [0b11], "PACKET as written on both sides");
+    t.set_rule(&mut m, 2, None).unwrap();
+    assert_eq!(lpm_bits(&m), [0], "the last prefix set gone");
+    assert_eq!(m.slices.values().map(|v| v & 0xffff).collect::<Vec<_>>(), [0], "the id kept");
+}
+
+#[test]
 fn one_hundred_twenty_thousand_exact_rules_fit() {
     let (mut t, mut m) = table();
     for i in 0..120_000u32 {
@@ -455,6 +480,7 @@ fn one_hundred_twenty_thousand_exact_rules_fit() {
     }
     assert_eq!((t.rules(), m.exact.len(), m.prefixes.len()), (120_000, 240_000, 0));
     assert_eq!(m.slices.len(), 2, "the ingress and the application's interface");
+    assert!(m.slices.values().all(|v| v >> MEC_SLICE_LPM == 0), "no prefix set: the program skips the LPM lookup");
     for i in 0..120_000u64 {
         t.set_rule(&mut m, i, None).unwrap();
     }
