@@ -93,6 +93,27 @@ pub async fn change(
     })
 }
 
+/// Waits (up to 30 s) until the controller counts `n` sessions
+/// established on the MEC router node (`mec_sessions_established`).
+async fn wait_for_sessions(edge: &EdgeControl, n: u64) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = mobicore_controller::site::http_get(edge.rest, "/metrics").await?;
+        let have = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("mobicore_controller_mec_sessions_established "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if have >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the MEC router node holds {have} sessions, not the {n} the UEs' tunnels and the rule make");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -151,6 +172,9 @@ async fn flows_and_changes(
     let app = site.s1u;
     let started = Instant::now();
     let mut changes = vec![change(edge, "POST", RULES, &app_rule("app", 10, app, mac, ""), "app rule", started).await?];
+    // The application's answers need each UE's tunnel on the node: the
+    // controller puts them there as it relays the attaches' Modify Bearer.
+    wait_for_sessions(edge, ips.len() as u64 + 1).await?;
     let app_cfg = flows(&topo.ran, &site.ns, app);
     let dn_cfg = flows(&topo.ran, &topo.dn, topo.addr.dn_sgi);
     let first = &ips[..1];
