@@ -105,17 +105,20 @@ pub struct EdgeControl {
 }
 
 /// The sites of an edge topology as the controller starts them: site `i`
-/// (1-based) on loopback 127.77.i.1 (S/P-GW-C) and 127.77.i.2 (UPF), its
-/// data path in the site's namespace, pool 10.(60+i).0.0/16. `program`:
-/// the `mobicore` executable (this one when `None`).
+/// (0-based) on loopback 127.(80+i).h.l (S/P-GW-C) and the next address
+/// (UPF), where h.l is twice this process's id (pids below 32,768 here):
+/// two runs at once (two demo tests) never share an anchor's addresses.
+/// Its data path in the site's namespace, pool 10.(61+i).0.0/16.
+/// `program`: the `mobicore` executable (this one when `None`).
 pub fn edge_sites(topo: &Topology, program: Option<&std::path::Path>) -> Vec<mobicore_controller::SiteConfig> {
+    let id = (std::process::id() % 32_768) * 2;
     topo.sites
         .iter()
         .enumerate()
         .map(|(i, s)| mobicore_controller::SiteConfig {
             name: s.name.clone(),
             program: program.map(Into::into),
-            loopback: std::net::Ipv4Addr::new(127, 77, i as u8 + 1, 1),
+            loopback: std::net::Ipv4Addr::new(127, 80 + i as u8, (id >> 8) as u8, id as u8),
             netns: Some(s.ns.clone()),
             s1u_addr: s.s1u,
             access_interface: mobicore_netns::topology::S1U_IF.into(),

@@ -222,8 +222,8 @@ async fn flows_and_changes(
 /// keep a flow to the data network, and the rules change meanwhile.
 /// Prints the round trips, the rule changes and the flows' outcome.
 pub async fn demo(cfg: &crate::config::Config, t: mobicore_sctp::Transport) -> Result<BreakoutReport> {
-    let mut cfg = cfg.clone();
-    cfg.mme.s1ap.set_port(cfg.mme.s1ap.port().wrapping_add(1).max(1));
+    // The same S1-MME port as the run before it (stopped by now): the
+    // one the caller gave this process.
     let _ = mobicore_netns::cleanup_stale("mx");
     let topo = Topology::create_edge(&mobicore_netns::unique_tag("mx"), 1)
         .context("creating the breakout's network namespaces")?;
@@ -234,9 +234,9 @@ pub async fn demo(cfg: &crate::config::Config, t: mobicore_sctp::Transport) -> R
     let store = mobicore_hss::SubscriberStore::in_memory();
     crate::allinone::provision(&store, &ran.plan, ran.ues)?;
     let role = mobicore_upf::config::UpfRole::Mec;
-    let core = crate::allinone::start_edge_as(&cfg, store, t, Some(&topo), None, role).await?;
+    let core = crate::allinone::start_edge_as(cfg, store, t, Some(&topo), None, role).await?;
     let edge = core.edge.clone().context("the breakout run has a controller")?;
-    let r = crate::allinone::run_ran_workload_with(&cfg, ran, t, None, |ues| {
+    let r = crate::allinone::run_ran_workload_with(cfg, ran, t, None, |ues| {
         let (topo, edge) = (&topo, &edge);
         async move { run_breakout(topo, edge, &ues, demo_flows, 50).await }
     })
