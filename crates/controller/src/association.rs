@@ -333,3 +333,99 @@ pub fn cause_text(cause: u8, ies: &[IeRef]) -> String {
     }
     s
 }
+
+/// What drives a client of one node: the shell's loop, or the tests'
+/// [`testing::Link`].
+pub trait NodeClient {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]);
+    fn handle_timeout(&mut self, now: Instant);
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn poll_transmit(&mut self) -> Option<(SocketAddr, Bytes)>;
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::NodeClient;
+    use mobicore_common::counters::Counters;
+    use mobicore_upf::config::UpfConfig;
+    use mobicore_upf::{MemoryPlane, UpfCore};
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant, SystemTime};
+
+    /// A Recovery Time Stamp `s` seconds into the tests' epoch.
+    pub(crate) fn epoch(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(3_900_000_000 - 2_208_988_800 + s)
+    }
+
+    /// A client and the real sans-I/O node (memory plane) under a virtual
+    /// clock, and what is lost on the way: no sockets, no sleeps.
+    pub(crate) struct Link<C> {
+        pub client: C,
+        pub node: UpfCore,
+        pub plane: MemoryPlane,
+        pub now: Instant,
+        pub node_addr: SocketAddr,
+        pub me: SocketAddr,
+        /// Datagrams to the node / to the client still to lose.
+        pub lose_to_node: usize,
+        pub lose_to_client: usize,
+        /// Every datagram the client sent.
+        pub sent: Vec<Vec<u8>>,
+    }
+
+    impl<C: NodeClient> Link<C> {
+        pub(crate) fn with(client: C, cfg: UpfConfig, me: SocketAddr) -> Self {
+            let plane = MemoryPlane::new();
+            let node_addr = cfg.pfcp;
+            let node = UpfCore::new(cfg, Box::new(plane.clone()), epoch(0), Counters::new());
+            let (now, sent) = (Instant::now(), Vec::new());
+            Link { client, node, plane, now, node_addr, me, lose_to_node: 0, lose_to_client: 0, sent }
+        }
+
+        /// Carries datagrams both ways until neither side sends.
+        pub(crate) fn drive(&mut self) {
+            for _ in 0..1000 {
+                let mut moved = false;
+                while let Some((to, b)) = self.client.poll_transmit() {
+                    assert_eq!(to, self.node_addr);
+                    moved = true;
+                    self.sent.push(b.to_vec());
+                    if self.lose_to_node > 0 {
+                        self.lose_to_node -= 1;
+                        continue;
+                    }
+                    self.node.handle_datagram(self.now, self.me, &b);
+                }
+                while let Some((to, b)) = self.node.poll_transmit() {
+                    assert_eq!(to, self.me);
+                    moved = true;
+                    if self.lose_to_client > 0 {
+                        self.lose_to_client -= 1;
+                        continue;
+                    }
+                    self.client.handle_datagram(self.now, self.node_addr, &b);
+                }
+                if !moved {
+                    return;
+                }
+            }
+            panic!("endless exchange");
+        }
+
+        /// Jumps to the next deadline of either side, fires it, drives.
+        pub(crate) fn step(&mut self) {
+            let next = [self.client.poll_timeout(), self.node.poll_timeout()].into_iter().flatten().min();
+            self.now = self.now.max(next.expect("a deadline"));
+            self.client.handle_timeout(self.now);
+            self.node.handle_timeout(self.now);
+            self.drive();
+        }
+
+        /// A new node in place of the old (a restart), Recovery Time
+        /// Stamp `recovery`.
+        pub(crate) fn restart_node(&mut self, cfg: UpfConfig, recovery: SystemTime) {
+            self.plane = MemoryPlane::new();
+            self.node = UpfCore::new(cfg, Box::new(self.plane.clone()), recovery, Counters::new());
+        }
+    }
+}

@@ -622,5 +622,20 @@ impl SteeringClient {
     }
 }
 
+impl crate::association::NodeClient for SteeringClient {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        SteeringClient::handle_datagram(self, now, from, bytes)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        SteeringClient::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        SteeringClient::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self) -> Option<(SocketAddr, Bytes)> {
+        SteeringClient::poll_transmit(self)
+    }
+}
+
 #[cfg(test)]
 mod tests;

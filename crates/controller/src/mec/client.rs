@@ -375,5 +375,20 @@ impl MecClient {
     }
 }
 
+impl crate::association::NodeClient for MecClient {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        MecClient::handle_datagram(self, now, from, bytes)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        MecClient::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        MecClient::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self) -> Option<(SocketAddr, Bytes)> {
+        MecClient::poll_transmit(self)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -2,13 +2,13 @@
 //! in memory under a virtual clock: no sockets, no sleeps.
 
 use super::*;
+use crate::association::testing::{epoch, Link};
 use crate::association::PeerConfig;
 use crate::context::ReplicaSession;
 use crate::core::{MovedSession, RelocationState, Timing};
 use mobicore_gtp::transaction::TransactionConfig;
 use mobicore_pfcp::decode_view;
 use mobicore_upf::config::{UpfConfig, UpfRole};
-use mobicore_upf::{MemoryPlane, UpfCore};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -33,33 +33,15 @@ fn client_config() -> SteeringClientConfig {
 }
 
 fn steering() -> UpfConfig {
-    UpfConfig { role: UpfRole::Steering, node_id: SWITCH_IP, ..UpfConfig::default() }
+    UpfConfig { role: UpfRole::Steering, node_id: SWITCH_IP, pfcp: SWITCH, ..UpfConfig::default() }
 }
 
-fn epoch(s: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(3_900_000_000 - 2_208_988_800 + s)
-}
+/// The client and the switch, and what is lost on the way.
+type Bench = Link<SteeringClient>;
 
-/// The client and the node, and what is lost on the way.
-struct Bench {
-    client: SteeringClient,
-    node: UpfCore,
-    plane: MemoryPlane,
-    now: Instant,
-    /// Datagrams to the switch / to the client still to lose.
-    lose_to_switch: usize,
-    lose_to_client: usize,
-    /// Every datagram the client sent.
-    sent: Vec<Vec<u8>>,
-}
-
-impl Bench {
+impl Link<SteeringClient> {
     fn new(cfg: UpfConfig) -> Self {
-        let now = Instant::now();
-        let plane = MemoryPlane::new();
-        let node = UpfCore::new(cfg, Box::new(plane.clone()), epoch(0), Counters::new());
-        let client = SteeringClient::new(client_config(), epoch(100), Counters::new());
-        Bench { client, node, plane, now, lose_to_switch: 0, lose_to_client: 0, sent: Vec::new() }
+        Link::with(SteeringClient::new(client_config(), epoch(100), Counters::new()), cfg, ME)
     }
 
     fn associated(cfg: UpfConfig) -> Self {
@@ -68,45 +50,6 @@ impl Bench {
         b.drive();
         assert!(b.client.associated());
         b
-    }
-
-    /// Carries datagrams both ways until neither side sends.
-    fn drive(&mut self) {
-        for _ in 0..1000 {
-            let mut moved = false;
-            while let Some((to, b)) = self.client.poll_transmit() {
-                assert_eq!(to, SWITCH);
-                moved = true;
-                self.sent.push(b.to_vec());
-                if self.lose_to_switch > 0 {
-                    self.lose_to_switch -= 1;
-                    continue;
-                }
-                self.node.handle_datagram(self.now, ME, &b);
-            }
-            while let Some((to, b)) = self.node.poll_transmit() {
-                assert_eq!(to, ME);
-                moved = true;
-                if self.lose_to_client > 0 {
-                    self.lose_to_client -= 1;
-                    continue;
-                }
-                self.client.handle_datagram(self.now, SWITCH, &b);
-            }
-            if !moved {
-                return;
-            }
-        }
-        panic!("endless exchange");
-    }
-
-    /// Jumps to the next deadline of either side, fires it, drives.
-    fn step(&mut self) {
-        let t = [self.client.poll_timeout(), self.node.poll_timeout()].into_iter().flatten().min().expect("a deadline");
-        self.now = self.now.max(t);
-        self.client.handle_timeout(self.now);
-        self.node.handle_timeout(self.now);
-        self.drive();
     }
 
     fn events(&mut self) -> Vec<SteeringEvent> {
@@ -319,7 +262,7 @@ fn a_refused_diversion_rolls_back_and_says_why() {
 #[test]
 fn a_lost_request_or_answer_is_retransmitted() {
     let mut b = Bench::associated(steering());
-    b.lose_to_switch = 1;
+    b.lose_to_node = 1;
     b.client.divert(b.now, 1, vec![diversion(2, EDGE1)]);
     b.drive();
     assert!(b.events().is_empty() && b.plane.diversions().is_empty());
@@ -339,7 +282,7 @@ fn a_lost_request_or_answer_is_retransmitted() {
 #[test]
 fn without_an_association_a_diversion_fails_after_t1_n1() {
     let mut b = Bench::new(steering());
-    b.lose_to_switch = usize::MAX;
+    b.lose_to_node = usize::MAX;
     b.client.start(b.now);
     b.client.divert(b.now, 1, vec![diversion(2, EDGE1)]);
     b.drive();
@@ -353,7 +296,7 @@ fn without_an_association_a_diversion_fails_after_t1_n1() {
     };
     assert!(why.contains("no PFCP association"), "{why}");
     // The switch answers again: the association comes up.
-    b.lose_to_switch = 0;
+    b.lose_to_node = 0;
     while !b.client.associated() {
         b.step();
     }
@@ -371,9 +314,7 @@ fn heartbeats_both_ways_and_a_restarted_switch_gets_its_sessions_again() {
     assert!(b.node.counters.value("pfcp_heartbeat_sent") > 0);
     assert_eq!(b.node.counters.value("pfcp_heartbeat_from_unknown_peer"), 0);
     // The switch restarts: a new node, a new Recovery Time Stamp.
-    let plane = MemoryPlane::new();
-    b.node = UpfCore::new(steering(), Box::new(plane.clone()), epoch(50), Counters::new());
-    b.plane = plane;
+    b.restart_node(steering(), epoch(50));
     for _ in 0..6 {
         b.step();
         if !b.plane.diversions().is_empty() {

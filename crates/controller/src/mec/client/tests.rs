@@ -2,9 +2,9 @@
 //! in memory under a virtual clock: no sockets, no sleeps.
 
 use super::*;
+use crate::association::testing::{epoch, Link};
 use mobicore_pfcp::mec::{Application, MecRule, RuleAction, Slice, TrafficFilter, UeTunnel};
 use mobicore_upf::config::{UpfConfig, UpfRole};
-use mobicore_upf::{MemoryPlane, UpfCore};
 use std::time::Duration;
 
 const NODE_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 11);
@@ -12,26 +12,13 @@ const NODE: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(NODE_IP), 8805);
 const ME: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), 40_001);
 
 fn node_config() -> UpfConfig {
-    UpfConfig { role: UpfRole::Mec, node_id: NODE_IP, ..UpfConfig::default() }
+    UpfConfig { role: UpfRole::Mec, node_id: NODE_IP, pfcp: NODE, ..UpfConfig::default() }
 }
 
-fn epoch(s: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(3_900_000_000 - 2_208_988_800 + s)
-}
+type MecLink = Link<MecClient>;
 
-struct Link {
-    client: MecClient,
-    node: UpfCore,
-    plane: MemoryPlane,
-    now: Instant,
-    /// Whether datagrams to the node are lost.
-    cut: bool,
-}
-
-impl Link {
+impl Link<MecClient> {
     fn new() -> Self {
-        let plane = MemoryPlane::new();
-        let node = UpfCore::new(node_config(), Box::new(plane.clone()), epoch(0), Counters::new());
         let cfg = MecClientConfig {
             pfcp: PeerConfig {
                 peer: NODE,
@@ -42,8 +29,7 @@ impl Link {
             },
             max_waiting: 8,
         };
-        let client = MecClient::new(cfg, epoch(100), Counters::new());
-        Link { client, node, plane, now: Instant::now(), cut: false }
+        Link::with(MecClient::new(cfg, epoch(100), Counters::new()), node_config(), ME)
     }
 
     fn associated() -> Self {
@@ -52,35 +38,6 @@ impl Link {
         l.drive();
         assert!(l.client.associated());
         l
-    }
-
-    fn drive(&mut self) {
-        for _ in 0..1000 {
-            let mut moved = false;
-            while let Some((to, b)) = self.client.poll_transmit() {
-                assert_eq!(to, NODE);
-                moved = true;
-                if !self.cut {
-                    self.node.handle_datagram(self.now, ME, &b);
-                }
-            }
-            while let Some((_, b)) = self.node.poll_transmit() {
-                moved = true;
-                self.client.handle_datagram(self.now, NODE, &b);
-            }
-            if !moved {
-                return;
-            }
-        }
-        panic!("endless exchange");
-    }
-
-    fn step(&mut self) {
-        let t = [self.client.poll_timeout(), self.node.poll_timeout()].into_iter().flatten().min().expect("a deadline");
-        self.now = self.now.max(t);
-        self.client.handle_timeout(self.now);
-        self.node.handle_timeout(self.now);
-        self.drive();
     }
 
     fn events(&mut self) -> Vec<MecEvent> {
@@ -133,7 +90,7 @@ fn tunnel(n: u8, teid: u32) -> MecSession {
 
 #[test]
 fn rules_and_tunnels_are_established_replaced_and_deleted() {
-    let mut l = Link::associated();
+    let mut l = MecLink::associated();
     assert_eq!(l.apply(key("a"), Some(rule(5, 10))), Ok(()));
     assert_eq!(l.apply(MecKey::Ue(Ipv4Addr::new(10, 45, 0, 1)), Some(tunnel(1, 0x77))), Ok(()));
     assert_eq!(l.on_node(), vec![rule(5, 10), tunnel(1, 0x77)]);
@@ -154,7 +111,7 @@ fn rules_and_tunnels_are_established_replaced_and_deleted() {
 
 #[test]
 fn a_refusal_says_why_and_changes_nothing() {
-    let mut l = Link::associated();
+    let mut l = MecLink::associated();
     assert_eq!(l.apply(key("a"), Some(rule(5, 10))), Ok(()));
     // The node refuses two rules that overlap at one priority (cause 73).
     let r = l.apply(key("b"), Some(rule(5, 10)));
@@ -167,7 +124,7 @@ fn a_refusal_says_why_and_changes_nothing() {
 
 #[test]
 fn changes_of_one_key_keep_their_order() {
-    let mut l = Link::associated();
+    let mut l = MecLink::associated();
     let first = l.client.apply(l.now, key("a"), Some(rule(5, 10)));
     let second = l.client.apply(l.now, key("a"), Some(rule(5, 12)));
     let third = l.client.apply(l.now, key("a"), None);
@@ -182,8 +139,8 @@ fn changes_of_one_key_keep_their_order() {
 
 #[test]
 fn without_the_node_a_change_fails_after_t1_n1() {
-    let mut l = Link::new();
-    l.cut = true;
+    let mut l = MecLink::new();
+    l.lose_to_node = usize::MAX;
     l.client.start(l.now);
     let request = l.client.apply(l.now, key("a"), Some(rule(5, 10)));
     let start = l.now;
@@ -203,7 +160,7 @@ fn without_the_node_a_change_fails_after_t1_n1() {
     l.client.apply(l.now, key("c"), None);
     assert_eq!(l.client.counters().value("mec_waiting_full"), 1);
     // The node comes back: the waiting changes run.
-    l.cut = false;
+    l.lose_to_node = 0;
     for _ in 0..10 {
         l.step();
         if l.client.associated() {
@@ -217,12 +174,10 @@ fn without_the_node_a_change_fails_after_t1_n1() {
 
 #[test]
 fn a_restarted_node_gets_its_sessions_again() {
-    let mut l = Link::associated();
+    let mut l = MecLink::associated();
     assert_eq!(l.apply(key("a"), Some(rule(5, 10))), Ok(()));
     assert_eq!(l.apply(MecKey::Ue(Ipv4Addr::new(10, 45, 0, 1)), Some(tunnel(1, 0x77))), Ok(()));
-    let plane = MemoryPlane::new();
-    l.node = UpfCore::new(node_config(), Box::new(plane.clone()), epoch(50), Counters::new());
-    l.plane = plane;
+    l.restart_node(node_config(), epoch(50));
     for _ in 0..8 {
         l.step();
         if l.plane.mec().len() == 2 {
@@ -238,7 +193,7 @@ fn a_restarted_node_gets_its_sessions_again() {
 
 #[test]
 fn two_slices_hold_the_same_rule_apart() {
-    let mut l = Link::associated();
+    let mut l = MecLink::associated();
     let in_slice = |vlan: u16| match rule(5, 10) {
         MecSession::Rule(r) => MecSession::Rule(MecRule { slice: Slice { vlan, ..r.slice }, ..r }),
         s => s,
