@@ -327,7 +327,7 @@ impl Measured {
 }
 
 /// The counters of the program's XDP_PASS verdicts (bpf/maps.h).
-const TO_KERNEL: [Counter; 17] = [
+const TO_KERNEL: [Counter; 16] = [
     Counter::PassNotIpv4,
     Counter::PassFragment,
     Counter::PassIpOptions,
@@ -343,7 +343,6 @@ const TO_KERNEL: [Counter; 17] = [
     Counter::PassGtpLongChain,
     Counter::PassDupl,
     Counter::PassManyUrrs,
-    Counter::MecPassDupl,
     Counter::MecNoSlice,
 ];
 

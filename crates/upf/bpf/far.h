@@ -116,6 +116,40 @@ static __always_inline const struct nexthop *nexthop_get(__u32 dst, __u32 gen)
 	return nh;
 }
 
+/* The next hop of dst: its interface (0 when XDP cannot resolve it:
+ * CNT_PASS_NO_ROUTE) and the MAC pair to write, from the cached next hop
+ * or the kernel FIB. */
+static __always_inline __u32 next_hop(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len,
+				      const struct upf_config *cfg, struct eth_macs *m)
+{
+	const struct nexthop *nh = nexthop_get(dst, cfg->nexthop_gen);
+	if (nh) {
+		/* dmac and smac are the 12 octets after ifindex, word aligned */
+		macs_load(m, nh->dmac);
+		count(CNT_NH_CACHE_HIT);
+		return nh->ifindex;
+	}
+	if (cfg->flags & CFG_F_NO_FIB) {
+		count(CNT_PASS_NO_ROUTE);
+		return 0;
+	}
+	struct bpf_fib_lookup f = {};
+	f.family = AF_INET;
+	f.ipv4_src = src;
+	f.ipv4_dst = dst;
+	f.tot_len = tot_len;
+	f.ifindex = ctx->ingress_ifindex;
+	long rc = bpf_fib_lookup(ctx, &f, sizeof(f), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+		count(CNT_PASS_NO_ROUTE);
+		return 0;
+	}
+	mac_copy((__u8 *)m->w, f.dmac);
+	mac_copy((__u8 *)m->w + ETH_ALEN, f.smac);
+	count(CNT_NH_FIB_HIT);
+	return f.ifindex;
+}
+
 /* Sends the IPv4 packet at data (Ethernet header in front) towards dst:
  * cached next hop, else the kernel FIB, else the slow path. */
 /* `rx` is the MAC pair the packet arrived with: a packet handed to the
@@ -131,35 +165,13 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src
 	if ((void *)(eth + 1) > data_end)
 		return XDP_DROP;
 	eth->h_proto = bpf_htons(ETH_P_IP);
-	__u32 ifindex;
-	const struct nexthop *nh = nexthop_get(dst, cfg->nexthop_gen);
-	if (nh) {
-		/* dmac and smac are the 12 octets after ifindex, word aligned */
-		macs_store(eth, (const struct eth_macs *)nh->dmac);
-		ifindex = nh->ifindex;
-		count(CNT_NH_CACHE_HIT);
-	} else {
+	struct eth_macs m;
+	__u32 ifindex = next_hop(ctx, dst, src, tot_len, cfg, &m);
+	if (!ifindex) {
 		macs_store(eth, rx);
-		if (cfg->flags & CFG_F_NO_FIB) {
-			count(CNT_PASS_NO_ROUTE);
-			return XDP_PASS;
-		}
-		struct bpf_fib_lookup f = {};
-		f.family = AF_INET;
-		f.ipv4_src = src;
-		f.ipv4_dst = dst;
-		f.tot_len = tot_len;
-		f.ifindex = ctx->ingress_ifindex;
-		long rc = bpf_fib_lookup(ctx, &f, sizeof(f), 0);
-		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
-			count(CNT_PASS_NO_ROUTE);
-			return XDP_PASS;
-		}
-		mac_copy(eth->h_dest, f.dmac);
-		mac_copy(eth->h_source, f.smac);
-		ifindex = f.ifindex;
-		count(CNT_NH_FIB_HIT);
+		return XDP_PASS;
 	}
+	macs_store(eth, &m);
 	if (ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
 	return bpf_redirect_map(&tx_ports, ifindex, XDP_PASS);

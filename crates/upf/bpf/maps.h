@@ -266,9 +266,10 @@ enum upf_counter {
 	CNT_MEC_ENCAP,      /* MEC: an application's packet put into its UE's downlink tunnel */
 	CNT_MEC_DROP,       /* MEC: dropped by a DROP rule */
 	CNT_MEC_PASS,       /* MEC: passed through (no rule, PASSTHROUGH), forwarded as a router */
-	CNT_MEC_PASS_DUPL,  /* MEC: a DUPLICATE_* rule (not made in XDP): to the kernel */
+	CNT_MEC_DUPL,       /* MEC: a DUPLICATE_* rule's G-PDU sent on and copied (mec_dup) */
 	CNT_MEC_NO_SLICE,   /* MEC: a frame of no slice (ifindex, VLAN): the host's */
 	CNT_MEC_NO_UE,      /* MEC: a FORWARD rule's downlink to a UE without a tunnel: routed */
+	CNT_MEC_NO_COPY,    /* MEC: a DUPLICATE_* rule's copy not made (no route, no metadata room) */
 	CNT_MAX
 };
 
@@ -374,6 +375,18 @@ struct mec_rule {
 	__u8 flags;            /* MEC_F_* */
 	__u8 dscp;             /* MEC_F_DSCP */
 	__u8 pad[3];
+};
+
+/* DUPLICATE_* (mec.h mec_duplicate): the metadata in front of a G-PDU
+ * broadcast to mec_dup, telling mec_dup_egress which clone to keep where
+ * and how to rewrite the copy. 32 octets, the most XDP metadata holds. */
+struct mec_dup_meta {
+	__u32 orig_ifindex; /* the original's way out */
+	__u32 copy_ifindex; /* the copy's */
+	__u32 macs[3];      /* the copy's MAC pair (struct eth_macs) */
+	__u32 tun_dst;      /* DUPLICATE_ENCAPSULATED: tunnel end (network order); 0: decapsulated */
+	__u32 tun_teid;     /* its TEID, 0 = keep the G-PDU's */
+	__u32 seq;          /* this CPU's broadcast packet number */
 };
 
 struct mec_set {

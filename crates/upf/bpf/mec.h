@@ -13,10 +13,12 @@
  *   into the downlink tunnel of its destination UE (mec_ue: the eNB and
  *   TEID, outer source the anchor's S1-U address); DROP drops; anything
  *   else is routed untouched.
- * DUPLICATE_* (a copy to the application) cannot be made in XDP, which has
- * no clone: such a rule is refused by user space; should one be found here
- * the packet goes to the kernel (CNT_MEC_PASS_DUPL). Egress frames are
- * untagged: the slice's VLAN tag is removed on entry.
+ * DUPLICATE_DECAPSULATED / _ENCAPSULATED pass the G-PDU through and send
+ * a copy decapsulated to the application or re-tunnelled, made by a
+ * broadcast redirect (mec_duplicate). A FLOW rule of these is installed
+ * reversed on the tunnel side too, so that the application sees both
+ * directions of the flow. Egress frames are untagged: the slice's VLAN
+ * tag is removed on entry.
  * Included by upf.c after steer.h: a separate program (mec_xdp) on the
  * same maps; the anchor's and steering's programs are unchanged. */
 #ifndef UPF_MEC_H
@@ -52,6 +54,30 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mec_ue);
 } mec_ue SEC(".maps");
+
+/* DUPLICATE_*: each port twice (key ifindex << 1 | 0, 1), value struct
+ * bpf_devmap_val with mec_dup_egress; the per-CPU sequence number of the
+ * last broadcast packet, and per port the last one each CPU saw there. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 2 * UPF_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val);
+} mec_dup SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} mec_dup_seq SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, UPF_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} mec_dup_last SEC(".maps");
 
 struct vlan_tag {
 	__be16 tci;
@@ -156,6 +182,66 @@ static __always_inline int mec_decap(struct xdp_md *ctx, struct iphdr *in, __u16
 	return mec_done(bpf_redirect(ifindex, 0));
 }
 
+/* Passed through, forwarded as a router: the packet as it came, read
+ * again from the frame (a helper that may have moved the packet leaves
+ * the verifier no pointer into it). */
+static __always_inline int mec_pass(struct xdp_md *ctx, const struct upf_config *cfg, const struct eth_macs *rx)
+{
+	struct iphdr *ip = (void *)(long)ctx->data + sizeof(struct ethhdr);
+	if ((void *)(ip + 1) > (void *)(long)ctx->data_end)
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	count(CNT_MEC_PASS);
+	return steer_forward(ctx, ip, cfg, rx);
+}
+
+/* DUPLICATE_* (MEC 011): the G-PDU goes on as a router forwards it
+ * (outer TTL decremented, to its next hop) and a copy goes decapsulated to
+ * the rule's application or re-tunnelled to its tunnel end. XDP has no
+ * clone but a broadcast redirect: every port is in mec_dup twice, and the
+ * metadata written here tells the devmap program which clone to keep where
+ * (mec_dup_egress). Both ways are resolved first; when either
+ * cannot be, or there is no room for metadata, the G-PDU alone goes on
+ * (CNT_MEC_NO_COPY). */
+static __always_inline int mec_duplicate(struct xdp_md *ctx, struct iphdr *ip, const struct mec_rule *r,
+					 const struct upf_config *cfg, const struct eth_macs *rx)
+{
+	__u32 zero = 0;
+	__u32 *seq = bpf_map_lookup_elem(&mec_dup_seq, &zero);
+	if (!seq)
+		return -1;
+	struct mec_dup_meta m = { .seq = ++*seq };
+	__u32 src = ip->saddr;
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	struct eth_macs om, cm;
+	m.orig_ifindex = next_hop(ctx, ip->daddr, src, tot, cfg, &om);
+	if (r->action == MEC_DUPLICATE_DECAPSULATED) {
+		m.copy_ifindex = r->ifindex;
+		macs_load(&cm, r->dmac);
+	} else {
+		m.copy_ifindex = next_hop(ctx, r->tun_dst, src, tot, cfg, &cm);
+		m.tun_dst = r->tun_dst;
+		m.tun_teid = r->tun_teid;
+	}
+	macs_store(m.macs, &cm);
+	int room = m.orig_ifindex && m.copy_ifindex && !bpf_xdp_adjust_meta(ctx, -(int)sizeof(m));
+	void *data = (void *)(long)ctx->data;
+	struct iphdr *i = data + sizeof(struct ethhdr);
+	if ((void *)(i + 1) > (void *)(long)ctx->data_end)
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	if (!room) {
+		count(CNT_MEC_NO_COPY);
+		return mec_done(steer_forward(ctx, i, cfg, rx));
+	}
+	struct mec_dup_meta *meta = (void *)(long)ctx->data_meta;
+	if ((void *)(meta + 1) > data)
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	*meta = m;
+	ipv4_dec_ttl(i);
+	macs_store(data, &om);
+	count(CNT_MEC_DUPL);
+	return mec_done(bpf_redirect_map(&mec_dup, 0, BPF_F_BROADCAST));
+}
+
 /* A G-PDU in transit under the slice's tunnel-side rules. */
 static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, struct udphdr *udp,
 				    __u32 slice, const struct upf_config *cfg, const struct eth_macs *rx)
@@ -196,7 +282,7 @@ static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct i
 	}
 	case MEC_DUPLICATE_DECAPSULATED:
 	case MEC_DUPLICATE_ENCAPSULATED:
-		return verdict(CNT_MEC_PASS_DUPL, XDP_PASS);
+		return mec_duplicate(ctx, ip, r, cfg, rx);
 	default: /* PASSTHROUGH */
 		return -1;
 	}
@@ -288,8 +374,7 @@ int mec_xdp(struct xdp_md *ctx)
 			if (r >= 0)
 				return r;
 			/* A G-PDU no rule takes passes through untouched. */
-			count(CNT_MEC_PASS);
-			return steer_forward(ctx, ip, cfg, &rx);
+			return mec_pass(ctx, cfg, &rx);
 		}
 		c.pos = ip + 1;
 	}
@@ -298,6 +383,87 @@ int mec_xdp(struct xdp_md *ctx)
 		return r;
 	count(CNT_MEC_PASS);
 	return steer_forward(ctx, ip, cfg, &rx);
+}
+
+/* The metadata mec_duplicate put in front of a broadcast clone. */
+static __always_inline const struct mec_dup_meta *mec_dup_meta(struct xdp_md *ctx)
+{
+	const struct mec_dup_meta *m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return 0;
+	return m;
+}
+
+/* Every clone of a DUPLICATE_* G-PDU, two per port. One program for all
+ * of mec_dup's entries: the kernel runs one devmap program per device's
+ * bulk queue, whichever entry queued first. A device's first clone of a
+ * packet (its sequence number not yet seen there on this CPU, where the
+ * broadcast and its flush both run) is the original if the original
+ * leaves there, its second the copy if the copy does; every other clone
+ * is dropped. The copy is decapsulated (inner TTL decremented, the
+ * application's MACs) or re-tunnelled (outer destination and TEID, the
+ * next hop's MACs). */
+SEC("xdp/devmap")
+int mec_dup_egress(struct xdp_md *ctx)
+{
+	const struct mec_dup_meta *mp = mec_dup_meta(ctx);
+	if (!mp)
+		return XDP_DROP;
+	struct mec_dup_meta m = *mp;
+	__u32 dev = ctx->egress_ifindex;
+	__u32 *last = bpf_map_lookup_elem(&mec_dup_last, &dev);
+	int first = !last || *last != m.seq;
+	if (last)
+		*last = m.seq;
+	else
+		bpf_map_update_elem(&mec_dup_last, &dev, &m.seq, BPF_ANY);
+	if (first)
+		return dev == m.orig_ifindex ? XDP_PASS : XDP_DROP;
+	if (dev != m.copy_ifindex)
+		return XDP_DROP;
+	struct eth_macs macs;
+	macs_load(&macs, m.macs);
+	struct pctx c;
+	pctx_init(&c, ctx);
+	struct ethhdr *eth = PULL(&c, sizeof(*eth));
+	struct iphdr *ip = PULL(&c, sizeof(*ip));
+	struct udphdr *udp = PULL(&c, sizeof(*udp));
+	if (!eth || !ip || !udp)
+		return XDP_DROP;
+	struct gtpu_hdr *gh = (void *)(udp + 1);
+	if ((void *)(gh + 1) > c.data_end)
+		return XDP_DROP;
+	if (m.tun_dst) {
+		__u32 old = ip->daddr;
+		if (m.tun_teid)
+			gh->teid = bpf_htonl(m.tun_teid);
+		ip->daddr = m.tun_dst;
+		csum_replace4(&ip->check, old, m.tun_dst);
+		udp->check = 0;
+		macs_store(eth, &macs);
+		count(CNT_MEC_RETUNNEL);
+		return XDP_PASS;
+	}
+	struct gtpu_info g;
+	if (gtpu_parse(&c, &g) != GTPU_OK)
+		return XDP_DROP;
+	struct iphdr *in = PULL(&c, sizeof(*in));
+	if (!in)
+		return XDP_DROP;
+	__u16 tot = bpf_ntohs(in->tot_len);
+	if (tot < sizeof(*in) || (void *)in + tot > c.data_end || in->ttl <= 1)
+		return XDP_DROP;
+	ipv4_dec_ttl(in);
+	int outer = (int)((void *)in - (void *)(eth + 1));
+	if (trim_tail(ctx, in, tot) || bpf_xdp_adjust_head(ctx, outer))
+		return XDP_DROP;
+	eth = (void *)(long)ctx->data;
+	if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
+		return XDP_DROP;
+	macs_store(eth, &macs);
+	eth->h_proto = bpf_htons(ETH_P_IP);
+	count(CNT_MEC_DECAP);
+	return XDP_PASS;
 }
 
 #endif

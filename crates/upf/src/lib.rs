@@ -65,11 +65,11 @@
 //!
 //! MEC router role (`mec`, issue 12): `pfcp_mec_sessions_established`,
 //! `pfcp_mec_sessions_modified`, refusals `pfcp_mec_bad_session`,
-//! `pfcp_mec_overlapping_rule`, `pfcp_mec_duplicate_unsupported`,
+//! `pfcp_mec_overlapping_rule`,
 //! `pfcp_mec_over_max_sessions`, `pfcp_mec_refused_role`,
 //! `pfcp_mec_unsupported_datapath`, `pfcp_mec_refused_by_datapath`; in XDP
 //! `xdp_mec_decapsulated`, `xdp_mec_retunnelled`, `xdp_mec_encapsulated`,
-//! `xdp_mec_drop`, `xdp_mec_pass`, `xdp_mec_pass_duplicate`,
+//! `xdp_mec_drop`, `xdp_mec_pass`, `xdp_mec_duplicated`, `xdp_mec_no_copy`,
 //! `xdp_mec_no_slice`, `xdp_mec_no_ue_tunnel`.
 
 pub mod afxdp;

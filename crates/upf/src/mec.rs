@@ -9,9 +9,8 @@
 //! "Mandatory IE missing" / "Mandatory IE incorrect" with the Offending
 //! IE; a rule overlapping another session's rule of the same slice and
 //! priority (MEC 011 orders rules by priority only), a second tunnel for
-//! one UE address, a DUPLICATE_* rule (no copy in XDP, bpf/mec.h) or one
-//! the fast path's tables cannot hold, "Rule creation/modification
-//! failure" naming PDR 1 (FAR 1 for DUPLICATE_*); beyond
+//! one UE address, or one the fast path's tables cannot hold, "Rule
+//! creation/modification failure" naming PDR 1; beyond
 //! `max_mec_sessions`, "No resources available"; another role or a data
 //! path without the MEC program, "Service not supported". Nothing changes
 //! on a refusal, and no other session is touched. A state dump
@@ -21,7 +20,7 @@ use crate::node::{Reply, UpfCore};
 use crate::pfcp::IeRef;
 use crate::rules::{MecSession, PlaneError, RuleRef};
 use crate::session::Reject;
-use mobicore_pfcp::mec::{decode_mec, MecRule, RuleAction, TrafficFilter};
+use mobicore_pfcp::mec::{decode_mec, MecRule, TrafficFilter};
 use rs_pfcp::ie::cause::CauseValue;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -199,14 +198,6 @@ impl UpfCore {
             self.counters.incr("pfcp_mec_bad_session");
             Reject { cause: b.cause(), offending: Some(b.ie_type), failed_rule: None }
         })?;
-        if let MecSession::Rule(MecRule {
-            action: RuleAction::DuplicateDecapsulated(_) | RuleAction::DuplicateEncapsulated(_),
-            ..
-        }) = s
-        {
-            self.counters.incr("pfcp_mec_duplicate_unsupported");
-            return Err(Reject::rule(RuleRef::Far(1)));
-        }
         if replacing.is_none() && self.mec.len() >= self.cfg.max_mec_sessions {
             self.counters.incr("pfcp_mec_over_max_sessions");
             return Err(Reject::cause(CauseValue::NoResourcesAvailable));

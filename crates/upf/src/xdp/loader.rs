@@ -126,6 +126,20 @@ impl LoadedProgram {
         Ok(LoadedProgram { ebpf, name, attached: Vec::new() })
     }
 
+    /// Loads another program of the same object (on the same maps), e.g.
+    /// a devmap egress program, and gives its descriptor.
+    pub(crate) fn load_also(&mut self, name: &'static str) -> Result<aya::programs::ProgramFd, XdpError> {
+        let prog: &mut Xdp = self
+            .ebpf
+            .program_mut(name)
+            .ok_or_else(|| XdpError::Load(format!("no program {name}")))?
+            .try_into()
+            .map_err(|e| XdpError::Load(format!("{e}")))?;
+        prog.load().map_err(|e| XdpError::Load(verifier_error(e)))?;
+        let fd = prog.fd().map_err(|e| XdpError::Load(format!("{e}")))?;
+        fd.try_clone().map_err(|e| XdpError::Load(format!("{name}: {e}")))
+    }
+
     pub fn program(&self) -> &Xdp {
         self.ebpf.program(self.name).and_then(|p| p.try_into().ok()).expect("loaded in load()")
     }

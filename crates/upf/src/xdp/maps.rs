@@ -409,13 +409,14 @@ pub enum Counter {
     MecEncap,
     MecDrop,
     MecPass,
-    MecPassDupl,
+    MecDupl,
     MecNoSlice,
     MecNoUe,
+    MecNoCopy,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 38] = [
+    pub const ALL: [Counter; 39] = [
         Counter::Rx,
         Counter::UlFwd,
         Counter::DlFwd,
@@ -451,9 +452,10 @@ impl Counter {
         Counter::MecEncap,
         Counter::MecDrop,
         Counter::MecPass,
-        Counter::MecPassDupl,
+        Counter::MecDupl,
         Counter::MecNoSlice,
         Counter::MecNoUe,
+        Counter::MecNoCopy,
     ];
     /// Counter name for `mobicore_common::counters` style reporting.
     pub fn name(self) -> &'static str {
@@ -493,9 +495,10 @@ impl Counter {
             Counter::MecEncap => "xdp_mec_encapsulated",
             Counter::MecDrop => "xdp_mec_drop",
             Counter::MecPass => "xdp_mec_pass",
-            Counter::MecPassDupl => "xdp_mec_pass_duplicate",
+            Counter::MecDupl => "xdp_mec_duplicated",
             Counter::MecNoSlice => "xdp_mec_no_slice",
             Counter::MecNoUe => "xdp_mec_no_ue_tunnel",
+            Counter::MecNoCopy => "xdp_mec_no_copy",
         }
     }
 }

@@ -7,7 +7,9 @@
 //! of a G-PDU; plain: an application's packet): PACKET as written on both
 //! sides (the plain copy without TEID or eNB conditions, which a plain
 //! packet cannot meet, and none when the filter has one), FLOW also
-//! reversed on the plain side. A fully specified filter (both addresses
+//! reversed on the plain side; a DUPLICATE_* rule only on the tunnel side,
+//! a FLOW one reversed there too (the application watches both directions
+//! and answers nothing). A fully specified filter (both addresses
 //! /32, the protocol, single ports for TCP and UDP and none for others, no
 //! DSCP, TEID or eNB) is one `mec_exact` entry; any other goes into the
 //! set of its destination prefix in `mec_lpm`, and every set holds the
@@ -137,6 +139,8 @@ pub trait MecStore: Send + Sync {
     fn del_prefix(&mut self, len: u32, d: MecLpmData) -> Result<(), MapError>;
     fn put_ue(&mut self, ue: u32, v: &MecUe) -> Result<(), MapError>;
     fn del_ue(&mut self, ue: u32) -> Result<(), MapError>;
+    /// A port DUPLICATE_* copies may leave by (`mec_dup`, twice).
+    fn add_dup_port(&mut self, ifindex: u32) -> Result<(), MapError>;
 }
 
 /// The MEC maps in memory (tests).
@@ -146,6 +150,7 @@ pub struct MemoryMecMaps {
     pub exact: HashMap<MecExactKey, MecRuleEntry>,
     pub prefixes: HashMap<(u32, MecLpmData), MecSet>,
     pub ues: HashMap<u32, MecUe>,
+    pub dup_ports: std::collections::BTreeSet<u32>,
 }
 
 impl MecStore for MemoryMecMaps {
@@ -181,6 +186,10 @@ impl MecStore for MemoryMecMaps {
         self.ues.remove(&ue);
         Ok(())
     }
+    fn add_dup_port(&mut self, ifindex: u32) -> Result<(), MapError> {
+        self.dup_ports.insert(ifindex);
+        Ok(())
+    }
 }
 
 /// The MEC maps of the loaded `upf.o`, taken out of the Ebpf object.
@@ -189,6 +198,8 @@ pub struct AyaMecMaps {
     exact: aya::maps::HashMap<aya::maps::MapData, MecExactKey, MecRuleEntry>,
     lpm: aya::maps::LpmTrie<aya::maps::MapData, MecLpmData, MecSet>,
     ues: aya::maps::HashMap<aya::maps::MapData, u32, MecUe>,
+    dup: aya::maps::DevMapHash<aya::maps::MapData>,
+    dup_egress: aya::programs::ProgramFd,
 }
 
 fn me(map: &'static str) -> impl Fn(aya::maps::MapError) -> MapError {
@@ -204,8 +215,11 @@ fn gone(map: &'static str, r: Result<(), aya::maps::MapError>) -> Result<(), Map
 }
 
 impl AyaMecMaps {
-    pub(crate) fn take(p: &mut super::LoadedProgram) -> Result<Self, MapError> {
+    /// The maps, and the devmap program of DUPLICATE_* loaded.
+    pub(crate) fn take(p: &mut super::LoadedProgram) -> Result<Self, super::XdpError> {
         Ok(AyaMecMaps {
+            dup_egress: p.load_also("mec_dup_egress")?,
+            dup: p.take_map("mec_dup")?.try_into().map_err(me("mec_dup"))?,
             slices: p.take_map("mec_slices")?.try_into().map_err(me("mec_slices"))?,
             exact: p.take_map("mec_exact")?.try_into().map_err(me("mec_exact"))?,
             lpm: p.take_map("mec_lpm")?.try_into().map_err(me("mec_lpm"))?,
@@ -238,6 +252,13 @@ impl MecStore for AyaMecMaps {
     }
     fn del_ue(&mut self, ue: u32) -> Result<(), MapError> {
         gone("mec_ue", self.ues.remove(&ue))
+    }
+    fn add_dup_port(&mut self, ifindex: u32) -> Result<(), MapError> {
+        let err = |e: aya::maps::xdp::XdpMapError| MapError { map: "mec_dup", msg: e.to_string() };
+        for k in [ifindex << 1, (ifindex << 1) | 1] {
+            self.dup.insert(k, ifindex, Some(&self.dup_egress), 0).map_err(err)?;
+        }
+        Ok(())
     }
 }
 
@@ -384,18 +405,22 @@ impl MecTable {
         match a {
             RuleAction::Drop => e.action = MEC_DROP,
             RuleAction::Passthrough => e.action = MEC_PASSTHROUGH,
-            RuleAction::ForwardDecapsulated(app) => {
+            RuleAction::ForwardDecapsulated(app) | RuleAction::DuplicateDecapsulated(app) => {
                 let (ifindex, mac) = self
                     .lookup(&app.interface)
                     .ok_or_else(|| PlaneError::Other(format!("no interface {}", app.interface)))?;
-                (e.action, e.ifindex, e.dmac, e.smac) = (MEC_FORWARD_DECAPSULATED, ifindex, app.mac, mac);
+                (e.ifindex, e.dmac, e.smac) = (ifindex, app.mac, mac);
+                e.action = match a {
+                    RuleAction::ForwardDecapsulated(_) => MEC_FORWARD_DECAPSULATED,
+                    _ => MEC_DUPLICATE_DECAPSULATED,
+                };
             }
-            RuleAction::ForwardEncapsulated(t) => {
-                (e.action, e.tun_dst, e.tun_teid) = (MEC_FORWARD_ENCAPSULATED, be_addr(t.addr), t.teid);
-            }
-            // No copy in XDP (bpf/mec.h): the node refuses these first.
-            RuleAction::DuplicateDecapsulated(_) | RuleAction::DuplicateEncapsulated(_) => {
-                return Err(PlaneError::Other("DUPLICATE_* is not made in XDP".into()))
+            RuleAction::ForwardEncapsulated(t) | RuleAction::DuplicateEncapsulated(t) => {
+                (e.tun_dst, e.tun_teid) = (be_addr(t.addr), t.teid);
+                e.action = match a {
+                    RuleAction::ForwardEncapsulated(_) => MEC_FORWARD_ENCAPSULATED,
+                    _ => MEC_DUPLICATE_ENCAPSULATED,
+                };
             }
         }
         Ok(e)
@@ -451,6 +476,7 @@ impl MecTable {
     /// Every entry of `r` on slice `slice`.
     fn entries(&self, seid: u64, r: &MecRule, slice: u32) -> Result<Vec<(Place, Cand)>, PlaneError> {
         let mut base = self.action_entry(&r.action)?;
+        let duplicate = matches!(r.action, RuleAction::DuplicateDecapsulated(_) | RuleAction::DuplicateEncapsulated(_));
         base.priority = r.priority.into();
         let mut out = Vec::new();
         for f in &r.filters {
@@ -459,7 +485,13 @@ impl MecTable {
                 out.push((p, Cand { seid, entry }));
             };
             put(SIDE_TUNNEL, false);
-            if r.flow {
+            if duplicate {
+                // The application only watches: both directions of a FLOW
+                // are G-PDUs copied to it, and it sends nothing back.
+                if r.flow && f.teid.is_none() && f.enb.is_none() {
+                    put(SIDE_TUNNEL, true);
+                }
+            } else if r.flow {
                 put(SIDE_PLAIN, true);
             } else if f.teid.is_none() && f.enb.is_none() {
                 put(SIDE_PLAIN, false);

@@ -274,7 +274,7 @@ impl<M: MapStore> XdpPlane<M> {
     /// Attaches the fast path to an interface (native mode, or generic).
     pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<(), XdpError> {
         let idx = ifindex(iface)?;
-        self.maps.add_port(idx)?;
+        self.add_port(idx)?;
         if let Some(p) = self.program.as_mut() {
             p.attach(iface, mode)?;
         }
@@ -283,6 +283,15 @@ impl<M: MapStore> XdpPlane<M> {
         }
         self.mtu.watch(idx);
         self.refresh_mtu()
+    }
+
+    /// A redirect target (`tx_ports`; in the MEC role also `mec_dup`).
+    fn add_port(&mut self, ifindex: u32) -> Result<(), XdpError> {
+        self.maps.add_port(ifindex)?;
+        if let Some((_, m)) = self.mec.as_mut() {
+            m.add_dup_port(ifindex)?;
+        }
+        Ok(())
     }
 
     /// Detaches the program from every interface; the maps and sessions
@@ -297,7 +306,7 @@ impl<M: MapStore> XdpPlane<M> {
     /// (its veth peer then needs an XDP program: [`baseline::load_pass`]).
     /// Call it from a thread inside the data path's namespace.
     pub fn add_egress(&mut self, ifindex: u32) -> Result<(), XdpError> {
-        self.maps.add_port(ifindex)?;
+        self.add_port(ifindex)?;
         self.mtu.watch(ifindex);
         self.refresh_mtu()
     }
@@ -323,7 +332,7 @@ impl<M: MapStore> XdpPlane<M> {
     /// side). Call it from a thread inside the data path's namespace: the
     /// DEVMAP resolves `nh.ifindex` in the caller's namespace.
     pub fn set_next_hop(&mut self, dst: Ipv4Addr, nh: NextHop) -> Result<(), XdpError> {
-        self.maps.add_port(nh.ifindex)?;
+        self.add_port(nh.ifindex)?;
         self.maps.put_nexthop(be_addr(dst), &nh)?;
         self.mtu.watch(nh.ifindex);
         self.refresh_mtu()?;

@@ -187,7 +187,66 @@ fn every_action_on_uplink_gpdus() {
     // Gone with its session: DROP no more.
     p.remove_mec(1).unwrap();
     assert_eq!(run(&p, &ul(&up(40000, 1))).0, XDP_TX);
-    assert!(p.install_mec(9, &rule(0, 1, port(9), RuleAction::DuplicateDecapsulated(app("app0")))).is_err());
+    // DUPLICATE_*: the G-PDU routed as it goes on, broadcast to mec_dup,
+    // the metadata in front telling its clones their ways out and the
+    // copy's rewrite (BPF_PROG_RUN gives the metadata before the frame).
+    install(&mut p, 9, &rule(0, 10, port(9), RuleAction::DuplicateDecapsulated(app("app0"))));
+    install(&mut p, 8, &rule(0, 10, port(8), RuleAction::DuplicateEncapsulated(Tunnel { addr: EDGE, teid: 0x78 })));
+    let meta = |out: &[u8], f: &[u8]| -> Vec<u32> {
+        assert_eq!(out.len(), f.len() + 32, "32 octets of metadata");
+        assert_routed(&out[32..], f);
+        out[..32].chunks(4).map(|w| u32::from_ne_bytes(w.try_into().unwrap())).collect()
+    };
+    let f = ul(&up(40000, 9));
+    let (v, out) = run(&p, &f);
+    assert_eq!(v, XDP_REDIRECT);
+    let m = meta(&out, &f);
+    assert_eq!((m[0], m[1]), (1, 7), "the original's way out, the copy's (app0)");
+    assert_eq!(&out[8..20], &[APP_MAC, APP_IF_MAC].concat()[..]);
+    assert_eq!((m[5], m[6]), (0, 0), "decapsulated");
+    let seq = m[7];
+    let f = ul(&up(40000, 8));
+    let (v, out) = run(&p, &f);
+    assert_eq!(v, XDP_REDIRECT);
+    let m = meta(&out, &f);
+    assert_eq!((m[0], m[1]), (1, 1), "both by the next hops");
+    assert_eq!(&out[8..14], &NH_MAC);
+    assert_eq!((m[5], m[6]), (u32::from_ne_bytes(EDGE.octets()), 0x78));
+    assert_ne!(m[7], seq, "each packet numbered");
+    assert_eq!(p.counter(Counter::MecDupl).unwrap(), 2);
+    assert_eq!(p.counter(Counter::MecNoCopy).unwrap(), 0);
+}
+
+/// A FLOW rule of DUPLICATE_*: both directions of the flow are G-PDUs
+/// copied to the application (the reverse is installed on the tunnel
+/// side), and the application's own packets are not put into the tunnel.
+#[test]
+fn duplicate_flow_rules_copy_both_directions() {
+    need_root!();
+    let mut p = plane();
+    let f = TrafficFilter { dst_ports: Some((7, 7)), protocol: Some(17), ..to_app() };
+    let r = MecRule {
+        slice: slice(0),
+        flow: true,
+        priority: 10,
+        filters: vec![f],
+        action: RuleAction::DuplicateDecapsulated(app("app0")),
+    };
+    install(&mut p, 1, &MecSession::Rule(r));
+    install(&mut p, 2, &MecSession::Ue(UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE }));
+    assert_eq!(run(&p, &ul(&up(40000, 7))).0, XDP_REDIRECT, "the uplink");
+    let g = mobicore_gtp::gtpu::gpdu(ENB_TEID, &inner(APP, UE, 17, 7, 40000, 0));
+    let dl = eth(&ipv4(CORE, ENB, 17, &udp(2152, 2152, &g)));
+    let (v, out) = run(&p, &dl);
+    assert_eq!(v, XDP_REDIRECT, "the downlink");
+    assert_routed(&out[32..], &dl);
+    assert_eq!(p.counter(Counter::MecDupl).unwrap(), 2);
+    // The application's packet to the UE: routed as it is.
+    run(&p, &eth(&inner(APP, UE, 17, 7, 40000, 0)));
+    assert_eq!(p.counter(Counter::MecEncap).unwrap(), 0);
+    // Other flows of the UE: not copied.
+    assert_eq!(run(&p, &ul(&up(40000, 8))).0, XDP_TX);
+    assert_eq!(p.counter(Counter::MecDupl).unwrap(), 2);
 }
 
 #[test]
@@ -584,7 +643,7 @@ fn an_application_is_reached_by_breakout_and_answers_through_the_tunnel() {
     deliver_to(enb, core_addr, &ul, core, |b, _| b == &ul[..]).expect("pass-through to the core");
 
     // 2. A FLOW rule: to the application, decapsulated.
-    let rule = MecSession::Rule(MecRule {
+    let flow_rule = MecRule {
         slice: Slice { interface: "vs0".into(), vlan: 0 },
         flow: true,
         priority: 10,
@@ -595,7 +654,8 @@ fn an_application_is_reached_by_breakout_and_answers_through_the_tunnel() {
             ..TrafficFilter::default()
         }],
         action: RuleAction::ForwardDecapsulated(Application { mac: [2, 0, 0, 0, 3, 2], interface: "vs2".into() }),
-    });
+    };
+    let rule = MecSession::Rule(flow_rule.clone());
     let tunnel = MecSession::Ue(UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE });
     for m in [&rule, &tunnel] {
         assert_eq!(request(&mut node, &|q| establishment_request(q, CP, u64::from(q), CP, m)).0, 1);
@@ -617,8 +677,52 @@ fn an_application_is_reached_by_breakout_and_answers_through_the_tunnel() {
     assert_eq!(teid, ENB_TEID);
     assert!(checksums_ok(&t), "inner checksums");
     assert_eq!((&t[12..16], &t[16..20]), (&APP_ADDR.octets()[..], &UE.octets()[..]));
+
+    // 4. DUPLICATE_DECAPSULATED over it (a higher priority): the G-PDU
+    // still reaches the core, and a decapsulated copy the application.
+    let arrives = |rx: &UdpSocket, want: &dyn Fn(&[u8]) -> bool| {
+        rx.set_read_timeout(Some(std::time::Duration::from_millis(200))).unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        let mut buf = [0u8; 2048];
+        while Instant::now() < deadline {
+            if let Ok((n, _)) = rx.recv_from(&mut buf) {
+                if want(&buf[..n]) {
+                    return true;
+                }
+            }
+        }
+        false
+    };
+    let app_mac = Application { mac: [2, 0, 0, 0, 3, 2], interface: "vs2".into() };
+    let dup = MecRule { priority: 5, action: RuleAction::DuplicateDecapsulated(app_mac), ..flow_rule };
+    let dup = MecSession::Rule(dup);
+    assert_eq!(request(&mut node, &|q| establishment_request(q, CP, u64::from(q), CP, &dup)).0, 1);
+    let watched = gpdu(TEID, &udp_inner(UE, APP_ADDR, 40000, 9000, b"watched"));
+    deliver_to(enb, core_addr, &watched, app, |b, _| b == b"watched").expect("the copy at the application");
+    assert!(arrives(core, &|b| b == &watched[..]), "the original at the core, untouched");
+
+    // 5. DUPLICATE_ENCAPSULATED of another flow: the copy re-tunnelled to
+    // the rule's tunnel end (TEID set, outer source the eNB's), the
+    // original on to the core.
+    let end = in_ns(&x, || UdpSocket::bind(SocketAddrV4::new(APP_ADDR, 2152)).unwrap());
+    let retunnel = MecSession::Rule(MecRule {
+        slice: Slice { interface: "vs0".into(), vlan: 0 },
+        flow: false,
+        priority: 5,
+        filters: vec![TrafficFilter { dst: Some((APP_ADDR, 32)), dst_ports: Some((9001, 9001)), ..Default::default() }],
+        action: RuleAction::DuplicateEncapsulated(Tunnel { addr: APP_ADDR, teid: 0x78 }),
+    });
+    assert_eq!(request(&mut node, &|q| establishment_request(q, CP, u64::from(q), CP, &retunnel)).0, 1);
+    let copied = gpdu(TEID, &udp_inner(UE, APP_ADDR, 40000, 9001, b"copied on"));
+    let is_copy = |b: &[u8], _| mobicore_gtp::gtpu::parse(b).is_ok() && open(b).1.ends_with(b"copied on");
+    let (g, from) = deliver_to(enb, core_addr, &copied, &end, is_copy).expect("the re-tunnelled copy");
+    assert_eq!((open(&g).0, from), (0x78, SocketAddr::from(SocketAddrV4::new(ENB, 2152))));
+    assert!(arrives(core, &|b| b == &copied[..]), "the original at the core, untouched");
+
     let x = plane.lock().unwrap();
-    assert!(x.counter(Counter::MecDecap).unwrap() >= 1 && x.counter(Counter::MecEncap).unwrap() >= 1);
+    assert!(x.counter(Counter::MecDecap).unwrap() >= 2 && x.counter(Counter::MecEncap).unwrap() >= 1);
+    assert!(x.counter(Counter::MecDupl).unwrap() >= 2 && x.counter(Counter::MecRetunnel).unwrap() >= 1);
+    assert_eq!(x.counter(Counter::MecNoCopy).unwrap(), 0);
     assert_eq!(x.counter(Counter::PassNoRoute).unwrap(), 0, "nothing left through the kernel");
     drop(x);
     drop(node);
