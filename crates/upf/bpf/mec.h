@@ -133,8 +133,10 @@ static __always_inline const struct mec_rule *mec_select(__u32 slice_v, __u32 si
 		.dport = f->dport,
 		.proto = f->proto,
 	};
+	/* An exact entry's key is its whole filter (no DSCP, TEID or eNB:
+	 * xdp/mec.rs compile). */
 	const struct mec_rule *e = bpf_map_lookup_elem(&mec_exact, &k);
-	if (e && mec_match(e, f, p))
+	if (e)
 		best = e;
 	if (!(slice_v & (1u << (MEC_SLICE_LPM + side))))
 		return best;
@@ -179,6 +181,10 @@ static __always_inline int mec_decap(struct xdp_md *ctx, struct iphdr *in, __u16
 	count(CNT_MEC_DECAP);
 	if (ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
+	/* A port (tx_ports) saves the kernel a device lookup per packet. */
+	long act = bpf_redirect_map(&tx_ports, ifindex, 0);
+	if (act == XDP_REDIRECT)
+		return XDP_REDIRECT;
 	return mec_done(bpf_redirect(ifindex, 0));
 }
 
