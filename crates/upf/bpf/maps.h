@@ -336,6 +336,8 @@ struct steer_dl {
  * (slice, side) has prefix sets in mec_lpm. */
 #define MEC_SLICE_ID 0xffffu
 #define MEC_SLICE_LPM 16
+#define MEC_PORT_SLOTS 4096        /* mec_port: ports by ifindex */
+#define MEC_PORT_VALID (1u << 31) /* mec_port: the port has an untagged slice */
 #define MEC_MAX_EXACT 262144
 #define MEC_MAX_PREFIXES 16384
 #define MEC_SET_MAX 16

@@ -31,6 +31,16 @@ struct {
 	__type(value, __u32);
 } mec_slices SEC(".maps");
 
+/* The untagged slice of each port below MEC_PORT_SLOTS, the same value
+ * as mec_slices' with MEC_PORT_VALID set (0: none): an array lookup the
+ * verifier inlines, in front of the hash. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MEC_PORT_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} mec_port SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MEC_MAX_EXACT);
@@ -351,10 +361,18 @@ int mec_xdp(struct xdp_md *ctx)
 	}
 	if (proto != bpf_htons(ETH_P_IP))
 		return verdict(CNT_PASS_NOT_IPV4, XDP_PASS);
-	__u32 *slice_p = bpf_map_lookup_elem(&mec_slices, &sk);
-	if (!slice_p)
-		return verdict(CNT_MEC_NO_SLICE, XDP_PASS);
-	__u32 slice = *slice_p;
+	__u32 slice;
+	__u32 *port = tagged ? 0 : bpf_map_lookup_elem(&mec_port, &sk.ifindex);
+	if (port) {
+		slice = *port;
+		if (!(slice & MEC_PORT_VALID))
+			return verdict(CNT_MEC_NO_SLICE, XDP_PASS);
+	} else {
+		__u32 *slice_p = bpf_map_lookup_elem(&mec_slices, &sk);
+		if (!slice_p)
+			return verdict(CNT_MEC_NO_SLICE, XDP_PASS);
+		slice = *slice_p;
+	}
 	struct eth_macs rx;
 	macs_load(&rx, eth);
 	if (tagged) {

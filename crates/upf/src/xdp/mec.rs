@@ -29,6 +29,11 @@ pub const MEC_MAX_SLICES: u32 = 256;
 /// that side of the slice has prefix sets (else the program skips the
 /// LPM lookup).
 pub const MEC_SLICE_LPM: u32 = 16;
+/// `mec_port`: the untagged slice of ports with an index below this, the
+/// `mec_slices` value with [`MEC_PORT_VALID`] (an array the program reads
+/// before the hash).
+pub const MEC_PORT_SLOTS: u32 = 4096;
+pub const MEC_PORT_VALID: u32 = 1 << 31;
 pub const MEC_MAX_EXACT: u32 = 262_144;
 pub const MEC_MAX_PREFIXES: u32 = 16_384;
 pub const MEC_SET_MAX: usize = 16;
@@ -198,6 +203,7 @@ pub struct AyaMecMaps {
     exact: aya::maps::HashMap<aya::maps::MapData, MecExactKey, MecRuleEntry>,
     lpm: aya::maps::LpmTrie<aya::maps::MapData, MecLpmData, MecSet>,
     ues: aya::maps::HashMap<aya::maps::MapData, u32, MecUe>,
+    ports: aya::maps::Array<aya::maps::MapData, u32>,
     dup: aya::maps::DevMapHash<aya::maps::MapData>,
     dup_egress: aya::programs::ProgramFd,
 }
@@ -220,6 +226,7 @@ impl AyaMecMaps {
         Ok(AyaMecMaps {
             dup_egress: p.load_also("mec_dup_egress")?,
             dup: p.take_map("mec_dup")?.try_into().map_err(me("mec_dup"))?,
+            ports: p.take_map("mec_port")?.try_into().map_err(me("mec_port"))?,
             slices: p.take_map("mec_slices")?.try_into().map_err(me("mec_slices"))?,
             exact: p.take_map("mec_exact")?.try_into().map_err(me("mec_exact"))?,
             lpm: p.take_map("mec_lpm")?.try_into().map_err(me("mec_lpm"))?,
@@ -230,9 +237,16 @@ impl AyaMecMaps {
 
 impl MecStore for AyaMecMaps {
     fn put_slice(&mut self, k: MecSliceKey, id: u32) -> Result<(), MapError> {
-        self.slices.insert(k, id, 0).map_err(me("mec_slices"))
+        self.slices.insert(k, id, 0).map_err(me("mec_slices"))?;
+        if k.vlan == 0 && k.ifindex < MEC_PORT_SLOTS {
+            self.ports.set(k.ifindex, id | MEC_PORT_VALID, 0).map_err(me("mec_port"))?;
+        }
+        Ok(())
     }
     fn del_slice(&mut self, k: MecSliceKey) -> Result<(), MapError> {
+        if k.vlan == 0 && k.ifindex < MEC_PORT_SLOTS {
+            self.ports.set(k.ifindex, 0, 0).map_err(me("mec_port"))?;
+        }
         gone("mec_slices", self.slices.remove(&k))
     }
     fn put_exact(&mut self, k: MecExactKey, r: &MecRuleEntry) -> Result<(), MapError> {
