@@ -126,20 +126,45 @@ pub trait Balancer {
 pub struct Loads {
     profiles: Profiles,
     reports: HashMap<HostId, HostReport>,
-    /// Per host and kind: procedures routed there minus those ended since
-    /// its last report.
+    /// Per host and kind: procedures routed there since its last report
+    /// and still in progress (those the report cannot show yet).
     since_report: HashMap<HostId, [i64; ProcedureKind::COUNT]>,
-    correct_between_reports: bool,
+    /// Per host: reports received, to tell which procedures came after.
+    epochs: HashMap<HostId, u64>,
+    estimation: Estimation,
+}
+
+/// How the front end applies Eq. 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimation {
+    /// Add the procedures the front end itself has sent to a host since
+    /// its last report, and that are still in progress, to the reported
+    /// queue length. Without it, every procedure of a report period that
+    /// can go to the most loaded viable host goes there, which the report
+    /// shows only a period later.
+    pub correct_between_reports: bool,
+    /// A host is viable if its Eq. 1 estimate is at most `headroom` times
+    /// the SLO; 1 is Eq. 1 as written. Eq. 1 assumes a stable queue, but
+    /// the most-loaded-first choice fills a host up to the bound, so the
+    /// procedures placed there see the queue grow behind their first
+    /// message.
+    pub headroom: f64,
+}
+
+impl Estimation {
+    /// Eq. 1 on the reports alone.
+    pub const EQ1: Estimation = Estimation { correct_between_reports: false, headroom: 1.0 };
+}
+
+impl Default for Estimation {
+    fn default() -> Self {
+        Estimation { correct_between_reports: true, headroom: 0.5 }
+    }
 }
 
 impl Loads {
-    /// `correct_between_reports`: add the procedures the front end itself
-    /// has sent to a host since its last report to the reported queue
-    /// length. Without it, every procedure of a report period that can go
-    /// to the most loaded viable host goes there, which the report only
-    /// shows a period later.
-    pub fn new(profiles: Profiles, correct_between_reports: bool) -> Self {
-        Loads { profiles, reports: HashMap::new(), since_report: HashMap::new(), correct_between_reports }
+    pub fn new(profiles: Profiles, estimation: Estimation) -> Self {
+        Loads { profiles, reports: HashMap::new(), since_report: HashMap::new(), epochs: HashMap::new(), estimation }
     }
 
     pub fn profiles(&self) -> &Profiles {
@@ -149,6 +174,11 @@ impl Loads {
     pub fn report(&mut self, host: HostId, report: HostReport) {
         self.reports.insert(host, report);
         self.since_report.remove(&host);
+        *self.epochs.entry(host).or_default() += 1;
+    }
+
+    fn epoch(&self, host: HostId) -> u64 {
+        self.epochs.get(&host).copied().unwrap_or(0)
     }
 
     pub fn forget(&mut self, host: HostId) {
@@ -173,7 +203,7 @@ impl Loads {
         };
         let nfs = r.nfs.iter().filter(|n| n.kind == kind && n.c > 0.0);
         let n = nfs.clone().count();
-        let extra = match (self.correct_between_reports, self.since_report.get(&host)) {
+        let extra = match (self.estimation.correct_between_reports, self.since_report.get(&host)) {
             (true, Some(d)) if n > 0 => d[kind.index()] as f64 / n as f64,
             _ => 0.0,
         };
@@ -182,6 +212,13 @@ impl Loads {
 
     /// Eq. 1: the completion time of a `kind` procedure at the host's best
     /// NF, `(q_i / c_i + 1) * T_t`.
+    /// Whether the host can take a `kind` procedure within its SLO (times
+    /// the headroom); `None` if it runs no such NF.
+    pub fn viable(&self, host: HostId, kind: ProcedureKind) -> Option<bool> {
+        let t = self.completion_estimate_s(host, kind)?;
+        Some(t <= self.estimation.headroom * self.profiles.get(kind).slo_s)
+    }
+
     pub fn completion_estimate_s(&self, host: HostId, kind: ProcedureKind) -> Option<f64> {
         self.least_q_over_c(host, kind).map(|qc| (qc + 1.0) * self.profiles.get(kind).cost_s)
     }
@@ -217,6 +254,8 @@ pub enum RouteError {
 struct Tracked {
     host: HostId,
     req: Request,
+    /// The host's report epoch when the procedure was routed.
+    epoch: u64,
 }
 
 /// The front end's balancing: a scheme, the hosts' loads, and one tracking
@@ -268,7 +307,8 @@ impl Frontend {
         self.stats.procedures += 1;
         self.stats.violations += u64::from(sel.violation.is_some());
         self.loads.count(sel.host, req.kind, 1);
-        self.tracked.insert(req.ue, Tracked { host: sel.host, req: *req });
+        let epoch = self.loads.epoch(sel.host);
+        self.tracked.insert(req.ue, Tracked { host: sel.host, req: *req, epoch });
         Ok(Route { host: sel.host, first: true, violation: sel.violation })
     }
 
@@ -276,7 +316,9 @@ impl Frontend {
     /// one. Returns the host it ran on.
     pub fn end(&mut self, ue: MTmsi) -> Option<HostId> {
         let t = self.tracked.remove(&ue)?;
-        self.loads.count(t.host, t.req.kind, -1);
+        if t.epoch == self.loads.epoch(t.host) {
+            self.loads.count(t.host, t.req.kind, -1);
+        }
         self.balancer.procedure_ended(&t.req);
         Some(t.host)
     }

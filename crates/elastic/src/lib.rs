@@ -29,6 +29,6 @@ pub mod report;
 pub mod ring;
 pub mod sim;
 
-pub use balancer::{Balancer, Frontend, Route, RouteError, Scheme, Violation};
+pub use balancer::{Balancer, Estimation, Frontend, Route, RouteError, Scheme, Violation};
 pub use forwarder::{Forwarder, ForwarderConfig};
 pub use procedure::{HostId, MTmsi, ProcedureClass, ProcedureKind, Profiles, SliceId};

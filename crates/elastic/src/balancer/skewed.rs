@@ -64,8 +64,7 @@ impl Balancer for SkewedCh {
         let mut least: Option<(f64, HostId)> = None;
         for &h in &candidates {
             let Some(qc) = loads.least_q_over_c(h, req.kind) else { continue };
-            let t = loads.completion_estimate_s(h, req.kind).unwrap_or(f64::INFINITY);
-            if t <= slo_s && viable.is_none_or(|(cpu, _)| loads.cpu(h) > cpu) {
+            if loads.viable(h, req.kind) == Some(true) && viable.is_none_or(|(cpu, _)| loads.cpu(h) > cpu) {
                 viable = Some((loads.cpu(h), h));
             }
             if least.is_none_or(|(l, _)| qc < l) {
