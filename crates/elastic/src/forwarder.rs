@@ -188,9 +188,8 @@ impl<M> Forwarder<M> {
     /// Per instance, in a fixed order: kind, `Q_i` and `C_i`, what the
     /// host's monitor samples.
     pub fn loads(&self) -> impl Iterator<Item = (ProcedureKind, f64, f64)> + '_ {
-        (0..self.instances.len()).map(|i| {
-            (self.instances[i].kind, self.instances[i].queue.len() as f64, self.share(InstanceId(i)))
-        })
+        (0..self.instances.len())
+            .map(|i| (self.instances[i].kind, self.instances[i].queue.len() as f64, self.share(InstanceId(i))))
     }
 
     /// Eq. 3: the instance of `kind` with the least `Q_i / C_i`.
@@ -211,7 +210,13 @@ impl<M> Forwarder<M> {
     /// Queues a message of the UE's procedure of `kind`, costing `cost_s`
     /// of a full core: at the instance tracked for the procedure, or at
     /// the optimal one for its first message.
-    pub fn dispatch(&mut self, ue: MTmsi, kind: ProcedureKind, msg: M, cost_s: f64) -> Result<Dispatched, DispatchError> {
+    pub fn dispatch(
+        &mut self,
+        ue: MTmsi,
+        kind: ProcedureKind,
+        msg: M,
+        cost_s: f64,
+    ) -> Result<Dispatched, DispatchError> {
         let (instance, first) = match self.tracking.get(&ue) {
             Some(&i) if self.instances[i.0].kind == kind => (i, false),
             _ => {
@@ -253,7 +258,7 @@ impl<M> Forwarder<M> {
     /// The next message the core runs: from the busy instance that is
     /// furthest behind its share (stride scheduling, so each busy instance
     /// gets core time in proportion to `C_i`).
-    pub fn next(&mut self) -> Option<(InstanceId, M, f64)> {
+    pub fn next_message(&mut self) -> Option<(InstanceId, M, f64)> {
         let i = (0..self.instances.len())
             .filter(|&i| self.active(i))
             .min_by(|&a, &b| self.instances[a].pass.total_cmp(&self.instances[b].pass))?;
@@ -343,7 +348,8 @@ mod tests {
     fn predicted_violation_when_eq2_exceeds_the_slo() {
         let mut f = fwd([0, 1, 0, 0, 0]);
         // SLO 5 ms, 1 ms each alone: the fifth queued sees (4/1 + 1) ms.
-        let v: Vec<bool> = (0..6).map(|u| f.dispatch(MTmsi(u), ServiceRequest, 0, 0.001).unwrap().predicted_violation).collect();
+        let v: Vec<bool> =
+            (0..6).map(|u| f.dispatch(MTmsi(u), ServiceRequest, 0, 0.001).unwrap().predicted_violation).collect();
         assert_eq!(v, [false, false, false, false, false, true]);
         assert_eq!(f.stats.predicted_violations, 1);
     }
@@ -360,7 +366,7 @@ mod tests {
         // While both are busy, service request gets 2/3 of the core.
         let mut time = [0.0f64; 2];
         for _ in 0..300 {
-            let (i, _, cost) = f.next().unwrap();
+            let (i, _, cost) = f.next_message().unwrap();
             time[i.0] += cost;
         }
         let share = time[0] / (time[0] + time[1]);
@@ -369,9 +375,9 @@ mod tests {
         let mut f = fwd([0, 1, 0, 0, 0]);
         f.dispatch(MTmsi(1), ServiceRequest, 10, 0.001).unwrap();
         f.dispatch(MTmsi(1), ServiceRequest, 11, 0.001).unwrap();
-        assert_eq!(f.next().map(|x| x.1), Some(10));
-        assert_eq!(f.next().map(|x| x.1), Some(11));
-        assert!(f.next().is_none());
+        assert_eq!(f.next_message().map(|x| x.1), Some(10));
+        assert_eq!(f.next_message().map(|x| x.1), Some(11));
+        assert!(f.next_message().is_none());
     }
 
     #[test]

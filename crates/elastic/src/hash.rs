@@ -5,9 +5,9 @@
 /// Seeds that make independent hashes out of the one function.
 pub mod seed {
     /// A UE's key (its M-TMSI) on a ring or in a Maglev table.
-    pub const KEY: u64 = 0x6b65_79;
+    pub const KEY: u64 = 0x006b_6579;
     /// A host's virtual node on a ring.
-    pub const VNODE: u64 = 0x766e_6f64_65;
+    pub const VNODE: u64 = 0x0076_6e6f_6465;
     /// Maglev's offset and skip per host (Maglev 3.4 uses two hashes).
     pub const MAGLEV_OFFSET: u64 = 0x6f66_6673_6574;
     pub const MAGLEV_SKIP: u64 = 0x736b_6970;

@@ -39,7 +39,7 @@ impl Pattern {
     }
 
     pub fn pareto(alpha: f64) -> Pattern {
-        Pattern::Pareto { alpha, max_burst: 1000, burst_window_s: 0.02 }
+        Pattern::Pareto { alpha, max_burst: 200, burst_window_s: 0.02 }
     }
 
     pub fn mmpp() -> Pattern {
@@ -352,7 +352,8 @@ mod tests {
     #[test]
     fn ramp_rises_then_falls() {
         let a = run(Pattern::Ramp { peak_factor: 1.8 }, Skew::UNIFORM, 1);
-        let in_window = |lo: f64, hi: f64| a.iter().filter(|x| (lo..hi).contains(&(x.at_ns as f64 / 1e9))).count() as f64;
+        let in_window =
+            |lo: f64, hi: f64| a.iter().filter(|x| (lo..hi).contains(&(x.at_ns as f64 / 1e9))).count() as f64;
         // Rate at the edges ~0.2-0.36x the mean, at the middle ~1.64-1.8x.
         let (first, mid, last) = (in_window(0.0, 2.0), in_window(9.0, 11.0), in_window(18.0, 20.0));
         assert!(mid > 4.0 * first && mid > 4.0 * last, "{first} {mid} {last}");

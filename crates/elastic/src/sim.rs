@@ -10,7 +10,8 @@
 //! each (the first by the balancer, the rest by tracking), the host's
 //! forwarder queues it at an NF instance, the core runs it for its cost
 //! over the host's speed, and the next message arrives a round trip later.
-//! A UE runs one procedure at a time; later ones wait for it.
+//! A UE runs one procedure at a time; later ones wait for it, and a
+//! procedure's latency runs from its first message to its last answer.
 
 use crate::balancer::{Estimation, Frontend, Loads, Request, Scheme};
 use crate::forwarder::{Forwarder, ForwarderConfig};
@@ -35,6 +36,10 @@ pub struct SimConfig {
     pub forwarder: ForwarderConfig,
     pub load: LoadConfig,
     /// How often hosts report their moving averages to the front end.
+    /// Seed 004 reports every few hundred milliseconds from hosts that
+    /// serve far more procedures per second than the default ones here
+    /// (about a thousand); what matters is how many procedures a host
+    /// takes between reports, so the default is 20 ms.
     pub report_period_s: f64,
     /// How often hosts sample queue lengths and CPU use.
     pub sample_period_s: f64,
@@ -60,8 +65,8 @@ impl Default for SimConfig {
             profiles: Profiles::default(),
             forwarder: ForwarderConfig::default(),
             load: LoadConfig::default(),
-            report_period_s: 0.1,
-            sample_period_s: 0.01,
+            report_period_s: 0.02,
+            sample_period_s: 0.005,
             ewma_alpha: 0.3,
             estimation: Estimation::default(),
             rtt_s: 0.001,
@@ -170,7 +175,7 @@ struct Sim<'a> {
     /// Per UE: the procedure that runs, and those waiting.
     ue_proc: Vec<Option<u32>>,
     active: usize,
-    waiting: Vec<VecDeque<(u64, ProcedureKind)>>,
+    waiting: Vec<VecDeque<ProcedureKind>>,
     latencies: Vec<u64>,
     res: SimResult,
     last_sample: u64,
@@ -249,7 +254,7 @@ impl<'a> Sim<'a> {
 
     /// A procedure arrives for a UE: it starts, or waits for the UE's
     /// current one.
-    fn arrive(&mut self, at: u64, ue: u32, kind: ProcedureKind) {
+    fn arrive(&mut self, ue: u32, kind: ProcedureKind) {
         self.res.procedures += 1;
         self.res.per_class[kind.index()].procedures += 1;
         let i = ue as usize;
@@ -257,15 +262,15 @@ impl<'a> Sim<'a> {
             if self.waiting[i].len() >= self.cfg.max_waiting_per_ue {
                 self.fail(kind);
             } else {
-                self.waiting[i].push_back((at, kind));
+                self.waiting[i].push_back(kind);
             }
             return;
         }
-        self.start(at, ue, kind);
+        self.start(ue, kind);
     }
 
-    fn start(&mut self, start_ns: u64, ue: u32, kind: ProcedureKind) {
-        let p = Proc { ue, kind, start_ns, left: self.cfg.profiles.get(kind).messages.max(1) };
+    fn start(&mut self, ue: u32, kind: ProcedureKind) {
+        let p = Proc { ue, kind, start_ns: self.now, left: self.cfg.profiles.get(kind).messages.max(1) };
         let id = match self.free.pop() {
             Some(id) => {
                 self.procs[id as usize] = p;
@@ -311,7 +316,7 @@ impl<'a> Sim<'a> {
         if self.hosts[h].running.is_some() {
             return;
         }
-        let Some((_, id, cost)) = self.hosts[h].fwd.next() else { return };
+        let Some((_, id, cost)) = self.hosts[h].fwd.next_message() else { return };
         self.hosts[h].running = Some((id, self.now));
         let t = self.now + ns(cost / self.cfg.host_speed);
         self.schedule(t, Ev::Done(h as u32));
@@ -362,8 +367,8 @@ impl<'a> Sim<'a> {
         self.free.push(id);
         self.ue_proc[p.ue as usize] = None;
         self.active -= 1;
-        if let Some((at, kind)) = self.waiting[p.ue as usize].pop_front() {
-            self.start(at, p.ue, kind);
+        if let Some(kind) = self.waiting[p.ue as usize].pop_front() {
+            self.start(p.ue, kind);
         }
     }
 
@@ -380,8 +385,26 @@ impl<'a> Sim<'a> {
         self.last_sample = self.now;
     }
 
+    /// Every UE is registered before the load starts, in an order drawn
+    /// from the seed, not in the order of their first procedures (which
+    /// would hand round robin the busiest UEs first, one per host).
+    fn register_all(&mut self) {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut order: Vec<u32> = (0..self.ue_proc.len() as u32).collect();
+        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(self.cfg.load.seed ^ 0x5eed));
+        for ue in order {
+            let req = Request { slice: SLICE, ue: m_tmsi(ue, self.cfg.load.seed), kind: ProcedureKind::Tau };
+            if self.frontend.route(&req).is_ok() {
+                self.frontend.end(req.ue);
+            }
+        }
+        self.frontend.stats = Default::default();
+    }
+
     fn run(mut self) -> SimResult {
         let cfg = self.cfg;
+        self.register_all();
         let mut load = LoadGen::new(cfg.load.clone()).peekable();
         let end = ns(cfg.load.duration_s);
         let stop = end + ns(cfg.drain_s);
@@ -395,7 +418,7 @@ impl<'a> Sim<'a> {
                 (Some(a), e) if e.is_none_or(|e| a <= e) => {
                     let a = load.next().expect("peeked");
                     self.now = a.at_ns;
-                    self.arrive(a.at_ns, a.ue, a.kind);
+                    self.arrive(a.ue, a.kind);
                 }
                 (None, _) if self.active == 0 && self.now >= end => break,
                 (_, Some(e)) if e <= stop => {
@@ -424,7 +447,7 @@ impl<'a> Sim<'a> {
             if let Some(id) = self.ue_proc[ue].take() {
                 self.fail(self.procs[id as usize].kind);
             }
-            while let Some((_, kind)) = self.waiting[ue].pop_front() {
+            while let Some(kind) = self.waiting[ue].pop_front() {
                 self.fail(kind);
             }
         }

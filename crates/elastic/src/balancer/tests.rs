@@ -19,7 +19,11 @@ fn report(cpu: f64, q: f64, c: f64) -> HostReport {
 }
 
 fn frontend(scheme: Scheme, hosts: u32) -> Frontend {
-    let mut f = Frontend::new(scheme.balancer(2), Loads::new(profiles(), Estimation { headroom: 1.0, ..Default::default() }), 1000);
+    let mut f = Frontend::new(
+        scheme.balancer(2),
+        Loads::new(profiles(), Estimation { headroom: 1.0, ..Default::default() }),
+        1000,
+    );
     for h in 0..hosts {
         f.add_host(SLICE, HostId(h), &[]);
         f.add_host(SliceId::ATTACH, HostId(h), &[]);
@@ -43,7 +47,16 @@ fn candidates(hosts: u32, ue: u32) -> Vec<HostId> {
 #[test]
 fn eq1_completion_estimate() {
     let mut l = Loads::new(profiles(), Estimation::EQ1);
-    l.report(HostId(0), HostReport { cpu: 0.5, nfs: vec![NfLoad { kind: ServiceRequest, q: 3.0, c: 0.5 }, NfLoad { kind: ServiceRequest, q: 1.0, c: 0.25 }] });
+    l.report(
+        HostId(0),
+        HostReport {
+            cpu: 0.5,
+            nfs: vec![
+                NfLoad { kind: ServiceRequest, q: 3.0, c: 0.5 },
+                NfLoad { kind: ServiceRequest, q: 1.0, c: 0.25 },
+            ],
+        },
+    );
     // Least q/c is 3/0.5 = 6 vs 1/0.25 = 4: (4 + 1) * 1 ms.
     assert_eq!(l.least_q_over_c(HostId(0), ServiceRequest), Some(4.0));
     assert!((l.completion_estimate_s(HostId(0), ServiceRequest).unwrap() - 0.005).abs() < 1e-12);
@@ -147,7 +160,11 @@ fn connection_tracking_keeps_a_procedure_on_its_host() {
 
 #[test]
 fn tracking_table_is_bounded() {
-    let mut f = Frontend::new(Scheme::ConsistentHashing.balancer(2), Loads::new(profiles(), Estimation { headroom: 1.0, ..Default::default() }), 2);
+    let mut f = Frontend::new(
+        Scheme::ConsistentHashing.balancer(2),
+        Loads::new(profiles(), Estimation { headroom: 1.0, ..Default::default() }),
+        2,
+    );
     f.add_host(SLICE, HostId(0), &[]);
     f.route(&req(1, Tau)).unwrap();
     f.route(&req(2, Tau)).unwrap();
