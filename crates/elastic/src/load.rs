@@ -124,7 +124,7 @@ enum State {
     Poisson { t: f64 },
     /// T3: each UE's next event (arrival or state change) and state.
     Mmpp { events: BinaryHeap<Reverse<(u64, u32)>>, high: Vec<bool>, low_factor: f64 },
-    /// T4: the next burst; the mean procedures per burst.
+    /// T4: the next burst's time.
     Pareto { next_burst: f64 },
 }
 

@@ -465,6 +465,14 @@ impl<'a> Sim<'a> {
     }
 }
 
+/// Procedures per second one host of `speed` serves at full CPU under the
+/// mix.
+pub fn host_capacity(profiles: &Profiles, mix: &crate::load::Mix, speed: f64) -> f64 {
+    let total: f64 = mix.0.iter().sum();
+    let mean_cost: f64 = ProcedureKind::ALL.iter().map(|&k| mix.0[k.index()] * profiles.get(k).cost_s).sum::<f64>() / total;
+    speed / mean_cost
+}
+
 /// Runs one configuration.
 pub fn run(cfg: &SimConfig) -> SimResult {
     Sim::new(cfg).run()
