@@ -469,7 +469,8 @@ impl<'a> Sim<'a> {
 /// mix.
 pub fn host_capacity(profiles: &Profiles, mix: &crate::load::Mix, speed: f64) -> f64 {
     let total: f64 = mix.0.iter().sum();
-    let mean_cost: f64 = ProcedureKind::ALL.iter().map(|&k| mix.0[k.index()] * profiles.get(k).cost_s).sum::<f64>() / total;
+    let mean_cost: f64 =
+        ProcedureKind::ALL.iter().map(|&k| mix.0[k.index()] * profiles.get(k).cost_s).sum::<f64>() / total;
     speed / mean_cost
 }
 
