@@ -396,6 +396,55 @@ mod tests {
         assert_eq!(f.priority(ServiceRequest), 0.2);
     }
 
+    proptest::proptest! {
+        /// Eq. 4's shares of the busy instances sum to 1 and follow the
+        /// priorities; Eq. 3's choice has the least Q/C of its service;
+        /// the core serves every queued message exactly once.
+        #[test]
+        fn shares_and_argmin(slos in proptest::collection::vec(1u32..100, 5),
+                             instances in proptest::collection::vec(0usize..3, 5),
+                             msgs in proptest::collection::vec((0usize..5, 0u32..50), 0..60)) {
+            let mut p = Profiles::default();
+            for (k, slo) in ProcedureKind::ALL.iter().zip(&slos) {
+                p.get_mut(*k).slo_s = f64::from(*slo) / 1000.0;
+            }
+            let mut inst = [0; 5];
+            inst.copy_from_slice(&instances);
+            let mut f = Forwarder::<u32>::new(&p, ForwarderConfig { instances: inst, ..Default::default() });
+            let mut queued = 0;
+            for (i, (k, ue)) in msgs.iter().enumerate() {
+                let kind = ProcedureKind::ALL[*k];
+                if let Some(opt) = f.optimal(kind) {
+                    let qc = |j: usize| f.queue_len(InstanceId(j)) as f64 / f.share(InstanceId(j));
+                    for j in (0..inst.iter().sum()).filter(|&j| f.kind(InstanceId(j)) == kind) {
+                        proptest::prop_assert!(qc(opt.0) <= qc(j));
+                    }
+                }
+                match f.dispatch(MTmsi(*ue), kind, i as u32, 0.001) {
+                    Ok(_) => queued += 1,
+                    Err(e) => proptest::prop_assert_eq!(e, DispatchError::NoInstance(kind)),
+                }
+                let shares = f.shares();
+                if !shares.is_empty() {
+                    let total: f64 = shares.iter().map(|s| s.1).sum();
+                    proptest::prop_assert!((total - 1.0).abs() < 1e-9);
+                    for &(a, ca) in &shares {
+                        for &(b, cb) in &shares {
+                            let (pa, pb) = (f.priority(f.kind(a)), f.priority(f.kind(b)));
+                            proptest::prop_assert!((ca / cb - pa / pb).abs() < 1e-9);
+                        }
+                    }
+                }
+            }
+            let mut served = std::collections::BTreeSet::new();
+            while let Some((_, m, _)) = f.next_message() {
+                proptest::prop_assert!(served.insert(m));
+            }
+            proptest::prop_assert_eq!(served.len(), queued);
+            proptest::prop_assert_eq!(f.queued(), 0);
+        }
+    }
+
     #[test]
     fn bounded_queues_and_missing_services_are_errors() {
         let mut f = Forwarder::<u32>::new(
