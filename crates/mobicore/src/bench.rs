@@ -65,6 +65,13 @@ pub enum BenchCommand {
     /// case next to the minimal XDP forwarder and kernel forwarding on the
     /// identical namespace topology (`bench dataplane`'s generator).
     Breakout(crate::bench_breakout::BreakoutArgs),
+    /// Seed 004 Figs. 10-11 (`--sim`): SLO violations and CPU spread across
+    /// MME hosts for skewed consistent hashing against round robin,
+    /// consistent hashing and Maglev, uniform and skewed load (fig10), and
+    /// the hosts each needs for at most 5% violations under Pareto bursts
+    /// (fig11), from the elastic MME's simulator running the same balancer
+    /// and forwarder code.
+    Mme(crate::bench_mme::MmeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -178,6 +185,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Relocation(a) => crate::bench_relocation::run(a).await,
         BenchCommand::Divert(a) => crate::bench_divert::run(a).await,
         BenchCommand::Breakout(a) => crate::bench_breakout::run(a).await,
+        BenchCommand::Mme(a) => crate::bench_mme::run(a).await,
     }
 }
 

@@ -1,0 +1,34 @@
+//! The deterministic core of the elastic MME (seed 004, MMLite): the
+//! inter-host load balancer, the intra-host forwarder, the emulator's
+//! traffic patterns and a discrete-event simulator that runs the same code
+//! for clusters of up to hundreds of hosts. No I/O, no clock: time is an
+//! argument, randomness comes from a seed.
+//!
+//! # Layout
+//! - `procedure`: identifiers (host, slice, M-TMSI) and the procedure
+//!   classes with their cost, message count and SLO.
+//! - `hash`: the one hash every balancer uses.
+//! - `ring`: a consistent-hashing ring with virtual nodes (primary and
+//!   replica hosts per key); `maglev`: Maglev's lookup table.
+//! - `report`: the moving averages a host reports (queue length, CPU share).
+//! - `balancer`: the `Balancer` trait, round robin, consistent hashing,
+//!   Maglev and skewed consistent hashing (Algorithm 1, Eq. 1), and the
+//!   `Frontend` that tracks procedures and hosts joining and leaving.
+//! - `forwarder`: Algorithm 2 (argmin Q/C, Eqs. 2-4) with priorities.
+//! - `load`: traffic patterns T1-T4 with skew across UEs and a procedure mix.
+//! - `sim`: a cluster of hosts under a load, its SLO violations, CPU spread,
+//!   throughput and latency; the search for the hosts a scheme needs.
+
+pub mod balancer;
+pub mod forwarder;
+pub mod hash;
+pub mod load;
+pub mod maglev;
+pub mod procedure;
+pub mod report;
+pub mod ring;
+pub mod sim;
+
+pub use balancer::{Balancer, Estimation, Frontend, Route, RouteError, Scheme, Violation};
+pub use forwarder::{Forwarder, ForwarderConfig};
+pub use procedure::{HostId, MTmsi, ProcedureClass, ProcedureKind, Profiles, SliceId};

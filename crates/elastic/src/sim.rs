@@ -1,0 +1,507 @@
+//! A discrete-event simulator of an elastic MME cluster: a front end with
+//! one of the balancers, N hosts each with the forwarder and one core of a
+//! given speed, and the emulator's load. It runs the same `Frontend`,
+//! `Balancer` and `Forwarder` code as the real hosts and measures what
+//! seed 004 Figs. 10 and 11 plot: SLO violations per class, the spread of
+//! CPU use across hosts, throughput, latency, and the hosts a scheme needs
+//! for at most 5% violations.
+//!
+//! A procedure's messages run one after the other: the front end routes
+//! each (the first by the balancer, the rest by tracking), the host's
+//! forwarder queues it at an NF instance, the core runs it for its cost
+//! over the host's speed, and the next message arrives a round trip later.
+//! A UE runs one procedure at a time; later ones wait for it, and a
+//! procedure's latency runs from its first message to its last answer.
+
+use crate::balancer::{Estimation, Frontend, Loads, Request, Scheme};
+use crate::forwarder::{Forwarder, ForwarderConfig};
+use crate::load::{LoadConfig, LoadGen};
+use crate::procedure::{HostId, MTmsi, ProcedureKind, Profiles, SliceId};
+use crate::report::HostMonitor;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// The slice every registered UE is in.
+pub const SLICE: SliceId = SliceId(1);
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub hosts: u32,
+    pub scheme: Scheme,
+    /// Replica hosts per UE (skewed CH).
+    pub replicas: usize,
+    /// A host's core relative to the one `Profiles` costs are for.
+    pub host_speed: f64,
+    pub profiles: Profiles,
+    pub forwarder: ForwarderConfig,
+    pub load: LoadConfig,
+    /// How often hosts report their moving averages to the front end.
+    /// Seed 004 reports every few hundred milliseconds from hosts that
+    /// serve far more procedures per second than the default ones here
+    /// (about a thousand); what matters is how many procedures a host
+    /// takes between reports, so the default is 20 ms.
+    pub report_period_s: f64,
+    /// How often hosts sample queue lengths and CPU use.
+    pub sample_period_s: f64,
+    /// The moving averages' weight of a new sample.
+    pub ewma_alpha: f64,
+    /// How the front end applies Eq. 1.
+    pub estimation: Estimation,
+    /// Between a message's answer and the procedure's next message.
+    pub rtt_s: f64,
+    /// Procedures a UE may have waiting behind its current one.
+    pub max_waiting_per_ue: usize,
+    /// After the last arrival, how long procedures may still finish.
+    pub drain_s: f64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            hosts: 3,
+            scheme: Scheme::SkewedCh,
+            replicas: 2,
+            host_speed: 1.0,
+            profiles: Profiles::default(),
+            forwarder: ForwarderConfig::default(),
+            load: LoadConfig::default(),
+            report_period_s: 0.02,
+            sample_period_s: 0.005,
+            ewma_alpha: 0.3,
+            estimation: Estimation::default(),
+            rtt_s: 0.001,
+            max_waiting_per_ue: 16,
+            drain_s: 5.0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClassResult {
+    pub procedures: u64,
+    /// Over the SLO, failed or unfinished.
+    pub violations: u64,
+    pub failed: u64,
+}
+
+impl ClassResult {
+    pub fn violation_pct(&self) -> f64 {
+        pct(self.violations, self.procedures)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimResult {
+    pub scheme: Scheme,
+    pub hosts: u32,
+    pub procedures: u64,
+    pub completed: u64,
+    /// Not routed or queued (a bound reached), or unfinished at the end.
+    pub failed: u64,
+    pub violations: u64,
+    pub per_class: [ClassResult; ProcedureKind::COUNT],
+    /// Each host's CPU use over the run, percent.
+    pub cpu_pct: Vec<f64>,
+    /// Completed procedures per second of load.
+    pub procedures_per_s: f64,
+    pub latency_ms_p50: f64,
+    pub latency_ms_p99: f64,
+    /// Procedures the balancer sent to a host that could not meet their
+    /// SLO (reported violations, skewed CH).
+    pub balancer_violations: u64,
+    /// Predicted violations reported by the forwarders.
+    pub forwarder_violations: u64,
+    pub priority_bumps: u64,
+}
+
+impl SimResult {
+    pub fn slo_violation_pct(&self) -> f64 {
+        pct(self.violations, self.procedures)
+    }
+
+    /// Population standard deviation of the hosts' CPU use, in
+    /// percentage points.
+    pub fn cpu_stddev_pct(&self) -> f64 {
+        let n = self.cpu_pct.len().max(1) as f64;
+        let m = self.cpu_pct.iter().sum::<f64>() / n;
+        (self.cpu_pct.iter().map(|c| (c - m).powi(2)).sum::<f64>() / n).sqrt()
+    }
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        100.0 * a as f64 / b as f64
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Proc {
+    ue: u32,
+    kind: ProcedureKind,
+    start_ns: u64,
+    left: u32,
+}
+
+struct Host {
+    fwd: Forwarder<u32>,
+    monitor: HostMonitor,
+    /// The procedure whose message the core runs, and since when.
+    running: Option<(u32, u64)>,
+    busy_window_ns: u64,
+    busy_total_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A procedure's next message reaches the front end.
+    Message(u32),
+    /// A host's core finished its message.
+    Done(u32),
+    Sample,
+    Report,
+}
+
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    now: u64,
+    seq: u64,
+    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    frontend: Frontend,
+    hosts: Vec<Host>,
+    procs: Vec<Proc>,
+    free: Vec<u32>,
+    /// Per UE: the procedure that runs, and those waiting.
+    ue_proc: Vec<Option<u32>>,
+    active: usize,
+    waiting: Vec<VecDeque<ProcedureKind>>,
+    latencies: Vec<u64>,
+    res: SimResult,
+    last_sample: u64,
+}
+
+/// The M-TMSI of the UE with this index: an affine bijection of `u32`, so
+/// distinct per UE.
+pub fn m_tmsi(ue: u32, seed: u64) -> MTmsi {
+    MTmsi(ue.wrapping_mul(0x9e37_79b1).wrapping_add(seed as u32))
+}
+
+fn ns(s: f64) -> u64 {
+    (s.max(0.0) * 1e9).round() as u64
+}
+
+impl<'a> Sim<'a> {
+    fn new(cfg: &'a SimConfig) -> Self {
+        let loads = Loads::new(cfg.profiles.clone(), cfg.estimation);
+        let mut frontend = Frontend::new(cfg.scheme.balancer(cfg.replicas), loads, usize::MAX);
+        for h in 0..cfg.hosts {
+            frontend.add_host(SLICE, HostId(h), &[]);
+            frontend.add_host(SliceId::ATTACH, HostId(h), &[]);
+        }
+        let hosts = (0..cfg.hosts)
+            .map(|_| Host {
+                fwd: Forwarder::new(&cfg.profiles, cfg.forwarder.clone()),
+                monitor: HostMonitor::new(cfg.ewma_alpha),
+                running: None,
+                busy_window_ns: 0,
+                busy_total_ns: 0,
+            })
+            .collect();
+        let ues = cfg.load.ues.max(1) as usize;
+        Sim {
+            cfg,
+            now: 0,
+            seq: 0,
+            events: BinaryHeap::new(),
+            frontend,
+            hosts,
+            procs: Vec::new(),
+            free: Vec::new(),
+            ue_proc: vec![None; ues],
+            active: 0,
+            waiting: vec![VecDeque::new(); ues],
+            latencies: Vec::new(),
+            res: SimResult {
+                scheme: cfg.scheme,
+                hosts: cfg.hosts,
+                procedures: 0,
+                completed: 0,
+                failed: 0,
+                violations: 0,
+                per_class: Default::default(),
+                cpu_pct: Vec::new(),
+                procedures_per_s: 0.0,
+                latency_ms_p50: 0.0,
+                latency_ms_p99: 0.0,
+                balancer_violations: 0,
+                forwarder_violations: 0,
+                priority_bumps: 0,
+            },
+            last_sample: 0,
+        }
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, ev)));
+    }
+
+    fn request(&self, p: &Proc) -> Request {
+        let slice = if p.kind == ProcedureKind::Attach { SliceId::ATTACH } else { SLICE };
+        Request { slice, ue: m_tmsi(p.ue, self.cfg.load.seed), kind: p.kind }
+    }
+
+    /// A procedure arrives for a UE: it starts, or waits for the UE's
+    /// current one.
+    fn arrive(&mut self, ue: u32, kind: ProcedureKind) {
+        self.res.procedures += 1;
+        self.res.per_class[kind.index()].procedures += 1;
+        let i = ue as usize;
+        if self.ue_proc[i].is_some() {
+            if self.waiting[i].len() >= self.cfg.max_waiting_per_ue {
+                self.fail(kind);
+            } else {
+                self.waiting[i].push_back(kind);
+            }
+            return;
+        }
+        self.start(ue, kind);
+    }
+
+    fn start(&mut self, ue: u32, kind: ProcedureKind) {
+        let p = Proc { ue, kind, start_ns: self.now, left: self.cfg.profiles.get(kind).messages.max(1) };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.procs[id as usize] = p;
+                id
+            }
+            None => {
+                self.procs.push(p);
+                (self.procs.len() - 1) as u32
+            }
+        };
+        self.ue_proc[ue as usize] = Some(id);
+        self.active += 1;
+        self.message(id);
+    }
+
+    fn fail(&mut self, kind: ProcedureKind) {
+        self.res.failed += 1;
+        self.res.violations += 1;
+        let c = &mut self.res.per_class[kind.index()];
+        c.failed += 1;
+        c.violations += 1;
+    }
+
+    /// A message of procedure `id` reaches the front end.
+    fn message(&mut self, id: u32) {
+        let p = self.procs[id as usize];
+        let req = self.request(&p);
+        let route = match self.frontend.route(&req) {
+            Ok(r) => r,
+            Err(_) => return self.finish(id, false),
+        };
+        self.res.balancer_violations += u64::from(route.violation.is_some());
+        let h = route.host.0 as usize;
+        let cost = self.cfg.profiles.get(p.kind).message_cost_s();
+        if self.hosts[h].fwd.dispatch(req.ue, p.kind, id, cost).is_err() {
+            return self.finish(id, false);
+        }
+        self.run_next(h);
+    }
+
+    /// Starts the host's core on its next message if it is idle.
+    fn run_next(&mut self, h: usize) {
+        if self.hosts[h].running.is_some() {
+            return;
+        }
+        let Some((_, id, cost)) = self.hosts[h].fwd.next_message() else { return };
+        self.hosts[h].running = Some((id, self.now));
+        let t = self.now + ns(cost / self.cfg.host_speed);
+        self.schedule(t, Ev::Done(h as u32));
+    }
+
+    fn done(&mut self, h: usize) {
+        let Some((id, since)) = self.hosts[h].running.take() else { return };
+        let host = &mut self.hosts[h];
+        host.busy_total_ns += self.now - since;
+        host.busy_window_ns += self.now - since.max(self.last_sample);
+        let p = &mut self.procs[id as usize];
+        p.left -= 1;
+        if p.left > 0 {
+            let t = self.now + ns(self.cfg.rtt_s);
+            self.schedule(t, Ev::Message(id));
+        } else {
+            self.finish(id, true);
+        }
+        self.run_next(h);
+    }
+
+    /// The procedure ended (completed or failed); the UE's next one
+    /// starts.
+    fn finish(&mut self, id: u32, ok: bool) {
+        let p = self.procs[id as usize];
+        let req = self.request(&p);
+        if let Some(host) = self.frontend.end(req.ue) {
+            let fwd = &mut self.hosts[host.0 as usize].fwd;
+            fwd.end_procedure(req.ue);
+            if ok {
+                let latency = self.now - p.start_ns;
+                if fwd.completed(p.kind, latency as f64 / 1e9).is_some() {
+                    self.res.priority_bumps += 1;
+                }
+            }
+        }
+        if ok {
+            let latency = self.now - p.start_ns;
+            self.res.completed += 1;
+            self.latencies.push(latency);
+            if latency as f64 / 1e9 > self.cfg.profiles.get(p.kind).slo_s {
+                self.res.violations += 1;
+                self.res.per_class[p.kind.index()].violations += 1;
+            }
+        } else {
+            self.fail(p.kind);
+        }
+        self.free.push(id);
+        self.ue_proc[p.ue as usize] = None;
+        self.active -= 1;
+        if let Some(kind) = self.waiting[p.ue as usize].pop_front() {
+            self.start(p.ue, kind);
+        }
+    }
+
+    fn sample(&mut self) {
+        let window = (self.now - self.last_sample).max(1);
+        for host in &mut self.hosts {
+            let mut busy = host.busy_window_ns;
+            if let Some((_, since)) = host.running {
+                busy += self.now - since.max(self.last_sample);
+            }
+            host.busy_window_ns = 0;
+            host.monitor.sample(busy as f64 / window as f64, host.fwd.loads());
+        }
+        self.last_sample = self.now;
+    }
+
+    /// Every UE is registered before the load starts, in an order drawn
+    /// from the seed, not in the order of their first procedures (which
+    /// would hand round robin the busiest UEs first, one per host).
+    fn register_all(&mut self) {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut order: Vec<u32> = (0..self.ue_proc.len() as u32).collect();
+        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(self.cfg.load.seed ^ 0x5eed));
+        for ue in order {
+            let req = Request { slice: SLICE, ue: m_tmsi(ue, self.cfg.load.seed), kind: ProcedureKind::Tau };
+            if self.frontend.route(&req).is_ok() {
+                self.frontend.end(req.ue);
+            }
+        }
+        self.frontend.stats = Default::default();
+    }
+
+    fn run(mut self) -> SimResult {
+        let cfg = self.cfg;
+        self.register_all();
+        let mut load = LoadGen::new(cfg.load.clone()).peekable();
+        let end = ns(cfg.load.duration_s);
+        let stop = end + ns(cfg.drain_s);
+        let (sample, report) = (ns(cfg.sample_period_s).max(1), ns(cfg.report_period_s).max(1));
+        self.schedule(sample, Ev::Sample);
+        self.schedule(report, Ev::Report);
+        loop {
+            let next_event = self.events.peek().map(|Reverse((t, _, _))| *t);
+            let next_arrival = load.peek().map(|a| a.at_ns);
+            match (next_arrival, next_event) {
+                (Some(a), e) if e.is_none_or(|e| a <= e) => {
+                    let a = load.next().expect("peeked");
+                    self.now = a.at_ns;
+                    self.arrive(a.ue, a.kind);
+                }
+                (None, _) if self.active == 0 && self.now >= end => break,
+                (_, Some(e)) if e <= stop => {
+                    let Reverse((t, _, ev)) = self.events.pop().expect("peeked");
+                    self.now = t;
+                    match ev {
+                        Ev::Message(id) => self.message(id),
+                        Ev::Done(h) => self.done(h as usize),
+                        Ev::Sample => {
+                            self.sample();
+                            self.schedule(t + sample, Ev::Sample);
+                        }
+                        Ev::Report => {
+                            for (h, host) in self.hosts.iter().enumerate() {
+                                self.frontend.report(HostId(h as u32), host.monitor.report());
+                            }
+                            self.schedule(t + report, Ev::Report);
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        // Unfinished procedures are failures.
+        for ue in 0..self.ue_proc.len() {
+            if let Some(id) = self.ue_proc[ue].take() {
+                self.fail(self.procs[id as usize].kind);
+            }
+            while let Some(kind) = self.waiting[ue].pop_front() {
+                self.fail(kind);
+            }
+        }
+        let dur = cfg.load.duration_s.max(1e-9);
+        self.res.cpu_pct = self.hosts.iter().map(|h| 100.0 * h.busy_total_ns as f64 / 1e9 / dur).collect();
+        self.res.procedures_per_s = self.res.completed as f64 / dur;
+        self.latencies.sort_unstable();
+        let q = |f: f64| {
+            self.latencies.get(((self.latencies.len() as f64 * f) as usize).min(self.latencies.len().saturating_sub(1)))
+        };
+        self.res.latency_ms_p50 = q(0.5).map_or(0.0, |&v| v as f64 / 1e6);
+        self.res.latency_ms_p99 = q(0.99).map_or(0.0, |&v| v as f64 / 1e6);
+        self.res.forwarder_violations = self.hosts.iter().map(|h| h.fwd.stats.predicted_violations).sum();
+        self.res
+    }
+}
+
+/// Procedures per second one host of `speed` serves at full CPU under the
+/// mix.
+pub fn host_capacity(profiles: &Profiles, mix: &crate::load::Mix, speed: f64) -> f64 {
+    let total: f64 = mix.0.iter().sum();
+    let mean_cost: f64 =
+        ProcedureKind::ALL.iter().map(|&k| mix.0[k.index()] * profiles.get(k).cost_s).sum::<f64>() / total;
+    speed / mean_cost
+}
+
+/// Runs one configuration.
+pub fn run(cfg: &SimConfig) -> SimResult {
+    Sim::new(cfg).run()
+}
+
+/// The fewest hosts, up to `max_hosts`, with which the scheme keeps SLO
+/// violations at or under `target_pct` (seed 004 Fig. 11), found by
+/// bisection (violations fall as hosts are added); with them, that run's
+/// result. `None` if even `max_hosts` is not enough.
+pub fn hosts_needed(cfg: &SimConfig, max_hosts: u32, target_pct: f64) -> Option<(u32, SimResult)> {
+    let at = |n: u32| run(&SimConfig { hosts: n, ..cfg.clone() });
+    let top = at(max_hosts);
+    if top.slo_violation_pct() > target_pct {
+        return None;
+    }
+    let (mut lo, mut hi, mut best) = (0u32, max_hosts, top);
+    // Invariant: hi meets the target, lo does not (0 hosts never does).
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let r = at(mid);
+        if r.slo_violation_pct() <= target_pct {
+            (hi, best) = (mid, r);
+        } else {
+            lo = mid;
+        }
+    }
+    Some((hi, best))
+}
+
+#[cfg(test)]
+mod tests;

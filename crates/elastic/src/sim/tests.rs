@@ -1,0 +1,151 @@
+//! The simulator's accounting, and seed 004's orderings (Figs. 10, 11)
+//! reproduced on small clusters.
+
+use super::*;
+use crate::load::{Mix, Pattern, Skew};
+
+/// 20% of the UEs carry 80% of the load.
+const SKEWED: Skew = Skew { hot_fraction: 0.2, hot_share: 0.8 };
+
+fn cfg(hosts: u32, scheme: Scheme, rate: f64, skew: Skew) -> SimConfig {
+    SimConfig {
+        hosts,
+        scheme,
+        load: LoadConfig {
+            ues: 300,
+            rate,
+            duration_s: 5.0,
+            pattern: Pattern::Constant,
+            skew,
+            seed: 11,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn show(r: &SimResult) -> String {
+    format!(
+        "{}: {:.2}% violations, CPU {:?} (sd {:.1}), p50 {:.2} ms p99 {:.2} ms, {} failed",
+        r.scheme,
+        r.slo_violation_pct(),
+        r.cpu_pct.iter().map(|c| c.round()).collect::<Vec<_>>(),
+        r.cpu_stddev_pct(),
+        r.latency_ms_p50,
+        r.latency_ms_p99,
+        r.failed
+    )
+}
+
+#[test]
+fn one_host_accounting() {
+    // 200 procedures/s of the default mix on one idle core.
+    let r = run(&SimConfig {
+        hosts: 1,
+        load: LoadConfig { ues: 100, rate: 200.0, duration_s: 5.0, ..Default::default() },
+        ..Default::default()
+    });
+    let mix = Mix::default();
+    let profiles = Profiles::default();
+    let mean_cost: f64 = ProcedureKind::ALL.iter().map(|&k| mix.0[k.index()] * profiles.get(k).cost_s).sum();
+    assert_eq!(r.completed, r.procedures, "{}", show(&r));
+    assert_eq!((r.failed, r.violations), (0, 0));
+    let expected_cpu = 100.0 * 200.0 * mean_cost;
+    assert!((r.cpu_pct[0] - expected_cpu).abs() < 0.1 * expected_cpu, "{} vs {expected_cpu}", r.cpu_pct[0]);
+    assert!((r.procedures_per_s - 200.0).abs() < 10.0);
+    // Lightly loaded, a service request (the most common) takes its cost
+    // and one round trip: 0.5 + 1 ms.
+    assert!((1.4..2.0).contains(&r.latency_ms_p50), "{}", r.latency_ms_p50);
+    assert_eq!(r.cpu_stddev_pct(), 0.0);
+    let per_class: u64 = r.per_class.iter().map(|c| c.procedures).sum();
+    assert_eq!(per_class, r.procedures);
+}
+
+#[test]
+fn deterministic() {
+    let c = cfg(3, Scheme::SkewedCh, 2000.0, SKEWED);
+    assert_eq!(run(&c), run(&c));
+}
+
+#[test]
+fn bounds_reached_are_counted_failures() {
+    let mut c = cfg(1, Scheme::ConsistentHashing, 3000.0, SKEWED);
+    c.forwarder.max_queue = 2;
+    c.load.duration_s = 1.0;
+    let r = run(&c);
+    assert!(r.failed > 0, "{}", show(&r));
+    assert_eq!(r.completed + r.failed, r.procedures);
+    let failed: u64 = r.per_class.iter().map(|c| c.failed).sum();
+    assert_eq!(failed, r.failed);
+    assert!(r.violations >= r.failed);
+}
+
+#[test]
+fn uniform_light_load_every_scheme_meets_slos() {
+    for scheme in Scheme::ALL {
+        let r = run(&cfg(3, scheme, 1500.0, Skew::UNIFORM));
+        assert!(r.slo_violation_pct() < 1.0, "{}", show(&r));
+    }
+}
+
+/// Fig. 10b: 3 hosts at about 95% of their capacity, skewed load. The
+/// schemes that place UEs regardless of their load leave a host over
+/// capacity; skewed CH does not.
+#[test]
+fn skewed_load_sk_ch_violates_least() {
+    let results: Vec<SimResult> = Scheme::ALL.iter().map(|&s| run(&cfg(3, s, 3600.0, SKEWED))).collect();
+    let sk = &results[0];
+    assert_eq!(sk.scheme, Scheme::SkewedCh);
+    for r in &results[1..] {
+        assert!(sk.slo_violation_pct() < r.slo_violation_pct(), "{}\n{}", show(sk), show(r));
+    }
+    assert!(sk.slo_violation_pct() <= 5.0, "{}", show(sk));
+    // Consistent hashing leaves the most imbalance.
+    let ch = results.iter().find(|r| r.scheme == Scheme::ConsistentHashing).unwrap();
+    assert!(ch.cpu_stddev_pct() > 2.0 * sk.cpu_stddev_pct(), "{}\n{}", show(ch), show(sk));
+}
+
+/// Fig. 11: hosts needed for at most 5% violations under skewed Pareto
+/// bursts.
+#[test]
+fn skewed_pareto_load_sk_ch_needs_fewest_hosts() {
+    let needed = |scheme| {
+        let c = SimConfig {
+            scheme,
+            load: LoadConfig {
+                ues: 1000,
+                rate: 10_000.0,
+                duration_s: 2.0,
+                pattern: Pattern::pareto(2.0),
+                skew: SKEWED,
+                seed: 11,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        hosts_needed(&c, 16, 5.0).map(|(n, r)| {
+            assert!(r.slo_violation_pct() <= 5.0 && r.hosts == n);
+            n
+        })
+    };
+    let sk = needed(Scheme::SkewedCh).expect("16 hosts are enough");
+    for s in [Scheme::ConsistentHashing, Scheme::RoundRobin, Scheme::Maglev] {
+        let n = needed(s);
+        assert!(n.is_none_or(|n| sk < n), "sk-ch {sk} vs {s} {n:?}");
+    }
+}
+
+/// Fig. 11b's scale: 100 hosts run quickly, every host takes load.
+#[test]
+fn hundred_hosts() {
+    let c = SimConfig {
+        hosts: 100,
+        load: LoadConfig { ues: 20_000, rate: 60_000.0, duration_s: 0.5, skew: SKEWED, seed: 3, ..Default::default() },
+        ..Default::default()
+    };
+    let r = run(&c);
+    assert_eq!(r.cpu_pct.len(), 100);
+    assert!(r.cpu_pct.iter().all(|&c| c > 0.0));
+    assert!(r.slo_violation_pct() < 5.0, "{}", show(&r));
+    assert!((r.procedures_per_s / 60_000.0 - 1.0).abs() < 0.05);
+}

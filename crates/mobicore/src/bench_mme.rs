@@ -1,0 +1,409 @@
+//! `mobicore bench mme fig10|fig11 --sim`: seed 004 Figs. 10 and 11 from
+//! the elastic MME's discrete-event simulator (`mobicore_elastic::sim`),
+//! which runs the balancers and forwarders of the real front end and hosts.
+//! Every scheme runs on the same seeded load in the same invocation:
+//! skewed consistent hashing beside round robin, consistent hashing and
+//! Maglev. Real host processes are not part of this bench yet.
+
+use crate::plot::{Chart, Series};
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use mobicore_elastic::load::{LoadConfig, Mix, Pattern, Skew};
+use mobicore_elastic::sim::{self, SimConfig, SimResult};
+use mobicore_elastic::{ProcedureKind, Profiles, Scheme};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MmeFigure {
+    /// CPU standard deviation across hosts and SLO violations per scheme,
+    /// uniform and skewed load, against the number of hosts.
+    Fig10,
+    /// Hosts needed for at most 5% SLO violations under skewed Pareto
+    /// bursts, alpha 1, 2 and 3.
+    Fig11,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LoadPattern {
+    /// Constant rate (Poisson arrivals).
+    T1,
+    /// Ramp up to 1.8x the mean and down again.
+    T2,
+    /// Markov-modulated Poisson per UE.
+    T3,
+}
+
+#[derive(Args, Debug)]
+pub struct MmeArgs {
+    #[arg(value_enum)]
+    pub figure: MmeFigure,
+    /// Simulate the cluster (required: real host processes are not built
+    /// yet).
+    #[arg(long)]
+    pub sim: bool,
+    /// Schemes compared.
+    #[arg(long, value_delimiter = ',', default_value = "sk-ch,ch,rr,maglev")]
+    pub schemes: Vec<Scheme>,
+    /// Fig. 10: host counts. The offered load is the same for all: the
+    /// first count's capacity times --utilization.
+    #[arg(long, value_delimiter = ',', default_value = "3,4,6,9,12")]
+    pub hosts: Vec<u32>,
+    /// Fig. 10: offered load over the capacity of the first host count.
+    #[arg(long, default_value_t = 0.95)]
+    pub utilization: f64,
+    /// Fig. 10: the traffic pattern.
+    #[arg(long, value_enum, default_value = "t1")]
+    pub pattern: LoadPattern,
+    /// Fig. 11: Pareto shape of the bursts, one search each.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    pub alpha: Vec<f64>,
+    /// Fig. 11: the most hosts a search tries.
+    #[arg(long, default_value_t = 100)]
+    pub max_hosts: u32,
+    /// Fig. 11: offered procedures per second (default: half what
+    /// --max-hosts hosts serve at full CPU).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// UEs (default: 300 for Fig. 10, 100 per --max-hosts for Fig. 11).
+    #[arg(long)]
+    pub ues: Option<u32>,
+    /// Skewed load: this fraction of the UEs carries --hot-share of it.
+    #[arg(long, default_value_t = 0.2)]
+    pub hot_fraction: f64,
+    #[arg(long, default_value_t = 0.8)]
+    pub hot_share: f64,
+    /// Simulated seconds of load per run.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    #[arg(long, default_value_t = 11)]
+    pub seed: u64,
+    /// SLO violations allowed when counting the hosts needed (Fig. 11).
+    #[arg(long, default_value_t = 5.0)]
+    pub target_pct: f64,
+    /// Write one JSON object per point (figure, mode "sim", scheme, hosts,
+    /// load in procedures/s, slo_violation_pct, cpu_stddev_pct,
+    /// procedures_per_s, latency_ms_p50/p99, failed_procedures; Fig. 11:
+    /// alpha, hosts_needed).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw the figure as SVG into this directory.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+pub async fn run(a: MmeArgs) -> Result<()> {
+    if !a.sim {
+        bail!("only the simulator is built for `bench mme` so far: add --sim");
+    }
+    if a.schemes.is_empty() || a.hosts.is_empty() || a.hosts.contains(&0) || a.max_hosts == 0 {
+        bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
+    }
+    if !(a.seconds > 0.0 && a.utilization > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {
+        bail!("--seconds, --utilization and --alpha must be positive");
+    }
+    let points = tokio::task::spawn_blocking(move || -> Result<Vec<Value>> {
+        let points = match a.figure {
+            MmeFigure::Fig10 => fig10(&a),
+            MmeFigure::Fig11 => fig11(&a),
+        };
+        if let Some(p) = &a.json {
+            crate::demo::write_json(p, &Value::Array(points.clone()))?;
+        }
+        if let Some(dir) = &a.plot {
+            plot(dir, a.figure, &points)?;
+        }
+        Ok(points)
+    })
+    .await??;
+    if points.is_empty() {
+        bail!("no point was measured");
+    }
+    Ok(())
+}
+
+fn skews(a: &MmeArgs) -> [(&'static str, Skew); 2] {
+    [("uniform", Skew::UNIFORM), ("skewed", Skew { hot_fraction: a.hot_fraction, hot_share: a.hot_share })]
+}
+
+fn bar(len: u64) -> ProgressBar {
+    let b = ProgressBar::new(len);
+    if let Ok(s) = ProgressStyle::with_template("{bar:40} {pos}/{len} runs {msg}") {
+        b.set_style(s);
+    }
+    b
+}
+
+fn point(figure: u32, r: &SimResult, rate: f64) -> Value {
+    let per_class: serde_json::Map<String, Value> = ProcedureKind::ALL
+        .iter()
+        .map(|k| (k.name().to_string(), json!(r.per_class[k.index()].violation_pct())))
+        .collect();
+    json!({
+        "figure": figure,
+        "mode": "sim",
+        "scheme": r.scheme.name(),
+        "hosts": r.hosts,
+        "load": rate,
+        "procedures_per_s": r.procedures_per_s,
+        "latency_ms_p50": r.latency_ms_p50,
+        "latency_ms_p99": r.latency_ms_p99,
+        "slo_violation_pct": r.slo_violation_pct(),
+        "slo_violation_pct_per_class": per_class,
+        "cpu_stddev_pct": r.cpu_stddev_pct(),
+        "failed_procedures": r.failed,
+        "balancer_reported_violations": r.balancer_violations,
+    })
+}
+
+fn fig10(a: &MmeArgs) -> Vec<Value> {
+    let profiles = Profiles::default();
+    let capacity = sim::host_capacity(&profiles, &Mix::default(), 1.0);
+    let rate = a.utilization * f64::from(a.hosts[0]) * capacity;
+    let pattern = match a.pattern {
+        LoadPattern::T1 => Pattern::Constant,
+        LoadPattern::T2 => Pattern::Ramp { peak_factor: 1.8 },
+        LoadPattern::T3 => Pattern::mmpp(),
+    };
+    println!(
+        "Fig. 10 (simulated): {rate:.0} procedures/s ({:.0}% of {} hosts at {capacity:.0}/s each), {} UEs, {}, {} s per run",
+        100.0 * a.utilization,
+        a.hosts[0],
+        a.ues.unwrap_or(300),
+        pattern.name(),
+        a.seconds
+    );
+    let b = bar((2 * a.hosts.len() * a.schemes.len()) as u64);
+    let mut points = Vec::new();
+    let mut rows = Vec::new();
+    for (skew_name, skew) in skews(a) {
+        for &hosts in &a.hosts {
+            for &scheme in &a.schemes {
+                b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}"));
+                let cfg = SimConfig {
+                    hosts,
+                    scheme,
+                    profiles: profiles.clone(),
+                    load: LoadConfig {
+                        ues: a.ues.unwrap_or(300),
+                        rate,
+                        duration_s: a.seconds,
+                        pattern,
+                        skew,
+                        seed: a.seed,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                let r = sim::run(&cfg);
+                let mut p = point(10, &r, rate);
+                p["skew"] = json!(skew_name);
+                p["pattern"] = json!(pattern.name());
+                p["utilization"] = json!(rate / (f64::from(hosts) * capacity));
+                rows.push(vec![
+                    skew_name.to_string(),
+                    hosts.to_string(),
+                    scheme.to_string(),
+                    format!("{:.2}", r.slo_violation_pct()),
+                    format!("{:.1}", r.cpu_stddev_pct()),
+                    format!("{:.2}", r.latency_ms_p50),
+                    format!("{:.2}", r.latency_ms_p99),
+                    format!("{:.0}", r.procedures_per_s),
+                ]);
+                points.push(p);
+                b.inc(1);
+            }
+        }
+    }
+    b.finish_and_clear();
+    print!(
+        "{}",
+        crate::report::table(
+            &["load", "hosts", "scheme", "SLO viol. %", "CPU sd %", "p50 ms", "p99 ms", "proc/s"],
+            &rows
+        )
+    );
+    points
+}
+
+fn fig11(a: &MmeArgs) -> Vec<Value> {
+    let profiles = Profiles::default();
+    let capacity = sim::host_capacity(&profiles, &Mix::default(), 1.0);
+    let rate = a.rate.unwrap_or(0.5 * f64::from(a.max_hosts) * capacity);
+    let ues = a.ues.unwrap_or(100 * a.max_hosts);
+    let skew = skews(a)[1].1;
+    println!(
+        "Fig. 11 (simulated): {rate:.0} procedures/s in Pareto bursts, {ues} UEs, {:.0}% of them carrying {:.0}% of the load, \
+         at most {} hosts at {capacity:.0}/s each, {} s per run; hosts needed for <= {}% SLO violations",
+        100.0 * a.hot_fraction,
+        100.0 * a.hot_share,
+        a.max_hosts,
+        a.seconds,
+        a.target_pct
+    );
+    let b = bar((a.alpha.len() * a.schemes.len()) as u64);
+    let mut points = Vec::new();
+    let mut rows = Vec::new();
+    for &alpha in &a.alpha {
+        let mut ch_needed = None;
+        let mut found = Vec::new();
+        for &scheme in &a.schemes {
+            b.set_message(format!("alpha {alpha}, {scheme}"));
+            let cfg = SimConfig {
+                scheme,
+                profiles: profiles.clone(),
+                load: LoadConfig {
+                    ues,
+                    rate,
+                    duration_s: a.seconds,
+                    pattern: Pattern::pareto(alpha),
+                    skew,
+                    seed: a.seed,
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let needed = sim::hosts_needed(&cfg, a.max_hosts, a.target_pct);
+            let (n, r) = match needed {
+                Some((n, r)) => (Some(n), r),
+                None => (None, sim::run(&SimConfig { hosts: a.max_hosts, ..cfg })),
+            };
+            if scheme == Scheme::ConsistentHashing {
+                ch_needed = n;
+            }
+            let mut p = point(11, &r, rate);
+            p["alpha"] = json!(alpha);
+            p["pattern"] = json!("T4");
+            p["hosts_needed"] = json!(n);
+            found.push((scheme, n, r.slo_violation_pct()));
+            points.push(p);
+            b.inc(1);
+        }
+        for (scheme, n, viol) in found {
+            let vs_ch = match (n, ch_needed) {
+                (Some(n), Some(c)) => format!("{:.0}%", 100.0 * (1.0 - f64::from(n) / f64::from(c))),
+                _ => "-".into(),
+            };
+            rows.push(vec![
+                format!("{alpha}"),
+                scheme.to_string(),
+                n.map_or(format!("> {}", a.max_hosts), |n| n.to_string()),
+                format!("{viol:.2}"),
+                vs_ch,
+            ]);
+        }
+    }
+    b.finish_and_clear();
+    print!("{}", crate::report::table(&["alpha", "scheme", "hosts needed", "SLO viol. %", "fewer than ch"], &rows));
+    points
+}
+
+fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    // One series per scheme, in the order they ran.
+    let mut schemes: Vec<String> = Vec::new();
+    for s in points.iter().filter_map(|p| p["scheme"].as_str()) {
+        if !schemes.iter().any(|x| x == s) {
+            schemes.push(s.to_string());
+        }
+    }
+    let series = |filter: &dyn Fn(&Value) -> bool, x: &str, y: &str| -> Vec<Series> {
+        schemes
+            .iter()
+            .map(|s| Series {
+                name: s.clone(),
+                points: points
+                    .iter()
+                    .filter(|p| p["scheme"] == s.as_str() && filter(p))
+                    .filter_map(|p| Some((p[x].as_f64()?, p[y].as_f64()?)))
+                    .collect(),
+            })
+            .collect()
+    };
+    let mut files = Vec::new();
+    match figure {
+        MmeFigure::Fig10 => {
+            for skew in ["uniform", "skewed"] {
+                for (metric, label, name) in [
+                    ("slo_violation_pct", "SLO violations (%)", "slo_violations"),
+                    ("cpu_stddev_pct", "CPU std. dev. across hosts (%)", "cpu_stddev"),
+                ] {
+                    let title = format!("Fig. 10 (simulated): {label}, {skew} load");
+                    let chart = Chart {
+                        title: &title,
+                        x_label: "MME hosts",
+                        y_label: label,
+                        log_x: false,
+                        log_y: false,
+                        series: series(&|p| p["skew"] == skew, "hosts", metric),
+                    };
+                    let file = format!("fig10_{name}_{skew}.svg");
+                    std::fs::write(dir.join(&file), chart.svg())?;
+                    files.push(file);
+                }
+            }
+        }
+        MmeFigure::Fig11 => {
+            let chart = Chart {
+                title: "Fig. 11 (simulated): hosts needed for <= 5% SLO violations",
+                x_label: "Pareto alpha",
+                y_label: "hosts needed",
+                log_x: false,
+                log_y: false,
+                series: series(&|p| p["hosts_needed"].is_number(), "alpha", "hosts_needed"),
+            };
+            std::fs::write(dir.join("fig11_hosts_needed.svg"), chart.svg())?;
+            files.push("fig11_hosts_needed.svg".into());
+        }
+    }
+    println!("plots in {}: {}", dir.display(), files.join(", "));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MmeArgs,
+    }
+
+    fn args(line: &str) -> MmeArgs {
+        Cli::try_parse_from(std::iter::once("mme").chain(line.split_whitespace())).unwrap().args
+    }
+
+    #[test]
+    fn fig10_points_and_plots() {
+        let a = args("fig10 --sim --hosts 3,4 --seconds 0.5 --schemes sk-ch,ch");
+        let points = fig10(&a);
+        assert_eq!(points.len(), 2 * 2 * 2);
+        for p in &points {
+            for key in ["figure", "mode", "scheme", "hosts", "load", "slo_violation_pct", "cpu_stddev_pct"] {
+                assert!(!p[key].is_null(), "{key} in {p}");
+            }
+            assert_eq!(p["mode"], "sim");
+            assert_eq!(p["figure"], 10);
+        }
+        let dir = std::env::temp_dir().join(format!("mobicore-bench-mme-{}", std::process::id()));
+        plot(&dir, MmeFigure::Fig10, &points).unwrap();
+        let svg = std::fs::read_to_string(dir.join("fig10_slo_violations_skewed.svg")).unwrap();
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn fig11_points() {
+        let a = args("fig11 --sim --max-hosts 4 --rate 1500 --ues 300 --alpha 2 --seconds 0.5 --schemes sk-ch,ch");
+        let points = fig11(&a);
+        assert_eq!(points.len(), 2);
+        for p in &points {
+            assert_eq!(p["figure"], 11);
+            assert!(p["hosts_needed"].is_u64() || p["hosts_needed"].is_null());
+            assert_eq!(p["alpha"], 2.0);
+        }
+    }
+}
