@@ -94,6 +94,9 @@ pub struct Mme {
     /// `max_s6a_in_flight`; every request yields one answer or error).
     s6a_in_flight: usize,
     next_timer_seq: u64,
+    /// UEs with a paging running (T3413): the MME's load for DDN
+    /// throttling (paging.rs).
+    pub(crate) paged: HashSet<u32>,
     /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
     pub(crate) implicitly_detached: crate::idle::DetachedMemory,
     timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
@@ -119,6 +122,7 @@ impl Mme {
             mtmsi,
             s6a_in_flight: 0,
             next_timer_seq: 1,
+            paged: HashSet::new(),
             implicitly_detached: crate::idle::DetachedMemory::default(),
             timers: BinaryHeap::new(),
             actions: VecDeque::new(),
@@ -554,6 +558,7 @@ impl Mme {
     /// Forget a UE entirely: its S1 connection, its GUTI, its context.
     pub(crate) fn remove_ue(&mut self, id: u32) {
         self.drop_handover(id);
+        self.paged.remove(&id);
         let Some(ue) = self.ues.remove(&id) else {
             return;
         };

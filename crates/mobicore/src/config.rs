@@ -126,6 +126,7 @@ pub fn load(file: Option<&Path>) -> Result<Config> {
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let c: Config = toml::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
     c.upf.validate().map_err(anyhow::Error::msg).with_context(|| format!("checking {}", file.display()))?;
+    c.mme.core.validate().map_err(anyhow::Error::msg).with_context(|| format!("checking {}", file.display()))?;
     Ok(c)
 }
 
