@@ -26,7 +26,10 @@
 //! - NAS: [`nas_handler`] (security, replay protection, dispatch),
 //!   [`nas_build`].
 //! - [`shell`]: [`run`], the tokio task driving the core.
+//! - [`admin`]: the admin HTTP endpoint (operator's network detach), which
+//!   hands commands to the shell.
 
+pub mod admin;
 pub mod attach;
 pub mod authentication;
 pub mod cancel_location;
@@ -65,5 +68,5 @@ mod tests;
 
 pub use config::{DdnThrottlingConfig, Eea, Eia, MmeConfig, NasTimerConfig};
 pub use context::{MmeStats, UeRef};
-pub use mme::{Mme, MmeAction, MmeEvent, OperatorCommand};
-pub use shell::{run, MmeError};
+pub use mme::{Mme, MmeAction, MmeEvent, OperatorCommand, OperatorOutcome};
+pub use shell::{run, MmeError, OperatorRequest};
