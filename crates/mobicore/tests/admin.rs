@@ -57,6 +57,8 @@ async fn an_attached_ue_is_detached_through_the_admin_endpoint() {
         let (imsi0, imsi1) = (&imsi0, &imsi1);
         async move {
             assert_eq!(ues.len(), 2, "both UEs attached");
+            // The UEs sent ATTACH COMPLETE; the MME may not have read it yet.
+            until(counters, "attach_complete", 2).await;
             let post = |imsi: &str, token: Option<&'static str>, body: &'static str| {
                 let path = format!("/v1/ues/{imsi}/detach");
                 async move { http(admin, "POST", &path, token, body).await.unwrap() }
