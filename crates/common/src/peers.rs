@@ -5,7 +5,8 @@
 //! which is where the NFs that `mobicore demo` starts itself talk to each
 //! other; a deployment names its peers. A list holding `0.0.0.0/0` or
 //! `::/0` accepts anyone, which `mobicore config check` reports; an empty
-//! list accepts nobody.
+//! list accepts nobody. HTTP interfaces (the controller's REST API, the
+//! MME's admin endpoint) also want a bearer token: [`bearer_token_matches`].
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -149,6 +150,14 @@ impl fmt::Display for PeerFilter {
     }
 }
 
+/// Whether an HTTP `Authorization` header value is `Bearer <token>`
+/// (RFC 6750 2.1), compared without stopping at the first difference.
+pub fn bearer_token_matches(authorization: Option<&str>, token: &str) -> bool {
+    let Some(given) = authorization.and_then(|v| v.strip_prefix("Bearer ")) else { return false };
+    let (a, b) = (given.as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +217,16 @@ mod tests {
         #[test]
         fn parse_never_panics(s in ".{0,40}") {
             let _ = s.parse::<Prefix>();
+        }
+    }
+
+    #[test]
+    fn bearer_token_is_the_whole_value_after_bearer() {
+        assert!(bearer_token_matches(Some("Bearer s3cret"), "s3cret"));
+        for bad in
+            [None, Some("s3cret"), Some("Bearer s3cre"), Some("Bearer s3cret2"), Some("bearer s3cret"), Some("Bearer ")]
+        {
+            assert!(!bearer_token_matches(bad, "s3cret"), "{bad:?}");
         }
     }
 }

@@ -237,15 +237,30 @@ pub struct DownlinkDataNotification {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DownlinkDataNotificationAck {
     pub cause: GtpCause,
-    /// Data Notification Delay (8.29) in milliseconds (sent in units of
+    /// Data Notification Delay (8.27) in milliseconds (sent in units of
     /// 50 ms): the S-GW delays the next DDN by this much (TS 23.401
     /// 5.3.4.2).
     pub data_notification_delay_ms: Option<u32>,
-    /// DL Buffering Duration (8.85) in seconds: the S-GW buffers and does
+    /// DL Buffering Duration (an EPC Timer, 8.87) in seconds: the S-GW buffers and does
     /// not notify for this long (a UE in a power saving state).
     pub dl_buffering_duration_s: Option<u32>,
-    /// DL Buffering Suggested Packet Count (8.86).
+    /// DL Buffering Suggested Packet Count (an Integer Number, 8.115).
     pub dl_buffering_suggested_packets: Option<u16>,
+    /// DL low priority traffic Throttling (8.85): the MME asks the S-GW
+    /// to send fewer DDNs for low-priority bearers (TS 23.401 4.3.7.4.1a).
+    pub throttling: Option<DdnThrottling>,
+}
+
+/// The Throttling IE of a DDN Acknowledge (TS 29.274 8.85): for
+/// `delay_s` seconds the S-GW drops `factor_percent` percent of the
+/// downlink data of its low-priority bearers that would have been
+/// notified (TS 23.401 4.3.7.4.1a). A delay of 0 (or a deactivated timer
+/// on the wire) ends throttling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DdnThrottling {
+    pub delay_s: u32,
+    /// 0..=100.
+    pub factor_percent: u8,
 }
 
 /// Requests the S-GW sends to the MME.

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use mobicore_common::counters::Counters;
+use mobicore_common::peers::bearer_token_matches;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use utoipa::OpenApi;
@@ -171,17 +172,11 @@ async fn authenticate(State(s): State<AppState>, req: Request, next: Next) -> Re
         return next.run(req).await;
     }
     let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let ok = given.and_then(|v| v.strip_prefix("Bearer ")).is_some_and(|t| same(t.as_bytes(), s.token.as_bytes()));
-    if !ok {
+    if !bearer_token_matches(given, &s.token) {
         s.counters.incr("rest_unauthorized");
         return error(StatusCode::UNAUTHORIZED, "writes need Authorization: Bearer <token> ([controller] token)");
     }
     next.run(req).await
-}
-
-/// Compares without stopping at the first difference.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn error(status: StatusCode, msg: impl Into<String>) -> Response {

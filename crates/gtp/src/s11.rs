@@ -443,6 +443,7 @@ pub fn encode_incoming_answer(answer: &S11IncomingAnswer, teid: u32, seq: u32) -
                     }
                 }),
                 dl_buffering_suggested_packets: a.dl_buffering_suggested_packets,
+                throttling: a.throttling.map(|t| m::ThrottlingIe::new(t.delay_s, t.factor_percent.min(100))),
             }),
         },
     }
@@ -458,6 +459,11 @@ pub fn decode_incoming_answer(msg: &GtpMessage) -> Result<S11IncomingAnswer, Mes
                 data_notification_delay_ms: a.delay.map(|d| u32::from(d) * DELAY_UNIT_MS),
                 dl_buffering_duration_s: a.dl_buffering_duration.map(|o| m::epc_timer_seconds(o).unwrap_or(u32::MAX)),
                 dl_buffering_suggested_packets: a.dl_buffering_suggested_packets,
+                // A deactivated Throttling Delay ends throttling, as a zero one.
+                throttling: a.throttling.map(|t| DdnThrottling {
+                    delay_s: t.delay_seconds().unwrap_or(0),
+                    factor_percent: t.factor_percent(),
+                }),
             }))
         }
         other => Err(MessageError::UnknownMessage(other.msg_type())),
@@ -590,17 +596,22 @@ mod tests {
             Just(u32::MAX),
             (0u32..32, prop_oneof![Just(2u32), Just(60), Just(600), Just(3600), Just(36_000)]).prop_map(|(v, u)| v * u),
         ];
+        let timer = (0u32..32, prop_oneof![Just(2u32), Just(60), Just(600), Just(3600), Just(36_000)]);
+        let throttling = (timer.prop_map(|(v, u)| v * u), 0u8..=100)
+            .prop_map(|(delay_s, factor_percent)| DdnThrottling { delay_s, factor_percent });
         (
             cause(),
             proptest::option::of((0u32..256).prop_map(|d| d * 50)),
             proptest::option::of(duration),
             proptest::option::of(any::<u16>()),
+            proptest::option::of(throttling),
         )
-            .prop_map(|(cause, delay, dur, n)| DownlinkDataNotificationAck {
+            .prop_map(|(cause, delay, dur, n, throttling)| DownlinkDataNotificationAck {
                 cause,
                 data_notification_delay_ms: delay,
                 dl_buffering_duration_s: dur,
                 dl_buffering_suggested_packets: n,
+                throttling,
             })
     }
 
@@ -762,6 +773,7 @@ mod tests {
             data_notification_delay_ms: Some(1000),
             dl_buffering_duration_s: Some(120),
             dl_buffering_suggested_packets: Some(300),
+            throttling: None,
         });
         let m = encode_incoming_answer(&a, 1, 1);
         let Message::DownlinkDataNotificationAck(w) = &m.body else { panic!() };
@@ -772,6 +784,32 @@ mod tests {
         );
         assert_eq!(crate::message::epc_timer_seconds(0xe0), None);
         assert_eq!(crate::message::epc_timer_seconds(0xa3), Some(180), "an undefined unit reads as 1 minute");
+    }
+
+    #[test]
+    fn ddn_ack_throttling_on_the_wire() {
+        let t = DdnThrottling { delay_s: 90, factor_percent: 40 };
+        let a = DownlinkDataNotificationAck {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            data_notification_delay_ms: None,
+            dl_buffering_duration_s: None,
+            dl_buffering_suggested_packets: None,
+            throttling: Some(t),
+        };
+        let bytes = encode_incoming_answer(&S11IncomingAnswer::DownlinkDataNotificationAck(a.clone()), 1, 1).to_bytes();
+        // Type 154, length 2: 90 s as unit 001 (1 minute) value 2, rounded up; 40 percent.
+        let ies: Vec<_> = crate::wire::ie::IeIter::new(&bytes[12..]).map(Result::unwrap).collect();
+        let ie = ies.iter().find(|e| e.ie_type == ie_type::THROTTLING).unwrap();
+        assert_eq!((ie.instance, ie.value), (0, &[0x22, 40][..]));
+        let back = decode_incoming_answer(&GtpMessage::parse(&bytes).unwrap()).unwrap();
+        let S11IncomingAnswer::DownlinkDataNotificationAck(back) = back;
+        assert_eq!(back.throttling, Some(DdnThrottling { delay_s: 120, factor_percent: 40 }));
+        // A deactivated delay ends throttling; a factor above 100 is 0.
+        let mut m = GtpMessage::parse(&bytes).unwrap();
+        let Message::DownlinkDataNotificationAck(w) = &mut m.body else { panic!() };
+        w.throttling = Some(m::ThrottlingIe { delay_unit: 7, delay_value: 1, factor: 200 });
+        let S11IncomingAnswer::DownlinkDataNotificationAck(back) = decode_incoming_answer(&m).unwrap();
+        assert_eq!(back.throttling, Some(DdnThrottling { delay_s: 0, factor_percent: 0 }));
     }
 
     #[test]

@@ -152,6 +152,7 @@ async fn sgw_requests_reach_the_mme_once_and_are_answered_with_their_sequence_nu
         data_notification_delay_ms: Some(100),
         dl_buffering_duration_s: None,
         dl_buffering_suggested_packets: None,
+        throttling: None,
     };
     inc.reply.send(S11IncomingAnswer::DownlinkDataNotificationAck(ack.clone())).unwrap();
     let m = recv_msg(&sgw).await;
@@ -209,6 +210,7 @@ async fn sgw_requests_waiting_for_the_mme_are_bounded() {
         data_notification_delay_ms: None,
         dl_buffering_duration_s: None,
         dl_buffering_suggested_packets: None,
+        throttling: None,
     };
     first.reply.send(S11IncomingAnswer::DownlinkDataNotificationAck(ack)).unwrap();
     assert_eq!(recv_msg(&sgw).await.seq, 1);

@@ -1,6 +1,6 @@
 //! An independent check of the wire: tshark dissects every message of
 //! idle mode and mobility (Downlink Data Notification, its Acknowledge and
-//! Failure Indication, Create / Delete Indirect Data Forwarding Tunnel
+//! Failure Indication (the Acknowledge with its Throttling IE), Create / Delete Indirect Data Forwarding Tunnel
 //! Request and Response) as we encode them, with no malformed packet and
 //! no expert error.
 
@@ -55,6 +55,7 @@ fn tshark_dissects_idle_mode_and_mobility_messages() {
                 data_notification_delay_ms: Some(500),
                 dl_buffering_duration_s: Some(120),
                 dl_buffering_suggested_packets: Some(100),
+                throttling: Some(DdnThrottling { delay_s: 120, factor_percent: 50 }),
             }),
             8,
             1,
@@ -110,6 +111,7 @@ fn tshark_dissects_idle_mode_and_mobility_messages() {
         "Delay Value",
         "EPC Timer",
         "Integer Number",
+        "Throttling",
         "eNodeB/gNodeB GTP-U interface for DL data forwarding",
         "UE not responding",
     ] {

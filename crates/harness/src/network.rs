@@ -101,6 +101,11 @@ pub enum Report {
     S6aAnswer {
         answer: mobicore_common::s6a::S6aIncomingAnswer,
     },
+    /// The MME answered an operator's command.
+    OperatorAnswer {
+        txn: u64,
+        outcome: mobicore_mme::OperatorOutcome,
+    },
 }
 
 /// The EPC in memory. Fields are public so that a scenario can look at
@@ -395,6 +400,9 @@ impl Network {
                     self.queue.push_back(Msg::S11ToSgw(bytes));
                 }
                 MmeAction::S6aAnswer { answer, .. } => self.reports.push(Report::S6aAnswer { answer }),
+                MmeAction::OperatorAnswer { txn, outcome } => {
+                    self.reports.push(Report::OperatorAnswer { txn, outcome })
+                }
                 MmeAction::S11Notify { notification } => {
                     let seq = self.s11_client.next_seq();
                     self.queue.push_back(Msg::S11ToSgw(encode_notification(&notification, seq).to_bytes().into()));

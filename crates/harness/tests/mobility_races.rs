@@ -159,15 +159,47 @@ fn operator_detach_of_an_idle_ue_pages_it_first() {
     release(&mut net, 0);
     let imsi = net.imsi(0);
     let now = net.now;
-    net.mme.handle(
-        now,
-        mobicore_mme::MmeEvent::Operator(mobicore_mme::OperatorCommand::Detach { imsi, reattach_required: false }),
-    );
+    let command = mobicore_mme::OperatorCommand::Detach { imsi, reattach_required: false };
+    net.mme.handle(now, mobicore_mme::MmeEvent::Operator { txn: 1, command });
     net.drive();
+    let outcome = mobicore_mme::OperatorOutcome::DetachStarted { paged: true };
+    assert!(net.reports.contains(&mobicore_harness::Report::OperatorAnswer { txn: 1, outcome }));
     let m = net.mme.counters();
     assert_eq!((m.value("paging_sent"), m.value("network_detach_accepted")), (1, 1));
     assert!(net.sgw_session(0).is_none(), "its PDN connection is deleted");
     assert_eq!(net.mme.stats().attached, 1, "the other UE stays");
+    downlink_works(&mut net, 1, 0);
+}
+
+#[test]
+fn an_operator_detach_while_one_runs_is_not_started_again() {
+    use mobicore_mme::{MmeEvent, OperatorCommand, OperatorOutcome};
+    let mut net = attached(1, 2);
+    let imsi = net.imsi(0);
+    let now = net.now;
+    for txn in [1, 2] {
+        let command = OperatorCommand::Detach { imsi: imsi.clone(), reattach_required: false };
+        net.mme.handle(now, MmeEvent::Operator { txn, command });
+    }
+    net.drive();
+    let answers: Vec<_> = net
+        .reports
+        .iter()
+        .filter_map(|r| match r {
+            mobicore_harness::Report::OperatorAnswer { txn, outcome } => Some((*txn, *outcome)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, [(1, OperatorOutcome::DetachStarted { paged: false }), (2, OperatorOutcome::DetachInProgress)]);
+    let m = net.mme.counters();
+    assert_eq!((m.value("network_detach"), m.value("network_detach_accepted")), (1, 1), "one DETACH REQUEST");
+    assert!(net.sgw_session(0).is_none());
+    // Once gone, the UE is unknown; the other one stays.
+    let command = OperatorCommand::Detach { imsi, reattach_required: false };
+    net.mme.handle(net.now, MmeEvent::Operator { txn: 3, command });
+    let unknown = mobicore_harness::Report::OperatorAnswer { txn: 3, outcome: OperatorOutcome::UnknownImsi };
+    net.drive();
+    assert!(net.reports.contains(&unknown));
     downlink_works(&mut net, 1, 0);
 }
 

@@ -47,7 +47,7 @@ impl Mme {
                 // TS 23.401 5.3.8.4: HSS-initiated detach.
                 self.counters.incr("s6a_cancel_location_withdrawal");
                 let reattach_required = r.flags & CLR_FLAG_REATTACH_REQUIRED != 0;
-                self.on_operator(OperatorCommand::Detach { imsi: r.imsi, reattach_required });
+                let _ = self.on_operator(OperatorCommand::Detach { imsi: r.imsi, reattach_required });
             }
             CancellationType::MmeUpdateProcedure
             | CancellationType::InitialAttachProcedure

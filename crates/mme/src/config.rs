@@ -123,6 +123,9 @@ pub struct MmeConfig {
     pub t3413: NasTimerConfig,
     /// T3422 (TS 24.301 10.2): DETACH REQUEST of a network detach.
     pub t3422: NasTimerConfig,
+    /// Throttling of Downlink Data Notifications asked of the S-GWs while
+    /// this MME is loaded (TS 23.401 4.3.7.4.1a); off by default.
+    pub ddn_throttling: DdnThrottlingConfig,
     /// If set, every default bearer uses this APN, whatever the UE asks.
     pub default_apn_override: Option<String>,
     /// The PGW S5/S8 control plane address sent in Create Session Requests
@@ -160,7 +163,43 @@ pub struct MmeConfig {
     pub ts1reloc_overall_ms: u64,
 }
 
+/// `[mme.ddn_throttling]`: while more than `pagings_above` pagings run,
+/// every Downlink Data Notification Acknowledge carries the DL low
+/// priority traffic Throttling IE (TS 29.274 8.85): the S-GW drops
+/// `factor_percent` percent of the DDNs of its low-priority bearers for
+/// `delay_seconds` (TS 23.401 4.3.7.4.1a).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct DdnThrottlingConfig {
+    /// The load threshold: pagings running (T3413) at most without
+    /// throttling; absent (the default): never throttle.
+    pub pagings_above: Option<usize>,
+    /// Throttling Factor, 0..=100 percent.
+    pub factor_percent: u8,
+    /// Throttling Delay, seconds (sent in the finest unit of 8.85 that
+    /// holds it, rounded up; at most 310 hours).
+    pub delay_seconds: u32,
+}
+
+impl Default for DdnThrottlingConfig {
+    fn default() -> Self {
+        DdnThrottlingConfig { pagings_above: None, factor_percent: 50, delay_seconds: 60 }
+    }
+}
+
 impl MmeConfig {
+    /// Values the types admit but the specifications do not.
+    pub fn validate(&self) -> Result<(), String> {
+        let t = &self.ddn_throttling;
+        if t.factor_percent > 100 {
+            return Err(format!("[mme.ddn_throttling] factor_percent = {} (0..=100)", t.factor_percent));
+        }
+        if t.delay_seconds > 31 * 36_000 {
+            return Err(format!("[mme.ddn_throttling] delay_seconds = {} (at most 1116000)", t.delay_seconds));
+        }
+        Ok(())
+    }
+
     /// The mobile reachable timer's period (TS 24.301 5.3.7: T3412 + 4 min
     /// unless configured).
     pub fn mobile_reachable(&self) -> Duration {
@@ -207,6 +246,7 @@ impl Default for MmeConfig {
             // 2.56 s room, two repetitions.
             t3413: NasTimerConfig { seconds: 4.0, max_retransmissions: 2 },
             t3422: NasTimerConfig::default(),
+            ddn_throttling: DdnThrottlingConfig::default(),
             default_apn_override: None,
             pgw: None,
             pgw_by_apn: BTreeMap::new(),

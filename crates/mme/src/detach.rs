@@ -4,7 +4,7 @@
 
 use crate::context::{EmmState, NasTimerKind, Step};
 use crate::mme::Mme;
-use crate::mme::OperatorCommand;
+use crate::mme::{OperatorCommand, OperatorOutcome};
 use crate::nas_build;
 use crate::paging::Paging;
 use mobicore_common::s11::{DeleteSessionRequest, S11Request};
@@ -76,23 +76,34 @@ impl Mme {
 impl Mme {
     /// An operator's command: a network-initiated detach (TS 24.301
     /// 5.5.2.3, TS 23.401 5.3.8.3); an idle UE is paged first (5.5.2.3.1).
-    pub(crate) fn on_operator(&mut self, cmd: OperatorCommand) {
+    pub(crate) fn on_operator(&mut self, cmd: OperatorCommand) -> OperatorOutcome {
         match cmd {
             OperatorCommand::Detach { imsi, reattach_required } => {
                 let Some(id) = self.by_imsi.get(&imsi).copied().filter(|id| self.ues.contains_key(id)) else {
                     self.counters.incr("operator_detach_unknown_imsi");
-                    return;
+                    return OperatorOutcome::UnknownImsi;
                 };
                 let ue = &self.ues[&id];
+                if matches!(ue.step, Step::NetworkDetach | Step::DetachDeleteSession { .. }) {
+                    // A detach runs already: it is not started again.
+                    self.counters.incr("operator_detach_in_progress");
+                    return OperatorOutcome::DetachInProgress;
+                }
                 if ue.emm != EmmState::Registered {
                     // Attaching: the attach simply ends.
                     self.counters.incr("operator_detach_not_registered");
                     self.abort_ue(id, CauseNas::detach);
-                    return;
+                    return OperatorOutcome::AttachAborted;
                 }
                 match ue.s1 {
-                    Some(_) => self.start_network_detach(id, reattach_required),
-                    None => self.page(id, Paging { ddn: false, detach: Some(reattach_required) }),
+                    Some(_) => {
+                        self.start_network_detach(id, reattach_required);
+                        OperatorOutcome::DetachStarted { paged: false }
+                    }
+                    None => {
+                        self.page(id, Paging { ddn: false, detach: Some(reattach_required) });
+                        OperatorOutcome::DetachStarted { paged: true }
+                    }
                 }
             }
         }

@@ -16,7 +16,8 @@
 //!   [`service_request`] (the INITIAL UE MESSAGE of a stored UE: Service
 //!   Request, TAU and detach from idle), [`tau`], [`paging`] (DDN, S1AP
 //!   Paging, T3413), [`path_switch`] (X2), [`s1_handover`],
-//!   [`cancel_location`] (the HSS's CLR).
+//!   [`cancel_location`] (the HSS's CLR); DDN throttling under load in
+//!   [`paging`].
 //! - S1AP procedures of the eNB's: [`reset`] (S1 Reset),
 //!   [`enb_configuration_update`], [`ue_capability`] (UE Capability Info
 //!   Indication, the UE Radio Capability in Initial Context Setup).
@@ -25,7 +26,10 @@
 //! - NAS: [`nas_handler`] (security, replay protection, dispatch),
 //!   [`nas_build`].
 //! - [`shell`]: [`run`], the tokio task driving the core.
+//! - [`admin`]: the admin HTTP endpoint (operator's network detach), which
+//!   hands commands to the shell.
 
+pub mod admin;
 pub mod attach;
 pub mod authentication;
 pub mod cancel_location;
@@ -62,7 +66,7 @@ mod test_ue;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Eea, Eia, MmeConfig, NasTimerConfig};
+pub use config::{DdnThrottlingConfig, Eea, Eia, MmeConfig, NasTimerConfig};
 pub use context::{MmeStats, UeRef};
-pub use mme::{Mme, MmeAction, MmeEvent, OperatorCommand};
-pub use shell::{run, MmeError};
+pub use mme::{Mme, MmeAction, MmeEvent, OperatorCommand, OperatorOutcome};
+pub use shell::{run, MmeError, OperatorRequest};

@@ -43,8 +43,9 @@ pub enum MmeEvent {
     /// A request from the HSS (Cancel Location); the shell keeps its reply
     /// and names it `txn`.
     S6aIncoming { txn: u64, request: S6aIncomingRequest },
-    /// A command of the operator (CLI, admin endpoint).
-    Operator(OperatorCommand),
+    /// A command of the operator (CLI, admin endpoint); answered by
+    /// [`MmeAction::OperatorAnswer`] with the same `txn`.
+    Operator { txn: u64, command: OperatorCommand },
 }
 
 /// What an operator may ask of the MME.
@@ -53,6 +54,21 @@ pub enum OperatorCommand {
     /// Network-initiated detach of the UE with this IMSI (TS 24.301
     /// 5.5.2.3), re-attach required or not.
     Detach { imsi: Imsi, reattach_required: bool },
+}
+
+/// How an [`OperatorCommand`] was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorOutcome {
+    /// The network detach started: DETACH REQUEST sent to the connected
+    /// UE, or the idle UE paged first (`paged`).
+    DetachStarted { paged: bool },
+    /// The UE was still attaching: its attach ended.
+    AttachAborted,
+    /// A detach of the UE runs already (network DETACH REQUEST sent, or
+    /// its PDN connections being deleted); nothing more is done.
+    DetachInProgress,
+    /// No UE context has this IMSI.
+    UnknownImsi,
 }
 
 /// What the core asks the shell to do.
@@ -72,6 +88,8 @@ pub enum MmeAction {
     S6aAnswer { txn: u64, answer: S6aIncomingAnswer },
     /// Send an S11 message that has no response (sent once).
     S11Notify { notification: S11Notification },
+    /// Answer the operator's command `txn` of [`MmeEvent::Operator`].
+    OperatorAnswer { txn: u64, outcome: OperatorOutcome },
 }
 
 /// The MME state machine.
@@ -94,6 +112,9 @@ pub struct Mme {
     /// `max_s6a_in_flight`; every request yields one answer or error).
     s6a_in_flight: usize,
     next_timer_seq: u64,
+    /// UEs with a paging running (T3413): the MME's load for DDN
+    /// throttling (paging.rs).
+    pub(crate) paged: HashSet<u32>,
     /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
     pub(crate) implicitly_detached: crate::idle::DetachedMemory,
     timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
@@ -119,6 +140,7 @@ impl Mme {
             mtmsi,
             s6a_in_flight: 0,
             next_timer_seq: 1,
+            paged: HashSet::new(),
             implicitly_detached: crate::idle::DetachedMemory::default(),
             timers: BinaryHeap::new(),
             actions: VecDeque::new(),
@@ -141,7 +163,10 @@ impl Mme {
             MmeEvent::S11 { ue, response } => self.on_s11(ue, response),
             MmeEvent::S11Incoming { txn, request } => self.on_s11_incoming(txn, request),
             MmeEvent::S6aIncoming { txn, request } => self.on_s6a_incoming(txn, request),
-            MmeEvent::Operator(cmd) => self.on_operator(cmd),
+            MmeEvent::Operator { txn, command } => {
+                let outcome = self.on_operator(command);
+                self.push(MmeAction::OperatorAnswer { txn, outcome });
+            }
         }
         self.prune_timers();
     }
@@ -554,6 +579,7 @@ impl Mme {
     /// Forget a UE entirely: its S1 connection, its GUTI, its context.
     pub(crate) fn remove_ue(&mut self, id: u32) {
         self.drop_handover(id);
+        self.paged.remove(&id);
         let Some(ue) = self.ues.remove(&id) else {
             return;
         };

@@ -7,8 +7,8 @@ use crate::context::{GuardKind, Step};
 use crate::mme::{Mme, MmeAction};
 use crate::s1ap_build;
 use mobicore_common::s11::{
-    DownlinkDataNotificationAck, DownlinkDataNotificationFailure, GtpCause, S11IncomingAnswer, S11IncomingRequest,
-    S11Notification,
+    DdnThrottling, DownlinkDataNotificationAck, DownlinkDataNotificationFailure, GtpCause, S11IncomingAnswer,
+    S11IncomingRequest, S11Notification,
 };
 
 /// Why a UE is paged; both may hold at once.
@@ -32,6 +32,7 @@ impl Mme {
                     data_notification_delay_ms: None,
                     dl_buffering_duration_s: None,
                     dl_buffering_suggested_packets: None,
+                    throttling: self.ddn_throttling(),
                 };
                 self.push(MmeAction::S11Answer { txn, answer: S11IncomingAnswer::DownlinkDataNotificationAck(ack) });
             }
@@ -74,6 +75,23 @@ impl Mme {
         GtpCause::REQUEST_ACCEPTED
     }
 
+    /// TS 23.401 4.3.7.4.1a: while more pagings run than the configured
+    /// threshold, the MME asks the S-GW to throttle the DDNs of its
+    /// low-priority bearers.
+    fn ddn_throttling(&self) -> Option<DdnThrottling> {
+        let t = self.cfg.ddn_throttling;
+        if self.paged.len() <= t.pagings_above? {
+            return None;
+        }
+        self.counters.incr("ddn_throttling_requested");
+        Some(DdnThrottling { delay_s: t.delay_seconds, factor_percent: t.factor_percent })
+    }
+
+    /// Pagings running now (T3413).
+    pub fn pagings(&self) -> usize {
+        self.paged.len()
+    }
+
     /// Page the idle UE `id` for `why`; a paging that runs already is not
     /// repeated, only given the new reason.
     pub(crate) fn page(&mut self, id: u32, why: Paging) {
@@ -86,6 +104,7 @@ impl Mme {
             self.counters.incr("paging_already_running");
             return;
         }
+        self.paged.insert(id);
         self.send_paging(id);
         self.start_guard(id, GuardKind::T3413, self.cfg.t3413.period(), 0);
     }
@@ -148,6 +167,7 @@ impl Mme {
     /// (TS 24.301 5.6.2.2.1); what the paging was for is returned.
     pub(crate) fn paging_answered(&mut self, id: u32) -> Option<Paging> {
         self.stop_guard(id, GuardKind::T3413);
+        self.paged.remove(&id);
         let p = self.ues.get_mut(&id)?.paging.take();
         if p.is_some() {
             self.counters.incr("paging_answered");
@@ -171,6 +191,7 @@ impl Mme {
             return;
         }
         self.counters.incr("paging_failed");
+        self.paged.remove(&id);
         let Some(ue) = self.ues.get_mut(&id) else { return };
         let why = ue.paging.take().unwrap_or_default();
         if why.ddn {

@@ -3,7 +3,7 @@
 //! Ready events are drained in a batch before actions are polled.
 
 use crate::context::MmeStats;
-use crate::mme::{Mme, MmeAction, MmeEvent};
+use crate::mme::{Mme, MmeAction, MmeEvent, OperatorCommand, OperatorOutcome};
 use mobicore_common::s11::{S11IncomingAnswer, S11Link};
 use mobicore_common::s6a::{S6aIncomingAnswer, S6aLink};
 use mobicore_common::sctp_api::{SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
@@ -16,6 +16,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub enum MmeError {
     #[error("the SCTP endpoint task has stopped")]
     SctpClosed,
+}
+
+/// An operator's command as the admin endpoint ([`crate::admin`]) hands
+/// it to the shell; the core's outcome goes back through `reply`.
+#[derive(Debug)]
+pub struct OperatorRequest {
+    pub command: OperatorCommand,
+    pub reply: oneshot::Sender<OperatorOutcome>,
 }
 
 /// The most events handled before the actions are flushed.
@@ -40,11 +48,14 @@ fn sctp_event(ev: SctpEvent, mme: &Mme) -> Option<MmeEvent> {
 }
 
 /// Run the MME until `shutdown` turns true (or its sender goes away).
+/// `operator` brings the operator's commands (none once its senders are
+/// gone).
 pub async fn run(
     mut core: Mme,
     sctp: SctpHandle,
     s6a: S6aLink,
     s11: S11Link,
+    mut operator: mpsc::Receiver<OperatorRequest>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<MmeStats, MmeError> {
     let SctpHandle { commands, mut events, .. } = sctp;
@@ -55,6 +66,8 @@ pub async fn run(
     let (answers_tx, mut answers) = mpsc::unbounded_channel::<MmeEvent>();
     // The S-GW's requests waiting for the core's answer, by `txn`.
     let mut s11_replies: HashMap<u64, oneshot::Sender<S11IncomingAnswer>> = HashMap::new();
+    // The operator's commands waiting for the core's outcome, by `txn`.
+    let mut operator_replies: HashMap<u64, oneshot::Sender<OperatorOutcome>> = HashMap::new();
     let mut next_txn: u64 = 0;
     if *shutdown.borrow() {
         return Ok(core.stats());
@@ -92,6 +105,11 @@ pub async fn run(
                 next_txn += 1;
                 s6a_replies.insert(next_txn, inc.reply);
                 core.handle(Instant::now(), MmeEvent::S6aIncoming { txn: next_txn, request: inc.request });
+            }
+            Some(req) = operator.recv() => {
+                next_txn += 1;
+                operator_replies.insert(next_txn, req.reply);
+                core.handle(Instant::now(), MmeEvent::Operator { txn: next_txn, command: req.command });
             }
             _ = sleep => core.handle_timeout(Instant::now()),
         }
@@ -152,6 +170,11 @@ pub async fn run(
                         let _ = reply.send(answer);
                     }
                 }
+                MmeAction::OperatorAnswer { txn, outcome } => {
+                    if let Some(reply) = operator_replies.remove(&txn) {
+                        let _ = reply.send(outcome);
+                    }
+                }
                 MmeAction::S11Notify { notification } => {
                     if s11_notify.try_send(notification).is_err() {
                         core.counters().incr("s11_notify_dropped");
@@ -189,7 +212,8 @@ mod tests {
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         let core = Mme::new(MmeConfig::default());
-        let task = tokio::spawn(run(core, sctp, s6a, s11, stop_rx));
+        let (_operator, operator_rx) = mpsc::channel(1);
+        let task = tokio::spawn(run(core, sctp, s6a, s11, operator_rx, stop_rx));
 
         let assoc = AssocId(3);
         let peer = "127.0.0.1:5000".parse().unwrap();
@@ -222,7 +246,8 @@ mod tests {
         let (s11, _s) = S11Link::channel(1);
         let (_stop_tx, stop_rx) = watch::channel(false);
         drop(ev_tx);
-        let r = run(Mme::new(MmeConfig::default()), sctp, s6a, s11, stop_rx).await;
+        let (_operator, operator_rx) = mpsc::channel(1);
+        let r = run(Mme::new(MmeConfig::default()), sctp, s6a, s11, operator_rx, stop_rx).await;
         assert!(matches!(r, Err(MmeError::SctpClosed)));
     }
 }

@@ -82,6 +82,8 @@ pub struct AllInOne {
     /// Whether that includes the XDP fast path (loaded and attached).
     pub xdp: bool,
     pub s1ap: SocketAddr,
+    /// The MME's admin endpoint, if `[mme] admin` is set.
+    pub mme_admin: Option<SocketAddr>,
     pub hss: SocketAddr,
     pub sgw_s11: SocketAddr,
     pub pfcp: (SocketAddr, SocketAddr),
@@ -234,13 +236,14 @@ pub async fn start_edge_as(
         edge = Some(control);
     }
     let mme = start_mme(cfg, hss, mme_s11_peer, t, rx.clone()).await?;
-    counters.extend(mme.1);
-    tasks.push(("mme", mme.0));
+    counters.extend(mme.counters);
+    tasks.push(("mme", mme.task));
 
     Ok(AllInOne {
         datapath,
         xdp,
         s1ap: cfg.mme.s1ap,
+        mme_admin: mme.admin,
         hss,
         sgw_s11,
         pfcp: (sgw_pfcp, upf_pfcp),
@@ -315,14 +318,15 @@ async fn start_controller(
     Ok((control, counters))
 }
 
-/// The MME with its S6a and S11 clients and its SCTP endpoint.
+/// The MME with its S6a and S11 clients, its SCTP endpoint and, when
+/// configured, its admin endpoint.
 async fn start_mme(
     cfg: &Config,
     hss: SocketAddr,
     sgw: SocketAddr,
     t: Transport,
     shutdown: watch::Receiver<bool>,
-) -> Result<(JoinHandle<Result<()>>, Vec<(&'static str, Counters)>)> {
+) -> Result<StartedMme> {
     let mut s6a_cfg = mobicore_diameter::S6aClientConfig::new(&cfg.mme.origin_host, &cfg.mme.origin_realm);
     s6a_cfg.peer = hss;
     let s6a_counters = s6a_cfg.counters.clone();
@@ -351,10 +355,30 @@ async fn start_mme(
     let sctp = mobicore_sctp::bind(ep)
         .await
         .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
+    let (operator, operator_rx) = tokio::sync::mpsc::channel(64);
+    let mut admin = None;
+    if let (Some(addr), Some(token)) = (cfg.mme.admin, cfg.mme.admin_token.as_deref()) {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("opening the MME's admin endpoint on {addr} ([mme] admin)"))?;
+        admin = Some(listener.local_addr()?);
+        let router = mobicore_mme::admin::router(operator.clone(), token, mme_counters.clone());
+        let stop = shutdown.clone();
+        tokio::spawn(mobicore_mme::admin::serve(listener, router, stop));
+    }
+    drop(operator); // the admin endpoint holds the senders it needs
     let task = tokio::spawn(async move {
-        mobicore_mme::run(core, sctp, s6a, link, shutdown).await.map(|_| ()).map_err(Into::into)
+        mobicore_mme::run(core, sctp, s6a, link, operator_rx, shutdown).await.map(|_| ()).map_err(Into::into)
     });
-    Ok((task, vec![("mme", mme_counters), ("s6a_client", s6a_counters), ("s11_client", s11.counters)]))
+    let counters = vec![("mme", mme_counters), ("s6a_client", s6a_counters), ("s11_client", s11.counters)];
+    Ok(StartedMme { task, counters, admin })
+}
+
+struct StartedMme {
+    task: JoinHandle<Result<()>>,
+    counters: Vec<(&'static str, Counters)>,
+    /// Where the admin endpoint listens, if it runs.
+    admin: Option<SocketAddr>,
 }
 
 impl AllInOne {
@@ -485,10 +509,13 @@ pub async fn run_nf(nf: &str, args: crate::cli::NfArgs) -> Result<()> {
         "mme" => {
             let t = transport(cfg.sctp.transport, cfg.sctp.udp_port);
             check_privileges(t)?;
-            let (task, c) = start_mme(&cfg, cfg.mme.hss, cfg.mme.sgw, t, rx).await?;
-            counters.extend(c);
+            let mme = start_mme(&cfg, cfg.mme.hss, cfg.mme.sgw, t, rx).await?;
+            counters.extend(mme.counters);
             eprintln!("mme: S1-MME on {} ({t:?})", cfg.mme.s1ap);
-            task
+            if let Some(a) = mme.admin {
+                eprintln!("mme: admin endpoint on http://{a}/v1 (bearer token from [mme] admin_token)");
+            }
+            mme.task
         }
         other => bail!("unknown network function {other}"),
     };

@@ -2,7 +2,7 @@
 //! file; `--config FILE` (TOML, see `mobicore config default`) overrides.
 
 use crate::{bench, config, demo, subscriber};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -38,6 +38,8 @@ pub enum Command {
     Controller(NfArgs),
     /// Run the emulated RAN against an MME: attach (and detach) UEs.
     Ran(RanArgs),
+    /// Detach a UE from the network through the MME's admin endpoint ([mme] admin): network-initiated detach (TS 24.301 5.5.2.3), the idle UE paged first.
+    Detach(DetachArgs),
     /// Manage the HSS's subscribers.
     #[command(subcommand)]
     Subscriber(subscriber::SubscriberCommand),
@@ -72,6 +74,21 @@ pub struct RanArgs {
     /// Write the report as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DetachArgs {
+    /// The MME's admin endpoint ([mme] admin), e.g. 127.0.0.1:9300.
+    #[arg(long)]
+    pub admin: std::net::SocketAddr,
+    /// Its bearer token ([mme] admin_token); default: $MOBICORE_ADMIN_TOKEN.
+    #[arg(long)]
+    pub token: Option<String>,
+    /// The UE's IMSI.
+    pub imsi: String,
+    /// Ask the UE to attach again (detach type "re-attach required").
+    #[arg(long)]
+    pub reattach: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -110,6 +127,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Upf(a) => crate::allinone::run_nf("upf", a).await,
         Command::Controller(a) => crate::allinone::run_nf("controller", a).await,
         Command::Ran(a) => crate::allinone::run_ran(a).await,
+        Command::Detach(a) => detach(a).await,
         Command::Subscriber(c) => subscriber::run(c),
         Command::Config(ConfigCommand::Default) => {
             print!("{}", config::default_toml()?);
@@ -123,4 +141,23 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `mobicore detach`: `POST /v1/ues/{imsi}/detach` on the MME's admin
+/// endpoint; the answer is printed, an error status is an error.
+async fn detach(a: DetachArgs) -> Result<()> {
+    let token = a.token.or_else(|| std::env::var("MOBICORE_ADMIN_TOKEN").ok());
+    let Some(token) = token else {
+        anyhow::bail!("no token: give --token or set MOBICORE_ADMIN_TOKEN ([mme] admin_token)");
+    };
+    let path = format!("/v1/ues/{}/detach", a.imsi);
+    let body = format!("{{\"reattachRequired\":{}}}", a.reattach);
+    let (status, answer) = mobicore_controller::site::http(a.admin, "POST", &path, Some(&token), &body)
+        .await
+        .with_context(|| format!("reaching the MME's admin endpoint at {}", a.admin))?;
+    if status != 202 {
+        anyhow::bail!("{status}: {}", answer.trim());
+    }
+    println!("{}", answer.trim());
+    Ok(())
 }

@@ -77,6 +77,12 @@ pub struct MmeSection {
     pub s11_local: SocketAddr,
     pub origin_host: String,
     pub origin_realm: String,
+    /// The admin endpoint (HTTP, `POST /v1/ues/{imsi}/detach`); absent
+    /// (the default): none.
+    pub admin: Option<SocketAddr>,
+    /// The bearer token every admin request must carry; required with
+    /// `admin`.
+    pub admin_token: Option<String>,
     #[serde(flatten)]
     pub core: mobicore_mme::MmeConfig,
 }
@@ -90,8 +96,19 @@ impl Default for MmeSection {
             s11_local: "127.0.0.1:0".parse().unwrap(),
             origin_host: "mme.mobicore.local".into(),
             origin_realm: "mobicore.local".into(),
+            admin: None,
+            admin_token: None,
             core: Default::default(),
         }
+    }
+}
+
+impl MmeSection {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.admin.is_some() && self.admin_token.as_deref().is_none_or(str::is_empty) {
+            return Err("[mme] admin needs admin_token (the bearer token of every admin request)".into());
+        }
+        self.core.validate()
     }
 }
 
@@ -126,6 +143,7 @@ pub fn load(file: Option<&Path>) -> Result<Config> {
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let c: Config = toml::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
     c.upf.validate().map_err(anyhow::Error::msg).with_context(|| format!("checking {}", file.display()))?;
+    c.mme.validate().map_err(anyhow::Error::msg).with_context(|| format!("checking {}", file.display()))?;
     Ok(c)
 }
 
@@ -162,6 +180,15 @@ pub fn exposures(c: &Config) -> Vec<Exposure> {
             option: "[mme] enb_peers",
             peers: c.mme.core.enb_peers.to_string(),
             anyone: c.mme.core.enb_peers.accepts_anyone(),
+        },
+        Exposure {
+            interface: "admin (MME)",
+            option: "[mme] admin",
+            peers: match c.mme.admin {
+                Some(a) => format!("{a}, bearer token"),
+                None => "off".into(),
+            },
+            anyone: false,
         },
         Exposure {
             interface: "S6a (HSS)",
@@ -235,6 +262,23 @@ mod tests {
         let r = exposure_report(&c);
         assert!(r.contains("warning: S1-MME (MME) accepts anyone"), "{r}");
         assert!(r.contains("warning: S11 (S/P-GW-C) accepts anyone"), "{r}");
+    }
+
+    #[test]
+    fn an_admin_endpoint_needs_a_token_and_throttling_a_percentage() {
+        let f = std::env::temp_dir().join(format!("mobicore-cfg-admin-{}.toml", std::process::id()));
+        for (text, want) in [
+            ("[mme]\nadmin = \"127.0.0.1:9300\"\n", "[mme] admin needs admin_token"),
+            ("[mme.ddn_throttling]\nfactor_percent = 101\n", "factor_percent = 101 (0..=100)"),
+        ] {
+            std::fs::write(&f, text).unwrap();
+            let e = format!("{:#}", load(Some(&f)).unwrap_err());
+            assert!(e.contains(want), "{e}");
+        }
+        std::fs::write(&f, "[mme]\nadmin = \"127.0.0.1:9300\"\nadmin_token = \"t\"\n").unwrap();
+        let c = load(Some(&f)).unwrap();
+        std::fs::remove_file(&f).unwrap();
+        assert_eq!(c.mme.admin, Some("127.0.0.1:9300".parse().unwrap()));
     }
 
     #[test]

@@ -135,6 +135,15 @@ pub struct SpgwcConfig {
     /// configured guard timer"): the buffered downlink is discarded if no
     /// Modify Bearer Request came by then.
     pub ddn_guard: Duration,
+    /// DL low priority traffic throttling (TS 23.401 4.3.7.4.1a): a bearer
+    /// whose ARP priority level is above this (numerically: a lower
+    /// priority) is low priority, and while its MME asks for throttling
+    /// (the Throttling IE of a DDN Acknowledge) that share of its
+    /// notifications is dropped with the buffered data; other bearers are
+    /// never throttled. 8: levels 9-15 are low priority, 1-8 being kept
+    /// for services authorized for prioritized treatment (TS 23.203
+    /// 6.1.7.3).
+    pub ddn_low_priority_arp_above: u8,
     /// Our GTP-C Recovery restart counter (TS 29.274 8.5).
     pub recovery: u8,
     /// Each session's URR asks the UPF for a usage report every this many
@@ -180,6 +189,7 @@ impl Default for SpgwcConfig {
             n1: 3,
             heartbeat_interval: Duration::from_secs(10),
             ddn_guard: Duration::from_secs(10),
+            ddn_low_priority_arp_above: 8,
             recovery: 0,
             usage_period_secs: 0,
             mme_peers: PeerFilter::default(),

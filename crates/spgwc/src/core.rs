@@ -123,6 +123,8 @@ pub struct SpgwcCore {
     pub(crate) s11: Transactions<SocketAddr, u32>,
     /// When sessions' DDN holds end (paging.rs), earliest first.
     pub(crate) paging_holds: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, u32)>>,
+    /// DDN throttling per MME address (paging.rs, TS 23.401 4.3.7.4.1a).
+    pub(crate) ddn_throttling: HashMap<std::net::IpAddr, crate::paging::Throttling>,
     pub(crate) pfcp: Transactions<SocketAddr, PfcpOp>,
     pub(crate) sessions: HashMap<u32, Session>,
     /// (IMSI, default bearer EBI) -> our S11 TEID.
@@ -156,6 +158,7 @@ impl SpgwcCore {
             .collect();
         SpgwcCore {
             paging_holds: Default::default(),
+            ddn_throttling: HashMap::new(),
             s11: Transactions::new(TransactionConfig { t3: cfg.t3, n3: cfg.n3 })
                 .with_max_cached(cfg.s11_duplicate_cache),
             pfcp: Transactions::new(TransactionConfig { t3: cfg.t1, n3: cfg.n1 })

@@ -10,22 +10,42 @@
 //! discards it too. Discarding is a Session Modification that turns the
 //! downlink FAR to DROP, then back to BUFF + NOCP so that the next packet
 //! is reported again.
+//!
+//! Throttling (TS 23.401 4.3.7.4.1a): an MME under load puts the DL low
+//! priority traffic Throttling IE in its Acknowledge; for its delay, the
+//! given share of the notifications of its low-priority bearers (ARP
+//! priority level above `ddn_low_priority_arp_above`) is not sent and
+//! their buffer is discarded. Which ones is decided by a running share,
+//! not by chance: with a factor of f percent, exactly f of every 100 in a
+//! row are dropped.
 
 use crate::context::{Paging, SessionState};
 use crate::core::{PfcpOp, SpgwcCore};
 use crate::sxa_build::{self as sxa, msg};
 use mobicore_common::s11::{
-    DownlinkDataNotification, GtpCause, S11IncomingAnswer, S11IncomingRequest, S11Notification,
+    DdnThrottling, DownlinkDataNotification, GtpCause, S11IncomingAnswer, S11IncomingRequest, S11Notification,
 };
 use mobicore_gtp::message::GtpMessage;
 use mobicore_gtp::s11::{decode_incoming_answer, decode_notification, encode_incoming_request};
 use std::cmp::Reverse;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// TS 29.274 8.4: "Temporarily rejected due to handover/TAU/RAU procedure
 /// in progress".
 const TEMPORARILY_REJECTED_MOBILITY: GtpCause = GtpCause(110);
+
+/// The throttling one MME asked for (TS 23.401 4.3.7.4.1a).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Throttling {
+    /// The end of the Throttling Delay.
+    until: Instant,
+    /// Throttling Factor, 1..=100 percent.
+    factor: u8,
+    /// Running share of low-priority notifications, in percent: each adds
+    /// the factor, and one is dropped each time it reaches 100.
+    credit: u16,
+}
 
 impl SpgwcCore {
     /// A Downlink Data Report for the session of our S11 TEID `teid`.
@@ -41,7 +61,58 @@ impl SpgwcCore {
             self.counters.incr("ddn_held");
             return;
         }
+        self.notify(now, teid);
+    }
+
+    /// Send the DDN of session `teid`, unless its MME's throttling drops
+    /// it: then the buffered downlink goes instead (4.3.7.4.1a).
+    fn notify(&mut self, now: Instant, teid: u32) {
+        if self.throttled(now, teid) {
+            self.counters.incr("ddn_throttled");
+            self.discard_buffer(now, teid);
+            return;
+        }
         self.send_ddn(now, teid);
+    }
+
+    /// Whether the next notification of session `teid` is one its MME's
+    /// throttling drops: never for a bearer that is not low priority.
+    fn throttled(&mut self, now: Instant, teid: u32) -> bool {
+        let Some(s) = self.sessions.get(&teid) else { return false };
+        if s.arp.priority_level <= self.cfg.ddn_low_priority_arp_above {
+            return false;
+        }
+        let mme = s.mme_s11_addr.ip();
+        let Some(t) = self.ddn_throttling.get_mut(&mme) else { return false };
+        if t.until <= now {
+            // "The SGW resumes normal operations at the expiry of the
+            // throttling delay."
+            self.ddn_throttling.remove(&mme);
+            self.counters.incr("ddn_throttling_ended");
+            return false;
+        }
+        t.credit += u16::from(t.factor);
+        if t.credit < 100 {
+            return false;
+        }
+        t.credit -= 100;
+        true
+    }
+
+    /// The Throttling IE of `mme`'s Acknowledge: it supersedes the one
+    /// before and restarts the delay; a zero delay or factor ends it.
+    fn set_throttling(&mut self, now: Instant, mme: IpAddr, t: DdnThrottling) {
+        if t.delay_s == 0 || t.factor_percent == 0 {
+            if self.ddn_throttling.remove(&mme).is_some() {
+                self.counters.incr("ddn_throttling_ended");
+            }
+            return;
+        }
+        self.counters.incr("ddn_throttling_received");
+        // Entries: one per MME with sessions here, gone when it ends.
+        let credit = self.ddn_throttling.get(&mme).map_or(0, |o| o.credit);
+        let until = now + Duration::from_secs(u64::from(t.delay_s));
+        self.ddn_throttling.insert(mme, Throttling { until, factor: t.factor_percent.min(100), credit });
     }
 
     fn send_ddn(&mut self, now: Instant, teid: u32) {
@@ -77,6 +148,10 @@ impl SpgwcCore {
                 return;
             }
         };
+        if let Some(t) = ack.throttling {
+            self.set_throttling(now, peer.ip(), t);
+        }
+        let Some(s) = self.sessions.get_mut(&teid) else { return };
         let hold = |s: &mut crate::context::Session, d: Duration, discard: bool| {
             s.paging.hold_until = Some(now + d);
             s.paging.discard_at_hold_end = discard;
@@ -166,7 +241,7 @@ impl SpgwcCore {
                 self.counters.incr("ddn_hold_discarded");
                 self.discard_buffer(now, teid);
             } else if p.report_pending {
-                self.send_ddn(now, teid);
+                self.notify(now, teid);
             }
         }
     }

@@ -197,6 +197,8 @@ pub struct DownlinkDataNotificationAck {
     pub dl_buffering_duration: Option<u8>,
     /// DL Buffering Suggested Packet Count: an Integer Number (8.115).
     pub dl_buffering_suggested_packets: Option<u16>,
+    /// DL low priority traffic Throttling (8.85).
+    pub throttling: Option<ThrottlingIe>,
 }
 
 impl DownlinkDataNotificationAck {
@@ -207,6 +209,7 @@ impl DownlinkDataNotificationAck {
             recovery: None,
             dl_buffering_duration: None,
             dl_buffering_suggested_packets: None,
+            throttling: None,
         }
     }
     pub(super) fn parse(f: &Fields) -> Result<Self, MessageError> {
@@ -218,6 +221,7 @@ impl DownlinkDataNotificationAck {
             dl_buffering_suggested_packets: f
                 .optional(ie_type::INTEGER_NUMBER, 0, parse_integer_number)
                 .map(|n| n.min(u32::from(u16::MAX)) as u16),
+            throttling: f.optional(ie_type::THROTTLING, 0, ThrottlingIe::parse),
         })
     }
     pub(super) fn emit(&self, buf: &mut Vec<u8>) {
@@ -228,11 +232,61 @@ impl DownlinkDataNotificationAck {
         if let Some(r) = self.recovery {
             put_ie(buf, ie_type::RECOVERY, 0, |b| b.push(r));
         }
+        // Table 7.2.11.2-1 order: the Throttling IE follows Recovery.
+        if let Some(t) = &self.throttling {
+            put_ie(buf, ie_type::THROTTLING, 0, |b| t.emit(b));
+        }
         if let Some(t) = self.dl_buffering_duration {
             put_ie(buf, ie_type::EPC_TIMER, 0, |b| b.push(t));
         }
         if let Some(n) = self.dl_buffering_suggested_packets {
             put_ie(buf, ie_type::INTEGER_NUMBER, 0, |b| b.extend_from_slice(&n.to_be_bytes()));
+        }
+    }
+}
+
+/// Throttling (TS 29.274 8.85): octet 5 the Throttling Delay, its unit in
+/// bits 8-6 and its value in bits 5-1 (the units of the EPC Timer, 8.87),
+/// octet 6 the Throttling Factor, a percentage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThrottlingIe {
+    /// Throttling Delay unit, 3 bits: 000 2 s, 001 1 min, 010 10 min,
+    /// 011 1 h, 100 10 h, 111 deactivated, others 1 min.
+    pub delay_unit: u8,
+    /// Throttling Delay value, 5 bits.
+    pub delay_value: u8,
+    /// Throttling Factor as sent: 0..=100 percent, other values read as 0.
+    pub factor: u8,
+}
+
+impl ThrottlingIe {
+    /// The IE for a delay of `seconds` (the finest unit that holds it,
+    /// rounded up; at most 31 x 10 hours) and `factor` percent.
+    pub fn new(seconds: u32, factor: u8) -> Self {
+        let octet = epc_timer_octet(seconds);
+        ThrottlingIe { delay_unit: octet >> 5, delay_value: octet & 0x1f, factor }
+    }
+    pub fn parse(v: &[u8]) -> Result<Self, crate::wire::Error> {
+        let [delay, factor, ..] = *v else { return Err(crate::wire::Error::Truncated) };
+        Ok(ThrottlingIe { delay_unit: delay >> 5, delay_value: delay & 0x1f, factor })
+    }
+    pub fn emit(&self, buf: &mut Vec<u8>) {
+        buf.extend_from_slice(&[self.delay_octet(), self.factor]);
+    }
+    fn delay_octet(&self) -> u8 {
+        (self.delay_unit & 0x07) << 5 | (self.delay_value & 0x1f)
+    }
+    /// The Throttling Delay in seconds; `None` when deactivated (unit 111).
+    pub fn delay_seconds(&self) -> Option<u32> {
+        epc_timer_seconds(self.delay_octet())
+    }
+    /// The Throttling Factor in percent; a value above 100 reads as 0
+    /// (8.85).
+    pub fn factor_percent(&self) -> u8 {
+        if self.factor <= 100 {
+            self.factor
+        } else {
+            0
         }
     }
 }

@@ -56,6 +56,13 @@ fn paa() -> impl Strategy<Value = Paa> {
         }),
     ]
 }
+fn throttling() -> impl Strategy<Value = ThrottlingIe> {
+    (0u8..8, 0u8..32, any::<u8>()).prop_map(|(delay_unit, delay_value, factor)| ThrottlingIe {
+        delay_unit,
+        delay_value,
+        factor,
+    })
+}
 fn apn() -> impl Strategy<Value = String> {
     "[a-z0-9-]{1,12}(\\.[a-z0-9]{1,8}){0,3}"
 }
@@ -269,17 +276,21 @@ fn any_message() -> impl Strategy<Value = Message> {
             proptest::option::of(any::<u8>()),
             proptest::option::of(any::<u8>()),
             proptest::option::of(any::<u8>()),
-            proptest::option::of(any::<u16>())
+            proptest::option::of(any::<u16>()),
+            proptest::option::of(throttling())
         )
-            .prop_map(|(cause, delay, recovery, dl_buffering_duration, dl_buffering_suggested_packets)| {
-                Message::DownlinkDataNotificationAck(DownlinkDataNotificationAck {
-                    cause,
-                    delay,
-                    recovery,
-                    dl_buffering_duration,
-                    dl_buffering_suggested_packets,
-                })
-            }),
+            .prop_map(
+                |(cause, delay, recovery, dl_buffering_duration, dl_buffering_suggested_packets, throttling)| {
+                    Message::DownlinkDataNotificationAck(DownlinkDataNotificationAck {
+                        cause,
+                        delay,
+                        recovery,
+                        dl_buffering_duration,
+                        dl_buffering_suggested_packets,
+                        throttling,
+                    })
+                }
+            ),
         cause().prop_map(|cause| Message::DownlinkDataNotificationFailureIndication(
             DownlinkDataNotificationFailureIndication { cause }
         )),
@@ -431,4 +442,71 @@ fn other_gtp_versions_get_version_not_supported() {
 fn echo_request_bytes() {
     let m = GtpMessage { teid: None, seq: 1, body: Message::EchoRequest(Echo { recovery: 7 }) };
     assert_eq!(m.to_bytes(), [0x40, 1, 0, 9, 0, 0, 1, 0, 3, 0, 1, 0, 7]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x7468_726f),
+        ..ProptestConfig::default()
+    })]
+
+    /// TS 29.274 8.85: any unit, value and factor goes through the wire
+    /// unchanged, as the two octets of the clause.
+    #[test]
+    fn throttling_ie_round_trips(t in throttling()) {
+        let mut b = vec![];
+        t.emit(&mut b);
+        prop_assert_eq!(b.clone(), vec![(t.delay_unit << 5) | t.delay_value, t.factor]);
+        prop_assert_eq!(ThrottlingIe::parse(&b), Ok(t));
+    }
+
+    /// A delay in seconds is coded in the finest unit that holds it,
+    /// rounded up, and reads back as at least what was asked.
+    #[test]
+    fn throttling_delay_is_the_finest_unit_rounded_up(secs in 0u32..=31 * 36_000, factor in 0u8..=100) {
+        let t = ThrottlingIe::new(secs, factor);
+        let back = t.delay_seconds().unwrap();
+        prop_assert!(back >= secs);
+        let unit = [2, 60, 600, 3600, 36_000][usize::from(t.delay_unit)];
+        prop_assert!(back - secs < unit, "{secs} s coded as {back} s");
+        prop_assert_eq!(t.factor_percent(), factor);
+    }
+}
+
+#[test]
+fn throttling_ie_bytes_and_units() {
+    // 8.85: unit 001 (1 minute) value 3, factor 50 percent.
+    let t = ThrottlingIe::parse(&[0x23, 50]).unwrap();
+    assert_eq!((t.delay_unit, t.delay_value, t.delay_seconds(), t.factor_percent()), (1, 3, Some(180), 50));
+    assert_eq!(ThrottlingIe::new(180, 50), t);
+    assert_eq!(ThrottlingIe::new(10, 100), ThrottlingIe { delay_unit: 0, delay_value: 5, factor: 100 });
+    // 111: the timer is deactivated; undefined units read as 1 minute.
+    assert_eq!(ThrottlingIe::parse(&[0xe5, 10]).unwrap().delay_seconds(), None);
+    assert_eq!(ThrottlingIe::parse(&[0xa2, 10]).unwrap().delay_seconds(), Some(120));
+}
+
+#[test]
+fn malformed_throttling_ie_is_refused_or_read_as_the_clause_says() {
+    // Fewer than two octets: an error, never a panic.
+    assert_eq!(ThrottlingIe::parse(&[]), Err(crate::wire::Error::Truncated));
+    assert_eq!(ThrottlingIe::parse(&[0x23]), Err(crate::wire::Error::Truncated));
+    // A factor above 100 reads as 0 percent.
+    assert_eq!(ThrottlingIe::parse(&[0x23, 101]).unwrap().factor_percent(), 0);
+    assert_eq!(ThrottlingIe::parse(&[0x23, 255]).unwrap().factor_percent(), 0);
+    // In a DDN Acknowledge, a truncated optional Throttling IE is ignored
+    // (7.7.7): the Acknowledge itself still reads, without throttling.
+    let ack = Message::DownlinkDataNotificationAck(DownlinkDataNotificationAck::rejected(CauseIe::new(16)));
+    let mut bytes = GtpMessage { teid: Some(1), seq: 7, body: ack.clone() }.to_bytes();
+    put_ie(&mut bytes, ie_type::THROTTLING, 0, |b| b.push(0x23));
+    let l = (bytes.len() - 4) as u16;
+    bytes[2..4].copy_from_slice(&l.to_be_bytes());
+    let m = GtpMessage::parse(&bytes).unwrap();
+    assert_eq!(m.body, ack);
+    // An IE whose length runs past the message: the message is refused.
+    let mut bad = GtpMessage { teid: Some(1), seq: 7, body: ack }.to_bytes();
+    bad.extend_from_slice(&[ie_type::THROTTLING, 0, 9, 0, 0x23, 50]);
+    let l = (bad.len() - 4) as u16;
+    bad[2..4].copy_from_slice(&l.to_be_bytes());
+    assert!(GtpMessage::parse(&bad).is_err());
 }

@@ -33,6 +33,8 @@ pub mod ie_type {
     pub const UE_TIME_ZONE: u8 = 114;
     pub const APN_RESTRICTION: u8 = 127;
     pub const SELECTION_MODE: u8 = 128;
+    /// Throttling (TS 29.274 8.85): DL low priority traffic Throttling.
+    pub const THROTTLING: u8 = 154;
     /// Allocation/Retention Priority (TS 29.274 8.86).
     pub const ARP: u8 = 155;
     /// EPC Timer (TS 29.274 8.87): the DL Buffering Duration.
