@@ -769,6 +769,9 @@ impl Driver {
 
     /// Move every eNB's actions to the outbox and the report.
     fn collect_actions(&mut self, _now: Instant) {
+        if let Some(f) = &mut self.follow {
+            f.follower.retry(Instant::now(), &mut self.enbs);
+        }
         // Handover steps make more actions (an S1 arrival): all are taken
         // before the user plane is compared with the contexts.
         loop {

@@ -87,6 +87,9 @@ pub struct Follower {
     ip_of: HashMap<u64, Ipv4Addr>,
     ue_of: HashMap<Ipv4Addr, u64>,
     ops: VecDeque<(usize, TunnelOp)>,
+    /// Idle UEs with uplink data whose service request could not start
+    /// yet (another procedure ran): tried again at every sync.
+    uplink_waiting: HashSet<u64>,
 }
 
 impl Follower {
@@ -264,10 +267,41 @@ impl Follower {
         let index = self.ue_of(ue_ip)?;
         let k = enbs.iter().position(|e| e.ue(index).is_some())?;
         match ev {
-            Event::UplinkWhileIdle { .. } => enbs[k].start_service_request(now, index).ok().map(|_| index),
+            Event::UplinkWhileIdle { .. } => match enbs[k].start_service_request(now, index) {
+                Ok(()) => Some(index),
+                Err(_) => {
+                    self.uplink_waiting.insert(index);
+                    None
+                }
+            },
             _ => {
                 enbs[k].ue_activity(now, index);
                 None
+            }
+        }
+    }
+
+    /// Service requests of idle UEs with uplink data that could not start
+    /// before: tried again; a UE with a bearer again needs none.
+    pub fn retry(&mut self, now: Instant, enbs: &mut [Enb]) {
+        if self.uplink_waiting.is_empty() {
+            return;
+        }
+        let waiting: Vec<u64> = self.uplink_waiting.iter().copied().collect();
+        for index in waiting {
+            let Some(k) = enbs.iter().position(|e| e.ue(index).is_some()) else {
+                self.uplink_waiting.remove(&index);
+                continue;
+            };
+            let ctx = enbs[k].ue(index).expect("found above");
+            if wanted(ctx).is_some() || ctx.ue.procedure().is_some() {
+                if wanted(ctx).is_some() {
+                    self.uplink_waiting.remove(&index);
+                }
+                continue;
+            }
+            if enbs[k].start_service_request(now, index).is_ok() {
+                self.uplink_waiting.remove(&index);
             }
         }
     }

@@ -115,6 +115,8 @@ pub struct Numbered {
     server: SocketAddrV4,
     stop: watch::Sender<bool>,
     go: watch::Sender<bool>,
+    /// The downlink's task, until it is stopped.
+    sender: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     ue_socks: Vec<Arc<UdpSocket>>,
     /// When downlink number n was sent (to every UE).
@@ -183,9 +185,11 @@ impl Numbered {
         }));
         // The downlink: number n to every UE at the n-th tick.
         let (targets, times, interval, port) = (ues.to_vec(), sent.clone(), cfg.interval, cfg.port);
-        tasks.push(tokio::spawn(async move {
-            if go_rx.wait_for(|go| *go).await.is_err() {
-                return;
+        let sender = tokio::spawn(async move {
+            let mut stop_rx = stop_rx;
+            tokio::select! {
+                go = go_rx.wait_for(|go| *go) => if go.is_err() { return },
+                _ = stop_rx.wait_for(|stop| *stop) => return,
             }
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -201,12 +205,13 @@ impl Numbered {
                     let _ = dn.send_to(&payload, SocketAddrV4::new(*ue, port)).await;
                 }
             }
-        }));
+        });
         Ok(Numbered {
             ues: ues.to_vec(),
             server,
             stop,
             go,
+            sender: Some(sender),
             tasks,
             ue_socks,
             sent,
@@ -280,9 +285,13 @@ impl Numbered {
         }
     }
 
-    /// Stops the downlink; what is in flight still counts.
-    pub fn stop_sending(&self) {
+    /// Stops the downlink and returns once nothing more is sent (what is
+    /// in flight still counts).
+    pub async fn stop_sending(&mut self) {
         let _ = self.stop.send(true);
+        if let Some(sender) = self.sender.take() {
+            let _ = sender.await;
+        }
     }
 
     /// When each downlink number was sent.
@@ -311,7 +320,7 @@ impl Numbered {
     /// Ends every task.
     pub fn close(self) {
         let _ = self.stop.send(true);
-        for t in self.tasks {
+        for t in self.tasks.into_iter().chain(self.sender) {
             t.abort();
         }
     }

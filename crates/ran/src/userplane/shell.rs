@@ -234,7 +234,8 @@ impl UserPlane {
         Ok(UserPlaneLink { ops, events })
     }
 
-    /// The counters so far.
+    /// The counters so far, once every change sent on the link before
+    /// is applied.
     pub async fn stats(&self) -> Result<UserPlaneStats, UserPlaneError> {
         let (tx, rx) = oneshot::channel();
         self.cmds.send(Cmd::Stats(tx)).await.map_err(|_| UserPlaneError::Stopped)?;
@@ -316,17 +317,12 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
     let mut events: Option<mpsc::UnboundedSender<Event>> = None;
     let mut ops: Option<mpsc::UnboundedReceiver<Vec<TunnelOp>>> = None;
     loop {
+        // Changes first: a packet read after one was sent sees it.
+        apply_pending(&mut ops, &mut t);
         let wake = t.poll_timeout().map(tokio::time::Instant::from_std);
         tokio::select! {
             got = recv_ops(&mut ops) => match got {
-                Some(v) => {
-                    let now = Instant::now();
-                    for op in v {
-                        if let Err(e) = op.apply(now, &mut t) {
-                            tracing::debug!(error = %e, ?op, "tunnel change refused");
-                        }
-                    }
-                }
+                Some(v) => apply(v, &mut t),
                 None => ops = None,
             },
             cmd = cmds.recv() => match cmd {
@@ -341,7 +337,11 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
                 }
                 Some(Cmd::Subscribe(tx)) => events = Some(tx),
                 Some(Cmd::Link(rx, tx)) => (ops, events) = (Some(rx), Some(tx)),
-                Some(Cmd::Stats(reply)) => { let _ = reply.send(t.stats.clone()); }
+                Some(Cmd::Stats(reply)) => {
+                    // Answered after every change sent before it.
+                    apply_pending(&mut ops, &mut t);
+                    let _ = reply.send(t.stats.clone());
+                }
             },
             _ = sleep_until(wake) => t.handle_timeout(Instant::now()),
             ready = tun.readable() => {
@@ -395,6 +395,22 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
         }
     }
     t
+}
+
+fn apply(ops: Vec<TunnelOp>, t: &mut Tunnels) {
+    let now = Instant::now();
+    for op in ops {
+        if let Err(e) = op.apply(now, t) {
+            tracing::debug!(error = %e, ?op, "tunnel change refused");
+        }
+    }
+}
+
+/// Every change already sent.
+fn apply_pending(ops: &mut Option<mpsc::UnboundedReceiver<Vec<TunnelOp>>>, t: &mut Tunnels) {
+    while let Some(v) = ops.as_mut().and_then(|rx| rx.try_recv().ok()) {
+        apply(v, t);
+    }
 }
 
 /// The next batch of changes, or pending forever without a link.
