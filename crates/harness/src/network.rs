@@ -130,6 +130,8 @@ pub struct Network {
     pub s1_downlink: Vec<(usize, Bytes)>,
     /// Each eNB's S1-U side: the emulator's tunnel table.
     pub enb_tunnels: Vec<mobicore_ran::userplane::tunnels::Tunnels>,
+    /// Keeps `enb_tunnels` in step with the eNBs (the emulator's own).
+    pub(crate) follower: mobicore_ran::userplane::Follower,
     /// The MME's S11 client: sequence numbers, T3/N3 retransmission.
     pub s11_client: Transactions<SocketAddr, (UeRef, Ebi)>,
     /// The S-GW's requests the MME has not answered yet, by the sequence
@@ -210,6 +212,7 @@ impl Network {
             enb_tunnels: (0..n_enbs)
                 .map(|i| mobicore_ran::userplane::tunnels::Tunnels::new(Ipv4Addr::new(10, 0, 1, i as u8 + 1), false))
                 .collect(),
+            follower: mobicore_ran::userplane::Follower::per_enb(),
             s11_client,
             s11_incoming: HashMap::new(),
             s11_answered: HashMap::new(),
@@ -353,24 +356,31 @@ impl Network {
 
     /// Take every action and datagram every node has queued.
     fn collect(&mut self) {
-        let mut handovers = Vec::new();
-        for (i, enb) in self.enbs.iter_mut().enumerate() {
-            while let Some(a) = enb.poll_action() {
-                match a {
-                    EnbAction::Send { stream, pdu } => {
-                        if self.connected[i] {
-                            self.queue.push_back(Msg::S1Uplink { enb: i, stream, pdu: Bytes::from(pdu) })
+        // Handover steps make more actions (an S1 arrival): all of them
+        // are taken before the tunnels are compared with the contexts.
+        loop {
+            let mut handovers = Vec::new();
+            for (i, enb) in self.enbs.iter_mut().enumerate() {
+                while let Some(a) = enb.poll_action() {
+                    match a {
+                        EnbAction::Send { stream, pdu } => {
+                            if self.connected[i] {
+                                self.queue.push_back(Msg::S1Uplink { enb: i, stream, pdu: Bytes::from(pdu) })
+                            }
                         }
+                        EnbAction::S1Setup(result) => self.reports.push(Report::S1Setup { enb: i, result }),
+                        EnbAction::Outcome(outcome) => self.reports.push(Report::Outcome { enb: i, outcome }),
+                        EnbAction::Anomaly(what) => self.reports.push(Report::Anomaly { enb: i, what }),
+                        EnbAction::Handover(h) => handovers.push((i, h)),
                     }
-                    EnbAction::S1Setup(result) => self.reports.push(Report::S1Setup { enb: i, result }),
-                    EnbAction::Outcome(outcome) => self.reports.push(Report::Outcome { enb: i, outcome }),
-                    EnbAction::Anomaly(what) => self.reports.push(Report::Anomaly { enb: i, what }),
-                    EnbAction::Handover(h) => handovers.push((i, h)),
                 }
             }
-        }
-        for (i, h) in handovers {
-            self.on_handover_action(i, h);
+            if handovers.is_empty() {
+                break;
+            }
+            for (i, h) in handovers {
+                self.on_handover_action(i, h);
+            }
         }
         self.sync_tunnels();
         while let Some(a) = self.mme.poll_action() {

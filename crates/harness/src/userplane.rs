@@ -17,8 +17,8 @@ use mobicore_upf::urr::UsageCounts;
 use mobicore_upf::MemoryPlane;
 
 use crate::network::{Network, Report};
-use mobicore_ran::enb::handover::{ErabForwarding, HandoverAction, HandoverError};
-use mobicore_ran::userplane::tunnels::{Downlink, DropReason, Event, Transmit as TunnelTransmit, UeTunnel};
+use mobicore_ran::enb::handover::{HandoverAction, HandoverError};
+use mobicore_ran::userplane::tunnels::{Downlink, DropReason, Event, Transmit as TunnelTransmit};
 
 /// The data network's server address (source of downlink packets).
 pub const DN_SERVER: Ipv4Addr = Ipv4Addr::new(10, 200, 2, 2);
@@ -93,36 +93,9 @@ pub struct S1uLog {
     pub ue_by_ip: HashMap<Ipv4Addr, u64>,
 }
 
-/// Loss, duplicates and reordering of one UE's numbered stream `0..sent`.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct StreamCheck {
-    pub received: usize,
-    pub lost: usize,
-    pub duplicated: usize,
-    pub reordered: usize,
-}
-
-impl StreamCheck {
-    pub fn of(seqs: &[u32], sent: u32) -> Self {
-        let mut seen = std::collections::HashSet::new();
-        let (mut duplicated, mut reordered, mut highest) = (0, 0, None::<u32>);
-        for &s in seqs {
-            if !seen.insert(s) {
-                duplicated += 1;
-                continue;
-            }
-            if highest.is_some_and(|h| s < h) {
-                reordered += 1;
-            }
-            highest = highest.max(Some(s));
-        }
-        let lost = (0..sent).filter(|s| !seen.contains(s)).count();
-        StreamCheck { received: seqs.len(), lost, duplicated, reordered }
-    }
-    pub fn clean(&self) -> bool {
-        self.lost == 0 && self.duplicated == 0 && self.reordered == 0
-    }
-}
+/// Loss, duplicates and reordering of one UE's numbered stream (the
+/// emulator's own check).
+pub use mobicore_ran::userplane::numbered::StreamCheck;
 
 /// An IPv4/UDP packet from the data network to `dst` carrying `seq`.
 pub fn numbered_packet(dst: Ipv4Addr, seq: u32) -> Vec<u8> {
@@ -253,28 +226,35 @@ impl Network {
                         self.s1u.end_marker_timeouts += 1;
                     }
                 }
-                Event::UplinkWhileIdle { .. } | Event::Activity { .. } => {}
+                Event::UplinkWhileIdle { .. } | Event::Activity { .. } => {
+                    let now = self.now;
+                    self.follower.on_event(now, &mut self.enbs, ev);
+                }
             }
         }
     }
 
-    /// Keep each eNB's tunnel table in step with its UE contexts: a UE
-    /// whose bearer is up has its tunnel, one released to idle has none.
+    /// Keep each eNB's tunnel table in step with its UE contexts (the
+    /// emulator's [`mobicore_ran::userplane::Follower`]): a UE whose bearer is up has its tunnel,
+    /// one released to idle has none.
     pub(crate) fn sync_tunnels(&mut self) {
-        for (i, enb) in self.enbs.iter().enumerate() {
-            let tunnels = &mut self.enb_tunnels[i];
+        for enb in &self.enbs {
             for (index, ctx) in enb.ues() {
-                let Some(ue_ip) = ctx.ue.ipv4() else { continue };
-                self.s1u.ue_by_ip.insert(ue_ip, index);
-                let want =
-                    ctx.s1.and(ctx.erabs.first()).and_then(|e| Some(UeTunnel { ue_ip, sgw: e.sgw?, enb: e.enb }));
-                match want {
-                    Some(t) if tunnels.get(ue_ip) != Some(&t) => tunnels.insert(t),
-                    None if tunnels.get(ue_ip).is_some() => {
-                        tunnels.release(ue_ip);
-                    }
-                    _ => {}
+                if let Some(ue_ip) = ctx.ue.ipv4() {
+                    self.s1u.ue_by_ip.insert(ue_ip, index);
                 }
+            }
+        }
+        self.follower.sync(&self.enbs);
+        self.apply_tunnel_ops();
+    }
+
+    /// The follower's changes, applied to the eNBs' tables in order.
+    fn apply_tunnel_ops(&mut self) {
+        let now = self.now;
+        while let Some((table, op)) = self.follower.poll_op() {
+            if let Err(e) = op.apply(now, &mut self.enb_tunnels[table]) {
+                self.reports.push(Report::Anomaly { enb: table, what: format!("tunnel table: {e}") });
             }
         }
         for i in 0..self.enbs.len() {
@@ -291,76 +271,38 @@ impl Network {
     pub fn x2_handover(&mut self, ue: u64, target: usize) -> Result<(), HandoverError> {
         let now = self.now;
         let source = self.enbs.iter().position(|e| e.ue(ue).is_some()).ok_or(HandoverError::UnknownUe(ue))?;
-        let ue_ip = self.ue_ip(ue).ok_or(HandoverError::NotConnected(ue))?;
+        self.ue_ip(ue).ok_or(HandoverError::NotConnected(ue))?;
         let cell = self.enbs[target].cell();
         let ho = self.enbs[source].x2_handover_out(now, ue, cell)?;
         let forwarding = self.enbs[target].x2_handover_in(now, ho)?;
         self.enbs[source].x2_forwarding_to(ue, &forwarding);
-        self.data_forwarding(source, target, ue_ip, &forwarding);
+        self.follower.x2_handover(&self.enbs, ue, source, target, &forwarding);
+        self.apply_tunnel_ops();
         Ok(())
-    }
-
-    /// The tunnels of a handover: the target accepts the forwarded
-    /// downlink and has the UE's new tunnel; the source forwards to
-    /// `forward_to` (the target's F-TEID, or the S-GW's when indirect).
-    fn data_forwarding(&mut self, source: usize, target: usize, ue_ip: Ipv4Addr, forwarding: &[ErabForwarding]) {
-        let Some(f) = forwarding.first() else { return };
-        self.arrive(target, ue_ip, f);
-        if let Some(fwd) = f.forwarding {
-            let _ = self.enb_tunnels[source].start_handover(ue_ip, fwd);
-        }
-        self.drain_tunnels(source);
-        self.drain_tunnels(target);
-    }
-
-    /// The UE arrives at eNB `target` with the E-RAB `f`: its new tunnel,
-    /// and the forwarded downlink accepted on the target's DL forwarding
-    /// F-TEID (the target's table holds the UE from now on; one table per
-    /// eNB here, where the emulator's shell has one for all).
-    fn arrive(&mut self, target: usize, ue_ip: Ipv4Addr, f: &ErabForwarding) {
-        let (Some(enb), Some(sgw)) = (f.target_enb, f.sgw) else { return };
-        let new = UeTunnel { ue_ip, sgw, enb };
-        let tunnels = &mut self.enb_tunnels[target];
-        if tunnels.get(ue_ip).is_none() {
-            tunnels.insert(new);
-        }
-        let local = self.enbs[target].config().s1u_addr;
-        if let Some(fwd) = f.forwarding.filter(|f| f.ipv4 == local) {
-            let _ = tunnels.accept_forwarding(ue_ip, fwd.teid);
-        }
-        let _ = tunnels.complete_handover(self.now, ue_ip, new);
     }
 
     /// The handover steps eNBs ask their driver for.
     pub(crate) fn on_handover_action(&mut self, enb: usize, h: HandoverAction) {
-        match h {
+        self.follower.on_handover(enb, &h);
+        match &h {
             HandoverAction::X2Release { ue, source_enb_id, .. } => {
-                if let Some(s) = self.enbs.iter_mut().find(|e| e.config().enb_id == source_enb_id) {
-                    s.x2_release(ue);
+                if let Some(s) = self.enbs.iter_mut().find(|e| e.config().enb_id == *source_enb_id) {
+                    s.x2_release(*ue);
                 }
             }
-            HandoverAction::S1HandoverExecute { ue, target_enb_id, forwarding } => {
-                let Some(target) = self.enbs.iter().position(|e| e.config().enb_id == target_enb_id) else { return };
-                let Some(ue_ip) = self.ue_ip(ue) else { return };
-                if let Some(fwd) = forwarding.first().and_then(|f| f.forwarding) {
-                    let _ = self.enb_tunnels[enb].start_handover(ue_ip, fwd);
-                }
+            HandoverAction::S1HandoverExecute { ue, target_enb_id, .. } => {
+                let Some(target) = self.enbs.iter().position(|e| e.config().enb_id == *target_enb_id) else { return };
                 let now = self.now;
                 let arrived =
-                    self.enbs[enb].s1_handover_depart(ue).and_then(|d| self.enbs[target].s1_handover_arrive(now, d));
+                    self.enbs[enb].s1_handover_depart(*ue).and_then(|d| self.enbs[target].s1_handover_arrive(now, d));
                 if let Err(e) = arrived {
                     self.reports.push(Report::Anomaly { enb: target, what: format!("S1 arrival: {e}") });
                 }
-                self.drain_tunnels(enb);
             }
-            HandoverAction::S1HandoverArrived { ue, forwarding } => {
-                let Some(ue_ip) = self.ue_ip(ue) else { return };
-                if let Some(f) = forwarding.first() {
-                    self.arrive(enb, ue_ip, f);
-                }
-                self.drain_tunnels(enb);
-            }
+            HandoverAction::S1HandoverArrived { .. } => {}
         }
+        self.follower.handover_done(&self.enbs, enb, &h);
+        self.apply_tunnel_ops();
     }
 
     /// The downlink numbers UE `ue` received so far, in order.

@@ -453,6 +453,26 @@ where
     mobicore_ran::run_with(ran, sctp, progress, while_attached).await.context("running the emulated RAN")
 }
 
+/// The emulated RAN (its own SCTP endpoint) connected and set up, to be
+/// driven phase by phase ([`mobicore_ran::Ran`]).
+pub async fn ran_session(
+    cfg: &Config,
+    ran: mobicore_ran::RanConfig,
+    t: Transport,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<mobicore_ran::Progress>>,
+) -> Result<mobicore_ran::Ran> {
+    let remote_udp = match t {
+        Transport::Udp { port } => port,
+        _ => 0,
+    };
+    let ran_t = match t {
+        Transport::Udp { .. } => Transport::Udp { port: 0 },
+        t => t,
+    };
+    let sctp = sctp_endpoint(cfg, cfg.ran.local, ran_t, remote_udp).await?;
+    mobicore_ran::Ran::connect(ran, sctp, progress).await.context("connecting the emulated RAN")
+}
+
 async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }

@@ -27,6 +27,10 @@ pub enum BenchCommand {
     /// released again and make a tracking area update from idle; then
     /// detach. Rate and latency (p50, p99) per procedure; the attach phase
     /// of the same run is the reference each rate is also given against.
+    /// With data (`--data-ues`, default 16; XDP UPF in namespaces), those
+    /// UEs' user plane follows them through every phase under a numbered
+    /// downlink: per phase the packets lost, duplicated and reordered, the
+    /// interruption at the UE, and paging to the first delivered packet.
     Mobility(MobilityArgs),
     /// User-space SCTP message rate on loopback.
     Sctp(SctpArgs),
@@ -146,8 +150,20 @@ pub struct MobilityArgs {
     pub in_flight: usize,
     #[arg(long, value_enum)]
     pub sctp: Option<SctpTransport>,
+    /// UEs that carry data through the phases (numbered downlink from
+    /// the data network, uplink bursts; the UPF's XDP program in network
+    /// namespaces: needs root). 0: signalling only.
+    #[arg(long, default_value_t = 16)]
+    pub data_ues: usize,
+    /// Interval of each data UE's downlink datagrams, in milliseconds
+    /// (the resolution of the interruption times).
+    #[arg(long, default_value_t = 2)]
+    pub data_interval_ms: u64,
     /// Write one object per procedure (procedure, ues, ok, failed, per_s,
-    /// latency_ms_p50, latency_ms_p99, ratio_to_attach).
+    /// latency_ms_p50, latency_ms_p99, ratio_to_attach; with data also
+    /// data_ues, lost, duplicated, reordered, interruption_ms_p50/p99,
+    /// downlink_delay_ms_p50/p99; paging-response: paging to the end of
+    /// the answer's context setup, first_packet_ms_p50/p99).
     #[arg(long)]
     pub json: Option<PathBuf>,
     #[arg(long, short)]
@@ -288,13 +304,19 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
     ran.rate = None;
     ran.max_in_flight = a.in_flight;
     ran.mobility = true;
-    let store = SubscriberStore::in_memory();
-    allinone::provision(&store, &ran.plan, ran.ues)?;
-    let core = allinone::start(&cfg, store, t).await?;
-    let report = crate::demo::run_with_progress(&cfg, ran, t, false).await;
-    let counters: Vec<_> = core.counters.iter().map(|(n, c)| (*n, c.snapshot())).collect();
-    core.stop().await?;
-    let report = report?;
+    let (report, data, counters) = if a.data_ues > 0 {
+        allinone::check_privileges(t)?;
+        let interval = std::time::Duration::from_millis(a.data_interval_ms.max(1));
+        crate::bench_mobility::run(&cfg, ran, t, a.data_ues, interval).await?
+    } else {
+        let store = SubscriberStore::in_memory();
+        allinone::provision(&store, &ran.plan, ran.ues)?;
+        let core = allinone::start(&cfg, store, t).await?;
+        let report = crate::demo::run_with_progress(&cfg, ran, t, false).await;
+        let counters: Vec<_> = core.counters.iter().map(|(n, c)| (*n, c.snapshot())).collect();
+        core.stop().await?;
+        (report?, Vec::new(), counters)
+    };
     if !report.failures.is_empty() {
         for (name, c) in &counters {
             println!("{name} counters: {c:?}");
@@ -306,23 +328,34 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
         latencies_us: report.attach_latencies_us.clone(),
         elapsed: report.elapsed_attach,
     };
-    let phases: Vec<(&str, &mobicore_ran::PhaseReport)> =
-        std::iter::once(("attach", &attach)).chain(report.mobility.iter().map(|(p, r)| (p.name(), r))).collect();
+    let paging = report.unsolicited.get("paging_response");
+    let phases: Vec<(&str, &mobicore_ran::PhaseReport, Option<&crate::bench_mobility::PhaseData>)> =
+        std::iter::once(("attach", &attach, None))
+            .chain(report.mobility.iter().enumerate().map(|(i, (p, r))| (p.name(), r, data.get(i))))
+            .chain(paging.map(|r| ("paging-response", r, None)))
+            .collect();
     let ms = |us: u64| us as f64 / 1000.0;
+    let pct = crate::bench_mobility::percentile_ms;
     let mut rows = Vec::new();
     let mut out = Vec::new();
-    for (name, r) in &phases {
+    // Paging to the first delivered packet: the first buffered packet's
+    // wait in the release phases, whose data UEs are paged back.
+    let first_packet: Vec<f64> =
+        data.iter().filter(|d| d.phase == mobicore_ran::Phase::Release).flat_map(|d| d.delays_ms.clone()).collect();
+    for (name, r, d) in &phases {
         let s = r.summary();
         let ratio = r.per_second() / attach.per_second().max(f64::MIN_POSITIVE);
-        rows.push(vec![
+        // Answers to paging come as the data makes them: no rate.
+        let rate = if *name == "paging-response" { String::new() } else { format!("{:.0}", r.per_second()) };
+        let mut row = vec![
             name.to_string(),
             format!("{}/{}", r.succeeded, r.succeeded + r.failed),
-            format!("{:.0}", r.per_second()),
+            rate,
             format!("{:.2}", ms(s.p50)),
             format!("{:.2}", ms(s.p99)),
             format!("{ratio:.2}"),
-        ]);
-        out.push(json!({
+        ];
+        let mut o = json!({
             "procedure": name,
             "ues": a.ues,
             "ok": r.succeeded,
@@ -331,20 +364,61 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
             "latency_ms_p50": ms(s.p50),
             "latency_ms_p99": ms(s.p99),
             "ratio_to_attach": ratio,
-        }));
+        });
+        if !data.is_empty() {
+            match d {
+                Some(d) => {
+                    row.push(format!("{}/{}/{}", d.lost, d.duplicated, d.reordered));
+                    row.push(format!("{:.1}", pct(&d.gaps_ms, 50.0)));
+                    row.push(format!("{:.1}", pct(&d.gaps_ms, 99.0)));
+                    row.push(format!("{:.1}", pct(&d.delays_ms, 50.0)));
+                    o["data_ues"] = json!(d.ues);
+                    o["lost"] = json!(d.lost);
+                    o["duplicated"] = json!(d.duplicated);
+                    o["reordered"] = json!(d.reordered);
+                    o["interruption_ms_p50"] = json!(pct(&d.gaps_ms, 50.0));
+                    o["interruption_ms_p99"] = json!(pct(&d.gaps_ms, 99.0));
+                    o["downlink_delay_ms_p50"] = json!(pct(&d.delays_ms, 50.0));
+                    o["downlink_delay_ms_p99"] = json!(pct(&d.delays_ms, 99.0));
+                }
+                None if *name == "paging-response" => {
+                    row.extend(["".into(), "".into(), "".into(), format!("{:.1}", pct(&first_packet, 50.0))]);
+                    o["first_packet_ms_p50"] = json!(pct(&first_packet, 50.0));
+                    o["first_packet_ms_p99"] = json!(pct(&first_packet, 99.0));
+                }
+                None => row.extend(["".into(), "".into(), "".into(), "".into()]),
+            }
+        }
+        rows.push(row);
+        out.push(o);
     }
     println!(
         "{} UEs on {} eNBs, {} in flight, {t:?}; the attach phase of this run is the reference:",
         a.ues, a.enbs, a.in_flight
     );
-    print!("{}", crate::report::table(&["procedure", "ok", "per s", "p50 ms", "p99 ms", "vs attach"], &rows));
+    let mut head = vec!["procedure", "ok", "per s", "p50 ms", "p99 ms", "vs attach"];
+    if !data.is_empty() {
+        println!(
+            "data: {} UEs, a numbered downlink datagram each every {} ms; per phase the numbers sent \
+             during it lost/duplicated/reordered, the longest gap between arrivals at the UE (p50, p99 \
+             over UEs), the longest delay of one sent during it (p50; paging-response: the first \
+             buffered packet after a release)",
+            data[0].ues, a.data_interval_ms
+        );
+        head.extend(["lost/dup/reord", "gap p50 ms", "gap p99 ms", "delay p50 ms"]);
+    }
+    print!("{}", crate::report::table(&head, &rows));
     if !report.failures.is_empty() {
         println!("failures: {:?}", report.failures);
     }
     if let Some(p) = &a.json {
         crate::demo::write_json(p, &json!({ "transport": format!("{t:?}"), "procedures": out }))?;
     }
-    let failed: u64 = phases.iter().map(|(_, r)| r.failed).sum::<u64>() + report.detach_failed;
+    let failed: u64 = phases.iter().map(|(_, r, _)| r.failed).sum::<u64>() + report.detach_failed;
+    let broken: usize = data.iter().map(|d| d.lost + d.duplicated + d.reordered).sum();
+    if broken > 0 {
+        bail!("{broken} downlink packets lost, duplicated or reordered");
+    }
     if failed > 0 {
         bail!("{failed} procedures failed: {:?}", report.failures);
     }

@@ -236,8 +236,21 @@ pub async fn run_with_progress_and_traffic(
     quiet: bool,
     traffic: Option<TrafficPlan<'_>>,
 ) -> Result<(RanReport, Option<TrafficResult>)> {
+    let (tx, bar_task) = progress_bars(quiet);
+    let r = allinone::run_ran_workload_with(cfg, ran, t, Some(tx), |ues| async move {
+        let plan = traffic?;
+        Some(run_traffic(plan, ues).await)
+    })
+    .await;
+    let _ = bar_task.await;
+    r
+}
+
+/// A progress bar per phase of a RAN run (none when `quiet`): the sender
+/// goes to the run, the task ends after it.
+pub fn progress_bars(quiet: bool) -> (tokio::sync::mpsc::UnboundedSender<Progress>, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
-    let bar_task = tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let mut bar: Option<(mobicore_ran::Phase, ProgressBar)> = None;
         while let Some(p) = rx.recv().await {
             if quiet {
@@ -267,13 +280,7 @@ pub async fn run_with_progress_and_traffic(
             b.finish();
         }
     });
-    let r = allinone::run_ran_workload_with(cfg, ran, t, Some(tx), |ues| async move {
-        let plan = traffic?;
-        Some(run_traffic(plan, ues).await)
-    })
-    .await;
-    let _ = bar_task.await;
-    r
+    (tx, task)
 }
 
 /// The user plane of the first `plan.ues` UEs: eNB-side GTP-U in `ran`,

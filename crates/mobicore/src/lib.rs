@@ -10,9 +10,10 @@
 //!   (`bench_pfcp`: the PFCP session bench; `bench_slowpath`: TUN versus
 //!   AF_XDP for buffered downlink packets; `bench_relocation`: seed 000
 //!   Figs 6-8; `bench_divert`: seed 000 Figs 10-16, the steering switch's
-//!   data-path cost; `bench_breakout`: seed 001 Fig. 3, the MEC router's
-//!   local breakout per frame size; `bench_mme`: seed 004 Figs 10-11 from
-//!   the elastic MME's simulator).
+//!   data-path cost; `bench_mobility`: the mobility phases with data;
+//!   `bench_breakout`: seed 001 Fig. 3, the MEC router's local breakout
+//!   per frame size; `bench_mme`: seed 004 Figs 10-11 from the elastic
+//!   MME's simulator).
 //! - `subscriber`: `mobicore subscriber ...`, the HSS's embedded store.
 //! - `capture`: tshark capture and its verdict.
 //! - `report`: percentiles, tables, JSON.
@@ -24,6 +25,7 @@ pub mod bench;
 pub mod bench_breakout;
 pub mod bench_divert;
 pub mod bench_mme;
+pub mod bench_mobility;
 pub mod bench_pfcp;
 pub mod bench_relocation;
 pub mod bench_slowpath;

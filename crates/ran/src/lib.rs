@@ -9,7 +9,8 @@
 //!   signalling), owning its UEs.
 //! - [`report`]: latencies, percentiles and failure counters.
 //! - [`shell`]: the tokio driver [`run`] over an SCTP endpoint
-//!   ([`run_with`] hands the attached UEs' user-plane data to a future).
+//!   ([`run_with`] hands the attached UEs' user-plane data to a future;
+//!   [`Ran`] runs the phases one by one, with a user plane that follows).
 //! - [`userplane`]: the eNB's S1-U user plane (TUN + GTP-U) and the
 //!   traffic driver [`userplane::run_traffic`].
 
@@ -23,7 +24,7 @@ pub mod usim;
 
 pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};
 pub use report::{percentile, LatencySummary, Phase, PhaseReport, Progress, RanReport};
-pub use shell::{enb_of, first_enb_ue_s1ap_id, run, run_with, AttachedUe, RanError};
+pub use shell::{enb_of, first_enb_ue_s1ap_id, run, run_with, AttachedUe, Ran, RanError};
 pub use usim::Usim;
 
 #[cfg(test)]

@@ -164,6 +164,10 @@ pub struct RanReport {
     /// the order they ran.
     #[serde(default)]
     pub mobility: Vec<(Phase, PhaseReport)>,
+    /// Procedures no phase started, by procedure name: service requests
+    /// of idle UEs with uplink data, answers to paging.
+    #[serde(default)]
+    pub unsolicited: BTreeMap<String, PhaseReport>,
     /// Failed procedures by "procedure: reason".
     pub failures: BTreeMap<String, u64>,
     /// Odd events that failed no procedure (dropped messages, resyncs ...).

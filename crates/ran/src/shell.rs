@@ -3,7 +3,7 @@
 //! they send to the SCTP endpoint. It drains every ready event per wakeup
 //! and spawns nothing per message.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,8 +15,8 @@ use crate::config::{usim_for, RanConfig};
 use crate::enb::handover::HandoverAction;
 use crate::enb::{Enb, EnbAction, EnbConfig, Outcome, S1State};
 use crate::report::{Phase, PhaseReport, Progress, RanReport};
-use crate::ue::{EmmState, Ue};
-use crate::userplane::UeTunnel;
+use crate::ue::{EmmState, Procedure, Ue};
+use crate::userplane::{Follower, UeTunnel, UserPlaneLink};
 
 /// Why a run could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -77,75 +77,176 @@ where
     F: FnOnce(Vec<AttachedUe>) -> Fut,
     Fut: std::future::Future,
 {
-    validate(&cfg)?;
-    let mut enbs = Vec::with_capacity(cfg.enbs as usize);
-    for i in 0..cfg.enbs {
-        let enb_id = cfg.first_enb_id + i;
-        let enb_cfg = EnbConfig {
-            enb_id,
-            name: format!("mobicore-enb-{enb_id}"),
-            plmn: cfg.plmn,
-            tac: cfg.tac,
-            s1u_addr: cfg.s1u_addr,
-            procedure_timeout: cfg.procedure_timeout(),
-            s1_setup_timeout: cfg.s1_setup_timeout(),
-            inactivity_timeout: cfg.inactivity_timeout(),
-        };
-        enbs.push(Enb::new(enb_cfg).map_err(|e| RanError::Config(e.to_string()))?);
+    let mut ran = Ran::connect(cfg, sctp, progress).await?;
+    ran.attach().await?;
+    let attached = ran.attached_ues();
+    let out = ran.serve_until(while_attached(attached)).await?;
+    if ran.d.cfg.mobility {
+        ran.mobility().await?;
     }
-    let SctpHandle { commands, events, .. } = sctp;
-    let mut d = Driver {
-        cfg,
-        enbs,
-        assoc_of: Vec::new(),
-        enb_of: HashMap::new(),
-        commands,
-        events,
-        outbox: VecDeque::new(),
-        progress,
-        last_progress: None,
-        report: RanReport::default(),
-        phase: PhaseState::new(Phase::Connect, 0),
-        s1_results: Vec::new(),
-        releasing: HashMap::new(),
-    };
-    d.report.ues = d.cfg.ues;
-    d.report.enbs = d.cfg.enbs;
-    d.connect().await?;
-    d.s1_setup().await?;
+    Ok((ran.finish().await?, out))
+}
 
-    let attach = d.procedure_phase(Phase::Attach, (0..d.cfg.ues).collect()).await?;
-    d.report.set_attach(attach);
-    let attached = d.attached_ues();
-    let out = d.serve_until(while_attached(attached)).await?;
-    if d.cfg.mobility {
+/// A run of the emulated RAN driven step by step (what [`run_with`]
+/// does in one go): connect and S1 Setup, attach, then any mobility
+/// phases, with a user plane that follows the UEs if one is linked
+/// ([`Ran::follow`]), serving S1AP meanwhile ([`Ran::serve_until`]);
+/// [`Ran::finish`] detaches as configured and closes.
+pub struct Ran {
+    d: Driver,
+}
+
+impl Ran {
+    /// One SCTP association and S1 Setup per eNB.
+    pub async fn connect(
+        cfg: RanConfig,
+        sctp: SctpHandle,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+    ) -> Result<Ran, RanError> {
+        validate(&cfg)?;
+        let mut enbs = Vec::with_capacity(cfg.enbs as usize);
+        for i in 0..cfg.enbs {
+            let enb_id = cfg.first_enb_id + i;
+            let enb_cfg = EnbConfig {
+                enb_id,
+                name: format!("mobicore-enb-{enb_id}"),
+                plmn: cfg.plmn,
+                tac: cfg.tac,
+                s1u_addr: cfg.s1u_addr,
+                procedure_timeout: cfg.procedure_timeout(),
+                s1_setup_timeout: cfg.s1_setup_timeout(),
+                inactivity_timeout: cfg.inactivity_timeout(),
+            };
+            enbs.push(Enb::new(enb_cfg).map_err(|e| RanError::Config(e.to_string()))?);
+        }
+        let SctpHandle { commands, events, .. } = sctp;
+        let mut d = Driver {
+            cfg,
+            enbs,
+            assoc_of: Vec::new(),
+            enb_of: HashMap::new(),
+            commands,
+            events,
+            outbox: VecDeque::new(),
+            progress,
+            last_progress: None,
+            report: RanReport::default(),
+            phase: PhaseState::new(Phase::Connect, 0),
+            s1_results: Vec::new(),
+            releasing: HashMap::new(),
+            follow: None,
+        };
+        d.report.ues = d.cfg.ues;
+        d.report.enbs = d.cfg.enbs;
+        d.connect().await?;
+        d.s1_setup().await?;
+        Ok(Ran { d })
+    }
+
+    /// Attach every UE at the arrival rate.
+    pub async fn attach(&mut self) -> Result<(), RanError> {
+        let attach = self.d.procedure_phase(Phase::Attach, (0..self.d.cfg.ues).collect()).await?;
+        self.d.report.set_attach(attach);
+        Ok(())
+    }
+
+    /// Registered UEs with an address and a bearer, in index order.
+    pub fn attached_ues(&self) -> Vec<AttachedUe> {
+        self.d.attached_ues()
+    }
+
+    /// Keep the tunnel table of a user plane (one for all eNBs) in step
+    /// with UEs `ues` (whose tunnels it has now) through idle mode, paging
+    /// and handovers, over `link` ([`crate::userplane::Follower`]); an
+    /// idle UE's uplink starts its service request.
+    pub fn follow(&mut self, link: UserPlaneLink, ues: &[AttachedUe]) {
+        let follower = Follower::shared(ues.iter().map(|u| (u.index, u.tunnel)));
+        self.d.follow = Some(Follow { follower, link });
+    }
+
+    /// Keep serving S1AP (and the linked user plane) until `fut` is done.
+    pub async fn serve_until<Fut: std::future::Future>(&mut self, fut: Fut) -> Result<Fut::Output, RanError> {
+        self.d.serve_until(fut).await
+    }
+
+    /// One mobility phase over the UEs it applies to now (connected ones
+    /// for a release or handover, idle ones for a service request or
+    /// TAU); its report is added to the run's.
+    pub async fn phase(&mut self, phase: Phase) -> Result<PhaseReport, RanError> {
+        let ues = self.d.candidates(phase);
+        let r = self.d.procedure_phase(phase, ues).await?;
+        self.d.report.mobility.push((phase, r.clone()));
+        Ok(r)
+    }
+
+    /// The mobility phases of [`RanConfig::mobility`] in order.
+    pub async fn mobility(&mut self) -> Result<(), RanError> {
         for phase in MOBILITY {
-            let ues = d.candidates(phase);
-            let r = d.procedure_phase(phase, ues).await?;
-            d.report.mobility.push((phase, r));
+            self.phase(phase).await?;
         }
         // A TAU from idle ends at its ACCEPT; the MME releases the
         // connection after the COMPLETE. The next phase starts from idle.
-        d.settle_idle().await?;
+        self.d.settle_idle().await
     }
-    if d.cfg.detach {
-        let registered = d.ues_in(EmmState::Registered);
-        let detach = d.procedure_phase(Phase::Detach, registered).await?;
-        d.report.set_detach(detach);
-        if d.cfg.attach_with_guti_second_round {
-            let again = d.ues_in(EmmState::Deregistered);
-            d.report.reattach = Some(d.procedure_phase(Phase::Reattach, again).await?);
+
+    /// The report so far.
+    pub fn report(&self) -> &RanReport {
+        &self.d.report
+    }
+
+    /// Detach (and the second round) as configured, then close the
+    /// associations.
+    pub async fn finish(mut self) -> Result<RanReport, RanError> {
+        let d = &mut self.d;
+        d.follow = None;
+        if d.cfg.detach {
             let registered = d.ues_in(EmmState::Registered);
-            d.report.redetach = Some(d.procedure_phase(Phase::Redetach, registered).await?);
+            let detach = d.procedure_phase(Phase::Detach, registered).await?;
+            d.report.set_detach(detach);
+            if d.cfg.attach_with_guti_second_round {
+                let again = d.ues_in(EmmState::Deregistered);
+                d.report.reattach = Some(d.procedure_phase(Phase::Reattach, again).await?);
+                let registered = d.ues_in(EmmState::Registered);
+                d.report.redetach = Some(d.procedure_phase(Phase::Redetach, registered).await?);
+            }
         }
+        d.shutdown().await;
+        Ok(std::mem::take(&mut d.report))
     }
-    d.shutdown().await;
-    Ok((d.report, out))
+}
+
+/// A linked user plane and what it was told.
+struct Follow {
+    follower: Follower,
+    link: UserPlaneLink,
 }
 
 /// The mobility phases of a run with [`RanConfig::mobility`], in order.
 const MOBILITY: [Phase; 6] =
     [Phase::Release, Phase::ServiceRequest, Phase::X2Handover, Phase::S1Handover, Phase::Release, Phase::Tau];
+
+/// The procedure a phase measures.
+fn procedure_of(phase: Phase) -> Procedure {
+    match phase {
+        Phase::Attach | Phase::Reattach => Procedure::Attach,
+        Phase::ServiceRequest => Procedure::ServiceRequest,
+        Phase::Release => Procedure::Release,
+        Phase::X2Handover => Procedure::X2Handover,
+        Phase::S1Handover => Procedure::S1Handover,
+        Phase::Tau => Procedure::Tau,
+        Phase::Detach | Phase::Redetach | Phase::Connect | Phase::S1Setup => Procedure::Detach,
+    }
+}
+
+/// The next event of a linked user plane, or pending without one.
+async fn recv_user_plane(
+    events: Option<&mut mpsc::UnboundedReceiver<crate::userplane::Event>>,
+) -> Option<crate::userplane::Event> {
+    match events {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// The eNB (its position among the run's eNBs) that UE `index` camps on:
 /// UEs are spread round robin.
@@ -182,6 +283,9 @@ fn validate(cfg: &RanConfig) -> Result<(), RanError> {
 
 struct PhaseState {
     phase: Phase,
+    /// UEs whose procedure of this phase has not ended: other UEs'
+    /// outcomes (a paged UE's service request) are not the phase's.
+    members: HashSet<u64>,
     total: u64,
     done: u64,
     failed: u64,
@@ -191,7 +295,15 @@ struct PhaseState {
 
 impl PhaseState {
     fn new(phase: Phase, total: u64) -> Self {
-        PhaseState { phase, total, done: 0, failed: 0, in_flight: 0, report: PhaseReport::default() }
+        PhaseState {
+            phase,
+            members: HashSet::new(),
+            total,
+            done: 0,
+            failed: 0,
+            in_flight: 0,
+            report: PhaseReport::default(),
+        }
     }
 }
 
@@ -213,6 +325,7 @@ struct Driver {
     s1_results: Vec<Option<Result<(), String>>>,
     /// UEs whose release was asked, and when (the release phase).
     releasing: HashMap<u64, Instant>,
+    follow: Option<Follow>,
 }
 
 impl Driver {
@@ -399,6 +512,7 @@ impl Driver {
         let n = self.enbs.len();
         let k = self.locate(ue);
         let next = (k + 1) % n;
+        self.phase.members.insert(ue);
         let started: Result<(), String> = match phase {
             Phase::Attach | Phase::Reattach => {
                 let enb = &mut self.enbs[k];
@@ -417,6 +531,12 @@ impl Driver {
                 }
                 r
             }
+            // One its uplink data started already is the phase's own.
+            Phase::ServiceRequest
+                if self.enbs[k].ue(ue).is_some_and(|c| c.ue.procedure() == Some(Procedure::ServiceRequest)) =>
+            {
+                Ok(())
+            }
             Phase::ServiceRequest => self.enbs[k].start_service_request(now, ue).map_err(|e| e.to_string()),
             Phase::Tau => self.enbs[k].start_tau(now, ue, false).map_err(|e| e.to_string()),
             Phase::X2Handover if n < 2 => Err("a handover needs two eNBs".into()),
@@ -429,6 +549,9 @@ impl Driver {
                     .and_then(|ho| self.enbs[next].x2_handover_in(now, ho))
                     .map(|fwd| {
                         self.enbs[k].x2_forwarding_to(ue, &fwd);
+                        if let Some(f) = &mut self.follow {
+                            f.follower.x2_handover(&self.enbs, ue, k, next, &fwd);
+                        }
                     })
                     .map_err(|e| e.to_string())
             }
@@ -441,15 +564,7 @@ impl Driver {
         };
         self.phase.in_flight += 1;
         if let Err(e) = started {
-            let procedure = match phase {
-                Phase::Attach | Phase::Reattach => crate::ue::Procedure::Attach,
-                Phase::ServiceRequest => crate::ue::Procedure::ServiceRequest,
-                Phase::Release => crate::ue::Procedure::Release,
-                Phase::X2Handover => crate::ue::Procedure::X2Handover,
-                Phase::S1Handover => crate::ue::Procedure::S1Handover,
-                Phase::Tau => crate::ue::Procedure::Tau,
-                _ => crate::ue::Procedure::Detach,
-            };
+            let procedure = procedure_of(phase);
             self.outcome(Outcome { ue, procedure, latency: Duration::ZERO, result: Err(e) });
         }
     }
@@ -505,7 +620,9 @@ impl Driver {
         let mut ended = Vec::new();
         for (&ue, &started) in &self.releasing {
             let k = self.locate(ue);
-            let idle = self.enbs[k].ue(ue).is_some_and(|c| c.s1.is_none());
+            // Without a KeNB: released, perhaps on its way back already
+            // (a paging or its own uplink data).
+            let idle = self.enbs[k].ue(ue).is_some_and(|c| c.s1.is_none() || c.kenb.is_none());
             if idle {
                 ended.push((ue, started, Ok(())));
             } else if now.saturating_duration_since(started) > guard {
@@ -522,24 +639,47 @@ impl Driver {
     /// A handover step an eNB asks its driver for: the UE moves between
     /// eNBs as the radio would carry it.
     fn on_handover(&mut self, now: Instant, source: usize, h: HandoverAction) {
-        match h {
+        if let Some(f) = &mut self.follow {
+            f.follower.on_handover(source, &h);
+        }
+        match &h {
             HandoverAction::X2Release { ue, source_enb_id, .. } => {
-                if let Some(e) = self.enbs.iter_mut().find(|e| e.config().enb_id == source_enb_id) {
-                    e.x2_release(ue);
+                if let Some(e) = self.enbs.iter_mut().find(|e| e.config().enb_id == *source_enb_id) {
+                    e.x2_release(*ue);
                 }
             }
             HandoverAction::S1HandoverExecute { ue, target_enb_id, .. } => {
-                let Some(t) = self.enbs.iter().position(|e| e.config().enb_id == target_enb_id) else {
+                let Some(t) = self.enbs.iter().position(|e| e.config().enb_id == *target_enb_id) else {
                     return self.anomaly(format!("S1 handover to unknown eNB {target_enb_id}"));
                 };
                 let arrived =
-                    self.enbs[source].s1_handover_depart(ue).and_then(|d| self.enbs[t].s1_handover_arrive(now, d));
+                    self.enbs[source].s1_handover_depart(*ue).and_then(|d| self.enbs[t].s1_handover_arrive(now, d));
                 if let Err(e) = arrived {
                     self.anomaly(format!("S1 handover arrival: {e}"));
                 }
             }
-            // No user plane runs in these phases: nothing to tunnel.
             HandoverAction::S1HandoverArrived { .. } => {}
+        }
+        if let Some(f) = &mut self.follow {
+            f.follower.handover_done(&self.enbs, source, &h);
+        }
+    }
+
+    /// The linked user plane's event: an idle UE's uplink data starts its
+    /// service request, activity feeds the inactivity timer.
+    fn on_user_plane(&mut self, now: Instant, ev: crate::userplane::Event) {
+        let Some(f) = &mut self.follow else { return };
+        f.follower.on_event(now, &mut self.enbs, ev);
+    }
+
+    /// The follower's changes to the linked user plane, in one message.
+    fn send_tunnel_ops(&mut self) {
+        let Some(f) = &mut self.follow else { return };
+        f.follower.sync(&self.enbs);
+        let ops: Vec<_> = std::iter::from_fn(|| f.follower.poll_op()).map(|(_, op)| op).collect();
+        if !ops.is_empty() && f.link.ops.send(ops).is_err() {
+            // The user plane stopped: nothing to follow any more.
+            self.follow = None;
         }
     }
 
@@ -555,8 +695,14 @@ impl Driver {
         let far = Instant::now() + Duration::from_secs(3600);
         let sleep = tokio::time::sleep_until(wake.unwrap_or(far).into());
         let has_output = !self.outbox.is_empty();
+        let up_events = self.follow.as_mut().map(|f| &mut f.link.events);
+        let mut from_user_plane = None;
         let event = tokio::select! {
             ev = self.events.recv() => Some(ev.ok_or(RanError::SctpClosed)?),
+            ev = recv_user_plane(up_events) => {
+                from_user_plane = Some(ev);
+                None
+            }
             permit = self.commands.reserve(), if has_output => {
                 let permit = permit.map_err(|_| RanError::SctpClosed)?;
                 if let Some(c) = self.outbox.pop_front() {
@@ -566,6 +712,12 @@ impl Driver {
             }
             _ = sleep => None,
         };
+        match from_user_plane {
+            Some(Some(ev)) => self.on_user_plane(Instant::now(), ev),
+            // The user plane stopped: nothing to follow any more.
+            Some(None) => self.follow = None,
+            None => {}
+        }
         if let Some(ev) = event {
             // Each event gets its own time, so that latencies are not
             // rounded to the batch.
@@ -617,6 +769,28 @@ impl Driver {
 
     /// Move every eNB's actions to the outbox and the report.
     fn collect_actions(&mut self, _now: Instant) {
+        if let Some(f) = &mut self.follow {
+            f.follower.retry(Instant::now(), &mut self.enbs);
+        }
+        // Handover steps make more actions (an S1 arrival): all are taken
+        // before the user plane is compared with the contexts.
+        loop {
+            let handovers = self.collect_round();
+            if handovers.is_empty() {
+                break;
+            }
+            let now = Instant::now();
+            for (k, h) in handovers {
+                self.on_handover(now, k, h);
+            }
+        }
+        self.send_tunnel_ops();
+        self.poll_releases(Instant::now());
+        self.report_progress(false);
+    }
+
+    /// Every eNB's queued actions; the handover steps are returned.
+    fn collect_round(&mut self) -> Vec<(usize, HandoverAction)> {
         let mut handovers = Vec::new();
         for k in 0..self.enbs.len() {
             while let Some(action) = self.enbs[k].poll_action() {
@@ -639,15 +813,18 @@ impl Driver {
                 }
             }
         }
-        let now = Instant::now();
-        for (k, h) in handovers {
-            self.on_handover(now, k, h);
-        }
-        self.poll_releases(now);
-        self.report_progress(false);
+        handovers
     }
 
     fn outcome(&mut self, o: Outcome) {
+        if o.procedure != procedure_of(self.phase.phase) || !self.phase.members.remove(&o.ue) {
+            let r = self.report.unsolicited.entry(o.procedure.name().to_string()).or_default();
+            r.record(o.latency, o.result.is_ok());
+            if let Err(reason) = &o.result {
+                *self.report.failures.entry(format!("{}: {reason}", o.procedure.name())).or_default() += 1;
+            }
+            return;
+        }
         self.phase.in_flight = self.phase.in_flight.saturating_sub(1);
         self.phase.done += 1;
         let ok = o.result.is_ok();

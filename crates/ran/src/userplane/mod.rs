@@ -11,14 +11,21 @@
 //!
 //! - [`tunnels`]: the I/O-free tunnel table ([`Tunnels`], [`UeTunnel`]).
 //! - [`shell`]: [`UserPlane`], the tokio task over the TUN and UDP socket.
+//! - [`follow`]: [`Follower`], the tables kept in step with the eNBs'
+//!   contexts through idle mode, paging and handovers (shell and harness).
 //! - [`continuity`]: [`continuity::Streams`], numbered UDP and TCP flows
 //!   checked for loss, duplication and reordering while they are moved.
+//! - [`numbered`]: [`numbered::Numbered`], numbered downlink from the
+//!   data network to every UE whatever its state, and uplink bursts, with
+//!   arrival times (idle mode, paging and handover tests and benches).
 //! - [`traffic`]: [`run_traffic`], ICMP echo, UDP echo and TCP bulk
 //!   transfers between UE addresses and servers it starts in the data
 //!   network namespace.
 
 pub mod continuity;
+pub mod follow;
 pub mod icmp;
+pub mod numbered;
 pub mod shell;
 pub mod traffic;
 pub mod tunnels;
@@ -28,7 +35,8 @@ mod reflector;
 #[cfg(test)]
 mod tests;
 
-pub use shell::{UserPlane, UserPlaneConfig, UserPlaneError};
+pub use follow::{Follower, TunnelOp};
+pub use shell::{UserPlane, UserPlaneConfig, UserPlaneError, UserPlaneLink};
 pub use traffic::{run_traffic, EchoReport, TcpReport, TrafficConfig, TrafficReport};
 pub use tunnels::{
     Downlink, DropReason, Event, HandoverError, HoldConfig, Transmit, Tunnels, UeTunnel, Uplink, UserPlaneStats,

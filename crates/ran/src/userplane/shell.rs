@@ -12,6 +12,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::follow::TunnelOp;
 use super::tunnels::{
     uplink_header, Downlink, Event, HandoverError, HoldConfig, Transmit, Tunnels, UeTunnel, Uplink, UserPlaneStats,
 };
@@ -89,6 +90,7 @@ enum Cmd {
     StartHandover(Ipv4Addr, Fteid, oneshot::Sender<Result<(), HandoverError>>),
     CompleteHandover(UeTunnel, oneshot::Sender<Result<(), HandoverError>>),
     Subscribe(mpsc::UnboundedSender<Event>),
+    Link(mpsc::UnboundedReceiver<Vec<TunnelOp>>, mpsc::UnboundedSender<Event>),
     Stats(oneshot::Sender<UserPlaneStats>),
     Stop,
 }
@@ -99,6 +101,15 @@ pub struct UserPlane {
     cfg: UserPlaneConfig,
     cmds: mpsc::Sender<Cmd>,
     task: Option<JoinHandle<Tunnels>>,
+}
+
+/// A RAN driver's end of [`UserPlane::link`]: the table's changes go in
+/// order on `ops` (applied before any packet read after them), its events
+/// come back on `events`. Unbounded: a change per procedure of a followed
+/// UE, an event per idle period or activity interval of one.
+pub struct UserPlaneLink {
+    pub ops: mpsc::UnboundedSender<Vec<TunnelOp>>,
+    pub events: mpsc::UnboundedReceiver<Event>,
 }
 
 /// Receive and send buffer of the S1-U socket: bursts of a TCP window
@@ -211,7 +222,20 @@ impl UserPlane {
         Ok(rx)
     }
 
-    /// The counters so far.
+    /// The link a RAN driver keeps the table in step with its eNBs over
+    /// ([`crate::shell::Ran::follow`]): changes in, events out. It
+    /// replaces an earlier subscription.
+    pub async fn link(&self) -> Result<UserPlaneLink, UserPlaneError> {
+        let (ops, ops_rx) = mpsc::unbounded_channel();
+        let (tx, events) = mpsc::unbounded_channel();
+        self.cmds.send(Cmd::Link(ops_rx, tx)).await.map_err(|_| UserPlaneError::Stopped)?;
+        // Taken once the answer to a later command comes.
+        self.stats().await?;
+        Ok(UserPlaneLink { ops, events })
+    }
+
+    /// The counters so far, once every change sent on the link before
+    /// is applied.
     pub async fn stats(&self) -> Result<UserPlaneStats, UserPlaneError> {
         let (tx, rx) = oneshot::channel();
         self.cmds.send(Cmd::Stats(tx)).await.map_err(|_| UserPlaneError::Stopped)?;
@@ -291,9 +315,16 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
     let mut pkt = vec![0u8; 65536];
     let mut out = Vec::with_capacity(65536);
     let mut events: Option<mpsc::UnboundedSender<Event>> = None;
+    let mut ops: Option<mpsc::UnboundedReceiver<Vec<TunnelOp>>> = None;
     loop {
+        // Changes first: a packet read after one was sent sees it.
+        apply_pending(&mut ops, &mut t);
         let wake = t.poll_timeout().map(tokio::time::Instant::from_std);
         tokio::select! {
+            got = recv_ops(&mut ops) => match got {
+                Some(v) => apply(v, &mut t),
+                None => ops = None,
+            },
             cmd = cmds.recv() => match cmd {
                 None | Some(Cmd::Stop) => break,
                 Some(Cmd::Add(v)) => v.into_iter().for_each(|x| t.insert(x)),
@@ -305,7 +336,12 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
                     let _ = reply.send(t.complete_handover(Instant::now(), new.ue_ip, new));
                 }
                 Some(Cmd::Subscribe(tx)) => events = Some(tx),
-                Some(Cmd::Stats(reply)) => { let _ = reply.send(t.stats.clone()); }
+                Some(Cmd::Link(rx, tx)) => (ops, events) = (Some(rx), Some(tx)),
+                Some(Cmd::Stats(reply)) => {
+                    // Answered after every change sent before it.
+                    apply_pending(&mut ops, &mut t);
+                    let _ = reply.send(t.stats.clone());
+                }
             },
             _ = sleep_until(wake) => t.handle_timeout(Instant::now()),
             ready = tun.readable() => {
@@ -359,6 +395,30 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
         }
     }
     t
+}
+
+fn apply(ops: Vec<TunnelOp>, t: &mut Tunnels) {
+    let now = Instant::now();
+    for op in ops {
+        if let Err(e) = op.apply(now, t) {
+            tracing::debug!(error = %e, ?op, "tunnel change refused");
+        }
+    }
+}
+
+/// Every change already sent.
+fn apply_pending(ops: &mut Option<mpsc::UnboundedReceiver<Vec<TunnelOp>>>, t: &mut Tunnels) {
+    while let Some(v) = ops.as_mut().and_then(|rx| rx.try_recv().ok()) {
+        apply(v, t);
+    }
+}
+
+/// The next batch of changes, or pending forever without a link.
+async fn recv_ops(ops: &mut Option<mpsc::UnboundedReceiver<Vec<TunnelOp>>>) -> Option<Vec<TunnelOp>> {
+    match ops {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Sleeps until `at`, or forever without a deadline.

@@ -11,7 +11,8 @@
 //!   idle by a Service Request): uplink packets held while it was idle are
 //!   queued first, in order ([`Tunnels::poll_transmit`]).
 //! - [`Tunnels::release`]: S1 release to ECM-IDLE (TS 23.401 5.3.5). The
-//!   UE keeps its address on the TUN but has no tunnel; its uplink packets
+//!   UE keeps its address on the TUN but has no tunnel (downlink still
+//!   arriving on the released TEID is delivered until the next tunnel); its uplink packets
 //!   are held (at most [`HoldConfig::idle_uplink_packets`], oldest dropped)
 //!   and the first one raises [`Event::UplinkWhileIdle`] once per idle
 //!   period: the shell turns it into a Service Request (TS 23.401 5.3.4.1).
@@ -250,6 +251,10 @@ struct Ue {
     target: Option<Target>,
     /// Forwarding TEIDs of handovers left before their End Marker.
     stale: Vec<Teid>,
+    /// The TEID of the tunnel released last: downlink the S-GW sent before
+    /// it stopped (in flight, or queued at our socket) still reaches the
+    /// UE, until its next tunnel.
+    released: Option<Teid>,
 }
 
 /// The tunnels of every UE, by UE address and by eNB TEID.
@@ -338,6 +343,11 @@ impl Tunnels {
             }
         }
         ue.idle_reported = false;
+        if let Some(r) = ue.released.take().filter(|r| *r != t.enb.teid) {
+            if self.by_teid.get(&r) == Some(&(t.ue_ip, Role::Current)) {
+                self.by_teid.remove(&r);
+            }
+        }
         self.by_teid.insert(t.enb.teid, (t.ue_ip, Role::Current));
         let held = std::mem::take(&mut ue.idle_held);
         for ip in held {
@@ -360,7 +370,14 @@ impl Tunnels {
         let (source, target) = (ue.source.take(), ue.target.take());
         ue.idle_reported = false;
         if let Some(t) = tunnel {
-            self.by_teid.remove(&t.enb.teid);
+            // Kept for the downlink still on its way (TS 23.401 5.3.5: the
+            // S-GW stops sending at Release Access Bearers, before the
+            // release reaches the eNB, but not before what it sent arrives).
+            if let Some(r) = ue.released.replace(t.enb.teid) {
+                if self.by_teid.get(&r) == Some(&(ue_ip, Role::Current)) {
+                    self.by_teid.remove(&r);
+                }
+            }
         }
         if let Some(s) = source {
             self.by_teid.remove(&s.teid);
@@ -377,6 +394,7 @@ impl Tunnels {
         let ue = self.by_ue.remove(&ue_ip)?;
         let teids = ue.tunnel.map(|t| t.enb.teid).into_iter();
         let teids = teids.chain(ue.source.map(|s| s.teid)).chain(ue.target.as_ref().map(|t| t.forwarding));
+        let teids = teids.chain(ue.released);
         for teid in teids.chain(ue.stale) {
             if self.by_teid.get(&teid).is_some_and(|&(ip, _)| ip == ue_ip) {
                 self.by_teid.remove(&teid);

@@ -215,9 +215,10 @@ fn an_idle_ue_keeps_its_uplink_and_reports_it_once() {
     assert_eq!(t.stats.drops.get("IdleQueueFull"), Some(&2));
     assert_eq!(t.stats.idle_uplink_held, 5);
     assert!(drain(&mut t).is_empty());
-    // Downlink on the released TEID: the eNB no longer knows it.
+    // Downlink sent before the release, still arriving on the released
+    // TEID, reaches the UE.
     let g = gtpu::gpdu(0x9002, &ipv4(DN, UE, b"x"));
-    assert!(matches!(t.downlink(now(), &g, PEER, &mut out), Downlink::Reply(_)));
+    assert!(matches!(t.downlink(now(), &g, PEER, &mut out), Downlink::Deliver(_)));
 
     // Service Request: a new tunnel; the 3 newest go first, in order.
     let mut back = tunnel(2);
@@ -236,6 +237,8 @@ fn an_idle_ue_keeps_its_uplink_and_reports_it_once() {
         })
         .collect();
     assert_eq!(sent, vec![(Some(0), 2), (Some(1), 3), (Some(2), 4)]);
+    // With the new tunnel the released TEID is unknown.
+    assert!(matches!(t.downlink(now(), &g, PEER, &mut out), Downlink::Reply(_)));
     assert!(matches!(t.uplink(now(), &ipv4(UE, DN, b"n"), &mut out), Uplink::Send(PEER)));
     // Idle again: reported again.
     t.release(UE);
