@@ -33,8 +33,9 @@ async fn until(counters: &[(&'static str, Counters)], name: &'static str, want: 
 async fn an_attached_ue_is_detached_through_the_admin_endpoint() {
     let mut cfg = Config::default();
     // Ports of its own, so that other tests (and an MME on this host) are
-    // no obstacle.
-    let udp = 20_000 + (std::process::id() % 20_000) as u16;
+    // no obstacle; below the ephemeral range (32768-60999 by default), so
+    // that no socket of another process can be holding it by chance.
+    let udp = 20_000 + (std::process::id() % 12_000) as u16;
     cfg.mme.s1ap = "127.0.0.1:36483".parse().unwrap();
     cfg.mme.admin = Some("127.0.0.1:0".parse().unwrap());
     cfg.mme.admin_token = Some(TOKEN.into());

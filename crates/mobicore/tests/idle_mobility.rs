@@ -53,7 +53,7 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     }
     const UES: u64 = 4;
     let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:36483".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:36487".parse().unwrap();
     let t = Transport::RawIp;
     let _ = mobicore_netns::cleanup_stale("mi");
     let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mi")).unwrap();
