@@ -143,6 +143,10 @@ pub struct Verdict {
     pub malformed: Vec<String>,
     pub expert_errors: Vec<String>,
     pub expert_warnings: Vec<String>,
+    /// Frames tshark gave to a protocol none of mobicore speaks, chosen by
+    /// a port number alone (an ephemeral port that happens to be some
+    /// protocol's registered one): not judged, listed.
+    pub foreign: Vec<String>,
 }
 
 impl Verdict {
@@ -159,7 +163,43 @@ impl Verdict {
         self.malformed.extend(label(other.malformed));
         self.expert_errors.extend(label(other.expert_errors));
         self.expert_warnings.extend(label(other.expert_warnings));
+        self.foreign.extend(label(other.foreign));
     }
+}
+
+/// The layers tshark may put a frame of ours in (link, network,
+/// transport, our protocols, payload carried through GTP-U).
+const KNOWN_LAYERS: &[&str] = &[
+    "eth",
+    "ethertype",
+    "sll",
+    "vlan",
+    "arp",
+    "ip",
+    "ipv6",
+    "icmp",
+    "icmpv6",
+    "udp",
+    "tcp",
+    "sctp",
+    "data",
+    "s1ap",
+    "nas-eps",
+    "gtpv2",
+    "gtp",
+    "gtpu",
+    "pfcp",
+    "diameter",
+    "http",
+    "json",
+    "media",
+];
+
+/// Whether a frame's deepest layer (tshark's frame.protocols) is one a
+/// mobicore frame can have, so that its malformed marks and expert errors
+/// are ours to answer for.
+fn judged(protos: &str) -> bool {
+    protos.split(':').rev().find(|p| !p.starts_with("_ws")).is_none_or(|last| KNOWN_LAYERS.contains(&last))
 }
 
 /// Reads the capture back with tshark and collects malformed packets and
@@ -209,6 +249,10 @@ pub fn analyze(file: &Path, ports: &Ports) -> Result<Verdict> {
                 *v.packets.entry(name.to_string()).or_default() += 1;
             }
         }
+        if !judged(protos) {
+            v.foreign.push(format!("frame {num}: {protos}"));
+            continue;
+        }
         if protos.contains("_ws.malformed") || cols.get(2).is_some_and(|m| !m.is_empty()) {
             v.malformed.push(format!("frame {num}: {protos}"));
         }
@@ -224,4 +268,19 @@ pub fn analyze(file: &Path, ports: &Ports) -> Result<Verdict> {
         }
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::judged;
+
+    #[test]
+    fn frames_given_to_a_protocol_by_port_alone_are_not_judged() {
+        assert!(judged("eth:ethertype:ip:udp:gtpv2"));
+        assert!(judged("eth:ethertype:ip:udp:gtp:ip:icmp:data"));
+        assert!(judged("eth:ethertype:ip:sctp:s1ap:nas-eps:_ws.malformed"));
+        assert!(judged("eth:ethertype:ip:udp:data"));
+        assert!(!judged("eth:ethertype:ip:udp:elasticsearch"));
+        assert!(!judged("eth:ethertype:ip:udp:gtp:ip:udp:elasticsearch:_ws.malformed"));
+    }
 }

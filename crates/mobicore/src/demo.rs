@@ -168,6 +168,9 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         for m in v.malformed.iter().chain(&v.expert_errors).take(20) {
             println!("  problem: {m}");
         }
+        if let Some(f) = v.foreign.first() {
+            println!("  not judged: {} frame(s) tshark gave to a foreign protocol by port, e.g. {f}", v.foreign.len());
+        }
         println!(
             "capture verdict: {}",
             if v.is_clean() { "clean (no malformed packet, no expert error)" } else { "PROBLEMS" }
@@ -402,11 +405,17 @@ fn print_traffic(t: &TrafficReport) {
 }
 
 fn ports_of(core: &AllInOne) -> Ports {
-    Ports {
+    let mut p = Ports {
         diameter: vec![core.hss.port()],
         gtpv2: vec![core.sgw_s11.port()],
         pfcp: vec![core.pfcp.0.port(), core.pfcp.1.port()],
+    };
+    // The S11 relay the MME talks to, and the steering switch's PFCP.
+    if let Some(e) = &core.edge {
+        p.gtpv2.push(e.s11.port());
+        p.pfcp.push(e.switch_pfcp.port());
     }
+    p
 }
 
 fn counters_of(core: &AllInOne) -> Vec<(String, u64)> {
