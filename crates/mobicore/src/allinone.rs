@@ -441,16 +441,18 @@ where
     F: FnOnce(Vec<mobicore_ran::AttachedUe>) -> Fut,
     Fut: std::future::Future,
 {
-    let remote_udp = match t {
-        Transport::Udp { port } => port,
-        _ => 0,
-    };
-    let ran_t = match t {
-        Transport::Udp { .. } => Transport::Udp { port: 0 },
-        t => t,
-    };
-    let sctp = sctp_endpoint(cfg, cfg.ran.local, ran_t, remote_udp).await?;
+    let sctp = ran_endpoint(cfg, t).await?;
     mobicore_ran::run_with(ran, sctp, progress, while_attached).await.context("running the emulated RAN")
+}
+
+/// The emulated RAN's SCTP endpoint towards the MME's transport `t`
+/// (over UDP: its own ephemeral port, the MME's as the remote one).
+async fn ran_endpoint(cfg: &Config, t: Transport) -> Result<SctpHandle> {
+    let (ran_t, remote_udp) = match t {
+        Transport::Udp { port } => (Transport::Udp { port: 0 }, port),
+        t => (t, 0),
+    };
+    sctp_endpoint(cfg, cfg.ran.local, ran_t, remote_udp).await
 }
 
 /// The emulated RAN (its own SCTP endpoint) connected and set up, to be
@@ -461,15 +463,7 @@ pub async fn ran_session(
     t: Transport,
     progress: Option<tokio::sync::mpsc::UnboundedSender<mobicore_ran::Progress>>,
 ) -> Result<mobicore_ran::Ran> {
-    let remote_udp = match t {
-        Transport::Udp { port } => port,
-        _ => 0,
-    };
-    let ran_t = match t {
-        Transport::Udp { .. } => Transport::Udp { port: 0 },
-        t => t,
-    };
-    let sctp = sctp_endpoint(cfg, cfg.ran.local, ran_t, remote_udp).await?;
+    let sctp = ran_endpoint(cfg, t).await?;
     mobicore_ran::Ran::connect(ran, sctp, progress).await.context("connecting the emulated RAN")
 }
 

@@ -16,6 +16,11 @@ impl ConsistentHashing {
     pub fn new(vnodes: u32) -> Self {
         ConsistentHashing { vnodes, rings: BTreeMap::new() }
     }
+
+    /// The ring of a slice, if it has hosts.
+    pub(super) fn ring(&self, slice: SliceId) -> Option<&Ring> {
+        self.rings.get(&slice)
+    }
 }
 
 impl Balancer for ConsistentHashing {

@@ -5,26 +5,25 @@
 //! that the others stay light and can be scaled in); with none viable,
 //! the host with the least q/c, and the violation is reported.
 
+use super::hashing::ConsistentHashing;
 use super::{Balancer, Loads, Request, Scheme, Selection, Violation};
 use crate::procedure::{HostId, MTmsi, ProcedureKind, SliceId};
-use crate::ring::Ring;
-use std::collections::BTreeMap;
 
 pub struct SkewedCh {
-    vnodes: u32,
     /// Replica hosts per UE besides the primary (seed 004 uses 2).
     replicas: usize,
-    rings: BTreeMap<SliceId, Ring>,
+    /// The slices' rings, kept as consistent hashing keeps them.
+    ch: ConsistentHashing,
 }
 
 impl SkewedCh {
     pub fn new(vnodes: u32, replicas: usize) -> Self {
-        SkewedCh { vnodes, replicas, rings: BTreeMap::new() }
+        SkewedCh { replicas, ch: ConsistentHashing::new(vnodes) }
     }
 
     /// The UE's primary and replica hosts on its slice's ring.
     pub fn candidates(&self, slice: SliceId, ue: MTmsi) -> Vec<HostId> {
-        self.rings.get(&slice).map_or_else(Vec::new, |r| r.candidates(ue, 1 + self.replicas))
+        self.ch.ring(slice).map_or_else(Vec::new, |r| r.candidates(ue, 1 + self.replicas))
     }
 }
 
@@ -34,25 +33,23 @@ impl Balancer for SkewedCh {
     }
 
     fn add_host(&mut self, slice: SliceId, host: HostId) {
-        self.rings.entry(slice).or_insert_with(|| Ring::new(self.vnodes)).add(host);
+        self.ch.add_host(slice, host);
     }
 
     fn remove_host(&mut self, slice: SliceId, host: HostId) {
-        if let Some(r) = self.rings.get_mut(&slice) {
-            r.remove(host);
-        }
+        self.ch.remove_host(slice, host);
     }
 
     fn has_host(&self, slice: SliceId, host: HostId) -> bool {
-        self.rings.get(&slice).is_some_and(|r| r.contains(host))
+        self.ch.has_host(slice, host)
     }
 
     fn owner(&self, slice: SliceId, ue: MTmsi) -> Option<HostId> {
-        self.rings.get(&slice)?.primary(ue)
+        self.ch.owner(slice, ue)
     }
 
     fn select(&mut self, req: &Request, loads: &Loads) -> Option<Selection> {
-        let ring = self.rings.get(&req.slice)?;
+        let ring = self.ch.ring(req.slice)?;
         // Algorithm 1 line 16: an attach's first message goes to its
         // host on the ring, which then holds the context.
         if req.kind == ProcedureKind::Attach {
