@@ -5,6 +5,7 @@
 
 #include <linux/types.h>
 #include <linux/ip.h>
+#include <bpf/bpf_endian.h>
 
 static __always_inline __u16 csum_fold32(__u32 s)
 {
@@ -41,22 +42,28 @@ static __always_inline void csum_replace4(__u16 *check, __u32 old, __u32 new)
 	csum_replace2(check, (__u16)old, (__u16)new);
 }
 
-/* Increment the TTL (undoing ipv4_dec_ttl) with the checksum. */
-static __always_inline void ipv4_inc_ttl(struct iphdr *ip)
+/* TTL and protocol share one 16-bit word; the TTL octet comes first, so
+ * a TTL step of 1 is a step of bpf_htons(0x0100) in that word read in host
+ * order. The word is written whole: a byte store followed by a word load
+ * of the same octets stalls store-to-load forwarding. */
+static __always_inline void ipv4_ttl_step(struct iphdr *ip, __u16 step)
 {
 	__u16 *w = (__u16 *)&ip->ttl;
-	__u16 old = *w;
-	ip->ttl++;
-	csum_replace2(&ip->check, old, *w);
+	__u16 old = *w, new = old + step;
+	*w = new;
+	csum_replace2(&ip->check, old, new);
 }
 
-/* Decrement the TTL and update the checksum incrementally. */
+/* Increment the TTL (undoing ipv4_dec_ttl) with the checksum; TTL < 255. */
+static __always_inline void ipv4_inc_ttl(struct iphdr *ip)
+{
+	ipv4_ttl_step(ip, bpf_htons(0x0100));
+}
+
+/* Decrement the TTL and update the checksum incrementally; TTL > 0. */
 static __always_inline void ipv4_dec_ttl(struct iphdr *ip)
 {
-	__u16 *w = (__u16 *)&ip->ttl; /* ttl and protocol share one word */
-	__u16 old = *w;
-	ip->ttl--;
-	csum_replace2(&ip->check, old, *w);
+	ipv4_ttl_step(ip, (__u16)-bpf_htons(0x0100));
 }
 
 #endif

@@ -122,7 +122,7 @@ static __always_inline const struct nexthop *nexthop_get(__u32 dst, __u32 gen)
 static __always_inline __u32 next_hop(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len,
 				      const struct upf_config *cfg, struct eth_macs *m)
 {
-	const struct nexthop *nh = nexthop_get(dst, cfg->nexthop_gen);
+	const struct nexthop *nh = nexthop_get(dst, cfg->memo_gen);
 	if (nh) {
 		/* dmac and smac are the 12 octets after ifindex, word aligned */
 		macs_load(m, nh->dmac);

@@ -209,7 +209,7 @@ struct nexthop {
 
 /* Per-CPU memo of the last nexthops entries used, direct-mapped by the
  * destination (slot = host-order address masked to NH_MEMO_SLOTS), valid
- * while its gen equals upf_config.nexthop_gen: a packet to a recently used
+ * while its gen equals upf_config.memo_gen: a packet to a recently used
  * destination costs an array slot instead of a hash lookup. */
 #define NH_MEMO_SLOTS 64
 struct nh_memo {
@@ -226,7 +226,8 @@ struct upf_config {
 	__u32 s1u_addr; /* our S1-U / N3 address (network order) */
 	__u32 mtu;      /* egress MTU: an encapsulated packet above it goes to the slow path */
 	__u32 flags;
-	__u32 nexthop_gen; /* bumped by the control side on every nexthops change (invalidates nh_memo) */
+	__u32 memo_gen; /* bumped by the control side on every change of nexthops, mec_exact or mec_ue
+			 * (invalidates the per-CPU memos of them: nh_memo, mec_memo) */
 };
 
 /* Indices of the per-CPU counters array. */
@@ -412,12 +413,35 @@ struct mec_lpm_key {
 	__u32 addr;
 };
 
+/* Per-CPU memos of mec_exact and mec_ue (mec.h mec_exact_get,
+ * mec_ue_get): in each slot the last lookup whose key hashed to it, the
+ * value found or that none was, valid while gen equals
+ * upf_config.memo_gen. A flow's packets then cost an array slot instead
+ * of a hash lookup. */
+#define MEC_MEMO_BITS 8
+#define MEC_MEMO_SLOTS (1u << MEC_MEMO_BITS)
+#define MEC_MEMO_NONE 1  /* looked up: no entry */
+#define MEC_MEMO_FOUND 2 /* looked up: the value is held */
+struct mec_memo {
+	struct mec_exact_key key;
+	__u32 gen;
+	__u32 state; /* 0 empty, MEC_MEMO_* */
+	struct mec_rule rule;
+};
+
 /* Value of mec_ue (key: the UE's address, network order): its downlink
  * tunnel, as the controller learns it from the S11 messages it relays. */
 struct mec_ue {
 	__u32 enb;    /* the eNB's S1-U address (network order) */
 	__u32 teid;   /* the eNB's downlink TEID (host order) */
 	__u32 origin; /* outer source: the anchor's S1-U address (network order) */
+};
+
+struct mec_ue_memo {
+	__u32 ue; /* the key (network order) */
+	__u32 gen;
+	__u32 state; /* 0 empty, MEC_MEMO_* */
+	struct mec_ue tunnel;
 };
 
 /* BUFF/NOCP slow path over AF_XDP (bpf/far.h `xsks`, crates/upf/src/afxdp):
@@ -452,6 +476,7 @@ _Static_assert(sizeof(struct steer_ul_set) == 4 + 44 * STEER_SET_MAX, "steer_ul_
 _Static_assert(sizeof(struct steer_dl_key) == 8 && sizeof(struct steer_dl) == 8, "steer_dl");
 _Static_assert(sizeof(struct mec_rule) == 68 && sizeof(struct mec_set) == 4 + 68 * MEC_SET_MAX, "mec_rule");
 _Static_assert(sizeof(struct mec_exact_key) == 20 && sizeof(struct mec_lpm_key) == 12, "mec keys");
+_Static_assert(sizeof(struct mec_memo) == 96 && sizeof(struct mec_ue_memo) == 24, "mec memos");
 _Static_assert(sizeof(struct mec_slice_key) == 8 && sizeof(struct mec_ue) == 12, "mec_ue");
 _Static_assert(UPF_IDX_NONE & URR_IDX_LIST, "UPF_IDX_NONE is tested first");
 _Static_assert(UPF_MAX_URRS <= URR_IDX_LIST && UPF_MAX_URR_LISTS <= URR_IDX_LIST, "slots below the list bit");

@@ -50,6 +50,20 @@ struct {
 } mec_exact SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MEC_MEMO_SLOTS);
+	__type(key, __u32);
+	__type(value, struct mec_memo);
+} mec_memo SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MEC_MEMO_SLOTS);
+	__type(key, __u32);
+	__type(value, struct mec_ue_memo);
+} mec_ue_memo SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, MEC_MAX_PREFIXES);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -128,10 +142,57 @@ static __always_inline int mec_match(const struct mec_rule *r, const struct flow
 /* The highest-priority (lowest value, MEC 011) rule of (slice, side)
  * matching the packet: the exact 5-tuple entry, if any, against the
  * first match in the priority-ordered set of the longest destination
- * prefix (which holds every rule whose prefix covers it). One hash
- * lookup, one LPM lookup, at most MEC_SET_MAX rule checks. */
+ * prefix (which holds every rule whose prefix covers it). One memo slot
+ * (or hash lookup), one LPM lookup, at most MEC_SET_MAX rule checks. */
+/* The mec_exact entry of k, through this CPU's memo (maps.h mec_memo):
+ * in the memo by its 20 octets and the generation, else looked up and
+ * remembered, found or not. */
+static __always_inline const struct mec_rule *mec_exact_get(const struct mec_exact_key *k, __u32 gen)
+{
+	const __u32 *w = (const void *)k;
+	__u32 slot = ((w[0] ^ w[1] ^ (w[2] * 31) ^ (w[3] * 17) ^ w[4]) * 0x9e3779b1u) >> (32 - MEC_MEMO_BITS);
+	struct mec_memo *m = bpf_map_lookup_elem(&mec_memo, &slot);
+	if (!m)
+		return bpf_map_lookup_elem(&mec_exact, k);
+	const __u32 *mk = (const void *)&m->key;
+	if (m->state && m->gen == gen && mk[0] == w[0] && mk[1] == w[1] && mk[2] == w[2] && mk[3] == w[3] &&
+	    mk[4] == w[4])
+		return m->state == MEC_MEMO_FOUND ? &m->rule : 0;
+	const struct mec_rule *e = bpf_map_lookup_elem(&mec_exact, k);
+	m->key = *k;
+	m->gen = gen;
+	if (!e) {
+		m->state = MEC_MEMO_NONE;
+		return 0;
+	}
+	m->rule = *e;
+	m->state = MEC_MEMO_FOUND;
+	return &m->rule;
+}
+
+/* The mec_ue entry of a UE (network order), through this CPU's memo. */
+static __always_inline const struct mec_ue *mec_ue_get(__u32 ue, __u32 gen)
+{
+	__u32 slot = (ue * 0x9e3779b1u) >> (32 - MEC_MEMO_BITS);
+	struct mec_ue_memo *m = bpf_map_lookup_elem(&mec_ue_memo, &slot);
+	if (!m)
+		return bpf_map_lookup_elem(&mec_ue, &ue);
+	if (m->state && m->gen == gen && m->ue == ue)
+		return m->state == MEC_MEMO_FOUND ? &m->tunnel : 0;
+	const struct mec_ue *t = bpf_map_lookup_elem(&mec_ue, &ue);
+	m->ue = ue;
+	m->gen = gen;
+	if (!t) {
+		m->state = MEC_MEMO_NONE;
+		return 0;
+	}
+	m->tunnel = *t;
+	m->state = MEC_MEMO_FOUND;
+	return &m->tunnel;
+}
+
 static __always_inline const struct mec_rule *mec_select(__u32 slice_v, __u32 side, const struct flow *f,
-							 const struct mec_pkt *p)
+							 const struct mec_pkt *p, __u32 gen)
 {
 	__u32 slice = slice_v & MEC_SLICE_ID;
 	const struct mec_rule *best = 0;
@@ -145,7 +206,7 @@ static __always_inline const struct mec_rule *mec_select(__u32 slice_v, __u32 si
 	};
 	/* An exact entry's key is its whole filter (no DSCP, TEID or eNB:
 	 * xdp/mec.rs compile). */
-	const struct mec_rule *e = bpf_map_lookup_elem(&mec_exact, &k);
+	const struct mec_rule *e = mec_exact_get(&k, gen);
 	if (e)
 		best = e;
 	if (!(slice_v & (1u << (MEC_SLICE_LPM + side))))
@@ -275,7 +336,7 @@ static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct i
 	struct flow f;
 	flow_of(in, c->data_end, &f);
 	struct mec_pkt p = { .teid = g.teid, .enb = ip->saddr, .dscp = in->tos >> 2, .tunnel = 1 };
-	const struct mec_rule *r = mec_select(slice, MEC_SIDE_TUNNEL, &f, &p);
+	const struct mec_rule *r = mec_select(slice, MEC_SIDE_TUNNEL, &f, &p, cfg->memo_gen);
 	if (!r)
 		return -1;
 	switch (r->action) {
@@ -312,15 +373,14 @@ static __always_inline int mec_plain(struct xdp_md *ctx, struct pctx *c, struct 
 	struct flow f;
 	flow_of(ip, c->data_end, &f);
 	struct mec_pkt p = { .dscp = ip->tos >> 2 };
-	const struct mec_rule *r = mec_select(slice, MEC_SIDE_PLAIN, &f, &p);
+	const struct mec_rule *r = mec_select(slice, MEC_SIDE_PLAIN, &f, &p, cfg->memo_gen);
 	if (!r)
 		return -1;
 	if (r->action == MEC_DROP)
 		return verdict(CNT_MEC_DROP, XDP_DROP);
 	if (r->action != MEC_FORWARD_DECAPSULATED && r->action != MEC_FORWARD_ENCAPSULATED)
 		return -1;
-	__u32 ue = ip->daddr;
-	const struct mec_ue *t = bpf_map_lookup_elem(&mec_ue, &ue);
+	const struct mec_ue *t = mec_ue_get(ip->daddr, cfg->memo_gen);
 	if (!t)
 		return verdict(CNT_MEC_NO_UE, -1);
 	__u16 tot = bpf_ntohs(ip->tot_len);

@@ -184,6 +184,13 @@ impl LoadedProgram {
         out.truncate(r.data_size_out as usize);
         Ok((r.return_value, out))
     }
+    /// The mean run time of the program on `pkt` over `repeat` runs of
+    /// `BPF_PROG_RUN` (the kernel's clock): its cost, without a network.
+    pub fn time_run(&self, pkt: &[u8], repeat: u32) -> Result<std::time::Duration, XdpError> {
+        let opts = TestRunOptions { data_in: Some(pkt), repeat, ..Default::default() };
+        let r = self.program().test_run(opts).map_err(|e| XdpError::TestRun(format!("{e}")))?;
+        Ok(r.duration)
+    }
 }
 
 /// AF_XDP slow path (`xsks` / `xsk_ifindex` in bpf/far.h; only `upf.o` has them).

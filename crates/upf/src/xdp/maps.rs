@@ -277,9 +277,10 @@ pub struct UpfConfigEntry {
     pub s1u_addr: u32,
     pub mtu: u32,
     pub flags: u32,
-    /// Bumped on every next-hop change: the program's per-CPU memo of
-    /// next hops (bpf/maps.h `nh_memo`) holds only for the current value.
-    pub nexthop_gen: u32,
+    /// Bumped on every change of next hops or MEC rules: the program's
+    /// per-CPU memos of them (bpf/maps.h `nh_memo`, `mec_memo`) hold only
+    /// for the current value.
+    pub memo_gen: u32,
 }
 
 /// Baselines: the one fixed tunnel and next hop.

@@ -220,7 +220,7 @@ impl<M: MapStore> XdpPlane<M> {
             s1u_addr: be_addr(cfg.s1u_addr),
             mtu: mtu.effective().unwrap_or(DEFAULT_MTU),
             flags,
-            nexthop_gen: 0,
+            memo_gen: 0,
         };
         maps.set_config(&config)?;
         Ok(XdpPlane {
@@ -336,19 +336,27 @@ impl<M: MapStore> XdpPlane<M> {
         self.maps.put_nexthop(be_addr(dst), &nh)?;
         self.mtu.watch(nh.ifindex);
         self.refresh_mtu()?;
-        self.next_hops_changed()
+        self.memos_changed()
     }
 
     pub fn remove_next_hop(&mut self, dst: Ipv4Addr) -> Result<(), XdpError> {
         self.maps.del_nexthop(be_addr(dst))?;
-        self.next_hops_changed()
+        self.memos_changed()
     }
 
-    /// Invalidates the program's per-CPU next-hop memo (after the
-    /// `nexthops` map changed, so a memo refill sees the new entry).
-    fn next_hops_changed(&mut self) -> Result<(), XdpError> {
-        self.config.nexthop_gen = self.config.nexthop_gen.wrapping_add(1);
+    /// Invalidates the program's per-CPU memos (after `nexthops` or a MEC
+    /// table changed, so a memo refill sees the new entry).
+    fn memos_changed(&mut self) -> Result<(), XdpError> {
+        self.config.memo_gen = self.config.memo_gen.wrapping_add(1);
         Ok(self.maps.set_config(&self.config)?)
+    }
+
+    /// After the MEC tables were written (`set`, their outcome): the
+    /// program's per-CPU memos of them are invalidated (bpf/maps.h
+    /// `mec_memo`), so the next packet of a flow sees the change.
+    fn mec_changed(&mut self, set: Result<(), PlaneError>) -> Result<(), PlaneError> {
+        let bumped = self.memos_changed().map_err(|e| PlaneError::Other(e.to_string()));
+        set.and(bumped)
     }
 
     /// All counters, summed over CPUs.
@@ -737,7 +745,7 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
             if self.neighbours.get(&a) == Some(&nh) {
                 continue;
             }
-            if self.maps.put_nexthop(be_addr(a), &nh).is_ok() && self.next_hops_changed().is_ok() {
+            if self.maps.put_nexthop(be_addr(a), &nh).is_ok() && self.memos_changed().is_ok() {
                 self.neighbours.insert(a, nh);
             }
         }
@@ -773,19 +781,21 @@ impl<M: MapStore> ForwardingPlane for XdpPlane<M> {
     }
     fn install_mec(&mut self, up_seid: u64, s: &crate::rules::MecSession) -> Result<(), PlaneError> {
         let (t, m) = self.mec.as_mut().ok_or(PlaneError::MecUnsupported)?;
-        match s {
+        let set = match s {
             crate::rules::MecSession::Rule(r) => t.set_rule(m.as_mut(), up_seid, Some(r)),
             crate::rules::MecSession::Ue(u) => t.set_ue(m.as_mut(), up_seid, Some(u)),
-        }
+        };
+        // Also after a failure: whatever was written must be seen.
+        self.mec_changed(set)
     }
     fn remove_mec(&mut self, up_seid: u64) -> Result<(), PlaneError> {
-        match self.mec.as_mut() {
+        let set = match self.mec.as_mut() {
             Some((t, m)) if t.contains(up_seid) => {
-                t.set_rule(m.as_mut(), up_seid, None)?;
-                t.set_ue(m.as_mut(), up_seid, None)
+                t.set_rule(m.as_mut(), up_seid, None).and_then(|_| t.set_ue(m.as_mut(), up_seid, None))
             }
-            _ => Err(PlaneError::NotFound(up_seid)),
-        }
+            _ => return Err(PlaneError::NotFound(up_seid)),
+        };
+        self.mec_changed(set)
     }
     fn maintain(&mut self, now: Instant) {
         if let Err(e) = self.rehome(now) {

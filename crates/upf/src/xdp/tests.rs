@@ -694,7 +694,7 @@ fn neighbour_tables_keep_the_next_hop_cache_current() {
         mac: [2, 0, 0, 0, 0, 2],
         local_mac: [2, 0, 0, 0, 0, 8],
     };
-    let gen0 = p.maps().config.nexthop_gen;
+    let gen0 = p.maps().config.memo_gen;
     p.set_neighbours(&[enb, dn]);
     let nh = p.maps().nexthops[&be_addr(ENB)];
     assert_eq!((nh.ifindex, nh.dmac, nh.smac), (2, enb.mac, enb.local_mac));
@@ -708,9 +708,9 @@ fn neighbour_tables_keep_the_next_hop_cache_current() {
     p.set_neighbours(&[moved]);
     assert_eq!(p.maps().nexthops[&be_addr(ENB)].dmac, moved.mac);
     assert_eq!(p.maps().nexthops.len(), 1);
-    assert!(p.maps().config.nexthop_gen > gen0, "per-CPU memos are invalidated");
+    assert!(p.maps().config.memo_gen > gen0, "per-CPU memos are invalidated");
     // Unchanged tables write nothing.
-    let gen1 = p.maps().config.nexthop_gen;
+    let gen1 = p.maps().config.memo_gen;
     p.set_neighbours(&[moved]);
-    assert_eq!(p.maps().config.nexthop_gen, gen1);
+    assert_eq!(p.maps().config.memo_gen, gen1);
 }

@@ -217,6 +217,42 @@ fn every_action_on_uplink_gpdus() {
     assert_eq!(p.counter(Counter::MecNoCopy).unwrap(), 0);
 }
 
+/// A flow's exact rule is remembered per CPU (bpf/maps.h `mec_memo`): a
+/// rule added, changed or removed under a running flow takes effect on
+/// the flow's next packet, in both directions.
+#[test]
+fn exact_rules_changed_under_a_flow_take_effect_at_once() {
+    need_root!();
+    let mut p = plane();
+    install(&mut p, 50, &MecSession::Ue(UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE }));
+    let exact = TrafficFilter {
+        src: Some((UE, 32)),
+        dst: Some((APP, 32)),
+        src_ports: Some((40000, 40000)),
+        dst_ports: Some((80, 80)),
+        protocol: Some(17),
+        ..TrafficFilter::default()
+    };
+    let flow = |action| MecRule { slice: slice(0), flow: true, priority: 10, filters: vec![exact.clone()], action };
+    let up_frame = ul(&inner(UE, APP, 17, 40000, 80, 0));
+    let down_frame = eth(&inner(APP, UE, 17, 80, 40000, 0));
+    // No rule of the flow yet (remembered as none), another one makes the
+    // slice: routed, and the answer too.
+    let other = TrafficFilter { dst_ports: Some((81, 81)), ..exact.clone() };
+    install(&mut p, 2, &MecSession::Rule(MecRule { filters: vec![other], ..flow(RuleAction::Drop) }));
+    assert_eq!(run(&p, &up_frame).0, XDP_TX);
+    assert_eq!(run(&p, &down_frame).0, XDP_PASS);
+    install(&mut p, 1, &MecSession::Rule(flow(RuleAction::Drop)));
+    assert_eq!(run(&p, &up_frame).0, XDP_DROP);
+    install(&mut p, 1, &MecSession::Rule(flow(RuleAction::ForwardDecapsulated(app("app0")))));
+    assert_eq!(run(&p, &up_frame).0, XDP_REDIRECT);
+    assert_eq!(run(&p, &down_frame).0, XDP_TX, "the answer into the UE's tunnel");
+    p.remove_mec(1).unwrap();
+    assert_eq!(run(&p, &up_frame).0, XDP_TX, "routed again");
+    assert_eq!(run(&p, &down_frame).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::MecDrop).unwrap(), 1);
+}
+
 /// A FLOW rule of DUPLICATE_*: both directions of the flow are G-PDUs
 /// copied to the application (the reverse is installed on the tunnel
 /// side), and the application's own packets are not put into the tunnel.
@@ -729,4 +765,40 @@ fn an_application_is_reached_by_breakout_and_answers_through_the_tunnel() {
     drop(plane);
     drop(ends);
     drop(guard);
+}
+
+/// The cost of classifying a G-PDU (parse, slice, rule selection) by
+/// `BPF_PROG_RUN`, against a bare XDP_PASS program: a probe for tuning, not
+/// an assertion of speed (`mobicore bench breakout` measures rates). Run
+/// with `--ignored --nocapture`. A repeated run goes on the packet the
+/// previous run left, so only a verdict that leaves it as it came (DROP)
+/// times the same work each time.
+#[test]
+#[ignore = "a probe that prints run times"]
+fn classification_cost_probe() {
+    need_root!();
+    let repeat: u32 = std::env::var("PROBE_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000_000);
+    let mut p = plane();
+    let exact = TrafficFilter {
+        src: Some((UE, 32)),
+        dst: Some((APP, 32)),
+        src_ports: Some((40000, 40000)),
+        dst_ports: Some((80, 80)),
+        protocol: Some(17),
+        ..TrafficFilter::default()
+    };
+    let drop = MecRule { slice: slice(0), flow: true, priority: 10, filters: vec![exact], action: RuleAction::Drop };
+    install(&mut p, 1, &MecSession::Rule(drop));
+    let frame = ul(&inner(UE, APP, 17, 40000, 80, 0));
+    assert_eq!(run(&p, &frame).0, XDP_DROP);
+    let pass = baseline::load_pass().unwrap();
+    for round in 0..3 {
+        let t = p.program().unwrap().time_run(&frame, repeat).unwrap();
+        let floor = pass.time_run(&frame, repeat).unwrap();
+        println!(
+            "round {round}: G-PDU classified and dropped {} ns (XDP_PASS alone {} ns)",
+            t.as_nanos(),
+            floor.as_nanos()
+        );
+    }
 }
