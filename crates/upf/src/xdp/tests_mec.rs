@@ -233,12 +233,12 @@ fn exact_rules_changed_under_a_flow_take_effect_at_once() {
         protocol: Some(17),
         ..TrafficFilter::default()
     };
-    let flow = |action| MecRule { slice: slice(0), flow: true, priority: 10, filters: vec![exact.clone()], action };
+    let flow = |action| MecRule { slice: slice(0), flow: true, priority: 10, filters: vec![exact], action };
     let up_frame = ul(&inner(UE, APP, 17, 40000, 80, 0));
     let down_frame = eth(&inner(APP, UE, 17, 80, 40000, 0));
     // No rule of the flow yet (remembered as none), another one makes the
     // slice: routed, and the answer too.
-    let other = TrafficFilter { dst_ports: Some((81, 81)), ..exact.clone() };
+    let other = TrafficFilter { dst_ports: Some((81, 81)), ..exact };
     install(&mut p, 2, &MecSession::Rule(MecRule { filters: vec![other], ..flow(RuleAction::Drop) }));
     assert_eq!(run(&p, &up_frame).0, XDP_TX);
     assert_eq!(run(&p, &down_frame).0, XDP_PASS);
