@@ -35,6 +35,7 @@ pub mod authentication;
 pub mod cancel_location;
 pub mod config;
 pub mod context;
+pub mod context_codec;
 pub mod detach;
 pub mod enb_configuration_update;
 pub mod erab_build;
