@@ -59,6 +59,7 @@ pub mod security_mode;
 pub mod service_request;
 pub mod shell;
 pub mod tau;
+pub mod transfer;
 pub mod ue_capability;
 pub mod ue_context_release;
 
