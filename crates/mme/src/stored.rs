@@ -27,6 +27,10 @@
 //! - `mme/id/<MME-UE-S1AP-ID, 8 hex digits>`: the IMSI, for the next
 //!   message of a connected UE (UE-associated S1AP, S11 by TEID).
 //!
+//! A record is at most [`context_codec::MAX_RECORD_LEN`] octets; a store
+//! whose `max_value_len` is smaller refuses longer ones (counted in
+//! `store_write_failed`, the UE stays served from memory).
+//!
 //! A UE known by no IMSI yet (an attach by GUTI before its Identity
 //! Response) is not written: its attach restarts on another host. The
 //! indexes are pointers only: a load checks that the record it reaches
@@ -52,7 +56,7 @@ use crate::mme::Mme;
 use crate::transfer::{mtmsis, ImportError, Removed, UeKey};
 use mobicore_common::Imsi;
 use mobicore_store::{Store, StoreError};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// When a UE's record is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -105,7 +109,8 @@ pub struct SyncReport {
     /// MME-UE-S1AP-IDs of UEs whose write lost a compare-and-set (evicted).
     pub conflicts: Vec<u32>,
     /// Writes or deletes that failed otherwise (store unreachable, value
-    /// too large); the UE stays in memory and is written at its next sync.
+    /// too large); the UE stays in memory and its write is tried again at
+    /// the next sync.
     pub failed: usize,
 }
 
@@ -124,13 +129,15 @@ pub struct StoredUes {
     store: Store,
     mode: Replication,
     held: HashMap<Imsi, Held>,
+    /// UEs whose write failed (not a conflict): tried again at the next sync.
+    retry: HashSet<u32>,
 }
 
 impl StoredUes {
     /// The layer over `store`; it turns on the journal of `mme`.
     pub fn new(store: Store, mode: Replication, mme: &mut Mme) -> StoredUes {
         mme.track_changes(true);
-        StoredUes { store, mode, held: HashMap::new() }
+        StoredUes { store, mode, held: HashMap::new(), retry: HashSet::new() }
     }
 
     pub fn mode(&self) -> Replication {
@@ -159,7 +166,8 @@ impl StoredUes {
                 Err(_) => report.failed += 1,
             }
         }
-        let mut touched: Vec<u32> = changes.touched.into_iter().collect();
+        let mut touched: Vec<u32> = changes.touched.union(&self.retry).copied().collect();
+        self.retry.clear();
         touched.sort_unstable();
         for id in touched {
             let Some(summary) = mme.ue_summary(id) else { continue };
@@ -169,7 +177,10 @@ impl StoredUes {
             match self.write(mme, id, time).await {
                 Ok(_) => report.written += 1,
                 Err(StoredError::Conflict { .. }) => report.conflicts.push(id),
-                Err(_) => report.failed += 1,
+                Err(_) => {
+                    report.failed += 1;
+                    self.retry.insert(id);
+                }
             }
         }
         report
