@@ -468,3 +468,47 @@ async fn redis_down_counts_failed_writes() {
     assert_eq!(a.h.mme.stats().attached, 1, "still served");
     assert!(matches!(a.load(UeKey::Imsi("001010000000108".parse().unwrap())).await, Err(StoredError::Store(_))));
 }
+
+/// Hot replication: A dies with its Update-Location-Request in flight; the
+/// answer, routed to B (by the UE's MME-UE-S1AP-ID), is taken there: the
+/// record kept the UeRef generation the request carried.
+#[tokio::test]
+async fn hot_record_takes_an_answer_to_the_previous_hosts_request() {
+    let store = Store::memory();
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let (mut ue, r) = a.h.start_attach("001010000000109", 91);
+    let auth = a.h.challenge(&mut ue, r, 32);
+    let res = ue.authenticate(&auth);
+    a.h.up(&ue, res);
+    let smc = a.h.one_down().nas.unwrap();
+    let complete = ue.security_mode_complete(&smc);
+    a.h.up(&ue, complete);
+    let out: Vec<MmeAction> = a.h.drain().into_iter().filter(|x| matches!(x, MmeAction::S6a { .. })).collect();
+    let (ulr, req) = expect_s6a(&out);
+    assert!(matches!(req, S6aRequest::UpdateLocation(_)));
+    a.sync().await;
+    drop(a);
+    let mut b = Host::new(store, Replication::Hot, 0x200);
+    b.load(UeKey::MmeUeS1apId(ulr.mme_ue_s1ap_id)).await.unwrap();
+    b.h.s6a(ulr, S6aAnswer::UpdateLocation(Ok(subscription())));
+    let (_, req) = expect_s11(&b.h.drain());
+    assert!(matches!(req, S11Request::CreateSession(_)), "B goes on with the attach");
+    assert_eq!(b.count("s6a_stale_answer"), 0);
+    assert_eq!(b.h.mme.ues[&ulr.mme_ue_s1ap_id].step, Step::CreateSession);
+    assert_eq!(b.sync().await.written, 1);
+}
+
+/// Cold replication writes nothing mid-procedure: a host that dies in the
+/// middle of an attach leaves no record, and the attach restarts.
+#[tokio::test]
+async fn cold_record_waits_for_the_procedure_to_complete() {
+    let store = Store::memory();
+    let mut a = Host::new(store.clone(), Replication::Cold, 0x100);
+    let (mut ue, r) = a.h.start_attach("001010000000110", 95);
+    a.h.challenge(&mut ue, r, 32);
+    assert_eq!(a.sync().await, crate::stored::SyncReport::default());
+    assert_eq!(store.usage("mme/").await.unwrap(), (0, 0));
+    let mut b = Host::new(store, Replication::Cold, 0x200);
+    let id = ue.mme_ue_id.unwrap();
+    assert!(matches!(b.load(UeKey::MmeUeS1apId(id)).await, Err(StoredError::NotFound(_))));
+}
