@@ -154,7 +154,7 @@ impl Mme {
     /// next [`Mme::handle_timeout`]). An older copy of the same UE (same
     /// MME-UE-S1AP-ID and IMSI) is replaced. Returns its MME-UE-S1AP-ID.
     pub fn import_ue(&mut self, record: &[u8], time: TimeBase) -> Result<u32, ImportError> {
-        let ue = context_codec::decode(record, time)?;
+        let mut ue = context_codec::decode(record, time)?;
         let id = ue.id;
         if let Some(old) = self.ues.get(&id) {
             if old.imsi.is_none() || old.imsi != ue.imsi {
@@ -180,6 +180,22 @@ impl Mme {
                 return Err(ImportError::UnknownEnb(assoc));
             }
         }
+        // A stream this association does not have (TS 36.412 7): another.
+        let enbs = &mut self.enbs;
+        let mut restream = |s: &mut S1Conn| {
+            if let Some(e) = enbs.get_mut(&s.assoc).filter(|e| s.stream >= e.outbound_streams.max(1)) {
+                s.stream = e.pick_stream();
+            }
+        };
+        ue.s1.iter_mut().for_each(&mut restream);
+        if let Some(h) = ue.handover.as_mut() {
+            h.target.iter_mut().for_each(&mut restream);
+            if let Some(e) = self.enbs.get_mut(&h.target_assoc).filter(|e| h.target_stream >= e.outbound_streams.max(1))
+            {
+                h.target_stream = e.pick_stream();
+            }
+        }
+        let conns: Vec<S1Conn> = ue.s1.into_iter().chain(ue.handover.as_ref().and_then(|h| h.target)).collect();
         self.forget_ue(id);
         self.now = self.now.max(time.now);
         self.set_next_generation(ue.generation + 1);
@@ -209,7 +225,6 @@ impl Mme {
         if ue.paging.is_some() && ue.guards.iter().any(|g| g.kind == GuardKind::T3413) {
             self.paged.insert(id);
         }
-        let mut ue = ue;
         // Fresh sequence numbers on this MME's timer heap.
         let mut deadlines = Vec::new();
         if let Some(t) = &mut ue.timer {

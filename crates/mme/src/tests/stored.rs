@@ -408,6 +408,13 @@ fn evict_sends_nothing_and_import_restores_the_indexes() {
     let mut other = Harness::default();
     other.mme.handle(other.now, MmeEvent::S1Down { assoc: AssocId(1) });
     assert!(matches!(other.mme.import_ue(&record, t), Err(crate::transfer::ImportError::UnknownEnb(_))));
+    // The eNB again, with one stream only: the UE gets a stream it has.
+    other.mme.handle(other.now, MmeEvent::S1Up { assoc: AssocId(1), peer: [127, 0, 0, 1].into(), outbound_streams: 1 });
+    other.s1_on(AssocId(1), 0, s1_setup_request("001", "01", 2));
+    assert_eq!(read_down(&s1_data(&other.drain()[0]).2).kind, S1apPduKind::Successful_S1Setup);
+    assert_eq!(h.mme.ues[&id].s1.map(|s| s.stream), Some(1));
+    assert_eq!(other.mme.import_ue(&record, t), Ok(id));
+    assert_eq!(other.mme.ues[&id].s1.map(|s| (s.assoc, s.enb_ue_s1ap_id, s.stream)), Some((AssocId(1), 61, 0)));
 }
 
 /// The same takeovers through a real Redis, each host with its own
