@@ -395,6 +395,8 @@ fn evict_sends_nothing_and_import_restores_the_indexes() {
     let id = ue.mme_ue_id.unwrap();
     let t = TimeBase { now: h.now, unix_ms: WALL0 };
     let record = h.mme.export_ue(&UeKey::MTmsi(m_tmsi(&ue)), t).unwrap();
+    // Compact: an attached UE with two APNs subscribed is 343 octets.
+    assert!(record.len() < 512, "{} octets", record.len());
     assert!(h.mme.evict_ue(&UeKey::MmeUeS1apId(id)).is_some());
     assert!(h.drain().is_empty(), "no signalling");
     assert_eq!(h.mme.stats().ues, 0);
