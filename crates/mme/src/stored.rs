@@ -50,6 +50,13 @@
 //! change is not replayed: its answer may already be on the wire, which
 //! is why a UE must be served by one host at a time and the conflict is
 //! reported ([`SyncReport::conflicts`]).
+//!
+//! A write or delete that fails otherwise (the store unreachable, a value
+//! over its bound) is counted (`store_write_failed`, `store_delete_failed`)
+//! and tried again at the next sync; the UE stays served from memory. The
+//! record goes before its index keys, and this host takes the record's new
+//! version before writing them, so a failure between the two leaves
+//! nothing this host would later take for a conflict.
 
 use crate::context_codec::{self, TimeBase};
 use crate::mme::Mme;
@@ -120,7 +127,10 @@ pub struct SyncReport {
 struct Held {
     version: u64,
     id: u32,
+    /// The M-TMSI index keys written for it.
     mtmsis: Vec<u32>,
+    /// Its MME-UE-S1AP-ID index key is written.
+    id_indexed: bool,
 }
 
 /// The store layer of one MME host.
@@ -131,13 +141,15 @@ pub struct StoredUes {
     held: HashMap<Imsi, Held>,
     /// UEs whose write failed (not a conflict): tried again at the next sync.
     retry: HashSet<u32>,
+    /// Forgotten UEs whose delete failed: tried again at the next sync.
+    retry_removed: Vec<Removed>,
 }
 
 impl StoredUes {
     /// The layer over `store`; it turns on the journal of `mme`.
     pub fn new(store: Store, mode: Replication, mme: &mut Mme) -> StoredUes {
         mme.track_changes(true);
-        StoredUes { store, mode, held: HashMap::new(), retry: HashSet::new() }
+        StoredUes { store, mode, held: HashMap::new(), retry: HashSet::new(), retry_removed: Vec::new() }
     }
 
     pub fn mode(&self) -> Replication {
@@ -159,11 +171,17 @@ impl StoredUes {
     pub async fn sync(&mut self, mme: &mut Mme, time: TimeBase) -> SyncReport {
         let changes = mme.take_changes();
         let mut report = SyncReport::default();
-        for removed in changes.removed {
+        let mut removed = std::mem::take(&mut self.retry_removed);
+        removed.extend(changes.removed);
+        for removed in removed {
             match self.delete(mme, &removed).await {
                 Ok(true) => report.deleted += 1,
                 Ok(false) => {}
-                Err(_) => report.failed += 1,
+                Err(_) => {
+                    mme.counters.incr("store_delete_failed");
+                    report.failed += 1;
+                    self.retry_removed.push(removed);
+                }
             }
         }
         let mut touched: Vec<u32> = changes.touched.union(&self.retry).copied().collect();
@@ -218,27 +236,48 @@ impl StoredUes {
             }
         };
         mme.counters.incr("store_ue_written");
-        let old = self.held.get(&imsi).filter(|h| h.id == id).map(|h| h.mtmsis.clone());
-        let indexed_id = old.is_some();
-        let old = old.unwrap_or_default();
+        let prev = self.held.remove(&imsi).filter(|h| h.id == id);
+        let (id_indexed, old) = prev.map(|h| (h.id_indexed, h.mtmsis)).unwrap_or_default();
+        // The new version first: an index write that fails leaves the
+        // record this host's, and the indexes are done again next time.
+        self.held.insert(imsi.clone(), Held { version, id, mtmsis: old.clone(), id_indexed });
+        if let Err(e) = self.write_indexes(&imsi, id, id_indexed, &old, &summary.mtmsis, superseded).await {
+            mme.counters.incr("store_write_failed");
+            return Err(e.into());
+        }
+        if let Some(h) = self.held.get_mut(&imsi) {
+            h.id_indexed = true;
+            h.mtmsis = summary.mtmsis;
+        }
+        Ok(version)
+    }
+
+    /// The index keys of a record just written: after the record, so that
+    /// a reader that follows an index finds a record at least as new.
+    async fn write_indexes(
+        &self,
+        imsi: &Imsi,
+        id: u32,
+        id_indexed: bool,
+        old: &[u32],
+        mtmsis: &[u32],
+        superseded: Option<(u32, Vec<u32>)>,
+    ) -> Result<(), StoreError> {
         let value = imsi.as_str().as_bytes();
-        // The indexes after the record: a reader that follows an index
-        // finds a record at least as new as the index.
-        if !indexed_id {
+        if !id_indexed {
             self.store.put(&keys::id(id), value).await?;
         }
-        for &m in summary.mtmsis.iter().filter(|m| !old.contains(m)) {
+        for &m in mtmsis.iter().filter(|m| !old.contains(m)) {
             self.store.put(&keys::mtmsi(m), value).await?;
         }
         let (old_id, gone) = superseded.unwrap_or((id, Vec::new()));
         if old_id != id {
-            self.delete_index(&keys::id(old_id), &imsi).await?;
+            self.delete_index(&keys::id(old_id), imsi).await?;
         }
-        for &m in old.iter().chain(&gone).filter(|m| !summary.mtmsis.contains(m)) {
-            self.delete_index(&keys::mtmsi(m), &imsi).await?;
+        for &m in old.iter().chain(&gone).filter(|m| !mtmsis.contains(m)) {
+            self.delete_index(&keys::mtmsi(m), imsi).await?;
         }
-        self.held.insert(imsi, Held { version, id, mtmsis: summary.mtmsis });
-        Ok(version)
+        Ok(())
     }
 
     /// The stored record is of another context of the IMSI than the one
@@ -273,14 +312,16 @@ impl StoredUes {
     /// version (a record it never read is another context's, or none).
     async fn delete(&mut self, mme: &Mme, removed: &Removed) -> Result<bool, StoredError> {
         let Some(imsi) = &removed.imsi else { return Ok(false) };
-        let Some(held) = self.held.remove(imsi).filter(|h| h.id == removed.id) else {
+        let Some(held) = self.held.get(imsi).filter(|h| h.id == removed.id).cloned() else {
             return Ok(false);
         };
         match self.store.compare_and_delete(&keys::record(imsi), held.version).await {
-            Ok(()) => {}
+            // Deleted, or deleted by an earlier try whose index deletes failed.
+            Ok(()) | Err(StoreError::Conflict { current: None }) => {}
             Err(StoreError::Conflict { .. }) => {
                 // Another host wrote it since: its record stays.
                 mme.counters.incr("store_cas_conflict");
+                self.held.remove(imsi);
                 return Ok(false);
             }
             Err(e) => return Err(e.into()),
@@ -289,6 +330,7 @@ impl StoredUes {
         for &m in held.mtmsis.iter().chain(&removed.mtmsis) {
             self.delete_index(&keys::mtmsi(m), imsi).await?;
         }
+        self.held.remove(imsi);
         mme.counters.incr("store_ue_deleted");
         Ok(true)
     }
@@ -337,7 +379,7 @@ impl StoredUes {
             return Err(not_found());
         }
         let mtmsis = mme.ue_summary(id).map(|s| s.mtmsis).unwrap_or_default();
-        self.held.insert(imsi, Held { version: stored.version, id, mtmsis });
+        self.held.insert(imsi, Held { version: stored.version, id, mtmsis, id_indexed: true });
         mme.counters.incr("store_ue_loaded");
         Ok(id)
     }
