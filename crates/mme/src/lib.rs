@@ -28,6 +28,11 @@
 //! - [`shell`]: [`run`], the tokio task driving the core.
 //! - [`admin`]: the admin HTTP endpoint (operator's network detach), which
 //!   hands commands to the shell.
+//! - the UE context outside the process (issue 13, the elastic MME):
+//!   [`context_codec`] (a UE context as a versioned record of octets),
+//!   [`transfer`] (export, import and eviction of one UE, the journal of
+//!   touched UEs), [`stored`] (records in a `mobicore_store::Store`, cold
+//!   or hot, with compare-and-set).
 
 pub mod admin;
 pub mod attach;
@@ -35,6 +40,7 @@ pub mod authentication;
 pub mod cancel_location;
 pub mod config;
 pub mod context;
+pub mod context_codec;
 pub mod detach;
 pub mod enb_configuration_update;
 pub mod erab_build;
@@ -57,7 +63,9 @@ pub mod s1ap_handler;
 pub mod security_mode;
 pub mod service_request;
 pub mod shell;
+pub mod stored;
 pub mod tau;
+pub mod transfer;
 pub mod ue_capability;
 pub mod ue_context_release;
 

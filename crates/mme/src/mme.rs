@@ -117,10 +117,14 @@ pub struct Mme {
     pub(crate) paged: HashSet<u32>,
     /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
     pub(crate) implicitly_detached: crate::idle::DetachedMemory,
-    timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
+    pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
     actions: VecDeque<MmeAction>,
     pub(crate) counters: Counters,
     pub(crate) now: Instant,
+    /// The UEs that events touched since [`Mme::take_changes`], kept only
+    /// once [`Mme::track_changes`] asked for it (the store layer's journal;
+    /// the monolithic MME keeps none).
+    pub(crate) changes: Option<crate::transfer::Changes>,
 }
 
 impl Mme {
@@ -146,11 +150,22 @@ impl Mme {
             actions: VecDeque::new(),
             counters: Counters::new(),
             now: Instant::now(),
+            changes: None,
         }
     }
 
     pub fn config(&self) -> &MmeConfig {
         &self.cfg
+    }
+
+    /// Generations from `next` on only (an imported context brought its own).
+    pub(crate) fn set_next_generation(&mut self, next: u64) {
+        self.next_generation = self.next_generation.max(next);
+    }
+
+    pub(crate) fn take_timer_seq(&mut self) -> u64 {
+        self.next_timer_seq += 1;
+        self.next_timer_seq - 1
     }
 
     pub fn handle(&mut self, now: Instant, ev: MmeEvent) {
@@ -189,6 +204,7 @@ impl Mme {
                 break;
             }
             self.timers.pop();
+            self.touch(id);
             if self.timer_is_live(id, seq) {
                 self.on_nas_timer_expiry(id);
             } else if let Some(g) = self.take_guard_seq(id, seq) {
@@ -222,6 +238,7 @@ impl Mme {
             return;
         }
         let id = ue.mme_ue_s1ap_id;
+        self.touch(id);
         let step = self.ues[&id].step;
         match (step, answer) {
             (Step::AuthInfo, Ok(S6aAnswer::AuthenticationInformation(r))) => self.on_auth_info(id, r),
@@ -241,6 +258,7 @@ impl Mme {
             return;
         }
         let id = ue.mme_ue_s1ap_id;
+        self.touch(id);
         let step = self.ues[&id].step;
         if self.esm_awaits_s11(id, step, &response) {
             self.on_esm_s11(id, response);
@@ -290,6 +308,7 @@ impl Mme {
     }
 
     pub(crate) fn request_s6a(&mut self, id: u32, request: S6aRequest) {
+        self.touch(id);
         if let Some(ue) = self.ues.get(&id) {
             let ue = ue.ue_ref();
             self.s6a_in_flight += 1;
@@ -309,6 +328,7 @@ impl Mme {
     }
 
     pub(crate) fn request_s11(&mut self, id: u32, request: S11Request) {
+        self.touch(id);
         if let Some(ue) = self.ues.get(&id) {
             let ue = ue.ue_ref();
             self.push(MmeAction::S11 { ue, request });
@@ -323,6 +343,7 @@ impl Mme {
         let generation = self.next_generation;
         self.next_generation += 1;
         self.ues.insert(id, UeContext::new(id, generation, s1));
+        self.touch(id);
         match self.by_enb_ue.insert((s1.assoc, s1.enb_ue_s1ap_id), id) {
             // The eNB reused its UE id: the old S1 connection is gone.
             Some(old) => {
@@ -342,6 +363,7 @@ impl Mme {
     /// Forget the S1 connection `s1` of UE `id` in the eNB's table, if it
     /// is still the UE's.
     pub(crate) fn unlink_s1(&mut self, id: u32, s1: S1Conn) {
+        self.touch(id);
         if self.by_enb_ue.get(&(s1.assoc, s1.enb_ue_s1ap_id)) == Some(&id) {
             self.by_enb_ue.remove(&(s1.assoc, s1.enb_ue_s1ap_id));
             if let Some(e) = self.enbs.get_mut(&s1.assoc) {
@@ -391,6 +413,7 @@ impl Mme {
 
     /// Send a NAS message in a DOWNLINK NAS TRANSPORT (TS 36.413 8.6.2.1).
     pub(crate) fn send_dl_nas(&mut self, id: u32, plain: &[u8], header: NasEpsSecurityHeaderType) {
+        self.touch(id);
         let Some(s1) = self.ues.get(&id).and_then(|u| u.s1) else {
             return;
         };
@@ -436,6 +459,7 @@ impl Mme {
     }
 
     fn arm_timer(&mut self, id: u32, mut timer: NasTimer) {
+        self.touch(id);
         let seq = self.next_timer_seq;
         self.next_timer_seq += 1;
         timer.seq = seq;
@@ -448,6 +472,7 @@ impl Mme {
     }
 
     pub(crate) fn stop_timer(&mut self, id: u32) {
+        self.touch(id);
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.timer = None;
         }
@@ -460,6 +485,7 @@ impl Mme {
     /// Start (or restart) the UE's guard timer `kind`, to fire `after` from
     /// now with `count` as its firing count so far.
     pub(crate) fn start_guard(&mut self, id: u32, kind: GuardKind, after: std::time::Duration, count: u8) {
+        self.touch(id);
         let seq = self.next_timer_seq;
         let deadline = self.now + after;
         let Some(ue) = self.ues.get_mut(&id) else { return };
@@ -470,6 +496,7 @@ impl Mme {
     }
 
     pub(crate) fn stop_guard(&mut self, id: u32, kind: GuardKind) {
+        self.touch(id);
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.guards.retain(|g| g.kind != kind);
         }
@@ -568,6 +595,7 @@ impl Mme {
     /// Send UE CONTEXT RELEASE COMMAND (TS 36.413 8.3.3) if the UE has an S1
     /// connection, and forget the connection.
     pub(crate) fn release_s1(&mut self, id: u32, cause: Cause) {
+        self.touch(id);
         let Some(s1) = self.ues.get_mut(&id).and_then(|u| u.s1.take()) else {
             return;
         };
@@ -579,12 +607,28 @@ impl Mme {
     /// Forget a UE entirely: its S1 connection, its GUTI, its context.
     pub(crate) fn remove_ue(&mut self, id: u32) {
         self.drop_handover(id);
+        if let Some(ue) = self.forget_ue(id) {
+            if let Some(c) = &mut self.changes {
+                c.removed.push(crate::transfer::Removed::of(&ue));
+            }
+        }
+    }
+
+    /// Take the UE's context out of this MME with its indexes, sending
+    /// nothing (a handover target it still links is unlinked silently).
+    pub(crate) fn forget_ue(&mut self, id: u32) -> Option<UeContext> {
         self.paged.remove(&id);
-        let Some(ue) = self.ues.remove(&id) else {
-            return;
-        };
-        if let Some(s1) = ue.s1 {
-            self.unlink_s1(id, s1);
+        let ue = self.ues.remove(&id)?;
+        if let Some(c) = &mut self.changes {
+            c.touched.remove(&id);
+        }
+        for s1 in ue.s1.into_iter().chain(ue.handover.as_ref().and_then(|h| h.target)) {
+            if self.by_enb_ue.get(&(s1.assoc, s1.enb_ue_s1ap_id)) == Some(&id) {
+                self.by_enb_ue.remove(&(s1.assoc, s1.enb_ue_s1ap_id));
+                if let Some(e) = self.enbs.get_mut(&s1.assoc) {
+                    e.s1_ues = e.s1_ues.saturating_sub(1);
+                }
+            }
         }
         if let Some(i) = ue.imsi.as_ref() {
             if self.by_imsi.get(i) == Some(&id) {
@@ -596,11 +640,12 @@ impl Mme {
                 self.by_mtmsi.remove(&m);
             }
         }
-        if let Some(Step::TauAccept { old_mtmsi: Some(m), .. }) = Some(ue.step) {
+        if let Step::TauAccept { old_mtmsi: Some(m), .. } = ue.step {
             if self.by_mtmsi.get(&m) == Some(&id) {
                 self.by_mtmsi.remove(&m);
             }
         }
+        Some(ue)
     }
 
     /// Delete the UE's PDN connections at the S-GW, if it has any, without

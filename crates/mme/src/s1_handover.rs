@@ -143,6 +143,7 @@ impl Mme {
     }
 
     fn running_mut(&mut self, id: u32) -> Option<&mut Handover> {
+        self.touch(id);
         self.ues.get_mut(&id).filter(|u| u.step == Step::Handover).and_then(|u| u.handover.as_mut())
     }
 

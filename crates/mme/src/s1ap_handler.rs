@@ -125,6 +125,7 @@ impl Mme {
     /// connection is on another association is left alone.
     pub(crate) fn lose_s1(&mut self, assoc: AssocId, ids: &[u32], aborted: &'static str) {
         for &id in ids {
+            self.touch(id);
             if self.handover_s1_lost(assoc, id) {
                 continue;
             }
@@ -337,7 +338,10 @@ impl Mme {
     /// the Error Indication of TS 36.413 10.6 (unknown or inconsistent IDs).
     pub(crate) fn known_ue(&mut self, assoc: AssocId, mme_id: u32, enb_id: u32) -> Option<u32> {
         match self.ue_for(assoc, mme_id, enb_id) {
-            Ok(id) => Some(id),
+            Ok(id) => {
+                self.touch(id);
+                Some(id)
+            }
             Err(e) => {
                 self.unknown_ue(assoc, mme_id, enb_id, e);
                 None

@@ -205,6 +205,7 @@ impl Mme {
     /// its S11 TEID); an S1 connection it still had elsewhere is released
     /// first (TS 23.401 5.3.4.1, TS 36.413 8.3.3). The UE is reachable.
     pub(crate) fn adopt_s1(&mut self, new: u32, id: u32) {
+        self.touch(id);
         if self.ues.get(&id).is_some_and(|u| u.s1.is_some()) {
             self.counters.incr("ue_old_s1_released");
             self.release_s1(id, Cause::radioNetwork(CauseRadioNetwork::unspecified));

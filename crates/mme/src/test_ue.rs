@@ -429,13 +429,56 @@ pub struct Harness {
     pub assoc: AssocId,
     /// Every S1AP PDU both ways, for the tshark check.
     pub log: Vec<Vec<u8>>,
+    /// Check, around every event the harness hands the core, that each UE
+    /// whose record changed is in the journal of touched UEs (what the store
+    /// layer writes from). On by default; a test that runs the store layer
+    /// itself turns it off ([`Harness::without_journal_check`]).
+    journal_check: bool,
 }
 
 impl Harness {
     pub fn new(cfg: MmeConfig) -> Self {
-        let mut h = Harness { mme: Mme::new(cfg), now: Instant::now(), assoc: AssocId(1), log: Vec::new() };
+        let mut mme = Mme::new(cfg);
+        mme.track_changes(true);
+        let mut h = Harness { mme, now: Instant::now(), assoc: AssocId(1), log: Vec::new(), journal_check: true };
         h.enb_up(AssocId(1));
         h
+    }
+
+    /// Stop checking the journal, and leave it to the caller.
+    pub fn without_journal_check(mut self) -> Self {
+        self.journal_check = false;
+        self
+    }
+
+    /// Hand the core one event; with the journal check, every UE whose
+    /// record (at a fixed time base) changed, appeared or went must be
+    /// named by the journal of that event.
+    fn event(&mut self, f: impl FnOnce(&mut Mme, Instant)) {
+        if !self.journal_check {
+            return f(&mut self.mme, self.now);
+        }
+        let t = crate::context_codec::TimeBase { now: self.now, unix_ms: 1 << 40 };
+        let records = |mme: &Mme| -> std::collections::HashMap<u32, Vec<u8>> {
+            let ids: Vec<u32> = mme.ues.keys().copied().collect();
+            ids.into_iter()
+                .filter_map(|id| Some((id, mme.export_ue(&crate::transfer::UeKey::MmeUeS1apId(id), t)?)))
+                .collect()
+        };
+        let before = records(&self.mme);
+        let _ = self.mme.take_changes();
+        f(&mut self.mme, self.now);
+        let after = records(&self.mme);
+        let changes = self.mme.take_changes();
+        let removed: Vec<u32> = changes.removed.iter().map(|r| r.id).collect();
+        for id in before.keys().chain(after.keys()) {
+            if before.get(id) != after.get(id) {
+                assert!(
+                    changes.touched.contains(id) || removed.contains(id),
+                    "UE {id} changed but the journal does not name it"
+                );
+            }
+        }
     }
 
     pub fn default() -> Self {
@@ -453,7 +496,7 @@ impl Harness {
 
     pub fn s1_on(&mut self, assoc: AssocId, stream: u16, data: Vec<u8>) {
         self.log.push(data.clone());
-        self.mme.handle(self.now, MmeEvent::S1Data { assoc, stream, data: Bytes::from(data) });
+        self.event(|mme, now| mme.handle(now, MmeEvent::S1Data { assoc, stream, data: Bytes::from(data) }));
     }
 
     pub fn s1(&mut self, data: Vec<u8>) {
@@ -472,15 +515,15 @@ impl Harness {
 
     pub fn advance(&mut self, d: Duration) {
         self.now += d;
-        self.mme.handle_timeout(self.now);
+        self.event(|mme, now| mme.handle_timeout(now));
     }
 
     pub fn s6a(&mut self, ue: UeRef, answer: S6aAnswer) {
-        self.mme.handle(self.now, MmeEvent::S6a { ue, answer: Ok(answer) });
+        self.event(|mme, now| mme.handle(now, MmeEvent::S6a { ue, answer: Ok(answer) }));
     }
 
     pub fn s11(&mut self, ue: UeRef, response: S11Response) {
-        self.mme.handle(self.now, MmeEvent::S11 { ue, response: Ok(response) });
+        self.event(|mme, now| mme.handle(now, MmeEvent::S11 { ue, response: Ok(response) }));
     }
 
     /// The only action, which must be a downlink S1AP PDU.

@@ -7,6 +7,7 @@ mod failures;
 mod prop;
 mod s1;
 mod s1_interop;
+mod stored;
 mod trust;
 mod tshark;
 

@@ -1,0 +1,396 @@
+//! The UE contexts in the store (issue 13 item 2, seed 004 4.3): after the
+//! MME handled an event, [`StoredUes::sync`] writes the records of the UEs
+//! it touched, and [`StoredUes::load`] brings a UE that another host wrote
+//! into this one. Any [`Store`] works: embedded (host-local, the replica
+//! hosts' copies) or Redis (the one shared store).
+//!
+//! Why here and not in `mobicore-elastic`: this layer reads the MME's
+//! journal of touched UEs and its procedure steps, and the hosts of the
+//! elastic MME are MME processes that link this crate anyway; the elastic
+//! crate stays free of MME internals and of I/O (balancers, ring,
+//! forwarder). The MME core stays sans-I/O: [`crate::transfer`] turns
+//! contexts into records and back, this module only awaits the store.
+//!
+//! # Replication modes
+//! - [`Replication::Cold`]: a UE's record is written when a procedure
+//!   completes, i.e. when it is registered with no procedure running
+//!   ([`crate::transfer::UeSummary::settled`]); a host that takes the UE
+//!   over carries on from there, and a procedure that was running restarts
+//!   (the UE repeats its request on its own timer).
+//! - [`Replication::Hot`]: after every event that touched the UE, so that
+//!   another host carries on mid-procedure from the step the record holds.
+//!
+//! # Keys
+//! - `mme/ue/<IMSI>`: the record ([`crate::context_codec`]);
+//! - `mme/mtmsi/<M-TMSI, 8 hex digits>`: the IMSI, for a UE that comes back
+//!   with its S-TMSI or GUTI;
+//! - `mme/id/<MME-UE-S1AP-ID, 8 hex digits>`: the IMSI, for the next
+//!   message of a connected UE (UE-associated S1AP, S11 by TEID).
+//!
+//! A record is at most [`context_codec::MAX_RECORD_LEN`] octets; a store
+//! whose `max_value_len` is smaller refuses longer ones (counted in
+//! `store_write_failed`, the UE stays served from memory).
+//!
+//! A UE known by no IMSI yet (an attach by GUTI before its Identity
+//! Response) is not written: its attach restarts on another host. The
+//! indexes are pointers only: a load checks that the record it reaches
+//! really names the key.
+//!
+//! # Writes and conflicts
+//! Each write is a compare-and-set on the version this host last read or
+//! wrote, so a UE's record is never written by two hosts at once. A record
+//! this host has no version of is written only if absent, or if it holds
+//! another context of the same IMSI (another MME-UE-S1AP-ID or
+//! generation): a UE that attached again supersedes its old context (TS
+//! 24.301 5.5.1.2.7 d). A lost compare-and-set is counted
+//! (`store_cas_conflict`) and resolved by refusal: the other host's record
+//! is the UE's state, so this host drops its copy (evicts it, sending
+//! nothing) and a later message of the UE loads the winner's record
+//! ([`StoredUes::load`], the reload). The event that made the losing
+//! change is not replayed: its answer may already be on the wire, which
+//! is why a UE must be served by one host at a time and the conflict is
+//! reported ([`SyncReport::conflicts`]).
+//!
+//! A write or delete that fails otherwise (the store unreachable, a value
+//! over its bound) is counted (`store_write_failed`, `store_delete_failed`)
+//! and tried again at the next sync; the UE stays served from memory. The
+//! record goes before its index keys, and this host takes the record's new
+//! version before writing them, so a failure between the two leaves
+//! nothing this host would later take for a conflict.
+
+use crate::context_codec::{self, TimeBase};
+use crate::mme::Mme;
+use crate::transfer::{mtmsis, ImportError, Removed, UeKey};
+use mobicore_common::Imsi;
+use mobicore_store::{Store, StoreError};
+use std::collections::{HashMap, HashSet};
+
+/// When a UE's record is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Replication {
+    /// When a procedure completes.
+    #[default]
+    Cold,
+    /// After every event that touched the UE.
+    Hot,
+}
+
+/// The store keys of a UE.
+pub mod keys {
+    use mobicore_common::Imsi;
+
+    pub fn record(imsi: &Imsi) -> String {
+        format!("mme/ue/{imsi}")
+    }
+    pub fn mtmsi(m: u32) -> String {
+        format!("mme/mtmsi/{m:08x}")
+    }
+    pub fn id(mme_ue_s1ap_id: u32) -> String {
+        format!("mme/id/{mme_ue_s1ap_id:08x}")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoredError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("UE record: {0}")]
+    Import(#[from] ImportError),
+    #[error("no UE record for {0:?}")]
+    NotFound(UeKey),
+    /// The record of the UE was written by another host since this one
+    /// read it; this host's copy is dropped.
+    #[error("the UE's record changed under this host (version {current:?})")]
+    Conflict { current: Option<u64> },
+    #[error("UE {0} has no IMSI yet: not written")]
+    NoImsi(u32),
+    #[error("no UE {0} in this MME")]
+    NotHere(u32),
+}
+
+/// What one [`StoredUes::sync`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SyncReport {
+    pub written: usize,
+    pub deleted: usize,
+    /// MME-UE-S1AP-IDs of UEs whose write lost a compare-and-set (evicted).
+    pub conflicts: Vec<u32>,
+    /// Writes or deletes that failed otherwise (store unreachable, value
+    /// too large); the UE stays in memory and its write is tried again at
+    /// the next sync.
+    pub failed: usize,
+}
+
+/// What this host knows of a UE's record: the version it last read or
+/// wrote, and the index keys it wrote.
+#[derive(Debug, Clone)]
+struct Held {
+    version: u64,
+    id: u32,
+    /// The M-TMSI index keys written for it.
+    mtmsis: Vec<u32>,
+    /// Its MME-UE-S1AP-ID index key is written.
+    id_indexed: bool,
+}
+
+/// The store layer of one MME host.
+#[derive(Debug)]
+pub struct StoredUes {
+    store: Store,
+    mode: Replication,
+    held: HashMap<Imsi, Held>,
+    /// UEs whose write failed (not a conflict): tried again at the next sync.
+    retry: HashSet<u32>,
+    /// Forgotten UEs whose delete failed: tried again at the next sync.
+    retry_removed: Vec<Removed>,
+}
+
+impl StoredUes {
+    /// The layer over `store`; it turns on the journal of `mme`.
+    pub fn new(store: Store, mode: Replication, mme: &mut Mme) -> StoredUes {
+        mme.track_changes(true);
+        StoredUes { store, mode, held: HashMap::new(), retry: HashSet::new(), retry_removed: Vec::new() }
+    }
+
+    pub fn mode(&self) -> Replication {
+        self.mode
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The version of the UE's record this host last read or wrote.
+    pub fn version(&self, imsi: &Imsi) -> Option<u64> {
+        self.held.get(imsi).map(|h| h.version)
+    }
+
+    /// Write what the mode asks for of the UEs the events since the last
+    /// sync touched, and delete the records of the UEs the MME forgot.
+    /// `time.now` is the MME's clock.
+    pub async fn sync(&mut self, mme: &mut Mme, time: TimeBase) -> SyncReport {
+        let changes = mme.take_changes();
+        let mut report = SyncReport::default();
+        let mut removed = std::mem::take(&mut self.retry_removed);
+        removed.extend(changes.removed);
+        for removed in removed {
+            match self.delete(mme, &removed).await {
+                Ok(true) => report.deleted += 1,
+                Ok(false) => {}
+                Err(_) => {
+                    mme.counters.incr("store_delete_failed");
+                    report.failed += 1;
+                    self.retry_removed.push(removed);
+                }
+            }
+        }
+        let mut touched: Vec<u32> = changes.touched.union(&self.retry).copied().collect();
+        self.retry.clear();
+        touched.sort_unstable();
+        for id in touched {
+            let Some(summary) = mme.ue_summary(id) else { continue };
+            if summary.imsi.is_none() || (self.mode == Replication::Cold && !summary.settled) {
+                continue;
+            }
+            match self.write(mme, id, time).await {
+                Ok(_) => report.written += 1,
+                Err(StoredError::Conflict { .. }) => report.conflicts.push(id),
+                Err(_) => {
+                    report.failed += 1;
+                    self.retry.insert(id);
+                }
+            }
+        }
+        report
+    }
+
+    /// Write UE `id`'s record now, whatever the mode (a migration, a
+    /// shutdown); returns its new version. A lost compare-and-set evicts
+    /// the UE from `mme` (see the module doc).
+    pub async fn write(&mut self, mme: &mut Mme, id: u32, time: TimeBase) -> Result<u64, StoredError> {
+        let summary = mme.ue_summary(id).ok_or(StoredError::NotHere(id))?;
+        let imsi = summary.imsi.clone().ok_or(StoredError::NoImsi(id))?;
+        let record = mme.export_ue(&UeKey::MmeUeS1apId(id), time).ok_or(StoredError::NotHere(id))?;
+        let key = keys::record(&imsi);
+        let held = self.held.get(&imsi).filter(|h| h.id == id);
+        let expected = held.map(|h| h.version);
+        // The names of an older context the write takes the place of.
+        let mut superseded = None;
+        let result = match self.store.compare_and_set(&key, expected, &record).await {
+            Err(StoreError::Conflict { current: Some(current) }) if expected.is_none() => {
+                self.supersede(mme, &key, current, &record, time, &mut superseded).await
+            }
+            other => other,
+        };
+        let version = match result {
+            Ok(v) => v,
+            Err(StoreError::Conflict { current }) => {
+                mme.counters.incr("store_cas_conflict");
+                self.held.remove(&imsi);
+                mme.evict_ue(&UeKey::MmeUeS1apId(id));
+                return Err(StoredError::Conflict { current });
+            }
+            Err(e) => {
+                mme.counters.incr("store_write_failed");
+                return Err(e.into());
+            }
+        };
+        mme.counters.incr("store_ue_written");
+        let prev = self.held.remove(&imsi).filter(|h| h.id == id);
+        let (id_indexed, old) = prev.map(|h| (h.id_indexed, h.mtmsis)).unwrap_or_default();
+        // The new version first: an index write that fails leaves the
+        // record this host's, and the indexes are done again next time.
+        self.held.insert(imsi.clone(), Held { version, id, mtmsis: old.clone(), id_indexed });
+        if let Err(e) = self.write_indexes(&imsi, id, id_indexed, &old, &summary.mtmsis, superseded).await {
+            mme.counters.incr("store_write_failed");
+            return Err(e.into());
+        }
+        if let Some(h) = self.held.get_mut(&imsi) {
+            h.id_indexed = true;
+            h.mtmsis = summary.mtmsis;
+        }
+        Ok(version)
+    }
+
+    /// The index keys of a record just written: after the record, so that
+    /// a reader that follows an index finds a record at least as new.
+    async fn write_indexes(
+        &self,
+        imsi: &Imsi,
+        id: u32,
+        id_indexed: bool,
+        old: &[u32],
+        mtmsis: &[u32],
+        superseded: Option<(u32, Vec<u32>)>,
+    ) -> Result<(), StoreError> {
+        let value = imsi.as_str().as_bytes();
+        if !id_indexed {
+            self.store.put(&keys::id(id), value).await?;
+        }
+        for &m in mtmsis.iter().filter(|m| !old.contains(m)) {
+            self.store.put(&keys::mtmsi(m), value).await?;
+        }
+        let (old_id, gone) = superseded.unwrap_or((id, Vec::new()));
+        if old_id != id {
+            self.delete_index(&keys::id(old_id), imsi).await?;
+        }
+        for &m in old.iter().chain(&gone).filter(|m| !mtmsis.contains(m)) {
+            self.delete_index(&keys::mtmsi(m), imsi).await?;
+        }
+        Ok(())
+    }
+
+    /// The stored record is of another context of the IMSI than the one
+    /// `record` holds: take its place (its MME-UE-S1AP-ID and M-TMSIs go to
+    /// `superseded`, for their index keys), else it is a conflict.
+    async fn supersede(
+        &self,
+        mme: &Mme,
+        key: &str,
+        current: u64,
+        record: &[u8],
+        time: TimeBase,
+        superseded: &mut Option<(u32, Vec<u32>)>,
+    ) -> Result<u64, StoreError> {
+        let Some(stored) = self.store.get(key).await? else {
+            return self.store.compare_and_set(key, None, record).await;
+        };
+        let ours = context_codec::peek_context(record).ok();
+        match context_codec::peek_context(&stored.value) {
+            Ok(theirs) if Some(theirs) == ours => Err(StoreError::Conflict { current: Some(current) }),
+            theirs => {
+                mme.counters.incr("store_record_superseded");
+                let version = self.store.compare_and_set(key, Some(stored.version), record).await?;
+                let names = context_codec::decode(&stored.value, time).map(|ue| mtmsis(&ue)).unwrap_or_default();
+                *superseded = theirs.ok().map(|(id, _)| (id, names));
+                Ok(version)
+            }
+        }
+    }
+
+    /// Delete the record of a UE the MME forgot, if this host holds its
+    /// version (a record it never read is another context's, or none).
+    async fn delete(&mut self, mme: &Mme, removed: &Removed) -> Result<bool, StoredError> {
+        let Some(imsi) = &removed.imsi else { return Ok(false) };
+        let Some(held) = self.held.get(imsi).filter(|h| h.id == removed.id).cloned() else {
+            return Ok(false);
+        };
+        match self.store.compare_and_delete(&keys::record(imsi), held.version).await {
+            // Deleted, or deleted by an earlier try whose index deletes failed.
+            Ok(()) | Err(StoreError::Conflict { current: None }) => {}
+            Err(StoreError::Conflict { .. }) => {
+                // Another host wrote it since: its record stays.
+                mme.counters.incr("store_cas_conflict");
+                self.held.remove(imsi);
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.delete_index(&keys::id(removed.id), imsi).await?;
+        for &m in held.mtmsis.iter().chain(&removed.mtmsis) {
+            self.delete_index(&keys::mtmsi(m), imsi).await?;
+        }
+        self.held.remove(imsi);
+        mme.counters.incr("store_ue_deleted");
+        Ok(true)
+    }
+
+    /// Delete an index key if it still points at `imsi`.
+    async fn delete_index(&self, key: &str, imsi: &Imsi) -> Result<(), StoreError> {
+        if let Some(v) = self.store.get(key).await? {
+            if v.value == imsi.as_str().as_bytes() {
+                match self.store.compare_and_delete(key, v.version).await {
+                    Ok(()) | Err(StoreError::Conflict { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The IMSI whose record `key` leads to, through the indexes.
+    async fn imsi_of(&self, key: &UeKey) -> Result<Option<Imsi>, StoreError> {
+        let index = match key {
+            UeKey::Imsi(i) => return Ok(Some(i.clone())),
+            UeKey::MTmsi(m) => keys::mtmsi(*m),
+            UeKey::MmeUeS1apId(id) => keys::id(*id),
+        };
+        let Some(v) = self.store.get(&index).await? else { return Ok(None) };
+        Ok(std::str::from_utf8(&v.value).ok().and_then(|s| s.parse().ok()))
+    }
+
+    /// Bring the UE `key` names from the store into `mme` (replacing an
+    /// older copy it held); returns its MME-UE-S1AP-ID. `time.now` is the
+    /// MME's clock.
+    pub async fn load(&mut self, mme: &mut Mme, key: &UeKey, time: TimeBase) -> Result<u32, StoredError> {
+        let not_found = || StoredError::NotFound(key.clone());
+        let imsi = self.imsi_of(key).await?.ok_or_else(not_found)?;
+        let stored = self.store.get(&keys::record(&imsi)).await?.ok_or_else(not_found)?;
+        let id = match mme.import_ue(&stored.value, time) {
+            Ok(id) => id,
+            Err(e) => {
+                mme.counters.incr("store_ue_import_failed");
+                return Err(e.into());
+            }
+        };
+        // A stale index: the record is the IMSI's, but no longer has that name.
+        if mme.find_ue(key) != Some(id) {
+            mme.evict_ue(&UeKey::MmeUeS1apId(id));
+            return Err(not_found());
+        }
+        let mtmsis = mme.ue_summary(id).map(|s| s.mtmsis).unwrap_or_default();
+        self.held.insert(imsi, Held { version: stored.version, id, mtmsis, id_indexed: true });
+        mme.counters.incr("store_ue_loaded");
+        Ok(id)
+    }
+
+    /// Forget what this host knows of the UE's record, and drop the UE from
+    /// `mme` (another host serves it now).
+    pub fn release(&mut self, mme: &mut Mme, key: &UeKey) {
+        if let Some(ue) = mme.evict_ue(key) {
+            if let Some(i) = ue.imsi {
+                self.held.remove(&i);
+            }
+        }
+    }
+}

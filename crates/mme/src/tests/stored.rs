@@ -1,0 +1,523 @@
+//! Services continuing a procedure from a stored context (issue 13): a UE
+//! is served by MME host A, its context goes to a store, A is dropped as if
+//! killed, and host B (the same eNB association set up) carries on with it
+//! from the record, with no new attach. Embedded and Redis stores.
+
+use super::*;
+use crate::context::{EmmState, Step};
+use crate::context_codec::TimeBase;
+use crate::stored::{keys, Replication, StoredError, StoredUes};
+use crate::transfer::UeKey;
+use crate::{MmeAction, MmeConfig, MmeEvent};
+use mobicore_common::s11::*;
+use mobicore_common::s6a::*;
+use mobicore_common::sctp_api::AssocId;
+use mobicore_common::{Fteid, Imsi, Teid};
+use mobicore_store::Store;
+use oxirush_nas::nas_eps::*;
+use oxirush_s1ap::helpers::{eutran_cgi, plmn, tai, EnbKind};
+use oxirush_s1ap::s1ap::*;
+use oxirush_s1ap::{build_s1ap, S1apPduKind};
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// The wall clock of every host at its start (hosts share a wall clock,
+/// not their monotonic clocks).
+const WALL0: u64 = 1_800_000_000_000;
+
+/// One MME host: the core driven by the test harness, and its store layer.
+struct Host {
+    h: Harness,
+    start: Instant,
+    stored: StoredUes,
+}
+
+impl Host {
+    /// A host whose eNB association 1 is set up (the front end's eNB).
+    fn new(store: Store, mode: Replication, seed: u32) -> Host {
+        let mut h = Harness::new(MmeConfig { mtmsi_seed: Some(seed), ..MmeConfig::default() }).without_journal_check();
+        let stored = StoredUes::new(store, mode, &mut h.mme);
+        Host { start: h.now, h, stored }
+    }
+
+    fn time(&self) -> TimeBase {
+        TimeBase { now: self.h.now, unix_ms: WALL0 + (self.h.now - self.start).as_millis() as u64 }
+    }
+
+    async fn sync(&mut self) -> crate::stored::SyncReport {
+        let t = self.time();
+        self.stored.sync(&mut self.h.mme, t).await
+    }
+
+    async fn load(&mut self, key: UeKey) -> Result<u32, StoredError> {
+        let t = self.time();
+        self.stored.load(&mut self.h.mme, &key, t).await
+    }
+
+    fn count(&self, name: &'static str) -> u64 {
+        self.h.mme.counters().value(name)
+    }
+}
+
+/// INITIAL UE MESSAGE of a UE coming back from idle, with its S-TMSI.
+fn initial_ue_message_stmsi(enb_ue_id: u32, nas: Vec<u8>, mmec: u8, m_tmsi: u32) -> Vec<u8> {
+    let p = plmn("001", "01").unwrap();
+    build_s1ap!(
+        InitiatingMessage,
+        initialUEMessage,
+        InitialUEMessage,
+        eNB_UE_S1AP_ID(enb_ue_id),
+        NAS_PDU(nas),
+        TAI(tai(p, [0, 1])),
+        EUTRAN_CGI(eutran_cgi(p, EnbKind::Macro, 0x12345, 1).unwrap()),
+        RRC_Establishment_Cause(RRCEstablishmentCause::mo_Signalling),
+        S_TMSI(STMSI::new(MMECode([mmec]), MTMSI(m_tmsi.to_be_bytes()), None)),
+    )
+    .unwrap()
+    .encode()
+    .unwrap()
+    .to_vec()
+}
+
+fn m_tmsi(ue: &TestUe) -> u32 {
+    ue.guti.expect("a GUTI").m_tmsi()
+}
+
+/// S1 release of a connected UE (TS 23.401 5.3.5): it goes ECM-IDLE.
+fn release_to_idle(h: &mut Harness, ue: &TestUe) {
+    h.s1(release_request(ue.mme_ue_id.unwrap(), ue.enb_ue_id));
+    let (r, req) = expect_s11(&h.drain());
+    assert!(matches!(req, S11Request::ReleaseAccessBearers(_)));
+    h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
+    assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
+}
+
+/// UE-triggered SERVICE REQUEST from idle (TS 24.301 5.6.1): short MAC and
+/// KSI checked with the stored context, bearers back, KeNB from the
+/// request's uplink NAS COUNT (TS 33.401 7.2.6.2). Returns the request.
+fn service_request(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) -> Vec<u8> {
+    ue.enb_ue_id = enb_ue_id;
+    let ctx = ue.ctx.as_mut().unwrap();
+    let count = ctx.nas_count(Direction::Uplink).unwrap().get();
+    let sr = ctx.protect_service_request(ksi).unwrap();
+    let pdu = NasEpsMessage::ServiceRequest(sr).encode().unwrap();
+    h.s1(initial_ue_message_stmsi(enb_ue_id, pdu.clone(), h.mme.config().mme_code, m_tmsi(ue)));
+    let ics = h.one_down();
+    assert_eq!(ics.kind, S1apPduKind::Initiating_InitialContextSetup, "the SERVICE REQUEST was taken");
+    assert_eq!(ics.enb_id, Some(enb_ue_id));
+    assert_eq!(ics.mme_id, ue.mme_ue_id, "the same MME-UE-S1AP-ID (S11 TEID)");
+    assert_eq!(ics.kenb, Some(ue.kenb(count)), "KeNB per TS 33.401 A.3");
+    h.s1(ics_response(ue.mme_ue_id.unwrap(), enb_ue_id, 0xdef));
+    let (r, req) = expect_s11(&h.drain());
+    let S11Request::ModifyBearer(mb) = req else { panic!("{req:?}") };
+    assert_eq!(mb.sgw_teid, SGW_S11.teid);
+    assert_eq!(mb.s1u_enb_fteid, Fteid { teid: Teid(0xdef), ipv4: Ipv4Addr::new(127, 0, 0, 9) });
+    h.s11(r, S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: None }));
+    assert!(h.drain().is_empty());
+    pdu
+}
+
+/// The next NAS COUNTs (uplink, downlink) of UE `id`'s security context.
+fn nas_counts(h: &Harness, id: u32) -> (Option<u32>, Option<u32>) {
+    let ctx = &h.mme.ues[&id].security.as_ref().unwrap().ctx;
+    let get = |d| ctx.nas_count(d).map(|c| c.get());
+    (get(Direction::Uplink), get(Direction::Downlink))
+}
+
+/// TAU from idle without the active flag (TS 24.301 5.5.3.2): TAU ACCEPT
+/// with a new GUTI, TAU COMPLETE, the S1 connection released.
+fn tau_from_idle(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
+    ue.enb_ue_id = enb_ue_id;
+    let old = m_tmsi(ue);
+    let req = NasTrackingAreaUpdateRequest::new(
+        NasEpsUpdateType::from_update_type(UpdateType::TaUpdating),
+        NasKeySetIdentifier::new(ksi),
+        NasEpsMobileIdentity::from_guti(ue.guti.unwrap()),
+    );
+    let h1 = NasEpsSecurityHeaderType::IntegrityProtected;
+    let pdu = ue.ctx.as_mut().unwrap().protect(&NasEpsMessage::new_emm(req), h1, Direction::Uplink).unwrap();
+    h.s1(initial_ue_message_stmsi(enb_ue_id, pdu, h.mme.config().mme_code, old));
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_downlinkNASTransport);
+    ue.mme_ue_id = d.mme_id;
+    let NasEmmMessage::TrackingAreaUpdateAccept(acc) = ue.receive(&d.nas.unwrap()) else { panic!("no TAU ACCEPT") };
+    ue.guti = acc.guti.as_ref().and_then(|g| g.as_guti());
+    assert_ne!(m_tmsi(ue), old, "a new GUTI");
+    let complete = ue.protect(&NasEpsMessage::new_emm(NasTrackingAreaUpdateComplete::new()));
+    h.up(ue, complete);
+    let d = h.one_down();
+    assert_eq!(d.kind, S1apPduKind::Initiating_UEContextRelease);
+}
+
+/// Switch-off DETACH REQUEST from idle (TS 24.301 5.5.2.2): session
+/// deleted, S1 connection released, the context gone.
+fn detach_from_idle(h: &mut Harness, ue: &mut TestUe, enb_ue_id: u32) {
+    ue.enb_ue_id = enb_ue_id;
+    let d = NasDetachRequestUeOriginating::new(
+        NasDetachType::from_ue_detach_kind(UeDetachKind::EpsDetach, true),
+        NasKeySetIdentifier::new(0),
+        NasEpsMobileIdentity::from_guti(ue.guti.unwrap()),
+    );
+    let h1 = NasEpsSecurityHeaderType::IntegrityProtected;
+    let pdu = ue.ctx.as_mut().unwrap().protect(&NasEpsMessage::new_emm(d), h1, Direction::Uplink).unwrap();
+    h.s1(initial_ue_message_stmsi(enb_ue_id, pdu, h.mme.config().mme_code, m_tmsi(ue)));
+    let (r, req) = expect_s11(&h.drain());
+    let S11Request::DeleteSession(ds) = req else { panic!("{req:?}") };
+    assert_eq!(ds.sgw_teid, SGW_S11.teid);
+    h.s11(r, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
+    assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
+    assert_eq!(h.mme.stats().ues, 0);
+}
+
+fn ksi_of(h: &Harness, id: u32) -> u8 {
+    h.mme.ues[&id].security.as_ref().unwrap().ksi
+}
+
+/// Attach at A, idle; A dies; B serves a service request; B dies; C a TAU,
+/// then D the detach: each host takes the UE from the record the previous
+/// one wrote when its procedure completed (cold).
+async fn cold_takeovers(store_of: impl Fn() -> Store) {
+    let imsi = "001010000000101";
+    let mut a = Host::new(store_of(), Replication::Cold, 0x100);
+    let mut ue = a.h.attach(imsi, 11);
+    let id = ue.mme_ue_id.unwrap();
+    let guti = ue.guti.unwrap();
+    release_to_idle(&mut a.h, &ue);
+    let report = a.sync().await;
+    assert_eq!((report.written, report.conflicts.len(), report.failed), (1, 0, 0), "{report:?}");
+    let written = a.stored.store().get(&keys::record(&imsi.parse().unwrap())).await.unwrap().unwrap();
+    let ksi = ksi_of(&a.h, id);
+    let counts = nas_counts(&a.h, id);
+    drop(a);
+
+    // B: the UE's SERVICE REQUEST names it by S-TMSI; B loads it first.
+    let mut b = Host::new(store_of(), Replication::Cold, 0x200);
+    b.h.advance(Duration::from_secs(5));
+    assert_eq!(b.load(UeKey::MTmsi(guti.m_tmsi())).await.unwrap(), id);
+    assert_eq!(b.stored.version(&imsi.parse().unwrap()), Some(written.version));
+    let ctx = &b.h.mme.ues[&id];
+    assert_eq!((ctx.emm, ctx.step, ctx.s1), (EmmState::Registered, Step::Idle, None));
+    assert!(b.h.mme.poll_timeout().is_some(), "the mobile reachable timer runs again");
+    assert_eq!(nas_counts(&b.h, id), counts, "the NAS COUNTs came with the record");
+    let sr = service_request(&mut b.h, &mut ue, ksi, 12);
+    assert_eq!(b.count("attach_complete"), 0, "no new attach");
+    assert_eq!(b.h.mme.ues[&id].guti.map(|g| g.m_tmsi.0), Some(guti.m_tmsi()), "the same GUTI");
+    release_to_idle(&mut b.h, &ue);
+    assert_eq!(b.sync().await.written, 1);
+    drop(b);
+
+    // C: a TAU from idle, found again by the same S-TMSI.
+    let mut c = Host::new(store_of(), Replication::Cold, 0x300);
+    c.load(UeKey::MTmsi(guti.m_tmsi())).await.unwrap();
+    // B's SERVICE REQUEST replayed: its COUNT is spent (TS 33.401 7.2.6.2).
+    c.h.s1(initial_ue_message_stmsi(15, sr, c.h.mme.config().mme_code, guti.m_tmsi()));
+    let out = c.h.drain();
+    assert!(out.iter().all(|x| read_down(&s1_data(x).2).kind != S1apPduKind::Initiating_InitialContextSetup));
+    assert_eq!(c.count("service_request_mac_failure"), 1, "a replay is refused");
+    tau_from_idle(&mut c.h, &mut ue, ksi, 13);
+    assert_eq!(c.sync().await.written, 1);
+    let new_mtmsi = m_tmsi(&ue);
+    drop(c);
+
+    // D: the detach, by the GUTI the TAU gave; the old one leads nowhere.
+    let mut d = Host::new(store_of(), Replication::Cold, 0x400);
+    assert!(matches!(d.load(UeKey::MTmsi(guti.m_tmsi())).await, Err(StoredError::NotFound(_))));
+    d.load(UeKey::MTmsi(new_mtmsi)).await.unwrap();
+    detach_from_idle(&mut d.h, &mut ue, 14);
+    let report = d.sync().await;
+    assert_eq!((report.deleted, report.written), (1, 0), "{report:?}");
+    assert_eq!(d.stored.store().usage("mme/").await.unwrap(), (0, 0), "no record nor index left");
+}
+
+#[tokio::test]
+async fn cold_record_serves_service_request_tau_and_detach_on_other_hosts() {
+    let store = Store::memory();
+    cold_takeovers(|| store.clone()).await;
+}
+
+/// Hot replication: A dies in the middle of an attach, after the
+/// Authentication Response (the SECURITY MODE COMMAND sent, T3460
+/// running); B takes the SECURITY MODE COMPLETE from the record and
+/// completes the attach.
+async fn hot_mid_attach(store_a: Store, store_b: Store) {
+    let imsi = "001010000000102";
+    let mut a = Host::new(store_a, Replication::Hot, 0x100);
+    let (mut ue, r) = a.h.start_attach(imsi, 21);
+    assert_eq!(a.sync().await.written, 1, "written at the AIR already");
+    let auth = a.h.challenge(&mut ue, r, 32);
+    a.sync().await;
+    let res = ue.authenticate(&auth);
+    a.h.up(&ue, res);
+    let smc = a.h.one_down().nas.unwrap();
+    let report = a.sync().await;
+    assert_eq!((report.written, report.failed), (1, 0));
+    let id = ue.mme_ue_id.unwrap();
+    assert_eq!(a.h.mme.ues[&id].step, Step::SecurityMode);
+    drop(a);
+
+    // B: the front end routes the uplink NAS by MME-UE-S1AP-ID.
+    let mut b = Host::new(store_b, Replication::Hot, 0x200);
+    b.h.advance(Duration::from_millis(300));
+    assert_eq!(b.load(UeKey::MmeUeS1apId(id)).await.unwrap(), id);
+    assert_eq!(b.h.mme.ues[&id].step, Step::SecurityMode);
+    // T3460 re-armed at its written deadline.
+    let t3460 = b.h.mme.ues[&id].timer.as_ref().map(|t| (t.kind, t.deadline));
+    assert_eq!(t3460.map(|t| t.0), Some(crate::context::NasTimerKind::T3460));
+    assert_eq!(b.h.mme.poll_timeout(), t3460.map(|t| t.1));
+    let complete = ue.security_mode_complete(&smc);
+    b.h.up(&ue, complete);
+    let out: Vec<MmeAction> = b.h.drain().into_iter().filter(|x| matches!(x, MmeAction::S6a { .. })).collect();
+    let (r, req) = expect_s6a(&out);
+    assert_eq!(r.mme_ue_s1ap_id, id);
+    assert!(matches!(req, S6aRequest::UpdateLocation(_)));
+    b.h.s6a(r, S6aAnswer::UpdateLocation(Ok(subscription())));
+    let (r3, req) = expect_s11(&b.h.drain());
+    let S11Request::CreateSession(cs) = req else { panic!("{req:?}") };
+    assert_eq!(cs.sender_fteid.teid, Teid(id), "the MME's S11 TEID is kept");
+    b.h.s11(r3, create_session_ok());
+    let ics = b.h.one_down();
+    assert_eq!(ics.kind, S1apPduKind::Initiating_InitialContextSetup);
+    assert_eq!(ics.kenb, Some(ue.kenb(0)), "the NAS COUNTs came with the record");
+    let NasEmmMessage::AttachAccept(acc) = ue.receive(&ics.nas.unwrap()) else { panic!("no ATTACH ACCEPT") };
+    ue.guti = acc.guti.as_ref().and_then(|g| g.as_guti());
+    b.h.s1(ics_response(id, ue.enb_ue_id, 0xabc));
+    let (_, req) = expect_s11(&b.h.drain());
+    assert!(matches!(req, S11Request::ModifyBearer(_)));
+    b.h.s11(
+        r,
+        S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: None }),
+    );
+    let complete = ue.attach_complete();
+    b.h.up(&ue, complete);
+    assert!(b.h.drain().is_empty());
+    let ctx = &b.h.mme.ues[&id];
+    assert_eq!((ctx.emm, ctx.step), (EmmState::Registered, Step::Idle));
+    assert_eq!(ctx.guti.map(|g| g.m_tmsi.0), ue.guti.map(|g| g.m_tmsi()));
+    assert_eq!(b.count("t3460_abort"), 0);
+    assert!(b.sync().await.written >= 1);
+    // The record names the UE by its new GUTI.
+    let imsi: Imsi = imsi.parse().unwrap();
+    let by_mtmsi = b.stored.store().get(&keys::mtmsi(m_tmsi(&ue))).await.unwrap().unwrap();
+    assert_eq!(by_mtmsi.value, imsi.as_str().as_bytes());
+}
+
+#[tokio::test]
+async fn hot_record_lets_another_host_finish_an_attach() {
+    let store = Store::memory();
+    hot_mid_attach(store.clone(), store).await;
+}
+
+/// Hot replication: the SMC would be retransmitted by B if the UE stayed
+/// silent (T3460 fires on whichever host holds the UE then).
+#[tokio::test]
+async fn hot_record_timer_fires_on_the_new_host() {
+    let store = Store::memory();
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let (mut ue, r) = a.h.start_attach("001010000000103", 31);
+    let auth = a.h.challenge(&mut ue, r, 32);
+    let res = ue.authenticate(&auth);
+    a.h.up(&ue, res);
+    let smc = a.h.one_down().nas.unwrap();
+    a.sync().await;
+    let id = ue.mme_ue_id.unwrap();
+    drop(a);
+    let mut b = Host::new(store, Replication::Hot, 0x200);
+    b.load(UeKey::MmeUeS1apId(id)).await.unwrap();
+    b.h.advance(Duration::from_secs(7));
+    let again = b.h.one_down();
+    assert_eq!((again.kind, again.mme_id), (S1apPduKind::Initiating_downlinkNASTransport, Some(id)));
+    // The SECURITY MODE COMMAND again, with the algorithms A selected.
+    assert_eq!(smc_algorithms(&again.nas.unwrap()), smc_algorithms(&smc));
+    assert_eq!(b.count("nas_retransmission"), 1);
+}
+
+/// Two hosts hold the same UE; the one whose write comes second loses its
+/// compare-and-set: counted, its copy dropped, the winner's record kept,
+/// and it can load that record again.
+#[tokio::test]
+async fn cas_conflict_is_counted_and_the_loser_steps_back() {
+    let store = Store::memory();
+    let imsi: Imsi = "001010000000104".parse().unwrap();
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let ue = a.h.attach(imsi.as_str(), 41);
+    let id = ue.mme_ue_id.unwrap();
+    a.sync().await;
+    let mut b = Host::new(store.clone(), Replication::Hot, 0x200);
+    b.load(UeKey::Imsi(imsi.clone())).await.unwrap();
+    let v = b.stored.version(&imsi).unwrap();
+    // Both take an S1 release of the UE; A writes first.
+    release_to_idle(&mut a.h, &ue);
+    let ra = a.sync().await;
+    assert!(ra.written >= 1 && ra.conflicts.is_empty(), "{ra:?}");
+    let won = store.get(&keys::record(&imsi)).await.unwrap().unwrap();
+    assert!(won.version > v);
+    release_to_idle(&mut b.h, &ue);
+    let rb = b.sync().await;
+    assert_eq!(rb.conflicts, vec![id], "{rb:?}");
+    assert_eq!(b.count("store_cas_conflict"), 1);
+    assert_eq!(b.h.mme.stats().ues, 0, "the loser dropped its copy");
+    assert_eq!(store.get(&keys::record(&imsi)).await.unwrap().unwrap(), won, "the winner's record stays");
+    // The reload: B takes the winner's record.
+    b.load(UeKey::Imsi(imsi.clone())).await.unwrap();
+    assert_eq!(b.stored.version(&imsi), Some(won.version));
+    assert_eq!(a.count("store_cas_conflict"), 0);
+}
+
+/// A UE that attaches again on another host supersedes its old record.
+#[tokio::test]
+async fn a_new_attach_supersedes_the_old_record() {
+    let store = Store::memory();
+    let imsi: Imsi = "001010000000105".parse().unwrap();
+    let mut a = Host::new(store.clone(), Replication::Cold, 0x100);
+    let old = a.h.attach(imsi.as_str(), 51);
+    a.sync().await;
+    drop(a);
+    let mut b = Host::new(store.clone(), Replication::Cold, 0x200);
+    let ue = b.h.attach(imsi.as_str(), 52);
+    let report = b.sync().await;
+    assert_eq!((report.written, report.conflicts.len()), (1, 0), "{report:?}");
+    assert_eq!(b.count("store_record_superseded"), 1);
+    let record = store.get(&keys::record(&imsi)).await.unwrap().unwrap();
+    let (rid, _) = crate::context_codec::peek_context(&record.value).unwrap();
+    assert_eq!(rid, ue.mme_ue_id.unwrap());
+    // The old context's index keys went with it: one record, two indexes.
+    assert_eq!(store.usage("mme/").await.unwrap().0, 3);
+    assert!(store.get(&keys::mtmsi(m_tmsi(&old))).await.unwrap().is_none());
+    assert!(store.get(&keys::id(old.mme_ue_id.unwrap())).await.unwrap().is_none());
+}
+
+/// Export, evict, import on one host: the UE is gone without a word to the
+/// eNB, then back with its indexes.
+#[test]
+fn evict_sends_nothing_and_import_restores_the_indexes() {
+    let mut h = Harness::default();
+    let ue = h.attach("001010000000106", 61);
+    let id = ue.mme_ue_id.unwrap();
+    let t = TimeBase { now: h.now, unix_ms: WALL0 };
+    let record = h.mme.export_ue(&UeKey::MTmsi(m_tmsi(&ue)), t).unwrap();
+    // Compact: an attached UE with two APNs subscribed is 343 octets.
+    assert!(record.len() < 512, "{} octets", record.len());
+    assert!(h.mme.evict_ue(&UeKey::MmeUeS1apId(id)).is_some());
+    assert!(h.drain().is_empty(), "no signalling");
+    assert_eq!(h.mme.stats().ues, 0);
+    assert!(h.mme.by_enb_ue.is_empty() && h.mme.by_mtmsi.is_empty() && h.mme.by_imsi.is_empty());
+    assert_eq!(h.mme.import_ue(&record, t), Ok(id));
+    assert_eq!(h.mme.find_ue(&UeKey::Imsi("001010000000106".parse().unwrap())), Some(id));
+    assert_eq!(h.mme.find_ue(&UeKey::MTmsi(m_tmsi(&ue))), Some(id));
+    assert_eq!(h.mme.by_enb_ue.get(&(h.assoc, 61)), Some(&id));
+    assert_eq!(h.mme.export_ue(&UeKey::MmeUeS1apId(id), t).as_ref(), Some(&record), "the same record");
+    // A record on an association this host has no eNB for is refused.
+    let mut other = Harness::default();
+    other.mme.handle(other.now, MmeEvent::S1Down { assoc: AssocId(1) });
+    assert!(matches!(other.mme.import_ue(&record, t), Err(crate::transfer::ImportError::UnknownEnb(_))));
+    // The eNB again, with one stream only: the UE gets a stream it has.
+    other.mme.handle(other.now, MmeEvent::S1Up { assoc: AssocId(1), peer: [127, 0, 0, 1].into(), outbound_streams: 1 });
+    other.s1_on(AssocId(1), 0, s1_setup_request("001", "01", 2));
+    assert_eq!(read_down(&s1_data(&other.drain()[0]).2).kind, S1apPduKind::Successful_S1Setup);
+    assert_eq!(h.mme.ues[&id].s1.map(|s| s.stream), Some(1));
+    assert_eq!(other.mme.import_ue(&record, t), Ok(id));
+    assert_eq!(other.mme.ues[&id].s1.map(|s| (s.assoc, s.enb_ue_s1ap_id, s.stream)), Some((AssocId(1), 61, 0)));
+}
+
+/// The same takeovers through a real Redis, each host with its own
+/// connection.
+#[tokio::test]
+async fn redis_takeovers() {
+    let server = match mobicore_store::redis_server::RedisServer::start() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("SKIPPED redis_takeovers: {e}");
+            return;
+        }
+    };
+    let url = server.url();
+    let connect = |ns: &'static str| {
+        let url = url.clone();
+        async move { Store::connect_redis(&url, ns).await.unwrap() }
+    };
+    hot_mid_attach(connect("hot").await, connect("hot").await).await;
+    let shared = connect("cold").await;
+    cold_takeovers(|| shared.clone()).await;
+    // A CAS conflict on Redis too: two hosts, one record.
+    let imsi: Imsi = "001010000000107".parse().unwrap();
+    let mut a = Host::new(connect("cas").await, Replication::Hot, 0x100);
+    let ue = a.h.attach(imsi.as_str(), 71);
+    a.sync().await;
+    let mut b = Host::new(connect("cas").await, Replication::Hot, 0x200);
+    b.load(UeKey::Imsi(imsi.clone())).await.unwrap();
+    release_to_idle(&mut a.h, &ue);
+    assert!(a.sync().await.conflicts.is_empty());
+    release_to_idle(&mut b.h, &ue);
+    assert_eq!(b.sync().await.conflicts, vec![ue.mme_ue_id.unwrap()]);
+    assert_eq!(b.count("store_cas_conflict"), 1);
+}
+
+/// Redis gone: writes fail, are counted and tried again; the UE is still
+/// served from memory and nothing panics.
+#[tokio::test]
+async fn redis_down_counts_failed_writes() {
+    let server = match mobicore_store::redis_server::RedisServer::start() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("SKIPPED redis_down_counts_failed_writes: {e}");
+            return;
+        }
+    };
+    let store = Store::connect_redis(&server.url(), "down").await.unwrap();
+    let mut a = Host::new(store, Replication::Hot, 0x100);
+    let ue = a.h.attach("001010000000108", 81);
+    assert_eq!(a.sync().await.failed, 0);
+    drop(server);
+    release_to_idle(&mut a.h, &ue);
+    let report = a.sync().await;
+    assert_eq!((report.written, report.failed), (0, 1), "{report:?}");
+    assert_eq!(a.count("store_write_failed"), 1);
+    // Tried again at the next sync, and failed again.
+    assert_eq!(a.sync().await.failed, 1);
+    assert_eq!(a.h.mme.stats().attached, 1, "still served");
+    assert!(matches!(a.load(UeKey::Imsi("001010000000108".parse().unwrap())).await, Err(StoredError::Store(_))));
+}
+
+/// Hot replication: A dies with its Update-Location-Request in flight; the
+/// answer, routed to B (by the UE's MME-UE-S1AP-ID), is taken there: the
+/// record kept the UeRef generation the request carried.
+#[tokio::test]
+async fn hot_record_takes_an_answer_to_the_previous_hosts_request() {
+    let store = Store::memory();
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let (mut ue, r) = a.h.start_attach("001010000000109", 91);
+    let auth = a.h.challenge(&mut ue, r, 32);
+    let res = ue.authenticate(&auth);
+    a.h.up(&ue, res);
+    let smc = a.h.one_down().nas.unwrap();
+    let complete = ue.security_mode_complete(&smc);
+    a.h.up(&ue, complete);
+    let out: Vec<MmeAction> = a.h.drain().into_iter().filter(|x| matches!(x, MmeAction::S6a { .. })).collect();
+    let (ulr, req) = expect_s6a(&out);
+    assert!(matches!(req, S6aRequest::UpdateLocation(_)));
+    a.sync().await;
+    drop(a);
+    let mut b = Host::new(store, Replication::Hot, 0x200);
+    b.load(UeKey::MmeUeS1apId(ulr.mme_ue_s1ap_id)).await.unwrap();
+    b.h.s6a(ulr, S6aAnswer::UpdateLocation(Ok(subscription())));
+    let (_, req) = expect_s11(&b.h.drain());
+    assert!(matches!(req, S11Request::CreateSession(_)), "B goes on with the attach");
+    assert_eq!(b.count("s6a_stale_answer"), 0);
+    assert_eq!(b.h.mme.ues[&ulr.mme_ue_s1ap_id].step, Step::CreateSession);
+    assert_eq!(b.sync().await.written, 1);
+}
+
+/// Cold replication writes nothing mid-procedure: a host that dies in the
+/// middle of an attach leaves no record, and the attach restarts.
+#[tokio::test]
+async fn cold_record_waits_for_the_procedure_to_complete() {
+    let store = Store::memory();
+    let mut a = Host::new(store.clone(), Replication::Cold, 0x100);
+    let (mut ue, r) = a.h.start_attach("001010000000110", 95);
+    a.h.challenge(&mut ue, r, 32);
+    assert_eq!(a.sync().await, crate::stored::SyncReport::default());
+    assert_eq!(store.usage("mme/").await.unwrap(), (0, 0));
+    let mut b = Host::new(store, Replication::Cold, 0x200);
+    let id = ue.mme_ue_id.unwrap();
+    assert!(matches!(b.load(UeKey::MmeUeS1apId(id)).await, Err(StoredError::NotFound(_))));
+}

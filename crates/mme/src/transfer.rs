@@ -1,0 +1,256 @@
+//! One UE in or out of this MME, with no signalling (issue 13 item 2):
+//! [`Mme::export_ue`] writes its context as a record
+//! ([`crate::context_codec`]), [`Mme::import_ue`] rebuilds a context from
+//! one with its indexes (S1 connection, IMSI, M-TMSIs) and its timers, and
+//! [`Mme::evict_ue`] drops it from memory as if this host had never held
+//! it. The store layer ([`crate::stored`]) moves records between hosts;
+//! this module is its sans-I/O half, and [`Changes`] tells it which UEs
+//! the events touched.
+//!
+//! What an imported UE keeps: its MME-UE-S1AP-ID (also its S11 TEID, which
+//! the S-GW knows), its UeRef generation (so that an S6a or S11 answer to
+//! a request of the previous host is taken, once something routes it
+//! here), its S1 connection on the same association. What it does not:
+//! the previous host's count of S6a requests in flight, which bounds only
+//! the requests each host sends itself.
+
+use crate::context::*;
+use crate::context_codec::{self, DecodeError, TimeBase};
+use crate::mme::Mme;
+use mobicore_common::sctp_api::AssocId;
+use mobicore_common::Imsi;
+use std::cmp::Reverse;
+use std::collections::HashSet;
+
+/// How a UE is named when it is exported or evicted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UeKey {
+    MmeUeS1apId(u32),
+    Imsi(Imsi),
+    /// The M-TMSI of its GUTI, or an older one that still names it.
+    MTmsi(u32),
+}
+
+/// Why a record was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("MME-UE-S1AP-ID {0} names another UE here")]
+    IdInUse(u32),
+    #[error("the IMSI names another UE here")]
+    ImsiInUse,
+    #[error("M-TMSI {0:#010x} names another UE here")]
+    MTmsiInUse(u32),
+    /// The UE's S1 connection (or its handover target) is on an
+    /// association that is no set-up eNB here.
+    #[error("association {0:?} is no eNB of this MME")]
+    UnknownEnb(AssocId),
+    #[error("this MME holds max_ues UEs")]
+    Full,
+}
+
+/// What events did to UE contexts since the last [`Mme::take_changes`].
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// UEs a message, answer or timer acted on (a superset of the changed).
+    pub touched: HashSet<u32>,
+    /// UEs the MME forgot (detach, abort, reject): their records go too.
+    pub removed: Vec<Removed>,
+}
+
+/// A UE the MME forgot, by the names its record is kept under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    pub id: u32,
+    pub imsi: Option<Imsi>,
+    pub mtmsis: Vec<u32>,
+}
+
+impl Removed {
+    pub(crate) fn of(ue: &UeContext) -> Removed {
+        Removed { id: ue.id, imsi: ue.imsi.clone(), mtmsis: mtmsis(ue) }
+    }
+}
+
+/// The M-TMSIs that name `ue`: its GUTI's, and older ones still valid.
+pub(crate) fn mtmsis(ue: &UeContext) -> Vec<u32> {
+    let tau_old = match ue.step {
+        Step::TauAccept { old_mtmsi, .. } => old_mtmsi,
+        _ => None,
+    };
+    let mut v: Vec<u32> = ue.guti.map(|g| g.m_tmsi.0).into_iter().chain(ue.old_mtmsi).chain(tau_old).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// A UE's procedure state as the store layer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UeSummary {
+    pub id: u32,
+    pub imsi: Option<Imsi>,
+    pub mtmsis: Vec<u32>,
+    /// No procedure runs: the UE is registered and its step is idle (what
+    /// cold replication waits for, seed 004 4.3).
+    pub settled: bool,
+}
+
+impl Mme {
+    /// Keep (or stop keeping) the journal of [`Changes`].
+    pub fn track_changes(&mut self, on: bool) {
+        self.changes = on.then(Changes::default);
+    }
+
+    /// The journal since the last call (empty unless tracked).
+    pub fn take_changes(&mut self) -> Changes {
+        match &mut self.changes {
+            Some(c) => std::mem::take(c),
+            None => Changes::default(),
+        }
+    }
+
+    pub(crate) fn touch(&mut self, id: u32) {
+        if let Some(c) = &mut self.changes {
+            c.touched.insert(id);
+        }
+    }
+
+    /// The MME-UE-S1AP-ID of the UE `key` names here.
+    pub fn find_ue(&self, key: &UeKey) -> Option<u32> {
+        let id = match key {
+            UeKey::MmeUeS1apId(id) => *id,
+            UeKey::Imsi(i) => *self.by_imsi.get(i)?,
+            UeKey::MTmsi(m) => *self.by_mtmsi.get(m)?,
+        };
+        self.ues.contains_key(&id).then_some(id)
+    }
+
+    /// The summary of UE `id`, if it is here.
+    pub fn ue_summary(&self, id: u32) -> Option<UeSummary> {
+        let ue = self.ues.get(&id)?;
+        Some(UeSummary {
+            id,
+            imsi: ue.imsi.clone(),
+            mtmsis: mtmsis(ue),
+            settled: ue.emm == EmmState::Registered && ue.step == Step::Idle && ue.esm.is_none(),
+        })
+    }
+
+    /// The record of the UE `key` names, its deadlines on the wall clock of
+    /// `time` (`time.now` is this MME's clock). `None` if no UE has that
+    /// name here, or its record would be too long.
+    pub fn export_ue(&self, key: &UeKey, time: TimeBase) -> Option<Vec<u8>> {
+        let ue = self.ues.get(&self.find_ue(key)?)?;
+        let record = context_codec::encode(ue, time);
+        if record.is_none() {
+            self.counters.incr("ue_export_too_long");
+        }
+        record
+    }
+
+    /// Take the UE of `record`: its context, its indexes, its timers
+    /// (re-armed at their written deadlines; one that is past fires at the
+    /// next [`Mme::handle_timeout`]). An older copy of the same UE (same
+    /// MME-UE-S1AP-ID and IMSI) is replaced. Returns its MME-UE-S1AP-ID.
+    pub fn import_ue(&mut self, record: &[u8], time: TimeBase) -> Result<u32, ImportError> {
+        let mut ue = context_codec::decode(record, time)?;
+        let id = ue.id;
+        if let Some(old) = self.ues.get(&id) {
+            if old.imsi.is_none() || old.imsi != ue.imsi {
+                return Err(ImportError::IdInUse(id));
+            }
+        } else if self.ues.len() >= self.cfg.max_ues {
+            return Err(ImportError::Full);
+        }
+        if let Some(i) = &ue.imsi {
+            if self.by_imsi.get(i).is_some_and(|&o| o != id && self.ues.contains_key(&o)) {
+                return Err(ImportError::ImsiInUse);
+            }
+        }
+        for m in mtmsis(&ue) {
+            if self.by_mtmsi.get(&m).is_some_and(|&o| o != id && self.ues.contains_key(&o)) {
+                return Err(ImportError::MTmsiInUse(m));
+            }
+        }
+        let conns: Vec<S1Conn> = ue.s1.into_iter().chain(ue.handover.as_ref().and_then(|h| h.target)).collect();
+        let assocs = conns.iter().map(|c| c.assoc).chain(ue.handover.as_ref().map(|h| h.target_assoc));
+        for assoc in assocs {
+            if !self.enbs.get(&assoc).is_some_and(|e| e.setup) {
+                return Err(ImportError::UnknownEnb(assoc));
+            }
+        }
+        // A stream this association does not have (TS 36.412 7): another.
+        let enbs = &mut self.enbs;
+        let mut restream = |s: &mut S1Conn| {
+            if let Some(e) = enbs.get_mut(&s.assoc).filter(|e| s.stream >= e.outbound_streams.max(1)) {
+                s.stream = e.pick_stream();
+            }
+        };
+        ue.s1.iter_mut().for_each(&mut restream);
+        if let Some(h) = ue.handover.as_mut() {
+            h.target.iter_mut().for_each(&mut restream);
+            if let Some(e) = self.enbs.get_mut(&h.target_assoc).filter(|e| h.target_stream >= e.outbound_streams.max(1))
+            {
+                h.target_stream = e.pick_stream();
+            }
+        }
+        let conns: Vec<S1Conn> = ue.s1.into_iter().chain(ue.handover.as_ref().and_then(|h| h.target)).collect();
+        self.forget_ue(id);
+        self.now = self.now.max(time.now);
+        self.set_next_generation(ue.generation + 1);
+        for s1 in conns {
+            match self.by_enb_ue.insert((s1.assoc, s1.enb_ue_s1ap_id), id) {
+                // Another context had that S1 connection: it is this UE's now.
+                Some(old) if old != id => {
+                    if let Some(u) = self.ues.get_mut(&old) {
+                        u.s1 = u.s1.filter(|s| *s != s1);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(e) = self.enbs.get_mut(&s1.assoc) {
+                        e.s1_ues += 1;
+                    }
+                }
+            }
+        }
+        if let Some(i) = &ue.imsi {
+            self.by_imsi.insert(i.clone(), id);
+        }
+        for m in mtmsis(&ue) {
+            self.by_mtmsi.insert(m, id);
+            self.implicitly_detached.remove(m);
+        }
+        if ue.paging.is_some() && ue.guards.iter().any(|g| g.kind == GuardKind::T3413) {
+            self.paged.insert(id);
+        }
+        // Fresh sequence numbers on this MME's timer heap.
+        let mut deadlines = Vec::new();
+        if let Some(t) = &mut ue.timer {
+            t.seq = self.take_timer_seq();
+            deadlines.push((t.deadline, t.seq));
+        }
+        for g in &mut ue.guards {
+            g.seq = self.take_timer_seq();
+            deadlines.push((g.deadline, g.seq));
+        }
+        self.ues.insert(id, ue);
+        for (deadline, seq) in deadlines {
+            self.timers.push(Reverse((deadline, id, seq)));
+        }
+        self.counters.incr("ue_imported");
+        self.touch(id);
+        Ok(id)
+    }
+
+    /// Drop the UE `key` names from memory, sending nothing and keeping
+    /// no trace of it (another host carries on with it). Returns its
+    /// context, or `None` if it was not here.
+    pub fn evict_ue(&mut self, key: &UeKey) -> Option<UeContext> {
+        let id = self.find_ue(key)?;
+        let ue = self.forget_ue(id)?;
+        self.counters.incr("ue_evicted");
+        Some(ue)
+    }
+}
