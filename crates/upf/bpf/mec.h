@@ -139,27 +139,43 @@ static __always_inline int mec_match(const struct mec_rule *r, const struct flow
 	return 1;
 }
 
-/* The highest-priority (lowest value, MEC 011) rule of (slice, side)
- * matching the packet: the exact 5-tuple entry, if any, against the
- * first match in the priority-ordered set of the longest destination
- * prefix (which holds every rule whose prefix covers it). One memo slot
- * (or hash lookup), one LPM lookup, at most MEC_SET_MAX rule checks. */
-/* The mec_exact entry of k, through this CPU's memo (maps.h mec_memo):
- * in the memo by its 20 octets and the generation, else looked up and
- * remembered, found or not. */
-static __always_inline const struct mec_rule *mec_exact_get(const struct mec_exact_key *k, __u32 gen)
+/* The words of a mec_exact key, built in registers: a key assembled from
+ * byte and half-word stores and read back as words (to hash it, compare
+ * it, look it up) stalls store-to-load forwarding. */
+union mec_exact_words {
+	struct mec_exact_key k;
+	__u32 w[5];
+};
+
+static __always_inline void mec_exact_words_of(union mec_exact_words *u, __u32 slice_side, const struct flow *f)
 {
-	const __u32 *w = (const void *)k;
-	__u32 slot = ((w[0] ^ w[1] ^ (w[2] * 31) ^ (w[3] * 17) ^ w[4]) * 0x9e3779b1u) >> (32 - MEC_MEMO_BITS);
+	u->w[0] = slice_side;
+	u->w[1] = f->saddr;
+	u->w[2] = f->daddr;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	u->w[3] = (__u32)f->sport | ((__u32)f->dport << 16);
+	u->w[4] = f->proto;
+#else
+	u->w[3] = ((__u32)f->sport << 16) | f->dport;
+	u->w[4] = (__u32)f->proto << 24;
+#endif
+}
+
+/* The mec_exact entry of a key, through this CPU's memo (maps.h
+ * mec_memo): in the memo by its 20 octets and the generation, else looked
+ * up and remembered, found or not. */
+static __always_inline const struct mec_rule *mec_exact_get(const union mec_exact_words *u, __u32 gen)
+{
+	__u32 w0 = u->w[0], w1 = u->w[1], w2 = u->w[2], w3 = u->w[3], w4 = u->w[4];
+	__u32 slot = ((w0 ^ w1 ^ (w2 * 31) ^ (w3 * 17) ^ w4) * 0x9e3779b1u) >> (32 - MEC_MEMO_BITS);
 	struct mec_memo *m = bpf_map_lookup_elem(&mec_memo, &slot);
 	if (!m)
-		return bpf_map_lookup_elem(&mec_exact, k);
+		return bpf_map_lookup_elem(&mec_exact, &u->k);
 	const __u32 *mk = (const void *)&m->key;
-	if (m->state && m->gen == gen && mk[0] == w[0] && mk[1] == w[1] && mk[2] == w[2] && mk[3] == w[3] &&
-	    mk[4] == w[4])
+	if (m->state && m->gen == gen && mk[0] == w0 && mk[1] == w1 && mk[2] == w2 && mk[3] == w3 && mk[4] == w4)
 		return m->state == MEC_MEMO_FOUND ? &m->rule : 0;
-	const struct mec_rule *e = bpf_map_lookup_elem(&mec_exact, k);
-	m->key = *k;
+	const struct mec_rule *e = bpf_map_lookup_elem(&mec_exact, &u->k);
+	m->key = u->k;
 	m->gen = gen;
 	if (!e) {
 		m->state = MEC_MEMO_NONE;
@@ -191,19 +207,18 @@ static __always_inline const struct mec_ue *mec_ue_get(__u32 ue, __u32 gen)
 	return &m->tunnel;
 }
 
+/* The highest-priority (lowest value, MEC 011) rule of (slice, side)
+ * matching the packet: the exact 5-tuple entry, if any, against the
+ * first match in the priority-ordered set of the longest destination
+ * prefix (which holds every rule whose prefix covers it). One memo slot
+ * (or hash lookup), one LPM lookup, at most MEC_SET_MAX rule checks. */
 static __always_inline const struct mec_rule *mec_select(__u32 slice_v, __u32 side, const struct flow *f,
 							 const struct mec_pkt *p, __u32 gen)
 {
 	__u32 slice = slice_v & MEC_SLICE_ID;
 	const struct mec_rule *best = 0;
-	struct mec_exact_key k = {
-		.slice_side = (slice << 1) | side,
-		.saddr = f->saddr,
-		.daddr = f->daddr,
-		.sport = f->sport,
-		.dport = f->dport,
-		.proto = f->proto,
-	};
+	union mec_exact_words k;
+	mec_exact_words_of(&k, (slice << 1) | side, f);
 	/* An exact entry's key is its whole filter (no DSCP, TEID or eNB:
 	 * xdp/mec.rs compile). */
 	const struct mec_rule *e = mec_exact_get(&k, gen);
