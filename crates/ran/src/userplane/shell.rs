@@ -317,7 +317,9 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
     let mut events: Option<mpsc::UnboundedSender<Event>> = None;
     let mut ops: Option<mpsc::UnboundedReceiver<Vec<TunnelOp>>> = None;
     loop {
-        // Changes first: a packet read after one was sent sees it.
+        // Changes first: a packet read after one was sent sees it (also
+        // applied right before each packet read below: the select! may
+        // take a packet ready at the same time as the change).
         apply_pending(&mut ops, &mut t);
         let wake = t.poll_timeout().map(tokio::time::Instant::from_std);
         tokio::select! {
@@ -349,6 +351,7 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
                 for _ in 0..BATCH {
                     match guard.try_io(|inner| inner.get_ref().recv(&mut pkt)) {
                         Ok(Ok(n)) => {
+                            apply_pending(&mut ops, &mut t);
                             if let Uplink::Send(dst) = t.uplink(Instant::now(), &pkt[..n], &mut out) {
                                 if let Err(e) = sock.send_to(&out, dst).await {
                                     tracing::debug!(error = %e, "S1-U send failed");
@@ -365,6 +368,10 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
             }
             got = sock.recv_from(&mut rx) => {
                 let Ok((n, SocketAddr::V4(from))) = got else { continue };
+                // A change sent before this datagram was read is applied
+                // first: the tunnel of an INITIAL CONTEXT SETUP RESPONSE,
+                // which the core answers with the buffered downlink at once.
+                apply_pending(&mut ops, &mut t);
                 match t.downlink(Instant::now(), &rx[..n], from, &mut out) {
                     Downlink::Deliver(ip) => {
                         if let Err(e) = tun.get_ref().send(ip) {
