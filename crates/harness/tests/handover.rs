@@ -136,6 +136,11 @@ fn s1_handover_with_indirect_forwarding_through_the_upf_loses_nothing() {
     assert_eq!((net.s1u.end_markers_forwarded, net.s1u.handovers_done, net.s1u.end_marker_timeouts), (1, 1, 0));
     assert_eq!(net.upf_counter("gtpu_end_marker_relayed"), 1);
     assert!(net.s1u.forwarded >= 10, "{}", net.s1u.forwarded);
+    // The tunnel outlives the handover (what the source still forwards
+    // goes through it), then goes (TS 23.401 5.5.1.2.2 step 21).
+    assert!(net.sgw_session(0).unwrap().forwarding.is_some(), "kept after the handover");
+    let hold = net.mme.config().indirect_forwarding_hold_ms;
+    net.advance(Duration::from_millis(hold));
     assert!(net.sgw_session(0).unwrap().forwarding.is_none(), "Delete Indirect Data Forwarding Tunnel");
     let s = &net.spgwc.counters;
     assert_eq!(s.value("s11_create_indirect_forwarding"), 1);

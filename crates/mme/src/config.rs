@@ -161,6 +161,13 @@ pub struct MmeConfig {
     /// HANDOVER COMMAND to the HANDOVER NOTIFY (then to the source's
     /// release); at expiry both S1 connections are released.
     pub ts1reloc_overall_ms: u64,
+    /// Milliseconds an S1 handover's indirect data forwarding tunnel is
+    /// kept after the handover completes (the source MME's timer of TS
+    /// 23.401 5.5.1.2.2, step 21 at its expiry): the source eNB forwards
+    /// until the End Marker the S-GW sent at the path switch comes back
+    /// through the tunnel, so deleting it at once loses what is still on
+    /// its way. Longer than the targets wait for that End Marker.
+    pub indirect_forwarding_hold_ms: u64,
 }
 
 /// `[mme.ddn_throttling]`: while more than `pagings_above` pagings run,
@@ -261,6 +268,7 @@ impl Default for MmeConfig {
             // A loaded target answers in tens of ms; seconds leave room.
             ts1reloc_prep_ms: 5_000,
             ts1reloc_overall_ms: 10_000,
+            indirect_forwarding_hold_ms: 2_000,
         }
     }
 }

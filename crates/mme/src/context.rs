@@ -182,6 +182,11 @@ pub enum GuardKind {
     /// TS1RELOCoverall at the source (TS 36.413 8.4.1.2): the source
     /// releases on its expiry if no UE Context Release came.
     TS1RelocOverall,
+    /// After an S1 handover with indirect forwarding: the S-GW's
+    /// forwarding tunnel is deleted at its expiry (TS 23.401 5.5.1.2.2
+    /// step 21), once what the source still forwards, End Marker last,
+    /// has gone through it.
+    IndirectForwarding,
 }
 
 /// A running guard timer; `count` is how many times it already fired (the

@@ -521,6 +521,7 @@ impl Mme {
             GuardKind::T3413 => self.on_t3413_expiry(id, g.count),
             GuardKind::TS1RelocPrep => self.on_reloc_prep_expiry(id),
             GuardKind::TS1RelocOverall => self.on_reloc_overall_expiry(id),
+            GuardKind::IndirectForwarding => self.on_indirect_forwarding_expiry(id),
         }
     }
 

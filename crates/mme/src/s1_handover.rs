@@ -467,7 +467,10 @@ impl Mme {
         }
         self.stop_guard(id, GuardKind::TS1RelocOverall);
         if h.tunnel {
-            self.delete_forwarding_tunnel(id);
+            // Not at once: the source still forwards what reached it
+            // before the path switch, and the End Marker after it.
+            let hold = Duration::from_millis(self.cfg.indirect_forwarding_hold_ms);
+            self.start_guard(id, GuardKind::IndirectForwarding, hold, 0);
         }
         self.counters.incr("s1_handover_completed");
         if h.release_requested {
@@ -626,6 +629,16 @@ impl Mme {
             self.counters.incr("ts1relocprep_expiry");
             self.fail_preparation(id, CauseRadioNetwork::tS1relocprep_expiry);
         }
+    }
+
+    /// The forwarding tunnel of a completed S1 handover has been kept long
+    /// enough: deleted (TS 23.401 5.5.1.2.2 step 21), unless a handover
+    /// running now has replaced it (that one deletes its own).
+    pub(crate) fn on_indirect_forwarding_expiry(&mut self, id: u32) {
+        if self.running(id).is_some_and(|h| h.tunnel || h.phase == Phase::CreateForwarding) {
+            return;
+        }
+        self.delete_forwarding_tunnel(id);
     }
 
     /// TS1RELOCoverall expired (TS 36.413 8.4.1.2): without a Handover
