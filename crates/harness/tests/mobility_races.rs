@@ -231,6 +231,31 @@ fn downlink_during_a_tau_from_idle_brings_the_bearers_up() {
 }
 
 #[test]
+fn a_ddn_overtaking_the_release_access_bearers_response_pages_the_ue_after_the_release() {
+    let mut net = attached(1, 1);
+    // The S-GW buffers from its Release Access Bearers on; the downlink's
+    // DDN reaches the MME before the response does (TS 23.401 5.3.5).
+    let is_rab_response = |m: &Msg| matches!(m, Msg::S11ToMme(b) if b.get(1) == Some(&171));
+    net.fault(Link::S11ToMme, FaultAction::Hold, 1, Some(Box::new(is_rab_response)));
+    net.enbs[0].release_inactive(0).unwrap();
+    net.drive();
+    assert_eq!(net.held().len(), 1, "the Release Access Bearers Response");
+    for seq in 0..3 {
+        net.send_downlink(0, seq);
+    }
+    net.drive();
+    assert_eq!(net.mme.counters().value("ddn_during_release"), 1);
+    assert_eq!(net.mme.counters().value("paging_sent"), 0, "not while the UE is still connected");
+    net.release_held();
+    net.drive();
+    // Released, then paged: the UE comes back and gets every packet.
+    assert_eq!(net.mme.counters().value("paging_sent"), 1);
+    assert_eq!(net.mme.counters().value("paging_answered"), 1);
+    let c = StreamCheck::of(net.downlink_received(0), 3);
+    assert!(c.clean() && c.received == 3, "{c:?}");
+}
+
+#[test]
 fn periodic_tau_at_t3412_expiry_keeps_an_idle_ue_reachable() {
     let mut cfg = NetworkConfig::default();
     cfg.mme.t3412_seconds = 360;

@@ -65,6 +65,16 @@ impl Mme {
             self.counters.incr("ddn_rejected_mobility");
             return GtpCause::TEMPORARILY_REJECTED_MOBILITY;
         }
+        if matches!(ue.step, Step::ReleaseAccessBearers) {
+            // An S1 release under way (TS 23.401 5.3.5): the S-GW buffers
+            // from its Release Access Bearers on, and this DDN may overtake
+            // the response. The UE is paged once the release is done.
+            self.counters.incr("ddn_during_release");
+            if let Some(u) = self.ues.get_mut(&mme_teid) {
+                u.paging.get_or_insert_with(Paging::default).ddn = true;
+            }
+            return GtpCause::REQUEST_ACCEPTED;
+        }
         if ue.s1.is_some() {
             // Connected (or connecting): the bearers come up without paging.
             self.counters.incr("ddn_ue_connected");

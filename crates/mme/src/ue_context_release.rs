@@ -75,6 +75,12 @@ impl Mme {
             // TS 24.301 5.3.7: EMM-REGISTERED and ECM-IDLE.
             self.counters.incr("ue_idle");
             self.start_mobile_reachable(id);
+            // Downlink data notified during the release: paged now.
+            let running = self.paged.contains(&id);
+            let pending = self.ues.get_mut(&id).filter(|_| !running).and_then(|u| u.paging.take());
+            if let Some(why) = pending {
+                self.page(id, why);
+            }
         } else {
             self.remove_ue(id);
         }
