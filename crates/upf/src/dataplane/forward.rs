@@ -159,15 +159,22 @@ impl UserPlane {
 
     /// An End Marker on an indirect data forwarding tunnel goes on to the
     /// target eNB (TS 23.401 5.5.1.2.2 step 14: it follows the forwarded
-    /// packets); on any other TEID it ends nothing here.
+    /// packets); on any other TEID it ends nothing here and is dropped
+    /// (`gtpu_end_marker_not_relayed`: one arriving after its forwarding
+    /// tunnel was deleted leaves the target waiting for it).
     fn relay_end_marker(&mut self, teid: u32) {
-        let Some(s) = self.by_teid.get(&teid).and_then(|seid| self.sessions.get(seid)) else { return };
-        let Some(pdr) = forwarding_pdr(s, teid) else { return };
-        let tunnel = s.rules.pdrs[&pdr].far_id.and_then(|f| s.rules.fars.get(&f)).and_then(|f| f.outer_header_creation);
-        if let Some(t) = tunnel {
-            self.counters.incr("gtpu_end_marker_relayed");
-            let to = SocketAddrV4::new(t.ipv4, gtpu::PORT);
-            self.transmits.push_back(Transmit::Gtpu { to, bytes: gtpu::end_marker(t.teid) });
+        let s = self.by_teid.get(&teid).and_then(|seid| self.sessions.get(seid));
+        let tunnel = s.and_then(|s| {
+            let pdr = forwarding_pdr(s, teid)?;
+            s.rules.pdrs[&pdr].far_id.and_then(|f| s.rules.fars.get(&f)).and_then(|f| f.outer_header_creation)
+        });
+        match tunnel {
+            Some(t) => {
+                self.counters.incr("gtpu_end_marker_relayed");
+                let to = SocketAddrV4::new(t.ipv4, gtpu::PORT);
+                self.transmits.push_back(Transmit::Gtpu { to, bytes: gtpu::end_marker(t.teid) });
+            }
+            None => self.counters.incr("gtpu_end_marker_not_relayed"),
         }
     }
 

@@ -27,6 +27,8 @@
 //! Counter names: `gtpu_malformed`, `gtpu_echo_request`,
 //! `gtpu_error_indication_sent`, `gtpu_error_indication_suppressed`,
 //! `gtpu_error_indication_received`, `gtpu_end_marker_sent`,
+//! `gtpu_end_marker_received`, `gtpu_end_marker_relayed`,
+//! `gtpu_end_marker_not_relayed`,
 //! `gtpu_unknown_teid`, `upf_ul_spoofed`, `upf_no_pdr`, `upf_gate_closed`,
 //! `upf_mbr_exceeded`, `upf_far_drop` (including the packets of PDRs
 //! whose URR quota is exhausted: they point to the usage engine's DROP

@@ -329,6 +329,20 @@ fn echo_request_is_answered() {
 }
 
 #[test]
+fn an_end_marker_on_no_forwarding_tunnel_is_counted_not_relayed() {
+    let mut p = plane();
+    p.install(1, &bearer(UE, 0x100, 0x900, FORW)).unwrap();
+    let now = Instant::now();
+    // On a bearer's uplink TEID, and on one no session has (a forwarding
+    // tunnel deleted before the source's End Marker came back).
+    for teid in [0x100, 0x555] {
+        assert_eq!(p.uplink(now, enb(), &gtpu::end_marker(teid)), Verdict::Control);
+    }
+    assert!(drain(&mut p).is_empty());
+    assert_eq!(p.counters.value("gtpu_end_marker_not_relayed"), 2);
+}
+
+#[test]
 fn end_marker_on_the_old_path_when_the_tunnel_changes() {
     let mut p = plane();
     p.install(1, &bearer(UE, 0x100, 0x900, FORW)).unwrap();
