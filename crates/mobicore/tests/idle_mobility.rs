@@ -40,11 +40,6 @@ async fn phase(ran: &mut Ran, phase: Phase, ues: u64) {
     assert_eq!((r.succeeded, r.failed), (ues, 0), "{}: {:?}", phase.name(), ran.report().failures);
 }
 
-// About 1 run in 5 one downlink packet is lost, always the first one sent
-// as a release or an S1 handover phase starts (a UPF switching its FAR to
-// buffering, or an indirect forwarding tunnel); not located yet, hence
-// ignored: run it with `--ignored`.
-#[ignore = "1 run in 5 loses one downlink packet at a release or S1 handover start (core side, under diagnosis)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     if !is_root() {
@@ -135,6 +130,9 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
         counter("mme", "x2_handover_completed"),
         counter("mme", "s1_handover_completed"),
     );
+    let upf_drops = (counter("upf", "gtpu_unknown_teid"), counter("upf", "gtpu_end_marker_not_relayed"));
+    // A DDN overtaking its Release Access Bearers Response: paged after.
+    println!("DDNs during a release: {}", counter("mme", "ddn_during_release"));
     core.stop().await.unwrap();
     drop(topo);
 
@@ -146,11 +144,12 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     assert!(pagings >= UES, "paging sent {pagings}");
     assert_eq!((x2, s1), (UES, UES));
     // How much downlink was still in flight to a handover source
-    // (`stats.forwarded`) is up to timing: not asserted.
-    // Each target got the End Marker or stopped waiting for it (seen:
-    // now and then an End Marker that does not come back from the core;
-    // the target then delivers the new path after its timeout, in order).
-    assert_eq!(stats.end_markers_received + stats.end_marker_timeouts, 2 * UES, "{stats:?}");
+    // (`stats.forwarded`) is up to timing: not asserted. Every target got
+    // its End Marker (through the S-GW's forwarding tunnel for indirect
+    // forwarding, which outlives the handover), and nothing was dropped.
+    assert_eq!((stats.end_markers_received, stats.end_marker_timeouts), (2 * UES, 0), "{stats:?}");
+    assert_eq!(stats.dropped(), 0, "{stats:?}");
+    assert_eq!(upf_drops, (0, 0), "the UPF dropped forwarded data (unknown TEID, End Marker not relayed)");
     for u in &report {
         let got: std::collections::HashSet<u32> = u.log.seqs().into_iter().collect();
         let missing: Vec<u32> = (0..sent).filter(|s| !got.contains(s)).collect();
