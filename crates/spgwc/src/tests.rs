@@ -252,6 +252,19 @@ fn delete_session_removes_everything_and_frees_the_address() {
     ));
 }
 
+/// Issue 10: 100,000 UEs on one machine with the defaults; the pool past
+/// its end answers with cause 84 (the MME gives the UE ESM #26).
+#[test]
+fn the_default_pool_holds_100_000_ues() {
+    let cfg = SpgwcConfig::default();
+    let mut pools = crate::context::ApnPools::new(&cfg.apns[0]);
+    let pool = pools.ipv4.as_mut().expect("an IPv4 pool");
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..100_000 {
+        assert!(seen.insert(pool.allocate().expect("room for 100,000 UEs")));
+    }
+}
+
 #[test]
 fn unknown_apn_and_exhausted_pool() {
     let mut cfg = Net::cfg();
@@ -268,6 +281,7 @@ fn unknown_apn_and_exhausted_pool() {
     let r = created(n.s11(&S11Request::CreateSession(csr(4))));
     assert_eq!(r.cause, GtpCause::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
     assert_eq!(r.bearer_ebi, Ebi(5));
+    assert_eq!(n.gw.counters.value("s11_create_session_pool_exhausted"), 1);
     assert_eq!(n.plane.len(), 2);
 }
 
