@@ -201,6 +201,16 @@ fn open_xdp_here(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
             .or_else(|_| x.attach(iface, crate::xdp::AttachMode::Generic))
             .map_err(|e| format!("attaching to {iface}: {e}"))?;
     }
+    if let Some(core) = cfg.core_interface.as_deref() {
+        // A downlink packet XDP encapsulated for an eNB whose neighbour
+        // entry is not resolved yet goes to the kernel to forward (which
+        // resolves it, holding the packet meanwhile); its outer source is
+        // our own S1-U address, a martian the kernel drops silently
+        // without accept_local: every downlink before the eNB's first
+        // uplink was lost.
+        let path = format!("/proc/sys/net/ipv4/conf/{core}/accept_local");
+        std::fs::write(&path, "1").map_err(|e| format!("{path}: {e}"))?;
+    }
     let xsks = open_buffer_sockets(&mut x, cfg);
     Ok((Box::new(x), xsks))
 }
