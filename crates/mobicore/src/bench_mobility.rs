@@ -100,7 +100,7 @@ async fn with_data(
     let mut nc = NumberedConfig::new(&topo.ran, &topo.dn, topo.addr.dn_sgi);
     nc.interval = interval;
     let mut streams = Numbered::start(&nc, &addresses).await.context("starting the numbered streams")?;
-    // Uplink first: the core's XDP program forwards to resolved neighbours.
+    // Both directions work before the phases start.
     streams.uplink(3).await?;
     anyhow::ensure!(r.serve_until(streams.wait_uplink(CATCH_UP)).await?, "no uplink through the core");
     streams.start_downlink();

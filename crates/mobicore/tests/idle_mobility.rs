@@ -75,12 +75,12 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     ran.follow(up.link().await.unwrap(), &ues);
     let mut streams =
         Numbered::start(&NumberedConfig::new(&topo.ran, &topo.dn, topo.addr.dn_sgi), &addresses).await.unwrap();
-    // Uplink first: the core learns the eNB's link-layer address (its
-    // XDP program forwards only to resolved neighbours).
-    streams.uplink(10).await.unwrap();
-    assert!(ran.serve_until(streams.wait_uplink(LIMIT)).await.unwrap(), "uplink: {:?}", checks(&streams));
+    // Downlink before any uplink: the core has not resolved the eNB's
+    // link-layer address yet (the kernel does it for XDP's first packets).
     streams.start_downlink();
     downlink_reaches(&mut ran, &streams, 20, "attached").await;
+    streams.uplink(10).await.unwrap();
+    assert!(ran.serve_until(streams.wait_uplink(LIMIT)).await.unwrap(), "uplink: {:?}", checks(&streams));
     let mut marks = Vec::new();
 
     // Released with downlink in flight; the downlink that follows is

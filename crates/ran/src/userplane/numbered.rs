@@ -133,8 +133,7 @@ fn bad(e: impl std::fmt::Display) -> std::io::Error {
 impl Numbered {
     /// The server in `dn_ns` and a socket per UE address of `ues` (held
     /// by the eNB user plane in `ran_ns`); the downlink starts with
-    /// [`Numbered::start_downlink`] (after some uplink, so that the
-    /// core's neighbour tables know the eNB).
+    /// [`Numbered::start_downlink`].
     pub async fn start(cfg: &NumberedConfig, ues: &[Ipv4Addr]) -> std::io::Result<Numbered> {
         let server = SocketAddrV4::new(cfg.dn_addr, cfg.port);
         let dn = run_in(&cfg.dn_ns, move || -> std::io::Result<_> {
