@@ -879,6 +879,7 @@ fn guard_code(k: GuardKind) -> u8 {
         GuardKind::T3413 => 2,
         GuardKind::TS1RelocPrep => 3,
         GuardKind::TS1RelocOverall => 4,
+        GuardKind::IndirectForwarding => 5,
     }
 }
 
@@ -889,6 +890,7 @@ fn guard_kind(c: u8) -> R<GuardKind> {
         2 => GuardKind::T3413,
         3 => GuardKind::TS1RelocPrep,
         4 => GuardKind::TS1RelocOverall,
+        5 => GuardKind::IndirectForwarding,
         _ => return Err(DecodeError::Invalid("guard timer")),
     })
 }
