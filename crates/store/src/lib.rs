@@ -22,7 +22,8 @@
 //! - `embedded`: the in-process ordered map behind a mutex.
 //! - `log`: the file an embedded store persists to (format below): encoding,
 //!   replay, compaction.
-//! - `redis_store`: the Redis implementation (key layout below).
+//! - `redis_store`: the Redis implementation (key layout below), and its
+//!   one connection: remade when lost, every request bounded by a timeout.
 //! - [`redis_server`]: starts a real `redis-server` in a temporary directory,
 //!   for tests (of this crate and of others).
 //!
@@ -49,9 +50,31 @@
 //! version, decimal) and `d` (the value). Writes run as Lua scripts, so the
 //! version check and the write are one atomic step. A scan is `SCAN` with
 //! `MATCH ns:prefix*` (glob characters escaped) followed by reads of what it
-//! found; keys are returned without the namespace. A Redis store does not
-//! reconnect: once its connection is lost, every call fails with
-//! [`StoreError::Redis`] until a new store is opened.
+//! found; keys are returned without the namespace.
+//!
+//! # Failures of Redis
+//! A Redis store keeps one connection, and makes a new one when it is lost
+//! (the server restarted, the network broke): the operation that finds it
+//! lost fails, a later one connects again, with a backoff between attempts
+//! (100 ms doubling up to 2 s) during which operations fail at once. Every
+//! request has [`StoreConfig::timeout_ms`] (default 1 s) to be answered, so
+//! a slow or stopped server never makes a caller hang. The errors say what
+//! happened:
+//! - [`StoreError::Unavailable`]: no connection (cannot connect, or lost
+//!   during a read); nothing was done, try again later.
+//! - [`StoreError::Timeout`]: a read got no answer in time.
+//! - [`StoreError::OutcomeUnknown`]: a write was sent but its answer was
+//!   lost (connection lost, or no answer in time); the server may or may
+//!   not have applied it, and may still (a server that was frozen runs what
+//!   it had received when it thaws). It is never sent again by the store: a
+//!   blind retry could apply it twice. Read the key and decide from its
+//!   version: a compare-and-set took effect whole or not at all, and a new
+//!   compare-and-set on the version read settles it (if the lost one runs
+//!   later, it finds another version and does nothing). A lost
+//!   unconditional put or delete may still land later.
+//!
+//! Failures are counted in [`Store::counters`] (names in
+//! [`Store::counters`]'s documentation).
 
 mod embedded;
 mod log;
@@ -61,7 +84,9 @@ mod redis_store;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
+pub use mobicore_common::counters::Counters;
 use serde::{Deserialize, Serialize};
 
 use crate::embedded::Embedded;
@@ -78,6 +103,9 @@ pub const DEFAULT_NAMESPACE: &str = "mobicore";
 
 /// Redis URL used when the configuration names none.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/";
+
+/// Default bound on waiting for Redis (each answer, each connect attempt).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A value and its version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,9 +128,24 @@ pub enum StoreError {
     /// embedded file persistence.
     #[error("store file: {0}")]
     Io(#[from] std::io::Error),
-    /// any redis error, with its message.
+    /// an error answer of the redis server (or a bad URL), with its message;
+    /// nothing was done.
     #[error("redis: {0}")]
     Redis(String),
+    /// no connection to redis (it cannot be reached, or the connection was
+    /// lost during a read); nothing was done. The store connects again by
+    /// itself: try again later.
+    #[error("redis unavailable: {0}")]
+    Unavailable(String),
+    /// a read got no answer from redis within the configured timeout.
+    #[error("redis: no answer to {op} within {after:?} (server slow or stopped)")]
+    Timeout { op: &'static str, after: Duration },
+    /// a write was sent to redis but its answer was lost (`cause`: the
+    /// connection broke, or no answer within the timeout): it may or may
+    /// not have been applied, and may still be. The store never resends it;
+    /// read the key's version before deciding what to do.
+    #[error("redis: {op} may or may not have been applied ({cause}); read the key before writing it again")]
+    OutcomeUnknown { op: &'static str, cause: String },
     /// a persisted file or redis entry we cannot read.
     #[error("corrupt store data: {0}")]
     Corrupt(String),
@@ -140,6 +183,17 @@ pub struct StoreConfig {
     pub namespace: String,
     /// bound on one value, default 1 MiB
     pub max_value_len: usize,
+    /// redis: how long to wait for each answer and each connect attempt
+    /// before the operation fails (a timeout; for a write, outcome
+    /// unknown), milliseconds, default 1000
+    pub timeout_ms: u64,
+}
+
+impl StoreConfig {
+    /// [`StoreConfig::timeout_ms`] (at least 1 ms).
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.max(1))
+    }
 }
 
 impl Default for StoreConfig {
@@ -150,6 +204,7 @@ impl Default for StoreConfig {
             url: None,
             namespace: DEFAULT_NAMESPACE.to_string(),
             max_value_len: DEFAULT_MAX_VALUE_LEN,
+            timeout_ms: DEFAULT_TIMEOUT.as_millis() as u64,
         }
     }
 }
@@ -159,6 +214,7 @@ impl Default for StoreConfig {
 pub struct Store {
     backend: Backend,
     max_value_len: usize,
+    counters: Counters,
 }
 
 #[derive(Clone)]
@@ -174,24 +230,41 @@ impl fmt::Debug for Store {
 }
 
 impl Store {
-    fn new(backend: Backend) -> Store {
-        Store { backend, max_value_len: DEFAULT_MAX_VALUE_LEN }
+    fn new(backend: Backend, counters: Counters) -> Store {
+        Store { backend, max_value_len: DEFAULT_MAX_VALUE_LEN, counters }
     }
 
     /// An embedded store in memory only.
     pub fn memory() -> Store {
-        Store::new(Backend::Embedded(Arc::new(Embedded::memory())))
+        Store::new(Backend::Embedded(Arc::new(Embedded::memory())), Counters::new())
     }
 
     /// An embedded store persisted to `path`, with what the file holds
     /// (created if missing).
     pub fn open_file(path: &Path) -> Result<Store, StoreError> {
-        Ok(Store::new(Backend::Embedded(Arc::new(Embedded::open_file(path)?))))
+        Ok(Store::new(Backend::Embedded(Arc::new(Embedded::open_file(path)?)), Counters::new()))
     }
 
-    /// A store in the Redis server at `url`, keys under `namespace`.
+    /// A store in the Redis server at `url`, keys under `namespace`, with
+    /// the default timeout ([`DEFAULT_TIMEOUT`]); fails if the server cannot
+    /// be reached now (later losses are survived, see the crate doc).
     pub async fn connect_redis(url: &str, namespace: &str) -> Result<Store, StoreError> {
-        Ok(Store::new(Backend::Redis(Arc::new(RedisStore::connect(url, namespace).await?))))
+        Store::connect_redis_with_timeout(url, namespace, DEFAULT_TIMEOUT).await
+    }
+
+    /// [`Store::connect_redis`] with another bound on each answer and each
+    /// connect attempt.
+    pub async fn connect_redis_with_timeout(
+        url: &str,
+        namespace: &str,
+        timeout: Duration,
+    ) -> Result<Store, StoreError> {
+        let counters = Counters::new();
+        let redis = RedisStore::connect(url, namespace, timeout, counters.clone()).await;
+        if let Err(e) = &redis {
+            count_failure(&counters, e);
+        }
+        Ok(Store::new(Backend::Redis(Arc::new(redis?)), counters))
     }
 
     /// The store `cfg` describes.
@@ -211,7 +284,7 @@ impl Store {
                     tracing::warn!("store: path is ignored by a redis store");
                 }
                 let url = cfg.url.as_deref().unwrap_or(DEFAULT_REDIS_URL);
-                Store::connect_redis(url, &cfg.namespace).await?
+                Store::connect_redis_with_timeout(url, &cfg.namespace, cfg.timeout()).await?
             }
         };
         Ok(store.with_max_value_len(cfg.max_value_len))
@@ -223,6 +296,29 @@ impl Store {
         self
     }
 
+    /// The store's failure counters, shared by every clone of it:
+    /// - `conflict`: compare-and-set or compare-and-delete lost
+    ///   ([`StoreError::Conflict`]);
+    /// - `unavailable`, `timeout`, `outcome_unknown`, `redis_error`,
+    ///   `corrupt`, `io_error`, `too_large`: operations failed with the
+    ///   [`StoreError`] of that name;
+    /// - Redis only: `redis_connection_lost` (connections dropped),
+    ///   `redis_connect_failed` (connect attempts that failed),
+    ///   `redis_reconnected` (connections made again after a loss).
+    ///
+    /// Export them with [`Counters::prometheus`] (e.g. prefix "store").
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// `result`, its failure counted.
+    fn counted<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(e) = &result {
+            count_failure(&self.counters, e);
+        }
+        result
+    }
+
     pub fn kind(&self) -> StoreKind {
         match self.backend {
             Backend::Embedded(_) => StoreKind::Embedded,
@@ -231,63 +327,70 @@ impl Store {
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
-        check_key(key)?;
-        match &self.backend {
+        self.counted(check_key(key))?;
+        let result = match &self.backend {
             Backend::Embedded(e) => Ok(e.get(key)),
             Backend::Redis(r) => r.get(key).await,
-        }
+        };
+        self.counted(result)
     }
 
     /// unconditional write; returns the new version (versions start at 1 and grow by 1 per write of that key)
     pub async fn put(&self, key: &str, value: &[u8]) -> Result<u64, StoreError> {
-        self.check_write(key, value)?;
-        match &self.backend {
+        self.counted(self.check_write(key, value))?;
+        let result = match &self.backend {
             Backend::Embedded(e) => e.put(key, value),
             Backend::Redis(r) => r.put(key, value).await,
-        }
+        };
+        self.counted(result)
     }
 
     /// write only if the key's version is `expected` (None = the key must be absent); returns the new version, else Conflict{current}
     pub async fn compare_and_set(&self, key: &str, expected: Option<u64>, value: &[u8]) -> Result<u64, StoreError> {
-        self.check_write(key, value)?;
-        match &self.backend {
+        self.counted(self.check_write(key, value))?;
+        let result = match &self.backend {
             Backend::Embedded(e) => e.compare_and_set(key, expected, value),
             Backend::Redis(r) => r.compare_and_set(key, expected, value).await,
-        }
+        };
+        self.counted(result)
     }
 
     /// returns whether the key existed
     pub async fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        check_key(key)?;
-        match &self.backend {
+        self.counted(check_key(key))?;
+        let result = match &self.backend {
             Backend::Embedded(e) => e.delete(key),
             Backend::Redis(r) => r.delete(key).await,
-        }
+        };
+        self.counted(result)
     }
 
     /// delete only if the key's version is `expected`, else Conflict{current}
     pub async fn compare_and_delete(&self, key: &str, expected: u64) -> Result<(), StoreError> {
-        check_key(key)?;
-        match &self.backend {
+        self.counted(check_key(key))?;
+        let result = match &self.backend {
             Backend::Embedded(e) => e.compare_and_delete(key, expected),
             Backend::Redis(r) => r.compare_and_delete(key, expected).await,
-        }
+        };
+        self.counted(result)
     }
 
     /// every key starting with `prefix`, sorted by key
     pub async fn scan_prefix(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, StoreError> {
-        match &self.backend {
+        let result = match &self.backend {
             Backend::Embedded(e) => Ok(e.scan_prefix(prefix)),
             Backend::Redis(r) => r.scan_prefix(prefix).await,
-        }
+        };
+        self.counted(result)
     }
 
     /// number of keys and total value bytes under `prefix` (for "bytes stored" reports)
     pub async fn usage(&self, prefix: &str) -> Result<(usize, usize), StoreError> {
-        match &self.backend {
+        let result = match &self.backend {
             Backend::Embedded(e) => Ok(e.usage(prefix)),
             Backend::Redis(r) => r.usage(prefix).await,
-        }
+        };
+        self.counted(result)
     }
 
     /// Forces what a file-backed store wrote to the disk (fsync); nothing to
@@ -306,6 +409,19 @@ impl Store {
         }
         Ok(())
     }
+}
+
+fn count_failure(counters: &Counters, e: &StoreError) {
+    counters.incr(match e {
+        StoreError::Conflict { .. } => "conflict",
+        StoreError::TooLarge { .. } => "too_large",
+        StoreError::Io(_) => "io_error",
+        StoreError::Redis(_) => "redis_error",
+        StoreError::Unavailable(_) => "unavailable",
+        StoreError::Timeout { .. } => "timeout",
+        StoreError::OutcomeUnknown { .. } => "outcome_unknown",
+        StoreError::Corrupt(_) => "corrupt",
+    });
 }
 
 fn check_key(key: &str) -> Result<(), StoreError> {

@@ -1,6 +1,12 @@
 //! A real `redis-server` for tests: started on a UNIX socket in a fresh
-//! temporary directory, with no persistence, and stopped (and its directory
-//! removed) when dropped.
+//! temporary directory, with no persistence (or an append-only file synced
+//! at every write, [`RedisServer::start_persistent`]), and stopped (and its
+//! directory removed) when dropped.
+//!
+//! To test failures, a server can be killed ([`RedisServer::kill`], SIGKILL)
+//! and started again on the same socket ([`RedisServer::restart`]), or
+//! frozen ([`RedisServer::pause`], SIGSTOP: connections stay open, nothing
+//! is answered) and thawed ([`RedisServer::resume`]).
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,13 +32,27 @@ const INSTALL_HINT: &str = "install redis-server (apt-get install redis-server, 
 #[derive(Debug)]
 pub struct RedisServer {
     child: Child,
+    binary: PathBuf,
+    persistent: bool,
     dir: PathBuf,
     socket: PathBuf,
 }
 
 impl RedisServer {
-    /// Starts a server and waits until it answers PING.
+    /// Starts a server that keeps nothing on disk, and waits until it
+    /// answers PING.
     pub fn start() -> io::Result<RedisServer> {
+        RedisServer::start_with(false)
+    }
+
+    /// Starts a server that appends every write to a file and syncs it
+    /// before answering, so that what it answered survives
+    /// [`RedisServer::kill`] and [`RedisServer::restart`].
+    pub fn start_persistent() -> io::Result<RedisServer> {
+        RedisServer::start_with(true)
+    }
+
+    fn start_with(persistent: bool) -> io::Result<RedisServer> {
         let binary = find_binary().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -41,37 +61,63 @@ impl RedisServer {
         })?;
         let dir = fresh_dir()?;
         let socket = dir.join("redis.sock");
-        let log = dir.join("redis.log");
-        let spawned = Command::new(&binary)
-            .arg("--port")
-            .arg("0")
-            .arg("--unixsocket")
-            .arg(&socket)
-            .arg("--unixsocketperm")
-            .arg("700")
-            .arg("--save")
-            .arg("")
-            .arg("--appendonly")
-            .arg("no")
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--logfile")
-            .arg(&log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match spawned {
+        let child = match spawn(&binary, &dir, &socket, persistent) {
             Ok(child) => child,
             Err(e) => {
                 let _ = fs::remove_dir_all(&dir);
-                return Err(io::Error::new(e.kind(), format!("cannot run {}: {e}; {INSTALL_HINT}", binary.display())));
+                return Err(e);
             }
         };
         // From here on, dropping the server stops the process and removes the directory.
-        let mut server = RedisServer { child, dir, socket };
+        let mut server = RedisServer { child, binary, persistent, dir, socket };
         server.wait_ready()?;
         Ok(server)
+    }
+
+    /// Kills the server (SIGKILL, as a crash would) and waits until it is
+    /// gone; its socket and directory stay, for [`RedisServer::restart`].
+    pub fn kill(&mut self) -> io::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    /// Starts the server again on the same socket and directory (killing it
+    /// first if it runs), and waits until it answers PING; a persistent
+    /// server comes back with what it had answered.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill()?;
+        self.child = spawn(&self.binary, &self.dir, &self.socket, self.persistent)?;
+        self.wait_ready()
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, requests are
+    /// taken by the kernel but not answered until [`RedisServer::resume`].
+    pub fn pause(&mut self) -> io::Result<()> {
+        self.signal(libc::SIGSTOP)
+    }
+
+    /// Lets a paused server run again (SIGCONT).
+    pub fn resume(&mut self) -> io::Result<()> {
+        self.signal(libc::SIGCONT)
+    }
+
+    /// The process id of the server.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&mut self, signal: libc::c_int) -> io::Result<()> {
+        // Never signal a process id that was reaped (and may be reused).
+        if let Some(status) = self.child.try_wait()? {
+            return Err(io::Error::other(format!("redis-server has exited ({status})")));
+        }
+        let pid = libc::pid_t::try_from(self.child.id()).map_err(io::Error::other)?;
+        // SAFETY: kill(2) with a pid of our own child, not yet reaped.
+        if unsafe { libc::kill(pid, signal) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// The URL to give [`crate::Store::connect_redis`]: `redis+unix://<socket>`.
@@ -121,6 +167,33 @@ impl Drop for RedisServer {
         let _ = self.child.wait();
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Runs `redis-server` on `socket` with its files in `dir`.
+fn spawn(binary: &Path, dir: &Path, socket: &Path, persistent: bool) -> io::Result<Child> {
+    let mut cmd = Command::new(binary);
+    cmd.arg("--port")
+        .arg("0")
+        .arg("--unixsocket")
+        .arg(socket)
+        .arg("--unixsocketperm")
+        .arg("700")
+        .arg("--save")
+        .arg("")
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("redis.log"));
+    if persistent {
+        cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+    } else {
+        cmd.args(["--appendonly", "no"]);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot run {}: {e}; {INSTALL_HINT}", binary.display())))
 }
 
 fn ping(socket: &Path) -> io::Result<()> {

@@ -92,8 +92,11 @@ async fn connection_errors_say_where() {
     let dir = std::env::temp_dir().join(format!("mobicore-store-nothing-{}", std::process::id()));
     let url = format!("redis+unix://{}/redis.sock", dir.display());
     match Store::connect_redis(&url, "ns").await {
-        Err(StoreError::Redis(msg)) => assert!(msg.contains("cannot connect") && msg.contains("redis.sock"), "{msg}"),
-        other => panic!("expected a redis error, got {other:?}"),
+        Err(e @ StoreError::Unavailable(_)) => {
+            let msg = e.to_string();
+            assert!(msg.contains("cannot connect") && msg.contains("redis.sock"), "{msg}");
+        }
+        other => panic!("expected redis unavailable, got {other:?}"),
     }
     assert!(matches!(Store::connect_redis("http://example.com/", "ns").await, Err(StoreError::Redis(_))));
 }
@@ -108,5 +111,5 @@ async fn a_stopped_server_leaves_nothing_behind() {
     drop(server);
     assert!(!dir.exists());
     // The store reports the lost server as an error.
-    assert!(matches!(s.get("k").await, Err(StoreError::Redis(_))));
+    assert!(matches!(s.get("k").await, Err(StoreError::Unavailable(_))));
 }
