@@ -217,6 +217,18 @@ fn every_action_on_uplink_gpdus() {
     assert_eq!(p.counter(Counter::MecNoCopy).unwrap(), 0);
 }
 
+/// The whole 5-tuple of the UE's UDP flow 40000 -> APP:80 (an exact rule).
+fn exact_flow() -> TrafficFilter {
+    TrafficFilter {
+        src: Some((UE, 32)),
+        dst: Some((APP, 32)),
+        src_ports: Some((40000, 40000)),
+        dst_ports: Some((80, 80)),
+        protocol: Some(17),
+        ..TrafficFilter::default()
+    }
+}
+
 /// A flow's exact rule is remembered per CPU (bpf/maps.h `mec_memo`): a
 /// rule added, changed or removed under a running flow takes effect on
 /// the flow's next packet, in both directions.
@@ -225,14 +237,7 @@ fn exact_rules_changed_under_a_flow_take_effect_at_once() {
     need_root!();
     let mut p = plane();
     install(&mut p, 50, &MecSession::Ue(UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE }));
-    let exact = TrafficFilter {
-        src: Some((UE, 32)),
-        dst: Some((APP, 32)),
-        src_ports: Some((40000, 40000)),
-        dst_ports: Some((80, 80)),
-        protocol: Some(17),
-        ..TrafficFilter::default()
-    };
+    let exact = exact_flow();
     let flow = |action| MecRule { slice: slice(0), flow: true, priority: 10, filters: vec![exact], action };
     let up_frame = ul(&inner(UE, APP, 17, 40000, 80, 0));
     let down_frame = eth(&inner(APP, UE, 17, 80, 40000, 0));
@@ -779,14 +784,7 @@ fn classification_cost_probe() {
     need_root!();
     let repeat: u32 = std::env::var("PROBE_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000_000);
     let mut p = plane();
-    let exact = TrafficFilter {
-        src: Some((UE, 32)),
-        dst: Some((APP, 32)),
-        src_ports: Some((40000, 40000)),
-        dst_ports: Some((80, 80)),
-        protocol: Some(17),
-        ..TrafficFilter::default()
-    };
+    let exact = exact_flow();
     let drop = MecRule { slice: slice(0), flow: true, priority: 10, filters: vec![exact], action: RuleAction::Drop };
     install(&mut p, 1, &MecSession::Rule(drop));
     let frame = ul(&inner(UE, APP, 17, 40000, 80, 0));
