@@ -42,10 +42,13 @@
 //! Gbit/s = Mpps x frame size x 8 (the frames at the application, FCS
 //! included, no preamble or gap).
 //!
-//! Measured per case (direction, frame size, rules): three rounds of the
-//! MEC router's rate then the minimal forwarder's (decap_min / encap_min
-//! of one fixed tunnel, no rule lookup; the router steps aside with its
-//! rules kept), each the median of its rounds; then the run time per
+//! Measured per case (direction, frame size, rules): four rounds, each
+//! the MEC router's rate and the minimal forwarder's back to back in
+//! A B B A order (decap_min / encap_min of one fixed tunnel, no rule
+//! lookup; the router steps aside with its rules kept); each rate is the
+//! median of its rounds and the ratio between them the median of the
+//! rounds' ratios (a drift of the shared machine cancels within a
+//! round); then the run time per
 //! packet of both programs (kernel BPF statistics); then one-way times
 //! of single time-stamped frames, generator's XDP to the sink's XDP
 //! through the device under test (an otherwise idle path: what one frame
@@ -96,7 +99,7 @@ pub struct BreakoutOptions {
     pub sizes: Vec<usize>,
     /// Numbers of rules installed, one set of cases each (1..=130,000).
     pub rules: Vec<usize>,
-    /// Measuring time of each rate, spread over three rounds.
+    /// Measuring time of each rate, spread over four rounds.
     pub duration: Duration,
     /// Time-stamped frames per device under test and case.
     pub latency_samples: usize,
@@ -253,8 +256,10 @@ impl Direction {
 
 const DIRECTIONS: [Direction; 2] = [Direction::Uplink, Direction::Downlink];
 
-/// Rounds per case: router, then minimal forwarder.
-const ROUNDS: usize = 3;
+/// Rounds per case, each a rate of the router and one of the minimal
+/// forwarder back to back (A B B A); the ratio is the median of the
+/// rounds' ratios.
+const ROUNDS: usize = 4;
 
 /// The frame the generator sends for a case, its configuration, and the
 /// offset of its UDP payload (where the time stamp goes).
@@ -388,6 +393,7 @@ impl Bench {
                 let (k, kl) = kernel[&(dir, size)];
                 let k = k / 2.0;
                 let (m, x) = (median(mec.rates.clone()), median(min.rates.clone()));
+                let paired = median(mec.rates.iter().zip(&min.rates).map(|(a, b)| ratio(*a, *b)).collect());
                 let (ml, xl) = (mec.latency(), min.latency());
                 BreakoutCase {
                     direction: dir.name(),
@@ -405,7 +411,7 @@ impl Bench {
                     baseline_kernel_mpps: k,
                     baseline_kernel_latency_us_p50: kl.map(|l| l.p50_us),
                     baseline_kernel_latency_us_p99: kl.map(|l| l.p99_us),
-                    ratio_to_xdp: ratio(m, x),
+                    ratio_to_xdp: paired,
                     ratio_to_kernel: ratio(m, k),
                     latency_added_us: ml.zip(xl).map(|(a, b)| a.p50_us - b.p50_us),
                     ns_per_packet: mec.ns,
@@ -526,7 +532,11 @@ impl Bench {
         let dur = self.round();
         let (mut mec, mut min) = (Measured::default(), Measured::default());
         for round in 0..ROUNDS {
-            mec.rates.push(self.rig.blast_for(&f, &cfg, dur)?);
+            // A B B A: the router first in even rounds, second in odd ones,
+            // so that a drift of the machine weighs on both alike.
+            if round % 2 == 0 {
+                mec.rates.push(self.rig.blast_for(&f, &cfg, dur)?);
+            }
             self.step_aside();
             let m = self.attach_min(dir)?;
             min.rates.push(self.rig.blast_for(&f, &cfg, dur)?);
@@ -536,6 +546,9 @@ impl Bench {
             }
             drop(m);
             self.reattach()?;
+            if round % 2 == 1 {
+                mec.rates.push(self.rig.blast_for(&f, &cfg, dur)?);
+            }
         }
         let plane = self.plane.as_ref().expect("loaded").plane.clone();
         {

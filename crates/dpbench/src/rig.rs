@@ -224,7 +224,11 @@ pub const WINDOWS: usize = 3;
 
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// One fixed flow, with the generator doing the same per-frame work as in
@@ -246,5 +250,12 @@ mod tests {
         assert_eq!((l.p50_us, l.p99_us, l.received, l.sent), (51.0, 99.0, 100, 100));
         assert_eq!(Latency::of(&ns[..40], 100), None, "fewer than half arrived");
         assert_eq!(Latency::of(&[], 0), None);
+    }
+
+    #[test]
+    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![0.9, 1.0, 0.8, 0.95]), 0.925);
+        assert_eq!(median(vec![]), 0.0);
     }
 }

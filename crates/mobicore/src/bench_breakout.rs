@@ -28,7 +28,7 @@ pub struct BreakoutArgs {
     #[arg(long, value_delimiter = ',')]
     pub rules: Option<Vec<usize>>,
     /// Seconds of measuring per rate (the router's and the minimal
-    /// forwarder's in a case, each spread over three interleaved rounds).
+    /// forwarder's in a case, each spread over four rounds, A B B A; the ratio is the median of the rounds' ratios).
     #[arg(long)]
     pub seconds: Option<f64>,
     /// Time-stamped single frames per device under test and case.

@@ -150,31 +150,39 @@ static __always_inline __u32 next_hop(struct xdp_md *ctx, __u32 dst, __u32 src, 
 	return f.ifindex;
 }
 
-/* Sends the IPv4 packet at data (Ethernet header in front) towards dst:
- * cached next hop, else the kernel FIB, else the slow path. */
-/* `rx` is the MAC pair the packet arrived with: a packet handed to the
- * kernel after decapsulation or encapsulation gets it back, so that the
- * stack sees a frame addressed to this host and forwards it (resolving the
- * neighbour the FIB lookup was missing). */
-static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len,
-					const struct upf_config *cfg, const struct eth_macs *rx)
+/* Sends the frame at data out of ifindex with the MAC pair m (an IPv4
+ * packet behind its Ethernet header). */
+static __always_inline int send_via(struct xdp_md *ctx, __u32 ifindex, const struct eth_macs *m)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
+	struct ethhdr *eth = (void *)(long)ctx->data;
+	if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
 		return XDP_DROP;
+	macs_store(eth, m);
 	eth->h_proto = bpf_htons(ETH_P_IP);
-	struct eth_macs m;
-	__u32 ifindex = next_hop(ctx, dst, src, tot_len, cfg, &m);
-	if (!ifindex) {
-		macs_store(eth, rx);
-		return XDP_PASS;
-	}
-	macs_store(eth, &m);
 	if (ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
 	return bpf_redirect_map(&tx_ports, ifindex, XDP_PASS);
+}
+
+/* Sends the IPv4 packet at data (Ethernet header in front) towards dst:
+ * cached next hop, else the kernel FIB, else the slow path. `rx` is the
+ * MAC pair the packet arrived with: a packet handed to the kernel after
+ * decapsulation or encapsulation gets it back, so that the stack sees a
+ * frame addressed to this host and forwards it (resolving the neighbour
+ * the FIB lookup was missing). */
+static __always_inline int forward_ipv4(struct xdp_md *ctx, __u32 dst, __u32 src, __u16 tot_len,
+					const struct upf_config *cfg, const struct eth_macs *rx)
+{
+	struct eth_macs m;
+	__u32 ifindex = next_hop(ctx, dst, src, tot_len, cfg, &m);
+	if (ifindex)
+		return send_via(ctx, ifindex, &m);
+	struct ethhdr *eth = (void *)(long)ctx->data;
+	if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
+		return XDP_DROP;
+	macs_store(eth, rx);
+	eth->h_proto = bpf_htons(ETH_P_IP);
+	return XDP_PASS;
 }
 
 #endif

@@ -226,8 +226,8 @@ struct upf_config {
 	__u32 s1u_addr; /* our S1-U / N3 address (network order) */
 	__u32 mtu;      /* egress MTU: an encapsulated packet above it goes to the slow path */
 	__u32 flags;
-	__u32 memo_gen; /* bumped by the control side on every change of nexthops, mec_exact or mec_ue
-			 * (invalidates the per-CPU memos of them: nh_memo, mec_memo) */
+	__u32 memo_gen; /* bumped by the control side on every change of nexthops or a MEC table
+			 * (invalidates the per-CPU memos of them: nh_memo, mec_memo, mec_dl_memo) */
 };
 
 /* Indices of the per-CPU counters array. */
@@ -413,11 +413,10 @@ struct mec_lpm_key {
 	__u32 addr;
 };
 
-/* Per-CPU memos of mec_exact and mec_ue (mec.h mec_exact_get,
- * mec_ue_get): in each slot the last lookup whose key hashed to it, the
- * value found or that none was, valid while gen equals
- * upf_config.memo_gen. A flow's packets then cost an array slot instead
- * of a hash lookup. */
+/* Per-CPU memo of mec_exact (mec.h mec_exact_get): in each slot the
+ * last lookup whose key hashed to it, the value found or that none was,
+ * valid while gen equals upf_config.memo_gen. A flow's packets then cost
+ * an array slot instead of a hash lookup. */
 #define MEC_MEMO_BITS 8
 #define MEC_MEMO_SLOTS (1u << MEC_MEMO_BITS)
 #define MEC_MEMO_NONE 1  /* looked up: no entry */
@@ -437,11 +436,23 @@ struct mec_ue {
 	__u32 origin; /* outer source: the anchor's S1-U address (network order) */
 };
 
-struct mec_ue_memo {
-	__u32 ue; /* the key (network order) */
+/* Per-CPU memo of the plain side's whole answer for a flow that goes into
+ * a UE's tunnel (mec.h mec_plain): the rule's verdict, the UE's tunnel
+ * and the eNB's cached next hop, under the flow's exact key and DSCP,
+ * valid while gen equals upf_config.memo_gen (which every change of the
+ * MEC tables and of nexthops bumps). A flow's downlink packets then cost
+ * one array slot instead of a rule, a tunnel and a next-hop lookup. Only
+ * an answer whose next hop came from nexthops is kept (a FIB result can
+ * change under it). */
+struct mec_dl_memo {
+	__u32 key[5]; /* union mec_exact_words */
 	__u32 gen;
-	__u32 state; /* 0 empty, MEC_MEMO_* */
+	__u8 dscp;
+	__u8 valid;
+	__u16 pad;
 	struct mec_ue tunnel;
+	__u32 ifindex; /* the next hop towards tunnel.enb */
+	__u32 macs[3]; /* its MAC pair (far.h struct eth_macs) */
 };
 
 /* BUFF/NOCP slow path over AF_XDP (bpf/far.h `xsks`, crates/upf/src/afxdp):
@@ -476,7 +487,7 @@ _Static_assert(sizeof(struct steer_ul_set) == 4 + 44 * STEER_SET_MAX, "steer_ul_
 _Static_assert(sizeof(struct steer_dl_key) == 8 && sizeof(struct steer_dl) == 8, "steer_dl");
 _Static_assert(sizeof(struct mec_rule) == 68 && sizeof(struct mec_set) == 4 + 68 * MEC_SET_MAX, "mec_rule");
 _Static_assert(sizeof(struct mec_exact_key) == 20 && sizeof(struct mec_lpm_key) == 12, "mec keys");
-_Static_assert(sizeof(struct mec_memo) == 96 && sizeof(struct mec_ue_memo) == 24, "mec memos");
+_Static_assert(sizeof(struct mec_memo) == 96 && sizeof(struct mec_dl_memo) == 56, "mec memos");
 _Static_assert(sizeof(struct mec_slice_key) == 8 && sizeof(struct mec_ue) == 12, "mec_ue");
 _Static_assert(UPF_IDX_NONE & URR_IDX_LIST, "UPF_IDX_NONE is tested first");
 _Static_assert(UPF_MAX_URRS <= URR_IDX_LIST && UPF_MAX_URR_LISTS <= URR_IDX_LIST, "slots below the list bit");

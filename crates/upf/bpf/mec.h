@@ -60,8 +60,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, MEC_MEMO_SLOTS);
 	__type(key, __u32);
-	__type(value, struct mec_ue_memo);
-} mec_ue_memo SEC(".maps");
+	__type(value, struct mec_dl_memo);
+} mec_dl_memo SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -161,18 +161,29 @@ static __always_inline void mec_exact_words_of(union mec_exact_words *u, __u32 s
 #endif
 }
 
+/* The memo slot of an exact key (mec_memo, mec_dl_memo). */
+static __always_inline __u32 mec_memo_slot(const union mec_exact_words *u)
+{
+	__u32 h = u->w[0] ^ u->w[1] ^ (u->w[2] * 31) ^ (u->w[3] * 17) ^ u->w[4];
+	return (h * 0x9e3779b1u) >> (32 - MEC_MEMO_BITS);
+}
+
+/* Whether a memo's key words are u's. */
+static __always_inline int mec_words_eq(const __u32 *mk, const union mec_exact_words *u)
+{
+	return mk[0] == u->w[0] && mk[1] == u->w[1] && mk[2] == u->w[2] && mk[3] == u->w[3] && mk[4] == u->w[4];
+}
+
 /* The mec_exact entry of a key, through this CPU's memo (maps.h
  * mec_memo): in the memo by its 20 octets and the generation, else looked
  * up and remembered, found or not. */
 static __always_inline const struct mec_rule *mec_exact_get(const union mec_exact_words *u, __u32 gen)
 {
-	__u32 w0 = u->w[0], w1 = u->w[1], w2 = u->w[2], w3 = u->w[3], w4 = u->w[4];
-	__u32 slot = ((w0 ^ w1 ^ (w2 * 31) ^ (w3 * 17) ^ w4) * 0x9e3779b1u) >> (32 - MEC_MEMO_BITS);
+	__u32 slot = mec_memo_slot(u);
 	struct mec_memo *m = bpf_map_lookup_elem(&mec_memo, &slot);
 	if (!m)
 		return bpf_map_lookup_elem(&mec_exact, &u->k);
-	const __u32 *mk = (const void *)&m->key;
-	if (m->state && m->gen == gen && mk[0] == w0 && mk[1] == w1 && mk[2] == w2 && mk[3] == w3 && mk[4] == w4)
+	if (m->state && m->gen == gen && mec_words_eq((const void *)&m->key, u))
 		return m->state == MEC_MEMO_FOUND ? &m->rule : 0;
 	const struct mec_rule *e = bpf_map_lookup_elem(&mec_exact, &u->k);
 	m->key = u->k;
@@ -186,42 +197,20 @@ static __always_inline const struct mec_rule *mec_exact_get(const union mec_exac
 	return &m->rule;
 }
 
-/* The mec_ue entry of a UE (network order), through this CPU's memo. */
-static __always_inline const struct mec_ue *mec_ue_get(__u32 ue, __u32 gen)
-{
-	__u32 slot = (ue * 0x9e3779b1u) >> (32 - MEC_MEMO_BITS);
-	struct mec_ue_memo *m = bpf_map_lookup_elem(&mec_ue_memo, &slot);
-	if (!m)
-		return bpf_map_lookup_elem(&mec_ue, &ue);
-	if (m->state && m->gen == gen && m->ue == ue)
-		return m->state == MEC_MEMO_FOUND ? &m->tunnel : 0;
-	const struct mec_ue *t = bpf_map_lookup_elem(&mec_ue, &ue);
-	m->ue = ue;
-	m->gen = gen;
-	if (!t) {
-		m->state = MEC_MEMO_NONE;
-		return 0;
-	}
-	m->tunnel = *t;
-	m->state = MEC_MEMO_FOUND;
-	return &m->tunnel;
-}
-
 /* The highest-priority (lowest value, MEC 011) rule of (slice, side)
- * matching the packet: the exact 5-tuple entry, if any, against the
- * first match in the priority-ordered set of the longest destination
- * prefix (which holds every rule whose prefix covers it). One memo slot
- * (or hash lookup), one LPM lookup, at most MEC_SET_MAX rule checks. */
-static __always_inline const struct mec_rule *mec_select(__u32 slice_v, __u32 side, const struct flow *f,
-							 const struct mec_pkt *p, __u32 gen)
+ * matching the packet, k its exact key (mec_exact_words_of): the exact
+ * 5-tuple entry, if any, against the first match in the priority-ordered
+ * set of the longest destination prefix (which holds every rule whose
+ * prefix covers it). One memo slot (or hash lookup), one LPM lookup, at
+ * most MEC_SET_MAX rule checks. */
+static __always_inline const struct mec_rule *mec_select(__u32 slice_v, __u32 side, const union mec_exact_words *k,
+							 const struct flow *f, const struct mec_pkt *p, __u32 gen)
 {
 	__u32 slice = slice_v & MEC_SLICE_ID;
 	const struct mec_rule *best = 0;
-	union mec_exact_words k;
-	mec_exact_words_of(&k, (slice << 1) | side, f);
 	/* An exact entry's key is its whole filter (no DSCP, TEID or eNB:
 	 * xdp/mec.rs compile). */
-	const struct mec_rule *e = mec_exact_get(&k, gen);
+	const struct mec_rule *e = mec_exact_get(k, gen);
 	if (e)
 		best = e;
 	if (!(slice_v & (1u << (MEC_SLICE_LPM + side))))
@@ -351,7 +340,9 @@ static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct i
 	struct flow f;
 	flow_of(in, c->data_end, &f);
 	struct mec_pkt p = { .teid = g.teid, .enb = ip->saddr, .dscp = in->tos >> 2, .tunnel = 1 };
-	const struct mec_rule *r = mec_select(slice, MEC_SIDE_TUNNEL, &f, &p, cfg->memo_gen);
+	union mec_exact_words k;
+	mec_exact_words_of(&k, ((slice & MEC_SLICE_ID) << 1) | MEC_SIDE_TUNNEL, &f);
+	const struct mec_rule *r = mec_select(slice, MEC_SIDE_TUNNEL, &k, &f, &p, cfg->memo_gen);
 	if (!r)
 		return -1;
 	switch (r->action) {
@@ -380,24 +371,14 @@ static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct i
 	}
 }
 
-/* A plain packet to a UE under the slice's plain-side rules: into the UE's
- * downlink tunnel when a FORWARD_* rule matches and the UE is known. */
-static __always_inline int mec_plain(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, __u32 slice,
-				     const struct upf_config *cfg, const struct eth_macs *rx)
+/* Into the UE's downlink tunnel t (MEC 011 FORWARD_*): inner TTL
+ * decremented, outer IPv4/UDP/GTP-U put in front (the anchor's S1-U
+ * address as source), out by the next hop nh when it is known (nh_ifindex
+ * non-zero), else by forward_ipv4. */
+static __always_inline int mec_encap(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, const struct mec_ue *t,
+				     __u32 nh_ifindex, const struct eth_macs *nh, const struct upf_config *cfg,
+				     const struct eth_macs *rx)
 {
-	struct flow f;
-	flow_of(ip, c->data_end, &f);
-	struct mec_pkt p = { .dscp = ip->tos >> 2 };
-	const struct mec_rule *r = mec_select(slice, MEC_SIDE_PLAIN, &f, &p, cfg->memo_gen);
-	if (!r)
-		return -1;
-	if (r->action == MEC_DROP)
-		return verdict(CNT_MEC_DROP, XDP_DROP);
-	if (r->action != MEC_FORWARD_DECAPSULATED && r->action != MEC_FORWARD_ENCAPSULATED)
-		return -1;
-	const struct mec_ue *t = mec_ue_get(ip->daddr, cfg->memo_gen);
-	if (!t)
-		return verdict(CNT_MEC_NO_UE, -1);
 	__u16 tot = bpf_ntohs(ip->tot_len);
 	if (tot < sizeof(*ip) || (void *)ip + tot > c->data_end)
 		return verdict(CNT_PASS_TRUNCATED, XDP_PASS);
@@ -408,7 +389,57 @@ static __always_inline int mec_plain(struct xdp_md *ctx, struct pctx *c, struct 
 	if (trim_tail(ctx, ip, tot) || gtpu_push(ctx, tot, origin, enb, teid))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	count(CNT_MEC_ENCAP);
+	if (nh_ifindex)
+		return mec_done(send_via(ctx, nh_ifindex, nh));
 	return mec_done(forward_ipv4(ctx, enb, origin, tot + ENCAP_LEN, cfg, rx));
+}
+
+/* A plain packet to a UE under the slice's plain-side rules: into the UE's
+ * downlink tunnel when a FORWARD_* rule matches and the UE is known. A
+ * flow's answer is kept in this CPU's mec_dl_memo with the eNB's next
+ * hop, so that its next packets skip the rule, tunnel and next-hop
+ * lookups. */
+static __always_inline int mec_plain(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, __u32 slice,
+				     const struct upf_config *cfg, const struct eth_macs *rx)
+{
+	struct flow f;
+	flow_of(ip, c->data_end, &f);
+	__u8 dscp = ip->tos >> 2;
+	__u32 gen = cfg->memo_gen;
+	union mec_exact_words k;
+	mec_exact_words_of(&k, ((slice & MEC_SLICE_ID) << 1) | MEC_SIDE_PLAIN, &f);
+	__u32 slot = mec_memo_slot(&k);
+	struct mec_dl_memo *m = bpf_map_lookup_elem(&mec_dl_memo, &slot);
+	if (m && m->valid && m->gen == gen && m->dscp == dscp && mec_words_eq(m->key, &k)) {
+		struct mec_ue t = m->tunnel;
+		struct eth_macs nh;
+		macs_load(&nh, m->macs);
+		return mec_encap(ctx, c, ip, &t, m->ifindex, &nh, cfg, rx);
+	}
+	struct mec_pkt p = { .dscp = dscp };
+	const struct mec_rule *r = mec_select(slice, MEC_SIDE_PLAIN, &k, &f, &p, gen);
+	if (!r)
+		return -1;
+	if (r->action == MEC_DROP)
+		return verdict(CNT_MEC_DROP, XDP_DROP);
+	if (r->action != MEC_FORWARD_DECAPSULATED && r->action != MEC_FORWARD_ENCAPSULATED)
+		return -1;
+	__u32 ue = ip->daddr;
+	const struct mec_ue *tp = bpf_map_lookup_elem(&mec_ue, &ue);
+	if (!tp)
+		return verdict(CNT_MEC_NO_UE, -1);
+	struct mec_ue t = *tp;
+	const struct nexthop *nh = nexthop_get(t.enb, gen);
+	if (nh && m) {
+		__builtin_memcpy(m->key, k.w, sizeof(m->key));
+		m->gen = gen;
+		m->dscp = dscp;
+		m->tunnel = t;
+		m->ifindex = nh->ifindex;
+		macs_load((struct eth_macs *)m->macs, nh->dmac);
+		m->valid = 1;
+	}
+	return mec_encap(ctx, c, ip, &t, 0, 0, cfg, rx);
 }
 
 SEC("xdp")

@@ -469,6 +469,56 @@ fn application_answers_go_into_the_ue_tunnel_for_flow_rules() {
     assert_eq!(run(&p, &plain).0, XDP_PASS);
 }
 
+/// A flow's downlink answer is remembered per CPU with the eNB's next hop
+/// (bpf/maps.h `mec_dl_memo`): the next packets skip the rule, tunnel and
+/// next-hop lookups (the next-hop counter counts only the first), yet a
+/// next hop changed under the flow takes effect on its next packet, and a
+/// packet of another DSCP is classified on its own.
+#[test]
+fn a_flows_downlink_follows_its_next_hop_and_dscp_at_once() {
+    need_root!();
+    let mut p = plane();
+    install(&mut p, 50, &MecSession::Ue(UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE }));
+    let flow = MecRule {
+        slice: slice(0),
+        flow: true,
+        priority: 10,
+        filters: vec![to_app()],
+        action: RuleAction::ForwardDecapsulated(app("app0")),
+    };
+    install(&mut p, 1, &MecSession::Rule(flow));
+    // Expedited forwarding (DSCP 46) from the application: dropped by a
+    // rule of higher priority.
+    let ef = TrafficFilter { src: Some((APP, 32)), dscp: Some(46), ..TrafficFilter::default() };
+    install(&mut p, 2, &rule(0, 5, ef, RuleAction::Drop));
+    let answer = inner(APP, UE, 17, 80, 40000, 0);
+    let plain = eth(&answer);
+    let hits = p.counter(Counter::NhCacheHit).unwrap();
+    for _ in 0..3 {
+        let (v, out) = run(&p, &plain);
+        assert_eq!(v, XDP_TX);
+        assert_eq!(&out[..6], &NH_MAC);
+        assert_gpdu(&out, CORE, ENB, ENB_TEID, &answer);
+    }
+    assert_eq!(p.counter(Counter::MecEncap).unwrap(), 3);
+    assert_eq!(p.counter(Counter::NhCacheHit).unwrap(), hits + 1, "one next-hop lookup for the flow");
+    // The same 5-tuple with DSCP 46: its own answer.
+    let ef_answer = inner(APP, UE, 17, 80, 40000, 46 << 2);
+    assert_eq!(run(&p, &eth(&ef_answer)).0, XDP_DROP);
+    assert_eq!(run(&p, &plain).0, XDP_TX, "the DSCP 0 packets still go into the tunnel");
+    // The eNB's next hop moves: the flow's next packet follows it.
+    let moved = [2, 0, 0, 0, 0, 0x7e];
+    p.set_next_hop(ENB, NextHop { ifindex: 1, dmac: moved, smac: [2, 0, 0, 0, 0, 5] }).unwrap();
+    let (v, out) = run(&p, &plain);
+    assert_eq!(v, XDP_TX);
+    assert_eq!(&out[..6], &moved);
+    assert_gpdu(&out, CORE, ENB, ENB_TEID, &answer);
+    // No next hop cached: left to the FIB, which this plane does not use.
+    p.remove_next_hop(ENB).unwrap();
+    assert_eq!(run(&p, &plain).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::MecDrop).unwrap(), 1);
+}
+
 /// tshark reads both sides of the router as the program leaves them: the
 /// G-PDU in, the decapsulated packet out, the re-tunnelled G-PDU, and the
 /// application's answer encapsulated; no malformed packet, no expert error.
