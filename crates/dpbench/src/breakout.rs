@@ -99,6 +99,8 @@ pub struct BreakoutOptions {
     pub sizes: Vec<usize>,
     /// Numbers of rules installed, one set of cases each (1..=130,000).
     pub rules: Vec<usize>,
+    /// Directions measured (both by default).
+    pub directions: Vec<Direction>,
     /// Measuring time of each rate, spread over four rounds.
     pub duration: Duration,
     /// Time-stamped frames per device under test and case.
@@ -113,6 +115,7 @@ impl Default for BreakoutOptions {
         BreakoutOptions {
             sizes: vec![64, 128, 512, 1024, 1518],
             rules: vec![1, 120_000],
+            directions: DIRECTIONS.to_vec(),
             duration: Duration::from_secs(2),
             latency_samples: 2000,
             quick: false,
@@ -126,6 +129,7 @@ impl BreakoutOptions {
         BreakoutOptions {
             sizes: vec![64, 1518],
             rules: vec![1, 1000],
+            directions: DIRECTIONS.to_vec(),
             duration: Duration::from_millis(300),
             latency_samples: 200,
             quick: true,
@@ -213,8 +217,8 @@ pub async fn run(opts: BreakoutOptions) -> Result<BreakoutReport, DpBenchError> 
 
 /// The same, synchronously.
 pub fn run_blocking(opts: &BreakoutOptions) -> Result<BreakoutReport, DpBenchError> {
-    if opts.sizes.is_empty() || opts.rules.is_empty() {
-        return Err(DpBenchError::Options("at least one frame size and one number of rules".into()));
+    if opts.sizes.is_empty() || opts.rules.is_empty() || opts.directions.is_empty() {
+        return Err(DpBenchError::Options("at least one frame size, one number of rules and one direction".into()));
     }
     if let Some(s) = opts.sizes.iter().find(|s| !(MIN_FRAME..=MAX_FRAME).contains(*s)) {
         return Err(DpBenchError::Options(format!("frame size {s} outside {MIN_FRAME}..={MAX_FRAME}")));
@@ -239,14 +243,16 @@ pub fn run_blocking(opts: &BreakoutOptions) -> Result<BreakoutReport, DpBenchErr
     b.measure()
 }
 
+/// Uplink: G-PDUs from the eNB decapsulated to the application;
+/// downlink: the application's packets encapsulated to the eNB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Direction {
+pub enum Direction {
     Uplink,
     Downlink,
 }
 
 impl Direction {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Direction::Uplink => "uplink",
             Direction::Downlink => "downlink",
@@ -254,7 +260,7 @@ impl Direction {
     }
 }
 
-const DIRECTIONS: [Direction; 2] = [Direction::Uplink, Direction::Downlink];
+pub const DIRECTIONS: [Direction; 2] = [Direction::Uplink, Direction::Downlink];
 
 /// Rounds per case, each a rate of the router and one of the minimal
 /// forwarder back to back (A B B A); the ratio is the median of the
@@ -374,7 +380,7 @@ impl Bench {
             if let Some(i) = self.install_rules(n)? {
                 installs.push(i);
             }
-            for dir in DIRECTIONS {
+            for dir in self.opts.directions.clone() {
                 for size in self.opts.sizes.clone() {
                     let (mec, min) = self.case(dir, size)?;
                     cases.push((dir, size, n, mec, min));
@@ -428,7 +434,7 @@ impl Bench {
         &mut self,
         kernel: &mut HashMap<(Direction, usize), (f64, Option<Latency>)>,
     ) -> Result<(), DpBenchError> {
-        for dir in DIRECTIONS {
+        for dir in self.opts.directions.clone() {
             for size in self.opts.sizes.clone() {
                 let pass = self.rig.attach(|| Ok(Dut::Pass(baseline::load_pass()?)))?;
                 let (f, cfg, at) = frame(dir, size);

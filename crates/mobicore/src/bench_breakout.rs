@@ -8,7 +8,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use mobicore_dpbench::breakout::{BreakoutCase, BreakoutOptions, BreakoutReport};
+use mobicore_dpbench::breakout::{BreakoutCase, BreakoutOptions, BreakoutReport, DIRECTIONS};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -27,6 +27,10 @@ pub struct BreakoutArgs {
     /// Traffic rules installed, one set of cases each (1..=130000).
     #[arg(long, value_delimiter = ',')]
     pub rules: Option<Vec<usize>>,
+    /// Directions measured: uplink (decapsulated to the application),
+    /// downlink (encapsulated to the eNB); both by default.
+    #[arg(long, value_delimiter = ',', value_parser = ["uplink", "downlink"])]
+    pub directions: Option<Vec<String>>,
     /// Seconds of measuring per rate (the router's and the minimal
     /// forwarder's in a case, each spread over four rounds, A B B A; the ratio is the median of the rounds' ratios).
     #[arg(long)]
@@ -56,6 +60,9 @@ pub async fn run(a: BreakoutArgs) -> Result<()> {
     }
     if let Some(r) = a.rules {
         opts.rules = r;
+    }
+    if let Some(d) = a.directions {
+        opts.directions = DIRECTIONS.into_iter().filter(|x| d.iter().any(|n| n == x.name())).collect();
     }
     if let Some(s) = a.seconds {
         opts.duration = Duration::try_from_secs_f64(s).context("--seconds")?;

@@ -469,6 +469,7 @@ struct min_config {
 	__u8 smac[6];
 };
 
+_Static_assert(CNT_MAX == 39, "xdp/maps.rs Counter::ALL and CounterLine");
 _Static_assert(sizeof(struct sdf_filter) == 28, "sdf_filter");
 _Static_assert(sizeof(struct pdr_rule) == 48, "pdr_rule");
 _Static_assert(sizeof(struct pdr_set) == 8 + 48 * PDR_SET_MAX, "pdr_set");

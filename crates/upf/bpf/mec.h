@@ -236,7 +236,8 @@ static __always_inline const struct mec_rule *mec_select(__u32 slice_v, __u32 si
 /* To the application: the outer headers up to the T-PDU removed, the
  * inner TTL decremented, Ethernet to the rule's MACs, out of its
  * interface (MEC 011 FORWARD_DECAPSULATED). */
-static __always_inline int mec_decap(struct xdp_md *ctx, struct iphdr *in, __u16 tot, const struct mec_rule *r)
+static __always_inline int mec_decap(struct xdp_md *ctx, struct iphdr *in, __u16 tot, const struct mec_rule *r,
+				     struct upf_counters *cnt)
 {
 	if (in->ttl <= 1)
 		return verdict(CNT_PASS_TTL, XDP_PASS);
@@ -253,7 +254,7 @@ static __always_inline int mec_decap(struct xdp_md *ctx, struct iphdr *in, __u16
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	macs_store(eth, &m);
 	eth->h_proto = bpf_htons(ETH_P_IP);
-	count(CNT_MEC_DECAP);
+	count_at(cnt, CNT_MEC_DECAP);
 	if (ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
 	/* A port (tx_ports) saves the kernel a device lookup per packet. */
@@ -325,7 +326,8 @@ static __always_inline int mec_duplicate(struct xdp_md *ctx, struct iphdr *ip, c
 
 /* A G-PDU in transit under the slice's tunnel-side rules. */
 static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, struct udphdr *udp,
-				    __u32 slice, const struct upf_config *cfg, const struct eth_macs *rx)
+				    __u32 slice, const struct upf_config *cfg, const struct eth_macs *rx,
+				    struct upf_counters *cnt)
 {
 	struct gtpu_hdr *gh = (void *)(udp + 1);
 	struct gtpu_info g;
@@ -349,7 +351,7 @@ static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct i
 	case MEC_DROP:
 		return verdict(CNT_MEC_DROP, XDP_DROP);
 	case MEC_FORWARD_DECAPSULATED:
-		return mec_decap(ctx, in, tot, r);
+		return mec_decap(ctx, in, tot, r, cnt);
 	case MEC_FORWARD_ENCAPSULATED: {
 		/* To the rule's tunnel end (MEC 011 tunnelInfo), its TEID (0:
 		 * the G-PDU's kept, as MEC 011 gives none); the outer source
@@ -377,7 +379,7 @@ static __always_inline int mec_gtpu(struct xdp_md *ctx, struct pctx *c, struct i
  * non-zero), else by forward_ipv4. */
 static __always_inline int mec_encap(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, const struct mec_ue *t,
 				     __u32 nh_ifindex, const struct eth_macs *nh, const struct upf_config *cfg,
-				     const struct eth_macs *rx)
+				     const struct eth_macs *rx, struct upf_counters *cnt)
 {
 	__u16 tot = bpf_ntohs(ip->tot_len);
 	if (tot < sizeof(*ip) || (void *)ip + tot > c->data_end)
@@ -388,7 +390,7 @@ static __always_inline int mec_encap(struct xdp_md *ctx, struct pctx *c, struct 
 	__u32 origin = t->origin, enb = t->enb, teid = t->teid;
 	if (trim_tail(ctx, ip, tot) || gtpu_push(ctx, tot, origin, enb, teid))
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
-	count(CNT_MEC_ENCAP);
+	count_at(cnt, CNT_MEC_ENCAP);
 	if (nh_ifindex)
 		return mec_done(send_via(ctx, nh_ifindex, nh));
 	return mec_done(forward_ipv4(ctx, enb, origin, tot + ENCAP_LEN, cfg, rx));
@@ -400,7 +402,7 @@ static __always_inline int mec_encap(struct xdp_md *ctx, struct pctx *c, struct 
  * hop, so that its next packets skip the rule, tunnel and next-hop
  * lookups. */
 static __always_inline int mec_plain(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, __u32 slice,
-				     const struct upf_config *cfg, const struct eth_macs *rx)
+				     const struct upf_config *cfg, const struct eth_macs *rx, struct upf_counters *cnt)
 {
 	struct flow f;
 	flow_of(ip, c->data_end, &f);
@@ -414,7 +416,7 @@ static __always_inline int mec_plain(struct xdp_md *ctx, struct pctx *c, struct 
 		struct mec_ue t = m->tunnel;
 		struct eth_macs nh;
 		macs_load(&nh, m->macs);
-		return mec_encap(ctx, c, ip, &t, m->ifindex, &nh, cfg, rx);
+		return mec_encap(ctx, c, ip, &t, m->ifindex, &nh, cfg, rx, cnt);
 	}
 	struct mec_pkt p = { .dscp = dscp };
 	const struct mec_rule *r = mec_select(slice, MEC_SIDE_PLAIN, &k, &f, &p, gen);
@@ -439,7 +441,7 @@ static __always_inline int mec_plain(struct xdp_md *ctx, struct pctx *c, struct 
 		macs_load((struct eth_macs *)m->macs, nh->dmac);
 		m->valid = 1;
 	}
-	return mec_encap(ctx, c, ip, &t, 0, 0, cfg, rx);
+	return mec_encap(ctx, c, ip, &t, 0, 0, cfg, rx, cnt);
 }
 
 SEC("xdp")
@@ -449,7 +451,8 @@ int mec_xdp(struct xdp_md *ctx)
 	struct upf_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;
-	count(CNT_RX);
+	struct upf_counters *cnt = counters_get();
+	count_at(cnt, CNT_RX);
 	struct pctx c;
 	pctx_init(&c, ctx);
 	struct ethhdr *eth = PULL(&c, sizeof(*eth));
@@ -500,7 +503,7 @@ int mec_xdp(struct xdp_md *ctx)
 	if (ip->protocol == IPPROTO_UDP_ && !ipv4_is_fragment(ip)) {
 		struct udphdr *udp = PULL(&c, sizeof(*udp));
 		if (udp && udp->dest == bpf_htons(UPF_GTPU_PORT)) {
-			r = mec_gtpu(ctx, &c, ip, udp, slice, cfg, &rx);
+			r = mec_gtpu(ctx, &c, ip, udp, slice, cfg, &rx, cnt);
 			if (r >= 0)
 				return r;
 			/* A G-PDU no rule takes passes through untouched. */
@@ -508,10 +511,10 @@ int mec_xdp(struct xdp_md *ctx)
 		}
 		c.pos = ip + 1;
 	}
-	r = mec_plain(ctx, &c, ip, slice, cfg, &rx);
+	r = mec_plain(ctx, &c, ip, slice, cfg, &rx, cnt);
 	if (r >= 0)
 		return r;
-	count(CNT_MEC_PASS);
+	count_at(cnt, CNT_MEC_PASS);
 	return steer_forward(ctx, ip, cfg, &rx);
 }
 

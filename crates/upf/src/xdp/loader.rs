@@ -345,7 +345,7 @@ pub struct AyaMaps {
     urr_lists: Array<MapData, UrrList>,
     nexthops: BpfHash<MapData, u32, NextHop>,
     tx_ports: DevMapHash<MapData>,
-    counters: PerCpuArray<MapData, u64>,
+    counters: PerCpuArray<MapData, CounterLine>,
     steer_ul: BpfHash<MapData, u32, SteerUlSet>,
     steer_dl: BpfHash<MapData, SteerDlKey, SteerDl>,
     ncpus: usize,
@@ -446,8 +446,8 @@ impl MapStore for AyaMaps {
         self.tx_ports.insert(ifindex, ifindex, None, 0).map_err(|e| MapError { map: "tx_ports", msg: e.to_string() })
     }
     fn counter(&self, c: Counter) -> Result<u64, MapError> {
-        let v = self.counters.get(&(c as u32), 0).map_err(me("counters"))?;
-        Ok(v.iter().sum())
+        let v = self.counters.get(&0, 0).map_err(me("counters"))?;
+        Ok(v.iter().map(|line| line.0[c as usize]).sum())
     }
     fn put_steer_ul(&mut self, ue: u32, s: &SteerUlSet) -> Result<(), MapError> {
         self.steer_ul.insert(ue, s, 0).map_err(me("steer_ul"))

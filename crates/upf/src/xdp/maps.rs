@@ -416,6 +416,13 @@ pub enum Counter {
     MecNoCopy,
 }
 
+/// The value of `counters` (bpf/counters.h `struct upf_counters`): every
+/// counter of one CPU, indexed by [`Counter`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CounterLine(pub [u64; Counter::ALL.len()]);
+unsafe impl aya::Pod for CounterLine {}
+
 impl Counter {
     pub const ALL: [Counter; 39] = [
         Counter::Rx,
