@@ -84,6 +84,67 @@ static __always_inline int set_verdict(__u32 why)
 	return verdict(why, why == CNT_PASS_UNSUPPORTED ? XDP_PASS : XDP_DROP);
 }
 
+/* Puts outer GTP-U/UDP/IPv4 headers (TS 29.281 5.1, TS 29.244 5.2.1 OHC)
+ * in front of the IPv4 packet of `tot` octets after the Ethernet header:
+ * a G-PDU with `teid` from `local` to `peer` (network order); the
+ * Ethernet header is left for forward_ipv4. 0 = done. */
+static __always_inline int gtpu_push(struct xdp_md *ctx, __u16 tot, __u32 local, __u32 peer, __u32 teid)
+{
+	if (bpf_xdp_adjust_head(ctx, -(int)ENCAP_LEN))
+		return -1;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *oip = data + sizeof(struct ethhdr);
+	if ((void *)oip + ENCAP_LEN > data_end)
+		return -1;
+	__u32 olen = (__u32)tot + ENCAP_LEN;
+	/* Checksum of the outer header in registers: the constant words
+	 * (version/IHL/TOS 0x4500, id 0, flags 0, TTL 64/UDP 0x4011), the
+	 * length and the two addresses (RFC 1071). */
+	__u32 hl = bpf_ntohl(local), hp = bpf_ntohl(peer);
+	__u32 s = 0x4500 + 0x4011 + olen + (hl >> 16) + (hl & 0xffff) + (hp >> 16) + (hp & 0xffff);
+	__u16 check = csum_fold32(s);
+	/* Written as words (big-endian values), see struct eth_macs on the
+	 * alignment. */
+	__u32 *w = (__u32 *)oip;
+	w[0] = bpf_htonl(0x45000000 | olen);             /* version 4, IHL 5, TOS 0, total length */
+	w[1] = 0;                                        /* identification 0, no fragmentation */
+	w[2] = bpf_htonl((64u << 24) | (IPPROTO_UDP_ << 16) | check);
+	w[3] = local;
+	w[4] = peer;
+	w[5] = bpf_htonl((UPF_GTPU_PORT << 16) | UPF_GTPU_PORT);
+	w[6] = bpf_htonl((olen - sizeof(struct iphdr)) << 16); /* UDP length; checksum 0, allowed over IPv4 */
+	w[7] = bpf_htonl((GTPU_VERSION_PT << 24) | (GTPU_G_PDU << 16) | tot);
+	w[8] = bpf_htonl(teid);
+	return 0;
+}
+
+/* An uplink G-PDU whose FAR creates an outer header (TS 29.244 5.2.1):
+ * its T-PDU re-tunnelled as it is, the outer headers (extension headers
+ * included) replaced, no TTL step (it stays in the tunnel layer): an
+ * indirect data forwarding tunnel back to the target eNB (TS 23.401
+ * 5.5.1.2.2 step 8) or N9 to another UPF. The slow path does the same
+ * (dataplane/forward.rs); End Markers stay with it (GTPU_CONTROL), after
+ * every G-PDU that came before them. */
+static __always_inline int retunnel(struct xdp_md *ctx, struct pctx *c, struct iphdr *ip, __u16 tot,
+				    const struct pdr_fast *r, __u32 qer_idx, __u32 urr_idx,
+				    const struct upf_config *cfg, const struct eth_macs *rx)
+{
+	if ((__u32)tot + ENCAP_LEN > cfg->mtu)
+		return verdict(CNT_PASS_OVERSIZE, XDP_PASS); /* the slow path fragments */
+	__u32 why = qer_check(qer_idx, 1, tot);
+	if (why)
+		return verdict(why, XDP_DROP);
+	urr_count(urr_idx, 1, tot);
+	__u32 teid = r->teid, peer = r->peer_addr;
+	__u32 local = r->local_addr ? r->local_addr : cfg->s1u_addr;
+	int outer = (int)((void *)ip - c->data) - (int)sizeof(struct ethhdr);
+	if (trim_tail(ctx, ip, tot) || bpf_xdp_adjust_head(ctx, outer) || gtpu_push(ctx, tot, local, peer, teid))
+		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
+	count(CNT_UL_FWD);
+	return forward_ipv4(ctx, peer, local, tot + ENCAP_LEN, cfg, rx);
+}
+
 static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const struct upf_config *cfg,
 				  const struct eth_macs *rx)
 {
@@ -140,7 +201,7 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 	if (urr_idx == URR_IDX_SLOW)
 		return verdict(CNT_PASS_MANY_URRS, XDP_PASS);
 	if (r->far_flags & FAR_F_OHC)
-		return verdict(CNT_PASS_UNSUPPORTED, XDP_PASS); /* N9 re-tunnelling */
+		return retunnel(ctx, c, ip, tot, r, qer_idx, urr_idx, cfg, rx);
 	if (ip->ttl <= 1)
 		return verdict(CNT_PASS_TTL, XDP_PASS);
 	why = qer_check(qer_idx, 1, tot);
@@ -155,41 +216,6 @@ static __always_inline int uplink(struct xdp_md *ctx, struct pctx *c, const stru
 		return verdict(CNT_DROP_MALFORMED, XDP_DROP);
 	count(CNT_UL_FWD);
 	return forward_ipv4(ctx, daddr, saddr, tot, cfg, rx);
-}
-
-/* Puts outer GTP-U/UDP/IPv4 headers (TS 29.281 5.1, TS 29.244 5.2.1 OHC)
- * in front of the IPv4 packet of `tot` octets after the Ethernet header:
- * a G-PDU with `teid` from `local` to `peer` (network order); the
- * Ethernet header is left for forward_ipv4. 0 = done. */
-static __always_inline int gtpu_push(struct xdp_md *ctx, __u16 tot, __u32 local, __u32 peer, __u32 teid)
-{
-	if (bpf_xdp_adjust_head(ctx, -(int)ENCAP_LEN))
-		return -1;
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct iphdr *oip = data + sizeof(struct ethhdr);
-	if ((void *)oip + ENCAP_LEN > data_end)
-		return -1;
-	__u32 olen = (__u32)tot + ENCAP_LEN;
-	/* Checksum of the outer header in registers: the constant words
-	 * (version/IHL/TOS 0x4500, id 0, flags 0, TTL 64/UDP 0x4011), the
-	 * length and the two addresses (RFC 1071). */
-	__u32 hl = bpf_ntohl(local), hp = bpf_ntohl(peer);
-	__u32 s = 0x4500 + 0x4011 + olen + (hl >> 16) + (hl & 0xffff) + (hp >> 16) + (hp & 0xffff);
-	__u16 check = csum_fold32(s);
-	/* Written as words (big-endian values), see struct eth_macs on the
-	 * alignment. */
-	__u32 *w = (__u32 *)oip;
-	w[0] = bpf_htonl(0x45000000 | olen);             /* version 4, IHL 5, TOS 0, total length */
-	w[1] = 0;                                        /* identification 0, no fragmentation */
-	w[2] = bpf_htonl((64u << 24) | (IPPROTO_UDP_ << 16) | check);
-	w[3] = local;
-	w[4] = peer;
-	w[5] = bpf_htonl((UPF_GTPU_PORT << 16) | UPF_GTPU_PORT);
-	w[6] = bpf_htonl((olen - sizeof(struct iphdr)) << 16); /* UDP length; checksum 0, allowed over IPv4 */
-	w[7] = bpf_htonl((GTPU_VERSION_PT << 24) | (GTPU_G_PDU << 16) | tot);
-	w[8] = bpf_htonl(teid);
-	return 0;
 }
 
 static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *data_end, const struct upf_config *cfg,

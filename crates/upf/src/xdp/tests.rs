@@ -405,6 +405,55 @@ fn oversized_after_encapsulation_goes_to_slow_path() {
     assert_eq!(run(&p, &eth(&inner_udp(DN, UE, 5000, 1464 - 28))).0, XDP_TX);
 }
 
+/// An indirect data forwarding tunnel as the S/P-GW-C installs it (TS
+/// 23.401 5.5.1.2.2 step 8: an Access PDR on its own TEID, outer header
+/// removal, a FAR creating the target eNB's tunnel): the source eNB's
+/// G-PDUs are re-tunnelled in XDP, extension headers (a PDCP PDU number)
+/// dropped, the T-PDU as it came (no TTL step), one too big for the
+/// tunnel left to the slow path, an End Marker too.
+#[test]
+fn forwarding_tunnel_g_pdus_are_retunnelled_in_xdp() {
+    need_root!();
+    const FWD_TEID: u32 = 0x3000;
+    const TARGET_TEID: u32 = 0x4000;
+    let mut rules = bearer(FORW, open_qer());
+    rules.pdrs.insert(
+        3,
+        Pdr {
+            id: 3,
+            precedence: 255,
+            pdi: PacketDetection { ue_ipv4: None, ..pd(INTERFACE_ACCESS, Some(FWD_TEID), &[]) },
+            outer_header_removal: Some(0),
+            far_id: Some(3),
+            qer_ids: vec![],
+            urr_ids: vec![],
+        },
+    );
+    rules.fars.insert(3, far(3, FORW, Some(TARGET_TEID)));
+    let p = plane(&rules);
+    let inner = inner_udp(DN, UE, 5000, 64);
+    let pdcp = Extension { kind: 0xc0, content: vec![0x12, 0x34] };
+    for h in [HeaderRepr::gpdu(FWD_TEID), HeaderRepr::gpdu(FWD_TEID).with_extension(pdcp)] {
+        let (v, out) = run(&p, &ul_frame_with(h, &inner));
+        assert_eq!(v, XDP_TX);
+        let (teid, got) = parse_encap(&out);
+        assert_eq!(teid, TARGET_TEID);
+        assert_eq!(got, inner, "the T-PDU as it came");
+    }
+    assert_eq!(p.counter(Counter::UlFwd).unwrap(), 2);
+    assert_eq!(p.counter(Counter::PassUnsupported).unwrap(), 0);
+    let big = inner_udp(DN, UE, 5000, 1500 - 28 - 20);
+    assert_eq!(run(&p, &ul_frame(FWD_TEID, &big)).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassOversize).unwrap(), 1);
+    let em = eth(&ipv4(ENB, S1U, 17, &udp(2152, 2152, &mobicore_gtp::gtpu::end_marker(FWD_TEID))));
+    assert_eq!(run(&p, &em).0, XDP_PASS, "End Markers are the slow path's");
+    // The bearer's own uplink still decapsulates.
+    let up = inner_udp(UE, DN, 53, 10);
+    let (v, out) = run(&p, &ul_frame(TEID, &up));
+    assert_eq!(v, XDP_TX);
+    assert_decap(&out, &up);
+}
+
 #[test]
 fn not_a_ue_goes_to_the_kernel() {
     need_root!();
