@@ -18,9 +18,19 @@ const DELAY: Duration = Duration::from_secs(20);
 /// ARP priority level 1 in their subscription, the others the default 9.
 /// The MME throttles by `factor` percent while any paging runs.
 fn idle_network(n: u64, high: &[u64], factor: u8) -> Network {
+    idle_network_with(n, high, factor, None)
+}
+
+/// The same, the MME rejecting under load the DDNs of ARP priority levels
+/// above `reject`.
+fn idle_network_with(n: u64, high: &[u64], factor: u8, reject: Option<u8>) -> Network {
     let mut cfg = NetworkConfig { inactivity_timeout: Some(INACTIVITY), ..NetworkConfig::default() };
-    cfg.mme.ddn_throttling =
-        DdnThrottlingConfig { pagings_above: Some(0), factor_percent: factor, delay_seconds: DELAY.as_secs() as u32 };
+    cfg.mme.ddn_throttling = DdnThrottlingConfig {
+        pagings_above: Some(0),
+        factor_percent: factor,
+        delay_seconds: DELAY.as_secs() as u32,
+        reject_arp_above: reject,
+    };
     let mut net = Network::new(1, n, cfg);
     for &ue in high {
         let imsi = net.imsi(ue);
@@ -118,6 +128,38 @@ fn the_factor_drops_that_share_of_low_priority_notifications_and_no_other() {
     }
     assert_eq!(net.spgwc.counters.value("ddn_throttled"), 4);
     assert_eq!(net.spgwc.counters.value("downlink_buffer_discarded"), 4);
+}
+
+/// TS 23.401 4.3.7.4.1a: an MME under load may reject the DDNs of low
+/// priority traffic itself: "Unable to page UE", the UE not paged, the
+/// S-GW's buffer discarded; a high-priority bearer's DDN is paged as ever.
+#[test]
+fn an_overloaded_mme_rejects_low_priority_notifications() {
+    // UE 0 low priority (ARP 9), UE 1 high (1), UE 2 the load; the S-GW
+    // throttles nothing, so every DDN reaches the MME.
+    let mut net = idle_network_with(3, &[1], 0, Some(8));
+    net.send_downlink(2, 0);
+    let _away = net.enbs[0].take_idle_ue(2).expect("an idle UE");
+    net.drive();
+    assert_eq!(net.mme.pagings(), 1);
+    net.send_downlink(0, 0);
+    net.drive();
+    assert_eq!(net.mme.counters().value("ddn_rejected_low_priority"), 1);
+    assert_eq!(net.spgwc.counters.value("ddn_rejected"), 1);
+    assert_eq!(net.spgwc.counters.value("downlink_buffer_discarded"), 1);
+    assert!(!connected(&net, 0), "UE 0 was not paged");
+    net.send_downlink(1, 0);
+    net.drive();
+    assert!(connected(&net, 1));
+    assert_eq!(net.downlink_received(1), &[0]);
+    assert_eq!(net.mme.counters().value("ddn_rejected_low_priority"), 1);
+    // Once the load is gone the low-priority UE is paged again.
+    net.advance(Duration::from_secs(60));
+    assert_eq!(net.mme.pagings(), 0);
+    net.send_downlink(0, 1);
+    net.drive();
+    assert!(connected(&net, 0));
+    assert_eq!(net.downlink_received(0), &[1]);
 }
 
 #[test]

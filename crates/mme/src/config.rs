@@ -174,7 +174,11 @@ pub struct MmeConfig {
 /// every Downlink Data Notification Acknowledge carries the DL low
 /// priority traffic Throttling IE (TS 29.274 8.85): the S-GW drops
 /// `factor_percent` percent of the DDNs of its low-priority bearers for
-/// `delay_seconds` (TS 23.401 4.3.7.4.1a).
+/// `delay_seconds` (TS 23.401 4.3.7.4.1a). With `reject_arp_above` the
+/// MME also rejects, under the same load, the DDNs of bearers whose ARP
+/// priority level is above it (4.3.7.4.1a: "the MME can reject DDN
+/// requests for low priority traffic for UEs in idle mode"): cause
+/// "Unable to page UE", nobody paged, and the S-GW discards its buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct DdnThrottlingConfig {
@@ -186,11 +190,14 @@ pub struct DdnThrottlingConfig {
     /// Throttling Delay, seconds (sent in the finest unit of 8.85 that
     /// holds it, rounded up; at most 310 hours).
     pub delay_seconds: u32,
+    /// ARP priority levels above this one (1 highest .. 15 lowest) are low
+    /// priority traffic, rejected under load; absent (the default): none.
+    pub reject_arp_above: Option<u8>,
 }
 
 impl Default for DdnThrottlingConfig {
     fn default() -> Self {
-        DdnThrottlingConfig { pagings_above: None, factor_percent: 50, delay_seconds: 60 }
+        DdnThrottlingConfig { pagings_above: None, factor_percent: 50, delay_seconds: 60, reject_arp_above: None }
     }
 }
 
@@ -203,6 +210,9 @@ impl MmeConfig {
         }
         if t.delay_seconds > 31 * 36_000 {
             return Err(format!("[mme.ddn_throttling] delay_seconds = {} (at most 1116000)", t.delay_seconds));
+        }
+        if let Some(a) = t.reject_arp_above.filter(|a| !(1..=15).contains(a)) {
+            return Err(format!("[mme.ddn_throttling] reject_arp_above = {a} (an ARP priority level, 1..=15)"));
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ impl Mme {
     pub(crate) fn on_s11_incoming(&mut self, txn: u64, request: S11IncomingRequest) {
         match request {
             S11IncomingRequest::DownlinkDataNotification(ddn) => {
-                let cause = self.on_ddn(ddn.mme_teid.0);
+                let cause = self.on_ddn(ddn.mme_teid.0, ddn.arp.map(|a| a.priority_level));
                 let ack = DownlinkDataNotificationAck {
                     cause,
                     data_notification_delay_ms: None,
@@ -41,7 +41,7 @@ impl Mme {
 
     /// DOWNLINK DATA NOTIFICATION (TS 23.401 5.3.4.3 steps 2-4): the cause
     /// of the acknowledgement, paging the UE if it is idle.
-    fn on_ddn(&mut self, mme_teid: u32) -> GtpCause {
+    fn on_ddn(&mut self, mme_teid: u32, arp_level: Option<u8>) -> GtpCause {
         // The header TEID is the MME's S11 TEID, the MME-UE-S1AP-ID.
         let Some(ue) = self.ues.get(&mme_teid) else {
             self.counters.incr("ddn_context_not_found");
@@ -80,9 +80,20 @@ impl Mme {
             self.counters.incr("ddn_ue_connected");
             return GtpCause::REQUEST_ACCEPTED;
         }
+        if self.overloaded() && arp_level.zip(self.cfg.ddn_throttling.reject_arp_above).is_some_and(|(l, t)| l > t) {
+            // 4.3.7.4.1a: low priority traffic of an idle UE, rejected
+            // under load (the S-GW discards what it buffered).
+            self.counters.incr("ddn_rejected_low_priority");
+            return GtpCause::UNABLE_TO_PAGE_UE;
+        }
         self.counters.incr("ddn_received");
         self.page(mme_teid, Paging { ddn: true, detach: None });
         GtpCause::REQUEST_ACCEPTED
+    }
+
+    /// More pagings run than `[mme.ddn_throttling] pagings_above`.
+    fn overloaded(&self) -> bool {
+        self.cfg.ddn_throttling.pagings_above.is_some_and(|n| self.paged.len() > n)
     }
 
     /// TS 23.401 4.3.7.4.1a: while more pagings run than the configured
@@ -90,7 +101,7 @@ impl Mme {
     /// low-priority bearers.
     fn ddn_throttling(&self) -> Option<DdnThrottling> {
         let t = self.cfg.ddn_throttling;
-        if self.paged.len() <= t.pagings_above? {
+        if !self.overloaded() {
             return None;
         }
         self.counters.incr("ddn_throttling_requested");

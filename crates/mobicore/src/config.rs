@@ -270,6 +270,7 @@ mod tests {
         for (text, want) in [
             ("[mme]\nadmin = \"127.0.0.1:9300\"\n", "[mme] admin needs admin_token"),
             ("[mme.ddn_throttling]\nfactor_percent = 101\n", "factor_percent = 101 (0..=100)"),
+            ("[mme.ddn_throttling]\nreject_arp_above = 16\n", "reject_arp_above = 16 (an ARP priority level, 1..=15)"),
         ] {
             std::fs::write(&f, text).unwrap();
             let e = format!("{:#}", load(Some(&f)).unwrap_err());
