@@ -134,6 +134,18 @@ fn assert_decap(out: &[u8], t_pdu: &[u8]) {
     assert_eq!(&ip[12..], &t_pdu[12..]);
 }
 
+/// The FLOW rule taking the UE's traffic to the application (and its
+/// answers back into the tunnel).
+fn app_flow() -> MecRule {
+    MecRule {
+        slice: slice(0),
+        flow: true,
+        priority: 10,
+        filters: vec![to_app()],
+        action: RuleAction::ForwardDecapsulated(app("app0")),
+    }
+}
+
 fn install(p: &mut XdpPlane, seid: u64, s: &MecSession) {
     p.install_mec(seid, s).expect("install");
 }
@@ -435,13 +447,7 @@ fn application_answers_go_into_the_ue_tunnel_for_flow_rules() {
     assert_eq!(v, XDP_PASS, "no route to the UE's address: the kernel's");
     assert_eq!(out, plain);
     // FLOW: the reverse of UE -> application is the answer: encapsulated.
-    let flow = MecRule {
-        slice: slice(0),
-        flow: true,
-        priority: 10,
-        filters: vec![to_app()],
-        action: RuleAction::ForwardDecapsulated(app("app0")),
-    };
+    let flow = app_flow();
     install(&mut p, 1, &MecSession::Rule(flow.clone()));
     let (v, out) = run(&p, &plain);
     assert_eq!(v, XDP_TX, "to the eNB's next hop");
@@ -479,13 +485,7 @@ fn a_flows_downlink_follows_its_next_hop_and_dscp_at_once() {
     need_root!();
     let mut p = plane();
     install(&mut p, 50, &MecSession::Ue(UeTunnel { ue: UE, enb: ENB, teid: ENB_TEID, origin: CORE }));
-    let flow = MecRule {
-        slice: slice(0),
-        flow: true,
-        priority: 10,
-        filters: vec![to_app()],
-        action: RuleAction::ForwardDecapsulated(app("app0")),
-    };
+    let flow = app_flow();
     install(&mut p, 1, &MecSession::Rule(flow));
     // Expedited forwarding (DSCP 46) from the application: dropped by a
     // rule of higher priority.
