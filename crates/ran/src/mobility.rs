@@ -259,7 +259,12 @@ mod tests {
 
     /// Runs the model on a virtual clock for `secs` seconds, every UE
     /// where its last move took it.
-    fn run(model: &mut MobilityModel, start: Instant, secs: u64, at: &mut BTreeMap<u64, usize>) -> Vec<(Instant, Move)> {
+    fn run(
+        model: &mut MobilityModel,
+        start: Instant,
+        secs: u64,
+        at: &mut BTreeMap<u64, usize>,
+    ) -> Vec<(Instant, Move)> {
         let end = start + Duration::from_secs(secs);
         let mut out = Vec::new();
         while let Some(t) = model.poll_timeout().filter(|t| *t < end) {

@@ -188,6 +188,10 @@ pub struct RanReport {
     /// The mobility model's runs ([`crate::Ran::moving`]), in order.
     #[serde(default)]
     pub moving: Vec<MovingReport>,
+    /// S1AP messages the driver could not hand to its SCTP endpoint (the
+    /// endpoint task was gone): counted, not silently dropped.
+    #[serde(default)]
+    pub send_errors: u64,
     /// Failed procedures by "procedure: reason".
     pub failures: BTreeMap<String, u64>,
     /// Odd events that failed no procedure (dropped messages, resyncs ...).

@@ -220,6 +220,11 @@ impl Ran {
         self.d.settle_idle().await
     }
 
+    /// The number of eNBs.
+    pub fn enb_count(&self) -> usize {
+        self.d.enbs.len()
+    }
+
     /// The report so far.
     pub fn report(&self) -> &RanReport {
         &self.d.report
@@ -985,6 +990,7 @@ impl Driver {
                     break;
                 }
                 Err(TrySendError::Closed(_)) => {
+                    self.report.send_errors += 1 + self.outbox.len() as u64;
                     self.outbox.clear();
                     break;
                 }
@@ -1032,6 +1038,8 @@ impl Driver {
         }
         while let Some(c) = self.outbox.pop_front() {
             if self.commands.send(c).await.is_err() {
+                self.report.send_errors += 1 + self.outbox.len() as u64;
+                self.outbox.clear();
                 return;
             }
         }
