@@ -144,10 +144,14 @@ impl Goodput {
     }
 }
 
+/// One UE's reader thread (spawned in the RAN namespace), or why it
+/// could not start.
+type Reader = std::io::Result<JoinHandle<Result<std::io::Result<Goodput>, NetnsError>>>;
+
 /// Running windows, one connection per UE; [`Window::join`] waits for
 /// them.
 pub struct Window {
-    handles: Vec<(Ipv4Addr, std::io::Result<JoinHandle<Result<std::io::Result<Goodput>, NetnsError>>>)>,
+    handles: Vec<(Ipv4Addr, Reader)>,
 }
 
 /// Every UE of `ues` connects to the server and reads for `window` (from
