@@ -167,7 +167,7 @@ pub struct MobilityArgs {
     #[arg(long, default_value_t = 2)]
     pub data_interval_ms: u64,
     /// Handovers per UE per second of the moving windows, one case each
-    /// (empty: no moving windows).
+    /// per handover type.
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
     pub handover_rate: Vec<f64>,
     /// Handover types of the moving windows, one case each per rate: x2,
@@ -188,6 +188,9 @@ pub struct MobilityArgs {
     /// Seed of the mobility model (targets, phases, mixed draws).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// No moving windows: the phases only.
+    #[arg(long)]
+    pub no_moving: bool,
     /// T3412 the MME gives the UEs, in seconds (periodic TAU of idle UEs
     /// at its expiry, TS 24.301 5.3.5); default: the configuration's.
     #[arg(long)]
