@@ -452,7 +452,16 @@ async fn ran_endpoint(cfg: &Config, t: Transport) -> Result<SctpHandle> {
         Transport::Udp { port } => (Transport::Udp { port: 0 }, port),
         t => (t, 0),
     };
-    sctp_endpoint(cfg, cfg.ran.local, ran_t, remote_udp).await
+    let mut ep = endpoint_config(cfg, cfg.ran.local, ran_t, remote_udp);
+    ep.counters = ran_sctp_counters();
+    mobicore_sctp::bind(ep).await.with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.ran.local))
+}
+
+/// The counters of the emulated RAN's SCTP endpoints in this process
+/// (`sctp_send_refused`, `sctp_send_failed`, ...), for its reports.
+pub fn ran_sctp_counters() -> Counters {
+    static C: std::sync::OnceLock<Counters> = std::sync::OnceLock::new();
+    C.get_or_init(Counters::new).clone()
 }
 
 /// The emulated RAN (its own SCTP endpoint) connected and set up, to be
@@ -578,6 +587,18 @@ pub async fn run_ran(a: RanArgs) -> Result<()> {
     }
     if a.rate.is_some() {
         ran.rate = a.rate;
+    }
+    if a.handover_rate.is_some() || a.handover_type.is_some() || a.moving_s.is_some() {
+        let m = ran.moving.get_or_insert_with(Default::default);
+        if let Some(r) = a.handover_rate {
+            m.handover_rate = r;
+        }
+        if let Some(t) = a.handover_type {
+            m.handover_type = t;
+        }
+        if let Some(s) = a.moving_s {
+            m.duration_ms = (s * 1000.0) as u64;
+        }
     }
     let t = transport(cfg.sctp.transport, cfg.sctp.udp_port);
     check_privileges(t)?;

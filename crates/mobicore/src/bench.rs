@@ -31,6 +31,13 @@ pub enum BenchCommand {
     /// UEs' user plane follows them through every phase under a numbered
     /// downlink: per phase the packets lost, duplicated and reordered, the
     /// interruption at the UE, and paging to the first delivered packet.
+    /// Then the mobility model moves the data UEs while the data runs: per
+    /// handover type and rate (`--handover-type`, `--handover-rate`) a
+    /// window in which each makes that many handovers per second to a
+    /// random other eNB, next to a window in which they stay put; the
+    /// first `--tcp-ues` read a TCP stream from the data network in both:
+    /// the goodput ratio moving / still, and the numbered downlink's
+    /// losses, duplicates, reordering and gaps while moving.
     Mobility(MobilityArgs),
     /// User-space SCTP message rate on loopback.
     Sctp(SctpArgs),
@@ -159,11 +166,45 @@ pub struct MobilityArgs {
     /// (the resolution of the interruption times).
     #[arg(long, default_value_t = 2)]
     pub data_interval_ms: u64,
+    /// Handovers per UE per second of the moving windows, one case each
+    /// per handover type.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
+    pub handover_rate: Vec<f64>,
+    /// Handover types of the moving windows, one case each per rate: x2,
+    /// s1 or mixed (X2 or S1 drawn per handover).
+    #[arg(long, value_delimiter = ',', default_value = "x2,s1")]
+    pub handover_type: Vec<mobicore_ran::HandoverType>,
+    /// Seconds of each window (moving, and still next to it).
+    #[arg(long, default_value_t = 5.0)]
+    pub window_s: f64,
+    /// Data UEs that also read a TCP stream in the windows.
+    #[arg(long, default_value_t = 4)]
+    pub tcp_ues: usize,
+    /// Cap of each TCP stream, Mbit/s (0: as fast as TCP goes, which on
+    /// a shared 2-core host measures mostly who got the CPU: the unpaced
+    /// moving/still ratio swung from 0.5 to 3.4 between windows).
+    #[arg(long, default_value_t = 20.0)]
+    pub tcp_mbit: f64,
+    /// Seed of the mobility model (targets, phases, mixed draws).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No moving windows: the phases only.
+    #[arg(long)]
+    pub no_moving: bool,
+    /// T3412 the MME gives the UEs, in seconds (periodic TAU of idle UEs
+    /// at its expiry, TS 24.301 5.3.5); default: the configuration's.
+    #[arg(long)]
+    pub t3412_s: Option<u64>,
     /// Write one object per procedure (procedure, ues, ok, failed, per_s,
     /// latency_ms_p50, latency_ms_p99, ratio_to_attach; with data also
     /// data_ues, lost, duplicated, reordered, interruption_ms_p50/p99,
     /// downlink_delay_ms_p50/p99; paging-response: paging to the end of
-    /// the answer's context setup, first_packet_ms_p50/p99).
+    /// the answer's context setup, first_packet_ms_p50/p99; x2-handover
+    /// and s1-handover: tcp_goodput_ratio at 1/s), one per moving case
+    /// (handover_type, handover_rate, handovers ok/failed/skipped,
+    /// per_s, latency_ms_p50/p99, lost, duplicated, reordered,
+    /// interruption_ms_p50/p99, tcp_mbit_s moving and still,
+    /// tcp_goodput_ratio) and the emulator's send errors.
     #[arg(long)]
     pub json: Option<PathBuf>,
     #[arg(long, short)]
@@ -300,14 +341,34 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
     if a.enbs < 2 {
         bail!("--enbs must be at least 2: UEs hand over to the next eNB");
     }
-    let (cfg, t, mut ran) = allinone::run_setup(a.config.as_deref(), a.sctp, a.ues, a.enbs)?;
+    let (mut cfg, t, mut ran) = allinone::run_setup(a.config.as_deref(), a.sctp, a.ues, a.enbs)?;
+    if let Some(s) = a.t3412_s {
+        cfg.mme.core.t3412_seconds = s;
+    }
     ran.rate = None;
     ran.max_in_flight = a.in_flight;
     ran.mobility = true;
+    let moving =
+        (!a.handover_rate.is_empty() && !a.handover_type.is_empty()).then(|| crate::bench_mobility::MovingPlan {
+            types: a.handover_type.clone(),
+            rates: a.handover_rate.clone(),
+            window: std::time::Duration::from_secs_f64(a.window_s.max(0.1)),
+            tcp_ues: a.tcp_ues,
+            tcp_mbit: (a.tcp_mbit > 0.0).then_some(a.tcp_mbit),
+            seed: a.seed,
+        });
+    if let Some(r) = a.handover_rate.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+        bail!("--handover-rate must be positive, got {r}");
+    }
+    let mut cases = Vec::new();
+    let mut up_stats = None;
     let (report, data, counters) = if a.data_ues > 0 {
         allinone::check_privileges(t)?;
         let interval = std::time::Duration::from_millis(a.data_interval_ms.max(1));
-        crate::bench_mobility::run(&cfg, ran, t, a.data_ues, interval).await?
+        let run = crate::bench_mobility::run(&cfg, ran, t, a.data_ues, interval, moving).await?;
+        cases = run.cases;
+        up_stats = run.user_plane;
+        (run.report, run.phases, run.counters)
     } else {
         let store = SubscriberStore::in_memory();
         allinone::provision(&store, &ran.plan, ran.ues)?;
@@ -389,6 +450,14 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
                 None => row.extend(["".into(), "".into(), "".into(), "".into()]),
             }
         }
+        let kind = match *name {
+            "x2-handover" => Some(mobicore_ran::HandoverType::X2),
+            "s1-handover" => Some(mobicore_ran::HandoverType::S1),
+            _ => None,
+        };
+        if let Some(c) = kind.and_then(|k| cases.iter().find(|c| c.handover == k && c.rate == 1.0)) {
+            o["tcp_goodput_ratio"] = json!(c.tcp_goodput_ratio());
+        }
         rows.push(row);
         out.push(o);
     }
@@ -408,14 +477,78 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
         head.extend(["lost/dup/reord", "gap p50 ms", "gap p99 ms", "delay p50 ms"]);
     }
     print!("{}", crate::report::table(&head, &rows));
+    let (moving_rows, moving_json) = moving_table(&cases);
+    if !cases.is_empty() {
+        println!(
+            "moving: {} data UEs hand over at each rate to a random other eNB in a {} s window, next to a \
+             window without handovers; the first {} read a TCP stream from the data network ({}) in both",
+            cases[0].ues,
+            a.window_s,
+            cases[0].tcp_ues,
+            if a.tcp_mbit > 0.0 { format!("each capped at {} Mbit/s", a.tcp_mbit) } else { "unpaced".into() }
+        );
+        print!(
+            "{}",
+            crate::report::table(
+                &[
+                    "type",
+                    "HO/UE/s",
+                    "HO ok",
+                    "skipped",
+                    "per s",
+                    "p50 ms",
+                    "p99 ms",
+                    "lost/dup/reord",
+                    "gap p50 ms",
+                    "gap still",
+                    "TCP Mbit/s",
+                    "TCP still",
+                    "ratio",
+                ],
+                &moving_rows
+            )
+        );
+    }
+    // The emulator's own send failures: never silently dropped.
+    let sctp = allinone::ran_sctp_counters();
+    let (refused, failed_tx) = (sctp.value("sctp_send_refused"), sctp.value("sctp_send_failed"));
+    let send_errors = json!({
+        "s1ap_send_errors": report.send_errors,
+        "sctp_send_refused": refused,
+        "sctp_send_failed": failed_tx,
+        "user_plane": up_stats.as_ref().map(|s| json!({
+            "udp_send_errors": s.send_errors,
+            "tun_write_errors": s.tun_write_errors,
+        })),
+    });
+    println!(
+        "emulator send errors: S1AP not handed to SCTP {}, SCTP sends refused {refused}, SCTP datagrams not sent \
+         {failed_tx}{}",
+        report.send_errors,
+        up_stats
+            .as_ref()
+            .map(|s| format!(", S1-U sendto {}, TUN write {}", s.send_errors, s.tun_write_errors))
+            .unwrap_or_default()
+    );
     if !report.failures.is_empty() {
         println!("failures: {:?}", report.failures);
     }
     if let Some(p) = &a.json {
-        crate::demo::write_json(p, &json!({ "transport": format!("{t:?}"), "procedures": out }))?;
+        crate::demo::write_json(
+            p,
+            &json!({
+                "transport": format!("{t:?}"),
+                "procedures": out,
+                "moving": moving_json,
+                "emulator_send_errors": send_errors,
+            }),
+        )?;
     }
-    let failed: u64 = phases.iter().map(|(_, r, _)| r.failed).sum::<u64>() + report.detach_failed;
-    let broken: usize = data.iter().map(|d| d.lost + d.duplicated + d.reordered).sum();
+    let failed: u64 = phases.iter().map(|(_, r, _)| r.failed).sum::<u64>()
+        + report.detach_failed
+        + cases.iter().flat_map(|c| c.moving.ran.handovers.values()).map(|r| r.failed).sum::<u64>();
+    let broken: usize = data.iter().map(|d| d.lost + d.duplicated + d.reordered).sum::<usize>()
+        + cases.iter().map(|c| c.moving.lost + c.moving.duplicated + c.moving.reordered).sum::<usize>();
     if broken > 0 {
         bail!("{broken} downlink packets lost, duplicated or reordered");
     }
@@ -423,6 +556,73 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
         bail!("{failed} procedures failed: {:?}", report.failures);
     }
     Ok(())
+}
+
+/// The moving cases as table rows and JSON objects.
+fn moving_table(cases: &[crate::bench_mobility::MovingCase]) -> (Vec<Vec<String>>, Vec<serde_json::Value>) {
+    let pct = crate::bench_mobility::percentile_ms;
+    let mut rows = Vec::new();
+    let mut out = Vec::new();
+    for c in cases {
+        let m = &c.moving;
+        let mut all = mobicore_ran::PhaseReport::default();
+        for r in m.ran.handovers.values() {
+            all.succeeded += r.succeeded;
+            all.failed += r.failed;
+            all.latencies_us.extend(&r.latencies_us);
+        }
+        let s = all.summary();
+        let skipped: u64 = m.ran.skipped.values().sum();
+        let per_s = all.succeeded as f64 / m.seconds.max(f64::MIN_POSITIVE);
+        let (p50, p99) = (s.p50 as f64 / 1000.0, s.p99 as f64 / 1000.0);
+        rows.push(vec![
+            c.handover.name().to_string(),
+            format!("{}", c.rate),
+            format!("{}/{}", all.succeeded, all.succeeded + all.failed),
+            skipped.to_string(),
+            format!("{per_s:.1}"),
+            format!("{p50:.2}"),
+            format!("{p99:.2}"),
+            format!("{}/{}/{}", m.lost, m.duplicated, m.reordered),
+            format!("{}/{}/{}", c.still.lost, c.still.duplicated, c.still.reordered),
+            format!("{:.1}", pct(&m.gaps_ms, 50.0)),
+            format!("{:.1}", pct(&c.still.gaps_ms, 50.0)),
+            format!("{:.1}", m.tcp_mbit_s),
+            format!("{:.1}", c.still.tcp_mbit_s),
+            format!("{:.3}", c.tcp_goodput_ratio()),
+        ]);
+        out.push(json!({
+            "procedure": format!("{}-handover", c.handover.name()),
+            "handover_type": c.handover.name(),
+            "handover_rate": c.rate,
+            "ues": c.ues,
+            "ok": all.succeeded,
+            "failed": all.failed,
+            "skipped": m.ran.skipped,
+            "unfinished": m.ran.unfinished,
+            "per_s": per_s,
+            "latency_ms_p50": p50,
+            "latency_ms_p99": p99,
+            "by_type": m.ran.handovers.iter().map(|(k, r)| (k.clone(), json!({"ok": r.succeeded, "failed": r.failed}))).collect::<serde_json::Map<_, _>>(),
+            "other_procedures": m.ran.other.iter().map(|(k, r)| (k.clone(), json!({"ok": r.succeeded, "failed": r.failed}))).collect::<serde_json::Map<_, _>>(),
+            "lost": m.lost,
+            "duplicated": m.duplicated,
+            "reordered": m.reordered,
+            "interruption_ms_p50": pct(&m.gaps_ms, 50.0),
+            "interruption_ms_p99": pct(&m.gaps_ms, 99.0),
+            "still_gap_ms_p50": pct(&c.still.gaps_ms, 50.0),
+            "still_lost": c.still.lost,
+            "still_duplicated": c.still.duplicated,
+            "still_reordered": c.still.reordered,
+            "tcp_ues": c.tcp_ues,
+            "tcp_mbit_s": m.tcp_mbit_s,
+            "tcp_mbit_s_still": c.still.tcp_mbit_s,
+            "tcp_goodput_ratio": c.tcp_goodput_ratio(),
+            "tcp_errors": m.tcp_errors.iter().chain(&c.still.tcp_errors).collect::<Vec<_>>(),
+            "seconds": m.seconds,
+        }));
+    }
+    (rows, out)
 }
 
 async fn sctp(a: SctpArgs) -> Result<()> {

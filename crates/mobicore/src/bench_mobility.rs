@@ -8,14 +8,24 @@
 //! for paging); the longest a datagram sent during the phase took to
 //! arrive (for a release, the first buffered packet: DDN, paging, service
 //! request and the switch back to forwarding).
+//!
+//! Then the mobility model ([`mobicore_ran::MobilityModel`]) moves the
+//! data UEs while the data runs: per handover type and rate, a window in
+//! which every data UE hands over at that rate, next to a window of the
+//! same length in which they stay put; the first `tcp_ues` data UEs also
+//! read a TCP stream from the data network in both windows. Per case:
+//! the handovers' latency, the numbered downlink's losses, duplicates and
+//! reordering, the largest gap per UE, and the TCP goodput of the moving
+//! window as a ratio to the still one.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use mobicore_hss::SubscriberStore;
+use mobicore_ran::userplane::goodput::{self, GoodputConfig, GoodputServer};
 use mobicore_ran::userplane::numbered::{DownlinkLog, Numbered, NumberedConfig, StreamCheck};
-use mobicore_ran::userplane::{UserPlane, UserPlaneConfig};
-use mobicore_ran::{Phase, RanConfig, RanReport};
+use mobicore_ran::userplane::{UserPlane, UserPlaneConfig, UserPlaneStats};
+use mobicore_ran::{HandoverType, MobilityConfig, MobilityModel, MovingReport, Phase, Ran, RanConfig, RanReport};
 use mobicore_sctp::Transport;
 
 use crate::allinone;
@@ -47,6 +57,62 @@ pub struct PhaseData {
     pub delays_ms: Vec<f64>,
 }
 
+/// The moving windows of a run.
+#[derive(Debug, Clone)]
+pub struct MovingPlan {
+    pub types: Vec<HandoverType>,
+    /// Handovers per UE per second, one case each (per type).
+    pub rates: Vec<f64>,
+    pub window: Duration,
+    /// Data UEs that also read a TCP stream.
+    pub tcp_ues: usize,
+    /// Each TCP stream's rate cap (Mbit/s), `None`: unpaced.
+    pub tcp_mbit: Option<f64>,
+    pub seed: u64,
+}
+
+/// The data of one window (moving or still).
+#[derive(Debug, Clone, Default)]
+pub struct WindowData {
+    pub lost: usize,
+    pub duplicated: usize,
+    pub reordered: usize,
+    /// Per data UE, the longest time between two downlink arrivals (ms).
+    pub gaps_ms: Vec<f64>,
+    /// TCP goodput summed over the TCP UEs (Mbit/s).
+    pub tcp_mbit_s: f64,
+    pub tcp_errors: Vec<String>,
+    pub ran: MovingReport,
+    pub seconds: f64,
+}
+
+/// One case: a handover type and rate, its moving window and the still
+/// one next to it.
+#[derive(Debug, Clone)]
+pub struct MovingCase {
+    pub handover: HandoverType,
+    pub rate: f64,
+    pub ues: usize,
+    pub tcp_ues: usize,
+    pub moving: WindowData,
+    pub still: WindowData,
+}
+
+impl MovingCase {
+    pub fn tcp_goodput_ratio(&self) -> f64 {
+        goodput::ratio(self.moving.tcp_mbit_s, self.still.tcp_mbit_s)
+    }
+}
+
+/// Everything a run with data measured.
+pub struct DataRun {
+    pub report: RanReport,
+    pub phases: Vec<PhaseData>,
+    pub cases: Vec<MovingCase>,
+    pub user_plane: Option<UserPlaneStats>,
+    pub counters: Counters,
+}
+
 /// The check of the numbers `s0..s1` of a downlink log.
 fn window(log: &DownlinkLog, s0: u32, s1: u32) -> StreamCheck {
     let seqs: Vec<u32> = log.arrivals.iter().map(|a| a.0).filter(|s| (s0..s1).contains(s)).map(|s| s - s0).collect();
@@ -62,7 +128,8 @@ pub async fn run(
     t: Transport,
     data_ues: usize,
     interval: Duration,
-) -> Result<(RanReport, Vec<PhaseData>, Counters)> {
+    moving: Option<MovingPlan>,
+) -> Result<DataRun> {
     let _ = mobicore_netns::cleanup_stale("mb");
     let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mb"))
         .context("creating the bench's network namespaces (needs root and iproute2)")?;
@@ -70,12 +137,13 @@ pub async fn run(
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
     let core = allinone::start_with(cfg, store, t, Some(&topo)).await?;
-    let r = with_data(cfg, ran, t, &topo, data_ues, interval).await;
+    let r = with_data(cfg, ran, t, &topo, data_ues, interval, moving).await;
     let counters: Vec<_> = core.counters.iter().map(|(n, c)| (*n, c.snapshot())).collect();
     core.stop().await?;
     drop(topo);
-    let (report, data) = r?;
-    Ok((report, data, counters))
+    let mut run = r?;
+    run.counters = counters;
+    Ok(run)
 }
 
 async fn with_data(
@@ -85,7 +153,8 @@ async fn with_data(
     topo: &mobicore_netns::Topology,
     data_ues: usize,
     interval: Duration,
-) -> Result<(RanReport, Vec<PhaseData>)> {
+    moving: Option<MovingPlan>,
+) -> Result<DataRun> {
     let (tx, bars) = crate::demo::progress_bars(false);
     let mut r = allinone::ran_session(cfg, ran, t, Some(tx)).await?;
     r.attach().await?;
@@ -138,7 +207,49 @@ async fn with_data(
         }
         out.push(d);
     }
+    let mut cases = Vec::new();
+    if let Some(plan) = moving {
+        // The UEs are back from the last phase's idle mode.
+        let s = streams.sent();
+        anyhow::ensure!(r.serve_until(streams.wait_reached(s + 5, CATCH_UP)).await?, "the data UEs are not back");
+        let mut g = GoodputConfig::new(&topo.ran, &topo.dn, topo.addr.dn_sgi);
+        g.mbit_per_ue = plan.tcp_mbit;
+        let server = GoodputServer::start(&g).context("starting the TCP server in the data network")?;
+        let tcp: Vec<_> = addresses.iter().copied().take(plan.tcp_ues).collect();
+        let indices: Vec<u64> = data.iter().map(|u| u.index).collect();
+        let mut seed = plan.seed;
+        for &handover in &plan.types {
+            for &rate in &plan.rates {
+                let w = Win { streams: &streams, goodput: &g, tcp: &tcp, ues: &indices, window: plan.window };
+                let still = w.run(&mut r, None).await?;
+                seed += 1;
+                let moving = w
+                    .run(
+                        &mut r,
+                        Some(MobilityConfig {
+                            handover_rate: rate,
+                            handover_type: handover,
+                            seed,
+                            ..Default::default()
+                        }),
+                    )
+                    .await?;
+                println!(
+                    "{handover} at {rate}/s: {} handovers, TCP {:.1} Mbit/s moving, {:.1} still, lost/dup/reord {}/{}/{}",
+                    moving.ran.handovers.values().map(|p| p.succeeded).sum::<u64>(),
+                    moving.tcp_mbit_s,
+                    still.tcp_mbit_s,
+                    moving.lost,
+                    moving.duplicated,
+                    moving.reordered
+                );
+                cases.push(MovingCase { handover, rate, ues: indices.len(), tcp_ues: tcp.len(), moving, still });
+            }
+        }
+        server.stop();
+    }
     streams.close();
+    let mut user_plane = None;
     if let Ok(s) = up.stop().await {
         println!(
             "eNB user plane: {} downlink packets forwarded by handover sources, End Markers {} forwarded / {} \
@@ -150,10 +261,61 @@ async fn with_data(
             s.idle_uplink_held,
             s.drops
         );
+        user_plane = Some(s);
     }
     let report = r.finish().await?;
     let _ = bars.await;
-    Ok((report, out))
+    Ok(DataRun { report, phases: out, cases, user_plane, counters: Vec::new() })
+}
+
+/// A window of data with the UEs moving (a model configuration) or not.
+struct Win<'a> {
+    streams: &'a Numbered,
+    goodput: &'a GoodputConfig,
+    tcp: &'a [std::net::Ipv4Addr],
+    ues: &'a [u64],
+    window: Duration,
+}
+
+impl Win<'_> {
+    async fn run(&self, r: &mut Ran, moving: Option<MobilityConfig>) -> Result<WindowData> {
+        let mut model = MobilityModel::new(moving.clone().unwrap_or_default(), r.enb_count());
+        let now = Instant::now();
+        if let Some(m) = &moving {
+            for &ue in self.ues {
+                model.add_ue_with(now, ue, m.handover_rate, None);
+            }
+        }
+        let (t0, s0) = (Instant::now(), self.streams.sent());
+        let w = goodput::start_window(self.goodput, self.tcp, self.window);
+        let length = self.window;
+        // The TCP readers end the window; without any, its length does.
+        let done = async move {
+            let (res, _) = tokio::join!(tokio::task::spawn_blocking(move || w.join()), tokio::time::sleep(length));
+            res.unwrap_or_default()
+        };
+        let (ran, results) = r.moving(&mut model, done).await?;
+        let s1 = self.streams.sent();
+        let seconds = t0.elapsed().as_secs_f64();
+        let _ = r.serve_until(self.streams.wait_reached(s1 + 5, CATCH_UP)).await?;
+        let t1 = Instant::now();
+        let mut d = WindowData { ran, seconds, ..Default::default() };
+        for u in self.streams.report() {
+            let c = window(&u.log, s0, s1);
+            (d.lost, d.duplicated, d.reordered) =
+                (d.lost + c.lost, d.duplicated + c.duplicated, d.reordered + c.reordered);
+            if let Some(g) = u.log.largest_gap(t0, t1) {
+                d.gaps_ms.push(g.as_secs_f64() * 1000.0);
+            }
+        }
+        for res in results {
+            match res {
+                Ok(g) => d.tcp_mbit_s += g.mbit_s(),
+                Err(e) => d.tcp_errors.push(e),
+            }
+        }
+        Ok(d)
+    }
 }
 
 /// The `p`-th percentile (nearest rank) of `v`, 0 when empty.

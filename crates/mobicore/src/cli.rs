@@ -71,6 +71,17 @@ pub struct RanArgs {
     /// UE arrivals per second (default: as fast as possible).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Mobility model ([ran.moving]): after the attach phase the connected
+    /// UEs hand over to random other eNBs, this many times per UE per
+    /// second, for --moving-s seconds.
+    #[arg(long)]
+    pub handover_rate: Option<f64>,
+    /// Handover type of the model's moves: x2, s1 or mixed (per handover).
+    #[arg(long)]
+    pub handover_type: Option<mobicore_ran::HandoverType>,
+    /// Seconds the UEs move (with --handover-rate or [ran.moving]).
+    #[arg(long)]
+    pub moving_s: Option<f64>,
     /// Write the report as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -435,6 +435,24 @@ fn print_counters(c: &[(String, u64)]) {
 
 pub fn print_report(r: &RanReport) {
     print!("{}", r.table());
+    for m in &r.moving {
+        for (name, p) in m.handovers.iter().chain(&m.other) {
+            let s = p.summary();
+            println!(
+                "moving: {name} {}/{} ok, p50 {:.2} ms, p99 {:.2} ms",
+                p.succeeded,
+                p.succeeded + p.failed,
+                s.p50 as f64 / 1000.0,
+                s.p99 as f64 / 1000.0
+            );
+        }
+        if !m.skipped.is_empty() {
+            println!("moving: moves skipped {:?}", m.skipped);
+        }
+    }
+    if r.send_errors > 0 {
+        println!("S1AP messages not handed to the SCTP endpoint: {}", r.send_errors);
+    }
 }
 
 /// The JSON summary of a run (also the `bench attach` JSON).
@@ -456,6 +474,29 @@ pub fn summary_json(r: &RanReport) -> serde_json::Value {
         "detach_latency_ms_p99": ms(r.detach_p99()),
         "failures": r.failures,
         "anomalies": r.anomalies,
+        "send_errors": r.send_errors,
+        "moving": r.moving.iter().map(|m| {
+            let each = |v: &std::collections::BTreeMap<String, mobicore_ran::PhaseReport>| {
+                v.iter()
+                    .map(|(k, p)| {
+                        let s = p.summary();
+                        (k.clone(), json!({
+                            "ok": p.succeeded,
+                            "failed": p.failed,
+                            "latency_ms_p50": s.p50 as f64 / 1000.0,
+                            "latency_ms_p99": s.p99 as f64 / 1000.0,
+                        }))
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+            };
+            json!({
+                "handovers": each(&m.handovers),
+                "other": each(&m.other),
+                "moves": m.moves,
+                "skipped": m.skipped,
+                "unfinished": m.unfinished,
+            })
+        }).collect::<Vec<_>>(),
         "mobility": r.mobility.iter().map(|(phase, p)| {
             let s = p.summary();
             json!({

@@ -112,6 +112,11 @@ pub struct RanConfig {
     /// connected UE (UE CONTEXT RELEASE REQUEST, user-inactivity), in
     /// milliseconds; absent: UEs stay connected.
     pub inactivity_ms: Option<u64>,
+    /// The mobility model (`[ran.moving]`): after the attach phase and
+    /// what runs while attached, the connected UEs hand over between eNBs
+    /// at its rate and type for its duration (before the mobility
+    /// phases); absent: nobody moves.
+    pub moving: Option<crate::mobility::MobilityConfig>,
 }
 
 impl Default for RanConfig {
@@ -134,6 +139,7 @@ impl Default for RanConfig {
             procedure_timeout_ms: 10_000,
             s1_setup_timeout_ms: 5_000,
             inactivity_ms: None,
+            moving: None,
         }
     }
 }

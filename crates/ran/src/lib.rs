@@ -7,6 +7,8 @@
 //! - [`ue`]: the UE's EMM/ESM state machine, one module per procedure.
 //! - [`enb`]: the eNB's S1AP state machine (S1 Setup, UE-associated
 //!   signalling), owning its UEs.
+//! - [`mobility`]: the I/O-free mobility model ([`MobilityModel`]): which
+//!   UE hands over to which eNB when, by X2 or S1, seeded.
 //! - [`report`]: latencies, percentiles and failure counters.
 //! - [`shell`]: the tokio driver [`run`] over an SCTP endpoint
 //!   ([`run_with`] hands the attached UEs' user-plane data to a future;
@@ -16,6 +18,7 @@
 
 pub mod config;
 pub mod enb;
+pub mod mobility;
 pub mod report;
 pub mod shell;
 pub mod ue;
@@ -23,7 +26,8 @@ pub mod userplane;
 pub mod usim;
 
 pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};
-pub use report::{percentile, LatencySummary, Phase, PhaseReport, Progress, RanReport};
+pub use mobility::{HandoverType, MobilityConfig, MobilityModel};
+pub use report::{percentile, LatencySummary, MovingReport, Phase, PhaseReport, Progress, RanReport};
 pub use shell::{enb_of, first_enb_ue_s1ap_id, run, run_with, AttachedUe, Ran, RanError};
 pub use usim::Usim;
 

@@ -141,6 +141,23 @@ impl PhaseReport {
     }
 }
 
+/// What happened while the mobility model moved UEs
+/// ([`crate::Ran::moving`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MovingReport {
+    /// The model's handovers by "x2-handover" / "s1-handover".
+    pub handovers: BTreeMap<String, PhaseReport>,
+    /// Other procedures meanwhile, by procedure name (periodic TAUs at
+    /// T3412 expiry, service requests, answers to paging).
+    pub other: BTreeMap<String, PhaseReport>,
+    /// Moves the model asked for, by handover type.
+    pub moves: BTreeMap<String, u64>,
+    /// Moves not started, by "type: reason" (the UE was idle or busy).
+    pub skipped: BTreeMap<String, u64>,
+    /// Handovers started that had not ended when the run stopped waiting.
+    pub unfinished: u64,
+}
+
 /// The result of [`crate::run`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RanReport {
@@ -168,6 +185,13 @@ pub struct RanReport {
     /// of idle UEs with uplink data, answers to paging.
     #[serde(default)]
     pub unsolicited: BTreeMap<String, PhaseReport>,
+    /// The mobility model's runs ([`crate::Ran::moving`]), in order.
+    #[serde(default)]
+    pub moving: Vec<MovingReport>,
+    /// S1AP messages the driver could not hand to its SCTP endpoint (the
+    /// endpoint task was gone): counted, not silently dropped.
+    #[serde(default)]
+    pub send_errors: u64,
     /// Failed procedures by "procedure: reason".
     pub failures: BTreeMap<String, u64>,
     /// Odd events that failed no procedure (dropped messages, resyncs ...).

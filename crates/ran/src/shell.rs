@@ -14,7 +14,8 @@ use tokio::sync::oneshot;
 use crate::config::{usim_for, RanConfig};
 use crate::enb::handover::HandoverAction;
 use crate::enb::{Enb, EnbAction, EnbConfig, Outcome, S1State};
-use crate::report::{Phase, PhaseReport, Progress, RanReport};
+use crate::mobility::{HandoverType, MobilityModel, Move};
+use crate::report::{MovingReport, Phase, PhaseReport, Progress, RanReport};
 use crate::ue::{EmmState, Procedure, Ue};
 use crate::userplane::{Follower, UeTunnel, UserPlaneLink};
 
@@ -81,6 +82,16 @@ where
     ran.attach().await?;
     let attached = ran.attached_ues();
     let out = ran.serve_until(while_attached(attached)).await?;
+    if let Some(m) = ran.d.cfg.moving.clone() {
+        // The mobility model: connected UEs hand over for a while.
+        let mut model = MobilityModel::new(m.clone(), ran.d.enbs.len());
+        let now = Instant::now();
+        let connected = ran.d.candidates(Phase::X2Handover);
+        for ue in connected.into_iter().take(m.ues.map_or(usize::MAX, |n| n as usize)) {
+            model.add_ue(now, ue);
+        }
+        ran.moving(&mut model, tokio::time::sleep(Duration::from_millis(m.duration_ms))).await?;
+    }
     if ran.d.cfg.mobility {
         ran.mobility().await?;
     }
@@ -135,6 +146,7 @@ impl Ran {
             s1_results: Vec::new(),
             releasing: HashMap::new(),
             follow: None,
+            moving: None,
         };
         d.report.ues = d.cfg.ues;
         d.report.enbs = d.cfg.enbs;
@@ -179,6 +191,25 @@ impl Ran {
         Ok(r)
     }
 
+    /// UEs move as `model` says (the UEs it was given, at their rates;
+    /// their periodic TAUs and service requests go on meanwhile) until
+    /// `fut` is done; then the handovers under way end. What happened
+    /// meanwhile is returned and added to the run's report.
+    pub async fn moving<Fut: std::future::Future>(
+        &mut self,
+        model: &mut MobilityModel,
+        fut: Fut,
+    ) -> Result<(MovingReport, Fut::Output), RanError> {
+        self.d.moving = Some(Moving::default());
+        let out = self.d.moving_until(model, fut).await;
+        let m = self.d.moving.take().unwrap_or_default();
+        let mut r = m.report;
+        r.moves = model.moves.iter().map(|(t, n)| (t.name().to_string(), *n)).collect();
+        r.unfinished = m.started.len() as u64;
+        self.d.report.moving.push(r.clone());
+        Ok((r, out?))
+    }
+
     /// The mobility phases of [`RanConfig::mobility`] in order.
     pub async fn mobility(&mut self) -> Result<(), RanError> {
         for phase in MOBILITY {
@@ -187,6 +218,11 @@ impl Ran {
         // A TAU from idle ends at its ACCEPT; the MME releases the
         // connection after the COMPLETE. The next phase starts from idle.
         self.d.settle_idle().await
+    }
+
+    /// The number of eNBs.
+    pub fn enb_count(&self) -> usize {
+        self.d.enbs.len()
     }
 
     /// The report so far.
@@ -215,6 +251,14 @@ impl Ran {
     }
 }
 
+/// A mobility model's run: its report so far and the handovers it
+/// started that have not ended (UE, type).
+#[derive(Default)]
+struct Moving {
+    report: MovingReport,
+    started: HashMap<u64, HandoverType>,
+}
+
 /// A linked user plane and what it was told.
 struct Follow {
     follower: Follower,
@@ -236,6 +280,11 @@ fn procedure_of(phase: Phase) -> Procedure {
         Phase::Tau => Procedure::Tau,
         Phase::Detach | Phase::Redetach | Phase::Connect | Phase::S1Setup => Procedure::Detach,
     }
+}
+
+/// A skipped move's reason without the UE's index (one counter per kind).
+fn skip_reason(reason: &str) -> String {
+    reason.split(|c: char| c.is_ascii_digit()).collect::<Vec<_>>().join("").trim().to_string()
 }
 
 /// The next event of a linked user plane, or pending without one.
@@ -274,6 +323,9 @@ fn validate(cfg: &RanConfig) -> Result<(), RanError> {
         if !(r.is_finite() && r > 0.0) {
             return Err(RanError::Config(format!("rate must be positive, got {r}")));
         }
+    }
+    if let Some(m) = &cfg.moving {
+        m.validate().map_err(RanError::Config)?;
     }
     if u64::from(cfg.first_enb_id) + u64::from(cfg.enbs) > 1 << 20 {
         return Err(RanError::Config("eNB IDs must fit in 20 bits".into()));
@@ -326,6 +378,8 @@ struct Driver {
     /// UEs whose release was asked, and when (the release phase).
     releasing: HashMap<u64, Instant>,
     follow: Option<Follow>,
+    /// While a mobility model runs ([`Ran::moving`]).
+    moving: Option<Moving>,
 }
 
 impl Driver {
@@ -540,26 +594,9 @@ impl Driver {
             Phase::ServiceRequest => self.enbs[k].start_service_request(now, ue).map_err(|e| e.to_string()),
             Phase::Tau => self.enbs[k].start_tau(now, ue, false).map_err(|e| e.to_string()),
             Phase::X2Handover if n < 2 => Err("a handover needs two eNBs".into()),
-            Phase::X2Handover => {
-                // The source's decision and X2AP HANDOVER REQUEST in one go;
-                // the target sends PATH SWITCH REQUEST, and its outcome ends it.
-                let cell = self.enbs[next].cell();
-                self.enbs[k]
-                    .x2_handover_out(now, ue, cell)
-                    .and_then(|ho| self.enbs[next].x2_handover_in(now, ho))
-                    .map(|fwd| {
-                        self.enbs[k].x2_forwarding_to(ue, &fwd);
-                        if let Some(f) = &mut self.follow {
-                            f.follower.x2_handover(&self.enbs, ue, k, next, &fwd);
-                        }
-                    })
-                    .map_err(|e| e.to_string())
-            }
+            Phase::X2Handover => self.start_handover(now, ue, k, next, HandoverType::X2, ue.is_multiple_of(2)),
             Phase::S1Handover if n < 2 => Err("a handover needs two eNBs".into()),
-            Phase::S1Handover => {
-                let cell = self.enbs[next].cell();
-                self.enbs[k].start_s1_handover(now, ue, cell, ue.is_multiple_of(2)).map_err(|e| e.to_string())
-            }
+            Phase::S1Handover => self.start_handover(now, ue, k, next, HandoverType::S1, ue.is_multiple_of(2)),
             Phase::Connect | Phase::S1Setup => Ok(()),
         };
         self.phase.in_flight += 1;
@@ -567,6 +604,92 @@ impl Driver {
             let procedure = procedure_of(phase);
             self.outcome(Outcome { ue, procedure, latency: Duration::ZERO, result: Err(e) });
         }
+    }
+
+    /// Start the handover of UE `ue` from eNB `k` to eNB `next`; an S1
+    /// handover with direct or (else) indirect data forwarding.
+    fn start_handover(
+        &mut self,
+        now: Instant,
+        ue: u64,
+        k: usize,
+        next: usize,
+        kind: HandoverType,
+        direct: bool,
+    ) -> Result<(), String> {
+        let cell = self.enbs[next].cell();
+        match kind {
+            // The source's decision and X2AP HANDOVER REQUEST in one go;
+            // the target sends PATH SWITCH REQUEST, and its outcome ends it.
+            HandoverType::X2 => self.enbs[k]
+                .x2_handover_out(now, ue, cell)
+                .and_then(|ho| self.enbs[next].x2_handover_in(now, ho))
+                .map(|fwd| {
+                    self.enbs[k].x2_forwarding_to(ue, &fwd);
+                    if let Some(f) = &mut self.follow {
+                        f.follower.x2_handover(&self.enbs, ue, k, next, &fwd);
+                    }
+                })
+                .map_err(|e| e.to_string()),
+            HandoverType::S1 | HandoverType::Mixed => {
+                self.enbs[k].start_s1_handover(now, ue, cell, direct).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Serve S1AP (and the linked user plane) until `fut` is done, starting
+    /// the model's moves as they fall due; then until the handovers it
+    /// started have ended (or the procedure guard time has passed).
+    async fn moving_until<Fut: std::future::Future>(
+        &mut self,
+        model: &mut MobilityModel,
+        fut: Fut,
+    ) -> Result<Fut::Output, RanError> {
+        tokio::pin!(fut);
+        let mut direct = false;
+        let out = loop {
+            let now = Instant::now();
+            let mut due: Vec<Move> = Vec::new();
+            {
+                let enbs = &self.enbs;
+                let n = enbs.len() as u32;
+                let locate = |ue: u64| enbs.iter().position(|e| e.ue(ue).is_some()).unwrap_or(enb_of(ue, n));
+                while let Some(m) = model.poll_move(now, locate) {
+                    due.push(m);
+                }
+            }
+            for m in due {
+                // S1 handovers alternate direct and indirect forwarding.
+                direct = !direct;
+                match self.start_handover(now, m.ue, m.from, m.to, m.handover, direct) {
+                    Ok(()) => {
+                        if let Some(mv) = &mut self.moving {
+                            mv.started.insert(m.ue, m.handover);
+                        }
+                    }
+                    Err(reason) => {
+                        // Idle, or busy with another procedure or handover:
+                        // this move is skipped (TS 36.300 10.1.2: the eNB
+                        // decides; an emulated one only moves who it can).
+                        if let Some(mv) = &mut self.moving {
+                            let key = format!("{}: {}", m.handover.name(), skip_reason(&reason));
+                            *mv.report.skipped.entry(key).or_default() += 1;
+                        }
+                    }
+                }
+            }
+            self.collect_actions(now);
+            tokio::select! {
+                biased;
+                out = &mut fut => break out,
+                r = self.step(model.poll_timeout()) => r?,
+            }
+        };
+        let deadline = Instant::now() + self.cfg.procedure_timeout();
+        while self.moving.as_ref().is_some_and(|m| !m.started.is_empty()) && Instant::now() < deadline {
+            self.step(Some(deadline)).await?;
+        }
+        Ok(out)
     }
 
     /// The eNB UE `ue` is at now (handovers move UEs), else where it was
@@ -817,6 +940,24 @@ impl Driver {
     }
 
     fn outcome(&mut self, o: Outcome) {
+        if let Some(m) = &mut self.moving {
+            // While the model runs, every outcome is the model run's: its
+            // handovers by type, the rest (periodic TAUs, service requests
+            // of its data, answers to paging) by procedure.
+            let mine = matches!(o.procedure, Procedure::X2Handover | Procedure::S1Handover)
+                .then(|| m.started.remove(&o.ue))
+                .flatten();
+            let key = match mine {
+                Some(t) => format!("{}-handover", t.name()),
+                None => o.procedure.name().to_string(),
+            };
+            let r = if mine.is_some() { m.report.handovers.entry(key) } else { m.report.other.entry(key) };
+            r.or_default().record(o.latency, o.result.is_ok());
+            if let Err(reason) = &o.result {
+                *self.report.failures.entry(format!("{}: {reason}", o.procedure.name())).or_default() += 1;
+            }
+            return;
+        }
         if o.procedure != procedure_of(self.phase.phase) || !self.phase.members.remove(&o.ue) {
             let r = self.report.unsolicited.entry(o.procedure.name().to_string()).or_default();
             r.record(o.latency, o.result.is_ok());
@@ -849,6 +990,7 @@ impl Driver {
                     break;
                 }
                 Err(TrySendError::Closed(_)) => {
+                    self.report.send_errors += 1 + self.outbox.len() as u64;
                     self.outbox.clear();
                     break;
                 }
@@ -896,6 +1038,8 @@ impl Driver {
         }
         while let Some(c) = self.outbox.pop_front() {
             if self.commands.send(c).await.is_err() {
+                self.report.send_errors += 1 + self.outbox.len() as u64;
+                self.outbox.clear();
                 return;
             }
         }

@@ -18,12 +18,15 @@
 //! - [`numbered`]: [`numbered::Numbered`], numbered downlink from the
 //!   data network to every UE whatever its state, and uplink bursts, with
 //!   arrival times (idle mode, paging and handover tests and benches).
+//! - [`goodput`]: TCP goodput windows of UEs (downlink streams from the
+//!   data network), for mobility benches.
 //! - [`traffic`]: [`run_traffic`], ICMP echo, UDP echo and TCP bulk
 //!   transfers between UE addresses and servers it starts in the data
 //!   network namespace.
 
 pub mod continuity;
 pub mod follow;
+pub mod goodput;
 pub mod icmp;
 pub mod numbered;
 pub mod shell;

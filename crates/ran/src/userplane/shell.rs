@@ -354,6 +354,7 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
                             apply_pending(&mut ops, &mut t);
                             if let Uplink::Send(dst) = t.uplink(Instant::now(), &pkt[..n], &mut out) {
                                 if let Err(e) = sock.send_to(&out, dst).await {
+                                    t.stats.send_errors += 1;
                                     tracing::debug!(error = %e, "S1-U send failed");
                                 }
                             }
@@ -375,11 +376,20 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
                 match t.downlink(Instant::now(), &rx[..n], from, &mut out) {
                     Downlink::Deliver(ip) => {
                         if let Err(e) = tun.get_ref().send(ip) {
+                            t.stats.tun_write_errors += 1;
                             tracing::debug!(error = %e, "TUN write failed");
                         }
                     }
-                    Downlink::Send(to) => { let _ = sock.send_to(&out, to).await; }
-                    Downlink::Reply(m) => { let _ = sock.send_to(&m, from).await; }
+                    Downlink::Send(to) => {
+                        if sock.send_to(&out, to).await.is_err() {
+                            t.stats.send_errors += 1;
+                        }
+                    }
+                    Downlink::Reply(m) => {
+                        if sock.send_to(&m, from).await.is_err() {
+                            t.stats.send_errors += 1;
+                        }
+                    }
                     Downlink::Held | Downlink::Drop(_) => {}
                 }
             }
@@ -388,10 +398,14 @@ async fn run(mut t: Tunnels, tun: AsyncFd<Tun>, sock: UdpSocket, mut cmds: mpsc:
         while let Some(x) = t.poll_transmit() {
             match x {
                 Transmit::ToUe(ip) => {
-                    let _ = tun.get_ref().send(&ip);
+                    if tun.get_ref().send(&ip).is_err() {
+                        t.stats.tun_write_errors += 1;
+                    }
                 }
                 Transmit::Gtpu { to, bytes } => {
-                    let _ = sock.send_to(&bytes, to).await;
+                    if sock.send_to(&bytes, to).await.is_err() {
+                        t.stats.send_errors += 1;
+                    }
                 }
             }
         }

@@ -132,6 +132,11 @@ pub struct UserPlaneStats {
     /// Forwarded packets reaching a target after it stopped waiting.
     pub late_forwarded: u64,
     pub drops: HashMap<String, u64>,
+    /// S1-U (and X2-U) datagrams the socket refused to send (sendto
+    /// failures), and inner packets the TUN refused: counted by the
+    /// shell, never silently lost.
+    pub send_errors: u64,
+    pub tun_write_errors: u64,
 }
 
 impl UserPlaneStats {

@@ -96,6 +96,8 @@ pub async fn bind_with_info(cfg: EndpointConfig) -> Result<Bound, SctpError> {
         out: Vec::with_capacity(BATCH),
         spare: Vec::new(),
         counters: StatCounters::new(&cfg.counters),
+        send_refused: cfg.counters.get("sctp_send_refused"),
+        send_failed: cfg.counters.get("sctp_send_failed"),
         _reservation: reservation,
     };
     tokio::spawn(task.run());
@@ -174,6 +176,11 @@ struct Task {
     out: Vec<(SocketAddr, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
     counters: StatCounters,
+    /// Sends the endpoint refused (unknown or closed association, full
+    /// queue) and datagrams the socket failed to send: counted, not only
+    /// logged.
+    send_refused: Arc<AtomicU64>,
+    send_failed: Arc<AtomicU64>,
     /// Holds our SCTP port number host-wide while the task lives.
     _reservation: socket2::Socket,
 }
@@ -264,6 +271,7 @@ impl Task {
         match cmd {
             SctpCommand::Send { assoc, stream, ppid, data } => {
                 if let Err(e) = self.ep.send(assoc, stream, ppid, data) {
+                    self.send_refused.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!("sctp send on {assoc:?} refused: {e}");
                 }
             }
@@ -353,6 +361,7 @@ impl Task {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // e.g. no route: drop the first packet; SCTP retransmits what matters.
+                    self.send_failed.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!("sctp send to {} failed: {e}", self.out[0].0);
                     let (_, b) = self.out.remove(0);
                     self.spare.push(b);
