@@ -43,7 +43,7 @@ pub fn owner(identifier: u32) -> HostId {
 pub enum UeName {
     /// An INITIAL UE MESSAGE: the eNB (the front end's association number)
     /// and its eNB-UE-S1AP-ID, and the M-TMSI of its S-TMSI if it has one.
-    Initial { enb: u32, enb_ue_s1ap_id: u32, m_tmsi: Option<u32> },
+    Initial { enb: u64, enb_ue_s1ap_id: u32, m_tmsi: Option<u32> },
     /// Any other UE-associated message: its MME-UE-S1AP-ID.
     MmeUeS1apId(u32),
 }
@@ -139,7 +139,7 @@ impl Router {
             };
         }
         let UeName::Initial { enb, enb_ue_s1ap_id, .. } = name else { unreachable!() };
-        let key = hash64(u64::from(enb), u64::from(enb_ue_s1ap_id)) as u32;
+        let key = hash64(enb, u64::from(enb_ue_s1ap_id)) as u32;
         self.balance(key)
     }
 
