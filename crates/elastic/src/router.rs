@@ -118,29 +118,26 @@ impl Router {
 
     /// The host for a UE-associated uplink message.
     pub fn route(&mut self, name: UeName) -> Result<HostId, RouteError> {
-        let named = match name {
-            UeName::Initial { m_tmsi: Some(m), .. } => Some(m),
-            UeName::MmeUeS1apId(id) => Some(id),
-            UeName::Initial { m_tmsi: None, .. } => None,
+        let id = match name {
+            UeName::Initial { m_tmsi: Some(m), .. } => m,
+            UeName::MmeUeS1apId(id) => id,
+            UeName::Initial { enb, enb_ue_s1ap_id, m_tmsi: None } => {
+                return self.balance(hash64(enb, u64::from(enb_ue_s1ap_id)) as u32);
+            }
         };
-        if let Some(id) = named {
-            let host = owner(id);
-            return match self.serving(host) {
-                Some(h) if h == host => {
-                    self.stats.by_owner += 1;
-                    Ok(h)
-                }
-                Some(h) => {
-                    self.stats.to_heir += 1;
-                    Ok(h)
-                }
-                // No live host: the balancer says so, and counts it.
-                None => self.balance(id),
-            };
+        let host = owner(id);
+        match self.serving(host) {
+            Some(h) if h == host => {
+                self.stats.by_owner += 1;
+                Ok(h)
+            }
+            Some(h) => {
+                self.stats.to_heir += 1;
+                Ok(h)
+            }
+            // No live host: the balancer says so, and counts it.
+            None => self.balance(id),
         }
-        let UeName::Initial { enb, enb_ue_s1ap_id, .. } = name else { unreachable!() };
-        let key = hash64(enb, u64::from(enb_ue_s1ap_id)) as u32;
-        self.balance(key)
     }
 
     fn balance(&mut self, key: u32) -> Result<HostId, RouteError> {

@@ -187,14 +187,15 @@ impl State {
                 self.hosts.insert(host, (conn, tx));
                 self.router.host_up(host);
                 self.counters.incr("frontend_host_up");
-                tracing::info!(%host, "MME host up");
+                println!("mme-frontend: {host} up");
             }
             HostEvent::Down { host, conn } => {
                 if self.hosts.get(&host).is_some_and(|(c, _)| *c == conn) {
                     self.hosts.remove(&host);
                     self.router.host_down(host);
                     self.counters.incr("frontend_host_down");
-                    tracing::warn!(%host, heir = ?self.router.heir(host), "MME host gone");
+                    let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
+                    println!("mme-frontend: {host} down (heir {heir})");
                 }
             }
             HostEvent::Frame { host, conn, frame } => {

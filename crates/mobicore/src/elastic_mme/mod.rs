@@ -108,14 +108,11 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
         bound.udp_port.unwrap_or(0),
         a.scheme
     );
-    let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(frontend::run(cfg.mme.core.clone(), router, bound.handle, listener, counters, rx));
+    // Not spawned: the balancer is not Send; this task is the front end.
+    let (_tx, rx) = watch::channel(false);
     tokio::select! {
-        r = task => r?,
-        _ = tokio::signal::ctrl_c() => {
-            let _ = tx.send(true);
-            Ok(())
-        }
+        r = frontend::run(cfg.mme.core.clone(), router, bound.handle, listener, counters, rx) => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
 
