@@ -75,7 +75,12 @@ const HEIR_SEED: u64 = 0x6865_6972;
 
 impl Router {
     pub fn new(frontend: Frontend) -> Router {
-        Router { frontend, live: BTreeSet::new(), heirs: Ring::new(Ring::DEFAULT_VNODES), stats: RouterStats::default() }
+        Router {
+            frontend,
+            live: BTreeSet::new(),
+            heirs: Ring::new(Ring::DEFAULT_VNODES),
+            stats: RouterStats::default(),
+        }
     }
 
     pub fn live(&self) -> impl Iterator<Item = HostId> + '_ {

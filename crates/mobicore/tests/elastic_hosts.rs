@@ -132,7 +132,17 @@ async fn counter(metrics: std::net::SocketAddr, name: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_hosts_ues_keep_guti_and_session_and_come_back_without_attach() {
+async fn cold_a_killed_hosts_ues_keep_guti_and_session_and_come_back_without_attach() {
+    killed_host_after_completed_procedures("cold").await;
+}
+
+/// The same with hot replication (every message's state written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_a_killed_hosts_ues_keep_guti_and_session_and_come_back_without_attach() {
+    killed_host_after_completed_procedures("hot").await;
+}
+
+async fn killed_host_after_completed_procedures(replication: &str) {
     let redis = RedisServer::start().expect("redis-server (apt-get install redis-server)");
     let mut procs = Procs::default();
 
@@ -157,7 +167,18 @@ async fn a_killed_hosts_ues_keep_guti_and_session_and_come_back_without_attach()
     let udp: u16 = field(&ready, "udp_port").unwrap().parse().unwrap();
     let hosts = field(&ready, "hosts").unwrap().to_string();
 
-    let dir = std::env::temp_dir().join(format!("mobicore-elastic-{}", std::process::id()));
+    // Bad peers on the hosts' port: a frame too long, a Hello of no
+    // host. Each is disconnected; the front end carries on.
+    for bad in [vec![0xff, 0xff, 0xff, 0xff], vec![0, 0, 0, 2, 1, 0]] {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(&hosts).await.unwrap();
+        c.write_all(&bad).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(LIMIT, c.read(&mut buf)).await.expect("closed by the front end");
+        assert_eq!(n.unwrap_or(0), 0, "nothing but the close");
+    }
+
+    let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let host_cfg = dir.join("host.toml");
     let toml = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
@@ -179,7 +200,7 @@ async fn a_killed_hosts_ues_keep_guti_and_session_and_come_back_without_attach()
                 "--store",
                 &url,
                 "--replication",
-                "cold",
+                replication,
                 "--metrics",
                 "127.0.0.1:0",
             ],

@@ -26,9 +26,9 @@ pub fn uplink(enb: u64, data: &[u8]) -> Uplink {
     let Ok(pdu) = S1AP_PDU::decode_borrowed(data) else { return Uplink::Malformed };
     let kind = pdu.kind();
     match kind {
-        S1apPduKind::Initiating_S1Setup | S1apPduKind::Initiating_ENBConfigurationUpdate | S1apPduKind::Initiating_Reset => {
-            return Uplink::EnbWide
-        }
+        S1apPduKind::Initiating_S1Setup
+        | S1apPduKind::Initiating_ENBConfigurationUpdate
+        | S1apPduKind::Initiating_Reset => return Uplink::EnbWide,
         _ => {}
     }
     if let Some(Ok(id)) = pdu.ie::<oxirush_s1ap::ie::MME_UE_S1AP_ID>() {

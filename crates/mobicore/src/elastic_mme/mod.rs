@@ -97,8 +97,9 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     let bound = mobicore_sctp::bind_with_info(ep)
         .await
         .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
-    let listener =
-        tokio::net::TcpListener::bind(a.hosts).await.with_context(|| format!("opening the hosts' address {}", a.hosts))?;
+    let listener = tokio::net::TcpListener::bind(a.hosts)
+        .await
+        .with_context(|| format!("opening the hosts' address {}", a.hosts))?;
     let hosts = listener.local_addr()?;
     let fe = Frontend::new(a.scheme.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
     let router = mobicore_elastic::router::Router::new(fe);
@@ -124,7 +125,9 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let cfg = config::load(a.config.as_deref())?;
     let store = match a.store.as_str() {
         "memory" => Store::memory(),
-        url => Store::connect_redis(url, &a.namespace).await.with_context(|| format!("connecting to the store {url}"))?,
+        url => {
+            Store::connect_redis(url, &a.namespace).await.with_context(|| format!("connecting to the store {url}"))?
+        }
     };
     let mut s6a_cfg = mobicore_diameter::S6aClientConfig::new(&cfg.mme.origin_host, &cfg.mme.origin_realm);
     s6a_cfg.peer = cfg.mme.hss;

@@ -184,7 +184,10 @@ mod tests {
     fn bad_frames_are_errors() {
         assert_eq!(Frame::decode(Bytes::new()), Err(WireError::Truncated));
         assert_eq!(Frame::decode(Bytes::from_static(&[9])), Err(WireError::UnknownType(9)));
-        assert_eq!(Frame::decode(Bytes::from_static(&[ENB_UP, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 5])), Err(WireError::BadFamily(5)));
+        assert_eq!(
+            Frame::decode(Bytes::from_static(&[ENB_UP, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 5])),
+            Err(WireError::BadFamily(5))
+        );
         assert_eq!(Frame::decode(Bytes::from_static(&[S1, 0, 0])), Err(WireError::Truncated));
         let enc = Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 }.encode();
         for n in 0..enc.len() - 4 {
