@@ -46,10 +46,11 @@ impl Procs {
             .unwrap_or_else(|e| panic!("starting {name}: {e}"));
         let out = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let tag = name.to_string();
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                eprintln!("[{}] {line}", "proc");
+                eprintln!("[{tag}] {line}");
                 if tx.send(line).is_err() {
                     break;
                 }

@@ -199,7 +199,7 @@ impl State {
                 }
             }
             HostEvent::Frame { host, conn, frame } => {
-                if !self.hosts.get(&host).is_some_and(|(c, _)| *c == conn) {
+                if self.hosts.get(&host).is_none_or(|(c, _)| *c != conn) {
                     return;
                 }
                 match frame {
