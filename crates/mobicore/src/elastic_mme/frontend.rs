@@ -15,7 +15,7 @@
 //! sends a bad frame is disconnected (counted: `frontend_bad_frame`).
 
 use super::keys::{self, Uplink};
-use super::wire::{read_frame, write_frame, Frame};
+use super::wire::{read_frame, write_frame, Frame, ReadError};
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
@@ -267,6 +267,11 @@ async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<Host
                 }
             }
             Ok(None) => break,
+            // Reset: the host is gone (killed, crashed), nothing it sent was wrong.
+            Err(ReadError::Io(e)) => {
+                tracing::info!(%host, "host connection: {e}");
+                break;
+            }
             Err(e) => {
                 counters.incr("frontend_bad_frame");
                 tracing::warn!(%host, "host connection: {e}");
