@@ -15,6 +15,9 @@
 //!   Maglev and skewed consistent hashing (Algorithm 1, Eq. 1), and the
 //!   `Frontend` that tracks procedures and hosts joining and leaving.
 //! - `forwarder`: Algorithm 2 (argmin Q/C, Eqs. 2-4) with priorities.
+//! - `router`: the front end's routing of UE-associated S1AP messages to
+//!   MME hosts by the host number their identifiers carry, heirs of gone
+//!   hosts, the balancer for new UEs.
 //! - `load`: traffic patterns T1-T4 with skew across UEs and a procedure mix.
 //! - `sim`: a cluster of hosts under a load, its SLO violations, CPU spread,
 //!   throughput and latency; the search for the hosts a scheme needs.
@@ -27,6 +30,7 @@ pub mod maglev;
 pub mod procedure;
 pub mod report;
 pub mod ring;
+pub mod router;
 pub mod sim;
 
 pub use balancer::{Balancer, Estimation, Frontend, Route, RouteError, Scheme, Violation};

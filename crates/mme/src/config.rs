@@ -142,6 +142,12 @@ pub struct MmeConfig {
     /// (tests: repeatable values); from the OS when absent. Neither is
     /// predictable from the previous one, nor ever one still in use.
     pub mtmsi_seed: Option<u32>,
+    /// The MME host of the elastic MME this core runs as (issue 13), in
+    /// 1..=254: every MME-UE-S1AP-ID and M-TMSI it allocates has it as its
+    /// top octet, so that the front end routes a UE's messages by these
+    /// identifiers alone and no two hosts hand out the same one. Absent
+    /// (the monolithic MME): the whole range.
+    pub host_prefix: Option<u8>,
     /// UE contexts held at most (connected or idle). A new UE beyond it is
     /// rejected with EMM cause #22 congestion (TS 24.301 5.5.1.2.5).
     pub max_ues: usize,
@@ -214,6 +220,9 @@ impl MmeConfig {
         if let Some(a) = t.reject_arp_above.filter(|a| !(1..=15).contains(a)) {
             return Err(format!("[mme.ddn_throttling] reject_arp_above = {a} (an ARP priority level, 1..=15)"));
         }
+        if let Some(p @ (0 | 255)) = self.host_prefix {
+            return Err(format!("[mme] host_prefix = {p} (1..=254)"));
+        }
         Ok(())
     }
 
@@ -268,6 +277,7 @@ impl Default for MmeConfig {
             pgw: None,
             pgw_by_apn: BTreeMap::new(),
             mtmsi_seed: None,
+            host_prefix: None,
             // About 2 KiB a context: 1 Mi contexts stay within 2-3 GiB.
             max_ues: 1 << 20,
             // Emulated eNBs carry 100k UEs (seed 004's scale); real ones far fewer.

@@ -339,7 +339,8 @@ impl Mme {
     pub(crate) fn new_ue(&mut self, s1: S1Conn) -> u32 {
         let ues = &self.ues;
         // `max_ues` keeps the table far from full: a draw always succeeds.
-        let id = self.ue_ids.draw_u32(1..=u32::MAX, |id| ues.contains_key(&id)).unwrap_or(u32::MAX);
+        let range = self.id_range(1..=u32::MAX);
+        let id = self.ue_ids.draw_u32(range, |id| ues.contains_key(&id)).unwrap_or(u32::MAX);
         let generation = self.next_generation;
         self.next_generation += 1;
         self.ues.insert(id, UeContext::new(id, generation, s1));
@@ -378,10 +379,23 @@ impl Mme {
     /// the table far from full, so a draw always finds a free value.
     pub(crate) fn alloc_guti(&mut self, id: u32) -> Guti {
         let by_mtmsi = &self.by_mtmsi;
-        let m = self.mtmsi.draw_u32(0..=u32::MAX - 1, |m| by_mtmsi.contains_key(&m)).unwrap_or(0);
+        let range = self.id_range(0..=u32::MAX - 1);
+        let m = self.mtmsi.draw_u32(range, |m| by_mtmsi.contains_key(&m)).unwrap_or(0);
         self.by_mtmsi.insert(m, id);
         self.implicitly_detached.remove(m);
         Guti { gummei: self.gummei(), m_tmsi: MTmsi(m) }
+    }
+
+    /// `whole`, or the part of it under this host's prefix
+    /// ([`MmeConfig::host_prefix`]).
+    fn id_range(&self, whole: std::ops::RangeInclusive<u32>) -> std::ops::RangeInclusive<u32> {
+        match self.cfg.host_prefix {
+            Some(p) => {
+                let base = u32::from(p) << 24;
+                base.max(*whole.start())..=(base | 0x00ff_ffff).min(*whole.end())
+            }
+            None => whole,
+        }
     }
 
     pub(crate) fn gummei(&self) -> Gummei {

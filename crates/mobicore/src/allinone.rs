@@ -557,7 +557,7 @@ pub async fn run_nf(nf: &str, args: crate::cli::NfArgs) -> Result<()> {
 }
 
 /// Answers every HTTP request with the counters in Prometheus text format.
-async fn serve_metrics(listener: tokio::net::TcpListener, counters: Vec<(&'static str, Counters)>) {
+pub(crate) async fn serve_metrics(listener: tokio::net::TcpListener, counters: Vec<(&'static str, Counters)>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     while let Ok((mut conn, _)) = listener.accept().await {
         let body: String = counters.iter().map(|(nf, c)| c.prometheus(nf)).collect();

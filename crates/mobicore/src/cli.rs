@@ -36,6 +36,10 @@ pub enum Command {
     Upf(NfArgs),
     /// Run the edge-relocation controller alone: the S11 relay between the MME and the S/P-GW-C, replication into edge anchors, REST API ([controller]).
     Controller(NfArgs),
+    /// The elastic MME's front end: the one MME the eNBs see (S1-MME, S1 Setup, eNB contexts); routes each UE's messages to an MME host (mme-host) by the host number in its identifiers, new UEs by --scheme.
+    MmeFrontend(crate::elastic_mme::FrontendArgs),
+    /// One MME host of the elastic MME: the MME core for the UEs the front end routes to it, its own S6a and S11, UE contexts in a store shared by all hosts (Redis), cold or hot; takes over the UEs of a host that died.
+    MmeHost(crate::elastic_mme::HostArgs),
     /// Run the emulated RAN against an MME: attach (and detach) UEs.
     Ran(RanArgs),
     /// Detach a UE from the network through the MME's admin endpoint ([mme] admin): network-initiated detach (TS 24.301 5.5.2.3), the idle UE paged first.
@@ -138,6 +142,8 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Upf(a) => crate::allinone::run_nf("upf", a).await,
         Command::Controller(a) => crate::allinone::run_nf("controller", a).await,
         Command::Ran(a) => crate::allinone::run_ran(a).await,
+        Command::MmeFrontend(a) => crate::elastic_mme::run_frontend(a).await,
+        Command::MmeHost(a) => crate::elastic_mme::run_host(a).await,
         Command::Detach(a) => detach(a).await,
         Command::Subscriber(c) => subscriber::run(c),
         Command::Config(ConfigCommand::Default) => {

@@ -14,6 +14,9 @@
 //!   `bench_breakout`: seed 001 Fig. 3, the MEC router's local breakout
 //!   per frame size; `bench_mme`: seed 004 Figs 10-11 from the elastic
 //!   MME's simulator).
+//! - `elastic_mme`: `mobicore mme-frontend` and `mobicore mme-host`, the
+//!   elastic MME as real processes (issue 13): front end, hosts, their
+//!   link, the UE contexts in a shared store.
 //! - `subscriber`: `mobicore subscriber ...`, the HSS's embedded store.
 //! - `capture`: tshark capture and its verdict.
 //! - `report`: percentiles, tables, JSON.
@@ -35,6 +38,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod edge;
+pub mod elastic_mme;
 pub mod plot;
 pub mod report;
 pub mod responder;

@@ -521,3 +521,21 @@ async fn cold_record_waits_for_the_procedure_to_complete() {
     let id = ue.mme_ue_id.unwrap();
     assert!(matches!(b.load(UeKey::MmeUeS1apId(id)).await, Err(StoredError::NotFound(_))));
 }
+
+/// An elastic MME host (`host_prefix`): every MME-UE-S1AP-ID (its S11
+/// TEID) and M-TMSI it allocates carries its number as the top octet, by
+/// which the front end routes; the prefix is 1..=254.
+#[test]
+fn a_hosts_identifiers_carry_its_number() {
+    let cfg = MmeConfig { host_prefix: Some(7), mtmsi_seed: Some(0x77), ..MmeConfig::default() };
+    assert!(cfg.validate().is_ok());
+    let mut h = Harness::new(cfg);
+    for i in 0..8u32 {
+        let ue = h.attach(&format!("0010100000002{i:02}"), 100 + i);
+        assert_eq!(ue.mme_ue_id.unwrap() >> 24, 7, "{:#x}", ue.mme_ue_id.unwrap());
+        assert_eq!(m_tmsi(&ue) >> 24, 7, "{:#x}", m_tmsi(&ue));
+    }
+    for bad in [0, 255] {
+        assert!(MmeConfig { host_prefix: Some(bad), ..MmeConfig::default() }.validate().is_err());
+    }
+}

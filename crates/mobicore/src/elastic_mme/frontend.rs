@@ -1,0 +1,284 @@
+//! The front end of the elastic MME (issue 13 item 1): the one MME the
+//! eNBs see. It terminates S1AP/SCTP, answers the eNB-wide procedures
+//! itself (S1 Setup, eNB Configuration Update, Reset, with an MME core of
+//! its own that holds no UE) and keeps the eNB contexts, and hands every
+//! UE-associated message to an MME host by [`Router`]. Hosts connect to it
+//! over TCP ([`super::wire`]); each gets every eNB's association and S1
+//! Setup Request first (so that any host can take any UE of any eNB), then
+//! the UE-associated messages routed to it. A host's downlink S1AP goes out
+//! on the eNB's association as it is, but for its answers to the eNB-wide
+//! messages (the front end's answer went already).
+//!
+//! A host whose connection closes is gone: its UEs go to their heir at
+//! their next message. Everything queued is bounded: a host that does not
+//! read loses messages (counted: `frontend_host_queue_full`), a peer that
+//! sends a bad frame is disconnected (counted: `frontend_bad_frame`).
+
+use super::keys::{self, Uplink};
+use super::wire::{read_frame, write_frame, Frame, ReadError};
+use bytes::Bytes;
+use mobicore_common::counters::Counters;
+use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
+use mobicore_elastic::router::Router;
+use mobicore_elastic::HostId;
+use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent};
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+
+/// Frames queued towards one host at most.
+pub const HOST_QUEUE: usize = 4096;
+/// How long a new host connection may take to say which host it is.
+const HELLO_WITHIN: Duration = Duration::from_secs(5);
+
+/// What the connections of hosts tell the front end's loop.
+enum HostEvent {
+    Up { host: HostId, conn: u64, tx: mpsc::Sender<Frame> },
+    Frame { host: HostId, conn: u64, frame: Frame },
+    Down { host: HostId, conn: u64 },
+}
+
+/// An eNB as the front end keeps it, to give it to hosts that come later.
+struct Enb {
+    peer: IpAddr,
+    outbound_streams: u16,
+    /// Its last S1 Setup Request (or eNB Configuration Update), replayed.
+    wide: Vec<Bytes>,
+}
+
+/// Run the front end until `shutdown`.
+pub async fn run(
+    core_cfg: MmeConfig,
+    router: Router,
+    sctp: SctpHandle,
+    hosts: TcpListener,
+    counters: Counters,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let SctpHandle { commands, mut events, .. } = sctp;
+    let mut fe = State {
+        core: Mme::new(core_cfg),
+        router,
+        enbs: BTreeMap::new(),
+        hosts: HashMap::new(),
+        downlink: Vec::new(),
+        counters,
+    };
+    let (host_tx, mut host_rx) = mpsc::channel::<HostEvent>(HOST_QUEUE);
+    let mut next_conn = 0u64;
+    loop {
+        tokio::select! {
+            biased;
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return Ok(());
+                }
+            }
+            accepted = hosts.accept() => {
+                match accepted {
+                    Ok((stream, _)) => {
+                        next_conn += 1;
+                        tokio::spawn(host_connection(stream, next_conn, host_tx.clone(), fe.counters.clone()));
+                    }
+                    Err(_) => fe.counters.incr("frontend_accept_error"),
+                }
+            }
+            ev = events.recv() => {
+                let Some(ev) = ev else { anyhow::bail!("the SCTP endpoint task has stopped") };
+                fe.on_sctp(ev);
+            }
+            Some(ev) = host_rx.recv() => fe.on_host(ev),
+        }
+        while let Some(action) = fe.core.poll_action() {
+            let cmd = match action {
+                MmeAction::S1Send { assoc, stream, data } => SctpCommand::Send { assoc, stream, ppid: PPID_S1AP, data },
+                MmeAction::S1Abort { assoc } => SctpCommand::Abort { assoc },
+                _ => {
+                    fe.counters.incr("frontend_unexpected_core_action");
+                    continue;
+                }
+            };
+            if commands.send(cmd).await.is_err() {
+                anyhow::bail!("the SCTP endpoint task has stopped");
+            }
+        }
+        for (assoc, stream, data) in fe.downlink.drain(..) {
+            let cmd = SctpCommand::Send { assoc: AssocId(assoc), stream, ppid: PPID_S1AP, data };
+            if commands.send(cmd).await.is_err() {
+                anyhow::bail!("the SCTP endpoint task has stopped");
+            }
+        }
+    }
+}
+
+struct State {
+    core: Mme,
+    router: Router,
+    enbs: BTreeMap<u64, Enb>,
+    hosts: HashMap<HostId, (u64, mpsc::Sender<Frame>)>,
+    /// Hosts' downlink S1AP for the eNBs, sent after the event.
+    downlink: Vec<(u64, u16, Bytes)>,
+    counters: Counters,
+}
+
+impl State {
+    fn on_sctp(&mut self, ev: SctpEvent) {
+        let now = Instant::now();
+        match ev {
+            SctpEvent::Up { assoc, peer, outbound_streams, .. } => {
+                self.core.handle(now, MmeEvent::S1Up { assoc, peer: peer.ip(), outbound_streams });
+                self.enbs.insert(assoc.0, Enb { peer: peer.ip(), outbound_streams, wide: Vec::new() });
+                self.broadcast(Frame::EnbUp { assoc: assoc.0, peer: peer.ip(), outbound_streams });
+            }
+            SctpEvent::Down { assoc, .. } => {
+                self.core.handle(now, MmeEvent::S1Down { assoc });
+                if self.enbs.remove(&assoc.0).is_some() {
+                    self.broadcast(Frame::EnbDown { assoc: assoc.0 });
+                }
+            }
+            SctpEvent::Data { assoc, stream, ppid, data } => {
+                if ppid != PPID_S1AP && ppid != 0 {
+                    self.counters.incr("sctp_wrong_ppid");
+                    return;
+                }
+                match keys::uplink(assoc.0, &data) {
+                    Uplink::EnbWide => {
+                        self.core.handle(now, MmeEvent::S1Data { assoc, stream, data: data.clone() });
+                        // Only what the front end took (an eNB it has set up) goes on.
+                        let Some(enb) = self.enbs.get_mut(&assoc.0) else { return };
+                        if enb.wide.len() >= 8 {
+                            enb.wide.remove(0);
+                        }
+                        enb.wide.push(data.clone());
+                        self.broadcast(Frame::S1 { assoc: assoc.0, stream, data });
+                    }
+                    Uplink::NonUe | Uplink::Malformed => {
+                        self.core.handle(now, MmeEvent::S1Data { assoc, stream, data });
+                    }
+                    Uplink::Ue(name) => match self.router.route(name) {
+                        Ok(host) => self.send(host, Frame::S1 { assoc: assoc.0, stream, data }),
+                        Err(_) => self.counters.incr("frontend_no_host"),
+                    },
+                }
+            }
+        }
+    }
+
+    fn on_host(&mut self, ev: HostEvent) {
+        match ev {
+            HostEvent::Up { host, conn, tx } => {
+                if self.hosts.contains_key(&host) {
+                    // Two processes say they are the same host: the first stays.
+                    self.counters.incr("frontend_host_duplicate");
+                    return;
+                }
+                // Every eNB first, so that the host can take any UE.
+                for (&assoc, enb) in &self.enbs {
+                    let up = Frame::EnbUp { assoc, peer: enb.peer, outbound_streams: enb.outbound_streams };
+                    let wide = enb.wide.iter().map(|d| Frame::S1 { assoc, stream: 0, data: d.clone() });
+                    for f in std::iter::once(up).chain(wide) {
+                        if tx.try_send(f).is_err() {
+                            self.counters.incr("frontend_host_queue_full");
+                        }
+                    }
+                }
+                self.hosts.insert(host, (conn, tx));
+                self.router.host_up(host);
+                self.counters.incr("frontend_host_up");
+                println!("mme-frontend: {host} up");
+            }
+            HostEvent::Down { host, conn } => {
+                if self.hosts.get(&host).is_some_and(|(c, _)| *c == conn) {
+                    self.hosts.remove(&host);
+                    self.router.host_down(host);
+                    self.counters.incr("frontend_host_down");
+                    let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
+                    println!("mme-frontend: {host} down (heir {heir})");
+                }
+            }
+            HostEvent::Frame { host, conn, frame } => {
+                if self.hosts.get(&host).is_none_or(|(c, _)| *c != conn) {
+                    return;
+                }
+                match frame {
+                    Frame::S1 { assoc, stream, data } => {
+                        if !self.enbs.contains_key(&assoc) {
+                            self.counters.incr("frontend_downlink_unknown_enb");
+                        } else if keys::is_enb_wide_answer(&data) {
+                            self.counters.incr("frontend_host_wide_answer_dropped");
+                        } else {
+                            self.downlink.push((assoc, stream, data));
+                        }
+                    }
+                    _ => self.counters.incr("frontend_bad_host_frame"),
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, host: HostId, frame: Frame) {
+        let Some((_, tx)) = self.hosts.get(&host) else {
+            self.counters.incr("frontend_no_host");
+            return;
+        };
+        if tx.try_send(frame).is_err() {
+            self.counters.incr("frontend_host_queue_full");
+        }
+    }
+
+    fn broadcast(&mut self, frame: Frame) {
+        let hosts: Vec<HostId> = self.hosts.keys().copied().collect();
+        for h in hosts {
+            self.send(h, frame.clone());
+        }
+    }
+}
+
+/// One host's connection: its Hello, then its frames to the loop; the
+/// loop's frames to it through a bounded queue.
+async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<HostEvent>, counters: Counters) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let host = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
+        Ok(Ok(Some(Frame::Hello { host }))) if (1..=254).contains(&host) => HostId(u32::from(host)),
+        _ => {
+            counters.incr("frontend_bad_frame");
+            return;
+        }
+    };
+    let (tx, mut rx) = mpsc::channel::<Frame>(HOST_QUEUE);
+    if events.send(HostEvent::Up { host, conn, tx }).await.is_err() {
+        return;
+    }
+    let writer = tokio::spawn(async move {
+        while let Some(f) = rx.recv().await {
+            if write_frame(&mut wr, &f).await.is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        match read_frame(&mut rd).await {
+            Ok(Some(frame)) => {
+                if events.send(HostEvent::Frame { host, conn, frame }).await.is_err() {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            // Reset: the host is gone (killed, crashed), nothing it sent was wrong.
+            Err(ReadError::Io(e)) => {
+                tracing::info!(%host, "host connection: {e}");
+                break;
+            }
+            Err(e) => {
+                counters.incr("frontend_bad_frame");
+                tracing::warn!(%host, "host connection: {e}");
+                break;
+            }
+        }
+    }
+    writer.abort();
+    let _ = events.send(HostEvent::Down { host, conn }).await;
+}

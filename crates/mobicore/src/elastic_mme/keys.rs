@@ -1,0 +1,128 @@
+//! What the front end and the hosts read of an S1AP PDU to route it: the
+//! class of its procedure and the identifiers that name its UE. Sans-I/O.
+
+use mobicore_elastic::router::UeName;
+use oxirush_s1ap::s1ap::S1AP_PDU;
+use oxirush_s1ap::S1apPduKind;
+
+/// An uplink PDU as the front end routes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uplink {
+    /// S1 Setup, eNB Configuration Update, Reset: answered by the front
+    /// end and given to every host too (each keeps the eNB's context).
+    EnbWide,
+    /// Another message that names no UE (an ERROR INDICATION without ids,
+    /// a procedure the MME does not implement): the front end's.
+    NonUe,
+    /// A UE-associated message (`enb_ue_s1ap_id` of an INITIAL UE MESSAGE
+    /// is filled in by the caller's association).
+    Ue(UeName),
+    /// Not decodable: the front end's core answers it (TS 36.413 10.2).
+    Malformed,
+}
+
+/// Classify an uplink PDU of the eNB on association `enb`.
+pub fn uplink(enb: u64, data: &[u8]) -> Uplink {
+    let Ok(pdu) = S1AP_PDU::decode_borrowed(data) else { return Uplink::Malformed };
+    let kind = pdu.kind();
+    match kind {
+        S1apPduKind::Initiating_S1Setup
+        | S1apPduKind::Initiating_ENBConfigurationUpdate
+        | S1apPduKind::Initiating_Reset => return Uplink::EnbWide,
+        _ => {}
+    }
+    if let Some(Ok(id)) = pdu.ie::<oxirush_s1ap::ie::MME_UE_S1AP_ID>() {
+        return Uplink::Ue(UeName::MmeUeS1apId(id.0));
+    }
+    if kind == S1apPduKind::Initiating_initialUEMessage {
+        let Some(Ok(enb_ue)) = pdu.ie::<oxirush_s1ap::ie::ENB_UE_S1AP_ID>() else { return Uplink::NonUe };
+        let m_tmsi = pdu.ie::<oxirush_s1ap::ie::S_TMSI>().and_then(|r| r.ok()).map(|t| u32::from_be_bytes(t.m_tmsi.0));
+        return Uplink::Ue(UeName::Initial { enb, enb_ue_s1ap_id: enb_ue.0, m_tmsi });
+    }
+    Uplink::NonUe
+}
+
+/// Whether a host's downlink PDU is its answer to an eNB-wide message the
+/// front end answered already (dropped, not sent twice).
+pub fn is_enb_wide_answer(data: &[u8]) -> bool {
+    let Ok(pdu) = S1AP_PDU::decode_borrowed(data) else { return false };
+    matches!(
+        pdu.kind(),
+        S1apPduKind::Successful_S1Setup
+            | S1apPduKind::Unsuccessful_S1Setup
+            | S1apPduKind::Successful_ENBConfigurationUpdate
+            | S1apPduKind::Unsuccessful_ENBConfigurationUpdate
+            | S1apPduKind::Successful_Reset
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oxirush_s1ap::build_s1ap;
+    use oxirush_s1ap::helpers::{eutran_cgi, plmn, tai, EnbKind};
+    use oxirush_s1ap::s1ap::*;
+
+    fn initial(stmsi: Option<u32>) -> Vec<u8> {
+        let p = plmn("001", "01").unwrap();
+        let pdu = match stmsi {
+            Some(m) => build_s1ap!(
+                InitiatingMessage,
+                initialUEMessage,
+                InitialUEMessage,
+                eNB_UE_S1AP_ID(17u32),
+                NAS_PDU(vec![7u8, 0x45]),
+                TAI(tai(p, [0, 1])),
+                EUTRAN_CGI(eutran_cgi(p, EnbKind::Macro, 0x12345, 1).unwrap()),
+                RRC_Establishment_Cause(RRCEstablishmentCause::mo_Signalling),
+                S_TMSI(STMSI::new(MMECode([1]), MTMSI(m.to_be_bytes()), None)),
+            ),
+            None => build_s1ap!(
+                InitiatingMessage,
+                initialUEMessage,
+                InitialUEMessage,
+                eNB_UE_S1AP_ID(17u32),
+                NAS_PDU(vec![7u8, 0x41]),
+                TAI(tai(p, [0, 1])),
+                EUTRAN_CGI(eutran_cgi(p, EnbKind::Macro, 0x12345, 1).unwrap()),
+                RRC_Establishment_Cause(RRCEstablishmentCause::mo_Signalling),
+            ),
+        };
+        pdu.unwrap().encode().unwrap().to_vec()
+    }
+
+    #[test]
+    fn initial_ue_messages_name_their_ue_by_s_tmsi_or_connection() {
+        assert_eq!(
+            uplink(3, &initial(Some(0x0201_0203))),
+            Uplink::Ue(UeName::Initial { enb: 3, enb_ue_s1ap_id: 17, m_tmsi: Some(0x0201_0203) })
+        );
+        assert_eq!(uplink(3, &initial(None)), Uplink::Ue(UeName::Initial { enb: 3, enb_ue_s1ap_id: 17, m_tmsi: None }));
+    }
+
+    #[test]
+    fn ue_associated_messages_name_their_mme_ue_s1ap_id() {
+        let pdu = build_s1ap!(
+            InitiatingMessage,
+            uplinkNASTransport,
+            UplinkNASTransport,
+            MME_UE_S1AP_ID(0x0300_0042u32),
+            eNB_UE_S1AP_ID(5u32),
+            NAS_PDU(vec![7u8, 0x43]),
+            EUTRAN_CGI(eutran_cgi(plmn("001", "01").unwrap(), EnbKind::Macro, 0x12345, 1).unwrap()),
+            TAI(tai(plmn("001", "01").unwrap(), [0, 1])),
+        )
+        .unwrap()
+        .encode()
+        .unwrap()
+        .to_vec();
+        assert_eq!(uplink(1, &pdu), Uplink::Ue(UeName::MmeUeS1apId(0x0300_0042)));
+    }
+
+    #[test]
+    fn garbage_is_malformed_not_a_crash() {
+        assert_eq!(uplink(1, &[]), Uplink::Malformed);
+        assert_eq!(uplink(1, &[0xff; 40]), Uplink::Malformed);
+        assert!(!is_enb_wide_answer(&[1, 2, 3]));
+    }
+}

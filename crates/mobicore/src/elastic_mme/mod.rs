@@ -1,0 +1,193 @@
+//! The elastic MME as real processes (issue 13 items 1, 2, 6): a front end
+//! (`mobicore mme-frontend`, [`frontend`]) that the eNBs see as their MME,
+//! and MME hosts (`mobicore mme-host`, [`host`]), each a process running
+//! the MME core for the UEs routed to it, their contexts in a store shared
+//! through Redis. The routing itself is sans-I/O
+//! ([`mobicore_elastic::router`]); [`keys`] reads what it needs of S1AP;
+//! [`wire`] is the front end <-> host link. See ARCHITECTURE.md ("The
+//! elastic MME") for what runs and what does not yet.
+
+pub mod frontend;
+pub mod host;
+pub mod keys;
+pub mod wire;
+
+use crate::allinone::{check_privileges, endpoint_config, transport};
+use crate::cli::SctpTransport;
+use crate::config;
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use mobicore_common::counters::Counters;
+use mobicore_elastic::balancer::{Estimation, Loads};
+use mobicore_elastic::{Frontend, Profiles, Scheme};
+use mobicore_mme::stored::{Replication, StoredUes};
+use mobicore_store::Store;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio::sync::watch;
+
+#[derive(Args, Debug)]
+pub struct FrontendArgs {
+    /// TOML config file ([mme] for S1 Setup and the S1-MME address, [sctp]).
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// S1-MME address (overrides [mme] s1ap).
+    #[arg(long)]
+    pub s1ap: Option<SocketAddr>,
+    /// How S1-MME SCTP is carried (overrides [sctp] transport).
+    #[arg(long, value_enum)]
+    pub sctp: Option<SctpTransport>,
+    /// With --sctp udp: the UDP port of the encapsulation (0: any, printed).
+    #[arg(long)]
+    pub udp_port: Option<u16>,
+    /// Where MME hosts connect (TCP; loopback: the link is not protected).
+    #[arg(long, default_value = "127.0.0.1:36420")]
+    pub hosts: SocketAddr,
+    /// The balancer placing new UEs on hosts: sk-ch, ch, rr or maglev.
+    #[arg(long, default_value = "ch")]
+    pub scheme: Scheme,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicationArg {
+    /// A UE's record is written when its procedure completes.
+    Cold,
+    /// After every message.
+    Hot,
+}
+
+#[derive(Args, Debug)]
+pub struct HostArgs {
+    /// TOML config file ([mme]: core settings, hss, sgw, s11_local).
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// This host's number, 1..=254: the top octet of every MME-UE-S1AP-ID
+    /// and M-TMSI it allocates. Never reuse the number of a host that died.
+    #[arg(long)]
+    pub id: u8,
+    /// The front end's host address (its --hosts).
+    #[arg(long)]
+    pub frontend: SocketAddr,
+    /// The UE context store: a Redis URL (redis://HOST:PORT,
+    /// redis+unix:///PATH) shared by every host, or "memory" (this host
+    /// alone: nothing survives it).
+    #[arg(long)]
+    pub store: String,
+    /// Keys in the store under this namespace (the same for every host).
+    #[arg(long, default_value = "mobicore")]
+    pub namespace: String,
+    #[arg(long, value_enum, default_value = "cold")]
+    pub replication: ReplicationArg,
+    /// Serve Prometheus metrics (the host's counters) on this address (port 0: any, printed).
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+}
+
+/// `mobicore mme-frontend`.
+pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
+    let mut cfg = config::load(a.config.as_deref())?;
+    if let Some(s) = a.s1ap {
+        cfg.mme.s1ap = s;
+    }
+    let t = transport(a.sctp.unwrap_or(cfg.sctp.transport), a.udp_port.unwrap_or(cfg.sctp.udp_port));
+    check_privileges(t)?;
+    let counters = Counters::new();
+    let mut ep = endpoint_config(&cfg, cfg.mme.s1ap, t, 0);
+    ep.counters = counters.clone();
+    let bound = mobicore_sctp::bind_with_info(ep)
+        .await
+        .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
+    let listener = tokio::net::TcpListener::bind(a.hosts)
+        .await
+        .with_context(|| format!("opening the hosts' address {}", a.hosts))?;
+    let hosts = listener.local_addr()?;
+    let fe = Frontend::new(a.scheme.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
+    let router = mobicore_elastic::router::Router::new(fe);
+    println!(
+        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} scheme={}",
+        bound.handle.local,
+        bound.udp_port.unwrap_or(0),
+        a.scheme
+    );
+    // Not spawned: the balancer is not Send; this task is the front end.
+    let (_tx, rx) = watch::channel(false);
+    tokio::select! {
+        r = frontend::run(cfg.mme.core.clone(), router, bound.handle, listener, counters, rx) => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+/// `mobicore mme-host`.
+pub async fn run_host(a: HostArgs) -> Result<()> {
+    if !(1..=254).contains(&a.id) {
+        bail!("--id {} (1..=254)", a.id);
+    }
+    let cfg = config::load(a.config.as_deref())?;
+    let store = match a.store.as_str() {
+        "memory" => Store::memory(),
+        url => {
+            Store::connect_redis(url, &a.namespace).await.with_context(|| format!("connecting to the store {url}"))?
+        }
+    };
+    let mut s6a_cfg = mobicore_diameter::S6aClientConfig::new(&cfg.mme.origin_host, &cfg.mme.origin_realm);
+    s6a_cfg.peer = cfg.mme.hss;
+    let s6a_counters = s6a_cfg.counters.clone();
+    let s6a = mobicore_diameter::connect_s6a_link(s6a_cfg)
+        .await
+        .with_context(|| format!("connecting S6a to the HSS at {}", cfg.mme.hss))?;
+    let (s11_link, s11) = mobicore_gtp::client::s11_client_link(mobicore_gtp::client::S11ClientConfig {
+        local: cfg.mme.s11_local,
+        peer: cfg.mme.sgw,
+        ..Default::default()
+    })
+    .await
+    .context("opening the host's S11 socket")?;
+    let mut core_cfg = cfg.mme.core.clone();
+    core_cfg.host_prefix = Some(a.id);
+    if let std::net::IpAddr::V4(ip) = s11.local_addr.ip() {
+        core_cfg.s11_local_ip = ip;
+    }
+    if let (None, std::net::IpAddr::V4(ip)) = (core_cfg.pgw, cfg.mme.sgw.ip()) {
+        core_cfg.pgw = Some(ip);
+    }
+    core_cfg.validate().map_err(anyhow::Error::msg)?;
+    let mut core = mobicore_mme::Mme::new(core_cfg);
+    let counters = core.counters().clone();
+    let mode = match a.replication {
+        ReplicationArg::Cold => Replication::Cold,
+        ReplicationArg::Hot => Replication::Hot,
+    };
+    let stored = StoredUes::new(store.clone(), mode, &mut core);
+    let fe = tokio::net::TcpStream::connect(a.frontend)
+        .await
+        .with_context(|| format!("connecting to the front end at {}", a.frontend))?;
+    let mut metrics = None;
+    if let Some(addr) = a.metrics {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("metrics address {addr}"))?;
+        metrics = Some(listener.local_addr()?);
+        let all = vec![
+            ("mme", counters.clone()),
+            ("s6a_client", s6a_counters),
+            ("s11_client", s11.counters.clone()),
+            ("store", store.counters().clone()),
+        ];
+        tokio::spawn(crate::allinone::serve_metrics(listener, all));
+    }
+    println!(
+        "mme-host {} ready: s11={} store={:?} replication={:?} metrics={}",
+        a.id,
+        s11.local_addr,
+        store.kind(),
+        a.replication,
+        metrics.map_or("none".into(), |m| m.to_string())
+    );
+    let (tx, rx) = watch::channel(false);
+    let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, s11_link, counters, rx));
+    tokio::select! {
+        r = task => r?,
+        _ = tokio::signal::ctrl_c() => {
+            let _ = tx.send(true);
+            Ok(())
+        }
+    }
+}

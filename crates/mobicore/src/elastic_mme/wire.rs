@@ -1,0 +1,208 @@
+//! The link between the front end and an MME host: TCP on loopback,
+//! length-prefixed frames. Every frame is a 4-octet big-endian length (of
+//! what follows), a type octet and its fields. Nothing here trusts the
+//! peer: a frame over [`MAX_FRAME`], of an unknown type or too short is a
+//! [`WireError`], and the connection that carried it is closed.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use std::net::IpAddr;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The longest frame body taken (an S1AP PDU is far shorter; SCTP user
+/// messages of S1AP stay under 64 KiB).
+pub const MAX_FRAME: usize = 65_536 + 64;
+
+/// One frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// Host -> front end, first frame: the host's number (1..=254).
+    Hello { host: u8 },
+    /// Front end -> host: an eNB's association is up.
+    EnbUp { assoc: u64, peer: IpAddr, outbound_streams: u16 },
+    /// Front end -> host: the association is gone.
+    EnbDown { assoc: u64 },
+    /// An S1AP PDU of an eNB's association (uplink: from the eNB; downlink:
+    /// to be sent to it on `stream`).
+    S1 { assoc: u64, stream: u16, data: Bytes },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("frame of {0} octets (at most {MAX_FRAME})")]
+    TooLong(usize),
+    #[error("unknown frame type {0}")]
+    UnknownType(u8),
+    #[error("truncated frame")]
+    Truncated,
+    #[error("bad address family {0}")]
+    BadFamily(u8),
+}
+
+const HELLO: u8 = 1;
+const ENB_UP: u8 = 2;
+const ENB_DOWN: u8 = 3;
+const S1: u8 = 4;
+
+impl Frame {
+    /// The frame with its length prefix.
+    pub fn encode(&self) -> Bytes {
+        let mut b = BytesMut::with_capacity(32);
+        b.put_u32(0);
+        match self {
+            Frame::Hello { host } => {
+                b.put_u8(HELLO);
+                b.put_u8(*host);
+            }
+            Frame::EnbUp { assoc, peer, outbound_streams } => {
+                b.put_u8(ENB_UP);
+                b.put_u64(*assoc);
+                b.put_u16(*outbound_streams);
+                match peer {
+                    IpAddr::V4(a) => {
+                        b.put_u8(4);
+                        b.put_slice(&a.octets());
+                    }
+                    IpAddr::V6(a) => {
+                        b.put_u8(6);
+                        b.put_slice(&a.octets());
+                    }
+                }
+            }
+            Frame::EnbDown { assoc } => {
+                b.put_u8(ENB_DOWN);
+                b.put_u64(*assoc);
+            }
+            Frame::S1 { assoc, stream, data } => {
+                b.put_u8(S1);
+                b.put_u64(*assoc);
+                b.put_u16(*stream);
+                b.put_slice(data);
+            }
+        }
+        let len = (b.len() - 4) as u32;
+        b[..4].copy_from_slice(&len.to_be_bytes());
+        b.freeze()
+    }
+
+    /// A frame from its body (what follows the length).
+    pub fn decode(mut body: Bytes) -> Result<Frame, WireError> {
+        let need = |b: &Bytes, n: usize| if b.remaining() < n { Err(WireError::Truncated) } else { Ok(()) };
+        need(&body, 1)?;
+        let t = body.get_u8();
+        match t {
+            HELLO => {
+                need(&body, 1)?;
+                Ok(Frame::Hello { host: body.get_u8() })
+            }
+            ENB_UP => {
+                need(&body, 11)?;
+                let assoc = body.get_u64();
+                let outbound_streams = body.get_u16();
+                let peer = match body.get_u8() {
+                    4 => {
+                        need(&body, 4)?;
+                        let mut o = [0u8; 4];
+                        body.copy_to_slice(&mut o);
+                        IpAddr::from(o)
+                    }
+                    6 => {
+                        need(&body, 16)?;
+                        let mut o = [0u8; 16];
+                        body.copy_to_slice(&mut o);
+                        IpAddr::from(o)
+                    }
+                    f => return Err(WireError::BadFamily(f)),
+                };
+                Ok(Frame::EnbUp { assoc, peer, outbound_streams })
+            }
+            ENB_DOWN => {
+                need(&body, 8)?;
+                Ok(Frame::EnbDown { assoc: body.get_u64() })
+            }
+            S1 => {
+                need(&body, 10)?;
+                let assoc = body.get_u64();
+                let stream = body.get_u16();
+                Ok(Frame::S1 { assoc, stream, data: body })
+            }
+            t => Err(WireError::UnknownType(t)),
+        }
+    }
+}
+
+/// Why reading a frame stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Wire(#[from] WireError),
+}
+
+/// Read one frame; `Ok(None)` at a clean end of the stream.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>, ReadError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(WireError::TooLong(len).into());
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await?;
+    Ok(Some(Frame::decode(Bytes::from(body))?))
+}
+
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Result<()> {
+    w.write_all(&f.encode()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(f: Frame) {
+        let enc = f.encode();
+        let len = u32::from_be_bytes(enc[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, enc.len() - 4);
+        assert_eq!(Frame::decode(enc.slice(4..)).unwrap(), f);
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        round_trip(Frame::Hello { host: 3 });
+        round_trip(Frame::EnbUp { assoc: 7, peer: "127.0.0.1".parse().unwrap(), outbound_streams: 2 });
+        round_trip(Frame::EnbUp { assoc: 7, peer: "::1".parse().unwrap(), outbound_streams: 9 });
+        round_trip(Frame::EnbDown { assoc: 7 });
+        round_trip(Frame::S1 { assoc: 1, stream: 3, data: Bytes::from_static(b"\x00\x0c\x40") });
+    }
+
+    #[test]
+    fn bad_frames_are_errors() {
+        assert_eq!(Frame::decode(Bytes::new()), Err(WireError::Truncated));
+        assert_eq!(Frame::decode(Bytes::from_static(&[9])), Err(WireError::UnknownType(9)));
+        assert_eq!(
+            Frame::decode(Bytes::from_static(&[ENB_UP, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 5])),
+            Err(WireError::BadFamily(5))
+        );
+        assert_eq!(Frame::decode(Bytes::from_static(&[S1, 0, 0])), Err(WireError::Truncated));
+        let enc = Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 }.encode();
+        for n in 0..enc.len() - 4 {
+            assert!(Frame::decode(enc.slice(4..4 + n)).is_err(), "{n}");
+        }
+    }
+
+    #[tokio::test]
+    async fn reading_bounds_the_length() {
+        let mut too_long: &[u8] = &(MAX_FRAME as u32 + 1).to_be_bytes();
+        assert!(matches!(read_frame(&mut too_long).await, Err(ReadError::Wire(WireError::TooLong(_)))));
+        let mut empty: &[u8] = &[];
+        assert!(read_frame(&mut empty).await.unwrap().is_none());
+        let enc = Frame::EnbDown { assoc: 4 }.encode();
+        let mut r: &[u8] = &enc;
+        assert_eq!(read_frame(&mut r).await.unwrap(), Some(Frame::EnbDown { assoc: 4 }));
+    }
+}
