@@ -487,27 +487,7 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
             cases[0].tcp_ues,
             if a.tcp_mbit > 0.0 { format!("each capped at {} Mbit/s", a.tcp_mbit) } else { "unpaced".into() }
         );
-        print!(
-            "{}",
-            crate::report::table(
-                &[
-                    "type",
-                    "HO/UE/s",
-                    "HO ok",
-                    "skipped",
-                    "per s",
-                    "p50 ms",
-                    "p99 ms",
-                    "lost/dup/reord",
-                    "gap p50 ms",
-                    "gap still",
-                    "TCP Mbit/s",
-                    "TCP still",
-                    "ratio",
-                ],
-                &moving_rows
-            )
-        );
+        print!("{}", crate::report::table(&MOVING_HEADER, &moving_rows));
     }
     // The emulator's own send failures: never silently dropped.
     let sctp = allinone::ran_sctp_counters();
@@ -558,7 +538,25 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
     Ok(())
 }
 
-/// The moving cases as table rows and JSON objects.
+/// The columns of [`moving_table`]'s rows.
+const MOVING_HEADER: [&str; 14] = [
+    "type",
+    "HO/UE/s",
+    "HO ok",
+    "skipped",
+    "per s",
+    "p50 ms",
+    "p99 ms",
+    "lost/dup/reord",
+    "still l/d/r",
+    "gap p50 ms",
+    "gap still",
+    "TCP Mbit/s",
+    "TCP still",
+    "ratio",
+];
+
+/// The moving cases as table rows ([`MOVING_HEADER`]) and JSON objects.
 fn moving_table(cases: &[crate::bench_mobility::MovingCase]) -> (Vec<Vec<String>>, Vec<serde_json::Value>) {
     let pct = crate::bench_mobility::percentile_ms;
     let mut rows = Vec::new();
@@ -694,4 +692,26 @@ async fn dataplane(a: DataplaneArgs) -> Result<()> {
         crate::demo::write_json(p, &serde_json::to_value(&report)?)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod moving_table_tests {
+    use super::*;
+    use crate::bench_mobility::{MovingCase, WindowData};
+
+    #[test]
+    fn every_moving_row_has_a_cell_per_column() {
+        let c = MovingCase {
+            handover: mobicore_ran::HandoverType::X2,
+            rate: 1.0,
+            ues: 4,
+            tcp_ues: 2,
+            moving: WindowData::default(),
+            still: WindowData::default(),
+        };
+        let (rows, json) = moving_table(&[c]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].len(), MOVING_HEADER.len(), "{:?}", rows[0]);
+        assert_eq!(json[0]["procedure"], "x2-handover");
+    }
 }

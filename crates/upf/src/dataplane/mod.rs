@@ -362,9 +362,17 @@ impl UserPlane {
         }
     }
 
-    fn unindex(&mut self, up_seid: u64) {
-        self.by_teid.retain(|_, s| *s != up_seid);
-        self.by_ue.retain(|_, s| *s != up_seid);
+    /// Forgets the keys of `s` (a session's state as indexed) that point
+    /// to `up_seid`: its own keys only, not a scan of every session.
+    fn unindex(&mut self, up_seid: u64, s: &SessionState) {
+        for t in &s.teids {
+            if self.by_teid.get(t) == Some(&up_seid) {
+                self.by_teid.remove(t);
+            }
+        }
+        if let Some(ue) = s.ue_ip.filter(|ue| self.by_ue.get(ue) == Some(&up_seid)) {
+            self.by_ue.remove(&ue);
+        }
     }
 
     pub fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
@@ -408,9 +416,10 @@ impl UserPlane {
                 bytes: mobicore_gtp::gtpu::end_marker(t.teid),
             });
         }
-        let s = self.sessions.get_mut(&up_seid).expect("checked above");
+        let mut s = self.sessions.remove(&up_seid).expect("checked above");
+        self.unindex(up_seid, &s);
         s.set_rules(rules);
-        self.unindex(up_seid);
+        self.sessions.insert(up_seid, s);
         self.index(up_seid);
         self.release(now, up_seid);
         Ok(())
@@ -425,7 +434,7 @@ impl UserPlane {
         for _ in 0..self.defrag.remove_session(up_seid) {
             self.counters.incr("upf_frag_discarded");
         }
-        self.unindex(up_seid);
+        self.unindex(up_seid, &s);
         Ok(())
     }
 
