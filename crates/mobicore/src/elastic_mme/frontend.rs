@@ -9,23 +9,36 @@
 //! on the eNB's association as it is, but for its answers to the eNB-wide
 //! messages (the front end's answer went already).
 //!
+//! The front end also owns the MME's S11 address (one UDP socket): the
+//! hosts send their S11 requests to it and it relays them to the S-GW
+//! unchanged, so that the S-GW knows one MME address whichever host
+//! serves a UE (the one it sends Downlink Data Notifications to); the
+//! S-GW's requests go to the host that serves the UE by the MME S11 TEID
+//! in their header, the responses to the host whose number their sequence
+//! number carries ([`Router::route_s11`]), and the hosts' answers go back
+//! to the S-GW from this address. Only the S-GW's address and the hosts'
+//! S11 sockets (from their Hello) are heard; an Echo Request is answered
+//! here (TS 29.274 7.1.2).
+//!
 //! A host whose connection closes is gone: its UEs go to their heir at
 //! their next message. Everything queued is bounded: a host that does not
 //! read loses messages (counted: `frontend_host_queue_full`), a peer that
-//! sends a bad frame is disconnected (counted: `frontend_bad_frame`).
+//! sends a bad frame is disconnected (counted: `frontend_bad_frame`), S11
+//! that cannot be routed is dropped (`frontend_s11_*`).
 
 use super::keys::{self, Uplink};
 use super::wire::{read_frame, write_frame, Frame, ReadError};
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
-use mobicore_elastic::router::Router;
+use mobicore_elastic::router::{Router, S11From, S11Header, S11Route};
 use mobicore_elastic::HostId;
+use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
 use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent};
 use std::collections::{BTreeMap, HashMap};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, watch};
 
 /// Frames queued towards one host at most.
@@ -35,7 +48,7 @@ const HELLO_WITHIN: Duration = Duration::from_secs(5);
 
 /// What the connections of hosts tell the front end's loop.
 enum HostEvent {
-    Up { host: HostId, conn: u64, tx: mpsc::Sender<Frame> },
+    Up { host: HostId, conn: u64, tx: mpsc::Sender<Frame>, s11: SocketAddr },
     Frame { host: HostId, conn: u64, frame: Frame },
     Down { host: HostId, conn: u64 },
 }
@@ -48,24 +61,42 @@ struct Enb {
     wide: Vec<Bytes>,
 }
 
+/// The front end's S11: its socket (the MME's S11 address) and the S-GW's.
+pub struct S11Front {
+    pub socket: UdpSocket,
+    pub sgw: SocketAddr,
+}
+
+/// A connected host.
+struct Host {
+    conn: u64,
+    tx: mpsc::Sender<Frame>,
+    s11: SocketAddr,
+}
+
 /// Run the front end until `shutdown`.
 pub async fn run(
     core_cfg: MmeConfig,
     router: Router,
     sctp: SctpHandle,
     hosts: TcpListener,
+    s11: S11Front,
     counters: Counters,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let SctpHandle { commands, mut events, .. } = sctp;
+    let S11Front { socket: s11, sgw } = s11;
     let mut fe = State {
         core: Mme::new(core_cfg),
         router,
         enbs: BTreeMap::new(),
         hosts: HashMap::new(),
+        s11_hosts: HashMap::new(),
+        sgw,
         downlink: Vec::new(),
         counters,
     };
+    let mut buf = vec![0u8; 65_536];
     let (host_tx, mut host_rx) = mpsc::channel::<HostEvent>(HOST_QUEUE);
     let mut next_conn = 0u64;
     loop {
@@ -90,6 +121,17 @@ pub async fn run(
                 fe.on_sctp(ev);
             }
             Some(ev) = host_rx.recv() => fe.on_host(ev),
+            r = s11.recv_from(&mut buf) => match r {
+                Ok((n, from)) => {
+                    if let Some((to, reply)) = fe.on_s11(Instant::now(), &buf[..n], from) {
+                        let out = reply.as_deref().unwrap_or(&buf[..n]);
+                        if s11.send_to(out, to).await.is_err() {
+                            fe.counters.incr("frontend_s11_send_error");
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!("front end S11 recv: {e}"),
+            },
         }
         while let Some(action) = fe.core.poll_action() {
             let cmd = match action {
@@ -117,7 +159,10 @@ struct State {
     core: Mme,
     router: Router,
     enbs: BTreeMap<u64, Enb>,
-    hosts: HashMap<HostId, (u64, mpsc::Sender<Frame>)>,
+    hosts: HashMap<HostId, Host>,
+    /// The hosts by the address of their S11 socket.
+    s11_hosts: HashMap<SocketAddr, HostId>,
+    sgw: SocketAddr,
     /// Hosts' downlink S1AP for the eNBs, sent after the event.
     downlink: Vec<(u64, u16, Bytes)>,
     counters: Counters,
@@ -168,8 +213,8 @@ impl State {
 
     fn on_host(&mut self, ev: HostEvent) {
         match ev {
-            HostEvent::Up { host, conn, tx } => {
-                if self.hosts.contains_key(&host) {
+            HostEvent::Up { host, conn, tx, s11 } => {
+                if self.hosts.contains_key(&host) || self.s11_hosts.contains_key(&s11) {
                     // Two processes say they are the same host: the first stays.
                     self.counters.incr("frontend_host_duplicate");
                     return;
@@ -184,14 +229,17 @@ impl State {
                         }
                     }
                 }
-                self.hosts.insert(host, (conn, tx));
+                self.hosts.insert(host, Host { conn, tx, s11 });
+                self.s11_hosts.insert(s11, host);
                 self.router.host_up(host);
                 self.counters.incr("frontend_host_up");
                 println!("mme-frontend: {host} up");
             }
             HostEvent::Down { host, conn } => {
-                if self.hosts.get(&host).is_some_and(|(c, _)| *c == conn) {
-                    self.hosts.remove(&host);
+                if self.hosts.get(&host).is_some_and(|h| h.conn == conn) {
+                    if let Some(h) = self.hosts.remove(&host) {
+                        self.s11_hosts.remove(&h.s11);
+                    }
                     self.router.host_down(host);
                     self.counters.incr("frontend_host_down");
                     let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
@@ -199,7 +247,7 @@ impl State {
                 }
             }
             HostEvent::Frame { host, conn, frame } => {
-                if self.hosts.get(&host).is_none_or(|(c, _)| *c != conn) {
+                if self.hosts.get(&host).is_none_or(|h| h.conn != conn) {
                     return;
                 }
                 match frame {
@@ -219,12 +267,53 @@ impl State {
     }
 
     fn send(&mut self, host: HostId, frame: Frame) {
-        let Some((_, tx)) = self.hosts.get(&host) else {
+        let Some(h) = self.hosts.get(&host) else {
             self.counters.incr("frontend_no_host");
             return;
         };
-        if tx.try_send(frame).is_err() {
+        if h.tx.try_send(frame).is_err() {
             self.counters.incr("frontend_host_queue_full");
+        }
+    }
+
+    /// An S11 datagram from `from`: where it goes, with the answer to send
+    /// instead of it (an Echo Response), or nowhere.
+    fn on_s11(&mut self, now: Instant, bytes: &[u8], from: SocketAddr) -> Option<(SocketAddr, Option<Vec<u8>>)> {
+        let source = match self.s11_hosts.get(&from) {
+            Some(&h) => S11From::Host(h),
+            None if from == self.sgw => S11From::Sgw,
+            None => {
+                self.counters.incr("frontend_s11_unknown_peer");
+                return None;
+            }
+        };
+        let header = match read_s11(bytes) {
+            S11Read::Message(h) => h,
+            S11Read::EchoRequest { seq } if source == S11From::Sgw => {
+                // TS 29.274 7.1.2: answered with our Recovery (no restarts counted).
+                let echo = GtpMessage { teid: None, seq, body: Message::EchoResponse(Echo { recovery: 0 }) };
+                return Some((from, Some(echo.to_bytes())));
+            }
+            S11Read::EchoRequest { .. } | S11Read::EchoResponse => return None,
+            S11Read::Malformed => {
+                self.counters.incr("frontend_s11_malformed");
+                return None;
+            }
+        };
+        match self.router.route_s11(now, source, header) {
+            Ok(S11Route::Sgw) => Some((self.sgw, None)),
+            Ok(S11Route::Host(h)) => match self.hosts.get(&h) {
+                Some(host) => Some((host.s11, None)),
+                None => {
+                    self.counters.incr("frontend_s11_no_host");
+                    None
+                }
+            },
+            Err(e) => {
+                self.counters.incr(e.counter());
+                tracing::debug!(%from, "S11 dropped: {e}");
+                None
+            }
         }
     }
 
@@ -236,20 +325,44 @@ impl State {
     }
 }
 
+/// What the front end reads of an S11 datagram.
+enum S11Read {
+    Message(S11Header),
+    EchoRequest { seq: u32 },
+    EchoResponse,
+    Malformed,
+}
+
+/// The GTPv2-C header of `bytes` (TS 29.274 5.1, 5.5.1); a response is
+/// the response type of a request type we know, anything else goes as a
+/// request (the host's S11 client answers what it does not know).
+fn read_s11(bytes: &[u8]) -> S11Read {
+    let Ok(p) = mobicore_gtp::wire::Packet::new_checked(bytes) else { return S11Read::Malformed };
+    let t = p.msg_type();
+    match t {
+        msg_type::ECHO_REQUEST => S11Read::EchoRequest { seq: p.seq() },
+        msg_type::ECHO_RESPONSE => S11Read::EchoResponse,
+        _ => {
+            let response = t > 0 && msg_type::is_request(t - 1);
+            S11Read::Message(S11Header { initial: !response, teid: p.teid(), seq: p.seq() })
+        }
+    }
+}
+
 /// One host's connection: its Hello, then its frames to the loop; the
 /// loop's frames to it through a bounded queue.
 async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<HostEvent>, counters: Counters) {
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
-    let host = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
-        Ok(Ok(Some(Frame::Hello { host }))) if (1..=254).contains(&host) => HostId(u32::from(host)),
+    let (host, s11) = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
+        Ok(Ok(Some(Frame::Hello { host, s11 }))) if (1..=254).contains(&host) => (HostId(u32::from(host)), s11),
         _ => {
             counters.incr("frontend_bad_frame");
             return;
         }
     };
     let (tx, mut rx) = mpsc::channel::<Frame>(HOST_QUEUE);
-    if events.send(HostEvent::Up { host, conn, tx }).await.is_err() {
+    if events.send(HostEvent::Up { host, conn, tx, s11 }).await.is_err() {
         return;
     }
     let writer = tokio::spawn(async move {
