@@ -215,7 +215,8 @@ impl State {
         match ev {
             HostEvent::Up { host, conn, tx, s11 } => {
                 if self.hosts.contains_key(&host) || self.s11_hosts.contains_key(&s11) {
-                    // Two processes say they are the same host: the first stays.
+                    // Two processes say they are the same host (or have the
+                    // same S11 socket): the first stays.
                     self.counters.incr("frontend_host_duplicate");
                     return;
                 }
@@ -394,4 +395,110 @@ async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<Host
     }
     writer.abort();
     let _ = events.send(HostEvent::Down { host, conn }).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mobicore_common::s11::{DownlinkDataNotification, DownlinkDataNotificationAck, GtpCause};
+    use mobicore_common::s11::{S11IncomingAnswer, S11IncomingRequest};
+    use mobicore_common::{Ebi, Teid};
+    use mobicore_elastic::balancer::{Estimation, Loads};
+    use mobicore_elastic::{Frontend, Profiles, Scheme};
+    use mobicore_gtp::s11::{encode_incoming_answer, encode_incoming_request, modify_bearer_response};
+
+    const SGW: &str = "127.0.0.1:2123";
+
+    fn host_s11(h: u32) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 40_000 + h as u16))
+    }
+
+    /// A front end with hosts 1..=3 connected (their frames dropped).
+    fn state() -> State {
+        let fe = Frontend::new(
+            Scheme::ConsistentHashing.balancer(2),
+            Loads::new(Profiles::default(), Estimation::default()),
+            64,
+        );
+        let mut st = State {
+            core: Mme::new(MmeConfig::default()),
+            router: Router::new(fe),
+            enbs: BTreeMap::new(),
+            hosts: HashMap::new(),
+            s11_hosts: HashMap::new(),
+            sgw: SGW.parse().unwrap(),
+            downlink: Vec::new(),
+            counters: Counters::new(),
+        };
+        for h in 1..=3 {
+            let (tx, _) = mpsc::channel(1);
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h) });
+        }
+        st
+    }
+
+    fn ddn(mme_teid: u32, seq: u32) -> Vec<u8> {
+        let r = DownlinkDataNotification { mme_teid: Teid(mme_teid), ebi: Some(Ebi(5)), arp: None };
+        encode_incoming_request(&S11IncomingRequest::DownlinkDataNotification(r), None, seq).to_bytes()
+    }
+
+    fn ack(seq: u32) -> Vec<u8> {
+        let a = DownlinkDataNotificationAck {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            data_notification_delay_ms: None,
+            dl_buffering_duration_s: None,
+            dl_buffering_suggested_packets: None,
+            throttling: None,
+        };
+        encode_incoming_answer(&S11IncomingAnswer::DownlinkDataNotificationAck(a), 0, seq).to_bytes()
+    }
+
+    #[test]
+    fn headers_are_read_as_requests_responses_or_echo() {
+        let S11Read::Message(h) = read_s11(&ddn(0x0200_0001, 7)) else { panic!() };
+        assert_eq!(h, S11Header { initial: true, teid: Some(0x0200_0001), seq: 7 });
+        let S11Read::Message(h) = read_s11(&ack(7)) else { panic!() };
+        assert!(!h.initial);
+        let mbr = modify_bearer_response(0x0300_0001, 0x03_0009, GtpCause::REQUEST_ACCEPTED, Ebi(5), None);
+        let S11Read::Message(h) = read_s11(&mbr.to_bytes()) else { panic!() };
+        assert_eq!(h, S11Header { initial: false, teid: Some(0x0300_0001), seq: 0x03_0009 });
+        let echo = GtpMessage { teid: None, seq: 5, body: Message::EchoRequest(Echo { recovery: 1 }) };
+        assert!(matches!(read_s11(&echo.to_bytes()), S11Read::EchoRequest { seq: 5 }));
+        for bad in [&[][..], &[0x48, 176, 0, 1][..], &[0x28, 176, 0, 4, 0, 0, 0, 0][..]] {
+            assert!(matches!(read_s11(bad), S11Read::Malformed), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_ddn_goes_to_the_ues_host_or_heir_and_its_ack_back_to_the_sgw() {
+        let mut st = state();
+        let (sgw, now) = (st.sgw, Instant::now());
+        assert_eq!(st.on_s11(now, &ddn(0x0200_0001, 7), sgw), Some((host_s11(2), None)));
+        assert_eq!(st.on_s11(now, &ack(7), host_s11(2)), Some((sgw, None)));
+
+        // Host 2 gone: its UE's DDN goes to the heir, and only the heir's ack back.
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 2 });
+        let heir = st.router.heir(HostId(2)).unwrap();
+        assert_eq!(st.on_s11(now, &ddn(0x0200_0001, 8), sgw), Some((host_s11(heir.0), None)));
+        assert_eq!(st.on_s11(now, &ack(8), host_s11(2)), None, "not a host any more");
+        assert_eq!(st.on_s11(now, &ack(8), host_s11(heir.0)), Some((sgw, None)));
+
+        // Nobody else is heard; bad and unroutable input is counted.
+        assert_eq!(st.on_s11(now, &ddn(0x0100_0001, 9), "127.0.0.1:9".parse().unwrap()), None);
+        assert_eq!(st.on_s11(now, &[1, 2, 3], sgw), None);
+        assert_eq!(st.on_s11(now, &ddn(0, 10), sgw), None);
+        let counted = ["frontend_s11_unknown_peer", "frontend_s11_malformed", "frontend_s11_no_teid"];
+        assert_eq!(counted.map(|n| st.counters.value(n)), [2, 1, 1]);
+    }
+
+    #[test]
+    fn the_sgw_s_echo_is_answered_here() {
+        let mut st = state();
+        let sgw = st.sgw;
+        let echo = GtpMessage { teid: None, seq: 5, body: Message::EchoRequest(Echo { recovery: 1 }) };
+        let (to, reply) = st.on_s11(Instant::now(), &echo.to_bytes(), sgw).unwrap();
+        assert_eq!(to, sgw);
+        let reply = GtpMessage::parse(&reply.unwrap()).unwrap();
+        assert_eq!((reply.seq, reply.body.msg_type()), (5, msg_type::ECHO_RESPONSE));
+    }
 }
