@@ -169,6 +169,10 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     })
     .await
     .context("opening the host's S11 socket")?;
+    if s11.local_addr.ip().is_unspecified() {
+        // The front end knows the host's S11 socket by its address.
+        bail!("[mme] s11_local {}: give the host's address, not a wildcard", s11.local_addr);
+    }
     let mut core_cfg = cfg.mme.core.clone();
     core_cfg.host_prefix = Some(a.id);
     core_cfg.s11_local_ip = s11_ip;
