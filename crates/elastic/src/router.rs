@@ -1,6 +1,7 @@
 //! The front end's routing of UE-associated S1AP messages to MME hosts
-//! (issue 13 item 1), sans-I/O: the front end's shell decodes the
-//! identifiers of a message and asks [`Router::route`] for its host.
+//! (issue 13 item 1), and of S11 between the hosts and the S-GW, sans-I/O:
+//! the front end's shell decodes the identifiers of a message and asks
+//! [`Router::route`] (S1AP) or [`Router::route_s11`] (GTPv2-C) where it goes.
 //!
 //! # Identifiers carry their host
 //! Every MME host allocates MME-UE-S1AP-IDs (also its S11 TEIDs) and
