@@ -206,63 +206,6 @@ impl Router {
         }
     }
 
-    /// Bounds the S-GW's requests waiting for a host's answer: at most
-    /// `max` (at least 1), each for `hold`.
-    pub fn with_s11_pending(mut self, max: usize, hold: Duration) -> Router {
-        self.s11.max = max.max(1);
-        self.s11.hold = hold;
-        self
-    }
-
-    /// The S-GW's requests waiting for a host's answer now.
-    pub fn s11_pending(&self) -> usize {
-        self.s11.by_seq.len()
-    }
-
-    /// Where an S11 message from `from` goes (see the module's "S11").
-    pub fn route_s11(&mut self, now: Instant, from: S11From, h: S11Header) -> Result<S11Route, S11Drop> {
-        self.s11.expire(now);
-        let r = self.s11_route(now, from, h);
-        match r {
-            Ok(S11Route::Host(_)) => self.stats.s11_to_host += 1,
-            Ok(S11Route::Sgw) => self.stats.s11_to_sgw += 1,
-            Err(_) => self.stats.s11_dropped += 1,
-        }
-        r
-    }
-
-    fn s11_route(&mut self, now: Instant, from: S11From, h: S11Header) -> Result<S11Route, S11Drop> {
-        match (from, h.initial) {
-            (S11From::Sgw, true) => {
-                let teid = h.teid.filter(|&t| t != 0).ok_or(S11Drop::NoTeid)?;
-                let host = self.serving(owner(teid)).ok_or(S11Drop::NoHost)?;
-                let p = &mut self.s11;
-                if !p.by_seq.contains_key(&h.seq) && p.by_seq.len() >= p.max {
-                    return Err(S11Drop::Full);
-                }
-                // A retransmission goes where the UE is served now.
-                let at = now + p.hold;
-                p.by_seq.insert(h.seq, (host, at));
-                p.order.push_back((at, h.seq));
-                Ok(S11Route::Host(host))
-            }
-            (S11From::Sgw, false) => {
-                let host = seq_owner(h.seq);
-                self.is_live(host).then_some(S11Route::Host(host)).ok_or(S11Drop::HostGone)
-            }
-            (S11From::Host(host), true) => {
-                (seq_owner(h.seq) == host).then_some(S11Route::Sgw).ok_or(S11Drop::ForeignSeq)
-            }
-            (S11From::Host(host), false) => match self.s11.by_seq.get(&h.seq) {
-                Some(&(to, _)) if to == host => {
-                    self.s11.by_seq.remove(&h.seq);
-                    Ok(S11Route::Sgw)
-                }
-                _ => Err(S11Drop::Unsolicited),
-            },
-        }
-    }
-
     pub fn live(&self) -> impl Iterator<Item = HostId> + '_ {
         self.live.iter().copied()
     }
@@ -339,6 +282,63 @@ impl Router {
                 self.stats.no_host += 1;
                 Err(e)
             }
+        }
+    }
+
+    /// Bounds the S-GW's requests waiting for a host's answer: at most
+    /// `max` (at least 1), each for `hold`.
+    pub fn with_s11_pending(mut self, max: usize, hold: Duration) -> Router {
+        self.s11.max = max.max(1);
+        self.s11.hold = hold;
+        self
+    }
+
+    /// The S-GW's requests waiting for a host's answer now.
+    pub fn s11_pending(&self) -> usize {
+        self.s11.by_seq.len()
+    }
+
+    /// Where an S11 message from `from` goes (see the module's "S11").
+    pub fn route_s11(&mut self, now: Instant, from: S11From, h: S11Header) -> Result<S11Route, S11Drop> {
+        self.s11.expire(now);
+        let r = self.s11_route(now, from, h);
+        match r {
+            Ok(S11Route::Host(_)) => self.stats.s11_to_host += 1,
+            Ok(S11Route::Sgw) => self.stats.s11_to_sgw += 1,
+            Err(_) => self.stats.s11_dropped += 1,
+        }
+        r
+    }
+
+    fn s11_route(&mut self, now: Instant, from: S11From, h: S11Header) -> Result<S11Route, S11Drop> {
+        match (from, h.initial) {
+            (S11From::Sgw, true) => {
+                let teid = h.teid.filter(|&t| t != 0).ok_or(S11Drop::NoTeid)?;
+                let host = self.serving(owner(teid)).ok_or(S11Drop::NoHost)?;
+                let p = &mut self.s11;
+                if !p.by_seq.contains_key(&h.seq) && p.by_seq.len() >= p.max {
+                    return Err(S11Drop::Full);
+                }
+                // A retransmission goes where the UE is served now.
+                let at = now + p.hold;
+                p.by_seq.insert(h.seq, (host, at));
+                p.order.push_back((at, h.seq));
+                Ok(S11Route::Host(host))
+            }
+            (S11From::Sgw, false) => {
+                let host = seq_owner(h.seq);
+                self.is_live(host).then_some(S11Route::Host(host)).ok_or(S11Drop::HostGone)
+            }
+            (S11From::Host(host), true) => {
+                (seq_owner(h.seq) == host).then_some(S11Route::Sgw).ok_or(S11Drop::ForeignSeq)
+            }
+            (S11From::Host(host), false) => match self.s11.by_seq.get(&h.seq) {
+                Some(&(to, _)) if to == host => {
+                    self.s11.by_seq.remove(&h.seq);
+                    Ok(S11Route::Sgw)
+                }
+                _ => Err(S11Drop::Unsolicited),
+            },
         }
     }
 }
