@@ -8,7 +8,13 @@
 //! comes back by a service request with no new attach, then detaches.
 //! And the S11 path after a takeover: a Downlink Data Notification for an
 //! idle UE of the killed host reaches its heir through the front end's S11
-//! address; the heir pages it and it comes back by a service request.
+//! address; the heir pages it and it comes back by a service request. And
+//! a kill mid-procedure (hot replication): the host of a UE is killed
+//! after sending its Attach Accept, and the heir completes the attach.
+//!
+//! No step waits a fixed time: each waits for what it needs (a line a
+//! process prints, a message relayed, a counter, the store), bounded by
+//! [`LIMIT`].
 //!
 //! Every process started is killed and reaped when the test ends, even
 //! when it fails ([`Procs`]). Ports are all chosen by the kernel (port 0)
@@ -605,6 +611,7 @@ async fn cold_downlink_data_for_a_killed_hosts_idle_ue_pages_it_from_the_heir() 
     assert!(ack.cause.is_accepted(), "DDN acknowledged by the heir: {ack:?}");
     assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, 1, "the heir loaded the UE");
     assert_eq!(c.counter_of_others(victim, "mobicore_mme_ddn_received").await, 1);
+    assert!(c.counter_of_others(victim, "mobicore_mme_paging_sent").await >= 1, "the heir paged the UE");
 
     // The RAN answers the paging: served until the service request's
     // Modify Bearer has gone through the front end to the S/P-GW-C.
