@@ -51,8 +51,8 @@ fn time_now() -> TimeBase {
 /// Run host `host` (1..=254) with `core` (its `host_prefix` set) over
 /// `stored`, connected to the front end by `frontend`, until shutdown or
 /// until the front end goes. `s11` is the link of the host's S11 client
-/// (its peer the front end's S11 address) and the address of its socket,
-/// which the front end relays the S-GW's messages to.
+/// (its peer the front end's S11 address), `s11_addr` the address of its
+/// socket, which the front end relays the S-GW's messages to.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     host: u8,
@@ -60,7 +60,8 @@ pub async fn run(
     mut stored: StoredUes,
     frontend: TcpStream,
     s6a: S6aLink,
-    (s11, s11_addr): (S11Link, SocketAddr),
+    s11: S11Link,
+    s11_addr: SocketAddr,
     counters: Counters,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {

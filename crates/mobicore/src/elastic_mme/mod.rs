@@ -211,7 +211,7 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         metrics.map_or("none".into(), |m| m.to_string())
     );
     let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, (s11_link, s11.local_addr), counters, rx));
+    let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, s11_link, s11.local_addr, counters, rx));
     tokio::select! {
         r = task => r?,
         _ = tokio::signal::ctrl_c() => {
