@@ -17,7 +17,8 @@
 //! - `forwarder`: Algorithm 2 (argmin Q/C, Eqs. 2-4) with priorities.
 //! - `router`: the front end's routing of UE-associated S1AP messages to
 //!   MME hosts by the host number their identifiers carry, heirs of gone
-//!   hosts, the balancer for new UEs.
+//!   hosts, the balancer for new UEs; and of S11 (GTPv2-C) between the
+//!   hosts and the S-GW by TEID and sequence number.
 //! - `load`: traffic patterns T1-T4 with skew across UEs and a procedure mix.
 //! - `sim`: a cluster of hosts under a load, its SLO violations, CPU spread,
 //!   throughput and latency; the search for the hosts a scheme needs.

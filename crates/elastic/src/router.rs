@@ -1,6 +1,7 @@
 //! The front end's routing of UE-associated S1AP messages to MME hosts
-//! (issue 13 item 1), sans-I/O: the front end's shell decodes the
-//! identifiers of a message and asks [`Router::route`] for its host.
+//! (issue 13 item 1), and of S11 between the hosts and the S-GW, sans-I/O:
+//! the front end's shell decodes the identifiers of a message and asks
+//! [`Router::route`] (S1AP) or [`Router::route_s11`] (GTPv2-C) where it goes.
 //!
 //! # Identifiers carry their host
 //! Every MME host allocates MME-UE-S1AP-IDs (also its S11 TEIDs) and
@@ -26,12 +27,31 @@
 //! membership changes again (then the UEs move to the new heir, which
 //! loads them likewise). A host number is never given to a new host while
 //! UEs may still carry it.
+//!
+//! # S11
+//! The front end also owns the MME's one S11 address: the S/P-GW-C sees
+//! it as the MME's (the source of every request, and the address of the
+//! Sender F-TEID for Control Plane). [`Router::route_s11`] routes each
+//! GTPv2-C message (TS 29.274 5.5.1 header: TEID, sequence number) with no
+//! per-UE table:
+//! - a request of the S-GW (a Downlink Data Notification, TS 29.274
+//!   7.2.11.1, or any other) names the UE by the MME's S11 TEID in its
+//!   header, which is the UE's MME-UE-S1AP-ID: to the host serving its
+//!   owner, the heir of a gone host. Each is held (at most `max`, for
+//!   `hold`) until that host answers, so that only an answer to a request
+//!   it was given goes back to the S-GW;
+//! - a host's request goes to the S-GW as it is: its sequence number
+//!   carries the host's number ([`seq_owner`], the hosts' S11 clients
+//!   number in a block of their own), so the S-GW's response goes back to
+//!   that host by its number alone (to no other: only the sender holds the
+//!   transaction, TS 29.274 7.6).
 
 use crate::balancer::{Frontend, Request, RouteError};
 use crate::hash::hash64;
 use crate::procedure::{HostId, MTmsi, ProcedureKind, SliceId};
 use crate::ring::Ring;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 /// The host number an identifier (MME-UE-S1AP-ID or M-TMSI) carries.
 pub fn owner(identifier: u32) -> HostId {
@@ -59,6 +79,101 @@ pub struct RouterStats {
     pub balanced: u64,
     /// Messages with no live host to go to.
     pub no_host: u64,
+    /// S11 messages relayed to a host, and to the S-GW.
+    pub s11_to_host: u64,
+    pub s11_to_sgw: u64,
+    /// S11 messages dropped ([`S11Drop`] says why; the shell counts each).
+    pub s11_dropped: u64,
+}
+
+/// The host number a sequence number of a host's S11 request carries:
+/// the top octet of its 24 bits.
+pub fn seq_owner(seq: u32) -> HostId {
+    HostId((seq >> 16) & 0xff)
+}
+
+/// What the front end reads of an S11 message's GTPv2-C header (TS 29.274
+/// 5.1, 5.5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct S11Header {
+    /// A request or a message without response; otherwise a response.
+    pub initial: bool,
+    /// The header's TEID (none when the T flag is 0).
+    pub teid: Option<u32>,
+    pub seq: u32,
+}
+
+/// Where an S11 message came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum S11From {
+    Sgw,
+    Host(HostId),
+}
+
+/// Where an S11 message goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum S11Route {
+    Host(HostId),
+    Sgw,
+}
+
+/// Why an S11 message goes nowhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum S11Drop {
+    #[error("an S-GW request without an MME TEID")]
+    NoTeid,
+    #[error("no live host for the TEID's owner")]
+    NoHost,
+    #[error("too many S-GW requests waiting for a host's answer")]
+    Full,
+    #[error("the response's host is gone")]
+    HostGone,
+    #[error("a host's request numbered in another host's block")]
+    ForeignSeq,
+    #[error("a host's answer to no request it was given")]
+    Unsolicited,
+}
+
+impl S11Drop {
+    /// The front end's counter of these.
+    pub fn counter(self) -> &'static str {
+        match self {
+            S11Drop::NoTeid => "frontend_s11_no_teid",
+            S11Drop::NoHost => "frontend_s11_no_host",
+            S11Drop::Full => "frontend_s11_pending_full",
+            S11Drop::HostGone => "frontend_s11_response_host_gone",
+            S11Drop::ForeignSeq => "frontend_s11_foreign_seq",
+            S11Drop::Unsolicited => "frontend_s11_unsolicited_answer",
+        }
+    }
+}
+
+/// The S-GW's requests given to a host and not answered yet, by sequence
+/// number (one S-GW): bounded in number and in time.
+struct S11Pending {
+    max: usize,
+    hold: Duration,
+    by_seq: HashMap<u32, (HostId, Instant)>,
+    /// (expiry, seq) in the order given; an entry whose expiry the map no
+    /// longer has (answered, or given again) is stale and skipped.
+    order: VecDeque<(Instant, u32)>,
+}
+
+impl S11Pending {
+    /// Forgets what expired; also the oldest entries while the order
+    /// holds over twice `max` (answered and retransmitted requests leave
+    /// stale entries there), so that it stays bounded too.
+    fn expire(&mut self, now: Instant) {
+        while let Some(&(at, seq)) = self.order.front() {
+            if at > now && self.order.len() <= 2 * self.max {
+                break;
+            }
+            self.order.pop_front();
+            if self.by_seq.get(&seq).is_some_and(|&(_, e)| e == at) {
+                self.by_seq.remove(&seq);
+            }
+        }
+    }
 }
 
 /// The routing state of the front end: the live hosts, their ring for
@@ -67,8 +182,15 @@ pub struct Router {
     frontend: Frontend,
     live: BTreeSet<HostId>,
     heirs: Ring,
+    s11: S11Pending,
     pub stats: RouterStats,
 }
+
+/// The S-GW's requests waiting for a host's answer at most, by default.
+pub const S11_MAX_PENDING: usize = 4096;
+/// How long one waits at most, by default: beyond the S-GW's last
+/// retransmission (T3 x N3, TS 29.274 7.6; 3 s x 3 by default).
+pub const S11_HOLD: Duration = Duration::from_secs(20);
 
 /// Seed of the key a dead host's heir is found by.
 const HEIR_SEED: u64 = 0x6865_6972;
@@ -79,6 +201,7 @@ impl Router {
             frontend,
             live: BTreeSet::new(),
             heirs: Ring::new(Ring::DEFAULT_VNODES),
+            s11: S11Pending { max: S11_MAX_PENDING, hold: S11_HOLD, by_seq: HashMap::new(), order: VecDeque::new() },
             stats: RouterStats::default(),
         }
     }
@@ -159,6 +282,63 @@ impl Router {
                 self.stats.no_host += 1;
                 Err(e)
             }
+        }
+    }
+
+    /// Bounds the S-GW's requests waiting for a host's answer: at most
+    /// `max` (at least 1), each for `hold`.
+    pub fn with_s11_pending(mut self, max: usize, hold: Duration) -> Router {
+        self.s11.max = max.max(1);
+        self.s11.hold = hold;
+        self
+    }
+
+    /// The S-GW's requests waiting for a host's answer now.
+    pub fn s11_pending(&self) -> usize {
+        self.s11.by_seq.len()
+    }
+
+    /// Where an S11 message from `from` goes (see the module's "S11").
+    pub fn route_s11(&mut self, now: Instant, from: S11From, h: S11Header) -> Result<S11Route, S11Drop> {
+        self.s11.expire(now);
+        let r = self.s11_route(now, from, h);
+        match r {
+            Ok(S11Route::Host(_)) => self.stats.s11_to_host += 1,
+            Ok(S11Route::Sgw) => self.stats.s11_to_sgw += 1,
+            Err(_) => self.stats.s11_dropped += 1,
+        }
+        r
+    }
+
+    fn s11_route(&mut self, now: Instant, from: S11From, h: S11Header) -> Result<S11Route, S11Drop> {
+        match (from, h.initial) {
+            (S11From::Sgw, true) => {
+                let teid = h.teid.filter(|&t| t != 0).ok_or(S11Drop::NoTeid)?;
+                let host = self.serving(owner(teid)).ok_or(S11Drop::NoHost)?;
+                let p = &mut self.s11;
+                if !p.by_seq.contains_key(&h.seq) && p.by_seq.len() >= p.max {
+                    return Err(S11Drop::Full);
+                }
+                // A retransmission goes where the UE is served now.
+                let at = now + p.hold;
+                p.by_seq.insert(h.seq, (host, at));
+                p.order.push_back((at, h.seq));
+                Ok(S11Route::Host(host))
+            }
+            (S11From::Sgw, false) => {
+                let host = seq_owner(h.seq);
+                self.is_live(host).then_some(S11Route::Host(host)).ok_or(S11Drop::HostGone)
+            }
+            (S11From::Host(host), true) => {
+                (seq_owner(h.seq) == host).then_some(S11Route::Sgw).ok_or(S11Drop::ForeignSeq)
+            }
+            (S11From::Host(host), false) => match self.s11.by_seq.get(&h.seq) {
+                Some(&(to, _)) if to == host => {
+                    self.s11.by_seq.remove(&h.seq);
+                    Ok(S11Route::Sgw)
+                }
+                _ => Err(S11Drop::Unsolicited),
+            },
         }
     }
 }
@@ -248,5 +428,82 @@ mod tests {
         assert!(r.route(UeName::MmeUeS1apId(0x0100_0001)).is_err());
         assert!(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 1, m_tmsi: None }).is_err());
         assert_eq!(r.stats.no_host, 2);
+    }
+
+    fn request(teid: u32, seq: u32) -> S11Header {
+        S11Header { initial: true, teid: Some(teid), seq }
+    }
+
+    fn response(teid: u32, seq: u32) -> S11Header {
+        S11Header { initial: false, teid: Some(teid), seq }
+    }
+
+    #[test]
+    fn s11_requests_of_the_sgw_go_to_the_teids_host_or_its_heir_and_answers_back() {
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        let now = Instant::now();
+        // A DDN for a UE of host 2 (TEID = its MME-UE-S1AP-ID).
+        assert_eq!(r.route_s11(now, S11From::Sgw, request(0x0200_0007, 40)), Ok(S11Route::Host(HostId(2))));
+        // Only host 2's answer goes back, once.
+        let ack = response(0x0300_0001, 40);
+        assert_eq!(r.route_s11(now, S11From::Host(HostId(3)), ack), Err(S11Drop::Unsolicited));
+        assert_eq!(r.route_s11(now, S11From::Host(HostId(2)), ack), Ok(S11Route::Sgw));
+        assert_eq!(r.route_s11(now, S11From::Host(HostId(2)), ack), Err(S11Drop::Unsolicited));
+        assert_eq!(r.s11_pending(), 0);
+
+        // Host 2 gone: its UEs' DDNs (and a retransmission) go to its heir.
+        r.host_down(HostId(2));
+        let heir = r.heir(HostId(2)).unwrap();
+        assert_eq!(r.route_s11(now, S11From::Sgw, request(0x0200_0007, 41)), Ok(S11Route::Host(heir)));
+        assert_eq!(r.route_s11(now, S11From::Sgw, request(0x0200_0007, 41)), Ok(S11Route::Host(heir)));
+        assert_eq!(r.route_s11(now, S11From::Host(heir), response(0x0200_0007, 41)), Ok(S11Route::Sgw));
+        // No TEID, or TEID 0: nobody's.
+        let no_teid = S11Header { initial: true, teid: None, seq: 42 };
+        assert_eq!(r.route_s11(now, S11From::Sgw, no_teid), Err(S11Drop::NoTeid));
+        assert_eq!(r.route_s11(now, S11From::Sgw, request(0, 42)), Err(S11Drop::NoTeid));
+        assert_eq!((r.stats.s11_to_host, r.stats.s11_to_sgw, r.stats.s11_dropped), (3, 2, 4));
+    }
+
+    #[test]
+    fn s11_requests_of_hosts_go_to_the_sgw_and_responses_back_by_their_number() {
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        let now = Instant::now();
+        assert_eq!(seq_owner(0x03_0001), HostId(3));
+        assert_eq!(r.route_s11(now, S11From::Host(HostId(3)), request(0x8000_0001, 0x03_0001)), Ok(S11Route::Sgw));
+        // Numbered in another host's block: its response would go astray.
+        let foreign = request(0x8000_0001, 0x01_0001);
+        assert_eq!(r.route_s11(now, S11From::Host(HostId(3)), foreign), Err(S11Drop::ForeignSeq));
+        // The response goes to the host that numbered the request, whatever
+        // the TEID (Context Not Found comes on TEID 0, TS 29.274 5.5.2).
+        assert_eq!(r.route_s11(now, S11From::Sgw, response(0, 0x03_0001)), Ok(S11Route::Host(HostId(3))));
+        // Not to an heir: only the sender holds the transaction.
+        r.host_down(HostId(3));
+        assert_eq!(r.route_s11(now, S11From::Sgw, response(0x0300_0001, 0x03_0002)), Err(S11Drop::HostGone));
+    }
+
+    #[test]
+    fn s11_pending_requests_are_bounded_in_number_and_time() {
+        let hold = Duration::from_secs(20);
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2]).with_s11_pending(2, hold);
+        let t0 = Instant::now();
+        for seq in 1..=2 {
+            assert_eq!(r.route_s11(t0, S11From::Sgw, request(0x0100_0001, seq)), Ok(S11Route::Host(HostId(1))));
+        }
+        assert_eq!(r.route_s11(t0, S11From::Sgw, request(0x0100_0001, 3)), Err(S11Drop::Full));
+        // A retransmission of one held is no new entry.
+        assert_eq!(r.route_s11(t0, S11From::Sgw, request(0x0100_0001, 2)), Ok(S11Route::Host(HostId(1))));
+        assert_eq!(r.s11_pending(), 2);
+        // Unanswered past the hold: forgotten, a late answer goes nowhere.
+        let later = t0 + hold + Duration::from_secs(1);
+        assert_eq!(r.route_s11(later, S11From::Sgw, request(0x0100_0001, 3)), Ok(S11Route::Host(HostId(1))));
+        assert_eq!(r.s11_pending(), 1);
+        assert_eq!(r.route_s11(later, S11From::Host(HostId(1)), response(1, 1)), Err(S11Drop::Unsolicited));
+        // Answered ones and retransmissions leave stale entries: bounded too.
+        for seq in 10..1000 {
+            r.route_s11(later, S11From::Sgw, request(0x0100_0001, seq)).ok();
+            r.route_s11(later, S11From::Host(HostId(1)), response(1, seq)).ok();
+        }
+        assert!(r.s11.order.len() <= 5, "{}", r.s11.order.len());
+        assert!(r.s11_pending() <= 2);
     }
 }

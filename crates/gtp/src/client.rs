@@ -43,6 +43,10 @@ pub struct S11ClientConfig {
     /// Entries of the duplicate cache of the S-GW's requests answered
     /// (each kept T3 x N3). Default 16384.
     pub duplicate_cache: usize,
+    /// The top octet of every sequence number of this client's requests
+    /// (an elastic MME host's number, by which its front end routes the
+    /// responses); `None`: any 24-bit number.
+    pub seq_prefix: Option<u8>,
 }
 
 impl Default for S11ClientConfig {
@@ -54,6 +58,7 @@ impl Default for S11ClientConfig {
             n3: 3,
             max_incoming: 4096,
             duplicate_cache: 16_384,
+            seq_prefix: None,
         }
     }
 }
@@ -94,11 +99,15 @@ pub async fn s11_client_link(cfg: S11ClientConfig) -> Result<(S11Link, S11Client
     let (link, link_task) = S11Link::channel(4096);
     let counters = Counters::new();
     let (answers_tx, answers) = mpsc::unbounded_channel();
+    let mut tx = Transactions::with_first_seq(TransactionConfig { t3: cfg.t3, n3: cfg.n3 }, 1)
+        .with_max_cached(cfg.duplicate_cache);
+    if let Some(prefix) = cfg.seq_prefix {
+        tx = tx.with_seq_prefix(prefix);
+    }
     let task = ClientTask {
         socket,
         peer: cfg.peer,
-        tx: Transactions::with_first_seq(TransactionConfig { t3: cfg.t3, n3: cfg.n3 }, 1)
-            .with_max_cached(cfg.duplicate_cache),
+        tx,
         counters: counters.clone(),
         recovery: 0,
         incoming: link_task.incoming.clone(),

@@ -77,4 +77,4 @@ mod tests;
 pub use config::{DdnThrottlingConfig, Eea, Eia, MmeConfig, NasTimerConfig};
 pub use context::{MmeStats, UeRef};
 pub use mme::{Mme, MmeAction, MmeEvent, OperatorCommand, OperatorOutcome};
-pub use shell::{run, MmeError, OperatorRequest};
+pub use shell::{run, MmeError, OperatorRequest, PeerEvents, Peers};

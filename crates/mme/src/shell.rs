@@ -4,8 +4,10 @@
 
 use crate::context::MmeStats;
 use crate::mme::{Mme, MmeAction, MmeEvent, OperatorCommand, OperatorOutcome};
-use mobicore_common::s11::{S11IncomingAnswer, S11Link};
-use mobicore_common::s6a::{S6aIncomingAnswer, S6aLink};
+use mobicore_common::counters::Counters;
+use mobicore_common::requester::Requester;
+use mobicore_common::s11::{IncomingS11, S11IncomingAnswer, S11Link, S11Notification, S11Request, S11Response};
+use mobicore_common::s6a::{S6aAnswer, S6aIncoming, S6aIncomingAnswer, S6aLink, S6aRequest};
 use mobicore_common::sctp_api::{SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -59,16 +61,9 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<MmeStats, MmeError> {
     let SctpHandle { commands, mut events, .. } = sctp;
-    let S11Link { requests: s11, incoming: mut s11_incoming, notify: s11_notify } = s11;
-    let S6aLink { requests: s6a, incoming: mut s6a_incoming } = s6a;
-    // The HSS's requests waiting for the core's answer, by `txn`.
-    let mut s6a_replies: HashMap<u64, oneshot::Sender<S6aIncomingAnswer>> = HashMap::new();
-    let (answers_tx, mut answers) = mpsc::unbounded_channel::<MmeEvent>();
-    // The S-GW's requests waiting for the core's answer, by `txn`.
-    let mut s11_replies: HashMap<u64, oneshot::Sender<S11IncomingAnswer>> = HashMap::new();
+    let (mut peers, mut peer_events) = Peers::new(s6a, s11, core.counters().clone());
     // The operator's commands waiting for the core's outcome, by `txn`.
     let mut operator_replies: HashMap<u64, oneshot::Sender<OperatorOutcome>> = HashMap::new();
-    let mut next_txn: u64 = 0;
     if *shutdown.borrow() {
         return Ok(core.stats());
     }
@@ -95,21 +90,13 @@ pub async fn run(
                     core.handle(now, e);
                 }
             }
-            Some(ev) = answers.recv() => core.handle(Instant::now(), ev),
-            Some(inc) = s11_incoming.recv() => {
-                next_txn += 1;
-                s11_replies.insert(next_txn, inc.reply);
-                core.handle(Instant::now(), MmeEvent::S11Incoming { txn: next_txn, request: inc.request });
-            }
-            Some(inc) = s6a_incoming.recv() => {
-                next_txn += 1;
-                s6a_replies.insert(next_txn, inc.reply);
-                core.handle(Instant::now(), MmeEvent::S6aIncoming { txn: next_txn, request: inc.request });
-            }
+            Some(ev) = peer_events.answers.recv() => core.handle(Instant::now(), ev),
+            Some(inc) = peer_events.s11_incoming.recv() => core.handle(Instant::now(), peers.s11_request(inc)),
+            Some(inc) = peer_events.s6a_incoming.recv() => core.handle(Instant::now(), peers.s6a_request(inc)),
             Some(req) = operator.recv() => {
-                next_txn += 1;
-                operator_replies.insert(next_txn, req.reply);
-                core.handle(Instant::now(), MmeEvent::Operator { txn: next_txn, command: req.command });
+                let txn = peers.next_txn();
+                operator_replies.insert(txn, req.reply);
+                core.handle(Instant::now(), MmeEvent::Operator { txn, command: req.command });
             }
             _ = sleep => core.handle_timeout(Instant::now()),
         }
@@ -123,7 +110,7 @@ pub async fn run(
                 }
                 progressed = true;
             }
-            if let Ok(ev) = answers.try_recv() {
+            if let Ok(ev) = peer_events.answers.try_recv() {
                 core.handle(now, ev);
                 progressed = true;
             }
@@ -147,39 +134,117 @@ pub async fn run(
                         return Err(MmeError::SctpClosed);
                     }
                 }
-                MmeAction::S6a { ue, request } => {
-                    // Queued in order here; only the wait for the answer is spawned.
-                    let (answer, tx) = (s6a.submit(request).await, answers_tx.clone());
-                    tokio::spawn(async move {
-                        let _ = tx.send(MmeEvent::S6a { ue, answer: answer.await });
-                    });
-                }
-                MmeAction::S11 { ue, request } => {
-                    let (response, tx) = (s11.submit(request).await, answers_tx.clone());
-                    tokio::spawn(async move {
-                        let _ = tx.send(MmeEvent::S11 { ue, response: response.await });
-                    });
-                }
-                MmeAction::S11Answer { txn, answer } => {
-                    if let Some(reply) = s11_replies.remove(&txn) {
-                        let _ = reply.send(answer);
-                    }
-                }
-                MmeAction::S6aAnswer { txn, answer } => {
-                    if let Some(reply) = s6a_replies.remove(&txn) {
-                        let _ = reply.send(answer);
-                    }
-                }
                 MmeAction::OperatorAnswer { txn, outcome } => {
                     if let Some(reply) = operator_replies.remove(&txn) {
                         let _ = reply.send(outcome);
                     }
                 }
-                MmeAction::S11Notify { notification } => {
-                    if s11_notify.try_send(notification).is_err() {
-                        core.counters().incr("s11_notify_dropped");
-                    }
+                peer => peers.dispatch(peer).await,
+            }
+        }
+    }
+}
+
+/// The core's S6a and S11 peers as a shell drives them, shared by [`run`]
+/// and the elastic MME's hosts: the core's requests go out on the links
+/// and their answers come back as events ([`PeerEvents::answers`]); the
+/// peers' own requests (the HSS's, the S-GW's) are numbered for the core
+/// and its answers go back to them.
+pub struct Peers {
+    s6a: Requester<S6aRequest, S6aAnswer>,
+    s11: Requester<S11Request, S11Response>,
+    s11_notify: mpsc::Sender<S11Notification>,
+    answers: mpsc::UnboundedSender<MmeEvent>,
+    /// The HSS's requests waiting for the core's answer, by `txn`.
+    s6a_replies: HashMap<u64, oneshot::Sender<S6aIncomingAnswer>>,
+    /// The S-GW's requests waiting for the core's answer, by `txn`.
+    s11_replies: HashMap<u64, oneshot::Sender<S11IncomingAnswer>>,
+    next_txn: u64,
+    counters: Counters,
+}
+
+/// What the peers bring the shell's loop: the answers to the core's
+/// requests (as events), and the peers' requests (for [`Peers::s6a_request`],
+/// [`Peers::s11_request`]).
+pub struct PeerEvents {
+    pub answers: mpsc::UnboundedReceiver<MmeEvent>,
+    pub s6a_incoming: mpsc::Receiver<S6aIncoming>,
+    pub s11_incoming: mpsc::Receiver<IncomingS11>,
+}
+
+impl Peers {
+    pub fn new(s6a: S6aLink, s11: S11Link, counters: Counters) -> (Peers, PeerEvents) {
+        let S11Link { requests: s11, incoming: s11_incoming, notify: s11_notify } = s11;
+        let S6aLink { requests: s6a, incoming: s6a_incoming } = s6a;
+        let (answers, answers_rx) = mpsc::unbounded_channel();
+        let peers = Peers {
+            s6a,
+            s11,
+            s11_notify,
+            answers,
+            s6a_replies: HashMap::new(),
+            s11_replies: HashMap::new(),
+            next_txn: 0,
+            counters,
+        };
+        (peers, PeerEvents { answers: answers_rx, s6a_incoming, s11_incoming })
+    }
+
+    /// A fresh `txn` for a request to the core (the shell's others too,
+    /// such as the operator's, share the numbering).
+    pub fn next_txn(&mut self) -> u64 {
+        self.next_txn += 1;
+        self.next_txn
+    }
+
+    /// The core's event for an S-GW request; its reply waits for the answer.
+    pub fn s11_request(&mut self, inc: IncomingS11) -> MmeEvent {
+        let txn = self.next_txn();
+        self.s11_replies.insert(txn, inc.reply);
+        MmeEvent::S11Incoming { txn, request: inc.request }
+    }
+
+    /// The core's event for an HSS request; its reply waits for the answer.
+    pub fn s6a_request(&mut self, inc: S6aIncoming) -> MmeEvent {
+        let txn = self.next_txn();
+        self.s6a_replies.insert(txn, inc.reply);
+        MmeEvent::S6aIncoming { txn, request: inc.request }
+    }
+
+    /// Carries out an S6a or S11 action of the core. Any other action is
+    /// the shell's own: counted (`shell_action_not_for_peers`) and dropped.
+    pub async fn dispatch(&mut self, action: MmeAction) {
+        match action {
+            MmeAction::S6a { ue, request } => {
+                // Queued in order here; only the wait for the answer is spawned.
+                let (answer, tx) = (self.s6a.submit(request).await, self.answers.clone());
+                tokio::spawn(async move {
+                    let _ = tx.send(MmeEvent::S6a { ue, answer: answer.await });
+                });
+            }
+            MmeAction::S11 { ue, request } => {
+                let (response, tx) = (self.s11.submit(request).await, self.answers.clone());
+                tokio::spawn(async move {
+                    let _ = tx.send(MmeEvent::S11 { ue, response: response.await });
+                });
+            }
+            MmeAction::S11Answer { txn, answer } => {
+                if let Some(reply) = self.s11_replies.remove(&txn) {
+                    let _ = reply.send(answer);
                 }
+            }
+            MmeAction::S6aAnswer { txn, answer } => {
+                if let Some(reply) = self.s6a_replies.remove(&txn) {
+                    let _ = reply.send(answer);
+                }
+            }
+            MmeAction::S11Notify { notification } => {
+                if self.s11_notify.try_send(notification).is_err() {
+                    self.counters.incr("s11_notify_dropped");
+                }
+            }
+            MmeAction::S1Send { .. } | MmeAction::S1Abort { .. } | MmeAction::OperatorAnswer { .. } => {
+                self.counters.incr("shell_action_not_for_peers")
             }
         }
     }

@@ -6,6 +6,15 @@
 //! SIGKILL; every UE it served keeps its GUTI, MME-UE-S1AP-ID and session
 //! (cold replication: the record of its last completed procedure) and
 //! comes back by a service request with no new attach, then detaches.
+//! And the S11 path after a takeover: a Downlink Data Notification for an
+//! idle UE of the killed host reaches its heir through the front end's S11
+//! address; the heir pages it and it comes back by a service request. And
+//! a kill mid-procedure (hot replication): the host of a UE is killed
+//! after sending its Attach Accept, and the heir completes the attach.
+//!
+//! No step waits a fixed time: each waits for what it needs (a line a
+//! process prints, a message relayed, a counter, the store), bounded by
+//! [`LIMIT`].
 //!
 //! Every process started is killed and reaped when the test ends, even
 //! when it fails ([`Procs`]). Ports are all chosen by the kernel (port 0)
@@ -14,6 +23,10 @@
 
 use mobicore::allinone;
 use mobicore::config::Config;
+use mobicore_common::s11::{DownlinkDataNotification, S11IncomingAnswer, S11IncomingRequest};
+use mobicore_common::{Arp, Ebi, Teid};
+use mobicore_gtp::message::{msg_type, GtpMessage};
+use mobicore_gtp::s11::{decode_incoming_answer, encode_incoming_request};
 use mobicore_hss::SubscriberStore;
 use mobicore_mme::context_codec::{self, TimeBase};
 use mobicore_ran::Phase;
@@ -22,6 +35,8 @@ use mobicore_store::redis_server::RedisServer;
 use mobicore_store::Store;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -132,6 +147,419 @@ async fn counter(metrics: std::net::SocketAddr, name: &str) -> u64 {
     body.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0)
 }
 
+/// The S11 path between the front end and the S/P-GW-C, relayed by the
+/// test (every datagram both ways, unchanged), which can also send the
+/// front end a Downlink Data Notification as the S-GW would. The UPF here
+/// carries PFCP only (no downlink data plane without root and network
+/// namespaces), so no real downlink can make the S/P-GW-C send one; the
+/// DDN is the S/P-GW-C's own encoding (`encode_incoming_request`), from
+/// the address the front end knows as the S-GW's.
+struct S11Tap {
+    addr: SocketAddr,
+    inject: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    /// The answers to injected requests (sequence numbers 0xf0_0000 and
+    /// up, which the S/P-GW-C's own requests do not reach here).
+    answers: tokio::sync::mpsc::UnboundedReceiver<GtpMessage>,
+    /// The sequence numbers of the Modify Bearer Responses relayed.
+    modified: tokio::sync::watch::Receiver<Vec<u32>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+const INJECTED_SEQ: u32 = 0xf0_0000;
+
+impl S11Tap {
+    async fn start(sgw: SocketAddr) -> S11Tap {
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let (inject, mut injected) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let (answers_tx, answers) = tokio::sync::mpsc::unbounded_channel();
+        let (modified_tx, modified) = tokio::sync::watch::channel(Vec::new());
+        let task = tokio::spawn(async move {
+            let mut frontend: Option<SocketAddr> = None;
+            let mut buf = vec![0u8; 65_536];
+            loop {
+                tokio::select! {
+                    Some(bytes) = injected.recv() => {
+                        let to = frontend.expect("the front end spoke first (its hosts' Create Session)");
+                        socket.send_to(&bytes, to).await.unwrap();
+                    }
+                    r = socket.recv_from(&mut buf) => {
+                        let (n, from) = r.unwrap();
+                        let bytes = &buf[..n];
+                        if from == sgw {
+                            let msg = GtpMessage::parse(bytes).ok();
+                            if let Some(m) = msg.filter(|m| m.body.msg_type() == msg_type::MODIFY_BEARER_RESPONSE) {
+                                modified_tx.send_modify(|v| v.push(m.seq));
+                            }
+                            if let Some(to) = frontend {
+                                socket.send_to(bytes, to).await.unwrap();
+                            }
+                            continue;
+                        }
+                        frontend = Some(from);
+                        match GtpMessage::parse(bytes) {
+                            Ok(m) if m.seq >= INJECTED_SEQ && !msg_type::is_request(m.body.msg_type()) => {
+                                let _ = answers_tx.send(m);
+                            }
+                            _ => {
+                                socket.send_to(bytes, sgw).await.unwrap();
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        S11Tap { addr, inject, answers, modified, task }
+    }
+
+    /// A DDN for the UE of MME S11 TEID `mme_teid`, and its answer.
+    async fn downlink_data_notification(&mut self, mme_teid: u32, seq: u32) -> S11IncomingAnswer {
+        let ddn = S11IncomingRequest::DownlinkDataNotification(DownlinkDataNotification {
+            mme_teid: Teid(mme_teid),
+            ebi: Some(Ebi(5)),
+            arp: Some(Arp::default()),
+        });
+        self.inject.send(encode_incoming_request(&ddn, None, INJECTED_SEQ + seq).to_bytes()).unwrap();
+        let m = tokio::time::timeout(LIMIT, self.answers.recv()).await.expect("the DDN's answer").unwrap();
+        assert_eq!(m.seq, INJECTED_SEQ + seq);
+        decode_incoming_answer(&m).unwrap()
+    }
+
+    /// How many Modify Bearer Responses have been relayed so far.
+    fn modify_bearer_count(&self) -> usize {
+        self.modified.borrow().len()
+    }
+}
+
+impl Drop for S11Tap {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// kill -9 host `id`, and wait until the front end has seen it go.
+fn kill_host(procs: &mut Procs, fe: &mpsc::Receiver<String>, id: u32) {
+    procs.kill(&format!("host{id}"));
+    wait_line(fe, "the front end to see the host gone", |l| {
+        l.starts_with(&format!("mme-frontend: host{id} down")).then_some(())
+    });
+}
+
+/// SCTP over UDP (RFC 6951) between the RAN and the front end, relayed by
+/// the test (every packet, unchanged), which holds the RAN's packets from
+/// the first one the front end sends with an Initial Context Setup
+/// Request in it (the Attach Accept's, TS 23.401 5.3.2.1 step 17) until
+/// told to let them go: so a host can be killed after sending it and
+/// before it hears the answer (Initial Context Setup Response, Attach
+/// Complete), with no race. Held packets are SCTP's to recover (it
+/// retransmits; duplicates are discarded, RFC 9260 6.2).
+struct S1Tap {
+    /// The UDP port the RAN sends to.
+    port: u16,
+    /// True once the RAN's packets are held.
+    held: tokio::sync::watch::Receiver<bool>,
+    release: tokio::sync::mpsc::UnboundedSender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl S1Tap {
+    async fn start(frontend: SocketAddr) -> S1Tap {
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let (held_tx, held) = tokio::sync::watch::channel(false);
+        let (release, mut released) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut ran: Option<SocketAddr> = None;
+            let (mut holding, mut done) = (false, false);
+            let mut queue: Vec<Vec<u8>> = Vec::new();
+            let mut buf = vec![0u8; 65_536];
+            loop {
+                tokio::select! {
+                    Some(()) = released.recv() => {
+                        for p in queue.drain(..) {
+                            socket.send_to(&p, frontend).await.unwrap();
+                        }
+                        holding = false;
+                    }
+                    r = socket.recv_from(&mut buf) => {
+                        let (n, from) = r.unwrap();
+                        let p = &buf[..n];
+                        if from == frontend {
+                            if !done && carries_initial_context_setup_request(p) {
+                                (holding, done) = (true, true);
+                                held_tx.send_replace(true);
+                            }
+                            if let Some(to) = ran {
+                                socket.send_to(p, to).await.unwrap();
+                            }
+                        } else if holding {
+                            assert!(queue.len() < 100_000, "the RAN's packets held: bounded");
+                            ran = Some(from);
+                            queue.push(p.to_vec());
+                        } else {
+                            ran = Some(from);
+                            socket.send_to(p, frontend).await.unwrap();
+                        }
+                    }
+                }
+            }
+        });
+        S1Tap { port, held, release, task }
+    }
+}
+
+impl Drop for S1Tap {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Whether an SCTP packet carries, whole in a DATA chunk (RFC 9260 3.3.1:
+/// TSN, stream, SSN, PPID, then the user data), an S1AP Initial Context
+/// Setup Request: an initiatingMessage (0) of procedure code 9 (TS 36.413
+/// 9.3.6, id-InitialContextSetup).
+fn carries_initial_context_setup_request(p: &[u8]) -> bool {
+    let mut i = 12; // the common header
+    while i + 4 <= p.len() {
+        let (kind, flags, len) = (p[i], p[i + 1], u16::from_be_bytes([p[i + 2], p[i + 3]]) as usize);
+        if len < 4 || i + len > p.len() {
+            return false;
+        }
+        // A DATA chunk with B and E set: an unfragmented user message.
+        if kind == 0 && flags & 0x03 == 0x03 && len >= 18 && p[i + 16..i + len].starts_with(&[0x00, 0x09]) {
+            return true;
+        }
+        i += (len + 3) & !3;
+    }
+    false
+}
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What a [`Cluster`] is started with.
+#[derive(Clone, Copy)]
+struct Options {
+    ues: u64,
+    /// S11 between the front end and the S/P-GW-C relayed by an [`S11Tap`].
+    s11_tap: bool,
+    /// S1 between the RAN and the front end relayed by an [`S1Tap`].
+    s1_tap: bool,
+}
+
+const DEFAULT: Options = Options { ues: UES, s11_tap: false, s1_tap: false };
+
+/// The elastic MME of three hosts, the RAN connected.
+struct Cluster {
+    // Dropped first: the processes, then the rest.
+    procs: Procs,
+    fe: mpsc::Receiver<String>,
+    ran: mobicore_ran::Ran,
+    core: allinone::AllInOne,
+    store: Store,
+    metrics: BTreeMap<u32, SocketAddr>,
+    /// Every UE's record once idle, and the UEs of each host.
+    before: BTreeMap<String, Stored>,
+    per_host: BTreeMap<u32, Vec<String>>,
+    tap: Option<S11Tap>,
+    s1_tap: Option<S1Tap>,
+    ues: u64,
+    _dir: TempDir,
+    _redis: RedisServer,
+}
+
+impl Cluster {
+    /// Start it; UEs attach and are released to idle.
+    async fn start(replication: &str, o: Options) -> Cluster {
+        let mut c = Cluster::boot(replication, o).await;
+        c.attach_and_idle().await;
+        c
+    }
+
+    /// Start it up to the RAN's S1 Setup.
+    async fn boot(replication: &str, o: Options) -> Cluster {
+        let redis = RedisServer::start().expect("redis-server (apt-get install redis-server)");
+        let mut procs = Procs::default();
+
+        // HSS, UPF (PFCP only) and S/P-GW-C here; the monolithic MME that
+        // `start` brings too stays idle on its own ephemeral port.
+        let mut cfg = Config::default();
+        cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
+        let mut ran_cfg = cfg.ran.core.clone();
+        ran_cfg.ues = o.ues;
+        ran_cfg.enbs = 2;
+        ran_cfg.detach = true;
+        let subscribers = SubscriberStore::in_memory();
+        allinone::provision(&subscribers, &ran_cfg.plan, o.ues).unwrap();
+        let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await.unwrap();
+        let tap = match o.s11_tap {
+            true => Some(S11Tap::start(core.sgw_s11).await),
+            false => None,
+        };
+        let sgw = tap.as_ref().map_or(core.sgw_s11, |t| t.addr).to_string();
+
+        let fe = procs.start(
+            "frontend",
+            &[
+                "mme-frontend",
+                "--s1ap",
+                "127.0.0.1:0",
+                "--sctp",
+                "udp",
+                "--udp-port",
+                "0",
+                "--hosts",
+                "127.0.0.1:0",
+                "--s11",
+                "127.0.0.1:0",
+                "--sgw",
+                &sgw,
+            ],
+        );
+        let ready = wait_line(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()));
+        let s1ap: SocketAddr = field(&ready, "s1ap").unwrap().parse().unwrap();
+        let udp: u16 = field(&ready, "udp_port").unwrap().parse().unwrap();
+        let hosts = field(&ready, "hosts").unwrap().to_string();
+        let s11 = field(&ready, "s11").unwrap().to_string();
+
+        // Bad peers on the hosts' port: a frame too long, a Hello of no
+        // host. Each is disconnected; the front end carries on.
+        for bad in [vec![0xff, 0xff, 0xff, 0xff], vec![0, 0, 0, 2, 1, 0]] {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut c = tokio::net::TcpStream::connect(&hosts).await.unwrap();
+            c.write_all(&bad).await.unwrap();
+            let mut buf = [0u8; 16];
+            let n = tokio::time::timeout(LIMIT, c.read(&mut buf)).await.expect("closed by the front end");
+            assert_eq!(n.unwrap_or(0), 0, "nothing but the close");
+        }
+
+        let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
+        let dir = dir.with_extension(format!("{}-{}-{}", o.ues, o.s11_tap, o.s1_tap));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir(dir);
+        let host_cfg = dir.0.join("host.toml");
+        let toml = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
+        std::fs::write(&host_cfg, toml).unwrap();
+        let url = redis.url();
+        let mut metrics = BTreeMap::new();
+        for id in 1..=3u32 {
+            let name = format!("host{id}");
+            let out = procs.start(
+                &name,
+                &[
+                    "mme-host",
+                    "--config",
+                    host_cfg.to_str().unwrap(),
+                    "--id",
+                    &id.to_string(),
+                    "--frontend",
+                    &hosts,
+                    "--frontend-s11",
+                    &s11,
+                    "--store",
+                    &url,
+                    "--replication",
+                    replication,
+                    "--metrics",
+                    "127.0.0.1:0",
+                ],
+            );
+            let m = wait_line(&out, &name, |l| field(l, "metrics").map(str::to_string));
+            metrics.insert(id, m.parse::<SocketAddr>().unwrap());
+            wait_line(&fe, "the host's connection", |l| (l == format!("mme-frontend: host{id} up")).then_some(()));
+        }
+
+        ran_cfg.mme = s1ap;
+        let s1_tap = match o.s1_tap {
+            true => Some(S1Tap::start(SocketAddr::new(s1ap.ip(), udp)).await),
+            false => None,
+        };
+        let udp = s1_tap.as_ref().map_or(udp, |t| t.port);
+        let ran = allinone::ran_session(&cfg, ran_cfg, Transport::Udp { port: udp }, None).await.unwrap();
+        let store = Store::connect_redis(&url, "mobicore").await.unwrap();
+        Cluster {
+            procs,
+            fe,
+            ran,
+            core,
+            store,
+            metrics,
+            before: BTreeMap::new(),
+            per_host: BTreeMap::new(),
+            tap,
+            s1_tap,
+            ues: o.ues,
+            _dir: dir,
+            _redis: redis,
+        }
+    }
+
+    /// Attach, then release to idle: each UE's procedure completed, its
+    /// record written (cold too), UEs on every host.
+    async fn attach_and_idle(&mut self) {
+        let (ran, ues) = (&mut self.ran, self.ues);
+        ran.attach().await.unwrap();
+        assert_eq!(ran.attached_ues().len() as u64, ues, "{:?}", ran.report().failures);
+        let r = ran.phase(Phase::Release).await.unwrap();
+        assert_eq!((r.succeeded, r.failed), (ues, 0), "release: {:?}", ran.report().failures);
+
+        self.before = records(&self.store).await;
+        assert_eq!(self.before.len() as u64, ues, "every UE's record is in the store");
+        for (imsi, s) in &self.before {
+            self.per_host.entry(s.mme_ue_s1ap_id >> 24).or_default().push(imsi.clone());
+            assert_eq!(s.m_tmsi >> 24, s.mme_ue_s1ap_id >> 24, "both identifiers carry their host");
+        }
+        let hosts = self.per_host.keys().copied().collect::<Vec<_>>();
+        assert_eq!(hosts, [1, 2, 3], "UEs on every host: {:?}", self.per_host);
+    }
+
+    /// kill -9 the host with the most UEs, once the front end has seen it
+    /// go; its number and its UEs.
+    fn kill_busiest(&mut self) -> (u32, Vec<String>) {
+        let (&victim, served) = self.per_host.iter().max_by_key(|(_, v)| v.len()).unwrap();
+        let served = served.clone();
+        kill_host(&mut self.procs, &self.fe, victim);
+        (victim, served)
+    }
+
+    /// The sum of a counter over the live hosts (all but `dead`).
+    async fn counter_of_others(&self, dead: u32, name: &str) -> u64 {
+        let mut n = 0;
+        for (id, m) in &self.metrics {
+            if *id != dead {
+                n += counter(*m, name).await;
+            }
+        }
+        n
+    }
+
+    /// Until the sum of a counter over the live hosts reaches `value`.
+    async fn wait_others(&self, dead: u32, name: &str, value: u64) {
+        let end = Instant::now() + LIMIT;
+        while self.counter_of_others(dead, name).await < value {
+            assert!(Instant::now() < end, "waiting for {name} to reach {value}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Every UE detaches, with no attach beyond the first; no record left.
+    async fn finish(self) {
+        let Cluster { procs, ran, core, store, ues, .. } = self;
+        let report = ran.finish().await.unwrap();
+        assert_eq!((report.attached, report.failed), (ues, 0), "no attach beyond the first: {:?}", report.failures);
+        assert_eq!((report.detached, report.detach_failed), (ues, 0), "{:?}", report.failures);
+        assert!(records(&store).await.is_empty(), "detached UEs leave no record");
+        drop(procs);
+        core.stop().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cold_a_killed_hosts_ues_keep_guti_and_session_and_come_back_without_attach() {
     killed_host_after_completed_procedures("cold").await;
@@ -144,126 +572,103 @@ async fn hot_a_killed_hosts_ues_keep_guti_and_session_and_come_back_without_atta
 }
 
 async fn killed_host_after_completed_procedures(replication: &str) {
-    let redis = RedisServer::start().expect("redis-server (apt-get install redis-server)");
-    let mut procs = Procs::default();
-
-    // HSS, UPF (PFCP only) and S/P-GW-C here; the monolithic MME that
-    // `start` brings too stays idle on its own ephemeral port.
-    let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
-    let mut ran_cfg = cfg.ran.core.clone();
-    ran_cfg.ues = UES;
-    ran_cfg.enbs = 2;
-    ran_cfg.detach = true;
-    let subscribers = SubscriberStore::in_memory();
-    allinone::provision(&subscribers, &ran_cfg.plan, UES).unwrap();
-    let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await.unwrap();
-
-    let fe = procs.start(
-        "frontend",
-        &["mme-frontend", "--s1ap", "127.0.0.1:0", "--sctp", "udp", "--udp-port", "0", "--hosts", "127.0.0.1:0"],
-    );
-    let ready = wait_line(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()));
-    let s1ap: std::net::SocketAddr = field(&ready, "s1ap").unwrap().parse().unwrap();
-    let udp: u16 = field(&ready, "udp_port").unwrap().parse().unwrap();
-    let hosts = field(&ready, "hosts").unwrap().to_string();
-
-    // Bad peers on the hosts' port: a frame too long, a Hello of no
-    // host. Each is disconnected; the front end carries on.
-    for bad in [vec![0xff, 0xff, 0xff, 0xff], vec![0, 0, 0, 2, 1, 0]] {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut c = tokio::net::TcpStream::connect(&hosts).await.unwrap();
-        c.write_all(&bad).await.unwrap();
-        let mut buf = [0u8; 16];
-        let n = tokio::time::timeout(LIMIT, c.read(&mut buf)).await.expect("closed by the front end");
-        assert_eq!(n.unwrap_or(0), 0, "nothing but the close");
-    }
-
-    let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let host_cfg = dir.join("host.toml");
-    let toml = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
-    std::fs::write(&host_cfg, toml).unwrap();
-    let url = redis.url();
-    let mut metrics = BTreeMap::new();
-    for id in 1..=3u32 {
-        let name = format!("host{id}");
-        let out = procs.start(
-            &name,
-            &[
-                "mme-host",
-                "--config",
-                host_cfg.to_str().unwrap(),
-                "--id",
-                &id.to_string(),
-                "--frontend",
-                &hosts,
-                "--store",
-                &url,
-                "--replication",
-                replication,
-                "--metrics",
-                "127.0.0.1:0",
-            ],
-        );
-        let m = wait_line(&out, &name, |l| field(l, "metrics").map(str::to_string));
-        metrics.insert(id, m.parse::<std::net::SocketAddr>().unwrap());
-        wait_line(&fe, "the host's connection", |l| (l == format!("mme-frontend: host{id} up")).then_some(()));
-    }
-
-    // Attach, then release to idle: each UE's procedure completed, its
-    // record written (cold).
-    ran_cfg.mme = s1ap;
-    let mut ran = allinone::ran_session(&cfg, ran_cfg, Transport::Udp { port: udp }, None).await.unwrap();
-    ran.attach().await.unwrap();
-    assert_eq!(ran.attached_ues().len() as u64, UES, "{:?}", ran.report().failures);
-    let r = ran.phase(Phase::Release).await.unwrap();
-    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", ran.report().failures);
-
-    let store = Store::connect_redis(&url, "mobicore").await.unwrap();
-    let before = records(&store).await;
-    assert_eq!(before.len() as u64, UES, "every UE's record is in the store");
-    let mut per_host = BTreeMap::<u32, Vec<String>>::new();
-    for (imsi, s) in &before {
-        per_host.entry(s.mme_ue_s1ap_id >> 24).or_default().push(imsi.clone());
-        assert_eq!(s.m_tmsi >> 24, s.mme_ue_s1ap_id >> 24, "both identifiers carry their host");
-    }
-    assert_eq!(per_host.keys().copied().collect::<Vec<_>>(), [1, 2, 3], "UEs on every host: {per_host:?}");
-
-    // kill -9 the host with the most UEs.
-    let (&victim, served) = per_host.iter().max_by_key(|(_, v)| v.len()).unwrap();
-    let served = served.clone();
-    procs.kill(&format!("host{victim}"));
-    wait_line(&fe, "the front end to see the host gone", |l| {
-        l.starts_with(&format!("mme-frontend: host{victim} down")).then_some(())
-    });
+    let mut c = Cluster::start(replication, DEFAULT).await;
+    let (victim, served) = c.kill_busiest();
 
     // Every UE comes back from idle by a service request: the victim's
     // are taken over by its heir from their stored records.
-    let r = ran.phase(Phase::ServiceRequest).await.unwrap();
-    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", ran.report().failures);
-    let mut taken_over = 0;
-    for (id, m) in &metrics {
-        if *id != victim {
-            taken_over += counter(*m, "mobicore_mme_host_ue_taken_over").await;
-            assert_eq!(counter(*m, "mobicore_mme_host_ue_not_in_store").await, 0);
-        }
-    }
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    let taken_over = c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await;
     assert_eq!(taken_over, served.len() as u64, "the heir loaded each of the victim's UEs once");
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_not_in_store").await, 0);
 
     // No new attach: the same MME-UE-S1AP-ID, GUTI and S-GW session.
-    let after = records(&store).await;
+    let after = records(&c.store).await;
     for imsi in &served {
-        assert_eq!(after.get(imsi), before.get(imsi), "UE {imsi} kept its context");
+        assert_eq!(after.get(imsi), c.before.get(imsi), "UE {imsi} kept its context");
     }
+    c.finish().await;
+}
 
-    // And they detach, like everyone else.
-    let report = ran.finish().await.unwrap();
-    assert_eq!((report.attached, report.failed), (UES, 0), "no attach beyond the first: {:?}", report.failures);
-    assert_eq!((report.detached, report.detach_failed), (UES, 0), "{:?}", report.failures);
-    assert!(records(&store).await.is_empty(), "detached UEs leave no record");
+/// Downlink data for an idle UE of a killed host: the S-GW's Downlink
+/// Data Notification goes to the front end's S11 address (the one the
+/// hosts' Create Session Requests came from), which hands it to the heir
+/// by the UE's MME S11 TEID; the heir loads the UE, acknowledges, pages
+/// it, and the UE comes back by a service request (its Modify Bearer
+/// through the front end) with the same GUTI and session, no new attach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_downlink_data_for_a_killed_hosts_idle_ue_pages_it_from_the_heir() {
+    let mut c = Cluster::start("cold", Options { s11_tap: true, ..DEFAULT }).await;
+    let (victim, served) = c.kill_busiest();
+    let imsi = served[0].clone();
+    let ue = c.before[&imsi].clone();
 
-    drop(procs);
-    core.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    let mut tap = c.tap.take().unwrap();
+    let modified = tap.modify_bearer_count();
+    let S11IncomingAnswer::DownlinkDataNotificationAck(ack) =
+        tap.downlink_data_notification(ue.mme_ue_s1ap_id, 1).await;
+    assert!(ack.cause.is_accepted(), "DDN acknowledged by the heir: {ack:?}");
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, 1, "the heir loaded the UE");
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_ddn_received").await, 1);
+    assert!(c.counter_of_others(victim, "mobicore_mme_paging_sent").await >= 1, "the heir paged the UE");
+
+    // The RAN answers the paging: served until the service request's
+    // Modify Bearer has gone through the front end to the S/P-GW-C.
+    let mut m = tap.modified.clone();
+    let modify_bearer = async { tokio::time::timeout(LIMIT, m.wait_for(|v| v.len() > modified)).await.is_ok() };
+    let done = c.ran.serve_until(modify_bearer).await.unwrap();
+    assert!(done, "no Modify Bearer after the paging: {:?}", c.ran.report().failures);
+    let paged = c.ran.report().unsolicited.get("paging_response").map_or(0, |r| r.succeeded);
+    assert_eq!(paged, 1, "the UE came back by paging: {:?}", c.ran.report().unsolicited);
+    let after = records(&c.store).await;
+    assert_eq!(after.get(&imsi), Some(&ue), "UE {imsi} kept its MME-UE-S1AP-ID, GUTI and session");
+
+    // The others come back by their own service requests.
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES - 1, 0), "service requests: {:?}", c.ran.report().failures);
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, served.len() as u64);
+    c.finish().await;
+    drop(tap); // relayed S11 to the end (Delete Session)
+}
+
+/// Hot replication, a host killed mid-procedure: the host of the only UE
+/// attaching is killed after it has sent the Attach Accept (in the
+/// Initial Context Setup Request, its state written to the store first)
+/// and before it hears the Initial Context Setup Response and the Attach
+/// Complete ([`S1Tap`] holds them). Those reach the heir, which loads the
+/// UE as it stood mid-attach and completes the attach: the UE keeps the
+/// dead host's MME-UE-S1AP-ID and GUTI (no restart, no new attach), and
+/// detaches from the heir.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_a_host_killed_mid_attach_its_ue_completes_the_attach_on_the_heir() {
+    let mut c = Cluster::boot("hot", Options { ues: 1, s1_tap: true, ..DEFAULT }).await;
+    let tap = c.s1_tap.take().unwrap();
+    let mut held = tap.held.clone();
+    let Cluster { ran, procs, fe, store, .. } = &mut c;
+    let mid_attach = async {
+        let r = tokio::time::timeout(LIMIT, held.wait_for(|h| *h)).await;
+        assert!(r.is_ok(), "no Initial Context Setup Request went down");
+        // Write-ahead: the host stored the UE before sending the request.
+        let mid = records(store).await;
+        assert_eq!(mid.len(), 1, "the UE's record, mid-attach: {mid:?}");
+        let ue = mid.values().next().unwrap().clone();
+        let victim = ue.mme_ue_s1ap_id >> 24;
+        tokio::task::block_in_place(|| kill_host(procs, fe, victim));
+        tap.release.send(()).unwrap();
+        (victim, ue)
+    };
+    let (attach, (victim, ue)) = tokio::join!(ran.attach(), mid_attach);
+    attach.unwrap();
+    assert_eq!(c.ran.attached_ues().len(), 1, "{:?}", c.ran.report().failures);
+
+    // The heir took the UE over and completed its attach (the RAN's
+    // attach ends when its Attach Complete is sent: wait for the heir).
+    c.wait_others(victim, "mobicore_mme_attach_complete", 1).await;
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, 1);
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_attach_complete").await, 1);
+    let after = records(&c.store).await;
+    assert_eq!(after.values().collect::<Vec<_>>(), [&ue], "the same MME-UE-S1AP-ID, GUTI and session");
+    c.finish().await;
+    drop(tap); // relayed S1 to the end (Detach)
 }

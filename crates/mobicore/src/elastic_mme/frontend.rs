@@ -9,23 +9,36 @@
 //! on the eNB's association as it is, but for its answers to the eNB-wide
 //! messages (the front end's answer went already).
 //!
+//! The front end also owns the MME's S11 address (one UDP socket): the
+//! hosts send their S11 requests to it and it relays them to the S-GW
+//! unchanged, so that the S-GW knows one MME address whichever host
+//! serves a UE (the one it sends Downlink Data Notifications to); the
+//! S-GW's requests go to the host that serves the UE by the MME S11 TEID
+//! in their header, the responses to the host whose number their sequence
+//! number carries ([`Router::route_s11`]), and the hosts' answers go back
+//! to the S-GW from this address. Only the S-GW's address and the hosts'
+//! S11 sockets (from their Hello) are heard; an Echo Request is answered
+//! here (TS 29.274 7.1.2).
+//!
 //! A host whose connection closes is gone: its UEs go to their heir at
 //! their next message. Everything queued is bounded: a host that does not
 //! read loses messages (counted: `frontend_host_queue_full`), a peer that
-//! sends a bad frame is disconnected (counted: `frontend_bad_frame`).
+//! sends a bad frame is disconnected (counted: `frontend_bad_frame`), S11
+//! that cannot be routed is dropped (`frontend_s11_*`).
 
 use super::keys::{self, Uplink};
 use super::wire::{read_frame, write_frame, Frame, ReadError};
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
-use mobicore_elastic::router::Router;
+use mobicore_elastic::router::{Router, S11From, S11Header, S11Route};
 use mobicore_elastic::HostId;
+use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
 use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent};
 use std::collections::{BTreeMap, HashMap};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, watch};
 
 /// Frames queued towards one host at most.
@@ -35,7 +48,7 @@ const HELLO_WITHIN: Duration = Duration::from_secs(5);
 
 /// What the connections of hosts tell the front end's loop.
 enum HostEvent {
-    Up { host: HostId, conn: u64, tx: mpsc::Sender<Frame> },
+    Up { host: HostId, conn: u64, tx: mpsc::Sender<Frame>, s11: SocketAddr },
     Frame { host: HostId, conn: u64, frame: Frame },
     Down { host: HostId, conn: u64 },
 }
@@ -48,24 +61,42 @@ struct Enb {
     wide: Vec<Bytes>,
 }
 
+/// The front end's S11: its socket (the MME's S11 address) and the S-GW's.
+pub struct S11Front {
+    pub socket: UdpSocket,
+    pub sgw: SocketAddr,
+}
+
+/// A connected host.
+struct Host {
+    conn: u64,
+    tx: mpsc::Sender<Frame>,
+    s11: SocketAddr,
+}
+
 /// Run the front end until `shutdown`.
 pub async fn run(
     core_cfg: MmeConfig,
     router: Router,
     sctp: SctpHandle,
     hosts: TcpListener,
+    s11: S11Front,
     counters: Counters,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let SctpHandle { commands, mut events, .. } = sctp;
+    let S11Front { socket: s11, sgw } = s11;
     let mut fe = State {
         core: Mme::new(core_cfg),
         router,
         enbs: BTreeMap::new(),
         hosts: HashMap::new(),
+        s11_hosts: HashMap::new(),
+        sgw,
         downlink: Vec::new(),
         counters,
     };
+    let mut buf = vec![0u8; 65_536];
     let (host_tx, mut host_rx) = mpsc::channel::<HostEvent>(HOST_QUEUE);
     let mut next_conn = 0u64;
     loop {
@@ -90,6 +121,17 @@ pub async fn run(
                 fe.on_sctp(ev);
             }
             Some(ev) = host_rx.recv() => fe.on_host(ev),
+            r = s11.recv_from(&mut buf) => match r {
+                Ok((n, from)) => {
+                    if let Some((to, reply)) = fe.on_s11(Instant::now(), &buf[..n], from) {
+                        let out = reply.as_deref().unwrap_or(&buf[..n]);
+                        if s11.send_to(out, to).await.is_err() {
+                            fe.counters.incr("frontend_s11_send_error");
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!("front end S11 recv: {e}"),
+            },
         }
         while let Some(action) = fe.core.poll_action() {
             let cmd = match action {
@@ -117,7 +159,10 @@ struct State {
     core: Mme,
     router: Router,
     enbs: BTreeMap<u64, Enb>,
-    hosts: HashMap<HostId, (u64, mpsc::Sender<Frame>)>,
+    hosts: HashMap<HostId, Host>,
+    /// The hosts by the address of their S11 socket.
+    s11_hosts: HashMap<SocketAddr, HostId>,
+    sgw: SocketAddr,
     /// Hosts' downlink S1AP for the eNBs, sent after the event.
     downlink: Vec<(u64, u16, Bytes)>,
     counters: Counters,
@@ -168,9 +213,10 @@ impl State {
 
     fn on_host(&mut self, ev: HostEvent) {
         match ev {
-            HostEvent::Up { host, conn, tx } => {
-                if self.hosts.contains_key(&host) {
-                    // Two processes say they are the same host: the first stays.
+            HostEvent::Up { host, conn, tx, s11 } => {
+                if self.hosts.contains_key(&host) || self.s11_hosts.contains_key(&s11) {
+                    // Two processes say they are the same host (or have the
+                    // same S11 socket): the first stays.
                     self.counters.incr("frontend_host_duplicate");
                     return;
                 }
@@ -184,14 +230,17 @@ impl State {
                         }
                     }
                 }
-                self.hosts.insert(host, (conn, tx));
+                self.hosts.insert(host, Host { conn, tx, s11 });
+                self.s11_hosts.insert(s11, host);
                 self.router.host_up(host);
                 self.counters.incr("frontend_host_up");
                 println!("mme-frontend: {host} up");
             }
             HostEvent::Down { host, conn } => {
-                if self.hosts.get(&host).is_some_and(|(c, _)| *c == conn) {
-                    self.hosts.remove(&host);
+                if self.hosts.get(&host).is_some_and(|h| h.conn == conn) {
+                    if let Some(h) = self.hosts.remove(&host) {
+                        self.s11_hosts.remove(&h.s11);
+                    }
                     self.router.host_down(host);
                     self.counters.incr("frontend_host_down");
                     let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
@@ -199,7 +248,7 @@ impl State {
                 }
             }
             HostEvent::Frame { host, conn, frame } => {
-                if self.hosts.get(&host).is_none_or(|(c, _)| *c != conn) {
+                if self.hosts.get(&host).is_none_or(|h| h.conn != conn) {
                     return;
                 }
                 match frame {
@@ -219,12 +268,53 @@ impl State {
     }
 
     fn send(&mut self, host: HostId, frame: Frame) {
-        let Some((_, tx)) = self.hosts.get(&host) else {
+        let Some(h) = self.hosts.get(&host) else {
             self.counters.incr("frontend_no_host");
             return;
         };
-        if tx.try_send(frame).is_err() {
+        if h.tx.try_send(frame).is_err() {
             self.counters.incr("frontend_host_queue_full");
+        }
+    }
+
+    /// An S11 datagram from `from`: where it goes, with the answer to send
+    /// instead of it (an Echo Response), or nowhere.
+    fn on_s11(&mut self, now: Instant, bytes: &[u8], from: SocketAddr) -> Option<(SocketAddr, Option<Vec<u8>>)> {
+        let source = match self.s11_hosts.get(&from) {
+            Some(&h) => S11From::Host(h),
+            None if from == self.sgw => S11From::Sgw,
+            None => {
+                self.counters.incr("frontend_s11_unknown_peer");
+                return None;
+            }
+        };
+        let header = match read_s11(bytes) {
+            S11Read::Message(h) => h,
+            S11Read::EchoRequest { seq } if source == S11From::Sgw => {
+                // TS 29.274 7.1.2: answered with our Recovery (no restarts counted).
+                let echo = GtpMessage { teid: None, seq, body: Message::EchoResponse(Echo { recovery: 0 }) };
+                return Some((from, Some(echo.to_bytes())));
+            }
+            S11Read::EchoRequest { .. } | S11Read::EchoResponse => return None,
+            S11Read::Malformed => {
+                self.counters.incr("frontend_s11_malformed");
+                return None;
+            }
+        };
+        match self.router.route_s11(now, source, header) {
+            Ok(S11Route::Sgw) => Some((self.sgw, None)),
+            Ok(S11Route::Host(h)) => match self.hosts.get(&h) {
+                Some(host) => Some((host.s11, None)),
+                None => {
+                    self.counters.incr("frontend_s11_no_host");
+                    None
+                }
+            },
+            Err(e) => {
+                self.counters.incr(e.counter());
+                tracing::debug!(%from, "S11 dropped: {e}");
+                None
+            }
         }
     }
 
@@ -236,20 +326,44 @@ impl State {
     }
 }
 
+/// What the front end reads of an S11 datagram.
+enum S11Read {
+    Message(S11Header),
+    EchoRequest { seq: u32 },
+    EchoResponse,
+    Malformed,
+}
+
+/// The GTPv2-C header of `bytes` (TS 29.274 5.1, 5.5.1); a response is
+/// the response type of a request type we know, anything else goes as a
+/// request (the host's S11 client answers what it does not know).
+fn read_s11(bytes: &[u8]) -> S11Read {
+    let Ok(p) = mobicore_gtp::wire::Packet::new_checked(bytes) else { return S11Read::Malformed };
+    let t = p.msg_type();
+    match t {
+        msg_type::ECHO_REQUEST => S11Read::EchoRequest { seq: p.seq() },
+        msg_type::ECHO_RESPONSE => S11Read::EchoResponse,
+        _ => {
+            let response = t > 0 && msg_type::is_request(t - 1);
+            S11Read::Message(S11Header { initial: !response, teid: p.teid(), seq: p.seq() })
+        }
+    }
+}
+
 /// One host's connection: its Hello, then its frames to the loop; the
 /// loop's frames to it through a bounded queue.
 async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<HostEvent>, counters: Counters) {
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
-    let host = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
-        Ok(Ok(Some(Frame::Hello { host }))) if (1..=254).contains(&host) => HostId(u32::from(host)),
+    let (host, s11) = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
+        Ok(Ok(Some(Frame::Hello { host, s11 }))) if (1..=254).contains(&host) => (HostId(u32::from(host)), s11),
         _ => {
             counters.incr("frontend_bad_frame");
             return;
         }
     };
     let (tx, mut rx) = mpsc::channel::<Frame>(HOST_QUEUE);
-    if events.send(HostEvent::Up { host, conn, tx }).await.is_err() {
+    if events.send(HostEvent::Up { host, conn, tx, s11 }).await.is_err() {
         return;
     }
     let writer = tokio::spawn(async move {
@@ -281,4 +395,110 @@ async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<Host
     }
     writer.abort();
     let _ = events.send(HostEvent::Down { host, conn }).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mobicore_common::s11::{DownlinkDataNotification, DownlinkDataNotificationAck, GtpCause};
+    use mobicore_common::s11::{S11IncomingAnswer, S11IncomingRequest};
+    use mobicore_common::{Ebi, Teid};
+    use mobicore_elastic::balancer::{Estimation, Loads};
+    use mobicore_elastic::{Frontend, Profiles, Scheme};
+    use mobicore_gtp::s11::{encode_incoming_answer, encode_incoming_request, modify_bearer_response};
+
+    const SGW: &str = "127.0.0.1:2123";
+
+    fn host_s11(h: u32) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 40_000 + h as u16))
+    }
+
+    /// A front end with hosts 1..=3 connected (their frames dropped).
+    fn state() -> State {
+        let fe = Frontend::new(
+            Scheme::ConsistentHashing.balancer(2),
+            Loads::new(Profiles::default(), Estimation::default()),
+            64,
+        );
+        let mut st = State {
+            core: Mme::new(MmeConfig::default()),
+            router: Router::new(fe),
+            enbs: BTreeMap::new(),
+            hosts: HashMap::new(),
+            s11_hosts: HashMap::new(),
+            sgw: SGW.parse().unwrap(),
+            downlink: Vec::new(),
+            counters: Counters::new(),
+        };
+        for h in 1..=3 {
+            let (tx, _) = mpsc::channel(1);
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h) });
+        }
+        st
+    }
+
+    fn ddn(mme_teid: u32, seq: u32) -> Vec<u8> {
+        let r = DownlinkDataNotification { mme_teid: Teid(mme_teid), ebi: Some(Ebi(5)), arp: None };
+        encode_incoming_request(&S11IncomingRequest::DownlinkDataNotification(r), None, seq).to_bytes()
+    }
+
+    fn ack(seq: u32) -> Vec<u8> {
+        let a = DownlinkDataNotificationAck {
+            cause: GtpCause::REQUEST_ACCEPTED,
+            data_notification_delay_ms: None,
+            dl_buffering_duration_s: None,
+            dl_buffering_suggested_packets: None,
+            throttling: None,
+        };
+        encode_incoming_answer(&S11IncomingAnswer::DownlinkDataNotificationAck(a), 0, seq).to_bytes()
+    }
+
+    #[test]
+    fn headers_are_read_as_requests_responses_or_echo() {
+        let S11Read::Message(h) = read_s11(&ddn(0x0200_0001, 7)) else { panic!() };
+        assert_eq!(h, S11Header { initial: true, teid: Some(0x0200_0001), seq: 7 });
+        let S11Read::Message(h) = read_s11(&ack(7)) else { panic!() };
+        assert!(!h.initial);
+        let mbr = modify_bearer_response(0x0300_0001, 0x03_0009, GtpCause::REQUEST_ACCEPTED, Ebi(5), None);
+        let S11Read::Message(h) = read_s11(&mbr.to_bytes()) else { panic!() };
+        assert_eq!(h, S11Header { initial: false, teid: Some(0x0300_0001), seq: 0x03_0009 });
+        let echo = GtpMessage { teid: None, seq: 5, body: Message::EchoRequest(Echo { recovery: 1 }) };
+        assert!(matches!(read_s11(&echo.to_bytes()), S11Read::EchoRequest { seq: 5 }));
+        for bad in [&[][..], &[0x48, 176, 0, 1][..], &[0x28, 176, 0, 4, 0, 0, 0, 0][..]] {
+            assert!(matches!(read_s11(bad), S11Read::Malformed), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_ddn_goes_to_the_ues_host_or_heir_and_its_ack_back_to_the_sgw() {
+        let mut st = state();
+        let (sgw, now) = (st.sgw, Instant::now());
+        assert_eq!(st.on_s11(now, &ddn(0x0200_0001, 7), sgw), Some((host_s11(2), None)));
+        assert_eq!(st.on_s11(now, &ack(7), host_s11(2)), Some((sgw, None)));
+
+        // Host 2 gone: its UE's DDN goes to the heir, and only the heir's ack back.
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 2 });
+        let heir = st.router.heir(HostId(2)).unwrap();
+        assert_eq!(st.on_s11(now, &ddn(0x0200_0001, 8), sgw), Some((host_s11(heir.0), None)));
+        assert_eq!(st.on_s11(now, &ack(8), host_s11(2)), None, "not a host any more");
+        assert_eq!(st.on_s11(now, &ack(8), host_s11(heir.0)), Some((sgw, None)));
+
+        // Nobody else is heard; bad and unroutable input is counted.
+        assert_eq!(st.on_s11(now, &ddn(0x0100_0001, 9), "127.0.0.1:9".parse().unwrap()), None);
+        assert_eq!(st.on_s11(now, &[1, 2, 3], sgw), None);
+        assert_eq!(st.on_s11(now, &ddn(0, 10), sgw), None);
+        let counted = ["frontend_s11_unknown_peer", "frontend_s11_malformed", "frontend_s11_no_teid"];
+        assert_eq!(counted.map(|n| st.counters.value(n)), [2, 1, 1]);
+    }
+
+    #[test]
+    fn the_sgw_s_echo_is_answered_here() {
+        let mut st = state();
+        let sgw = st.sgw;
+        let echo = GtpMessage { teid: None, seq: 5, body: Message::EchoRequest(Echo { recovery: 1 }) };
+        let (to, reply) = st.on_s11(Instant::now(), &echo.to_bytes(), sgw).unwrap();
+        assert_eq!(to, sgw);
+        let reply = GtpMessage::parse(&reply.unwrap()).unwrap();
+        assert_eq!((reply.seq, reply.body.msg_type()), (5, msg_type::ECHO_RESPONSE));
+    }
 }

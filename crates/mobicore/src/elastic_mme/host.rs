@@ -13,33 +13,32 @@
 //! the front end routes.
 //!
 //! # S11 after a takeover
-//! Each host has its own S11 socket (all on one address, distinct ports:
-//! the S/P-GW-C accepts a request for a session from the address that
-//! created it). A UE keeps its MME S11 TEID (its MME-UE-S1AP-ID) across a
-//! takeover: it is in the stored context. The heir's S11 requests for it
-//! go from the heir's socket, and their responses come back there (GTP-C
-//! answers the request's source). What does not follow the UE: requests
-//! the S-GW starts (Downlink Data Notification) go to the S11 address that
-//! created the session, the dead host's, until something tells the S-GW of
-//! a new one (TS 29.274 allows a Sender F-TEID for Control Plane in Modify
-//! Bearer Request for an MME change; not sent yet). A DDN that does reach
-//! a host for a UE it does not hold loads it by its TEID.
+//! A host's S11 goes through the front end, which owns the MME's one S11
+//! address: the host's S11 client sends there (numbering its requests in
+//! its own block, `seq_prefix`), and its Sender F-TEID for Control Plane
+//! names the front end's IP (TS 29.274 7.2.1). The S-GW thus knows one MME
+//! address for a UE whichever host serves it, and its requests (Downlink
+//! Data Notification, TS 29.274 7.2.11.1) reach the host that serves the
+//! UE now: the front end routes them by the MME S11 TEID, which is the
+//! UE's MME-UE-S1AP-ID and so carries its host (the heir of a dead one).
+//! A UE keeps that TEID across a takeover (it is in the stored context);
+//! a DDN for a UE this host does not hold loads it by the TEID.
 
 use super::keys::{self, Uplink};
 use super::wire::{read_frame, write_frame, Frame};
 use mobicore_common::counters::Counters;
-use mobicore_common::s11::{S11IncomingAnswer, S11IncomingRequest, S11Link};
-use mobicore_common::s6a::{S6aIncomingAnswer, S6aLink};
+use mobicore_common::s11::{S11IncomingRequest, S11Link};
+use mobicore_common::s6a::S6aLink;
 use mobicore_common::sctp_api::AssocId;
 use mobicore_elastic::router::UeName;
 use mobicore_mme::context_codec::TimeBase;
 use mobicore_mme::stored::{StoredError, StoredUes};
 use mobicore_mme::transfer::UeKey;
-use mobicore_mme::{Mme, MmeAction, MmeEvent};
-use std::collections::HashMap;
+use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
+use std::net::SocketAddr;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 /// Frames queued towards the front end at most.
 const QUEUE: usize = 4096;
@@ -51,7 +50,9 @@ fn time_now() -> TimeBase {
 
 /// Run host `host` (1..=254) with `core` (its `host_prefix` set) over
 /// `stored`, connected to the front end by `frontend`, until shutdown or
-/// until the front end goes.
+/// until the front end goes. `s11` is the link of the host's S11 client
+/// (its peer the front end's S11 address), `s11_addr` the address of its
+/// socket, which the front end relays the S-GW's messages to.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     host: u8,
@@ -60,12 +61,13 @@ pub async fn run(
     frontend: TcpStream,
     s6a: S6aLink,
     s11: S11Link,
+    s11_addr: SocketAddr,
     counters: Counters,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let _ = frontend.set_nodelay(true);
     let (mut rd, mut wr) = frontend.into_split();
-    write_frame(&mut wr, &Frame::Hello { host }).await?;
+    write_frame(&mut wr, &Frame::Hello { host, s11: s11_addr }).await?;
     let (in_tx, mut from_fe) = mpsc::channel::<Frame>(QUEUE);
     let reader_counters = counters.clone();
     tokio::spawn(async move {
@@ -94,12 +96,7 @@ pub async fn run(
         }
     });
 
-    let S11Link { requests: s11, incoming: mut s11_incoming, notify: s11_notify } = s11;
-    let S6aLink { requests: s6a, incoming: mut s6a_incoming } = s6a;
-    let (answers_tx, mut answers) = mpsc::unbounded_channel::<MmeEvent>();
-    let mut s11_replies: HashMap<u64, oneshot::Sender<S11IncomingAnswer>> = HashMap::new();
-    let mut s6a_replies: HashMap<u64, oneshot::Sender<S6aIncomingAnswer>> = HashMap::new();
-    let mut next_txn = 0u64;
+    let (mut peers, mut peer_events) = Peers::new(s6a, s11, counters.clone());
     loop {
         let deadline = core.poll_timeout();
         let sleep = async {
@@ -120,19 +117,13 @@ pub async fn run(
                 let Some(frame) = frame else { anyhow::bail!("the front end closed the connection") };
                 on_frame(&mut core, &mut stored, &counters, frame).await;
             }
-            Some(ev) = answers.recv() => core.handle(Instant::now(), ev),
-            Some(inc) = s11_incoming.recv() => {
+            Some(ev) = peer_events.answers.recv() => core.handle(Instant::now(), ev),
+            Some(inc) = peer_events.s11_incoming.recv() => {
                 let S11IncomingRequest::DownlinkDataNotification(ddn) = &inc.request;
                 ensure_held(&mut core, &mut stored, &counters, UeKey::MmeUeS1apId(ddn.mme_teid.0)).await;
-                next_txn += 1;
-                s11_replies.insert(next_txn, inc.reply);
-                core.handle(Instant::now(), MmeEvent::S11Incoming { txn: next_txn, request: inc.request });
+                core.handle(Instant::now(), peers.s11_request(inc));
             }
-            Some(inc) = s6a_incoming.recv() => {
-                next_txn += 1;
-                s6a_replies.insert(next_txn, inc.reply);
-                core.handle(Instant::now(), MmeEvent::S6aIncoming { txn: next_txn, request: inc.request });
-            }
+            Some(inc) = peer_events.s6a_incoming.recv() => core.handle(Instant::now(), peers.s6a_request(inc)),
             _ = sleep => core.handle_timeout(Instant::now()),
         }
         if core.poll_timeout().is_some_and(|d| d <= Instant::now()) {
@@ -152,34 +143,7 @@ pub async fn run(
                 }
                 // The front end owns the associations.
                 MmeAction::S1Abort { .. } => counters.incr("host_abort_not_forwarded"),
-                MmeAction::S6a { ue, request } => {
-                    let (answer, tx) = (s6a.submit(request).await, answers_tx.clone());
-                    tokio::spawn(async move {
-                        let _ = tx.send(MmeEvent::S6a { ue, answer: answer.await });
-                    });
-                }
-                MmeAction::S11 { ue, request } => {
-                    let (response, tx) = (s11.submit(request).await, answers_tx.clone());
-                    tokio::spawn(async move {
-                        let _ = tx.send(MmeEvent::S11 { ue, response: response.await });
-                    });
-                }
-                MmeAction::S11Answer { txn, answer } => {
-                    if let Some(reply) = s11_replies.remove(&txn) {
-                        let _ = reply.send(answer);
-                    }
-                }
-                MmeAction::S6aAnswer { txn, answer } => {
-                    if let Some(reply) = s6a_replies.remove(&txn) {
-                        let _ = reply.send(answer);
-                    }
-                }
-                MmeAction::S11Notify { notification } => {
-                    if s11_notify.try_send(notification).is_err() {
-                        counters.incr("s11_notify_dropped");
-                    }
-                }
-                MmeAction::OperatorAnswer { .. } => {}
+                peer => peers.dispatch(peer).await,
             }
         }
     }

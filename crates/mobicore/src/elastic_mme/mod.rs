@@ -28,7 +28,8 @@ use tokio::sync::watch;
 
 #[derive(Args, Debug)]
 pub struct FrontendArgs {
-    /// TOML config file ([mme] for S1 Setup and the S1-MME address, [sctp]).
+    /// TOML config file ([mme] for S1 Setup, the S1-MME address, sgw and
+    /// s11_local; [sctp]).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// S1-MME address (overrides [mme] s1ap).
@@ -46,6 +47,13 @@ pub struct FrontendArgs {
     /// The balancer placing new UEs on hosts: sk-ch, ch, rr or maglev.
     #[arg(long, default_value = "ch")]
     pub scheme: Scheme,
+    /// The MME's S11 address, the one the S/P-GW-C sees: the hosts' S11
+    /// goes through it (overrides [mme] s11_local; port 0: any, printed).
+    #[arg(long)]
+    pub s11: Option<SocketAddr>,
+    /// The S/P-GW-C's S11 address (overrides [mme] sgw).
+    #[arg(long)]
+    pub sgw: Option<SocketAddr>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +66,8 @@ pub enum ReplicationArg {
 
 #[derive(Args, Debug)]
 pub struct HostArgs {
-    /// TOML config file ([mme]: core settings, hss, sgw, s11_local).
+    /// TOML config file ([mme]: core settings, hss, s11_local; sgw names
+    /// the P-GW unless [mme] pgw does).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// This host's number, 1..=254: the top octet of every MME-UE-S1AP-ID
@@ -68,6 +77,11 @@ pub struct HostArgs {
     /// The front end's host address (its --hosts).
     #[arg(long)]
     pub frontend: SocketAddr,
+    /// The front end's S11 address (its --s11): this host's S11 requests go
+    /// there and the S-GW's come from there; its IP is the one of the
+    /// host's Sender F-TEID for Control Plane.
+    #[arg(long)]
+    pub frontend_s11: SocketAddr,
     /// The UE context store: a Redis URL (redis://HOST:PORT,
     /// redis+unix:///PATH) shared by every host, or "memory" (this host
     /// alone: nothing survives it).
@@ -101,10 +115,17 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
         .await
         .with_context(|| format!("opening the hosts' address {}", a.hosts))?;
     let hosts = listener.local_addr()?;
+    let s11_addr = a.s11.unwrap_or(cfg.mme.s11_local);
+    if s11_addr.ip().is_unspecified() {
+        bail!("--s11 {s11_addr}: the hosts name its IP in their F-TEID, so give one");
+    }
+    let s11 = mobicore_gtp::udp::bind_udp(s11_addr).with_context(|| format!("opening the S11 address {s11_addr}"))?;
+    let s11_addr = s11.local_addr()?;
+    let s11 = frontend::S11Front { socket: s11, sgw: a.sgw.unwrap_or(cfg.mme.sgw) };
     let fe = Frontend::new(a.scheme.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
     let router = mobicore_elastic::router::Router::new(fe);
     println!(
-        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} scheme={}",
+        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={}",
         bound.handle.local,
         bound.udp_port.unwrap_or(0),
         a.scheme
@@ -112,7 +133,7 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     // Not spawned: the balancer is not Send; this task is the front end.
     let (_tx, rx) = watch::channel(false);
     tokio::select! {
-        r = frontend::run(cfg.mme.core.clone(), router, bound.handle, listener, counters, rx) => r,
+        r = frontend::run(cfg.mme.core.clone(), router, bound.handle, listener, s11, counters, rx) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
@@ -122,6 +143,9 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     if !(1..=254).contains(&a.id) {
         bail!("--id {} (1..=254)", a.id);
     }
+    let std::net::IpAddr::V4(s11_ip) = a.frontend_s11.ip() else {
+        bail!("--frontend-s11 {}: an IPv4 address (the F-TEID's)", a.frontend_s11);
+    };
     let cfg = config::load(a.config.as_deref())?;
     let store = match a.store.as_str() {
         "memory" => Store::memory(),
@@ -135,18 +159,23 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let s6a = mobicore_diameter::connect_s6a_link(s6a_cfg)
         .await
         .with_context(|| format!("connecting S6a to the HSS at {}", cfg.mme.hss))?;
+    // Through the front end, numbered in the host's block (for the
+    // responses to find it), under the front end's S11 address.
     let (s11_link, s11) = mobicore_gtp::client::s11_client_link(mobicore_gtp::client::S11ClientConfig {
         local: cfg.mme.s11_local,
-        peer: cfg.mme.sgw,
+        peer: a.frontend_s11,
+        seq_prefix: Some(a.id),
         ..Default::default()
     })
     .await
     .context("opening the host's S11 socket")?;
+    if s11.local_addr.ip().is_unspecified() {
+        // The front end knows the host's S11 socket by its address.
+        bail!("[mme] s11_local {}: give the host's address, not a wildcard", s11.local_addr);
+    }
     let mut core_cfg = cfg.mme.core.clone();
     core_cfg.host_prefix = Some(a.id);
-    if let std::net::IpAddr::V4(ip) = s11.local_addr.ip() {
-        core_cfg.s11_local_ip = ip;
-    }
+    core_cfg.s11_local_ip = s11_ip;
     if let (None, std::net::IpAddr::V4(ip)) = (core_cfg.pgw, cfg.mme.sgw.ip()) {
         core_cfg.pgw = Some(ip);
     }
@@ -182,7 +211,7 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         metrics.map_or("none".into(), |m| m.to_string())
     );
     let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, s11_link, counters, rx));
+    let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, s11_link, s11.local_addr, counters, rx));
     tokio::select! {
         r = task => r?,
         _ = tokio::signal::ctrl_c() => {

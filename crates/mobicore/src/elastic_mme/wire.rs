@@ -5,7 +5,7 @@
 //! [`WireError`], and the connection that carried it is closed.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The longest frame body taken (an S1AP PDU is far shorter; SCTP user
@@ -15,8 +15,9 @@ pub const MAX_FRAME: usize = 65_536 + 64;
 /// One frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
-    /// Host -> front end, first frame: the host's number (1..=254).
-    Hello { host: u8 },
+    /// Host -> front end, first frame: the host's number (1..=254) and the
+    /// address of its S11 socket (the front end relays S11 with it).
+    Hello { host: u8, s11: SocketAddr },
     /// Front end -> host: an eNB's association is up.
     EnbUp { assoc: u64, peer: IpAddr, outbound_streams: u16 },
     /// Front end -> host: the association is gone.
@@ -49,24 +50,17 @@ impl Frame {
         let mut b = BytesMut::with_capacity(32);
         b.put_u32(0);
         match self {
-            Frame::Hello { host } => {
+            Frame::Hello { host, s11 } => {
                 b.put_u8(HELLO);
                 b.put_u8(*host);
+                b.put_u16(s11.port());
+                put_ip(&mut b, s11.ip());
             }
             Frame::EnbUp { assoc, peer, outbound_streams } => {
                 b.put_u8(ENB_UP);
                 b.put_u64(*assoc);
                 b.put_u16(*outbound_streams);
-                match peer {
-                    IpAddr::V4(a) => {
-                        b.put_u8(4);
-                        b.put_slice(&a.octets());
-                    }
-                    IpAddr::V6(a) => {
-                        b.put_u8(6);
-                        b.put_slice(&a.octets());
-                    }
-                }
+                put_ip(&mut b, *peer);
             }
             Frame::EnbDown { assoc } => {
                 b.put_u8(ENB_DOWN);
@@ -91,28 +85,16 @@ impl Frame {
         let t = body.get_u8();
         match t {
             HELLO => {
-                need(&body, 1)?;
-                Ok(Frame::Hello { host: body.get_u8() })
+                need(&body, 4)?;
+                let host = body.get_u8();
+                let port = body.get_u16();
+                Ok(Frame::Hello { host, s11: SocketAddr::new(get_ip(&mut body)?, port) })
             }
             ENB_UP => {
                 need(&body, 11)?;
                 let assoc = body.get_u64();
                 let outbound_streams = body.get_u16();
-                let peer = match body.get_u8() {
-                    4 => {
-                        need(&body, 4)?;
-                        let mut o = [0u8; 4];
-                        body.copy_to_slice(&mut o);
-                        IpAddr::from(o)
-                    }
-                    6 => {
-                        need(&body, 16)?;
-                        let mut o = [0u8; 16];
-                        body.copy_to_slice(&mut o);
-                        IpAddr::from(o)
-                    }
-                    f => return Err(WireError::BadFamily(f)),
-                };
+                let peer = get_ip(&mut body)?;
                 Ok(Frame::EnbUp { assoc, peer, outbound_streams })
             }
             ENB_DOWN => {
@@ -127,6 +109,40 @@ impl Frame {
             }
             t => Err(WireError::UnknownType(t)),
         }
+    }
+}
+
+/// An address: its family (4 or 6), then its octets.
+fn put_ip(b: &mut BytesMut, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(a) => {
+            b.put_u8(4);
+            b.put_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            b.put_u8(6);
+            b.put_slice(&a.octets());
+        }
+    }
+}
+
+fn get_ip(body: &mut Bytes) -> Result<IpAddr, WireError> {
+    let need = |b: &Bytes, n: usize| if b.remaining() < n { Err(WireError::Truncated) } else { Ok(()) };
+    need(body, 1)?;
+    match body.get_u8() {
+        4 => {
+            need(body, 4)?;
+            let mut o = [0u8; 4];
+            body.copy_to_slice(&mut o);
+            Ok(IpAddr::from(o))
+        }
+        6 => {
+            need(body, 16)?;
+            let mut o = [0u8; 16];
+            body.copy_to_slice(&mut o);
+            Ok(IpAddr::from(o))
+        }
+        f => Err(WireError::BadFamily(f)),
     }
 }
 
@@ -173,7 +189,8 @@ mod tests {
 
     #[test]
     fn frames_round_trip() {
-        round_trip(Frame::Hello { host: 3 });
+        round_trip(Frame::Hello { host: 3, s11: "127.0.0.1:40123".parse().unwrap() });
+        round_trip(Frame::Hello { host: 254, s11: "[::1]:2123".parse().unwrap() });
         round_trip(Frame::EnbUp { assoc: 7, peer: "127.0.0.1".parse().unwrap(), outbound_streams: 2 });
         round_trip(Frame::EnbUp { assoc: 7, peer: "::1".parse().unwrap(), outbound_streams: 9 });
         round_trip(Frame::EnbDown { assoc: 7 });
@@ -189,9 +206,14 @@ mod tests {
             Err(WireError::BadFamily(5))
         );
         assert_eq!(Frame::decode(Bytes::from_static(&[S1, 0, 0])), Err(WireError::Truncated));
-        let enc = Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 }.encode();
-        for n in 0..enc.len() - 4 {
-            assert!(Frame::decode(enc.slice(4..4 + n)).is_err(), "{n}");
+        for f in [
+            Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 },
+            Frame::Hello { host: 1, s11: "[::1]:2123".parse().unwrap() },
+        ] {
+            let enc = f.encode();
+            for n in 0..enc.len() - 4 {
+                assert!(Frame::decode(enc.slice(4..4 + n)).is_err(), "{n}");
+            }
         }
     }
 
