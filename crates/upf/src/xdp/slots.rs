@@ -51,6 +51,11 @@ pub struct Slots {
     /// Slots that became free again; may hold slots `alloc_at` took since
     /// (skipped when popped).
     free: Vec<u32>,
+    /// Free slots an [`Slots::alloc_avoiding`] refused (homes of installed
+    /// keys, say): tried again only when no other slot is left, so they are
+    /// not popped and refused at every allocation. May hold slots
+    /// `alloc_at` took since (dropped when found).
+    parked: Vec<u32>,
     /// Released slots with their release time, oldest first.
     quarantine: VecDeque<(Instant, u32)>,
     /// Slots never handed out are scanned from here (upwards, or downwards
@@ -73,6 +78,7 @@ impl Slots {
             table,
             uses: vec![Use::Free; cap as usize],
             free: Vec::new(),
+            parked: Vec::new(),
             quarantine: VecDeque::new(),
             next: 0,
             cap,
@@ -112,24 +118,28 @@ impl Slots {
 
     /// [`Slots::alloc`] of a slot `avoid` does not refuse (a refused slot
     /// stays free): freed slots first (the most recent first), then slots
-    /// never used.
+    /// never used, then slots refused before.
     pub fn alloc_avoiding(&mut self, now: Instant, avoid: impl Fn(u32) -> bool) -> Result<u32, SlotsFull> {
         self.reclaim(now);
-        let mut refused = Vec::new();
-        let mut found = None;
         while let Some(i) = self.free.pop().or_else(|| self.never_used()) {
             if self.uses[i as usize] != Use::Free {
                 continue;
             }
             if avoid(i) {
-                refused.push(i);
+                self.parked.push(i);
                 continue;
             }
-            found = Some(i);
-            break;
+            return Ok(self.take(i));
         }
-        self.free.extend(refused);
-        found.map(|i| self.take(i)).ok_or_else(|| self.full())
+        // Nothing else is left: the refused ones, if one is acceptable now.
+        self.parked.retain(|&i| self.uses[i as usize] == Use::Free);
+        match self.parked.iter().position(|&i| !avoid(i)) {
+            Some(p) => {
+                let i = self.parked.swap_remove(p);
+                Ok(self.take(i))
+            }
+            None => Err(self.full()),
+        }
     }
 
     /// The next slot never handed out by number (it may have been taken
@@ -285,6 +295,26 @@ mod tests {
         assert_eq!(s.alloc(t0).unwrap(), 3);
         assert_eq!(s.alloc_at(2, t0), Some(2));
         assert_eq!(s.alloc(t0).unwrap(), 1, "2 is skipped");
+        assert!(s.alloc(t0).is_err());
+    }
+
+    #[test]
+    fn a_refused_slot_is_tried_again_only_when_nothing_else_is_left() {
+        let t0 = Instant::now();
+        let mut s = Slots::new("fast_dl_lines", 8);
+        let calls = std::cell::Cell::new(0);
+        let avoid_0 = |i| {
+            calls.set(calls.get() + 1);
+            i == 0
+        };
+        assert_eq!(s.alloc_avoiding(t0, &avoid_0).unwrap(), 1);
+        calls.set(0);
+        for want in 2..8 {
+            assert_eq!(s.alloc_avoiding(t0, &avoid_0).unwrap(), want);
+        }
+        assert_eq!(calls.get(), 6, "the refused slot was asked again");
+        assert!(s.alloc_avoiding(t0, &avoid_0).is_err());
+        assert_eq!(s.alloc_avoiding(t0, |_| false).unwrap(), 0, "taken once acceptable");
         assert!(s.alloc(t0).is_err());
     }
 
