@@ -131,6 +131,8 @@ pub struct Loads {
     since_report: HashMap<HostId, [i64; ProcedureKind::COUNT]>,
     /// Per host: reports received, to tell which procedures came after.
     epochs: HashMap<HostId, u64>,
+    /// Hosts whose reports stopped ([`Loads::stale`]).
+    stale: BTreeSet<HostId>,
     estimation: Estimation,
 }
 
@@ -167,7 +169,14 @@ impl Default for Estimation {
 
 impl Loads {
     pub fn new(profiles: Profiles, estimation: Estimation) -> Self {
-        Loads { profiles, reports: HashMap::new(), since_report: HashMap::new(), epochs: HashMap::new(), estimation }
+        Loads {
+            profiles,
+            reports: HashMap::new(),
+            since_report: HashMap::new(),
+            epochs: HashMap::new(),
+            stale: BTreeSet::new(),
+            estimation,
+        }
     }
 
     pub fn profiles(&self) -> &Profiles {
@@ -177,7 +186,20 @@ impl Loads {
     pub fn report(&mut self, host: HostId, report: HostReport) {
         self.reports.insert(host, report);
         self.since_report.remove(&host);
+        self.stale.remove(&host);
         *self.epochs.entry(host).or_default() += 1;
+    }
+
+    /// The host's reports have stopped (it reported before, but not for
+    /// longer than its owner allows): its q/c is infinite, so Eq. 1 finds
+    /// it never viable and Algorithm 1's least-q/c fallback takes it last,
+    /// until it reports again. A host that never reported counts as idle.
+    pub fn stale(&mut self, host: HostId) {
+        self.stale.insert(host);
+    }
+
+    pub fn is_stale(&self, host: HostId) -> bool {
+        self.stale.contains(&host)
     }
 
     fn epoch(&self, host: HostId) -> u64 {
@@ -185,6 +207,7 @@ impl Loads {
     }
 
     pub fn forget(&mut self, host: HostId) {
+        self.stale.remove(&host);
         self.reports.remove(&host);
         self.since_report.remove(&host);
     }
@@ -199,8 +222,12 @@ impl Loads {
     }
 
     /// The least q_i / c_i over the host's NFs of `kind`; 0 for a host
-    /// that has not reported yet, `None` if it reported no such NF.
+    /// that has not reported yet, infinite for a stale one, `None` if it
+    /// reported no such NF.
     pub fn least_q_over_c(&self, host: HostId, kind: ProcedureKind) -> Option<f64> {
+        if self.stale.contains(&host) {
+            return Some(f64::INFINITY);
+        }
         let Some(r) = self.reports.get(&host) else {
             return Some(0.0);
         };
@@ -331,6 +358,16 @@ impl Frontend {
     }
 
     /// A host's periodic report.
+    /// A host's reports have stopped ([`Loads::stale`]).
+    pub fn stale(&mut self, host: HostId) {
+        self.loads.stale(host);
+    }
+
+    /// Forget the host's reports (it left).
+    pub fn forget(&mut self, host: HostId) {
+        self.loads.forget(host);
+    }
+
     pub fn report(&mut self, host: HostId, report: HostReport) {
         self.loads.report(host, report);
     }

@@ -28,6 +28,14 @@
 //! loads them likewise). A host number is never given to a new host while
 //! UEs may still carry it.
 //!
+//! # Load reports
+//! Hosts report their moving averages periodically ([`Router::report`]);
+//! skewed consistent hashing picks new UEs' hosts by them (seed 004
+//! Algorithm 1, Eq. 1). A host that reported once and then not for longer
+//! than `report_stale_after` ([`Router::expire_reports`]) is stale: never
+//! viable, taken only when every host is stale or over its SLO, until it
+//! reports again.
+//!
 //! # S11
 //! The front end also owns the MME's one S11 address: the S/P-GW-C sees
 //! it as the MME's (the source of every request, and the address of the
@@ -49,6 +57,7 @@
 use crate::balancer::{Frontend, Request, RouteError};
 use crate::hash::hash64;
 use crate::procedure::{HostId, MTmsi, ProcedureKind, SliceId};
+use crate::report::HostReport;
 use crate::ring::Ring;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -183,8 +192,15 @@ pub struct Router {
     live: BTreeSet<HostId>,
     heirs: Ring,
     s11: S11Pending,
+    /// Per host: when its last load report came.
+    reported: HashMap<HostId, Instant>,
+    report_stale_after: Duration,
     pub stats: RouterStats,
 }
+
+/// How long a host's last load report counts, by default: ten of the
+/// hosts' default report periods.
+pub const REPORT_STALE_AFTER: Duration = Duration::from_secs(1);
 
 /// The S-GW's requests waiting for a host's answer at most, by default.
 pub const S11_MAX_PENDING: usize = 4096;
@@ -202,6 +218,8 @@ impl Router {
             live: BTreeSet::new(),
             heirs: Ring::new(Ring::DEFAULT_VNODES),
             s11: S11Pending { max: S11_MAX_PENDING, hold: S11_HOLD, by_seq: HashMap::new(), order: VecDeque::new() },
+            reported: HashMap::new(),
+            report_stale_after: REPORT_STALE_AFTER,
             stats: RouterStats::default(),
         }
     }
@@ -227,7 +245,40 @@ impl Router {
         if self.live.remove(&host) {
             self.heirs.remove(host);
             self.frontend.remove_host(SliceId::ATTACH, host, &[]);
+            self.frontend.forget(host);
+            self.reported.remove(&host);
         }
+    }
+
+    /// A live host's load report, received at `now`.
+    pub fn report(&mut self, now: Instant, host: HostId, report: HostReport) {
+        if self.live.contains(&host) {
+            self.reported.insert(host, now);
+            self.frontend.report(host, report);
+        }
+    }
+
+    /// A host's last report counts for `after` (see "Load reports").
+    pub fn with_report_staleness(mut self, after: Duration) -> Router {
+        self.report_stale_after = after;
+        self
+    }
+
+    /// Marks stale the hosts whose last report is older than
+    /// `report_stale_after` at `now`; returns them (once each).
+    pub fn expire_reports(&mut self, now: Instant) -> Vec<HostId> {
+        let after = self.report_stale_after;
+        let gone: Vec<HostId> = self
+            .reported
+            .iter()
+            .filter(|(_, &at)| now.saturating_duration_since(at) > after)
+            .map(|(&h, _)| h)
+            .collect();
+        for &h in &gone {
+            self.reported.remove(&h);
+            self.frontend.stale(h);
+        }
+        gone
     }
 
     /// The live host that serves the UEs of `gone`, if any host is live.
@@ -351,12 +402,71 @@ mod tests {
     use crate::Scheme;
 
     fn router(scheme: Scheme, hosts: &[u32]) -> Router {
-        let fe = Frontend::new(scheme.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 1024);
+        let balancer: Box<dyn crate::balancer::Balancer> = match scheme {
+            Scheme::SkewedCh => Box::new(crate::balancer::SkewedCh::new(Ring::DEFAULT_VNODES, 2).placing_attaches()),
+            s => s.balancer(2),
+        };
+        let fe = Frontend::new(balancer, Loads::new(Profiles::default(), Estimation::default()), 1024);
         let mut r = Router::new(fe);
         for &h in hosts {
             r.host_up(HostId(h));
         }
         r
+    }
+
+    fn report(q: f64) -> HostReport {
+        let nfs = ProcedureKind::ALL.iter().map(|&kind| crate::report::NfLoad { kind, q, c: 1.0 }).collect();
+        HostReport { cpu: q.min(1.0), nfs }
+    }
+
+    fn attaches(r: &mut Router, n: u32) -> [u32; 4] {
+        let mut per_host = [0u32; 4];
+        for id in 0..n {
+            let h = r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None }).unwrap();
+            per_host[h.0 as usize] += 1;
+        }
+        per_host
+    }
+
+    #[test]
+    fn skewed_ch_avoids_a_host_that_reports_overload() {
+        let t0 = Instant::now();
+        let mut r = router(Scheme::SkewedCh, &[1, 2, 3]);
+        // Host 1 reports a queue far beyond any SLO (Eq. 1), 2 and 3 some load.
+        r.report(t0, HostId(1), report(1e6));
+        r.report(t0, HostId(2), report(0.0));
+        r.report(t0, HostId(3), report(0.0));
+        let per_host = attaches(&mut r, 300);
+        assert_eq!(per_host[1], 0, "{per_host:?}");
+        assert_eq!(per_host[2] + per_host[3], 300);
+        // The same reports under plain CH change nothing.
+        let mut ch = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        ch.report(t0, HostId(1), report(1e6));
+        assert!(attaches(&mut ch, 300)[1] > 0);
+    }
+
+    #[test]
+    fn a_host_whose_reports_stop_is_stale_until_it_reports_again() {
+        let t0 = Instant::now();
+        let mut r = router(Scheme::SkewedCh, &[1, 2]).with_report_staleness(Duration::from_secs(1));
+        r.report(t0, HostId(1), report(0.0));
+        r.report(t0, HostId(2), report(0.0));
+        assert!(r.expire_reports(t0 + Duration::from_millis(900)).is_empty());
+        // Host 2 goes on reporting; host 1 stops.
+        r.report(t0 + Duration::from_millis(900), HostId(2), report(0.0));
+        assert_eq!(r.expire_reports(t0 + Duration::from_millis(1500)), vec![HostId(1)]);
+        assert!(r.expire_reports(t0 + Duration::from_millis(1600)).is_empty(), "once");
+        assert_eq!(attaches(&mut r, 200)[1], 0, "a stale host is not viable");
+        // Every host stale: the least q/c is still a host (Algorithm 1's fallback).
+        assert_eq!(r.expire_reports(t0 + Duration::from_secs(3)), vec![HostId(2)]);
+        let all = attaches(&mut r, 10);
+        assert_eq!(all[1] + all[2], 10);
+        // Reporting again makes it viable again.
+        r.report(t0 + Duration::from_secs(3), HostId(1), report(0.0));
+        assert!(attaches(&mut r, 200)[1] > 0);
+        // A host that never reported is not stale: it counts as idle.
+        let mut fresh = router(Scheme::SkewedCh, &[1, 2]);
+        assert!(fresh.expire_reports(t0 + Duration::from_secs(60)).is_empty());
     }
 
     #[test]

@@ -14,11 +14,23 @@ pub struct SkewedCh {
     replicas: usize,
     /// The slices' rings, kept as consistent hashing keeps them.
     ch: ConsistentHashing,
+    /// Attaches too are placed by Eq. 1 ([`SkewedCh::placing_attaches`]).
+    place_attaches: bool,
 }
 
 impl SkewedCh {
     pub fn new(vnodes: u32, replicas: usize) -> Self {
-        SkewedCh { replicas, ch: ConsistentHashing::new(vnodes) }
+        SkewedCh { replicas, ch: ConsistentHashing::new(vnodes), place_attaches: false }
+    }
+
+    /// An attach's first message goes to a viable host among its ring
+    /// candidates too, not always to the primary (Algorithm 1 line 16).
+    /// For a system where a UE stays on the host it attached at (the
+    /// elastic MME: no migration to primary and replicas after the attach,
+    /// seed 004 5.1), so that the attach is the one choice there is.
+    pub fn placing_attaches(mut self) -> Self {
+        self.place_attaches = true;
+        self
     }
 
     /// The UE's primary and replica hosts on its slice's ring.
@@ -52,7 +64,7 @@ impl Balancer for SkewedCh {
         let ring = self.ch.ring(req.slice)?;
         // Algorithm 1 line 16: an attach's first message goes to its
         // host on the ring, which then holds the context.
-        if req.kind == ProcedureKind::Attach {
+        if req.kind == ProcedureKind::Attach && !self.place_attaches {
             return Some(Selection { host: ring.primary(req.ue)?, violation: None });
         }
         let candidates = ring.candidates(req.ue, 1 + self.replicas);
