@@ -43,6 +43,9 @@ use tokio::sync::{mpsc, watch};
 
 /// Frames queued towards one host at most.
 pub const HOST_QUEUE: usize = 4096;
+/// How often hosts' load reports are checked for staleness
+/// ([`Router::expire_reports`]).
+const REPORT_CHECK: Duration = Duration::from_millis(100);
 /// How long a new host connection may take to say which host it is.
 const HELLO_WITHIN: Duration = Duration::from_secs(5);
 
@@ -99,6 +102,7 @@ pub async fn run(
     let mut buf = vec![0u8; 65_536];
     let (host_tx, mut host_rx) = mpsc::channel::<HostEvent>(HOST_QUEUE);
     let mut next_conn = 0u64;
+    let mut expiry = tokio::time::interval(REPORT_CHECK);
     loop {
         tokio::select! {
             biased;
@@ -121,6 +125,12 @@ pub async fn run(
                 fe.on_sctp(ev);
             }
             Some(ev) = host_rx.recv() => fe.on_host(ev),
+            _ = expiry.tick() => {
+                for h in fe.router.expire_reports(Instant::now()) {
+                    fe.counters.incr("frontend_load_report_stale");
+                    println!("mme-frontend: {h} load reports stopped (not viable until it reports)");
+                }
+            }
             r = s11.recv_from(&mut buf) => match r {
                 Ok((n, from)) => {
                     if let Some((to, reply)) = fe.on_s11(Instant::now(), &buf[..n], from) {
@@ -260,6 +270,10 @@ impl State {
                         } else {
                             self.downlink.push((assoc, stream, data));
                         }
+                    }
+                    Frame::Load { cpu_e4, nfs } => {
+                        self.counters.incr("frontend_load_report");
+                        self.router.report(Instant::now(), host, super::load::from_frame(cpu_e4, &nfs));
                     }
                     _ => self.counters.incr("frontend_bad_host_frame"),
                 }

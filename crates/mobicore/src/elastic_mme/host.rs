@@ -23,8 +23,15 @@
 //! UE's MME-UE-S1AP-ID and so carries its host (the heir of a dead one).
 //! A UE keeps that TEID across a takeover (it is in the stored context);
 //! a DDN for a UE this host does not hold loads it by the TEID.
+//!
+//! # Load reports
+//! Every `every` (`--load-every-ms`) the host sends the front end its
+//! moving averages ([`super::load::LoadMeter`]): the frames from the front
+//! end waiting for the core, and its CPU use of its budget, for skewed
+//! consistent hashing (seed 004 Algorithm 1, Eq. 1).
 
 use super::keys::{self, Uplink};
+use super::load::{process_cpu, CpuSample, LoadMeter};
 use super::wire::{read_frame, write_frame, Frame};
 use mobicore_common::counters::Counters;
 use mobicore_common::s11::{S11IncomingRequest, S11Link};
@@ -36,7 +43,7 @@ use mobicore_mme::stored::{StoredError, StoredUes};
 use mobicore_mme::transfer::UeKey;
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
 use std::net::SocketAddr;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
@@ -46,6 +53,14 @@ const QUEUE: usize = 4096;
 fn time_now() -> TimeBase {
     let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     TimeBase { now: Instant::now(), unix_ms }
+}
+
+/// How a host reports its load.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadReporting {
+    pub every: Duration,
+    /// Cores the host may use (its cgroup's `cpu.max`), if bounded.
+    pub budget: Option<f64>,
 }
 
 /// Run host `host` (1..=254) with `core` (its `host_prefix` set) over
@@ -62,6 +77,7 @@ pub async fn run(
     s6a: S6aLink,
     s11: S11Link,
     s11_addr: SocketAddr,
+    load: LoadReporting,
     counters: Counters,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -97,6 +113,10 @@ pub async fn run(
     });
 
     let (mut peers, mut peer_events) = Peers::new(s6a, s11, counters.clone());
+    let started = Instant::now();
+    let mut meter = LoadMeter::new(load.budget);
+    let mut report_tick = tokio::time::interval(load.every.max(Duration::from_millis(1)));
+    report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let deadline = core.poll_timeout();
         let sleep = async {
@@ -125,6 +145,15 @@ pub async fn run(
             }
             Some(inc) = peer_events.s6a_incoming.recv() => core.handle(Instant::now(), peers.s6a_request(inc)),
             _ = sleep => core.handle_timeout(Instant::now()),
+            _ = report_tick.tick() => {
+                meter.sample(CpuSample { wall: started.elapsed(), cpu: process_cpu() }, from_fe.len());
+                if let Some(f) = meter.frame() {
+                    if to_fe.try_send(f).is_err() {
+                        counters.incr("host_frontend_queue_full");
+                    }
+                }
+                continue;
+            }
         }
         if core.poll_timeout().is_some_and(|d| d <= Instant::now()) {
             core.handle_timeout(Instant::now());
@@ -185,6 +214,6 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, f
             }
             core.handle(Instant::now(), MmeEvent::S1Data { assoc: AssocId(assoc), stream, data });
         }
-        Frame::Hello { .. } => counters.incr("host_bad_frame"),
+        Frame::Hello { .. } | Frame::Load { .. } => counters.incr("host_bad_frame"),
     }
 }

@@ -10,6 +10,7 @@
 pub mod frontend;
 pub mod host;
 pub mod keys;
+pub mod load;
 pub mod wire;
 
 use crate::allinone::{check_privileges, endpoint_config, transport};
@@ -44,7 +45,8 @@ pub struct FrontendArgs {
     /// Where MME hosts connect (TCP; loopback: the link is not protected).
     #[arg(long, default_value = "127.0.0.1:36420")]
     pub hosts: SocketAddr,
-    /// The balancer placing new UEs on hosts: sk-ch, ch, rr or maglev.
+    /// The balancer placing new UEs on hosts: sk-ch (by the hosts' load
+    /// reports, seed 004 Algorithm 1), ch, rr or maglev.
     #[arg(long, default_value = "ch")]
     pub scheme: Scheme,
     /// The MME's S11 address, the one the S/P-GW-C sees: the hosts' S11
@@ -95,6 +97,10 @@ pub struct HostArgs {
     /// Serve Prometheus metrics (the host's counters) on this address (port 0: any, printed).
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
+    /// Send the front end a load report (queue length and CPU use, moving
+    /// averages) every this many milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub load_every_ms: u64,
 }
 
 /// `mobicore mme-frontend`.
@@ -122,7 +128,16 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     let s11 = mobicore_gtp::udp::bind_udp(s11_addr).with_context(|| format!("opening the S11 address {s11_addr}"))?;
     let s11_addr = s11.local_addr()?;
     let s11 = frontend::S11Front { socket: s11, sgw: a.sgw.unwrap_or(cfg.mme.sgw) };
-    let fe = Frontend::new(a.scheme.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
+    // A UE stays on the host it attached at: under sk-ch the attach is
+    // placed by the hosts' load reports (Eq. 1), not on the ring's primary.
+    let balancer: Box<dyn mobicore_elastic::Balancer> = match a.scheme {
+        Scheme::SkewedCh => Box::new(
+            mobicore_elastic::balancer::SkewedCh::new(mobicore_elastic::ring::Ring::DEFAULT_VNODES, 2)
+                .placing_attaches(),
+        ),
+        s => s.balancer(2),
+    };
+    let fe = Frontend::new(balancer, Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
     let router = mobicore_elastic::router::Router::new(fe);
     println!(
         "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={}",
@@ -211,7 +226,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         metrics.map_or("none".into(), |m| m.to_string())
     );
     let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, s11_link, s11.local_addr, counters, rx));
+    let load = host::LoadReporting { every: std::time::Duration::from_millis(a.load_every_ms.max(1)), budget: None };
+    let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, s11_link, s11.local_addr, load, counters, rx));
     tokio::select! {
         r = task => r?,
         _ = tokio::signal::ctrl_c() => {

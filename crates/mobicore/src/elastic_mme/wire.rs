@@ -25,7 +25,24 @@ pub enum Frame {
     /// An S1AP PDU of an eNB's association (uplink: from the eNB; downlink:
     /// to be sent to it on `stream`).
     S1 { assoc: u64, stream: u16, data: Bytes },
+    /// Host -> front end, periodically: the host's moving averages for the
+    /// inter-host balancer (seed 004 5.1; `q_i`, `c_i` of Eq. 1), in fixed
+    /// point: CPU use and shares in 1/10,000, queue lengths in 1/1,000 of
+    /// a message. At most [`MAX_LOAD_NFS`] entries.
+    Load { cpu_e4: u16, nfs: Vec<NfLoadWire> },
 }
+
+/// One NF's entry of a [`Frame::Load`]: its procedure kind (by
+/// `ProcedureKind::index`), queue length and CPU share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NfLoadWire {
+    pub kind: u8,
+    pub q_e3: u32,
+    pub c_e4: u16,
+}
+
+/// Entries of a load report at most.
+pub const MAX_LOAD_NFS: usize = 32;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum WireError {
@@ -37,12 +54,15 @@ pub enum WireError {
     Truncated,
     #[error("bad address family {0}")]
     BadFamily(u8),
+    #[error("load report of {0} entries (at most {MAX_LOAD_NFS})")]
+    TooManyNfs(usize),
 }
 
 const HELLO: u8 = 1;
 const ENB_UP: u8 = 2;
 const ENB_DOWN: u8 = 3;
 const S1: u8 = 4;
+const LOAD: u8 = 5;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -71,6 +91,18 @@ impl Frame {
                 b.put_u64(*assoc);
                 b.put_u16(*stream);
                 b.put_slice(data);
+            }
+            Frame::Load { cpu_e4, nfs } => {
+                b.put_u8(LOAD);
+                b.put_u16(*cpu_e4);
+                // A longer list is cut: the peer would refuse it.
+                let nfs = &nfs[..nfs.len().min(MAX_LOAD_NFS)];
+                b.put_u8(nfs.len() as u8);
+                for nf in nfs {
+                    b.put_u8(nf.kind);
+                    b.put_u32(nf.q_e3);
+                    b.put_u16(nf.c_e4);
+                }
             }
         }
         let len = (b.len() - 4) as u32;
@@ -106,6 +138,19 @@ impl Frame {
                 let assoc = body.get_u64();
                 let stream = body.get_u16();
                 Ok(Frame::S1 { assoc, stream, data: body })
+            }
+            LOAD => {
+                need(&body, 3)?;
+                let cpu_e4 = body.get_u16();
+                let n = usize::from(body.get_u8());
+                if n > MAX_LOAD_NFS {
+                    return Err(WireError::TooManyNfs(n));
+                }
+                need(&body, n * 7)?;
+                let nfs = (0..n)
+                    .map(|_| NfLoadWire { kind: body.get_u8(), q_e3: body.get_u32(), c_e4: body.get_u16() })
+                    .collect();
+                Ok(Frame::Load { cpu_e4, nfs })
             }
             t => Err(WireError::UnknownType(t)),
         }
@@ -195,6 +240,9 @@ mod tests {
         round_trip(Frame::EnbUp { assoc: 7, peer: "::1".parse().unwrap(), outbound_streams: 9 });
         round_trip(Frame::EnbDown { assoc: 7 });
         round_trip(Frame::S1 { assoc: 1, stream: 3, data: Bytes::from_static(b"\x00\x0c\x40") });
+        round_trip(Frame::Load { cpu_e4: 0, nfs: vec![] });
+        let nf = NfLoadWire { kind: 4, q_e3: u32::MAX, c_e4: 5000 };
+        round_trip(Frame::Load { cpu_e4: 10_000, nfs: vec![nf; MAX_LOAD_NFS] });
     }
 
     #[test]
@@ -206,7 +254,13 @@ mod tests {
             Err(WireError::BadFamily(5))
         );
         assert_eq!(Frame::decode(Bytes::from_static(&[S1, 0, 0])), Err(WireError::Truncated));
+        assert_eq!(Frame::decode(Bytes::from_static(&[LOAD, 0, 0, 33])), Err(WireError::TooManyNfs(33)));
+        // A list longer than the bound is cut when encoded.
+        let nf = NfLoadWire { kind: 1, q_e3: 2, c_e4: 3 };
+        let long = Frame::Load { cpu_e4: 1, nfs: vec![nf; MAX_LOAD_NFS + 5] };
+        assert_eq!(Frame::decode(long.encode().slice(4..)), Ok(Frame::Load { cpu_e4: 1, nfs: vec![nf; MAX_LOAD_NFS] }));
         for f in [
+            Frame::Load { cpu_e4: 7, nfs: vec![nf, nf] },
             Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 },
             Frame::Hello { host: 1, s11: "[::1]:2123".parse().unwrap() },
         ] {
