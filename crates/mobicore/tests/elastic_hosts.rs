@@ -351,9 +351,11 @@ struct Options {
     s11_tap: bool,
     /// S1 between the RAN and the front end relayed by an [`S1Tap`].
     s1_tap: bool,
+    /// The front end's --scheme.
+    scheme: &'static str,
 }
 
-const DEFAULT: Options = Options { ues: UES, s11_tap: false, s1_tap: false };
+const DEFAULT: Options = Options { ues: UES, s11_tap: false, s1_tap: false, scheme: "ch" };
 
 /// The elastic MME of three hosts, the RAN connected.
 struct Cluster {
@@ -370,6 +372,8 @@ struct Cluster {
     tap: Option<S11Tap>,
     s1_tap: Option<S1Tap>,
     ues: u64,
+    /// The front end's hosts' address.
+    hosts: String,
     _dir: TempDir,
     _redis: RedisServer,
 }
@@ -420,6 +424,8 @@ impl Cluster {
                 "127.0.0.1:0",
                 "--sgw",
                 &sgw,
+                "--scheme",
+                o.scheme,
             ],
         );
         let ready = wait_line(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()));
@@ -440,7 +446,7 @@ impl Cluster {
         }
 
         let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
-        let dir = dir.with_extension(format!("{}-{}-{}", o.ues, o.s11_tap, o.s1_tap));
+        let dir = dir.with_extension(format!("{}-{}-{}-{}", o.ues, o.s11_tap, o.s1_tap, o.scheme));
         std::fs::create_dir_all(&dir).unwrap();
         let dir = TempDir(dir);
         let host_cfg = dir.0.join("host.toml");
@@ -495,6 +501,7 @@ impl Cluster {
             tap,
             s1_tap,
             ues: o.ues,
+            hosts,
             _dir: dir,
             _redis: redis,
         }
@@ -671,4 +678,106 @@ async fn hot_a_host_killed_mid_attach_its_ue_completes_the_attach_on_the_heir() 
     assert_eq!(after.values().collect::<Vec<_>>(), [&ue], "the same MME-UE-S1AP-ID, GUTI and session");
     c.finish().await;
     drop(tap); // relayed S1 to the end (Detach)
+}
+
+/// A host that is not one, on the front end's hosts' port: it says Hello
+/// as host `id`, reports a queue far beyond any SLO while told to, and
+/// counts the UE-associated S1AP it is given (it answers none).
+struct LoadedHost {
+    ue_messages: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    reporting: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LoadedHost {
+    async fn start(hosts: &str, id: u8) -> LoadedHost {
+        use mobicore::elastic_mme::keys::{uplink, Uplink};
+        use mobicore::elastic_mme::wire::{read_frame, write_frame, Frame, NfLoadWire};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let s11 = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let stream = tokio::net::TcpStream::connect(hosts).await.unwrap();
+        let (mut rd, mut wr) = stream.into_split();
+        write_frame(&mut wr, &Frame::Hello { host: id, s11: s11.local_addr().unwrap() }).await.unwrap();
+        let ue_messages = std::sync::Arc::new(AtomicU64::new(0));
+        let (reporting, mut on) = tokio::sync::watch::channel(true);
+        let count = ue_messages.clone();
+        let task = tokio::spawn(async move {
+            let _s11 = s11;
+            // Eq. 1 at c = 1: a million messages ahead of any procedure.
+            let nfs = (0..5).map(|kind| NfLoadWire { kind, q_e3: 1_000_000_000, c_e4: 10_000 }).collect();
+            let load = Frame::Load { cpu_e4: 10_000, nfs };
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tokio::select! {
+                    f = read_frame(&mut rd) => match f {
+                        Ok(Some(Frame::S1 { assoc, data, .. })) => {
+                            if matches!(uplink(assoc, &data), Uplink::Ue(_)) {
+                                count.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                        Ok(Some(_)) => {}
+                        _ => break,
+                    },
+                    _ = tick.tick() => {
+                        if *on.borrow_and_update() && write_frame(&mut wr, &load).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        LoadedHost { ue_messages, reporting, task }
+    }
+
+    fn ue_messages(&self) -> u64 {
+        self.ue_messages.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for LoadedHost {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Skewed consistent hashing on the hosts' load reports (seed 004
+/// Algorithm 1, Eq. 1): the three real hosts report their load (idle), a
+/// fourth host reports a queue no procedure could get through within its
+/// SLO. Every new UE is placed on a real host, none on the loaded one
+/// (which is a candidate on the ring for most of them). When the loaded
+/// host's reports stop, the front end says so (stale: still not viable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sk_ch_places_new_ues_away_from_a_host_reporting_overload() {
+    let mut c = Cluster::boot("cold", Options { scheme: "sk-ch", ..DEFAULT }).await;
+    // The real hosts report (every 100 ms by default).
+    let end = Instant::now() + LIMIT;
+    for m in c.metrics.values() {
+        while counter(*m, "mobicore_mme_host_load_report_sent").await < 2 {
+            assert!(Instant::now() < end, "a host's load reports");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let hosts = c.hosts.clone();
+    let loaded = LoadedHost::start(&hosts, 9).await;
+    wait_line(&c.fe, "the loaded host", |l| (l == "mme-frontend: host9 up").then_some(()));
+    wait_line(&c.fe, "its load report", |l| (l == "mme-frontend: host9 reports load").then_some(()));
+
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, UES, "{:?}", c.ran.report().failures);
+    assert_eq!(loaded.ue_messages(), 0, "nothing routed to the loaded host");
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    let placed = records(&c.store).await;
+    assert_eq!(placed.len() as u64, UES);
+    for (imsi, s) in &placed {
+        assert!((1..=3).contains(&(s.mme_ue_s1ap_id >> 24)), "UE {imsi} on a real host: {s:?}");
+    }
+
+    // Its reports stop: stale, within the front end's bound (1 s).
+    loaded.reporting.send_replace(false);
+    let stale = "mme-frontend: host9 load reports stopped (not viable until it reports)";
+    wait_line(&c.fe, "the loaded host's reports to go stale", |l| (l == stale).then_some(()));
+    assert_eq!(loaded.ue_messages(), 0);
+    drop(loaded);
+    c.finish().await;
 }

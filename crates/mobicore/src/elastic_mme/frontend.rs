@@ -75,6 +75,8 @@ struct Host {
     conn: u64,
     tx: mpsc::Sender<Frame>,
     s11: SocketAddr,
+    /// Whether it has sent a load report (printed once).
+    reporting: bool,
 }
 
 /// Run the front end until `shutdown`.
@@ -240,7 +242,7 @@ impl State {
                         }
                     }
                 }
-                self.hosts.insert(host, Host { conn, tx, s11 });
+                self.hosts.insert(host, Host { conn, tx, s11, reporting: false });
                 self.s11_hosts.insert(s11, host);
                 self.router.host_up(host);
                 self.counters.incr("frontend_host_up");
@@ -273,6 +275,9 @@ impl State {
                     }
                     Frame::Load { cpu_e4, nfs } => {
                         self.counters.incr("frontend_load_report");
+                        if self.hosts.get_mut(&host).is_some_and(|h| !std::mem::replace(&mut h.reporting, true)) {
+                            println!("mme-frontend: {host} reports load");
+                        }
                         self.router.report(Instant::now(), host, super::load::from_frame(cpu_e4, &nfs));
                     }
                     _ => self.counters.incr("frontend_bad_host_frame"),

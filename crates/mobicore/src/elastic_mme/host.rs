@@ -148,8 +148,9 @@ pub async fn run(
             _ = report_tick.tick() => {
                 meter.sample(CpuSample { wall: started.elapsed(), cpu: process_cpu() }, from_fe.len());
                 if let Some(f) = meter.frame() {
-                    if to_fe.try_send(f).is_err() {
-                        counters.incr("host_frontend_queue_full");
+                    match to_fe.try_send(f) {
+                        Ok(()) => counters.incr("host_load_report_sent"),
+                        Err(_) => counters.incr("host_frontend_queue_full"),
                     }
                 }
                 continue;
