@@ -7,6 +7,7 @@
 //! [`wire`] is the front end <-> host link. See ARCHITECTURE.md ("The
 //! elastic MME") for what runs and what does not yet.
 
+pub mod cgroup;
 pub mod frontend;
 pub mod host;
 pub mod keys;
@@ -101,6 +102,12 @@ pub struct HostArgs {
     /// averages) every this many milliseconds.
     #[arg(long, default_value_t = 100)]
     pub load_every_ms: u64,
+    /// Bound the host to this fraction of a core (0.5: half a core) in a
+    /// cgroup v2 of its own (/sys/fs/cgroup/mobicore-hosts/host<id>-<pid>,
+    /// removed at exit); its load reports are of this budget. Needs root
+    /// and cgroup v2 with the cpu controller.
+    #[arg(long)]
+    pub cpu_max: Option<f64>,
 }
 
 /// `mobicore mme-frontend`.
@@ -162,6 +169,11 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         bail!("--frontend-s11 {}: an IPv4 address (the F-TEID's)", a.frontend_s11);
     };
     let cfg = config::load(a.config.as_deref())?;
+    // Before anything runs: every thread in the budget. Removed at return.
+    let _cgroup = match a.cpu_max {
+        Some(f) => Some(cgroup::HostCgroup::enter_self(a.id, f)?),
+        None => None,
+    };
     let store = match a.store.as_str() {
         "memory" => Store::memory(),
         url => {
@@ -218,15 +230,17 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         tokio::spawn(crate::allinone::serve_metrics(listener, all));
     }
     println!(
-        "mme-host {} ready: s11={} store={:?} replication={:?} metrics={}",
+        "mme-host {} ready: s11={} store={:?} replication={:?} metrics={} cpu_max={}",
         a.id,
         s11.local_addr,
         store.kind(),
         a.replication,
-        metrics.map_or("none".into(), |m| m.to_string())
+        metrics.map_or("none".into(), |m| m.to_string()),
+        a.cpu_max.map_or("none".into(), |f| f.to_string())
     );
     let (tx, rx) = watch::channel(false);
-    let load = host::LoadReporting { every: std::time::Duration::from_millis(a.load_every_ms.max(1)), budget: None };
+    let load =
+        host::LoadReporting { every: std::time::Duration::from_millis(a.load_every_ms.max(1)), budget: a.cpu_max };
     let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, s11_link, s11.local_addr, load, counters, rx));
     tokio::select! {
         r = task => r?,
