@@ -75,6 +75,11 @@ impl Procs {
         rx
     }
 
+    /// The process id of `name`.
+    fn pid(&self, name: &str) -> u32 {
+        self.0.iter().find(|(n, _)| n == name).expect("a process of that name").1.id()
+    }
+
     /// SIGKILL `name` and reap it.
     fn kill(&mut self, name: &str) {
         let i = self.0.iter().position(|(n, _)| n == name).expect("a process of that name");
@@ -353,9 +358,11 @@ struct Options {
     s1_tap: bool,
     /// The front end's --scheme.
     scheme: &'static str,
+    /// Host 3's --cpu-max.
+    cpu_max: Option<&'static str>,
 }
 
-const DEFAULT: Options = Options { ues: UES, s11_tap: false, s1_tap: false, scheme: "ch" };
+const DEFAULT: Options = Options { ues: UES, s11_tap: false, s1_tap: false, scheme: "ch", cpu_max: None };
 
 /// The elastic MME of three hosts, the RAN connected.
 struct Cluster {
@@ -474,7 +481,10 @@ impl Cluster {
                     replication,
                     "--metrics",
                     "127.0.0.1:0",
-                ],
+                ]
+                .into_iter()
+                .chain(o.cpu_max.filter(|_| id == 3).map(|f| ["--cpu-max", f]).into_iter().flatten())
+                .collect::<Vec<_>>(),
             );
             let m = wait_line(&out, &name, |l| field(l, "metrics").map(str::to_string));
             metrics.insert(id, m.parse::<SocketAddr>().unwrap());
@@ -780,4 +790,43 @@ async fn sk_ch_places_new_ues_away_from_a_host_reporting_overload() {
     assert_eq!(loaded.ue_messages(), 0);
     drop(loaded);
     c.finish().await;
+}
+
+/// Removes a directory (a cgroup, empty once its process is gone) on drop.
+struct RemoveDir(PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// `mme-host --cpu-max`: the host runs in a cgroup v2 of its own whose
+/// `cpu.max` is its budget, and reports. Needs root and cgroup v2 with the
+/// cpu controller: skipped, with a message, otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
+    let controllers = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+    if unsafe { libc::geteuid() } != 0 || !controllers.split_whitespace().any(|c| c == "cpu") {
+        eprintln!("skipped: needs root and cgroup v2 with the cpu controller at /sys/fs/cgroup");
+        return;
+    }
+    // Declared before the cluster, so dropped after its processes (even
+    // on failure): the cgroup is empty by then.
+    let mut cleanup = RemoveDir(PathBuf::new());
+    let mut c = Cluster::boot("cold", Options { cpu_max: Some("0.2"), ..DEFAULT }).await;
+    let pid = c.procs.pid("host3");
+    let dir = PathBuf::from(format!("/sys/fs/cgroup/mobicore-hosts/host3-{pid}"));
+    cleanup.0 = dir.clone();
+    assert_eq!(std::fs::read_to_string(dir.join("cpu.max")).unwrap().trim(), "20000 100000");
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+    assert!(procs.lines().any(|l| l.trim() == pid.to_string()), "host3 ({pid}) in its cgroup: {procs:?}");
+    let end = Instant::now() + LIMIT;
+    while counter(c.metrics[&3], "mobicore_mme_host_load_report_sent").await < 2 {
+        assert!(Instant::now() < end, "host3's load reports");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.attach_and_idle().await;
+    c.finish().await;
+    drop(cleanup);
 }
