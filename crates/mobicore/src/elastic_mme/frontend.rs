@@ -20,6 +20,11 @@
 //! S11 sockets (from their Hello) are heard; an Echo Request is answered
 //! here (TS 29.274 7.1.2).
 //!
+//! Hosts report their load periodically (`Frame::Load`); the reports go to
+//! the balancer ([`Router::report`], for `sk-ch`: seed 004 Algorithm 1,
+//! Eq. 1), and a host whose reports stop is marked stale
+//! ([`Router::expire_reports`]).
+//!
 //! A host whose connection closes is gone: its UEs go to their heir at
 //! their next message. Everything queued is bounded: a host that does not
 //! read loses messages (counted: `frontend_host_queue_full`), a peer that

@@ -4,7 +4,8 @@
 //! the MME core for the UEs routed to it, their contexts in a store shared
 //! through Redis. The routing itself is sans-I/O
 //! ([`mobicore_elastic::router`]); [`keys`] reads what it needs of S1AP;
-//! [`wire`] is the front end <-> host link. See ARCHITECTURE.md ("The
+//! [`wire`] is the front end <-> host link; [`load`] what a host reports
+//! for the balancer, [`cgroup`] its CPU budget. See ARCHITECTURE.md ("The
 //! elastic MME") for what runs and what does not yet.
 
 pub mod cgroup;
