@@ -453,7 +453,14 @@ impl Cluster {
         }
 
         let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
-        let dir = dir.with_extension(format!("{}-{}-{}-{}-{}", o.ues, o.s11_tap, o.s1_tap, o.scheme, o.cpu_max.unwrap_or("-")));
+        let dir = dir.with_extension(format!(
+            "{}-{}-{}-{}-{}",
+            o.ues,
+            o.s11_tap,
+            o.s1_tap,
+            o.scheme,
+            o.cpu_max.unwrap_or("-")
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let dir = TempDir(dir);
         let host_cfg = dir.0.join("host.toml");
