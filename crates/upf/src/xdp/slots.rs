@@ -307,13 +307,13 @@ mod tests {
             calls.set(calls.get() + 1);
             i == 0
         };
-        assert_eq!(s.alloc_avoiding(t0, &avoid_0).unwrap(), 1);
+        assert_eq!(s.alloc_avoiding(t0, avoid_0).unwrap(), 1);
         calls.set(0);
         for want in 2..8 {
-            assert_eq!(s.alloc_avoiding(t0, &avoid_0).unwrap(), want);
+            assert_eq!(s.alloc_avoiding(t0, avoid_0).unwrap(), want);
         }
         assert_eq!(calls.get(), 6, "the refused slot was asked again");
-        assert!(s.alloc_avoiding(t0, &avoid_0).is_err());
+        assert!(s.alloc_avoiding(t0, avoid_0).is_err());
         assert_eq!(s.alloc_avoiding(t0, |_| false).unwrap(), 0, "taken once acceptable");
         assert!(s.alloc(t0).is_err());
     }
