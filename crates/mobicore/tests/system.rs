@@ -239,7 +239,8 @@ async fn bad_input_on_every_interface_leaves_other_ues_attaching() {
     }
 
     let report = workload.await.unwrap().unwrap();
-    assert_eq!(report.attached, 200, "failures: {:?}", report.failures);
+    let all_counters = || -> Vec<_> { core.counters.iter().map(|(n, c)| (*n, c.snapshot())).collect() };
+    assert_eq!(report.attached, 200, "failures: {:?}, counters: {:?}", report.failures, all_counters());
     assert_eq!(report.detached, 200, "failures: {:?}", report.failures);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(counter("mme", "s1ap_malformed") >= 2, "garbage and truncated S1AP counted");
