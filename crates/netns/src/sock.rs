@@ -49,3 +49,22 @@ pub fn udp_bind(local: SocketAddrV4, buffer: usize) -> io::Result<std::net::UdpS
     s.bind(&SocketAddr::V4(local).into())?;
     Ok(s.into())
 }
+
+/// Caps the rate the kernel sends this socket's segments at
+/// (SO_MAX_PACING_RATE, octets per second; TCP paces internally).
+pub fn set_max_pacing_rate(s: &impl std::os::fd::AsRawFd, bytes_per_s: u32) -> io::Result<()> {
+    // SAFETY: setsockopt with a u32 option value of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            &bytes_per_s as *const u32 as *const libc::c_void,
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -39,10 +39,10 @@ struct Tee {
 }
 
 impl Tee {
-    /// The slow path first: it holds the buffered packets and sends the
-    /// End Markers before the fast path switches to the new tunnel; a FAR
-    /// that buffered switches in the fast path once the release is sent
-    /// ([`Handover`]).
+    /// The fast path first, then the slow path, which releases buffered
+    /// packets and queues the End Markers (sent after a grace period); a
+    /// FAR that buffered switches in the fast path once the release is
+    /// sent ([`Handover`]).
     fn update_planes(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
         match self.xdp.as_mut() {
             Some(x) => self.handover.update(&mut self.user, x.as_mut(), up_seid, rules),
@@ -307,11 +307,9 @@ impl Upf {
         let mut datapath = open_datapath(&cfg, &counters)?;
         let xdp_loaded = datapath.as_ref().is_some_and(|d| d.xdp.is_some());
         let fp: Box<dyn ForwardingPlane> = match datapath.as_mut() {
-            Some(d) => Box::new(Tee {
-                memory: plane.clone(),
-                user: d.user.clone(),
-                xdp: d.xdp.take(),
-                handover: Handover::new(),
+            Some(d) => Box::new({
+                d.user.set_fast_path(d.xdp.is_some());
+                Tee { memory: plane.clone(), user: d.user.clone(), xdp: d.xdp.take(), handover: Handover::new() }
             }),
             None => Box::new(plane.clone()),
         };

@@ -13,6 +13,12 @@
 //! wake-up the I/O task sends after that flush). Left: packets already in
 //! an AF_XDP ring at the moment of the switch may still be overtaken (a
 //! window of one I/O iteration, not of a whole release).
+//!
+//! A path switch (FORW to FORW on another tunnel) goes the other way
+//! round: the fast path switches first, then the slow path queues the End
+//! Marker, and the I/O task sends it only after an RCU grace period
+//! ([`super::io::end_marker_gate`]), so it leaves behind every G-PDU an
+//! XDP run sent on the old tunnel (the handover target waits for it).
 
 use super::UserspacePlane;
 use crate::rules::{Action, ForwardingPlane, PlaneError, SessionRules};
@@ -49,9 +55,15 @@ impl Handover {
         self.pending.len()
     }
 
-    /// Updates both planes, the slow path first (it releases and sends
-    /// End Markers); FARs that buffered keep buffering in the fast path
-    /// until [`Handover::poll`] finds the release flushed.
+    /// Updates both planes, the fast path first: the slow path queues the
+    /// End Markers of changed tunnels (TS 29.281 7.3.2), and they must
+    /// follow every packet the fast path sent on the old tunnel; the I/O
+    /// task lets an RCU grace period pass before it sends them, so no XDP
+    /// run that read the old rules is still under way ([`end_marker_gate`]).
+    /// FARs that buffered keep buffering in the fast path until
+    /// [`Handover::poll`] finds the slow path's release flushed.
+    ///
+    /// [`end_marker_gate`]: super::io::end_marker_gate
     pub fn update(
         &mut self,
         user: &mut UserspacePlane,
@@ -61,21 +73,22 @@ impl Handover {
     ) -> Result<(), PlaneError> {
         let buffering: Vec<u32> = {
             let core = user.lock();
+            core.check_update(up_seid, rules)?;
             core.sessions
                 .get(&up_seid)
                 .map_or_else(Vec::new, |s| s.rules.fars.values().filter(|f| f.action.buff).map(|f| f.id).collect())
         };
+        self.pending.remove(&up_seid);
+        let held = holding(rules, &buffering);
+        fast.update(up_seid, &held)?;
         user.update(up_seid, rules)?;
+        if held == *rules {
+            return Ok(());
+        }
         // The count read after the release: a flush that finishes beyond
         // it started after the release was queued (it may be the one
         // already running, then the next one counts).
         let started = user.flushes_started();
-        self.pending.remove(&up_seid);
-        let held = holding(rules, &buffering);
-        if held == *rules {
-            return fast.update(up_seid, rules);
-        }
-        fast.update(up_seid, &held)?;
         self.pending.insert(up_seid, (rules.clone(), started));
         user.want_flush_ack(true);
         Ok(())
@@ -178,5 +191,53 @@ mod tests {
         h.update(&mut user, &mut fast, 1, &buff).unwrap();
         h.update(&mut user, &mut fast, 1, &buff).unwrap();
         assert_eq!(h.pending(), 0);
+    }
+
+    /// A fast path that records, at each update, how many End Markers the
+    /// slow path had queued by then.
+    struct Watching {
+        user: UserspacePlane,
+        plane: MemoryPlane,
+        end_markers_queued: Vec<usize>,
+    }
+
+    impl ForwardingPlane for Watching {
+        fn install(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+            self.plane.install(up_seid, rules)
+        }
+        fn update(&mut self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+            let queued = self.user.lock().transmits.iter().filter(|t| t.is_end_marker()).count();
+            self.end_markers_queued.push(queued);
+            self.plane.update(up_seid, rules)
+        }
+        fn remove(&mut self, up_seid: u64) -> Result<(), PlaneError> {
+            self.plane.remove(up_seid)
+        }
+    }
+
+    #[test]
+    fn a_path_switch_moves_the_fast_path_before_the_end_marker_is_queued() {
+        use crate::rules::GtpuTunnel;
+        let mut user = UserspacePlane::new(Default::default(), Default::default());
+        let to = |teid, last| {
+            let mut r = rules(Action { forw: true, ..Action::default() });
+            r.fars.get_mut(&1).unwrap().outer_header_creation =
+                Some(GtpuTunnel { teid, ipv4: std::net::Ipv4Addr::new(10, 0, 0, last) });
+            r
+        };
+        user.install(1, &to(0x100, 1)).unwrap();
+        let mut fast = Watching { user: user.clone(), plane: MemoryPlane::new(), end_markers_queued: vec![] };
+        fast.install(1, &to(0x100, 1)).unwrap();
+        let mut h = Handover::new();
+        h.update(&mut user, &mut fast, 1, &to(0x200, 2)).unwrap();
+        assert_eq!(fast.end_markers_queued, [0], "the fast path switched after the End Marker was queued");
+        let queued: Vec<_> = std::iter::from_fn(|| user.lock().poll_transmit()).collect();
+        assert!(matches!(&queued[..], [t] if t.is_end_marker()), "{queued:?}");
+        // A refused update changes neither plane.
+        let mut clash = to(0x300, 3);
+        clash.pdrs = Default::default();
+        assert!(h.update(&mut user, &mut fast, 99, &clash).is_err());
+        assert_eq!(fast.end_markers_queued.len(), 1);
+        assert_eq!(fast.plane.get(1).unwrap(), to(0x200, 2));
     }
 }

@@ -312,6 +312,12 @@ impl DatapathIo {
         if reports {
             self.plane.reports_ready.notify_one();
         }
+        if self.plane.fast_path() && out.iter().any(Transmit::is_end_marker) {
+            match tokio::task::spawn_blocking(end_marker_gate).await {
+                Ok(Ok(())) => {}
+                _ => self.plane.lock().counters.incr("upf_end_marker_gate_failed"),
+            }
+        }
         for t in out {
             match t {
                 Transmit::Gtpu { to, bytes } => {
@@ -340,6 +346,24 @@ impl DatapathIo {
             }
         }
     }
+}
+
+/// Waits until no XDP run that started before now is still under way: an
+/// RCU grace period (membarrier(2) MEMBARRIER_CMD_GLOBAL). XDP runs, and
+/// flushes what it redirected to the egress device's queue, inside one
+/// RCU read-side section (the NAPI poll), so a G-PDU an XDP run sent on a
+/// tunnel the fast path has just left is queued on the egress before the
+/// End Marker sent after this returns (TS 29.281 7.3.2: the End Marker is
+/// the last packet on the old path). Some milliseconds; the I/O task's
+/// End Markers of one flush share one.
+pub fn end_marker_gate() -> io::Result<()> {
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier(2) takes no pointers.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0 as libc::c_long, 0 as libc::c_long) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// sendmsg(2) of one UDP datagram whose IPv4 header gets `tos` (an IP_TOS

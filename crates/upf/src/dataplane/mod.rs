@@ -20,7 +20,9 @@
 //! - [`plane`]: [`UserspacePlane`], the shared handle implementing
 //!   [`ForwardingPlane`] for the PFCP node.
 //! - [`handover`]: a FAR turning from BUFF to FORW switches the XDP fast
-//!   path only once the released packets are sent (no overtaking).
+//!   path only once the released packets are sent (no overtaking); a
+//!   path switch's End Marker leaves after the fast path's last packet
+//!   on the old tunnel.
 //! - [`io`]: the I/O shell: a UDP socket on S1-U:2152 on the access side
 //!   and a TUN device on the core side.
 //!
@@ -28,7 +30,8 @@
 //! `gtpu_error_indication_sent`, `gtpu_error_indication_suppressed`,
 //! `gtpu_error_indication_received`, `gtpu_end_marker_sent`,
 //! `gtpu_end_marker_received`, `gtpu_end_marker_relayed`,
-//! `gtpu_end_marker_not_relayed`,
+//! `gtpu_end_marker_not_relayed`, `upf_end_marker_gate_failed` (the
+//! grace period before End Markers could not be waited for),
 //! `gtpu_unknown_teid`, `upf_ul_spoofed`, `upf_no_pdr`, `upf_gate_closed`,
 //! `upf_mbr_exceeded`, `upf_far_drop` (including the packets of PDRs
 //! whose URR quota is exhausted: they point to the usage engine's DROP
@@ -116,6 +119,14 @@ pub enum Transmit {
     /// A GTP-U message whose outer IPv4 header gets this ToS (Transport
     /// Level Marking of Duplicating Parameters).
     GtpuMarked { to: SocketAddrV4, tos: u8, bytes: Vec<u8> },
+}
+
+impl Transmit {
+    /// A GTP-U End Marker (message type 254, TS 29.281 6.1).
+    pub fn is_end_marker(&self) -> bool {
+        matches!(self, Transmit::Gtpu { bytes, .. } | Transmit::GtpuMarked { bytes, .. }
+            if bytes.get(1) == Some(&mobicore_gtp::gtpu::msg::END_MARKER))
+    }
 }
 
 /// Why a packet was dropped; each has its own counter.
@@ -375,13 +386,19 @@ impl UserPlane {
         Ok(())
     }
 
+    /// Whether [`UserPlane::update`] would take these rules (it changes
+    /// nothing when it refuses).
+    pub fn check_update(&self, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
+        self.sessions.get(&up_seid).ok_or(PlaneError::NotFound(up_seid))?;
+        self.check_keys(up_seid, &SessionState::new(rules))
+    }
+
     /// New rules for a session: End Markers on paths that change (TS 29.281
     /// 7.3.2, TS 23.401 5.3.3.1 step 13), then the buffer is released in
     /// order if its FARs now forward.
     pub fn update(&mut self, now: Instant, up_seid: u64, rules: &SessionRules) -> Result<(), PlaneError> {
-        let s = self.sessions.get(&up_seid).ok_or(PlaneError::NotFound(up_seid))?;
-        let probe = SessionState::new(rules);
-        self.check_keys(up_seid, &probe)?;
+        self.check_update(up_seid, rules)?;
+        let s = &self.sessions[&up_seid];
         let old: Vec<GtpuTunnel> = s
             .rules
             .fars

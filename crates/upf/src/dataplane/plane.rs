@@ -24,6 +24,9 @@ pub struct UserspacePlane {
     /// see [`super::handover`]).
     flushes: Arc<[AtomicU64; 2]>,
     flush_ack: Arc<AtomicBool>,
+    /// An XDP fast path forwards beside this plane: End Markers wait for
+    /// a grace period ([`super::io::end_marker_gate`]).
+    fast_path: Arc<AtomicBool>,
 }
 
 impl UserspacePlane {
@@ -34,7 +37,15 @@ impl UserspacePlane {
             reports_ready: Arc::new(Notify::new()),
             flushes: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
             flush_ack: Arc::new(AtomicBool::new(false)),
+            fast_path: Arc::new(AtomicBool::new(false)),
         }
+    }
+    /// Whether an XDP fast path forwards beside this plane.
+    pub fn set_fast_path(&self, on: bool) {
+        self.fast_path.store(on, Ordering::Release);
+    }
+    pub fn fast_path(&self) -> bool {
+        self.fast_path.load(Ordering::Acquire)
     }
     /// The I/O task takes the transmit queue (call with the core locked).
     pub fn flush_started(&self) {
