@@ -128,7 +128,7 @@ fn ip(ns: Option<&str>, args: &[&str]) -> io::Result<()> {
 
 /// The bound sockets of a user-space data path, ready to run.
 pub struct DatapathIo {
-    udp: UdpSocket,
+    udp: std::sync::Arc<UdpSocket>,
     tun: AsyncFd<OwnedFd>,
     plane: UserspacePlane,
     /// AF_XDP sockets receiving buffered downlink packets (XDP mode).
@@ -210,7 +210,7 @@ impl DatapathIo {
         // SAFETY: `tun` is an fd we own, registered once and kept open by
         // the AsyncFd until it is dropped.
         let tun = unsafe { AsyncFd::register(tun) }.map_err(|e| e.into_parts().1)?;
-        Ok(DatapathIo { udp: UdpSocket::from_std(udp)?, tun, plane, xsks: Vec::new() })
+        Ok(DatapathIo { udp: std::sync::Arc::new(UdpSocket::from_std(udp)?), tun, plane, xsks: Vec::new() })
     }
 
     /// Receives buffered downlink packets from these AF_XDP sockets
@@ -312,11 +312,25 @@ impl DatapathIo {
         if reports {
             self.plane.reports_ready.notify_one();
         }
+        let mut out = out;
         if self.plane.fast_path() && out.iter().any(Transmit::is_end_marker) {
-            match tokio::task::spawn_blocking(end_marker_gate).await {
-                Ok(Ok(())) => {}
-                _ => self.plane.lock().counters.incr("upf_end_marker_gate_failed"),
-            }
+            // End Markers wait for the grace period on their own; the rest
+            // of the flush (and the next ones) do not.
+            let (end_markers, rest): (Vec<_>, Vec<_>) = out.into_iter().partition(Transmit::is_end_marker);
+            out = rest;
+            let (udp, plane) = (self.udp.clone(), self.plane.clone());
+            tokio::spawn(async move {
+                if !matches!(tokio::task::spawn_blocking(end_marker_gate).await, Ok(Ok(()))) {
+                    plane.lock().counters.incr("upf_end_marker_gate_failed");
+                }
+                for t in end_markers {
+                    if let Transmit::Gtpu { to, bytes } | Transmit::GtpuMarked { to, bytes, .. } = t {
+                        if udp.send_to(&bytes, to).await.is_err() {
+                            plane.lock().counters.incr("upf_send_error");
+                        }
+                    }
+                }
+            });
         }
         for t in out {
             match t {
