@@ -177,7 +177,9 @@ pub fn run_blocking(opts: &SlowpathOptions) -> Result<SlowpathReport, DpBenchErr
     let mut dut = dut;
     let socks = {
         let (plane, frames) = (&mut dut.plane, opts.frames);
-        run_in(&topo.dut, || afxdp::open_for_plane(plane, "d0", frames))?.map_err(DpBenchError::Xdp)?
+        // Every frame here stays buffered: the program's counts of them
+        // (crate::xdp::order) are never taken off, and need not be.
+        run_in(&topo.dut, || afxdp::open_for_plane(plane, "d0", frames))?.map_err(DpBenchError::Xdp)?.0
     };
     let queues = socks.len() as u32;
     let mut gen = Generator::load()?;

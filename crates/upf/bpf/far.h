@@ -57,16 +57,51 @@ struct {
 	__type(value, __u32);
 } xsk_ifindex SEC(".maps");
 
-/* A downlink packet of a buffering session: to the AF_XDP socket of its
- * receive queue when one is registered, else up the stack (XDP_PASS, the
- * UE pool route into the slow path's TUN device). */
-static __always_inline int to_buffer(struct xdp_md *ctx)
+/* Downlink packets handed to the AF_XDP slow path and not yet sent by it,
+ * per bucket of UE addresses (the address's low bits, host order). While
+ * a bucket's count is above zero, its packets that the fast path would
+ * forward go to the slow path too, behind those still there, so that none
+ * overtakes a buffered packet (TS 29.244 5.2.1: buffered packets are
+ * forwarded in order when the FAR turns to FORW). The slow path takes one
+ * off after it has sent what it took from its socket
+ * (crates/upf/src/xdp/order.rs). */
+#define SLOW_ORDER_BUCKETS 65536
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLOW_ORDER_BUCKETS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+} slow_order SEC(".maps");
+
+static __always_inline __u32 *order_bucket(__u32 daddr)
 {
-	__u32 zero = 0;
+	__u32 k = bpf_ntohl(daddr) & (SLOW_ORDER_BUCKETS - 1);
+	return bpf_map_lookup_elem(&slow_order, &k);
+}
+
+/* Whether packets to `daddr` are still in the slow path. */
+static __always_inline int behind_slow_path(__u32 daddr)
+{
+	__u32 *n = order_bucket(daddr);
+	return n && *(volatile __u32 *)n > 0;
+}
+
+/* A downlink packet of a buffering session (or behind one): to the AF_XDP
+ * socket of its receive queue when one is registered, counted in its
+ * bucket, else up the stack (XDP_PASS, the UE pool route into the slow
+ * path's TUN device). */
+static __always_inline int to_buffer(struct xdp_md *ctx, __u32 daddr)
+{
+	__u32 zero = 0, q = ctx->rx_queue_index;
 	__u32 *ifx = bpf_map_lookup_elem(&xsk_ifindex, &zero);
-	if (!ifx || *ifx == 0 || *ifx != ctx->ingress_ifindex)
+	if (!ifx || *ifx == 0 || *ifx != ctx->ingress_ifindex || !bpf_map_lookup_elem(&xsks, &q))
 		return XDP_PASS;
-	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	__u32 *n = order_bucket(daddr);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	return bpf_redirect_map(&xsks, q, XDP_PASS);
 }
 
 static __always_inline void mac_copy(__u8 *dst, const __u8 *src)

@@ -271,6 +271,7 @@ enum upf_counter {
 	CNT_MEC_NO_SLICE,   /* MEC: a frame of no slice (ifindex, VLAN): the host's */
 	CNT_MEC_NO_UE,      /* MEC: a FORWARD rule's downlink to a UE without a tunnel: routed */
 	CNT_MEC_NO_COPY,    /* MEC: a DUPLICATE_* rule's copy not made (no route, no metadata room) */
+	CNT_PASS_IN_ORDER,  /* downlink behind packets still in the AF_XDP slow path (far.h slow_order) */
 	CNT_MAX
 };
 
@@ -469,7 +470,7 @@ struct min_config {
 	__u8 smac[6];
 };
 
-_Static_assert(CNT_MAX == 39, "xdp/maps.rs Counter::ALL and CounterLine");
+_Static_assert(CNT_MAX == 40, "xdp/maps.rs Counter::ALL and CounterLine");
 _Static_assert(sizeof(struct sdf_filter) == 28, "sdf_filter");
 _Static_assert(sizeof(struct pdr_rule) == 48, "pdr_rule");
 _Static_assert(sizeof(struct pdr_set) == 8 + 48 * PDR_SET_MAX, "pdr_set");

@@ -243,9 +243,11 @@ static __always_inline int downlink(struct xdp_md *ctx, struct iphdr *ip, void *
 	__u32 qer_idx = r->qer_idx, urr_idx = r->urr_idx;
 	__u32 why = far_gate(r->action);
 	if (why == CNT_PASS_BUFFER)
-		return verdict(why, to_buffer(ctx)); /* AF_XDP slow path, else XDP_PASS */
+		return verdict(why, to_buffer(ctx, ip->daddr)); /* AF_XDP slow path, else XDP_PASS */
 	if (why)
 		return verdict(why, why == CNT_DROP_FAR ? XDP_DROP : XDP_PASS);
+	if (behind_slow_path(ip->daddr))
+		return verdict(CNT_PASS_IN_ORDER, to_buffer(ctx, ip->daddr));
 	/* DUPL (TS 29.244 5.2.1, 8.2.26): the slow path forwards and duplicates. */
 	if (r->action & FAR_DUPL)
 		return verdict(CNT_PASS_DUPL, XDP_PASS);

@@ -155,7 +155,10 @@ struct Datapath {
 
 /// The fast path, and the AF_XDP sockets for buffered downlink packets or
 /// why there are none.
-type OpenedXdp = (Box<dyn ForwardingPlane>, Result<Vec<XskSocket>, String>);
+/// AF_XDP sockets for buffered downlink and the program's counts of what
+/// it hands them ([`crate::xdp::order`]).
+type BufferSockets = (Vec<XskSocket>, crate::xdp::order::SlowOrder);
+type OpenedXdp = (Box<dyn ForwardingPlane>, Result<BufferSockets, String>);
 
 /// Loads the XDP fast path and attaches it to the configured interfaces,
 /// from inside the access namespace (interface names and netlink are per
@@ -172,7 +175,7 @@ fn open_xdp(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
 /// AF_XDP copy-mode sockets on every receive queue of the core interface,
 /// registered in the program (crate::afxdp), for the downlink packets of
 /// buffering sessions; Err: they arrive on the TUN device instead.
-fn open_buffer_sockets(x: &mut crate::xdp::XdpPlane, cfg: &UpfConfig) -> Result<Vec<XskSocket>, String> {
+fn open_buffer_sockets(x: &mut crate::xdp::XdpPlane, cfg: &UpfConfig) -> Result<BufferSockets, String> {
     if !cfg.buffer_afxdp {
         return Err("buffer_afxdp = false".into());
     }
@@ -220,25 +223,29 @@ fn open_xdp_here(cfg: &UpfConfig) -> Result<OpenedXdp, String> {
 fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<Datapath>, UpfError> {
     let (xdp, xsks) = match cfg.datapath {
         DatapathKind::None => return Ok(None),
-        DatapathKind::Userspace => (None, Ok(Vec::new())),
+        DatapathKind::Userspace => (None, None),
         DatapathKind::Xdp => {
             let (x, s) = open_xdp(cfg).map_err(UpfError::Xdp)?;
-            (Some(x), s)
+            (Some(x), Some(s))
         }
         DatapathKind::Auto => match open_xdp(cfg) {
-            Ok((x, s)) => (Some(x), s),
+            Ok((x, s)) => (Some(x), Some(s)),
             Err(e) => {
                 tracing::info!("XDP not used ({e}): user-space data path");
                 counters.incr("upf_xdp_fallback");
-                (None, Ok(Vec::new()))
+                (None, None)
             }
         },
     };
-    let xsks = xsks.unwrap_or_else(|e| {
-        tracing::warn!("AF_XDP not used for buffered downlink packets ({e}): they arrive on the TUN device");
-        counters.incr("upf_afxdp_fallback");
-        Vec::new()
-    });
+    let xsks = match xsks {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            tracing::warn!("AF_XDP not used for buffered downlink packets ({e}): they arrive on the TUN device");
+            counters.incr("upf_afxdp_fallback");
+            None
+        }
+    };
     let dp = DatapathConfig {
         s1u_addr: cfg.s1u_addr,
         buffer_session_bytes: cfg.buffer_session_bytes,
@@ -258,7 +265,12 @@ fn open_datapath(cfg: &UpfConfig, counters: &Counters) -> Result<Option<Datapath
         tun_name: cfg.tun_name.clone(),
         ue_pools: cfg.ue_pools.clone(),
     };
-    let io = DatapathIo::open(&io, user.clone()).and_then(|io| io.with_afxdp(xsks)).map_err(UpfError::Datapath)?;
+    let io = DatapathIo::open(&io, user.clone())
+        .and_then(|io| match xsks {
+            Some((socks, order)) => io.with_afxdp(socks, std::sync::Arc::new(order)),
+            None => Ok(io),
+        })
+        .map_err(UpfError::Datapath)?;
     if io.afxdp_sockets() > 0 {
         tracing::info!(sockets = io.afxdp_sockets(), "buffered downlink packets over AF_XDP (copy mode)");
     }

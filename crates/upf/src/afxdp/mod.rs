@@ -434,8 +434,15 @@ pub fn rx_queues(ifname: &str) -> u32 {
 /// and registers each in `plane`'s XSKMAP. Err with the reason (the caller
 /// falls back to the TUN device); on error no socket stays registered
 /// (closing a socket removes it from the map).
-pub fn open_for_plane(plane: &mut crate::xdp::XdpPlane, iface: &str, frames: u32) -> Result<Vec<XskSocket>, String> {
+pub fn open_for_plane(
+    plane: &mut crate::xdp::XdpPlane,
+    iface: &str,
+    frames: u32,
+) -> Result<(Vec<XskSocket>, crate::xdp::order::SlowOrder), String> {
     let ifindex = crate::xdp::ifindex(iface).map_err(|e| e.to_string())?;
+    // Before any socket is registered: the program counts what it hands
+    // them, and only this can take the counts off again.
+    let order = plane.take_slow_order().ok_or("no program loaded")?.map_err(|e| e.to_string())?;
     let chunk = chunk_for_mtu(mtu(iface).map_err(|e| format!("MTU of {iface}: {e}"))?)
         .ok_or_else(|| format!("{iface}: MTU above {} octets", 4096 - XDP_PACKET_HEADROOM - 14))?;
     let queues = rx_queues(iface).min(UPF_MAX_XSK_QUEUES);
@@ -445,7 +452,7 @@ pub fn open_for_plane(plane: &mut crate::xdp::XdpPlane, iface: &str, frames: u32
         plane.register_xsk(ifindex, q, s.as_fd()).map_err(|e| format!("{iface} queue {q}: {e}"))?;
         out.push(s);
     }
-    Ok(out)
+    Ok((out, order))
 }
 
 /// [`XskSocket::bind`], retried for up to a second while the queue is

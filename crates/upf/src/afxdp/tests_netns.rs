@@ -8,6 +8,7 @@ use super::*;
 use crate::dataplane::io::in_netns;
 use crate::dataplane::tests_netns::{run_io, Running};
 use crate::rules::{Action, Far, PacketDetection, Pdr, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
+use crate::xdp::order::SlowOrder;
 use crate::xdp::{AttachMode, Counter, MapSizes, XdpConfig, XdpPlane};
 use crate::ForwardingPlane;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -123,7 +124,7 @@ fn buffered_downlink_arrives_on_the_xsk_with_exact_bytes() {
         let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(UPF) })
             .map_err(std::io::Error::other)?;
         p.attach("xb", AttachMode::Native).map_err(std::io::Error::other)?;
-        let socks = open_for_plane(&mut p, "xb", 64).map_err(std::io::Error::other)?;
+        let (socks, _order) = open_for_plane(&mut p, "xb", 64).map_err(std::io::Error::other)?;
         Ok((p, socks))
     })
     .expect("XDP and AF_XDP set up");
@@ -180,6 +181,74 @@ fn buffered_downlink_arrives_on_the_xsk_with_exact_bytes() {
     drop(pair);
 }
 
+/// Packets still in a socket's ring when the FAR turns FORW are not
+/// overtaken: the program hands the UE's next packets to the socket too,
+/// behind them, until the slow path has taken those off its counts
+/// (crate::xdp::order); then the fast path has the UE's packets again.
+#[test]
+fn packets_behind_ones_still_in_the_slow_path_follow_them_there() {
+    let Some(pair) = Pair::new() else { return };
+    let (mut plane, (mut socks, order)) = in_netns(Some(&pair.upf), || {
+        let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(UPF) })
+            .map_err(std::io::Error::other)?;
+        p.attach("xb", AttachMode::Native).map_err(std::io::Error::other)?;
+        let s = open_for_plane(&mut p, "xb", 64).map_err(std::io::Error::other)?;
+        Ok((p, s))
+    })
+    .expect("XDP and AF_XDP set up");
+    let count = |p: &XdpPlane, c| p.counter(c).unwrap();
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    plane.install(1, &rules(Action { buff: true, nocp: true, ..Action::default() })).unwrap();
+    let tx = in_netns(Some(&pair.src), || UdpSocket::bind(SocketAddrV4::new(SRC, 4000))).unwrap();
+    let send = |p: &[u8]| tx.send_to(p, SocketAddrV4::new(UE, 5000)).unwrap();
+    for p in [b"b0", b"b1", b"b2"] {
+        send(p);
+    }
+    wait("three buffered", &|| count(&plane, Counter::PassBuffer) == 3);
+    let bucket = crate::xdp::order::bucket(u32::from(UE));
+    assert_eq!(order.pending(bucket), 3, "counted as handed over");
+
+    // FORW while the three are still in the ring: the next two queue
+    // behind them.
+    plane.update(1, &rules(Action { forw: true, ..Action::default() })).unwrap();
+    send(b"f0");
+    send(b"f1");
+    wait("two behind", &|| count(&plane, Counter::PassInOrder) == 2);
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < 5 {
+        assert!(Instant::now() < deadline, "only {} frames on the socket", got.len());
+        socks[0].wait(100).unwrap();
+        socks[0].recv(|f| got.push(ipv4_of_frame(f).expect("IPv4")[28..].to_vec()));
+    }
+    assert_eq!(got, [b"b0", b"b1", b"b2", b"f0", b"f1"].map(|p| p.to_vec()), "in arrival order");
+    assert_eq!(order.pending(bucket), 5);
+
+    // Sent: the fast path has the UE again.
+    for _ in 0..5 {
+        order.sent(bucket);
+    }
+    order.sent(bucket);
+    assert_eq!(order.pending(bucket), 0, "never below zero");
+    // Each run ends in one verdict counter (the next-hop cache's aside).
+    let verdicts = || {
+        let by_the_way = [Counter::Rx, Counter::NhCacheHit, Counter::NhFibHit];
+        Counter::ALL.iter().filter(|c| !by_the_way.contains(c)).map(|&c| count(&plane, c)).sum::<u64>()
+    };
+    let before = verdicts();
+    send(b"f2");
+    wait("the last one judged", &|| verdicts() > before);
+    assert_eq!((count(&plane, Counter::PassInOrder), count(&plane, Counter::PassBuffer)), (2, 3), "not to the socket");
+    drop(plane);
+    drop(pair);
+}
+
 /// A veth with two receive queues gets a socket on each; packets of many
 /// flows spread over the queues and every one arrives on one socket.
 #[test]
@@ -189,7 +258,7 @@ fn every_receive_queue_gets_a_socket() {
         let mut p = XdpPlane::load(XdpConfig { sizes: MapSizes::small(), ..XdpConfig::new(UPF) })
             .map_err(std::io::Error::other)?;
         p.attach("xb", AttachMode::Native).map_err(std::io::Error::other)?;
-        let socks = open_for_plane(&mut p, "xb", 64).map_err(std::io::Error::other)?;
+        let (socks, _order) = open_for_plane(&mut p, "xb", 64).map_err(std::io::Error::other)?;
         Ok((p, socks))
     })
     .expect("XDP and AF_XDP set up");
@@ -359,7 +428,7 @@ fn bearer(dl: Action) -> SessionRules {
 }
 
 /// The slow path of the shell in XDP mode, run on a thread of its own.
-fn start_slow_path(t: &Three, socks: Vec<XskSocket>) -> Running {
+fn start_slow_path(t: &Three, socks: Vec<XskSocket>, order: std::sync::Arc<SlowOrder>) -> Running {
     use crate::dataplane::io::IoConfig;
     use crate::dataplane::{DatapathConfig, UserspacePlane};
     let plane = UserspacePlane::new(
@@ -373,7 +442,7 @@ fn start_slow_path(t: &Three, socks: Vec<XskSocket>) -> Running {
         tun_name: t.tun.clone(),
         ue_pools: vec!["10.45.0.0/24".into()],
     };
-    let (running, n) = run_io(plane, cfg, socks);
+    let (running, n) = run_io(plane, cfg, Some((socks, order)));
     assert_eq!(n, 1, "one AF_XDP socket (veth: one queue)");
     running
 }
@@ -402,11 +471,12 @@ fn xdp_mode_buffers_over_afxdp_and_releases_in_order() {
         let s1u = crate::xdp::ifindex("s1u").map_err(std::io::Error::other)?;
         p.set_next_hop(ENB, crate::xdp::NextHop { ifindex: s1u, dmac: ENB_MAC, smac: S1U_MAC })
             .map_err(std::io::Error::other)?;
-        let socks = open_for_plane(&mut p, "sgi", DEFAULT_FRAMES).map_err(std::io::Error::other)?;
-        Ok((p, socks))
+        let (socks, order) = open_for_plane(&mut p, "sgi", DEFAULT_FRAMES).map_err(std::io::Error::other)?;
+        Ok((p, (socks, std::sync::Arc::new(order))))
     })
     .expect("XDP and AF_XDP set up");
-    let mut slow = start_slow_path(&t, socks);
+    let (socks, order) = socks;
+    let mut slow = start_slow_path(&t, socks, order.clone());
     let buff = Action { buff: true, nocp: true, ..Action::default() };
     // The shell's order (Tee): the slow path first, then the fast path.
     slow.plane.install(1, &bearer(buff)).unwrap();
@@ -468,6 +538,12 @@ fn xdp_mode_buffers_over_afxdp_and_releases_in_order() {
     while handover.pending() > 0 {
         assert!(Instant::now() < deadline, "the fast path never switched");
         receive(&mut got, &mut handover, &mut xdp);
+    }
+    // ... once the slow path has sent what it took (the bucket's count).
+    let bucket = crate::xdp::order::bucket(u32::from(UE));
+    while order.pending(bucket) > 0 {
+        assert!(Instant::now() < deadline, "the slow path never caught up: {}", order.pending(bucket));
+        std::thread::sleep(Duration::from_millis(10));
     }
     let before = xdp.counter(Counter::DlFwd).unwrap();
     for i in N + 5..N + 10 {

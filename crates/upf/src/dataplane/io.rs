@@ -27,7 +27,11 @@
 //! reached them before a release leave right after the released ones.
 //! Each flush is counted (started / done) and, while a fast-path switch
 //! waits for one, wakes the PFCP task: the XDP FAR turns FORW only after
-//! the released packets are sent ([`super::handover`]).
+//! the released packets are sent ([`super::handover`]). Packets still in
+//! a socket's ring at that switch are not overtaken: the program counts
+//! what it hands the sockets per bucket of UE addresses and sends that
+//! bucket's packets after them until this task has sent them
+//! ([`crate::xdp::order`]).
 //!
 //! Fragments: inner fragments are forwarded unchanged, never reassembled
 //! (every fragment carries the source address the anti-spoofing check
@@ -41,10 +45,12 @@
 
 use super::{Transmit, UserspacePlane};
 use crate::afxdp::{ipv4_of_frame, XskSocket};
+use crate::xdp::order::{self, SlowOrder};
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::unix::AsyncFd;
@@ -128,23 +134,34 @@ fn ip(ns: Option<&str>, args: &[&str]) -> io::Result<()> {
 
 /// The bound sockets of a user-space data path, ready to run.
 pub struct DatapathIo {
-    udp: std::sync::Arc<UdpSocket>,
+    udp: Arc<UdpSocket>,
     tun: AsyncFd<OwnedFd>,
     plane: UserspacePlane,
     /// AF_XDP sockets receiving buffered downlink packets (XDP mode).
     xsks: Vec<AsyncFd<XskSocket>>,
+    /// The program's counts of what it handed those sockets.
+    order: Option<Arc<SlowOrder>>,
+    /// Buckets of the frames taken since the last flush, one per frame.
+    taken: Vec<u32>,
+    /// The sockets' drops (frames counted but never received) seen so far.
+    xsk_drops: u64,
 }
 
 /// Frames taken from one AF_XDP socket per wake-up (one plane lock).
 const XSK_BATCH: usize = 64;
 
+/// How often the AF_XDP sockets' drop counts are read.
+const XSK_DROPS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Hands a batch of an AF_XDP socket's frames to the plane as downlink
 /// packets (one lock); the number taken.
-fn take_batch(x: &mut XskSocket, plane: &UserspacePlane) -> usize {
+/// Notes each frame's bucket in `taken` ([`SlowOrder`]).
+fn take_batch(x: &mut XskSocket, plane: &UserspacePlane, taken: &mut Vec<u32>) -> usize {
     let now = Instant::now();
     let mut core = plane.lock();
     let n = x.recv_at_most(XSK_BATCH, |f| match ipv4_of_frame(f) {
         Some(ip) => {
+            taken.extend(order::bucket_of_ipv4(ip));
             let _ = core.downlink(now, ip);
         }
         None => core.counters.incr("upf_afxdp_not_ipv4"),
@@ -154,19 +171,24 @@ fn take_batch(x: &mut XskSocket, plane: &UserspacePlane) -> usize {
 }
 
 /// Empties every socket's RX ring into the plane, without waiting.
-fn drain_xsks(xsks: &mut [AsyncFd<XskSocket>], plane: &UserspacePlane) {
+fn drain_xsks(xsks: &mut [AsyncFd<XskSocket>], plane: &UserspacePlane, taken: &mut Vec<u32>) {
     for x in xsks.iter_mut() {
-        while take_batch(x.get_mut(), plane) == XSK_BATCH {}
+        while take_batch(x.get_mut(), plane, taken) == XSK_BATCH {}
     }
 }
 
 /// Waits until one AF_XDP socket has frames and hands a batch of them to
 /// the plane as downlink packets; Ready(number taken).
-fn poll_xsks(xsks: &mut [AsyncFd<XskSocket>], plane: &UserspacePlane, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+fn poll_xsks(
+    xsks: &mut [AsyncFd<XskSocket>],
+    plane: &UserspacePlane,
+    taken: &mut Vec<u32>,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
     for x in xsks.iter_mut() {
         match x.poll_read_ready_mut(cx) {
             Poll::Ready(Ok(mut g)) => {
-                let n = take_batch(g.get_inner_mut(), plane);
+                let n = take_batch(g.get_inner_mut(), plane, taken);
                 if n < XSK_BATCH {
                     // Drained; a frame arriving meanwhile re-arms readiness.
                     g.clear_ready();
@@ -210,13 +232,22 @@ impl DatapathIo {
         // SAFETY: `tun` is an fd we own, registered once and kept open by
         // the AsyncFd until it is dropped.
         let tun = unsafe { AsyncFd::register(tun) }.map_err(|e| e.into_parts().1)?;
-        Ok(DatapathIo { udp: std::sync::Arc::new(UdpSocket::from_std(udp)?), tun, plane, xsks: Vec::new() })
+        Ok(DatapathIo {
+            udp: Arc::new(UdpSocket::from_std(udp)?),
+            tun,
+            plane,
+            xsks: Vec::new(),
+            order: None,
+            taken: Vec::new(),
+            xsk_drops: 0,
+        })
     }
 
     /// Receives buffered downlink packets from these AF_XDP sockets
-    /// (registered in the XDP program's XSKMAP) too. Call inside a tokio
-    /// runtime.
-    pub fn with_afxdp(mut self, socks: Vec<XskSocket>) -> io::Result<DatapathIo> {
+    /// (registered in the XDP program's XSKMAP) too, and takes each off
+    /// `order` once sent. Call inside a tokio runtime.
+    pub fn with_afxdp(mut self, socks: Vec<XskSocket>, order: Arc<SlowOrder>) -> io::Result<DatapathIo> {
+        self.order = Some(order);
         for s in socks {
             // SAFETY: the socket owns its fd, which stays open (and
             // registered once) until the AsyncFd drops it.
@@ -240,6 +271,8 @@ impl DatapathIo {
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> io::Result<()> {
         let wake = self.plane.notified();
         let mut buf = vec![0u8; 65536];
+        let mut drops_check = tokio::time::interval(XSK_DROPS_CHECK);
+        drops_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             // The data path's own deadlines (held fragments expire).
             let deadline = self.plane.lock().poll_timeout();
@@ -278,20 +311,52 @@ impl DatapathIo {
                         let _ = self.plane.lock().downlink(Instant::now(), &buf[..n as usize]);
                     }
                 }
-                r = std::future::poll_fn(|cx| poll_xsks(&mut self.xsks, &self.plane, cx)), if !self.xsks.is_empty() => {
+                r = std::future::poll_fn(|cx| poll_xsks(&mut self.xsks, &self.plane, &mut self.taken, cx)), if !self.xsks.is_empty() => {
                     r?;
                 }
                 _ = wake.notified() => {
                     // A rule change (a release, say): what the sockets hold
                     // arrived before it and goes out in this same flush,
                     // right after the released packets.
-                    drain_xsks(&mut self.xsks, &self.plane);
+                    drain_xsks(&mut self.xsks, &self.plane, &mut self.taken);
+                }
+                _ = drops_check.tick(), if !self.xsks.is_empty() => {
+                    self.check_xsk_drops().await;
                 }
                 _ = shutdown.changed() => {
                     if *shutdown.borrow() { return Ok(()); }
                 }
             }
             self.flush().await;
+            self.sent_taken();
+        }
+    }
+
+    /// Takes what this task took from its sockets, all sent now (or held
+    /// or dropped by the plane), off the program's counts.
+    fn sent_taken(&mut self) {
+        match &self.order {
+            Some(o) => self.taken.drain(..).for_each(|b| o.sent(b)),
+            None => self.taken.clear(),
+        }
+    }
+
+    /// Frames the kernel dropped at a socket were counted and will never
+    /// be taken off: once the rings are emptied, every count starts again
+    /// from zero ([`SlowOrder::reset`]).
+    async fn check_xsk_drops(&mut self) {
+        let drops: u64 =
+            self.xsks.iter().filter_map(|x| x.get_ref().stats().ok()).map(|s| s.rx_dropped + s.rx_ring_full).sum();
+        if drops == self.xsk_drops {
+            return;
+        }
+        self.xsk_drops = drops;
+        drain_xsks(&mut self.xsks, &self.plane, &mut self.taken);
+        self.flush().await;
+        self.sent_taken();
+        if let Some(o) = &self.order {
+            o.reset();
+            self.plane.lock().counters.incr("upf_slow_order_reset");
         }
     }
 

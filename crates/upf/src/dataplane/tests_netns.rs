@@ -171,14 +171,21 @@ impl Drop for Running {
 /// Opens `cfg` for `plane`, with AF_XDP sockets `socks` for buffered
 /// downlink (none: TUN only), and runs it; returns once it is open, with
 /// the number of AF_XDP sockets it reads.
-pub(crate) fn run_io(plane: UserspacePlane, cfg: IoConfig, socks: Vec<crate::afxdp::XskSocket>) -> (Running, usize) {
+/// AF_XDP sockets and the program's counts of what it hands them.
+pub(crate) type Afxdp = (Vec<crate::afxdp::XskSocket>, std::sync::Arc<crate::xdp::order::SlowOrder>);
+
+pub(crate) fn run_io(plane: UserspacePlane, cfg: IoConfig, afxdp: Option<Afxdp>) -> (Running, usize) {
     let (stop, rx) = tokio::sync::watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let p = plane.clone();
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async move {
-            match DatapathIo::open(&cfg, p).and_then(|io| io.with_afxdp(socks)) {
+            let opened = DatapathIo::open(&cfg, p).and_then(|io| match afxdp {
+                Some((socks, order)) => io.with_afxdp(socks, order),
+                None => Ok(io),
+            });
+            match opened {
                 Ok(io) => {
                     ready_tx.send(Ok(io.afxdp_sockets())).unwrap();
                     io.run(rx).await.unwrap();
@@ -204,7 +211,7 @@ fn start_with(t: &Topo, cfg: DatapathConfig) -> Running {
         tun_name: t.tun.clone(),
         ue_pools: vec!["10.45.0.0/24".into()],
     };
-    run_io(plane, cfg, Vec::new()).0
+    run_io(plane, cfg, None).0
 }
 
 fn udp_in(ns: &str, addr: SocketAddrV4) -> UdpSocket {

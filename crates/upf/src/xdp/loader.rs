@@ -243,37 +243,40 @@ fn me(map: &'static str) -> impl Fn(aya::maps::MapError) -> MapError {
 /// half of the line).
 struct LineArray {
     name: &'static str,
+    map: Mapped,
+    entries: u32,
+}
+
+/// The value area of a `BPF_F_MMAPABLE` array map, mapped shared
+/// read-write into this process (unmapped on drop).
+pub(crate) struct Mapped {
     /// Keeps the map (and the mapping's file) alive.
     _map: MapData,
     base: std::ptr::NonNull<u8>,
     len: usize,
-    entries: u32,
 }
 
-// SAFETY: the mapping is owned by this value and only reached through &mut
-// self (writes) or atomics; a shared reference reads nothing through it.
-unsafe impl Send for LineArray {}
-unsafe impl Sync for LineArray {}
+// SAFETY: the mapping is owned by this value; its owners reach it only
+// through &mut self (writes) or atomics.
+unsafe impl Send for Mapped {}
+unsafe impl Sync for Mapped {}
 
-/// Octets of a line, and where its pool slot starts (bpf/maps.h fast_line).
-const LINE: usize = std::mem::size_of::<FastLine>();
-const LINE_ENTRY: usize = std::mem::offset_of!(FastLine, e);
-
-impl LineArray {
-    fn new(name: &'static str, map: aya::maps::Map) -> Result<Self, MapError> {
+impl Mapped {
+    /// Maps array `map` whose values are `value_size` octets; its entries.
+    pub(crate) fn new(name: &'static str, map: aya::maps::Map, value_size: usize) -> Result<(Self, u32), MapError> {
         let aya::maps::Map::Array(data) = map else {
             return Err(MapError { map: name, msg: "not an array".into() });
         };
         let info = data.info().map_err(me(name))?;
-        if info.value_size() as usize != LINE {
+        if info.value_size() as usize != value_size {
             return Err(MapError {
                 map: name,
-                msg: format!("value size {} is not a {LINE}-octet line", info.value_size()),
+                msg: format!("value size {} is not {value_size} octets", info.value_size()),
             });
         }
         let entries = info.max_entries();
         let page = 4096usize;
-        let len = (entries as usize * LINE).div_ceil(page) * page;
+        let len = (entries as usize * Mapped::stride(value_size)).div_ceil(page) * page;
         use std::os::fd::{AsFd, AsRawFd};
         let fd = data.fd().as_fd().as_raw_fd();
         // SAFETY: a shared read-write mapping of a BPF_F_MMAPABLE array of
@@ -287,7 +290,36 @@ impl LineArray {
         }
         let base =
             std::ptr::NonNull::new(p.cast::<u8>()).ok_or(MapError { map: name, msg: "mmap returned null".into() })?;
-        let mut r = LineArray { name, _map: data, base, len, entries };
+        Ok((Mapped { _map: data, base, len }, entries))
+    }
+
+    /// Octets from one value to the next: the kernel rounds an array's
+    /// values up to 8 octets (kernel/bpf/arraymap.c).
+    pub(crate) fn stride(value_size: usize) -> usize {
+        value_size.div_ceil(8) * 8
+    }
+
+    /// The mapping's first octet (page-aligned), valid for `len` octets.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new(), unmapped once.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Octets of a line, and where its pool slot starts (bpf/maps.h fast_line).
+const LINE: usize = std::mem::size_of::<FastLine>();
+const LINE_ENTRY: usize = std::mem::offset_of!(FastLine, e);
+
+impl LineArray {
+    fn new(name: &'static str, map: aya::maps::Map) -> Result<Self, MapError> {
+        let (map, entries) = Mapped::new(name, map, LINE)?;
+        let mut r = LineArray { name, map, entries };
         for pos in 0..entries {
             r.set_ref(pos, FAST_REF_NONE)?;
         }
@@ -307,7 +339,7 @@ impl LineArray {
         let at = self.check(pos, "position")?;
         // SAFETY: in bounds (checked), 64-aligned (page-aligned base,
         // stride 64), and the kernel only ever loads it.
-        let a = unsafe { &*self.base.as_ptr().add(at).cast::<std::sync::atomic::AtomicU32>() };
+        let a = unsafe { &*self.map.base().add(at).cast::<std::sync::atomic::AtomicU32>() };
         a.store(slot, std::sync::atomic::Ordering::Release);
         Ok(())
     }
@@ -319,15 +351,8 @@ impl LineArray {
         let at = self.check(slot, "slot")? + LINE_ENTRY;
         // SAFETY: in bounds (checked), aligned (stride 64, entry at 32),
         // and no reader can be holding this slot (see above).
-        unsafe { std::ptr::write_volatile(self.base.as_ptr().add(at).cast::<FastEntry>(), *e) };
+        unsafe { std::ptr::write_volatile(self.map.base().add(at).cast::<FastEntry>(), *e) };
         Ok(())
-    }
-}
-
-impl Drop for LineArray {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in new(), unmapped once.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 

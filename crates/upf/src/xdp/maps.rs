@@ -414,6 +414,8 @@ pub enum Counter {
     MecNoSlice,
     MecNoUe,
     MecNoCopy,
+    /// Downlink behind packets still in the AF_XDP slow path (order.rs).
+    PassInOrder,
 }
 
 /// The value of `counters` (bpf/counters.h `struct upf_counters`): every
@@ -424,7 +426,7 @@ pub struct CounterLine(pub [u64; Counter::ALL.len()]);
 unsafe impl aya::Pod for CounterLine {}
 
 impl Counter {
-    pub const ALL: [Counter; 39] = [
+    pub const ALL: [Counter; 40] = [
         Counter::Rx,
         Counter::UlFwd,
         Counter::DlFwd,
@@ -464,6 +466,7 @@ impl Counter {
         Counter::MecNoSlice,
         Counter::MecNoUe,
         Counter::MecNoCopy,
+        Counter::PassInOrder,
     ];
     /// Counter name for `mobicore_common::counters` style reporting.
     pub fn name(self) -> &'static str {
@@ -507,6 +510,7 @@ impl Counter {
             Counter::MecNoSlice => "xdp_mec_no_slice",
             Counter::MecNoUe => "xdp_mec_no_ue_tunnel",
             Counter::MecNoCopy => "xdp_mec_no_copy",
+            Counter::PassInOrder => "xdp_pass_in_order",
         }
     }
 }

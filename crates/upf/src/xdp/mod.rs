@@ -62,6 +62,7 @@ pub mod loader;
 pub mod maps;
 pub mod mec;
 mod mtu;
+pub mod order;
 pub mod slots;
 mod steer;
 pub mod translate;
@@ -260,6 +261,14 @@ impl<M: MapStore> XdpPlane<M> {
             Some(p) => Ok(p.register_xsk(ifindex, queue, fd)?),
             None => Ok(()),
         }
+    }
+
+    /// The program's counts of downlink packets in the AF_XDP slow path
+    /// ([`order::SlowOrder`]), mapped; taken once (None after that, or
+    /// without a loaded program).
+    pub fn take_slow_order(&mut self) -> Option<Result<order::SlowOrder, XdpError>> {
+        let p = self.program.as_mut()?;
+        Some(p.take_map("slow_order").and_then(order::SlowOrder::new).map_err(XdpError::from))
     }
 
     /// Buffered downlink packets go up the stack (XDP_PASS) again; the
