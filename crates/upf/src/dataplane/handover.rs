@@ -61,7 +61,9 @@ impl Handover {
     /// task lets an RCU grace period pass before it sends them, so no XDP
     /// run that read the old rules is still under way ([`end_marker_gate`]).
     /// FARs that buffered keep buffering in the fast path until
-    /// [`Handover::poll`] finds the slow path's release flushed.
+    /// [`Handover::poll`] finds the slow path's release flushed; with
+    /// nothing buffered and the slow path's packets counted
+    /// ([`UserspacePlane::in_order`]) they forward at once.
     ///
     /// [`end_marker_gate`]: super::io::end_marker_gate
     pub fn update(
@@ -71,15 +73,29 @@ impl Handover {
         up_seid: u64,
         rules: &SessionRules,
     ) -> Result<(), PlaneError> {
-        let buffering: Vec<u32> = {
-            let core = user.lock();
+        let held = {
+            let mut core = user.lock();
             core.check_update(up_seid, rules)?;
-            core.sessions
+            let buffering: Vec<u32> = core
+                .sessions
                 .get(&up_seid)
-                .map_or_else(Vec::new, |s| s.rules.fars.values().filter(|f| f.action.buff).map(|f| f.id).collect())
+                .map_or_else(Vec::new, |s| s.rules.fars.values().filter(|f| f.action.buff).map(|f| f.id).collect());
+            let held = holding(rules, &buffering);
+            if held != *rules && core.buffered(up_seid).0 == 0 && user.in_order() {
+                // Nothing to release: the slow path turns first, under the
+                // same lock as the check (no packet can be buffered in
+                // between); what it still holds of the session (ring,
+                // transmit queue) is counted, and the fast path sends the
+                // session's packets behind it ([`crate::xdp::order`]).
+                core.update(std::time::Instant::now(), up_seid, rules)?;
+                drop(core);
+                self.pending.remove(&up_seid);
+                user.notified().notify_one();
+                return fast.update(up_seid, rules);
+            }
+            held
         };
         self.pending.remove(&up_seid);
-        let held = holding(rules, &buffering);
         fast.update(up_seid, &held)?;
         user.update(up_seid, rules)?;
         if held == *rules {
@@ -152,6 +168,22 @@ mod tests {
         h.poll(&user, &mut fast);
         assert_eq!(h.pending(), 0);
         assert_eq!(fast.get(1).unwrap(), forw);
+    }
+
+    #[test]
+    fn with_nothing_buffered_and_the_slow_path_counted_the_fast_path_forwards_at_once() {
+        let mut user = UserspacePlane::new(Default::default(), Default::default());
+        user.set_in_order(true);
+        let mut fast = MemoryPlane::new();
+        let buff = rules(Action { buff: true, nocp: true, ..Action::default() });
+        let forw = rules(Action { forw: true, ..Action::default() });
+        user.install(1, &buff).unwrap();
+        fast.install(1, &buff).unwrap();
+        let mut h = Handover::new();
+        h.update(&mut user, &mut fast, 1, &forw).unwrap();
+        assert_eq!(h.pending(), 0);
+        assert_eq!(fast.get(1).unwrap(), forw);
+        assert_eq!(user.lock().sessions[&1].rules, forw);
     }
 
     #[test]

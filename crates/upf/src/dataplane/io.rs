@@ -248,6 +248,7 @@ impl DatapathIo {
     /// `order` once sent. Call inside a tokio runtime.
     pub fn with_afxdp(mut self, socks: Vec<XskSocket>, order: Arc<SlowOrder>) -> io::Result<DatapathIo> {
         self.order = Some(order);
+        self.plane.set_in_order(!socks.is_empty());
         for s in socks {
             // SAFETY: the socket owns its fd, which stays open (and
             // registered once) until the AsyncFd drops it.

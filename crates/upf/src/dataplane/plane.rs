@@ -27,6 +27,9 @@ pub struct UserspacePlane {
     /// An XDP fast path forwards beside this plane: End Markers wait for
     /// a grace period ([`super::io::end_marker_gate`]).
     fast_path: Arc<AtomicBool>,
+    /// Whether the fast path's packets wait behind the slow path's own
+    /// ([`crate::xdp::order`]: AF_XDP sockets with the program's counts).
+    in_order: Arc<AtomicBool>,
 }
 
 impl UserspacePlane {
@@ -38,6 +41,7 @@ impl UserspacePlane {
             flushes: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
             flush_ack: Arc::new(AtomicBool::new(false)),
             fast_path: Arc::new(AtomicBool::new(false)),
+            in_order: Arc::new(AtomicBool::new(false)),
         }
     }
     /// Whether an XDP fast path forwards beside this plane.
@@ -46,6 +50,14 @@ impl UserspacePlane {
     }
     pub fn fast_path(&self) -> bool {
         self.fast_path.load(Ordering::Acquire)
+    }
+    /// Set by the I/O task that takes what the program hands it off the
+    /// program's counts ([`crate::xdp::order`]).
+    pub fn set_in_order(&self, on: bool) {
+        self.in_order.store(on, Ordering::Release);
+    }
+    pub fn in_order(&self) -> bool {
+        self.in_order.load(Ordering::Acquire)
     }
     /// The I/O task takes the transmit queue (call with the core locked).
     pub fn flush_started(&self) {
