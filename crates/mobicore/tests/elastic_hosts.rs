@@ -378,9 +378,12 @@ struct Options {
     cpu_max: Option<&'static str>,
     /// Hosts started with the cluster (1..=hosts).
     hosts: u32,
+    /// The RAN's procedure arrivals per second (none: all at once).
+    rate: Option<f64>,
 }
 
-const DEFAULT: Options = Options { ues: UES, s11_tap: false, s1_tap: false, scheme: "ch", cpu_max: None, hosts: 3 };
+const DEFAULT: Options =
+    Options { ues: UES, s11_tap: false, s1_tap: false, scheme: "ch", cpu_max: None, hosts: 3, rate: None };
 
 /// The elastic MME of three hosts, the RAN connected.
 struct Cluster {
@@ -428,6 +431,7 @@ impl Cluster {
         ran_cfg.detach = true;
         // A bound for a loaded machine (a drain holds new procedures).
         ran_cfg.procedure_timeout_ms = 30_000;
+        ran_cfg.rate = o.rate;
         let subscribers = SubscriberStore::in_memory();
         allinone::provision(&subscribers, &ran_cfg.plan, o.ues).unwrap();
         let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await.unwrap();
@@ -439,13 +443,14 @@ impl Cluster {
 
         let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
         let dir = dir.with_extension(format!(
-            "{}-{}-{}-{}-{}-{}",
+            "{}-{}-{}-{}-{}-{}-{:?}",
             o.ues,
             o.s11_tap,
             o.s1_tap,
             o.scheme,
             o.cpu_max.unwrap_or("-"),
-            o.hosts
+            o.hosts,
+            o.rate
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let dir = TempDir(dir);
@@ -927,7 +932,9 @@ async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, mut pick: impl FnMu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
     const FIRST: u64 = 8;
-    let mut c = Cluster::boot("cold", Options { ues: 2 * FIRST, scheme: "rr", hosts: 2, ..DEFAULT }).await;
+    // Service requests arrive 40 a second: a round lasts a while.
+    let o = Options { ues: 2 * FIRST, scheme: "rr", hosts: 2, rate: Some(40.0), ..DEFAULT };
+    let mut c = Cluster::boot("cold", o).await;
     let r = c.ran.attach_some(0..FIRST).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", c.ran.report().failures);
     let r = c.ran.phase(Phase::Release).await.unwrap();
@@ -941,6 +948,8 @@ async fn hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
     let (up_tx, mut up) = tokio::sync::watch::channel(false);
     let (attached_tx, mut attached) = tokio::sync::watch::channel(false);
     let (gone_tx, mut gone) = tokio::sync::watch::channel(false);
+    // Rounds of service requests begun.
+    let (begun_tx, mut begun) = tokio::sync::watch::channel(0u32);
     let Cluster { ran, procs, fe, store, admin: admin_addr, .. } = &mut c;
     let load = async {
         let mut rounds = 0u32;
@@ -953,6 +962,7 @@ async fn hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
                 assert_eq!(r.failed, 0, "{:?}", ran.report().failures);
                 attached_tx.send_replace(true);
             }
+            begun_tx.send_modify(|n| *n += 1);
             for phase in [Phase::ServiceRequest, Phase::Release] {
                 let r = ran.phase(phase).await.unwrap();
                 assert_eq!(r.failed, 0, "{phase:?} in round {rounds}: {:?}", ran.report().failures);
@@ -988,15 +998,20 @@ async fn hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
         let (_, list) = admin(*admin_addr, "GET", "/v1/hosts").await;
         assert_eq!(list["hosts"].as_array().unwrap().len(), 3, "{list}");
 
-        // Scale in: host 1 drained under the load, then stopped.
+        // Scale in: host 1 drained under the load, as a round of service
+        // requests begins (what it finds running there ends there), then
+        // stopped.
         let on1: Vec<String> =
             placed.iter().filter(|(_, s)| s.mme_ue_s1ap_id >> 24 == 1).map(|(i, _)| i.clone()).collect();
+        begun.borrow_and_update();
+        assert!(begun.changed().await.is_ok());
         let (status, body) = admin(*admin_addr, "POST", "/v1/hosts/1/drain").await;
         assert_eq!(status, 202, "{body}");
+        // "drained (heir hostH, N held)": N new procedures waited for it.
         let heir = fe_line(fe, "host 1 drained", |l| {
             let rest = l.strip_prefix("mme-frontend: host1 ")?;
             assert!(!rest.starts_with("drain forced"), "{l}");
-            rest.strip_prefix("drained (heir host")?.strip_suffix(')')?.parse::<u32>().ok()
+            rest.strip_prefix("drained (heir host")?.split(',').next()?.parse::<u32>().ok()
         })
         .await;
         assert!(heir == 2 || heir == 3, "{heir}");

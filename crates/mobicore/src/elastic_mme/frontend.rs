@@ -320,14 +320,17 @@ impl State {
         }
     }
 
-    /// What was held for `host` (gone for the router now) is routed again.
-    fn release_held(&mut self, host: HostId) {
+    /// What was held for `host` (gone for the router now) is routed
+    /// again; how many.
+    fn release_held(&mut self, host: HostId) -> usize {
         let (mine, others): (VecDeque<_>, VecDeque<_>) = self.held.drain(..).partition(|h| h.0 == host);
         self.held = others;
+        let n = mine.len();
         for (_, name, assoc, stream, data) in mine {
             self.counters.incr("frontend_held_released");
             self.uplink(name, assoc, stream, data);
         }
+        n
     }
 
     /// Start draining `host` (see the module doc).
@@ -364,11 +367,11 @@ impl State {
         if let Some(l) = &mut self.launcher {
             l.stopping(host);
         }
-        self.release_held(host);
+        let held = self.release_held(host);
         self.counters.incr(if forced { "frontend_drain_forced" } else { "frontend_host_drained" });
         let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
         let how = if forced { "drain forced (time up)" } else { "drained" };
-        println!("mme-frontend: {host} {how} (heir {heir})");
+        println!("mme-frontend: {host} {how} (heir {heir}, {held} held)");
     }
 
     /// Draining hosts whose time is up are stopped as they stand.

@@ -161,7 +161,7 @@ pub async fn run(
                 match frame {
                     Frame::Drain if drain == Drain::No => {
                         drain = Drain::Draining;
-                        println!("mme-host {host}: draining");
+                        println!("mme-host {host}: draining ({} UEs in a procedure)", core.busy_ues());
                     }
                     Frame::Stop => {
                         // What it gave back goes out before it exits.
