@@ -380,10 +380,20 @@ struct Options {
     hosts: u32,
     /// The RAN's procedure arrivals per second (none: all at once).
     rate: Option<f64>,
+    /// More arguments of the front end.
+    frontend: &'static [&'static str],
 }
 
-const DEFAULT: Options =
-    Options { ues: UES, s11_tap: false, s1_tap: false, scheme: "ch", cpu_max: None, hosts: 3, rate: None };
+const DEFAULT: Options = Options {
+    ues: UES,
+    s11_tap: false,
+    s1_tap: false,
+    scheme: "ch",
+    cpu_max: None,
+    hosts: 3,
+    rate: None,
+    frontend: &[],
+};
 
 /// The elastic MME of three hosts, the RAN connected.
 struct Cluster {
@@ -443,14 +453,15 @@ impl Cluster {
 
         let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
         let dir = dir.with_extension(format!(
-            "{}-{}-{}-{}-{}-{}-{:?}",
+            "{}-{}-{}-{}-{}-{}-{:?}-{}",
             o.ues,
             o.s11_tap,
             o.s1_tap,
             o.scheme,
             o.cpu_max.unwrap_or("-"),
             o.hosts,
-            o.rate
+            o.rate,
+            o.frontend.len()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let dir = TempDir(dir);
@@ -485,9 +496,10 @@ impl Cluster {
                 // Generous: a drain waits for procedures, never for luck.
                 "--drain-within-ms",
                 "20000",
-                "--",
             ]
             .into_iter()
+            .chain(o.frontend.iter().copied())
+            .chain(["--"])
             .chain(host_args)
             .collect::<Vec<_>>(),
         );
@@ -1043,5 +1055,56 @@ async fn hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
     let r = c.ran.phase(Phase::Tau).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (2 * FIRST, 0), "TAU: {:?}", c.ran.report().failures);
     c.ran.settle_idle().await.unwrap();
+    c.finish().await;
+}
+
+/// The EPS controller on its own (`--autoscale`, seed 004 5.2: "scale
+/// down hosts if the total available CPU across MME hosts is high"): two
+/// idle hosts have about two cores spare, over the 1.5 it keeps, for its
+/// whole window (1 s here), so it drains one, the least loaded, and no
+/// more (`--min-hosts 1`). The UEs attached meanwhile (placed only on
+/// hosts taking new UEs) all come back by service requests, through the
+/// heir for the drained host's, and detach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eps_controller_drains_a_host_of_an_idle_pair() {
+    let frontend = &["--autoscale", "--min-hosts", "1", "--max-hosts", "2", "--scale-window-s", "1"];
+    let mut c = Cluster::boot("cold", Options { hosts: 2, frontend, ..DEFAULT }).await;
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, UES, "{:?}", c.ran.report().failures);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    let Cluster { ran, procs, fe, .. } = &mut c;
+    let (drained, r) = tokio::join!(
+        async {
+            let victim = fe_line(fe, "the controller's drain", |l| {
+                l.strip_prefix("mme-frontend: controller: drain host")?.parse::<u32>().ok()
+            })
+            .await;
+            fe_line(fe, "the drain", |l| l.starts_with(&format!("mme-frontend: host{victim} drained")).then_some(()))
+                .await;
+            assert!(procs.wait_exit(&format!("host{victim}")).await.success());
+            victim
+        },
+        // Meanwhile the UEs come and go: whatever the drain meets ends well.
+        async {
+            let mut failed = 0;
+            for _ in 0..3 {
+                for phase in [Phase::ServiceRequest, Phase::Release] {
+                    failed += ran.phase(phase).await.unwrap().failed;
+                }
+            }
+            failed
+        }
+    );
+    assert_eq!(r, 0, "{:?}", c.ran.report().failures);
+    c.metrics.remove(&drained);
+    let (_, hosts) = admin(c.admin, "GET", "/v1/hosts").await;
+    let serving: Vec<_> = hosts["hosts"].as_array().unwrap().iter().filter(|h| h["state"] == "serving").collect();
+    assert_eq!(serving.len(), 1, "at --min-hosts: {hosts}");
+    // Every UE through the host left, the drained one's by its heir.
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "{:?}", c.ran.report().failures);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!(r.failed, 0, "{:?}", c.ran.report().failures);
     c.finish().await;
 }

@@ -72,10 +72,14 @@ pub struct FrontendArgs {
     /// Needs the host arguments after --.
     #[arg(long)]
     pub autoscale: bool,
+    /// With --autoscale: the fewest hosts it drains down to.
     #[arg(long, default_value_t = 1)]
     pub min_hosts: usize,
+    /// With --autoscale: the most hosts it starts up to.
     #[arg(long, default_value_t = 8)]
     pub max_hosts: usize,
+    /// With --autoscale: how long a load must last before a host is
+    /// started or drained (hysteresis).
     #[arg(long, default_value_t = 10)]
     pub scale_window_s: u64,
     /// How long a draining host may take to finish the procedures it runs
