@@ -11,6 +11,10 @@
 //! address; the heir pages it and it comes back by a service request. And
 //! a kill mid-procedure (hot replication): the host of a UE is killed
 //! after sending its Attach Accept, and the heir completes the attach.
+//! And scaling (two hosts to start with): a host started at run time by
+//! the front end takes new UEs, a host drained under load hands its UEs
+//! on and exits, with no failed procedure; the EPS controller drains a
+//! host of an idle pair by itself.
 //!
 //! No step waits a fixed time: each waits for what it needs (a line a
 //! process prints, a message relayed, a counter, the store), bounded by
