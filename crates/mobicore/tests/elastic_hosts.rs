@@ -946,11 +946,21 @@ async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, mut pick: impl FnMu
 /// host 1's UEs come back through the heir; a TAU of every UE and their
 /// detach succeed too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
+async fn cold_hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
+    scale_out_and_in_under_load("cold").await;
+}
+
+/// The same with hot replication.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
+    scale_out_and_in_under_load("hot").await;
+}
+
+async fn scale_out_and_in_under_load(replication: &str) {
     const FIRST: u64 = 8;
     // Service requests arrive 40 a second: a round lasts a while.
     let o = Options { ues: 2 * FIRST, scheme: "rr", hosts: 2, rate: Some(40.0), ..DEFAULT };
-    let mut c = Cluster::boot("cold", o).await;
+    let mut c = Cluster::boot(replication, o).await;
     let r = c.ran.attach_some(0..FIRST).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", c.ran.report().failures);
     let r = c.ran.phase(Phase::Release).await.unwrap();
