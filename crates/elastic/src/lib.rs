@@ -19,11 +19,14 @@
 //!   MME hosts by the host number their identifiers carry, heirs of gone
 //!   hosts, the balancer for new UEs; and of S11 (GTPv2-C) between the
 //!   hosts and the S-GW by TEID and sequence number.
+//! - `controller`: the EPS controller's host scaling (start a host, drain
+//!   one) from load reports and SLO violations, with hysteresis.
 //! - `load`: traffic patterns T1-T4 with skew across UEs and a procedure mix.
 //! - `sim`: a cluster of hosts under a load, its SLO violations, CPU spread,
 //!   throughput and latency; the search for the hosts a scheme needs.
 
 pub mod balancer;
+pub mod controller;
 pub mod forwarder;
 pub mod hash;
 pub mod load;

@@ -28,6 +28,19 @@
 //! loads them likewise). A host number is never given to a new host while
 //! UEs may still carry it.
 //!
+//! # Scaling
+//! A host that comes up at run time joins the balancer's ring and the
+//! heirs' ([`Router::host_up`]): new UEs are placed on it too, the others'
+//! UEs stay where their identifiers route. A host being drained
+//! ([`Router::drain`], seed 004 5.2 "Scaling") leaves both rings at once
+//! (no new UE, no gone host's UEs), goes on serving the procedures of its
+//! S1 connections (messages by MME-UE-S1AP-ID, the S-GW's requests), and
+//! the INITIAL UE MESSAGEs of its UEs, which would start new procedures
+//! there, are held ([`Dest::Hold`]) until it says it has none running;
+//! then it is gone as any gone host ([`Router::host_down`]): its UEs,
+//! with their identifiers unchanged, go to its heir, which loads them
+//! from the store, and the held messages go there too.
+//!
 //! # Load reports
 //! Hosts report their moving averages periodically ([`Router::report`]);
 //! skewed consistent hashing picks new UEs' hosts by them (seed 004
@@ -77,6 +90,15 @@ pub enum UeName {
     MmeUeS1apId(u32),
 }
 
+/// Where a UE-associated uplink message goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dest {
+    Host(HostId),
+    /// Held until the draining host it names is gone (the message starts
+    /// a procedure of one of its UEs), then routed again.
+    Hold(HostId),
+}
+
 /// What the router counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RouterStats {
@@ -88,6 +110,8 @@ pub struct RouterStats {
     pub balanced: u64,
     /// Messages with no live host to go to.
     pub no_host: u64,
+    /// INITIAL UE MESSAGEs of a draining host's UEs, held.
+    pub held: u64,
     /// S11 messages relayed to a host, and to the S-GW.
     pub s11_to_host: u64,
     pub s11_to_sgw: u64,
@@ -190,6 +214,8 @@ impl S11Pending {
 pub struct Router {
     frontend: Frontend,
     live: BTreeSet<HostId>,
+    /// Live hosts being drained (in neither ring).
+    draining: BTreeSet<HostId>,
     heirs: Ring,
     s11: S11Pending,
     /// Per host: when its last load report came.
@@ -216,6 +242,7 @@ impl Router {
         Router {
             frontend,
             live: BTreeSet::new(),
+            draining: BTreeSet::new(),
             heirs: Ring::new(Ring::DEFAULT_VNODES),
             s11: S11Pending { max: S11_MAX_PENDING, hold: S11_HOLD, by_seq: HashMap::new(), order: VecDeque::new() },
             reported: HashMap::new(),
@@ -240,14 +267,47 @@ impl Router {
         }
     }
 
-    /// A host is gone (its connection closed: killed, crashed, stopped).
+    /// A host is gone (its connection closed: killed, crashed, stopped;
+    /// or drained).
     pub fn host_down(&mut self, host: HostId) {
         if self.live.remove(&host) {
-            self.heirs.remove(host);
-            self.frontend.remove_host(SliceId::ATTACH, host, &[]);
+            if !self.draining.remove(&host) {
+                self.leave_rings(host);
+            }
             self.frontend.forget(host);
             self.reported.remove(&host);
         }
+    }
+
+    fn leave_rings(&mut self, host: HostId) {
+        self.heirs.remove(host);
+        self.frontend.remove_host(SliceId::ATTACH, host, &[]);
+    }
+
+    /// Start draining a live host (see "Scaling"); false if it is not
+    /// live, already draining, or the only host serving new UEs.
+    pub fn drain(&mut self, host: HostId) -> bool {
+        if !self.live.contains(&host) || self.draining.contains(&host) || self.serving_new().count() < 2 {
+            return false;
+        }
+        self.draining.insert(host);
+        self.leave_rings(host);
+        true
+    }
+
+    pub fn is_draining(&self, host: HostId) -> bool {
+        self.draining.contains(&host)
+    }
+
+    /// The live hosts that take new UEs (not draining).
+    pub fn serving_new(&self) -> impl Iterator<Item = HostId> + '_ {
+        self.live.difference(&self.draining).copied()
+    }
+
+    /// The SLO violations the balancer has reported so far (seed 004
+    /// Algorithm 1: no viable host), for the EPS controller.
+    pub fn violations(&self) -> u64 {
+        self.frontend.stats.violations
     }
 
     /// A live host's load report, received at `now`.
@@ -295,27 +355,31 @@ impl Router {
         }
     }
 
-    /// The host for a UE-associated uplink message.
-    pub fn route(&mut self, name: UeName) -> Result<HostId, RouteError> {
+    /// Where a UE-associated uplink message goes.
+    pub fn route(&mut self, name: UeName) -> Result<Dest, RouteError> {
         let id = match name {
             UeName::Initial { m_tmsi: Some(m), .. } => m,
             UeName::MmeUeS1apId(id) => id,
             UeName::Initial { enb, enb_ue_s1ap_id, m_tmsi: None } => {
-                return self.balance(hash64(enb, u64::from(enb_ue_s1ap_id)) as u32);
+                return self.balance(hash64(enb, u64::from(enb_ue_s1ap_id)) as u32).map(Dest::Host);
             }
         };
         let host = owner(id);
         match self.serving(host) {
+            Some(h) if h == host && self.draining.contains(&h) && matches!(name, UeName::Initial { .. }) => {
+                self.stats.held += 1;
+                Ok(Dest::Hold(h))
+            }
             Some(h) if h == host => {
                 self.stats.by_owner += 1;
-                Ok(h)
+                Ok(Dest::Host(h))
             }
             Some(h) => {
                 self.stats.to_heir += 1;
-                Ok(h)
+                Ok(Dest::Host(h))
             }
             // No live host: the balancer says so, and counts it.
-            None => self.balance(id),
+            None => self.balance(id).map(Dest::Host),
         }
     }
 
@@ -419,10 +483,17 @@ mod tests {
         HostReport { cpu: q.min(1.0), nfs }
     }
 
+    fn to_host(d: Result<Dest, RouteError>) -> HostId {
+        match d {
+            Ok(Dest::Host(h)) => h,
+            other => panic!("{other:?}"),
+        }
+    }
+
     fn attaches(r: &mut Router, n: u32) -> [u32; 4] {
         let mut per_host = [0u32; 4];
         for id in 0..n {
-            let h = r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None }).unwrap();
+            let h = to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None }));
             per_host[h.0 as usize] += 1;
         }
         per_host
@@ -472,9 +543,9 @@ mod tests {
     #[test]
     fn identifiers_go_to_the_host_they_carry() {
         let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
-        assert_eq!(r.route(UeName::MmeUeS1apId(0x0200_1234)), Ok(HostId(2)));
+        assert_eq!(r.route(UeName::MmeUeS1apId(0x0200_1234)), Ok(Dest::Host(HostId(2))));
         let initial = UeName::Initial { enb: 7, enb_ue_s1ap_id: 9, m_tmsi: Some(0x03ab_cdef) };
-        assert_eq!(r.route(initial), Ok(HostId(3)));
+        assert_eq!(r.route(initial), Ok(Dest::Host(HostId(3))));
         assert_eq!(r.stats.by_owner, 2);
     }
 
@@ -483,11 +554,13 @@ mod tests {
         let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
         let mut per_host = [0u32; 4];
         for id in 0..300 {
-            let h = r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None }).unwrap();
+            let h = to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None }));
             per_host[h.0 as usize] += 1;
-            let again = router(Scheme::ConsistentHashing, &[3, 2, 1])
-                .route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None })
-                .unwrap();
+            let again = to_host(router(Scheme::ConsistentHashing, &[3, 2, 1]).route(UeName::Initial {
+                enb: 1,
+                enb_ue_s1ap_id: id,
+                m_tmsi: None,
+            }));
             assert_eq!(h, again, "the same choice whatever the order hosts came up in");
         }
         assert_eq!(per_host[0], 0);
@@ -504,15 +577,15 @@ mod tests {
             assert_ne!(heir, HostId(2));
             for low in [0u32, 1, 0x1234, 0xff_ffff] {
                 let id = 0x0200_0000 | low;
-                assert_eq!(r.route(UeName::MmeUeS1apId(id)), Ok(heir));
+                assert_eq!(r.route(UeName::MmeUeS1apId(id)), Ok(Dest::Host(heir)));
                 let initial = UeName::Initial { enb: 1, enb_ue_s1ap_id: low, m_tmsi: Some(id) };
-                assert_eq!(r.route(initial), Ok(heir));
+                assert_eq!(r.route(initial), Ok(Dest::Host(heir)));
             }
             // The others' UEs stay where they are; new UEs avoid the gone host.
-            assert_eq!(r.route(UeName::MmeUeS1apId(0x0100_0001)), Ok(HostId(1)));
-            assert_eq!(r.route(UeName::MmeUeS1apId(0x0300_0001)), Ok(HostId(3)));
+            assert_eq!(r.route(UeName::MmeUeS1apId(0x0100_0001)), Ok(Dest::Host(HostId(1))));
+            assert_eq!(r.route(UeName::MmeUeS1apId(0x0300_0001)), Ok(Dest::Host(HostId(3))));
             for id in 0..100 {
-                let h = r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None }).unwrap();
+                let h = to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None }));
                 assert_ne!(h, HostId(2), "{scheme}");
             }
             assert_eq!(r.stats.to_heir, 8);
@@ -538,6 +611,45 @@ mod tests {
         assert!(r.route(UeName::MmeUeS1apId(0x0100_0001)).is_err());
         assert!(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 1, m_tmsi: None }).is_err());
         assert_eq!(r.stats.no_host, 2);
+    }
+
+    #[test]
+    fn a_host_that_comes_up_later_takes_new_ues_and_the_others_keep_theirs() {
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2]);
+        assert_eq!(attaches(&mut r, 300)[3], 0);
+        r.host_up(HostId(3));
+        assert!(attaches(&mut r, 300)[3] > 50, "new UEs on the new host");
+        assert_eq!(r.route(UeName::MmeUeS1apId(0x0100_0001)), Ok(Dest::Host(HostId(1))));
+        let idle = UeName::Initial { enb: 1, enb_ue_s1ap_id: 5, m_tmsi: Some(0x0200_0009) };
+        assert_eq!(r.route(idle), Ok(Dest::Host(HostId(2))));
+    }
+
+    #[test]
+    fn a_draining_host_finishes_its_connections_holds_new_procedures_then_hands_its_ues_to_its_heir() {
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        assert!(r.drain(HostId(2)));
+        assert!(!r.drain(HostId(2)), "once");
+        assert!(r.is_draining(HostId(2)) && r.is_live(HostId(2)));
+        // No new UE on it.
+        assert_eq!(attaches(&mut r, 300)[2], 0);
+        // Its S1 connections' messages and the S-GW's requests still go there.
+        assert_eq!(r.route(UeName::MmeUeS1apId(0x0200_0001)), Ok(Dest::Host(HostId(2))));
+        let now = Instant::now();
+        assert_eq!(r.route_s11(now, S11From::Sgw, request(0x0200_0001, 1)), Ok(S11Route::Host(HostId(2))));
+        // A new procedure of its UEs waits.
+        let idle = UeName::Initial { enb: 1, enb_ue_s1ap_id: 5, m_tmsi: Some(0x0200_0009) };
+        assert_eq!(r.route(idle), Ok(Dest::Hold(HostId(2))));
+        assert_eq!(r.stats.held, 1);
+        // Drained: every identifier of it goes to one heir, a live host.
+        r.host_down(HostId(2));
+        let heir = r.heir(HostId(2)).unwrap();
+        assert_ne!(heir, HostId(2));
+        assert_eq!(r.route(idle), Ok(Dest::Host(heir)));
+        assert_eq!(r.route(UeName::MmeUeS1apId(0x0200_0001)), Ok(Dest::Host(heir)));
+        // The last host serving new UEs is not drained.
+        assert!(r.drain(HostId(1)));
+        assert!(!r.drain(HostId(3)), "the only one left for new UEs");
+        assert!(!r.drain(HostId(9)), "not a host");
     }
 
     fn request(teid: u32, seq: u32) -> S11Header {

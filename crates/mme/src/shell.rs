@@ -10,6 +10,8 @@ use mobicore_common::s11::{IncomingS11, S11IncomingAnswer, S11Link, S11Notificat
 use mobicore_common::s6a::{S6aAnswer, S6aIncoming, S6aIncomingAnswer, S6aLink, S6aRequest};
 use mobicore_common::sctp_api::{SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -160,6 +162,9 @@ pub struct Peers {
     /// The S-GW's requests waiting for the core's answer, by `txn`.
     s11_replies: HashMap<u64, oneshot::Sender<S11IncomingAnswer>>,
     next_txn: u64,
+    /// The core's S6a and S11 requests whose answer has not been queued
+    /// on `answers` yet.
+    in_flight: Arc<AtomicUsize>,
     counters: Counters,
 }
 
@@ -185,9 +190,16 @@ impl Peers {
             s6a_replies: HashMap::new(),
             s11_replies: HashMap::new(),
             next_txn: 0,
+            in_flight: Arc::new(AtomicUsize::new(0)),
             counters,
         };
         (peers, PeerEvents { answers: answers_rx, s6a_incoming, s11_incoming })
+    }
+
+    /// The core's S6a and S11 requests not answered yet (an answer
+    /// queued on [`PeerEvents::answers`] counts as answered).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
     }
 
     /// A fresh `txn` for a request to the core (the shell's others too,
@@ -218,14 +230,20 @@ impl Peers {
             MmeAction::S6a { ue, request } => {
                 // Queued in order here; only the wait for the answer is spawned.
                 let (answer, tx) = (self.s6a.submit(request).await, self.answers.clone());
+                let in_flight = self.in_flight.clone();
+                in_flight.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     let _ = tx.send(MmeEvent::S6a { ue, answer: answer.await });
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
                 });
             }
             MmeAction::S11 { ue, request } => {
                 let (response, tx) = (self.s11.submit(request).await, self.answers.clone());
+                let in_flight = self.in_flight.clone();
+                in_flight.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     let _ = tx.send(MmeEvent::S11 { ue, response: response.await });
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
                 });
             }
             MmeAction::S11Answer { txn, answer } => {

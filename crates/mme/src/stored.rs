@@ -165,6 +165,11 @@ impl StoredUes {
         self.held.get(imsi).map(|h| h.version)
     }
 
+    /// Whether writes or deletes that failed wait for the next sync.
+    pub fn unsynced(&self) -> bool {
+        !self.retry.is_empty() || !self.retry_removed.is_empty()
+    }
+
     /// Write what the mode asks for of the UEs the events since the last
     /// sync touched, and delete the records of the UEs the MME forgot.
     /// `time.now` is the MME's clock.

@@ -137,6 +137,16 @@ impl Mme {
         })
     }
 
+    /// How many UEs here have a procedure running (an EMM or ESM step,
+    /// a paging, a handover): what a host being drained waits for before
+    /// its UEs are handed on (seed 004 5.2 "Scaling").
+    pub fn busy_ues(&self) -> usize {
+        self.ues
+            .values()
+            .filter(|ue| ue.step != Step::Idle || ue.esm.is_some() || ue.paging.is_some() || ue.handover.is_some())
+            .count()
+    }
+
     /// The record of the UE `key` names, its deadlines on the wall clock of
     /// `time` (`time.now` is this MME's clock). `None` if no UE has that
     /// name here, or its record would be too long.

@@ -36,9 +36,9 @@ pub enum Command {
     Upf(NfArgs),
     /// Run the edge-relocation controller alone: the S11 relay between the MME and the S/P-GW-C, replication into edge anchors, REST API ([controller]).
     Controller(NfArgs),
-    /// The elastic MME's front end: the one MME the eNBs see (S1-MME, S1 Setup, eNB contexts) and the S/P-GW-C sees (S11); routes each UE's messages to an MME host (mme-host) by the host number in its identifiers (S1AP IDs, M-TMSI, S11 TEID), new UEs by --scheme.
+    /// The elastic MME's front end: the one MME the eNBs see (S1-MME, S1 Setup, eNB contexts) and the S/P-GW-C sees (S11); routes each UE's messages to an MME host (mme-host) by the host number in its identifiers (S1AP IDs, M-TMSI, S11 TEID), new UEs by --scheme; scales hosts out and in (hosts joining at run time; drains on --admin requests or by the EPS controller, --autoscale).
     MmeFrontend(crate::elastic_mme::FrontendArgs),
-    /// One MME host of the elastic MME: the MME core for the UEs the front end routes to it, its own S6a, S11 through the front end, UE contexts in a store shared by all hosts (Redis), cold or hot; takes over the UEs of a host that died.
+    /// One MME host of the elastic MME: the MME core for the UEs the front end routes to it, its own S6a, S11 through the front end, UE contexts in a store shared by all hosts (Redis), cold or hot; takes over the UEs of a host that died or was drained.
     MmeHost(crate::elastic_mme::HostArgs),
     /// Run the emulated RAN against an MME: attach (and detach) UEs.
     Ran(RanArgs),

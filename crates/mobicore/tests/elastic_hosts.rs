@@ -11,6 +11,10 @@
 //! address; the heir pages it and it comes back by a service request. And
 //! a kill mid-procedure (hot replication): the host of a UE is killed
 //! after sending its Attach Accept, and the heir completes the attach.
+//! And scaling (two hosts to start with): a host started at run time by
+//! the front end takes new UEs, a host drained under load hands its UEs
+//! on and exits, with no failed procedure; the EPS controller drains a
+//! host of an idle pair by itself.
 //!
 //! No step waits a fixed time: each waits for what it needs (a line a
 //! process prints, a message relayed, a counter, the store), bounded by
@@ -66,9 +70,9 @@ impl Procs {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
                 eprintln!("[{tag}] {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
+                // Read to the end even if nobody listens: the process's
+                // later lines must not find its stdout closed.
+                let _ = tx.send(line);
             }
         });
         self.0.push((name.to_string(), child));
@@ -87,6 +91,22 @@ impl Procs {
         child.kill().unwrap();
         let status = child.wait().unwrap();
         assert!(!status.success(), "{name} was killed");
+    }
+}
+
+impl Procs {
+    /// Until `name` exits by itself (bounded by [`LIMIT`]); reaped.
+    async fn wait_exit(&mut self, name: &str) -> std::process::ExitStatus {
+        let i = self.0.iter().position(|(n, _)| n == name).expect("a process of that name");
+        let end = Instant::now() + LIMIT;
+        loop {
+            if let Some(status) = self.0[i].1.try_wait().unwrap() {
+                self.0.remove(i);
+                return status;
+            }
+            assert!(Instant::now() < end, "{name} did not exit");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -360,9 +380,24 @@ struct Options {
     scheme: &'static str,
     /// Host 3's --cpu-max.
     cpu_max: Option<&'static str>,
+    /// Hosts started with the cluster (1..=hosts).
+    hosts: u32,
+    /// The RAN's procedure arrivals per second (none: all at once).
+    rate: Option<f64>,
+    /// More arguments of the front end.
+    frontend: &'static [&'static str],
 }
 
-const DEFAULT: Options = Options { ues: UES, s11_tap: false, s1_tap: false, scheme: "ch", cpu_max: None };
+const DEFAULT: Options = Options {
+    ues: UES,
+    s11_tap: false,
+    s1_tap: false,
+    scheme: "ch",
+    cpu_max: None,
+    hosts: 3,
+    rate: None,
+    frontend: &[],
+};
 
 /// The elastic MME of three hosts, the RAN connected.
 struct Cluster {
@@ -381,6 +416,8 @@ struct Cluster {
     ues: u64,
     /// The front end's hosts' address.
     hosts: String,
+    /// The front end's operator API (scaling).
+    admin: SocketAddr,
     _dir: TempDir,
     _redis: RedisServer,
 }
@@ -406,6 +443,9 @@ impl Cluster {
         ran_cfg.ues = o.ues;
         ran_cfg.enbs = 2;
         ran_cfg.detach = true;
+        // A bound for a loaded machine (a drain holds new procedures).
+        ran_cfg.procedure_timeout_ms = 30_000;
+        ran_cfg.rate = o.rate;
         let subscribers = SubscriberStore::in_memory();
         allinone::provision(&subscribers, &ran_cfg.plan, o.ues).unwrap();
         let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await.unwrap();
@@ -414,6 +454,28 @@ impl Cluster {
             false => None,
         };
         let sgw = tap.as_ref().map_or(core.sgw_s11, |t| t.addr).to_string();
+
+        let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
+        let dir = dir.with_extension(format!(
+            "{}-{}-{}-{}-{}-{}-{:?}-{}",
+            o.ues,
+            o.s11_tap,
+            o.s1_tap,
+            o.scheme,
+            o.cpu_max.unwrap_or("-"),
+            o.hosts,
+            o.rate,
+            o.frontend.len()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir(dir);
+        let host_cfg = dir.0.join("host.toml");
+        let toml = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
+        std::fs::write(&host_cfg, toml).unwrap();
+        let url = redis.url();
+        // The hosts the front end starts (scaling out) are as these.
+        let host_args = ["--config", host_cfg.to_str().unwrap(), "--store", &url, "--replication", replication];
+        let host_args = host_args.into_iter().chain(["--metrics", "127.0.0.1:0"]);
 
         let fe = procs.start(
             "frontend",
@@ -433,13 +495,24 @@ impl Cluster {
                 &sgw,
                 "--scheme",
                 o.scheme,
-            ],
+                "--admin",
+                "127.0.0.1:0",
+                // Generous: a drain waits for procedures, never for luck.
+                "--drain-within-ms",
+                "20000",
+            ]
+            .into_iter()
+            .chain(o.frontend.iter().copied())
+            .chain(["--"])
+            .chain(host_args)
+            .collect::<Vec<_>>(),
         );
         let ready = wait_line(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()));
         let s1ap: SocketAddr = field(&ready, "s1ap").unwrap().parse().unwrap();
         let udp: u16 = field(&ready, "udp_port").unwrap().parse().unwrap();
         let hosts = field(&ready, "hosts").unwrap().to_string();
         let s11 = field(&ready, "s11").unwrap().to_string();
+        let admin: SocketAddr = field(&ready, "admin").unwrap().parse().unwrap();
 
         // Bad peers on the hosts' port: a frame too long, a Hello of no
         // host. Each is disconnected; the front end carries on.
@@ -452,23 +525,8 @@ impl Cluster {
             assert_eq!(n.unwrap_or(0), 0, "nothing but the close");
         }
 
-        let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
-        let dir = dir.with_extension(format!(
-            "{}-{}-{}-{}-{}",
-            o.ues,
-            o.s11_tap,
-            o.s1_tap,
-            o.scheme,
-            o.cpu_max.unwrap_or("-")
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let dir = TempDir(dir);
-        let host_cfg = dir.0.join("host.toml");
-        let toml = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
-        std::fs::write(&host_cfg, toml).unwrap();
-        let url = redis.url();
         let mut metrics = BTreeMap::new();
-        for id in 1..=3u32 {
+        for id in 1..=o.hosts {
             let name = format!("host{id}");
             let out = procs.start(
                 &name,
@@ -519,6 +577,7 @@ impl Cluster {
             s1_tap,
             ues: o.ues,
             hosts,
+            admin,
             _dir: dir,
             _redis: redis,
         }
@@ -836,4 +895,230 @@ async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
     c.attach_and_idle().await;
     c.finish().await;
     drop(cleanup);
+}
+
+/// A process the test did not start itself (a host the front end
+/// started), SIGKILLed on drop if it still runs.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+/// An operator request to the front end's scaling API: its status and JSON.
+async fn admin(addr: SocketAddr, method: &str, path: &str) -> (u16, serde_json::Value) {
+    let (status, body) = mobicore_controller::site::http(addr, method, path, None, "").await.unwrap();
+    (status, serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}")))
+}
+
+/// [`wait_line`] that lets the rest of its task (the RAN) run meanwhile.
+async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, mut pick: impl FnMut(&str) -> Option<T>) -> T {
+    let end = Instant::now() + LIMIT;
+    loop {
+        match rx.try_recv() {
+            Ok(line) => {
+                if let Some(v) = pick(&line) {
+                    return v;
+                }
+            }
+            Err(mpsc::TryRecvError::Empty) => {
+                assert!(Instant::now() < end, "waiting for {what}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+    }
+}
+
+/// Scaling under load (issue 13 item 5, seed 004 5.2): two hosts, half
+/// the UEs attached, and the RAN running service requests and releases
+/// round after round all along. An operator request makes the front end
+/// start a third host (`mme-host` started by the front end itself): the
+/// UEs attached then are placed on it too (round robin, so surely), the
+/// others stay where they are. Then host 1 is drained: no new UE goes
+/// to it, what it runs ends there, the first message of each new
+/// procedure of its UEs waits at the front end until it says it is
+/// drained, and then goes to its heir, which loads the UE from the store;
+/// host 1 is told to stop and exits. No procedure fails, no UE attaches
+/// again, every UE keeps its MME-UE-S1AP-ID, GUTI and S-GW session, and
+/// host 1's UEs come back through the heir; a TAU of every UE and their
+/// detach succeed too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
+    scale_out_and_in_under_load("cold").await;
+}
+
+/// The same with hot replication.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
+    scale_out_and_in_under_load("hot").await;
+}
+
+async fn scale_out_and_in_under_load(replication: &str) {
+    const FIRST: u64 = 8;
+    // Service requests arrive 40 a second: a round lasts a while.
+    let o = Options { ues: 2 * FIRST, scheme: "rr", hosts: 2, rate: Some(40.0), ..DEFAULT };
+    let mut c = Cluster::boot(replication, o).await;
+    let r = c.ran.attach_some(0..FIRST).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", c.ran.report().failures);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", c.ran.report().failures);
+    let first = records(&c.store).await;
+    let hosts: std::collections::BTreeSet<u32> = first.values().map(|s| s.mme_ue_s1ap_id >> 24).collect();
+    assert_eq!(hosts, [1, 2].into(), "{first:?}");
+
+    // The scaling, beside the load: the load attaches the second half
+    // once the third host is up, and runs on until host 1 is gone.
+    let (up_tx, mut up) = tokio::sync::watch::channel(false);
+    let (attached_tx, mut attached) = tokio::sync::watch::channel(false);
+    let (gone_tx, mut gone) = tokio::sync::watch::channel(false);
+    // Rounds of service requests begun.
+    let (begun_tx, mut begun) = tokio::sync::watch::channel(0u32);
+    let Cluster { ran, procs, fe, store, admin: admin_addr, .. } = &mut c;
+    let load = async {
+        let mut rounds = 0u32;
+        let mut after = 0u32;
+        while after < 2 {
+            if *up.borrow_and_update() && !*attached_tx.borrow() {
+                let r = ran.attach_some(FIRST..2 * FIRST).await.unwrap();
+                assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", ran.report().failures);
+                let r = ran.phase(Phase::Release).await.unwrap();
+                assert_eq!(r.failed, 0, "{:?}", ran.report().failures);
+                attached_tx.send_replace(true);
+            }
+            begun_tx.send_modify(|n| *n += 1);
+            for phase in [Phase::ServiceRequest, Phase::Release] {
+                let r = ran.phase(phase).await.unwrap();
+                assert_eq!(r.failed, 0, "{phase:?} in round {rounds}: {:?}", ran.report().failures);
+            }
+            rounds += 1;
+            // Rounds that began with host 1 gone: every UE through its host or heir.
+            if *gone.borrow_and_update() {
+                after += 1;
+            }
+            assert!(rounds < 10_000, "the scaling never ended");
+        }
+        rounds
+    };
+    let scale = async {
+        // Scale out: the front end starts host 3.
+        let (status, started) = admin(*admin_addr, "POST", "/v1/hosts").await;
+        assert_eq!(status, 202, "{started}");
+        assert_eq!(started["id"], 3);
+        let host3 = KillOnDrop(started["pid"].as_u64().unwrap() as u32);
+        let m = fe_line(fe, "host 3 ready", |l| {
+            l.starts_with("mme-host 3 ready").then(|| field(l, "metrics").map(str::to_string)).flatten()
+        })
+        .await;
+        fe_line(fe, "host 3 up", |l| (l == "mme-frontend: host3 up").then_some(())).await;
+        up_tx.send_replace(true);
+        assert!(attached.wait_for(|a| *a).await.is_ok());
+        let placed = records(store).await;
+        let on3 = placed.values().filter(|s| s.mme_ue_s1ap_id >> 24 == 3).count();
+        assert!(on3 >= 2, "new UEs on the new host: {placed:?}");
+        for (imsi, s) in &first {
+            assert_eq!(placed.get(imsi), Some(s), "UE {imsi} stayed where it was");
+        }
+        let (_, list) = admin(*admin_addr, "GET", "/v1/hosts").await;
+        assert_eq!(list["hosts"].as_array().unwrap().len(), 3, "{list}");
+
+        // Scale in: host 1 drained under the load, as a round of service
+        // requests begins (what it finds running there ends there), then
+        // stopped.
+        let on1: Vec<String> =
+            placed.iter().filter(|(_, s)| s.mme_ue_s1ap_id >> 24 == 1).map(|(i, _)| i.clone()).collect();
+        begun.borrow_and_update();
+        assert!(begun.changed().await.is_ok());
+        let (status, body) = admin(*admin_addr, "POST", "/v1/hosts/1/drain").await;
+        assert_eq!(status, 202, "{body}");
+        // "drained (heir hostH, N held)": N new procedures waited for it.
+        let heir = fe_line(fe, "host 1 drained", |l| {
+            let rest = l.strip_prefix("mme-frontend: host1 ")?;
+            assert!(!rest.starts_with("drain forced"), "{l}");
+            rest.strip_prefix("drained (heir host")?.split(',').next()?.parse::<u32>().ok()
+        })
+        .await;
+        assert!(heir == 2 || heir == 3, "{heir}");
+        let status = procs.wait_exit("host1").await;
+        assert!(status.success(), "host 1 exits when told: {status}");
+        let (status, _) = admin(*admin_addr, "POST", "/v1/hosts/1/drain").await;
+        assert_eq!(status, 409, "not a host any more");
+        gone_tx.send_replace(true);
+        (m.parse::<SocketAddr>().unwrap(), heir, placed, on1, host3)
+    };
+    let (rounds, (metrics3, heir, placed, on1, _host3)) = tokio::join!(load, scale);
+    c.metrics.insert(3, metrics3);
+    eprintln!("{rounds} rounds of service requests and releases; host 1's {} UEs to host {heir}", on1.len());
+
+    // No failure, no attach beyond each UE's first; identifiers and sessions kept.
+    let report = c.ran.report();
+    assert_eq!((report.attached, report.failed), (2 * FIRST, 0), "{:?}", report.failures);
+    let failed: u64 = report.mobility.iter().map(|(_, r)| r.failed).sum();
+    assert_eq!(failed, 0, "{:?}", report.failures);
+    let after = records(&c.store).await;
+    assert_eq!(after, placed, "every UE kept its MME-UE-S1AP-ID, GUTI and S-GW session");
+    // Host 1's UEs came back through the heir, each loaded once.
+    let taken = counter(c.metrics[&heir], "mobicore_mme_host_ue_taken_over").await;
+    assert_eq!(taken, on1.len() as u64, "the heir loaded each of host 1's UEs");
+    c.metrics.remove(&1);
+
+    // Their next procedures: a TAU of every UE (a new GUTI each, TS 24.301
+    // 5.5.3.2.4), then the detach in finish.
+    let r = c.ran.phase(Phase::Tau).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (2 * FIRST, 0), "TAU: {:?}", c.ran.report().failures);
+    c.ran.settle_idle().await.unwrap();
+    c.finish().await;
+}
+
+/// The EPS controller on its own (`--autoscale`, seed 004 5.2: "scale
+/// down hosts if the total available CPU across MME hosts is high"): two
+/// idle hosts have about two cores spare, over the 1.5 it keeps, for its
+/// whole window (1 s here), so it drains one, the least loaded, and no
+/// more (`--min-hosts 1`). The UEs attached meanwhile (placed only on
+/// hosts taking new UEs) all come back by service requests, through the
+/// heir for the drained host's, and detach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eps_controller_drains_a_host_of_an_idle_pair() {
+    let frontend = &["--autoscale", "--min-hosts", "1", "--max-hosts", "2", "--scale-window-s", "1"];
+    let mut c = Cluster::boot("cold", Options { hosts: 2, frontend, ..DEFAULT }).await;
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, UES, "{:?}", c.ran.report().failures);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    let Cluster { ran, procs, fe, .. } = &mut c;
+    let (drained, r) = tokio::join!(
+        async {
+            let victim = fe_line(fe, "the controller's drain", |l| {
+                l.strip_prefix("mme-frontend: controller: drain host")?.parse::<u32>().ok()
+            })
+            .await;
+            fe_line(fe, "the drain", |l| l.starts_with(&format!("mme-frontend: host{victim} drained")).then_some(()))
+                .await;
+            assert!(procs.wait_exit(&format!("host{victim}")).await.success());
+            victim
+        },
+        // Meanwhile the UEs come and go: whatever the drain meets ends well.
+        async {
+            let mut failed = 0;
+            for _ in 0..3 {
+                for phase in [Phase::ServiceRequest, Phase::Release] {
+                    failed += ran.phase(phase).await.unwrap().failed;
+                }
+            }
+            failed
+        }
+    );
+    assert_eq!(r, 0, "{:?}", c.ran.report().failures);
+    c.metrics.remove(&drained);
+    let (_, hosts) = admin(c.admin, "GET", "/v1/hosts").await;
+    let serving: Vec<_> = hosts["hosts"].as_array().unwrap().iter().filter(|h| h["state"] == "serving").collect();
+    assert_eq!(serving.len(), 1, "at --min-hosts: {hosts}");
+    // Every UE through the host left, the drained one's by its heir.
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "{:?}", c.ran.report().failures);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!(r.failed, 0, "{:?}", c.ran.report().failures);
+    c.finish().await;
 }

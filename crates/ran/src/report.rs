@@ -232,6 +232,16 @@ impl RanReport {
         self.attach_latencies_us = p.latencies_us;
     }
 
+    /// A further attach round's results, added to the run's.
+    pub(crate) fn add_attach(&mut self, p: &PhaseReport) {
+        self.attached += p.succeeded;
+        self.failed += p.failed;
+        self.elapsed_attach += p.elapsed;
+        self.attach_latencies_us.extend_from_slice(&p.latencies_us);
+        let s = self.elapsed_attach.as_secs_f64();
+        self.attach_per_s = if s > 0.0 { self.attached as f64 / s } else { 0.0 };
+    }
+
     pub(crate) fn set_detach(&mut self, p: PhaseReport) {
         self.detached = p.succeeded;
         self.detach_failed = p.failed;

@@ -162,6 +162,22 @@ impl Ran {
         Ok(())
     }
 
+    /// Attach UEs `ues` (indices) at the arrival rate: a run that attaches
+    /// in steps ([`Ran::attach`] is all of them at once). Their results
+    /// are added to the run's attach report.
+    pub async fn attach_some(&mut self, ues: std::ops::Range<u64>) -> Result<PhaseReport, RanError> {
+        let r = self.d.procedure_phase(Phase::Attach, ues.collect()).await?;
+        self.d.report.add_attach(&r);
+        Ok(r)
+    }
+
+    /// Serve S1AP until no registered UE has an S1 connection (a TAU from
+    /// idle ends at its ACCEPT; the MME releases the connection after the
+    /// COMPLETE), at most the procedure guard time.
+    pub async fn settle_idle(&mut self) -> Result<(), RanError> {
+        self.d.settle_idle().await
+    }
+
     /// Registered UEs with an address and a bearer, in index order.
     pub fn attached_ues(&self) -> Vec<AttachedUe> {
         self.d.attached_ues()

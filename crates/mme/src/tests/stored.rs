@@ -539,3 +539,22 @@ fn a_hosts_identifiers_carry_its_number() {
         assert!(MmeConfig { host_prefix: Some(bad), ..MmeConfig::default() }.validate().is_err());
     }
 }
+
+/// What a drained host waits for (`Mme::busy_ues`): a UE in the middle
+/// of an attach is busy, an attached one (connected or idle) is not.
+#[test]
+fn a_ue_mid_attach_is_busy_and_an_attached_one_is_not() {
+    let mut h = Harness::default();
+    assert_eq!(h.mme.busy_ues(), 0);
+    let (mut ue, r) = h.start_attach("001010000000107", 71);
+    assert_eq!(h.mme.busy_ues(), 1, "waiting for the authentication vectors");
+    let auth = h.challenge(&mut ue, r, 72);
+    let res = ue.authenticate(&auth);
+    h.up(&ue, res);
+    assert!(h.one_down().nas.is_some(), "the security mode command");
+    assert_eq!(h.mme.busy_ues(), 1, "its answer awaited");
+    let attached = h.attach("001010000000108", 73);
+    assert_eq!(h.mme.busy_ues(), 1, "the other one only");
+    release_to_idle(&mut h, &attached);
+    assert_eq!(h.mme.busy_ues(), 1);
+}

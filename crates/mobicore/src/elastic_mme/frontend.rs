@@ -25,6 +25,18 @@
 //! Eq. 1), and a host whose reports stop is marked stale
 //! ([`Router::expire_reports`]).
 //!
+//! Scaling (seed 004 5.2; [`super::scaling`] for the operator's API and
+//! the processes): a host that connects at run time joins the rings and
+//! takes new UEs. A host is drained ([`Router::drain`]) on the operator's
+//! request or the EPS controller's decision
+//! ([`mobicore_elastic::controller`], `--autoscale`): it gets no new UE,
+//! serves what runs, and the INITIAL UE MESSAGEs of its UEs are held here
+//! until it says [`Frame::Drained`] (or `drain_within` has passed: then it
+//! is stopped as it stands); then it is gone for the router (its UEs go to
+//! its heir, which loads them from the store, the held messages first),
+//! what it gives back ([`Frame::Bounce`]) is routed again, and it is told
+//! to stop ([`Frame::Stop`]).
+//!
 //! A host whose connection closes is gone: its UEs go to their heir at
 //! their next message. Everything queued is bounded: a host that does not
 //! read loses messages (counted: `frontend_host_queue_full`), a peer that
@@ -32,15 +44,17 @@
 //! that cannot be routed is dropped (`frontend_s11_*`).
 
 use super::keys::{self, Uplink};
+use super::scaling::{self, Command, Launcher};
 use super::wire::{read_frame, write_frame, Frame, ReadError};
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
-use mobicore_elastic::router::{Router, S11From, S11Header, S11Route};
+use mobicore_elastic::controller::{Decision, EpsController};
+use mobicore_elastic::router::{Dest, Router, S11From, S11Header, S11Route, UeName};
 use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
 use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -53,6 +67,40 @@ pub const HOST_QUEUE: usize = 4096;
 const REPORT_CHECK: Duration = Duration::from_millis(100);
 /// How long a new host connection may take to say which host it is.
 const HELLO_WITHIN: Duration = Duration::from_secs(5);
+/// Messages held for draining hosts at most (beyond: dropped, counted;
+/// the UE repeats its request on its own timer).
+const HOLD_MAX: usize = 4096;
+/// How often the EPS controller samples the hosts.
+const CONTROL_EVERY: Duration = Duration::from_millis(500);
+
+/// How the front end scales its hosts.
+pub struct Scaling {
+    /// Starts host processes (`--` arguments of `mme-frontend`), if given.
+    pub launcher: Option<Launcher>,
+    /// Decides on the hosts' load reports (`--autoscale`), if given.
+    pub controller: Option<EpsController>,
+    /// The operator's requests (`--admin`).
+    pub requests: Option<mpsc::Receiver<scaling::Request>>,
+    /// How long a draining host may take to finish what runs.
+    pub drain_within: Duration,
+}
+
+impl Scaling {
+    /// No scaling: hosts come and go by themselves.
+    pub fn none() -> Scaling {
+        Scaling { launcher: None, controller: None, requests: None, drain_within: Duration::from_secs(3) }
+    }
+}
+
+/// Where a connected host is in a drain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drain {
+    No,
+    /// Since when.
+    Draining(Instant),
+    /// Gone for the router; told to stop, its connection not closed yet.
+    Done,
+}
 
 /// What the connections of hosts tell the front end's loop.
 enum HostEvent {
@@ -82,30 +130,30 @@ struct Host {
     s11: SocketAddr,
     /// Whether it has sent a load report (printed once).
     reporting: bool,
+    drain: Drain,
 }
 
 /// Run the front end until `shutdown`.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     core_cfg: MmeConfig,
     router: Router,
     sctp: SctpHandle,
     hosts: TcpListener,
     s11: S11Front,
+    scaling: Scaling,
     counters: Counters,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let SctpHandle { commands, mut events, .. } = sctp;
     let S11Front { socket: s11, sgw } = s11;
-    let mut fe = State {
-        core: Mme::new(core_cfg),
-        router,
-        enbs: BTreeMap::new(),
-        hosts: HashMap::new(),
-        s11_hosts: HashMap::new(),
-        sgw,
-        downlink: Vec::new(),
-        counters,
-    };
+    let Scaling { launcher, controller, requests, drain_within } = scaling;
+    let mut requests = requests.unwrap_or_else(|| mpsc::channel(1).1);
+    let mut fe = State::new(Mme::new(core_cfg), router, sgw, counters);
+    fe.launcher = launcher;
+    fe.controller = controller;
+    fe.drain_within = drain_within;
+    let mut control = tokio::time::interval(CONTROL_EVERY);
     let mut buf = vec![0u8; 65_536];
     let (host_tx, mut host_rx) = mpsc::channel::<HostEvent>(HOST_QUEUE);
     let mut next_conn = 0u64;
@@ -137,6 +185,12 @@ pub async fn run(
                     fe.counters.incr("frontend_load_report_stale");
                     println!("mme-frontend: {h} load reports stopped (not viable until it reports)");
                 }
+                fe.drain_deadlines(Instant::now());
+            }
+            _ = control.tick() => fe.control(Instant::now()),
+            Some(r) = requests.recv() => {
+                let answer = fe.command(Instant::now(), r.command);
+                let _ = r.reply.send(answer);
             }
             r = s11.recv_from(&mut buf) => match r {
                 Ok((n, from)) => {
@@ -182,10 +236,39 @@ struct State {
     sgw: SocketAddr,
     /// Hosts' downlink S1AP for the eNBs, sent after the event.
     downlink: Vec<(u64, u16, Bytes)>,
+    /// Uplink held for draining hosts: (host, UE, assoc, stream, PDU).
+    held: VecDeque<(HostId, UeName, u64, u16, Bytes)>,
+    /// Every host number that has been up or was started here: a new
+    /// host gets none of them (UEs may carry them).
+    numbers: BTreeSet<HostId>,
+    launcher: Option<Launcher>,
+    controller: Option<EpsController>,
+    /// The balancer's violations the controller has been told of.
+    violations: u64,
+    drain_within: Duration,
     counters: Counters,
 }
 
 impl State {
+    fn new(core: Mme, router: Router, sgw: SocketAddr, counters: Counters) -> State {
+        State {
+            core,
+            router,
+            enbs: BTreeMap::new(),
+            hosts: HashMap::new(),
+            s11_hosts: HashMap::new(),
+            sgw,
+            downlink: Vec::new(),
+            held: VecDeque::new(),
+            numbers: BTreeSet::new(),
+            launcher: None,
+            controller: None,
+            violations: 0,
+            drain_within: Scaling::none().drain_within,
+            counters,
+        }
+    }
+
     fn on_sctp(&mut self, ev: SctpEvent) {
         let now = Instant::now();
         match ev {
@@ -219,12 +302,158 @@ impl State {
                     Uplink::NonUe | Uplink::Malformed => {
                         self.core.handle(now, MmeEvent::S1Data { assoc, stream, data });
                     }
-                    Uplink::Ue(name) => match self.router.route(name) {
-                        Ok(host) => self.send(host, Frame::S1 { assoc: assoc.0, stream, data }),
-                        Err(_) => self.counters.incr("frontend_no_host"),
-                    },
+                    Uplink::Ue(name) => self.uplink(name, assoc.0, stream, data),
                 }
             }
+        }
+    }
+
+    /// A UE-associated uplink message to its host, or held for it.
+    fn uplink(&mut self, name: UeName, assoc: u64, stream: u16, data: Bytes) {
+        match self.router.route(name) {
+            Ok(Dest::Host(host)) => self.send(host, Frame::S1 { assoc, stream, data }),
+            Ok(Dest::Hold(host)) if self.held.len() < HOLD_MAX => {
+                self.held.push_back((host, name, assoc, stream, data))
+            }
+            Ok(Dest::Hold(_)) => self.counters.incr("frontend_hold_full"),
+            Err(_) => self.counters.incr("frontend_no_host"),
+        }
+    }
+
+    /// What was held for `host` (gone for the router now) is routed
+    /// again; how many.
+    fn release_held(&mut self, host: HostId) -> usize {
+        let (mine, others): (VecDeque<_>, VecDeque<_>) = self.held.drain(..).partition(|h| h.0 == host);
+        self.held = others;
+        let n = mine.len();
+        for (_, name, assoc, stream, data) in mine {
+            self.counters.incr("frontend_held_released");
+            self.uplink(name, assoc, stream, data);
+        }
+        n
+    }
+
+    /// Start draining `host` (see the module doc).
+    fn drain(&mut self, now: Instant, host: HostId) -> Result<(), &'static str> {
+        let h = self.hosts.get_mut(&host).ok_or("no such host")?;
+        if h.drain != Drain::No {
+            return Err("already draining");
+        }
+        if !self.router.drain(host) {
+            return Err("the only host taking new UEs");
+        }
+        h.drain = Drain::Draining(now);
+        if h.tx.try_send(Frame::Drain).is_err() {
+            self.counters.incr("frontend_host_queue_full");
+        }
+        if let Some(c) = &mut self.controller {
+            c.draining(host);
+        }
+        self.counters.incr("frontend_host_draining");
+        println!("mme-frontend: {host} draining");
+        Ok(())
+    }
+
+    /// `host` is drained (or `forced`, its time up): gone for the router,
+    /// what was held for it goes to its heir, and it is told to stop.
+    fn drained(&mut self, host: HostId, forced: bool) {
+        let Some(h) = self.hosts.get_mut(&host).filter(|h| matches!(h.drain, Drain::Draining(_))) else { return };
+        h.drain = Drain::Done;
+        let _ = h.tx.try_send(Frame::Stop);
+        self.router.host_down(host);
+        if let Some(c) = &mut self.controller {
+            c.host_down(host);
+        }
+        if let Some(l) = &mut self.launcher {
+            l.stopping(host);
+        }
+        let held = self.release_held(host);
+        self.counters.incr(if forced { "frontend_drain_forced" } else { "frontend_host_drained" });
+        let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
+        let how = if forced { "drain forced (time up)" } else { "drained" };
+        println!("mme-frontend: {host} {how} (heir {heir}, {held} held)");
+    }
+
+    /// Draining hosts whose time is up are stopped as they stand.
+    fn drain_deadlines(&mut self, now: Instant) {
+        let late: Vec<HostId> = self
+            .hosts
+            .iter()
+            .filter(|(_, h)| matches!(h.drain, Drain::Draining(at) if now.saturating_duration_since(at) > self.drain_within))
+            .map(|(&id, _)| id)
+            .collect();
+        for host in late {
+            self.drained(host, true);
+        }
+    }
+
+    /// Start a host with a number never used here.
+    fn start_host(&mut self) -> Result<(HostId, u32), String> {
+        let Some(launcher) = &mut self.launcher else {
+            return Err("no host command: give mme-host's arguments after --".into());
+        };
+        let next = self.numbers.last().map_or(1, |h| h.0 + 1);
+        if next > 254 {
+            return Err("no host number left (1..=254, never reused)".into());
+        }
+        let id = HostId(next);
+        let pid = launcher.start(id).map_err(|e| format!("starting mme-host: {e}"))?;
+        self.numbers.insert(id);
+        self.counters.incr("frontend_host_started");
+        println!("mme-frontend: starting {id} (pid {pid})");
+        Ok((id, pid))
+    }
+
+    /// The EPS controller's turn: what it decides is done.
+    fn control(&mut self, now: Instant) {
+        let Some(c) = &mut self.controller else { return };
+        let v = self.router.violations();
+        c.violations(v.saturating_sub(self.violations));
+        self.violations = v;
+        match c.poll(now) {
+            Some(Decision::StartHost) => {
+                println!("mme-frontend: controller: start a host");
+                if let Err(e) = self.start_host() {
+                    println!("mme-frontend: controller: {e}");
+                }
+            }
+            Some(Decision::Drain(host)) => {
+                println!("mme-frontend: controller: drain {host}");
+                if let Err(e) = self.drain(now, host) {
+                    println!("mme-frontend: controller: {host}: {e}");
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// An operator's request: an HTTP status and a JSON body.
+    fn command(&mut self, now: Instant, command: Command) -> (u16, String) {
+        match command {
+            Command::Hosts => {
+                let mut hosts: Vec<(HostId, &Host)> = self.hosts.iter().map(|(&id, h)| (id, h)).collect();
+                hosts.sort_by_key(|(id, _)| *id);
+                let list: Vec<serde_json::Value> = hosts
+                    .iter()
+                    .map(|(id, h)| {
+                        let state = match h.drain {
+                            Drain::No => "serving",
+                            Drain::Draining(_) => "draining",
+                            Drain::Done => "drained",
+                        };
+                        serde_json::json!({ "id": id.0, "state": state, "reporting": h.reporting })
+                    })
+                    .collect();
+                (200, serde_json::json!({ "hosts": list }).to_string())
+            }
+            Command::StartHost => match self.start_host() {
+                Ok((id, pid)) => (202, serde_json::json!({ "id": id.0, "pid": pid }).to_string()),
+                Err(e) => (409, scaling::error(&e)),
+            },
+            Command::Drain(host) => match self.drain(now, host) {
+                Ok(()) => (202, serde_json::json!({ "id": host.0, "state": "draining" }).to_string()),
+                Err(e) => (409, scaling::error(e)),
+            },
         }
     }
 
@@ -247,9 +476,13 @@ impl State {
                         }
                     }
                 }
-                self.hosts.insert(host, Host { conn, tx, s11, reporting: false });
+                self.hosts.insert(host, Host { conn, tx, s11, reporting: false, drain: Drain::No });
                 self.s11_hosts.insert(s11, host);
+                self.numbers.insert(host);
                 self.router.host_up(host);
+                if let Some(c) = &mut self.controller {
+                    c.host_up(host);
+                }
                 self.counters.incr("frontend_host_up");
                 println!("mme-frontend: {host} up");
             }
@@ -259,6 +492,11 @@ impl State {
                         self.s11_hosts.remove(&h.s11);
                     }
                     self.router.host_down(host);
+                    if let Some(c) = &mut self.controller {
+                        c.host_down(host);
+                    }
+                    // A draining host that died: its held messages go to the heir.
+                    self.release_held(host);
                     self.counters.incr("frontend_host_down");
                     let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
                     println!("mme-frontend: {host} down (heir {heir})");
@@ -283,8 +521,21 @@ impl State {
                         if self.hosts.get_mut(&host).is_some_and(|h| !std::mem::replace(&mut h.reporting, true)) {
                             println!("mme-frontend: {host} reports load");
                         }
-                        self.router.report(Instant::now(), host, super::load::from_frame(cpu_e4, &nfs));
+                        let report = super::load::from_frame(cpu_e4, &nfs);
+                        if let Some(c) = &mut self.controller {
+                            c.report(host, report.clone());
+                        }
+                        self.router.report(Instant::now(), host, report);
                     }
+                    Frame::Drained => self.drained(host, false),
+                    // Sent to a host that was drained meanwhile: routed again.
+                    Frame::Bounce { assoc, stream, data } => match keys::uplink(assoc, &data) {
+                        Uplink::Ue(name) if self.hosts.get(&host).is_some_and(|h| h.drain == Drain::Done) => {
+                            self.counters.incr("frontend_bounced");
+                            self.uplink(name, assoc, stream, data);
+                        }
+                        _ => self.counters.incr("frontend_bad_host_frame"),
+                    },
                     _ => self.counters.incr("frontend_bad_host_frame"),
                 }
             }
@@ -444,16 +695,7 @@ mod tests {
             Loads::new(Profiles::default(), Estimation::default()),
             64,
         );
-        let mut st = State {
-            core: Mme::new(MmeConfig::default()),
-            router: Router::new(fe),
-            enbs: BTreeMap::new(),
-            hosts: HashMap::new(),
-            s11_hosts: HashMap::new(),
-            sgw: SGW.parse().unwrap(),
-            downlink: Vec::new(),
-            counters: Counters::new(),
-        };
+        let mut st = State::new(Mme::new(MmeConfig::default()), Router::new(fe), SGW.parse().unwrap(), Counters::new());
         for h in 1..=3 {
             let (tx, _) = mpsc::channel(1);
             st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h) });
@@ -513,6 +755,70 @@ mod tests {
         assert_eq!(st.on_s11(now, &ddn(0, 10), sgw), None);
         let counted = ["frontend_s11_unknown_peer", "frontend_s11_malformed", "frontend_s11_no_teid"];
         assert_eq!(counted.map(|n| st.counters.value(n)), [2, 1, 1]);
+    }
+
+    /// A front end with hosts 1..=3 connected, and what each is sent.
+    fn state_with_queues() -> (State, HashMap<u32, mpsc::Receiver<Frame>>) {
+        let mut st = state();
+        let mut queues = HashMap::new();
+        for h in 1..=3 {
+            st.on_host(HostEvent::Down { host: HostId(h), conn: u64::from(h) });
+            let (tx, rx) = mpsc::channel(64);
+            st.on_host(HostEvent::Up { host: HostId(h), conn: 10 + u64::from(h), tx, s11: host_s11(h) });
+            queues.insert(h, rx);
+        }
+        (st, queues)
+    }
+
+    fn sent(rx: &mut mpsc::Receiver<Frame>) -> Vec<Frame> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    fn s1(data: &'static [u8]) -> Frame {
+        Frame::S1 { assoc: 1, stream: 1, data: Bytes::from_static(data) }
+    }
+
+    #[test]
+    fn a_drained_hosts_new_procedures_wait_for_it_then_go_to_its_heir() {
+        let (mut st, mut q) = state_with_queues();
+        let now = Instant::now();
+        let (status, body) = st.command(now, Command::Drain(HostId(2)));
+        assert_eq!(status, 202, "{body}");
+        assert_eq!(sent(q.get_mut(&2).unwrap()), [Frame::Drain]);
+        assert_eq!(st.command(now, Command::Drain(HostId(2))).0, 409, "once");
+
+        // Its S1 connections' messages go on to it; a new procedure waits.
+        let idle = UeName::Initial { enb: 1, enb_ue_s1ap_id: 7, m_tmsi: Some(0x0200_0009) };
+        st.uplink(idle, 1, 1, Bytes::from_static(b"service request"));
+        st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"ics response"));
+        assert_eq!(sent(q.get_mut(&2).unwrap()), [s1(b"ics response")]);
+        assert_eq!(st.held.len(), 1);
+
+        // Drained: told to stop; the held message and the next ones go to the heir.
+        st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Drained });
+        assert_eq!(sent(q.get_mut(&2).unwrap()), [Frame::Stop]);
+        let heir = st.router.heir(HostId(2)).unwrap();
+        assert_eq!(sent(q.get_mut(&heir.0).unwrap()), [s1(b"service request")]);
+        st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"release request"));
+        assert_eq!(sent(q.get_mut(&heir.0).unwrap()), [s1(b"release request")]);
+        let hosts: serde_json::Value = serde_json::from_str(&st.command(now, Command::Hosts).1).unwrap();
+        assert_eq!(hosts["hosts"][1]["state"], "drained", "{hosts}");
+        // It exits: gone.
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
+        assert!(!st.hosts.contains_key(&HostId(2)));
+
+        // One that does not drain in time is stopped as it stands; the
+        // last host taking new UEs is not drained.
+        let other = if heir.0 == 1 { 3 } else { 1 };
+        assert_eq!(st.command(now, Command::Drain(HostId(other))).0, 202);
+        st.drain_deadlines(now + st.drain_within / 2);
+        assert_eq!(sent(q.get_mut(&other).unwrap()), [Frame::Drain]);
+        st.drain_deadlines(now + st.drain_within * 2);
+        assert_eq!(sent(q.get_mut(&other).unwrap()), [Frame::Stop]);
+        assert_eq!(st.counters.value("frontend_drain_forced"), 1);
+        assert_eq!(st.command(now, Command::Drain(heir)).0, 409);
+        // Not a launcher here: no host can be started.
+        assert_eq!(st.command(now, Command::StartHost).0, 409);
     }
 
     #[test]

@@ -24,6 +24,18 @@
 //! A UE keeps that TEID across a takeover (it is in the stored context);
 //! a DDN for a UE this host does not hold loads it by the TEID.
 //!
+//! # Being drained
+//! When the front end drains the host (seed 004 5.2 "Scaling": a scale
+//! in), it sends no new procedure to it ([`Frame::Drain`]); the host goes
+//! on serving what runs and, once no UE has a procedure running, no S6a
+//! or S11 answer is awaited and every record is written, says
+//! [`Frame::Drained`]. From then on it handles
+//! nothing: a UE-associated message still on its way goes back to the
+//! front end ([`Frame::Bounce`]), which routes it to the heir now serving
+//! the host's UEs; an S-GW request is dropped (its retransmission reaches
+//! the heir); no timer runs (the heir re-arms the UEs' timers from their
+//! records). At [`Frame::Stop`] it exits.
+//!
 //! # Load reports
 //! Every `every` (`--load-every-ms`) the host sends the front end its
 //! moving averages ([`super::load::LoadMeter`]): the frames from the front
@@ -53,6 +65,14 @@ const QUEUE: usize = 4096;
 fn time_now() -> TimeBase {
     let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     TimeBase { now: Instant::now(), unix_ms }
+}
+
+/// Where a host is in a drain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drain {
+    No,
+    Draining,
+    Drained,
 }
 
 /// How a host reports its load.
@@ -104,12 +124,13 @@ pub async fn run(
         }
     });
     let (to_fe, mut out_rx) = mpsc::channel::<Frame>(QUEUE);
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         while let Some(f) = out_rx.recv().await {
             if write_frame(&mut wr, &f).await.is_err() {
-                break;
+                return;
             }
         }
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut wr).await;
     });
 
     let (mut peers, mut peer_events) = Peers::new(s6a, s11, counters.clone());
@@ -117,8 +138,10 @@ pub async fn run(
     let mut meter = LoadMeter::new(load.budget);
     let mut report_tick = tokio::time::interval(load.every.max(Duration::from_millis(1)));
     report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut drain = Drain::No;
     loop {
-        let deadline = core.poll_timeout();
+        // A drained host's UEs are its heir's: no timer runs here.
+        let deadline = core.poll_timeout().filter(|_| drain != Drain::Drained);
         let sleep = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -135,10 +158,37 @@ pub async fn run(
             }
             frame = from_fe.recv() => {
                 let Some(frame) = frame else { anyhow::bail!("the front end closed the connection") };
-                on_frame(&mut core, &mut stored, &counters, frame).await;
+                match frame {
+                    Frame::Drain if drain == Drain::No => {
+                        drain = Drain::Draining;
+                        println!("mme-host {host}: draining ({} UEs in a procedure)", core.busy_ues());
+                    }
+                    Frame::Stop => {
+                        // What it gave back goes out before it exits.
+                        drop(to_fe);
+                        let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+                        println!("mme-host {host}: stopped by the front end");
+                        return Ok(());
+                    }
+                    Frame::S1 { assoc, stream, data } if drain == Drain::Drained => {
+                        if matches!(keys::uplink(assoc, &data), Uplink::Ue(_)) {
+                            counters.incr("host_drained_bounced");
+                            if to_fe.try_send(Frame::Bounce { assoc, stream, data }).is_err() {
+                                counters.incr("host_frontend_queue_full");
+                            }
+                        }
+                        continue;
+                    }
+                    frame => on_frame(&mut core, &mut stored, &counters, frame).await,
+                }
             }
             Some(ev) = peer_events.answers.recv() => core.handle(Instant::now(), ev),
             Some(inc) = peer_events.s11_incoming.recv() => {
+                if drain == Drain::Drained {
+                    // Unanswered: the S-GW's retransmission reaches the heir.
+                    counters.incr("host_drained_s11_dropped");
+                    continue;
+                }
                 let S11IncomingRequest::DownlinkDataNotification(ddn) = &inc.request;
                 ensure_held(&mut core, &mut stored, &counters, UeKey::MmeUeS1apId(ddn.mme_teid.0)).await;
                 core.handle(Instant::now(), peers.s11_request(inc));
@@ -153,10 +203,14 @@ pub async fn run(
                         Err(_) => counters.incr("host_frontend_queue_full"),
                     }
                 }
-                continue;
+                // Draining: whether it is quiet now is looked at below too
+                // (an answer's wait ends just after its event).
+                if drain != Drain::Draining {
+                    continue;
+                }
             }
         }
-        if core.poll_timeout().is_some_and(|d| d <= Instant::now()) {
+        if drain != Drain::Drained && core.poll_timeout().is_some_and(|d| d <= Instant::now()) {
             core.handle_timeout(Instant::now());
         }
         // Write-ahead: the store first, then what the event sends.
@@ -174,6 +228,17 @@ pub async fn run(
                 // The front end owns the associations.
                 MmeAction::S1Abort { .. } => counters.incr("host_abort_not_forwarded"),
                 peer => peers.dispatch(peer).await,
+            }
+        }
+        // Quiet: no procedure runs, no S6a or S11 answer is awaited, every
+        // record is written.
+        let quiet = core.busy_ues() == 0 && peers.in_flight() == 0 && peer_events.answers.is_empty();
+        if drain == Drain::Draining && quiet && !stored.unsynced() {
+            drain = Drain::Drained;
+            counters.incr("host_drained");
+            println!("mme-host {host}: drained");
+            if to_fe.send(Frame::Drained).await.is_err() {
+                anyhow::bail!("the front end closed the connection");
             }
         }
     }
@@ -215,6 +280,9 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, f
             }
             core.handle(Instant::now(), MmeEvent::S1Data { assoc: AssocId(assoc), stream, data });
         }
-        Frame::Hello { .. } | Frame::Load { .. } => counters.incr("host_bad_frame"),
+        Frame::Drain => {}
+        Frame::Hello { .. } | Frame::Load { .. } | Frame::Drained | Frame::Bounce { .. } | Frame::Stop => {
+            counters.incr("host_bad_frame")
+        }
     }
 }

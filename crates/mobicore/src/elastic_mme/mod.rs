@@ -5,7 +5,8 @@
 //! through Redis. The routing itself is sans-I/O
 //! ([`mobicore_elastic::router`]); [`keys`] reads what it needs of S1AP;
 //! [`wire`] is the front end <-> host link; [`load`] what a host reports
-//! for the balancer, [`cgroup`] its CPU budget. See ARCHITECTURE.md ("The
+//! for the balancer, [`cgroup`] its CPU budget; [`scaling`] the EPS
+//! controller's shell (the operator's API, the hosts' processes). See ARCHITECTURE.md ("The
 //! elastic MME") for what runs and what does not yet.
 
 pub mod cgroup;
@@ -13,6 +14,7 @@ pub mod frontend;
 pub mod host;
 pub mod keys;
 pub mod load;
+pub mod scaling;
 pub mod wire;
 
 use crate::allinone::{check_privileges, endpoint_config, transport};
@@ -58,6 +60,38 @@ pub struct FrontendArgs {
     /// The S/P-GW-C's S11 address (overrides [mme] sgw).
     #[arg(long)]
     pub sgw: Option<SocketAddr>,
+    /// Serve the operator's scaling API here (HTTP, JSON; loopback: it is
+    /// not protected; port 0: any, printed): GET /v1/hosts, POST /v1/hosts
+    /// (start a host), POST /v1/hosts/N/drain (drain host N, then stop it).
+    #[arg(long)]
+    pub admin: Option<SocketAddr>,
+    /// The EPS controller starts and drains hosts by itself: a host more
+    /// after --scale-window-s of SLO violations (sk-ch) or of every host
+    /// over 80% CPU, one less (the least loaded) after as long with 1.5
+    /// cores spare over all hosts; within --min-hosts..--max-hosts.
+    /// Needs the host arguments after --.
+    #[arg(long)]
+    pub autoscale: bool,
+    /// With --autoscale: the fewest hosts it drains down to.
+    #[arg(long, default_value_t = 1)]
+    pub min_hosts: usize,
+    /// With --autoscale: the most hosts it starts up to.
+    #[arg(long, default_value_t = 8)]
+    pub max_hosts: usize,
+    /// With --autoscale: how long a load must last before a host is
+    /// started or drained (hysteresis).
+    #[arg(long, default_value_t = 10)]
+    pub scale_window_s: u64,
+    /// How long a draining host may take to finish the procedures it runs
+    /// before it is stopped as it stands (its UEs' new procedures wait
+    /// meanwhile).
+    #[arg(long, default_value_t = 3000)]
+    pub drain_within_ms: u64,
+    /// Arguments of every mme-host the front end starts (besides --id,
+    /// --frontend, --frontend-s11, which it gives): e.g. -- --config
+    /// host.toml --store redis://127.0.0.1:6379 --replication cold.
+    #[arg(last = true)]
+    pub host_args: Vec<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,8 +181,10 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     };
     let fe = Frontend::new(balancer, Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
     let router = mobicore_elastic::router::Router::new(fe);
+    let scaling = frontend_scaling(&a, hosts, s11_addr).await?;
+    let admin = scaling.1.map_or("none".to_string(), |a| a.to_string());
     println!(
-        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={}",
+        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={} admin={admin}",
         bound.handle.local,
         bound.udp_port.unwrap_or(0),
         a.scheme
@@ -156,9 +192,48 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     // Not spawned: the balancer is not Send; this task is the front end.
     let (_tx, rx) = watch::channel(false);
     tokio::select! {
-        r = frontend::run(cfg.mme.core.clone(), router, bound.handle, listener, s11, counters, rx) => r,
+        r = frontend::run(cfg.mme.core.clone(), router, bound.handle, listener, s11, scaling.0, counters, rx) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
+}
+
+/// The front end's scaling from its arguments, and the operator API's address.
+async fn frontend_scaling(
+    a: &FrontendArgs,
+    hosts: SocketAddr,
+    s11: SocketAddr,
+) -> Result<(frontend::Scaling, Option<SocketAddr>)> {
+    let mut scaling = frontend::Scaling::none();
+    scaling.drain_within = std::time::Duration::from_millis(a.drain_within_ms);
+    if !a.host_args.is_empty() {
+        let exe = std::env::current_exe().context("finding the mobicore binary to start hosts with")?;
+        scaling.launcher = Some(scaling::Launcher::new(exe, a.host_args.clone(), hosts, s11));
+    }
+    if a.autoscale {
+        if scaling.launcher.is_none() {
+            bail!("--autoscale starts hosts: give mme-host's arguments after -- (--config, --store, ...)");
+        }
+        if a.min_hosts == 0 || a.min_hosts > a.max_hosts {
+            bail!("--min-hosts {} --max-hosts {}: 1 <= min <= max", a.min_hosts, a.max_hosts);
+        }
+        let cfg = mobicore_elastic::controller::ControllerConfig {
+            min_hosts: a.min_hosts,
+            max_hosts: a.max_hosts,
+            window: std::time::Duration::from_secs(a.scale_window_s.max(1)),
+            ..Default::default()
+        };
+        scaling.controller = Some(mobicore_elastic::controller::EpsController::new(cfg));
+    }
+    let mut admin = None;
+    if let Some(addr) = a.admin {
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("opening the admin address {addr}"))?;
+        admin = Some(listener.local_addr()?);
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(scaling::serve_admin(listener, tx));
+        scaling.requests = Some(rx);
+    }
+    Ok((scaling, admin))
 }
 
 /// `mobicore mme-host`.

@@ -30,6 +30,17 @@ pub enum Frame {
     /// point: CPU use and shares in 1/10,000, queue lengths in 1/1,000 of
     /// a message. At most [`MAX_LOAD_NFS`] entries.
     Load { cpu_e4: u16, nfs: Vec<NfLoadWire> },
+    /// Front end -> host: being drained (seed 004 5.2 "Scaling"): no new
+    /// procedure will come; say [`Frame::Drained`] once none runs.
+    Drain,
+    /// Host -> front end: no procedure runs and every UE is in the store;
+    /// from now on the host gives back what it is sent ([`Frame::Bounce`]).
+    Drained,
+    /// Host -> front end, after [`Frame::Drained`]: an uplink S1AP PDU it
+    /// was sent, not handled, for the front end to route again.
+    Bounce { assoc: u64, stream: u16, data: Bytes },
+    /// Front end -> host: exit (after [`Frame::Drained`]).
+    Stop,
 }
 
 /// One NF's entry of a [`Frame::Load`]: its procedure kind (by
@@ -63,6 +74,10 @@ const ENB_UP: u8 = 2;
 const ENB_DOWN: u8 = 3;
 const S1: u8 = 4;
 const LOAD: u8 = 5;
+const DRAIN: u8 = 6;
+const DRAINED: u8 = 7;
+const BOUNCE: u8 = 8;
+const STOP: u8 = 9;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -86,12 +101,15 @@ impl Frame {
                 b.put_u8(ENB_DOWN);
                 b.put_u64(*assoc);
             }
-            Frame::S1 { assoc, stream, data } => {
-                b.put_u8(S1);
+            Frame::S1 { assoc, stream, data } | Frame::Bounce { assoc, stream, data } => {
+                b.put_u8(if matches!(self, Frame::S1 { .. }) { S1 } else { BOUNCE });
                 b.put_u64(*assoc);
                 b.put_u16(*stream);
                 b.put_slice(data);
             }
+            Frame::Drain => b.put_u8(DRAIN),
+            Frame::Drained => b.put_u8(DRAINED),
+            Frame::Stop => b.put_u8(STOP),
             Frame::Load { cpu_e4, nfs } => {
                 b.put_u8(LOAD);
                 b.put_u16(*cpu_e4);
@@ -133,12 +151,18 @@ impl Frame {
                 need(&body, 8)?;
                 Ok(Frame::EnbDown { assoc: body.get_u64() })
             }
-            S1 => {
+            S1 | BOUNCE => {
                 need(&body, 10)?;
                 let assoc = body.get_u64();
                 let stream = body.get_u16();
-                Ok(Frame::S1 { assoc, stream, data: body })
+                Ok(match t {
+                    S1 => Frame::S1 { assoc, stream, data: body },
+                    _ => Frame::Bounce { assoc, stream, data: body },
+                })
             }
+            DRAIN => Ok(Frame::Drain),
+            DRAINED => Ok(Frame::Drained),
+            STOP => Ok(Frame::Stop),
             LOAD => {
                 need(&body, 3)?;
                 let cpu_e4 = body.get_u16();
@@ -241,6 +265,10 @@ mod tests {
         round_trip(Frame::EnbDown { assoc: 7 });
         round_trip(Frame::S1 { assoc: 1, stream: 3, data: Bytes::from_static(b"\x00\x0c\x40") });
         round_trip(Frame::Load { cpu_e4: 0, nfs: vec![] });
+        round_trip(Frame::Bounce { assoc: 2, stream: 1, data: Bytes::from_static(b"\x00\x0c\x40") });
+        for f in [Frame::Drain, Frame::Drained, Frame::Stop] {
+            round_trip(f);
+        }
         let nf = NfLoadWire { kind: 4, q_e3: u32::MAX, c_e4: 5000 };
         round_trip(Frame::Load { cpu_e4: 10_000, nfs: vec![nf; MAX_LOAD_NFS] });
     }
@@ -248,7 +276,8 @@ mod tests {
     #[test]
     fn bad_frames_are_errors() {
         assert_eq!(Frame::decode(Bytes::new()), Err(WireError::Truncated));
-        assert_eq!(Frame::decode(Bytes::from_static(&[9])), Err(WireError::UnknownType(9)));
+        assert_eq!(Frame::decode(Bytes::from_static(&[10])), Err(WireError::UnknownType(10)));
+        assert_eq!(Frame::decode(Bytes::from_static(&[BOUNCE, 0])), Err(WireError::Truncated));
         assert_eq!(
             Frame::decode(Bytes::from_static(&[ENB_UP, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 5])),
             Err(WireError::BadFamily(5))
