@@ -60,8 +60,8 @@ pub struct FrontendArgs {
     /// The S/P-GW-C's S11 address (overrides [mme] sgw).
     #[arg(long)]
     pub sgw: Option<SocketAddr>,
-    /// Serve the operator's scaling API here (HTTP, JSON; loopback: it is
-    /// not protected; port 0: any, printed): GET /v1/hosts, POST /v1/hosts
+    /// Serve the operator's scaling API here (HTTP, JSON; loopback only,
+    /// refused elsewhere: it is not authenticated; port 0: any, printed): GET /v1/hosts, POST /v1/hosts
     /// (start a host), POST /v1/hosts/N/drain (drain host N, then stop it).
     #[arg(long)]
     pub admin: Option<SocketAddr>,
@@ -159,6 +159,7 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     let bound = mobicore_sctp::bind_with_info(ep)
         .await
         .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
+    loopback_only(a.hosts, "--hosts", "the link to the hosts")?;
     let listener = tokio::net::TcpListener::bind(a.hosts)
         .await
         .with_context(|| format!("opening the hosts' address {}", a.hosts))?;
@@ -226,6 +227,7 @@ async fn frontend_scaling(
     }
     let mut admin = None;
     if let Some(addr) = a.admin {
+        loopback_only(addr, "--admin", "the scaling API")?;
         let listener =
             tokio::net::TcpListener::bind(addr).await.with_context(|| format!("opening the admin address {addr}"))?;
         admin = Some(listener.local_addr()?);
@@ -234,6 +236,15 @@ async fn frontend_scaling(
         scaling.requests = Some(rx);
     }
     Ok((scaling, admin))
+}
+
+/// An unauthenticated listener: only this machine's own processes may
+/// use it, so it binds to loopback or not at all.
+fn loopback_only(addr: SocketAddr, flag: &str, what: &str) -> Result<()> {
+    if !addr.ip().is_loopback() {
+        anyhow::bail!("{flag} {addr}: {what} has no authentication and binds to loopback only");
+    }
+    Ok(())
 }
 
 /// `mobicore mme-host`.
