@@ -86,11 +86,12 @@ pub struct RanArgs {
 /// demo`): each overrides its `[ran]` / `[ran.moving]` option.
 #[derive(Args, Debug, Clone, Default)]
 pub struct MovingArgs {
-    /// Mobility model ([ran.moving]): after the attach phase (and the
-    /// demo's traffic) the registered UEs move to random other eNBs, this
-    /// many times per UE per second, for --moving-s seconds: a connected
-    /// UE by handover, an idle one by cell reselection (with a tracking
-    /// area update when the new cell is outside its TAI list).
+    /// Mobility model ([ran.moving]): after the attach phase the
+    /// registered UEs move to random other eNBs, this many times per UE
+    /// per second, for --moving-s seconds: a connected UE by handover, an
+    /// idle one by cell reselection (with a tracking area update when the
+    /// new cell is outside its TAI list). In the demo it replaces the
+    /// fixed mobility phases and runs with the demo's traffic.
     #[arg(long)]
     pub handover_rate: Option<f64>,
     /// Handover type of the model's moves: x2, s1 or mixed (per handover).
