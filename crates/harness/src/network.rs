@@ -61,6 +61,9 @@ pub struct NetworkConfig {
     /// The eNBs release a UE after this long without user-plane activity
     /// (UE Context Release Request, user inactivity); `None`: never.
     pub inactivity_timeout: Option<Duration>,
+    /// eNBs per tracking area (`[ran] enbs_per_tac`): eNB `i` has TAC
+    /// `1 + i / n`; `None`: TAC 1 for all.
+    pub enbs_per_tac: Option<u32>,
 }
 
 impl Default for NetworkConfig {
@@ -78,6 +81,7 @@ impl Default for NetworkConfig {
             seed: 7,
             streams: 4,
             inactivity_timeout: None,
+            enbs_per_tac: None,
         }
     }
 }
@@ -180,7 +184,7 @@ impl Network {
                     enb_id: i as u32 + 1,
                     name: format!("enb-{}", i + 1),
                     plmn: cfg.plan.plmn,
-                    tac: 1,
+                    tac: mobicore_ran::tac_of(1, cfg.enbs_per_tac, i),
                     s1u_addr: Ipv4Addr::new(10, 0, 1, i as u8 + 1),
                     procedure_timeout: cfg.procedure_timeout,
                     s1_setup_timeout: cfg.s1_setup_timeout,
@@ -288,6 +292,24 @@ impl Network {
     pub fn attach(&mut self, ue: u64) {
         let e = self.enb_of(ue);
         self.enbs[e].start_attach(self.now, ue).unwrap_or_else(|err| panic!("attach of UE {ue}: {err}"));
+    }
+
+    /// Idle UE `ue` reselects eNB `to`'s cell ([`mobicore_ran::enb::reselect`]:
+    /// a TAU starts there if that cell is outside its TAI list; call
+    /// [`Network::drive`] to run it).
+    pub fn reselect(&mut self, ue: u64, to: usize) -> Result<mobicore_ran::Reselection, mobicore_ran::enb::EnbError> {
+        let from = self.enb_of(ue);
+        assert_ne!(from, to, "UE {ue} is at eNB {to} already");
+        let (source, target) = if from < to {
+            let (a, b) = self.enbs.split_at_mut(to);
+            (&mut a[from], &mut b[0])
+        } else {
+            let (a, b) = self.enbs.split_at_mut(from);
+            (&mut b[0], &mut a[to])
+        };
+        let r = mobicore_ran::enb::reselect(self.now, source, target, ue);
+        self.collect();
+        r
     }
 
     /// Start UE `ue`'s detach.

@@ -269,7 +269,7 @@ fn periodic_tau_at_t3412_expiry_keeps_an_idle_ue_reachable() {
     // Three T3412 periods: the UE updates each time by itself, so the
     // mobile reachable timer (400 s) never runs out.
     net.advance(std::time::Duration::from_secs(3 * 360 + 10));
-    let tau_ok = net.outcomes(0).iter().filter(|o| o.procedure == Procedure::Tau && o.result.is_ok()).count();
+    let tau_ok = net.outcomes(0).iter().filter(|o| o.procedure == Procedure::PeriodicTau && o.result.is_ok()).count();
     assert_eq!(tau_ok, 3, "{:?}", net.outcomes(0));
     assert_eq!(net.mme.counters().value("implicit_detach"), 0);
     assert_eq!(net.mme.stats().attached, 1);

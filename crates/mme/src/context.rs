@@ -322,6 +322,10 @@ pub struct UeContext {
     /// The guard timers that run, at most one per kind.
     pub guards: Vec<GuardTimer>,
     pub tai: Option<Tai>,
+    /// The TACs of the TAI list the UE was last given (ATTACH or TAU
+    /// ACCEPT): where it may be while idle without updating, so where it
+    /// is paged (TS 23.401 4.3.5.3, 5.3.4.3 step 3a).
+    pub tai_list: Vec<u16>,
     pub ecgi: Option<Ecgi>,
     /// The UE Radio Capability octets of the latest UE CAPABILITY INFO
     /// INDICATION (TS 36.413 8.9), for a later INITIAL CONTEXT SETUP REQUEST.
@@ -357,6 +361,7 @@ impl UeContext {
             timer: None,
             guards: Vec::new(),
             tai: None,
+            tai_list: Vec::new(),
             ecgi: None,
             ue_radio_capability: None,
             imeisv: None,

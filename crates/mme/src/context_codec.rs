@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 /// The four octets a record starts with.
 pub const MAGIC: [u8; 4] = *b"MCUE";
 /// The format version this build writes and reads.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// The longest record written or read: a UE context is a few hundred
 /// octets, a UE radio capability a few thousand at most.
 pub const MAX_RECORD_LEN: usize = 64 * 1024;
@@ -67,6 +67,8 @@ const MAX_SESSIONS: usize = 11; // EBIs 5..=15 (TS 24.007 11.2.3.1.5)
 const MAX_APNS: usize = 64;
 const MAX_GUARDS: usize = 8;
 const MAX_ADMITTED: usize = 16;
+/// TS 24.301 9.9.3.33: at most 16 TAIs in a TAI list.
+const MAX_TAIS: usize = 16;
 
 mod field {
     use std::ops::Range;
@@ -483,6 +485,7 @@ fn put_ue(w: &mut Writer, ue: &UeContext, time: TimeBase) {
         put_plmn(w, t.plmn);
         w.u16(t.tac);
     });
+    w.list(&ue.tai_list, MAX_TAIS, |w, t| w.u16(*t));
     w.opt(ue.ecgi, |w, c| {
         put_plmn(w, c.plmn);
         w.u32(c.eci);
@@ -562,6 +565,7 @@ fn get_ue(r: &mut Reader, time: TimeBase) -> R<UeContext> {
         }
     }
     ue.tai = r.opt(|r| Ok(Tai { plmn: get_plmn(r)?, tac: r.u16()? }))?;
+    ue.tai_list = r.list(MAX_TAIS, "TAI count", Reader::u16)?;
     ue.ecgi = r.opt(|r| {
         let plmn = get_plmn(r)?;
         match r.u32()? {
@@ -1103,6 +1107,7 @@ mod tests {
             }
         }
         ue.tai = opt(rng, |r| Tai { plmn: plmn(r), tac: r.random() });
+        ue.tai_list = (0..rng.random_range(0..=16)).map(|_| rng.random()).collect();
         ue.ecgi = opt(rng, |r| Ecgi { plmn: plmn(r), eci: r.random_range(0..1 << 28) });
         ue.ue_radio_capability = opt(rng, |r| Bytes::from(bytes(r, 2000)));
         ue.imeisv = opt(rng, |r| digits(r, 16));
@@ -1216,8 +1221,11 @@ mod tests {
         r.push(0);
         assert_eq!(decode(&r, t).err(), Some(DecodeError::Trailing(1)));
         r.pop();
-        r[4] = 2;
-        assert_eq!(decode(&r, t).err(), Some(DecodeError::Version(2)));
+        r[4] = VERSION + 1;
+        assert_eq!(decode(&r, t).err(), Some(DecodeError::Version(VERSION + 1)));
+        // Version 1 had no TAI list: refused, not misread.
+        r[4] = 1;
+        assert_eq!(decode(&r, t).err(), Some(DecodeError::Version(1)));
         r[0] = b'X';
         assert_eq!(decode(&r, t).err(), Some(DecodeError::Magic));
     }

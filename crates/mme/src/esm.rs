@@ -350,10 +350,7 @@ impl Mme {
         };
         // TS 24.301 6.5.1.3: the network's PCO answers the UE's, in the same IE.
         let esm = default_bearer_request(s, req.pti, esm_cause, pco.map(|p| (p, req.epco)));
-        let tacs = match self.cfg.served_tacs.is_empty() {
-            true => vec![1],
-            false => self.cfg.served_tacs.clone(),
-        };
+        let tacs = self.tai_list_of(id);
         let accept =
             esm.and_then(|e| nas_build::attach_accept(&self.cfg.plmn, &tacs, self.cfg.t3412_seconds, &guti, &e));
         let (ebi, qci, arp, sgw_s1u) = (s.ebi, s.qci, s.arp, s.sgw_s1u);
@@ -383,6 +380,7 @@ impl Mme {
         self.push_s1(s1.assoc, s1.stream, data);
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.step = Step::AttachAccept;
+            ue.tai_list = tacs;
         }
         // 5.5.1.2.4: T3450 retransmits the ATTACH ACCEPT.
         self.start_timer(id, NasTimerKind::T3450, Bytes::from(accept), header);

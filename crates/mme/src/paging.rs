@@ -131,13 +131,16 @@ impl Mme {
     }
 
     /// S1AP PAGING (TS 36.413 8.5) to every eNB that completed S1 Setup and
-    /// serves a TAC of the UE's TAI list.
+    /// serves a TAC of the UE's TAI list (the one it was last given, which
+    /// a later connection in another cell does not change).
     fn send_paging(&mut self, id: u32) {
         let Some(ue) = self.ues.get(&id) else { return };
         let (Some(guti), Some(imsi)) = (ue.guti, ue.imsi.as_ref()) else { return };
         // TS 36.304 7.1: UE_ID = IMSI mod 1024.
         let index = imsi.as_str().parse::<u64>().map_or(0, |v| (v % 1024) as u16);
-        let tacs = self.tai_list_of(id);
+        // TS 23.401 5.3.4.3 step 3a: the eNBs of the tracking areas in which
+        // the UE is registered, the list it was given last.
+        let tacs = if ue.tai_list.is_empty() { self.tai_list_of(id) } else { ue.tai_list.clone() };
         let paging = s1ap_build::paging(&s1ap_build::PagingData {
             ue_identity_index: index,
             mmec: guti.gummei.mme_code,
@@ -166,8 +169,9 @@ impl Mme {
         }
     }
 
-    /// The TACs of the UE's TAI list: the served ones, and its current one
-    /// (what TAU and Attach ACCEPT gave it).
+    /// The TACs of a new TAI list for the UE (ATTACH and TAU ACCEPT): the
+    /// served ones, and the one of the cell it is in, so that it need not
+    /// update where it registered (TS 23.401 4.3.5.3).
     pub(crate) fn tai_list_of(&self, id: u32) -> Vec<u16> {
         let mut tacs = self.cfg.served_tacs.clone();
         if tacs.is_empty() {

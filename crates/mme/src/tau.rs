@@ -46,6 +46,9 @@ impl Mme {
         let tacs = self.tai_list_of(id);
         let Some(ue) = self.ues.get_mut(&id) else { return };
         ue.guti = Some(guti);
+        // The list the UE takes from this ACCEPT is the one it is paged in
+        // from now on (a lost ACCEPT is retransmitted under T3450).
+        ue.tai_list.clone_from(&tacs);
         let ebis: Vec<u8> = ue.sessions.iter().map(|s| s.ebi).collect();
         // Connected, or asked to be: the S1 connection stays after the TAU.
         let release = from_idle && !active;

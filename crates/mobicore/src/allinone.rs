@@ -588,18 +588,7 @@ pub async fn run_ran(a: RanArgs) -> Result<()> {
     if a.rate.is_some() {
         ran.rate = a.rate;
     }
-    if a.handover_rate.is_some() || a.handover_type.is_some() || a.moving_s.is_some() {
-        let m = ran.moving.get_or_insert_with(Default::default);
-        if let Some(r) = a.handover_rate {
-            m.handover_rate = r;
-        }
-        if let Some(t) = a.handover_type {
-            m.handover_type = t;
-        }
-        if let Some(s) = a.moving_s {
-            m.duration_ms = (s * 1000.0) as u64;
-        }
-    }
+    a.moving.apply(&mut ran);
     let t = transport(cfg.sctp.transport, cfg.sctp.udp_port);
     check_privileges(t)?;
     let report = run_ran_workload(&cfg, ran, t, None).await?;

@@ -598,6 +598,8 @@ fn moving_table(cases: &[crate::bench_mobility::MovingCase]) -> (Vec<Vec<String>
             "failed": all.failed,
             "skipped": m.ran.skipped,
             "unfinished": m.ran.unfinished,
+            "reselections": m.ran.reselections,
+            "reselection_taus": m.ran.reselection_taus,
             "per_s": per_s,
             "latency_ms_p50": p50,
             "latency_ms_p99": p99,

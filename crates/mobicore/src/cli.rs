@@ -75,9 +75,23 @@ pub struct RanArgs {
     /// UE arrivals per second (default: as fast as possible).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// Mobility model ([ran.moving]): after the attach phase the connected
-    /// UEs hand over to random other eNBs, this many times per UE per
-    /// second, for --moving-s seconds.
+    #[command(flatten)]
+    pub moving: MovingArgs,
+    /// Write the report as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// The emulated RAN's mobility model, as flags (`mobicore ran`, `mobicore
+/// demo`): each overrides its `[ran]` / `[ran.moving]` option.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MovingArgs {
+    /// Mobility model ([ran.moving]): after the attach phase the
+    /// registered UEs move to random other eNBs, this many times per UE
+    /// per second, for --moving-s seconds: a connected UE by handover, an
+    /// idle one by cell reselection (with a tracking area update when the
+    /// new cell is outside its TAI list). In the demo it replaces the
+    /// fixed mobility phases and runs with the demo's traffic.
     #[arg(long)]
     pub handover_rate: Option<f64>,
     /// Handover type of the model's moves: x2, s1 or mixed (per handover).
@@ -86,9 +100,46 @@ pub struct RanArgs {
     /// Seconds the UEs move (with --handover-rate or [ran.moving]).
     #[arg(long)]
     pub moving_s: Option<f64>,
-    /// Write the report as JSON.
+    /// Milliseconds without user-plane activity after which an eNB releases
+    /// a connected UE to idle ([ran] inactivity_ms): idle UEs reselect
+    /// cells, come back by service request or paging.
     #[arg(long)]
-    pub json: Option<PathBuf>,
+    pub inactivity_ms: Option<u64>,
+    /// eNBs per tracking area ([ran] enbs_per_tac; default: one TA for
+    /// all): 1 puts each eNB in a TA of its own, so that moving idle UEs
+    /// cross TA boundaries and update.
+    #[arg(long)]
+    pub enbs_per_tac: Option<u32>,
+}
+
+impl MovingArgs {
+    /// Whether a flag asks for the mobility model.
+    pub fn model_asked(&self) -> bool {
+        self.handover_rate.is_some() || self.handover_type.is_some() || self.moving_s.is_some()
+    }
+
+    /// Apply the flags given to `ran`; the model's flags make a
+    /// `[ran.moving]` of the defaults if the config has none.
+    pub fn apply(&self, ran: &mut mobicore_ran::RanConfig) {
+        if self.model_asked() {
+            let m = ran.moving.get_or_insert_with(Default::default);
+            if let Some(r) = self.handover_rate {
+                m.handover_rate = r;
+            }
+            if let Some(t) = self.handover_type {
+                m.handover_type = t;
+            }
+            if let Some(s) = self.moving_s {
+                m.duration_ms = (s * 1000.0) as u64;
+            }
+        }
+        if self.inactivity_ms.is_some() {
+            ran.inactivity_ms = self.inactivity_ms;
+        }
+        if self.enbs_per_tac.is_some() {
+            ran.enbs_per_tac = self.enbs_per_tac;
+        }
+    }
 }
 
 #[derive(Args, Debug)]

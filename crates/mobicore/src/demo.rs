@@ -10,7 +10,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use mobicore_hss::SubscriberStore;
 use mobicore_ran::userplane::TrafficReport;
-use mobicore_ran::{Progress, RanReport};
+use mobicore_ran::{MovingReport, Progress, RanReport};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -53,6 +53,11 @@ pub struct DemoArgs {
     /// updating its tracking area from idle.
     #[arg(long)]
     pub no_mobility: bool,
+    /// The mobility model instead of those phases (--handover-rate,
+    /// --handover-type, --moving-s; with --inactivity-ms and
+    /// --enbs-per-tac): see `mobicore ran --help`.
+    #[command(flatten)]
+    pub moving: crate::cli::MovingArgs,
     /// Skip the edge relocation after the traffic: otherwise the demo puts
     /// a steering switch (XDP, namespace `steer`) on S1-U and the
     /// controller on S11, runs a UDP and a TCP flow from the first UE,
@@ -74,7 +79,9 @@ pub struct DemoArgs {
 pub async fn run(a: DemoArgs) -> Result<()> {
     let (cfg, t, mut ran) = allinone::run_setup(a.config.as_deref(), a.sctp, a.ues, a.enbs)?;
     ran.rate = a.rate.or(ran.rate);
-    ran.mobility |= !a.no_mobility && a.enbs >= 2;
+    a.moving.apply(&mut ran);
+    // The mobility model, when asked for, replaces the fixed phases.
+    ran.mobility |= !a.no_mobility && a.enbs >= 2 && ran.moving.is_none();
 
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
@@ -117,7 +124,14 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     // Which data path carried the traffic, for the JSON summary.
     let datapath = json!({ "name": core.datapath, "xdp": core.xdp });
     let traffic = topo.as_ref().map(|topo| TrafficPlan { topo, ues: a.traffic_ues, edge: core.edge.clone() });
-    let result = run_with_progress_and_traffic(&cfg, ran, t, a.quiet, traffic).await;
+    let (result, moving_traffic) = if ran.moving.is_some() {
+        match run_moving(&cfg, ran, t, a.quiet, traffic).await {
+            Ok((r, before, during)) => (Ok((r, before)), during),
+            Err(e) => (Err(e), None),
+        }
+    } else {
+        (run_with_progress_and_traffic(&cfg, ran, t, a.quiet, traffic).await, None)
+    };
     let (report, traffic) = match result {
         Ok((r, t)) => (Ok(r), t),
         Err(e) => (Err(e), None),
@@ -142,6 +156,23 @@ pub async fn run(a: DemoArgs) -> Result<()> {
             }
             Err(e) => {
                 println!("traffic: {e:#}");
+                traffic_ok = false;
+            }
+        }
+    }
+    if let Some(tr) = &moving_traffic {
+        // Printed, not judged: UEs that hand over, go idle and come back
+        // lose echoes now and then (TCP must still complete).
+        match tr {
+            Ok(tr) => {
+                println!("while moving:");
+                print_traffic(tr);
+                traffic_ok &= tr.tcp_uplink.completed == tr.tcp_uplink.started
+                    && tr.tcp_downlink.completed == tr.tcp_downlink.started;
+                summary["traffic_moving"] = serde_json::to_value(tr)?;
+            }
+            Err(e) => {
+                println!("traffic while moving: {e:#}");
                 traffic_ok = false;
             }
         }
@@ -198,6 +229,9 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     if let Some((phase, p)) = report.mobility.iter().find(|(_, p)| p.failed > 0) {
         bail!("{} of {} {} procedures failed: {:?}", p.failed, p.failed + p.succeeded, phase.name(), report.failures);
     }
+    if let Some((name, ok, failed)) = report.moving.iter().flat_map(moving_counts).find(|c| c.2 > 0) {
+        bail!("{failed} of {} {name} procedures failed while moving: {:?}", ok + failed, report.failures);
+    }
     if !clean {
         bail!("the capture has malformed packets or expert errors");
     }
@@ -247,6 +281,90 @@ pub async fn run_with_progress_and_traffic(
     .await;
     let _ = bar_task.await;
     r
+}
+
+/// The run with the mobility model ([`mobicore_ran::RanConfig::moving`]):
+/// the attach and the demo's traffic as without it (not with an inactivity
+/// timer: that traffic's user plane does not follow UEs that go idle),
+/// then the model moves every registered UE for its time (connected ones
+/// by handover, idle ones by reselection) while the first `plan.ues` UEs
+/// carry the same traffic again through an eNB user plane that follows
+/// them (idle ones paged for their downlink, back by service request for
+/// their uplink); then the detach. Returns the report, the traffic before
+/// and while moving.
+pub async fn run_moving(
+    cfg: &config::Config,
+    ran: mobicore_ran::RanConfig,
+    t: mobicore_sctp::Transport,
+    quiet: bool,
+    traffic: Option<TrafficPlan<'_>>,
+) -> Result<(RanReport, Option<TrafficResult>, Option<TrafficResult>)> {
+    use mobicore_ran::userplane::{TrafficConfig, UserPlane, UserPlaneConfig};
+    use mobicore_ran::{MobilityModel, Phase};
+    let m = ran.moving.clone().context("no mobility model configured")?;
+    let inactivity = ran.inactivity_ms.is_some();
+    let (tx, bar_task) = progress_bars(quiet);
+    let run = async {
+        let mut r = allinone::ran_session(cfg, ran, t, Some(tx)).await?;
+        r.attach().await?;
+        let topo = traffic.as_ref().map(|p| (p.topo, p.ues));
+        let before = match traffic {
+            // With an inactivity timer tunnels come and go, which only a
+            // user plane that follows the UEs survives: then the traffic
+            // runs while moving only.
+            Some(plan) if !inactivity => {
+                let ues = r.attached_ues();
+                Some(r.serve_until(run_traffic(plan, ues)).await?)
+            }
+            _ => None,
+        };
+        let duration = std::time::Duration::from_millis(m.duration_ms);
+        let mut model = MobilityModel::new(m.clone(), r.enb_count());
+        let now = std::time::Instant::now();
+        let during = match topo {
+            Some((topo, n)) => {
+                if inactivity {
+                    // The UEs that went idle since come back first, so
+                    // that the user plane starts with every tunnel.
+                    r.phase(Phase::ServiceRequest).await?;
+                }
+                let data: Vec<_> = r.attached_ues().into_iter().take(n).collect();
+                let up = UserPlane::start(
+                    UserPlaneConfig::new(&topo.ran, topo.addr.ran_s1u),
+                    data.iter().map(|u| u.tunnel).collect(),
+                )
+                .await
+                .context("starting the eNBs' user plane")?;
+                r.follow(up.link().await.context("linking the user plane")?, &data);
+                let mut tc = TrafficConfig::new(&topo.ran, &topo.dn, topo.addr.dn_sgi);
+                tc.tcp_bytes = 1 << 20;
+                let ips = data.iter().map(|u| u.tunnel.ue_ip).collect();
+                for ue in r.registered_ues().into_iter().take(m.ues.map_or(usize::MAX, |n| n as usize)) {
+                    model.add_ue(now, ue);
+                }
+                let traffic = async move {
+                    let (report, _) =
+                        tokio::join!(mobicore_ran::userplane::run_traffic(tc, ips), tokio::time::sleep(duration));
+                    report
+                };
+                let (_, report) = r.moving(&mut model, traffic).await?;
+                let _ = up.stop().await;
+                Some(report.context("running traffic while moving"))
+            }
+            None => {
+                for ue in r.registered_ues().into_iter().take(m.ues.map_or(usize::MAX, |n| n as usize)) {
+                    model.add_ue(now, ue);
+                }
+                r.moving(&mut model, tokio::time::sleep(duration)).await?;
+                None
+            }
+        };
+        let report = r.finish().await?;
+        anyhow::Ok((report, before, during))
+    };
+    let out = run.await;
+    let _ = bar_task.await;
+    out
 }
 
 /// A progress bar per phase of a RAN run (none when `quiet`): the sender
@@ -433,9 +551,39 @@ fn print_counters(c: &[(String, u64)]) {
     }
 }
 
+/// What a mobility model's run did, procedure by procedure: (name, ok,
+/// failed); reselections never fail (a move that cannot be made is
+/// skipped), normal and periodic TAUs apart.
+pub fn moving_counts(m: &MovingReport) -> Vec<(String, u64, u64)> {
+    let of = |v: &std::collections::BTreeMap<String, mobicore_ran::PhaseReport>, k: &str| {
+        v.get(k).map_or((0, 0), |p| (p.succeeded, p.failed))
+    };
+    let mut out = Vec::new();
+    for (name, p) in &m.handovers {
+        out.push((name.clone(), p.succeeded, p.failed));
+    }
+    out.push(("idle reselection".into(), m.reselections, 0));
+    out.push(("  of which out of the TAI list".into(), m.reselection_taus, 0));
+    for (name, key) in [
+        ("tau (normal)", "tau"),
+        ("tau (periodic)", "periodic_tau"),
+        ("service request", "service_request"),
+        ("paging response", "paging_response"),
+    ] {
+        let (ok, failed) = of(&m.other, key);
+        out.push((name.into(), ok, failed));
+    }
+    out
+}
+
 pub fn print_report(r: &RanReport) {
     print!("{}", r.table());
     for m in &r.moving {
+        let rows: Vec<Vec<String>> = moving_counts(m)
+            .into_iter()
+            .map(|(name, ok, failed)| vec![name, ok.to_string(), failed.to_string()])
+            .collect();
+        print!("{}", crate::report::table(&["while moving", "ok", "failed"], &rows));
         for (name, p) in m.handovers.iter().chain(&m.other) {
             let s = p.summary();
             println!(
@@ -493,6 +641,8 @@ pub fn summary_json(r: &RanReport) -> serde_json::Value {
                 "handovers": each(&m.handovers),
                 "other": each(&m.other),
                 "moves": m.moves,
+                "reselections": m.reselections,
+                "reselection_taus": m.reselection_taus,
                 "skipped": m.skipped,
                 "unfinished": m.unfinished,
             })

@@ -116,8 +116,8 @@ async fn ues_move_under_the_model_with_data_and_idle_ues_update_periodically() {
         let r = ran.report();
         r.moving
             .iter()
-            .filter_map(|m| m.other.get("tau"))
-            .chain(r.unsolicited.get("tau"))
+            .filter_map(|m| m.other.get("periodic_tau"))
+            .chain(r.unsolicited.get("periodic_tau"))
             .map(|p| p.succeeded)
             .sum::<u64>()
     };

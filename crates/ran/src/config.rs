@@ -87,8 +87,14 @@ pub struct RanConfig {
     pub plan: SubscriberPlan,
     /// Serving PLMN that the eNBs broadcast.
     pub plmn: Plmn,
-    /// Tracking area code of every cell.
+    /// Tracking area code of the first eNB's cell (of every cell without
+    /// `enbs_per_tac`).
     pub tac: u16,
+    /// eNBs per tracking area: eNB `k` (its position in the run) has TAC
+    /// `tac + k / enbs_per_tac` ([`tac_of`]), so that idle UEs the
+    /// mobility model moves cross TA boundaries and update (TS 24.301
+    /// 5.5.3.2.2); absent: one TA for all.
+    pub enbs_per_tac: Option<u32>,
     /// The eNBs' S1-U address, sent in the E-RAB setup lists.
     pub s1u_addr: Ipv4Addr,
     /// Detach every UE after the attach phase.
@@ -113,8 +119,9 @@ pub struct RanConfig {
     /// milliseconds; absent: UEs stay connected.
     pub inactivity_ms: Option<u64>,
     /// The mobility model (`[ran.moving]`): after the attach phase and
-    /// what runs while attached, the connected UEs hand over between eNBs
-    /// at its rate and type for its duration (before the mobility
+    /// what runs while attached, the registered UEs move between eNBs at
+    /// its rate for its duration, connected ones by handover of its type,
+    /// idle ones by cell reselection (before the mobility
     /// phases); absent: nobody moves.
     pub moving: Option<crate::mobility::MobilityConfig>,
 }
@@ -131,6 +138,7 @@ impl Default for RanConfig {
             plan: SubscriberPlan::default(),
             plmn: "00101".parse().expect("valid PLMN"),
             tac: 1,
+            enbs_per_tac: None,
             s1u_addr: Ipv4Addr::new(127, 0, 0, 1),
             detach: false,
             switch_off: false,
@@ -144,7 +152,21 @@ impl Default for RanConfig {
     }
 }
 
+/// The TAC of eNB `k` (its position among the run's eNBs): `first` for
+/// every eNB without `enbs_per_tac`, else `first + k / enbs_per_tac`
+/// (wrapping in the 16-bit TAC, TS 23.003 19.4.2.3).
+pub fn tac_of(first: u16, enbs_per_tac: Option<u32>, k: usize) -> u16 {
+    match enbs_per_tac.filter(|n| *n > 0) {
+        Some(n) => first.wrapping_add((k as u64 / u64::from(n)) as u16),
+        None => first,
+    }
+}
+
 impl RanConfig {
+    /// The TAC of eNB `k` ([`tac_of`]).
+    pub fn tac_of(&self, k: usize) -> u16 {
+        tac_of(self.tac, self.enbs_per_tac, k)
+    }
     pub fn procedure_timeout(&self) -> Duration {
         Duration::from_millis(self.procedure_timeout_ms)
     }
@@ -193,6 +215,17 @@ mod tests {
         assert_eq!(usim.k, plan.k);
         assert_eq!(usim.opc, plan.opc);
         assert_eq!(usim.amf, 0x8000);
+    }
+
+    #[test]
+    fn enbs_share_a_tac_or_group_by_enbs_per_tac() {
+        let one = RanConfig { tac: 7, ..Default::default() };
+        assert_eq!((0..4).map(|k| one.tac_of(k)).collect::<Vec<_>>(), [7, 7, 7, 7]);
+        let two = RanConfig { tac: 7, enbs_per_tac: Some(2), ..Default::default() };
+        assert_eq!((0..5).map(|k| two.tac_of(k)).collect::<Vec<_>>(), [7, 7, 8, 8, 9]);
+        assert_eq!(tac_of(1, Some(1), 3), 4);
+        assert_eq!(tac_of(1, Some(0), 3), 1, "0 is one TA for all");
+        assert_eq!(tac_of(u16::MAX, Some(1), 1), 0);
     }
 
     #[test]

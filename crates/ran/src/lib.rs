@@ -2,7 +2,8 @@
 //! security against an MME, and the workload driver that measures them.
 //!
 //! # Layout
-//! - [`config`]: [`RanConfig`], [`SubscriberPlan`], [`imsi_for`], [`usim_for`].
+//! - [`config`]: [`RanConfig`], [`SubscriberPlan`], [`imsi_for`], [`usim_for`],
+//!   [`tac_of`] (the TAC of each eNB).
 //! - [`usim`]: the USIM (Milenage, SQN array of TS 33.102 Annex C).
 //! - [`ue`]: the UE's EMM/ESM state machine, one module per procedure.
 //! - [`enb`]: the eNB's S1AP state machine (S1 Setup, UE-associated
@@ -25,7 +26,8 @@ pub mod ue;
 pub mod userplane;
 pub mod usim;
 
-pub use config::{imsi_for, usim_for, RanConfig, SubscriberPlan};
+pub use config::{imsi_for, tac_of, usim_for, RanConfig, SubscriberPlan};
+pub use enb::Reselection;
 pub use mobility::{HandoverType, MobilityConfig, MobilityModel};
 pub use report::{percentile, LatencySummary, MovingReport, Phase, PhaseReport, Progress, RanReport};
 pub use shell::{enb_of, first_enb_ue_s1ap_id, run, run_with, AttachedUe, Ran, RanError};

@@ -9,12 +9,15 @@
 //! S1 per handover.
 //!
 //! The driver ([`crate::Ran::moving`]) asks [`MobilityModel::poll_timeout`]
-//! when to wake it and takes the due moves with [`MobilityModel::poll_move`];
-//! a move the UE cannot make now (it is idle, or busy with a procedure) is
-//! skipped, not retried, and the UE's next one comes at its usual time.
-//! Periodic tracking area updates need no model: the emulated UE's T3412
-//! runs whenever it is idle (TS 24.301 5.3.5) and its eNB starts the TAU
-//! at expiry.
+//! when to wake it and takes the due moves with [`MobilityModel::poll_move`]:
+//! a connected UE hands over; an idle one reselects the target's cell
+//! (TS 36.304 5.2.4) and updates its tracking area there if that cell is
+//! outside its TAI list ([`crate::enb::reselect`]). A move the UE cannot
+//! make now (it is busy with a procedure or a handover) is skipped, not
+//! retried, and the UE's next one comes at its usual time. Periodic
+//! tracking area updates need no model: the emulated UE's T3412 runs
+//! whenever it is idle (TS 24.301 5.3.5) and its eNB starts the TAU at
+//! expiry.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -81,8 +84,8 @@ pub struct MobilityConfig {
     pub handover_type: HandoverType,
     /// Per eNB pair exceptions to `handover_type`.
     pub pairs: Vec<PairType>,
-    /// How many UEs move (the lowest indices with a connection); `None`:
-    /// every connected UE.
+    /// How many UEs move (the lowest indices registered, connected or
+    /// idle); `None`: every registered UE.
     pub ues: Option<u64>,
     /// How long the UEs move, in milliseconds.
     pub duration_ms: u64,

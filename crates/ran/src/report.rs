@@ -147,12 +147,23 @@ impl PhaseReport {
 pub struct MovingReport {
     /// The model's handovers by "x2-handover" / "s1-handover".
     pub handovers: BTreeMap<String, PhaseReport>,
-    /// Other procedures meanwhile, by procedure name (periodic TAUs at
-    /// T3412 expiry, service requests, answers to paging).
+    /// Other procedures meanwhile, by procedure name: normal TAUs ("tau",
+    /// after a reselection or a handover out of the TAI list), periodic
+    /// TAUs at T3412 expiry ("periodic_tau"), service requests, answers to
+    /// paging.
     pub other: BTreeMap<String, PhaseReport>,
-    /// Moves the model asked for, by handover type.
+    /// Moves the model asked for, by handover type (an idle UE's move is
+    /// a reselection, whatever its type).
     pub moves: BTreeMap<String, u64>,
-    /// Moves not started, by "type: reason" (the UE was idle or busy).
+    /// Idle UEs that reselected the target's cell (TS 36.304 5.2.4).
+    #[serde(default)]
+    pub reselections: u64,
+    /// Of those, the ones whose new cell was outside their TAI list: each
+    /// started a normal TAU (its outcome under `other["tau"]`).
+    #[serde(default)]
+    pub reselection_taus: u64,
+    /// Moves not started, by "type: reason" (the UE was busy; or
+    /// "reselection: reason").
     pub skipped: BTreeMap<String, u64>,
     /// Handovers started that had not ended when the run stopped waiting.
     pub unfinished: u64,

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use crate::config::{usim_for, RanConfig};
 use crate::enb::handover::HandoverAction;
-use crate::enb::{Enb, EnbAction, EnbConfig, Outcome, S1State};
+use crate::enb::{Enb, EnbAction, EnbConfig, Outcome, Reselection, S1State};
 use crate::mobility::{HandoverType, MobilityModel, Move};
 use crate::report::{MovingReport, Phase, PhaseReport, Progress, RanReport};
 use crate::ue::{EmmState, Procedure, Ue};
@@ -30,6 +30,8 @@ pub enum RanError {
     S1Setup { enb: u32, reason: String },
     #[error("the SCTP endpoint task is gone")]
     SctpClosed,
+    #[error("reselection: {0}")]
+    Reselection(String),
 }
 
 /// Events handled per wakeup before the output is flushed.
@@ -83,11 +85,10 @@ where
     let attached = ran.attached_ues();
     let out = ran.serve_until(while_attached(attached)).await?;
     if let Some(m) = ran.d.cfg.moving.clone() {
-        // The mobility model: connected UEs hand over for a while.
+        // The mobility model: registered UEs move for a while.
         let mut model = MobilityModel::new(m.clone(), ran.d.enbs.len());
         let now = Instant::now();
-        let connected = ran.d.candidates(Phase::X2Handover);
-        for ue in connected.into_iter().take(m.ues.map_or(usize::MAX, |n| n as usize)) {
+        for ue in ran.registered_ues().into_iter().take(m.ues.map_or(usize::MAX, |n| n as usize)) {
             model.add_ue(now, ue);
         }
         ran.moving(&mut model, tokio::time::sleep(Duration::from_millis(m.duration_ms))).await?;
@@ -122,7 +123,7 @@ impl Ran {
                 enb_id,
                 name: format!("mobicore-enb-{enb_id}"),
                 plmn: cfg.plmn,
-                tac: cfg.tac,
+                tac: cfg.tac_of(i as usize),
                 s1u_addr: cfg.s1u_addr,
                 procedure_timeout: cfg.procedure_timeout(),
                 s1_setup_timeout: cfg.s1_setup_timeout(),
@@ -209,8 +210,9 @@ impl Ran {
 
     /// UEs move as `model` says (the UEs it was given, at their rates;
     /// their periodic TAUs and service requests go on meanwhile) until
-    /// `fut` is done; then the handovers under way end. What happened
-    /// meanwhile is returned and added to the run's report.
+    /// `fut` is done; then the handovers under way end. A connected UE
+    /// hands over, an idle one reselects the target's cell ([`Ran::reselect`]).
+    /// What happened meanwhile is returned and added to the run's report.
     pub async fn moving<Fut: std::future::Future>(
         &mut self,
         model: &mut MobilityModel,
@@ -226,10 +228,42 @@ impl Ran {
         Ok((r, out?))
     }
 
+    /// Idle UE `ue` reselects eNB `to`'s cell ([`crate::enb::reselect`]):
+    /// it camps there from now on, and updates its tracking area through it
+    /// if that cell is outside its TAI list (the TAU's outcome is reported
+    /// as procedures no phase started are, or in the mobility model's run).
+    pub fn reselect(&mut self, ue: u64, to: usize) -> Result<Reselection, RanError> {
+        let from = self.d.locate(ue);
+        let r = self.d.reselect(Instant::now(), ue, from, to).map_err(RanError::Reselection);
+        self.d.collect_actions(Instant::now());
+        r
+    }
+
+    /// EMM-REGISTERED UEs, connected or idle, in index order.
+    pub fn registered_ues(&self) -> Vec<u64> {
+        self.d.ues_in(EmmState::Registered)
+    }
+
+    /// The eNB (its position in the run) UE `ue` camps on now.
+    pub fn locate(&self, ue: u64) -> usize {
+        self.d.locate(ue)
+    }
+
+    /// Serve S1AP until no registered UE has an S1 connection (the
+    /// releases after TAUs from idle), or the procedure guard time.
+    pub async fn settle_idle(&mut self) -> Result<(), RanError> {
+        self.d.settle_idle().await
+    }
+
     /// The mobility phases of [`RanConfig::mobility`] in order.
     pub async fn mobility(&mut self) -> Result<(), RanError> {
         for phase in MOBILITY {
             self.phase(phase).await?;
+            if phase == Phase::Release {
+                // UEs a handover took out of their TAI list update once
+                // released (enb::idle): the next phase starts from idle.
+                self.d.settle_idle().await?;
+            }
         }
         // A TAU from idle ends at its ACCEPT; the MME releases the
         // connection after the COMPLETE. The next phase starts from idle.
@@ -675,6 +709,24 @@ impl Driver {
                 }
             }
             for m in due {
+                if self.enbs[m.from].ue(m.ue).is_some_and(|c| c.ue.is_idle() && c.ue.procedure().is_none()) {
+                    // An idle UE reselects the target's cell instead.
+                    match self.reselect(now, m.ue, m.from, m.to) {
+                        Ok(r) => {
+                            if let Some(mv) = &mut self.moving {
+                                mv.report.reselections += 1;
+                                mv.report.reselection_taus += u64::from(r == Reselection::TauStarted);
+                            }
+                        }
+                        Err(reason) => {
+                            if let Some(mv) = &mut self.moving {
+                                let key = format!("reselection: {}", skip_reason(&reason));
+                                *mv.report.skipped.entry(key).or_default() += 1;
+                            }
+                        }
+                    }
+                    continue;
+                }
                 // S1 handovers alternate direct and indirect forwarding.
                 direct = !direct;
                 match self.start_handover(now, m.ue, m.from, m.to, m.handover, direct) {
@@ -684,9 +736,10 @@ impl Driver {
                         }
                     }
                     Err(reason) => {
-                        // Idle, or busy with another procedure or handover:
-                        // this move is skipped (TS 36.300 10.1.2: the eNB
-                        // decides; an emulated one only moves who it can).
+                        // Busy with another procedure or handover (or idle
+                        // and busy): this move is skipped (TS 36.300
+                        // 10.1.2: the eNB decides; an emulated one only
+                        // moves who it can).
                         if let Some(mv) = &mut self.moving {
                             let key = format!("{}: {}", m.handover.name(), skip_reason(&reason));
                             *mv.report.skipped.entry(key).or_default() += 1;
@@ -706,6 +759,21 @@ impl Driver {
             self.step(Some(deadline)).await?;
         }
         Ok(out)
+    }
+
+    /// Idle UE `ue` leaves eNB `from` for eNB `to` ([`crate::enb::reselect`]).
+    fn reselect(&mut self, now: Instant, ue: u64, from: usize, to: usize) -> Result<Reselection, String> {
+        if from == to || to >= self.enbs.len() || from >= self.enbs.len() {
+            return Err(format!("no reselection of UE {ue} from eNB {from} to eNB {to}"));
+        }
+        let (source, target) = if from < to {
+            let (a, b) = self.enbs.split_at_mut(to);
+            (&mut a[from], &mut b[0])
+        } else {
+            let (a, b) = self.enbs.split_at_mut(from);
+            (&mut b[0], &mut a[to])
+        };
+        crate::enb::reselect(now, source, target, ue).map_err(|e| e.to_string())
     }
 
     /// The eNB UE `ue` is at now (handovers move UEs), else where it was

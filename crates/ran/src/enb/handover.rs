@@ -768,10 +768,13 @@ impl Enb {
         let cell = self.cell();
         let ue_kenb = ue.take_handover_command(&rrc_handover_command(ncc), cell.pci, cell.earfcn_dl);
         self.ues.insert(index, UeContext::new(ue));
+        self.arrived_by_handover(index);
         let fail = |enb: &mut Enb, error: HandoverError| {
             if let Some(ctx) = enb.ues.get_mut(&index) {
                 ctx.ue.connection_released(now);
             }
+            // Idle here: its T3412 runs here.
+            enb.settle_ue(index);
             enb.handover_outcome(index, Procedure::X2Handover, ho.started, now, Err(error.to_string()));
             enb.actions.push_back(EnbAction::Handover(HandoverAction::X2Release {
                 ue: index,
@@ -890,6 +893,7 @@ impl Enb {
             ctx.kenb = None;
             ctx.ue.connection_released(now);
         }
+        self.settle_ue(index);
         let reason = format!("PATH SWITCH REQUEST FAILURE ({cause})");
         self.actions.push_back(EnbAction::Handover(HandoverAction::X2Release {
             ue: index,
@@ -1113,6 +1117,7 @@ impl Enb {
         let cell = self.cell();
         let ue_kenb = ue.take_handover_command(&rrc_command, cell.pci, cell.earfcn_dl);
         self.ues.insert(index, UeContext::new(ue));
+        self.arrived_by_handover(index);
         // The prepared context: the one the MME named with the source's
         // MME-UE-S1AP-ID (an MME that keeps the ID), else the one whose KeNB
         // the UE derived (an MME that gives the target connection a new ID;
@@ -1175,6 +1180,7 @@ impl Enb {
         if let Some(ctx) = self.ues.get_mut(&index) {
             ctx.ue.connection_released(now);
         }
+        self.settle_ue(index);
         self.handover_outcome(index, Procedure::S1Handover, started, now, Err(error.to_string()));
         self.drive(index);
         Err(error)

@@ -15,9 +15,13 @@
 //!   the IMSI makes it attach again (5.6.2.2.2);
 //! - [`Enb::start_tau`] and the periodic TAU at T3412 expiry (TS 24.301
 //!   5.5.3), woken through [`Enb::poll_timeout`];
-//! - moving an idle UE between eNBs: [`Enb::take_idle_ue`] here,
-//!   [`Enb::add_ue`] there, then [`Enb::start_tau`] if
-//!   [`crate::ue::Ue::needs_tau`] says so.
+//! - idle-mode cell reselection ([`reselect`], TS 36.304 5.2.4, emulated):
+//!   an idle UE leaves one eNB's cell ([`Enb::take_idle_ue`]) and camps on
+//!   another's ([`Enb::add_ue`]); outside its TAI list it starts a normal
+//!   TAU from idle there (TS 24.301 5.5.3.2.2 a). A connected UE that a
+//!   handover took out of its TAI list updates once it is idle again (a
+//!   real UE updates at once, connected; the emulated one waits for the
+//!   release so that its TAU never meets the handover's completion).
 //!
 //! All the per-UE deadlines of idle mode live in one heap with at most one
 //! entry per UE and kind: an entry that fires early (the UE was active
@@ -71,6 +75,44 @@ pub struct UeIdle {
     t3412_queued: bool,
     /// The M-TMSI this UE is indexed under.
     m_tmsi: Option<u32>,
+    /// The UE came here connected, by handover: at its release it checks
+    /// its TAI list against this cell.
+    pub(super) arrived_connected: bool,
+}
+
+/// How an idle UE's reselection ended ([`reselect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reselection {
+    /// The new cell's TAI is in the UE's TAI list: no signalling.
+    InTaiList,
+    /// It is not: a normal TAU from idle started at the new eNB
+    /// ([`crate::ue::Procedure::Tau`]).
+    TauStarted,
+}
+
+/// Idle-mode cell reselection, emulated (TS 36.304 5.2.4): idle UE
+/// `index` leaves `source`'s cell and camps on `target`'s from `now` on,
+/// so that its next service request or answer to paging goes through
+/// `target`; if `target`'s TAI is outside its TAI list it starts a normal
+/// tracking area update from idle there (TS 24.301 5.5.3.2.2 a, EPS update
+/// type "TA updating"). Only a UE in ECM-IDLE with no procedure running
+/// moves; a TAU needs `target`'s S1 to be up.
+pub fn reselect(now: Instant, source: &mut Enb, target: &mut Enb, index: u64) -> Result<Reselection, EnbError> {
+    let ctx = source.ues.get(&index).ok_or(EnbError::UnknownUe(index))?;
+    if !ctx.ue.is_idle() {
+        return Err(EnbError::NotIdle(index));
+    }
+    let tau = ctx.ue.needs_tau(target.cfg.tac);
+    if tau && !target.is_ready() {
+        return Err(EnbError::NotReady);
+    }
+    let ue = source.take_idle_ue(index).ok_or(EnbError::NotIdle(index))?;
+    target.add_ue(index, ue);
+    if !tau {
+        return Ok(Reselection::InTaiList);
+    }
+    target.start_tau(now, index, false)?;
+    Ok(Reselection::TauStarted)
 }
 
 fn rrc_cause(cause: RrcCause) -> oxirush_s1ap::s1ap::RRCEstablishmentCause {
@@ -178,10 +220,19 @@ impl Enb {
         ctx.ambr = None;
         ctx.idle.last_activity = None;
         let reattach = ctx.ue.take_reattach();
+        // Once per handover: a TAU the network rejects does not repeat.
+        let moved = std::mem::take(&mut ctx.idle.arrived_connected);
+        let tau = moved && ctx.ue.needs_tau(self.cfg.tac);
         self.queue_t3412(index);
         if reattach {
             if let Err(e) = self.start_attach(now, index) {
                 self.actions.push_back(EnbAction::Anomaly(format!("attach after release not started: {e}")));
+            }
+        } else if tau {
+            // TS 24.301 5.5.3.2.2 a: a handover brought the UE into a TA
+            // outside its TAI list.
+            if let Err(e) = self.start_tau(now, index, false) {
+                self.actions.push_back(EnbAction::Anomaly(format!("TAU after release not started: {e}")));
             }
         }
     }
@@ -197,8 +248,9 @@ impl Enb {
         }
     }
 
-    /// A UE arrives in this eNB's cell (a new UE or an idle one moved here):
-    /// it camps on the cell, is indexed for paging, its T3412 runs on.
+    /// A UE arrives in this eNB's cell (a new UE, an idle one moved here,
+    /// one that came by handover): it camps on the cell, is indexed for
+    /// paging, its T3412 runs on (if it is idle).
     pub(super) fn settle_ue(&mut self, index: u64) {
         let tai = oxirush_nas::nas_eps::Tai::new(self.nas_plmn(), self.cfg.tac);
         if let Some(ctx) = self.ues.get_mut(&index) {
@@ -206,6 +258,15 @@ impl Enb {
         }
         self.reindex(index);
         self.queue_t3412(index);
+    }
+
+    /// UE `index` arrived here connected, by handover: it camps on this
+    /// cell, and checks its TAI list when it is released.
+    pub(super) fn arrived_by_handover(&mut self, index: u64) {
+        if let Some(ctx) = self.ues.get_mut(&index) {
+            ctx.idle.arrived_connected = true;
+        }
+        self.settle_ue(index);
     }
 
     fn nas_plmn(&self) -> oxirush_nas::nas_eps::Plmn {

@@ -6,6 +6,7 @@ mod detach;
 mod fuzz;
 mod handover;
 mod mme;
+mod reselection;
 mod security;
 mod shell;
 mod wire;

@@ -48,9 +48,13 @@ pub enum Procedure {
     /// From the S1AP PAGING to the end of the INITIAL CONTEXT SETUP of the
     /// UE's answer.
     PagingResponse,
-    /// Tracking area update, from the REQUEST to the ACCEPT (with the
-    /// active flag, to the end of the INITIAL CONTEXT SETUP).
+    /// Normal tracking area update ("TA updating", TS 24.301 5.5.3.2),
+    /// from the REQUEST to the ACCEPT (with the active flag, to the end of
+    /// the INITIAL CONTEXT SETUP).
     Tau,
+    /// Periodic tracking area update at T3412 expiry (5.3.5), measured
+    /// as [`Procedure::Tau`].
+    PeriodicTau,
     /// S1 release to ECM-IDLE, from the eNB's UE CONTEXT RELEASE REQUEST
     /// to the UE CONTEXT RELEASE COMMAND (measured by the driver).
     Release,
@@ -66,6 +70,7 @@ impl Procedure {
             Procedure::ServiceRequest => "service_request",
             Procedure::PagingResponse => "paging_response",
             Procedure::Tau => "tau",
+            Procedure::PeriodicTau => "periodic_tau",
             Procedure::Release => "release",
         }
     }

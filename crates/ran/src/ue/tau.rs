@@ -61,7 +61,11 @@ impl Ue {
             request = request.with_eps_bearer_context_status(status);
         }
         let waiting = if active { Waiting::TauAcceptActive } else { Waiting::TauAccept };
-        self.begin(now, Procedure::Tau, waiting);
+        let procedure = match kind {
+            TauKind::Periodic => Procedure::PeriodicTau,
+            TauKind::TaChange => Procedure::Tau,
+        };
+        self.begin(now, procedure, waiting);
         let initial = !self.idle.connected;
         if initial {
             // A new NAS signalling connection: KeNB comes from this message.
@@ -76,7 +80,9 @@ impl Ue {
     /// not report active are deactivated locally. With the active flag the
     /// procedure ends when the bearers are set up.
     pub(super) fn handle_tau_accept(&mut self, now: Instant, accept: &NasTrackingAreaUpdateAccept) {
-        let Some((Procedure::Tau, waiting @ (Waiting::TauAccept | Waiting::TauAcceptActive))) = self.waiting() else {
+        let Some((Procedure::Tau | Procedure::PeriodicTau, waiting @ (Waiting::TauAccept | Waiting::TauAcceptActive))) =
+            self.waiting()
+        else {
             return self.problem(now, "TRACKING AREA UPDATE ACCEPT outside a TAU".into());
         };
         if !self.secured_connection {
@@ -109,7 +115,7 @@ impl Ue {
 
     /// TRACKING AREA UPDATE REJECT (5.5.3.2.5), by cause.
     pub(super) fn handle_tau_reject(&mut self, now: Instant, reject: &NasTrackingAreaUpdateReject) {
-        if self.procedure() != Some(Procedure::Tau) {
+        if !matches!(self.procedure(), Some(Procedure::Tau | Procedure::PeriodicTau)) {
             return self.anomaly("TRACKING AREA UPDATE REJECT outside a TAU".into());
         }
         let cause = reject.emm_cause.cause_raw();
