@@ -249,12 +249,6 @@ impl Ran {
         self.d.locate(ue)
     }
 
-    /// Serve S1AP until no registered UE has an S1 connection (the
-    /// releases after TAUs from idle), or the procedure guard time.
-    pub async fn settle_idle(&mut self) -> Result<(), RanError> {
-        self.d.settle_idle().await
-    }
-
     /// The mobility phases of [`RanConfig::mobility`] in order.
     pub async fn mobility(&mut self) -> Result<(), RanError> {
         for phase in MOBILITY {
