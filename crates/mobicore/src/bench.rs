@@ -348,15 +348,16 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
     ran.rate = None;
     ran.max_in_flight = a.in_flight;
     ran.mobility = true;
-    let moving =
-        (!a.handover_rate.is_empty() && !a.handover_type.is_empty()).then(|| crate::bench_mobility::MovingPlan {
+    let moving = (!a.no_moving && !a.handover_rate.is_empty() && !a.handover_type.is_empty()).then(|| {
+        crate::bench_mobility::MovingPlan {
             types: a.handover_type.clone(),
             rates: a.handover_rate.clone(),
             window: std::time::Duration::from_secs_f64(a.window_s.max(0.1)),
             tcp_ues: a.tcp_ues,
             tcp_mbit: (a.tcp_mbit > 0.0).then_some(a.tcp_mbit),
             seed: a.seed,
-        });
+        }
+    });
     if let Some(r) = a.handover_rate.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
         bail!("--handover-rate must be positive, got {r}");
     }
