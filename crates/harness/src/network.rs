@@ -300,14 +300,7 @@ impl Network {
     pub fn reselect(&mut self, ue: u64, to: usize) -> Result<mobicore_ran::Reselection, mobicore_ran::enb::EnbError> {
         let from = self.enb_of(ue);
         assert_ne!(from, to, "UE {ue} is at eNB {to} already");
-        let (source, target) = if from < to {
-            let (a, b) = self.enbs.split_at_mut(to);
-            (&mut a[from], &mut b[0])
-        } else {
-            let (a, b) = self.enbs.split_at_mut(from);
-            (&mut b[0], &mut a[to])
-        };
-        let r = mobicore_ran::enb::reselect(self.now, source, target, ue);
+        let r = mobicore_ran::enb::reselect_among(self.now, &mut self.enbs, from, to, ue);
         self.collect();
         r
     }

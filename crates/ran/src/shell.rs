@@ -760,14 +760,7 @@ impl Driver {
         if from == to || to >= self.enbs.len() || from >= self.enbs.len() {
             return Err(format!("no reselection of UE {ue} from eNB {from} to eNB {to}"));
         }
-        let (source, target) = if from < to {
-            let (a, b) = self.enbs.split_at_mut(to);
-            (&mut a[from], &mut b[0])
-        } else {
-            let (a, b) = self.enbs.split_at_mut(from);
-            (&mut b[0], &mut a[to])
-        };
-        crate::enb::reselect(now, source, target, ue).map_err(|e| e.to_string())
+        crate::enb::reselect_among(now, &mut self.enbs, from, to, ue).map_err(|e| e.to_string())
     }
 
     /// The eNB UE `ue` is at now (handovers move UEs), else where it was

@@ -90,6 +90,29 @@ pub enum Reselection {
     TauStarted,
 }
 
+/// [`reselect`] of idle UE `index` from `enbs[from]` to `enbs[to]`
+/// (positions among the run's eNBs); `from == to` or a position past the
+/// end names no eNB to move to ([`EnbError::UnknownUe`]).
+pub fn reselect_among(
+    now: Instant,
+    enbs: &mut [Enb],
+    from: usize,
+    to: usize,
+    index: u64,
+) -> Result<Reselection, EnbError> {
+    if from == to || from >= enbs.len() || to >= enbs.len() {
+        return Err(EnbError::UnknownUe(index));
+    }
+    let (source, target) = if from < to {
+        let (a, b) = enbs.split_at_mut(to);
+        (&mut a[from], &mut b[0])
+    } else {
+        let (a, b) = enbs.split_at_mut(from);
+        (&mut b[0], &mut a[to])
+    };
+    reselect(now, source, target, index)
+}
+
 /// Idle-mode cell reselection, emulated (TS 36.304 5.2.4): idle UE
 /// `index` leaves `source`'s cell and camps on `target`'s from `now` on,
 /// so that its next service request or answer to paging goes through

@@ -23,7 +23,7 @@ use mobicore_common::{Fteid, Teid};
 use oxirush_s1ap::s1ap::{Cause, CauseProtocol, CauseRadioNetwork};
 
 pub use context::{EnbAction, EnbConfig, EnbError, Erab, Outcome, S1Connection, S1State, UeContext};
-pub use idle::{reselect, Reselection};
+pub use idle::{reselect, reselect_among, Reselection};
 use s1ap_build::{CellIdentity, ErabSetup};
 use s1ap_handler::{Downlink, IcsRequest, S1apError};
 
