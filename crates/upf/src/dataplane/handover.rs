@@ -147,14 +147,21 @@ mod tests {
         r
     }
 
-    #[test]
-    fn a_far_that_buffered_stays_buffering_in_the_fast_path_until_the_flush() {
+    /// Both planes with session 1 buffering (FAR 2), nothing buffered yet;
+    /// and the session's rules once FAR 2 forwards.
+    fn buffering(in_order: bool) -> (UserspacePlane, MemoryPlane, SessionRules) {
         let mut user = UserspacePlane::new(Default::default(), Default::default());
+        user.set_in_order(in_order);
         let mut fast = MemoryPlane::new();
         let buff = rules(Action { buff: true, nocp: true, ..Action::default() });
-        let forw = rules(Action { forw: true, ..Action::default() });
         user.install(1, &buff).unwrap();
         fast.install(1, &buff).unwrap();
+        (user, fast, rules(Action { forw: true, ..Action::default() }))
+    }
+
+    #[test]
+    fn a_far_that_buffered_stays_buffering_in_the_fast_path_until_the_flush() {
+        let (mut user, mut fast, forw) = buffering(false);
         let mut h = Handover::new();
         h.update(&mut user, &mut fast, 1, &forw).unwrap();
         assert_eq!(h.pending(), 1);
@@ -172,13 +179,7 @@ mod tests {
 
     #[test]
     fn with_nothing_buffered_and_the_slow_path_counted_the_fast_path_forwards_at_once() {
-        let mut user = UserspacePlane::new(Default::default(), Default::default());
-        user.set_in_order(true);
-        let mut fast = MemoryPlane::new();
-        let buff = rules(Action { buff: true, nocp: true, ..Action::default() });
-        let forw = rules(Action { forw: true, ..Action::default() });
-        user.install(1, &buff).unwrap();
-        fast.install(1, &buff).unwrap();
+        let (mut user, mut fast, forw) = buffering(true);
         let mut h = Handover::new();
         h.update(&mut user, &mut fast, 1, &forw).unwrap();
         assert_eq!(h.pending(), 0);
