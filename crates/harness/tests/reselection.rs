@@ -147,3 +147,27 @@ fn a_ue_handed_over_out_of_its_tai_list_updates_once_idle() {
     assert_eq!(net.downlink_received(0), &[0]);
     assert_eq!(net.last_result(0, Procedure::PagingResponse), Some(Ok(())));
 }
+
+#[test]
+fn a_connected_ue_handed_over_out_of_its_tai_list_updates_on_its_connection() {
+    let mut net = network(1);
+    net.x2_handover(0, 1).unwrap();
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::X2Handover), Some(Ok(())));
+    let before = net.enbs[1].ue(0).unwrap().ue.guti();
+    // Still connected at eNB 1 (TAC 2, outside [1]): a normal TAU on the
+    // connection (TS 24.301 5.5.3.2.2 a), no active flag needed.
+    let now = net.now;
+    net.enbs[1].start_tau(now, 0, false).unwrap();
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::Tau), Some(Ok(())), "{:?}", net.outcomes(0));
+    assert_eq!(tai_list(&net, 0), [1, 2]);
+    assert_ne!(net.enbs[1].ue(0).unwrap().ue.guti(), before, "TAU ACCEPT gave a new GUTI");
+    assert!(connected(&net, 0), "a TAU on a connection keeps it (TS 24.301 5.5.3.2.4)");
+    assert_eq!(net.mme.counters().value("tau_complete"), 1);
+    // The bearers were never touched: downlink goes straight through.
+    net.send_downlink(0, 0);
+    net.drive();
+    assert_eq!(net.downlink_received(0), &[0]);
+    assert_eq!(net.spgwc.counters.value("ddn_sent"), 0);
+}

@@ -3,7 +3,7 @@
 //! `NasSecurityContext`, which keeps the NAS COUNTs.
 
 use oxirush_nas::nas_eps::{
-    CipheringAlgorithm, Direction, IntegrityAlgorithm, KAsme, NasEpsMessage, NasEpsSecurityHeaderType,
+    CipheringAlgorithm, Direction, IntegrityAlgorithm, KAsme, NasEmmMessage, NasEpsMessage, NasEpsSecurityHeaderType,
     NasSecurityContext,
 };
 use oxirush_nas::NasError;
@@ -46,7 +46,14 @@ impl EpsSecurity {
     /// (ATTACH/DETACH REQUEST from idle), integrity protected but not
     /// ciphered (TS 24.301 4.4.5).
     pub fn protect(&mut self, msg: &NasEpsMessage, initial: bool) -> Result<Vec<u8>, NasError> {
-        let sht = if initial {
+        // TS 24.301 4.4.5: ATTACH REQUEST and TRACKING AREA
+        // UPDATE REQUEST are integrity protected, never ciphered, even on
+        // an established connection (a TAU after a handover).
+        let never_ciphered = matches!(
+            msg,
+            NasEpsMessage::Emm(_, NasEmmMessage::AttachRequest(_) | NasEmmMessage::TrackingAreaUpdateRequest(_))
+        );
+        let sht = if initial || never_ciphered {
             NasEpsSecurityHeaderType::IntegrityProtected
         } else {
             NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered
