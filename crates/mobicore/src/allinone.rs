@@ -382,6 +382,22 @@ struct StartedMme {
 }
 
 impl AllInOne {
+    /// The ports a capture of this core's signalling decodes by
+    /// ([`crate::capture::analyze`]): S6a, S11 (and the controller's S11
+    /// relay), PFCP (and the steering switch's).
+    pub fn capture_ports(&self) -> crate::capture::Ports {
+        let mut p = crate::capture::Ports {
+            diameter: vec![self.hss.port()],
+            gtpv2: vec![self.sgw_s11.port()],
+            pfcp: vec![self.pfcp.0.port(), self.pfcp.1.port()],
+        };
+        if let Some(e) = &self.edge {
+            p.gtpv2.push(e.s11.port());
+            p.pfcp.push(e.switch_pfcp.port());
+        }
+        p
+    }
+
     /// Stops every task and waits for them (a task stuck for 5 s is aborted).
     pub async fn stop(self) -> Result<()> {
         let _ = self.shutdown.send(true);

@@ -136,7 +136,7 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         Ok((r, t)) => (Ok(r), t),
         Err(e) => (Err(e), None),
     };
-    let ports = ports_of(&core);
+    let ports = core.capture_ports();
     let counters = counters_of(&core);
     core.stop().await?;
     let gtpu_file = gtpu_capture.map(Capture::stop).transpose()?;
@@ -520,20 +520,6 @@ fn print_traffic(t: &TrafficReport) {
     for e in t.errors.iter().take(10) {
         println!("  error: {e}");
     }
-}
-
-fn ports_of(core: &AllInOne) -> Ports {
-    let mut p = Ports {
-        diameter: vec![core.hss.port()],
-        gtpv2: vec![core.sgw_s11.port()],
-        pfcp: vec![core.pfcp.0.port(), core.pfcp.1.port()],
-    };
-    // The S11 relay the MME talks to, and the steering switch's PFCP.
-    if let Some(e) = &core.edge {
-        p.gtpv2.push(e.s11.port());
-        p.pfcp.push(e.switch_pfcp.port());
-    }
-    p
 }
 
 fn counters_of(core: &AllInOne) -> Vec<(String, u64)> {

@@ -7,10 +7,13 @@
 //! lost, duplicated or reordered, no uplink packet lost, and every UE
 //! keeps its address. The core runs in this process with the UPF's XDP
 //! program in the `core` namespace; the emulated eNBs' user plane (one
-//! TUN, one S1-U socket, the X2-U path over it) in `ran`. Needs root;
-//! without it the test says so and passes.
+//! TUN, one S1-U socket, the X2-U path over it) in `ran`. tshark captures
+//! all of it (S1AP, NAS-EPS, S6a, GTPv2, PFCP on loopback; GTP-U with the
+//! End Markers on S1-U) and must find no malformed packet or expert
+//! error. Needs root; without it the test says so and passes.
 
 use mobicore::allinone;
+use mobicore::capture::{self, Capture, Ports};
 use mobicore::config::Config;
 use mobicore_common::tools::is_root;
 use mobicore_hss::SubscriberStore;
@@ -52,6 +55,11 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     let t = Transport::RawIp;
     let _ = mobicore_netns::cleanup_stale("mi");
     let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mi")).unwrap();
+    mobicore_common::tools::require(&["tshark"]);
+    let dir = std::env::temp_dir().join(format!("mobicore-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lo = Capture::start(&dir.join("lo.pcapng"), &Ports::everything()).unwrap();
+    let s1u = Capture::start_gtpu(&topo.ran, mobicore_netns::topology::S1U_IF, &dir.join("s1u.pcapng")).unwrap();
     let mut ran_cfg = cfg.ran.core.clone();
     ran_cfg.mme = cfg.mme.s1ap;
     ran_cfg.ues = UES;
@@ -133,8 +141,22 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     let upf_drops = (counter("upf", "gtpu_unknown_teid"), counter("upf", "gtpu_end_marker_not_relayed"));
     // A DDN overtaking its Release Access Bearers Response: paged after.
     println!("DDNs during a release: {}", counter("mme", "ddn_during_release"));
+    let ports = core.capture_ports();
     core.stop().await.unwrap();
+    let mut verdict = capture::analyze(&lo.stop().unwrap(), &ports).unwrap();
+    verdict.merge(capture::analyze(&s1u.stop().unwrap(), &Ports::default()).unwrap(), "s1u");
     drop(topo);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("capture: {:?}", verdict.packets);
+    let problems: Vec<_> = verdict.malformed.iter().chain(&verdict.expert_errors).take(10).collect();
+    assert!(verdict.is_clean(), "the capture has malformed packets or expert errors: {problems:?}");
+    for proto in ["s1ap", "nas-eps", "diameter", "gtpv2", "pfcp", "gtp"] {
+        assert!(
+            verdict.packets.get(proto).copied().unwrap_or(0) > 0,
+            "no {proto} in the capture: {:?}",
+            verdict.packets
+        );
+    }
 
     println!("eNB user plane: {stats:?}");
     for u in &report {
