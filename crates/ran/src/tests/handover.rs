@@ -33,12 +33,7 @@ fn other_enb(now: Instant, enb_id: u32) -> Enb {
         s1u_addr: Ipv4Addr::new(127, 0, 0, enb_id as u8),
         ..enb_config()
     };
-    let mut enb = Enb::new(cfg).unwrap();
-    enb.start_s1_setup(now, 2);
-    let _ = drain(&mut enb);
-    enb.handle_s1ap(now, 0, &s1_setup_response());
-    assert_eq!(drain(&mut enb), vec![EnbAction::S1Setup(Ok(()))]);
-    enb
+    enb_up(now, cfg)
 }
 
 fn decoded(pdu: &[u8], kind: S1apPduKind) -> S1AP_PDU {

@@ -41,6 +41,16 @@ pub fn enb_config() -> EnbConfig {
 }
 
 /// An eNB with S1 up and UE 0 in its cell.
+/// An eNB of `cfg` with S1 up and no UE.
+pub fn enb_up(now: Instant, cfg: EnbConfig) -> Enb {
+    let mut enb = Enb::new(cfg).unwrap();
+    enb.start_s1_setup(now, 2);
+    let _ = drain(&mut enb);
+    enb.handle_s1ap(now, 0, &s1_setup_response());
+    assert_eq!(drain(&mut enb), vec![EnbAction::S1Setup(Ok(()))]);
+    enb
+}
+
 pub fn ready_enb(now: Instant) -> Enb {
     let mut enb = Enb::new(enb_config()).unwrap();
     enb.add_ue(0, Ue::new(usim_for(0, &SubscriberPlan::default()), serving()));

@@ -10,18 +10,13 @@ use oxirush_s1ap::s1ap::*;
 use oxirush_s1ap::{extract_s1ap_ies, S1apPduKind};
 
 use super::mme::*;
-use crate::enb::{reselect, Enb, EnbAction, EnbConfig, EnbError, Reselection};
+use crate::enb::{reselect, Enb, EnbConfig, EnbError, Reselection};
 
 /// An eNB with S1 up, no UE, in TA `tac`.
 fn enb_in(now: Instant, enb_id: u32, tac: u16) -> Enb {
     let cfg =
         EnbConfig { enb_id, name: format!("enb-{enb_id}"), tac, s1u_addr: Ipv4Addr::new(127, 0, 0, 2), ..enb_config() };
-    let mut enb = Enb::new(cfg).unwrap();
-    enb.start_s1_setup(now, 2);
-    let _ = drain(&mut enb);
-    enb.handle_s1ap(now, 0, &s1_setup_response());
-    assert_eq!(drain(&mut enb), vec![EnbAction::S1Setup(Ok(()))]);
-    enb
+    enb_up(now, cfg)
 }
 
 /// eNB 1 (TAC 1) with UE 0 attached (TAI list: TAC 1) and released to idle.
