@@ -10,9 +10,11 @@
 //! the TUN device, and leave behind the released ones) until a flush of the
 //! I/O task that started after the release has finished; then the fast
 //! path gets the full rules ([`Handover::poll`], driven by the reports
-//! wake-up the I/O task sends after that flush). Left: packets already in
-//! an AF_XDP ring at the moment of the switch may still be overtaken (a
-//! window of one I/O iteration, not of a whole release).
+//! wake-up the I/O task sends after that flush). Packets still in an
+//! AF_XDP ring at the switch are not overtaken: the program sends the
+//! session's next packets behind them until the I/O task has sent them
+//! ([`crate::xdp::order`]). With that count in place and nothing buffered,
+//! the fast path switches at once, the slow path first.
 //!
 //! A path switch (FORW to FORW on another tunnel) goes the other way
 //! round: the fast path switches first, then the slow path queues the End
