@@ -8,7 +8,10 @@
 #
 # Peers: go-gtp v0.8.0 (github.com/wmnsk/go-gtp, pinned in scripts/interop/go.mod): the gw-tester
 # MME + pseudo eNB, SGW-C and PGW-C, and scripts/interop/s11mme (an MME's S11 side on go-gtp's
-# GTPv2-C library); pycrate 0.8.1 (PyPI): scripts/interop/s6a_client.py on pycrate_diameter.
+# GTPv2-C library) and scripts/interop/gnb (an eNB's S1-U on go-gtp's GTP-U library); pycrate 0.8.1
+# (PyPI): scripts/interop/s6a_client.py on pycrate_diameter; pfcpsim v1.4.0 (SD-Core's PFCP
+# simulator, an SGW-C/SMF; github.com/omec-project/pfcpsim, pinned in scripts/interop/pfcpsim/go.mod).
+# Traffic goes to an echo server in a namespace the suite makes (mcinterop-dn, the data network).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -17,12 +20,12 @@ LOGS=$OUT/logs
 GOBIN_DIR=$OUT/bin
 PYCRATE_VERSION=0.8.1
 build=1
-rows=1,2,3
+rows=1,2,3,5
 while (($#)); do
   case "$1" in
     --no-build) build=0 ;;
     --rows) rows=$2; shift ;;
-    -h | --help) sed -n 2,11p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n 2,14p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "interop: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -54,8 +57,12 @@ MOBICORE=${MOBICORE_BIN:-$ROOT/target/release/mobicore}
 say "building go-gtp gw-tester and s11mme (go $(go env GOVERSION))"
 (cd scripts/interop && GOFLAGS=-mod=readonly go build -o "$GOBIN_DIR/" \
   github.com/wmnsk/go-gtp/examples/gw-tester/mme github.com/wmnsk/go-gtp/examples/gw-tester/enb \
-  github.com/wmnsk/go-gtp/examples/gw-tester/sgw github.com/wmnsk/go-gtp/examples/gw-tester/pgw ./s11mme) \
+  github.com/wmnsk/go-gtp/examples/gw-tester/sgw github.com/wmnsk/go-gtp/examples/gw-tester/pgw ./s11mme ./gnb) \
   || { say "go build failed"; exit 2; }
+say "building pfcpsim"
+(cd scripts/interop/pfcpsim && GOFLAGS=-mod=readonly go build -o "$GOBIN_DIR/" \
+  github.com/omec-project/pfcpsim/cmd/pfcpsim github.com/omec-project/pfcpsim/cmd/pfcpctl) \
+  || { say "pfcpsim build failed"; exit 2; }
 
 VENV=$OUT/venv
 if ! "$VENV/bin/python" -c "import pycrate_diameter" 2>/dev/null; then
@@ -77,8 +84,29 @@ stop_all() {
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
   PIDS=()
 }
-trap stop_all EXIT
-trap 'stop_all; exit 130' INT TERM
+# The data network: a namespace with an echo server on DN (UDP 7); a UPF's TUN device and its UE
+# pool routes go there ([upf] core_netns).
+DN_NS=mcinterop-dn
+DN=192.0.2.10
+dn_down() {
+  ip netns pids "$DN_NS" 2>/dev/null | xargs -r kill 2>/dev/null
+  ip netns del "$DN_NS" 2>/dev/null
+  true
+}
+dn_up() { # dn_up ROW: a fresh data network with its echo server
+  dn_down
+  ip netns add "$DN_NS" && ip -n "$DN_NS" link set lo up && ip -n "$DN_NS" addr add "$DN/32" dev lo || return 1
+  start "$1-dn-echo" ip netns exec "$DN_NS" python3 -c "
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('$DN', 7))
+while True:
+    d, a = s.recvfrom(65535)
+    s.sendto(d, a)"
+}
+cleanup() { stop_all; dn_down; }
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
 
 wait_for() { # wait_for SECONDS CMD...: true once CMD succeeds, polled every 0.2 s
   local until=$((SECONDS + $1))
@@ -91,6 +119,7 @@ wait_for() { # wait_for SECONDS CMD...: true once CMD succeeds, polled every 0.2
 }
 listening_tcp() { ss -Hltn "src $1" | grep -q .; }
 listening_udp() { ss -Hlun "src $1" | grep -q .; }
+listening_tcp_port() { ss -Hltn "sport = :$1" | grep -q .; }
 metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
 metric_at_least() { local v; v=$(metric "$1" "$2"); [ -n "$v" ] && [ "$v" -ge "$3" ]; }
 
@@ -126,6 +155,7 @@ failed=0
 row1() {
   local cfg=scripts/interop/row1-mobicore.toml why="" detail="" n=5
   capture_start row1 "net 127.0.0.60/30 or net 127.0.0.64/30"
+  dn_up row1 || why="could not make the data network namespace"
   start row1-upf "$MOBICORE" upf -c "$cfg" --metrics 127.0.0.62:9102
   start row1-spgwc "$MOBICORE" spgwc -c "$cfg" --metrics 127.0.0.61:9101 --log info
   if ! wait_for 20 metric_at_least 127.0.0.62:9102 mobicore_upf_pfcp_associations_set_up 1; then
@@ -148,9 +178,10 @@ row1() {
     else
       detail="gw-tester eNB+MME: $ok/$n attached (CSR+MBR)"
     fi
-    # (b) go-gtp's GTPv2-C library as an MME: create / modify / delete, answers checked.
-    if "$GOBIN_DIR/s11mme" -sgw 127.0.0.61:2123 -local 127.0.0.65 -pgw 127.0.0.61 -enb 127.0.0.64 -n 3 \
-      >"$LOGS/row1-s11mme.log" 2>&1; then
+    # (b) go-gtp's GTPv2-C library as an MME: create / modify / delete, answers checked; between
+    # modify and delete its GTP-U library, as the eNB, carries each UE's datagrams to the DN and back.
+    if "$GOBIN_DIR/s11mme" -sgw 127.0.0.61:2123 -local 127.0.0.65 -pgw 127.0.0.61 -enb 127.0.0.66 -n 3 \
+      -dn "$DN:7" >"$LOGS/row1-s11mme.log" 2>&1; then
       detail="$detail; s11mme: echo, unknown TEID -> 64, 3/3 create/modify/delete"
     else
       why="${why:+$why; }s11mme: $(grep -m1 FAIL "$LOGS/row1-s11mme.log" || tail -1 "$LOGS/row1-s11mme.log")"
@@ -159,10 +190,12 @@ row1() {
   fi
   capture_check row1 >"$OUT/row1.tshark" || why="${why:+$why; }$(cat "$OUT/row1.tshark")"
   stop_all
+  dn_down
+  local traffic="s11mme's UEs: 3x5 UDP datagrams through our UPF to the DN and back (go-gtp GTP-U as the eNB), none after delete; gw-tester's eNB: none (its U-plane needs kernel GTP)"
   if [ -z "$why" ]; then
-    row 1 "go-gtp gw-tester MME+eNB, go-gtp s11mme -> our S/P-GW-C+UPF" PASS "$detail" "N/A: their U-plane needs kernel GTP"
+    row 1 "go-gtp gw-tester MME+eNB, go-gtp s11mme -> our S/P-GW-C+UPF" PASS "$detail" "$traffic"
   else
-    row 1 "go-gtp gw-tester MME+eNB, go-gtp s11mme -> our S/P-GW-C+UPF" FAIL "$why" "N/A: their U-plane needs kernel GTP"
+    row 1 "go-gtp gw-tester MME+eNB, go-gtp s11mme -> our S/P-GW-C+UPF" FAIL "$why" "$traffic"
     failed=1
   fi
 }
@@ -237,25 +270,79 @@ row3() {
   fi
 }
 
+# ---- row 5: pfcpsim (SD-Core's SGW-C/SMF simulator) -> our UPF (PFCP), traffic through it -------
+row5() {
+  local cfg=scripts/interop/row5-mobicore.toml why="" detail="" n=3 ctl pool=10.48.0.0/24 gnb=127.0.0.93
+  ctl=("$GOBIN_DIR/pfcpctl" -s 127.0.0.1:54399)
+  capture_start row5 "host 127.0.0.92 or host 127.0.0.93"
+  dn_up row5 || why="could not make the data network namespace"
+  start row5-upf "$MOBICORE" upf -c "$cfg" --metrics 127.0.0.92:9105 --log info
+  start row5-pfcpsim "$GOBIN_DIR/pfcpsim" --interface lo --port 54399
+  wait_for 10 listening_udp 127.0.0.92:8805 || why="${why:+$why; }our UPF did not start: $(tail -1 "$LOGS/row5-upf.log")"
+  wait_for 10 listening_tcp_port 54399 || why="${why:+$why; }pfcpsim did not start: $(tail -1 "$LOGS/row5-pfcpsim.log")"
+  pfcpctl() { # pfcpctl ARGS...: one pfcpctl command, its output logged; fails the row on an error
+    [ -n "$why" ] && return 1
+    echo "+ pfcpctl $*" >>"$LOGS/row5-pfcpctl.log"
+    "${ctl[@]}" "$@" >>"$LOGS/row5-pfcpctl.log" 2>&1 ||
+      { why="pfcpctl $1 $2: $(tail -1 "$LOGS/row5-pfcpctl.log" | sed -E 's/.*(ERROR|rpc error)/\1/')"; return 1; }
+  }
+  gnb() { # gnb WHAT ARGS...: the eNB's traffic check; fails the row with its first failure
+    [ -n "$why" ] && return 1
+    "$GOBIN_DIR/gnb" -local $gnb -upf 127.0.0.92 -dn "$DN:7" -ue-pool $pool "${@:2}" >>"$LOGS/row5-gnb.log" 2>&1 ||
+      { why="$1: $(grep -m1 FAIL "$LOGS/row5-gnb.log" || tail -1 "$LOGS/row5-gnb.log")"; return 1; }
+  }
+  local gated=(-a "udp:$DN/32:40000-40999:allow:100" -a "ip:any:any:deny:200")
+  pfcpctl service configure --n3-addr 127.0.0.92 --remote-peer-addr 127.0.0.92:8805
+  pfcpctl service associate
+  # (a) default sessions: uplink PDR with the SMF's TEID, downlink FAR DROP then FORW to the gNB.
+  pfcpctl session create --count $n --baseID 2 --ue-pool $pool --gnb-addr $gnb
+  pfcpctl session modify --count $n --baseID 2 --ue-pool $pool --gnb-addr $gnb
+  gnb "traffic" -base-id 2 -count $n -n 5
+  pfcpctl session delete --count $n --baseID 2
+  gnb "after delete" -base-id 2 -count $n -mode silent
+  # (b) an allow and a deny filter by precedence, the deny one's QER gate closed.
+  pfcpctl session create --count $n --baseID 102 --ue-pool $pool --gnb-addr $gnb "${gated[@]}"
+  pfcpctl session modify --count $n --baseID 102 --ue-pool $pool --gnb-addr $gnb "${gated[@]}"
+  gnb "filters" -base-id 102 -count $n -n 5 -mode gated
+  pfcpctl session delete --count $n --baseID 102
+  pfcpctl service disassociate
+  curl -s http://127.0.0.92:9105/metrics >"$LOGS/row5-upf.metrics"
+  if [ -z "$why" ]; then
+    local est del
+    est=$(awk '$1 == "mobicore_upf_pfcp_sessions_established" { print $2 }' "$LOGS/row5-upf.metrics")
+    del=$(awk '$1 == "mobicore_upf_pfcp_sessions_deleted" { print $2 }' "$LOGS/row5-upf.metrics")
+    [ "$est" = $((2 * n)) ] && [ "$del" = $((2 * n)) ] ||
+      why="our UPF counted $est sessions established and $del deleted, not $((2 * n)) each"
+    detail="association, $n+$n sessions created/modified/deleted (PDRs with SDF filters, FARs, QERs, URRs), release"
+  fi
+  capture_check row5 >"$OUT/row5.tshark" || why="${why:+$why; }$(cat "$OUT/row5.tshark")"
+  stop_all
+  dn_down
+  local traffic="$n x5 UDP datagrams per UE through our UPF to the DN and back (go-gtp GTP-U as the gNB), none after delete; allow/deny filters: allowed flow echoed, denied flow dropped"
+  if [ -z "$why" ]; then
+    row 5 "pfcpsim v1.4.0 (SD-Core SGW-C/SMF simulator) -> our UPF" PASS "$detail" "$traffic"
+  else
+    row 5 "pfcpsim v1.4.0 (SD-Core SGW-C/SMF simulator) -> our UPF" FAIL "$why" "$traffic"
+    failed=1
+  fi
+}
+
 for r in ${rows//,/ }; do
-  case "$r" in 1 | 2 | 3) ;; *) say "no runnable row $r (1, 2, 3)"; exit 2 ;; esac
+  case "$r" in 1 | 2 | 3 | 5) ;; *) say "no runnable row $r (1, 2, 3, 5)"; exit 2 ;; esac
   say "row $r"
   "row$r"
 done
 row 4 "independent eNB/MME over S1AP (srsRAN, OAI, Open5GS, pycrate_corenet)" "not runnable on this machine" \
   "their SCTP is the kernel's; this kernel has no SCTP module (mobicore's SCTP is user-space)" "-"
-row 5 "independent SGW-C/SMF over PFCP against our UPF" "not runnable on this machine" \
-  "none obtainable here (Open5GS, OAI, free5GC not installable; no PFCP CP in a registry)" "-"
-row 6 "independent S/P-GW U-plane (GTP-U traffic in any row)" "not runnable on this machine" \
-  "go-gtp's U-plane needs the kernel GTP module, absent here" "-"
+row 6 "independent S/P-GW U-plane (go-gtp gw-tester eNB, SGW-U, PGW-U)" "not runnable on this machine" \
+  "go-gtp's gw-tester U-plane needs the kernel GTP module, absent here (rows 1 and 5 carry traffic on go-gtp's GTP-U library)" "-"
 
 echo
 printf '%-4s %-72s %-29s %s\n' row peers result "detail / reason"
-for line in "${ROWS[@]}"; do
-  IFS='|' read -r n peers result detail traffic <<<"$line"
+while IFS='|' read -r n peers result detail traffic; do
   printf '%-4s %-72s %-29s %s\n' "$n" "$peers" "$result" "$detail"
   [ "$traffic" = "-" ] || printf '%-4s %-72s %-29s %s\n' "" "" "" "traffic: $traffic"
-done
+done < <(printf '%s\n' "${ROWS[@]}" | sort -t'|' -k1,1n)
 echo
 echo "logs: $LOGS; captures: $OUT/row*.pcap"
 exit $failed

@@ -74,6 +74,22 @@ fn addr(s: &str) -> Option<AddrMatch> {
     }
 }
 
+/// RFC 6733 4.3.3 gives the protocol by number; CP functions in the field
+/// also write the names of ipfw, which IPFilterRule comes from (the IANA
+/// protocol names).
+fn proto_number(p: &str) -> Option<u8> {
+    Some(match p {
+        "icmp" => 1,
+        "tcp" => 6,
+        "udp" => 17,
+        "gre" => 47,
+        "esp" => 50,
+        "ipv6-icmp" | "icmpv6" => 58,
+        "sctp" => 132,
+        _ => p.parse().ok()?,
+    })
+}
+
 fn port_ok(range: Option<(u16, u16)>, p: Option<u16>) -> bool {
     match (range, p) {
         (None, _) => true,
@@ -101,7 +117,7 @@ impl FlowFilter {
         let dir = t.next()?;
         let proto = match t.next()? {
             "ip" => None,
-            p => Some(p.parse().ok()?),
+            p => Some(proto_number(p)?),
         };
         if t.next()? != "from" {
             return None;
@@ -175,6 +191,20 @@ mod tests {
         let f = FlowFilter::parse("permit out 6 from any to 10.45.0.2 80").unwrap();
         assert!(f.matches(&key(6, [1, 1, 1, 1], 999, 80)));
         assert!(!f.matches(&FlowKey { ue_port: None, ..key(6, [1, 1, 1, 1], 999, 80) }));
+    }
+
+    #[test]
+    fn protocols_by_name_as_cp_functions_write_them() {
+        // SD-Core's pfcpsim: ports after `to assigned` are the UE's.
+        let f = FlowFilter::parse("permit out udp from 192.0.2.10/32 to assigned 40000-40999").unwrap();
+        assert_eq!(f.proto, Some(17));
+        assert!(f.matches(&key(17, [192, 0, 2, 10], 7, 40000)));
+        assert!(!f.matches(&key(17, [192, 0, 2, 10], 7, 39999)));
+        for (name, n) in [("icmp", 1), ("tcp", 6), ("gre", 47), ("esp", 50), ("ipv6-icmp", 58), ("sctp", 132)] {
+            let f = FlowFilter::parse(&format!("permit out {name} from any to assigned")).unwrap();
+            assert_eq!(f.proto, Some(n), "{name}");
+        }
+        assert_eq!(FlowFilter::parse("permit out udpx from any to assigned"), None);
     }
 
     #[test]

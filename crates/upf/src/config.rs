@@ -111,6 +111,15 @@ pub struct UpfConfig {
     /// Default 60 s: a short loss of the CP path does not cut the UEs'
     /// traffic, a CP function that is gone does not leave sessions behind.
     pub peer_dead_grace_ms: u64,
+    /// Whether a heartbeat (request or response) whose Recovery Time Stamp
+    /// differs from the one the CP function gave before means it restarted
+    /// (TS 29.244 19A, TS 23.007 16.1.1: its sessions are deleted). Some
+    /// CP functions put the time of sending there instead of their start
+    /// time (TS 29.244 8.2.65); with `false` only a new Association Setup
+    /// with a new stamp deletes sessions, and a changed stamp in a
+    /// heartbeat is counted (`pfcp_heartbeat_recovery_changed`). Default
+    /// true.
+    pub restart_from_heartbeats: bool,
     /// The node's role (issue 11): "anchor" (the S/P-GW-U: sessions are
     /// bearers) or "steering" (a switch beside the eNB on S1-U: every
     /// packet, GTP-U included, is forwarded as a router would; a PFCP
@@ -276,6 +285,7 @@ impl Default for UpfConfig {
             default_pdr_precedence: u32::MAX,
             heartbeat_interval_ms: 10_000,
             peer_dead_grace_ms: 60_000,
+            restart_from_heartbeats: true,
             role: UpfRole::Anchor,
             steer_interfaces: Vec::new(),
             max_diversions: 65_536,

@@ -36,7 +36,8 @@
 //! `default_pdr_precedence`), `pfcp_unknown_ie_ignored` (IEs left out at
 //! any level, TS 29.244 7.6); our heartbeats (6.2.2): `pfcp_heartbeat_sent`,
 //! `pfcp_peer_dead` (N1 retransmissions unanswered), `pfcp_peer_alive_again`,
-//! `pfcp_dead_peer_association_deleted` (after `peer_dead_grace_ms`);
+//! `pfcp_dead_peer_association_deleted` (after `peer_dead_grace_ms`),
+//! `pfcp_heartbeat_recovery_changed` (with `restart_from_heartbeats` off);
 //! `pfcp_session_report_timeout`.
 //!
 //! Refusals at the trust boundary (`[upf] cp_peers`, the bounds), each

@@ -446,8 +446,12 @@ impl UpfCore {
                     self.counters.incr("pfcp_peer_alive_again");
                 }
             }
-            if let Some(r) = recovery {
-                self.recovery_seen(&node, r);
+            match recovery {
+                Some(r) if self.cfg.restart_from_heartbeats => self.recovery_seen(&node, r),
+                Some(r) if self.associations.get(&node).is_some_and(|a| a.recovery != r) => {
+                    self.counters.incr("pfcp_heartbeat_recovery_changed");
+                }
+                _ => {}
             }
         }
     }

@@ -425,9 +425,14 @@ pub enum RuleRef {
 impl SessionRules {
     /// Cross-references between rules hold (TS 29.244 5.2.1): each PDR has a
     /// FAR that exists, its QERs and URRs exist, a FAR's BAR exists, and a
-    /// FAR's apply action is coherent.
+    /// FAR's apply action is coherent. A PDR with an SDF filter we cannot
+    /// read fails too: installed, it would never match and its traffic
+    /// would silently meet the next PDR's rules.
     pub fn check(&self) -> Result<(), RuleError> {
         for p in self.pdrs.values() {
+            if p.pdi.flows.iter().any(|f| f.never) {
+                return Err(RuleError::Rule(RuleRef::Pdr(p.id)));
+            }
             match p.far_id {
                 Some(f) if self.fars.contains_key(&f) => {}
                 _ => return Err(RuleError::Rule(RuleRef::Pdr(p.id))),

@@ -2,10 +2,14 @@
 // independent of mobicore), used by scripts/interop.sh. For each subscriber it runs what an MME does on
 // S11 for an attach and a detach (TS 23.401 5.3.2.1, 5.3.8.2): Create Session, Modify Bearer with the
 // eNB's S1-U F-TEID, Delete Session; it checks the answers against TS 29.274 7.2.2, 7.2.8 and 7.2.10
-// and prints one line per subscriber. Exit status 0 when every subscriber passed every check.
+// and prints one line per subscriber. With -dn it also carries each subscriber's traffic between the
+// Modify Bearer and the Delete Session, as the eNB (package gtpu, on go-gtp's user plane): datagrams to
+// an echo server in the data network through the S-GW's S1-U F-TEID, echoes back on the eNB's TEID,
+// and nothing once the session is deleted. Exit status 0 when every subscriber passed every check.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,12 +20,16 @@ import (
 	"github.com/wmnsk/go-gtp/gtpv2"
 	"github.com/wmnsk/go-gtp/gtpv2/ie"
 	"github.com/wmnsk/go-gtp/gtpv2/message"
+	"mobicore.local/interop/gtpu"
 )
 
 type client struct {
 	conn *net.UDPConn
 	sgw  *net.UDPAddr
 	seq  uint32
+	dn   *net.UDPAddr // the data network's echo server; nil: no traffic
+	enb  *gtpu.ENB    // the eNB's S1-U endpoint, bound at the first traffic
+	n    int          // datagrams per subscriber
 }
 
 // request sends msg and waits for the answer with its sequence number (T3 = 2 s, N3 = 2, TS 29.274 7.6).
@@ -189,6 +197,20 @@ func (c *client) attachDetach(s subscriber, localIP, pgwIP, enbIP, apn string, m
 		return "", errors.New("Modify Bearer Response without Bearer Context modified")
 	}
 
+	var flow gtpu.Flow
+	if c.dn != nil {
+		up := &net.UDPAddr{IP: net.ParseIP(s1uIP), Port: 2152}
+		if c.enb == nil {
+			if c.enb, err = gtpu.Dial(context.Background(), enbIP, up); err != nil {
+				return "", err
+			}
+		}
+		flow = gtpu.Flow{UE: net.ParseIP(ip), DN: c.dn, UpAddr: up, UpTEID: s1uTEID, DownTEID: s.enbTEID}
+		if err := c.enb.RoundTrip(flow, c.n); err != nil {
+			return "", fmt.Errorf("traffic: %w", err)
+		}
+	}
+
 	dsr := message.NewDeleteSessionRequest(sgwTEID, 0,
 		ie.NewEPSBearerID(ebi),
 		ie.NewIndicationFromOctets(0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00), // OI: operation indication (detach)
@@ -214,6 +236,12 @@ func (c *client) attachDetach(s subscriber, localIP, pgwIP, enbIP, apn string, m
 		return "", fmt.Errorf("second Delete Session Request: Cause %d, not Context Not Found (64)", v)
 	}
 	var extra string
+	if c.dn != nil {
+		if err := c.enb.Silent(flow); err != nil {
+			return "", fmt.Errorf("after Delete Session: %w", err)
+		}
+		extra = fmt.Sprintf(" traffic=%d/%d echoed, none after delete", c.n, c.n)
+	}
 	if id, _, ok := findChargingID(bc); ok {
 		extra = fmt.Sprintf(" charging-id=%d", id)
 	}
@@ -271,6 +299,8 @@ func main() {
 	apn := flag.String("apn", "internet", "APN")
 	first := flag.Uint64("first-imsi", 1010000002001, "first IMSI (MCC 001, MNC 01)")
 	n := flag.Int("n", 3, "subscribers")
+	dn := flag.String("dn", "", "an echo server in the data network (e.g. 192.0.2.10:7): carry traffic")
+	datagrams := flag.Int("datagrams", 5, "with -dn: datagrams per subscriber")
 	flag.Parse()
 
 	raddr, err := net.ResolveUDPAddr("udp", *sgw)
@@ -283,7 +313,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	c := &client{conn: conn, sgw: raddr}
+	c := &client{conn: conn, sgw: raddr, n: *datagrams}
+	if *dn != "" {
+		if c.dn, err = net.ResolveUDPAddr("udp", *dn); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	failed := 0
 	// Path management first (TS 29.274 7.1.1): an Echo Response carries the S-GW's Recovery.
 	if err := c.echo(); err != nil {

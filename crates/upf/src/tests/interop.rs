@@ -125,6 +125,41 @@ fn sxa_create_pdr_without_precedence_is_accepted_and_forwards() {
     assert_eq!((to, gtpu::parse(&bytes).unwrap().header.teid), (enb, 0x900));
 }
 
+/// An uplink PDR whose PDI carries this SDF filter, with its FAR.
+fn filtered_uplink(flow_description: &str) -> Vec<Ie> {
+    let fteid = Fteid::new(true, false, 7, Some(Ipv4Addr::new(127, 0, 0, 9)), None, 0);
+    let pdi = Ie::new_grouped(
+        IeType::Pdi,
+        vec![
+            SourceInterface::new(SourceInterfaceValue::Access).to_ie(),
+            Ie::new(IeType::Fteid, fteid.marshal()),
+            rs_pfcp::ie::sdf_filter::SdfFilter::new(flow_description).to_ie(),
+        ],
+    );
+    let pdr = Ie::new_grouped(IeType::CreatePdr, vec![PdrId::new(4).to_ie(), pdi, FarId::new(1).to_ie()]);
+    let fp = Ie::new_grouped(IeType::ForwardingParameters, vec![DestinationInterface::new(Interface::Core).to_ie()]);
+    let far = Ie::new_grouped(IeType::CreateFar, vec![FarId::new(1).to_ie(), ApplyAction::new(0x02).to_ie(), fp]);
+    vec![pdr, far]
+}
+
+#[test]
+fn a_pdr_whose_sdf_filter_we_cannot_read_is_refused_with_its_rule_id() {
+    // Installed, it would never match and its traffic would meet the next PDR's rules unseen.
+    let mut h = Harness::new();
+    h.associate();
+    let rules = filtered_uplink("permit out udpx from any to assigned");
+    let (_, ies) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &establishment(5, rules));
+    let failed = first(&ies, IeType::FailedRuleId)
+        .map(|f| rs_pfcp::ie::failed_rule_id::FailedRuleId::unmarshal(&f.payload).unwrap().rule_id());
+    assert_eq!((cause(&ies), failed), (73, Some(4)), "{ies:?}");
+    assert!(h.core.sessions().is_empty());
+    // The same filter as SD-Core's pfcpsim writes it, protocol by name: taken.
+    let rules = filtered_uplink("permit out udp from 192.0.2.10/32 to assigned 40000-40999");
+    let (_, ies) = h.request(msg::SESSION_ESTABLISHMENT_REQUEST, Some(0), &establishment(6, rules));
+    assert_eq!(cause(&ies), 1, "{ies:?}");
+    assert_eq!(h.plane.get(up_seid(&ies)).unwrap().pdrs[&4].pdi.flows[0].proto, Some(17));
+}
+
 #[test]
 fn configured_default_precedence_and_given_ones_are_kept() {
     let mut h = Harness::with(UpfConfig { default_pdr_precedence: 0, ..UpfConfig::default() });
@@ -428,6 +463,29 @@ fn a_new_recovery_time_stamp_in_a_heartbeat_deletes_the_peers_sessions() {
     let before = h.core.counters.value("pfcp_unexpected_response");
     h.answer_heartbeat(0x77_7777, restarted);
     assert_eq!(h.core.counters.value("pfcp_unexpected_response"), before + 1);
+}
+
+#[test]
+fn with_restart_from_heartbeats_off_a_heartbeats_new_stamp_keeps_the_sessions() {
+    // A CP function that stamps each Heartbeat Request with its time of sending (SD-Core's
+    // pfcpsim does): counted, its sessions stay; a new Association Setup with a new stamp still
+    // deletes them.
+    let mut h = Harness::with(UpfConfig { restart_from_heartbeats: false, ..hb_config() });
+    h.associate();
+    let seid = up_seid(&establish(&mut h, 1).1);
+    for secs in [3_900_000_005, 3_900_000_010] {
+        let stamp = RecoveryTimeStamp::new(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)).to_ie();
+        let (hd, _) = h.request(msg::HEARTBEAT_REQUEST, None, &[stamp]);
+        assert_eq!(hd.msg_type, msg::HEARTBEAT_RESPONSE);
+    }
+    assert!(h.plane.get(seid).is_some());
+    assert_eq!(h.core.counters.value("pfcp_heartbeat_recovery_changed"), 2);
+    assert_eq!(h.core.counters.value("pfcp_cp_function_restarted"), 0);
+    let restarted = RecoveryTimeStamp::new(SystemTime::UNIX_EPOCH + Duration::from_secs(3_900_000_100)).to_ie();
+    let (hd, _) = h.request(msg::ASSOCIATION_SETUP_REQUEST, None, &[node_ie(), restarted]);
+    assert_eq!(hd.msg_type, msg::ASSOCIATION_SETUP_RESPONSE);
+    assert!(h.plane.get(seid).is_none());
+    assert_eq!(h.core.counters.value("pfcp_cp_function_restarted"), 1);
 }
 
 // ---- tshark: what the node sends, dissected independently ----
