@@ -103,6 +103,7 @@ s.bind(('$DN', 7))
 while True:
     d, a = s.recvfrom(65535)
     s.sendto(d, a)"
+  wait_for 10 ip netns exec "$DN_NS" sh -c "ss -Hlun 'src $DN:7' | grep -q ."
 }
 cleanup() { stop_all; dn_down; }
 trap cleanup EXIT
@@ -274,6 +275,7 @@ row3() {
 row5() {
   local cfg=scripts/interop/row5-mobicore.toml why="" detail="" n=3 ctl pool=10.48.0.0/24 gnb=127.0.0.93
   ctl=("$GOBIN_DIR/pfcpctl" -s 127.0.0.1:54399)
+  rm -f "$LOGS"/row5-*.log
   capture_start row5 "host 127.0.0.92 or host 127.0.0.93"
   dn_up row5 || why="could not make the data network namespace"
   start row5-upf "$MOBICORE" upf -c "$cfg" --metrics 127.0.0.92:9105 --log info

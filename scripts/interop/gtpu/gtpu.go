@@ -164,8 +164,11 @@ func parseIPv4UDP(p []byte) (src, dst net.IP, payload []byte, err error) {
 	}
 	ihl := int(p[0]&0x0f) * 4
 	total := int(binary.BigEndian.Uint16(p[2:]))
-	if ihl < 20 || total > len(p) || total < ihl+8 || p[9] != 17 {
-		return nil, nil, nil, errors.New("not a whole IPv4/UDP packet")
+	if ihl < 20 || total > len(p) || total < ihl+8 {
+		return nil, nil, nil, errors.New("not a whole IPv4 packet")
+	}
+	if p[9] != 17 {
+		return nil, nil, nil, fmt.Errorf("IPv4 protocol %d from %s, not UDP", p[9], net.IP(p[12:16]))
 	}
 	if checksum(p[:ihl], 0) != 0 {
 		return nil, nil, nil, errors.New("bad IPv4 header checksum")
