@@ -4,7 +4,8 @@
 //! (network-triggered service request, 5.3.4.3), the UE-triggered service
 //! request (5.3.4.1), paging failure and the DDN Failure Indication,
 //! periodic TAU from idle (TS 24.301 5.5.3), implicit detach and the
-//! Service Reject #10 that makes the UE attach again (5.3.7, 5.6.1.5).
+//! Service Reject #10 that makes the UE attach again (5.3.7, 5.6.1.5);
+//! an eNB's S1 Reset (TS 36.413 8.7.1.2.2) leaving its UEs idle.
 
 use mobicore_harness::userplane::StreamCheck;
 use mobicore_harness::{Network, NetworkConfig};
@@ -158,4 +159,31 @@ fn implicit_detach_then_service_reject_10_and_the_ue_attaches_again() {
     // TS 24.301 5.6.1.5 #10: the UE attaches again, by itself.
     assert!(net.attached(0), "{:?}", net.outcomes(0));
     assert_eq!(net.mme.stats().attached, 1);
+}
+
+#[test]
+fn an_enbs_s1_reset_leaves_its_ues_idle_and_registered_and_downlink_pages_them_back() {
+    let mut net = attached(3, NetworkConfig::default());
+    let now = net.now;
+    assert_eq!(net.enbs[0].reset_s1(now), Ok(3), "three connections dropped");
+    net.drive();
+    assert_eq!(net.enbs[0].resets_acknowledged(), 1, "RESET ACKNOWLEDGE came back");
+    let m = net.mme.counters();
+    assert_eq!((m.value("s1_reset_all"), m.value("s1_reset_ue")), (1, 3));
+    assert_eq!(net.mme.stats().attached, 3, "still EMM-REGISTERED");
+    for ue in 0..3 {
+        assert!(!connected(&net, ue), "UE {ue} still connected");
+        assert!(net.sgw_session(ue).unwrap().s1u_enb.is_none(), "UE {ue}'s S1-U bearer still at the S-GW");
+    }
+    // Downlink data pages UE 1 back; UE 2 comes back by itself.
+    net.send_downlink(1, 0);
+    net.drive();
+    assert_eq!(net.last_result(1, Procedure::PagingResponse), Some(Ok(())), "{:?}", net.outcomes(1));
+    assert_eq!(net.downlink_received(1), &[0]);
+    let now = net.now;
+    net.enbs[0].start_service_request(now, 2).unwrap();
+    net.drive();
+    assert_eq!(net.last_result(2, Procedure::ServiceRequest), Some(Ok(())), "{:?}", net.outcomes(2));
+    assert!(connected(&net, 1) && connected(&net, 2) && !connected(&net, 0));
+    assert_eq!(net.mme.counters().value("attach_complete"), 3, "no UE attached again");
 }

@@ -51,6 +51,9 @@ pub struct Enb {
     ho: handover::Handovers,
     /// Idle-mode deadlines and the paging index (idle.rs).
     idle: idle::IdleTimers,
+    /// An S1 RESET sent and not yet acknowledged; and how many were.
+    reset_pending: bool,
+    resets_acknowledged: u32,
 }
 
 impl Enb {
@@ -71,6 +74,8 @@ impl Enb {
             actions: VecDeque::new(),
             ho: handover::Handovers::default(),
             idle: idle::IdleTimers::default(),
+            reset_pending: false,
+            resets_acknowledged: 0,
         })
     }
 
@@ -299,6 +304,39 @@ impl Enb {
         self.request_release(index, CauseRadioNetwork::release_due_to_eutran_generated_reason);
     }
 
+    /// The eNB lost every UE-associated logical S1-connection (a restart of
+    /// its UE part): each UE with one is released to ECM-IDLE here, its
+    /// procedure in progress failed, and RESET of the whole interface asks
+    /// the MME to release them too (TS 36.413 8.7.1.2.2; TS 23.401 5.3.5:
+    /// the UEs stay registered, downlink data pages them). Returns how many
+    /// connections were dropped.
+    pub fn reset_s1(&mut self, now: Instant) -> Result<usize, EnbError> {
+        if !self.is_ready() {
+            return Err(EnbError::NotReady);
+        }
+        let connected: Vec<u64> = self.ues.iter().filter(|(_, c)| c.s1.is_some()).map(|(i, _)| *i).collect();
+        for &index in &connected {
+            self.drop_connection(index);
+            if let Some(ctx) = self.ues.get_mut(&index) {
+                ctx.deadline = None;
+                ctx.ue.abort(now, "S1 reset");
+                ctx.ue.connection_released(now);
+            }
+            self.drive(index);
+            self.released_to_idle(now, index);
+        }
+        self.stale.clear();
+        self.reset_pending = true;
+        let built = s1ap_build::reset_all(CauseRadioNetwork::unspecified);
+        self.push_pdu(0, built);
+        Ok(connected.len())
+    }
+
+    /// The RESET ACKNOWLEDGEs received for this eNB's RESETs.
+    pub fn resets_acknowledged(&self) -> u32 {
+        self.resets_acknowledged
+    }
+
     /// The SCTP association went down: every procedure in progress fails.
     pub fn association_lost(&mut self, now: Instant, reason: &str) {
         if matches!(self.s1, S1State::SetupPending { .. }) {
@@ -364,6 +402,13 @@ impl Enb {
                 }
             }
             Downlink::Paging(p) => self.paging(now, p),
+            Downlink::ResetAcknowledge => {
+                if std::mem::take(&mut self.reset_pending) {
+                    self.resets_acknowledged += 1;
+                } else {
+                    self.anomaly("RESET ACKNOWLEDGE without a RESET");
+                }
+            }
             Downlink::Handover(m) => self.handle_handover(now, m),
             Downlink::Other(name) => {
                 self.actions.push_back(EnbAction::Anomaly(format!("unhandled S1AP {name}")));

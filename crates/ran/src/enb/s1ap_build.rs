@@ -49,6 +49,18 @@ pub fn s1_setup_request(cell: &CellIdentity, name: &str) -> Result<Vec<u8>, Erro
     )?)
 }
 
+/// RESET of the whole S1 interface (9.1.8.1): the eNB lost its
+/// UE-associated logical S1-connections (TS 36.413 8.7.1.2.2).
+pub fn reset_all(cause: CauseRadioNetwork) -> Result<Vec<u8>, Error> {
+    encode(build_s1ap!(
+        InitiatingMessage,
+        Reset,
+        Reset,
+        Cause(Cause::radioNetwork(cause)),
+        ResetType(ResetType::s1_Interface(ResetAll::reset_all)),
+    )?)
+}
+
 /// INITIAL UE MESSAGE (9.1.7.1), with the RRC establishment cause and the
 /// S-TMSI (MMEC, M-TMSI) the UE gave, if any.
 pub fn initial_ue_message(

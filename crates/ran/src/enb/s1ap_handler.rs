@@ -35,6 +35,8 @@ pub enum Downlink {
         cause: Option<String>,
     },
     Paging(PagingRequest),
+    /// RESET ACKNOWLEDGE (9.1.8.2).
+    ResetAcknowledge,
     /// A message of the handover procedures (TS 36.413 8.4).
     Handover(super::handover::HandoverMessage),
     /// A message the emulated eNB does not handle, by name.
@@ -121,6 +123,7 @@ pub fn decode(data: &[u8]) -> Result<Downlink, S1apError> {
         }
         S1apPduKind::Initiating_ErrorIndication => Ok(error_indication(&pdu)),
         S1apPduKind::Initiating_Paging => paging(&pdu).map_err(|e| ies_error("Paging", e)),
+        S1apPduKind::Successful_Reset => Ok(Downlink::ResetAcknowledge),
         S1apPduKind::Successful_HandoverPreparation => handover(ho::decode_command(&pdu), "HandoverCommand"),
         S1apPduKind::Unsuccessful_HandoverPreparation => {
             handover(ho::decode_preparation_failure(&pdu), "HandoverPreparationFailure")

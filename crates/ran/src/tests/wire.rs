@@ -59,6 +59,8 @@ fn tshark_dissects_every_enb_message_without_error() {
     pdus.extend(sends(&mut enb).into_iter().map(|(_, p)| p));
     enb.handle_s1ap(now, 1, &release_command(id));
     pdus.extend(sends(&mut enb).into_iter().map(|(_, p)| p));
+    assert_eq!(enb.reset_s1(now), Ok(0));
+    pdus.extend(sends(&mut enb).into_iter().map(|(_, p)| p));
 
     let dir = std::env::temp_dir().join(format!("mobicore-ran-wire-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -79,6 +81,7 @@ fn tshark_dissects_every_enb_message_without_error() {
         "Authentication response",
         "InitialContextSetupResponse",
         "UEContextReleaseComplete",
+        "ResetType",
     ] {
         assert!(text.contains(expected), "no {expected} in the dissection");
     }
