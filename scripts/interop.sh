@@ -151,6 +151,20 @@ ie_names() {
 ROWS=()
 row() { ROWS+=("$1|$2|$3|$4|$5"); } # row NUMBER PEERS RESULT DETAIL TRAFFIC
 failed=0
+# finish_row NUMBER PEERS WHY DETAIL TRAFFIC: checks the row's capture, stops its processes and its
+# data network, and records PASS with DETAIL, or FAIL with WHY.
+finish_row() {
+  local why=$3
+  capture_check "row$1" >"$OUT/row$1.tshark" || why="${why:+$why; }$(cat "$OUT/row$1.tshark")"
+  stop_all
+  dn_down
+  if [ -z "$why" ]; then
+    row "$1" "$2" PASS "$4" "$5"
+  else
+    row "$1" "$2" FAIL "$why" "$5"
+    failed=1
+  fi
+}
 
 # ---- row 1: go-gtp MME -> our S/P-GW-C + UPF (S11, PFCP) ---------------------------------------
 row1() {
@@ -189,16 +203,8 @@ row1() {
     fi
     curl -s http://127.0.0.61:9101/metrics >"$LOGS/row1-spgwc.metrics"
   fi
-  capture_check row1 >"$OUT/row1.tshark" || why="${why:+$why; }$(cat "$OUT/row1.tshark")"
-  stop_all
-  dn_down
-  local traffic="s11mme's UEs: 3x5 UDP datagrams through our UPF to the DN and back (go-gtp GTP-U as the eNB), none after delete; gw-tester's eNB: none (its U-plane needs kernel GTP)"
-  if [ -z "$why" ]; then
-    row 1 "go-gtp gw-tester MME+eNB, go-gtp s11mme -> our S/P-GW-C+UPF" PASS "$detail" "$traffic"
-  else
-    row 1 "go-gtp gw-tester MME+eNB, go-gtp s11mme -> our S/P-GW-C+UPF" FAIL "$why" "$traffic"
-    failed=1
-  fi
+  finish_row 1 "go-gtp gw-tester MME+eNB, go-gtp s11mme -> our S/P-GW-C+UPF" "$why" "$detail" \
+    "s11mme's UEs: 3x5 UDP datagrams through our UPF to the DN and back (go-gtp GTP-U as the eNB), none after delete; gw-tester's eNB: none (its U-plane needs kernel GTP)"
 }
 
 # ---- row 2: our RAN + MME + HSS -> go-gtp SGW-C + PGW-C (S11, S5/S8-C between theirs) -----------
@@ -238,14 +244,7 @@ row2() {
       why="$detail; RAN: $ran_err; their SGW-C/PGW-C: ${sgw_err:-no error logged}"
     fi
   fi
-  capture_check row2 >"$OUT/row2.tshark" || why="${why:+$why; }$(cat "$OUT/row2.tshark")"
-  stop_all
-  if [ -z "$why" ]; then
-    row 2 "our RAN+MME+HSS -> go-gtp gw-tester SGW-C+PGW-C" PASS "$detail" "N/A: their U-plane needs kernel GTP"
-  else
-    row 2 "our RAN+MME+HSS -> go-gtp gw-tester SGW-C+PGW-C" FAIL "$why" "N/A: their U-plane needs kernel GTP"
-    failed=1
-  fi
+  finish_row 2 "our RAN+MME+HSS -> go-gtp gw-tester SGW-C+PGW-C" "$why" "$detail" "N/A: their U-plane needs kernel GTP"
 }
 
 # ---- row 3: pycrate_diameter S6a client -> our HSS ------------------------------------------------
@@ -261,14 +260,8 @@ row3() {
   elif ! "$VENV/bin/python" scripts/interop/s6a_client.py 127.0.0.81:3868 001010000003001 >"$LOGS/row3-s6a-client.log" 2>&1; then
     why="$(grep -m1 FAIL "$LOGS/row3-s6a-client.log" || tail -1 "$LOGS/row3-s6a-client.log")"
   fi
-  capture_check row3 >"$OUT/row3.tshark" || why="${why:+$why; }$(cat "$OUT/row3.tshark")"
-  stop_all
-  if [ -z "$why" ]; then
-    row 3 "pycrate_diameter S6a client -> our HSS" PASS "CER, AIR (vector checked), ULR with Terminal-Information, unknown IMSI 5001, DPR" "N/A: signalling only"
-  else
-    row 3 "pycrate_diameter S6a client -> our HSS" FAIL "$why" "N/A: signalling only"
-    failed=1
-  fi
+  finish_row 3 "pycrate_diameter S6a client -> our HSS" "$why" \
+    "CER, AIR (vector checked), ULR with Terminal-Information, unknown IMSI 5001, DPR" "N/A: signalling only"
 }
 
 # ---- row 5: pfcpsim (SD-Core's SGW-C/SMF simulator) -> our UPF (PFCP), traffic through it -------
@@ -317,16 +310,8 @@ row5() {
       why="our UPF counted $est sessions established and $del deleted, not $((2 * n)) each"
     detail="association, $n+$n sessions created/modified/deleted (PDRs with SDF filters, FARs, QERs, URRs), release"
   fi
-  capture_check row5 >"$OUT/row5.tshark" || why="${why:+$why; }$(cat "$OUT/row5.tshark")"
-  stop_all
-  dn_down
-  local traffic="$n x5 UDP datagrams per UE through our UPF to the DN and back (go-gtp GTP-U as the gNB), none after delete; allow/deny filters: allowed flow echoed, denied flow dropped"
-  if [ -z "$why" ]; then
-    row 5 "pfcpsim v1.4.0 (SD-Core SGW-C/SMF simulator) -> our UPF" PASS "$detail" "$traffic"
-  else
-    row 5 "pfcpsim v1.4.0 (SD-Core SGW-C/SMF simulator) -> our UPF" FAIL "$why" "$traffic"
-    failed=1
-  fi
+  finish_row 5 "pfcpsim v1.4.0 (SD-Core SGW-C/SMF simulator) -> our UPF" "$why" "$detail" \
+    "$n x5 UDP datagrams per UE through our UPF to the DN and back (go-gtp GTP-U as the gNB), none after delete; allow/deny filters: allowed flow echoed, denied flow dropped"
 }
 
 for r in ${rows//,/ }; do
