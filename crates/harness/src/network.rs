@@ -64,6 +64,10 @@ pub struct NetworkConfig {
     /// eNBs per tracking area (`[ran] enbs_per_tac`): eNB `i` has TAC
     /// `1 + i / n`; `None`: TAC 1 for all.
     pub enbs_per_tac: Option<u32>,
+    /// The APNs every subscriber has, the first the default; each also
+    /// needs an APN of the S/P-GW-C (`spgwc.apns`). Empty: the HSS's
+    /// default subscription ("internet").
+    pub apns: Vec<mobicore_hss::ApnProfile>,
 }
 
 impl Default for NetworkConfig {
@@ -82,6 +86,7 @@ impl Default for NetworkConfig {
             streams: 4,
             inactivity_timeout: None,
             enbs_per_tac: None,
+            apns: Vec::new(),
         }
     }
 }
@@ -170,8 +175,11 @@ impl Network {
         assert!(n_enbs > 0, "at least one eNB");
         let now = Instant::now();
         let store = SubscriberStore::in_memory();
-        let template =
+        let mut template =
             SubscriberTemplate { amf: cfg.plan.amf, sqn: cfg.hss_sqn.unwrap_or(cfg.plan.sqn), ..Default::default() };
+        if !cfg.apns.is_empty() {
+            template.apns = cfg.apns.clone();
+        }
         if n_ues > 0 {
             store
                 .import_range(&imsi_for(0, &cfg.plan), n_ues, cfg.plan.k, cfg.plan.opc, &template)

@@ -8,8 +8,10 @@
 //! - [`context`]: configuration, S1 state, per-UE context, actions.
 //! - [`s1ap_build`]: the messages the eNB sends.
 //! - [`s1ap_handler`]: decoding what the MME sends into [`s1ap_handler::Downlink`].
+//! - `erab`: E-RAB setup and release of PDN connections after attach.
 
 pub mod context;
+mod erab;
 pub mod handover;
 pub mod idle;
 pub mod s1ap_build;
@@ -402,6 +404,10 @@ impl Enb {
                 }
             }
             Downlink::Paging(p) => self.paging(now, p),
+            Downlink::ErabSetup { mme_ue_id, enb_ue_id, erabs } => self.erab_setup(now, mme_ue_id, enb_ue_id, erabs),
+            Downlink::ErabRelease { mme_ue_id, enb_ue_id, e_rab_ids, nas } => {
+                self.erab_release(now, mme_ue_id, enb_ue_id, e_rab_ids, nas)
+            }
             Downlink::ResetAcknowledge => {
                 if std::mem::take(&mut self.reset_pending) {
                     self.resets_acknowledged += 1;

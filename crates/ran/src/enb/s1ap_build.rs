@@ -49,6 +49,49 @@ pub fn s1_setup_request(cell: &CellIdentity, name: &str) -> Result<Vec<u8>, Erro
     )?)
 }
 
+/// E-RAB SETUP RESPONSE (9.1.3.2): the eNB's S1-U F-TEID of each E-RAB.
+pub fn erab_setup_response(mme_ue_id: u32, enb_ue_id: u32, erabs: &[ErabSetup]) -> Result<Vec<u8>, Error> {
+    let items = erabs
+        .iter()
+        .map(|e| {
+            let item = ERABSetupItemBearerSURes::new(
+                ERABID(e.e_rab_id.into()),
+                TransportLayerAddress(BitString::from(e.address.octets())),
+                GTPTEID(e.teid.to_be_bytes()),
+                None,
+            );
+            build_s1ap_ie!(IGNORE E_RABSetupItemBearerSURes(item))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    encode(build_s1ap!(
+        SuccessfulOutcome,
+        E_RABSetup,
+        ERABSetupResponse,
+        MME_UE_S1AP_ID(mme_ue_id),
+        eNB_UE_S1AP_ID(enb_ue_id),
+        E_RABSetupListBearerSURes(ERABSetupListBearerSURes(items)),
+    )?)
+}
+
+/// E-RAB RELEASE RESPONSE (9.1.3.6) of the E-RABs released.
+pub fn erab_release_response(mme_ue_id: u32, enb_ue_id: u32, e_rab_ids: &[u8]) -> Result<Vec<u8>, Error> {
+    let items = e_rab_ids
+        .iter()
+        .map(|&id| {
+            let item = ERABReleaseItemBearerRelComp::new(ERABID(id.into()), None);
+            build_s1ap_ie!(IGNORE E_RABReleaseItemBearerRelComp(item))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    encode(build_s1ap!(
+        SuccessfulOutcome,
+        E_RABRelease,
+        ERABReleaseResponse,
+        MME_UE_S1AP_ID(mme_ue_id),
+        eNB_UE_S1AP_ID(enb_ue_id),
+        E_RABReleaseListBearerRelComp(ERABReleaseListBearerRelComp(items)),
+    )?)
+}
+
 /// RESET of the whole S1 interface (9.1.8.1): the eNB lost its
 /// UE-associated logical S1-connections (TS 36.413 8.7.1.2.2).
 pub fn reset_all(cause: CauseRadioNetwork) -> Result<Vec<u8>, Error> {

@@ -37,6 +37,19 @@ pub enum Downlink {
     Paging(PagingRequest),
     /// RESET ACKNOWLEDGE (9.1.8.2).
     ResetAcknowledge,
+    /// E-RAB SETUP REQUEST (9.1.3.1): the bearer of a new PDN connection.
+    ErabSetup {
+        mme_ue_id: u32,
+        enb_ue_id: u32,
+        erabs: Vec<ErabToSetup>,
+    },
+    /// E-RAB RELEASE COMMAND (9.1.3.5), with the NAS PDU for the UE.
+    ErabRelease {
+        mme_ue_id: u32,
+        enb_ue_id: u32,
+        e_rab_ids: Vec<u8>,
+        nas: Option<Vec<u8>>,
+    },
     /// A message of the handover procedures (TS 36.413 8.4).
     Handover(super::handover::HandoverMessage),
     /// A message the emulated eNB does not handle, by name.
@@ -124,6 +137,8 @@ pub fn decode(data: &[u8]) -> Result<Downlink, S1apError> {
         S1apPduKind::Initiating_ErrorIndication => Ok(error_indication(&pdu)),
         S1apPduKind::Initiating_Paging => paging(&pdu).map_err(|e| ies_error("Paging", e)),
         S1apPduKind::Successful_Reset => Ok(Downlink::ResetAcknowledge),
+        S1apPduKind::Initiating_E_RABSetup => erab_setup(&pdu).map_err(|e| ies_error("E-RABSetupRequest", e)),
+        S1apPduKind::Initiating_E_RABRelease => erab_release(&pdu).map_err(|e| ies_error("E-RABReleaseCommand", e)),
         S1apPduKind::Successful_HandoverPreparation => handover(ho::decode_command(&pdu), "HandoverCommand"),
         S1apPduKind::Unsuccessful_HandoverPreparation => {
             handover(ho::decode_preparation_failure(&pdu), "HandoverPreparationFailure")
@@ -185,21 +200,54 @@ fn ics_request(pdu: &S1AP_PDU) -> R<Downlink> {
     let mut erabs = Vec::new();
     for item in pdu.items::<ie::E_RABToBeSetupListCtxtSUReq>() {
         let item = item?;
-        let address = item.transport_layer_address.0.as_octets();
-        // TS 36.414 5.3: 32 bits IPv4, 128 IPv6, 160 both (IPv4 first).
-        let sgw_address = match address.len() {
-            4 | 20 => Some(Ipv4Addr::new(address[0], address[1], address[2], address[3])),
-            _ => None,
-        };
         erabs.push(ErabToSetup {
             e_rab_id: u8::try_from(item.e_rab_id.0).unwrap_or(u8::MAX),
             qci: item.e_rab_level_qos_parameters.qci.0,
-            sgw_address,
+            sgw_address: ipv4_of(&item.transport_layer_address),
             sgw_teid: u32::from_be_bytes(item.gtp_teid.0),
             nas: item.nas_pdu.as_ref().map(|n| n.0.to_vec()),
         });
     }
     Ok(Downlink::InitialContextSetup(IcsRequest { mme_ue_id, enb_ue_id, kenb, ambr, erabs }))
+}
+
+/// The IPv4 part of a Transport Layer Address (TS 36.414 5.3: 32 bits
+/// IPv4, 128 IPv6, 160 both with IPv4 first).
+fn ipv4_of(a: &TransportLayerAddress) -> Option<Ipv4Addr> {
+    let o = a.0.as_octets();
+    matches!(o.len(), 4 | 20).then(|| Ipv4Addr::new(o[0], o[1], o[2], o[3]))
+}
+
+fn erab_setup(pdu: &S1AP_PDU) -> R<Downlink> {
+    extract_s1ap_ies!(pdu, ERABSetupRequest,
+        req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
+        req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
+    );
+    let mut erabs = Vec::new();
+    for item in pdu.items::<ie::E_RABToBeSetupListBearerSUReq>() {
+        let item = item?;
+        erabs.push(ErabToSetup {
+            e_rab_id: u8::try_from(item.e_rab_id.0).unwrap_or(u8::MAX),
+            qci: item.e_rab_level_qos_parameters.qci.0,
+            sgw_address: ipv4_of(&item.transport_layer_address),
+            sgw_teid: u32::from_be_bytes(item.gtp_teid.0),
+            nas: Some(item.nas_pdu.0.to_vec()),
+        });
+    }
+    Ok(Downlink::ErabSetup { mme_ue_id, enb_ue_id, erabs })
+}
+
+fn erab_release(pdu: &S1AP_PDU) -> R<Downlink> {
+    extract_s1ap_ies!(pdu, ERABReleaseCommand,
+        req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
+        req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
+        lax nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
+    );
+    let mut e_rab_ids = Vec::new();
+    for item in pdu.items::<ie::E_RABToBeReleasedList>() {
+        e_rab_ids.push(u8::try_from(item?.e_rab_id.0).unwrap_or(u8::MAX));
+    }
+    Ok(Downlink::ErabRelease { mme_ue_id, enb_ue_id, e_rab_ids, nas })
 }
 
 fn paging(pdu: &S1AP_PDU) -> R<Downlink> {

@@ -61,6 +61,11 @@ fn tshark_dissects_every_enb_message_without_error() {
     pdus.extend(sends(&mut enb).into_iter().map(|(_, p)| p));
     assert_eq!(enb.reset_s1(now), Ok(0));
     pdus.extend(sends(&mut enb).into_iter().map(|(_, p)| p));
+    // The answers of a PDN connection after attach (E-RAB setup, release).
+    use crate::enb::s1ap_build::{erab_release_response, erab_setup_response, ErabSetup};
+    let setup = ErabSetup { e_rab_id: 6, address: std::net::Ipv4Addr::new(127, 0, 0, 9), teid: 0x1234 };
+    pdus.push(erab_setup_response(5, 1, &[setup]).unwrap());
+    pdus.push(erab_release_response(5, 1, &[6]).unwrap());
 
     let dir = std::env::temp_dir().join(format!("mobicore-ran-wire-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -82,6 +87,8 @@ fn tshark_dissects_every_enb_message_without_error() {
         "InitialContextSetupResponse",
         "UEContextReleaseComplete",
         "ResetType",
+        "E-RABSetupResponse",
+        "E-RABReleaseResponse",
     ] {
         assert!(text.contains(expected), "no {expected} in the dissection");
     }

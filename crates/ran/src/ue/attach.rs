@@ -25,6 +25,10 @@ pub enum StartError {
     Connected,
     #[error("UE has no EPS security context")]
     NoSecurityContext,
+    #[error("not an APN: {0:?}")]
+    BadApn(String),
+    #[error("not an EPS bearer identity: {0}")]
+    BadEbi(u8),
 }
 
 impl Ue {
@@ -47,6 +51,7 @@ impl Ue {
         self.emm = EmmState::RegisteredInitiated;
         self.secured_connection = false;
         self.bearer = None;
+        self.pdns.clear();
         self.kenb = None;
         let (identity, ksi) = match (&self.guti, &self.security) {
             (Some(guti), Some(sec)) => (NasEpsMobileIdentity::from_guti(*guti), KeySetIdentifier::Native(sec.ksi)),

@@ -13,12 +13,14 @@
 //! - [`idle`]: ECM-IDLE: the connection, T3412, the cell, a pending attach
 //! - [`service_request`]: SERVICE REQUEST / REJECT, paging response (5.6.1, 5.6.2)
 //! - [`tau`]: tracking area updating, periodic and normal (5.5.3)
+//! - [`pdn`]: PDN connections after attach, made and given up (6.5.1, 6.5.2)
 
 pub mod attach;
 pub mod authentication;
 pub mod detach;
 pub mod handover;
 pub mod idle;
+pub mod pdn;
 pub mod security;
 pub mod security_mode;
 pub mod service_request;
@@ -58,6 +60,12 @@ pub enum Procedure {
     /// S1 release to ECM-IDLE, from the eNB's UE CONTEXT RELEASE REQUEST
     /// to the UE CONTEXT RELEASE COMMAND (measured by the driver).
     Release,
+    /// UE-requested PDN connectivity after attach, from the REQUEST to the
+    /// ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST.
+    PdnConnectivity,
+    /// UE-requested PDN disconnect, from the REQUEST to the DEACTIVATE EPS
+    /// BEARER CONTEXT REQUEST.
+    PdnDisconnect,
 }
 
 impl Procedure {
@@ -72,6 +80,8 @@ impl Procedure {
             Procedure::Tau => "tau",
             Procedure::PeriodicTau => "periodic_tau",
             Procedure::Release => "release",
+            Procedure::PdnConnectivity => "pdn_connectivity",
+            Procedure::PdnDisconnect => "pdn_disconnect",
         }
     }
 }
@@ -121,6 +131,8 @@ pub enum Waiting {
     TauAccept,
     /// TAU ACCEPT of a TAU with the active flag.
     TauAcceptActive,
+    /// The network's answer to a PDN CONNECTIVITY or DISCONNECT REQUEST.
+    EsmAnswer,
 }
 
 struct Running {
@@ -158,6 +170,11 @@ pub struct Ue {
     /// The NH chain of `kenb` (handover.rs).
     as_keys: Option<handover::AsKeyChain>,
     idle: idle::IdleState,
+    /// PDN connections made after attach, the last PTI used and the ESM
+    /// procedure waiting for its answer (pdn.rs).
+    pdns: Vec<pdn::PdnConnection>,
+    pti: u8,
+    esm: Option<pdn::EsmPending>,
     actions: VecDeque<UeAction>,
 }
 
@@ -182,6 +199,9 @@ impl Ue {
             kenb: None,
             as_keys: None,
             idle: idle::IdleState::default(),
+            pdns: Vec::new(),
+            pti: ATTACH_PTI,
+            esm: None,
             actions: VecDeque::new(),
         }
     }
@@ -282,6 +302,18 @@ impl Ue {
                 }
                 other => self.problem(now, format!("unexpected downlink {:?}", other.message_type())),
             },
+            NasEpsMessage::Esm(h, NasEsmMessage::ActivateDefaultEpsBearerContextRequest(act)) => {
+                self.handle_activate_default(now, h.procedure_transaction_identity, h.eps_bearer_identity, &act)
+            }
+            NasEpsMessage::Esm(h, NasEsmMessage::DeactivateEpsBearerContextRequest(_)) => {
+                self.handle_deactivate(now, h.eps_bearer_identity)
+            }
+            NasEpsMessage::Esm(h, NasEsmMessage::PdnConnectivityReject(r)) => {
+                self.handle_esm_reject(now, h.procedure_transaction_identity, "PDN CONNECTIVITY REJECT", &r.esm_cause)
+            }
+            NasEpsMessage::Esm(h, NasEsmMessage::PdnDisconnectReject(r)) => {
+                self.handle_esm_reject(now, h.procedure_transaction_identity, "PDN DISCONNECT REJECT", &r.esm_cause)
+            }
             NasEpsMessage::Esm(header, NasEsmMessage::EsmInformationRequest(_)) => {
                 // TS 24.301 6.6.1.2.3: answer with what the UE has (nothing).
                 let reply =
@@ -346,6 +378,9 @@ impl Ue {
 
     fn finish(&mut self, now: Instant, result: Result<(), String>) {
         if let Some(r) = self.running.take() {
+            if matches!(r.procedure, Procedure::PdnConnectivity | Procedure::PdnDisconnect) {
+                self.esm = None;
+            }
             let result = result.map_err(|reason| {
                 if r.notes.is_empty() {
                     reason
