@@ -515,9 +515,9 @@ impl Router {
 mod tests {
     use super::*;
     use crate::balancer::{Estimation, Loads};
-    use std::collections::BTreeMap;
     use crate::procedure::Profiles;
     use crate::Scheme;
+    use std::collections::BTreeMap;
 
     fn router(scheme: Scheme, hosts: &[u32]) -> Router {
         let balancer: Box<dyn crate::balancer::Balancer> = match scheme {

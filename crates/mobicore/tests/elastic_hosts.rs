@@ -454,8 +454,8 @@ impl Cluster {
 
     /// Start it up to the RAN's S1 Setup.
     async fn boot(replication: &str, o: Options) -> Cluster {
-        let redis = (o.store == "redis")
-            .then(|| RedisServer::start().expect("redis-server (apt-get install redis-server)"));
+        let redis =
+            (o.store == "redis").then(|| RedisServer::start().expect("redis-server (apt-get install redis-server)"));
         let mut procs = Procs::default();
 
         // HSS, UPF (PFCP only) and S/P-GW-C here; the monolithic MME that
@@ -818,13 +818,17 @@ fn sessions(ran: &mobicore_ran::Ran) -> BTreeMap<u64, (std::net::Ipv4Addr, Strin
 /// host (the heir it would have); the busiest host is killed; its heir
 /// takes its copy into its own store and serves every UE of it from
 /// there: each comes back from idle by a service request with its S-TMSI
-/// (its GUTI known to the heir) and the same S-GW session (no session
-/// created; the same address and S-GW tunnel), no new attach; then their
-/// next procedures (release, TAU, detach) succeed too.
+/// (its GUTI known to the heir) and the same S-GW session (the same
+/// address and S-GW tunnel), no new attach. Then the heir is killed too:
+/// the last host, its replica host (re-seeded with a full copy when the
+/// first host went, the inherited records in it), serves every UE the
+/// same way; then their next procedures (release, TAU, detach) succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_cold_a_killed_hosts_ues_are_served_from_its_heirs_copy_without_attach() {
+async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_attach() {
     let mut c = Cluster::start("cold", Options { store: "local", ..DEFAULT }).await;
     assert_eq!(c.attached.len() as u64, UES);
+    // Every UE idle at its host (the record of the release written).
+    c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
     let (victim, _) = c.kill_busiest();
     let served = c.ues_on[&victim];
     assert!(served > 0);
@@ -838,6 +842,27 @@ async fn local_cold_a_killed_hosts_ues_are_served_from_its_heirs_copy_without_at
     assert_eq!(taken_over, served, "the heir loaded each of the victim's UEs once");
     assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_not_in_store").await, 0);
     assert_eq!(sessions(&c.ran), c.attached, "every UE kept its address and S-GW tunnel: its session");
+
+    // Idle again, every record written; then the heir goes too.
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    let released = UES - served + UES;
+    c.wait_others(victim, "mobicore_mme_ue_context_release_complete", released).await;
+    let mut heir = 0;
+    for (&id, &m) in &c.metrics {
+        if id != victim && counter(m, "mobicore_mme_host_ue_taken_over").await > 0 {
+            heir = id;
+        }
+    }
+    kill_host(&mut c.procs, &c.fe, heir);
+    let last = *c.metrics.keys().find(|&&id| id != victim && id != heir).unwrap();
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    let m = c.metrics[&last];
+    assert_eq!(counter(m, "mobicore_mme_host_ue_taken_over").await, UES - c.ues_on[&last], "both hosts' UEs");
+    assert_eq!(counter(m, "mobicore_mme_host_ue_not_in_store").await, 0);
+    assert_eq!(counter(m, "mobicore_mme_replica_inherit_no_copy").await, 0);
+    assert_eq!(sessions(&c.ran), c.attached, "every UE kept its session");
 
     for phase in [Phase::Release, Phase::Tau] {
         let r = c.ran.phase(phase).await.unwrap();

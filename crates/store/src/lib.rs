@@ -82,8 +82,8 @@
 mod embedded;
 mod log;
 pub mod redis_server;
-pub mod replica;
 mod redis_store;
+pub mod replica;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -43,9 +43,16 @@ const BATCH_HEADER: usize = 1 + 1 + 8 + 4;
 /// One replicated write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Put { key: String, version: u64, value: Vec<u8> },
+    Put {
+        key: String,
+        version: u64,
+        value: Vec<u8>,
+    },
     /// The key is deleted; `version` is the one it removed.
-    Delete { key: String, version: u64 },
+    Delete {
+        key: String,
+        version: u64,
+    },
 }
 
 impl Op {
@@ -286,7 +293,10 @@ impl Sender {
             *seq += 1;
             s.stats.batches += 1;
             s.stats.ops += batch.len() as u64;
-            s.out.push_back((target, ReplicaMsg::Batch { reset: std::mem::take(reset), seq: n, ops: std::mem::take(batch) }));
+            s.out.push_back((
+                target,
+                ReplicaMsg::Batch { reset: std::mem::take(reset), seq: n, ops: std::mem::take(batch) },
+            ));
         };
         for op in ops {
             let l = op.encoded_len();
@@ -595,9 +605,8 @@ mod tests {
         // A large full copy goes in several batches, each within the bound.
         let mut s = Sender::new();
         let big = "x".repeat(1000);
-        let snap: Vec<(String, Versioned)> = (0..200)
-            .map(|i| (format!("k{i}"), Versioned { value: big.as_bytes().to_vec(), version: 1 }))
-            .collect();
+        let snap: Vec<(String, Versioned)> =
+            (0..200).map(|i| (format!("k{i}"), Versioned { value: big.as_bytes().to_vec(), version: 1 })).collect();
         s.set_targets(&[2], &snap);
         let out = drain(&mut s);
         assert!(out.len() >= 3);

@@ -839,7 +839,8 @@ mod tests {
         let mut told = HashMap::new();
         for h in 1..=3u32 {
             let f = sent_all(q.get_mut(&h).unwrap());
-            let Some(Frame::ReplicateTo { hosts }) = f.into_iter().rev().find(|f| matches!(f, Frame::ReplicateTo { .. }))
+            let Some(Frame::ReplicateTo { hosts }) =
+                f.into_iter().rev().find(|f| matches!(f, Frame::ReplicateTo { .. }))
             else {
                 panic!("host {h} told nothing")
             };
@@ -851,12 +852,20 @@ mod tests {
         // its answer goes back; a replica message for no host is dropped.
         let batch = ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![] };
         let to = told[&2];
-        st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Replica { peer: to as u8, msg: batch.clone() } });
+        st.on_host(HostEvent::Frame {
+            host: HostId(2),
+            conn: 12,
+            frame: Frame::Replica { peer: to as u8, msg: batch.clone() },
+        });
         assert_eq!(sent_all(q.get_mut(&to).unwrap()), [Frame::Replica { peer: 2, msg: batch }]);
         let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
         st.on_host(HostEvent::Frame { host: HostId(to), conn: 10 + u64::from(to), frame: resync });
         assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::Replica { peer: to as u8, msg: ReplicaMsg::Resync }]);
-        st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Replica { peer: 9, msg: ReplicaMsg::Forget } });
+        st.on_host(HostEvent::Frame {
+            host: HostId(2),
+            conn: 12,
+            frame: Frame::Replica { peer: 9, msg: ReplicaMsg::Forget },
+        });
         assert_eq!(st.counters.value("frontend_replica_no_host"), 1);
 
         // Host 2 dies: its heir, the host it replicated to, inherits first,
@@ -864,7 +873,8 @@ mod tests {
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
         assert_eq!(st.router.heir(HostId(2)), Some(HostId(to)));
         st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"ics response"));
-        let mut after: HashMap<u32, Vec<Frame>> = [1, 3].into_iter().map(|h| (h, sent_all(q.get_mut(&h).unwrap()))).collect();
+        let mut after: HashMap<u32, Vec<Frame>> =
+            [1, 3].into_iter().map(|h| (h, sent_all(q.get_mut(&h).unwrap()))).collect();
         let f: Vec<Frame> = after[&to].iter().filter(|f| !matches!(f, Frame::ReplicateTo { .. })).cloned().collect();
         let inherit = f.iter().position(|f| *f == Frame::Inherit { host: 2 }).expect("told to inherit");
         assert_eq!(f.iter().position(|f| *f == s1(b"ics response")), Some(f.len() - 1));

@@ -343,7 +343,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let (tx, rx) = watch::channel(false);
     let load =
         host::LoadReporting { every: std::time::Duration::from_millis(a.load_every_ms.max(1)), budget: a.cpu_max };
-    let task = tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11.local_addr, load, counters, rx));
+    let task =
+        tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11.local_addr, load, counters, rx));
     tokio::select! {
         r = task => r?,
         _ = tokio::signal::ctrl_c() => {
