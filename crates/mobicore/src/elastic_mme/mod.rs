@@ -2,7 +2,8 @@
 //! (`mobicore mme-frontend`, [`frontend`]) that the eNBs see as their MME,
 //! and MME hosts (`mobicore mme-host`, [`host`]), each a process running
 //! the MME core for the UEs routed to it, their contexts in a store shared
-//! through Redis. The routing itself is sans-I/O
+//! through Redis or in its own store replicated to its replica host
+//! ([`replica`]). The routing itself is sans-I/O
 //! ([`mobicore_elastic::router`]); [`keys`] reads what it needs of S1AP;
 //! [`wire`] is the front end <-> host link; [`load`] what a host reports
 //! for the balancer, [`cgroup`] its CPU budget; [`scaling`] the EPS
