@@ -28,8 +28,8 @@
 //! A batch is at most [`MAX_BATCH_LEN`] octets encoded (a write longer
 //! than fits alone is not sent, [`SenderStats::too_large`]); the copies
 //! of all senders together at most `max_bytes` of keys and values
-//! ([`Copies::new`]): a put beyond is dropped and counted, and the copy
-//! marked broken. A message that does not decode is a [`ReplicaError`].
+//! ([`Copies::new`], each key with an overhead): a put beyond is dropped
+//! and counted, and the copy marked broken. A message that does not decode is a [`ReplicaError`].
 
 use crate::{Change, Versioned, MAX_KEY_LEN};
 use std::collections::BTreeMap;
@@ -349,8 +349,12 @@ struct Copy {
     asked: bool,
 }
 
+/// What one key held costs against the bound: its key, value, and the
+/// map's own share, so that empty values too are bounded in number.
+const ENTRY_OVERHEAD: usize = 64;
+
 fn entry_len(key: &str, value: &[u8]) -> usize {
-    key.len() + value.len()
+    key.len() + value.len() + ENTRY_OVERHEAD
 }
 
 /// The copies one host keeps of other hosts' stores, by sender.
@@ -368,7 +372,7 @@ impl Copies {
         Copies { copies: BTreeMap::new(), max_bytes, bytes: 0, stats: CopyStats::default() }
     }
 
-    /// Keys and values held, octets.
+    /// Keys and values held, octets (each key with an overhead).
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -590,7 +594,7 @@ mod tests {
 
     #[test]
     fn copies_are_bounded_and_batches_too() {
-        let mut c = Copies::new(10);
+        let mut c = Copies::new(10 + ENTRY_OVERHEAD);
         let b = ReplicaMsg::Batch {
             reset: true,
             seq: 0,
@@ -601,7 +605,7 @@ mod tests {
         };
         assert_eq!(c.receive(1, b), None, "over the bound: no resync, it would be dropped again");
         assert_eq!(c.stats.over_bound, 1);
-        assert_eq!((c.bytes(), c.holds(1)), (7, Some((1, false))));
+        assert_eq!((c.bytes(), c.holds(1)), (7 + ENTRY_OVERHEAD, Some((1, false))));
         // A large full copy goes in several batches, each within the bound.
         let mut s = Sender::new();
         let big = "x".repeat(1000);
