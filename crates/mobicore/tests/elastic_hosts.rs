@@ -1236,6 +1236,75 @@ async fn scale_out_and_in_under_load(replication: &str) {
     c.finish().await;
 }
 
+/// Host-local stores while scaling (cold, two hosts to start with): a
+/// third host joins (the front end tells each host its replica host anew,
+/// and a host whose replica host changed seeds the new one with a full
+/// copy), then host 1 is drained: its heir takes host 1's records from
+/// its copy, and every UE of host 1 comes back by a service request there
+/// with its GUTI and session, no new attach; then every UE's TAU and
+/// detach succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_a_host_joins_then_a_drained_hosts_ues_are_served_from_its_heirs_copy() {
+    let o = Options { hosts: 2, scheme: "rr", store: "local", ..DEFAULT };
+    let mut c = Cluster::boot("cold", o).await;
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, UES, "{:?}", c.ran.report().failures);
+    c.attached = sessions(&c.ran);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
+    let on = c.attached_per_host().await;
+    assert!(on[&1] > 0 && on[&2] > 0, "{on:?}");
+
+    // Scale out: host 3 joins and replicates to its own replica host.
+    let (status, started) = admin(c.admin, "POST", "/v1/hosts").await;
+    assert_eq!(status, 202, "{started}");
+    let _host3 = KillOnDrop(started["pid"].as_u64().unwrap() as u32);
+    let m = fe_line(&c.fe, "host 3 ready", |l| {
+        l.starts_with("mme-host 3 ready").then(|| field(l, "metrics").map(str::to_string)).flatten()
+    })
+    .await;
+    fe_line(&c.fe, "host 3 up", |l| (l == "mme-frontend: host3 up").then_some(())).await;
+    let m3: SocketAddr = m.parse().unwrap();
+    c.metrics.insert(3, m3);
+    let end = Instant::now() + LIMIT;
+    while counter(m3, "mobicore_mme_replica_full_copies_sent").await == 0 {
+        assert!(Instant::now() < end, "host 3 never told its replica host");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Scale in: host 1 drained (no procedure runs), then stopped.
+    let (status, body) = admin(c.admin, "POST", "/v1/hosts/1/drain").await;
+    assert_eq!(status, 202, "{body}");
+    let heir = fe_line(&c.fe, "host 1 drained", |l| {
+        let rest = l.strip_prefix("mme-frontend: host1 ")?;
+        assert!(!rest.starts_with("drain forced"), "{l}");
+        rest.strip_prefix("drained (heir host")?.split(',').next()?.parse::<u32>().ok()
+    })
+    .await;
+    assert!(heir == 2 || heir == 3, "{heir}");
+    let status = c.procs.wait_exit("host1").await;
+    assert!(status.success(), "host 1 exits when told: {status}");
+    c.metrics.remove(&1);
+
+    // Every UE comes back; host 1's through the heir, from its copy.
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    let h = c.metrics[&heir];
+    assert_eq!(counter(h, "mobicore_mme_replica_inherit_no_copy").await, 0);
+    assert_eq!(counter(h, "mobicore_mme_replica_inherit_incomplete").await, 0);
+    assert_eq!(counter(h, "mobicore_mme_host_ue_taken_over").await, on[&1], "the heir loaded each of host 1's UEs");
+    assert_eq!(c.counter_of_others(1, "mobicore_mme_host_ue_not_in_store").await, 0);
+    assert_eq!(sessions(&c.ran), c.attached, "every UE kept its session");
+
+    for phase in [Phase::Release, Phase::Tau] {
+        let r = c.ran.phase(phase).await.unwrap();
+        assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
+    }
+    c.ran.settle_idle().await.unwrap();
+    c.finish().await;
+}
+
 /// The EPS controller on its own (`--autoscale`, seed 004 5.2: "scale
 /// down hosts if the total available CPU across MME hosts is high"): two
 /// idle hosts have about two cores spare, over the 1.5 it keeps, for its

@@ -504,11 +504,15 @@ impl State {
                     if let Some(h) = self.hosts.remove(&host) {
                         self.s11_hosts.remove(&h.s11);
                     }
+                    // A drained host was handed on when it said so.
+                    let live = self.router.is_live(host);
                     self.router.host_down(host);
                     if let Some(c) = &mut self.controller {
                         c.host_down(host);
                     }
-                    self.handed_on(host);
+                    if live {
+                        self.handed_on(host);
+                    }
                     // A draining host that died: its held messages go to the heir.
                     self.release_held(host);
                     self.counters.incr("frontend_host_down");
@@ -899,6 +903,9 @@ mod tests {
     #[test]
     fn a_drained_hosts_new_procedures_wait_for_it_then_go_to_its_heir() {
         let (mut st, mut q) = state_with_queues();
+        for rx in q.values_mut() {
+            sent_all(rx);
+        }
         let now = Instant::now();
         let (status, body) = st.command(now, Command::Drain(HostId(2)));
         assert_eq!(status, 202, "{body}");
@@ -912,18 +919,22 @@ mod tests {
         assert_eq!(sent(q.get_mut(&2).unwrap()), [s1(b"ics response")]);
         assert_eq!(st.held.len(), 1);
 
-        // Drained: told to stop; the held message and the next ones go to the heir.
+        // Drained: told to stop; the held message and the next ones go to
+        // the heir, told first to inherit (once, not again at the close).
         st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Drained });
         assert_eq!(sent(q.get_mut(&2).unwrap()), [Frame::Stop]);
         let heir = st.router.heir(HostId(2)).unwrap();
-        assert_eq!(sent(q.get_mut(&heir.0).unwrap()), [s1(b"service request")]);
+        let f = sent_all(q.get_mut(&heir.0).unwrap());
+        assert_eq!(f.iter().filter(|f| matches!(f, Frame::Inherit { .. })).count(), 1, "{f:?}");
+        assert_eq!(f.last(), Some(&s1(b"service request")));
         st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"release request"));
         assert_eq!(sent(q.get_mut(&heir.0).unwrap()), [s1(b"release request")]);
         let hosts: serde_json::Value = serde_json::from_str(&st.command(now, Command::Hosts).1).unwrap();
         assert_eq!(hosts["hosts"][1]["state"], "drained", "{hosts}");
-        // It exits: gone.
+        // It exits: gone (its heir is not told to inherit again).
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
         assert!(!st.hosts.contains_key(&HostId(2)));
+        assert!(!sent_all(q.get_mut(&heir.0).unwrap()).contains(&Frame::Inherit { host: 2 }));
 
         // One that does not drain in time is stopped as it stands; the
         // last host taking new UEs is not drained.
