@@ -139,3 +139,83 @@ impl LocalReplica {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hosts 1 and 2 with their own stores; what each queued for the
+    /// front end is relayed as the front end does.
+    struct Pair {
+        stores: [Store; 2],
+        hosts: [LocalReplica; 2],
+        out: [(mpsc::Sender<Frame>, mpsc::Receiver<Frame>); 2],
+    }
+
+    impl Pair {
+        fn new() -> Pair {
+            let stores = [Store::memory_with_feed(), Store::memory_with_feed()];
+            let hosts =
+                [1, 2].map(|h| LocalReplica::new(h, stores[usize::from(h) - 1].clone(), 1 << 20, Counters::new()));
+            Pair { stores, hosts, out: [mpsc::channel(64), mpsc::channel(64)] }
+        }
+
+        /// Relays every Replica frame queued, until none is.
+        async fn relay(&mut self) -> usize {
+            let mut n = 0;
+            loop {
+                let mut moved = false;
+                for from in 0..2 {
+                    while let Ok(Frame::Replica { peer, msg }) = self.out[from].1.try_recv() {
+                        let to = usize::from(peer) - 1;
+                        let f = Frame::Replica { peer: from as u8 + 1, msg };
+                        self.hosts[to].on_frame(f, &self.out[to].0).await;
+                        (moved, n) = (true, n + 1);
+                    }
+                }
+                if !moved {
+                    return n;
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_heir_takes_the_gone_hosts_copy_into_its_own_store_and_replicates_it_on() {
+        let mut p = Pair::new();
+        p.stores[0].put("mme/ue/1", b"a").await.unwrap();
+        // Host 1 replicates to host 2 (a full copy first), host 2 to host 1.
+        for (h, to) in [(0, 2), (1, 1)] {
+            p.hosts[h].on_frame(Frame::ReplicateTo { hosts: vec![to] }, &p.out[h].0).await;
+        }
+        assert_eq!(p.relay().await, 2);
+        p.stores[0].put("mme/ue/1", b"b").await.unwrap();
+        p.stores[0].put("mme/ue/2", b"c").await.unwrap();
+        // The same IMSI attached again at host 2: its own record.
+        p.stores[1].put("mme/ue/2", b"own").await.unwrap();
+        for h in 0..2 {
+            p.hosts[h].flush(&p.out[h].0);
+        }
+        assert_eq!(p.relay().await, 2);
+        assert_eq!(p.hosts[1].copies.holds(1), Some((2, true)));
+
+        // Host 1 is gone: host 2 inherits; its own record stays.
+        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        let value = |s: &Store, k: &'static str| {
+            let s = s.clone();
+            async move { s.get(k).await.unwrap().map(|v| v.value) }
+        };
+        assert_eq!(value(&p.stores[1], "mme/ue/1").await, Some(b"b".to_vec()));
+        assert_eq!(value(&p.stores[1], "mme/ue/2").await, Some(b"own".to_vec()));
+        assert_eq!(p.hosts[1].counters.value("replica_inherit_kept_own"), 1);
+        assert_eq!(p.hosts[1].copies.holds(1), None);
+        // What it inherited goes on to its own replica host (here host 1's
+        // copy of host 2), as any write of its own.
+        p.hosts[1].flush(&p.out[1].0);
+        assert_eq!(p.relay().await, 1);
+        assert_eq!(p.hosts[0].copies.holds(2), Some((2, true)));
+        // Inheriting with no copy is counted, not a failure.
+        p.hosts[1].on_frame(Frame::Inherit { host: 9 }, &p.out[1].0).await;
+        assert_eq!(p.hosts[1].counters.value("replica_inherit_no_copy"), 1);
+    }
+}
