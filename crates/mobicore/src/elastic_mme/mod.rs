@@ -91,7 +91,8 @@ pub struct FrontendArgs {
     pub drain_within_ms: u64,
     /// Arguments of every mme-host the front end starts (besides --id,
     /// --frontend, --frontend-s11, which it gives): e.g. -- --config
-    /// host.toml --store redis://127.0.0.1:6379 --replication cold.
+    /// host.toml --store redis://127.0.0.1:6379 --replication cold, or
+    /// --store local --replication hot (host-local replicated stores).
     #[arg(last = true)]
     pub host_args: Vec<String>,
 }
@@ -136,7 +137,7 @@ pub struct HostArgs {
     /// in replica_over_bound).
     #[arg(long, default_value_t = 256)]
     pub replica_max_mib: usize,
-    /// Keys in the store under this namespace (the same for every host).
+    /// Keys in the Redis store under this namespace (the same for every host).
     #[arg(long, default_value = "mobicore")]
     pub namespace: String,
     /// When a UE's record is written to the store (with --store local,
