@@ -265,12 +265,14 @@ impl Drop for S11Tap {
     }
 }
 
-/// kill -9 host `id`, and wait until the front end has seen it go.
-fn kill_host(procs: &mut Procs, fe: &mpsc::Receiver<String>, id: u32) {
+/// kill -9 host `id`, and wait until the front end has seen it go; the
+/// heir it named (0 for none).
+fn kill_host(procs: &mut Procs, fe: &mpsc::Receiver<String>, id: u32) -> u32 {
     procs.kill(&format!("host{id}"));
     wait_line(fe, "the front end to see the host gone", |l| {
-        l.starts_with(&format!("mme-frontend: host{id} down")).then_some(())
-    });
+        let rest = l.strip_prefix(&format!("mme-frontend: host{id} down"))?;
+        Some(rest.strip_prefix(" (heir host").and_then(|h| h.trim_end_matches(')').parse().ok()).unwrap_or(0))
+    })
 }
 
 /// SCTP over UDP (RFC 6951) between the RAN and the front end, relayed by
@@ -637,6 +639,31 @@ impl Cluster {
         assert_eq!(hosts, [1, 2, 3], "UEs on every host: {:?}", self.ues_on);
     }
 
+    /// With host-local stores: host `heir` took each of `taken` UEs of a
+    /// gone host from its copy of the gone host's records (no record
+    /// missing, every UE found), and every UE kept its session.
+    async fn check_served_from_copy(&self, heir: u32, taken: u64) {
+        let m = self.metrics[&heir];
+        assert_eq!(counter(m, "mobicore_mme_replica_inherit_no_copy").await, 0);
+        assert_eq!(counter(m, "mobicore_mme_replica_inherit_incomplete").await, 0);
+        assert!(counter(m, "mobicore_mme_replica_inherited").await >= taken, "the records inherited");
+        assert_eq!(counter(m, "mobicore_mme_host_ue_taken_over").await, taken, "the heir loaded each UE once");
+        for &m in self.metrics.values() {
+            assert_eq!(counter(m, "mobicore_mme_host_ue_not_in_store").await, 0);
+        }
+        assert_eq!(sessions(&self.ran), self.attached, "every UE kept its address and S-GW tunnel: its session");
+    }
+
+    /// Every (connected) UE's release and TAU, then [`Cluster::finish`].
+    async fn release_tau_and_finish(mut self) {
+        for phase in [Phase::Release, Phase::Tau] {
+            let r = self.ran.phase(phase).await.unwrap();
+            assert_eq!((r.succeeded, r.failed), (self.ues, 0), "{phase:?}: {:?}", self.ran.report().failures);
+        }
+        self.ran.settle_idle().await.unwrap();
+        self.finish().await;
+    }
+
     /// The shared store (Redis).
     fn shared(&self) -> &Store {
         self.store.as_ref().expect("a shared store")
@@ -829,47 +856,24 @@ async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_
     assert_eq!(c.attached.len() as u64, UES);
     // Every UE idle at its host (the record of the release written).
     c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
-    let (victim, _) = c.kill_busiest();
-    let served = c.ues_on[&victim];
-    assert!(served > 0);
+    let (&victim, &served) = c.ues_on.iter().max_by_key(|(_, &n)| n).unwrap();
+    let heir = kill_host(&mut c.procs, &c.fe, victim);
+    c.metrics.remove(&victim);
 
     let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
-    assert_eq!(c.counter_of_others(victim, "mobicore_mme_replica_inherit_no_copy").await, 0);
-    assert_eq!(c.counter_of_others(victim, "mobicore_mme_replica_inherit_incomplete").await, 0);
-    assert!(c.counter_of_others(victim, "mobicore_mme_replica_inherited").await >= served, "its records inherited");
-    let taken_over = c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await;
-    assert_eq!(taken_over, served, "the heir loaded each of the victim's UEs once");
-    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_not_in_store").await, 0);
-    assert_eq!(sessions(&c.ran), c.attached, "every UE kept its address and S-GW tunnel: its session");
+    c.check_served_from_copy(heir, served).await;
 
     // Idle again, every record written; then the heir goes too.
     let r = c.ran.phase(Phase::Release).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
-    let released = UES - served + UES;
-    c.wait_others(victim, "mobicore_mme_ue_context_release_complete", released).await;
-    let mut heir = 0;
-    for (&id, &m) in &c.metrics {
-        if id != victim && counter(m, "mobicore_mme_host_ue_taken_over").await > 0 {
-            heir = id;
-        }
-    }
-    kill_host(&mut c.procs, &c.fe, heir);
-    let last = *c.metrics.keys().find(|&&id| id != victim && id != heir).unwrap();
+    c.wait_others(victim, "mobicore_mme_ue_context_release_complete", UES - served + UES).await;
+    let last = kill_host(&mut c.procs, &c.fe, heir);
+    c.metrics.remove(&heir);
     let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
-    let m = c.metrics[&last];
-    assert_eq!(counter(m, "mobicore_mme_host_ue_taken_over").await, UES - c.ues_on[&last], "both hosts' UEs");
-    assert_eq!(counter(m, "mobicore_mme_host_ue_not_in_store").await, 0);
-    assert_eq!(counter(m, "mobicore_mme_replica_inherit_no_copy").await, 0);
-    assert_eq!(sessions(&c.ran), c.attached, "every UE kept its session");
-
-    for phase in [Phase::Release, Phase::Tau] {
-        let r = c.ran.phase(phase).await.unwrap();
-        assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
-    }
-    c.ran.settle_idle().await.unwrap();
-    c.finish().await;
+    c.check_served_from_copy(last, UES - c.ues_on[&last]).await;
+    c.release_tau_and_finish().await;
 }
 
 /// Host-local stores, hot replication, a host killed mid-handover: the
@@ -1290,19 +1294,8 @@ async fn local_a_host_joins_then_a_drained_hosts_ues_are_served_from_its_heirs_c
     // Every UE comes back; host 1's through the heir, from its copy.
     let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
-    let h = c.metrics[&heir];
-    assert_eq!(counter(h, "mobicore_mme_replica_inherit_no_copy").await, 0);
-    assert_eq!(counter(h, "mobicore_mme_replica_inherit_incomplete").await, 0);
-    assert_eq!(counter(h, "mobicore_mme_host_ue_taken_over").await, on[&1], "the heir loaded each of host 1's UEs");
-    assert_eq!(c.counter_of_others(1, "mobicore_mme_host_ue_not_in_store").await, 0);
-    assert_eq!(sessions(&c.ran), c.attached, "every UE kept its session");
-
-    for phase in [Phase::Release, Phase::Tau] {
-        let r = c.ran.phase(phase).await.unwrap();
-        assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
-    }
-    c.ran.settle_idle().await.unwrap();
-    c.finish().await;
+    c.check_served_from_copy(heir, on[&1]).await;
+    c.release_tau_and_finish().await;
 }
 
 /// The EPS controller on its own (`--autoscale`, seed 004 5.2: "scale
