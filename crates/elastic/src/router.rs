@@ -20,13 +20,19 @@
 //! # A host that is gone
 //! All the UEs of a host that left are served by one heir: the primary,
 //! on a ring of the live hosts, of a key derived from the dead host's
-//! number ([`Router::heir`]). Every identifier of such a UE (its old
-//! MME-UE-S1AP-ID, its M-TMSI) thus reaches the same heir, which loads the
-//! UE's context from the store at its first message there. The heir is a
-//! function of the live hosts only, so that it stays the same until the
-//! membership changes again (then the UEs move to the new heir, which
-//! loads them likewise). A host number is never given to a new host while
-//! UEs may still carry it.
+//! number, the host itself left out ([`Router::heir`]). Every identifier
+//! of such a UE (its old MME-UE-S1AP-ID, its M-TMSI) thus reaches the same
+//! heir, which loads the UE's context from the store at its first message
+//! there. The heir is fixed when the host goes (a host joining later does
+//! not move it: with host-local stores only the heir holds the dead
+//! host's records); when the heir goes too, its own heir serves both. A
+//! host number is never given to a new host while UEs may still carry it.
+//!
+//! # Replica hosts
+//! With host-local stores (seed 004 4.3) each live host replicates its
+//! records to the host that would be its heir if it went now
+//! ([`Router::replica_changes`] says whom to tell when that changes), so
+//! that the heir holds a copy when it takes the UEs over.
 //!
 //! # Scaling
 //! A host that comes up at run time joins the balancer's ring and the
@@ -217,6 +223,10 @@ pub struct Router {
     /// Live hosts being drained (in neither ring).
     draining: BTreeSet<HostId>,
     heirs: Ring,
+    /// Gone hosts and the heir each had when it went.
+    gone: HashMap<HostId, Option<HostId>>,
+    /// The replica hosts each live host was last told of.
+    replicas_told: HashMap<HostId, Vec<HostId>>,
     s11: S11Pending,
     /// Per host: when its last load report came.
     reported: HashMap<HostId, Instant>,
@@ -244,6 +254,8 @@ impl Router {
             live: BTreeSet::new(),
             draining: BTreeSet::new(),
             heirs: Ring::new(Ring::DEFAULT_VNODES),
+            gone: HashMap::new(),
+            replicas_told: HashMap::new(),
             s11: S11Pending { max: S11_MAX_PENDING, hold: S11_HOLD, by_seq: HashMap::new(), order: VecDeque::new() },
             reported: HashMap::new(),
             report_stale_after: REPORT_STALE_AFTER,
@@ -262,6 +274,7 @@ impl Router {
     /// A host is up (connected to the front end).
     pub fn host_up(&mut self, host: HostId) {
         if self.live.insert(host) {
+            self.gone.remove(&host);
             self.heirs.add(host);
             self.frontend.add_host(SliceId::ATTACH, host, &[]);
         }
@@ -276,6 +289,8 @@ impl Router {
             }
             self.frontend.forget(host);
             self.reported.remove(&host);
+            // Its heir from now on (see "A host that is gone").
+            self.gone.insert(host, self.ring_heir(host));
         }
     }
 
@@ -341,10 +356,48 @@ impl Router {
         gone
     }
 
-    /// The live host that serves the UEs of `gone`, if any host is live.
+    /// The live host that serves the UEs of `gone`, if any host is live:
+    /// the heir it had when it went, or that heir's if gone too.
     pub fn heir(&self, gone: HostId) -> Option<HostId> {
-        let key = hash64(HEIR_SEED, u64::from(gone.0)) as u32;
-        self.heirs.primary(MTmsi(key))
+        let mut h = gone;
+        // Each step goes to a host that went later: at most one per gone host.
+        for _ in 0..=self.gone.len() {
+            match self.gone.get(&h) {
+                Some(&Some(next)) if self.live.contains(&next) => return Some(next),
+                Some(&Some(next)) => h = next,
+                _ => return self.ring_heir(h),
+            }
+        }
+        None
+    }
+
+    /// The host of the heirs' ring, other than `host`, that takes its UEs
+    /// if it goes now.
+    fn ring_heir(&self, host: HostId) -> Option<HostId> {
+        let key = MTmsi(hash64(HEIR_SEED, u64::from(host.0)) as u32);
+        self.heirs.candidates(key, 2).into_iter().find(|&h| h != host)
+    }
+
+    /// The hosts `host` replicates its records to (seed 004 4.3): the one
+    /// that would be its heir if it went now.
+    pub fn replica_hosts(&self, host: HostId) -> Vec<HostId> {
+        self.ring_heir(host).into_iter().collect()
+    }
+
+    /// The live hosts whose replica hosts changed since they were last
+    /// told (each joining host once), with their replica hosts now.
+    pub fn replica_changes(&mut self) -> Vec<(HostId, Vec<HostId>)> {
+        let live = &self.live;
+        self.replicas_told.retain(|h, _| live.contains(h));
+        let mut out = Vec::new();
+        for h in self.live.iter().copied() {
+            let targets = self.replica_hosts(h);
+            if self.replicas_told.get(&h) != Some(&targets) {
+                self.replicas_told.insert(h, targets.clone());
+                out.push((h, targets));
+            }
+        }
+        out
     }
 
     /// The host that serves identifiers carrying `host`'s number.
@@ -464,6 +517,7 @@ mod tests {
     use crate::balancer::{Estimation, Loads};
     use crate::procedure::Profiles;
     use crate::Scheme;
+    use std::collections::BTreeMap;
 
     fn router(scheme: Scheme, hosts: &[u32]) -> Router {
         let balancer: Box<dyn crate::balancer::Balancer> = match scheme {
@@ -593,7 +647,7 @@ mod tests {
     }
 
     #[test]
-    fn heirs_move_only_when_membership_changes_and_none_without_hosts() {
+    fn gone_hosts_heirs_are_live_hosts_and_none_without_hosts() {
         let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3, 4]);
         r.host_down(HostId(4));
         let first = r.heir(HostId(4)).unwrap();
@@ -611,6 +665,64 @@ mod tests {
         assert!(r.route(UeName::MmeUeS1apId(0x0100_0001)).is_err());
         assert!(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 1, m_tmsi: None }).is_err());
         assert_eq!(r.stats.no_host, 2);
+    }
+
+    #[test]
+    fn each_host_replicates_to_the_host_that_would_be_its_heir() {
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        let told: BTreeMap<HostId, Vec<HostId>> = r.replica_changes().into_iter().collect();
+        assert_eq!(told.len(), 3, "every host is told once");
+        for (&h, targets) in &told {
+            assert_eq!(targets.len(), 1);
+            assert_ne!(targets[0], h, "never itself");
+        }
+        assert!(r.replica_changes().is_empty(), "nothing changed");
+        // Whichever host goes, its heir is the host it replicated to.
+        for gone in [1, 2, 3] {
+            let mut r2 = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+            r2.host_down(HostId(gone));
+            assert_eq!(Some(told[&HostId(gone)][0]), r2.heir(HostId(gone)));
+        }
+        // A host goes: those that replicated to it are told their new
+        // replica host (seeded with a full copy then), the others nothing.
+        r.host_down(HostId(2));
+        let changed: BTreeMap<HostId, Vec<HostId>> = r.replica_changes().into_iter().collect();
+        for h in [1, 3] {
+            let was = &told[&HostId(h)];
+            match was[0] == HostId(2) {
+                true => assert_eq!(changed[&HostId(h)], [HostId(if h == 1 { 3 } else { 1 })]),
+                false => assert!(!changed.contains_key(&HostId(h))),
+            }
+        }
+        // A host joins: it is told (1 and 3 only if their heir-to-be moved).
+        r.host_up(HostId(4));
+        let changed: BTreeMap<HostId, Vec<HostId>> = r.replica_changes().into_iter().collect();
+        assert!(changed.contains_key(&HostId(4)));
+        for (h, t) in &changed {
+            assert_eq!(&r.replica_hosts(*h), t);
+        }
+        // A lone host replicates to none.
+        let mut lone = router(Scheme::ConsistentHashing, &[5]);
+        assert_eq!(lone.replica_changes(), [(HostId(5), vec![])]);
+    }
+
+    #[test]
+    fn a_gone_hosts_heir_stays_when_hosts_join_and_its_own_heir_follows_it() {
+        // Over several seeds of membership, the heir of a gone host is
+        // fixed when it goes, whatever joins later.
+        for extra in 4..40u32 {
+            let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+            r.host_down(HostId(2));
+            let heir = r.heir(HostId(2)).unwrap();
+            r.host_up(HostId(extra));
+            assert_eq!(r.heir(HostId(2)), Some(heir), "joining {extra} moves nothing");
+            assert_eq!(r.route(UeName::MmeUeS1apId(0x0200_0001)), Ok(Dest::Host(heir)));
+            // The heir goes: its heir serves both.
+            let heirs_heir = r.replica_hosts(heir)[0];
+            r.host_down(heir);
+            assert_eq!(r.heir(heir), Some(heirs_heir));
+            assert_eq!(r.heir(HostId(2)), Some(heirs_heir));
+        }
     }
 
     #[test]

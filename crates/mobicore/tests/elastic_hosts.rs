@@ -15,6 +15,9 @@
 //! the front end takes new UEs, a host drained under load hands its UEs
 //! on and exits, with no failed procedure; the EPS controller drains a
 //! host of an idle pair by itself.
+//! And host-local stores replicated to the replica host (`--store local`,
+//! no Redis): a host killed after completed procedures (cold) and one
+//! killed mid-handover (hot); its heir serves its UEs from its copy.
 //!
 //! No step waits a fixed time: each waits for what it needs (a line a
 //! process prints, a message relayed, a counter, the store), bounded by
@@ -262,21 +265,23 @@ impl Drop for S11Tap {
     }
 }
 
-/// kill -9 host `id`, and wait until the front end has seen it go.
-fn kill_host(procs: &mut Procs, fe: &mpsc::Receiver<String>, id: u32) {
+/// kill -9 host `id`, and wait until the front end has seen it go; the
+/// heir it named (0 for none).
+fn kill_host(procs: &mut Procs, fe: &mpsc::Receiver<String>, id: u32) -> u32 {
     procs.kill(&format!("host{id}"));
     wait_line(fe, "the front end to see the host gone", |l| {
-        l.starts_with(&format!("mme-frontend: host{id} down")).then_some(())
-    });
+        let rest = l.strip_prefix(&format!("mme-frontend: host{id} down"))?;
+        Some(rest.strip_prefix(" (heir host").and_then(|h| h.trim_end_matches(')').parse().ok()).unwrap_or(0))
+    })
 }
 
 /// SCTP over UDP (RFC 6951) between the RAN and the front end, relayed by
 /// the test (every packet, unchanged), which holds the RAN's packets from
-/// the first one the front end sends with an Initial Context Setup
-/// Request in it (the Attach Accept's, TS 23.401 5.3.2.1 step 17) until
-/// told to let them go: so a host can be killed after sending it and
-/// before it hears the answer (Initial Context Setup Response, Attach
-/// Complete), with no race. Held packets are SCTP's to recover (it
+/// the first one the front end sends with a given S1AP message in it
+/// ([`Options::s1_hold`]; e.g. the Initial Context Setup Request, the
+/// Attach Accept's, TS 23.401 5.3.2.1 step 17) until told to let them go:
+/// so a host can be killed after sending it and before it hears the
+/// answer (Initial Context Setup Response, Attach Complete), with no race. Held packets are SCTP's to recover (it
 /// retransmits; duplicates are discarded, RFC 9260 6.2).
 struct S1Tap {
     /// The UDP port the RAN sends to.
@@ -288,7 +293,7 @@ struct S1Tap {
 }
 
 impl S1Tap {
-    async fn start(frontend: SocketAddr) -> S1Tap {
+    async fn start(frontend: SocketAddr, hold: [u8; 2]) -> S1Tap {
         let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let port = socket.local_addr().unwrap().port();
         let (held_tx, held) = tokio::sync::watch::channel(false);
@@ -310,7 +315,7 @@ impl S1Tap {
                         let (n, from) = r.unwrap();
                         let p = &buf[..n];
                         if from == frontend {
-                            if !done && carries_initial_context_setup_request(p) {
+                            if !done && carries_s1ap(p, hold) {
                                 (holding, done) = (true, true);
                                 held_tx.send_replace(true);
                             }
@@ -339,11 +344,18 @@ impl Drop for S1Tap {
     }
 }
 
+/// An S1AP Initial Context Setup Request's first octets: an
+/// initiatingMessage (0) of procedure code 9 (TS 36.413 9.3.6,
+/// id-InitialContextSetup).
+const INITIAL_CONTEXT_SETUP_REQUEST: [u8; 2] = [0x00, 0x09];
+/// An S1AP Handover Command's: a successfulOutcome (APER choice 1: 0x20)
+/// of procedure code 0 (id-HandoverPreparation).
+const HANDOVER_COMMAND: [u8; 2] = [0x20, 0x00];
+
 /// Whether an SCTP packet carries, whole in a DATA chunk (RFC 9260 3.3.1:
-/// TSN, stream, SSN, PPID, then the user data), an S1AP Initial Context
-/// Setup Request: an initiatingMessage (0) of procedure code 9 (TS 36.413
-/// 9.3.6, id-InitialContextSetup).
-fn carries_initial_context_setup_request(p: &[u8]) -> bool {
+/// TSN, stream, SSN, PPID, then the user data), an S1AP PDU starting with
+/// `first` (its kind and procedure code).
+fn carries_s1ap(p: &[u8], first: [u8; 2]) -> bool {
     let mut i = 12; // the common header
     while i + 4 <= p.len() {
         let (kind, flags, len) = (p[i], p[i + 1], u16::from_be_bytes([p[i + 2], p[i + 3]]) as usize);
@@ -351,7 +363,7 @@ fn carries_initial_context_setup_request(p: &[u8]) -> bool {
             return false;
         }
         // A DATA chunk with B and E set: an unfragmented user message.
-        if kind == 0 && flags & 0x03 == 0x03 && len >= 18 && p[i + 16..i + len].starts_with(&[0x00, 0x09]) {
+        if kind == 0 && flags & 0x03 == 0x03 && len >= 18 && p[i + 16..i + len].starts_with(&first) {
             return true;
         }
         i += (len + 3) & !3;
@@ -376,6 +388,11 @@ struct Options {
     s11_tap: bool,
     /// S1 between the RAN and the front end relayed by an [`S1Tap`].
     s1_tap: bool,
+    /// What the [`S1Tap`] holds the RAN's packets from.
+    s1_hold: [u8; 2],
+    /// The hosts' store: "redis" (a real redis-server started here) or
+    /// "local" (each host's own, replicated to its replica host).
+    store: &'static str,
     /// The front end's --scheme.
     scheme: &'static str,
     /// Host 3's --cpu-max.
@@ -392,6 +409,8 @@ const DEFAULT: Options = Options {
     ues: UES,
     s11_tap: false,
     s1_tap: false,
+    s1_hold: INITIAL_CONTEXT_SETUP_REQUEST,
+    store: "redis",
     scheme: "ch",
     cpu_max: None,
     hosts: 3,
@@ -406,11 +425,16 @@ struct Cluster {
     fe: mpsc::Receiver<String>,
     ran: mobicore_ran::Ran,
     core: allinone::AllInOne,
-    store: Store,
+    /// The shared store (none with host-local stores).
+    store: Option<Store>,
     metrics: BTreeMap<u32, SocketAddr>,
-    /// Every UE's record once idle, and the UEs of each host.
+    /// Every UE's record once idle, and the UEs of each host (by IMSI
+    /// with a shared store; by count only with local stores).
     before: BTreeMap<String, Stored>,
     per_host: BTreeMap<u32, Vec<String>>,
+    ues_on: BTreeMap<u32, u64>,
+    /// Every UE's session as the RAN saw it once attached ([`sessions`]).
+    attached: BTreeMap<u64, (std::net::Ipv4Addr, String)>,
     tap: Option<S11Tap>,
     s1_tap: Option<S1Tap>,
     ues: u64,
@@ -419,7 +443,7 @@ struct Cluster {
     /// The front end's operator API (scaling).
     admin: SocketAddr,
     _dir: TempDir,
-    _redis: RedisServer,
+    _redis: Option<RedisServer>,
 }
 
 impl Cluster {
@@ -432,7 +456,8 @@ impl Cluster {
 
     /// Start it up to the RAN's S1 Setup.
     async fn boot(replication: &str, o: Options) -> Cluster {
-        let redis = RedisServer::start().expect("redis-server (apt-get install redis-server)");
+        let redis =
+            (o.store == "redis").then(|| RedisServer::start().expect("redis-server (apt-get install redis-server)"));
         let mut procs = Procs::default();
 
         // HSS, UPF (PFCP only) and S/P-GW-C here; the monolithic MME that
@@ -457,7 +482,8 @@ impl Cluster {
 
         let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
         let dir = dir.with_extension(format!(
-            "{}-{}-{}-{}-{}-{}-{:?}-{}",
+            "{}-{}-{}-{}-{}-{}-{}-{:?}-{}",
+            o.store,
             o.ues,
             o.s11_tap,
             o.s1_tap,
@@ -472,7 +498,7 @@ impl Cluster {
         let host_cfg = dir.0.join("host.toml");
         let toml = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
         std::fs::write(&host_cfg, toml).unwrap();
-        let url = redis.url();
+        let url = redis.as_ref().map_or_else(|| o.store.to_string(), |r| r.url());
         // The hosts the front end starts (scaling out) are as these.
         let host_args = ["--config", host_cfg.to_str().unwrap(), "--store", &url, "--replication", replication];
         let host_args = host_args.into_iter().chain(["--metrics", "127.0.0.1:0"]);
@@ -558,12 +584,15 @@ impl Cluster {
 
         ran_cfg.mme = s1ap;
         let s1_tap = match o.s1_tap {
-            true => Some(S1Tap::start(SocketAddr::new(s1ap.ip(), udp)).await),
+            true => Some(S1Tap::start(SocketAddr::new(s1ap.ip(), udp), o.s1_hold).await),
             false => None,
         };
         let udp = s1_tap.as_ref().map_or(udp, |t| t.port);
         let ran = allinone::ran_session(&cfg, ran_cfg, Transport::Udp { port: udp }, None).await.unwrap();
-        let store = Store::connect_redis(&url, "mobicore").await.unwrap();
+        let store = match &redis {
+            Some(_) => Some(Store::connect_redis(&url, "mobicore").await.unwrap()),
+            None => None,
+        };
         Cluster {
             procs,
             fe,
@@ -573,6 +602,8 @@ impl Cluster {
             metrics,
             before: BTreeMap::new(),
             per_host: BTreeMap::new(),
+            ues_on: BTreeMap::new(),
+            attached: BTreeMap::new(),
             tap,
             s1_tap,
             ues: o.ues,
@@ -589,24 +620,69 @@ impl Cluster {
         let (ran, ues) = (&mut self.ran, self.ues);
         ran.attach().await.unwrap();
         assert_eq!(ran.attached_ues().len() as u64, ues, "{:?}", ran.report().failures);
+        self.attached = sessions(ran);
         let r = ran.phase(Phase::Release).await.unwrap();
         assert_eq!((r.succeeded, r.failed), (ues, 0), "release: {:?}", ran.report().failures);
 
-        self.before = records(&self.store).await;
-        assert_eq!(self.before.len() as u64, ues, "every UE's record is in the store");
-        for (imsi, s) in &self.before {
-            self.per_host.entry(s.mme_ue_s1ap_id >> 24).or_default().push(imsi.clone());
-            assert_eq!(s.m_tmsi >> 24, s.mme_ue_s1ap_id >> 24, "both identifiers carry their host");
+        self.ues_on = self.attached_per_host().await;
+        if let Some(store) = &self.store {
+            self.before = records(store).await;
+            assert_eq!(self.before.len() as u64, ues, "every UE's record is in the store");
+            for (imsi, s) in &self.before {
+                self.per_host.entry(s.mme_ue_s1ap_id >> 24).or_default().push(imsi.clone());
+                assert_eq!(s.m_tmsi >> 24, s.mme_ue_s1ap_id >> 24, "both identifiers carry their host");
+            }
+            let counts = self.per_host.iter().map(|(&h, v)| (h, v.len() as u64)).collect::<BTreeMap<_, _>>();
+            assert_eq!(counts, self.ues_on, "each host attached its UEs");
         }
-        let hosts = self.per_host.keys().copied().collect::<Vec<_>>();
-        assert_eq!(hosts, [1, 2, 3], "UEs on every host: {:?}", self.per_host);
+        let hosts = self.ues_on.iter().filter(|(_, &n)| n > 0).map(|(&h, _)| h).collect::<Vec<_>>();
+        assert_eq!(hosts, [1, 2, 3], "UEs on every host: {:?}", self.ues_on);
+    }
+
+    /// With host-local stores: host `heir` took each of `taken` UEs of a
+    /// gone host from its copy of the gone host's records (no record
+    /// missing, every UE found), and every UE kept its session.
+    async fn check_served_from_copy(&self, heir: u32, taken: u64) {
+        let m = self.metrics[&heir];
+        assert_eq!(counter(m, "mobicore_mme_replica_inherit_no_copy").await, 0);
+        assert_eq!(counter(m, "mobicore_mme_replica_inherit_incomplete").await, 0);
+        assert!(counter(m, "mobicore_mme_replica_inherited").await >= taken, "the records inherited");
+        assert_eq!(counter(m, "mobicore_mme_host_ue_taken_over").await, taken, "the heir loaded each UE once");
+        for &m in self.metrics.values() {
+            assert_eq!(counter(m, "mobicore_mme_host_ue_not_in_store").await, 0);
+        }
+        assert_eq!(sessions(&self.ran), self.attached, "every UE kept its address and S-GW tunnel: its session");
+    }
+
+    /// Every (connected) UE's release and TAU, then [`Cluster::finish`].
+    async fn release_tau_and_finish(mut self) {
+        for phase in [Phase::Release, Phase::Tau] {
+            let r = self.ran.phase(phase).await.unwrap();
+            assert_eq!((r.succeeded, r.failed), (self.ues, 0), "{phase:?}: {:?}", self.ran.report().failures);
+        }
+        self.ran.settle_idle().await.unwrap();
+        self.finish().await;
+    }
+
+    /// The shared store (Redis).
+    fn shared(&self) -> &Store {
+        self.store.as_ref().expect("a shared store")
+    }
+
+    /// The UEs each host attached (its attaches completed).
+    async fn attached_per_host(&self) -> BTreeMap<u32, u64> {
+        let mut out = BTreeMap::new();
+        for (&id, &m) in &self.metrics {
+            out.insert(id, counter(m, "mobicore_mme_attach_complete").await);
+        }
+        out
     }
 
     /// kill -9 the host with the most UEs, once the front end has seen it
-    /// go; its number and its UEs.
+    /// go; its number and its UEs (their IMSIs with a shared store).
     fn kill_busiest(&mut self) -> (u32, Vec<String>) {
-        let (&victim, served) = self.per_host.iter().max_by_key(|(_, v)| v.len()).unwrap();
-        let served = served.clone();
+        let (&victim, _) = self.ues_on.iter().max_by_key(|(_, &n)| n).unwrap();
+        let served = self.per_host.get(&victim).cloned().unwrap_or_default();
         kill_host(&mut self.procs, &self.fe, victim);
         (victim, served)
     }
@@ -637,7 +713,9 @@ impl Cluster {
         let report = ran.finish().await.unwrap();
         assert_eq!((report.attached, report.failed), (ues, 0), "no attach beyond the first: {:?}", report.failures);
         assert_eq!((report.detached, report.detach_failed), (ues, 0), "{:?}", report.failures);
-        assert!(records(&store).await.is_empty(), "detached UEs leave no record");
+        if let Some(store) = &store {
+            assert!(records(store).await.is_empty(), "detached UEs leave no record");
+        }
         drop(procs);
         core.stop().await.unwrap();
     }
@@ -667,7 +745,7 @@ async fn killed_host_after_completed_procedures(replication: &str) {
     assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_not_in_store").await, 0);
 
     // No new attach: the same MME-UE-S1AP-ID, GUTI and S-GW session.
-    let after = records(&c.store).await;
+    let after = records(c.shared()).await;
     for imsi in &served {
         assert_eq!(after.get(imsi), c.before.get(imsi), "UE {imsi} kept its context");
     }
@@ -704,7 +782,7 @@ async fn cold_downlink_data_for_a_killed_hosts_idle_ue_pages_it_from_the_heir() 
     assert!(done, "no Modify Bearer after the paging: {:?}", c.ran.report().failures);
     let paged = c.ran.report().unsolicited.get("paging_response").map_or(0, |r| r.succeeded);
     assert_eq!(paged, 1, "the UE came back by paging: {:?}", c.ran.report().unsolicited);
-    let after = records(&c.store).await;
+    let after = records(c.shared()).await;
     assert_eq!(after.get(&imsi), Some(&ue), "UE {imsi} kept its MME-UE-S1AP-ID, GUTI and session");
 
     // The others come back by their own service requests.
@@ -733,7 +811,7 @@ async fn hot_a_host_killed_mid_attach_its_ue_completes_the_attach_on_the_heir() 
         let r = tokio::time::timeout(LIMIT, held.wait_for(|h| *h)).await;
         assert!(r.is_ok(), "no Initial Context Setup Request went down");
         // Write-ahead: the host stored the UE before sending the request.
-        let mid = records(store).await;
+        let mid = records(store.as_ref().unwrap()).await;
         assert_eq!(mid.len(), 1, "the UE's record, mid-attach: {mid:?}");
         let ue = mid.values().next().unwrap().clone();
         let victim = ue.mme_ue_s1ap_id >> 24;
@@ -750,8 +828,98 @@ async fn hot_a_host_killed_mid_attach_its_ue_completes_the_attach_on_the_heir() 
     c.wait_others(victim, "mobicore_mme_attach_complete", 1).await;
     assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, 1);
     assert_eq!(c.counter_of_others(victim, "mobicore_mme_attach_complete").await, 1);
-    let after = records(&c.store).await;
+    let after = records(c.shared()).await;
     assert_eq!(after.values().collect::<Vec<_>>(), [&ue], "the same MME-UE-S1AP-ID, GUTI and session");
+    c.finish().await;
+    drop(tap); // relayed S1 to the end (Detach)
+}
+
+/// The RAN's view of each registered UE's session: its address and the
+/// S-GW's S1-U F-TEID of its default bearer (kept while the S-GW session is).
+fn sessions(ran: &mobicore_ran::Ran) -> BTreeMap<u64, (std::net::Ipv4Addr, String)> {
+    ran.attached_ues().into_iter().map(|u| (u.index, (u.tunnel.ue_ip, format!("{:?}", u.tunnel.sgw)))).collect()
+}
+
+/// Host-local stores (`--store local`, no Redis), cold replication: each
+/// host's records of completed procedures are replicated to its replica
+/// host (the heir it would have); the busiest host is killed; its heir
+/// takes its copy into its own store and serves every UE of it from
+/// there: each comes back from idle by a service request with its S-TMSI
+/// (its GUTI known to the heir) and the same S-GW session (the same
+/// address and S-GW tunnel), no new attach. Then the heir is killed too:
+/// the last host, its replica host (re-seeded with a full copy when the
+/// first host went, the inherited records in it), serves every UE the
+/// same way; then their next procedures (release, TAU, detach) succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_attach() {
+    let mut c = Cluster::start("cold", Options { store: "local", ..DEFAULT }).await;
+    assert_eq!(c.attached.len() as u64, UES);
+    // Every UE idle at its host (the record of the release written).
+    c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
+    let (&victim, &served) = c.ues_on.iter().max_by_key(|(_, &n)| n).unwrap();
+    let heir = kill_host(&mut c.procs, &c.fe, victim);
+    c.metrics.remove(&victim);
+
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    c.check_served_from_copy(heir, served).await;
+
+    // Idle again, every record written; then the heir goes too.
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    c.wait_others(victim, "mobicore_mme_ue_context_release_complete", UES - served + UES).await;
+    let last = kill_host(&mut c.procs, &c.fe, heir);
+    c.metrics.remove(&heir);
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    c.check_served_from_copy(last, UES - c.ues_on[&last]).await;
+    c.release_tau_and_finish().await;
+}
+
+/// Host-local stores, hot replication, a host killed mid-handover: the
+/// host of the only UE is killed after it has sent the Handover Command
+/// of an S1 handover (its state replicated first, write-ahead) and before
+/// it hears the rest ([`S1Tap`] holds the RAN's packets: the eNB Status
+/// Transfer, the target's Handover Notify). Those reach the heir, which
+/// takes the UE from its copy as it stood mid-handover and completes the
+/// handover: the UE keeps its session (the heir's Modify Bearer moves the
+/// same one) and its GUTI (its next service request by S-TMSI), no new
+/// attach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_hot_a_host_killed_mid_handover_its_ue_completes_the_handover_on_the_heir() {
+    let o = Options { ues: 1, s1_tap: true, s1_hold: HANDOVER_COMMAND, store: "local", ..DEFAULT };
+    let mut c = Cluster::boot("hot", o).await;
+    c.ran.attach().await.unwrap();
+    let before = sessions(&c.ran);
+    assert_eq!(before.len(), 1, "{:?}", c.ran.report().failures);
+    // The RAN's attach ends when its Attach Complete is sent: wait for the host.
+    c.wait_others(0, "mobicore_mme_attach_complete", 1).await;
+    let (victim, _) = c.attached_per_host().await.into_iter().find(|&(_, n)| n == 1).expect("the UE's host");
+    let tap = c.s1_tap.take().unwrap();
+    let mut held = tap.held.clone();
+    let Cluster { ran, procs, fe, .. } = &mut c;
+    let mid_handover = async {
+        let r = tokio::time::timeout(LIMIT, held.wait_for(|h| *h)).await;
+        assert!(r.is_ok(), "no Handover Command went down");
+        tokio::task::block_in_place(|| kill_host(procs, fe, victim));
+        tap.release.send(()).unwrap();
+    };
+    let (handover, ()) = tokio::join!(ran.phase(Phase::S1Handover), mid_handover);
+    let r = handover.unwrap();
+    assert_eq!((r.succeeded, r.failed), (1, 0), "the handover: {:?}", c.ran.report().failures);
+
+    // The heir took the UE over mid-handover and completed it.
+    c.wait_others(victim, "mobicore_mme_s1_handover_completed", 1).await;
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, 1);
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_replica_inherit_no_copy").await, 0);
+    assert_eq!(sessions(&c.ran), before, "the same address and S-GW tunnel: the same session");
+
+    // Its next procedures, from the heir: release, service request by S-TMSI.
+    for phase in [Phase::Release, Phase::ServiceRequest] {
+        let r = c.ran.phase(phase).await.unwrap();
+        assert_eq!((r.succeeded, r.failed), (1, 0), "{phase:?}: {:?}", c.ran.report().failures);
+    }
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, 1, "loaded once");
     c.finish().await;
     drop(tap); // relayed S1 to the end (Detach)
 }
@@ -843,7 +1011,7 @@ async fn sk_ch_places_new_ues_away_from_a_host_reporting_overload() {
     assert_eq!(loaded.ue_messages(), 0, "nothing routed to the loaded host");
     let r = c.ran.phase(Phase::Release).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
-    let placed = records(&c.store).await;
+    let placed = records(c.shared()).await;
     assert_eq!(placed.len() as u64, UES);
     for (imsi, s) in &placed {
         assert!((1..=3).contains(&(s.mme_ue_s1ap_id >> 24)), "UE {imsi} on a real host: {s:?}");
@@ -965,7 +1133,7 @@ async fn scale_out_and_in_under_load(replication: &str) {
     assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", c.ran.report().failures);
     let r = c.ran.phase(Phase::Release).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", c.ran.report().failures);
-    let first = records(&c.store).await;
+    let first = records(c.shared()).await;
     let hosts: std::collections::BTreeSet<u32> = first.values().map(|s| s.mme_ue_s1ap_id >> 24).collect();
     assert_eq!(hosts, [1, 2].into(), "{first:?}");
 
@@ -1015,7 +1183,7 @@ async fn scale_out_and_in_under_load(replication: &str) {
         fe_line(fe, "host 3 up", |l| (l == "mme-frontend: host3 up").then_some(())).await;
         up_tx.send_replace(true);
         assert!(attached.wait_for(|a| *a).await.is_ok());
-        let placed = records(store).await;
+        let placed = records(store.as_ref().unwrap()).await;
         let on3 = placed.values().filter(|s| s.mme_ue_s1ap_id >> 24 == 3).count();
         assert!(on3 >= 2, "new UEs on the new host: {placed:?}");
         for (imsi, s) in &first {
@@ -1057,7 +1225,7 @@ async fn scale_out_and_in_under_load(replication: &str) {
     assert_eq!((report.attached, report.failed), (2 * FIRST, 0), "{:?}", report.failures);
     let failed: u64 = report.mobility.iter().map(|(_, r)| r.failed).sum();
     assert_eq!(failed, 0, "{:?}", report.failures);
-    let after = records(&c.store).await;
+    let after = records(c.shared()).await;
     assert_eq!(after, placed, "every UE kept its MME-UE-S1AP-ID, GUTI and S-GW session");
     // Host 1's UEs came back through the heir, each loaded once.
     let taken = counter(c.metrics[&heir], "mobicore_mme_host_ue_taken_over").await;
@@ -1070,6 +1238,64 @@ async fn scale_out_and_in_under_load(replication: &str) {
     assert_eq!((r.succeeded, r.failed), (2 * FIRST, 0), "TAU: {:?}", c.ran.report().failures);
     c.ran.settle_idle().await.unwrap();
     c.finish().await;
+}
+
+/// Host-local stores while scaling (cold, two hosts to start with): a
+/// third host joins (the front end tells each host its replica host anew,
+/// and a host whose replica host changed seeds the new one with a full
+/// copy), then host 1 is drained: its heir takes host 1's records from
+/// its copy, and every UE of host 1 comes back by a service request there
+/// with its GUTI and session, no new attach; then every UE's TAU and
+/// detach succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_a_host_joins_then_a_drained_hosts_ues_are_served_from_its_heirs_copy() {
+    let o = Options { hosts: 2, scheme: "rr", store: "local", ..DEFAULT };
+    let mut c = Cluster::boot("cold", o).await;
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, UES, "{:?}", c.ran.report().failures);
+    c.attached = sessions(&c.ran);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
+    let on = c.attached_per_host().await;
+    assert!(on[&1] > 0 && on[&2] > 0, "{on:?}");
+
+    // Scale out: host 3 joins and replicates to its own replica host.
+    let (status, started) = admin(c.admin, "POST", "/v1/hosts").await;
+    assert_eq!(status, 202, "{started}");
+    let _host3 = KillOnDrop(started["pid"].as_u64().unwrap() as u32);
+    let m = fe_line(&c.fe, "host 3 ready", |l| {
+        l.starts_with("mme-host 3 ready").then(|| field(l, "metrics").map(str::to_string)).flatten()
+    })
+    .await;
+    fe_line(&c.fe, "host 3 up", |l| (l == "mme-frontend: host3 up").then_some(())).await;
+    let m3: SocketAddr = m.parse().unwrap();
+    c.metrics.insert(3, m3);
+    let end = Instant::now() + LIMIT;
+    while counter(m3, "mobicore_mme_replica_full_copies_sent").await == 0 {
+        assert!(Instant::now() < end, "host 3 never told its replica host");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Scale in: host 1 drained (no procedure runs), then stopped.
+    let (status, body) = admin(c.admin, "POST", "/v1/hosts/1/drain").await;
+    assert_eq!(status, 202, "{body}");
+    let heir = fe_line(&c.fe, "host 1 drained", |l| {
+        let rest = l.strip_prefix("mme-frontend: host1 ")?;
+        assert!(!rest.starts_with("drain forced"), "{l}");
+        rest.strip_prefix("drained (heir host")?.split(',').next()?.parse::<u32>().ok()
+    })
+    .await;
+    assert!(heir == 2 || heir == 3, "{heir}");
+    let status = c.procs.wait_exit("host1").await;
+    assert!(status.success(), "host 1 exits when told: {status}");
+    c.metrics.remove(&1);
+
+    // Every UE comes back; host 1's through the heir, from its copy.
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    c.check_served_from_copy(heir, on[&1]).await;
+    c.release_tau_and_finish().await;
 }
 
 /// The EPS controller on its own (`--autoscale`, seed 004 5.2: "scale

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::log::{Log, Record};
-use crate::{StoreError, Versioned};
+use crate::{Change, StoreError, Versioned};
 
 #[derive(Debug)]
 pub(crate) struct Embedded {
@@ -21,6 +21,9 @@ pub(crate) struct Embedded {
 struct State {
     map: BTreeMap<String, Versioned>,
     log: Option<Log>,
+    /// Every write since the last [`Embedded::take_changes`], when the
+    /// store feeds its changes to replicas (`crate::replica`).
+    feed: Option<Vec<Change>>,
 }
 
 impl State {
@@ -37,6 +40,9 @@ impl State {
             log.append(&Record::Put { key, version, value }, previous)?;
         }
         self.map.insert(key.to_string(), Versioned { value: value.to_vec(), version });
+        if let Some(feed) = &mut self.feed {
+            feed.push(Change { key: key.to_string(), version, value: Some(value.to_vec()) });
+        }
         self.after_write();
         Ok(version)
     }
@@ -46,7 +52,11 @@ impl State {
         if let Some(log) = &mut self.log {
             log.append(&Record::Delete { key }, Some(len))?;
         }
-        self.map.remove(key);
+        if let Some(gone) = self.map.remove(key) {
+            if let Some(feed) = &mut self.feed {
+                feed.push(Change { key: key.to_string(), version: gone.version, value: None });
+            }
+        }
         self.after_write();
         Ok(())
     }
@@ -71,7 +81,16 @@ impl Embedded {
 
     pub(crate) fn open_file(path: &Path) -> Result<Embedded, StoreError> {
         let (log, map) = Log::open(path)?;
-        Ok(Embedded { state: Mutex::new(State { map, log: Some(log) }) })
+        Ok(Embedded { state: Mutex::new(State { map, log: Some(log), feed: None }) })
+    }
+
+    /// In memory, every write kept for [`Embedded::take_changes`].
+    pub(crate) fn memory_with_feed() -> Embedded {
+        Embedded { state: Mutex::new(State { feed: Some(Vec::new()), ..State::default() }) }
+    }
+
+    pub(crate) fn take_changes(&self) -> Vec<Change> {
+        self.lock().feed.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

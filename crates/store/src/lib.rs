@@ -19,7 +19,10 @@
 //! # Layout
 //! - this file: [`Store`], its configuration ([`StoreConfig`]), [`Versioned`]
 //!   and [`StoreError`]; the bounds checks shared by both implementations.
-//! - `embedded`: the in-process ordered map behind a mutex.
+//! - `embedded`: the in-process ordered map behind a mutex; optionally it
+//!   keeps every write ([`Change`]) for [`Store::take_changes`].
+//! - [`replica`]: replication of an embedded store's writes to replica
+//!   hosts and the copies a host keeps of others' (sans-I/O).
 //! - `log`: the file an embedded store persists to (format below): encoding,
 //!   replay, compaction.
 //! - `redis_store`: the Redis implementation (key layout below), and its
@@ -80,6 +83,7 @@ mod embedded;
 mod log;
 pub mod redis_server;
 mod redis_store;
+pub mod replica;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -112,6 +116,16 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct Versioned {
     pub value: Vec<u8>,
     pub version: u64,
+}
+
+/// One write of an embedded store that feeds its changes
+/// ([`Store::memory_with_feed`]): the key's new version and value, or
+/// (`value` None) its delete and the version it removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub key: String,
+    pub version: u64,
+    pub value: Option<Vec<u8>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -237,6 +251,22 @@ impl Store {
     /// An embedded store in memory only.
     pub fn memory() -> Store {
         Store::new(Backend::Embedded(Arc::new(Embedded::memory())), Counters::new())
+    }
+
+    /// An embedded store in memory that keeps every write for
+    /// [`Store::take_changes`] (what a host replicates, [`replica`]).
+    pub fn memory_with_feed() -> Store {
+        Store::new(Backend::Embedded(Arc::new(Embedded::memory_with_feed())), Counters::new())
+    }
+
+    /// The writes since the last call, in order (none unless the store is
+    /// [`Store::memory_with_feed`]). Take them after every batch of
+    /// writes: they are kept until taken.
+    pub fn take_changes(&self) -> Vec<Change> {
+        match &self.backend {
+            Backend::Embedded(e) => e.take_changes(),
+            Backend::Redis(_) => Vec::new(),
+        }
     }
 
     /// An embedded store persisted to `path`, with what the file holds

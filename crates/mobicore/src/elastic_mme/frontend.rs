@@ -37,6 +37,15 @@
 //! what it gives back ([`Frame::Bounce`]) is routed again, and it is told
 //! to stop ([`Frame::Stop`]).
 //!
+//! Host-local stores (seed 004 4.3, `mme-host --store local`): the front
+//! end tells each host its replica host, the one that would be its heir
+//! if it went now ([`Frame::ReplicateTo`], at its Hello and whenever
+//! hosts join, leave or drain), relays the hosts' replicated records
+//! between them ([`Frame::Replica`], in order per pair of hosts), and
+//! tells a gone host's heir to take its records from its copy
+//! ([`Frame::Inherit`]) before anything of its UEs goes there. Hosts of
+//! a shared store ignore the three.
+//!
 //! A host whose connection closes is gone: its UEs go to their heir at
 //! their next message. Everything queued is bounded: a host that does not
 //! read loses messages (counted: `frontend_host_queue_full`), a peer that
@@ -346,6 +355,8 @@ impl State {
         if h.tx.try_send(Frame::Drain).is_err() {
             self.counters.incr("frontend_host_queue_full");
         }
+        // Out of the heirs' ring: who replicates to whom may change.
+        self.tell_replicas();
         if let Some(c) = &mut self.controller {
             c.draining(host);
         }
@@ -367,6 +378,7 @@ impl State {
         if let Some(l) = &mut self.launcher {
             l.stopping(host);
         }
+        self.handed_on(host);
         let held = self.release_held(host);
         self.counters.incr(if forced { "frontend_drain_forced" } else { "frontend_host_drained" });
         let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
@@ -483,6 +495,7 @@ impl State {
                 if let Some(c) = &mut self.controller {
                     c.host_up(host);
                 }
+                self.tell_replicas();
                 self.counters.incr("frontend_host_up");
                 println!("mme-frontend: {host} up");
             }
@@ -491,9 +504,14 @@ impl State {
                     if let Some(h) = self.hosts.remove(&host) {
                         self.s11_hosts.remove(&h.s11);
                     }
+                    // A drained host was handed on when it said so.
+                    let live = self.router.is_live(host);
                     self.router.host_down(host);
                     if let Some(c) = &mut self.controller {
                         c.host_down(host);
+                    }
+                    if live {
+                        self.handed_on(host);
                     }
                     // A draining host that died: its held messages go to the heir.
                     self.release_held(host);
@@ -528,6 +546,7 @@ impl State {
                         self.router.report(Instant::now(), host, report);
                     }
                     Frame::Drained => self.drained(host, false),
+                    Frame::Replica { peer, msg } => self.relay_replica(host, HostId(u32::from(peer)), msg),
                     // Sent to a host that was drained meanwhile: routed again.
                     Frame::Bounce { assoc, stream, data } => match keys::uplink(assoc, &data) {
                         Uplink::Ue(name) if self.hosts.get(&host).is_some_and(|h| h.drain == Drain::Done) => {
@@ -538,6 +557,42 @@ impl State {
                     },
                     _ => self.counters.incr("frontend_bad_host_frame"),
                 }
+            }
+        }
+    }
+
+    /// `host` is gone for the router: its heir takes its records from the
+    /// copy replicated to it (before anything of its UEs reaches it), and
+    /// the hosts whose replica host changed are told.
+    fn handed_on(&mut self, host: HostId) {
+        if let Some(heir) = self.router.heir(host) {
+            self.send(heir, Frame::Inherit { host: host.0 as u8 });
+        }
+        self.tell_replicas();
+    }
+
+    /// Tells each host whose replica hosts changed its new ones.
+    fn tell_replicas(&mut self) {
+        for (h, targets) in self.router.replica_changes() {
+            let hosts = targets.iter().map(|t| t.0 as u8).collect();
+            self.send(h, Frame::ReplicateTo { hosts });
+        }
+    }
+
+    /// A host's replicated records (or a replica's resync request) for
+    /// host `to`: relayed, named by their sender. Lost if `to` is gone or
+    /// its queue full (counted; the replica notices the gap by its
+    /// sequence and asks for a full copy).
+    fn relay_replica(&mut self, from: HostId, to: HostId, msg: mobicore_store::replica::ReplicaMsg) {
+        let Some(h) = self.hosts.get(&to).filter(|_| to != from) else {
+            self.counters.incr("frontend_replica_no_host");
+            return;
+        };
+        match h.tx.try_send(Frame::Replica { peer: from.0 as u8, msg }) {
+            Ok(()) => self.counters.incr("frontend_replica_relayed"),
+            Err(_) => {
+                self.counters.incr("frontend_host_queue_full");
+                self.counters.incr("frontend_replica_dropped");
             }
         }
     }
@@ -770,8 +825,75 @@ mod tests {
         (st, queues)
     }
 
+    /// What was sent to a host, but the replication frames.
     fn sent(rx: &mut mpsc::Receiver<Frame>) -> Vec<Frame> {
+        let replication = |f: &Frame| matches!(f, Frame::ReplicateTo { .. } | Frame::Inherit { .. });
+        sent_all(rx).into_iter().filter(|f| !replication(f)).collect()
+    }
+
+    fn sent_all(rx: &mut mpsc::Receiver<Frame>) -> Vec<Frame> {
         std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    #[test]
+    fn hosts_replicate_to_their_heir_to_be_which_inherits_before_their_ues_come() {
+        use mobicore_store::replica::ReplicaMsg;
+        let (mut st, mut q) = state_with_queues();
+        // Each host is told its replica host: the heir it would have.
+        let mut told = HashMap::new();
+        for h in 1..=3u32 {
+            let f = sent_all(q.get_mut(&h).unwrap());
+            let Some(Frame::ReplicateTo { hosts }) =
+                f.into_iter().rev().find(|f| matches!(f, Frame::ReplicateTo { .. }))
+            else {
+                panic!("host {h} told nothing")
+            };
+            assert_eq!(hosts, st.router.replica_hosts(HostId(h)).iter().map(|t| t.0 as u8).collect::<Vec<_>>());
+            assert_eq!(hosts.len(), 1);
+            told.insert(h, u32::from(hosts[0]));
+        }
+        // Host 2's records go to its replica host, named as from host 2;
+        // its answer goes back; a replica message for no host is dropped.
+        let batch = ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![] };
+        let to = told[&2];
+        st.on_host(HostEvent::Frame {
+            host: HostId(2),
+            conn: 12,
+            frame: Frame::Replica { peer: to as u8, msg: batch.clone() },
+        });
+        assert_eq!(sent_all(q.get_mut(&to).unwrap()), [Frame::Replica { peer: 2, msg: batch }]);
+        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
+        st.on_host(HostEvent::Frame { host: HostId(to), conn: 10 + u64::from(to), frame: resync });
+        assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::Replica { peer: to as u8, msg: ReplicaMsg::Resync }]);
+        st.on_host(HostEvent::Frame {
+            host: HostId(2),
+            conn: 12,
+            frame: Frame::Replica { peer: 9, msg: ReplicaMsg::Forget },
+        });
+        assert_eq!(st.counters.value("frontend_replica_no_host"), 1);
+
+        // Host 2 dies: its heir, the host it replicated to, inherits first,
+        // then its UEs' messages come; whoever replicated to 2 is told anew.
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
+        assert_eq!(st.router.heir(HostId(2)), Some(HostId(to)));
+        st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"ics response"));
+        let mut after: HashMap<u32, Vec<Frame>> =
+            [1, 3].into_iter().map(|h| (h, sent_all(q.get_mut(&h).unwrap()))).collect();
+        let f: Vec<Frame> = after[&to].iter().filter(|f| !matches!(f, Frame::ReplicateTo { .. })).cloned().collect();
+        let inherit = f.iter().position(|f| *f == Frame::Inherit { host: 2 }).expect("told to inherit");
+        assert_eq!(f.iter().position(|f| *f == s1(b"ics response")), Some(f.len() - 1));
+        assert!(inherit < f.len() - 1);
+        for h in [1, 3] {
+            let f = after.remove(&h).unwrap();
+            let new = f.iter().find_map(|f| match f {
+                Frame::ReplicateTo { hosts } => Some(hosts.clone()),
+                _ => None,
+            });
+            match told[&h] {
+                2 => assert_eq!(new, Some(vec![if h == 1 { 3 } else { 1 }])),
+                _ => assert_eq!(new, None),
+            }
+        }
     }
 
     fn s1(data: &'static [u8]) -> Frame {
@@ -781,6 +903,9 @@ mod tests {
     #[test]
     fn a_drained_hosts_new_procedures_wait_for_it_then_go_to_its_heir() {
         let (mut st, mut q) = state_with_queues();
+        for rx in q.values_mut() {
+            sent_all(rx);
+        }
         let now = Instant::now();
         let (status, body) = st.command(now, Command::Drain(HostId(2)));
         assert_eq!(status, 202, "{body}");
@@ -794,18 +919,22 @@ mod tests {
         assert_eq!(sent(q.get_mut(&2).unwrap()), [s1(b"ics response")]);
         assert_eq!(st.held.len(), 1);
 
-        // Drained: told to stop; the held message and the next ones go to the heir.
+        // Drained: told to stop; the held message and the next ones go to
+        // the heir, told first to inherit (once, not again at the close).
         st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Drained });
         assert_eq!(sent(q.get_mut(&2).unwrap()), [Frame::Stop]);
         let heir = st.router.heir(HostId(2)).unwrap();
-        assert_eq!(sent(q.get_mut(&heir.0).unwrap()), [s1(b"service request")]);
+        let f = sent_all(q.get_mut(&heir.0).unwrap());
+        assert_eq!(f.iter().filter(|f| matches!(f, Frame::Inherit { .. })).count(), 1, "{f:?}");
+        assert_eq!(f.last(), Some(&s1(b"service request")));
         st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"release request"));
         assert_eq!(sent(q.get_mut(&heir.0).unwrap()), [s1(b"release request")]);
         let hosts: serde_json::Value = serde_json::from_str(&st.command(now, Command::Hosts).1).unwrap();
         assert_eq!(hosts["hosts"][1]["state"], "drained", "{hosts}");
-        // It exits: gone.
+        // It exits: gone (its heir is not told to inherit again).
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
         assert!(!st.hosts.contains_key(&HostId(2)));
+        assert!(!sent_all(q.get_mut(&heir.0).unwrap()).contains(&Frame::Inherit { host: 2 }));
 
         // One that does not drain in time is stopped as it stands; the
         // last host taking new UEs is not drained.

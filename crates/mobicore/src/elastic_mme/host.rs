@@ -36,6 +36,13 @@
 //! the heir); no timer runs (the heir re-arms the UEs' timers from their
 //! records). At [`Frame::Stop`] it exits.
 //!
+//! # A host-local store
+//! With `--store local` ([`LocalReplica`]) the store is this host's own,
+//! and every sync's writes go to its replica host right after the sync,
+//! before what the event sends; the front end's replication frames
+//! ([`Frame::ReplicateTo`], [`Frame::Replica`], [`Frame::Inherit`]) go to
+//! it. With a shared store they are ignored.
+//!
 //! # Load reports
 //! Every `every` (`--load-every-ms`) the host sends the front end its
 //! moving averages ([`super::load::LoadMeter`]): the frames from the front
@@ -44,6 +51,7 @@
 
 use super::keys::{self, Uplink};
 use super::load::{process_cpu, CpuSample, LoadMeter};
+use super::replica::LocalReplica;
 use super::wire::{read_frame, write_frame, Frame};
 use mobicore_common::counters::Counters;
 use mobicore_common::s11::{S11IncomingRequest, S11Link};
@@ -93,6 +101,7 @@ pub async fn run(
     host: u8,
     mut core: Mme,
     mut stored: StoredUes,
+    mut replica: Option<LocalReplica>,
     frontend: TcpStream,
     s6a: S6aLink,
     s11: S11Link,
@@ -179,6 +188,11 @@ pub async fn run(
                         }
                         continue;
                     }
+                    Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } => {
+                        if let Some(r) = &mut replica {
+                            r.on_frame(frame, &to_fe).await;
+                        }
+                    }
                     frame => on_frame(&mut core, &mut stored, &counters, frame).await,
                 }
             }
@@ -217,6 +231,10 @@ pub async fn run(
         let report = stored.sync(&mut core, time_now()).await;
         if !report.conflicts.is_empty() {
             tracing::warn!(conflicts = ?report.conflicts, "UE records written by another host meanwhile: dropped here");
+        }
+        // Replicated before what the event sends, as the store was written.
+        if let Some(r) = &mut replica {
+            r.flush(&to_fe);
         }
         while let Some(action) = core.poll_action() {
             match action {
@@ -281,6 +299,8 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, f
             core.handle(Instant::now(), MmeEvent::S1Data { assoc: AssocId(assoc), stream, data });
         }
         Frame::Drain => {}
+        // Replication frames are the loop's.
+        Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } => {}
         Frame::Hello { .. } | Frame::Load { .. } | Frame::Drained | Frame::Bounce { .. } | Frame::Stop => {
             counters.incr("host_bad_frame")
         }

@@ -2,7 +2,8 @@
 //! (`mobicore mme-frontend`, [`frontend`]) that the eNBs see as their MME,
 //! and MME hosts (`mobicore mme-host`, [`host`]), each a process running
 //! the MME core for the UEs routed to it, their contexts in a store shared
-//! through Redis. The routing itself is sans-I/O
+//! through Redis or in its own store replicated to its replica host
+//! ([`replica`]). The routing itself is sans-I/O
 //! ([`mobicore_elastic::router`]); [`keys`] reads what it needs of S1AP;
 //! [`wire`] is the front end <-> host link; [`load`] what a host reports
 //! for the balancer, [`cgroup`] its CPU budget; [`scaling`] the EPS
@@ -14,6 +15,7 @@ pub mod frontend;
 pub mod host;
 pub mod keys;
 pub mod load;
+pub mod replica;
 pub mod scaling;
 pub mod wire;
 
@@ -89,7 +91,8 @@ pub struct FrontendArgs {
     pub drain_within_ms: u64,
     /// Arguments of every mme-host the front end starts (besides --id,
     /// --frontend, --frontend-s11, which it gives): e.g. -- --config
-    /// host.toml --store redis://127.0.0.1:6379 --replication cold.
+    /// host.toml --store redis://127.0.0.1:6379 --replication cold, or
+    /// --store local --replication hot (host-local replicated stores).
     #[arg(last = true)]
     pub host_args: Vec<String>,
 }
@@ -120,14 +123,25 @@ pub struct HostArgs {
     /// host's Sender F-TEID for Control Plane.
     #[arg(long)]
     pub frontend_s11: SocketAddr,
-    /// The UE context store: a Redis URL (redis://HOST:PORT,
-    /// redis+unix:///PATH) shared by every host, or "memory" (this host
-    /// alone: nothing survives it).
+    /// The UE context store: "local" (this host's own embedded store,
+    /// replicated through the front end to the host that would take its
+    /// UEs over if it died, seed 004 4.3: that host serves them on from
+    /// its copy), a Redis URL (redis://HOST:PORT, redis+unix:///PATH)
+    /// shared by every host, or "memory" (this host alone: nothing
+    /// survives it). --replication says when records are written (and so
+    /// replicated).
     #[arg(long)]
     pub store: String,
-    /// Keys in the store under this namespace (the same for every host).
+    /// With --store local: the copies of other hosts' records this host
+    /// keeps hold at most this many MiB together (beyond: dropped, counted
+    /// in replica_over_bound).
+    #[arg(long, default_value_t = 256)]
+    pub replica_max_mib: usize,
+    /// Keys in the Redis store under this namespace (the same for every host).
     #[arg(long, default_value = "mobicore")]
     pub namespace: String,
+    /// When a UE's record is written to the store (with --store local,
+    /// also when it is replicated): cold or hot.
     #[arg(long, value_enum, default_value = "cold")]
     pub replication: ReplicationArg,
     /// Serve Prometheus metrics (the host's counters) on this address (port 0: any, printed).
@@ -263,6 +277,7 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     };
     let store = match a.store.as_str() {
         "memory" => Store::memory(),
+        "local" => Store::memory_with_feed(),
         url => {
             Store::connect_redis(url, &a.namespace).await.with_context(|| format!("connecting to the store {url}"))?
         }
@@ -301,6 +316,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         ReplicationArg::Hot => Replication::Hot,
     };
     let stored = StoredUes::new(store.clone(), mode, &mut core);
+    let replica = (a.store == "local")
+        .then(|| replica::LocalReplica::new(a.id, store.clone(), a.replica_max_mib << 20, counters.clone()));
     let fe = tokio::net::TcpStream::connect(a.frontend)
         .await
         .with_context(|| format!("connecting to the front end at {}", a.frontend))?;
@@ -317,10 +334,10 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         tokio::spawn(crate::allinone::serve_metrics(listener, all));
     }
     println!(
-        "mme-host {} ready: s11={} store={:?} replication={:?} metrics={} cpu_max={}",
+        "mme-host {} ready: s11={} store={} replication={:?} metrics={} cpu_max={}",
         a.id,
         s11.local_addr,
-        store.kind(),
+        if a.store.contains("://") { "redis" } else { a.store.as_str() },
         a.replication,
         metrics.map_or("none".into(), |m| m.to_string()),
         a.cpu_max.map_or("none".into(), |f| f.to_string())
@@ -328,7 +345,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let (tx, rx) = watch::channel(false);
     let load =
         host::LoadReporting { every: std::time::Duration::from_millis(a.load_every_ms.max(1)), budget: a.cpu_max };
-    let task = tokio::spawn(host::run(a.id, core, stored, fe, s6a, s11_link, s11.local_addr, load, counters, rx));
+    let task =
+        tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11.local_addr, load, counters, rx));
     tokio::select! {
         r = task => r?,
         _ = tokio::signal::ctrl_c() => {

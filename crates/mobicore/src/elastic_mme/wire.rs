@@ -5,12 +5,14 @@
 //! [`WireError`], and the connection that carried it is closed.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use mobicore_store::replica::{ReplicaError, ReplicaMsg, MAX_BATCH_LEN};
 use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// The longest frame body taken (an S1AP PDU is far shorter; SCTP user
-/// messages of S1AP stay under 64 KiB).
-pub const MAX_FRAME: usize = 65_536 + 64;
+/// The longest frame body taken: a batch of replicated writes with its
+/// header (an S1AP PDU is far shorter; SCTP user messages of S1AP stay
+/// under 64 KiB).
+pub const MAX_FRAME: usize = MAX_BATCH_LEN + 1024;
 
 /// One frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +43,16 @@ pub enum Frame {
     Bounce { assoc: u64, stream: u16, data: Bytes },
     /// Front end -> host: exit (after [`Frame::Drained`]).
     Stop,
+    /// Front end -> host, at its Hello and whenever they change: the hosts
+    /// it replicates its UE records to (with a host-local store, seed 004
+    /// 4.3): the one that would be its heir if it went now.
+    ReplicateTo { hosts: Vec<u8> },
+    /// Front end -> host: host `host` is gone and its UEs are this host's
+    /// now: take its records from the copy replicated here.
+    Inherit { host: u8 },
+    /// Replicated UE records (host-local stores): host -> front end, to
+    /// replica host `peer`; front end -> host, from host `peer`.
+    Replica { peer: u8, msg: ReplicaMsg },
 }
 
 /// One NF's entry of a [`Frame::Load`]: its procedure kind (by
@@ -67,6 +79,8 @@ pub enum WireError {
     BadFamily(u8),
     #[error("load report of {0} entries (at most {MAX_LOAD_NFS})")]
     TooManyNfs(usize),
+    #[error(transparent)]
+    Replica(#[from] ReplicaError),
 }
 
 const HELLO: u8 = 1;
@@ -78,6 +92,9 @@ const DRAIN: u8 = 6;
 const DRAINED: u8 = 7;
 const BOUNCE: u8 = 8;
 const STOP: u8 = 9;
+const REPLICATE_TO: u8 = 10;
+const INHERIT: u8 = 11;
+const REPLICA: u8 = 12;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -110,6 +127,24 @@ impl Frame {
             Frame::Drain => b.put_u8(DRAIN),
             Frame::Drained => b.put_u8(DRAINED),
             Frame::Stop => b.put_u8(STOP),
+            Frame::ReplicateTo { hosts } => {
+                b.put_u8(REPLICATE_TO);
+                // At most 255 (host numbers are 1..=254).
+                let hosts = &hosts[..hosts.len().min(255)];
+                b.put_u8(hosts.len() as u8);
+                b.put_slice(hosts);
+            }
+            Frame::Inherit { host } => {
+                b.put_u8(INHERIT);
+                b.put_u8(*host);
+            }
+            Frame::Replica { peer, msg } => {
+                b.put_u8(REPLICA);
+                b.put_u8(*peer);
+                let mut body = Vec::new();
+                msg.encode(&mut body);
+                b.put_slice(&body);
+            }
             Frame::Load { cpu_e4, nfs } => {
                 b.put_u8(LOAD);
                 b.put_u16(*cpu_e4);
@@ -163,6 +198,21 @@ impl Frame {
             DRAIN => Ok(Frame::Drain),
             DRAINED => Ok(Frame::Drained),
             STOP => Ok(Frame::Stop),
+            REPLICATE_TO => {
+                need(&body, 1)?;
+                let n = usize::from(body.get_u8());
+                need(&body, n)?;
+                Ok(Frame::ReplicateTo { hosts: body.split_to(n).to_vec() })
+            }
+            INHERIT => {
+                need(&body, 1)?;
+                Ok(Frame::Inherit { host: body.get_u8() })
+            }
+            REPLICA => {
+                need(&body, 2)?;
+                let peer = body.get_u8();
+                Ok(Frame::Replica { peer, msg: ReplicaMsg::decode(&body)? })
+            }
             LOAD => {
                 need(&body, 3)?;
                 let cpu_e4 = body.get_u16();
@@ -269,6 +319,17 @@ mod tests {
         for f in [Frame::Drain, Frame::Drained, Frame::Stop] {
             round_trip(f);
         }
+        round_trip(Frame::ReplicateTo { hosts: vec![] });
+        round_trip(Frame::ReplicateTo { hosts: vec![2, 254] });
+        round_trip(Frame::Inherit { host: 3 });
+        round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Resync });
+        let op = mobicore_store::replica::Op::Put { key: "mme/ue/1".into(), version: 3, value: vec![7; 1000] };
+        round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![op] } });
+        // A full batch fits a frame.
+        let big = mobicore_store::replica::Op::Put { key: "k".into(), version: 1, value: vec![0; MAX_BATCH_LEN - 20] };
+        let f = Frame::Replica { peer: 9, msg: ReplicaMsg::Batch { reset: false, seq: 5, ops: vec![big] } };
+        assert!(f.encode().len() - 4 <= MAX_FRAME);
+        round_trip(f);
         let nf = NfLoadWire { kind: 4, q_e3: u32::MAX, c_e4: 5000 };
         round_trip(Frame::Load { cpu_e4: 10_000, nfs: vec![nf; MAX_LOAD_NFS] });
     }
@@ -276,7 +337,12 @@ mod tests {
     #[test]
     fn bad_frames_are_errors() {
         assert_eq!(Frame::decode(Bytes::new()), Err(WireError::Truncated));
-        assert_eq!(Frame::decode(Bytes::from_static(&[10])), Err(WireError::UnknownType(10)));
+        assert_eq!(Frame::decode(Bytes::from_static(&[99])), Err(WireError::UnknownType(99)));
+        assert_eq!(Frame::decode(Bytes::from_static(&[REPLICATE_TO, 3, 1])), Err(WireError::Truncated));
+        assert_eq!(
+            Frame::decode(Bytes::from_static(&[REPLICA, 1, 77])),
+            Err(WireError::Replica(ReplicaError::Unknown(77)))
+        );
         assert_eq!(Frame::decode(Bytes::from_static(&[BOUNCE, 0])), Err(WireError::Truncated));
         assert_eq!(
             Frame::decode(Bytes::from_static(&[ENB_UP, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 5])),
@@ -292,6 +358,8 @@ mod tests {
             Frame::Load { cpu_e4: 7, nfs: vec![nf, nf] },
             Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 },
             Frame::Hello { host: 1, s11: "[::1]:2123".parse().unwrap() },
+            Frame::ReplicateTo { hosts: vec![1, 2] },
+            Frame::Inherit { host: 1 },
         ] {
             let enc = f.encode();
             for n in 0..enc.len() - 4 {

@@ -1,0 +1,221 @@
+//! A host's host-local store, replicated to its replica host (issue 13
+//! item 2, seed 004 4.3; `mme-host --store local`): the thin shell over
+//! [`mobicore_store::replica`]. The host's UE records live in its own
+//! embedded store ([`Store::memory_with_feed`]), written by
+//! [`mobicore_mme::stored::StoredUes`] as with any store (cold: when a
+//! procedure completes; hot: after every message). After every sync, the
+//! store's writes go to the replica host the front end named
+//! ([`Frame::ReplicateTo`]: the host that would be this one's heir), as
+//! [`Frame::Replica`] through the front end, before what the event sends
+//! (write-ahead, as with a shared store). A new replica host first gets a
+//! full copy. This host keeps the copies others send it apart from its own
+//! store, and when the front end says one of them is gone
+//! ([`Frame::Inherit`]) it takes that copy into its own store: the gone
+//! host's UEs are then found there at their next message as if it had
+//! written them, and are replicated on to this host's own replica host.
+//! A record the copy shares with this host's own store (a UE that
+//! attached again here) stays this host's.
+
+use super::wire::Frame;
+use mobicore_common::counters::Counters;
+use mobicore_store::replica::{Copies, ReplicaMsg, Sender};
+use mobicore_store::{Store, StoreError, Versioned};
+use tokio::sync::mpsc;
+
+/// A host's own store and its replication.
+pub struct LocalReplica {
+    /// This host's number.
+    host: u8,
+    store: Store,
+    sender: Sender,
+    copies: Copies,
+    counters: Counters,
+}
+
+impl LocalReplica {
+    /// Over `store` (a [`Store::memory_with_feed`]); the copies of other
+    /// hosts' stores hold at most `max_copy_bytes` together.
+    pub fn new(host: u8, store: Store, max_copy_bytes: usize, counters: Counters) -> LocalReplica {
+        LocalReplica { host, store, sender: Sender::new(), copies: Copies::new(max_copy_bytes), counters }
+    }
+
+    /// The store's writes since the last call go to the replica host(s),
+    /// queued on `out` (towards the front end) before anything else.
+    pub fn flush(&mut self, out: &mpsc::Sender<Frame>) {
+        self.sender.changes(self.store.take_changes());
+        self.send(out);
+    }
+
+    /// A replication frame of the front end.
+    pub async fn on_frame(&mut self, frame: Frame, out: &mpsc::Sender<Frame>) {
+        match frame {
+            Frame::ReplicateTo { hosts } => {
+                // Every write so far in the stream first: the copy is newer.
+                self.sender.changes(self.store.take_changes());
+                let snapshot = self.snapshot().await;
+                self.sender.set_targets(&hosts, &snapshot);
+                tracing::info!(?hosts, "replica hosts");
+            }
+            Frame::Replica { peer, msg: ReplicaMsg::Resync } => {
+                self.sender.changes(self.store.take_changes());
+                let snapshot = self.snapshot().await;
+                self.sender.resync(peer, &snapshot);
+                self.counters.incr("replica_resync_asked");
+            }
+            Frame::Replica { peer, msg } => {
+                if let Some(answer) = self.copies.receive(peer, msg) {
+                    if out.try_send(Frame::Replica { peer, msg: answer }).is_err() {
+                        self.counters.incr("replica_frame_dropped");
+                    }
+                }
+            }
+            Frame::Inherit { host } => self.inherit(host).await,
+            _ => {}
+        }
+        self.send(out);
+    }
+
+    /// Host `host` is gone and this host its heir: its copy joins this
+    /// host's own store.
+    async fn inherit(&mut self, host: u8) {
+        let whole = self.copies.holds(host).is_some_and(|(_, whole)| whole);
+        let Some(copy) = self.copies.take(host) else {
+            self.counters.incr("replica_inherit_no_copy");
+            tracing::warn!(host, "inheriting host {host}'s UEs with no copy of its records");
+            return;
+        };
+        if !whole {
+            self.counters.incr("replica_inherit_incomplete");
+        }
+        let n = copy.len();
+        for (key, v) in copy {
+            match self.store.compare_and_set(&key, None, &v.value).await {
+                Ok(_) => self.counters.incr("replica_inherited"),
+                Err(StoreError::Conflict { .. }) => self.counters.incr("replica_inherit_kept_own"),
+                Err(e) => {
+                    self.counters.incr("replica_inherit_failed");
+                    tracing::warn!(%key, "inheriting a record: {e}");
+                }
+            }
+        }
+        println!("mme-host {}: inherited host{host}'s {n} records", self.host);
+    }
+
+    async fn snapshot(&self) -> Vec<(String, Versioned)> {
+        match self.store.scan_prefix("").await {
+            Ok(all) => all,
+            Err(e) => {
+                // Not for an embedded store in memory; an empty copy is a
+                // reset that the next writes fill.
+                tracing::warn!("reading the store for a full copy: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// What the sender has for the front end; the counters brought up to date.
+    fn send(&mut self, out: &mpsc::Sender<Frame>) {
+        while let Some((to, msg)) = self.sender.poll() {
+            // Lost (the queue full): the replica sees the gap and asks again.
+            if out.try_send(Frame::Replica { peer: to, msg }).is_err() {
+                self.counters.incr("replica_frame_dropped");
+            }
+        }
+        let s = self.sender.stats;
+        let c = self.copies.stats;
+        for (name, v) in [
+            ("replica_batches_sent", s.batches),
+            ("replica_ops_sent", s.ops),
+            ("replica_full_copies_sent", s.full_copies),
+            ("replica_too_large", s.too_large),
+            ("replica_ops_applied", c.applied),
+            ("replica_ops_stale", c.stale),
+            ("replica_gaps", c.gaps),
+            ("replica_over_bound", c.over_bound),
+            ("replica_copies_forgotten", c.forgotten),
+            ("replica_copy_bytes", self.copies.bytes() as u64),
+        ] {
+            self.counters.get(name).store(v, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hosts 1 and 2 with their own stores; what each queued for the
+    /// front end is relayed as the front end does.
+    struct Pair {
+        stores: [Store; 2],
+        hosts: [LocalReplica; 2],
+        out: [(mpsc::Sender<Frame>, mpsc::Receiver<Frame>); 2],
+    }
+
+    impl Pair {
+        fn new() -> Pair {
+            let stores = [Store::memory_with_feed(), Store::memory_with_feed()];
+            let hosts =
+                [1, 2].map(|h| LocalReplica::new(h, stores[usize::from(h) - 1].clone(), 1 << 20, Counters::new()));
+            Pair { stores, hosts, out: [mpsc::channel(64), mpsc::channel(64)] }
+        }
+
+        /// Relays every Replica frame queued, until none is.
+        async fn relay(&mut self) -> usize {
+            let mut n = 0;
+            loop {
+                let mut moved = false;
+                for from in 0..2 {
+                    while let Ok(Frame::Replica { peer, msg }) = self.out[from].1.try_recv() {
+                        let to = usize::from(peer) - 1;
+                        let f = Frame::Replica { peer: from as u8 + 1, msg };
+                        self.hosts[to].on_frame(f, &self.out[to].0).await;
+                        (moved, n) = (true, n + 1);
+                    }
+                }
+                if !moved {
+                    return n;
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_heir_takes_the_gone_hosts_copy_into_its_own_store_and_replicates_it_on() {
+        let mut p = Pair::new();
+        p.stores[0].put("mme/ue/1", b"a").await.unwrap();
+        // Host 1 replicates to host 2 (a full copy first), host 2 to host 1.
+        for (h, to) in [(0, 2), (1, 1)] {
+            p.hosts[h].on_frame(Frame::ReplicateTo { hosts: vec![to] }, &p.out[h].0).await;
+        }
+        assert_eq!(p.relay().await, 2);
+        p.stores[0].put("mme/ue/1", b"b").await.unwrap();
+        p.stores[0].put("mme/ue/2", b"c").await.unwrap();
+        // The same IMSI attached again at host 2: its own record.
+        p.stores[1].put("mme/ue/2", b"own").await.unwrap();
+        for h in 0..2 {
+            p.hosts[h].flush(&p.out[h].0);
+        }
+        assert_eq!(p.relay().await, 2);
+        assert_eq!(p.hosts[1].copies.holds(1), Some((2, true)));
+
+        // Host 1 is gone: host 2 inherits; its own record stays.
+        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        let value = |s: &Store, k: &'static str| {
+            let s = s.clone();
+            async move { s.get(k).await.unwrap().map(|v| v.value) }
+        };
+        assert_eq!(value(&p.stores[1], "mme/ue/1").await, Some(b"b".to_vec()));
+        assert_eq!(value(&p.stores[1], "mme/ue/2").await, Some(b"own".to_vec()));
+        assert_eq!(p.hosts[1].counters.value("replica_inherit_kept_own"), 1);
+        assert_eq!(p.hosts[1].copies.holds(1), None);
+        // What it inherited goes on to its own replica host (here host 1's
+        // copy of host 2), as any write of its own.
+        p.hosts[1].flush(&p.out[1].0);
+        assert_eq!(p.relay().await, 1);
+        assert_eq!(p.hosts[0].copies.holds(2), Some((2, true)));
+        // Inheriting with no copy is counted, not a failure.
+        p.hosts[1].on_frame(Frame::Inherit { host: 9 }, &p.out[1].0).await;
+        assert_eq!(p.hosts[1].counters.value("replica_inherit_no_copy"), 1);
+    }
+}
