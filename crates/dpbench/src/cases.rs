@@ -51,6 +51,7 @@ pub fn session_rules(i: u32) -> SessionRules {
         local_fteid: None,
         choose_fteid: false,
         ue_ipv4: None,
+        ue_ipv6: None,
         network_instance: Some("internet".into()),
         sdf_filters: 0,
         flows: Vec::new(),

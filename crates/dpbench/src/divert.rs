@@ -344,6 +344,7 @@ fn anchor_rules(teid: u32, s1u: Ipv4Addr, ue: Ipv4Addr) -> SessionRules {
         local_fteid,
         choose_fteid: false,
         ue_ipv4,
+        ue_ipv6: None,
         network_instance: Some("internet".into()),
         sdf_filters: 0,
         flows: Vec::new(),

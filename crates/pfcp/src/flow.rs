@@ -154,6 +154,19 @@ impl FlowFilter {
         self.remote_ports.is_some() || self.ue_ports.is_some()
     }
 
+    /// Whether this filter matches an IPv6 packet with these protocol and
+    /// ports: only its protocol and ports can; an IPv4 prefix on either
+    /// side never matches one (`assigned` and `any` do).
+    pub fn matches_ipv6(&self, proto: u8, ue_port: Option<u16>, remote_port: Option<u16>) -> bool {
+        let v6 = |a: &AddrMatch| matches!(a, AddrMatch::Any | AddrMatch::Assigned | AddrMatch::Prefix(_, 0));
+        !self.never
+            && self.proto.is_none_or(|p| p == proto)
+            && v6(&self.remote)
+            && v6(&self.ue)
+            && port_ok(self.remote_ports, remote_port)
+            && port_ok(self.ue_ports, ue_port)
+    }
+
     pub fn matches(&self, k: &FlowKey) -> bool {
         !self.never
             && self.proto.is_none_or(|p| p == k.proto)
@@ -205,6 +218,19 @@ mod tests {
             assert_eq!(f.proto, Some(n), "{name}");
         }
         assert_eq!(FlowFilter::parse("permit out udpx from any to assigned"), None);
+    }
+
+    #[test]
+    fn ipv6_packets_match_by_protocol_and_ports_never_by_an_ipv4_prefix() {
+        let any = FlowFilter::parse("permit out ip from any to assigned").unwrap();
+        assert!(any.matches_ipv6(58, None, None));
+        let udp = FlowFilter::parse("permit out 17 from any 53 to assigned").unwrap();
+        assert!(udp.matches_ipv6(17, Some(4000), Some(53)));
+        assert!(!udp.matches_ipv6(17, Some(4000), Some(54)));
+        assert!(!udp.matches_ipv6(6, Some(4000), Some(53)));
+        let v4 = FlowFilter::parse("permit out ip from 192.0.2.0/24 to assigned").unwrap();
+        assert!(!v4.matches_ipv6(17, Some(1), Some(2)));
+        assert!(!FlowFilter::NEVER.matches_ipv6(17, None, None));
     }
 
     #[test]

@@ -319,12 +319,6 @@ impl SpgwcCore {
             self.counters.incr("s11_create_session_teids_exhausted");
             return reject(self, GtpCause::NO_RESOURCES_AVAILABLE);
         };
-        if ue_ipv6.is_some() {
-            // Our UPF matches downlink by IPv4 UE address only: the prefix
-            // is given to the UE and put in the PDI, but carries no traffic
-            // through mobicore-upf yet.
-            self.counters.incr("sessions_ipv6_control_plane_only");
-        }
         // PCO / ePCO answered per APN (TS 29.274 7.2.2, TS 24.008 10.5.6.3).
         let pco = r.pco.as_ref().map(|ue| {
             let a = self.cfg.apns.iter().find(|a| a.name.eq_ignore_ascii_case(&apn));

@@ -39,7 +39,8 @@ pub struct UpfConfig {
     pub core_interface: Option<String>,
     /// Name of the core-side TUN device of the user-space data path.
     pub tun_name: String,
-    /// UE address pools routed to the data path, e.g. ["10.44.0.0/14"].
+    /// UE address pools routed to the data path, e.g. ["10.44.0.0/14"];
+    /// an IPv6 one ("2001:db8:44::/48") turns IPv6 on the TUN device.
     pub ue_pools: Vec<String>,
     /// Downlink buffering budget per session and in total, in octets.
     pub buffer_session_bytes: usize,

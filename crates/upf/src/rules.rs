@@ -23,7 +23,7 @@ use rs_pfcp::ie::pdi::Pdi;
 use rs_pfcp::ie::{IeIterator, IeType};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 
 /// Source Interface values (TS 29.244 8.2.2).
@@ -68,6 +68,10 @@ pub struct PacketDetection {
     /// Requested CHOOSE: the UP function allocates the F-TEID.
     pub choose_fteid: bool,
     pub ue_ipv4: Option<Ipv4Addr>,
+    /// The UE's IPv6 address; its /64 is the PDN connection's prefix (TS
+    /// 29.244 8.2.62: no prefix length given means /64).
+    #[serde(default)]
+    pub ue_ipv6: Option<Ipv6Addr>,
     pub network_instance: Option<String>,
     pub sdf_filters: usize,
     /// The SDF filters' flow descriptions that we could read (TS 29.244
@@ -83,6 +87,7 @@ impl PacketDetection {
             local_fteid: p.f_teid.as_ref().and_then(|f| f.ipv4_address.map(|a| (u32::from(f.teid), a))),
             choose_fteid: p.f_teid.as_ref().is_some_and(|f| f.ch),
             ue_ipv4: p.ue_ip_addresses.iter().find_map(|u| u.ipv4_address),
+            ue_ipv6: p.ue_ip_addresses.iter().find_map(|u| u.ipv6_address),
             network_instance: ni(&p.network_instance),
             sdf_filters: p.sdf_filters.len(),
             flows: p

@@ -18,10 +18,11 @@
 use super::defrag::{self, FragKey, Later};
 use super::flow::FlowKey;
 use super::ipv4::{self, Ipv4Info};
+use super::ipv6;
 use super::{dupl, DropReason, SessionState, TokenBucket, Transmit, UserPlane, Verdict};
 use crate::rules::{GtpuTunnel, PlaneReport, INTERFACE_CORE};
 use mobicore_gtp::gtpu::{self, msg, HeaderRepr, Packet};
-use std::net::{IpAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv6Addr, SocketAddrV4};
 use std::time::Instant;
 
 impl UserPlane {
@@ -76,6 +77,15 @@ impl UserPlane {
             return Verdict::Dropped(DropReason::UnknownTeid);
         };
         let inner = &datagram[p.payload_offset()..p.total_len()];
+        let s = self.sessions.get(&seid).expect("indexed session");
+        // Downlink on an indirect data forwarding tunnel (TS 23.401
+        // 5.5.1.2.2): on to the target eNB as it is.
+        if let Some(pdr) = forwarding_pdr(s, teid) {
+            return self.apply(now, seid, pdr, inner, true, false);
+        }
+        if inner.first().is_some_and(|b| b >> 4 == 6) {
+            return self.uplink_ipv6(now, seid, teid, inner);
+        }
         let Some(ip) = ipv4::parse(inner) else {
             return Verdict::Dropped(DropReason::Malformed);
         };
@@ -83,11 +93,6 @@ impl UserPlane {
             return Verdict::Dropped(DropReason::FragOutOfRange);
         }
         let s = self.sessions.get(&seid).expect("indexed session");
-        // Downlink on an indirect data forwarding tunnel (TS 23.401
-        // 5.5.1.2.2): on to the target eNB as it is.
-        if let Some(pdr) = forwarding_pdr(s, teid) {
-            return self.apply(now, seid, pdr, inner, true, false);
-        }
         // Anti-spoofing: the inner source must be the session's UE address.
         if s.ue_ip.is_some_and(|ue| ue != ip.src) {
             return Verdict::Dropped(DropReason::Spoofed);
@@ -111,6 +116,86 @@ impl UserPlane {
             return Verdict::Dropped(DropReason::NoPdr);
         };
         self.apply(now, seid, pdr, inner, true, false)
+    }
+
+    /// An IPv6 packet of the UE on `teid` (a PDN connection of type IPv6
+    /// or IPv4v6): a Router Solicitation is answered with the session's
+    /// prefix; anything else must come from that /64 and meet an uplink
+    /// PDR whose filters an IPv6 packet can match.
+    fn uplink_ipv6(&mut self, now: Instant, seid: u64, teid: u32, inner: &[u8]) -> Verdict {
+        let Some(ip) = ipv6::parse(inner) else {
+            return Verdict::Dropped(DropReason::Malformed);
+        };
+        let s = &self.sessions[&seid];
+        let Some(ue) = s.ue_ip6 else {
+            return Verdict::Dropped(DropReason::NoPdr);
+        };
+        if ipv6::is_router_solicitation(&ip, inner) {
+            return self.router_advertisement(seid, ip.src, ue);
+        }
+        if ipv6::prefix64(ip.src) != ipv6::prefix64(ue) {
+            return Verdict::Dropped(DropReason::Spoofed);
+        }
+        let (ue_port, remote_port) = (ip.ports.map(|p| p.0), ip.ports.map(|p| p.1));
+        let pdr = s.ul_pdrs.iter().copied().find(|id| {
+            let pd = &s.rules.pdrs[id].pdi;
+            pd.local_fteid.is_some_and(|f| f.0 == teid)
+                && (pd.flows.is_empty()
+                    || pd.flows.iter().any(|f| f.matches_ipv6(ip.next_header, ue_port, remote_port)))
+        });
+        let Some(pdr) = pdr else {
+            return Verdict::Dropped(DropReason::NoPdr);
+        };
+        self.apply(now, seid, pdr, inner, true, false)
+    }
+
+    /// TS 29.061 11.2.1.3.2: the gateway answers a Router Solicitation with
+    /// a Router Advertisement of the PDN connection's /64, through the
+    /// session's downlink tunnel (none while it buffers: the UE is idle).
+    fn router_advertisement(&mut self, seid: u64, from: Ipv6Addr, ue: Ipv6Addr) -> Verdict {
+        let s = &self.sessions[&seid];
+        let tunnel = s.dl_pdrs.iter().find_map(|id| {
+            let far = s.rules.pdrs[id].far_id.and_then(|f| s.rules.fars.get(&f))?;
+            far.action.forw.then_some(far.outer_header_creation).flatten()
+        });
+        let Some(t) = tunnel else {
+            return Verdict::Dropped(DropReason::NoDestination);
+        };
+        // To the solicitation's source, or all nodes if it had none.
+        let dst = if from.is_unspecified() { Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1) } else { from };
+        let mtu = u32::try_from(self.cfg.s1u_mtu.saturating_sub(20 + 8 + 8)).ok();
+        let ra = ipv6::router_advertisement(dst, ue, mtu);
+        self.counters.incr("upf_ipv6_router_advertisement");
+        let to = SocketAddrV4::new(t.ipv4, gtpu::PORT);
+        self.transmits.push_back(Transmit::Gtpu { to, bytes: gtpu::gpdu(t.teid, &ra) });
+        Verdict::Control
+    }
+
+    /// An IPv6 packet for a UE from the core: the session by the /64 of
+    /// its destination, then the downlink PDR of highest precedence whose
+    /// UE address has that /64 and whose filters an IPv6 packet can match.
+    fn downlink_ipv6(&mut self, now: Instant, packet: &[u8], released: Option<u16>) -> Verdict {
+        let Some(ip) = ipv6::parse(packet) else {
+            return Verdict::Dropped(DropReason::Malformed);
+        };
+        let prefix = ipv6::prefix64(ip.dst);
+        let Some(&seid) = self.by_ue6.get(&prefix) else {
+            return Verdict::Dropped(DropReason::NoSession);
+        };
+        let s = &self.sessions[&seid];
+        let pdr = released.filter(|p| s.rules.pdrs.contains_key(p)).or_else(|| {
+            let (ue_port, remote_port) = (ip.ports.map(|p| p.1), ip.ports.map(|p| p.0));
+            s.dl_pdrs.iter().copied().find(|id| {
+                let pd = &s.rules.pdrs[id].pdi;
+                pd.ue_ipv6.is_some_and(|u| ipv6::prefix64(u) == prefix)
+                    && (pd.flows.is_empty()
+                        || pd.flows.iter().any(|f| f.matches_ipv6(ip.next_header, ue_port, remote_port)))
+            })
+        });
+        let Some(pdr) = pdr else {
+            return Verdict::Dropped(DropReason::NoPdr);
+        };
+        self.apply(now, seid, pdr, packet, false, released.is_some())
     }
 
     /// A fragment in a session whose PDRs filter on ports: the first
@@ -194,6 +279,9 @@ impl UserPlane {
     /// `released`: the PDR that buffered the packet, when the buffer is
     /// being released.
     pub(crate) fn downlink_inner(&mut self, now: Instant, packet: &[u8], released: Option<u16>) -> Verdict {
+        if packet.first().is_some_and(|b| b >> 4 == 6) {
+            return self.downlink_ipv6(now, packet, released);
+        }
         let Some(ip) = ipv4::parse(packet) else {
             return Verdict::Dropped(DropReason::Malformed);
         };
@@ -349,7 +437,9 @@ pub(super) fn encapsulate(t: GtpuTunnel, pkt: &[u8], mtu: usize) -> Result<Vec<V
     if pkt.len() <= inner_mtu {
         return Ok(vec![gtpu::gpdu(t.teid, pkt)]);
     }
-    if ipv4::parse(pkt).is_some_and(|i| i.df) {
+    // IPv6 is never fragmented on the way (RFC 8200 5): dropped, counted
+    // as too big; the APN's MTU in the PCO keeps UEs below it.
+    if ipv4::parse(pkt).is_none_or(|i| i.df) {
         return Err(Some(inner_mtu.min(usize::from(u16::MAX)) as u16));
     }
     let frags = ipv4::fragment(pkt, inner_mtu).ok_or(None)?;

@@ -216,10 +216,20 @@ impl DatapathIo {
         let name = cfg.tun_name.clone();
         let tun = in_netns(cfg.core_netns.as_deref(), move || open_tun(&name))?;
         let ns = cfg.core_netns.as_deref();
-        // IPv4 only: without this the kernel sends the new device's IPv6
-        // router solicitations into it, counted as malformed G-PDU payload.
-        let path = format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", cfg.tun_name);
-        let _ = in_netns(ns, move || std::fs::write(path, "1"));
+        // IPv6 UE pools (PDN types IPv6 and IPv4v6) need IPv6 on the device
+        // and forwarding in its namespace; the device gets no address of
+        // its own (addr_gen_mode 1), so the kernel sends nothing into it
+        // (router solicitations, DAD). Without them, IPv4 only.
+        let v6 = cfg.ue_pools.iter().any(|p| p.contains(':'));
+        let conf = |key: &str| format!("/proc/sys/net/ipv6/conf/{}/{key}", cfg.tun_name);
+        if v6 {
+            let (mode, forwarding) = (conf("addr_gen_mode"), "/proc/sys/net/ipv6/conf/all/forwarding");
+            let _ = in_netns(ns, move || std::fs::write(mode, "1"));
+            in_netns(ns, move || std::fs::write(forwarding, "1"))
+                .map_err(|e| io::Error::new(e.kind(), format!("enabling IPv6 forwarding for the UE pools: {e}")))?;
+        }
+        let path = conf("disable_ipv6");
+        let _ = in_netns(ns, move || std::fs::write(path, if v6 { "0" } else { "1" }));
         // ICMP errors we write into the TUN come from our own address
         // (DatapathConfig::icmp_source): without accept_local the kernel
         // drops them as martians instead of routing them to the core.

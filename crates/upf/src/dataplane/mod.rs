@@ -4,8 +4,8 @@
 //! - [`UserPlane`] (this file): the sans-I/O packet core. Rules come in
 //!   through install/update/remove; packets through [`UserPlane::uplink`]
 //!   (a UDP datagram received on the S1-U address, port 2152) and
-//!   [`UserPlane::downlink`] (an IPv4 packet routed to the UE pools on the
-//!   core side); what to send comes out of [`UserPlane::poll_transmit`] and
+//!   [`UserPlane::downlink`] (an IPv4 or IPv6 packet routed to the UE pools
+//!   on the core side); what to send comes out of [`UserPlane::poll_transmit`] and
 //!   what to tell the CP function out of [`UserPlane::poll_report`].
 //! - `forward`: the per-packet pipeline (PDR match, QER, URR, FAR), and
 //!   the GTP-U MTU (`s1u_mtu`): a packet too big once encapsulated
@@ -17,6 +17,10 @@
 //!   first one's PDR in sessions with port-based SDF filters.
 //! - [`flow`]: SDF filters (flow descriptions).
 //! - `ipv4`: the IPv4 fields we read; fragments and ICMP we build.
+//! - [`ipv6`]: the IPv6 fields we read; the Router Advertisement we send.
+//!   A session whose PDI names an IPv6 address is found by its /64 (PDN
+//!   types IPv6 and IPv4v6); IPv6 is forwarded here, in the slow path
+//!   (the XDP fast path passes it on), never fragmented (too big: dropped).
 //! - [`plane`]: [`UserspacePlane`], the shared handle implementing
 //!   [`ForwardingPlane`] for the PFCP node.
 //! - [`handover`]: a FAR turning from BUFF to FORW switches the XDP fast
@@ -41,7 +45,8 @@
 //! `upf_duplicated`, `upf_dupl_outer_fragmented`, `upf_frag_held`, `upf_frag_overflow`,
 //! `upf_frag_timeout`, `upf_frag_discarded`, `upf_dl_fragmented`,
 //! `upf_ul_fragmented`,
-//! `upf_icmp_frag_needed`, `upf_icmp_suppressed`, `upf_too_big`;
+//! `upf_icmp_frag_needed`, `upf_icmp_suppressed`, `upf_too_big`,
+//! `upf_ipv6_router_advertisement`;
 //! AF_XDP (XDP mode, `io`): `upf_afxdp_received` (buffered downlink frames
 //! read from the sockets), `upf_afxdp_not_ipv4`, and in the shell
 //! `upf_afxdp_fallback` (no sockets: the TUN device receives them).
@@ -53,6 +58,7 @@ mod forward;
 pub mod handover;
 pub mod io;
 pub mod ipv4;
+pub mod ipv6;
 pub mod plane;
 
 use crate::rules::{GtpuTunnel, PlaneError, PlaneReport, SessionRules, INTERFACE_ACCESS, INTERFACE_CORE};
@@ -226,6 +232,8 @@ pub(crate) type UrrState = crate::urr::UsageCounts;
 pub(crate) struct SessionState {
     pub rules: SessionRules,
     pub ue_ip: Option<Ipv4Addr>,
+    /// The UE's IPv6 address (its /64 is the key of the session).
+    pub ue_ip6: Option<std::net::Ipv6Addr>,
     /// Uplink PDRs (source interface Access), by precedence.
     pub ul_pdrs: Vec<u16>,
     /// Downlink PDRs (source interface Core), by precedence.
@@ -266,6 +274,7 @@ impl SessionState {
         self.teids.sort();
         self.teids.dedup();
         self.ue_ip = rules.pdrs.values().find_map(|p| p.pdi.ue_ipv4);
+        self.ue_ip6 = rules.pdrs.values().find_map(|p| p.pdi.ue_ipv6);
         let ports = |iface: u8| {
             rules.pdrs.values().any(|p| p.pdi.source_interface == iface && p.pdi.flows.iter().any(|f| f.needs_ports()))
         };
@@ -285,6 +294,8 @@ pub struct UserPlane {
     pub(crate) sessions: HashMap<u64, SessionState>,
     pub(crate) by_teid: HashMap<u32, u64>,
     pub(crate) by_ue: HashMap<Ipv4Addr, u64>,
+    /// Sessions by the /64 of their UE's IPv6 address ([`ipv6::prefix64`]).
+    pub(crate) by_ue6: HashMap<u64, u64>,
     pub(crate) buffered_total: usize,
     pub(crate) transmits: VecDeque<Transmit>,
     pub(crate) reports: VecDeque<PlaneReport>,
@@ -310,6 +321,7 @@ impl UserPlane {
             sessions: HashMap::new(),
             by_teid: HashMap::new(),
             by_ue: HashMap::new(),
+            by_ue6: HashMap::new(),
             buffered_total: 0,
             transmits: VecDeque::new(),
             reports: VecDeque::new(),
@@ -349,6 +361,11 @@ impl UserPlane {
                 return Err(PlaneError::Other(format!("UE address {ue} belongs to another session")));
             }
         }
+        if let Some(ue) = s.ue_ip6 {
+            if self.by_ue6.get(&ipv6::prefix64(ue)).is_some_and(|o| *o != up_seid) {
+                return Err(PlaneError::Other(format!("UE prefix of {ue} belongs to another session")));
+            }
+        }
         Ok(())
     }
 
@@ -359,6 +376,9 @@ impl UserPlane {
         }
         if let Some(ue) = s.ue_ip {
             self.by_ue.insert(ue, up_seid);
+        }
+        if let Some(ue) = s.ue_ip6 {
+            self.by_ue6.insert(ipv6::prefix64(ue), up_seid);
         }
     }
 
@@ -372,6 +392,9 @@ impl UserPlane {
         }
         if let Some(ue) = s.ue_ip.filter(|ue| self.by_ue.get(ue) == Some(&up_seid)) {
             self.by_ue.remove(&ue);
+        }
+        if let Some(p) = s.ue_ip6.map(ipv6::prefix64).filter(|p| self.by_ue6.get(p) == Some(&up_seid)) {
+            self.by_ue6.remove(&p);
         }
     }
 

@@ -24,6 +24,7 @@ pub(super) fn pd(iface: u8, teid: Option<u32>, ue: Ipv4Addr, flows: &[&str]) -> 
         local_fteid: teid.map(|t| (t, S1U)),
         choose_fteid: false,
         ue_ipv4: Some(ue),
+        ue_ipv6: None,
         network_instance: None,
         sdf_filters: flows.len(),
         flows: flows.iter().map(|f| FlowFilter::parse(f).unwrap()).collect(),
@@ -410,4 +411,127 @@ proptest! {
             }
         }
     }
+}
+
+// ---- IPv6 (PDN type IPv6 / IPv4v6: TS 23.401 5.3.1.2.2) ----
+
+const UE6: &str = "2001:db8:0:7:1111:2222:3333:4444";
+const DN6: &str = "2001:db8:ffff::10";
+
+/// A dual-stack bearer: UE addresses `UE` and `UE6` (its /64 the PDN
+/// connection's prefix) in both PDIs, as the S/P-GW-C sends them.
+fn dual_bearer(dl: Action) -> SessionRules {
+    let mut r = bearer(UE, 0x100, 0x900, dl);
+    for p in r.pdrs.values_mut() {
+        p.pdi.ue_ipv6 = Some(UE6.parse().unwrap());
+    }
+    r
+}
+
+fn v6(a: &str) -> std::net::Ipv6Addr {
+    a.parse().unwrap()
+}
+
+#[test]
+fn ipv6_goes_up_to_the_core_and_down_the_tunnel_by_the_ues_prefix() {
+    let mut p = plane();
+    p.install(1, &dual_bearer(FORW)).unwrap();
+    let now = Instant::now();
+    let up = super::ipv6::udp_packet(v6(UE6), v6(DN6), 4000, 53, b"query");
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, &up)), Verdict::Forwarded);
+    assert_eq!(drain(&mut p), vec![Transmit::Core(up)]);
+    // Any address of the /64 is the UE's (SLAAC picks the interface ID).
+    let down = super::ipv6::udp_packet(v6(DN6), v6("2001:db8:0:7::99"), 53, 4000, b"answer");
+    assert_eq!(p.downlink(now, &down), Verdict::Forwarded);
+    let out = drain(&mut p);
+    let [Transmit::Gtpu { to, bytes }] = &out[..] else { panic!("{out:?}") };
+    assert_eq!((*to, gtpu::parse(bytes).unwrap().header.teid), (enb(), 0x900));
+    assert_eq!(gtpu::parse(bytes).unwrap().body, Body::GPdu(&down));
+    // IPv4 still works beside it; another /64 has no session.
+    assert_eq!(p.downlink(now, &dl_packet(UE, 5000, b"v4")), Verdict::Forwarded);
+    let other = super::ipv6::udp_packet(v6(DN6), v6("2001:db8:0:8::1"), 53, 4000, b"x");
+    assert_eq!(p.downlink(now, &other), Verdict::Dropped(DropReason::NoSession));
+    // Removed with the session.
+    p.remove(1).unwrap();
+    assert_eq!(p.downlink(now, &down), Verdict::Dropped(DropReason::NoSession));
+}
+
+#[test]
+fn ipv6_from_outside_the_prefix_or_on_an_ipv4_only_bearer_is_dropped() {
+    let mut p = plane();
+    p.install(1, &dual_bearer(FORW)).unwrap();
+    p.install(2, &bearer(UE2, 0x200, 0x901, FORW)).unwrap();
+    let now = Instant::now();
+    let spoofed = super::ipv6::udp_packet(v6("2001:db8:0:8::1"), v6(DN6), 4000, 53, b"x");
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, &spoofed)), Verdict::Dropped(DropReason::Spoofed));
+    let on_v4 = super::ipv6::udp_packet(v6(UE6), v6(DN6), 4000, 53, b"x");
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x200, &on_v4)), Verdict::Dropped(DropReason::NoPdr));
+    let cut = &on_v4[..30];
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, cut)), Verdict::Dropped(DropReason::Malformed));
+    assert!(drain(&mut p).is_empty());
+}
+
+#[test]
+fn ipv6_filters_match_by_protocol_and_ports() {
+    let mut p = plane();
+    let mut r = dual_bearer(FORW);
+    // Only UDP to port 53 goes up; an IPv4 prefix filter never takes IPv6.
+    r.pdrs.get_mut(&1).unwrap().pdi.flows = vec![
+        FlowFilter::parse("permit out 17 from any 53 to assigned").unwrap(),
+        FlowFilter::parse("permit out ip from 192.0.2.0/24 to assigned").unwrap(),
+    ];
+    p.install(1, &r).unwrap();
+    let now = Instant::now();
+    let dns = super::ipv6::udp_packet(v6(UE6), v6(DN6), 4000, 53, b"q");
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, &dns)), Verdict::Forwarded);
+    let other = super::ipv6::udp_packet(v6(UE6), v6(DN6), 4000, 80, b"q");
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, &other)), Verdict::Dropped(DropReason::NoPdr));
+}
+
+#[test]
+fn a_router_solicitation_is_answered_with_the_prefix_down_the_tunnel() {
+    let mut p = plane();
+    p.install(1, &dual_bearer(FORW)).unwrap();
+    let now = Instant::now();
+    let ll = v6("fe80::1111:2222:3333:4444");
+    let rs = super::ipv6::router_solicitation(ll);
+    assert_eq!(p.uplink(now, enb(), &gtpu::gpdu(0x100, &rs)), Verdict::Control);
+    let out = drain(&mut p);
+    let [Transmit::Gtpu { to, bytes }] = &out[..] else { panic!("{out:?}") };
+    let g = gtpu::parse(bytes).unwrap();
+    assert_eq!((*to, g.header.teid), (enb(), 0x900));
+    let Body::GPdu(ra) = g.body else { panic!("not a G-PDU") };
+    let i = super::ipv6::parse(ra).unwrap();
+    assert_eq!((i.src, i.dst, i.next_header, ra[40]), (super::ipv6::GATEWAY_LINK_LOCAL, ll, 58, 134));
+    assert_eq!(&ra[72..80], &v6(UE6).octets()[..8], "the /64");
+    assert_eq!(&ra[80..88], &[0; 8]);
+    assert_eq!(p.counters.value("upf_ipv6_router_advertisement"), 1);
+    // Idle (the downlink FAR buffers): nothing can go down.
+    let mut q = plane();
+    q.install(1, &dual_bearer(BUFF_NOCP)).unwrap();
+    assert_eq!(q.uplink(now, enb(), &gtpu::gpdu(0x100, &rs)), Verdict::Dropped(DropReason::NoDestination));
+}
+
+#[test]
+fn buffered_ipv6_downlink_is_released_in_order() {
+    let mut p = plane();
+    p.install(1, &dual_bearer(BUFF_NOCP)).unwrap();
+    let now = Instant::now();
+    let pkts: Vec<Vec<u8>> = (0..3u8).map(|i| super::ipv6::udp_packet(v6(DN6), v6(UE6), 53, 4000, &[i])).collect();
+    for pk in &pkts {
+        assert_eq!(p.downlink(now, pk), Verdict::Buffered);
+    }
+    p.update(now, 1, &dual_bearer(FORW)).unwrap();
+    let out = drain(&mut p);
+    let got: Vec<Vec<u8>> = out
+        .iter()
+        .map(|t| match t {
+            Transmit::Gtpu { bytes, .. } => match gtpu::parse(bytes).unwrap().body {
+                Body::GPdu(b) => b.to_vec(),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(got, pkts);
 }

@@ -3,7 +3,9 @@
 //! in "dn", replies come back encapsulated; buffering releases 100
 //! packets in order; with a small S1-U MTU, a DF packet from "dn" is
 //! answered with ICMP Fragmentation Needed that the dn host's kernel takes
-//! (its path MTU drops) and a non-DF one reaches "enb" as inner fragments.
+//! (its path MTU drops) and a non-DF one reaches "enb" as inner fragments;
+//! a dual-stack session carries IPv6 both ways through the TUN device and
+//! answers a Router Solicitation with its prefix.
 //! Skipped unless root with `ip` available. The GTP-U and ICMP we emit
 //! are checked with tshark (which must run: see `mobicore_common::tools`).
 
@@ -16,7 +18,7 @@ use crate::rules::{
 use mobicore_common::counters::Counters;
 use mobicore_common::tools;
 use mobicore_gtp::gtpu::{self, Body, HeaderRepr, Repr};
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -93,6 +95,7 @@ fn rules(dl: Action) -> SessionRules {
         local_fteid: teid.map(|t| (t, Ipv4Addr::new(10, 200, 1, 1))),
         choose_fteid: false,
         ue_ipv4: Some(UE),
+        ue_ipv6: None,
         network_instance: None,
         sdf_filters: 0,
         flows: vec![],
@@ -474,4 +477,64 @@ fn s1u_mtu_icmp_reaches_the_sender_and_fragments_reach_the_enb() {
         assert!(text.contains("Fragmentation needed"), "{text}");
     }
     drop(run);
+}
+
+#[test]
+fn ipv6_round_trip_enb_upf_dn_and_router_advertisement() {
+    let Some(t) = Topo::new() else { return };
+    // IPv6 between the UPF and the data network (no DAD: usable at once);
+    // the UE pool 2001:db8:45::/48 is routed back through the UPF.
+    let (upf_dev, dn_dev) = (format!("mvc{}", &t.tun[3..]), format!("mvd{}", &t.tun[3..]));
+    sh(&["ip", "-n", &t.upf, "addr", "add", "2001:db8:200::1/64", "dev", &upf_dev, "nodad"]);
+    sh(&["ip", "-n", &t.dn, "addr", "add", "2001:db8:200::2/64", "dev", &dn_dev, "nodad"]);
+    sh(&["ip", "-n", &t.dn, "route", "add", "2001:db8:45::/48", "via", "2001:db8:200::1"]);
+    let plane = UserspacePlane::new(
+        DatapathConfig { s1u_addr: Ipv4Addr::new(10, 200, 1, 1), ..DatapathConfig::default() },
+        Counters::new(),
+    );
+    let cfg = IoConfig {
+        s1u: SocketAddrV4::new(Ipv4Addr::new(10, 200, 1, 1), gtpu::PORT),
+        access_netns: Some(t.upf.clone()),
+        core_netns: Some(t.upf.clone()),
+        tun_name: t.tun.clone(),
+        ue_pools: vec!["10.45.0.0/24".into(), "2001:db8:45::/48".into()],
+    };
+    let (mut run, _) = run_io(plane, cfg, None);
+    let ue6: Ipv6Addr = "2001:db8:45:0:1::7".parse().unwrap();
+    let mut r = rules(Action { forw: true, ..Action::default() });
+    for p in r.pdrs.values_mut() {
+        p.pdi.ue_ipv6 = Some(ue6);
+    }
+    run.plane.install(1, &r).unwrap();
+    let enb = udp_in(&t.enb, SocketAddrV4::new(ENB, gtpu::PORT));
+    let dn6 = SocketAddrV6::new("2001:db8:200::2".parse().unwrap(), 5000, 0, 0);
+    let dn = in_netns(Some(&t.dn), move || UdpSocket::bind(dn6)).unwrap();
+    dn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let s1u = SocketAddrV4::new(Ipv4Addr::new(10, 200, 1, 1), gtpu::PORT);
+    let mut seen = vec![];
+    let mut buf = [0u8; 2048];
+    for i in 0..5u8 {
+        let inner = super::ipv6::udp_packet(ue6, *dn6.ip(), 4000, dn6.port(), &[b'u', i]);
+        enb.send_to(&gtpu::gpdu(0x100, &inner), s1u).unwrap();
+        let (n, from) = dn.recv_from(&mut buf).expect("the uplink datagram reaches the data network");
+        assert_eq!((&buf[..n], from), (&[b'u', i][..], SocketAddr::V6(SocketAddrV6::new(ue6, 4000, 0, 0))));
+        dn.send_to(&[b'd', i], from).unwrap();
+        let (n, _) = enb.recv_from(&mut buf).expect("the reply comes down the tunnel");
+        let r = gtpu::parse(&buf[..n]).unwrap();
+        assert_eq!(r.header.teid, 0x900);
+        let Body::GPdu(ip) = r.body else { panic!("{r:?}") };
+        let i6 = super::ipv6::parse(ip).unwrap();
+        assert_eq!((i6.src, i6.dst, &ip[48..]), (*dn6.ip(), ue6, &[b'd', i][..]));
+        seen.push(buf[..n].to_vec());
+    }
+    // A Router Solicitation from the UE's link-local address: the prefix comes back.
+    let ll: Ipv6Addr = "fe80::1:0:0:7".parse().unwrap();
+    enb.send_to(&gtpu::gpdu(0x100, &super::ipv6::router_solicitation(ll)), s1u).unwrap();
+    let (n, _) = enb.recv_from(&mut buf).expect("a Router Advertisement");
+    let r = gtpu::parse(&buf[..n]).unwrap();
+    let Body::GPdu(ra) = r.body else { panic!("{r:?}") };
+    assert_eq!((ra[40], &ra[72..80]), (134, &ue6.octets()[..8]));
+    seen.push(buf[..n].to_vec());
+    assert_eq!(run.plane.lock().counters.value("upf_ipv6_router_advertisement"), 1);
+    tshark_clean(&seen);
 }

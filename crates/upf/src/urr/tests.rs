@@ -281,6 +281,7 @@ fn effective_rules_point_exhausted_pdrs_to_a_drop_far() {
         local_fteid: None,
         choose_fteid: false,
         ue_ipv4: None,
+        ue_ipv6: None,
         network_instance: None,
         sdf_filters: 0,
         flows: vec![],

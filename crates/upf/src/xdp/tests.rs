@@ -97,6 +97,7 @@ pub(super) fn pd(iface: u8, teid: Option<u32>, flows: &[&str]) -> PacketDetectio
         local_fteid: teid.map(|t| (t, S1U)),
         choose_fteid: false,
         ue_ipv4: Some(UE),
+        ue_ipv6: None,
         network_instance: None,
         sdf_filters: flows.len(),
         flows: flows.iter().map(|f| crate::rules::FlowFilter::parse(f).unwrap()).collect(),

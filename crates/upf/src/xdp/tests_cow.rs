@@ -65,6 +65,7 @@ impl Bearer {
             local_fteid: teid.map(|t| (t, S1U)),
             choose_fteid: false,
             ue_ipv4: Some(self.ue),
+            ue_ipv6: None,
             network_instance: None,
             sdf_filters: flows.len(),
             flows: flows.iter().map(|f| crate::rules::FlowFilter::parse(f).unwrap()).collect(),
