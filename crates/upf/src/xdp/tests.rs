@@ -463,6 +463,20 @@ fn not_a_ue_goes_to_the_kernel() {
     assert_eq!(p.counter(Counter::PassNotUe).unwrap(), 1);
 }
 
+#[test]
+fn ipv6_goes_to_the_slow_path_both_ways() {
+    // PDN types IPv6 and IPv4v6 are forwarded by the user-space data path.
+    need_root!();
+    let p = plane(&bearer(FORW, open_qer()));
+    let (ue, dn) = ("2001:db8:0:7::1".parse().unwrap(), "2001:db8:ffff::10".parse().unwrap());
+    let up = crate::dataplane::ipv6::udp_packet(ue, dn, 4000, 53, b"q");
+    assert_eq!(run(&p, &ul_frame(TEID, &up)).0, XDP_PASS);
+    let mut down = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x86, 0xdd];
+    down.extend_from_slice(&crate::dataplane::ipv6::udp_packet(dn, ue, 53, 4000, b"a"));
+    assert_eq!(run(&p, &down).0, XDP_PASS);
+    assert_eq!(p.counter(Counter::PassNotIpv4).unwrap(), 2);
+}
+
 // ---- QER / URR -----------------------------------------------------------
 
 #[test]
