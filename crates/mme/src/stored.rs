@@ -88,6 +88,15 @@ pub mod keys {
     pub fn id(mme_ue_s1ap_id: u32) -> String {
         format!("mme/id/{mme_ue_s1ap_id:08x}")
     }
+    /// The prefix of the [`id`] keys of the UEs host `host` allocated (its
+    /// number is the top octet, `MmeConfig::host_prefix`).
+    pub fn ids_of_host(host: u8) -> String {
+        format!("mme/id/{host:02x}")
+    }
+    /// The MME-UE-S1AP-ID an [`id`] key names.
+    pub fn id_of(key: &str) -> Option<u32> {
+        u32::from_str_radix(key.strip_prefix("mme/id/")?, 16).ok()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -403,6 +403,8 @@ struct Options {
     rate: Option<f64>,
     /// More arguments of the front end.
     frontend: &'static [&'static str],
+    /// More lines of the hosts' [mme] section.
+    host_mme: &'static str,
 }
 
 const DEFAULT: Options = Options {
@@ -416,6 +418,7 @@ const DEFAULT: Options = Options {
     hosts: 3,
     rate: None,
     frontend: &[],
+    host_mme: "",
 };
 
 /// The elastic MME of three hosts, the RAN connected.
@@ -480,23 +483,17 @@ impl Cluster {
         };
         let sgw = tap.as_ref().map_or(core.sgw_s11, |t| t.addr).to_string();
 
-        let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}", std::process::id()));
-        let dir = dir.with_extension(format!(
-            "{}-{}-{}-{}-{}-{}-{}-{:?}-{}",
-            o.store,
-            o.ues,
-            o.s11_tap,
-            o.s1_tap,
-            o.scheme,
-            o.cpu_max.unwrap_or("-"),
-            o.hosts,
-            o.rate,
-            o.frontend.len()
-        ));
+        // One directory per cluster: tests run side by side in this process.
+        static CLUSTERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let dir = TempDir(dir);
         let host_cfg = dir.0.join("host.toml");
-        let toml = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
+        let toml = format!(
+            "[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n{}",
+            core.hss, core.sgw_s11, o.host_mme
+        );
         std::fs::write(&host_cfg, toml).unwrap();
         let url = redis.as_ref().map_or_else(|| o.store.to_string(), |r| r.url());
         // The hosts the front end starts (scaling out) are as these.
@@ -770,7 +767,11 @@ async fn cold_downlink_data_for_a_killed_hosts_idle_ue_pages_it_from_the_heir() 
     let S11IncomingAnswer::DownlinkDataNotificationAck(ack) =
         tap.downlink_data_notification(ue.mme_ue_s1ap_id, 1).await;
     assert!(ack.cause.is_accepted(), "DDN acknowledged by the heir: {ack:?}");
-    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, 1, "the heir loaded the UE");
+    // The heir loads every UE of the victim when told it inherits them
+    // (that and the DDN, which comes by S11, in either order).
+    c.wait_others(victim, "mobicore_mme_host_ue_taken_over", served.len() as u64).await;
+    let taken_over = c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await;
+    assert_eq!(taken_over, served.len() as u64, "the heir loaded the victim's UEs");
     assert_eq!(c.counter_of_others(victim, "mobicore_mme_ddn_received").await, 1);
     assert!(c.counter_of_others(victim, "mobicore_mme_paging_sent").await >= 1, "the heir paged the UE");
 
@@ -791,6 +792,45 @@ async fn cold_downlink_data_for_a_killed_hosts_idle_ue_pages_it_from_the_heir() 
     assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, served.len() as u64);
     c.finish().await;
     drop(tap); // relayed S11 to the end (Delete Session)
+}
+
+/// A killed host's idle UEs' timers run on its heir (issue 13 item 2): the
+/// heir loads them when the front end tells it it inherits them, not at
+/// their next message, so their mobile reachable and implicit detach
+/// timers (TS 23.401 4.3.5.2; short here) fire there. Every UE, the
+/// victim's too, is detached implicitly by a live host, its record gone,
+/// though the RAN sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_a_killed_hosts_idle_ues_timers_fire_on_the_heir() {
+    let host_mme = "mobile_reachable_seconds = 20\nimplicit_detach_seconds = 5\n";
+    let mut c = Cluster::start("cold", Options { host_mme, ..DEFAULT }).await;
+    let (victim, served) = c.kill_busiest();
+    assert!(!served.is_empty());
+    c.wait_others(victim, "mobicore_mme_host_ues_adopted", served.len() as u64).await;
+    let end = Instant::now() + LIMIT;
+    while c.counter_of_others(victim, "mobicore_mme_implicit_detach").await < UES {
+        if Instant::now() > end {
+            let mut seen = vec![];
+            for (id, m) in c.metrics.iter().filter(|(id, _)| **id != victim) {
+                for name in
+                    ["mobicore_mme_mobile_reachable_expiry", "mobicore_mme_implicit_detach", "mobicore_mme_ue_idle"]
+                {
+                    seen.push(format!("host{id} {name} {}", counter(*m, name).await));
+                }
+            }
+            panic!("not every UE detached implicitly: {seen:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ues_adopted").await, served.len() as u64);
+    let end = Instant::now() + LIMIT;
+    while !records(c.shared()).await.is_empty() {
+        assert!(Instant::now() < end, "implicitly detached UEs leave no record");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let Cluster { procs, core, .. } = c;
+    drop(procs);
+    core.stop().await.unwrap();
 }
 
 /// Hot replication, a host killed mid-procedure: the host of the only UE

@@ -189,8 +189,12 @@ pub async fn run(
                         continue;
                     }
                     Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } => {
+                        let gone = match frame { Frame::Inherit { host } => Some(host), _ => None };
                         if let Some(r) = &mut replica {
                             r.on_frame(frame, &to_fe).await;
+                        }
+                        if let Some(gone) = gone {
+                            adopt(&mut core, &mut stored, &counters, host, gone).await;
                         }
                     }
                     frame => on_frame(&mut core, &mut stored, &counters, frame).await,
@@ -278,6 +282,33 @@ async fn ensure_held(core: &mut Mme, stored: &mut StoredUes, counters: &Counters
             tracing::warn!(?key, "loading a UE from the store: {e}");
         }
     }
+}
+
+/// This host is the heir of host `gone` (dead or drained): every UE of
+/// that host in the store is loaded now, not at its next message, so that
+/// its timers (mobile reachable, implicit detach, a procedure's guard) run
+/// here (issue 13 item 2: a timer fires on whichever host holds the UE).
+/// A host's UEs are the ones whose MME-UE-S1AP-ID has its number on top.
+async fn adopt(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, host: u8, gone: u8) {
+    use mobicore_mme::stored::keys;
+    let ids = match stored.store().scan_prefix(&keys::ids_of_host(gone)).await {
+        Ok(found) => found,
+        Err(e) => {
+            counters.incr("host_adopt_scan_failed");
+            tracing::warn!("listing host{gone}'s UEs in the store: {e}");
+            return;
+        }
+    };
+    let mut n = 0;
+    for (key, _) in ids {
+        let Some(id) = keys::id_of(&key) else { continue };
+        if core.find_ue(&UeKey::MmeUeS1apId(id)).is_none() {
+            ensure_held(core, stored, counters, UeKey::MmeUeS1apId(id)).await;
+            n += 1;
+        }
+    }
+    counters.add("host_ues_adopted", n);
+    println!("mme-host {host}: adopted {n} UEs of host{gone} (their timers run here)");
 }
 
 async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, frame: Frame) {
