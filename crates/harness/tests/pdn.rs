@@ -7,6 +7,7 @@
 //! APN the subscription lacks is refused with ESM #27, and the last PDN
 //! cannot be given up (#49).
 
+use mobicore_common::Ambr;
 use mobicore_harness::userplane::numbered_packet;
 use mobicore_harness::{Network, NetworkConfig};
 use mobicore_hss::ApnProfile;
@@ -16,8 +17,13 @@ use mobicore_upf::dataplane::{Transmit, Verdict};
 use std::net::Ipv4Addr;
 
 fn network() -> Network {
-    let mut cfg =
-        NetworkConfig { apns: vec![ApnProfile::new("internet"), ApnProfile::new("ims")], ..Default::default() };
+    // APN-AMBRs under the subscribed UE-AMBR, so that their sum shows.
+    let apn = |name: &str, uplink: u64, downlink: u64| ApnProfile {
+        ambr: Ambr { uplink, downlink },
+        ..ApnProfile::new(name)
+    };
+    let apns = vec![apn("internet", 10_000_000, 20_000_000), apn("ims", 1_000_000, 2_000_000)];
+    let mut cfg = NetworkConfig { apns, ..Default::default() };
     cfg.spgwc.apns.push(ApnConfig::ipv4("ims", Ipv4Addr::new(10, 60, 0, 0), 16));
     Network::all_attached(1, 2, cfg)
 }
@@ -47,6 +53,8 @@ fn a_second_pdn_is_set_up_carries_its_downlink_and_is_given_up() {
     let ctx = net.enbs[0].ue(0).unwrap();
     let erab = *ctx.erabs.iter().find(|e| u32::from(e.e_rab_id) == u32::from(pdn.ebi)).expect("the new E-RAB");
     assert_eq!(ctx.erabs.len(), 2);
+    // TS 23.401 4.7.3: the eNB's UE-AMBR is the sum of both APN-AMBRs.
+    assert_eq!(ctx.ambr, Some((11_000_000, 22_000_000)));
     let now = net.now;
     let tunnel = {
         let mut up = net.plane.user.lock();
@@ -64,6 +72,7 @@ fn a_second_pdn_is_set_up_carries_its_downlink_and_is_given_up() {
     assert_eq!(net.last_result(0, Procedure::PdnDisconnect), Some(Ok(())), "{:?}", net.outcomes(0));
     assert!(net.enbs[0].ue(0).unwrap().ue.pdn_connections().is_empty());
     assert_eq!(net.enbs[0].ue(0).unwrap().erabs.len(), 1);
+    assert_eq!(net.enbs[0].ue(0).unwrap().ambr, Some((10_000_000, 20_000_000)), "internet's alone again");
     assert_eq!(apns(&net, 0), ["internet"]);
     let now = net.now;
     assert!(matches!(net.plane.user.lock().downlink(now, &numbered_packet(ims_ip, 8)), Verdict::Dropped(_)));

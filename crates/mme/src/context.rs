@@ -340,6 +340,29 @@ pub struct UeContext {
 }
 
 impl UeContext {
+    /// The UE-AMBR the eNB enforces (TS 23.401 4.7.3): the sum of the
+    /// APN-AMBRs of the UE's active PDN connections, up to the subscribed
+    /// UE-AMBR, per direction. A direction no APN-AMBR limits keeps the
+    /// subscribed value; a subscribed 0 caps nothing.
+    pub fn ue_ambr(&self) -> Ambr {
+        self.ue_ambr_with(self.sessions.iter().map(|s| s.apn_ambr))
+    }
+
+    /// [`UeContext::ue_ambr`] over these APN-AMBRs.
+    pub fn ue_ambr_with(&self, apn_ambrs: impl Iterator<Item = Ambr>) -> Ambr {
+        let subscribed = self.subscription.as_ref().map(|s| s.ue_ambr).unwrap_or_default();
+        let sum = apn_ambrs.fold(Ambr::default(), |a, b| Ambr {
+            uplink: a.uplink.saturating_add(b.uplink),
+            downlink: a.downlink.saturating_add(b.downlink),
+        });
+        let cap = |sum: u64, sub: u64| match (sum, sub) {
+            (0, sub) => sub,
+            (sum, 0) => sum,
+            (sum, sub) => sum.min(sub),
+        };
+        Ambr { uplink: cap(sum.uplink, subscribed.uplink), downlink: cap(sum.downlink, subscribed.downlink) }
+    }
+
     pub fn new(id: u32, generation: u64, s1: S1Conn) -> Self {
         UeContext {
             id,

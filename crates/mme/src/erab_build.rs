@@ -4,8 +4,8 @@
 //! COMMAND with the DEACTIVATE EPS BEARER CONTEXT REQUEST of a PDN
 //! disconnect (8.2.3). Each returns the APER octets, or `None`.
 
-use crate::s1ap_build::arp_ie;
-use mobicore_common::{Arp, Fteid};
+use crate::s1ap_build::{arp_ie, ue_ambr_ie};
+use mobicore_common::{Ambr, Arp, Fteid};
 use oxirush_s1ap::s1ap::*;
 use oxirush_s1ap::{build_s1ap, build_s1ap_ie, BitString};
 
@@ -23,8 +23,9 @@ pub struct ErabToSetup {
     pub nas: Vec<u8>,
 }
 
-/// E-RAB SETUP REQUEST (TS 36.413 9.1.3.1).
-pub fn erab_setup_request(mme_ue_id: u32, enb_ue_id: u32, e: ErabToSetup) -> Option<Vec<u8>> {
+/// E-RAB SETUP REQUEST (TS 36.413 9.1.3.1), with the UE-AMBR the new PDN
+/// connection makes (TS 23.401 4.7.3).
+pub fn erab_setup_request(mme_ue_id: u32, enb_ue_id: u32, ue_ambr: Ambr, e: ErabToSetup) -> Option<Vec<u8>> {
     let item = ERABToBeSetupItemBearerSUReq::new(
         ERABID(e.ebi as u64),
         ERABLevelQoSParameters::new(QCI(e.qci), arp_ie(&e.arp), None, None),
@@ -40,15 +41,18 @@ pub fn erab_setup_request(mme_ue_id: u32, enb_ue_id: u32, e: ErabToSetup) -> Opt
         ERABSetupRequest,
         MME_UE_S1AP_ID(mme_ue_id),
         eNB_UE_S1AP_ID(enb_ue_id),
+        uEaggregateMaximumBitrate(ue_ambr_ie(ue_ambr)),
         E_RABToBeSetupListBearerSUReq(ERABToBeSetupListBearerSUReq(vec![item])),
     ))
 }
 
-/// E-RAB RELEASE COMMAND (TS 36.413 9.1.3.5) of E-RAB `ebi`, with the NAS
-/// PDU for the UE if there is one.
+/// E-RAB RELEASE COMMAND (TS 36.413 9.1.3.5) of E-RAB `ebi`, with the
+/// UE-AMBR of the PDN connections left and the NAS PDU for the UE if there
+/// is one.
 pub fn erab_release_command(
     mme_ue_id: u32,
     enb_ue_id: u32,
+    ue_ambr: Ambr,
     ebi: u8,
     cause: Cause,
     nas: Option<Vec<u8>>,
@@ -62,6 +66,7 @@ pub fn erab_release_command(
             ERABReleaseCommand,
             MME_UE_S1AP_ID(mme_ue_id),
             eNB_UE_S1AP_ID(enb_ue_id),
+            uEaggregateMaximumBitrate(ue_ambr_ie(ue_ambr)),
             E_RABToBeReleasedList(list),
             NAS_PDU(nas),
         ),
@@ -71,6 +76,7 @@ pub fn erab_release_command(
             ERABReleaseCommand,
             MME_UE_S1AP_ID(mme_ue_id),
             eNB_UE_S1AP_ID(enb_ue_id),
+            uEaggregateMaximumBitrate(ue_ambr_ie(ue_ambr)),
             E_RABToBeReleasedList(list),
         ),
     };

@@ -343,7 +343,7 @@ impl Mme {
             }
         };
         let Some(ue) = self.ues.get(&id) else { return };
-        let (Some(s), Some(sub), Some(sec), Some(s1)) =
+        let (Some(s), Some(_), Some(sec), Some(s1)) =
             (ue.sessions.first(), ue.subscription.as_ref(), ue.security.as_ref(), ue.s1)
         else {
             return;
@@ -354,7 +354,7 @@ impl Mme {
         let accept =
             esm.and_then(|e| nas_build::attach_accept(&self.cfg.plmn, &tacs, self.cfg.t3412_seconds, &guti, &e));
         let (ebi, qci, arp, sgw_s1u) = (s.ebi, s.qci, s.arp, s.sgw_s1u);
-        let (eea, eia, ue_ambr) = (sec.ue_eea, sec.ue_eia, sub.ue_ambr);
+        let (eea, eia, ue_ambr) = (sec.ue_eea, sec.ue_eia, ue.ue_ambr());
         let Some(accept) = accept else {
             self.counters.incr("nas_encode_error");
             self.reject_attach(id, EmmCause::NetworkFailure, None);

@@ -167,7 +167,9 @@ impl Mme {
             return self.reject_pdn_connectivity(id, req.pti, EsmCause::NetworkFailure);
         };
         let erab = ErabToSetup { ebi: session.ebi, qci: session.qci, arp: session.arp, sgw_s1u: session.sgw_s1u, nas };
-        let data = erab_build::erab_setup_request(id, s1.enb_ue_s1ap_id, erab);
+        let ue_ambr =
+            self.ues.get(&id).map(|u| u.ue_ambr_with(u.sessions.iter().map(|s| s.apn_ambr).chain([session.apn_ambr])));
+        let data = erab_build::erab_setup_request(id, s1.enb_ue_s1ap_id, ue_ambr.unwrap_or_default(), erab);
         let ebi = session.ebi;
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.sessions.push(session);
@@ -275,11 +277,11 @@ impl Mme {
         ue.esm = None;
         let Some(i) = ue.sessions.iter().position(|s| s.ebi == ebi) else { return };
         let s = ue.sessions.remove(i);
-        let s1 = ue.s1;
+        let (s1, ue_ambr) = (ue.s1, ue.ue_ambr());
         self.delete_pdn_at_sgw(id, s.sgw_s11.teid, ebi);
         if let (true, Some(s1)) = (release_erab, s1) {
             let cause = Cause::nas(CauseNas::unspecified);
-            let data = erab_build::erab_release_command(id, s1.enb_ue_s1ap_id, ebi, cause, None);
+            let data = erab_build::erab_release_command(id, s1.enb_ue_s1ap_id, ue_ambr, ebi, cause, None);
             self.push_s1(s1.assoc, s1.stream, data);
         }
     }

@@ -67,6 +67,7 @@ impl Mme {
     pub(crate) fn deactivate_pdn(&mut self, id: u32, pti: u8, ebi: u8) {
         let Some(ue) = self.ues.get_mut(&id) else { return };
         ue.sessions.retain(|s| s.ebi != ebi);
+        let ue_ambr = ue.ue_ambr();
         let Some(s1) = ue.s1 else {
             // ECM-IDLE: the UE learns at its next service request (TS 24.301 6.4.4.2).
             return;
@@ -79,7 +80,7 @@ impl Mme {
             return;
         };
         let cause = Cause::nas(CauseNas::normal_release);
-        let data = erab_build::erab_release_command(id, s1.enb_ue_s1ap_id, ebi, cause, Some(nas));
+        let data = erab_build::erab_release_command(id, s1.enb_ue_s1ap_id, ue_ambr, ebi, cause, Some(nas));
         self.push_s1(s1.assoc, s1.stream, data);
         if let Some(ue) = self.ues.get_mut(&id) {
             ue.esm = Some(EsmProcedure::Deactivate { pti, ebi });

@@ -195,7 +195,7 @@ impl Mme {
             .iter()
             .map(|s| HandoverErab { ebi: s.ebi, qci: s.qci, arp: s.arp, sgw_s1u: s.sgw_s1u })
             .collect();
-        let ue_ambr = ue.subscription.as_ref().map(|s| s.ue_ambr).unwrap_or_default();
+        let ue_ambr = ue.ue_ambr();
         let (eea, eia) = ue.security.as_ref().map(|s| (s.ue_eea, s.ue_eia)).unwrap_or((0, 0));
         // TS 33.401 7.2.8.4.4: the target gets a fresh {NCC, NH}.
         let Some((ncc, nh)) = self.next_nh(id) else { return Ok(()) };

@@ -234,9 +234,7 @@ pub fn initial_context_setup_request_erabs(
         );
         items.push(build_s1ap_ie!(REJECT E_RABToBeSetupItemCtxtSUReq(bearer)).ok()?);
     }
-    // TS 36.413 9.2.1.20: bit rates are up to 10^10 bit/s.
-    let rate = |r: u64| BitRate(r.min(10_000_000_000));
-    let ambr = UEAggregateMaximumBitrate::new(rate(ue.ue_ambr.downlink), rate(ue.ue_ambr.uplink), None);
+    let ambr = ue_ambr_ie(ue.ue_ambr);
     // The UE Radio Capability (IE 74) comes after the Security Key (73).
     let extra = ue_radio_capability
         .map(|c| build_s1ap_ie!(InitialContextSetupRequest, UERadioCapability(UERadioCapability::from(c.to_vec()))))
@@ -256,6 +254,13 @@ pub fn initial_context_setup_request_erabs(
         ),
         extra,
     )
+}
+
+/// The UE Aggregate Maximum Bit Rate IE (TS 36.413 9.2.1.20: bit rates
+/// up to 10^10 bit/s).
+pub fn ue_ambr_ie(a: Ambr) -> UEAggregateMaximumBitrate {
+    let rate = |r: u64| BitRate(r.min(10_000_000_000));
+    UEAggregateMaximumBitrate::new(rate(a.downlink), rate(a.uplink), None)
 }
 
 /// UE CONTEXT RELEASE COMMAND (TS 36.413 9.1.4.6).
@@ -398,8 +403,7 @@ pub fn handover_request(r: HandoverRequestData<'_>) -> Option<Vec<u8>> {
             build_s1ap_ie!(REJECT E_RABToBeSetupItemHOReq(item)).ok()
         })
         .collect();
-    let rate = |v: u64| BitRate(v.min(10_000_000_000));
-    let ambr = UEAggregateMaximumBitrate::new(rate(r.ue_ambr.downlink), rate(r.ue_ambr.uplink), None);
+    let ambr = ue_ambr_ie(r.ue_ambr);
     encode(build_s1ap!(
         InitiatingMessage,
         HandoverResourceAllocation,

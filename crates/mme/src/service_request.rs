@@ -231,7 +231,7 @@ impl Mme {
         let Some(kenb) = self.fresh_kenb(id) else { return false };
         let Some(ue) = self.ues.get(&id) else { return false };
         let (Some(s1), Some(sec)) = (ue.s1, ue.security.as_ref()) else { return false };
-        let ue_ambr = ue.subscription.as_ref().map(|s| s.ue_ambr).unwrap_or_default();
+        let ue_ambr = ue.ue_ambr();
         let erabs: Vec<IcsErab> = ue
             .sessions
             .iter()

@@ -241,12 +241,19 @@ pub struct Down {
     pub nas: Option<Vec<u8>>,
     pub kenb: Option<[u8; 32]>,
     pub cause: Option<Cause>,
+    /// The UE Aggregate Maximum Bit Rate, uplink and downlink, in bit/s.
+    pub ue_ambr: Option<(u64, u64)>,
 }
 
 pub fn read_down(data: &[u8]) -> Down {
     let pdu = S1AP_PDU::decode(data).expect("the MME sends decodable S1AP");
     assert!(pdu.check().unwrap().is_empty(), "deviations in {pdu}");
-    let mut d = Down { kind: pdu.kind(), mme_id: None, enb_id: None, nas: None, kenb: None, cause: None };
+    let mut d =
+        Down { kind: pdu.kind(), mme_id: None, enb_id: None, nas: None, kenb: None, cause: None, ue_ambr: None };
+    d.ue_ambr = pdu
+        .ie::<oxirush_s1ap::ie::uEaggregateMaximumBitrate>()
+        .and_then(|r| r.ok())
+        .map(|a| (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0));
     d.mme_id = pdu.ie::<oxirush_s1ap::ie::MME_UE_S1AP_ID>().and_then(|r| r.ok()).map(|v| v.0);
     d.enb_id = pdu.ie::<oxirush_s1ap::ie::ENB_UE_S1AP_ID>().and_then(|r| r.ok()).map(|v| v.0);
     d.cause = pdu.ie::<oxirush_s1ap::ie::Cause>().and_then(|r| r.ok());

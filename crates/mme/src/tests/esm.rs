@@ -136,7 +136,10 @@ pub(super) fn attach_with_esm_information(h: &mut Harness, imsi: &str, enb_ue_id
     let mut resp = csr_ok(5);
     resp.pco = Some(pgw_pco());
     h.s11(r, S11Response::CreateSession(resp));
-    let bearer = accepted_bearer(&mut ue, h.one_down());
+    let ics = h.one_down();
+    // TS 23.401 4.7.3: the ims APN-AMBR (1/1 Mbit/s) under the subscribed 50/100.
+    assert_eq!(ics.ue_ambr, Some((1_000_000, 1_000_000)));
+    let bearer = accepted_bearer(&mut ue, ics);
     assert!(bearer.protocol_configuration_options.is_some());
     h.s1(ics_response(ue.mme_ue_id.unwrap(), enb_ue_id, 0xabc));
     assert!(matches!(expect_s11(&h.drain()).1, S11Request::ModifyBearer(_)));
@@ -260,6 +263,9 @@ fn second_pdn(h: &mut Harness, imsi: &str, enb_ue_id: u32) -> TestUe {
     // TS 36.413 8.2.1: E-RAB SETUP REQUEST carrying the default bearer request.
     let setup = h.one_down();
     assert_eq!(setup.kind, S1apPduKind::Initiating_E_RABSetup);
+    // TS 23.401 4.7.3: the UE-AMBR is now the sum of both APN-AMBRs
+    // (internet 10/20 Mbit/s, ims 1/1), under the subscribed 50/100.
+    assert_eq!(setup.ue_ambr, Some((11_000_000, 21_000_000)));
     let (ebi, pti, msg) = ue.receive_esm(&setup.nas.unwrap());
     let NasEsmMessage::ActivateDefaultEpsBearerContextRequest(b) = msg else { panic!("{msg:?}") };
     assert_eq!((ebi, pti), (6, 2));
@@ -377,6 +383,7 @@ fn disconnect_ims(h: &mut Harness, ue: &mut TestUe, pti: u8) {
     // TS 36.413 8.2.3: E-RAB RELEASE COMMAND with the deactivation.
     let rel = h.one_down();
     assert_eq!(rel.kind, S1apPduKind::Initiating_E_RABRelease);
+    assert_eq!(rel.ue_ambr, Some((10_000_000, 20_000_000)), "the internet PDN's APN-AMBR alone");
     let (ebi, got_pti, msg) = ue.receive_esm(&rel.nas.unwrap());
     let NasEsmMessage::DeactivateEpsBearerContextRequest(d) = msg else { panic!("{msg:?}") };
     assert_eq!((ebi, got_pti, d.esm_cause.cause()), (6, pti, Some(EsmCause::RegularDeactivation)));

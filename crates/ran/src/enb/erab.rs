@@ -1,5 +1,6 @@
 //! E-RAB management for PDN connections after attach (TS 36.413 8.2.1,
-//! 8.2.3): E-RAB SETUP REQUEST sets up the bearer of a new PDN connection
+//! 8.2.3), each with the UE-AMBR it leaves (TS 23.401 4.7.3, kept in the
+//! UE's context): E-RAB SETUP REQUEST sets up the bearer of a new PDN connection
 //! and hands the UE its ACTIVATE DEFAULT EPS BEARER CONTEXT REQUEST; E-RAB
 //! RELEASE COMMAND releases a bearer and hands the UE its DEACTIVATE EPS
 //! BEARER CONTEXT REQUEST. The UE's side is [`crate::ue::pdn`].
@@ -45,7 +46,14 @@ impl Enb {
 
     /// E-RAB SETUP REQUEST (8.2.1.2): each E-RAB gets a TEID of ours and
     /// is answered in the RESPONSE; the NAS PDUs go to the UE.
-    pub(super) fn erab_setup(&mut self, now: Instant, mme_ue_id: u32, enb_ue_id: u32, req: Vec<ErabToSetup>) {
+    pub(super) fn erab_setup(
+        &mut self,
+        now: Instant,
+        mme_ue_id: u32,
+        enb_ue_id: u32,
+        ambr: Option<(u64, u64)>,
+        req: Vec<ErabToSetup>,
+    ) {
         let Some(index) = self.associate(mme_ue_id, enb_ue_id) else { return };
         let mut set_up = Vec::with_capacity(req.len());
         for e in &req {
@@ -63,6 +71,7 @@ impl Enb {
             .collect();
         let Some(ctx) = self.ues.get_mut(&index) else { return };
         let stream = ctx.s1.map_or(0, |s| s.stream);
+        ctx.ambr = ambr.or(ctx.ambr);
         for e in set_up {
             ctx.erabs.retain(|old| old.e_rab_id != e.e_rab_id);
             ctx.erabs.push(e);
@@ -81,12 +90,14 @@ impl Enb {
         now: Instant,
         mme_ue_id: u32,
         enb_ue_id: u32,
+        ambr: Option<(u64, u64)>,
         e_rab_ids: Vec<u8>,
         nas: Option<Vec<u8>>,
     ) {
         let Some(index) = self.associate(mme_ue_id, enb_ue_id) else { return };
         let Some(ctx) = self.ues.get_mut(&index) else { return };
         let stream = ctx.s1.map_or(0, |s| s.stream);
+        ctx.ambr = ambr.or(ctx.ambr);
         ctx.erabs.retain(|e| !e_rab_ids.contains(&e.e_rab_id));
         if let Some(nas) = nas {
             ctx.ue.handle_downlink(now, &nas);

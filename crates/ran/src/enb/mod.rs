@@ -404,9 +404,11 @@ impl Enb {
                 }
             }
             Downlink::Paging(p) => self.paging(now, p),
-            Downlink::ErabSetup { mme_ue_id, enb_ue_id, erabs } => self.erab_setup(now, mme_ue_id, enb_ue_id, erabs),
-            Downlink::ErabRelease { mme_ue_id, enb_ue_id, e_rab_ids, nas } => {
-                self.erab_release(now, mme_ue_id, enb_ue_id, e_rab_ids, nas)
+            Downlink::ErabSetup { mme_ue_id, enb_ue_id, ambr, erabs } => {
+                self.erab_setup(now, mme_ue_id, enb_ue_id, ambr, erabs)
+            }
+            Downlink::ErabRelease { mme_ue_id, enb_ue_id, ambr, e_rab_ids, nas } => {
+                self.erab_release(now, mme_ue_id, enb_ue_id, ambr, e_rab_ids, nas)
             }
             Downlink::ResetAcknowledge => {
                 if std::mem::take(&mut self.reset_pending) {

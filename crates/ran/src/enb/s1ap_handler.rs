@@ -41,12 +41,15 @@ pub enum Downlink {
     ErabSetup {
         mme_ue_id: u32,
         enb_ue_id: u32,
+        /// The UE-AMBR with the new PDN connection, uplink and downlink.
+        ambr: Option<(u64, u64)>,
         erabs: Vec<ErabToSetup>,
     },
     /// E-RAB RELEASE COMMAND (9.1.3.5), with the NAS PDU for the UE.
     ErabRelease {
         mme_ue_id: u32,
         enb_ue_id: u32,
+        ambr: Option<(u64, u64)>,
         e_rab_ids: Vec<u8>,
         nas: Option<Vec<u8>>,
     },
@@ -222,6 +225,8 @@ fn erab_setup(pdu: &S1AP_PDU) -> R<Downlink> {
     extract_s1ap_ies!(pdu, ERABSetupRequest,
         req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
         req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
+        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) =>
+            (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0),
     );
     let mut erabs = Vec::new();
     for item in pdu.items::<ie::E_RABToBeSetupListBearerSUReq>() {
@@ -234,20 +239,22 @@ fn erab_setup(pdu: &S1AP_PDU) -> R<Downlink> {
             nas: Some(item.nas_pdu.0.to_vec()),
         });
     }
-    Ok(Downlink::ErabSetup { mme_ue_id, enb_ue_id, erabs })
+    Ok(Downlink::ErabSetup { mme_ue_id, enb_ue_id, ambr, erabs })
 }
 
 fn erab_release(pdu: &S1AP_PDU) -> R<Downlink> {
     extract_s1ap_ies!(pdu, ERABReleaseCommand,
         req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
         req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
+        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) =>
+            (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0),
         lax nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
     );
     let mut e_rab_ids = Vec::new();
     for item in pdu.items::<ie::E_RABToBeReleasedList>() {
         e_rab_ids.push(u8::try_from(item?.e_rab_id.0).unwrap_or(u8::MAX));
     }
-    Ok(Downlink::ErabRelease { mme_ue_id, enb_ue_id, e_rab_ids, nas })
+    Ok(Downlink::ErabRelease { mme_ue_id, enb_ue_id, ambr, e_rab_ids, nas })
 }
 
 fn paging(pdu: &S1AP_PDU) -> R<Downlink> {
