@@ -27,6 +27,7 @@
 
 use mobicore::allinone;
 use mobicore::config::Config;
+use mobicore::procs::{self, field, Procs, TempDir};
 use mobicore_common::s11::{DownlinkDataNotification, S11IncomingAnswer, S11IncomingRequest};
 use mobicore_common::{Arp, Ebi, Teid};
 use mobicore_gtp::message::{msg_type, GtpMessage};
@@ -38,10 +39,8 @@ use mobicore_sctp::Transport;
 use mobicore_store::redis_server::RedisServer;
 use mobicore_store::Store;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -50,94 +49,27 @@ use std::time::{Duration, Instant};
 const LIMIT: Duration = Duration::from_secs(60);
 const UES: u64 = 12;
 
-/// Child processes, killed (SIGKILL) and reaped on drop.
-#[derive(Default)]
-struct Procs(Vec<(String, Child)>);
-
-impl Procs {
-    /// Start `mobicore args...`; its stdout lines go to the returned channel.
-    fn start(&mut self, name: &str, args: &[&str]) -> mpsc::Receiver<String> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mobicore"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let tag = name.to_string();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("[{tag}] {line}");
-                // Read to the end even if nobody listens: the process's
-                // later lines must not find its stdout closed.
-                let _ = tx.send(line);
-            }
-        });
-        self.0.push((name.to_string(), child));
-        rx
-    }
-
-    /// The process id of `name`.
-    fn pid(&self, name: &str) -> u32 {
-        self.0.iter().find(|(n, _)| n == name).expect("a process of that name").1.id()
-    }
-
-    /// SIGKILL `name` and reap it.
-    fn kill(&mut self, name: &str) {
-        let i = self.0.iter().position(|(n, _)| n == name).expect("a process of that name");
-        let (_, mut child) = self.0.remove(i);
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        assert!(!status.success(), "{name} was killed");
-    }
+/// The test's processes: `mobicore` child processes, their output echoed
+/// (tagged) on stderr, killed and reaped on drop.
+fn new_procs() -> Procs {
+    Procs::new(env!("CARGO_BIN_EXE_mobicore"), true)
 }
 
-impl Procs {
-    /// Until `name` exits by itself (bounded by [`LIMIT`]); reaped.
-    async fn wait_exit(&mut self, name: &str) -> std::process::ExitStatus {
-        let i = self.0.iter().position(|(n, _)| n == name).expect("a process of that name");
-        let end = Instant::now() + LIMIT;
-        loop {
-            if let Some(status) = self.0[i].1.try_wait().unwrap() {
-                self.0.remove(i);
-                return status;
-            }
-            assert!(Instant::now() < end, "{name} did not exit");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+/// Until `name` exits by itself (bounded by [`LIMIT`]); reaped.
+async fn wait_exit(procs: &mut Procs, name: &str) -> std::process::ExitStatus {
+    let end = Instant::now() + LIMIT;
+    loop {
+        if let Some(status) = procs.try_wait(name).unwrap() {
+            return status;
         }
-    }
-}
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        assert!(Instant::now() < end, "{name} did not exit");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// The first line from `rx` for which `pick` gives something.
-fn wait_line<T>(rx: &mpsc::Receiver<String>, what: &str, mut pick: impl FnMut(&str) -> Option<T>) -> T {
-    let end = Instant::now() + LIMIT;
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                if let Some(v) = pick(&line) {
-                    return v;
-                }
-            }
-            Err(e) => panic!("waiting for {what}: {e}"),
-        }
-    }
-}
-
-/// The value of `key=` in a line of `key=value` words.
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    line.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+fn wait_line<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&str) -> Option<T>) -> T {
+    procs::wait_line(rx, what, LIMIT, pick).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// What the store says of one UE.
@@ -264,7 +196,8 @@ impl Drop for S11Tap {
 
 /// kill -9 host `id`, and wait until the front end has seen it go.
 fn kill_host(procs: &mut Procs, fe: &mpsc::Receiver<String>, id: u32) {
-    procs.kill(&format!("host{id}"));
+    let status = procs.kill(&format!("host{id}")).unwrap();
+    assert!(!status.success(), "host{id} was killed");
     wait_line(fe, "the front end to see the host gone", |l| {
         l.starts_with(&format!("mme-frontend: host{id} down")).then_some(())
     });
@@ -359,15 +292,6 @@ fn carries_initial_context_setup_request(p: &[u8]) -> bool {
     false
 }
 
-/// A temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// What a [`Cluster`] is started with.
 #[derive(Clone, Copy)]
 struct Options {
@@ -433,7 +357,7 @@ impl Cluster {
     /// Start it up to the RAN's S1 Setup.
     async fn boot(replication: &str, o: Options) -> Cluster {
         let redis = RedisServer::start().expect("redis-server (apt-get install redis-server)");
-        let mut procs = Procs::default();
+        let mut procs = new_procs();
 
         // HSS, UPF (PFCP only) and S/P-GW-C here; the monolithic MME that
         // `start` brings too stays idle on its own ephemeral port.
@@ -506,7 +430,8 @@ impl Cluster {
             .chain(["--"])
             .chain(host_args)
             .collect::<Vec<_>>(),
-        );
+        )
+        .expect("starting the front end");
         let ready = wait_line(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()));
         let s1ap: SocketAddr = field(&ready, "s1ap").unwrap().parse().unwrap();
         let udp: u16 = field(&ready, "udp_port").unwrap().parse().unwrap();
@@ -550,7 +475,8 @@ impl Cluster {
                 .into_iter()
                 .chain(o.cpu_max.filter(|_| id == 3).map(|f| ["--cpu-max", f]).into_iter().flatten())
                 .collect::<Vec<_>>(),
-            );
+            )
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
             let m = wait_line(&out, &name, |l| field(l, "metrics").map(str::to_string));
             metrics.insert(id, m.parse::<SocketAddr>().unwrap());
             wait_line(&fe, "the host's connection", |l| (l == format!("mme-frontend: host{id} up")).then_some(()));
@@ -881,7 +807,7 @@ async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
     // on failure): the cgroup is empty by then.
     let mut cleanup = RemoveDir(PathBuf::new());
     let mut c = Cluster::boot("cold", Options { cpu_max: Some("0.2"), ..DEFAULT }).await;
-    let pid = c.procs.pid("host3");
+    let pid = c.procs.pid("host3").unwrap();
     let dir = PathBuf::from(format!("/sys/fs/cgroup/mobicore-hosts/host3-{pid}"));
     cleanup.0 = dir.clone();
     assert_eq!(std::fs::read_to_string(dir.join("cpu.max")).unwrap().trim(), "20000 100000");
@@ -914,22 +840,8 @@ async fn admin(addr: SocketAddr, method: &str, path: &str) -> (u16, serde_json::
 }
 
 /// [`wait_line`] that lets the rest of its task (the RAN) run meanwhile.
-async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, mut pick: impl FnMut(&str) -> Option<T>) -> T {
-    let end = Instant::now() + LIMIT;
-    loop {
-        match rx.try_recv() {
-            Ok(line) => {
-                if let Some(v) = pick(&line) {
-                    return v;
-                }
-            }
-            Err(mpsc::TryRecvError::Empty) => {
-                assert!(Instant::now() < end, "waiting for {what}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => panic!("waiting for {what}: {e}"),
-        }
-    }
+async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&str) -> Option<T>) -> T {
+    procs::next_line(rx, what, LIMIT, pick).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Scaling under load (issue 13 item 5, seed 004 5.2): two hosts, half
@@ -1041,7 +953,7 @@ async fn scale_out_and_in_under_load(replication: &str) {
         })
         .await;
         assert!(heir == 2 || heir == 3, "{heir}");
-        let status = procs.wait_exit("host1").await;
+        let status = wait_exit(procs, "host1").await;
         assert!(status.success(), "host 1 exits when told: {status}");
         let (status, _) = admin(*admin_addr, "POST", "/v1/hosts/1/drain").await;
         assert_eq!(status, 409, "not a host any more");
@@ -1096,7 +1008,7 @@ async fn the_eps_controller_drains_a_host_of_an_idle_pair() {
             .await;
             fe_line(fe, "the drain", |l| l.starts_with(&format!("mme-frontend: host{victim} drained")).then_some(()))
                 .await;
-            assert!(procs.wait_exit(&format!("host{victim}")).await.success());
+            assert!(wait_exit(procs, &format!("host{victim}")).await.success());
             victim
         },
         // Meanwhile the UEs come and go: whatever the drain meets ends well.

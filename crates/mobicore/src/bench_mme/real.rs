@@ -439,6 +439,7 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         let fail_ms = f?.saturating_duration_since(t0).as_secs_f64() * 1e3;
         let run_ms = t0.elapsed().as_secs_f64() * 1e3;
         let log = ran.take_outcomes();
+        let reasons = ran.report().failures.clone();
         let reattaches = log.iter().filter(|o| o.procedure == "attach").count();
         let outcomes: Vec<Outcome> = log
             .iter()
@@ -486,6 +487,7 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
             "latency_ms_p99": p99,
             "level_ms": r.level_ms,
             "recovery_ms": r.recovery_ms,
+            "failure_reasons": reasons,
             "timeline": bins_json,
         }));
         rig.stop().await?;
