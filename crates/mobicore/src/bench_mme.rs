@@ -69,7 +69,7 @@ pub struct MmeArgs {
     pub balancer: Scheme,
     /// Fig. 6: offered loads, procedures/s (the emulated RAN's arrival
     /// rate), up to saturation.
-    #[arg(long, value_delimiter = ',', default_value = "250,500,1000,2000,4000")]
+    #[arg(long, value_delimiter = ',', default_value = "500,1000,2000,4000,8000")]
     pub loads: Vec<f64>,
     /// Fig. 7: when the host (or the stateful MME) is killed, seconds
     /// into the measured run.
@@ -184,8 +184,7 @@ async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
     if !a.sim {
         bail!("only the simulator is built for `bench mme fig10|fig11` so far: add --sim");
     }
-    if a.schemes.is_empty() || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0)) || a.max_hosts == 0
-    {
+    if a.schemes.is_empty() || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0)) || a.max_hosts == 0 {
         bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
     }
     if !(a.seconds.is_none_or(|s| s > 0.0) && a.utilization > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {

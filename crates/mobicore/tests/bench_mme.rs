@@ -56,7 +56,8 @@ fn fig6_throughput_of_the_elastic_and_the_stateful_mme() {
 fn fig7_a_host_failure_beside_the_stateful_mme_restarted() {
     let dir = temp("fig7");
     let args = ["fig7", "--ues", "8", "--rate", "80", "--seconds", "2", "--kill-at-s", "1"];
-    let points = bench(&[&args[..], &["--deployments", "redis-hot,stateful", "--procedure-timeout-ms", "2000"]].concat(), &dir);
+    let points =
+        bench(&[&args[..], &["--deployments", "redis-hot,stateful", "--procedure-timeout-ms", "2000"]].concat(), &dir);
     assert_eq!(points.len(), 2, "{points:?}");
     for p in &points {
         for key in ["figure", "scheme", "hosts", "load", "failed_procedures", "reattaches", "timeline", "fail_at_ms"] {

@@ -401,37 +401,38 @@ impl Cluster {
         let host_args = ["--config", host_cfg.to_str().unwrap(), "--store", &url, "--replication", replication];
         let host_args = host_args.into_iter().chain(["--metrics", "127.0.0.1:0"]);
 
-        let fe = procs.start(
-            "frontend",
-            &[
-                "mme-frontend",
-                "--s1ap",
-                "127.0.0.1:0",
-                "--sctp",
-                "udp",
-                "--udp-port",
-                "0",
-                "--hosts",
-                "127.0.0.1:0",
-                "--s11",
-                "127.0.0.1:0",
-                "--sgw",
-                &sgw,
-                "--scheme",
-                o.scheme,
-                "--admin",
-                "127.0.0.1:0",
-                // Generous: a drain waits for procedures, never for luck.
-                "--drain-within-ms",
-                "20000",
-            ]
-            .into_iter()
-            .chain(o.frontend.iter().copied())
-            .chain(["--"])
-            .chain(host_args)
-            .collect::<Vec<_>>(),
-        )
-        .expect("starting the front end");
+        let fe = procs
+            .start(
+                "frontend",
+                &[
+                    "mme-frontend",
+                    "--s1ap",
+                    "127.0.0.1:0",
+                    "--sctp",
+                    "udp",
+                    "--udp-port",
+                    "0",
+                    "--hosts",
+                    "127.0.0.1:0",
+                    "--s11",
+                    "127.0.0.1:0",
+                    "--sgw",
+                    &sgw,
+                    "--scheme",
+                    o.scheme,
+                    "--admin",
+                    "127.0.0.1:0",
+                    // Generous: a drain waits for procedures, never for luck.
+                    "--drain-within-ms",
+                    "20000",
+                ]
+                .into_iter()
+                .chain(o.frontend.iter().copied())
+                .chain(["--"])
+                .chain(host_args)
+                .collect::<Vec<_>>(),
+            )
+            .expect("starting the front end");
         let ready = wait_line(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()));
         let s1ap: SocketAddr = field(&ready, "s1ap").unwrap().parse().unwrap();
         let udp: u16 = field(&ready, "udp_port").unwrap().parse().unwrap();
@@ -453,30 +454,31 @@ impl Cluster {
         let mut metrics = BTreeMap::new();
         for id in 1..=o.hosts {
             let name = format!("host{id}");
-            let out = procs.start(
-                &name,
-                &[
-                    "mme-host",
-                    "--config",
-                    host_cfg.to_str().unwrap(),
-                    "--id",
-                    &id.to_string(),
-                    "--frontend",
-                    &hosts,
-                    "--frontend-s11",
-                    &s11,
-                    "--store",
-                    &url,
-                    "--replication",
-                    replication,
-                    "--metrics",
-                    "127.0.0.1:0",
-                ]
-                .into_iter()
-                .chain(o.cpu_max.filter(|_| id == 3).map(|f| ["--cpu-max", f]).into_iter().flatten())
-                .collect::<Vec<_>>(),
-            )
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+            let out = procs
+                .start(
+                    &name,
+                    &[
+                        "mme-host",
+                        "--config",
+                        host_cfg.to_str().unwrap(),
+                        "--id",
+                        &id.to_string(),
+                        "--frontend",
+                        &hosts,
+                        "--frontend-s11",
+                        &s11,
+                        "--store",
+                        &url,
+                        "--replication",
+                        replication,
+                        "--metrics",
+                        "127.0.0.1:0",
+                    ]
+                    .into_iter()
+                    .chain(o.cpu_max.filter(|_| id == 3).map(|f| ["--cpu-max", f]).into_iter().flatten())
+                    .collect::<Vec<_>>(),
+                )
+                .unwrap_or_else(|e| panic!("starting {name}: {e}"));
             let m = wait_line(&out, &name, |l| field(l, "metrics").map(str::to_string));
             metrics.insert(id, m.parse::<SocketAddr>().unwrap());
             wait_line(&fe, "the host's connection", |l| (l == format!("mme-frontend: host{id} up")).then_some(()));

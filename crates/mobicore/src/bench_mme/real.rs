@@ -75,9 +75,8 @@ impl Deployment {
     /// The `mme-host` arguments of its store, given Redis's URL; none for
     /// the stateful MME, an error where the store is not built yet.
     fn host_store(self, redis: &str) -> Result<Option<Vec<String>>> {
-        let redis = |replication: &str| {
-            Ok(Some(["--store", redis, "--replication", replication].map(String::from).to_vec()))
-        };
+        let redis =
+            |replication: &str| Ok(Some(["--store", redis, "--replication", replication].map(String::from).to_vec()));
         match self {
             Deployment::Redis | Deployment::RedisCold => redis("cold"),
             Deployment::RedisHot => redis("hot"),
@@ -154,9 +153,13 @@ struct Rig {
 }
 
 enum Mme {
-    Elastic { fe: mpsc::Receiver<String> },
+    Elastic {
+        fe: mpsc::Receiver<String>,
+    },
     /// The monolith's arguments, to start it again.
-    Stateful { args: Vec<String> },
+    Stateful {
+        args: Vec<String>,
+    },
 }
 
 impl Rig {
@@ -184,7 +187,8 @@ impl Rig {
         let (mme, s1ap, udp) = match (d.host_store(&redis.as_ref().map(RedisServer::url).unwrap_or_default())?, &redis)
         {
             (Some(store), Some(_)) => {
-                let body = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
+                let body =
+                    format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
                 std::fs::write(&toml, body)?;
                 let sgw = core.sgw_s11.to_string();
                 let fe = procs.start(
@@ -425,11 +429,9 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                     // Started again at once; it knows no UE.
                     let args: Vec<&str> = args.iter().map(String::as_str).collect();
                     let out = procs.start("mme", &args)?;
-                    next_line(&out, "the stateful MME again", READY, |l| {
-                        l.starts_with("mme: S1-MME on").then_some(())
-                    })
-                    .await
-                    .map_err(|e| anyhow!(e))?;
+                    next_line(&out, "the stateful MME again", READY, |l| l.starts_with("mme: S1-MME on").then_some(()))
+                        .await
+                        .map_err(|e| anyhow!(e))?;
                 }
             }
             anyhow::Ok(killed)
