@@ -6,19 +6,34 @@
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn bench(args: &[&str], dir: &Path) -> Vec<Value> {
     let json = dir.join("points.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mobicore"))
         .args(["bench", "mme"])
         .args(args)
         .arg("--json")
         .arg(&json)
         .arg("--plot")
         .arg(dir)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("running mobicore bench mme");
+    // A bound for a loaded machine, not a measure: a bench that hangs is
+    // interrupted (Ctrl-C: it stops every process it started) and fails.
+    let end = Instant::now() + Duration::from_secs(300);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let out = child.wait_with_output().unwrap();
+            panic!("the bench hung: {}", String::from_utf8_lossy(&out.stdout));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("scheme"), "a table: {text}");

@@ -945,10 +945,11 @@ impl Driver {
     async fn step(&mut self, wake: Option<Instant>) -> Result<(), RanError> {
         self.flush();
         let timer = self.enbs.iter().filter_map(Enb::poll_timeout).min();
-        let timer = match self.poll_reconnect(Instant::now()) {
-            Some(t) => Some(timer.map_or(t, |x| x.min(t))),
-            None => timer,
-        };
+        // A release's guard ends it (poll_releases) even when nothing else
+        // wakes the driver (its MME died).
+        let guard = self.cfg.procedure_timeout() + Duration::from_millis(1);
+        let release = self.releasing.values().min().map(|t| *t + guard);
+        let timer = [timer, release, self.poll_reconnect(Instant::now())].into_iter().flatten().min();
         let wake = match (timer, wake) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
