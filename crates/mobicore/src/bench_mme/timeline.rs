@@ -65,16 +65,20 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
 
 /// When a bin after the failure counts as disturbed: a failed procedure
 /// in it, or a median latency above `factor` times the level before the
-/// failure plus `slack_ms` (sub-millisecond medians double by noise alone).
+/// failure plus `slack_ms` (sub-millisecond medians double by noise
+/// alone). Latency is back once `settle_bins` bins in a row are not
+/// disturbed (a lone slow bin long after, a hiccup of the machine, is not
+/// the failure's).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Threshold {
     pub factor: f64,
     pub slack_ms: f64,
+    pub settle_bins: usize,
 }
 
 impl Default for Threshold {
     fn default() -> Self {
-        Threshold { factor: 2.0, slack_ms: 2.0 }
+        Threshold { factor: 2.0, slack_ms: 2.0, settle_bins: 5 }
     }
 }
 
@@ -84,14 +88,15 @@ pub struct Recovery {
     /// The median of the bins' medians before the failure (none: no bin
     /// before it had a successful procedure).
     pub level_ms: Option<f64>,
-    /// From the failure to the end of the last disturbed bin (0: none
-    /// was); none if the run ended disturbed.
+    /// From the failure to the start of the first `settle_bins` bins in a
+    /// row that are not disturbed (0: at once); none if the run ended
+    /// before that.
     pub recovery_ms: Option<f64>,
 }
 
 /// The level before `fail_ms` and the time until latency is back to it
-/// for good (seed 004 7.2: "recovers quickly", < 0.5 s for an NF, up to
-/// 2.5 s for a host, 5 s and re-attaches for the stateful MME).
+/// (seed 004 7.2: "recovers quickly", < 0.5 s for an NF, up to 2.5 s for
+/// a host; 5 s and re-attaches for the stateful MME).
 pub fn recovery(bins: &[Bin], bin_ms: f64, fail_ms: f64, t: Threshold) -> Recovery {
     let mut before: Vec<f64> =
         bins.iter().filter(|b| b.start_ms + bin_ms <= fail_ms).filter_map(|b| b.p50_ms).collect();
@@ -100,12 +105,10 @@ pub fn recovery(bins: &[Bin], bin_ms: f64, fail_ms: f64, t: Threshold) -> Recove
     let limit = level.map_or(f64::INFINITY, |l| t.factor * l + t.slack_ms);
     let disturbed = |b: &Bin| b.failed > 0 || b.p50_ms.is_some_and(|p| p > limit);
     let after: Vec<&Bin> = bins.iter().filter(|b| b.start_ms + bin_ms > fail_ms).collect();
-    let recovery_ms = match after.iter().rposition(|b| disturbed(b)) {
-        None => Some(0.0),
-        Some(i) if i + 1 == after.len() => None,
-        Some(i) => Some((after[i].start_ms + bin_ms - fail_ms).max(0.0)),
-    };
-    Recovery { level_ms: level, recovery_ms }
+    let settle = t.settle_bins.max(1);
+    let back =
+        (0..after.len()).find(|&i| after.len() - i >= settle && !after[i..i + settle].iter().any(|b| disturbed(b)));
+    Recovery { level_ms: level, recovery_ms: back.map(|i| (after[i].start_ms - fail_ms).max(0.0)) }
 }
 
 #[cfg(test)]
@@ -142,7 +145,7 @@ mod tests {
     }
 
     #[test]
-    fn recovery_ends_with_the_last_disturbed_bin() {
+    fn recovery_is_the_start_of_the_first_settled_stretch() {
         let mut o = steady();
         // Failure at 1000 ms: slow until 1300, one failure starting at 1420.
         for x in &mut o {
@@ -153,6 +156,12 @@ mod tests {
         o.push(Outcome { start_ms: 1420.0, latency_ms: 5000.0, ok: false });
         let b = bins(&o, 100.0, 2000.0);
         let r = recovery(&b, 100.0, 1000.0, Threshold::default());
+        assert_eq!(r.recovery_ms, Some(500.0));
+        // A lone slow bin long after the latency is back is not the failure's.
+        let mut late = o.clone();
+        late.iter_mut().filter(|x| (1800.0..1900.0).contains(&x.start_ms)).for_each(|x| x.latency_ms = 90.0);
+        let r =
+            recovery(&bins(&late, 100.0, 2000.0), 100.0, 1000.0, Threshold { settle_bins: 2, ..Default::default() });
         assert_eq!(r.recovery_ms, Some(500.0));
         // Within factor x level + slack: not disturbed.
         let mut o = steady();
