@@ -209,6 +209,12 @@ fn bar(len: u64) -> ProgressBar {
     b
 }
 
+/// The run is over: clear the progress bar and print the table.
+fn finish(b: ProgressBar, headers: &[&str], rows: &[Vec<String>]) {
+    b.finish_and_clear();
+    print!("{}", crate::report::table(headers, rows));
+}
+
 fn point(figure: u32, r: &SimResult, rate: f64) -> Value {
     let per_class: serde_json::Map<String, Value> = ProcedureKind::ALL
         .iter()
@@ -291,14 +297,7 @@ fn fig10(a: &MmeArgs) -> Vec<Value> {
             }
         }
     }
-    b.finish_and_clear();
-    print!(
-        "{}",
-        crate::report::table(
-            &["load", "hosts", "scheme", "SLO viol. %", "CPU sd %", "p50 ms", "p99 ms", "proc/s"],
-            &rows
-        )
-    );
+    finish(b, &["load", "hosts", "scheme", "SLO viol. %", "CPU sd %", "p50 ms", "p99 ms", "proc/s"], &rows);
     points
 }
 
@@ -369,8 +368,7 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
             ]);
         }
     }
-    b.finish_and_clear();
-    print!("{}", crate::report::table(&["alpha", "scheme", "hosts needed", "SLO viol. %", "fewer than ch"], &rows));
+    finish(b, &["alpha", "scheme", "hosts needed", "SLO viol. %", "fewer than ch"], &rows);
     points
 }
 

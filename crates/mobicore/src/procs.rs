@@ -128,13 +128,8 @@ pub fn wait_line<T>(
     let end = Instant::now() + limit;
     loop {
         let left = end.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                if let Some(v) = pick(&line) {
-                    return Ok(v);
-                }
-            }
-            Err(e) => return Err(format!("waiting for {what}: {e}")),
+        if let Some(v) = scan(rx, what, &mut pick, left, end)? {
+            return Ok(v);
         }
     }
 }
@@ -148,20 +143,34 @@ pub async fn next_line<T>(
 ) -> Result<T, String> {
     let end = Instant::now() + limit;
     loop {
-        match rx.try_recv() {
+        if let Some(v) = scan(rx, what, &mut pick, Duration::ZERO, end)? {
+            return Ok(v);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The lines waiting in `rx` (the first waited for up to `wait`) until
+/// `pick` takes one; none taken yet, or an error once past `end`.
+fn scan<T>(
+    rx: &mpsc::Receiver<String>,
+    what: &str,
+    pick: &mut impl FnMut(&str) -> Option<T>,
+    wait: Duration,
+    end: Instant,
+) -> Result<Option<T>, String> {
+    let mut next = rx.recv_timeout(wait);
+    loop {
+        match next {
             Ok(line) => {
                 if let Some(v) = pick(&line) {
-                    return Ok(v);
+                    return Ok(Some(v));
                 }
             }
-            Err(mpsc::TryRecvError::Empty) => {
-                if Instant::now() >= end {
-                    return Err(format!("waiting for {what}: timed out"));
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < end => return Ok(None),
             Err(e) => return Err(format!("waiting for {what}: {e}")),
         }
+        next = rx.recv_timeout(Duration::ZERO);
     }
 }
 

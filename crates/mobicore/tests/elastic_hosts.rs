@@ -27,6 +27,7 @@
 
 use mobicore::allinone;
 use mobicore::config::Config;
+use mobicore::elastic_mme::launch;
 use mobicore::procs::{self, field, Procs, TempDir};
 use mobicore_common::s11::{DownlinkDataNotification, S11IncomingAnswer, S11IncomingRequest};
 use mobicore_common::{Arp, Ebi, Teid};
@@ -394,8 +395,7 @@ impl Cluster {
         std::fs::create_dir_all(&dir).unwrap();
         let dir = TempDir(dir);
         let host_cfg = dir.0.join("host.toml");
-        let toml = format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
-        std::fs::write(&host_cfg, toml).unwrap();
+        std::fs::write(&host_cfg, launch::host_config(core.hss, core.sgw_s11)).unwrap();
         let url = redis.url();
         // The hosts the front end starts (scaling out) are as these.
         let host_args = ["--config", host_cfg.to_str().unwrap(), "--store", &url, "--replication", replication];
@@ -404,33 +404,14 @@ impl Cluster {
         let fe = procs
             .start(
                 "frontend",
-                &[
-                    "mme-frontend",
-                    "--s1ap",
-                    "127.0.0.1:0",
-                    "--sctp",
-                    "udp",
-                    "--udp-port",
-                    "0",
-                    "--hosts",
-                    "127.0.0.1:0",
-                    "--s11",
-                    "127.0.0.1:0",
-                    "--sgw",
-                    &sgw,
-                    "--scheme",
-                    o.scheme,
-                    "--admin",
-                    "127.0.0.1:0",
+                &launch::frontend_args(&sgw, o.scheme)
+                    .into_iter()
                     // Generous: a drain waits for procedures, never for luck.
-                    "--drain-within-ms",
-                    "20000",
-                ]
-                .into_iter()
-                .chain(o.frontend.iter().copied())
-                .chain(["--"])
-                .chain(host_args)
-                .collect::<Vec<_>>(),
+                    .chain(["--admin", "127.0.0.1:0", "--drain-within-ms", "20000"])
+                    .chain(o.frontend.iter().copied())
+                    .chain(["--"])
+                    .chain(host_args)
+                    .collect::<Vec<_>>(),
             )
             .expect("starting the front end");
         let ready = wait_line(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()));

@@ -21,9 +21,10 @@
 //!   level before the failure ([`timeline`]).
 
 use super::timeline::{self, Outcome, Threshold};
-use super::{bar, MmeArgs, MmeFigure};
+use super::{bar, finish, MmeArgs, MmeFigure};
 use crate::allinone;
 use crate::config::Config;
+use crate::elastic_mme::launch;
 use crate::procs::{field, next_line, wait_line, Procs, TempDir};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
@@ -187,30 +188,9 @@ impl Rig {
         let (mme, s1ap, udp) = match (d.host_store(&redis.as_ref().map(RedisServer::url).unwrap_or_default())?, &redis)
         {
             (Some(store), Some(_)) => {
-                let body =
-                    format!("[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n", core.hss, core.sgw_s11);
-                std::fs::write(&toml, body)?;
+                std::fs::write(&toml, launch::host_config(core.hss, core.sgw_s11))?;
                 let sgw = core.sgw_s11.to_string();
-                let fe = procs.start(
-                    "frontend",
-                    &[
-                        "mme-frontend",
-                        "--s1ap",
-                        "127.0.0.1:0",
-                        "--sctp",
-                        "udp",
-                        "--udp-port",
-                        "0",
-                        "--hosts",
-                        "127.0.0.1:0",
-                        "--s11",
-                        "127.0.0.1:0",
-                        "--sgw",
-                        &sgw,
-                        "--scheme",
-                        &plan.balancer,
-                    ],
-                )?;
+                let fe = procs.start("frontend", &launch::frontend_args(&sgw, &plan.balancer))?;
                 let ready = wait(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()))?;
                 let get = |k: &str| field(&ready, k).ok_or_else(|| anyhow!("no {k}= in {ready:?}"));
                 let s1ap: SocketAddr = get("s1ap")?.parse()?;
@@ -361,14 +341,7 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         }
         rig.stop().await?;
     }
-    b.finish_and_clear();
-    print!(
-        "{}",
-        crate::report::table(
-            &["scheme", "hosts", "offered/s", "proc/s", "attach/s", "SR+rel/s", "p50 ms", "p99 ms", "failed"],
-            &rows
-        )
-    );
+    finish(b, &["scheme", "hosts", "offered/s", "proc/s", "attach/s", "SR+rel/s", "p50 ms", "p99 ms", "failed"], &rows);
     Ok(points)
 }
 
@@ -495,13 +468,10 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         rig.stop().await?;
         b.inc(1);
     }
-    b.finish_and_clear();
-    print!(
-        "{}",
-        crate::report::table(
-            &["scheme", "hosts", "procedures", "failed", "re-attaches", "level p50 ms", "p99 ms", "recovery ms"],
-            &rows
-        )
+    finish(
+        b,
+        &["scheme", "hosts", "procedures", "failed", "re-attaches", "level p50 ms", "p99 ms", "recovery ms"],
+        &rows,
     );
     Ok(points)
 }
