@@ -86,7 +86,7 @@ pub struct MmeArgs {
     /// Figs. 6 and 7: print the processes' output.
     #[arg(long)]
     pub verbose: bool,
-    /// Schemes compared.
+    /// Figs. 10 and 11: the balancers compared.
     #[arg(long, value_delimiter = ',', default_value = "sk-ch,ch,rr,maglev")]
     pub schemes: Vec<Scheme>,
     /// Fig. 10: host counts (default 3,4,6,9,12). The offered load is the
