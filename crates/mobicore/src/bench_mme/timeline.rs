@@ -64,9 +64,10 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
 }
 
 /// When a bin after the failure counts as disturbed: a failed procedure
-/// in it, or a median latency above `factor` times the level before the
-/// failure plus `slack_ms` (sub-millisecond medians double by noise
-/// alone). Latency is back once `settle_bins` bins in a row are not
+/// in it, none that succeeded (under constant load, nothing got through:
+/// the load generator waited on what the failure held up), or a median
+/// latency above `factor` times the level before the failure plus
+/// `slack_ms` (sub-millisecond medians double by noise alone). Latency is back once `settle_bins` bins in a row are not
 /// disturbed (a lone slow bin long after, a hiccup of the machine, is not
 /// the failure's).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,7 +104,7 @@ pub fn recovery(bins: &[Bin], bin_ms: f64, fail_ms: f64, t: Threshold) -> Recove
     before.sort_by(f64::total_cmp);
     let level = nearest_rank(&before, 50.0);
     let limit = level.map_or(f64::INFINITY, |l| t.factor * l + t.slack_ms);
-    let disturbed = |b: &Bin| b.failed > 0 || b.p50_ms.is_some_and(|p| p > limit);
+    let disturbed = |b: &Bin| b.failed > 0 || b.p50_ms.is_none_or(|p| p > limit);
     let after: Vec<&Bin> = bins.iter().filter(|b| b.start_ms + bin_ms > fail_ms).collect();
     let settle = t.settle_bins.max(1);
     let back =
@@ -168,6 +169,10 @@ mod tests {
         o.iter_mut().filter(|x| x.start_ms >= 1000.0).for_each(|x| x.latency_ms = 5.9);
         let r = recovery(&bins(&o, 100.0, 2000.0), 100.0, 1000.0, Threshold::default());
         assert_eq!(r.recovery_ms, Some(0.0));
+        // A gap: nothing started from 1000 to 1200 (held up), then steady.
+        let gap: Vec<Outcome> = steady().into_iter().filter(|x| !(1000.0..1200.0).contains(&x.start_ms)).collect();
+        let r = recovery(&bins(&gap, 100.0, 2000.0), 100.0, 1000.0, Threshold::default());
+        assert_eq!(r.recovery_ms, Some(200.0));
     }
 
     #[test]
