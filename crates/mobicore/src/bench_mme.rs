@@ -1,9 +1,19 @@
-//! `mobicore bench mme fig10|fig11 --sim`: seed 004 Figs. 10 and 11 from
-//! the elastic MME's discrete-event simulator (`mobicore_elastic::sim`),
-//! which runs the balancers and forwarders of the real front end and hosts.
-//! Every scheme runs on the same seeded load in the same invocation:
-//! skewed consistent hashing beside round robin, consistent hashing and
-//! Maglev. Real host processes are not part of this bench yet.
+//! `mobicore bench mme <figure>`: seed 004 side by side with its
+//! baselines, in the same run.
+//!
+//! - Figs. 6 and 7 on real processes on this machine (`real`): the
+//!   elastic MME (front end, hosts, Redis) beside the stateful baseline
+//!   (today's monolithic MME); throughput against offered load, and a
+//!   host failure's latency timeline (`timeline`, no I/O).
+//! - Figs. 10 and 11 from the elastic MME's discrete-event simulator
+//!   (`mobicore_elastic::sim`), which runs the balancers and forwarders of
+//!   the real front end and hosts: skewed consistent hashing beside round
+//!   robin, consistent hashing and Maglev on the same seeded load.
+
+mod real;
+pub mod timeline;
+
+pub use real::Deployment;
 
 use crate::plot::{Chart, Series};
 use anyhow::{bail, Result};
@@ -17,6 +27,13 @@ use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MmeFigure {
+    /// Procedure throughput against offered load: the elastic MME with
+    /// Redis beside the stateful MME (real processes).
+    Fig6,
+    /// Latency timeline, failed procedures and re-attaches around a host
+    /// killed mid-run, hot and cold, beside the stateful MME killed and
+    /// restarted (real processes).
+    Fig7,
     /// CPU standard deviation across hosts and SLO violations per scheme,
     /// uniform and skewed load, against the number of hosts.
     Fig10,
@@ -35,21 +52,48 @@ pub enum LoadPattern {
     T3,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct MmeArgs {
     #[arg(value_enum)]
     pub figure: MmeFigure,
-    /// Simulate the cluster (required: real host processes are not built
-    /// yet).
+    /// Simulate the cluster (Figs. 10 and 11, required: their real-host
+    /// version is not built yet; Figs. 6 and 7 run real processes only).
     #[arg(long)]
     pub sim: bool,
-    /// Schemes compared.
+    /// Figs. 6 and 7: what is compared (default: fig6 redis,stateful;
+    /// fig7 redis-hot,redis-cold,stateful).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub deployments: Option<Vec<Deployment>>,
+    /// Figs. 6 and 7: the front end's load balancer.
+    #[arg(long, default_value = "sk-ch")]
+    pub balancer: Scheme,
+    /// Fig. 6: offered loads, procedures/s (the emulated RAN's arrival
+    /// rate), up to saturation.
+    #[arg(long, value_delimiter = ',', default_value = "500,1000,2000,4000,8000")]
+    pub loads: Vec<f64>,
+    /// Fig. 7: when the host (or the stateful MME) is killed, seconds
+    /// into the measured run.
+    #[arg(long, default_value_t = 3.0)]
+    pub kill_at_s: f64,
+    /// Fig. 7: the timeline's bin.
+    #[arg(long, default_value_t = 100.0)]
+    pub bin_ms: f64,
+    /// Figs. 6 and 7: how long a UE's procedure may take before the eNB
+    /// gives up on it (seed 004: a UE retries for up to 5 s, then attaches
+    /// again).
+    #[arg(long, default_value_t = 5000)]
+    pub procedure_timeout_ms: u64,
+    /// Figs. 6 and 7: print the processes' output.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Figs. 10 and 11: the balancers compared.
     #[arg(long, value_delimiter = ',', default_value = "sk-ch,ch,rr,maglev")]
     pub schemes: Vec<Scheme>,
-    /// Fig. 10: host counts. The offered load is the same for all: the
-    /// first count's capacity times --utilization.
-    #[arg(long, value_delimiter = ',', default_value = "3,4,6,9,12")]
-    pub hosts: Vec<u32>,
+    /// Fig. 10: host counts (default 3,4,6,9,12). The offered load is the
+    /// same for all: the first count's capacity times --utilization.
+    /// Figs. 6 and 7: MME hosts behind the front end (default 3).
+    #[arg(long, value_delimiter = ',')]
+    pub hosts: Option<Vec<u32>>,
     /// Fig. 10: offered load over the capacity of the first host count.
     #[arg(long, default_value_t = 0.95)]
     pub utilization: f64,
@@ -63,10 +107,12 @@ pub struct MmeArgs {
     #[arg(long, default_value_t = 100)]
     pub max_hosts: u32,
     /// Fig. 11: offered procedures per second (default: half what
-    /// --max-hosts hosts serve at full CPU).
+    /// --max-hosts hosts serve at full CPU). Fig. 7: the constant rate of
+    /// service requests and releases (default 400).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// UEs (default: 300 for Fig. 10, 100 per --max-hosts for Fig. 11).
+    /// UEs (default: 300 for Fig. 10, 100 per --max-hosts for Fig. 11,
+    /// 200 for Fig. 7; Fig. 6: per offered load, default load x --seconds).
     #[arg(long)]
     pub ues: Option<u32>,
     /// Skewed load: this fraction of the UEs carries --hot-share of it.
@@ -74,18 +120,23 @@ pub struct MmeArgs {
     pub hot_fraction: f64,
     #[arg(long, default_value_t = 0.8)]
     pub hot_share: f64,
-    /// Simulated seconds of load per run.
-    #[arg(long, default_value_t = 5.0)]
-    pub seconds: f64,
+    /// Seconds of load per run: simulated (default 5); Fig. 6: of each
+    /// phase at each offered load (default 1); Fig. 7: the measured run
+    /// (default 10).
+    #[arg(long)]
+    pub seconds: Option<f64>,
     #[arg(long, default_value_t = 11)]
     pub seed: u64,
     /// SLO violations allowed when counting the hosts needed (Fig. 11).
     #[arg(long, default_value_t = 5.0)]
     pub target_pct: f64,
-    /// Write one JSON object per point (figure, mode "sim", scheme, hosts,
-    /// load in procedures/s, slo_violation_pct, cpu_stddev_pct,
-    /// procedures_per_s, latency_ms_p50/p99, failed_procedures; Fig. 11:
-    /// alpha, hosts_needed).
+    /// Write one JSON object per point (figure, mode "sim" or "real",
+    /// scheme, hosts, load in procedures/s, and what the figure measures:
+    /// Fig. 6 procedures_per_s, attach_per_s, latency_ms_p50/p99,
+    /// failed_procedures; Fig. 7 failed_procedures, reattaches,
+    /// recovery_ms, latency_ms_p50/p99 and the timeline's bins; Fig. 10
+    /// slo_violation_pct, cpu_stddev_pct, procedures_per_s,
+    /// latency_ms_p50/p99, failed_procedures; Fig. 11 alpha, hosts_needed).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Draw the figure as SVG into this directory.
@@ -94,33 +145,56 @@ pub struct MmeArgs {
 }
 
 pub async fn run(a: MmeArgs) -> Result<()> {
-    if !a.sim {
-        bail!("only the simulator is built for `bench mme` so far: add --sim");
-    }
-    if a.schemes.is_empty() || a.hosts.is_empty() || a.hosts.contains(&0) || a.max_hosts == 0 {
-        bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
-    }
-    if !(a.seconds > 0.0 && a.utilization > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {
-        bail!("--seconds, --utilization and --alpha must be positive");
-    }
-    let points = tokio::task::spawn_blocking(move || -> Result<Vec<Value>> {
-        let points = match a.figure {
-            MmeFigure::Fig10 => fig10(&a),
-            MmeFigure::Fig11 => fig11(&a),
-        };
-        if let Some(p) = &a.json {
-            crate::demo::write_json(p, &Value::Array(points.clone()))?;
+    let points = match a.figure {
+        MmeFigure::Fig6 | MmeFigure::Fig7 => {
+            if a.sim {
+                bail!("Figs. 6 and 7 run on real processes only: drop --sim");
+            }
+            // Ctrl-C drops the run: every process it started is killed.
+            tokio::select! {
+                r = real::run(&a) => r?,
+                _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+            }
         }
-        if let Some(dir) = &a.plot {
-            plot(dir, a.figure, &points)?;
-        }
-        Ok(points)
-    })
-    .await??;
+        MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
+    };
     if points.is_empty() {
         bail!("no point was measured");
     }
+    if let Some(p) = &a.json {
+        crate::demo::write_json(p, &Value::Array(points.clone()))?;
+    }
+    if let Some(dir) = &a.plot {
+        plot(dir, a.figure, &points)?;
+    }
     Ok(())
+}
+
+impl MmeArgs {
+    fn sim_hosts(&self) -> Vec<u32> {
+        self.hosts.clone().unwrap_or_else(|| vec![3, 4, 6, 9, 12])
+    }
+
+    fn sim_seconds(&self) -> f64 {
+        self.seconds.unwrap_or(5.0)
+    }
+}
+
+async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
+    if !a.sim {
+        bail!("only the simulator is built for `bench mme fig10|fig11` so far: add --sim");
+    }
+    if a.schemes.is_empty() || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0)) || a.max_hosts == 0 {
+        bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
+    }
+    if !(a.seconds.is_none_or(|s| s > 0.0) && a.utilization > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {
+        bail!("--seconds, --utilization and --alpha must be positive");
+    }
+    Ok(tokio::task::spawn_blocking(move || match a.figure {
+        MmeFigure::Fig11 => fig11(&a),
+        _ => fig10(&a),
+    })
+    .await?)
 }
 
 fn skews(a: &MmeArgs) -> [(&'static str, Skew); 2] {
@@ -133,6 +207,12 @@ fn bar(len: u64) -> ProgressBar {
         b.set_style(s);
     }
     b
+}
+
+/// The run is over: clear the progress bar and print the table.
+fn finish(b: ProgressBar, headers: &[&str], rows: &[Vec<String>]) {
+    b.finish_and_clear();
+    print!("{}", crate::report::table(headers, rows));
 }
 
 fn point(figure: u32, r: &SimResult, rate: f64) -> Value {
@@ -160,7 +240,8 @@ fn point(figure: u32, r: &SimResult, rate: f64) -> Value {
 fn fig10(a: &MmeArgs) -> Vec<Value> {
     let profiles = Profiles::default();
     let capacity = sim::host_capacity(&profiles, &Mix::default(), 1.0);
-    let rate = a.utilization * f64::from(a.hosts[0]) * capacity;
+    let host_counts = a.sim_hosts();
+    let rate = a.utilization * f64::from(host_counts[0]) * capacity;
     let pattern = match a.pattern {
         LoadPattern::T1 => Pattern::Constant,
         LoadPattern::T2 => Pattern::Ramp { peak_factor: 1.8 },
@@ -169,16 +250,16 @@ fn fig10(a: &MmeArgs) -> Vec<Value> {
     println!(
         "Fig. 10 (simulated): {rate:.0} procedures/s ({:.0}% of {} hosts at {capacity:.0}/s each), {} UEs, {}, {} s per run",
         100.0 * a.utilization,
-        a.hosts[0],
+        host_counts[0],
         a.ues.unwrap_or(300),
         pattern.name(),
-        a.seconds
+        a.sim_seconds()
     );
-    let b = bar((2 * a.hosts.len() * a.schemes.len()) as u64);
+    let b = bar((2 * host_counts.len() * a.schemes.len()) as u64);
     let mut points = Vec::new();
     let mut rows = Vec::new();
     for (skew_name, skew) in skews(a) {
-        for &hosts in &a.hosts {
+        for &hosts in &host_counts {
             for &scheme in &a.schemes {
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}"));
                 let cfg = SimConfig {
@@ -188,7 +269,7 @@ fn fig10(a: &MmeArgs) -> Vec<Value> {
                     load: LoadConfig {
                         ues: a.ues.unwrap_or(300),
                         rate,
-                        duration_s: a.seconds,
+                        duration_s: a.sim_seconds(),
                         pattern,
                         skew,
                         seed: a.seed,
@@ -216,14 +297,7 @@ fn fig10(a: &MmeArgs) -> Vec<Value> {
             }
         }
     }
-    b.finish_and_clear();
-    print!(
-        "{}",
-        crate::report::table(
-            &["load", "hosts", "scheme", "SLO viol. %", "CPU sd %", "p50 ms", "p99 ms", "proc/s"],
-            &rows
-        )
-    );
+    finish(b, &["load", "hosts", "scheme", "SLO viol. %", "CPU sd %", "p50 ms", "p99 ms", "proc/s"], &rows);
     points
 }
 
@@ -239,7 +313,7 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
         100.0 * a.hot_fraction,
         100.0 * a.hot_share,
         a.max_hosts,
-        a.seconds,
+        a.sim_seconds(),
         a.target_pct
     );
     let b = bar((a.alpha.len() * a.schemes.len()) as u64);
@@ -256,7 +330,7 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
                 load: LoadConfig {
                     ues,
                     rate,
-                    duration_s: a.seconds,
+                    duration_s: a.sim_seconds(),
                     pattern: Pattern::pareto(alpha),
                     skew,
                     seed: a.seed,
@@ -294,8 +368,7 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
             ]);
         }
     }
-    b.finish_and_clear();
-    print!("{}", crate::report::table(&["alpha", "scheme", "hosts needed", "SLO viol. %", "fewer than ch"], &rows));
+    finish(b, &["alpha", "scheme", "hosts needed", "SLO viol. %", "fewer than ch"], &rows);
     points
 }
 
@@ -322,7 +395,65 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
             .collect()
     };
     let mut files = Vec::new();
+    let mut draw = |file: &str, chart: Chart| -> Result<()> {
+        std::fs::write(dir.join(file), chart.svg())?;
+        files.push(file.to_string());
+        Ok(())
+    };
     match figure {
+        MmeFigure::Fig6 => {
+            for (metric, label, file) in [
+                ("procedures_per_s", "procedures/s (attach, service request, release)", "fig6_throughput.svg"),
+                ("attach_per_s", "attaches/s", "fig6_attach.svg"),
+                ("latency_ms_p99", "p99 latency (ms)", "fig6_latency_p99.svg"),
+            ] {
+                let title = format!("Fig. 6 (real processes): {label}");
+                let chart = Chart {
+                    title: &title,
+                    x_label: "offered load (procedures/s)",
+                    y_label: label,
+                    log_x: false,
+                    log_y: metric.starts_with("latency"),
+                    series: series(&|_| true, "load", metric),
+                };
+                draw(file, chart)?;
+            }
+        }
+        MmeFigure::Fig7 => {
+            // The timeline of each scheme: x in seconds from the start.
+            let timeline = |metric: &str| -> Vec<Series> {
+                points
+                    .iter()
+                    .map(|p| Series {
+                        name: p["scheme"].as_str().unwrap_or("?").to_string(),
+                        points: p["timeline"]
+                            .as_array()
+                            .map(|bins| {
+                                bins.iter()
+                                    .filter_map(|b| Some((b["t_ms"].as_f64()? / 1e3, b[metric].as_f64()?)))
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    })
+                    .collect()
+            };
+            for (metric, label, log_y, file) in [
+                ("latency_ms_p50", "p50 latency (ms)", true, "fig7_latency_p50.svg"),
+                ("latency_ms_p99", "p99 latency (ms)", true, "fig7_latency_p99.svg"),
+                ("failed", "failed procedures per bin", false, "fig7_failed.svg"),
+            ] {
+                let title = format!("Fig. 7 (real processes): {label}, a host killed");
+                let chart = Chart {
+                    title: &title,
+                    x_label: "time (s, by procedure start)",
+                    y_label: label,
+                    log_x: false,
+                    log_y,
+                    series: timeline(metric),
+                };
+                draw(file, chart)?;
+            }
+        }
         MmeFigure::Fig10 => {
             for skew in ["uniform", "skewed"] {
                 for (metric, label, name) in [
@@ -338,9 +469,7 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
                         log_y: false,
                         series: series(&|p| p["skew"] == skew, "hosts", metric),
                     };
-                    let file = format!("fig10_{name}_{skew}.svg");
-                    std::fs::write(dir.join(&file), chart.svg())?;
-                    files.push(file);
+                    draw(&format!("fig10_{name}_{skew}.svg"), chart)?;
                 }
             }
         }
@@ -353,8 +482,7 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
                 log_y: false,
                 series: series(&|p| p["hosts_needed"].is_number(), "alpha", "hosts_needed"),
             };
-            std::fs::write(dir.join("fig11_hosts_needed.svg"), chart.svg())?;
-            files.push("fig11_hosts_needed.svg".into());
+            draw("fig11_hosts_needed.svg", chart)?;
         }
     }
     println!("plots in {}: {}", dir.display(), files.join(", "));

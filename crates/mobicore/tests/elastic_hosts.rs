@@ -30,6 +30,8 @@
 
 use mobicore::allinone;
 use mobicore::config::Config;
+use mobicore::elastic_mme::launch;
+use mobicore::procs::{self, field, Procs, TempDir};
 use mobicore_common::s11::{DownlinkDataNotification, S11IncomingAnswer, S11IncomingRequest};
 use mobicore_common::{Arp, Ebi, Teid};
 use mobicore_gtp::message::{msg_type, GtpMessage};
@@ -41,10 +43,8 @@ use mobicore_sctp::Transport;
 use mobicore_store::redis_server::RedisServer;
 use mobicore_store::Store;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -53,94 +53,27 @@ use std::time::{Duration, Instant};
 const LIMIT: Duration = Duration::from_secs(60);
 const UES: u64 = 12;
 
-/// Child processes, killed (SIGKILL) and reaped on drop.
-#[derive(Default)]
-struct Procs(Vec<(String, Child)>);
-
-impl Procs {
-    /// Start `mobicore args...`; its stdout lines go to the returned channel.
-    fn start(&mut self, name: &str, args: &[&str]) -> mpsc::Receiver<String> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mobicore"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let tag = name.to_string();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("[{tag}] {line}");
-                // Read to the end even if nobody listens: the process's
-                // later lines must not find its stdout closed.
-                let _ = tx.send(line);
-            }
-        });
-        self.0.push((name.to_string(), child));
-        rx
-    }
-
-    /// The process id of `name`.
-    fn pid(&self, name: &str) -> u32 {
-        self.0.iter().find(|(n, _)| n == name).expect("a process of that name").1.id()
-    }
-
-    /// SIGKILL `name` and reap it.
-    fn kill(&mut self, name: &str) {
-        let i = self.0.iter().position(|(n, _)| n == name).expect("a process of that name");
-        let (_, mut child) = self.0.remove(i);
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        assert!(!status.success(), "{name} was killed");
-    }
+/// The test's processes: `mobicore` child processes, their output echoed
+/// (tagged) on stderr, killed and reaped on drop.
+fn new_procs() -> Procs {
+    Procs::new(env!("CARGO_BIN_EXE_mobicore"), true)
 }
 
-impl Procs {
-    /// Until `name` exits by itself (bounded by [`LIMIT`]); reaped.
-    async fn wait_exit(&mut self, name: &str) -> std::process::ExitStatus {
-        let i = self.0.iter().position(|(n, _)| n == name).expect("a process of that name");
-        let end = Instant::now() + LIMIT;
-        loop {
-            if let Some(status) = self.0[i].1.try_wait().unwrap() {
-                self.0.remove(i);
-                return status;
-            }
-            assert!(Instant::now() < end, "{name} did not exit");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+/// Until `name` exits by itself (bounded by [`LIMIT`]); reaped.
+async fn wait_exit(procs: &mut Procs, name: &str) -> std::process::ExitStatus {
+    let end = Instant::now() + LIMIT;
+    loop {
+        if let Some(status) = procs.try_wait(name).unwrap() {
+            return status;
         }
-    }
-}
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        assert!(Instant::now() < end, "{name} did not exit");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// The first line from `rx` for which `pick` gives something.
-fn wait_line<T>(rx: &mpsc::Receiver<String>, what: &str, mut pick: impl FnMut(&str) -> Option<T>) -> T {
-    let end = Instant::now() + LIMIT;
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                if let Some(v) = pick(&line) {
-                    return v;
-                }
-            }
-            Err(e) => panic!("waiting for {what}: {e}"),
-        }
-    }
-}
-
-/// The value of `key=` in a line of `key=value` words.
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    line.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+fn wait_line<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&str) -> Option<T>) -> T {
+    procs::wait_line(rx, what, LIMIT, pick).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// What the store says of one UE.
@@ -268,7 +201,8 @@ impl Drop for S11Tap {
 /// kill -9 host `id`, and wait until the front end has seen it go; the
 /// heir it named (0 for none).
 fn kill_host(procs: &mut Procs, fe: &mpsc::Receiver<String>, id: u32) -> u32 {
-    procs.kill(&format!("host{id}"));
+    let status = procs.kill(&format!("host{id}")).unwrap();
+    assert!(!status.success(), "host{id} was killed");
     wait_line(fe, "the front end to see the host gone", |l| {
         let rest = l.strip_prefix(&format!("mme-frontend: host{id} down"))?;
         Some(rest.strip_prefix(" (heir host").and_then(|h| h.trim_end_matches(')').parse().ok()).unwrap_or(0))
@@ -371,15 +305,6 @@ fn carries_s1ap(p: &[u8], first: [u8; 2]) -> bool {
     false
 }
 
-/// A temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// What a [`Cluster`] is started with.
 #[derive(Clone, Copy)]
 struct Options {
@@ -461,7 +386,7 @@ impl Cluster {
     async fn boot(replication: &str, o: Options) -> Cluster {
         let redis =
             (o.store == "redis").then(|| RedisServer::start().expect("redis-server (apt-get install redis-server)"));
-        let mut procs = Procs::default();
+        let mut procs = new_procs();
 
         // HSS, UPF (PFCP only) and S/P-GW-C here; the monolithic MME that
         // `start` brings too stays idle on its own ephemeral port.
@@ -484,52 +409,28 @@ impl Cluster {
         let sgw = tap.as_ref().map_or(core.sgw_s11, |t| t.addr).to_string();
 
         // One directory per cluster: tests run side by side in this process.
-        static CLUSTERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("mobicore-elastic-{replication}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let dir = TempDir(dir);
+        let dir = TempDir::new(&format!("mobicore-elastic-{replication}")).unwrap();
         let host_cfg = dir.0.join("host.toml");
-        let toml = format!(
-            "[mme]\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n{}",
-            core.hss, core.sgw_s11, o.host_mme
-        );
+        let toml = format!("{}{}", launch::host_config(core.hss, core.sgw_s11), o.host_mme);
         std::fs::write(&host_cfg, toml).unwrap();
         let url = redis.as_ref().map_or_else(|| o.store.to_string(), |r| r.url());
         // The hosts the front end starts (scaling out) are as these.
         let host_args = ["--config", host_cfg.to_str().unwrap(), "--store", &url, "--replication", replication];
         let host_args = host_args.into_iter().chain(["--metrics", "127.0.0.1:0"]);
 
-        let fe = procs.start(
-            "frontend",
-            &[
-                "mme-frontend",
-                "--s1ap",
-                "127.0.0.1:0",
-                "--sctp",
-                "udp",
-                "--udp-port",
-                "0",
-                "--hosts",
-                "127.0.0.1:0",
-                "--s11",
-                "127.0.0.1:0",
-                "--sgw",
-                &sgw,
-                "--scheme",
-                o.scheme,
-                "--admin",
-                "127.0.0.1:0",
-                // Generous: a drain waits for procedures, never for luck.
-                "--drain-within-ms",
-                "20000",
-            ]
-            .into_iter()
-            .chain(o.frontend.iter().copied())
-            .chain(["--"])
-            .chain(host_args)
-            .collect::<Vec<_>>(),
-        );
+        let fe = procs
+            .start(
+                "frontend",
+                &launch::frontend_args(&sgw, o.scheme)
+                    .into_iter()
+                    // Generous: a drain waits for procedures, never for luck.
+                    .chain(["--admin", "127.0.0.1:0", "--drain-within-ms", "20000"])
+                    .chain(o.frontend.iter().copied())
+                    .chain(["--"])
+                    .chain(host_args)
+                    .collect::<Vec<_>>(),
+            )
+            .expect("starting the front end");
         let ready = wait_line(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()));
         let s1ap: SocketAddr = field(&ready, "s1ap").unwrap().parse().unwrap();
         let udp: u16 = field(&ready, "udp_port").unwrap().parse().unwrap();
@@ -551,29 +452,31 @@ impl Cluster {
         let mut metrics = BTreeMap::new();
         for id in 1..=o.hosts {
             let name = format!("host{id}");
-            let out = procs.start(
-                &name,
-                &[
-                    "mme-host",
-                    "--config",
-                    host_cfg.to_str().unwrap(),
-                    "--id",
-                    &id.to_string(),
-                    "--frontend",
-                    &hosts,
-                    "--frontend-s11",
-                    &s11,
-                    "--store",
-                    &url,
-                    "--replication",
-                    replication,
-                    "--metrics",
-                    "127.0.0.1:0",
-                ]
-                .into_iter()
-                .chain(o.cpu_max.filter(|_| id == 3).map(|f| ["--cpu-max", f]).into_iter().flatten())
-                .collect::<Vec<_>>(),
-            );
+            let out = procs
+                .start(
+                    &name,
+                    &[
+                        "mme-host",
+                        "--config",
+                        host_cfg.to_str().unwrap(),
+                        "--id",
+                        &id.to_string(),
+                        "--frontend",
+                        &hosts,
+                        "--frontend-s11",
+                        &s11,
+                        "--store",
+                        &url,
+                        "--replication",
+                        replication,
+                        "--metrics",
+                        "127.0.0.1:0",
+                    ]
+                    .into_iter()
+                    .chain(o.cpu_max.filter(|_| id == 3).map(|f| ["--cpu-max", f]).into_iter().flatten())
+                    .collect::<Vec<_>>(),
+                )
+                .unwrap_or_else(|e| panic!("starting {name}: {e}"));
             let m = wait_line(&out, &name, |l| field(l, "metrics").map(str::to_string));
             metrics.insert(id, m.parse::<SocketAddr>().unwrap());
             wait_line(&fe, "the host's connection", |l| (l == format!("mme-frontend: host{id} up")).then_some(()));
@@ -1089,7 +992,7 @@ async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
     // on failure): the cgroup is empty by then.
     let mut cleanup = RemoveDir(PathBuf::new());
     let mut c = Cluster::boot("cold", Options { cpu_max: Some("0.2"), ..DEFAULT }).await;
-    let pid = c.procs.pid("host3");
+    let pid = c.procs.pid("host3").unwrap();
     let dir = PathBuf::from(format!("/sys/fs/cgroup/mobicore-hosts/host3-{pid}"));
     cleanup.0 = dir.clone();
     assert_eq!(std::fs::read_to_string(dir.join("cpu.max")).unwrap().trim(), "20000 100000");
@@ -1122,22 +1025,8 @@ async fn admin(addr: SocketAddr, method: &str, path: &str) -> (u16, serde_json::
 }
 
 /// [`wait_line`] that lets the rest of its task (the RAN) run meanwhile.
-async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, mut pick: impl FnMut(&str) -> Option<T>) -> T {
-    let end = Instant::now() + LIMIT;
-    loop {
-        match rx.try_recv() {
-            Ok(line) => {
-                if let Some(v) = pick(&line) {
-                    return v;
-                }
-            }
-            Err(mpsc::TryRecvError::Empty) => {
-                assert!(Instant::now() < end, "waiting for {what}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => panic!("waiting for {what}: {e}"),
-        }
-    }
+async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&str) -> Option<T>) -> T {
+    procs::next_line(rx, what, LIMIT, pick).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Scaling under load (issue 13 item 5, seed 004 5.2): two hosts, half
@@ -1249,7 +1138,7 @@ async fn scale_out_and_in_under_load(replication: &str) {
         })
         .await;
         assert!(heir == 2 || heir == 3, "{heir}");
-        let status = procs.wait_exit("host1").await;
+        let status = wait_exit(procs, "host1").await;
         assert!(status.success(), "host 1 exits when told: {status}");
         let (status, _) = admin(*admin_addr, "POST", "/v1/hosts/1/drain").await;
         assert_eq!(status, 409, "not a host any more");
@@ -1327,7 +1216,7 @@ async fn local_a_host_joins_then_a_drained_hosts_ues_are_served_from_its_heirs_c
     })
     .await;
     assert!(heir == 2 || heir == 3, "{heir}");
-    let status = c.procs.wait_exit("host1").await;
+    let status = wait_exit(&mut c.procs, "host1").await;
     assert!(status.success(), "host 1 exits when told: {status}");
     c.metrics.remove(&1);
 
@@ -1362,7 +1251,7 @@ async fn the_eps_controller_drains_a_host_of_an_idle_pair() {
             .await;
             fe_line(fe, "the drain", |l| l.starts_with(&format!("mme-frontend: host{victim} drained")).then_some(()))
                 .await;
-            assert!(procs.wait_exit(&format!("host{victim}")).await.success());
+            assert!(wait_exit(procs, &format!("host{victim}")).await.success());
             victim
         },
         // Meanwhile the UEs come and go: whatever the drain meets ends well.

@@ -30,7 +30,7 @@ pub use config::{imsi_for, tac_of, usim_for, RanConfig, SubscriberPlan};
 pub use enb::Reselection;
 pub use mobility::{HandoverType, MobilityConfig, MobilityModel};
 pub use report::{percentile, LatencySummary, MovingReport, Phase, PhaseReport, Progress, RanReport};
-pub use shell::{enb_of, first_enb_ue_s1ap_id, run, run_with, AttachedUe, Ran, RanError};
+pub use shell::{enb_of, first_enb_ue_s1ap_id, run, run_with, AttachedUe, OutcomeRecord, Ran, RanError};
 pub use usim::Usim;
 
 #[cfg(test)]

@@ -148,6 +148,8 @@ impl Ran {
             releasing: HashMap::new(),
             follow: None,
             moving: None,
+            log: None,
+            reconnect: None,
         };
         d.report.ues = d.cfg.ues;
         d.report.enbs = d.cfg.enbs;
@@ -206,6 +208,42 @@ impl Ran {
         let r = self.d.procedure_phase(phase, ues).await?;
         self.d.report.mobility.push((phase, r.clone()));
         Ok(r)
+    }
+
+    /// [`Ran::phase`] over the UEs of `ues` it applies to now: a load
+    /// generator that measures groups of UEs apart.
+    pub async fn phase_of(&mut self, phase: Phase, ues: &[u64]) -> Result<PhaseReport, RanError> {
+        let want: HashSet<u64> = ues.iter().copied().collect();
+        let ues = self.d.candidates(phase).into_iter().filter(|u| want.contains(u)).collect();
+        let r = self.d.procedure_phase(phase, ues).await?;
+        self.d.report.mobility.push((phase, r.clone()));
+        Ok(r)
+    }
+
+    /// The arrival rate of the phases from now on (none: all at once,
+    /// within `max_in_flight`).
+    pub fn set_rate(&mut self, rate: Option<f64>) -> Result<(), RanError> {
+        let old = std::mem::replace(&mut self.d.cfg.rate, rate);
+        validate(&self.d.cfg).inspect_err(|_| self.d.cfg.rate = old)
+    }
+
+    /// Keep every procedure's outcome from now on, with its start time
+    /// ([`Ran::take_outcomes`]): for latency timelines.
+    pub fn log_outcomes(&mut self) {
+        self.d.log.get_or_insert_with(Vec::new);
+    }
+
+    /// The outcomes kept since the last call, in the order they ended.
+    pub fn take_outcomes(&mut self) -> Vec<OutcomeRecord> {
+        self.d.log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// After an eNB's association is lost (the MME died), connect again
+    /// every `every` and set S1 up anew, as a real eNB does; its UEs find
+    /// whatever MME answers then (a restarted stateful one knows none of
+    /// them: they attach again).
+    pub fn reconnect_after_loss(&mut self, every: Duration) {
+        self.d.reconnect = Some(Reconnect { every, due: Vec::new(), pending: Vec::new(), early_up: HashMap::new() });
     }
 
     /// UEs move as `model` says (the UEs it was given, at their rates;
@@ -424,6 +462,31 @@ struct Driver {
     follow: Option<Follow>,
     /// While a mobility model runs ([`Ran::moving`]).
     moving: Option<Moving>,
+    /// Every outcome, once [`Ran::log_outcomes`] was called.
+    log: Option<Vec<OutcomeRecord>>,
+    /// Reconnection after a lost association ([`Ran::reconnect_after_loss`]).
+    reconnect: Option<Reconnect>,
+}
+
+/// One procedure's outcome with its start ([`Ran::log_outcomes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomeRecord {
+    pub ue: u64,
+    pub procedure: &'static str,
+    pub started: Instant,
+    pub latency: Duration,
+    pub ok: bool,
+}
+
+/// The eNBs that lost their association and are connecting again.
+struct Reconnect {
+    every: Duration,
+    /// (eNB, when to try).
+    due: Vec<(usize, Instant)>,
+    /// Connect commands sent, their replies awaited.
+    pending: Vec<(usize, oneshot::Receiver<Result<AssocId, String>>)>,
+    /// Up events of associations whose Connect reply has not come yet.
+    early_up: HashMap<AssocId, u16>,
 }
 
 impl Driver {
@@ -882,6 +945,11 @@ impl Driver {
     async fn step(&mut self, wake: Option<Instant>) -> Result<(), RanError> {
         self.flush();
         let timer = self.enbs.iter().filter_map(Enb::poll_timeout).min();
+        // A release's guard ends it (poll_releases) even when nothing else
+        // wakes the driver (its MME died).
+        let guard = self.cfg.procedure_timeout() + Duration::from_millis(1);
+        let release = self.releasing.values().min().map(|t| *t + guard);
+        let timer = [timer, release, self.poll_reconnect(Instant::now())].into_iter().flatten().min();
         let wake = match (timer, wake) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -935,6 +1003,45 @@ impl Driver {
         Ok(())
     }
 
+    /// Reconnection of eNBs whose association was lost: Connect when due
+    /// (again after `every` if it fails), S1 Setup once up. When to look
+    /// again, while any is under way.
+    fn poll_reconnect(&mut self, now: Instant) -> Option<Instant> {
+        let r = self.reconnect.as_mut()?;
+        let mut i = 0;
+        while i < r.pending.len() {
+            match r.pending[i].1.try_recv() {
+                Err(oneshot::error::TryRecvError::Empty) => i += 1,
+                Ok(Ok(assoc)) => {
+                    let (k, _) = r.pending.swap_remove(i);
+                    self.assoc_of[k] = Some(assoc);
+                    self.enb_of.insert(assoc, k);
+                    if let Some(streams) = r.early_up.remove(&assoc) {
+                        self.enbs[k].start_s1_setup(now, streams);
+                    }
+                }
+                Ok(Err(_)) | Err(oneshot::error::TryRecvError::Closed) => {
+                    let (k, _) = r.pending.swap_remove(i);
+                    r.due.push((k, now + r.every));
+                }
+            }
+        }
+        let (ready, later): (Vec<_>, Vec<_>) = r.due.drain(..).partition(|(_, t)| *t <= now);
+        r.due = later;
+        for (k, _) in ready {
+            let (tx, rx) = oneshot::channel();
+            self.outbox.push_back(SctpCommand::Connect { remote: self.cfg.mme, reply: tx });
+            r.pending.push((k, rx));
+        }
+        let next = r.due.iter().map(|(_, t)| *t).min();
+        // Replies are polled, not awaited: look again soon while any is due.
+        let poll = (!r.pending.is_empty()).then(|| now + Duration::from_millis(20));
+        match (next, poll) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn handle_event(&mut self, now: Instant, ev: SctpEvent) {
         match ev {
             SctpEvent::Data { assoc, stream, ppid, data } => {
@@ -946,16 +1053,26 @@ impl Driver {
                 }
                 self.enbs[k].handle_s1ap(now, stream, &data);
             }
-            SctpEvent::Up { assoc, outbound_streams, .. } => {
-                if let Some(&k) = self.enb_of.get(&assoc) {
-                    if self.enbs[k].s1_state() == &S1State::Down {
+            SctpEvent::Up { assoc, outbound_streams, .. } => match self.enb_of.get(&assoc) {
+                Some(&k) => {
+                    if matches!(self.enbs[k].s1_state(), S1State::Down | S1State::Failed(_)) {
                         self.enbs[k].start_s1_setup(now, outbound_streams);
                     }
                 }
-            }
+                None => {
+                    if let Some(r) = &mut self.reconnect {
+                        r.early_up.insert(assoc, outbound_streams);
+                    }
+                }
+            },
             SctpEvent::Down { assoc, reason } => {
                 if let Some(&k) = self.enb_of.get(&assoc) {
                     self.enbs[k].association_lost(now, &reason);
+                    if let Some(r) = &mut self.reconnect {
+                        self.enb_of.remove(&assoc);
+                        self.assoc_of[k] = None;
+                        r.due.push((k, now));
+                    }
                 }
             }
         }
@@ -998,7 +1115,10 @@ impl Driver {
                     EnbAction::S1Setup(r) => {
                         if let Some(slot) = self.s1_results.get_mut(k) {
                             *slot = Some(r);
-                            self.phase.done += 1;
+                            // A setup after a reconnection is no phase's.
+                            if self.phase.phase == Phase::S1Setup {
+                                self.phase.done += 1;
+                            }
                         }
                     }
                     EnbAction::Outcome(o) => self.outcome(o),
@@ -1011,6 +1131,12 @@ impl Driver {
     }
 
     fn outcome(&mut self, o: Outcome) {
+        if let Some(log) = &mut self.log {
+            let now = Instant::now();
+            let started = now.checked_sub(o.latency).unwrap_or(now);
+            let (ue, procedure, latency, ok) = (o.ue, o.procedure.name(), o.latency, o.result.is_ok());
+            log.push(OutcomeRecord { ue, procedure, started, latency, ok });
+        }
         if let Some(m) = &mut self.moving {
             // While the model runs, every outcome is the model run's: its
             // handovers by type, the rest (periodic TAUs, service requests

@@ -7,13 +7,15 @@
 //! ([`mobicore_elastic::router`]); [`keys`] reads what it needs of S1AP;
 //! [`wire`] is the front end <-> host link; [`load`] what a host reports
 //! for the balancer, [`cgroup`] its CPU budget; [`scaling`] the EPS
-//! controller's shell (the operator's API, the hosts' processes). See ARCHITECTURE.md ("The
+//! controller's shell (the operator's API, the hosts' processes);
+//! [`launch`] the processes' command lines on loopback (tests, bench). See ARCHITECTURE.md ("The
 //! elastic MME") for what runs and what does not yet.
 
 pub mod cgroup;
 pub mod frontend;
 pub mod host;
 pub mod keys;
+pub mod launch;
 pub mod load;
 pub mod replica;
 pub mod scaling;

@@ -352,6 +352,14 @@ impl Enb {
             if let Some(ctx) = self.ues.get_mut(&index) {
                 ctx.deadline = None;
                 ctx.ue.abort(now, "SCTP association lost");
+                // Without S1 the eNB releases the UE's RRC connection too:
+                // the UE is ECM-IDLE, its next procedure starts anew.
+                if ctx.ue.is_connected() {
+                    ctx.ue.connection_released(now);
+                    ctx.erabs.clear();
+                    ctx.kenb = None;
+                    ctx.ambr = None;
+                }
             }
             self.drive(index);
         }

@@ -1,0 +1,477 @@
+//! `bench mme fig6|fig7` on real processes on this machine: the elastic
+//! MME as `mobicore mme-frontend` + `mobicore mme-host`s over a real
+//! `redis-server`, beside the stateful baseline (today's monolithic
+//! `mobicore mme`), in the same run. The HSS and S/P-GW-C run in this
+//! process (as the elastic system tests run them), the emulated RAN is
+//! the load generator. Everything is on loopback; every port is chosen by
+//! the kernel, except the baseline's SCTP-over-UDP port, which a restart
+//! must find again (a free one is picked). Every process started is
+//! killed when its deployment ends, on error and on Ctrl-C too
+//! ([`Procs`]).
+//!
+//! - Fig. 6 (seed 004 7.1): procedure throughput against offered load.
+//!   Per load, fresh UEs attach at that arrival rate, are released, then
+//!   a service request and a release each at that rate; procedures/s is
+//!   what succeeded over the phases' time.
+//! - Fig. 7 (seed 004 7.2, "Fault Tolerance"): rounds of service requests
+//!   and releases at a constant rate (T1); one MME host is killed with
+//!   SIGKILL mid-run (the stateful MME is killed and started again, and
+//!   the eNBs reconnect). Latency per bin by start time, failed
+//!   procedures, re-attaches, and the time until latency is back to its
+//!   level before the failure ([`timeline`]).
+
+use super::timeline::{self, Outcome, Threshold};
+use super::{bar, finish, MmeArgs, MmeFigure};
+use crate::allinone;
+use crate::config::Config;
+use crate::elastic_mme::launch;
+use crate::procs::{field, next_line, wait_line, Procs, TempDir};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::ValueEnum;
+use mobicore_hss::SubscriberStore;
+use mobicore_ran::{Phase, PhaseReport, Ran, RanConfig};
+use mobicore_sctp::Transport;
+use mobicore_store::redis_server::RedisServer;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a process may take to say it is ready (a bound for a loaded
+/// machine, not a measure).
+const READY: Duration = Duration::from_secs(30);
+
+/// What a real-process figure compares (the JSON's `scheme`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Deployment {
+    /// Front end + hosts, UE contexts in Redis written when a procedure
+    /// completes (cold): seed 004's centralized store (MME-RC).
+    Redis,
+    /// The same, the context written after every message (hot).
+    RedisHot,
+    /// The same as `redis`, named for Fig. 7's hot/cold pair.
+    RedisCold,
+    /// Today's monolithic MME (`mobicore mme`): the stateful baseline.
+    Stateful,
+    /// Host-local stores replicated to replica hosts, hot (issue 13 item
+    /// 2): not built yet.
+    LocalHot,
+    /// The same, cold: not built yet.
+    LocalCold,
+}
+
+impl Deployment {
+    pub fn name(self) -> &'static str {
+        match self {
+            Deployment::Redis => "redis",
+            Deployment::RedisHot => "redis-hot",
+            Deployment::RedisCold => "redis-cold",
+            Deployment::Stateful => "stateful",
+            Deployment::LocalHot => "local-hot",
+            Deployment::LocalCold => "local-cold",
+        }
+    }
+
+    /// The `mme-host` arguments of its store, given Redis's URL; none for
+    /// the stateful MME, an error where the store is not built yet.
+    fn host_store(self, redis: &str) -> Result<Option<Vec<String>>> {
+        let redis =
+            |replication: &str| Ok(Some(["--store", redis, "--replication", replication].map(String::from).to_vec()));
+        match self {
+            Deployment::Redis | Deployment::RedisCold => redis("cold"),
+            Deployment::RedisHot => redis("hot"),
+            Deployment::Stateful => Ok(None),
+            // The hook for host-local replication: its `mme-host --store`
+            // and `--replication` arguments go here once they exist.
+            Deployment::LocalHot | Deployment::LocalCold => bail!(
+                "--deployments {}: host-local replicated stores are not built yet (issue 13 item 2); \
+                 use redis, redis-hot, redis-cold or stateful",
+                self.name()
+            ),
+        }
+    }
+
+    fn hosts(self, hosts: u32) -> u32 {
+        if self == Deployment::Stateful {
+            1
+        } else {
+            hosts
+        }
+    }
+}
+
+/// What the real-process figures run with, from the command line.
+struct Plan {
+    program: PathBuf,
+    deployments: Vec<Deployment>,
+    hosts: u32,
+    balancer: String,
+    echo: bool,
+    procedure_timeout_ms: u64,
+}
+
+pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
+    let deployments = a.deployments.clone().unwrap_or_else(|| match a.figure {
+        MmeFigure::Fig7 => vec![Deployment::RedisHot, Deployment::RedisCold, Deployment::Stateful],
+        _ => vec![Deployment::Redis, Deployment::Stateful],
+    });
+    // Refuse what cannot run before anything starts.
+    for d in &deployments {
+        d.host_store("")?;
+    }
+    let hosts = match a.hosts.as_deref() {
+        None => 3,
+        Some([n]) if *n > 0 => *n,
+        Some(_) => bail!("--hosts: Figs. 6 and 7 take one host count (at least 1)"),
+    };
+    let plan = Plan {
+        program: std::env::current_exe().context("the mobicore binary")?,
+        deployments,
+        hosts,
+        balancer: a.balancer.to_string(),
+        echo: a.verbose,
+        procedure_timeout_ms: a.procedure_timeout_ms,
+    };
+    match a.figure {
+        MmeFigure::Fig6 => fig6(a, &plan).await,
+        MmeFigure::Fig7 => fig7(a, &plan).await,
+        MmeFigure::Fig10 | MmeFigure::Fig11 => unreachable!("simulated figures"),
+    }
+}
+
+/// One deployment started: its processes, the core's other NFs here, and
+/// the RAN connected to it.
+struct Rig {
+    // Dropped first: the processes.
+    procs: Procs,
+    ran: Ran,
+    core: allinone::AllInOne,
+    mme: Mme,
+    hosts: u32,
+    _redis: Option<RedisServer>,
+    _dir: TempDir,
+}
+
+enum Mme {
+    Elastic {
+        fe: mpsc::Receiver<String>,
+    },
+    /// The monolith's arguments, to start it again.
+    Stateful {
+        args: Vec<String>,
+    },
+}
+
+impl Rig {
+    async fn start(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
+        let redis = match d {
+            Deployment::Stateful => None,
+            _ => Some(RedisServer::start().context("starting redis-server (apt-get install redis-server)")?),
+        };
+        let mut procs = Procs::new(&plan.program, plan.echo);
+        let mut cfg = Config::default();
+        cfg.mme.s1ap = "127.0.0.1:0".parse()?;
+        let subscribers = SubscriberStore::in_memory();
+        let mut ran_cfg: RanConfig = cfg.ran.core.clone();
+        ran_cfg.ues = ues;
+        ran_cfg.enbs = 2;
+        ran_cfg.detach = false;
+        ran_cfg.procedure_timeout_ms = plan.procedure_timeout_ms;
+        ran_cfg.rate = rate;
+        allinone::provision(&subscribers, &ran_cfg.plan, ues)?;
+        // HSS, UPF (PFCP only) and S/P-GW-C here; the MME `start` brings
+        // too stays idle on its own ephemeral port.
+        let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await?;
+        let dir = TempDir::new(&format!("mobicore-bench-mme-{}", d.name()))?;
+        let toml = dir.0.join("mme.toml");
+        let (mme, s1ap, udp) = match (d.host_store(&redis.as_ref().map(RedisServer::url).unwrap_or_default())?, &redis)
+        {
+            (Some(store), Some(_)) => {
+                std::fs::write(&toml, launch::host_config(core.hss, core.sgw_s11))?;
+                let sgw = core.sgw_s11.to_string();
+                let fe = procs.start("frontend", &launch::frontend_args(&sgw, &plan.balancer))?;
+                let ready = wait(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()))?;
+                let get = |k: &str| field(&ready, k).ok_or_else(|| anyhow!("no {k}= in {ready:?}"));
+                let s1ap: SocketAddr = get("s1ap")?.parse()?;
+                let udp: u16 = get("udp_port")?.parse()?;
+                let (hosts_addr, s11) = (get("hosts")?.to_string(), get("s11")?.to_string());
+                for id in 1..=plan.hosts {
+                    let id_s = id.to_string();
+                    let mut args = vec!["mme-host", "--config", path_str(&toml)?, "--id", &id_s];
+                    args.extend(["--frontend", &hosts_addr, "--frontend-s11", &s11]);
+                    args.extend(store.iter().map(String::as_str));
+                    procs.start(&format!("host{id}"), &args)?;
+                    let up = format!("mme-frontend: host{id} up");
+                    wait(&fe, "a host's connection", |l| (l == up).then_some(()))?;
+                }
+                (Mme::Elastic { fe }, s1ap, udp)
+            }
+            _ => {
+                // A free UDP port for SCTP over UDP: the restarted MME binds it again.
+                let udp = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
+                let s1ap: SocketAddr = "127.0.0.1:36412".parse()?;
+                let body = format!(
+                    "[mme]\ns1ap = \"{s1ap}\"\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n\
+                     [sctp]\ntransport = \"udp\"\nudp_port = {udp}\n",
+                    core.hss, core.sgw_s11
+                );
+                std::fs::write(&toml, body)?;
+                let args = vec!["mme".to_string(), "--config".into(), path_str(&toml)?.to_string()];
+                start_stateful(&mut procs, &args)?;
+                (Mme::Stateful { args }, s1ap, udp)
+            }
+        };
+        ran_cfg.mme = s1ap;
+        let ran = allinone::ran_session(&cfg, ran_cfg, Transport::Udp { port: udp }, None).await?;
+        let hosts = d.hosts(plan.hosts);
+        Ok(Rig { procs, ran, core, mme, hosts, _redis: redis, _dir: dir })
+    }
+
+    /// Stop the deployment: the processes, the RAN, the NFs here.
+    async fn stop(self) -> Result<()> {
+        let Rig { procs, ran, core, .. } = self;
+        drop(procs);
+        drop(ran);
+        core.stop().await
+    }
+}
+
+fn start_stateful(procs: &mut Procs, args: &[String]) -> Result<mpsc::Receiver<String>> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = procs.start("mme", &args)?;
+    wait(&out, "the stateful MME", |l| l.starts_with("mme: S1-MME on").then_some(()))?;
+    Ok(out)
+}
+
+fn wait<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&str) -> Option<T>) -> Result<T> {
+    wait_line(rx, what, READY, pick).map_err(|e| anyhow!("{e} (run with --verbose to see its output)"))
+}
+
+fn path_str(p: &std::path::Path) -> Result<&str> {
+    p.to_str().ok_or_else(|| anyhow!("a non-UTF-8 temporary path: {}", p.display()))
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// p50 and p99 in ms of the phases' successful procedures.
+fn percentiles(phases: &[&PhaseReport]) -> (f64, f64) {
+    let all: Vec<u64> = phases.iter().flat_map(|p| p.latencies_us.iter().copied()).collect();
+    let p = |q| mobicore_ran::percentile(&all, q).map_or(0.0, ms);
+    (p(50.0), p(99.0))
+}
+
+fn per_second(phases: &[&PhaseReport]) -> f64 {
+    let ok: u64 = phases.iter().map(|p| p.succeeded).sum();
+    let s: f64 = phases.iter().map(|p| p.elapsed.as_secs_f64()).sum();
+    if s > 0.0 {
+        ok as f64 / s
+    } else {
+        0.0
+    }
+}
+
+/// Seed 004 Fig. 6: throughput against offered load, each deployment on
+/// the same loads.
+async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
+    let seconds = a.seconds.unwrap_or(1.0);
+    let per_point = |load: f64| a.ues.map_or(((load * seconds).round() as u64).max(20), u64::from);
+    let total: u64 = a.loads.iter().map(|&l| per_point(l)).sum();
+    if a.loads.is_empty() || a.loads.iter().any(|l| !(l.is_finite() && *l > 0.0)) || seconds <= 0.0 {
+        bail!("--loads must be positive procedures/s, --seconds positive");
+    }
+    println!(
+        "Fig. 6 (real processes): procedures/s against offered load ({} procedures/s); per load, {} UEs attach at that rate, \
+         then a service request and a release each; {} hosts behind the front end ({}), one stateful MME",
+        a.loads.iter().map(|l| format!("{l}")).collect::<Vec<_>>().join(", "),
+        a.ues.map_or(format!("load x {seconds} s"), |n| n.to_string()),
+        plan.hosts,
+        plan.balancer
+    );
+    let b = bar((plan.deployments.len() * a.loads.len()) as u64);
+    let (mut points, mut rows) = (Vec::new(), Vec::new());
+    for &d in &plan.deployments {
+        b.set_message(format!("{}: starting", d.name()));
+        let mut rig = Rig::start(plan, d, total, None).await?;
+        let mut first = 0u64;
+        for &load in &a.loads {
+            b.set_message(format!("{}, {load} procedures/s", d.name()));
+            let n = per_point(load);
+            let ues: Vec<u64> = (first..first + n).collect();
+            first += n;
+            rig.ran.set_rate(Some(load))?;
+            let attach = rig.ran.attach_some(ues[0]..ues[0] + n).await?;
+            rig.ran.phase_of(Phase::Release, &ues).await?;
+            let sr = rig.ran.phase_of(Phase::ServiceRequest, &ues).await?;
+            let release = rig.ran.phase_of(Phase::Release, &ues).await?;
+            let all = [&attach, &sr, &release];
+            let (p50, p99) = percentiles(&all);
+            let failed: u64 = all.iter().map(|p| p.failed).sum();
+            let p = json!({
+                "figure": 6,
+                "mode": "real",
+                "scheme": d.name(),
+                "hosts": rig.hosts,
+                "load": load,
+                "ues": n,
+                "procedures_per_s": per_second(&all),
+                "attach_per_s": per_second(&[&attach]),
+                "service_request_release_per_s": per_second(&[&sr, &release]),
+                "latency_ms_p50": p50,
+                "latency_ms_p99": p99,
+                "attach_latency_ms_p50": mobicore_ran::percentile(&attach.latencies_us, 50.0).map_or(0.0, ms),
+                "attach_latency_ms_p99": mobicore_ran::percentile(&attach.latencies_us, 99.0).map_or(0.0, ms),
+                "failed_procedures": failed,
+            });
+            rows.push(vec![
+                d.name().to_string(),
+                rig.hosts.to_string(),
+                format!("{load}"),
+                format!("{:.0}", p["procedures_per_s"].as_f64().unwrap_or(0.0)),
+                format!("{:.0}", p["attach_per_s"].as_f64().unwrap_or(0.0)),
+                format!("{:.0}", p["service_request_release_per_s"].as_f64().unwrap_or(0.0)),
+                format!("{p50:.2}"),
+                format!("{p99:.2}"),
+                failed.to_string(),
+            ]);
+            points.push(p);
+            b.inc(1);
+        }
+        rig.stop().await?;
+    }
+    finish(b, &["scheme", "hosts", "offered/s", "proc/s", "attach/s", "SR+rel/s", "p50 ms", "p99 ms", "failed"], &rows);
+    Ok(points)
+}
+
+/// Seed 004 Fig. 7: a host failure under constant load.
+async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
+    let ues = u64::from(a.ues.unwrap_or(200));
+    let rate = a.rate.unwrap_or(400.0);
+    let seconds = a.seconds.unwrap_or(10.0);
+    let (kill_at, bin_ms) = (a.kill_at_s, a.bin_ms);
+    if !(rate > 0.0 && seconds > kill_at && kill_at > 0.0 && bin_ms > 0.0) || ues == 0 {
+        bail!("fig7 needs --rate > 0, 0 < --kill-at-s < --seconds, --bin-ms > 0 and UEs");
+    }
+    println!(
+        "Fig. 7 (real processes): {ues} UEs in rounds of service requests and releases at {rate} procedures/s for {seconds} s; \
+         at {kill_at} s one MME host is killed (kill -9; the stateful MME is killed and started again); latency per \
+         {bin_ms} ms bin by start, procedure timeout {} ms",
+        plan.procedure_timeout_ms
+    );
+    let b = bar(plan.deployments.len() as u64);
+    let (mut points, mut rows) = (Vec::new(), Vec::new());
+    for &d in &plan.deployments {
+        b.set_message(format!("{}: starting", d.name()));
+        let mut rig = Rig::start(plan, d, ues, Some(rate)).await?;
+        b.set_message(format!("{}: attaching", d.name()));
+        let all: Vec<u64> = (0..ues).collect();
+        rig.ran.attach_some(0..ues).await?;
+        rig.ran.phase_of(Phase::Release, &all).await?;
+        rig.ran.settle_idle().await?;
+        if d == Deployment::Stateful {
+            rig.ran.reconnect_after_loss(Duration::from_millis(200));
+        }
+        rig.ran.log_outcomes();
+        b.set_message(format!("{}: running, a host fails at {kill_at} s", d.name()));
+        let Rig { procs, ran, mme, .. } = &mut rig;
+        let t0 = Instant::now();
+        let end = t0 + Duration::from_secs_f64(seconds);
+        let load = async {
+            while Instant::now() < end {
+                ran.phase_of(Phase::ServiceRequest, &all).await?;
+                ran.phase_of(Phase::Release, &all).await?;
+            }
+            anyhow::Ok(())
+        };
+        let fail = async {
+            tokio::time::sleep_until((t0 + Duration::from_secs_f64(kill_at)).into()).await;
+            let killed = Instant::now();
+            match mme {
+                Mme::Elastic { fe } => {
+                    procs.kill("host1")?;
+                    next_line(fe, "the front end to see host 1 gone", READY, |l| {
+                        l.starts_with("mme-frontend: host1 down").then_some(())
+                    })
+                    .await
+                    .map_err(|e| anyhow!(e))?;
+                }
+                Mme::Stateful { args } => {
+                    procs.kill("mme")?;
+                    // Started again at once; it knows no UE.
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    let out = procs.start("mme", &args)?;
+                    next_line(&out, "the stateful MME again", READY, |l| l.starts_with("mme: S1-MME on").then_some(()))
+                        .await
+                        .map_err(|e| anyhow!(e))?;
+                }
+            }
+            anyhow::Ok(killed)
+        };
+        let (l, f) = tokio::join!(load, fail);
+        l?;
+        let fail_ms = f?.saturating_duration_since(t0).as_secs_f64() * 1e3;
+        let run_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let log = ran.take_outcomes();
+        let reasons = ran.report().failures.clone();
+        let reattaches = log.iter().filter(|o| o.procedure == "attach").count();
+        let outcomes: Vec<Outcome> = log
+            .iter()
+            .map(|o| Outcome {
+                start_ms: o.started.saturating_duration_since(t0).as_secs_f64() * 1e3,
+                latency_ms: o.latency.as_secs_f64() * 1e3,
+                ok: o.ok,
+            })
+            .collect();
+        let bins = timeline::bins(&outcomes, bin_ms, run_ms);
+        let r = timeline::recovery(&bins, bin_ms, fail_ms, Threshold::default());
+        let failed = outcomes.iter().filter(|o| !o.ok).count();
+        let mut lat: Vec<f64> = outcomes.iter().filter(|o| o.ok).map(|o| o.latency_ms).collect();
+        lat.sort_by(f64::total_cmp);
+        let (p50, p99) = (timeline::nearest_rank(&lat, 50.0), timeline::nearest_rank(&lat, 99.0));
+        let bins_json: Vec<Value> = bins
+            .iter()
+            .map(|b| json!({"t_ms": b.start_ms, "ok": b.ok, "failed": b.failed, "latency_ms_p50": b.p50_ms, "latency_ms_p99": b.p99_ms}))
+            .collect();
+        rows.push(vec![
+            d.name().to_string(),
+            d.hosts(plan.hosts).to_string(),
+            outcomes.len().to_string(),
+            failed.to_string(),
+            reattaches.to_string(),
+            r.level_ms.map_or("-".into(), |v| format!("{v:.2}")),
+            p99.map_or("-".into(), |v| format!("{v:.1}")),
+            r.recovery_ms.map_or(format!("> {:.0}", run_ms - fail_ms), |v| format!("{v:.0}")),
+        ]);
+        points.push(json!({
+            "figure": 7,
+            "mode": "real",
+            "scheme": d.name(),
+            "hosts": d.hosts(plan.hosts),
+            "load": rate,
+            "ues": ues,
+            "failure": if d == Deployment::Stateful { "mme killed and restarted" } else { "host killed" },
+            "fail_at_ms": fail_ms,
+            "run_ms": run_ms,
+            "bin_ms": bin_ms,
+            "procedures": outcomes.len(),
+            "failed_procedures": failed,
+            "reattaches": reattaches,
+            "latency_ms_p50": p50,
+            "latency_ms_p99": p99,
+            "level_ms": r.level_ms,
+            "recovery_ms": r.recovery_ms,
+            "failure_reasons": reasons,
+            "timeline": bins_json,
+        }));
+        rig.stop().await?;
+        b.inc(1);
+    }
+    finish(
+        b,
+        &["scheme", "hosts", "procedures", "failed", "re-attaches", "level p50 ms", "p99 ms", "recovery ms"],
+        &rows,
+    );
+    Ok(points)
+}

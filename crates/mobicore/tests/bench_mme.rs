@@ -1,0 +1,100 @@
+//! `mobicore bench mme fig6|fig7` end to end at a tiny size: real front
+//! end, hosts, redis-server and stateful MME processes, the emulated RAN
+//! as the load generator; the JSON has its fields and the plots are
+//! drawn. Nothing here asserts a speed: only what must hold at any speed
+//! (no failure at a light load, no re-attach with the decomposed MME).
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bench(args: &[&str], dir: &Path) -> Vec<Value> {
+    let json = dir.join("points.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mobicore"))
+        .args(["bench", "mme"])
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--plot")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running mobicore bench mme");
+    // A bound for a loaded machine, not a measure: a bench that hangs is
+    // interrupted (Ctrl-C: it stops every process it started) and fails.
+    let end = Instant::now() + Duration::from_secs(300);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let out = child.wait_with_output().unwrap();
+            panic!("the bench hung: {}", String::from_utf8_lossy(&out.stdout));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("scheme"), "a table: {text}");
+    serde_json::from_str::<Value>(&std::fs::read_to_string(&json).unwrap()).unwrap().as_array().unwrap().clone()
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mobicore-bench-mme-test-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn fig6_throughput_of_the_elastic_and_the_stateful_mme() {
+    let dir = temp("fig6");
+    let points = bench(&["fig6", "--loads", "50,100", "--ues", "6", "--hosts", "2"], &dir);
+    assert_eq!(points.len(), 4, "{points:?}");
+    for p in &points {
+        for key in ["figure", "scheme", "hosts", "load", "procedures_per_s", "latency_ms_p50", "latency_ms_p99"] {
+            assert!(!p[key].is_null(), "{key} in {p}");
+        }
+        assert_eq!(p["figure"], 6);
+        assert_eq!(p["failed_procedures"], 0, "a light load fails nothing: {p}");
+        assert!(p["procedures_per_s"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let schemes: Vec<_> = points.iter().map(|p| p["scheme"].as_str().unwrap()).collect();
+    assert_eq!(schemes, ["redis", "redis", "stateful", "stateful"]);
+    assert_eq!(points[0]["hosts"], 2);
+    assert_eq!(points[2]["hosts"], 1);
+    assert!(dir.join("fig6_throughput.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn fig7_a_host_failure_beside_the_stateful_mme_restarted() {
+    let dir = temp("fig7");
+    let args = ["fig7", "--ues", "8", "--rate", "80", "--seconds", "2", "--kill-at-s", "1"];
+    let points =
+        bench(&[&args[..], &["--deployments", "redis-hot,stateful", "--procedure-timeout-ms", "2000"]].concat(), &dir);
+    assert_eq!(points.len(), 2, "{points:?}");
+    for p in &points {
+        for key in ["figure", "scheme", "hosts", "load", "failed_procedures", "reattaches", "timeline", "fail_at_ms"] {
+            assert!(!p[key].is_null(), "{key} in {p}");
+        }
+        assert!(p.get("recovery_ms").is_some(), "recovery_ms (null: not recovered within the run) in {p}");
+        assert_eq!(p["figure"], 7);
+        assert!(!p["timeline"].as_array().unwrap().is_empty());
+    }
+    assert_eq!(points[0]["scheme"], "redis-hot");
+    assert_eq!(points[0]["reattaches"], 0, "no UE of the elastic MME attaches again: {}", points[0]);
+    assert_eq!(points[1]["scheme"], "stateful");
+    assert!(dir.join("fig7_latency_p99.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn local_stores_are_refused_until_they_exist() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
+        .args(["bench", "mme", "fig6", "--deployments", "local-hot"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not built yet"));
+}
