@@ -60,8 +60,9 @@ pub struct MmeArgs {
     /// version is not built yet; Figs. 6 and 7 run real processes only).
     #[arg(long)]
     pub sim: bool,
-    /// Figs. 6 and 7: what is compared (default: fig6 redis,stateful;
-    /// fig7 redis-hot,redis-cold,stateful).
+    /// Figs. 6 and 7: what is compared (default: fig6
+    /// local-cold,redis,stateful; fig7
+    /// local-hot,local-cold,redis-hot,redis-cold,stateful).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub deployments: Option<Vec<Deployment>>,
     /// Figs. 6 and 7: the front end's load balancer.

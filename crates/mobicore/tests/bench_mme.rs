@@ -50,7 +50,7 @@ fn temp(name: &str) -> std::path::PathBuf {
 fn fig6_throughput_of_the_elastic_and_the_stateful_mme() {
     let dir = temp("fig6");
     let points = bench(&["fig6", "--loads", "50,100", "--ues", "6", "--hosts", "2"], &dir);
-    assert_eq!(points.len(), 4, "{points:?}");
+    assert_eq!(points.len(), 6, "{points:?}");
     for p in &points {
         for key in ["figure", "scheme", "hosts", "load", "procedures_per_s", "latency_ms_p50", "latency_ms_p99"] {
             assert!(!p[key].is_null(), "{key} in {p}");
@@ -60,9 +60,8 @@ fn fig6_throughput_of_the_elastic_and_the_stateful_mme() {
         assert!(p["procedures_per_s"].as_f64().unwrap() > 0.0, "{p}");
     }
     let schemes: Vec<_> = points.iter().map(|p| p["scheme"].as_str().unwrap()).collect();
-    assert_eq!(schemes, ["redis", "redis", "stateful", "stateful"]);
-    assert_eq!(points[0]["hosts"], 2);
-    assert_eq!(points[2]["hosts"], 1);
+    assert_eq!(schemes, ["local-cold", "local-cold", "redis", "redis", "stateful", "stateful"]);
+    assert_eq!((&points[0]["hosts"], &points[2]["hosts"], &points[4]["hosts"]), (&2.into(), &2.into(), &1.into()));
     assert!(dir.join("fig6_throughput.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -71,9 +70,11 @@ fn fig6_throughput_of_the_elastic_and_the_stateful_mme() {
 fn fig7_a_host_failure_beside_the_stateful_mme_restarted() {
     let dir = temp("fig7");
     let args = ["fig7", "--ues", "8", "--rate", "80", "--seconds", "2", "--kill-at-s", "1"];
-    let points =
-        bench(&[&args[..], &["--deployments", "redis-hot,stateful", "--procedure-timeout-ms", "2000"]].concat(), &dir);
-    assert_eq!(points.len(), 2, "{points:?}");
+    let points = bench(
+        &[&args[..], &["--deployments", "redis-hot,local-hot,stateful", "--procedure-timeout-ms", "2000"]].concat(),
+        &dir,
+    );
+    assert_eq!(points.len(), 3, "{points:?}");
     for p in &points {
         for key in ["figure", "scheme", "hosts", "load", "failed_procedures", "reattaches", "timeline", "fail_at_ms"] {
             assert!(!p[key].is_null(), "{key} in {p}");
@@ -82,19 +83,11 @@ fn fig7_a_host_failure_beside_the_stateful_mme_restarted() {
         assert_eq!(p["figure"], 7);
         assert!(!p["timeline"].as_array().unwrap().is_empty());
     }
-    assert_eq!(points[0]["scheme"], "redis-hot");
-    assert_eq!(points[0]["reattaches"], 0, "no UE of the elastic MME attaches again: {}", points[0]);
-    assert_eq!(points[1]["scheme"], "stateful");
+    for (p, scheme) in points.iter().zip(["redis-hot", "local-hot"]) {
+        assert_eq!(p["scheme"], scheme);
+        assert_eq!(p["reattaches"], 0, "no UE of the elastic MME attaches again: {p}");
+    }
+    assert_eq!(points[2]["scheme"], "stateful");
     assert!(dir.join("fig7_latency_p99.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn local_stores_are_refused_until_they_exist() {
-    let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
-        .args(["bench", "mme", "fig6", "--deployments", "local-hot"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not built yet"));
 }

@@ -54,10 +54,10 @@ pub enum Deployment {
     RedisCold,
     /// Today's monolithic MME (`mobicore mme`): the stateful baseline.
     Stateful,
-    /// Host-local stores replicated to replica hosts, hot (issue 13 item
-    /// 2): not built yet.
+    /// Host-local stores, each replicated to its replica host (the heir
+    /// it would have), after every message (seed 004 4.3; no Redis).
     LocalHot,
-    /// The same, cold: not built yet.
+    /// The same, when a procedure completes.
     LocalCold,
 }
 
@@ -73,22 +73,23 @@ impl Deployment {
         }
     }
 
+    /// Whether its hosts share a `redis-server`.
+    fn uses_redis(self) -> bool {
+        matches!(self, Deployment::Redis | Deployment::RedisHot | Deployment::RedisCold)
+    }
+
     /// The `mme-host` arguments of its store, given Redis's URL; none for
-    /// the stateful MME, an error where the store is not built yet.
-    fn host_store(self, redis: &str) -> Result<Option<Vec<String>>> {
-        let redis =
-            |replication: &str| Ok(Some(["--store", redis, "--replication", replication].map(String::from).to_vec()));
+    /// the stateful MME.
+    fn host_store(self, redis: &str) -> Option<Vec<String>> {
+        let store = |store: &str, replication: &str| {
+            Some(["--store", store, "--replication", replication].map(String::from).to_vec())
+        };
         match self {
-            Deployment::Redis | Deployment::RedisCold => redis("cold"),
-            Deployment::RedisHot => redis("hot"),
-            Deployment::Stateful => Ok(None),
-            // The hook for host-local replication: its `mme-host --store`
-            // and `--replication` arguments go here once they exist.
-            Deployment::LocalHot | Deployment::LocalCold => bail!(
-                "--deployments {}: host-local replicated stores are not built yet (issue 13 item 2); \
-                 use redis, redis-hot, redis-cold or stateful",
-                self.name()
-            ),
+            Deployment::Redis | Deployment::RedisCold => store(redis, "cold"),
+            Deployment::RedisHot => store(redis, "hot"),
+            Deployment::LocalHot => store("local", "hot"),
+            Deployment::LocalCold => store("local", "cold"),
+            Deployment::Stateful => None,
         }
     }
 
@@ -112,14 +113,18 @@ struct Plan {
 }
 
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
+    // Seed 004 Figs 6-7: local replication, the centralized store (Redis)
+    // and the stateful MME.
     let deployments = a.deployments.clone().unwrap_or_else(|| match a.figure {
-        MmeFigure::Fig7 => vec![Deployment::RedisHot, Deployment::RedisCold, Deployment::Stateful],
-        _ => vec![Deployment::Redis, Deployment::Stateful],
+        MmeFigure::Fig7 => vec![
+            Deployment::LocalHot,
+            Deployment::LocalCold,
+            Deployment::RedisHot,
+            Deployment::RedisCold,
+            Deployment::Stateful,
+        ],
+        _ => vec![Deployment::LocalCold, Deployment::Redis, Deployment::Stateful],
     });
-    // Refuse what cannot run before anything starts.
-    for d in &deployments {
-        d.host_store("")?;
-    }
     let hosts = match a.hosts.as_deref() {
         None => 3,
         Some([n]) if *n > 0 => *n,
@@ -165,9 +170,9 @@ enum Mme {
 
 impl Rig {
     async fn start(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
-        let redis = match d {
-            Deployment::Stateful => None,
-            _ => Some(RedisServer::start().context("starting redis-server (apt-get install redis-server)")?),
+        let redis = match d.uses_redis() {
+            false => None,
+            true => Some(RedisServer::start().context("starting redis-server (apt-get install redis-server)")?),
         };
         let mut procs = Procs::new(&plan.program, plan.echo);
         let mut cfg = Config::default();
@@ -185,9 +190,8 @@ impl Rig {
         let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await?;
         let dir = TempDir::new(&format!("mobicore-bench-mme-{}", d.name()))?;
         let toml = dir.0.join("mme.toml");
-        let (mme, s1ap, udp) = match (d.host_store(&redis.as_ref().map(RedisServer::url).unwrap_or_default())?, &redis)
-        {
-            (Some(store), Some(_)) => {
+        let (mme, s1ap, udp) = match d.host_store(&redis.as_ref().map(RedisServer::url).unwrap_or_default()) {
+            Some(store) => {
                 std::fs::write(&toml, launch::host_config(core.hss, core.sgw_s11))?;
                 let sgw = core.sgw_s11.to_string();
                 let fe = procs.start("frontend", &launch::frontend_args(&sgw, &plan.balancer))?;
@@ -207,7 +211,7 @@ impl Rig {
                 }
                 (Mme::Elastic { fe }, s1ap, udp)
             }
-            _ => {
+            None => {
                 // A free UDP port for SCTP over UDP: the restarted MME binds it again.
                 let udp = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
                 let s1ap: SocketAddr = "127.0.0.1:36412".parse()?;
