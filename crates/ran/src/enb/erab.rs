@@ -44,6 +44,23 @@ impl Enb {
         Ok(ctx)
     }
 
+    /// The E-RABs the MME asks for, each with an S1-U TEID of ours, and
+    /// their items for the answer (INITIAL CONTEXT SETUP, E-RAB SETUP).
+    pub(super) fn set_up_erabs(&mut self, req: &[ErabToSetup]) -> (Vec<Erab>, Vec<ErabSetup>) {
+        let erabs: Vec<Erab> = req
+            .iter()
+            .map(|e| Erab {
+                e_rab_id: e.e_rab_id,
+                qci: e.qci,
+                sgw: e.sgw_address.map(|ipv4| Fteid { teid: Teid(e.sgw_teid), ipv4 }),
+                enb: Fteid { teid: Teid(self.allocate_teid()), ipv4: self.cfg.s1u_addr },
+            })
+            .collect();
+        let answer =
+            erabs.iter().map(|e| ErabSetup { e_rab_id: e.e_rab_id, address: e.enb.ipv4, teid: e.enb.teid.0 }).collect();
+        (erabs, answer)
+    }
+
     /// E-RAB SETUP REQUEST (8.2.1.2): each E-RAB gets a TEID of ours and
     /// is answered in the RESPONSE; the NAS PDUs go to the UE.
     pub(super) fn erab_setup(
@@ -55,20 +72,7 @@ impl Enb {
         req: Vec<ErabToSetup>,
     ) {
         let Some(index) = self.associate(mme_ue_id, enb_ue_id) else { return };
-        let mut set_up = Vec::with_capacity(req.len());
-        for e in &req {
-            let teid = self.allocate_teid();
-            set_up.push(Erab {
-                e_rab_id: e.e_rab_id,
-                qci: e.qci,
-                sgw: e.sgw_address.map(|ipv4| Fteid { teid: Teid(e.sgw_teid), ipv4 }),
-                enb: Fteid { teid: Teid(teid), ipv4: self.cfg.s1u_addr },
-            });
-        }
-        let answer: Vec<ErabSetup> = set_up
-            .iter()
-            .map(|e| ErabSetup { e_rab_id: e.e_rab_id, address: e.enb.ipv4, teid: e.enb.teid.0 })
-            .collect();
+        let (set_up, answer) = self.set_up_erabs(&req);
         let Some(ctx) = self.ues.get_mut(&index) else { return };
         let stream = ctx.s1.map_or(0, |s| s.stream);
         ctx.ambr = ambr.or(ctx.ambr);

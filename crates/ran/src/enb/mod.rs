@@ -21,12 +21,11 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Instant;
 
-use mobicore_common::{Fteid, Teid};
 use oxirush_s1ap::s1ap::{Cause, CauseProtocol, CauseRadioNetwork};
 
 pub use context::{EnbAction, EnbConfig, EnbError, Erab, Outcome, S1Connection, S1State, UeContext};
 pub use idle::{reselect, reselect_among, Reselection};
-use s1ap_build::{CellIdentity, ErabSetup};
+use s1ap_build::CellIdentity;
 use s1ap_handler::{Downlink, IcsRequest, S1apError};
 
 use crate::ue::{Ue, UeAction};
@@ -507,18 +506,7 @@ impl Enb {
             self.push_pdu(stream, failure(CauseRadioNetwork::failure_in_radio_interface_procedure));
             return self.fail_ue(now, index, "KeNB of the MME differs from the UE's");
         }
-        let mut erabs = Vec::with_capacity(req.erabs.len());
-        for e in &req.erabs {
-            let teid = self.allocate_teid();
-            erabs.push(Erab {
-                e_rab_id: e.e_rab_id,
-                qci: e.qci,
-                sgw: e.sgw_address.map(|ipv4| Fteid { teid: Teid(e.sgw_teid), ipv4 }),
-                enb: Fteid { teid: Teid(teid), ipv4: self.cfg.s1u_addr },
-            });
-        }
-        let setup: Vec<ErabSetup> =
-            erabs.iter().map(|e| ErabSetup { e_rab_id: e.e_rab_id, address: e.enb.ipv4, teid: e.enb.teid.0 }).collect();
+        let (erabs, setup) = self.set_up_erabs(&req.erabs);
         let built = s1ap_build::initial_context_setup_response(req.mme_ue_id, req.enb_ue_id, &setup);
         self.push_pdu(stream, built);
         if let Some(ctx) = self.ues.get_mut(&index) {
