@@ -311,3 +311,34 @@ fn cancel_location_withdrawal_detaches_the_ue_and_mme_update_removes_it_silently
     assert_eq!(net.mme.stats().attached, 1);
     downlink_works(&mut net, 2, 0);
 }
+
+#[test]
+fn an_enb_status_transfer_after_the_handover_notify_is_taken_quietly() {
+    // The source's ENB STATUS TRANSFER and the target's HANDOVER NOTIFY go
+    // on different associations: the notify may come first. The late
+    // transfer is for a connection the MME is releasing: no Error
+    // Indication (it had answered one, TS 36.413 10.6, to every such race).
+    let mut net = attached(2, 1);
+    let now = net.now;
+    let cell = net.enbs[1].cell();
+    net.enbs[0].start_s1_handover(now, 0, cell, true).unwrap();
+    let is_status_transfer = |m: &Msg| match m {
+        Msg::S1Uplink { pdu, .. } => {
+            S1AP_PDU::decode(pdu).is_ok_and(|p| p.kind() == S1apPduKind::Initiating_eNBStatusTransfer)
+        }
+        _ => false,
+    };
+    net.fault(Link::S1Uplink, FaultAction::Hold, 1, Some(Box::new(is_status_transfer)));
+    // Up to the notify: the MME completes the handover and releases the source.
+    while net.mme.counters().value("s1_handover_notify") == 0 {
+        assert!(net.deliver_one(), "the handover stalled");
+    }
+    assert_eq!(net.held().len(), 1, "the ENB STATUS TRANSFER held");
+    net.release_held();
+    net.drive();
+    assert_eq!(net.last_result(0, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(0));
+    let m = net.mme.counters();
+    assert_eq!((m.value("status_transfer_after_handover"), m.value("s1ap_unknown_ue")), (1, 0));
+    assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
+    downlink_works(&mut net, 0, 0);
+}

@@ -372,6 +372,16 @@ impl Mme {
             req enb_id: u32 = eNB_UE_S1AP_ID(id),
             req container: ENBStatusTransferTransparentContainer = eNB_StatusTransfer_TransparentContainer(c) => c,
         );
+        // Late: the target's HANDOVER NOTIFY (another association) came
+        // first and the source's connection is being released. The UE is
+        // at the target; nothing to forward, and nothing wrong to report.
+        let late = self.running(mme_id).is_some_and(|h| {
+            matches!(h.phase, Phase::Completion { source, .. } if source.assoc == assoc && source.enb_ue_s1ap_id == enb_id)
+        });
+        if late {
+            self.counters.incr("status_transfer_after_handover");
+            return Ok(());
+        }
         let Some(id) = self.known_ue(assoc, mme_id, enb_id) else { return Ok(()) };
         let target = self.running(id).filter(|h| h.phase == Phase::Execution).and_then(|h| h.target);
         let Some(t) = target else {
