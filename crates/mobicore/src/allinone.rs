@@ -223,9 +223,21 @@ pub async fn start_edge_as(
     sgw_cfg.upfs = vec![peer];
     let sgw = mobicore_spgwc::bind(sgw_cfg).await.context("starting the S/P-GW-C")?;
     let (sgw_s11, sgw_pfcp) = (sgw.s11_addr, sgw.pfcp_addr);
+    let sgw_counters = sgw.counters.clone();
     counters.push(("spgwc", sgw.counters.clone()));
     let r = rx.clone();
     tasks.push(("spgwc", tokio::spawn(async move { sgw.run(r).await.map_err(Into::into) })));
+    // Ready once the S/P-GW-C has its UPF: a Create Session before the
+    // PFCP association is refused (no UPF, cause 73), so the first
+    // attaches of a loaded machine would fail.
+    let associated = async {
+        while sgw_counters.value("pfcp_associations_set_up") == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), associated)
+        .await
+        .context("the S/P-GW-C did not associate with the UPF within 30 s")?;
 
     let mut edge = None;
     let mut mme_s11_peer = sgw_s11;
