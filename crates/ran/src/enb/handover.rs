@@ -329,8 +329,7 @@ pub(super) fn decode_request(pdu: &S1AP_PDU) -> R<HandoverMessage> {
     extract_s1ap_ies!(pdu, HandoverRequest,
         req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
         req handover_type: HandoverType = HandoverType(t) => t,
-        req ambr: (u64, u64) = uEaggregateMaximumBitrate(a) =>
-            (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0),
+        req ambr: (u64, u64) = uEaggregateMaximumBitrate(a) => super::s1ap_handler::ue_ambr(&a),
         req security: (u8, Vec<u8>) = SecurityContext(s) =>
             (s.next_hop_chaining_count, s.next_hop_parameter.0.as_octets().to_vec()),
     );

@@ -192,8 +192,7 @@ fn ics_request(pdu: &S1AP_PDU) -> R<Downlink> {
         req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
         req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
         req key: Vec<u8> = SecurityKey(k) => k.0.as_octets().to_vec(),
-        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) =>
-            (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0),
+        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) => ue_ambr(&a),
     );
     let mut kenb = [0; 32];
     if key.len() != 32 {
@@ -202,16 +201,33 @@ fn ics_request(pdu: &S1AP_PDU) -> R<Downlink> {
     kenb.copy_from_slice(&key);
     let mut erabs = Vec::new();
     for item in pdu.items::<ie::E_RABToBeSetupListCtxtSUReq>() {
-        let item = item?;
-        erabs.push(ErabToSetup {
-            e_rab_id: u8::try_from(item.e_rab_id.0).unwrap_or(u8::MAX),
-            qci: item.e_rab_level_qos_parameters.qci.0,
-            sgw_address: ipv4_of(&item.transport_layer_address),
-            sgw_teid: u32::from_be_bytes(item.gtp_teid.0),
-            nas: item.nas_pdu.as_ref().map(|n| n.0.to_vec()),
-        });
+        let i = item?;
+        let nas = i.nas_pdu.as_ref().map(|n| n.0.to_vec());
+        erabs.push(erab(&i.e_rab_id, &i.e_rab_level_qos_parameters, &i.transport_layer_address, &i.gtp_teid, nas));
     }
     Ok(Downlink::InitialContextSetup(IcsRequest { mme_ue_id, enb_ue_id, kenb, ambr, erabs }))
+}
+
+/// An E-RAB to set up, of INITIAL CONTEXT SETUP or E-RAB SETUP REQUEST.
+fn erab(
+    id: &ERABID,
+    qos: &ERABLevelQoSParameters,
+    address: &TransportLayerAddress,
+    teid: &GTPTEID,
+    nas: Option<Vec<u8>>,
+) -> ErabToSetup {
+    ErabToSetup {
+        e_rab_id: u8::try_from(id.0).unwrap_or(u8::MAX),
+        qci: qos.qci.0,
+        sgw_address: ipv4_of(address),
+        sgw_teid: u32::from_be_bytes(teid.0),
+        nas,
+    }
+}
+
+/// UE Aggregate Maximum Bit Rate (TS 36.413 9.2.1.20): uplink, downlink.
+pub(super) fn ue_ambr(a: &UEAggregateMaximumBitrate) -> (u64, u64) {
+    (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0)
 }
 
 /// The IPv4 part of a Transport Layer Address (TS 36.414 5.3: 32 bits
@@ -225,19 +241,13 @@ fn erab_setup(pdu: &S1AP_PDU) -> R<Downlink> {
     extract_s1ap_ies!(pdu, ERABSetupRequest,
         req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
         req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
-        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) =>
-            (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0),
+        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) => ue_ambr(&a),
     );
     let mut erabs = Vec::new();
     for item in pdu.items::<ie::E_RABToBeSetupListBearerSUReq>() {
-        let item = item?;
-        erabs.push(ErabToSetup {
-            e_rab_id: u8::try_from(item.e_rab_id.0).unwrap_or(u8::MAX),
-            qci: item.e_rab_level_qos_parameters.qci.0,
-            sgw_address: ipv4_of(&item.transport_layer_address),
-            sgw_teid: u32::from_be_bytes(item.gtp_teid.0),
-            nas: Some(item.nas_pdu.0.to_vec()),
-        });
+        let i = item?;
+        let nas = Some(i.nas_pdu.0.to_vec());
+        erabs.push(erab(&i.e_rab_id, &i.e_rab_level_qos_parameters, &i.transport_layer_address, &i.gtp_teid, nas));
     }
     Ok(Downlink::ErabSetup { mme_ue_id, enb_ue_id, ambr, erabs })
 }
@@ -246,8 +256,7 @@ fn erab_release(pdu: &S1AP_PDU) -> R<Downlink> {
     extract_s1ap_ies!(pdu, ERABReleaseCommand,
         req mme_ue_id: u32 = MME_UE_S1AP_ID(id),
         req enb_ue_id: u32 = eNB_UE_S1AP_ID(id),
-        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) =>
-            (a.ue_aggregate_maximum_bit_rate_ul.0, a.ue_aggregate_maximum_bit_rate_dl.0),
+        lax ambr: (u64, u64) = uEaggregateMaximumBitrate(a) => ue_ambr(&a),
         lax nas: Vec<u8> = NAS_PDU(n) => n.0.to_vec(),
     );
     let mut e_rab_ids = Vec::new();
