@@ -313,6 +313,17 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
             let all = [&attach, &sr, &release];
             let (p50, p99) = percentiles(&all);
             let failed: u64 = all.iter().map(|p| p.failed).sum();
+            if failed > 0 {
+                eprintln!(
+                    "{} at {load}/s: failed attach {}, service request {}, release {}",
+                    d.name(),
+                    attach.failed,
+                    sr.failed,
+                    release.failed
+                );
+                let r = rig.ran.report();
+                eprintln!("  failures {:?}\n  anomalies {:?}", r.failures, r.anomalies);
+            }
             let p = json!({
                 "figure": 6,
                 "mode": "real",

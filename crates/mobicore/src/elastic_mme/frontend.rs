@@ -54,7 +54,7 @@
 
 use super::keys::{self, Uplink};
 use super::scaling::{self, Command, Launcher};
-use super::wire::{read_frame, write_frame, Frame, ReadError};
+use super::wire::{buffered, read_frame, write_queued, Frame, ReadError};
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
@@ -684,7 +684,8 @@ fn read_s11(bytes: &[u8]) -> S11Read {
 /// loop's frames to it through a bounded queue.
 async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<HostEvent>, counters: Counters) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = buffered(rd);
     let (host, s11) = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
         Ok(Ok(Some(Frame::Hello { host, s11 }))) if (1..=254).contains(&host) => (HostId(u32::from(host)), s11),
         _ => {
@@ -696,13 +697,7 @@ async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<Host
     if events.send(HostEvent::Up { host, conn, tx, s11 }).await.is_err() {
         return;
     }
-    let writer = tokio::spawn(async move {
-        while let Some(f) = rx.recv().await {
-            if write_frame(&mut wr, &f).await.is_err() {
-                break;
-            }
-        }
-    });
+    let writer = tokio::spawn(async move { write_queued(&mut wr, &mut rx).await });
     loop {
         match read_frame(&mut rd).await {
             Ok(Some(frame)) => {

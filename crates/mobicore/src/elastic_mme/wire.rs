@@ -8,6 +8,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use mobicore_store::replica::{ReplicaError, ReplicaMsg, MAX_BATCH_LEN};
 use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 /// The longest frame body taken: a batch of replicated writes with its
 /// header (an S1AP PDU is far shorter; SCTP user messages of S1AP stay
@@ -293,6 +294,32 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>
 
 pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Result<()> {
     w.write_all(&f.encode()).await
+}
+
+/// Octets gathered into one write at most (a link's frames queued at a
+/// wake go out in one system call, not one each).
+const BATCH: usize = 64 * 1024;
+
+/// Writes the frames of `rx` to `w` until `rx` closes (`Ok`) or a write
+/// fails: each wake writes what is queued then, up to [`BATCH`] octets.
+pub async fn write_queued<W: AsyncWrite + Unpin>(w: &mut W, rx: &mut mpsc::Receiver<Frame>) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(BATCH);
+    while let Some(f) = rx.recv().await {
+        buf.clear();
+        buf.extend_from_slice(&f.encode());
+        while buf.len() < BATCH {
+            let Ok(f) = rx.try_recv() else { break };
+            buf.extend_from_slice(&f.encode());
+        }
+        w.write_all(&buf).await?;
+    }
+    Ok(())
+}
+
+/// A link's reading side, buffered: a wake reads what has arrived, not a
+/// frame's length and body in two system calls.
+pub fn buffered<R: AsyncRead>(r: R) -> tokio::io::BufReader<R> {
+    tokio::io::BufReader::with_capacity(BATCH, r)
 }
 
 #[cfg(test)]
