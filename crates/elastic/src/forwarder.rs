@@ -27,6 +27,12 @@ pub struct ForwarderConfig {
     pub max_queue: usize,
     /// Procedures tracked at once.
     pub max_tracked: usize,
+    /// One NF instance takes every kind in arrival order: the unified
+    /// MME of seed 004 Fig. 9 (`instances` is then ignored).
+    pub unified: bool,
+    /// `P_i` per service, in place of `SLO_min / SLO_i` (seed 004 Fig. 9
+    /// "prioritized": one procedure's NF favoured over another's).
+    pub priorities: Option<[f64; ProcedureKind::COUNT]>,
 }
 
 impl Default for ForwarderConfig {
@@ -39,6 +45,8 @@ impl Default for ForwarderConfig {
             max_priority: 1.0,
             max_queue: 4096,
             max_tracked: 1 << 20,
+            unified: false,
+            priorities: None,
         }
     }
 }
@@ -120,19 +128,25 @@ impl<M> Forwarder<M> {
             .iter()
             .map(|&k| {
                 let c = profiles.get(k);
+                let p = cfg.priorities.map_or(slo_min / c.slo_s, |p| p[k.index()]);
                 Service {
                     cost_s: c.cost_s,
                     slo_s: c.slo_s,
-                    priority: (slo_min / c.slo_s).clamp(f64::MIN_POSITIVE, cfg.max_priority),
+                    priority: p.clamp(f64::MIN_POSITIVE, cfg.max_priority),
                     consecutive_violations: 0,
                 }
             })
             .collect();
-        let instances = ProcedureKind::ALL
-            .iter()
-            .flat_map(|&kind| (0..cfg.instances[kind.index()]).map(move |_| kind))
-            .map(|kind| Instance { kind, queue: VecDeque::new(), pass: 0.0 })
-            .collect();
+        let instances = if cfg.unified {
+            // Its kind names it only: it takes every kind (`serves`).
+            vec![Instance { kind: ProcedureKind::Attach, queue: VecDeque::new(), pass: 0.0 }]
+        } else {
+            ProcedureKind::ALL
+                .iter()
+                .flat_map(|&kind| (0..cfg.instances[kind.index()]).map(move |_| kind))
+                .map(|kind| Instance { kind, queue: VecDeque::new(), pass: 0.0 })
+                .collect()
+        };
         Forwarder {
             cfg,
             services,
@@ -161,6 +175,11 @@ impl<M> Forwarder<M> {
     /// Messages queued at all instances.
     pub fn queued(&self) -> usize {
         self.queued
+    }
+
+    /// Whether instance `i` takes procedures of `kind`.
+    fn serves(&self, i: usize, kind: ProcedureKind) -> bool {
+        self.cfg.unified || self.instances[i].kind == kind
     }
 
     fn active(&self, i: usize) -> bool {
@@ -195,7 +214,7 @@ impl<M> Forwarder<M> {
     /// Eq. 3: the instance of `kind` with the least `Q_i / C_i`.
     pub fn optimal(&self, kind: ProcedureKind) -> Option<InstanceId> {
         (0..self.instances.len())
-            .filter(|&i| self.instances[i].kind == kind)
+            .filter(|&i| self.serves(i, kind))
             .map(|i| (self.instances[i].queue.len() as f64 / self.share(InstanceId(i)), i))
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, i)| InstanceId(i))
@@ -203,7 +222,11 @@ impl<M> Forwarder<M> {
 
     /// Eq. 2 at an instance: `(Q_i / C_i + 1) * T_t`.
     pub fn estimate_s(&self, i: InstanceId) -> f64 {
-        let kind = self.instances[i.0].kind;
+        self.estimate_for(i, self.instances[i.0].kind)
+    }
+
+    /// Eq. 2 for a procedure of `kind` at instance `i`.
+    fn estimate_for(&self, i: InstanceId, kind: ProcedureKind) -> f64 {
         (self.instances[i.0].queue.len() as f64 / self.share(i) + 1.0) * self.services[kind.index()].cost_s
     }
 
@@ -218,7 +241,7 @@ impl<M> Forwarder<M> {
         cost_s: f64,
     ) -> Result<Dispatched, DispatchError> {
         let (instance, first) = match self.tracking.get(&ue) {
-            Some(&i) if self.instances[i.0].kind == kind => (i, false),
+            Some(&i) if self.serves(i.0, kind) => (i, false),
             _ => {
                 if self.tracking.len() >= self.cfg.max_tracked {
                     self.stats.tracking_full += 1;
@@ -232,7 +255,7 @@ impl<M> Forwarder<M> {
             self.stats.queue_full += 1;
             return Err(DispatchError::QueueFull(instance));
         }
-        let estimate_s = self.estimate_s(instance);
+        let estimate_s = self.estimate_for(instance, kind);
         let predicted_violation = first && estimate_s > self.services[kind.index()].slo_s;
         if first {
             self.tracking.insert(ue, instance);
@@ -443,6 +466,24 @@ mod tests {
             proptest::prop_assert_eq!(served.len(), queued);
             proptest::prop_assert_eq!(f.queued(), 0);
         }
+    }
+
+    /// Fig. 9's arrangements: one NF taking every kind in arrival order;
+    /// priorities given instead of the SLOs'.
+    #[test]
+    fn a_unified_nf_takes_every_kind_in_order_and_priorities_can_be_fixed() {
+        let cfg = ForwarderConfig { unified: true, instances: [0; 5], ..Default::default() };
+        let mut f = Forwarder::<u32>::new(&paper_profiles(), cfg);
+        for (m, kind) in [(1, Handover), (2, ServiceRequest), (3, Attach), (4, Handover)] {
+            assert_eq!(f.dispatch(MTmsi(m), kind, m, 0.001).unwrap().instance, InstanceId(0));
+        }
+        let order: Vec<u32> = std::iter::from_fn(|| f.next_message().map(|(_, m, _)| m)).collect();
+        assert_eq!(order, [1, 2, 3, 4]);
+
+        let mut p = [1.0; 5];
+        p[Handover.index()] = 0.25;
+        let f = Forwarder::<u32>::new(&paper_profiles(), ForwarderConfig { priorities: Some(p), ..Default::default() });
+        assert_eq!((f.priority(ServiceRequest), f.priority(Handover)), (1.0, 0.25));
     }
 
     #[test]

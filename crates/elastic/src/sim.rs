@@ -82,6 +82,9 @@ pub struct ClassResult {
     /// Over the SLO, failed or unfinished.
     pub violations: u64,
     pub failed: u64,
+    /// Of the completed procedures of the class.
+    pub latency_ms_p50: f64,
+    pub latency_ms_p99: f64,
 }
 
 impl ClassResult {
@@ -177,6 +180,8 @@ struct Sim<'a> {
     active: usize,
     waiting: Vec<VecDeque<ProcedureKind>>,
     latencies: Vec<u64>,
+    /// The same, per class.
+    class_latencies: [Vec<u64>; ProcedureKind::COUNT],
     res: SimResult,
     last_sample: u64,
 }
@@ -222,6 +227,7 @@ impl<'a> Sim<'a> {
             active: 0,
             waiting: vec![VecDeque::new(); ues],
             latencies: Vec::new(),
+            class_latencies: Default::default(),
             res: SimResult {
                 scheme: cfg.scheme,
                 hosts: cfg.hosts,
@@ -357,6 +363,7 @@ impl<'a> Sim<'a> {
             let latency = self.now - p.start_ns;
             self.res.completed += 1;
             self.latencies.push(latency);
+            self.class_latencies[p.kind.index()].push(latency);
             if latency as f64 / 1e9 > self.cfg.profiles.get(p.kind).slo_s {
                 self.res.violations += 1;
                 self.res.per_class[p.kind.index()].violations += 1;
@@ -454,15 +461,21 @@ impl<'a> Sim<'a> {
         let dur = cfg.load.duration_s.max(1e-9);
         self.res.cpu_pct = self.hosts.iter().map(|h| 100.0 * h.busy_total_ns as f64 / 1e9 / dur).collect();
         self.res.procedures_per_s = self.res.completed as f64 / dur;
-        self.latencies.sort_unstable();
-        let q = |f: f64| {
-            self.latencies.get(((self.latencies.len() as f64 * f) as usize).min(self.latencies.len().saturating_sub(1)))
-        };
-        self.res.latency_ms_p50 = q(0.5).map_or(0.0, |&v| v as f64 / 1e6);
-        self.res.latency_ms_p99 = q(0.99).map_or(0.0, |&v| v as f64 / 1e6);
+        (self.res.latency_ms_p50, self.res.latency_ms_p99) = percentiles_ms(&mut self.latencies);
+        for (c, l) in self.res.per_class.iter_mut().zip(&mut self.class_latencies) {
+            (c.latency_ms_p50, c.latency_ms_p99) = percentiles_ms(l);
+        }
         self.res.forwarder_violations = self.hosts.iter().map(|h| h.fwd.stats.predicted_violations).sum();
         self.res
     }
+}
+
+/// p50 and p99 of latencies in ns, as ms (0 with none).
+fn percentiles_ms(l: &mut [u64]) -> (f64, f64) {
+    l.sort_unstable();
+    let q =
+        |f: f64| l.get(((l.len() as f64 * f) as usize).min(l.len().saturating_sub(1))).map_or(0.0, |&v| v as f64 / 1e6);
+    (q(0.5), q(0.99))
 }
 
 /// Procedures per second one host of `speed` serves at full CPU under the

@@ -5,11 +5,14 @@
 //!   elastic MME (front end, hosts, Redis) beside the stateful baseline
 //!   (today's monolithic MME); throughput against offered load, and a
 //!   host failure's latency timeline (`timeline`, no I/O).
-//! - Figs. 10 and 11 from the elastic MME's discrete-event simulator
+//! - Fig. 9 (`fig9`), service request and handover latency on one host
+//!   with the MME unified, decomposed and prioritized, and Figs. 10 and
+//!   11, from the elastic MME's discrete-event simulator
 //!   (`mobicore_elastic::sim`), which runs the balancers and forwarders of
 //!   the real front end and hosts: skewed consistent hashing beside round
 //!   robin, consistent hashing and Maglev on the same seeded load.
 
+mod fig9;
 mod real;
 pub mod timeline;
 
@@ -34,6 +37,11 @@ pub enum MmeFigure {
     /// killed mid-run, hot and cold, beside the stateful MME killed and
     /// restarted (real processes).
     Fig7,
+    /// Service request and handover latency on one host at 1,000
+    /// procedures/s: one NF for both (unified), one NF each sharing the
+    /// core equally, by the SLOs' priorities, and each prioritized over
+    /// the other (simulated).
+    Fig9,
     /// CPU standard deviation across hosts and SLO violations per scheme,
     /// uniform and skewed load, against the number of hosts.
     Fig10,
@@ -56,7 +64,7 @@ pub enum LoadPattern {
 pub struct MmeArgs {
     #[arg(value_enum)]
     pub figure: MmeFigure,
-    /// Simulate the cluster (Figs. 10 and 11, required: their real-host
+    /// Simulate the cluster (Figs. 9, 10 and 11, required: their real-host
     /// version is not built yet; Figs. 6 and 7 run real processes only).
     #[arg(long)]
     pub sim: bool,
@@ -96,6 +104,7 @@ pub struct MmeArgs {
     #[arg(long, value_delimiter = ',')]
     pub hosts: Option<Vec<u32>>,
     /// Fig. 10: offered load over the capacity of the first host count.
+    /// Fig. 9: over the one host's capacity.
     #[arg(long, default_value_t = 0.95)]
     pub utilization: f64,
     /// Fig. 10: the traffic pattern.
@@ -109,7 +118,8 @@ pub struct MmeArgs {
     pub max_hosts: u32,
     /// Fig. 11: offered procedures per second (default: half what
     /// --max-hosts hosts serve at full CPU). Fig. 7: the constant rate of
-    /// service requests and releases (default 400).
+    /// service requests and releases (default 400). Fig. 9: service
+    /// requests and handovers (default 1000).
     #[arg(long)]
     pub rate: Option<f64>,
     /// UEs (default: 300 for Fig. 10, 100 per --max-hosts for Fig. 11,
@@ -157,7 +167,7 @@ pub async fn run(a: MmeArgs) -> Result<()> {
                 _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
             }
         }
-        MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
+        MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
     };
     if points.is_empty() {
         bail!("no point was measured");
@@ -192,6 +202,7 @@ async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
         bail!("--seconds, --utilization and --alpha must be positive");
     }
     Ok(tokio::task::spawn_blocking(move || match a.figure {
+        MmeFigure::Fig9 => fig9::fig9(&a),
         MmeFigure::Fig11 => fig11(&a),
         _ => fig10(&a),
     })
@@ -453,6 +464,32 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
                     series: timeline(metric),
                 };
                 draw(file, chart)?;
+            }
+        }
+        MmeFigure::Fig9 => {
+            // One bar group per arrangement: p50 and p99 of each procedure.
+            for (class, label) in [("service_request", "service request"), ("handover", "handover")] {
+                let title = format!("Fig. 9 (simulated): {label} latency per NF arrangement");
+                let per = |q: &str| Series {
+                    name: format!("{label} {q}"),
+                    points: points
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, p)| Some((i as f64, p[class][format!("latency_ms_{q}")].as_f64()?)))
+                        .collect(),
+                };
+                let chart = Chart {
+                    title: &title,
+                    x_label: &format!(
+                        "NF arrangement ({})",
+                        points.iter().filter_map(|p| p["scheme"].as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                    y_label: "latency (ms)",
+                    log_x: false,
+                    log_y: true,
+                    series: vec![per("p50"), per("p99")],
+                };
+                draw(&format!("fig9_{class}.svg"), chart)?;
             }
         }
         MmeFigure::Fig10 => {

@@ -141,7 +141,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     match a.figure {
         MmeFigure::Fig6 => fig6(a, &plan).await,
         MmeFigure::Fig7 => fig7(a, &plan).await,
-        MmeFigure::Fig10 | MmeFigure::Fig11 => unreachable!("simulated figures"),
+        MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => unreachable!("simulated figures"),
     }
 }
 
