@@ -402,6 +402,7 @@ impl AllInOne {
             diameter: vec![self.hss.port()],
             gtpv2: vec![self.sgw_s11.port()],
             pfcp: vec![self.pfcp.0.port(), self.pfcp.1.port()],
+            sctp_udp: Vec::new(),
         };
         if let Some(e) = &self.edge {
             p.gtpv2.push(e.s11.port());

@@ -27,6 +27,9 @@ pub fn decode_as_args(ports: &Ports) -> Vec<String> {
     for p in &ports.pfcp {
         a.extend(["-d".into(), format!("udp.port=={p},pfcp")]);
     }
+    for p in &ports.sctp_udp {
+        a.extend(["-d".into(), format!("udp.port=={p},sctp")]);
+    }
     a
 }
 
@@ -36,6 +39,8 @@ pub struct Ports {
     pub diameter: Vec<u16>,
     pub gtpv2: Vec<u16>,
     pub pfcp: Vec<u16>,
+    /// SCTP over UDP (RFC 6951), S1-MME with `--sctp udp`.
+    pub sctp_udp: Vec<u16>,
 }
 
 impl Ports {
@@ -46,12 +51,12 @@ impl Ports {
     }
 
     fn filter(&self) -> String {
-        if self.diameter.is_empty() && self.gtpv2.is_empty() && self.pfcp.is_empty() {
+        if self.diameter.is_empty() && self.gtpv2.is_empty() && self.pfcp.is_empty() && self.sctp_udp.is_empty() {
             return "sctp or tcp or udp".into();
         }
         let mut f = vec!["sctp".to_string()];
         f.extend(self.diameter.iter().map(|p| format!("tcp port {p}")));
-        f.extend(self.gtpv2.iter().chain(&self.pfcp).map(|p| format!("udp port {p}")));
+        f.extend(self.gtpv2.iter().chain(&self.pfcp).chain(&self.sctp_udp).map(|p| format!("udp port {p}")));
         f.join(" or ")
     }
 }
