@@ -14,7 +14,9 @@ pub struct Cli {
     /// Log filter (tracing env-filter syntax; RUST_LOG overrides).
     #[arg(long, global = true, default_value = "warn")]
     pub log: String,
-    /// Tokio worker threads.
+    /// Tokio worker threads (1: one thread runs everything, no wake-ups
+    /// between threads: what `bench mme` gives the elastic MME's front end
+    /// and hosts, processes that share the cores with each other).
     #[arg(long, global = true, default_value_t = 2)]
     pub threads: usize,
 }

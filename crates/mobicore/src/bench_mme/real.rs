@@ -202,7 +202,7 @@ impl Rig {
                 let (hosts_addr, s11) = (get("hosts")?.to_string(), get("s11")?.to_string());
                 for id in 1..=plan.hosts {
                     let id_s = id.to_string();
-                    let mut args = vec!["mme-host", "--config", path_str(&toml)?, "--id", &id_s];
+                    let mut args = vec!["mme-host", "--threads", "1", "--config", path_str(&toml)?, "--id", &id_s];
                     args.extend(["--frontend", &hosts_addr, "--frontend-s11", &s11]);
                     args.extend(store.iter().map(String::as_str));
                     procs.start(&format!("host{id}"), &args)?;

@@ -8,6 +8,8 @@
 pub fn frontend_args<'a>(sgw: &'a str, scheme: &'a str) -> Vec<&'a str> {
     vec![
         "mme-frontend",
+        "--threads",
+        "1",
         "--s1ap",
         "127.0.0.1:0",
         "--sctp",
