@@ -154,9 +154,10 @@ pub struct HostArgs {
     #[arg(long, default_value_t = 100)]
     pub load_every_ms: u64,
     /// Bound the host to this fraction of a core (0.5: half a core) in a
-    /// cgroup v2 of its own (/sys/fs/cgroup/mobicore-hosts/host<id>-<pid>,
-    /// removed at exit); its load reports are of this budget. Needs root
-    /// and cgroup v2 with the cpu controller.
+    /// cgroup of its own, <cpu hierarchy>/mobicore-hosts/host<id>-<pid>
+    /// (removed at exit): cgroup v2's cpu.max at /sys/fs/cgroup, else
+    /// cgroup v1's CFS quota at /sys/fs/cgroup/cpu. Its load reports are
+    /// of this budget. Needs root.
     #[arg(long)]
     pub cpu_max: Option<f64>,
 }
