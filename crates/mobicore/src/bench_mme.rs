@@ -5,11 +5,15 @@
 //!   elastic MME (front end, hosts, Redis) beside the stateful baseline
 //!   (today's monolithic MME); throughput against offered load, and a
 //!   host failure's latency timeline (`timeline`, no I/O).
+//! - Fig. 10 on real processes (`balance`): each balancer in front of
+//!   hosts bounded by a CPU budget (a cgroup), uniform and skewed load.
 //! - Figs. 10 and 11 from the elastic MME's discrete-event simulator
-//!   (`mobicore_elastic::sim`), which runs the balancers and forwarders of
-//!   the real front end and hosts: skewed consistent hashing beside round
-//!   robin, consistent hashing and Maglev on the same seeded load.
+//!   (`mobicore_elastic::sim`, `--sim`), which runs the balancers and
+//!   forwarders of the real front end and hosts: skewed consistent
+//!   hashing beside round robin, consistent hashing and Maglev on the
+//!   same seeded load, to 100 hosts.
 
+mod balance;
 mod real;
 pub mod timeline;
 
@@ -56,8 +60,9 @@ pub enum LoadPattern {
 pub struct MmeArgs {
     #[arg(value_enum)]
     pub figure: MmeFigure,
-    /// Simulate the cluster (Figs. 10 and 11, required: their real-host
-    /// version is not built yet; Figs. 6 and 7 run real processes only).
+    /// Simulate the cluster (Figs. 10 and 11; required for Fig. 11, whose
+    /// real-host version is not built yet; Figs. 6 and 7 run real
+    /// processes only).
     #[arg(long)]
     pub sim: bool,
     /// Figs. 6 and 7: what is compared (default: fig6
@@ -90,8 +95,9 @@ pub struct MmeArgs {
     /// Figs. 10 and 11: the balancers compared.
     #[arg(long, value_delimiter = ',', default_value = "sk-ch,ch,rr,maglev")]
     pub schemes: Vec<Scheme>,
-    /// Fig. 10: host counts (default 3,4,6,9,12). The offered load is the
-    /// same for all: the first count's capacity times --utilization.
+    /// Fig. 10: host counts (default 3,4,6,9,12; real processes 2,3,4).
+    /// Simulated, the offered load is the same for all: the first count's
+    /// capacity times --utilization; real, --rate.
     /// Figs. 6 and 7: MME hosts behind the front end (default 3).
     #[arg(long, value_delimiter = ',')]
     pub hosts: Option<Vec<u32>>,
@@ -109,11 +115,13 @@ pub struct MmeArgs {
     pub max_hosts: u32,
     /// Fig. 11: offered procedures per second (default: half what
     /// --max-hosts hosts serve at full CPU). Fig. 7: the constant rate of
-    /// service requests and releases (default 400).
+    /// service requests and releases (default 400); Fig. 10 on real
+    /// processes: the same (default 300).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// UEs (default: 300 for Fig. 10, 100 per --max-hosts for Fig. 11,
-    /// 200 for Fig. 7; Fig. 6: per offered load, default load x --seconds).
+    /// UEs (default: 300 for Fig. 10, 120 on real processes, 100 per
+    /// --max-hosts for Fig. 11, 200 for Fig. 7; Fig. 6: per offered load,
+    /// default load x --seconds).
     #[arg(long)]
     pub ues: Option<u32>,
     /// Skewed load: this fraction of the UEs carries --hot-share of it.
@@ -123,11 +131,20 @@ pub struct MmeArgs {
     pub hot_share: f64,
     /// Seconds of load per run: simulated (default 5); Fig. 6: of each
     /// phase at each offered load (default 1); Fig. 7: the measured run
-    /// (default 10).
+    /// (default 10); Fig. 10 on real processes: the measured run after
+    /// the attaches (default 5).
     #[arg(long)]
     pub seconds: Option<f64>,
     #[arg(long, default_value_t = 11)]
     pub seed: u64,
+    /// Fig. 10 on real processes: each host's CPU budget, cores (its
+    /// cgroup's CFS quota over the period: mme-host --cpu-max).
+    #[arg(long, default_value_t = 0.1)]
+    pub cpu_max: f64,
+    /// Fig. 10 on real processes: a procedure's SLO, ms (default: the
+    /// service request's of the simulator's profiles, 10).
+    #[arg(long)]
+    pub slo_ms: Option<f64>,
     /// SLO violations allowed when counting the hosts needed (Fig. 11).
     #[arg(long, default_value_t = 5.0)]
     pub target_pct: f64,
@@ -157,6 +174,10 @@ pub async fn run(a: MmeArgs) -> Result<()> {
                 _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
             }
         }
+        MmeFigure::Fig10 if !a.sim => tokio::select! {
+            r = balance::run(&a) => r?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+        },
         MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
     };
     if points.is_empty() {
@@ -183,7 +204,7 @@ impl MmeArgs {
 
 async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
     if !a.sim {
-        bail!("only the simulator is built for `bench mme fig10|fig11` so far: add --sim");
+        bail!("only the simulator is built for `bench mme fig11` so far: add --sim");
     }
     if a.schemes.is_empty() || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0)) || a.max_hosts == 0 {
         bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
@@ -456,12 +477,13 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
             }
         }
         MmeFigure::Fig10 => {
+            let mode = if points.iter().any(|p| p["mode"] == "real") { "real processes" } else { "simulated" };
             for skew in ["uniform", "skewed"] {
                 for (metric, label, name) in [
                     ("slo_violation_pct", "SLO violations (%)", "slo_violations"),
                     ("cpu_stddev_pct", "CPU std. dev. across hosts (%)", "cpu_stddev"),
                 ] {
-                    let title = format!("Fig. 10 (simulated): {label}, {skew} load");
+                    let title = format!("Fig. 10 ({mode}): {label}, {skew} load");
                     let chart = Chart {
                         title: &title,
                         x_label: "MME hosts",

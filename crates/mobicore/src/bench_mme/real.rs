@@ -103,13 +103,15 @@ impl Deployment {
 }
 
 /// What the real-process figures run with, from the command line.
-struct Plan {
-    program: PathBuf,
-    deployments: Vec<Deployment>,
-    hosts: u32,
-    balancer: String,
-    echo: bool,
-    procedure_timeout_ms: u64,
+pub(super) struct Plan {
+    pub(super) program: PathBuf,
+    pub(super) deployments: Vec<Deployment>,
+    pub(super) hosts: u32,
+    pub(super) balancer: String,
+    pub(super) echo: bool,
+    pub(super) procedure_timeout_ms: u64,
+    /// More arguments of every host (e.g. --cpu-max).
+    pub(super) host_args: Vec<String>,
 }
 
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
@@ -137,6 +139,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         balancer: a.balancer.to_string(),
         echo: a.verbose,
         procedure_timeout_ms: a.procedure_timeout_ms,
+        host_args: Vec::new(),
     };
     match a.figure {
         MmeFigure::Fig6 => fig6(a, &plan).await,
@@ -147,10 +150,10 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
 
 /// One deployment started: its processes, the core's other NFs here, and
 /// the RAN connected to it.
-struct Rig {
+pub(super) struct Rig {
     // Dropped first: the processes.
-    procs: Procs,
-    ran: Ran,
+    pub(super) procs: Procs,
+    pub(super) ran: Ran,
     core: allinone::AllInOne,
     mme: Mme,
     hosts: u32,
@@ -169,7 +172,7 @@ enum Mme {
 }
 
 impl Rig {
-    async fn start(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
+    pub(super) async fn start(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
         let redis = match d.uses_redis() {
             false => None,
             true => Some(RedisServer::start().context("starting redis-server (apt-get install redis-server)")?),
@@ -204,7 +207,7 @@ impl Rig {
                     let id_s = id.to_string();
                     let mut args = vec!["mme-host", "--config", path_str(&toml)?, "--id", &id_s];
                     args.extend(["--frontend", &hosts_addr, "--frontend-s11", &s11]);
-                    args.extend(store.iter().map(String::as_str));
+                    args.extend(store.iter().chain(&plan.host_args).map(String::as_str));
                     procs.start(&format!("host{id}"), &args)?;
                     let up = format!("mme-frontend: host{id} up");
                     wait(&fe, "a host's connection", |l| (l == up).then_some(()))?;
@@ -233,7 +236,7 @@ impl Rig {
     }
 
     /// Stop the deployment: the processes, the RAN, the NFs here.
-    async fn stop(self) -> Result<()> {
+    pub(super) async fn stop(self) -> Result<()> {
         let Rig { procs, ran, core, .. } = self;
         drop(procs);
         drop(ran);
