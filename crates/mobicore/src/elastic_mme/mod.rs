@@ -71,8 +71,8 @@ pub struct FrontendArgs {
     pub admin: Option<SocketAddr>,
     /// The EPS controller starts and drains hosts by itself: a host more
     /// after --scale-window-s of SLO violations (sk-ch) or of every host
-    /// over 80% CPU, one less (the least loaded) after as long with 1.5
-    /// cores spare over all hosts; within --min-hosts..--max-hosts.
+    /// over 80% CPU, one less (the least loaded) after as long with
+    /// --spare-cores over all hosts; within --min-hosts..--max-hosts.
     /// Needs the host arguments after --.
     #[arg(long)]
     pub autoscale: bool,
@@ -82,6 +82,10 @@ pub struct FrontendArgs {
     /// With --autoscale: the most hosts it starts up to.
     #[arg(long, default_value_t = 8)]
     pub max_hosts: usize,
+    /// With --autoscale: the CPU left over all hosts, cores (each host's
+    /// budget less its use), with which one may go.
+    #[arg(long, default_value_t = 1.5)]
+    pub spare_cores: f64,
     /// With --autoscale: how long a load must last before a host is
     /// started or drained (hysteresis).
     #[arg(long, default_value_t = 10)]
@@ -238,6 +242,7 @@ async fn frontend_scaling(
             min_hosts: a.min_hosts,
             max_hosts: a.max_hosts,
             window: std::time::Duration::from_secs(a.scale_window_s.max(1)),
+            spare_cpu: a.spare_cores,
             ..Default::default()
         };
         scaling.controller = Some(mobicore_elastic::controller::EpsController::new(cfg));
