@@ -5,6 +5,8 @@
 //!   elastic MME (front end, hosts, Redis) beside the stateful baseline
 //!   (today's monolithic MME); throughput against offered load, and a
 //!   host failure's latency timeline (`timeline`, no I/O).
+//! - Fig. 8 on real processes (`ramp`): the T2 ramp against the front
+//!   end's EPS controller scaling hosts bounded by a CPU budget out and in.
 //! - Fig. 10 on real processes (`balance`): each balancer in front of
 //!   hosts bounded by a CPU budget (a cgroup), uniform and skewed load.
 //! - Figs. 10 and 11 from the elastic MME's discrete-event simulator
@@ -14,6 +16,7 @@
 //!   same seeded load, to 100 hosts.
 
 mod balance;
+mod ramp;
 mod real;
 pub mod timeline;
 
@@ -38,6 +41,9 @@ pub enum MmeFigure {
     /// killed mid-run, hot and cold, beside the stateful MME killed and
     /// restarted (real processes).
     Fig7,
+    /// Latency and hosts over time under the T2 ramp, the front end's EPS
+    /// controller starting and draining hosts (real processes).
+    Fig8,
     /// CPU standard deviation across hosts and SLO violations per scheme,
     /// uniform and skewed load, against the number of hosts.
     Fig10,
@@ -70,7 +76,7 @@ pub struct MmeArgs {
     /// local-hot,local-cold,redis-hot,redis-cold,stateful).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub deployments: Option<Vec<Deployment>>,
-    /// Figs. 6 and 7: the front end's load balancer.
+    /// Figs. 6, 7 and 8: the front end's load balancer.
     #[arg(long, default_value = "sk-ch")]
     pub balancer: Scheme,
     /// Fig. 6: offered loads, procedures/s (the emulated RAN's arrival
@@ -81,7 +87,7 @@ pub struct MmeArgs {
     /// into the measured run.
     #[arg(long, default_value_t = 3.0)]
     pub kill_at_s: f64,
-    /// Fig. 7: the timeline's bin.
+    /// Figs. 7 and 8: the timeline's bin.
     #[arg(long, default_value_t = 100.0)]
     pub bin_ms: f64,
     /// Figs. 6 and 7: how long a UE's procedure may take before the eNB
@@ -98,7 +104,8 @@ pub struct MmeArgs {
     /// Fig. 10: host counts (default 3,4,6,9,12; real processes 2,3,4).
     /// Simulated, the offered load is the same for all: the first count's
     /// capacity times --utilization; real, --rate.
-    /// Figs. 6 and 7: MME hosts behind the front end (default 3).
+    /// Figs. 6 and 7: MME hosts behind the front end (default 3). Fig. 8:
+    /// the most hosts the EPS controller may run (default 3).
     #[arg(long, value_delimiter = ',')]
     pub hosts: Option<Vec<u32>>,
     /// Fig. 10: offered load over the capacity of the first host count.
@@ -116,10 +123,11 @@ pub struct MmeArgs {
     /// Fig. 11: offered procedures per second (default: half what
     /// --max-hosts hosts serve at full CPU). Fig. 7: the constant rate of
     /// service requests and releases (default 400); Fig. 10 on real
-    /// processes: the same (default 300).
+    /// processes: the same (default 300); Fig. 8: the T2 ramp's mean
+    /// (default 150; from 0.2 to 1.8 times it).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// UEs (default: 300 for Fig. 10, 120 on real processes, 100 per
+    /// UEs (default: 60 for Fig. 8, 300 for Fig. 10, 120 on real processes, 100 per
     /// --max-hosts for Fig. 11, 200 for Fig. 7; Fig. 6: per offered load,
     /// default load x --seconds).
     #[arg(long)]
@@ -132,15 +140,19 @@ pub struct MmeArgs {
     /// Seconds of load per run: simulated (default 5); Fig. 6: of each
     /// phase at each offered load (default 1); Fig. 7: the measured run
     /// (default 10); Fig. 10 on real processes: the measured run after
-    /// the attaches (default 5).
+    /// the attaches (default 5); Fig. 8: the ramp (default 40).
     #[arg(long)]
     pub seconds: Option<f64>,
     #[arg(long, default_value_t = 11)]
     pub seed: u64,
-    /// Fig. 10 on real processes: each host's CPU budget, cores (its
+    /// Figs. 8 and 10 on real processes: each host's CPU budget, cores (its
     /// cgroup's CFS quota over the period: mme-host --cpu-max).
     #[arg(long, default_value_t = 0.1)]
     pub cpu_max: f64,
+    /// Fig. 8: the EPS controller's window (--scale-window-s of
+    /// mme-frontend).
+    #[arg(long, default_value_t = 2)]
+    pub scale_window_s: u64,
     /// Fig. 10 on real processes: a procedure's SLO, ms (default: the
     /// service request's of the simulator's profiles, 10).
     #[arg(long)]
@@ -174,6 +186,10 @@ pub async fn run(a: MmeArgs) -> Result<()> {
                 _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
             }
         }
+        MmeFigure::Fig8 => tokio::select! {
+            r = ramp::run(&a) => r?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+        },
         MmeFigure::Fig10 if !a.sim => tokio::select! {
             r = balance::run(&a) => r?,
             _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
@@ -394,6 +410,23 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
     points
 }
 
+/// One series per point of the run (each scheme's): its `key` array's
+/// `metric` against `t_ms`, in seconds from the start.
+fn timeline(points: &[Value], key: &str, metric: &str) -> Vec<Series> {
+    points
+        .iter()
+        .map(|p| Series {
+            name: p["scheme"].as_str().unwrap_or("?").to_string(),
+            points: p[key]
+                .as_array()
+                .map(|bins| {
+                    bins.iter().filter_map(|b| Some((b["t_ms"].as_f64()? / 1e3, b[metric].as_f64()?))).collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
 fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     // One series per scheme, in the order they ran.
@@ -442,23 +475,7 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
             }
         }
         MmeFigure::Fig7 => {
-            // The timeline of each scheme: x in seconds from the start.
-            let timeline = |metric: &str| -> Vec<Series> {
-                points
-                    .iter()
-                    .map(|p| Series {
-                        name: p["scheme"].as_str().unwrap_or("?").to_string(),
-                        points: p["timeline"]
-                            .as_array()
-                            .map(|bins| {
-                                bins.iter()
-                                    .filter_map(|b| Some((b["t_ms"].as_f64()? / 1e3, b[metric].as_f64()?)))
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                    })
-                    .collect()
-            };
+            let timeline = |metric: &str| timeline(points, "timeline", metric);
             for (metric, label, log_y, file) in [
                 ("latency_ms_p50", "p50 latency (ms)", true, "fig7_latency_p50.svg"),
                 ("latency_ms_p99", "p99 latency (ms)", true, "fig7_latency_p99.svg"),
@@ -494,6 +511,25 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
                     };
                     draw(&format!("fig10_{name}_{skew}.svg"), chart)?;
                 }
+            }
+        }
+        MmeFigure::Fig8 => {
+            for (key, metric, label, log_y, file) in [
+                ("timeline", "latency_ms_p50", "p50 latency (ms)", true, "fig8_latency_p50.svg"),
+                ("timeline", "latency_ms_p99", "p99 latency (ms)", true, "fig8_latency_p99.svg"),
+                ("hosts_timeline", "hosts", "MME hosts serving", false, "fig8_hosts.svg"),
+                ("offered", "procedures_per_s", "offered procedures/s", false, "fig8_offered.svg"),
+            ] {
+                let title = format!("Fig. 8 (real processes): {label}, T2 ramp");
+                let chart = Chart {
+                    title: &title,
+                    x_label: "time (s)",
+                    y_label: label,
+                    log_x: false,
+                    log_y,
+                    series: timeline(points, key, metric),
+                };
+                draw(file, chart)?;
             }
         }
         MmeFigure::Fig11 => {

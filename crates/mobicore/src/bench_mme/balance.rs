@@ -135,6 +135,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     echo: a.verbose,
                     procedure_timeout_ms: a.procedure_timeout_ms,
                     host_args: vec!["--cpu-max".into(), cpu_max.to_string()],
+                    frontend_args: Vec::new(),
                 };
                 let mut rig = Rig::start(&plan, Deployment::Redis, ues, Some(rate)).await?;
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: attaching"));

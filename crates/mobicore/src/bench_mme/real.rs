@@ -112,6 +112,9 @@ pub(super) struct Plan {
     pub(super) procedure_timeout_ms: u64,
     /// More arguments of every host (e.g. --cpu-max).
     pub(super) host_args: Vec<String>,
+    /// More arguments of the front end (e.g. --autoscale); if any, it
+    /// gets the hosts' arguments after `--` to start hosts itself.
+    pub(super) frontend_args: Vec<String>,
 }
 
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
@@ -140,11 +143,12 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         echo: a.verbose,
         procedure_timeout_ms: a.procedure_timeout_ms,
         host_args: Vec::new(),
+        frontend_args: Vec::new(),
     };
     match a.figure {
         MmeFigure::Fig6 => fig6(a, &plan).await,
         MmeFigure::Fig7 => fig7(a, &plan).await,
-        MmeFigure::Fig10 | MmeFigure::Fig11 => unreachable!("simulated figures"),
+        MmeFigure::Fig8 | MmeFigure::Fig10 | MmeFigure::Fig11 => unreachable!("figures of their own modules"),
     }
 }
 
@@ -155,13 +159,13 @@ pub(super) struct Rig {
     pub(super) procs: Procs,
     pub(super) ran: Ran,
     core: allinone::AllInOne,
-    mme: Mme,
+    pub(super) mme: Mme,
     hosts: u32,
     _redis: Option<RedisServer>,
     _dir: TempDir,
 }
 
-enum Mme {
+pub(super) enum Mme {
     Elastic {
         fe: mpsc::Receiver<String>,
     },
@@ -197,7 +201,13 @@ impl Rig {
             Some(store) => {
                 std::fs::write(&toml, launch::host_config(core.hss, core.sgw_s11))?;
                 let sgw = core.sgw_s11.to_string();
-                let fe = procs.start("frontend", &launch::frontend_args(&sgw, &plan.balancer))?;
+                let mut fe_args = launch::frontend_args(&sgw, &plan.balancer);
+                if !plan.frontend_args.is_empty() {
+                    fe_args.extend(plan.frontend_args.iter().map(String::as_str));
+                    fe_args.extend(["--", "--config", path_str(&toml)?]);
+                    fe_args.extend(store.iter().chain(&plan.host_args).map(String::as_str));
+                }
+                let fe = procs.start("frontend", &fe_args)?;
                 let ready = wait(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()))?;
                 let get = |k: &str| field(&ready, k).ok_or_else(|| anyhow!("no {k}= in {ready:?}"));
                 let s1ap: SocketAddr = get("s1ap")?.parse()?;
