@@ -201,7 +201,10 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
         ),
         s => s.balancer(2),
     };
-    let fe = Frontend::new(balancer, Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
+    // Hosts' queues miss the time a CPU quota throttles them: at 90% of
+    // its budget a host is not viable (see `Estimation::cpu_ceiling`).
+    let estimation = Estimation { cpu_ceiling: 0.9, ..Estimation::default() };
+    let fe = Frontend::new(balancer, Loads::new(Profiles::default(), estimation), 1 << 16);
     let router = mobicore_elastic::router::Router::new(fe);
     let scaling = frontend_scaling(&a, hosts, s11_addr).await?;
     let admin = scaling.1.map_or("none".to_string(), |a| a.to_string());
