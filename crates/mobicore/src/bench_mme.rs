@@ -45,7 +45,8 @@ pub enum MmeFigure {
     /// controller starting and draining hosts (real processes).
     Fig8,
     /// CPU standard deviation across hosts and SLO violations per scheme,
-    /// uniform and skewed load, against the number of hosts.
+    /// uniform and skewed load, against the number of hosts (real
+    /// processes with CPU budgets; --sim: simulated).
     Fig10,
     /// Hosts needed for at most 5% SLO violations under skewed Pareto
     /// bursts, alpha 1, 2 and 3.
