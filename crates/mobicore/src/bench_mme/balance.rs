@@ -17,7 +17,8 @@
 //! spread those evenly by construction).
 
 use super::real::{Deployment, Plan, Rig};
-use super::{bar, finish, skews, timeline, MmeArgs};
+use super::timeline::{self, Outcome};
+use super::{bar, finish, skews, MmeArgs};
 use crate::elastic_mme::cgroup;
 use anyhow::{bail, Context, Result};
 use mobicore_elastic::hash::hash64;
@@ -171,12 +172,14 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     .collect();
                 let failed = log.iter().filter(|o| !o.ok).count();
                 let over = log.iter().filter(|o| !o.ok || o.latency.as_secs_f64() * 1e3 > slo_ms).count();
-                let mut lat: Vec<f64> = log.iter().filter(|o| o.ok).map(|o| o.latency.as_secs_f64() * 1e3).collect();
-                lat.sort_by(f64::total_cmp);
-                let (p50, p99) = (timeline::nearest_rank(&lat, 50.0), timeline::nearest_rank(&lat, 99.0));
+                let outcomes: Vec<Outcome> = log
+                    .iter()
+                    .map(|o| Outcome { start_ms: 0.0, latency_ms: o.latency.as_secs_f64() * 1e3, ok: o.ok })
+                    .collect();
+                let (p50, p99) = timeline::p50_p99(&outcomes);
                 let viol = if log.is_empty() { 0.0 } else { 100.0 * over as f64 / log.len() as f64 };
                 let sd = stddev(&cpu_pct);
-                let per_s = lat.len() as f64 / wall;
+                let per_s = (log.len() - failed) as f64 / wall;
                 rows.push(vec![
                     skew_name.to_string(),
                     hosts.to_string(),

@@ -199,14 +199,8 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         .collect();
     let bins = timeline::bins(&outcomes, bin_ms, run_ms);
     let failed = outcomes.iter().filter(|o| !o.ok).count();
-    let mut lat: Vec<f64> = outcomes.iter().filter(|o| o.ok).map(|o| o.latency_ms).collect();
-    lat.sort_by(f64::total_cmp);
-    let (p50, p99) = (timeline::nearest_rank(&lat, 50.0), timeline::nearest_rank(&lat, 99.0));
+    let (p50, p99) = timeline::p50_p99(&outcomes);
     let most = count.iter().map(|c| c.1).max().unwrap_or(1);
-    let bins_json: Vec<Value> = bins
-        .iter()
-        .map(|b| json!({"t_ms": b.start_ms, "ok": b.ok, "failed": b.failed, "latency_ms_p50": b.p50_ms, "latency_ms_p99": b.p99_ms}))
-        .collect();
     let count_json: Vec<Value> = count.iter().map(|(t, n)| json!({"t_ms": t, "hosts": n})).collect();
     let offered_json: Vec<Value> = offered.iter().map(|(t, r)| json!({"t_ms": t, "procedures_per_s": r})).collect();
     let row = vec![
@@ -235,7 +229,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         "run_ms": run_ms,
         "bin_ms": bin_ms,
         "procedures": outcomes.len(),
-        "procedures_per_s": lat.len() as f64 / (run_ms / 1e3).max(1e-9),
+        "procedures_per_s": (outcomes.len() - failed) as f64 / (run_ms / 1e3).max(1e-9),
         "failed_procedures": failed,
         "failure_reasons": reasons,
         "latency_ms_p50": p50,
@@ -244,7 +238,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         "scale_ins": hosts.scale_ins,
         "hosts_timeline": count_json,
         "offered": offered_json,
-        "timeline": bins_json,
+        "timeline": timeline::bins_json(&bins),
     })])
 }
 
