@@ -154,16 +154,24 @@ pub struct Estimation {
     /// default, 0.3, keeps skewed CH's violations under the baselines'
     /// under skewed load in the simulator (`sim`).
     pub headroom: f64,
+    /// A host whose reported CPU use (of its budget) is at least this is
+    /// not viable, whatever its queue. A real host bounded by a cgroup's
+    /// quota is throttled as a whole, its sampler with it, so the queue
+    /// it reports misses the time its messages wait for CPU: at 100% of
+    /// its budget it may still report almost none (`bench mme fig10`).
+    /// Off (infinite) by default: the simulator's queues are exact.
+    pub cpu_ceiling: f64,
 }
 
 impl Estimation {
     /// Eq. 1 on the reports alone.
-    pub const EQ1: Estimation = Estimation { correct_between_reports: false, headroom: 1.0 };
+    pub const EQ1: Estimation =
+        Estimation { correct_between_reports: false, headroom: 1.0, cpu_ceiling: f64::INFINITY };
 }
 
 impl Default for Estimation {
     fn default() -> Self {
-        Estimation { correct_between_reports: true, headroom: 0.3 }
+        Estimation { correct_between_reports: true, headroom: 0.3, cpu_ceiling: f64::INFINITY }
     }
 }
 
@@ -246,7 +254,10 @@ impl Loads {
     /// the headroom); `None` if it runs no such NF.
     pub fn viable(&self, host: HostId, kind: ProcedureKind) -> Option<bool> {
         let t = self.completion_estimate_s(host, kind)?;
-        Some(t <= self.estimation.headroom * self.profiles.get(kind).slo_s)
+        Some(
+            t <= self.estimation.headroom * self.profiles.get(kind).slo_s
+                && self.cpu(host) < self.estimation.cpu_ceiling,
+        )
     }
 
     pub fn completion_estimate_s(&self, host: HostId, kind: ProcedureKind) -> Option<f64> {

@@ -9,7 +9,8 @@
 //! - *hot*: SLO violations since the last sample ("persistent SLO
 //!   violations", seed 004 5.2), or every serving host's CPU use at least
 //!   `high_cpu` ("the load on all existing hosts is high");
-//! - *cold*: the CPU left over the serving hosts, `sum(c_i - u_i)`, at
+//! - *cold*: the CPU left over the serving hosts, `sum(c_i (1 - u_i))`
+//!   (`u_i` is of the host's budget `c_i`), at
 //!   least `spare_cpu` cores ("the total available CPU across MME hosts is
 //!   high, say significantly greater than 100%").
 //!
@@ -179,7 +180,8 @@ impl EpsController {
         if violations > 0 || serving.iter().all(|h| cpu(h) >= self.cfg.high_cpu) {
             return Sample::Hot;
         }
-        let spare: f64 = serving.iter().map(|h| capacity(h.report.as_ref()) - cpu(h)).sum();
+        // A host's CPU use is of its budget, c_i: c_i (1 - u_i) cores left.
+        let spare: f64 = serving.iter().map(|h| capacity(h.report.as_ref()) * (1.0 - cpu(h))).sum();
         if spare >= self.cfg.spare_cpu {
             Sample::Cold
         } else {
@@ -227,6 +229,21 @@ mod tests {
             c.host_up(HostId(h));
         }
         c
+    }
+
+    #[test]
+    fn spare_cores_are_of_each_hosts_budget() {
+        // Three hosts of 0.1 core at 20% of it: 0.24 cores left, not
+        // 3 x (0.1 - 0.2) < 0.
+        let mut c = EpsController::new(ControllerConfig { spare_cpu: 0.2, ..ControllerConfig::default() });
+        for h in 1..=3 {
+            c.host_up(HostId(h));
+            let nfs = ProcedureKind::ALL.iter().map(|&kind| NfLoad { kind, q: 0.0, c: 0.1 }).collect();
+            c.report(HostId(h), HostReport { cpu: 0.2, nfs });
+        }
+        assert_eq!(c.sample(0), Sample::Cold);
+        c.cfg.spare_cpu = 0.25;
+        assert_eq!(c.sample(0), Sample::Neither);
     }
 
     /// Every host reports `cpus[i]` each second from `from` for `secs`;

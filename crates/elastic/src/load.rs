@@ -209,10 +209,7 @@ impl LoadGen {
 
     /// The T2 rate relative to the mean at time `t`.
     fn ramp(&self, t: f64, peak: f64) -> f64 {
-        let x = (t / self.cfg.duration_s).clamp(0.0, 1.0);
-        let tri = 1.0 - (2.0 * x - 1.0).abs();
-        let lo = 2.0 - peak;
-        lo + (peak - lo) * tri
+        ramp_factor(t / self.cfg.duration_s, peak)
     }
 
     fn next_arrival(&mut self) -> Option<Arrival> {
@@ -299,6 +296,14 @@ impl Iterator for LoadGen {
     fn next(&mut self) -> Option<Arrival> {
         self.next_arrival()
     }
+}
+
+/// T2's rate relative to its mean at `x` of the run (0 to 1): from
+/// `2 - peak` up to `peak` (in [1, 2]) at half time and down again.
+pub fn ramp_factor(x: f64, peak: f64) -> f64 {
+    let tri = 1.0 - (2.0 * x.clamp(0.0, 1.0) - 1.0).abs();
+    let lo = 2.0 - peak;
+    lo + (peak - lo) * tri
 }
 
 /// An exponential time of the given rate.

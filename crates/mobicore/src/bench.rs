@@ -76,18 +76,20 @@ pub enum BenchCommand {
     /// case next to the minimal XDP forwarder and kernel forwarding on the
     /// identical namespace topology (`bench dataplane`'s generator).
     Breakout(crate::bench_breakout::BreakoutArgs),
-    /// Seed 004 Figs. 6-7 on real processes: the elastic MME (mme-frontend,
-    /// mme-hosts, a redis-server started for the run) beside the stateful
-    /// MME (`mobicore mme`), the emulated RAN as load: procedures/s against
-    /// offered load (fig6); latency per bin, failed procedures, re-attaches
-    /// and recovery around a host killed mid-run, hot and cold, the
-    /// stateful MME killed and restarted (fig7). Figs. 10-11 (`--sim`):
-    /// SLO violations and CPU spread across MME hosts for skewed
-    /// consistent hashing against round robin, consistent hashing and
-    /// Maglev, uniform and skewed load (fig10), and the hosts each needs
-    /// for at most 5% violations under Pareto bursts (fig11), from the
-    /// elastic MME's simulator running the same balancer and forwarder
-    /// code.
+    /// Seed 004 Figs. 6-8 and 10 on real processes: the elastic MME
+    /// (mme-frontend, mme-hosts, a redis-server started for the run) beside
+    /// the stateful MME (`mobicore mme`), the emulated RAN as load:
+    /// procedures/s against offered load (fig6); latency per bin, failed
+    /// procedures, re-attaches and recovery around a host killed mid-run,
+    /// hot and cold, the stateful MME killed and restarted (fig7); latency
+    /// and hosts over time as the front end's EPS controller scales hosts
+    /// bounded by --cpu-max under the T2 ramp (fig8); SLO violations and
+    /// CPU spread across such hosts per balancer, uniform and skewed load
+    /// (fig10). Figs. 10-11 with `--sim`: skewed consistent hashing
+    /// against round robin, consistent hashing and Maglev to 100 hosts
+    /// (fig10), and the hosts each needs for at most 5% violations under
+    /// Pareto bursts (fig11), from the elastic MME's simulator running the
+    /// same balancer and forwarder code.
     Mme(crate::bench_mme::MmeArgs),
 }
 

@@ -5,14 +5,21 @@
 //!   elastic MME (front end, hosts, Redis) beside the stateful baseline
 //!   (today's monolithic MME); throughput against offered load, and a
 //!   host failure's latency timeline (`timeline`, no I/O).
+//! - Fig. 8 on real processes (`ramp`): the T2 ramp against the front
+//!   end's EPS controller scaling hosts bounded by a CPU budget out and in.
+//! - Fig. 10 on real processes (`balance`): each balancer in front of
+//!   hosts bounded by a CPU budget (a cgroup), uniform and skewed load.
 //! - Fig. 9 (`fig9`), service request and handover latency on one host
 //!   with the MME unified, decomposed and prioritized, and Figs. 10 and
 //!   11, from the elastic MME's discrete-event simulator
-//!   (`mobicore_elastic::sim`), which runs the balancers and forwarders of
-//!   the real front end and hosts: skewed consistent hashing beside round
-//!   robin, consistent hashing and Maglev on the same seeded load.
+//!   (`mobicore_elastic::sim`, `--sim`), which runs the balancers and
+//!   forwarders of the real front end and hosts: skewed consistent
+//!   hashing beside round robin, consistent hashing and Maglev on the
+//!   same seeded load, to 100 hosts.
 
+mod balance;
 mod fig9;
+mod ramp;
 mod real;
 pub mod timeline;
 
@@ -37,13 +44,17 @@ pub enum MmeFigure {
     /// killed mid-run, hot and cold, beside the stateful MME killed and
     /// restarted (real processes).
     Fig7,
+    /// Latency and hosts over time under the T2 ramp, the front end's EPS
+    /// controller starting and draining hosts (real processes).
+    Fig8,
     /// Service request and handover latency on one host at 1,000
     /// procedures/s: one NF for both (unified), one NF each sharing the
     /// core equally, by the SLOs' priorities, and each prioritized over
     /// the other (simulated).
     Fig9,
     /// CPU standard deviation across hosts and SLO violations per scheme,
-    /// uniform and skewed load, against the number of hosts.
+    /// uniform and skewed load, against the number of hosts (real
+    /// processes with CPU budgets; --sim: simulated).
     Fig10,
     /// Hosts needed for at most 5% SLO violations under skewed Pareto
     /// bursts, alpha 1, 2 and 3.
@@ -64,8 +75,9 @@ pub enum LoadPattern {
 pub struct MmeArgs {
     #[arg(value_enum)]
     pub figure: MmeFigure,
-    /// Simulate the cluster (Figs. 9, 10 and 11, required: their real-host
-    /// version is not built yet; Figs. 6 and 7 run real processes only).
+    /// Simulate the cluster (Figs. 9, 10 and 11; required for Figs. 9 and
+    /// 11, whose real-host versions are not built yet; Figs. 6 and 7 run
+    /// real processes only).
     #[arg(long)]
     pub sim: bool,
     /// Figs. 6 and 7: what is compared (default: fig6
@@ -73,7 +85,7 @@ pub struct MmeArgs {
     /// local-hot,local-cold,redis-hot,redis-cold,stateful).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub deployments: Option<Vec<Deployment>>,
-    /// Figs. 6 and 7: the front end's load balancer.
+    /// Figs. 6, 7 and 8: the front end's load balancer.
     #[arg(long, default_value = "sk-ch")]
     pub balancer: Scheme,
     /// Fig. 6: offered loads, procedures/s (the emulated RAN's arrival
@@ -84,7 +96,7 @@ pub struct MmeArgs {
     /// into the measured run.
     #[arg(long, default_value_t = 3.0)]
     pub kill_at_s: f64,
-    /// Fig. 7: the timeline's bin.
+    /// Figs. 7 and 8: the timeline's bin.
     #[arg(long, default_value_t = 100.0)]
     pub bin_ms: f64,
     /// Figs. 6 and 7: how long a UE's procedure may take before the eNB
@@ -98,9 +110,11 @@ pub struct MmeArgs {
     /// Figs. 10 and 11: the balancers compared.
     #[arg(long, value_delimiter = ',', default_value = "sk-ch,ch,rr,maglev")]
     pub schemes: Vec<Scheme>,
-    /// Fig. 10: host counts (default 3,4,6,9,12). The offered load is the
-    /// same for all: the first count's capacity times --utilization.
-    /// Figs. 6 and 7: MME hosts behind the front end (default 3).
+    /// Fig. 10: host counts (default 3,4,6,9,12; real processes 2,3,4).
+    /// Simulated, the offered load is the same for all: the first count's
+    /// capacity times --utilization; real, --rate.
+    /// Figs. 6 and 7: MME hosts behind the front end (default 3). Fig. 8:
+    /// the most hosts the EPS controller may run (default 3).
     #[arg(long, value_delimiter = ',')]
     pub hosts: Option<Vec<u32>>,
     /// Fig. 10: offered load over the capacity of the first host count.
@@ -118,12 +132,15 @@ pub struct MmeArgs {
     pub max_hosts: u32,
     /// Fig. 11: offered procedures per second (default: half what
     /// --max-hosts hosts serve at full CPU). Fig. 7: the constant rate of
-    /// service requests and releases (default 400). Fig. 9: service
-    /// requests and handovers (default 1000).
+    /// service requests and releases (default 400); Fig. 10 on real
+    /// processes: the same (default 300); Fig. 8: the T2 ramp's mean
+    /// (default 150; from 0.2 to 1.8 times it). Fig. 9: service requests
+    /// and handovers (default 1000).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// UEs (default: 300 for Fig. 10, 100 per --max-hosts for Fig. 11,
-    /// 200 for Fig. 7; Fig. 6: per offered load, default load x --seconds).
+    /// UEs (default: 60 for Fig. 8, 300 for Fig. 10, 120 on real processes, 100 per
+    /// --max-hosts for Fig. 11, 200 for Fig. 7; Fig. 6: per offered load,
+    /// default load x --seconds).
     #[arg(long)]
     pub ues: Option<u32>,
     /// Skewed load: this fraction of the UEs carries --hot-share of it.
@@ -133,11 +150,24 @@ pub struct MmeArgs {
     pub hot_share: f64,
     /// Seconds of load per run: simulated (default 5); Fig. 6: of each
     /// phase at each offered load (default 1); Fig. 7: the measured run
-    /// (default 10).
+    /// (default 10); Fig. 10 on real processes: the measured run after
+    /// the attaches (default 5); Fig. 8: the ramp (default 40).
     #[arg(long)]
     pub seconds: Option<f64>,
     #[arg(long, default_value_t = 11)]
     pub seed: u64,
+    /// Figs. 8 and 10 on real processes: each host's CPU budget, cores (its
+    /// cgroup's CFS quota over the period: mme-host --cpu-max).
+    #[arg(long, default_value_t = 0.1)]
+    pub cpu_max: f64,
+    /// Fig. 8: the EPS controller's window (--scale-window-s of
+    /// mme-frontend).
+    #[arg(long, default_value_t = 2)]
+    pub scale_window_s: u64,
+    /// Fig. 10 on real processes: a procedure's SLO, ms (default: the
+    /// service request's of the simulator's profiles, 10).
+    #[arg(long)]
+    pub slo_ms: Option<f64>,
     /// SLO violations allowed when counting the hosts needed (Fig. 11).
     #[arg(long, default_value_t = 5.0)]
     pub target_pct: f64,
@@ -167,6 +197,14 @@ pub async fn run(a: MmeArgs) -> Result<()> {
                 _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
             }
         }
+        MmeFigure::Fig8 => tokio::select! {
+            r = ramp::run(&a) => r?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+        },
+        MmeFigure::Fig10 if !a.sim => tokio::select! {
+            r = balance::run(&a) => r?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+        },
         MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
     };
     if points.is_empty() {
@@ -193,7 +231,7 @@ impl MmeArgs {
 
 async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
     if !a.sim {
-        bail!("only the simulator is built for `bench mme fig10|fig11` so far: add --sim");
+        bail!("only the simulator is built for `bench mme fig9|fig11` so far: add --sim");
     }
     if a.schemes.is_empty() || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0)) || a.max_hosts == 0 {
         bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
@@ -384,6 +422,23 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
     points
 }
 
+/// One series per point of the run (each scheme's): its `key` array's
+/// `metric` against `t_ms`, in seconds from the start.
+fn timeline(points: &[Value], key: &str, metric: &str) -> Vec<Series> {
+    points
+        .iter()
+        .map(|p| Series {
+            name: p["scheme"].as_str().unwrap_or("?").to_string(),
+            points: p[key]
+                .as_array()
+                .map(|bins| {
+                    bins.iter().filter_map(|b| Some((b["t_ms"].as_f64()? / 1e3, b[metric].as_f64()?))).collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
 fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     // One series per scheme, in the order they ran.
@@ -432,23 +487,7 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
             }
         }
         MmeFigure::Fig7 => {
-            // The timeline of each scheme: x in seconds from the start.
-            let timeline = |metric: &str| -> Vec<Series> {
-                points
-                    .iter()
-                    .map(|p| Series {
-                        name: p["scheme"].as_str().unwrap_or("?").to_string(),
-                        points: p["timeline"]
-                            .as_array()
-                            .map(|bins| {
-                                bins.iter()
-                                    .filter_map(|b| Some((b["t_ms"].as_f64()? / 1e3, b[metric].as_f64()?)))
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                    })
-                    .collect()
-            };
+            let timeline = |metric: &str| timeline(points, "timeline", metric);
             for (metric, label, log_y, file) in [
                 ("latency_ms_p50", "p50 latency (ms)", true, "fig7_latency_p50.svg"),
                 ("latency_ms_p99", "p99 latency (ms)", true, "fig7_latency_p99.svg"),
@@ -493,12 +532,13 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
             }
         }
         MmeFigure::Fig10 => {
+            let mode = if points.iter().any(|p| p["mode"] == "real") { "real processes" } else { "simulated" };
             for skew in ["uniform", "skewed"] {
                 for (metric, label, name) in [
                     ("slo_violation_pct", "SLO violations (%)", "slo_violations"),
                     ("cpu_stddev_pct", "CPU std. dev. across hosts (%)", "cpu_stddev"),
                 ] {
-                    let title = format!("Fig. 10 (simulated): {label}, {skew} load");
+                    let title = format!("Fig. 10 ({mode}): {label}, {skew} load");
                     let chart = Chart {
                         title: &title,
                         x_label: "MME hosts",
@@ -509,6 +549,25 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
                     };
                     draw(&format!("fig10_{name}_{skew}.svg"), chart)?;
                 }
+            }
+        }
+        MmeFigure::Fig8 => {
+            for (key, metric, label, log_y, file) in [
+                ("timeline", "latency_ms_p50", "p50 latency (ms)", true, "fig8_latency_p50.svg"),
+                ("timeline", "latency_ms_p99", "p99 latency (ms)", true, "fig8_latency_p99.svg"),
+                ("hosts_timeline", "hosts", "MME hosts serving", false, "fig8_hosts.svg"),
+                ("offered", "procedures_per_s", "offered procedures/s", false, "fig8_offered.svg"),
+            ] {
+                let title = format!("Fig. 8 (real processes): {label}, T2 ramp");
+                let chart = Chart {
+                    title: &title,
+                    x_label: "time (s)",
+                    y_label: label,
+                    log_x: false,
+                    log_y,
+                    series: timeline(points, key, metric),
+                };
+                draw(file, chart)?;
             }
         }
         MmeFigure::Fig11 => {

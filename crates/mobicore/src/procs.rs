@@ -2,7 +2,7 @@
 //! `mme-host`, `mme`, ...): each started with its stdout and stderr read
 //! line by line into a channel, all SIGKILLed and reaped when the
 //! [`Procs`] is dropped, so an error, a panic or an interrupted run
-//! leaves none behind.
+//! leaves none behind (nor a killed host's cgroup).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -65,7 +65,9 @@ impl Procs {
         let i = self.position(name)?;
         let (_, mut child) = self.children.remove(i);
         child.kill()?;
-        child.wait()
+        let status = child.wait();
+        crate::elastic_mme::cgroup::remove_leftovers(child.id());
+        status
     }
 
     /// `name`'s exit status if it has exited by itself (then reaped and
@@ -92,6 +94,8 @@ impl Drop for Procs {
         for (_, child) in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
+            // A killed `mme-host --cpu-max` leaves its cgroup behind.
+            crate::elastic_mme::cgroup::remove_leftovers(child.id());
         }
     }
 }

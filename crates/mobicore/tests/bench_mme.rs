@@ -1,7 +1,7 @@
-//! `mobicore bench mme fig6|fig7` end to end at a tiny size: real front
-//! end, hosts, redis-server and stateful MME processes, the emulated RAN
-//! as the load generator; the JSON has its fields and the plots are
-//! drawn. Nothing here asserts a speed: only what must hold at any speed
+//! `mobicore bench mme fig6|fig7|fig8|fig10` end to end at a tiny size:
+//! real front end, hosts, redis-server and stateful MME processes, the
+//! emulated RAN as the load generator; the JSON has its fields and the
+//! plots are drawn. Nothing here asserts a speed: only what must hold at any speed
 //! (no failure at a light load, no re-attach with the decomposed MME).
 
 use serde_json::Value;
@@ -89,5 +89,56 @@ fn fig7_a_host_failure_beside_the_stateful_mme_restarted() {
     }
     assert_eq!(points[2]["scheme"], "stateful");
     assert!(dir.join("fig7_latency_p99.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Figs. 8 and 10 bound their hosts with `--cpu-max`: root and cgroup v2
+/// or v1 CPU control; why not, if not.
+fn no_cpu_budgets() -> Option<String> {
+    use mobicore::elastic_mme::cgroup;
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("--cpu-max needs root".into());
+    }
+    cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT)).err().map(|e| e.to_string())
+}
+
+#[test]
+fn fig10_real_hosts_with_cpu_budgets_per_balancer_and_skew() {
+    if let Some(why) = no_cpu_budgets() {
+        return eprintln!("skipped: {why}");
+    }
+    let dir = temp("fig10");
+    let args = ["fig10", "--hosts", "2", "--schemes", "rr,sk-ch", "--ues", "8", "--rate", "80", "--seconds", "1"];
+    let points = bench(&args, &dir);
+    assert_eq!(points.len(), 4, "{points:?}");
+    for p in &points {
+        for key in ["figure", "scheme", "hosts", "load", "slo_violation_pct", "cpu_stddev_pct", "latency_ms_p50"] {
+            assert!(!p[key].is_null(), "{key} in {p}");
+        }
+        assert_eq!((&p["figure"], &p["mode"], &p["hosts"]), (&10.into(), &"real".into(), &2.into()));
+        assert_eq!(p["cpu_pct"].as_array().unwrap().len(), 2);
+        assert_eq!(p["failed_procedures"], 0, "a light load fails nothing: {p}");
+    }
+    assert!(dir.join("fig10_cpu_stddev_skewed.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn fig8_real_hosts_under_the_ramp_with_the_eps_controller() {
+    if let Some(why) = no_cpu_budgets() {
+        return eprintln!("skipped: {why}");
+    }
+    let dir = temp("fig8");
+    let points = bench(&["fig8", "--ues", "8", "--rate", "40", "--seconds", "3", "--bin-ms", "500"], &dir);
+    assert_eq!(points.len(), 1, "{points:?}");
+    let p = &points[0];
+    for key in ["figure", "scheme", "hosts", "load", "latency_ms_p50", "latency_ms_p99", "scale_outs", "scale_ins"] {
+        assert!(!p[key].is_null(), "{key} in {p}");
+    }
+    assert_eq!((&p["figure"], &p["mode"]), (&8.into(), &"real".into()));
+    assert_eq!(p["hosts_timeline"][0]["hosts"], 1, "one host at the start: {p}");
+    assert!(!p["timeline"].as_array().unwrap().is_empty());
+    assert_eq!(p["failed_procedures"], 0, "a light load fails nothing: {p}");
+    assert!(dir.join("fig8_hosts.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -44,7 +44,7 @@ use mobicore_store::redis_server::RedisServer;
 use mobicore_store::Store;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -1019,26 +1019,36 @@ impl Drop for RemoveDir {
     }
 }
 
-/// `mme-host --cpu-max`: the host runs in a cgroup v2 of its own whose
-/// `cpu.max` is its budget, and reports. Needs root and cgroup v2 with the
-/// cpu controller: skipped, with a message, otherwise.
+/// `mme-host --cpu-max` (issue 13 item 8): the host runs in a cgroup of
+/// its own bounded to its budget (cgroup v2's `cpu.max`, else cgroup v1's
+/// CFS quota), reports, and its cgroup is gone once it is stopped. Needs
+/// root and either; skipped, with the reason, otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
-    let controllers = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
-    if unsafe { libc::geteuid() } != 0 || !controllers.split_whitespace().any(|c| c == "cpu") {
-        eprintln!("skipped: needs root and cgroup v2 with the cpu controller at /sys/fs/cgroup");
-        return;
-    }
+    use mobicore::elastic_mme::cgroup::{self, Version};
+    let version = match cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT)) {
+        Ok(v) if unsafe { libc::geteuid() } == 0 => v,
+        Ok(_) => return eprintln!("skipped: --cpu-max needs root"),
+        Err(e) => return eprintln!("skipped: {e}"),
+    };
+    let root = PathBuf::from(if version == Version::V2 { cgroup::ROOT } else { cgroup::V1_ROOT });
     // Declared before the cluster, so dropped after its processes (even
     // on failure): the cgroup is empty by then.
     let mut cleanup = RemoveDir(PathBuf::new());
     let mut c = Cluster::boot("cold", Options { cpu_max: Some("0.2"), ..DEFAULT }).await;
     let pid = c.procs.pid("host3").unwrap();
-    let dir = PathBuf::from(format!("/sys/fs/cgroup/mobicore-hosts/host3-{pid}"));
+    let dir = root.join(format!("mobicore-hosts/host3-{pid}"));
     cleanup.0 = dir.clone();
-    assert_eq!(std::fs::read_to_string(dir.join("cpu.max")).unwrap().trim(), "20000 100000");
-    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
-    assert!(procs.lines().any(|l| l.trim() == pid.to_string()), "host3 ({pid}) in its cgroup: {procs:?}");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    match version {
+        Version::V2 => assert_eq!(read("cpu.max").trim(), "20000 100000"),
+        Version::V1 => {
+            assert_eq!(read("cpu.cfs_quota_us").trim(), "20000");
+            assert_eq!(read("cpu.cfs_period_us").trim(), "100000");
+        }
+    }
+    let procs = read("cgroup.procs");
+    assert!(procs.lines().any(|l| l.trim() == pid.to_string()), "host3 ({pid}) in {version:?} {dir:?}: {procs:?}");
     let end = Instant::now() + LIMIT;
     while counter(c.metrics[&3], "mobicore_mme_host_load_report_sent").await < 2 {
         assert!(Instant::now() < end, "host3's load reports");
@@ -1046,6 +1056,7 @@ async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
     }
     c.attach_and_idle().await;
     c.finish().await;
+    assert!(!dir.exists(), "{dir:?} removed once host3 is stopped");
     drop(cleanup);
 }
 

@@ -237,3 +237,17 @@ fn scheme_names_round_trip() {
     }
     assert!("x".parse::<Scheme>().is_err());
 }
+
+#[test]
+fn a_host_at_its_cpu_ceiling_is_not_viable_whatever_its_queue() {
+    let mut l = Loads::new(profiles(), Estimation { cpu_ceiling: 0.9, ..Estimation::EQ1 });
+    // No queue at all, but 95% of its budget used: throttled, not viable.
+    l.report(HostId(0), report(0.95, 0.0, 0.1));
+    l.report(HostId(1), report(0.85, 0.0, 0.1));
+    assert_eq!(l.viable(HostId(0), ServiceRequest), Some(false));
+    assert_eq!(l.viable(HostId(1), ServiceRequest), Some(true));
+    // Off by default: the queue alone decides.
+    let mut l = Loads::new(profiles(), Estimation::EQ1);
+    l.report(HostId(0), report(1.0, 0.0, 0.1));
+    assert_eq!(l.viable(HostId(0), ServiceRequest), Some(true));
+}

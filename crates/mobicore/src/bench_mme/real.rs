@@ -103,13 +103,18 @@ impl Deployment {
 }
 
 /// What the real-process figures run with, from the command line.
-struct Plan {
-    program: PathBuf,
-    deployments: Vec<Deployment>,
-    hosts: u32,
-    balancer: String,
-    echo: bool,
-    procedure_timeout_ms: u64,
+pub(super) struct Plan {
+    pub(super) program: PathBuf,
+    pub(super) deployments: Vec<Deployment>,
+    pub(super) hosts: u32,
+    pub(super) balancer: String,
+    pub(super) echo: bool,
+    pub(super) procedure_timeout_ms: u64,
+    /// More arguments of every host (e.g. --cpu-max).
+    pub(super) host_args: Vec<String>,
+    /// More arguments of the front end (e.g. --autoscale); if any, it
+    /// gets the hosts' arguments after `--` to start hosts itself.
+    pub(super) frontend_args: Vec<String>,
 }
 
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
@@ -137,28 +142,32 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         balancer: a.balancer.to_string(),
         echo: a.verbose,
         procedure_timeout_ms: a.procedure_timeout_ms,
+        host_args: Vec::new(),
+        frontend_args: Vec::new(),
     };
     match a.figure {
         MmeFigure::Fig6 => fig6(a, &plan).await,
         MmeFigure::Fig7 => fig7(a, &plan).await,
-        MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => unreachable!("simulated figures"),
+        MmeFigure::Fig8 | MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => {
+            unreachable!("figures of their own modules")
+        }
     }
 }
 
 /// One deployment started: its processes, the core's other NFs here, and
 /// the RAN connected to it.
-struct Rig {
+pub(super) struct Rig {
     // Dropped first: the processes.
-    procs: Procs,
-    ran: Ran,
+    pub(super) procs: Procs,
+    pub(super) ran: Ran,
     core: allinone::AllInOne,
-    mme: Mme,
+    pub(super) mme: Mme,
     hosts: u32,
     _redis: Option<RedisServer>,
     _dir: TempDir,
 }
 
-enum Mme {
+pub(super) enum Mme {
     Elastic {
         fe: mpsc::Receiver<String>,
     },
@@ -169,7 +178,7 @@ enum Mme {
 }
 
 impl Rig {
-    async fn start(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
+    pub(super) async fn start(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
         let redis = match d.uses_redis() {
             false => None,
             true => Some(RedisServer::start().context("starting redis-server (apt-get install redis-server)")?),
@@ -194,7 +203,13 @@ impl Rig {
             Some(store) => {
                 std::fs::write(&toml, launch::host_config(core.hss, core.sgw_s11))?;
                 let sgw = core.sgw_s11.to_string();
-                let fe = procs.start("frontend", &launch::frontend_args(&sgw, &plan.balancer))?;
+                let mut fe_args = launch::frontend_args(&sgw, &plan.balancer);
+                if !plan.frontend_args.is_empty() {
+                    fe_args.extend(plan.frontend_args.iter().map(String::as_str));
+                    fe_args.extend(["--", "--threads", "1", "--config", path_str(&toml)?]);
+                    fe_args.extend(store.iter().chain(&plan.host_args).map(String::as_str));
+                }
+                let fe = procs.start("frontend", &fe_args)?;
                 let ready = wait(&fe, "the front end", |l| l.starts_with("mme-frontend ready").then(|| l.to_string()))?;
                 let get = |k: &str| field(&ready, k).ok_or_else(|| anyhow!("no {k}= in {ready:?}"));
                 let s1ap: SocketAddr = get("s1ap")?.parse()?;
@@ -204,7 +219,7 @@ impl Rig {
                     let id_s = id.to_string();
                     let mut args = vec!["mme-host", "--threads", "1", "--config", path_str(&toml)?, "--id", &id_s];
                     args.extend(["--frontend", &hosts_addr, "--frontend-s11", &s11]);
-                    args.extend(store.iter().map(String::as_str));
+                    args.extend(store.iter().chain(&plan.host_args).map(String::as_str));
                     procs.start(&format!("host{id}"), &args)?;
                     let up = format!("mme-frontend: host{id} up");
                     wait(&fe, "a host's connection", |l| (l == up).then_some(()))?;
@@ -233,7 +248,7 @@ impl Rig {
     }
 
     /// Stop the deployment: the processes, the RAN, the NFs here.
-    async fn stop(self) -> Result<()> {
+    pub(super) async fn stop(self) -> Result<()> {
         let Rig { procs, ran, core, .. } = self;
         drop(procs);
         drop(ran);

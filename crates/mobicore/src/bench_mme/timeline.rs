@@ -54,6 +54,23 @@ pub fn bins(outcomes: &[Outcome], bin_ms: f64, end_ms: f64) -> Vec<Bin> {
         .collect()
 }
 
+/// p50 and p99 (nearest rank) of the successful procedures' latencies, ms.
+pub fn p50_p99(outcomes: &[Outcome]) -> (Option<f64>, Option<f64>) {
+    let mut lat: Vec<f64> = outcomes.iter().filter(|o| o.ok).map(|o| o.latency_ms).collect();
+    lat.sort_by(f64::total_cmp);
+    (nearest_rank(&lat, 50.0), nearest_rank(&lat, 99.0))
+}
+
+/// The bins as the benches' JSON has them.
+pub fn bins_json(bins: &[Bin]) -> Vec<serde_json::Value> {
+    bins.iter()
+        .map(|b| {
+            serde_json::json!({"t_ms": b.start_ms, "ok": b.ok, "failed": b.failed,
+                "latency_ms_p50": b.p50_ms, "latency_ms_p99": b.p99_ms})
+        })
+        .collect()
+}
+
 /// The `p`th percentile of sorted values by nearest rank.
 pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
     if sorted.is_empty() {

@@ -1,9 +1,12 @@
 //! A host's CPU budget (`mme-host --cpu-max`): the process moves itself
-//! into a cgroup v2 of its own, `<root>/mobicore-hosts/host<id>-<pid>`,
-//! whose `cpu.max` bounds it to a fraction of a core, so that its capacity
-//! (`c_i` of seed 004 Eq. 1) is the kernel's, measured, not modelled. The
-//! cgroup is removed when the host stops (the process first moves back to
-//! the cgroup it came from).
+//! into a cgroup of its own, `<cpu hierarchy>/mobicore-hosts/host<id>-<pid>`,
+//! bounded to a fraction of a core, so that its capacity (`c_i` of seed
+//! 004 Eq. 1, issue 13 item 8) is the kernel's, measured, not modelled.
+//! cgroup v2 (`cpu.max`) where its root has the cpu controller, else
+//! cgroup v1's cpu hierarchy (`cpu.cfs_quota_us` over `cpu.cfs_period_us`,
+//! the same quota and period). The cgroup is removed when the host stops
+//! (the process first moves back to the cgroup it came from); a killed
+//! host's is removed by whoever reaps it ([`remove_leftovers`]).
 
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -11,19 +14,35 @@ use std::path::{Path, PathBuf};
 
 /// The cgroup v2 hierarchy, where it is mounted by default.
 pub const ROOT: &str = "/sys/fs/cgroup";
+/// cgroup v1's cpu hierarchy, where it is mounted by default (also
+/// `cpu,cpuacct`, a link to it on most systems).
+pub const V1_ROOT: &str = "/sys/fs/cgroup/cpu";
 /// The parent of the hosts' cgroups, under the root.
 pub const PARENT: &str = "mobicore-hosts";
-/// `cpu.max`'s period, microseconds (the kernel's default).
+/// The CFS period, microseconds (the kernel's default).
 pub const PERIOD_US: u64 = 100_000;
 
-/// `cpu.max` for `fraction` of a core: "<quota> <period>" in
-/// microseconds; the quota at least 1 ms (the kernel's least).
-pub fn cpu_max(fraction: f64) -> Result<String> {
+/// The CFS quota of `fraction` of a core per [`PERIOD_US`], microseconds;
+/// at least 1 ms (the kernel's least).
+pub fn quota_us(fraction: f64) -> Result<u64> {
     if !fraction.is_finite() || fraction <= 0.0 {
         bail!("--cpu-max {fraction}: a fraction of a core above 0 (0.5: half a core; 2: two cores)");
     }
-    let quota = ((fraction * PERIOD_US as f64).round() as u64).max(1000);
-    Ok(format!("{quota} {PERIOD_US}"))
+    Ok(((fraction * PERIOD_US as f64).round() as u64).max(1000))
+}
+
+/// `cpu.max` (v2) for `fraction` of a core: "<quota> <period>".
+pub fn cpu_max(fraction: f64) -> Result<String> {
+    Ok(format!("{} {PERIOD_US}", quota_us(fraction)?))
+}
+
+/// The cgroup hierarchy a host's budget is set in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// `cpu.max`, processes in `cgroup.procs`.
+    V2,
+    /// `cpu.cfs_quota_us` and `cpu.cfs_period_us`, processes in `cgroup.procs`.
+    V1,
 }
 
 /// The host's cgroup while it lives.
@@ -48,43 +67,77 @@ fn enable_cpu(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The process's cgroup in the hierarchy of `version`, from
+/// /proc/<pid>/cgroup: the v2 line "0::<path>", or the v1 line whose
+/// controllers include cpu ("4:cpu,cpuacct:<path>").
+pub fn origin_in(proc_cgroup: &str, version: Version) -> Option<&str> {
+    proc_cgroup.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let ours = match version {
+            Version::V2 => controllers.is_empty() && l.starts_with("0::"),
+            Version::V1 => controllers.split(',').any(|c| c == "cpu"),
+        };
+        ours.then_some(path)
+    })
+}
+
+/// Which hierarchy bounds CPU here: v2 if `v2_root` has the cpu
+/// controller, else v1 if `v1_root` has the CFS quota; else why neither.
+pub fn available(v2_root: &Path, v1_root: &Path) -> Result<Version> {
+    let controllers = fs::read_to_string(v2_root.join("cgroup.controllers")).unwrap_or_default();
+    if has_cpu(&controllers) {
+        return Ok(Version::V2);
+    }
+    if v1_root.join("cpu.cfs_quota_us").is_file() {
+        return Ok(Version::V1);
+    }
+    bail!(
+        "--cpu-max needs root and cgroup v2 with the cpu controller at {} (cgroup.controllers: {:?}) \
+         or cgroup v1's cpu hierarchy at {} (cpu.cfs_quota_us); neither is here",
+        v2_root.display(),
+        controllers.trim(),
+        v1_root.display()
+    )
+}
+
 impl HostCgroup {
     /// Move process `pid` (in cgroup `origin`, relative to `root`) into a
-    /// new cgroup for host `id` bounded to `fraction` of a core.
-    pub fn enter(root: &Path, origin: &str, id: u8, pid: u32, fraction: f64) -> Result<HostCgroup> {
-        let max = cpu_max(fraction)?;
-        let controllers = root.join("cgroup.controllers");
-        let controllers = fs::read_to_string(&controllers).map_err(|e| {
-            anyhow::anyhow!(
-                "--cpu-max needs cgroup v2 at {} ({}: {e}); on a cgroup v1 or hybrid system give no --cpu-max",
-                root.display(),
-                controllers.display()
-            )
-        })?;
-        if !has_cpu(&controllers) {
-            bail!(
-                "--cpu-max: the cpu controller is not available in {} (cgroup.controllers: {controllers:?})",
-                root.display()
-            );
-        }
-        enable_cpu(root)?;
+    /// new cgroup for host `id` bounded to `fraction` of a core, in the
+    /// hierarchy `root` of `version`.
+    pub fn enter(root: &Path, version: Version, origin: &str, id: u8, pid: u32, fraction: f64) -> Result<HostCgroup> {
+        let quota = quota_us(fraction)?;
         let parent = root.join(PARENT);
-        fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-        enable_cpu(&parent)?;
+        if version == Version::V2 {
+            enable_cpu(root)?;
+            fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+            enable_cpu(&parent)?;
+        }
         let dir = parent.join(format!("host{id}-{pid}"));
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let cg = HostCgroup { dir, origin: root.join(origin.trim_start_matches('/')) };
-        fs::write(cg.dir.join("cpu.max"), &max).with_context(|| format!("writing cpu.max {max:?}"))?;
-        fs::write(cg.dir.join("cgroup.procs"), pid.to_string()).context("moving the host into its cgroup")?;
+        let write = |file: &str, value: String| {
+            fs::write(cg.dir.join(file), &value).with_context(|| format!("writing {file} {value:?}"))
+        };
+        match version {
+            Version::V2 => write("cpu.max", format!("{quota} {PERIOD_US}"))?,
+            Version::V1 => {
+                write("cpu.cfs_period_us", PERIOD_US.to_string())?;
+                write("cpu.cfs_quota_us", quota.to_string())?;
+            }
+        }
+        write("cgroup.procs", pid.to_string()).context("moving the host into its cgroup")?;
         Ok(cg)
     }
 
     /// This process into a cgroup of its own (see the module).
     pub fn enter_self(id: u8, fraction: f64) -> Result<HostCgroup> {
+        quota_us(fraction)?;
+        let version = available(Path::new(ROOT), Path::new(V1_ROOT))?;
         let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        // The v2 line is "0::<path>".
-        let origin = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or("/").to_string();
-        HostCgroup::enter(Path::new(ROOT), &origin, id, std::process::id(), fraction)
+        let origin = origin_in(&own, version).unwrap_or("/").to_string();
+        let root = if version == Version::V2 { ROOT } else { V1_ROOT };
+        HostCgroup::enter(Path::new(root), version, &origin, id, std::process::id(), fraction)
     }
 
     pub fn dir(&self) -> &Path {
@@ -103,35 +156,73 @@ impl Drop for HostCgroup {
     }
 }
 
+/// The cgroup of host process `pid` under `root`, if there.
+pub fn host_dir(root: &Path, pid: u32) -> Option<PathBuf> {
+    let suffix = format!("-{pid}");
+    fs::read_dir(root.join(PARENT))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("host") && n.ends_with(&suffix)))
+}
+
+/// Remove the cgroup a host process `pid` left (it was killed, so never
+/// moved out and removed it): called by whoever reaped it. Empty by then,
+/// so removable; nothing if there is none.
+pub fn remove_leftovers(pid: u32) {
+    for root in [ROOT, V1_ROOT] {
+        if let Some(dir) = host_dir(Path::new(root), pid) {
+            let _ = fs::remove_dir(&dir);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn cpu_max_is_quota_and_period() {
+    fn quota_and_cpu_max() {
+        assert_eq!(quota_us(0.2).unwrap(), 20_000);
         assert_eq!(cpu_max(0.5).unwrap(), "50000 100000");
         assert_eq!(cpu_max(2.0).unwrap(), "200000 100000");
         assert_eq!(cpu_max(0.001).unwrap(), "1000 100000", "at least 1 ms");
-        assert!(cpu_max(0.0).is_err() && cpu_max(-1.0).is_err() && cpu_max(f64::NAN).is_err());
+        assert!(quota_us(0.0).is_err() && quota_us(-1.0).is_err() && quota_us(f64::NAN).is_err());
+    }
+
+    #[test]
+    fn origin_of_either_hierarchy() {
+        let hybrid = "9:name=systemd:/\n4:memory:/a/b\n2:cpu,cpuacct:/user.slice\n0::/init.scope\n";
+        assert_eq!(origin_in(hybrid, Version::V1), Some("/user.slice"));
+        assert_eq!(origin_in(hybrid, Version::V2), Some("/init.scope"));
+        assert_eq!(origin_in("1:cpuset:/\n", Version::V1), None, "cpuset is not cpu");
+        assert_eq!(origin_in("", Version::V2), None);
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("mobicore-cgroup-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join(PARENT)).unwrap();
+        fs::write(root.join("cgroup.procs"), "").unwrap();
+        root
     }
 
     /// A directory laid out like a cgroup v2 root (plain files here).
     fn fake_root(controllers: &str) -> PathBuf {
-        let root = std::env::temp_dir().join(format!("mobicore-cgroup-{}-{}", std::process::id(), controllers.len()));
-        let _ = fs::remove_dir_all(&root);
-        fs::create_dir_all(root.join(PARENT)).unwrap();
+        let root = temp(&format!("v2-{}", controllers.len()));
         fs::write(root.join("cgroup.controllers"), controllers).unwrap();
         fs::write(root.join("cgroup.subtree_control"), "").unwrap();
         fs::write(root.join(PARENT).join("cgroup.subtree_control"), "cpu").unwrap();
-        fs::write(root.join("cgroup.procs"), "").unwrap();
         root
     }
 
     #[test]
     fn a_host_cgroup_is_made_bounded_and_entered() {
         let root = fake_root("cpuset cpu io memory pids");
-        let cg = HostCgroup::enter(&root, "/", 3, 4242, 0.25).unwrap();
+        assert_eq!(available(&root, Path::new("/nonexistent")).unwrap(), Version::V2);
+        let cg = HostCgroup::enter(&root, Version::V2, "/", 3, 4242, 0.25).unwrap();
         assert_eq!(cg.dir(), root.join(PARENT).join("host3-4242"));
+        assert_eq!(host_dir(&root, 4242).as_deref(), Some(cg.dir()));
         assert_eq!(fs::read_to_string(cg.dir().join("cpu.max")).unwrap(), "25000 100000");
         assert_eq!(fs::read_to_string(cg.dir().join("cgroup.procs")).unwrap(), "4242");
         assert_eq!(fs::read_to_string(root.join("cgroup.subtree_control")).unwrap(), "+cpu", "enabled in the root");
@@ -141,13 +232,28 @@ mod tests {
     }
 
     #[test]
-    fn no_cgroup_v2_or_no_cpu_controller_is_a_clear_error() {
+    fn a_v1_host_cgroup_has_the_same_quota_and_period() {
+        let root = temp("v1");
+        fs::write(root.join("cpu.cfs_quota_us"), "-1").unwrap();
+        let no_v2 = root.join("no-v2");
+        assert_eq!(available(&no_v2, &root).unwrap(), Version::V1);
+        let cg = HostCgroup::enter(&root, Version::V1, "/", 2, 77, 0.2).unwrap();
+        assert_eq!(cg.dir(), root.join(PARENT).join("host2-77"));
+        assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_quota_us")).unwrap(), "20000");
+        assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_period_us")).unwrap(), "100000");
+        assert_eq!(fs::read_to_string(cg.dir().join("cgroup.procs")).unwrap(), "77");
+        drop(cg);
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn no_cpu_control_is_a_clear_error() {
         let missing = std::env::temp_dir().join(format!("mobicore-no-cgroup-{}", std::process::id()));
-        let e = HostCgroup::enter(&missing, "/", 1, 1, 0.5).unwrap_err().to_string();
-        assert!(e.contains("needs cgroup v2"), "{e}");
+        let e = available(&missing, &missing).unwrap_err().to_string();
+        assert!(e.contains("cgroup v2") && e.contains("cgroup v1"), "{e}");
         let root = fake_root("memory pids");
-        let e = HostCgroup::enter(&root, "/", 1, 1, 0.5).unwrap_err().to_string();
-        assert!(e.contains("cpu controller is not available"), "{e}");
+        let e = available(&root, &missing).unwrap_err().to_string();
+        assert!(e.contains("\"memory pids\""), "{e}");
         fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -71,8 +71,8 @@ pub struct FrontendArgs {
     pub admin: Option<SocketAddr>,
     /// The EPS controller starts and drains hosts by itself: a host more
     /// after --scale-window-s of SLO violations (sk-ch) or of every host
-    /// over 80% CPU, one less (the least loaded) after as long with 1.5
-    /// cores spare over all hosts; within --min-hosts..--max-hosts.
+    /// over 80% CPU, one less (the least loaded) after as long with
+    /// --spare-cores over all hosts; within --min-hosts..--max-hosts.
     /// Needs the host arguments after --.
     #[arg(long)]
     pub autoscale: bool,
@@ -82,6 +82,10 @@ pub struct FrontendArgs {
     /// With --autoscale: the most hosts it starts up to.
     #[arg(long, default_value_t = 8)]
     pub max_hosts: usize,
+    /// With --autoscale: the CPU left over all hosts, cores (each host's
+    /// budget less its use), with which one may go.
+    #[arg(long, default_value_t = 1.5)]
+    pub spare_cores: f64,
     /// With --autoscale: how long a load must last before a host is
     /// started or drained (hysteresis).
     #[arg(long, default_value_t = 10)]
@@ -154,9 +158,10 @@ pub struct HostArgs {
     #[arg(long, default_value_t = 100)]
     pub load_every_ms: u64,
     /// Bound the host to this fraction of a core (0.5: half a core) in a
-    /// cgroup v2 of its own (/sys/fs/cgroup/mobicore-hosts/host<id>-<pid>,
-    /// removed at exit); its load reports are of this budget. Needs root
-    /// and cgroup v2 with the cpu controller.
+    /// cgroup of its own, <cpu hierarchy>/mobicore-hosts/host<id>-<pid>
+    /// (removed at exit): cgroup v2's cpu.max at /sys/fs/cgroup, else
+    /// cgroup v1's CFS quota at /sys/fs/cgroup/cpu. Its load reports are
+    /// of this budget. Needs root.
     #[arg(long)]
     pub cpu_max: Option<f64>,
 }
@@ -196,7 +201,10 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
         ),
         s => s.balancer(2),
     };
-    let fe = Frontend::new(balancer, Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
+    // Hosts' queues miss the time a CPU quota throttles them: at 90% of
+    // its budget a host is not viable (see `Estimation::cpu_ceiling`).
+    let estimation = Estimation { cpu_ceiling: 0.9, ..Estimation::default() };
+    let fe = Frontend::new(balancer, Loads::new(Profiles::default(), estimation), 1 << 16);
     let router = mobicore_elastic::router::Router::new(fe);
     let scaling = frontend_scaling(&a, hosts, s11_addr).await?;
     let admin = scaling.1.map_or("none".to_string(), |a| a.to_string());
@@ -237,6 +245,7 @@ async fn frontend_scaling(
             min_hosts: a.min_hosts,
             max_hosts: a.max_hosts,
             window: std::time::Duration::from_secs(a.scale_window_s.max(1)),
+            spare_cpu: a.spare_cores,
             ..Default::default()
         };
         scaling.controller = Some(mobicore_elastic::controller::EpsController::new(cfg));

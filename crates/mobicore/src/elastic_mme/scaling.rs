@@ -146,6 +146,8 @@ impl Launcher {
                     }
                 },
             };
+            // Killed (or dead), a host with --cpu-max leaves its cgroup.
+            super::cgroup::remove_leftovers(pid);
             let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
             println!("mme-frontend: {id} process {pid} exited ({status})");
         });
