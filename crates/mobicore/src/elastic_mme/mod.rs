@@ -417,20 +417,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     } else {
         None
     };
-    let task = tokio::spawn(host::run(
-        a.id,
-        core,
-        stored,
-        replica,
-        fe,
-        s6a,
-        s11_link,
-        s11.local_addr,
-        load,
-        counters,
-        nf,
-        rx,
-    ));
+    let task =
+        tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11.local_addr, load, counters, nf, rx));
     tokio::select! {
         r = task => r?,
         _ = tokio::signal::ctrl_c() => {

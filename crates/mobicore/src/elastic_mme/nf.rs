@@ -44,9 +44,7 @@
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::requester::TransportError;
-use mobicore_common::s11::{
-    S11IncomingAnswer, S11IncomingRequest, S11Notification, S11Request, S11Response,
-};
+use mobicore_common::s11::{S11IncomingAnswer, S11IncomingRequest, S11Notification, S11Request, S11Response};
 use mobicore_common::s6a::{S6aAnswer, S6aIncomingAnswer, S6aRequest};
 use mobicore_common::sctp_api::AssocId;
 use mobicore_mme::context_codec::TimeBase;
@@ -93,7 +91,9 @@ impl NfEvent {
 
     pub fn into_mme(self) -> MmeEvent {
         match self {
-            NfEvent::S1 { assoc, stream, data } => MmeEvent::S1Data { assoc: AssocId(assoc), stream, data: data.into() },
+            NfEvent::S1 { assoc, stream, data } => {
+                MmeEvent::S1Data { assoc: AssocId(assoc), stream, data: data.into() }
+            }
             NfEvent::S6a { ue, answer } => MmeEvent::S6a { ue, answer },
             NfEvent::S11 { ue, response } => MmeEvent::S11 { ue, response },
             NfEvent::S11Incoming { txn, request } => MmeEvent::S11Incoming { txn, request },
@@ -115,7 +115,9 @@ pub enum NfAction {
 impl NfAction {
     fn from_mme(a: MmeAction) -> Option<NfAction> {
         Some(match a {
-            MmeAction::S1Send { assoc, stream, data } => NfAction::S1Send { assoc: assoc.0, stream, data: data.to_vec() },
+            MmeAction::S1Send { assoc, stream, data } => {
+                NfAction::S1Send { assoc: assoc.0, stream, data: data.to_vec() }
+            }
             MmeAction::S6a { ue, request } => NfAction::S6a { ue, request },
             MmeAction::S11 { ue, request } => NfAction::S11 { ue, request },
             MmeAction::S11Answer { txn, answer } => NfAction::S11Answer { txn, answer },
@@ -143,14 +145,29 @@ impl NfAction {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToNf {
     /// An eNB's association is up (replayed to a new instance too).
-    EnbUp { assoc: u64, peer: IpAddr, outbound_streams: u16 },
+    EnbUp {
+        assoc: u64,
+        peer: IpAddr,
+        outbound_streams: u16,
+    },
     /// An eNB-wide PDU of the association (S1 Setup, eNB Configuration
     /// Update): the instance takes it for the eNB's context, sends nothing.
-    EnbS1 { assoc: u64, stream: u16, data: Vec<u8> },
-    EnbDown { assoc: u64 },
+    EnbS1 {
+        assoc: u64,
+        stream: u16,
+        data: Vec<u8>,
+    },
+    EnbDown {
+        assoc: u64,
+    },
     /// A UE's event: its record (none: a new UE), and the MME-UE-S1AP-ID
     /// and M-TMSI a new UE or GUTI takes.
-    Event { seq: u64, record: Option<Vec<u8>>, ids: (u32, u32), event: NfEvent },
+    Event {
+        seq: u64,
+        record: Option<Vec<u8>>,
+        ids: (u32, u32),
+        event: NfEvent,
+    },
 }
 
 /// Instance -> forwarder.
@@ -160,8 +177,9 @@ pub enum FromNf {
     /// there (a replacement is a new life), its process id.
     Hello { slot: usize, life: u64, pid: u32 },
     /// Event `seq` handled: the records of the UEs it touched, the
-    /// MME-UE-S1AP-IDs of the UEs it forgot, its actions.
-    Done { seq: u64, records: Vec<Vec<u8>>, removed: Vec<u32>, actions: Vec<NfAction> },
+    /// MME-UE-S1AP-IDs of the UEs it forgot, its actions, and what its
+    /// core's counters rose by (the host's counters count its procedures).
+    Done { seq: u64, records: Vec<Vec<u8>>, removed: Vec<u32>, actions: Vec<NfAction>, counters: Vec<(String, u64)> },
     /// Event `seq`'s record could not be imported: the forwarder's core
     /// handles it.
     Refused { seq: u64 },
@@ -268,6 +286,7 @@ pub async fn run_instance(
     let stream = TcpStream::connect(forwarder).await?;
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
+    let mut counted = core.counters().snapshot();
     write_msg(&mut wr, &FromNf::Hello { slot, life, pid: std::process::id() }).await?;
     println!("mme-nf {host}/{slot}: ready (life {life})");
     while let Some(msg) = read_msg::<ToNf, _>(&mut rd).await? {
@@ -286,7 +305,19 @@ pub async fn run_instance(
                     std::future::pending::<()>().await;
                 }
                 let reply = match handle_event(&mut core, record.as_deref(), ids, event) {
-                    Some(d) => FromNf::Done { seq, records: d.records, removed: d.removed, actions: d.actions },
+                    Some(d) => {
+                        let now = core.counters().snapshot();
+                        let counters = now
+                            .iter()
+                            .filter(|(k, _)| !matches!(**k, "ue_imported" | "ue_evicted"))
+                            .filter_map(|(k, v)| {
+                                let d = v.saturating_sub(counted.get(k).copied().unwrap_or(0));
+                                (d > 0).then(|| (k.to_string(), d))
+                            })
+                            .collect();
+                        counted = now;
+                        FromNf::Done { seq, records: d.records, removed: d.removed, actions: d.actions, counters }
+                    }
                     None => FromNf::Refused { seq },
                 };
                 write_msg(&mut wr, &reply).await?;
@@ -460,7 +491,12 @@ pub struct NfPool {
     /// UEs with an event at an instance, and their events waiting for it.
     busy: HashMap<u32, VecDeque<NfEvent>>,
     counters: Counters,
+    /// The instances' counter names (bounded: [`MAX_COUNTER_NAMES`]).
+    names: HashMap<String, &'static str>,
 }
+
+/// Distinct counter names taken from instances at most.
+const MAX_COUNTER_NAMES: usize = 1024;
 
 impl NfPool {
     /// Listen for instances on loopback and start `n` of them; their links'
@@ -485,6 +521,7 @@ impl NfPool {
             enbs: BTreeMap::new(),
             busy: HashMap::new(),
             counters,
+            names: HashMap::new(),
         };
         for slot in 0..n {
             pool.spawn(slot)?;
@@ -620,7 +657,10 @@ impl NfPool {
             }
             NfIn::Msg { slot, life, msg } => {
                 let (seq, done) = match msg {
-                    FromNf::Done { seq, records, removed, actions } => (seq, Some((records, removed, actions))),
+                    FromNf::Done { seq, records, removed, actions, counters } => {
+                        self.count(counters);
+                        (seq, Some((records, removed, actions)))
+                    }
                     FromNf::Refused { seq } => (seq, None),
                     FromNf::Hello { .. } => {
                         self.counters.incr("host_nf_bad_frame");
@@ -666,6 +706,24 @@ impl NfPool {
                     self.next_of(core, id, local);
                 }
             }
+        }
+    }
+
+    /// An instance's counts, into the host's counters.
+    fn count(&mut self, counts: Vec<(String, u64)>) {
+        for (name, n) in counts {
+            let known = self.names.len();
+            let name = match self.names.get(&name) {
+                Some(&k) => k,
+                None if known < MAX_COUNTER_NAMES && name.len() <= 64 => {
+                    // Leaked once per name, bounded.
+                    let k: &'static str = Box::leak(name.clone().into_boxed_str());
+                    self.names.insert(name, k);
+                    k
+                }
+                None => continue,
+            };
+            self.counters.add(name, n);
         }
     }
 
@@ -778,7 +836,12 @@ mod tests {
 
     #[tokio::test]
     async fn frames_round_trip_and_bad_ones_are_errors() {
-        let m = ToNf::Event { seq: 3, record: Some(vec![1, 2]), ids: (5, 6), event: NfEvent::S1 { assoc: 1, stream: 2, data: vec![9] } };
+        let m = ToNf::Event {
+            seq: 3,
+            record: Some(vec![1, 2]),
+            ids: (5, 6),
+            event: NfEvent::S1 { assoc: 1, stream: 2, data: vec![9] },
+        };
         let mut buf = Vec::new();
         write_msg(&mut buf, &m).await.unwrap();
         let mut r: &[u8] = &buf;
