@@ -78,7 +78,9 @@ pub enum NfEvent {
 }
 
 impl NfEvent {
-    /// The event an instance may take, or the event back.
+    /// The event an instance may take, or the event back (not an error:
+    /// the caller's own event, for its core).
+    #[allow(clippy::result_large_err)]
     pub fn from_mme(ev: MmeEvent) -> Result<NfEvent, MmeEvent> {
         Ok(match ev {
             MmeEvent::S1Data { assoc, stream, data } => NfEvent::S1 { assoc: assoc.0, stream, data: data.to_vec() },
