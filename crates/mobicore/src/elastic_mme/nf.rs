@@ -596,13 +596,11 @@ impl NfPool {
         self.send(core, ue, event).map(NfEvent::into_mme)
     }
 
-    /// Send `event` to an instance; it back if none lives or has room.
+    /// Send `event` to an instance; it back if none lives or has room (the
+    /// UE's waiting events are then the caller's).
     fn send(&mut self, core: &mut Mme, ue: Option<u32>, event: NfEvent) -> Option<NfEvent> {
         let Some(slot) = self.table.choose(ue) else {
             self.counters.incr("host_nf_none_free");
-            if let Some(id) = ue {
-                self.busy.remove(&id);
-            }
             return Some(event);
         };
         let record = ue.and_then(|id| core.export_ue(&UeKey::MmeUeS1apId(id), time_now()));
@@ -625,7 +623,8 @@ impl NfPool {
     pub fn on_in(&mut self, core: &mut Mme, input: NfIn, local: &mut Vec<MmeEvent>, actions: &mut Vec<MmeAction>) {
         match input {
             NfIn::Up { slot, life, pid, tx } => {
-                if slot >= self.table.slots() || self.table.life(slot) != life {
+                if slot >= self.table.slots() || self.table.life(slot) != life || self.table.is_live(slot, life) {
+                    self.counters.incr("host_nf_bad_hello");
                     return;
                 }
                 for msgs in self.enbs.values() {
