@@ -18,6 +18,9 @@
 //! And host-local stores replicated to the replica host (`--store local`,
 //! no Redis): a host killed after completed procedures (cold) and one
 //! killed mid-handover (hot); its heir serves its UEs from its copy.
+//! And NF instances inside a host (`--nf-instances 2`): one instance is
+//! killed with SIGKILL while it provably holds an attach's event; another
+//! takes its events over and every attach completes, with no re-attach.
 //!
 //! No step waits a fixed time: each waits for what it needs (a line a
 //! process prints, a message relayed, a counter, the store), bounded by
