@@ -6,7 +6,7 @@
 use tokio::sync::{mpsc, oneshot};
 
 /// Why a request got no answer from the peer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum TransportError {
     #[error("no answer from the peer after all retransmissions")]
     Timeout,

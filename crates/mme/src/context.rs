@@ -13,7 +13,7 @@ use std::time::Instant;
 /// The MME's opaque key of a UE in S6a/S11 exchanges: the MME-UE-S1AP-ID
 /// and the generation of the context, so that a late answer for a released
 /// (or restarted) UE is recognised and ignored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct UeRef {
     pub mme_ue_s1ap_id: u32,
     pub generation: u64,

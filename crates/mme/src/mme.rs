@@ -108,6 +108,9 @@ pub struct Mme {
     ue_ids: IdDraw,
     next_generation: u64,
     mtmsi: IdDraw,
+    /// The MME-UE-S1AP-ID and M-TMSI the next new UE and GUTI take, handed
+    /// out by an elastic MME host's forwarder ([`Mme::pin_next_ids`]).
+    pinned: (Option<u32>, Option<u32>),
     /// S6a requests sent whose answer has not come back (bounded by
     /// `max_s6a_in_flight`; every request yields one answer or error).
     s6a_in_flight: usize,
@@ -142,6 +145,7 @@ impl Mme {
             ue_ids,
             next_generation: 1,
             mtmsi,
+            pinned: (None, None),
             s6a_in_flight: 0,
             next_timer_seq: 1,
             paged: HashSet::new(),
@@ -340,7 +344,10 @@ impl Mme {
         let ues = &self.ues;
         // `max_ues` keeps the table far from full: a draw always succeeds.
         let range = self.id_range(1..=u32::MAX);
-        let id = self.ue_ids.draw_u32(range, |id| ues.contains_key(&id)).unwrap_or(u32::MAX);
+        let id = match self.pinned.0.take().filter(|id| !ues.contains_key(id)) {
+            Some(id) => id,
+            None => self.ue_ids.draw_u32(range, |id| ues.contains_key(&id)).unwrap_or(u32::MAX),
+        };
         let generation = self.next_generation;
         self.next_generation += 1;
         self.ues.insert(id, UeContext::new(id, generation, s1));
@@ -380,10 +387,38 @@ impl Mme {
     pub(crate) fn alloc_guti(&mut self, id: u32) -> Guti {
         let by_mtmsi = &self.by_mtmsi;
         let range = self.id_range(0..=u32::MAX - 1);
-        let m = self.mtmsi.draw_u32(range, |m| by_mtmsi.contains_key(&m)).unwrap_or(0);
+        let m = match self.pinned.1.take().filter(|m| !by_mtmsi.contains_key(m)) {
+            Some(m) => m,
+            None => self.mtmsi.draw_u32(range, |m| by_mtmsi.contains_key(&m)).unwrap_or(0),
+        };
         self.by_mtmsi.insert(m, id);
         self.implicitly_detached.remove(m);
         Guti { gummei: self.gummei(), m_tmsi: MTmsi(m) }
+    }
+
+    /// The next new UE context takes MME-UE-S1AP-ID `ue_id` and the next
+    /// GUTI M-TMSI `m_tmsi` (each if not in use here), not random draws:
+    /// an NF instance of an elastic MME host holds no UEs between events,
+    /// so its forwarder, which holds them all, hands these out
+    /// ([`Mme::draw_free_ids`]). Both are forgotten at the next pin.
+    pub fn pin_next_ids(&mut self, ue_id: u32, m_tmsi: u32) {
+        self.pinned = (Some(ue_id), Some(m_tmsi));
+    }
+
+    /// An MME-UE-S1AP-ID and an M-TMSI under this host's prefix that no UE
+    /// here has and `taken` does not name (the forwarder's ids handed out
+    /// to events still at an instance), for [`Mme::pin_next_ids`].
+    pub fn draw_free_ids(&mut self, taken: impl Fn(u32) -> bool) -> (u32, u32) {
+        let (ues, by_mtmsi) = (&self.ues, &self.by_mtmsi);
+        let id = self
+            .ue_ids
+            .draw_u32(self.id_range(1..=u32::MAX), |id| ues.contains_key(&id) || taken(id))
+            .unwrap_or(u32::MAX);
+        let m = self
+            .mtmsi
+            .draw_u32(self.id_range(0..=u32::MAX - 1), |m| by_mtmsi.contains_key(&m) || taken(m))
+            .unwrap_or(0);
+        (id, m)
     }
 
     /// `whole`, or the part of it under this host's prefix

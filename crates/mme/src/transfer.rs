@@ -254,6 +254,40 @@ impl Mme {
         Ok(id)
     }
 
+    /// [`Mme::import_ue`], where the record is the UE's newest state: the
+    /// copy held of the same MME-UE-S1AP-ID is replaced whatever it is (a
+    /// UE with no IMSI yet too), and another context of the same IMSI (a
+    /// UE that attached again) is forgotten as a removed UE (its record
+    /// goes at the next sync). What an elastic MME host's forwarder does
+    /// with the record an NF instance returns.
+    pub fn replace_ue(&mut self, record: &[u8], time: TimeBase) -> Result<u32, ImportError> {
+        let ue = context_codec::decode(record, time)?;
+        let other = ue.imsi.as_ref().and_then(|i| self.by_imsi.get(i)).copied().filter(|&o| o != ue.id);
+        if let Some(o) = other.filter(|o| self.ues.contains_key(o)) {
+            if let Some(old) = self.forget_ue(o) {
+                if let Some(c) = &mut self.changes {
+                    c.removed.push(Removed::of(&old));
+                }
+                self.counters.incr("ue_superseded_by_import");
+            }
+        }
+        if self.ues.contains_key(&ue.id) {
+            self.forget_ue(ue.id);
+        }
+        self.import_ue(record, time)
+    }
+
+    /// Forget UE `id` as the MME forgets a detached or rejected UE (its
+    /// record goes at the next sync), sending nothing: an NF instance of an
+    /// elastic MME host forgot it. Whether it was here.
+    pub fn drop_ue(&mut self, id: u32) -> bool {
+        let Some(old) = self.forget_ue(id) else { return false };
+        if let Some(c) = &mut self.changes {
+            c.removed.push(Removed::of(&old));
+        }
+        true
+    }
+
     /// Drop the UE `key` names from memory, sending nothing and keeping
     /// no trace of it (another host carries on with it). Returns its
     /// context, or `None` if it was not here.

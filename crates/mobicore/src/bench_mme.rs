@@ -82,7 +82,7 @@ pub struct MmeArgs {
     pub sim: bool,
     /// Figs. 6 and 7: what is compared (default: fig6
     /// local-cold,redis,stateful; fig7
-    /// local-hot,local-cold,redis-hot,redis-cold,stateful).
+    /// local-hot,local-hot-nf,local-cold,redis-hot,redis-cold,stateful).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub deployments: Option<Vec<Deployment>>,
     /// Figs. 6, 7 and 8: the front end's load balancer.
@@ -92,8 +92,8 @@ pub struct MmeArgs {
     /// rate), up to saturation.
     #[arg(long, value_delimiter = ',', default_value = "500,1000,2000,4000,8000")]
     pub loads: Vec<f64>,
-    /// Fig. 7: when the host (or the stateful MME) is killed, seconds
-    /// into the measured run.
+    /// Fig. 7: when the host (or the stateful MME, or with local-hot-nf
+    /// one NF instance of host 1) is killed, seconds into the measured run.
     #[arg(long, default_value_t = 3.0)]
     pub kill_at_s: f64,
     /// Figs. 7 and 8: the timeline's bin.

@@ -42,6 +42,9 @@ pub enum Command {
     MmeFrontend(crate::elastic_mme::FrontendArgs),
     /// One MME host of the elastic MME: the MME core for the UEs the front end routes to it, its own S6a, S11 through the front end, UE contexts in a store shared by all hosts (Redis), cold or hot; takes over the UEs of a host that died or was drained.
     MmeHost(crate::elastic_mme::HostArgs),
+    /// One NF instance of an mme-host started with --nf-instances (the host starts it).
+    #[command(hide = true)]
+    MmeNf(crate::elastic_mme::NfInstanceArgs),
     /// Run the emulated RAN against an MME: attach (and detach) UEs.
     Ran(RanArgs),
     /// Detach a UE from the network through the MME's admin endpoint ([mme] admin): network-initiated detach (TS 24.301 5.5.2.3), the idle UE paged first.
@@ -197,6 +200,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Ran(a) => crate::allinone::run_ran(a).await,
         Command::MmeFrontend(a) => crate::elastic_mme::run_frontend(a).await,
         Command::MmeHost(a) => crate::elastic_mme::run_host(a).await,
+        Command::MmeNf(a) => crate::elastic_mme::run_nf_instance(a).await,
         Command::Detach(a) => detach(a).await,
         Command::Subscriber(c) => subscriber::run(c),
         Command::Config(ConfigCommand::Default) => {

@@ -18,6 +18,9 @@
 //! And host-local stores replicated to the replica host (`--store local`,
 //! no Redis): a host killed after completed procedures (cold) and one
 //! killed mid-handover (hot); its heir serves its UEs from its copy.
+//! And NF instances inside a host (`--nf-instances 2`): one instance is
+//! killed with SIGKILL while it provably holds an attach's event; another
+//! takes its events over and every attach completes, with no re-attach.
 //!
 //! No step waits a fixed time: each waits for what it needs (a line a
 //! process prints, a message relayed, a counter, the store), bounded by
@@ -330,6 +333,8 @@ struct Options {
     frontend: &'static [&'static str],
     /// More lines of the hosts' [mme] section.
     host_mme: &'static str,
+    /// More arguments of the hosts started with the cluster.
+    host_args: &'static [&'static str],
 }
 
 const DEFAULT: Options = Options {
@@ -344,6 +349,7 @@ const DEFAULT: Options = Options {
     rate: None,
     frontend: &[],
     host_mme: "",
+    host_args: &[],
 };
 
 /// The elastic MME of three hosts, the RAN connected.
@@ -356,6 +362,8 @@ struct Cluster {
     /// The shared store (none with host-local stores).
     store: Option<Store>,
     metrics: BTreeMap<u32, SocketAddr>,
+    /// What each host started with the cluster prints after its ready line.
+    host_out: BTreeMap<u32, mpsc::Receiver<String>>,
     /// Every UE's record once idle, and the UEs of each host (by IMSI
     /// with a shared store; by count only with local stores).
     before: BTreeMap<String, Stored>,
@@ -452,7 +460,7 @@ impl Cluster {
             assert_eq!(n.unwrap_or(0), 0, "nothing but the close");
         }
 
-        let mut metrics = BTreeMap::new();
+        let (mut metrics, mut host_out) = (BTreeMap::new(), BTreeMap::new());
         for id in 1..=o.hosts {
             let name = format!("host{id}");
             let out = procs
@@ -477,11 +485,13 @@ impl Cluster {
                     ]
                     .into_iter()
                     .chain(o.cpu_max.filter(|_| id == 3).map(|f| ["--cpu-max", f]).into_iter().flatten())
+                    .chain(o.host_args.iter().copied())
                     .collect::<Vec<_>>(),
                 )
                 .unwrap_or_else(|e| panic!("starting {name}: {e}"));
             let m = wait_line(&out, &name, |l| field(l, "metrics").map(str::to_string));
             metrics.insert(id, m.parse::<SocketAddr>().unwrap());
+            host_out.insert(id, out);
             wait_line(&fe, "the host's connection", |l| (l == format!("mme-frontend: host{id} up")).then_some(()));
         }
 
@@ -503,6 +513,7 @@ impl Cluster {
             core,
             store,
             metrics,
+            host_out,
             before: BTreeMap::new(),
             per_host: BTreeMap::new(),
             ues_on: BTreeMap::new(),
@@ -816,6 +827,67 @@ async fn hot_a_host_killed_mid_attach_its_ue_completes_the_attach_on_the_heir() 
     assert_eq!(after.values().collect::<Vec<_>>(), [&ue], "the same MME-UE-S1AP-ID, GUTI and session");
     c.finish().await;
     drop(tap); // relayed S1 to the end (Detach)
+}
+
+/// NF instances inside a host (issue 13 item 1, seed 004 Fig. 7 "NF
+/// failure"): one host with two `mme-nf` instances behind its forwarder.
+/// Instance 0 holds the first S6a answer it is sent forever (a test flag),
+/// so it provably holds an attach's event when it is killed with SIGKILL;
+/// its events are taken over by instance 1 from the records as last
+/// committed and every attach completes, with no re-attach; a replacement
+/// instance starts in its slot; then every UE's service request and
+/// detach succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_a_killed_nf_instances_events_are_taken_over_and_every_attach_completes() {
+    let host_args: &[&str] = &["--nf-instances", "2", "--nf-stall-first"];
+    let mut c = Cluster::boot("hot", Options { hosts: 1, host_args, ..DEFAULT }).await;
+    let out = c.host_out.remove(&1).unwrap();
+    let nf_pid = |l: &str, slot: &str| {
+        let rest = l.strip_prefix("mme-host 1: nf ")?;
+        let (s, pid) = rest.split_once(" pid ")?;
+        (s == slot).then(|| pid.trim().parse::<i32>().ok()).flatten()
+    };
+    let mut pids = BTreeMap::new();
+    while pids.len() < 2 {
+        let (slot, pid) = wait_line(&out, "the NF instances", |l| {
+            ["0", "1"].into_iter().find_map(|s| nf_pid(l, s).map(|p| (s.to_string(), p)))
+        });
+        pids.insert(slot, pid);
+    }
+    let victim = pids["0"];
+    // Once instance 0 holds an event (it says so), kill it; then its
+    // replacement comes up in slot 0.
+    let killer = tokio::task::spawn_blocking(move || {
+        wait_line(&out, "instance 0 to hold an S6a answer", |l| l.starts_with("mme-nf 1/0: stalling").then_some(()));
+        // SAFETY: kill(2) of a process this test saw start (the host's child).
+        assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0, "kill -9 {victim}");
+        wait_line(&out, "the forwarder to see instance 0 gone", |l| {
+            l.strip_prefix("mme-host 1: nf 0 gone, ")?.split(' ').next()?.parse::<u64>().ok()
+        })
+    });
+    c.ran.attach().await.unwrap();
+    let retaken = killer.await.unwrap();
+    assert!(retaken >= 1, "instance 0 held events when it was killed");
+    assert_eq!(c.ran.attached_ues().len() as u64, UES, "{:?}", c.ran.report().failures);
+    let m = c.metrics[&1];
+    // The RAN's attach ends at its Attach Complete: wait for the host's.
+    c.wait_others(0, "mobicore_mme_attach_complete", UES).await;
+    assert_eq!(counter(m, "mobicore_mme_host_nf_failed").await, 1);
+    assert!(counter(m, "mobicore_mme_host_nf_events_retaken").await >= retaken);
+    assert_eq!(counter(m, "mobicore_mme_host_nf_import_failed").await, 0);
+    assert_eq!(counter(m, "mobicore_mme_host_nf_none_free").await, 0, "no event left to the forwarder's core");
+    assert_eq!(counter(m, "mobicore_mme_attach_complete").await, UES, "one attach per UE");
+    let end = Instant::now() + LIMIT;
+    while counter(m, "mobicore_mme_host_nf_up").await < 3 {
+        assert!(Instant::now() < end, "a replacement instance in slot 0");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for phase in [Phase::Release, Phase::ServiceRequest] {
+        let r = c.ran.phase(phase).await.unwrap();
+        assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
+    }
+    assert_eq!(counter(m, "mobicore_mme_host_bad_frame").await, 0);
+    c.finish().await;
 }
 
 /// The RAN's view of each registered UE's session: its address and the

@@ -558,3 +558,27 @@ fn a_ue_mid_attach_is_busy_and_an_attached_one_is_not() {
     release_to_idle(&mut h, &attached);
     assert_eq!(h.mme.busy_ues(), 1);
 }
+
+/// What an elastic MME host's forwarder does with its NF instances'
+/// cores: it hands out the ids a new UE and GUTI take; a record replaces
+/// the copy it holds; a UE an instance forgot is journalled as removed.
+#[test]
+fn pinned_ids_are_taken_records_replace_and_dropped_ues_are_removed() {
+    let mut h = Harness::default();
+    h.mme.track_changes(true);
+    let (id, m) = h.mme.draw_free_ids(|_| false);
+    h.mme.pin_next_ids(id, m);
+    let ue = h.attach("001010000000107", 62);
+    assert_eq!((ue.mme_ue_id, m_tmsi(&ue)), (Some(id), m), "the pinned ids");
+    let (id2, m2) = h.mme.draw_free_ids(|x| x == id.wrapping_add(1));
+    assert!(id2 != id && m2 != m, "never one in use");
+    let t = TimeBase { now: h.now, unix_ms: WALL0 };
+    let record = h.mme.export_ue(&UeKey::MmeUeS1apId(id), t).unwrap();
+    assert_eq!(h.mme.replace_ue(&record, t), Ok(id));
+    assert_eq!(h.mme.find_ue(&UeKey::MTmsi(m)), Some(id));
+    let _ = h.mme.take_changes();
+    assert!(h.mme.drop_ue(id));
+    assert_eq!(h.mme.take_changes().removed.iter().map(|r| r.id).collect::<Vec<_>>(), [id]);
+    assert_eq!(h.mme.find_ue(&UeKey::MmeUeS1apId(id)), None);
+    assert!(!h.mme.drop_ue(id));
+}

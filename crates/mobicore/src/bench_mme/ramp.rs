@@ -175,7 +175,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     Phase::Attach => rig.ran.attach_some(group[0]..group[0] + group.len() as u64).await?,
                     _ => rig.ran.phase_of(phase, group).await?,
                 };
-                let Mme::Elastic { fe } = &rig.mme else { bail!("an elastic deployment") };
+                let Mme::Elastic { fe, .. } = &rig.mme else { bail!("an elastic deployment") };
                 while let Ok(l) = fe.try_recv() {
                     if hosts.line(&l) {
                         count.push((ms(Instant::now()), hosts.serving.len()));

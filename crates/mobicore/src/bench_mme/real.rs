@@ -59,6 +59,10 @@ pub enum Deployment {
     LocalHot,
     /// The same, when a procedure completes.
     LocalCold,
+    /// `local-hot` with two NF instances per host (`--nf-instances 2`);
+    /// Fig. 7 kills one instance of host 1, not the host (seed 004 Fig.
+    /// 7 left, "NF failure").
+    LocalHotNf,
 }
 
 impl Deployment {
@@ -70,6 +74,7 @@ impl Deployment {
             Deployment::Stateful => "stateful",
             Deployment::LocalHot => "local-hot",
             Deployment::LocalCold => "local-cold",
+            Deployment::LocalHotNf => "local-hot-nf",
         }
     }
 
@@ -88,6 +93,9 @@ impl Deployment {
             Deployment::Redis | Deployment::RedisCold => store(redis, "cold"),
             Deployment::RedisHot => store(redis, "hot"),
             Deployment::LocalHot => store("local", "hot"),
+            Deployment::LocalHotNf => {
+                Some(["--store", "local", "--replication", "hot", "--nf-instances", "2"].map(String::from).to_vec())
+            }
             Deployment::LocalCold => store("local", "cold"),
             Deployment::Stateful => None,
         }
@@ -123,6 +131,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     let deployments = a.deployments.clone().unwrap_or_else(|| match a.figure {
         MmeFigure::Fig7 => vec![
             Deployment::LocalHot,
+            Deployment::LocalHotNf,
             Deployment::LocalCold,
             Deployment::RedisHot,
             Deployment::RedisCold,
@@ -170,11 +179,11 @@ pub(super) struct Rig {
 pub(super) enum Mme {
     Elastic {
         fe: mpsc::Receiver<String>,
+        /// With NF instances: host 1's output and its instance 0's pid.
+        nf: Option<(mpsc::Receiver<String>, i32)>,
     },
     /// The monolith's arguments, to start it again.
-    Stateful {
-        args: Vec<String>,
-    },
+    Stateful { args: Vec<String> },
 }
 
 impl Rig {
@@ -215,16 +224,23 @@ impl Rig {
                 let s1ap: SocketAddr = get("s1ap")?.parse()?;
                 let udp: u16 = get("udp_port")?.parse()?;
                 let (hosts_addr, s11) = (get("hosts")?.to_string(), get("s11")?.to_string());
+                let mut nf = None;
                 for id in 1..=plan.hosts {
                     let id_s = id.to_string();
                     let mut args = vec!["mme-host", "--threads", "1", "--config", path_str(&toml)?, "--id", &id_s];
                     args.extend(["--frontend", &hosts_addr, "--frontend-s11", &s11]);
                     args.extend(store.iter().chain(&plan.host_args).map(String::as_str));
-                    procs.start(&format!("host{id}"), &args)?;
+                    let out = procs.start(&format!("host{id}"), &args)?;
                     let up = format!("mme-frontend: host{id} up");
                     wait(&fe, "a host's connection", |l| (l == up).then_some(()))?;
+                    if d == Deployment::LocalHotNf && id == 1 {
+                        let pid = wait(&out, "host 1's NF instance 0", |l| {
+                            l.strip_prefix("mme-host 1: nf 0 pid ")?.trim().parse::<i32>().ok()
+                        })?;
+                        nf = Some((out, pid));
+                    }
                 }
-                (Mme::Elastic { fe }, s1ap, udp)
+                (Mme::Elastic { fe, nf }, s1ap, udp)
             }
             None => {
                 // A free UDP port for SCTP over UDP: the restarted MME binds it again.
@@ -419,7 +435,18 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
             tokio::time::sleep_until((t0 + Duration::from_secs_f64(kill_at)).into()).await;
             let killed = Instant::now();
             match mme {
-                Mme::Elastic { fe } => {
+                Mme::Elastic { nf: Some((out, pid)), .. } => {
+                    // SAFETY: kill(2) of host 1's child, whose pid it printed.
+                    if unsafe { libc::kill(*pid, libc::SIGKILL) } != 0 {
+                        bail!("kill -9 {pid}: {}", std::io::Error::last_os_error());
+                    }
+                    next_line(out, "host 1 to see its NF instance 0 gone", READY, |l| {
+                        l.starts_with("mme-host 1: nf 0 gone").then_some(())
+                    })
+                    .await
+                    .map_err(|e| anyhow!(e))?;
+                }
+                Mme::Elastic { fe, nf: None } => {
                     procs.kill("host1")?;
                     next_line(fe, "the front end to see host 1 gone", READY, |l| {
                         l.starts_with("mme-frontend: host1 down").then_some(())
@@ -481,7 +508,11 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
             "hosts": d.hosts(plan.hosts),
             "load": rate,
             "ues": ues,
-            "failure": if d == Deployment::Stateful { "mme killed and restarted" } else { "host killed" },
+            "failure": match d {
+                Deployment::Stateful => "mme killed and restarted",
+                Deployment::LocalHotNf => "NF instance killed",
+                _ => "host killed",
+            },
             "fail_at_ms": fail_ms,
             "run_ms": run_ms,
             "bin_ms": bin_ms,

@@ -51,6 +51,7 @@
 
 use super::keys::{self, Uplink};
 use super::load::{process_cpu, CpuSample, LoadMeter};
+use super::nf::{NfIn, NfPool, ToNf};
 use super::replica::LocalReplica;
 use super::wire::{buffered, read_frame, write_frame, write_queued, Frame};
 use mobicore_common::counters::Counters;
@@ -95,7 +96,8 @@ pub struct LoadReporting {
 /// `stored`, connected to the front end by `frontend`, until shutdown or
 /// until the front end goes. `s11` is the link of the host's S11 client
 /// (its peer the front end's S11 address), `s11_addr` the address of its
-/// socket, which the front end relays the S-GW's messages to.
+/// socket, which the front end relays the S-GW's messages to. With `nf`
+/// the host is its NF instances' forwarder ([`super::nf`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     host: u8,
@@ -108,8 +110,16 @@ pub async fn run(
     s11_addr: SocketAddr,
     load: LoadReporting,
     counters: Counters,
+    nf: Option<(NfPool, mpsc::Receiver<NfIn>)>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    let (mut nf, mut nf_rx) = match nf {
+        Some((p, rx)) => (Some(p), Some(rx)),
+        None => (None, None),
+    };
+    // Events an NF instance gave back for the core; the instances' actions.
+    let mut local: Vec<MmeEvent> = Vec::new();
+    let mut nf_actions: Vec<MmeAction> = Vec::new();
     let _ = frontend.set_nodelay(true);
     let (rd, mut wr) = frontend.into_split();
     let mut rd = buffered(rd);
@@ -167,7 +177,21 @@ pub async fn run(
                 }
                 continue;
             }
-            Some(ev) = peer_events.answers.recv() => core.handle(Instant::now(), ev),
+            Some(input) = recv_nf(&mut nf_rx) => {
+                if let Some(p) = &mut nf {
+                    p.on_in(&mut core, input, &mut local, &mut nf_actions);
+                }
+            }
+            Some(ev) = peer_events.answers.recv() => {
+                let ue = match &ev {
+                    MmeEvent::S6a { ue, .. } | MmeEvent::S11 { ue, .. } => Some(ue.mme_ue_s1ap_id),
+                    _ => None,
+                };
+                match ue {
+                    Some(id) => route(&mut core, &mut nf, ev, Some(id)),
+                    None => core.handle(Instant::now(), ev),
+                }
+            }
             Some(inc) = peer_events.s11_incoming.recv() => {
                 if drain == Drain::Drained {
                     // Unanswered: the S-GW's retransmission reaches the heir.
@@ -175,8 +199,10 @@ pub async fn run(
                     continue;
                 }
                 let S11IncomingRequest::DownlinkDataNotification(ddn) = &inc.request;
-                ensure_held(&mut core, &mut stored, &counters, UeKey::MmeUeS1apId(ddn.mme_teid.0)).await;
-                core.handle(Instant::now(), peers.s11_request(inc));
+                let teid = ddn.mme_teid.0;
+                ensure_held(&mut core, &mut stored, &counters, UeKey::MmeUeS1apId(teid)).await;
+                let ev = peers.s11_request(inc);
+                route(&mut core, &mut nf, ev, Some(teid));
             }
             Some(inc) = peer_events.s6a_incoming.recv() => core.handle(Instant::now(), peers.s6a_request(inc)),
             _ = sleep => core.handle_timeout(Instant::now()),
@@ -226,9 +252,12 @@ pub async fn run(
                             adopt(&mut core, &mut stored, &counters, host, gone).await;
                         }
                     }
-                    frame => on_frame(&mut core, &mut stored, &counters, frame).await,
+                    frame => on_frame(&mut core, &mut stored, &counters, &mut nf, frame).await,
                 }
             }
+        }
+        for ev in local.drain(..) {
+            core.handle(Instant::now(), ev);
         }
         if drain != Drain::Drained && core.poll_timeout().is_some_and(|d| d <= Instant::now()) {
             core.handle_timeout(Instant::now());
@@ -242,7 +271,8 @@ pub async fn run(
         if let Some(r) = &mut replica {
             r.flush(&to_fe);
         }
-        while let Some(action) = core.poll_action() {
+        nf_actions.reverse();
+        while let Some(action) = core.poll_action().or_else(|| nf_actions.pop()) {
             match action {
                 MmeAction::S1Send { assoc, stream, data } => {
                     if to_fe.try_send(Frame::S1 { assoc: assoc.0, stream, data }).is_err() {
@@ -257,7 +287,12 @@ pub async fn run(
         // Quiet: no procedure runs, no S6a or S11 answer is awaited, every
         // record is written. Looked at only while draining: `busy_ues`
         // reads every UE (it was 40% of a loaded host's CPU after each event).
-        let quiet = || core.busy_ues() == 0 && peers.in_flight() == 0 && peer_events.answers.is_empty();
+        let quiet = || {
+            core.busy_ues() == 0
+                && peers.in_flight() == 0
+                && peer_events.answers.is_empty()
+                && nf.as_ref().is_none_or(|p| p.in_flight() == 0)
+        };
         if drain == Drain::Draining && !stored.unsynced() && quiet() {
             drain = Drain::Drained;
             counters.incr("host_drained");
@@ -314,23 +349,62 @@ async fn adopt(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, host
     println!("mme-host {host}: adopted {n} UEs of host{gone} (their timers run here)");
 }
 
-async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, frame: Frame) {
+/// The next frame of the NF instances' links (never, without instances).
+async fn recv_nf(rx: &mut Option<mpsc::Receiver<NfIn>>) -> Option<NfIn> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A UE-associated event of UE `ue` (none: a new UE) to an NF instance,
+/// or to the core (no instances, or the instances gave it back).
+fn route(core: &mut Mme, nf: &mut Option<NfPool>, ev: MmeEvent, ue: Option<u32>) {
+    let ev = match nf {
+        Some(p) => p.submit(core, ev, ue),
+        None => Some(ev),
+    };
+    if let Some(ev) = ev {
+        core.handle(Instant::now(), ev);
+    }
+}
+
+async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, nf: &mut Option<NfPool>, frame: Frame) {
     let now = Instant::now();
     match frame {
         Frame::EnbUp { assoc, peer, outbound_streams } => {
+            if let Some(p) = nf {
+                p.enb(ToNf::EnbUp { assoc, peer, outbound_streams });
+            }
             core.handle(now, MmeEvent::S1Up { assoc: AssocId(assoc), peer, outbound_streams })
         }
-        Frame::EnbDown { assoc } => core.handle(now, MmeEvent::S1Down { assoc: AssocId(assoc) }),
+        Frame::EnbDown { assoc } => {
+            if let Some(p) = nf {
+                p.enb(ToNf::EnbDown { assoc });
+            }
+            core.handle(now, MmeEvent::S1Down { assoc: AssocId(assoc) })
+        }
         Frame::S1 { assoc, stream, data } => {
-            let key = match keys::uplink(assoc, &data) {
+            let uplink = keys::uplink(assoc, &data);
+            let key = match uplink {
                 Uplink::Ue(UeName::MmeUeS1apId(id)) => Some(UeKey::MmeUeS1apId(id)),
                 Uplink::Ue(UeName::Initial { m_tmsi: Some(m), .. }) => Some(UeKey::MTmsi(m)),
                 _ => None,
             };
-            if let Some(key) = key {
-                ensure_held(core, stored, counters, key).await;
+            if let Some(key) = &key {
+                ensure_held(core, stored, counters, key.clone()).await;
             }
-            core.handle(Instant::now(), MmeEvent::S1Data { assoc: AssocId(assoc), stream, data });
+            let held = key.as_ref().and_then(|k| core.find_ue(k));
+            if let (Some(p), Uplink::EnbWide) = (nf.as_mut(), uplink) {
+                p.enb(ToNf::EnbS1 { assoc, stream, data: data.to_vec() });
+            }
+            let ev = MmeEvent::S1Data { assoc: AssocId(assoc), stream, data };
+            match uplink {
+                // A UE this host holds, or a new one (an INITIAL UE MESSAGE).
+                Uplink::Ue(UeName::Initial { .. }) => route(core, nf, ev, held),
+                Uplink::Ue(_) if held.is_some() => route(core, nf, ev, held),
+                _ => core.handle(Instant::now(), ev),
+            }
         }
         Frame::Drain => {}
         // Replication frames are the loop's.

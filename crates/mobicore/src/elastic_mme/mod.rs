@@ -17,6 +17,7 @@ pub mod host;
 pub mod keys;
 pub mod launch;
 pub mod load;
+pub mod nf;
 pub mod replica;
 pub mod scaling;
 pub mod wire;
@@ -164,6 +165,72 @@ pub struct HostArgs {
     /// of this budget. Needs root.
     #[arg(long)]
     pub cpu_max: Option<f64>,
+    /// Run the host's procedures in this many NF instances
+    /// (`mobicore mme-nf` child processes, seed 004 5.2): this process
+    /// becomes their forwarder; an instance that dies is replaced and the
+    /// events it held are taken over by another. 0: the host's own core
+    /// runs them.
+    #[arg(long, default_value_t = 0)]
+    pub nf_instances: usize,
+    /// (Tests) the first instance holds the first S6a answer it is sent
+    /// forever, so that it can be killed mid-attach.
+    #[arg(long, hide = true)]
+    pub nf_stall_first: bool,
+}
+
+/// `mobicore mme-nf` (started by an mme-host with --nf-instances): one NF
+/// instance of the host, linked to its forwarder.
+#[derive(Args, Debug)]
+pub struct NfInstanceArgs {
+    /// The host's config file (its [mme] core settings).
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// The host's number.
+    #[arg(long)]
+    pub id: u8,
+    /// The front end's S11 address (the IP of the MME's F-TEIDs).
+    #[arg(long)]
+    pub frontend_s11: SocketAddr,
+    /// The forwarder's address for its instances.
+    #[arg(long)]
+    pub forwarder: SocketAddr,
+    /// This instance's slot at the forwarder.
+    #[arg(long)]
+    pub slot: usize,
+    /// Its life in the slot (0, then one more at each replacement).
+    #[arg(long, default_value_t = 0)]
+    pub life: u64,
+    #[arg(long, hide = true)]
+    pub stall_on_s6a: bool,
+}
+
+/// The MME core settings of host `id` (its prefix, its F-TEIDs' IP).
+fn host_core_config(cfg: &config::Config, id: u8, frontend_s11: SocketAddr) -> Result<mobicore_mme::MmeConfig> {
+    let std::net::IpAddr::V4(s11_ip) = frontend_s11.ip() else {
+        bail!("--frontend-s11 {frontend_s11}: an IPv4 address (the F-TEID's)");
+    };
+    let mut core_cfg = cfg.mme.core.clone();
+    core_cfg.host_prefix = Some(id);
+    core_cfg.s11_local_ip = s11_ip;
+    if let (None, std::net::IpAddr::V4(ip)) = (core_cfg.pgw, cfg.mme.sgw.ip()) {
+        core_cfg.pgw = Some(ip);
+    }
+    core_cfg.validate().map_err(anyhow::Error::msg)?;
+    Ok(core_cfg)
+}
+
+/// `mobicore mme-nf`.
+pub async fn run_nf_instance(a: NfInstanceArgs) -> Result<()> {
+    let cfg = config::load(a.config.as_deref())?;
+    let mut core_cfg = host_core_config(&cfg, a.id, a.frontend_s11)?;
+    // Its S6a answers may come back to another instance: the forwarder's
+    // Peers bound the requests in flight.
+    core_cfg.max_s6a_in_flight = usize::MAX;
+    let core = mobicore_mme::Mme::new(core_cfg);
+    tokio::select! {
+        r = nf::run_instance(core, a.forwarder, a.id, a.slot, a.life, a.stall_on_s6a) => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
 }
 
 /// `mobicore mme-frontend`.
@@ -277,10 +344,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     if !(1..=254).contains(&a.id) {
         bail!("--id {} (1..=254)", a.id);
     }
-    let std::net::IpAddr::V4(s11_ip) = a.frontend_s11.ip() else {
-        bail!("--frontend-s11 {}: an IPv4 address (the F-TEID's)", a.frontend_s11);
-    };
     let cfg = config::load(a.config.as_deref())?;
+    let core_cfg = host_core_config(&cfg, a.id, a.frontend_s11)?;
     // Before anything runs: every thread in the budget. Removed at return.
     let _cgroup = match a.cpu_max {
         Some(f) => Some(cgroup::HostCgroup::enter_self(a.id, f)?),
@@ -313,13 +378,6 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         // The front end knows the host's S11 socket by its address.
         bail!("[mme] s11_local {}: give the host's address, not a wildcard", s11.local_addr);
     }
-    let mut core_cfg = cfg.mme.core.clone();
-    core_cfg.host_prefix = Some(a.id);
-    core_cfg.s11_local_ip = s11_ip;
-    if let (None, std::net::IpAddr::V4(ip)) = (core_cfg.pgw, cfg.mme.sgw.ip()) {
-        core_cfg.pgw = Some(ip);
-    }
-    core_cfg.validate().map_err(anyhow::Error::msg)?;
     let mut core = mobicore_mme::Mme::new(core_cfg);
     let counters = core.counters().clone();
     let mode = match a.replication {
@@ -356,8 +414,20 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let (tx, rx) = watch::channel(false);
     let load =
         host::LoadReporting { every: std::time::Duration::from_millis(a.load_every_ms.max(1)), budget: a.cpu_max };
+    let nf = if a.nf_instances > 0 {
+        let mut args = vec!["mme-nf".to_string(), "--id".into(), a.id.to_string()];
+        args.extend(["--frontend-s11".into(), a.frontend_s11.to_string()]);
+        if let Some(c) = &a.config {
+            args.extend(["--config".into(), c.display().to_string()]);
+        }
+        let exe = std::env::current_exe().context("finding the mobicore binary to start NF instances with")?;
+        let launch = nf::NfLaunch { exe, args, stall_first: a.nf_stall_first };
+        Some(nf::NfPool::start(a.id, a.nf_instances, launch, counters.clone()).await?)
+    } else {
+        None
+    };
     let task =
-        tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11.local_addr, load, counters, rx));
+        tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11.local_addr, load, counters, nf, rx));
     tokio::select! {
         r = task => r?,
         _ = tokio::signal::ctrl_c() => {

@@ -1,0 +1,855 @@
+//! Per-procedure NF instances inside an MME host (issue 13 item 1, seed
+//! 004 5.2-5.3: MMLite's service instances behind a forwarder).
+//!
+//! With `mme-host --nf-instances N` the host process is its host's
+//! forwarder: it keeps the link to the front end, the S6a and S11 clients,
+//! the store and the replica, and its MME core as the host's record of its
+//! UEs, eNBs and timers; and it starts N `mobicore mme-nf` processes, the
+//! instances, linked to it over loopback TCP ([`ToNf`], [`FromNf`]).
+//!
+//! An instance is a sans-I/O procedure machine that keeps nothing of a UE
+//! between messages: for each UE-associated event (an uplink S1AP message
+//! of a UE, an S6a or S11 answer, an S-GW's Downlink Data Notification) the
+//! forwarder sends it the UE's record (none for a new attach), the event
+//! and the identifiers a new UE or GUTI takes ([`Mme::pin_next_ids`]: the
+//! forwarder holds every UE of the host, so ids it hands out are never in
+//! use, whichever instance lives or restarts); the instance imports the
+//! record into its core, handles the event, evicts the UE and returns the
+//! UE's new record and the actions. The forwarder imports the record
+//! ([`Mme::replace_ue`]), writes the store (write-ahead) and only then
+//! sends the actions. An instance keeps the eNBs' contexts only: the
+//! forwarder replays each eNB's association and S1 Setup to it.
+//!
+//! Which instance ([`NfTable`], Algorithm 2): a UE's procedure's first
+//! message goes to the live instance with the fewest events held (`Q/C`,
+//! every instance with the same share `C`), its later ones to the same
+//! instance while it lives; the procedure ends when the UE is settled. All
+//! instances take all procedure kinds. One event of a UE is at an instance
+//! at a time; the UE's next ones wait at the forwarder (bounded).
+//!
+//! Failure: the forwarder holds each event it sent until its instance
+//! answers. When an instance's link closes (it died), nothing of its steps
+//! was committed or sent, so every event it held is sent again, in order,
+//! to another live instance with the record as last committed
+//! (`host_nf_failed`, `host_nf_events_retaken`), and a replacement instance
+//! is started in its slot. With no live instance the forwarder's own core
+//! handles the event.
+//!
+//! What stays in the forwarder's core: eNB-wide messages (S1 Setup, eNB
+//! Configuration Update, Reset), association events, the UEs' timers (a
+//! timer that fires while its UE's event is at an instance acts on the
+//! record the forwarder holds; the instance's record then replaces it),
+//! the HSS's Cancel Location, messages for UEs the host does not hold.
+
+use bytes::Bytes;
+use mobicore_common::counters::Counters;
+use mobicore_common::requester::TransportError;
+use mobicore_common::s11::{S11IncomingAnswer, S11IncomingRequest, S11Notification, S11Request, S11Response};
+use mobicore_common::s6a::{S6aAnswer, S6aIncomingAnswer, S6aRequest};
+use mobicore_common::sctp_api::AssocId;
+use mobicore_mme::context_codec::TimeBase;
+use mobicore_mme::transfer::UeKey;
+use mobicore_mme::{Mme, MmeAction, MmeEvent, UeRef};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// The longest frame taken on a forwarder-instance link (a UE record is
+/// a few KiB; its JSON a few times that).
+pub const MAX_NF_FRAME: usize = 1 << 20;
+/// Events one instance holds at most (sent, not answered).
+pub const MAX_HELD: usize = 512;
+/// Events of one UE waiting for its event at an instance, at most.
+pub const MAX_UE_WAITING: usize = 32;
+
+/// A UE-associated event, as an instance is sent it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NfEvent {
+    S1 { assoc: u64, stream: u16, data: Vec<u8> },
+    S6a { ue: UeRef, answer: Result<S6aAnswer, TransportError> },
+    S11 { ue: UeRef, response: Result<S11Response, TransportError> },
+    S11Incoming { txn: u64, request: S11IncomingRequest },
+}
+
+impl NfEvent {
+    /// The event an instance may take, or the event back (not an error:
+    /// the caller's own event, for its core).
+    #[allow(clippy::result_large_err)]
+    pub fn from_mme(ev: MmeEvent) -> Result<NfEvent, MmeEvent> {
+        Ok(match ev {
+            MmeEvent::S1Data { assoc, stream, data } => NfEvent::S1 { assoc: assoc.0, stream, data: data.to_vec() },
+            MmeEvent::S6a { ue, answer } => NfEvent::S6a { ue, answer },
+            MmeEvent::S11 { ue, response } => NfEvent::S11 { ue, response },
+            MmeEvent::S11Incoming { txn, request } => NfEvent::S11Incoming { txn, request },
+            other => return Err(other),
+        })
+    }
+
+    pub fn into_mme(self) -> MmeEvent {
+        match self {
+            NfEvent::S1 { assoc, stream, data } => {
+                MmeEvent::S1Data { assoc: AssocId(assoc), stream, data: data.into() }
+            }
+            NfEvent::S6a { ue, answer } => MmeEvent::S6a { ue, answer },
+            NfEvent::S11 { ue, response } => MmeEvent::S11 { ue, response },
+            NfEvent::S11Incoming { txn, request } => MmeEvent::S11Incoming { txn, request },
+        }
+    }
+}
+
+/// An action of an instance's core, for the forwarder to carry out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NfAction {
+    S1Send { assoc: u64, stream: u16, data: Vec<u8> },
+    S6a { ue: UeRef, request: S6aRequest },
+    S11 { ue: UeRef, request: S11Request },
+    S11Answer { txn: u64, answer: S11IncomingAnswer },
+    S6aAnswer { txn: u64, answer: S6aIncomingAnswer },
+    S11Notify { notification: S11Notification },
+}
+
+impl NfAction {
+    fn from_mme(a: MmeAction) -> Option<NfAction> {
+        Some(match a {
+            MmeAction::S1Send { assoc, stream, data } => {
+                NfAction::S1Send { assoc: assoc.0, stream, data: data.to_vec() }
+            }
+            MmeAction::S6a { ue, request } => NfAction::S6a { ue, request },
+            MmeAction::S11 { ue, request } => NfAction::S11 { ue, request },
+            MmeAction::S11Answer { txn, answer } => NfAction::S11Answer { txn, answer },
+            MmeAction::S6aAnswer { txn, answer } => NfAction::S6aAnswer { txn, answer },
+            MmeAction::S11Notify { notification } => NfAction::S11Notify { notification },
+            MmeAction::S1Abort { .. } | MmeAction::OperatorAnswer { .. } => return None,
+        })
+    }
+
+    pub fn into_mme(self) -> MmeAction {
+        match self {
+            NfAction::S1Send { assoc, stream, data } => {
+                MmeAction::S1Send { assoc: AssocId(assoc), stream, data: Bytes::from(data) }
+            }
+            NfAction::S6a { ue, request } => MmeAction::S6a { ue, request },
+            NfAction::S11 { ue, request } => MmeAction::S11 { ue, request },
+            NfAction::S11Answer { txn, answer } => MmeAction::S11Answer { txn, answer },
+            NfAction::S6aAnswer { txn, answer } => MmeAction::S6aAnswer { txn, answer },
+            NfAction::S11Notify { notification } => MmeAction::S11Notify { notification },
+        }
+    }
+}
+
+/// Forwarder -> instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToNf {
+    /// An eNB's association is up (replayed to a new instance too).
+    EnbUp {
+        assoc: u64,
+        peer: IpAddr,
+        outbound_streams: u16,
+    },
+    /// An eNB-wide PDU of the association (S1 Setup, eNB Configuration
+    /// Update): the instance takes it for the eNB's context, sends nothing.
+    EnbS1 {
+        assoc: u64,
+        stream: u16,
+        data: Vec<u8>,
+    },
+    EnbDown {
+        assoc: u64,
+    },
+    /// A UE's event: its record (none: a new UE), and the MME-UE-S1AP-ID
+    /// and M-TMSI a new UE or GUTI takes.
+    Event {
+        seq: u64,
+        record: Option<Vec<u8>>,
+        ids: (u32, u32),
+        event: NfEvent,
+    },
+}
+
+/// Instance -> forwarder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FromNf {
+    /// First frame: the slot the instance was started in and its life
+    /// there (a replacement is a new life), its process id.
+    Hello { slot: usize, life: u64, pid: u32 },
+    /// Event `seq` handled: the records of the UEs it touched, the
+    /// MME-UE-S1AP-IDs of the UEs it forgot, its actions, and what its
+    /// core's counters rose by (the host's counters count its procedures).
+    Done { seq: u64, records: Vec<Vec<u8>>, removed: Vec<u32>, actions: Vec<NfAction>, counters: Vec<(String, u64)> },
+    /// Event `seq`'s record could not be imported: the forwarder's core
+    /// handles it.
+    Refused { seq: u64 },
+}
+
+/// Why a frame was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum NfReadError {
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("frame of {0} octets (at most {MAX_NF_FRAME})")]
+    TooLong(usize),
+    #[error("bad frame: {0}")]
+    Bad(#[from] serde_json::Error),
+}
+
+/// One frame: a 4-octet big-endian length and JSON. `Ok(None)` at a clean end.
+pub async fn read_msg<T: DeserializeOwned, R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<T>, NfReadError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_NF_FRAME {
+        return Err(NfReadError::TooLong(len));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await?;
+    Ok(Some(serde_json::from_slice(&body)?))
+}
+
+pub async fn write_msg<T: Serialize, W: AsyncWrite + Unpin>(w: &mut W, msg: &T) -> std::io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    if body.len() > MAX_NF_FRAME {
+        return Err(std::io::Error::other(format!("frame of {} octets", body.len())));
+    }
+    let mut b = Vec::with_capacity(body.len() + 4);
+    b.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    b.extend_from_slice(&body);
+    w.write_all(&b).await
+}
+
+fn time_now() -> TimeBase {
+    let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    TimeBase { now: Instant::now(), unix_ms }
+}
+
+// ---- The instance ----
+
+/// One event through an instance's core: import, handle, export, evict.
+/// Sans-I/O; the core keeps its eNBs only.
+pub fn handle_event(core: &mut Mme, record: Option<&[u8]>, ids: (u32, u32), event: NfEvent) -> Option<FromNfDone> {
+    let time = time_now();
+    let mut imported = None;
+    if let Some(r) = record {
+        match core.import_ue(r, time) {
+            Ok(id) => imported = Some(id),
+            Err(e) => {
+                tracing::warn!("importing a UE record: {e}");
+                return None;
+            }
+        }
+    }
+    core.pin_next_ids(ids.0, ids.1);
+    let _ = core.take_changes();
+    core.handle(time.now, event.into_mme());
+    let changes = core.take_changes();
+    let mut touched: Vec<u32> = changes.touched.into_iter().collect();
+    touched.sort_unstable();
+    let records = touched.iter().filter_map(|&id| core.export_ue(&UeKey::MmeUeS1apId(id), time)).collect();
+    let removed = changes.removed.iter().map(|r| r.id).collect();
+    for id in touched.into_iter().chain(imported) {
+        core.evict_ue(&UeKey::MmeUeS1apId(id));
+    }
+    let mut actions = Vec::new();
+    while let Some(a) = core.poll_action() {
+        actions.extend(NfAction::from_mme(a));
+    }
+    Some(FromNfDone { records, removed, actions })
+}
+
+/// What [`handle_event`] returns for [`FromNf::Done`].
+#[derive(Debug)]
+pub struct FromNfDone {
+    pub records: Vec<Vec<u8>>,
+    pub removed: Vec<u32>,
+    pub actions: Vec<NfAction>,
+}
+
+/// Run an instance: connect to the forwarder at `forwarder`, take its
+/// frames until it goes. `stall_on_s6a`: hold the first S6a answer forever
+/// (for the system test that kills an instance mid-attach).
+pub async fn run_instance(
+    mut core: Mme,
+    forwarder: SocketAddr,
+    host: u8,
+    slot: usize,
+    life: u64,
+    stall_on_s6a: bool,
+) -> anyhow::Result<()> {
+    core.track_changes(true);
+    let stream = TcpStream::connect(forwarder).await?;
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut counted = core.counters().snapshot();
+    write_msg(&mut wr, &FromNf::Hello { slot, life, pid: std::process::id() }).await?;
+    println!("mme-nf {host}/{slot}: ready (life {life})");
+    while let Some(msg) = read_msg::<ToNf, _>(&mut rd).await? {
+        let now = Instant::now();
+        match msg {
+            ToNf::EnbUp { assoc, peer, outbound_streams } => {
+                core.handle(now, MmeEvent::S1Up { assoc: AssocId(assoc), peer, outbound_streams })
+            }
+            ToNf::EnbS1 { assoc, stream, data } => {
+                core.handle(now, MmeEvent::S1Data { assoc: AssocId(assoc), stream, data: data.into() })
+            }
+            ToNf::EnbDown { assoc } => core.handle(now, MmeEvent::S1Down { assoc: AssocId(assoc) }),
+            ToNf::Event { seq, record, ids, event } => {
+                if stall_on_s6a && matches!(event, NfEvent::S6a { .. }) {
+                    println!("mme-nf {host}/{slot}: stalling on an S6a answer (event {seq})");
+                    std::future::pending::<()>().await;
+                }
+                let reply = match handle_event(&mut core, record.as_deref(), ids, event) {
+                    Some(d) => {
+                        let now = core.counters().snapshot();
+                        let counters = now
+                            .iter()
+                            .filter(|(k, _)| !matches!(**k, "ue_imported" | "ue_evicted"))
+                            .filter_map(|(k, v)| {
+                                let d = v.saturating_sub(counted.get(k).copied().unwrap_or(0));
+                                (d > 0).then(|| (k.to_string(), d))
+                            })
+                            .collect();
+                        counted = now;
+                        FromNf::Done { seq, records: d.records, removed: d.removed, actions: d.actions, counters }
+                    }
+                    None => FromNf::Refused { seq },
+                };
+                write_msg(&mut wr, &reply).await?;
+                continue;
+            }
+        }
+        // What an eNB-wide replay produced is the forwarder's to send.
+        while core.poll_action().is_some() {}
+    }
+    Ok(())
+}
+
+// ---- The forwarder's table (sans-I/O) ----
+
+/// An event at an instance, kept until it answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    /// The UE (none: a new UE).
+    pub ue: Option<u32>,
+    pub event: NfEvent,
+    pub ids: (u32, u32),
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    live: bool,
+    life: u64,
+    held: BTreeMap<u64, Held>,
+}
+
+/// Which instance holds what (Algorithm 2's dispatch, with failure).
+#[derive(Debug)]
+pub struct NfTable {
+    slots: Vec<Slot>,
+    /// A UE's running procedure's instance.
+    affinity: HashMap<u32, usize>,
+    /// Ids handed out to events still at an instance.
+    reserved: HashSet<u32>,
+    next_seq: u64,
+}
+
+impl NfTable {
+    pub fn new(n: usize) -> NfTable {
+        NfTable {
+            slots: (0..n).map(|_| Slot::default()).collect(),
+            affinity: HashMap::new(),
+            reserved: HashSet::new(),
+            next_seq: 1,
+        }
+    }
+
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn life(&self, slot: usize) -> u64 {
+        self.slots[slot].life
+    }
+
+    pub fn is_live(&self, slot: usize, life: u64) -> bool {
+        self.slots.get(slot).is_some_and(|s| s.live && s.life == life)
+    }
+
+    /// The instance of `slot`, life `life`, connected.
+    pub fn up(&mut self, slot: usize, life: u64) {
+        if let Some(s) = self.slots.get_mut(slot).filter(|s| s.life == life) {
+            s.live = true;
+        }
+    }
+
+    pub fn held(&self) -> usize {
+        self.slots.iter().map(|s| s.held.len()).sum()
+    }
+
+    pub fn is_reserved(&self, id: u32) -> bool {
+        self.reserved.contains(&id)
+    }
+
+    /// Algorithm 2: the instance of the UE's procedure if it lives and has
+    /// room, else the live one with the fewest events held.
+    pub fn choose(&self, ue: Option<u32>) -> Option<usize> {
+        let room = |i: usize| self.slots[i].live && self.slots[i].held.len() < MAX_HELD;
+        if let Some(&i) = ue.and_then(|u| self.affinity.get(&u)) {
+            if room(i) {
+                return Some(i);
+            }
+        }
+        (0..self.slots.len()).filter(|&i| room(i)).min_by_key(|&i| self.slots[i].held.len())
+    }
+
+    /// `held` sent to `slot`; its sequence number.
+    pub fn hold(&mut self, slot: usize, held: Held) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.reserved.insert(held.ids.0);
+        self.reserved.insert(held.ids.1);
+        if let Some(u) = held.ue {
+            self.affinity.insert(u, slot);
+        }
+        self.slots[slot].held.insert(seq, held);
+        seq
+    }
+
+    /// The UE's procedure at `slot` (a new UE's, once it has an id).
+    pub fn follow(&mut self, ue: u32, slot: usize) {
+        self.affinity.insert(ue, slot);
+    }
+
+    /// The UE's procedure ended: its next message is placed anew.
+    pub fn end_procedure(&mut self, ue: u32) {
+        self.affinity.remove(&ue);
+    }
+
+    /// `slot` (life `life`) answered `seq`.
+    pub fn answered(&mut self, slot: usize, life: u64, seq: u64) -> Option<Held> {
+        let s = self.slots.get_mut(slot).filter(|s| s.life == life)?;
+        let held = s.held.remove(&seq)?;
+        self.reserved.remove(&held.ids.0);
+        self.reserved.remove(&held.ids.1);
+        Some(held)
+    }
+
+    /// The instance of `slot` (life `life`) is gone: what it held, in the
+    /// order it was sent; the slot's next life begins (not live yet).
+    pub fn failed(&mut self, slot: usize, life: u64) -> Option<Vec<Held>> {
+        let s = self.slots.get_mut(slot).filter(|s| s.life == life)?;
+        s.live = false;
+        s.life += 1;
+        let held: Vec<Held> = std::mem::take(&mut s.held).into_values().collect();
+        for h in &held {
+            self.reserved.remove(&h.ids.0);
+            self.reserved.remove(&h.ids.1);
+        }
+        self.affinity.retain(|_, i| *i != slot);
+        Some(held)
+    }
+}
+
+// ---- The forwarder's I/O ----
+
+/// What the instances' links bring the forwarder.
+#[derive(Debug)]
+pub enum NfIn {
+    Up { slot: usize, life: u64, pid: u32, tx: mpsc::UnboundedSender<ToNf> },
+    Msg { slot: usize, life: u64, msg: FromNf },
+    Closed { slot: usize, life: u64 },
+}
+
+/// How instances are started.
+#[derive(Debug, Clone)]
+pub struct NfLaunch {
+    pub exe: PathBuf,
+    /// `mme-nf` and its arguments but --forwarder, --slot, --life.
+    pub args: Vec<String>,
+    /// Give slot 0's first instance `--stall-on-s6a` (system test).
+    pub stall_first: bool,
+}
+
+/// The forwarder's side: the table, the instances' processes and links,
+/// the eNBs replayed to them, the UEs' waiting events.
+pub struct NfPool {
+    host: u8,
+    table: NfTable,
+    launch: NfLaunch,
+    addr: SocketAddr,
+    children: Vec<Option<tokio::process::Child>>,
+    links: Vec<Option<mpsc::UnboundedSender<ToNf>>>,
+    /// eNB associations (their [`ToNf::EnbUp`] first) and their latest
+    /// eNB-wide PDUs, replayed to new instances.
+    enbs: BTreeMap<u64, Vec<ToNf>>,
+    /// UEs with an event at an instance, and their events waiting for it.
+    busy: HashMap<u32, VecDeque<NfEvent>>,
+    counters: Counters,
+    /// The instances' counter names (bounded: [`MAX_COUNTER_NAMES`]).
+    names: HashMap<String, &'static str>,
+}
+
+/// Distinct counter names taken from instances at most.
+const MAX_COUNTER_NAMES: usize = 1024;
+
+impl NfPool {
+    /// Listen for instances on loopback and start `n` of them; their links'
+    /// frames come on the returned channel.
+    pub async fn start(
+        host: u8,
+        n: usize,
+        launch: NfLaunch,
+        counters: Counters,
+    ) -> anyhow::Result<(NfPool, mpsc::Receiver<NfIn>)> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = mpsc::channel(4096);
+        tokio::spawn(accept(listener, tx, counters.clone()));
+        let mut pool = NfPool {
+            host,
+            table: NfTable::new(n),
+            launch,
+            addr,
+            children: (0..n).map(|_| None).collect(),
+            links: (0..n).map(|_| None).collect(),
+            enbs: BTreeMap::new(),
+            busy: HashMap::new(),
+            counters,
+            names: HashMap::new(),
+        };
+        for slot in 0..n {
+            pool.spawn(slot)?;
+        }
+        Ok((pool, rx))
+    }
+
+    fn spawn(&mut self, slot: usize) -> anyhow::Result<()> {
+        let life = self.table.life(slot);
+        let mut cmd = tokio::process::Command::new(&self.launch.exe);
+        cmd.args(&self.launch.args)
+            .args(["--forwarder", &self.addr.to_string(), "--slot", &slot.to_string(), "--life", &life.to_string()])
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        if self.launch.stall_first && slot == 0 && life == 0 {
+            cmd.arg("--stall-on-s6a");
+        }
+        self.children[slot] = Some(cmd.spawn()?);
+        Ok(())
+    }
+
+    /// Events held at instances or waiting for one.
+    pub fn in_flight(&self) -> usize {
+        self.table.held() + self.busy.values().map(VecDeque::len).sum::<usize>()
+    }
+
+    /// An eNB-wide frame for every instance, now and when one starts.
+    pub fn enb(&mut self, msg: ToNf) {
+        match &msg {
+            ToNf::EnbUp { assoc, .. } => {
+                self.enbs.insert(*assoc, vec![msg.clone()]);
+            }
+            ToNf::EnbDown { assoc } => {
+                self.enbs.remove(assoc);
+            }
+            ToNf::EnbS1 { assoc, .. } => {
+                // Bounded: the association and its latest few PDUs.
+                if let Some(v) = self.enbs.get_mut(assoc) {
+                    if v.len() >= 8 {
+                        v.remove(1);
+                    }
+                    v.push(msg.clone());
+                }
+            }
+            ToNf::Event { .. } => return,
+        }
+        for tx in self.links.iter().flatten() {
+            let _ = tx.send(msg.clone());
+        }
+    }
+
+    /// Take UE-associated `ev` of UE `ue` (none: a new UE) to an instance;
+    /// `Some(ev)` back if the forwarder's core must handle it.
+    pub fn submit(&mut self, core: &mut Mme, ev: MmeEvent, ue: Option<u32>) -> Option<MmeEvent> {
+        if ue.is_some_and(|id| core.find_ue(&UeKey::MmeUeS1apId(id)).is_none()) {
+            return Some(ev);
+        }
+        let event = match NfEvent::from_mme(ev) {
+            Ok(e) => e,
+            Err(ev) => return Some(ev),
+        };
+        if let Some(q) = ue.and_then(|id| self.busy.get_mut(&id)) {
+            if q.len() >= MAX_UE_WAITING {
+                self.counters.incr("host_nf_ue_queue_full");
+            } else {
+                q.push_back(event);
+            }
+            return None;
+        }
+        self.send(core, ue, event).map(NfEvent::into_mme)
+    }
+
+    /// Send `event` to an instance; it back if none lives or has room (the
+    /// UE's waiting events are then the caller's).
+    fn send(&mut self, core: &mut Mme, ue: Option<u32>, event: NfEvent) -> Option<NfEvent> {
+        let Some(slot) = self.table.choose(ue) else {
+            self.counters.incr("host_nf_none_free");
+            return Some(event);
+        };
+        let record = ue.and_then(|id| core.export_ue(&UeKey::MmeUeS1apId(id), time_now()));
+        let ids = core.draw_free_ids(|x| self.table.is_reserved(x));
+        let seq = self.table.hold(slot, Held { ue, event: event.clone(), ids });
+        if let Some(id) = ue {
+            self.busy.entry(id).or_default();
+        }
+        self.counters.incr("host_nf_events_sent");
+        if let Some(tx) = &self.links[slot] {
+            // Bounded by MAX_HELD per instance (and the eNBs replayed).
+            let _ = tx.send(ToNf::Event { seq, record, ids, event });
+        }
+        None
+    }
+
+    /// A frame from an instance's link. Events for the forwarder's core
+    /// go to `local`, actions to carry out (after the store is written)
+    /// to `actions`.
+    pub fn on_in(&mut self, core: &mut Mme, input: NfIn, local: &mut Vec<MmeEvent>, actions: &mut Vec<MmeAction>) {
+        match input {
+            NfIn::Up { slot, life, pid, tx } => {
+                if slot >= self.table.slots() || self.table.life(slot) != life || self.table.is_live(slot, life) {
+                    self.counters.incr("host_nf_bad_hello");
+                    return;
+                }
+                for msgs in self.enbs.values() {
+                    for m in msgs {
+                        let _ = tx.send(m.clone());
+                    }
+                }
+                self.links[slot] = Some(tx);
+                self.table.up(slot, life);
+                self.counters.incr("host_nf_up");
+                println!("mme-host {}: nf {slot} pid {pid}", self.host);
+            }
+            NfIn::Closed { slot, life } => {
+                let Some(held) = self.table.failed(slot, life) else { return };
+                self.links[slot] = None;
+                self.counters.incr("host_nf_failed");
+                println!("mme-host {}: nf {slot} gone, {} events taken over", self.host, held.len());
+                for h in held {
+                    self.counters.incr("host_nf_events_retaken");
+                    if let Some(back) = self.send(core, h.ue, h.event) {
+                        local.push(back.into_mme());
+                        if let Some(id) = h.ue {
+                            self.flush_local(id, local);
+                        }
+                    }
+                }
+                if let Err(e) = self.spawn(slot) {
+                    self.counters.incr("host_nf_spawn_failed");
+                    tracing::warn!("starting NF instance {slot}: {e}");
+                }
+            }
+            NfIn::Msg { slot, life, msg } => {
+                let (seq, done) = match msg {
+                    FromNf::Done { seq, records, removed, actions, counters } => {
+                        self.count(counters);
+                        (seq, Some((records, removed, actions)))
+                    }
+                    FromNf::Refused { seq } => (seq, None),
+                    FromNf::Hello { .. } => {
+                        self.counters.incr("host_nf_bad_frame");
+                        return;
+                    }
+                };
+                let Some(held) = self.table.answered(slot, life, seq) else {
+                    self.counters.incr("host_nf_stale_answer");
+                    return;
+                };
+                match done {
+                    Some((records, removed, acts)) => {
+                        let time = time_now();
+                        for r in records {
+                            match core.replace_ue(&r, time) {
+                                Ok(id) => {
+                                    let settled = core.ue_summary(id).is_some_and(|s| s.settled);
+                                    if settled {
+                                        self.table.end_procedure(id);
+                                    } else {
+                                        self.table.follow(id, slot);
+                                    }
+                                }
+                                Err(e) => {
+                                    self.counters.incr("host_nf_import_failed");
+                                    tracing::warn!("a UE record from NF instance {slot}: {e}");
+                                }
+                            }
+                        }
+                        for id in removed {
+                            core.drop_ue(id);
+                            self.table.end_procedure(id);
+                        }
+                        actions.extend(acts.into_iter().map(NfAction::into_mme));
+                    }
+                    None => {
+                        self.counters.incr("host_nf_refused");
+                        local.push(held.event.clone().into_mme());
+                    }
+                }
+                // The UE's next event, on its record as now committed.
+                if let Some(id) = held.ue {
+                    self.next_of(core, id, local);
+                }
+            }
+        }
+    }
+
+    /// An instance's counts, into the host's counters.
+    fn count(&mut self, counts: Vec<(String, u64)>) {
+        for (name, n) in counts {
+            let known = self.names.len();
+            let name = match self.names.get(&name) {
+                Some(&k) => k,
+                None if known < MAX_COUNTER_NAMES && name.len() <= 64 => {
+                    // Leaked once per name, bounded.
+                    let k: &'static str = Box::leak(name.clone().into_boxed_str());
+                    self.names.insert(name, k);
+                    k
+                }
+                None => continue,
+            };
+            self.counters.add(name, n);
+        }
+    }
+
+    fn next_of(&mut self, core: &mut Mme, id: u32, local: &mut Vec<MmeEvent>) {
+        let Some(mut q) = self.busy.remove(&id) else { return };
+        let Some(ev) = q.pop_front() else { return };
+        if core.find_ue(&UeKey::MmeUeS1apId(id)).is_none() {
+            // Gone meanwhile: the core answers as for any unknown UE.
+            local.push(ev.into_mme());
+            local.extend(q.into_iter().map(NfEvent::into_mme));
+            return;
+        }
+        match self.send(core, Some(id), ev) {
+            None => {
+                if let Some(b) = self.busy.get_mut(&id) {
+                    b.extend(q);
+                }
+            }
+            Some(back) => {
+                local.push(back.into_mme());
+                local.extend(q.into_iter().map(NfEvent::into_mme));
+            }
+        }
+    }
+
+    /// The UE's waiting events, to the forwarder's core.
+    fn flush_local(&mut self, id: u32, local: &mut Vec<MmeEvent>) {
+        if let Some(q) = self.busy.remove(&id) {
+            local.extend(q.into_iter().map(NfEvent::into_mme));
+        }
+    }
+}
+
+/// Accept instances' links: each says Hello first, then its frames go to
+/// `tx`; a bad frame closes its link (counted).
+async fn accept(listener: TcpListener, tx: mpsc::Sender<NfIn>, counters: Counters) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let (tx, counters) = (tx.clone(), counters.clone());
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let (mut rd, mut wr) = stream.into_split();
+            let hello = tokio::time::timeout(std::time::Duration::from_secs(10), read_msg::<FromNf, _>(&mut rd)).await;
+            let Ok(Ok(Some(FromNf::Hello { slot, life, pid }))) = hello else {
+                counters.incr("host_nf_bad_frame");
+                return;
+            };
+            let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToNf>();
+            tokio::spawn(async move {
+                while let Some(m) = out_rx.recv().await {
+                    if write_msg(&mut wr, &m).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            if tx.send(NfIn::Up { slot, life, pid, tx: out_tx }).await.is_err() {
+                return;
+            }
+            loop {
+                match read_msg::<FromNf, _>(&mut rd).await {
+                    Ok(Some(msg)) => {
+                        if tx.send(NfIn::Msg { slot, life, msg }).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        counters.incr("host_nf_bad_frame");
+                        tracing::warn!("NF instance {slot}'s link: {e}");
+                        break;
+                    }
+                }
+            }
+            let _ = tx.send(NfIn::Closed { slot, life }).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(ue: Option<u32>) -> Held {
+        Held { ue, event: NfEvent::S1 { assoc: 1, stream: 1, data: vec![1] }, ids: (ue.unwrap_or(9), 7) }
+    }
+
+    #[test]
+    fn a_procedure_follows_its_instance_and_is_retaken_in_order_when_it_dies() {
+        let mut t = NfTable::new(2);
+        assert_eq!(t.choose(None), None);
+        t.up(0, 0);
+        t.up(1, 0);
+        let a = t.choose(Some(1)).unwrap();
+        t.hold(a, held(Some(1)));
+        // The least loaded for a new procedure, the same for UE 1's next.
+        let b = t.choose(Some(2)).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.choose(Some(1)), Some(a));
+        t.hold(a, held(Some(3)));
+        assert!(t.is_reserved(1) && t.is_reserved(7));
+        let gone = t.failed(a, 0).unwrap();
+        assert_eq!(gone.iter().map(|h| h.ue).collect::<Vec<_>>(), vec![Some(1), Some(3)]);
+        assert!(!t.is_reserved(1));
+        assert_eq!(t.choose(Some(1)), Some(b));
+        // A late answer of the dead life is stale.
+        assert_eq!(t.answered(a, 0, 1), None);
+        assert!(!t.is_live(a, 1));
+        t.up(a, 1);
+        assert!(t.is_live(a, 1));
+    }
+
+    #[tokio::test]
+    async fn frames_round_trip_and_bad_ones_are_errors() {
+        let m = ToNf::Event {
+            seq: 3,
+            record: Some(vec![1, 2]),
+            ids: (5, 6),
+            event: NfEvent::S1 { assoc: 1, stream: 2, data: vec![9] },
+        };
+        let mut buf = Vec::new();
+        write_msg(&mut buf, &m).await.unwrap();
+        let mut r: &[u8] = &buf;
+        assert_eq!(read_msg::<ToNf, _>(&mut r).await.unwrap(), Some(m));
+        let mut long: &[u8] = &(MAX_NF_FRAME as u32 + 1).to_be_bytes();
+        assert!(matches!(read_msg::<ToNf, _>(&mut long).await, Err(NfReadError::TooLong(_))));
+        let mut bad: &[u8] = &[0, 0, 0, 2, b'{', b'x'];
+        assert!(matches!(read_msg::<ToNf, _>(&mut bad).await, Err(NfReadError::Bad(_))));
+    }
+}
