@@ -92,6 +92,10 @@ pub struct MmeArgs {
     /// rate), up to saturation.
     #[arg(long, value_delimiter = ',', default_value = "500,1000,2000,4000,8000")]
     pub loads: Vec<f64>,
+    /// Fig. 6: rounds of every deployment, in alternating order (A B B A);
+    /// each point is the median over them.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: u32,
     /// Fig. 7: when the host (or the stateful MME, or with local-hot-nf
     /// one NF instance of host 1) is killed, seconds into the measured run.
     #[arg(long, default_value_t = 3.0)]

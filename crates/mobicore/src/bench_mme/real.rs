@@ -325,69 +325,122 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         plan.hosts,
         plan.balancer
     );
-    let b = bar((plan.deployments.len() * a.loads.len()) as u64);
-    let (mut points, mut rows) = (Vec::new(), Vec::new());
-    for &d in &plan.deployments {
-        b.set_message(format!("{}: starting", d.name()));
-        let mut rig = Rig::start(plan, d, total, None).await?;
-        let mut first = 0u64;
-        for &load in &a.loads {
-            b.set_message(format!("{}, {load} procedures/s", d.name()));
-            let n = per_point(load);
-            let ues: Vec<u64> = (first..first + n).collect();
-            first += n;
-            rig.ran.set_rate(Some(load))?;
-            let attach = rig.ran.attach_some(ues[0]..ues[0] + n).await?;
-            rig.ran.phase_of(Phase::Release, &ues).await?;
-            let sr = rig.ran.phase_of(Phase::ServiceRequest, &ues).await?;
-            let release = rig.ran.phase_of(Phase::Release, &ues).await?;
-            let all = [&attach, &sr, &release];
-            let (p50, p99) = percentiles(&all);
-            let failed: u64 = all.iter().map(|p| p.failed).sum();
-            if failed > 0 {
-                eprintln!(
-                    "{} at {load}/s: failed attach {}, service request {}, release {}",
-                    d.name(),
-                    attach.failed,
-                    sr.failed,
-                    release.failed
-                );
-                let r = rig.ran.report();
-                eprintln!("  failures {:?}\n  anomalies {:?}", r.failures, r.anomalies);
+    let rounds = a.rounds.max(1) as usize;
+    let b = bar((rounds * plan.deployments.len() * a.loads.len()) as u64);
+    // Each round runs every deployment, in reverse order every other round
+    // (A B B A ...), so that what the machine does meanwhile falls on each
+    // alike; a point is the median over the rounds.
+    let mut measured: Vec<Vec<Vec<Value>>> = vec![vec![Vec::new(); a.loads.len()]; plan.deployments.len()];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..plan.deployments.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for di in order {
+            let d = plan.deployments[di];
+            b.set_message(format!("round {}, {}: starting", round + 1, d.name()));
+            let mut rig = Rig::start(plan, d, total, None).await?;
+            let mut first = 0u64;
+            for (li, &load) in a.loads.iter().enumerate() {
+                b.set_message(format!("round {}, {}, {load} procedures/s", round + 1, d.name()));
+                let n = per_point(load);
+                let ues: Vec<u64> = (first..first + n).collect();
+                first += n;
+                rig.ran.set_rate(Some(load))?;
+                let attach = rig.ran.attach_some(ues[0]..ues[0] + n).await?;
+                rig.ran.phase_of(Phase::Release, &ues).await?;
+                let sr = rig.ran.phase_of(Phase::ServiceRequest, &ues).await?;
+                let release = rig.ran.phase_of(Phase::Release, &ues).await?;
+                let all = [&attach, &sr, &release];
+                let (p50, p99) = percentiles(&all);
+                let failed: u64 = all.iter().map(|p| p.failed).sum();
+                if failed > 0 {
+                    let r = rig.ran.report();
+                    b.println(format!(
+                        "{} at {load}/s: failed attach {}, service request {}, release {}; failures {:?}, anomalies {:?}",
+                        d.name(),
+                        attach.failed,
+                        sr.failed,
+                        release.failed,
+                        r.failures,
+                        r.anomalies
+                    ));
+                }
+                measured[di][li].push(json!({
+                    "hosts": rig.hosts,
+                    "ues": n,
+                    "procedures_per_s": per_second(&all),
+                    "attach_per_s": per_second(&[&attach]),
+                    "service_request_release_per_s": per_second(&[&sr, &release]),
+                    "latency_ms_p50": p50,
+                    "latency_ms_p99": p99,
+                    "attach_latency_ms_p50": mobicore_ran::percentile(&attach.latencies_us, 50.0).map_or(0.0, ms),
+                    "attach_latency_ms_p99": mobicore_ran::percentile(&attach.latencies_us, 99.0).map_or(0.0, ms),
+                    "failed_procedures": failed,
+                }));
+                b.inc(1);
             }
-            let p = json!({
+            rig.stop().await?;
+        }
+    }
+    let (mut points, mut rows) = (Vec::new(), Vec::new());
+    for (di, &d) in plan.deployments.iter().enumerate() {
+        for (li, &load) in a.loads.iter().enumerate() {
+            let runs = &measured[di][li];
+            let med = |k: &str| mobicore_dpbench::rig::median(runs.iter().filter_map(|r| r[k].as_f64()).collect());
+            let failed: u64 = runs.iter().filter_map(|r| r["failed_procedures"].as_u64()).sum();
+            let mut p = json!({
                 "figure": 6,
                 "mode": "real",
                 "scheme": d.name(),
-                "hosts": rig.hosts,
+                "hosts": runs[0]["hosts"],
                 "load": load,
-                "ues": n,
-                "procedures_per_s": per_second(&all),
-                "attach_per_s": per_second(&[&attach]),
-                "service_request_release_per_s": per_second(&[&sr, &release]),
-                "latency_ms_p50": p50,
-                "latency_ms_p99": p99,
-                "attach_latency_ms_p50": mobicore_ran::percentile(&attach.latencies_us, 50.0).map_or(0.0, ms),
-                "attach_latency_ms_p99": mobicore_ran::percentile(&attach.latencies_us, 99.0).map_or(0.0, ms),
+                "ues": runs[0]["ues"],
                 "failed_procedures": failed,
+                "rounds": runs,
             });
+            for k in [
+                "procedures_per_s",
+                "attach_per_s",
+                "service_request_release_per_s",
+                "latency_ms_p50",
+                "latency_ms_p99",
+                "attach_latency_ms_p50",
+                "attach_latency_ms_p99",
+            ] {
+                p[k] = json!(med(k));
+            }
             rows.push(vec![
                 d.name().to_string(),
-                rig.hosts.to_string(),
+                p["hosts"].to_string(),
                 format!("{load}"),
-                format!("{:.0}", p["procedures_per_s"].as_f64().unwrap_or(0.0)),
-                format!("{:.0}", p["attach_per_s"].as_f64().unwrap_or(0.0)),
-                format!("{:.0}", p["service_request_release_per_s"].as_f64().unwrap_or(0.0)),
-                format!("{p50:.2}"),
-                format!("{p99:.2}"),
+                format!("{:.0}", med("procedures_per_s")),
+                format!("{:.0}", med("attach_per_s")),
+                format!("{:.0}", med("service_request_release_per_s")),
+                format!("{:.2}", med("latency_ms_p50")),
+                format!("{:.2}", med("latency_ms_p99")),
                 failed.to_string(),
             ]);
             points.push(p);
-            b.inc(1);
         }
-        rig.stop().await?;
     }
     finish(b, &["scheme", "hosts", "offered/s", "proc/s", "attach/s", "SR+rel/s", "p50 ms", "p99 ms", "failed"], &rows);
+    // The target: each elastic deployment's peak attach rate against
+    // the stateful MME's, in the same run.
+    let peak = |name: &str| {
+        points.iter().filter(|p| p["scheme"] == name).filter_map(|p| p["attach_per_s"].as_f64()).fold(0.0, f64::max)
+    };
+    let stateful = peak(Deployment::Stateful.name());
+    if stateful > 0.0 {
+        for d in plan.deployments.iter().filter(|d| **d != Deployment::Stateful) {
+            let x = peak(d.name());
+            println!(
+                "peak attach/s: {} {x:.0} = {:.2} of the stateful MME's {stateful:.0} (median of {rounds} round(s) per point)",
+                d.name(),
+                x / stateful
+            );
+        }
+    }
     Ok(points)
 }
 
