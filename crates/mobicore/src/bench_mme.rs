@@ -245,7 +245,10 @@ async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
     if !a.sim {
         bail!("only the simulator is built for `bench mme fig9` so far: add --sim");
     }
-    if a.schemes.is_empty() || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0)) || a.max_hosts == Some(0) {
+    if a.schemes.is_empty()
+        || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0))
+        || a.max_hosts == Some(0)
+    {
         bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
     }
     if !(a.seconds.is_none_or(|s| s > 0.0) && a.utilization > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {

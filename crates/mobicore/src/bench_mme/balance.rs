@@ -135,8 +135,10 @@ impl Slo {
     pub fn of(log: &[OutcomeRecord], slo_ms: f64) -> Slo {
         let failed = log.iter().filter(|o| !o.ok).count();
         let over = log.iter().filter(|o| !o.ok || o.latency.as_secs_f64() * 1e3 > slo_ms).count();
-        let outcomes: Vec<Outcome> =
-            log.iter().map(|o| Outcome { start_ms: 0.0, latency_ms: o.latency.as_secs_f64() * 1e3, ok: o.ok }).collect();
+        let outcomes: Vec<Outcome> = log
+            .iter()
+            .map(|o| Outcome { start_ms: 0.0, latency_ms: o.latency.as_secs_f64() * 1e3, ok: o.ok })
+            .collect();
         let (p50, p99) = timeline::p50_p99(&outcomes);
         let viol = if log.is_empty() { 0.0 } else { 100.0 * over as f64 / log.len() as f64 };
         Slo { failed, viol, p50, p99 }

@@ -225,8 +225,11 @@ async fn one(
     let cpu1: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
     let log = rig.ran.take_outcomes();
     rig.stop().await?;
-    let cpu_pct =
-        cpu0.iter().zip(&cpu1).map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall_s / a.cpu_max).collect();
+    let cpu_pct = cpu0
+        .iter()
+        .zip(&cpu1)
+        .map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall_s / a.cpu_max)
+        .collect();
     let slo = Slo::of(&log, slo_ms);
     // Each arrival never run: its service request and release.
     let not_run = 2 * bursts.len();
