@@ -120,8 +120,8 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         a.target_pct,
         a.seed
     );
-    // The most runs: the top, then bisection.
-    let runs_each = 1 + u64::from(u32::BITS - max_hosts.leading_zeros());
+    // The most runs: the top, then ceil(log2(max)) of bisection.
+    let runs_each = 1 + u64::from(u32::BITS - (max_hosts - 1).leading_zeros());
     let b = bar(a.alpha.len() as u64 * a.schemes.len() as u64 * runs_each);
     let (mut points, mut rows) = (Vec::new(), Vec::new());
     for &alpha in &a.alpha {
