@@ -494,26 +494,64 @@ pub fn run(cfg: &SimConfig) -> SimResult {
 
 /// The fewest hosts, up to `max_hosts`, with which the scheme keeps SLO
 /// violations at or under `target_pct` (seed 004 Fig. 11), found by
-/// bisection (violations fall as hosts are added); with them, that run's
-/// result. `None` if even `max_hosts` is not enough.
+/// [`HostSearch`]; with them, that run's result. `None` if even
+/// `max_hosts` is not enough.
 pub fn hosts_needed(cfg: &SimConfig, max_hosts: u32, target_pct: f64) -> Option<(u32, SimResult)> {
-    let at = |n: u32| run(&SimConfig { hosts: n, ..cfg.clone() });
-    let top = at(max_hosts);
-    if top.slo_violation_pct() > target_pct {
-        return None;
-    }
-    let (mut lo, mut hi, mut best) = (0u32, max_hosts, top);
-    // Invariant: hi meets the target, lo does not (0 hosts never does).
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        let r = at(mid);
-        if r.slo_violation_pct() <= target_pct {
-            (hi, best) = (mid, r);
-        } else {
-            lo = mid;
+    let mut search = HostSearch::new(max_hosts);
+    let mut best = None;
+    while let Some(n) = search.next() {
+        let r = run(&SimConfig { hosts: n, ..cfg.clone() });
+        let meets = r.slo_violation_pct() <= target_pct;
+        search.record(n, meets);
+        if meets {
+            best = Some((n, r));
         }
     }
-    Some((hi, best))
+    best.filter(|(n, _)| search.found() == Some(*n))
+}
+
+/// The search for the fewest hosts that meet a target, apart from what
+/// runs a host count (the simulator, or real processes): the most hosts
+/// first, then bisection (violations fall as hosts are added).
+#[derive(Clone, Copy, Debug)]
+pub struct HostSearch {
+    max: u32,
+    /// Whether `max` meets the target, once run.
+    top: Option<bool>,
+    /// `hi` meets the target, `lo` does not (0 hosts never does).
+    lo: u32,
+    hi: u32,
+}
+
+impl HostSearch {
+    pub fn new(max_hosts: u32) -> HostSearch {
+        HostSearch { max: max_hosts, top: None, lo: 0, hi: max_hosts }
+    }
+
+    /// The host count to run next; none when the search is over.
+    pub fn next(&self) -> Option<u32> {
+        match self.top {
+            None => Some(self.max),
+            Some(false) => None,
+            Some(true) => (self.hi - self.lo > 1).then(|| self.lo + (self.hi - self.lo) / 2),
+        }
+    }
+
+    /// The outcome of running `hosts` (the count [`HostSearch::next`] named).
+    pub fn record(&mut self, hosts: u32, meets: bool) {
+        if self.top.is_none() {
+            self.top = Some(meets);
+        } else if meets {
+            self.hi = hosts;
+        } else {
+            self.lo = hosts;
+        }
+    }
+
+    /// The fewest hosts that met the target, once [`HostSearch::next`] is none.
+    pub fn found(&self) -> Option<u32> {
+        (self.top == Some(true) && self.next().is_none()).then_some(self.hi)
+    }
 }
 
 #[cfg(test)]

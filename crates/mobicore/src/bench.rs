@@ -76,7 +76,7 @@ pub enum BenchCommand {
     /// case next to the minimal XDP forwarder and kernel forwarding on the
     /// identical namespace topology (`bench dataplane`'s generator).
     Breakout(crate::bench_breakout::BreakoutArgs),
-    /// Seed 004 Figs. 6-8 and 10 on real processes: the elastic MME
+    /// Seed 004 Figs. 6-8, 10 and 11 on real processes: the elastic MME
     /// (mme-frontend, mme-hosts, a redis-server started for the run) beside
     /// the stateful MME (`mobicore mme`), the emulated RAN as load:
     /// procedures/s against offered load (fig6); latency per bin, failed
@@ -85,7 +85,9 @@ pub enum BenchCommand {
     /// and hosts over time as the front end's EPS controller scales hosts
     /// bounded by --cpu-max under the T2 ramp (fig8); SLO violations and
     /// CPU spread across such hosts per balancer, uniform and skewed load
-    /// (fig10). Figs. 10-11 with `--sim`: skewed consistent hashing
+    /// (fig10); the fewest such hosts per balancer and Pareto alpha that
+    /// keep --target-pct violations under the load model's bursts (fig11,
+    /// up to --max-hosts 4). Figs. 10-11 with `--sim`: skewed consistent hashing
     /// against round robin, consistent hashing and Maglev to 100 hosts
     /// (fig10), and the hosts each needs for at most 5% violations under
     /// Pareto bursts (fig11), from the elastic MME's simulator running the

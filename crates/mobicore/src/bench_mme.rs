@@ -9,6 +9,8 @@
 //!   end's EPS controller scaling hosts bounded by a CPU budget out and in.
 //! - Fig. 10 on real processes (`balance`): each balancer in front of
 //!   hosts bounded by a CPU budget (a cgroup), uniform and skewed load.
+//! - Fig. 11 on real processes (`bursts`): the hosts each balancer needs
+//!   under the load model's Pareto bursts, hosts bounded the same way.
 //! - Fig. 9 (`fig9`), service request and handover latency on one host
 //!   with the MME unified, decomposed and prioritized, and Figs. 10 and
 //!   11, from the elastic MME's discrete-event simulator
@@ -18,6 +20,7 @@
 //!   same seeded load, to 100 hosts.
 
 mod balance;
+mod bursts;
 mod fig9;
 mod ramp;
 mod real;
@@ -57,7 +60,8 @@ pub enum MmeFigure {
     /// processes with CPU budgets; --sim: simulated).
     Fig10,
     /// Hosts needed for at most 5% SLO violations under skewed Pareto
-    /// bursts, alpha 1, 2 and 3.
+    /// bursts, alpha 1, 2 and 3 (real processes with CPU budgets; --sim:
+    /// simulated).
     Fig11,
 }
 
@@ -75,8 +79,8 @@ pub enum LoadPattern {
 pub struct MmeArgs {
     #[arg(value_enum)]
     pub figure: MmeFigure,
-    /// Simulate the cluster (Figs. 9, 10 and 11; required for Figs. 9 and
-    /// 11, whose real-host versions are not built yet; Figs. 6 and 7 run
+    /// Simulate the cluster (Figs. 9, 10 and 11; required for Fig. 9,
+    /// whose real-host version is not built yet; Figs. 6, 7 and 8 run
     /// real processes only).
     #[arg(long)]
     pub sim: bool,
@@ -131,19 +135,21 @@ pub struct MmeArgs {
     /// Fig. 11: Pareto shape of the bursts, one search each.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pub alpha: Vec<f64>,
-    /// Fig. 11: the most hosts a search tries.
-    #[arg(long, default_value_t = 100)]
-    pub max_hosts: u32,
-    /// Fig. 11: offered procedures per second (default: half what
-    /// --max-hosts hosts serve at full CPU). Fig. 7: the constant rate of
+    /// Fig. 11: the most hosts a search tries (default 100 simulated, 4
+    /// real).
+    #[arg(long)]
+    pub max_hosts: Option<u32>,
+    /// Fig. 11: offered procedures per second (simulated, default: half
+    /// what --max-hosts hosts serve at full CPU; real, default 200,
+    /// service requests and releases). Fig. 7: the constant rate of
     /// service requests and releases (default 400); Fig. 10 on real
     /// processes: the same (default 300); Fig. 8: the T2 ramp's mean
     /// (default 150; from 0.2 to 1.8 times it). Fig. 9: service requests
     /// and handovers (default 1000).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// UEs (default: 60 for Fig. 8, 300 for Fig. 10, 120 on real processes, 100 per
-    /// --max-hosts for Fig. 11, 200 for Fig. 7; Fig. 6: per offered load,
+    /// UEs (default: 60 for Fig. 8, 300 for Fig. 10, 120 for Figs. 10 and 11 on
+    /// real processes, 100 per --max-hosts for Fig. 11, 200 for Fig. 7; Fig. 6: per offered load,
     /// default load x --seconds).
     #[arg(long)]
     pub ues: Option<u32>,
@@ -154,13 +160,13 @@ pub struct MmeArgs {
     pub hot_share: f64,
     /// Seconds of load per run: simulated (default 5); Fig. 6: of each
     /// phase at each offered load (default 1); Fig. 7: the measured run
-    /// (default 10); Fig. 10 on real processes: the measured run after
-    /// the attaches (default 5); Fig. 8: the ramp (default 40).
+    /// (default 10); Figs. 10 and 11 on real processes: the measured run
+    /// after the attaches (default 5); Fig. 8: the ramp (default 40).
     #[arg(long)]
     pub seconds: Option<f64>,
     #[arg(long, default_value_t = 11)]
     pub seed: u64,
-    /// Figs. 8 and 10 on real processes: each host's CPU budget, cores (its
+    /// Figs. 8, 10 and 11 on real processes: each host's CPU budget, cores (its
     /// cgroup's CFS quota over the period: mme-host --cpu-max).
     #[arg(long, default_value_t = 0.1)]
     pub cpu_max: f64,
@@ -168,7 +174,7 @@ pub struct MmeArgs {
     /// mme-frontend).
     #[arg(long, default_value_t = 2)]
     pub scale_window_s: u64,
-    /// Fig. 10 on real processes: a procedure's SLO, ms (default: the
+    /// Figs. 10 and 11 on real processes: a procedure's SLO, ms (default: the
     /// service request's of the simulator's profiles, 10).
     #[arg(long)]
     pub slo_ms: Option<f64>,
@@ -181,7 +187,9 @@ pub struct MmeArgs {
     /// failed_procedures; Fig. 7 failed_procedures, reattaches,
     /// recovery_ms, latency_ms_p50/p99 and the timeline's bins; Fig. 10
     /// slo_violation_pct, cpu_stddev_pct, procedures_per_s,
-    /// latency_ms_p50/p99, failed_procedures; Fig. 11 alpha, hosts_needed).
+    /// latency_ms_p50/p99, failed_procedures; Fig. 11 alpha, hosts_needed
+    /// (null: more than --max-hosts), slo_violation_pct of the run with
+    /// `hosts` hosts, and real, the host counts tried).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Draw the figure as SVG into this directory.
@@ -207,6 +215,10 @@ pub async fn run(a: MmeArgs) -> Result<()> {
         },
         MmeFigure::Fig10 if !a.sim => tokio::select! {
             r = balance::run(&a) => r?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+        },
+        MmeFigure::Fig11 if !a.sim => tokio::select! {
+            r = bursts::run(&a) => r?,
             _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
         },
         MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
@@ -235,9 +247,12 @@ impl MmeArgs {
 
 async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
     if !a.sim {
-        bail!("only the simulator is built for `bench mme fig9|fig11` so far: add --sim");
+        bail!("only the simulator is built for `bench mme fig9` so far: add --sim");
     }
-    if a.schemes.is_empty() || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0)) || a.max_hosts == 0 {
+    if a.schemes.is_empty()
+        || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0))
+        || a.max_hosts == Some(0)
+    {
         bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
     }
     if !(a.seconds.is_none_or(|s| s > 0.0) && a.utilization > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {
@@ -358,15 +373,16 @@ fn fig10(a: &MmeArgs) -> Vec<Value> {
 fn fig11(a: &MmeArgs) -> Vec<Value> {
     let profiles = Profiles::default();
     let capacity = sim::host_capacity(&profiles, &Mix::default(), 1.0);
-    let rate = a.rate.unwrap_or(0.5 * f64::from(a.max_hosts) * capacity);
-    let ues = a.ues.unwrap_or(100 * a.max_hosts);
+    let max_hosts = a.max_hosts.unwrap_or(100);
+    let rate = a.rate.unwrap_or(0.5 * f64::from(max_hosts) * capacity);
+    let ues = a.ues.unwrap_or(100 * max_hosts);
     let skew = skews(a)[1].1;
     println!(
         "Fig. 11 (simulated): {rate:.0} procedures/s in Pareto bursts, {ues} UEs, {:.0}% of them carrying {:.0}% of the load, \
          at most {} hosts at {capacity:.0}/s each, {} s per run; hosts needed for <= {}% SLO violations",
         100.0 * a.hot_fraction,
         100.0 * a.hot_share,
-        a.max_hosts,
+        max_hosts,
         a.sim_seconds(),
         a.target_pct
     );
@@ -392,10 +408,10 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
                 },
                 ..Default::default()
             };
-            let needed = sim::hosts_needed(&cfg, a.max_hosts, a.target_pct);
+            let needed = sim::hosts_needed(&cfg, max_hosts, a.target_pct);
             let (n, r) = match needed {
                 Some((n, r)) => (Some(n), r),
-                None => (None, sim::run(&SimConfig { hosts: a.max_hosts, ..cfg })),
+                None => (None, sim::run(&SimConfig { hosts: max_hosts, ..cfg })),
             };
             if scheme == Scheme::ConsistentHashing {
                 ch_needed = n;
@@ -404,6 +420,7 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
             p["alpha"] = json!(alpha);
             p["pattern"] = json!("T4");
             p["hosts_needed"] = json!(n);
+            p["target_pct"] = json!(a.target_pct);
             found.push((scheme, n, r.slo_violation_pct()));
             points.push(p);
             b.inc(1);
@@ -416,7 +433,7 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
             rows.push(vec![
                 format!("{alpha}"),
                 scheme.to_string(),
-                n.map_or(format!("> {}", a.max_hosts), |n| n.to_string()),
+                n.map_or(format!("> {max_hosts}"), |n| n.to_string()),
                 format!("{viol:.2}"),
                 vs_ch,
             ]);
@@ -575,8 +592,11 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
             }
         }
         MmeFigure::Fig11 => {
+            let mode = if points.iter().any(|p| p["mode"] == "real") { "real processes" } else { "simulated" };
+            let target = points.first().and_then(|p| p["target_pct"].as_f64()).unwrap_or(5.0);
+            let title = format!("Fig. 11 ({mode}): hosts needed for <= {target}% SLO violations");
             let chart = Chart {
-                title: "Fig. 11 (simulated): hosts needed for <= 5% SLO violations",
+                title: &title,
                 x_label: "Pareto alpha",
                 y_label: "hosts needed",
                 log_x: false,

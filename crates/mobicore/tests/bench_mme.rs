@@ -1,4 +1,4 @@
-//! `mobicore bench mme fig6|fig7|fig8|fig10` end to end at a tiny size:
+//! `mobicore bench mme fig6|fig7|fig8|fig10|fig11` end to end at a tiny size:
 //! real front end, hosts, redis-server and stateful MME processes, the
 //! emulated RAN as the load generator; the JSON has its fields and the
 //! plots are drawn. Nothing here asserts a speed: only what must hold at any speed
@@ -10,8 +10,18 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn bench(args: &[&str], dir: &Path) -> Vec<Value> {
+    bench_watched(args, dir, ("", ""), || {})
+}
+
+/// [`bench`] with `env` set for the bench and the processes it starts,
+/// calling `watch` every 100 ms while it runs.
+fn bench_watched(args: &[&str], dir: &Path, env: (&str, &str), mut watch: impl FnMut()) -> Vec<Value> {
     let json = dir.join("points.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mobicore"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mobicore"));
+    if !env.0.is_empty() {
+        cmd.env(env.0, env.1);
+    }
+    let mut child = cmd
         .args(["bench", "mme"])
         .args(args)
         .arg("--json")
@@ -31,6 +41,7 @@ fn bench(args: &[&str], dir: &Path) -> Vec<Value> {
             let out = child.wait_with_output().unwrap();
             panic!("the bench hung: {}", String::from_utf8_lossy(&out.stdout));
         }
+        watch();
         std::thread::sleep(Duration::from_millis(100));
     }
     let out = child.wait_with_output().unwrap();
@@ -140,5 +151,74 @@ fn fig8_real_hosts_under_the_ramp_with_the_eps_controller() {
     assert!(!p["timeline"].as_array().unwrap().is_empty());
     assert_eq!(p["failed_procedures"], 0, "a light load fails nothing: {p}");
     assert!(dir.join("fig8_hosts.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The pids of live processes whose environment holds `var=value`.
+fn marked(var: &str, value: &str) -> Vec<u32> {
+    let want = format!("{var}={value}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == want.as_bytes()))
+        })
+        .collect()
+}
+
+/// The hosts' cgroups (`host<id>-<pid>`) of processes among `pids`.
+fn cgroups_of(pids: &std::collections::HashSet<u32>) -> Vec<std::path::PathBuf> {
+    use mobicore::elastic_mme::cgroup;
+    [cgroup::ROOT, cgroup::V1_ROOT]
+        .iter()
+        .filter_map(|root| std::fs::read_dir(Path::new(root).join(cgroup::PARENT)).ok())
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("host")
+                && name.rsplit_once('-').and_then(|(_, pid)| pid.parse().ok()).is_some_and(|pid| pids.contains(&pid))
+        })
+        .collect()
+}
+
+#[test]
+fn fig11_real_hosts_needed_under_pareto_bursts() {
+    if let Some(why) = no_cpu_budgets() {
+        return eprintln!("skipped: {why}");
+    }
+    let dir = temp("fig11");
+    let args = ["fig11", "--alpha", "2", "--schemes", "sk-ch,rr", "--max-hosts", "2", "--ues", "8", "--rate", "60"];
+    // The processes the bench starts carry this in their environment:
+    // seen while it runs, none may be left after, nor their cgroups.
+    let mark = ("MOBICORE_BENCH_TEST", format!("fig11-{}", std::process::id()));
+    let (mut pids, mut cgroups) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    let points = bench_watched(&[&args[..], &["--seconds", "1"]].concat(), &dir, (mark.0, &mark.1), || {
+        pids.extend(marked(mark.0, &mark.1));
+        cgroups.extend(cgroups_of(&pids));
+    });
+    assert_eq!(points.len(), 2, "{points:?}");
+    for (p, scheme) in points.iter().zip(["sk-ch", "rr"]) {
+        for key in ["hosts", "load", "slo_violation_pct", "latency_ms_p99", "tried"] {
+            assert!(!p[key].is_null(), "{key} in {p}");
+        }
+        assert_eq!(
+            (&p["figure"], &p["mode"], &p["scheme"], &p["alpha"]),
+            (&11.into(), &"real".into(), &scheme.into(), &2.0.into())
+        );
+        let needed = &p["hosts_needed"];
+        assert!(needed.is_null() || (1..=2).contains(&needed.as_u64().unwrap()), "{p}");
+        assert_eq!(p["hosts"], if needed.is_null() { 2.into() } else { needed.clone() }, "{p}");
+        let tried = p["tried"].as_array().unwrap();
+        assert_eq!(tried[0]["hosts"], 2, "the most hosts first: {p}");
+        assert!(tried.iter().all(|t| t["slo_violation_pct"].as_f64().is_some_and(|v| (0.0..=100.0).contains(&v))));
+    }
+    assert!(dir.join("fig11_hosts_needed.svg").exists());
+    assert!(!cgroups.is_empty(), "the hosts' cgroups were seen");
+    let left = marked(mark.0, &mark.1);
+    assert!(left.is_empty(), "processes left: {left:?}");
+    let left: Vec<_> = cgroups.iter().filter(|c| c.exists()).collect();
+    assert!(left.is_empty(), "cgroups left: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -149,3 +149,23 @@ fn hundred_hosts() {
     assert!(r.slo_violation_pct() < 5.0, "{}", show(&r));
     assert!((r.procedures_per_s / 60_000.0 - 1.0).abs() < 0.05);
 }
+
+/// The search runs the most hosts, then bisects to the fewest that meet
+/// the target, whatever runs them.
+#[test]
+fn host_search_bisects() {
+    let search = |max: u32, enough: u32| {
+        let mut s = HostSearch::new(max);
+        let mut ran = Vec::new();
+        while let Some(n) = s.next() {
+            ran.push(n);
+            s.record(n, n >= enough);
+        }
+        (s.found(), ran)
+    };
+    assert_eq!(search(4, 3), (Some(3), vec![4, 2, 3]));
+    assert_eq!(search(4, 1), (Some(1), vec![4, 2, 1]));
+    assert_eq!(search(4, 5), (None, vec![4]));
+    assert_eq!(search(1, 1), (Some(1), vec![1]));
+    assert_eq!(search(100, 37).0, Some(37));
+}

@@ -24,7 +24,7 @@ use anyhow::{bail, Context, Result};
 use mobicore_elastic::hash::hash64;
 use mobicore_elastic::load::Skew;
 use mobicore_elastic::{ProcedureKind, Profiles};
-use mobicore_ran::Phase;
+use mobicore_ran::{OutcomeRecord, Phase};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -42,7 +42,7 @@ pub fn stat_ticks(stat: &str) -> Option<u64> {
 }
 
 /// Process `pid`'s CPU time so far, every thread.
-fn cpu_time(pid: u32) -> Result<Duration> {
+pub(super) fn cpu_time(pid: u32) -> Result<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("/proc/{pid}/stat"))?;
     let ticks = stat_ticks(&stat).with_context(|| format!("/proc/{pid}/stat: {stat:?}"))?;
     // SAFETY: sysconf reads a constant.
@@ -70,11 +70,8 @@ impl Spread {
     pub fn new(skew: Skew, ues: u64, seed: u64) -> Spread {
         let w = skew.weights(ues as u32);
         let max = w.iter().copied().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
-        // The weights' order (hot first) over a seeded permutation of the UEs.
-        let mut order: Vec<u64> = (0..ues).collect();
-        order.sort_by_key(|&u| hash64(seed, u));
         let mut p = vec![0.0; ues as usize];
-        for (i, &ue) in order.iter().enumerate() {
+        for (i, &ue) in hot_order(ues, seed).iter().enumerate() {
             p[ue as usize] = w[i] / max;
         }
         Spread { p, seed }
@@ -89,13 +86,63 @@ impl Spread {
     }
 }
 
+/// The RAN's UEs in the order of the load model's (hot ones first): a
+/// seeded permutation.
+pub fn hot_order(ues: u64, seed: u64) -> Vec<u64> {
+    let mut order: Vec<u64> = (0..ues).collect();
+    order.sort_by_key(|&u| hash64(seed, u));
+    order
+}
+
 /// One round: service requests of the round's UEs, then their releases.
-async fn round(rig: &mut Rig, ues: &[u64]) -> Result<()> {
+pub(super) async fn round(rig: &mut Rig, ues: &[u64]) -> Result<()> {
     if !ues.is_empty() {
         rig.ran.phase_of(Phase::ServiceRequest, ues).await?;
         rig.ran.phase_of(Phase::Release, ues).await?;
     }
     Ok(())
+}
+
+/// UEs attach in [`WAVES`], each followed by a round of the attached
+/// UEs' load, so that the balancers place the later waves by the hosts'
+/// load; the UEs are idle after. The next round's number.
+pub(super) async fn attach_in_waves(rig: &mut Rig, ues: u64, spread: &Spread) -> Result<u64> {
+    for w in 0..WAVES {
+        let wave: Vec<u64> = (w * ues / WAVES..(w + 1) * ues / WAVES).collect();
+        rig.ran.attach_some(wave[0]..wave[0] + wave.len() as u64).await?;
+        rig.ran.phase_of(Phase::Release, &wave).await?;
+        round(rig, &spread.round(w, 0..(w + 1) * ues / WAVES)).await?;
+    }
+    rig.ran.settle_idle().await?;
+    Ok(WAVES)
+}
+
+/// The pids of hosts 1..=`hosts`.
+pub(super) fn host_pids(rig: &Rig, hosts: u32) -> Result<Vec<u32>> {
+    (1..=hosts).map(|id| rig.procs.pid(&format!("host{id}")).context("a host's process")).collect()
+}
+
+/// A run's procedures against the SLO.
+pub(super) struct Slo {
+    pub failed: usize,
+    /// Failed or over the SLO, percent of all.
+    pub viol: f64,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+impl Slo {
+    pub fn of(log: &[OutcomeRecord], slo_ms: f64) -> Slo {
+        let failed = log.iter().filter(|o| !o.ok).count();
+        let over = log.iter().filter(|o| !o.ok || o.latency.as_secs_f64() * 1e3 > slo_ms).count();
+        let outcomes: Vec<Outcome> = log
+            .iter()
+            .map(|o| Outcome { start_ms: 0.0, latency_ms: o.latency.as_secs_f64() * 1e3, ok: o.ok })
+            .collect();
+        let (p50, p99) = timeline::p50_p99(&outcomes);
+        let viol = if log.is_empty() { 0.0 } else { 100.0 * over as f64 / log.len() as f64 };
+        Slo { failed, viol, p50, p99 }
+    }
 }
 
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
@@ -140,20 +187,9 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 };
                 let mut rig = Rig::start(&plan, Deployment::Redis, ues, Some(rate)).await?;
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: attaching"));
-                let mut r = 0;
-                for w in 0..WAVES {
-                    let wave: Vec<u64> = (w * ues / WAVES..(w + 1) * ues / WAVES).collect();
-                    rig.ran.attach_some(wave[0]..wave[0] + wave.len() as u64).await?;
-                    rig.ran.phase_of(Phase::Release, &wave).await?;
-                    let load = spread.round(r, 0..(w + 1) * ues / WAVES);
-                    round(&mut rig, &load).await?;
-                    r += 1;
-                }
-                rig.ran.settle_idle().await?;
+                let mut r = attach_in_waves(&mut rig, ues, &spread).await?;
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: running"));
-                let pids: Vec<u32> = (1..=hosts)
-                    .map(|id| rig.procs.pid(&format!("host{id}")).context("a host's process"))
-                    .collect::<Result<_>>()?;
+                let pids = host_pids(&rig, hosts)?;
                 let cpu0: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
                 rig.ran.log_outcomes();
                 let t0 = Instant::now();
@@ -170,14 +206,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     .zip(&cpu1)
                     .map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall / cpu_max)
                     .collect();
-                let failed = log.iter().filter(|o| !o.ok).count();
-                let over = log.iter().filter(|o| !o.ok || o.latency.as_secs_f64() * 1e3 > slo_ms).count();
-                let outcomes: Vec<Outcome> = log
-                    .iter()
-                    .map(|o| Outcome { start_ms: 0.0, latency_ms: o.latency.as_secs_f64() * 1e3, ok: o.ok })
-                    .collect();
-                let (p50, p99) = timeline::p50_p99(&outcomes);
-                let viol = if log.is_empty() { 0.0 } else { 100.0 * over as f64 / log.len() as f64 };
+                let Slo { failed, viol, p50, p99 } = Slo::of(&log, slo_ms);
                 let sd = stddev(&cpu_pct);
                 let per_s = (log.len() - failed) as f64 / wall;
                 rows.push(vec![
