@@ -386,7 +386,15 @@ pub enum Choice {
 
 /// The instances' kinds from `--nf` (`attach=1,service-request=2`; kinds
 /// as [`ProcedureKind::name`], `-` or `_`).
-pub fn parse_kinds(spec: &str) -> Result<Vec<ProcedureKind>, String> {
+pub fn parse_kinds(spec: &str) -> Result<NfKinds, String> {
+    parse_kind_list(spec).map(NfKinds)
+}
+
+/// `--nf`'s instances' kinds, a slot each.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NfKinds(pub Vec<ProcedureKind>);
+
+fn parse_kind_list(spec: &str) -> Result<Vec<ProcedureKind>, String> {
     let mut out = Vec::new();
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (name, n) = part.split_once('=').unwrap_or((part, "1"));
@@ -973,7 +981,7 @@ mod tests {
     #[test]
     fn a_procedure_goes_to_an_instance_of_its_kind_by_least_q_over_c() {
         use ProcedureKind::*;
-        assert_eq!(parse_kinds("attach=2, service-request=1,tau").unwrap(), vec![Attach, Attach, ServiceRequest, Tau]);
+        assert_eq!(parse_kinds("attach=2, service-request=1,tau").unwrap().0, vec![Attach, Attach, ServiceRequest, Tau]);
         assert!(parse_kinds("paging=1").is_err() && parse_kinds("attach=x").is_err());
         let p = priorities(&Profiles::default());
         // SLO_min / SLO: the service request's (the tightest) is 1.
