@@ -439,7 +439,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         }
         let exe = std::env::current_exe().context("finding the mobicore binary to start NF instances with")?;
         let launch = nf::NfLaunch { exe, args, stall_first: a.nf_stall_first, stall_mbr: a.nf_stall_mbr };
-        Some(nf::NfPool::start(a.id, &kinds, launch, counters.clone()).await?)
+        let host_cgroup = _cgroup.as_ref().map(|c| c.dir().to_path_buf());
+        Some(nf::NfPool::start(a.id, &kinds, launch, counters.clone(), host_cgroup.as_deref()).await?)
     } else {
         None
     };

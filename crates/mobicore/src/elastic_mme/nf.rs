@@ -422,8 +422,10 @@ pub fn priorities(profiles: &Profiles) -> [f64; ProcedureKind::COUNT] {
 #[derive(Debug)]
 pub struct NfTable {
     slots: Vec<Slot>,
-    /// A UE's running procedure's instance and kind.
-    affinity: HashMap<u32, (usize, Option<ProcedureKind>)>,
+    /// A UE's procedure's instance and kind, and whether it runs (an ended
+    /// one's instance still takes the UE's messages that start nothing
+    /// known, and its S6a/S11 answers still due).
+    affinity: HashMap<u32, (usize, Option<ProcedureKind>, bool)>,
     /// Ids handed out to events still at an instance.
     reserved: HashSet<u32>,
     next_seq: u64,
@@ -455,18 +457,17 @@ impl NfTable {
         self.slots[slot].kind
     }
 
+    /// `P` of the slot's kind (1 for every kind).
+    pub fn p(&self, slot: usize) -> f64 {
+        self.slots[slot].p
+    }
+
     /// Eq. 4 for `slot` were it busy: its `P` over its own and the busy
     /// instances' (as [`Forwarder::share`]).
     pub fn share(&self, slot: usize) -> f64 {
         let others: f64 =
             self.slots.iter().enumerate().filter(|(j, s)| *j != slot && !s.held.is_empty()).map(|(_, s)| s.p).sum();
         self.slots[slot].p / (self.slots[slot].p + others)
-    }
-
-    /// `C` of each slot's kind alone (Eq. 4 over every slot): the CPU
-    /// weight its cgroup gets.
-    pub fn static_share(&self, slot: usize) -> f64 {
-        self.slots[slot].p / self.slots.iter().map(|s| s.p).sum::<f64>()
     }
 
     pub fn life(&self, slot: usize) -> u64 {
@@ -494,7 +495,17 @@ impl NfTable {
 
     /// The kind of the UE's running procedure, if it has one.
     pub fn procedure_of(&self, ue: u32) -> Option<Option<ProcedureKind>> {
-        self.affinity.get(&ue).map(|&(_, k)| k)
+        self.affinity.get(&ue).filter(|a| a.2).map(|&(_, k, _)| k)
+    }
+
+    /// The kind of the UE's last procedure (ended or not).
+    pub fn last_of(&self, ue: u32) -> Option<Option<ProcedureKind>> {
+        self.affinity.get(&ue).map(|&(_, k, _)| k)
+    }
+
+    /// The UE starts a new procedure: placed anew.
+    pub fn forget(&mut self, ue: u32) {
+        self.affinity.remove(&ue);
     }
 
     /// Algorithm 2: the instance of the UE's procedure if it lives and has
@@ -502,7 +513,7 @@ impl NfTable {
     /// none of `kind` live: wait for one restarting, else any live one.
     pub fn choose(&self, ue: Option<u32>, kind: Option<ProcedureKind>) -> Choice {
         let room = |i: usize| self.slots[i].live && self.slots[i].held.len() < MAX_HELD;
-        if let Some(&(i, _)) = ue.and_then(|u| self.affinity.get(&u)) {
+        if let Some(&(i, _, _)) = ue.and_then(|u| self.affinity.get(&u)) {
             if room(i) {
                 return Choice::Slot(i);
             }
@@ -531,7 +542,7 @@ impl NfTable {
         self.reserved.insert(held.ids.0);
         self.reserved.insert(held.ids.1);
         if let Some(u) = held.ue {
-            self.affinity.insert(u, (slot, held.kind));
+            self.affinity.insert(u, (slot, held.kind, true));
         }
         self.slots[slot].held.insert(seq, held);
         seq
@@ -539,12 +550,15 @@ impl NfTable {
 
     /// The UE's procedure at `slot` (a new UE's, once it has an id).
     pub fn follow(&mut self, ue: u32, slot: usize, kind: Option<ProcedureKind>) {
-        self.affinity.insert(ue, (slot, kind));
+        self.affinity.insert(ue, (slot, kind, true));
     }
 
-    /// The UE's procedure ended: its next message is placed anew.
+    /// The UE's procedure ended: a message that starts a procedure is
+    /// placed anew.
     pub fn end_procedure(&mut self, ue: u32) {
-        self.affinity.remove(&ue);
+        if let Some(a) = self.affinity.get_mut(&ue) {
+            a.2 = false;
+        }
     }
 
     /// `slot` (life `life`) answered `seq`.
@@ -567,7 +581,7 @@ impl NfTable {
             self.reserved.remove(&h.ids.0);
             self.reserved.remove(&h.ids.1);
         }
-        self.affinity.retain(|_, (i, _)| *i != slot);
+        self.affinity.retain(|_, (i, _, _)| *i != slot);
         Some(held)
     }
 }
@@ -614,6 +628,18 @@ pub struct NfPool {
     counters: Counters,
     /// The instances' counter names (bounded: [`MAX_COUNTER_NAMES`]).
     names: HashMap<String, &'static str>,
+    /// The slots' cgroups, weighted by `P` (none: no cgroup control here).
+    /// After `children`: dropped once they are killed.
+    cgroups: Option<super::cgroup::NfCgroups>,
+}
+
+impl Drop for NfPool {
+    /// The instances killed before their cgroups go.
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.start_kill();
+        }
+    }
 }
 
 /// Distinct counter names taken from instances at most.
@@ -627,15 +653,28 @@ impl NfPool {
         kinds: &[Option<ProcedureKind>],
         launch: NfLaunch,
         counters: Counters,
+        host_cgroup: Option<&std::path::Path>,
     ) -> anyhow::Result<(NfPool, mpsc::Receiver<NfIn>)> {
         let n = kinds.len();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = mpsc::channel(4096);
         tokio::spawn(accept(listener, tx, counters.clone()));
+        let table = NfTable::new(kinds, priorities(&Profiles::default()));
+        let ps: Vec<f64> = (0..n).map(|i| table.p(i)).collect();
+        let cgroups = match super::cgroup::NfCgroups::create(host_cgroup, host, &ps) {
+            Ok(c) => {
+                println!("mme-host {host}: nf cpu weights by P ({:?}): {ps:?}", c.version());
+                Some(c)
+            }
+            Err(e) => {
+                println!("mme-host {host}: nf instances run without cpu weights (no cgroup control: {e:#})");
+                None
+            }
+        };
         let mut pool = NfPool {
             host,
-            table: NfTable::new(kinds, priorities(&Profiles::default())),
+            table,
             launch,
             addr,
             children: (0..n).map(|_| None).collect(),
@@ -645,6 +684,7 @@ impl NfPool {
             parked: VecDeque::new(),
             counters,
             names: HashMap::new(),
+            cgroups,
         };
         let named: Vec<&str> = kinds.iter().map(|k| k.map_or("any", ProcedureKind::name)).collect();
         println!("mme-host {host}: nf slots {}", named.join(" "));
@@ -667,7 +707,14 @@ impl NfPool {
         if self.launch.stall_mbr == Some(slot) && life == 0 {
             cmd.arg("--stall-on-mbr");
         }
-        self.children[slot] = Some(cmd.spawn()?);
+        let child = cmd.spawn()?;
+        if let (Some(cg), Some(pid)) = (&self.cgroups, child.id()) {
+            if let Err(e) = cg.enter(slot, pid) {
+                self.counters.incr("host_nf_cgroup_failed");
+                tracing::warn!("NF instance {slot} into its cgroup: {e:#}");
+            }
+        }
+        self.children[slot] = Some(child);
         Ok(())
     }
 
@@ -719,15 +766,29 @@ impl NfPool {
             }
             return None;
         }
-        // The running procedure's kind, else the one this message starts.
-        let kind = match ue.and_then(|id| self.table.procedure_of(id)) {
-            Some(k) => k,
-            None => match &event {
-                NfEvent::S1 { data, .. } => super::keys::starts(data),
-                _ => None,
-            },
-        };
+        let kind = self.kind_of(ue, &event);
         self.send(core, ue, kind, event).map(NfEvent::into_mme)
+    }
+
+    /// The running procedure's kind; else the one this message starts
+    /// (placed anew); else the UE's last procedure's (its instance).
+    fn kind_of(&mut self, ue: Option<u32>, event: &NfEvent) -> Option<ProcedureKind> {
+        if let Some(k) = ue.and_then(|id| self.table.procedure_of(id)) {
+            return k;
+        }
+        let starts = match event {
+            NfEvent::S1 { data, .. } => super::keys::starts(data),
+            _ => None,
+        };
+        match (starts, ue) {
+            (Some(k), Some(id)) => {
+                self.table.forget(id);
+                Some(k)
+            }
+            (Some(k), None) => Some(k),
+            (None, Some(id)) => self.table.last_of(id).flatten(),
+            (None, None) => None,
+        }
     }
 
     /// Send `event` of a procedure of `kind` to an instance (or park it for
@@ -857,7 +918,7 @@ impl NfPool {
                         }
                         for id in removed {
                             core.drop_ue(id);
-                            self.table.end_procedure(id);
+                            self.table.forget(id);
                         }
                         actions.extend(acts.into_iter().map(NfAction::into_mme));
                     }
@@ -901,10 +962,7 @@ impl NfPool {
             local.extend(q.into_iter().map(NfEvent::into_mme));
             return;
         }
-        let kind = self.table.procedure_of(id).unwrap_or_else(|| match &ev {
-            NfEvent::S1 { data, .. } => super::keys::starts(data),
-            _ => None,
-        });
+        let kind = self.kind_of(Some(id), &ev);
         match self.send(core, Some(id), kind, ev) {
             None => {
                 if let Some(b) = self.busy.get_mut(&id) {
