@@ -29,11 +29,15 @@
 //! [`mobicore_elastic::forwarder::Forwarder::priority`]); its later ones go
 //! to the same instance while it lives; the procedure ends when the UE is
 //! settled. A message that starts nothing known (a UE Context Release
-//! Request, a Downlink Data Notification) goes to any live instance. With
+//! Request, a Downlink Data Notification, an S11 answer still due once the
+//! UE is settled) goes to the UE's last procedure's instance if it lives,
+//! else to any live one. With
 //! no live instance of its kind but one being restarted, the event waits
 //! for it (bounded); with none of its kind at all, any live one takes it.
 //! One event of a UE is at an instance at a time; the UE's next ones wait
-//! at the forwarder (bounded).
+//! at the forwarder (bounded). Each slot's instance runs in a cgroup
+//! weighted by its kind's `P` ([`super::cgroup::NfCgroups`]: Eq. 4 when
+//! instances share a core).
 //!
 //! Failure: the forwarder holds each event it sent until its instance
 //! answers. When an instance's link closes (it died), nothing of its steps
@@ -1056,6 +1060,10 @@ mod tests {
         // kind's only idle one) only while it restarts: slot 1 takes it.
         assert_eq!(t.choose(Some(1), None), Choice::Slot(1));
         assert_eq!(t.procedure_of(1), Some(Some(ServiceRequest)));
+        // Ended, its instance still known for what starts nothing known.
+        t.end_procedure(1);
+        assert_eq!((t.procedure_of(1), t.last_of(1)), (None, Some(Some(ServiceRequest))));
+        t.follow(1, 1, Some(ServiceRequest));
         t.up(2, 0);
         assert_eq!(t.choose(Some(2), Some(ServiceRequest)), Choice::Slot(2), "Q/C: the idle one");
         // Eq. 4: the attach instance's share against a busy SR's.
