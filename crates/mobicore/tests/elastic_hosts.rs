@@ -940,8 +940,11 @@ async fn hot_per_procedure_nf_instances_serve_their_kind_and_a_killed_ones_repla
         assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
     }
     c.ran.settle_idle().await.unwrap();
-    let r = c.ran.phase(Phase::Detach).await.unwrap();
-    assert_eq!((r.succeeded, r.failed), (UES, 0), "detach: {:?}", c.ran.report().failures);
+    // Every UE detaches (the RAN's end), with no attach beyond the first.
+    let Cluster { procs, ran, core, .. } = c;
+    let report = ran.finish().await.unwrap();
+    assert_eq!((report.attached, report.failed), (UES, 0), "{:?}", report.failures);
+    assert_eq!((report.detached, report.detach_failed), (UES, 0), "{:?}", report.failures);
     assert_eq!(counter(m, "mobicore_mme_host_nf_failed").await, 1);
     assert!(counter(m, "mobicore_mme_host_nf_events_parked").await >= 1, "they waited for the replacement");
     assert_eq!(counter(m, "mobicore_mme_host_nf_up").await, 6, "five instances and the replacement");
@@ -963,7 +966,8 @@ async fn hot_per_procedure_nf_instances_serve_their_kind_and_a_killed_ones_repla
         }
     }
     assert_eq!(counter(m, "mobicore_mme_host_bad_frame").await, 0);
-    c.finish().await;
+    drop(procs);
+    core.stop().await.unwrap();
 }
 
 /// The RAN's view of each registered UE's session: its address and the
