@@ -901,8 +901,7 @@ async fn hot_a_killed_nf_instances_events_are_taken_over_and_every_attach_comple
 /// TAU and detach.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_per_procedure_nf_instances_serve_their_kind_and_a_killed_ones_replacement_takes_over() {
-    let host_args: &[&str] =
-        &["--nf", "attach=1,service-request=1,tau=1,handover=1,detach=1", "--nf-stall-mbr", "1"];
+    let host_args: &[&str] = &["--nf", "attach=1,service-request=1,tau=1,handover=1,detach=1", "--nf-stall-mbr", "1"];
     let mut c = Cluster::boot("hot", Options { hosts: 1, host_args, ..DEFAULT }).await;
     let out = c.host_out.remove(&1).unwrap();
     let kinds = ["attach", "service_request", "tau", "handover", "detach"];

@@ -430,7 +430,9 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let (tx, rx) = watch::channel(false);
     let load =
         host::LoadReporting { every: std::time::Duration::from_millis(a.load_every_ms.max(1)), budget: a.cpu_max };
-    let kinds: Vec<_> = std::iter::repeat_n(None, a.nf_instances).chain(a.nf.iter().flat_map(|k| k.0.iter().copied().map(Some))).collect();
+    let kinds: Vec<_> = std::iter::repeat_n(None, a.nf_instances)
+        .chain(a.nf.iter().flat_map(|k| k.0.iter().copied().map(Some)))
+        .collect();
     let nf = if !kinds.is_empty() {
         let mut args = vec!["mme-nf".to_string(), "--id".into(), a.id.to_string()];
         args.extend(["--frontend-s11".into(), a.frontend_s11.to_string()]);

@@ -322,9 +322,7 @@ pub async fn run_instance(
                     println!("mme-nf {host}/{slot}: stalling on an S6a answer (event {seq})");
                     std::future::pending::<()>().await;
                 }
-                if stall_on_mbr
-                    && matches!(event, NfEvent::S11 { response: Ok(S11Response::ModifyBearer(_)), .. })
-                {
+                if stall_on_mbr && matches!(event, NfEvent::S11 { response: Ok(S11Response::ModifyBearer(_)), .. }) {
                     println!("mme-nf {host}/{slot}: stalling on a Modify Bearer Response (event {seq})");
                     std::future::pending::<()>().await;
                 }
@@ -798,7 +796,13 @@ impl NfPool {
     /// Send `event` of a procedure of `kind` to an instance (or park it for
     /// a restarting one); it back if none lives or has room (the UE's
     /// waiting events are then the caller's).
-    fn send(&mut self, core: &mut Mme, ue: Option<u32>, kind: Option<ProcedureKind>, event: NfEvent) -> Option<NfEvent> {
+    fn send(
+        &mut self,
+        core: &mut Mme,
+        ue: Option<u32>,
+        kind: Option<ProcedureKind>,
+        event: NfEvent,
+    ) -> Option<NfEvent> {
         let slot = match self.table.choose(ue, kind) {
             Choice::Slot(i) => i,
             Choice::Wait if self.parked.len() < MAX_HELD * self.table.slots() => {
@@ -1043,7 +1047,10 @@ mod tests {
     #[test]
     fn a_procedure_goes_to_an_instance_of_its_kind_by_least_q_over_c() {
         use ProcedureKind::*;
-        assert_eq!(parse_kinds("attach=2, service-request=1,tau").unwrap().0, vec![Attach, Attach, ServiceRequest, Tau]);
+        assert_eq!(
+            parse_kinds("attach=2, service-request=1,tau").unwrap().0,
+            vec![Attach, Attach, ServiceRequest, Tau]
+        );
         assert!(parse_kinds("paging=1").is_err() && parse_kinds("attach=x").is_err());
         let p = priorities(&Profiles::default());
         // SLO_min / SLO: the service request's (the tightest) is 1.
@@ -1082,10 +1089,16 @@ mod tests {
         assert_eq!(t.choose(None, None), Choice::None);
         t.up(0, 0);
         t.up(1, 0);
-        let a = match t.choose(Some(1), None) { Choice::Slot(i) => i, c => panic!("{c:?}") };
+        let a = match t.choose(Some(1), None) {
+            Choice::Slot(i) => i,
+            c => panic!("{c:?}"),
+        };
         t.hold(a, held(Some(1)));
         // The least loaded for a new procedure, the same for UE 1's next.
-        let b = match t.choose(Some(2), None) { Choice::Slot(i) => i, c => panic!("{c:?}") };
+        let b = match t.choose(Some(2), None) {
+            Choice::Slot(i) => i,
+            c => panic!("{c:?}"),
+        };
         assert_ne!(a, b);
         assert_eq!(t.choose(Some(1), None), Choice::Slot(a));
         t.hold(a, held(Some(3)));
