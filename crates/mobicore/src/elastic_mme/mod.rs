@@ -177,7 +177,8 @@ pub struct HostArgs {
     /// take every kind): `attach=1,service-request=1,tau=1,handover=1,
     /// detach=1`. A procedure's first message goes to an instance of its
     /// kind by least Q/C (Algorithm 2, Eqs. 3-4, P = SLO_min/SLO); a
-    /// message that starts nothing known to any instance. Their cgroups'
+    /// message that starts nothing known to the UE's last procedure's
+    /// instance, else any. Their cgroups'
     /// CPU weights follow P (cgroup v2 cpu.weight, v1 cpu.shares; needs
     /// root, else they run unweighted).
     #[arg(long, value_parser = nf::parse_kinds)]
