@@ -21,6 +21,9 @@
 //! And NF instances inside a host (`--nf-instances 2`): one instance is
 //! killed with SIGKILL while it provably holds an attach's event; another
 //! takes its events over and every attach completes, with no re-attach.
+//! And one NF instance per procedure kind (`--nf attach=1,...`): each
+//! takes only its kind; the service-request one, killed mid-procedure,
+//! is replaced and its events wait for the replacement; none fails.
 //!
 //! No step waits a fixed time: each waits for what it needs (a line a
 //! process prints, a message relayed, a counter, the store), bounded by
@@ -888,6 +891,82 @@ async fn hot_a_killed_nf_instances_events_are_taken_over_and_every_attach_comple
     }
     assert_eq!(counter(m, "mobicore_mme_host_bad_frame").await, 0);
     c.finish().await;
+}
+
+/// A host with one NF instance per procedure kind (seed 004 5.2): each
+/// instance takes only its kind's procedures; the service-request one is
+/// killed with SIGKILL while it provably holds a service request's
+/// Modify Bearer Response, its events wait for its replacement (same
+/// kind) and every service request completes; then every UE's release,
+/// TAU and detach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_per_procedure_nf_instances_serve_their_kind_and_a_killed_ones_replacement_takes_over() {
+    let host_args: &[&str] = &["--nf", "attach=1,service-request=1,tau=1,handover=1,detach=1", "--nf-stall-mbr", "1"];
+    let mut c = Cluster::boot("hot", Options { hosts: 1, host_args, ..DEFAULT }).await;
+    let out = c.host_out.remove(&1).unwrap();
+    let kinds = ["attach", "service_request", "tau", "handover", "detach"];
+    let mut pids = BTreeMap::new();
+    while pids.len() < kinds.len() {
+        let (slot, pid) = wait_line(&out, "the NF instances", |l| {
+            let (s, pid) = l.strip_prefix("mme-host 1: nf ")?.split_once(" pid ")?;
+            Some((s.parse::<usize>().ok()?, pid.trim().parse::<i32>().ok()?))
+        });
+        pids.insert(slot, pid);
+    }
+    let m = c.metrics[&1];
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, UES, "{:?}", c.ran.report().failures);
+    c.wait_others(0, "mobicore_mme_attach_complete", UES).await;
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    let victim = pids[&1];
+    let killer = tokio::task::spawn_blocking(move || {
+        wait_line(&out, "the SR instance to hold a Modify Bearer Response", |l| {
+            l.starts_with("mme-nf 1/1: stalling on a Modify Bearer Response").then_some(())
+        });
+        // SAFETY: kill(2) of a process this test saw start (the host's child).
+        assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0, "kill -9 {victim}");
+        wait_line(&out, "the forwarder to see instance 1 gone", |l| {
+            l.strip_prefix("mme-host 1: nf 1 gone, ")?.split(' ').next()?.parse::<u64>().ok()
+        })
+    });
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service request: {:?}", c.ran.report().failures);
+    let retaken = killer.await.unwrap();
+    assert!(retaken >= 1, "instance 1 held events when it was killed");
+    for phase in [Phase::Release, Phase::Tau] {
+        let r = c.ran.phase(phase).await.unwrap();
+        assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
+    }
+    c.ran.settle_idle().await.unwrap();
+    // Every UE detaches (the RAN's end), with no attach beyond the first.
+    let Cluster { procs, ran, core, .. } = c;
+    let report = ran.finish().await.unwrap();
+    assert_eq!((report.attached, report.failed), (UES, 0), "{:?}", report.failures);
+    assert_eq!((report.detached, report.detach_failed), (UES, 0), "{:?}", report.failures);
+    assert_eq!(counter(m, "mobicore_mme_host_nf_failed").await, 1);
+    assert!(counter(m, "mobicore_mme_host_nf_events_parked").await >= 1, "they waited for the replacement");
+    assert_eq!(counter(m, "mobicore_mme_host_nf_up").await, 6, "five instances and the replacement");
+    assert_eq!(counter(m, "mobicore_mme_host_nf_none_free").await, 0, "no event left to the forwarder's core");
+    assert_eq!(counter(m, "mobicore_mme_host_nf_import_failed").await, 0);
+    assert_eq!(counter(m, "mobicore_mme_attach_complete").await, UES, "one attach per UE");
+    // Each instance took its kind's procedures only (a release goes to
+    // the UE's last procedure's instance, counted as that kind's).
+    for (slot, kind) in kinds.iter().enumerate() {
+        for other in kinds {
+            let n = counter(m, &format!("mobicore_mme_host_nf{slot}_{other}_events")).await;
+            if other == *kind {
+                if *kind != "handover" {
+                    assert!(n >= UES, "instance {slot} ({kind}): {n} events of its kind");
+                }
+            } else {
+                assert_eq!(n, 0, "instance {slot} ({kind}) took {n} events of {other}");
+            }
+        }
+    }
+    assert_eq!(counter(m, "mobicore_mme_host_bad_frame").await, 0);
+    drop(procs);
+    core.stop().await.unwrap();
 }
 
 /// The RAN's view of each registered UE's session: its address and the

@@ -7,6 +7,13 @@
 //! the same quota and period). The cgroup is removed when the host stops
 //! (the process first moves back to the cgroup it came from); a killed
 //! host's is removed by whoever reaps it ([`remove_leftovers`]).
+//!
+//! A host's NF instances ([`NfCgroups`], `mme-host --nf`) get a cgroup per
+//! slot under the host's (its `--cpu-max` one, else an unbounded
+//! `host<id>-<pid>`), weighted by their kind's priority `P` (cgroup v2
+//! `cpu.weight`, v1 `cpu.shares`): the kernel divides a contended core
+//! among the runnable cgroups by weight, which is seed 004 Eq. 4
+//! (`C_i = P_i / sum P_j` over the busy instances).
 
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -147,11 +154,127 @@ impl HostCgroup {
 
 impl Drop for HostCgroup {
     /// Back to the cgroup it came from (a cgroup with a process in it
-    /// cannot be removed), then remove it.
+    /// cannot be removed), then remove it (its NF instances' first).
     fn drop(&mut self) {
         let _ = fs::write(self.origin.join("cgroup.procs"), std::process::id().to_string());
-        if let Err(e) = fs::remove_dir(&self.dir) {
+        if let Err(e) = remove_tree(&self.dir) {
             tracing::warn!("removing the host's cgroup {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// Remove cgroup `dir` and its child cgroups; a child whose processes
+/// are still exiting is retried for up to a second.
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    for child in fs::read_dir(dir)?.flatten().map(|e| e.path()).filter(|p| p.is_dir()) {
+        let mut tries = 0;
+        while let Err(e) = remove_tree(&child) {
+            tries += 1;
+            if tries >= 100 || e.kind() == std::io::ErrorKind::NotFound {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    fs::remove_dir(dir)
+}
+
+/// The CPU weight of a cgroup for priority `p` (in (0, 1]), proportional
+/// to it: cgroup v2 `cpu.weight` (1..=10000, 100 the default) or v1
+/// `cpu.shares` (2..=262144, 1024 the default).
+pub fn weight(version: Version, p: f64) -> u64 {
+    let p = if p.is_finite() { p.clamp(0.0, 1.0) } else { 1.0 };
+    match version {
+        Version::V2 => ((p * 1000.0).round() as u64).clamp(1, 10_000),
+        Version::V1 => ((p * 1024.0).round() as u64).clamp(2, 262_144),
+    }
+}
+
+/// The cgroups of a host's NF instances, one per slot, weighted by `P`.
+#[derive(Debug)]
+pub struct NfCgroups {
+    version: Version,
+    /// The host's cgroup (made here if the host has none: then removed
+    /// with the slots').
+    parent: PathBuf,
+    made_parent: bool,
+}
+
+impl NfCgroups {
+    /// Slot cgroups `nf<slot>` with weights from `priorities`, under
+    /// `host_dir` (the host's --cpu-max cgroup) or a new
+    /// `<root>/mobicore-hosts/host<id>-<pid>` of this process.
+    pub fn create(host_dir: Option<&Path>, id: u8, priorities: &[f64]) -> Result<NfCgroups> {
+        let version = available(Path::new(ROOT), Path::new(V1_ROOT))?;
+        let root = Path::new(if version == Version::V2 { ROOT } else { V1_ROOT });
+        NfCgroups::create_in(root, version, host_dir, id, std::process::id(), priorities)
+    }
+
+    pub fn create_in(
+        root: &Path,
+        version: Version,
+        host_dir: Option<&Path>,
+        id: u8,
+        pid: u32,
+        priorities: &[f64],
+    ) -> Result<NfCgroups> {
+        let (parent, made_parent) = match host_dir {
+            Some(d) => (d.to_path_buf(), false),
+            None => (root.join(PARENT).join(format!("host{id}-{pid}")), true),
+        };
+        if version == Version::V2 {
+            enable_cpu(root)?;
+            fs::create_dir_all(root.join(PARENT)).context("creating the hosts' cgroup")?;
+            enable_cpu(&root.join(PARENT))?;
+        }
+        fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+        let cg = NfCgroups { version, parent, made_parent };
+        if version == Version::V2 {
+            // A v2 cgroup with processes in it has no controllers below it.
+            enable_cpu(&cg.parent)?;
+        }
+        for (slot, &p) in priorities.iter().enumerate() {
+            let dir = cg.slot_dir(slot);
+            fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let (file, w) = match version {
+                Version::V2 => ("cpu.weight", weight(version, p)),
+                Version::V1 => ("cpu.shares", weight(version, p)),
+            };
+            fs::write(dir.join(file), w.to_string()).with_context(|| format!("writing {file} {w}"))?;
+        }
+        Ok(cg)
+    }
+
+    fn slot_dir(&self, slot: usize) -> PathBuf {
+        self.parent.join(format!("nf{slot}"))
+    }
+
+    /// Process `pid` (slot `slot`'s instance) into the slot's cgroup.
+    pub fn enter(&self, slot: usize, pid: u32) -> Result<()> {
+        let file = self.slot_dir(slot).join("cgroup.procs");
+        fs::write(&file, pid.to_string()).with_context(|| format!("writing {}", file.display()))
+    }
+
+    pub fn version(&self) -> Version {
+        self.version
+    }
+}
+
+impl Drop for NfCgroups {
+    /// Remove the slots' cgroups (the instances are killed by then) and
+    /// the parent if made here.
+    fn drop(&mut self) {
+        let r = if self.made_parent {
+            remove_tree(&self.parent)
+        } else {
+            fs::read_dir(&self.parent).map(|d| {
+                for e in d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("nf")) {
+                    let _ = remove_tree(&e.path());
+                }
+            })
+        };
+        if let Err(e) = r {
+            tracing::warn!("removing the NF instances' cgroups in {}: {e}", self.parent.display());
         }
     }
 }
@@ -172,7 +295,7 @@ pub fn host_dir(root: &Path, pid: u32) -> Option<PathBuf> {
 pub fn remove_leftovers(pid: u32) {
     for root in [ROOT, V1_ROOT] {
         if let Some(dir) = host_dir(Path::new(root), pid) {
-            let _ = fs::remove_dir(&dir);
+            let _ = remove_tree(&dir);
         }
     }
 }
@@ -244,6 +367,33 @@ mod tests {
         assert_eq!(fs::read_to_string(cg.dir().join("cgroup.procs")).unwrap(), "77");
         drop(cg);
         fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn nf_cgroups_are_weighted_by_priority_and_removed() {
+        assert_eq!((weight(Version::V2, 1.0), weight(Version::V2, 0.25)), (1000, 250));
+        assert_eq!((weight(Version::V1, 1.0), weight(Version::V1, 0.0)), (1024, 2));
+        let root = temp("nf-v1");
+        let cg = NfCgroups::create_in(&root, Version::V1, None, 3, 77, &[1.0, 0.5]).unwrap();
+        let host = root.join(PARENT).join("host3-77");
+        assert_eq!(fs::read_to_string(host.join("nf1/cpu.shares")).unwrap(), "512");
+        cg.enter(0, 1234).unwrap();
+        assert_eq!(fs::read_to_string(host.join("nf0/cgroup.procs")).unwrap(), "1234");
+        // A plain directory keeps its files; a cgroup's go with rmdir.
+        fs::remove_file(host.join("nf0/cgroup.procs")).unwrap();
+        for s in ["nf0", "nf1"] {
+            fs::remove_file(host.join(s).join("cpu.shares")).unwrap();
+        }
+        drop(cg);
+        assert!(!host.exists());
+        let root = fake_root("cpu");
+        let host = root.join(PARENT).join("host3-77");
+        fs::create_dir_all(&host).unwrap();
+        fs::write(host.join("cgroup.subtree_control"), "").unwrap();
+        let cg = NfCgroups::create_in(&root, Version::V2, Some(&host), 3, 77, &[0.5]).unwrap();
+        assert_eq!(fs::read_to_string(host.join("nf0/cpu.weight")).unwrap(), "500");
+        assert_eq!(cg.version(), Version::V2);
+        std::mem::forget(cg);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the front end and the hosts read of an S1AP PDU to route it: the
 //! class of its procedure and the identifiers that name its UE. Sans-I/O.
 
+use mobicore_elastic::procedure::ProcedureKind;
 use mobicore_elastic::router::UeName;
 use oxirush_s1ap::s1ap::S1AP_PDU;
 use oxirush_s1ap::S1apPduKind;
@@ -40,6 +41,52 @@ pub fn uplink(enb: u64, data: &[u8]) -> Uplink {
         return Uplink::Ue(UeName::Initial { enb, enb_ue_s1ap_id: enb_ue.0, m_tmsi });
     }
     Uplink::NonUe
+}
+
+/// The procedure an uplink PDU starts, for a host's forwarder to pick an
+/// instance of that kind (seed 004 5.2: one service per procedure). The
+/// NAS of an INITIAL UE MESSAGE or an UPLINK NAS TRANSPORT (Attach, TAU,
+/// Service Request, Extended Service Request, Detach Request), a HANDOVER
+/// REQUIRED or PATH SWITCH REQUEST; `None` for the rest (a procedure's
+/// later message, or one that starts nothing known, or garbage).
+pub fn starts(data: &[u8]) -> Option<ProcedureKind> {
+    let pdu = S1AP_PDU::decode_borrowed(data).ok()?;
+    match pdu.kind() {
+        S1apPduKind::Initiating_HandoverPreparation | S1apPduKind::Initiating_PathSwitchRequest => {
+            Some(ProcedureKind::Handover)
+        }
+        S1apPduKind::Initiating_initialUEMessage | S1apPduKind::Initiating_uplinkNASTransport => {
+            let nas = pdu.ie::<oxirush_s1ap::ie::NAS_PDU>()?.ok()?;
+            nas_starts(&nas.0)
+        }
+        _ => None,
+    }
+}
+
+/// The procedure an EPS mobility management message starts (TS 24.301
+/// 9.3.1: a plain header, or a security-protected one of six octets around
+/// a plain message; header type 12 is the short SERVICE REQUEST).
+pub fn nas_starts(nas: &[u8]) -> Option<ProcedureKind> {
+    let first = *nas.first()?;
+    if first & 0x0f != 7 {
+        return None; // not EMM
+    }
+    let plain = match first >> 4 {
+        0 => nas,
+        12 => return Some(ProcedureKind::ServiceRequest),
+        1..=4 => nas.get(6..)?,
+        _ => return None,
+    };
+    if plain.first()? & 0x0f != 7 || plain[0] >> 4 != 0 {
+        return None;
+    }
+    match plain.get(1)? {
+        0x41 => Some(ProcedureKind::Attach),
+        0x45 => Some(ProcedureKind::Detach),
+        0x48 => Some(ProcedureKind::Tau),
+        0x4c => Some(ProcedureKind::ServiceRequest),
+        _ => None,
+    }
 }
 
 /// Whether a host's downlink PDU is its answer to an eNB-wide message the
@@ -117,6 +164,24 @@ mod tests {
         .unwrap()
         .to_vec();
         assert_eq!(uplink(1, &pdu), Uplink::Ue(UeName::MmeUeS1apId(0x0300_0042)));
+    }
+
+    #[test]
+    fn the_procedure_a_message_starts_is_read_from_its_nas() {
+        use ProcedureKind::*;
+        // Initial UE messages: Attach Request (0x41), Detach Request (0x45).
+        assert_eq!(starts(&initial(None)), Some(Attach));
+        assert_eq!(starts(&initial(Some(1))), Some(Detach));
+        assert_eq!(nas_starts(&[0x07, 0x48, 0]), Some(Tau));
+        assert_eq!(nas_starts(&[0xc7, 0, 0, 0]), Some(ServiceRequest));
+        // Integrity protected around an Extended Service Request.
+        assert_eq!(nas_starts(&[0x17, 1, 2, 3, 4, 5, 0x07, 0x4c, 0]), Some(ServiceRequest));
+        // Attach Complete, an ESM message, truncated, garbage: none.
+        assert_eq!(nas_starts(&[0x07, 0x43]), None);
+        assert_eq!(nas_starts(&[0x02, 0x41]), None);
+        assert_eq!(nas_starts(&[0x27, 1, 2]), None);
+        assert_eq!(nas_starts(&[]), None);
+        assert_eq!(starts(&[0xff; 40]), None);
     }
 
     #[test]

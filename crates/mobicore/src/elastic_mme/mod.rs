@@ -172,10 +172,25 @@ pub struct HostArgs {
     /// runs them.
     #[arg(long, default_value_t = 0)]
     pub nf_instances: usize,
+    /// NF instances per procedure kind, each taking only its kind (seed
+    /// 004 5.2's per-procedure services; with --nf-instances too, those
+    /// take every kind): `attach=1,service-request=1,tau=1,handover=1,
+    /// detach=1`. A procedure's first message goes to an instance of its
+    /// kind by least Q/C (Algorithm 2, Eqs. 3-4, P = SLO_min/SLO); a
+    /// message that starts nothing known to the UE's last procedure's
+    /// instance, else any. Their cgroups'
+    /// CPU weights follow P (cgroup v2 cpu.weight, v1 cpu.shares; needs
+    /// root, else they run unweighted).
+    #[arg(long, value_parser = nf::parse_kinds)]
+    pub nf: Option<nf::NfKinds>,
     /// (Tests) the first instance holds the first S6a answer it is sent
     /// forever, so that it can be killed mid-attach.
     #[arg(long, hide = true)]
     pub nf_stall_first: bool,
+    /// (Tests) this slot's first instance holds the first Modify Bearer
+    /// Response it is sent forever (killed mid-service-request).
+    #[arg(long, hide = true)]
+    pub nf_stall_mbr: Option<usize>,
 }
 
 /// `mobicore mme-nf` (started by an mme-host with --nf-instances): one NF
@@ -202,6 +217,8 @@ pub struct NfInstanceArgs {
     pub life: u64,
     #[arg(long, hide = true)]
     pub stall_on_s6a: bool,
+    #[arg(long, hide = true)]
+    pub stall_on_mbr: bool,
 }
 
 /// The MME core settings of host `id` (its prefix, its F-TEIDs' IP).
@@ -228,7 +245,7 @@ pub async fn run_nf_instance(a: NfInstanceArgs) -> Result<()> {
     core_cfg.max_s6a_in_flight = usize::MAX;
     let core = mobicore_mme::Mme::new(core_cfg);
     tokio::select! {
-        r = nf::run_instance(core, a.forwarder, a.id, a.slot, a.life, a.stall_on_s6a) => r,
+        r = nf::run_instance(core, a.forwarder, a.id, a.slot, a.life, a.stall_on_s6a, a.stall_on_mbr) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
@@ -414,15 +431,19 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let (tx, rx) = watch::channel(false);
     let load =
         host::LoadReporting { every: std::time::Duration::from_millis(a.load_every_ms.max(1)), budget: a.cpu_max };
-    let nf = if a.nf_instances > 0 {
+    let kinds: Vec<_> = std::iter::repeat_n(None, a.nf_instances)
+        .chain(a.nf.iter().flat_map(|k| k.0.iter().copied().map(Some)))
+        .collect();
+    let nf = if !kinds.is_empty() {
         let mut args = vec!["mme-nf".to_string(), "--id".into(), a.id.to_string()];
         args.extend(["--frontend-s11".into(), a.frontend_s11.to_string()]);
         if let Some(c) = &a.config {
             args.extend(["--config".into(), c.display().to_string()]);
         }
         let exe = std::env::current_exe().context("finding the mobicore binary to start NF instances with")?;
-        let launch = nf::NfLaunch { exe, args, stall_first: a.nf_stall_first };
-        Some(nf::NfPool::start(a.id, a.nf_instances, launch, counters.clone()).await?)
+        let launch = nf::NfLaunch { exe, args, stall_first: a.nf_stall_first, stall_mbr: a.nf_stall_mbr };
+        let host_cgroup = _cgroup.as_ref().map(|c| c.dir().to_path_buf());
+        Some(nf::NfPool::start(a.id, &kinds, launch, counters.clone(), host_cgroup.as_deref()).await?)
     } else {
         None
     };

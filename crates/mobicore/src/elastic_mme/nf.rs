@@ -20,12 +20,24 @@
 //! sends the actions. An instance keeps the eNBs' contexts only: the
 //! forwarder replays each eNB's association and S1 Setup to it.
 //!
-//! Which instance ([`NfTable`], Algorithm 2): a UE's procedure's first
-//! message goes to the live instance with the fewest events held (`Q/C`,
-//! every instance with the same share `C`), its later ones to the same
-//! instance while it lives; the procedure ends when the UE is settled. All
-//! instances take all procedure kinds. One event of a UE is at an instance
-//! at a time; the UE's next ones wait at the forwarder (bounded).
+//! Which instance ([`NfTable`], Algorithm 2): an instance takes every
+//! procedure kind (`--nf-instances N`) or one (`--nf attach=1,...`, seed
+//! 004 5.2's per-procedure services). The message that starts a UE's
+//! procedure ([`super::keys::starts`]) goes to the live instance of its
+//! kind (or of every kind) with the least `Q/C` (Eq. 3: `Q` the events it
+//! holds, `C` Eq. 4's share from the kinds' priorities `P = SLO_min/SLO`,
+//! [`mobicore_elastic::forwarder::Forwarder::priority`]); its later ones go
+//! to the same instance while it lives; the procedure ends when the UE is
+//! settled. A message that starts nothing known (a UE Context Release
+//! Request, a Downlink Data Notification, an S11 answer still due once the
+//! UE is settled) goes to the UE's last procedure's instance if it lives,
+//! else to any live one. With
+//! no live instance of its kind but one being restarted, the event waits
+//! for it (bounded); with none of its kind at all, any live one takes it.
+//! One event of a UE is at an instance at a time; the UE's next ones wait
+//! at the forwarder (bounded). Each slot's instance runs in a cgroup
+//! weighted by its kind's `P` ([`super::cgroup::NfCgroups`]: Eq. 4 when
+//! instances share a core).
 //!
 //! Failure: the forwarder holds each event it sent until its instance
 //! answers. When an instance's link closes (it died), nothing of its steps
@@ -47,6 +59,8 @@ use mobicore_common::requester::TransportError;
 use mobicore_common::s11::{S11IncomingAnswer, S11IncomingRequest, S11Notification, S11Request, S11Response};
 use mobicore_common::s6a::{S6aAnswer, S6aIncomingAnswer, S6aRequest};
 use mobicore_common::sctp_api::AssocId;
+use mobicore_elastic::forwarder::{Forwarder, ForwarderConfig};
+use mobicore_elastic::procedure::{ProcedureKind, Profiles};
 use mobicore_mme::context_codec::TimeBase;
 use mobicore_mme::transfer::UeKey;
 use mobicore_mme::{Mme, MmeAction, MmeEvent, UeRef};
@@ -274,8 +288,9 @@ pub struct FromNfDone {
 }
 
 /// Run an instance: connect to the forwarder at `forwarder`, take its
-/// frames until it goes. `stall_on_s6a`: hold the first S6a answer forever
-/// (for the system test that kills an instance mid-attach).
+/// frames until it goes. `stall_on_s6a` (`stall_on_mbr`): hold the first
+/// S6a answer (Modify Bearer Response) forever, for the system tests that
+/// kill an instance mid-attach (mid-service-request).
 pub async fn run_instance(
     mut core: Mme,
     forwarder: SocketAddr,
@@ -283,6 +298,7 @@ pub async fn run_instance(
     slot: usize,
     life: u64,
     stall_on_s6a: bool,
+    stall_on_mbr: bool,
 ) -> anyhow::Result<()> {
     core.track_changes(true);
     let stream = TcpStream::connect(forwarder).await?;
@@ -304,6 +320,10 @@ pub async fn run_instance(
             ToNf::Event { seq, record, ids, event } => {
                 if stall_on_s6a && matches!(event, NfEvent::S6a { .. }) {
                     println!("mme-nf {host}/{slot}: stalling on an S6a answer (event {seq})");
+                    std::future::pending::<()>().await;
+                }
+                if stall_on_mbr && matches!(event, NfEvent::S11 { response: Ok(S11Response::ModifyBearer(_)), .. }) {
+                    println!("mme-nf {host}/{slot}: stalling on a Modify Bearer Response (event {seq})");
                     std::future::pending::<()>().await;
                 }
                 let reply = match handle_event(&mut core, record.as_deref(), ids, event) {
@@ -341,30 +361,90 @@ pub struct Held {
     pub ue: Option<u32>,
     pub event: NfEvent,
     pub ids: (u32, u32),
+    /// The kind of the procedure it belongs to (none: not known).
+    pub kind: Option<ProcedureKind>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Slot {
     live: bool,
     life: u64,
     held: BTreeMap<u64, Held>,
+    /// The procedure kind it takes (none: every kind).
+    kind: Option<ProcedureKind>,
+    /// Its `P` (Eq. 4).
+    p: f64,
+}
+
+/// Where an event goes ([`NfTable::choose`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Slot(usize),
+    /// Only a restarting instance takes its kind: wait for it.
+    Wait,
+    /// No live instance has room.
+    None,
+}
+
+/// The instances' kinds from `--nf` (`attach=1,service-request=2`; kinds
+/// as [`ProcedureKind::name`], `-` or `_`).
+pub fn parse_kinds(spec: &str) -> Result<NfKinds, String> {
+    parse_kind_list(spec).map(NfKinds)
+}
+
+/// `--nf`'s instances' kinds, a slot each.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NfKinds(pub Vec<ProcedureKind>);
+
+fn parse_kind_list(spec: &str) -> Result<Vec<ProcedureKind>, String> {
+    let mut out = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, n) = part.split_once('=').unwrap_or((part, "1"));
+        let name = name.trim().replace('-', "_");
+        let kind = ProcedureKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| format!("--nf {part}: a kind of attach, service-request, tau, handover, detach"))?;
+        let n: usize = n.trim().parse().map_err(|_| format!("--nf {part}: a count"))?;
+        if n > 64 {
+            return Err(format!("--nf {part}: at most 64 instances of a kind"));
+        }
+        out.extend(std::iter::repeat_n(kind, n));
+    }
+    Ok(out)
+}
+
+/// `P` of each kind (seed 004 5.3: `SLO_min / SLO`, from the profiles).
+pub fn priorities(profiles: &Profiles) -> [f64; ProcedureKind::COUNT] {
+    let f = Forwarder::<()>::new(profiles, ForwarderConfig::default());
+    ProcedureKind::ALL.map(|k| f.priority(k))
 }
 
 /// Which instance holds what (Algorithm 2's dispatch, with failure).
 #[derive(Debug)]
 pub struct NfTable {
     slots: Vec<Slot>,
-    /// A UE's running procedure's instance.
-    affinity: HashMap<u32, usize>,
+    /// A UE's procedure's instance and kind, and whether it runs (an ended
+    /// one's instance still takes the UE's messages that start nothing
+    /// known, and its S6a/S11 answers still due).
+    affinity: HashMap<u32, (usize, Option<ProcedureKind>, bool)>,
     /// Ids handed out to events still at an instance.
     reserved: HashSet<u32>,
     next_seq: u64,
 }
 
 impl NfTable {
-    pub fn new(n: usize) -> NfTable {
+    /// Slots of these kinds (none: every kind, `P` the highest, 1).
+    pub fn new(kinds: &[Option<ProcedureKind>], p: [f64; ProcedureKind::COUNT]) -> NfTable {
+        let slot = |kind: Option<ProcedureKind>| Slot {
+            live: false,
+            life: 0,
+            held: BTreeMap::new(),
+            kind,
+            p: kind.map_or(1.0, |k| p[k.index()]),
+        };
         NfTable {
-            slots: (0..n).map(|_| Slot::default()).collect(),
+            slots: kinds.iter().map(|&k| slot(k)).collect(),
             affinity: HashMap::new(),
             reserved: HashSet::new(),
             next_seq: 1,
@@ -373,6 +453,23 @@ impl NfTable {
 
     pub fn slots(&self) -> usize {
         self.slots.len()
+    }
+
+    pub fn kind(&self, slot: usize) -> Option<ProcedureKind> {
+        self.slots[slot].kind
+    }
+
+    /// `P` of the slot's kind (1 for every kind).
+    pub fn p(&self, slot: usize) -> f64 {
+        self.slots[slot].p
+    }
+
+    /// Eq. 4 for `slot` were it busy: its `P` over its own and the busy
+    /// instances' (as [`Forwarder::share`]).
+    pub fn share(&self, slot: usize) -> f64 {
+        let others: f64 =
+            self.slots.iter().enumerate().filter(|(j, s)| *j != slot && !s.held.is_empty()).map(|(_, s)| s.p).sum();
+        self.slots[slot].p / (self.slots[slot].p + others)
     }
 
     pub fn life(&self, slot: usize) -> u64 {
@@ -398,16 +495,46 @@ impl NfTable {
         self.reserved.contains(&id)
     }
 
+    /// The kind of the UE's running procedure, if it has one.
+    pub fn procedure_of(&self, ue: u32) -> Option<Option<ProcedureKind>> {
+        self.affinity.get(&ue).filter(|a| a.2).map(|&(_, k, _)| k)
+    }
+
+    /// The kind of the UE's last procedure (ended or not).
+    pub fn last_of(&self, ue: u32) -> Option<Option<ProcedureKind>> {
+        self.affinity.get(&ue).map(|&(_, k, _)| k)
+    }
+
+    /// The UE starts a new procedure: placed anew.
+    pub fn forget(&mut self, ue: u32) {
+        self.affinity.remove(&ue);
+    }
+
     /// Algorithm 2: the instance of the UE's procedure if it lives and has
-    /// room, else the live one with the fewest events held.
-    pub fn choose(&self, ue: Option<u32>) -> Option<usize> {
+    /// room, else the live one taking `kind` with the least `Q/C` (Eq. 3);
+    /// none of `kind` live: wait for one restarting, else any live one.
+    pub fn choose(&self, ue: Option<u32>, kind: Option<ProcedureKind>) -> Choice {
         let room = |i: usize| self.slots[i].live && self.slots[i].held.len() < MAX_HELD;
-        if let Some(&i) = ue.and_then(|u| self.affinity.get(&u)) {
+        if let Some(&(i, _, _)) = ue.and_then(|u| self.affinity.get(&u)) {
             if room(i) {
-                return Some(i);
+                return Choice::Slot(i);
             }
         }
-        (0..self.slots.len()).filter(|&i| room(i)).min_by_key(|&i| self.slots[i].held.len())
+        let takes = |i: usize| kind.is_none() || self.slots[i].kind.is_none() || self.slots[i].kind == kind;
+        let best = |f: &dyn Fn(usize) -> bool| {
+            (0..self.slots.len())
+                .filter(|&i| room(i) && f(i))
+                .map(|i| (self.slots[i].held.len() as f64 / self.share(i), i))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, i)| i)
+        };
+        if let Some(i) = best(&takes) {
+            return Choice::Slot(i);
+        }
+        if kind.is_some() && (0..self.slots.len()).any(|i| takes(i) && !self.slots[i].live) {
+            return Choice::Wait;
+        }
+        best(&|_| true).map_or(Choice::None, Choice::Slot)
     }
 
     /// `held` sent to `slot`; its sequence number.
@@ -417,20 +544,23 @@ impl NfTable {
         self.reserved.insert(held.ids.0);
         self.reserved.insert(held.ids.1);
         if let Some(u) = held.ue {
-            self.affinity.insert(u, slot);
+            self.affinity.insert(u, (slot, held.kind, true));
         }
         self.slots[slot].held.insert(seq, held);
         seq
     }
 
     /// The UE's procedure at `slot` (a new UE's, once it has an id).
-    pub fn follow(&mut self, ue: u32, slot: usize) {
-        self.affinity.insert(ue, slot);
+    pub fn follow(&mut self, ue: u32, slot: usize, kind: Option<ProcedureKind>) {
+        self.affinity.insert(ue, (slot, kind, true));
     }
 
-    /// The UE's procedure ended: its next message is placed anew.
+    /// The UE's procedure ended: a message that starts a procedure is
+    /// placed anew.
     pub fn end_procedure(&mut self, ue: u32) {
-        self.affinity.remove(&ue);
+        if let Some(a) = self.affinity.get_mut(&ue) {
+            a.2 = false;
+        }
     }
 
     /// `slot` (life `life`) answered `seq`.
@@ -453,7 +583,7 @@ impl NfTable {
             self.reserved.remove(&h.ids.0);
             self.reserved.remove(&h.ids.1);
         }
-        self.affinity.retain(|_, i| *i != slot);
+        self.affinity.retain(|_, (i, _, _)| *i != slot);
         Some(held)
     }
 }
@@ -476,6 +606,8 @@ pub struct NfLaunch {
     pub args: Vec<String>,
     /// Give slot 0's first instance `--stall-on-s6a` (system test).
     pub stall_first: bool,
+    /// Give this slot's first instance `--stall-on-mbr` (system test).
+    pub stall_mbr: Option<usize>,
 }
 
 /// The forwarder's side: the table, the instances' processes and links,
@@ -492,9 +624,24 @@ pub struct NfPool {
     enbs: BTreeMap<u64, Vec<ToNf>>,
     /// UEs with an event at an instance, and their events waiting for it.
     busy: HashMap<u32, VecDeque<NfEvent>>,
+    /// Events waiting for a restarting instance of their kind (bounded by
+    /// [`MAX_HELD`] per slot).
+    parked: VecDeque<(Option<u32>, Option<ProcedureKind>, NfEvent)>,
     counters: Counters,
     /// The instances' counter names (bounded: [`MAX_COUNTER_NAMES`]).
     names: HashMap<String, &'static str>,
+    /// The slots' cgroups, weighted by `P` (none: no cgroup control here).
+    /// After `children`: dropped once they are killed.
+    cgroups: Option<super::cgroup::NfCgroups>,
+}
+
+impl Drop for NfPool {
+    /// The instances killed before their cgroups go.
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.start_kill();
+        }
+    }
 }
 
 /// Distinct counter names taken from instances at most.
@@ -505,26 +652,44 @@ impl NfPool {
     /// frames come on the returned channel.
     pub async fn start(
         host: u8,
-        n: usize,
+        kinds: &[Option<ProcedureKind>],
         launch: NfLaunch,
         counters: Counters,
+        host_cgroup: Option<&std::path::Path>,
     ) -> anyhow::Result<(NfPool, mpsc::Receiver<NfIn>)> {
+        let n = kinds.len();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = mpsc::channel(4096);
         tokio::spawn(accept(listener, tx, counters.clone()));
+        let table = NfTable::new(kinds, priorities(&Profiles::default()));
+        let ps: Vec<f64> = (0..n).map(|i| table.p(i)).collect();
+        let cgroups = match super::cgroup::NfCgroups::create(host_cgroup, host, &ps) {
+            Ok(c) => {
+                println!("mme-host {host}: nf cpu weights by P ({:?}): {ps:?}", c.version());
+                Some(c)
+            }
+            Err(e) => {
+                println!("mme-host {host}: nf instances run without cpu weights (no cgroup control: {e:#})");
+                None
+            }
+        };
         let mut pool = NfPool {
             host,
-            table: NfTable::new(n),
+            table,
             launch,
             addr,
             children: (0..n).map(|_| None).collect(),
             links: (0..n).map(|_| None).collect(),
             enbs: BTreeMap::new(),
             busy: HashMap::new(),
+            parked: VecDeque::new(),
             counters,
             names: HashMap::new(),
+            cgroups,
         };
+        let named: Vec<&str> = kinds.iter().map(|k| k.map_or("any", ProcedureKind::name)).collect();
+        println!("mme-host {host}: nf slots {}", named.join(" "));
         for slot in 0..n {
             pool.spawn(slot)?;
         }
@@ -541,13 +706,23 @@ impl NfPool {
         if self.launch.stall_first && slot == 0 && life == 0 {
             cmd.arg("--stall-on-s6a");
         }
-        self.children[slot] = Some(cmd.spawn()?);
+        if self.launch.stall_mbr == Some(slot) && life == 0 {
+            cmd.arg("--stall-on-mbr");
+        }
+        let child = cmd.spawn()?;
+        if let (Some(cg), Some(pid)) = (&self.cgroups, child.id()) {
+            if let Err(e) = cg.enter(slot, pid) {
+                self.counters.incr("host_nf_cgroup_failed");
+                tracing::warn!("NF instance {slot} into its cgroup: {e:#}");
+            }
+        }
+        self.children[slot] = Some(child);
         Ok(())
     }
 
     /// Events held at instances or waiting for one.
     pub fn in_flight(&self) -> usize {
-        self.table.held() + self.busy.values().map(VecDeque::len).sum::<usize>()
+        self.table.held() + self.busy.values().map(VecDeque::len).sum::<usize>() + self.parked.len()
     }
 
     /// An eNB-wide frame for every instance, now and when one starts.
@@ -593,19 +768,61 @@ impl NfPool {
             }
             return None;
         }
-        self.send(core, ue, event).map(NfEvent::into_mme)
+        let kind = self.kind_of(ue, &event);
+        self.send(core, ue, kind, event).map(NfEvent::into_mme)
     }
 
-    /// Send `event` to an instance; it back if none lives or has room (the
-    /// UE's waiting events are then the caller's).
-    fn send(&mut self, core: &mut Mme, ue: Option<u32>, event: NfEvent) -> Option<NfEvent> {
-        let Some(slot) = self.table.choose(ue) else {
-            self.counters.incr("host_nf_none_free");
-            return Some(event);
+    /// The running procedure's kind; else the one this message starts
+    /// (placed anew); else the UE's last procedure's (its instance).
+    fn kind_of(&mut self, ue: Option<u32>, event: &NfEvent) -> Option<ProcedureKind> {
+        if let Some(k) = ue.and_then(|id| self.table.procedure_of(id)) {
+            return k;
+        }
+        let starts = match event {
+            NfEvent::S1 { data, .. } => super::keys::starts(data),
+            _ => None,
         };
+        match (starts, ue) {
+            (Some(k), Some(id)) => {
+                self.table.forget(id);
+                Some(k)
+            }
+            (Some(k), None) => Some(k),
+            (None, Some(id)) => self.table.last_of(id).flatten(),
+            (None, None) => None,
+        }
+    }
+
+    /// Send `event` of a procedure of `kind` to an instance (or park it for
+    /// a restarting one); it back if none lives or has room (the UE's
+    /// waiting events are then the caller's).
+    fn send(
+        &mut self,
+        core: &mut Mme,
+        ue: Option<u32>,
+        kind: Option<ProcedureKind>,
+        event: NfEvent,
+    ) -> Option<NfEvent> {
+        let slot = match self.table.choose(ue, kind) {
+            Choice::Slot(i) => i,
+            Choice::Wait if self.parked.len() < MAX_HELD * self.table.slots() => {
+                self.counters.incr("host_nf_events_parked");
+                if let Some(id) = ue {
+                    self.busy.entry(id).or_default();
+                }
+                self.parked.push_back((ue, kind, event));
+                return None;
+            }
+            Choice::Wait | Choice::None => {
+                self.counters.incr("host_nf_none_free");
+                return Some(event);
+            }
+        };
+        let name = format!("host_nf{slot}_{}_events", kind.map_or("other", ProcedureKind::name));
+        self.count(vec![(name, 1)]);
         let record = ue.and_then(|id| core.export_ue(&UeKey::MmeUeS1apId(id), time_now()));
         let ids = core.draw_free_ids(|x| self.table.is_reserved(x));
-        let seq = self.table.hold(slot, Held { ue, event: event.clone(), ids });
+        let seq = self.table.hold(slot, Held { ue, event: event.clone(), ids, kind });
         if let Some(id) = ue {
             self.busy.entry(id).or_default();
         }
@@ -636,6 +853,15 @@ impl NfPool {
                 self.table.up(slot, life);
                 self.counters.incr("host_nf_up");
                 println!("mme-host {}: nf {slot} pid {pid}", self.host);
+                // The events that waited for an instance of their kind.
+                for (ue, kind, ev) in std::mem::take(&mut self.parked) {
+                    if let Some(back) = self.send(core, ue, kind, ev) {
+                        local.push(back.into_mme());
+                        if let Some(id) = ue {
+                            self.flush_local(id, local);
+                        }
+                    }
+                }
             }
             NfIn::Closed { slot, life } => {
                 let Some(held) = self.table.failed(slot, life) else { return };
@@ -644,7 +870,7 @@ impl NfPool {
                 println!("mme-host {}: nf {slot} gone, {} events taken over", self.host, held.len());
                 for h in held {
                     self.counters.incr("host_nf_events_retaken");
-                    if let Some(back) = self.send(core, h.ue, h.event) {
+                    if let Some(back) = self.send(core, h.ue, h.kind, h.event) {
                         local.push(back.into_mme());
                         if let Some(id) = h.ue {
                             self.flush_local(id, local);
@@ -654,6 +880,13 @@ impl NfPool {
                 if let Err(e) = self.spawn(slot) {
                     self.counters.incr("host_nf_spawn_failed");
                     tracing::warn!("starting NF instance {slot}: {e}");
+                    // Nothing to wait for: the forwarder's core takes them.
+                    for (ue, _, ev) in std::mem::take(&mut self.parked) {
+                        local.push(ev.into_mme());
+                        if let Some(id) = ue {
+                            self.flush_local(id, local);
+                        }
+                    }
                 }
             }
             NfIn::Msg { slot, life, msg } => {
@@ -682,7 +915,7 @@ impl NfPool {
                                     if settled {
                                         self.table.end_procedure(id);
                                     } else {
-                                        self.table.follow(id, slot);
+                                        self.table.follow(id, slot, held.kind);
                                     }
                                 }
                                 Err(e) => {
@@ -693,7 +926,7 @@ impl NfPool {
                         }
                         for id in removed {
                             core.drop_ue(id);
-                            self.table.end_procedure(id);
+                            self.table.forget(id);
                         }
                         actions.extend(acts.into_iter().map(NfAction::into_mme));
                     }
@@ -737,7 +970,8 @@ impl NfPool {
             local.extend(q.into_iter().map(NfEvent::into_mme));
             return;
         }
-        match self.send(core, Some(id), ev) {
+        let kind = self.kind_of(Some(id), &ev);
+        match self.send(core, Some(id), kind, ev) {
             None => {
                 if let Some(b) = self.busy.get_mut(&id) {
                     b.extend(q);
@@ -807,27 +1041,72 @@ mod tests {
     use super::*;
 
     fn held(ue: Option<u32>) -> Held {
-        Held { ue, event: NfEvent::S1 { assoc: 1, stream: 1, data: vec![1] }, ids: (ue.unwrap_or(9), 7) }
+        Held { ue, event: NfEvent::S1 { assoc: 1, stream: 1, data: vec![1] }, ids: (ue.unwrap_or(9), 7), kind: None }
+    }
+
+    #[test]
+    fn a_procedure_goes_to_an_instance_of_its_kind_by_least_q_over_c() {
+        use ProcedureKind::*;
+        assert_eq!(
+            parse_kinds("attach=2, service-request=1,tau").unwrap().0,
+            vec![Attach, Attach, ServiceRequest, Tau]
+        );
+        assert!(parse_kinds("paging=1").is_err() && parse_kinds("attach=x").is_err());
+        let p = priorities(&Profiles::default());
+        // SLO_min / SLO: the service request's (the tightest) is 1.
+        assert!((p[ServiceRequest.index()] - 1.0).abs() < 1e-12 && p[Attach.index()] < 1.0);
+        let mut t = NfTable::new(&[Some(Attach), Some(ServiceRequest), Some(ServiceRequest)], p);
+        t.up(0, 0);
+        t.up(1, 0);
+        assert_eq!(t.choose(Some(1), Some(Attach)), Choice::Slot(0));
+        assert_eq!(t.choose(Some(1), Some(ServiceRequest)), Choice::Slot(1));
+        let mut h = held(Some(1));
+        h.kind = Some(ServiceRequest);
+        t.hold(1, h);
+        // Its procedure follows slot 1; another UE's waits for slot 2 (its
+        // kind's only idle one) only while it restarts: slot 1 takes it.
+        assert_eq!(t.choose(Some(1), None), Choice::Slot(1));
+        assert_eq!(t.procedure_of(1), Some(Some(ServiceRequest)));
+        // Ended, its instance still known for what starts nothing known.
+        t.end_procedure(1);
+        assert_eq!((t.procedure_of(1), t.last_of(1)), (None, Some(Some(ServiceRequest))));
+        t.follow(1, 1, Some(ServiceRequest));
+        t.up(2, 0);
+        assert_eq!(t.choose(Some(2), Some(ServiceRequest)), Choice::Slot(2), "Q/C: the idle one");
+        // Eq. 4: the attach instance's share against a busy SR's.
+        assert!((t.share(0) - p[0] / (p[0] + p[1])).abs() < 1e-12);
+        // Nothing known: any live instance. No live one of a kind being
+        // restarted: wait; of a kind no slot takes: any.
+        assert!(matches!(t.choose(Some(3), None), Choice::Slot(_)));
+        t.failed(0, 0).unwrap();
+        assert_eq!(t.choose(Some(3), Some(Attach)), Choice::Wait);
+        assert!(matches!(t.choose(Some(3), Some(Detach)), Choice::Slot(1 | 2)));
     }
 
     #[test]
     fn a_procedure_follows_its_instance_and_is_retaken_in_order_when_it_dies() {
-        let mut t = NfTable::new(2);
-        assert_eq!(t.choose(None), None);
+        let mut t = NfTable::new(&[None, None], [1.0; ProcedureKind::COUNT]);
+        assert_eq!(t.choose(None, None), Choice::None);
         t.up(0, 0);
         t.up(1, 0);
-        let a = t.choose(Some(1)).unwrap();
+        let a = match t.choose(Some(1), None) {
+            Choice::Slot(i) => i,
+            c => panic!("{c:?}"),
+        };
         t.hold(a, held(Some(1)));
         // The least loaded for a new procedure, the same for UE 1's next.
-        let b = t.choose(Some(2)).unwrap();
+        let b = match t.choose(Some(2), None) {
+            Choice::Slot(i) => i,
+            c => panic!("{c:?}"),
+        };
         assert_ne!(a, b);
-        assert_eq!(t.choose(Some(1)), Some(a));
+        assert_eq!(t.choose(Some(1), None), Choice::Slot(a));
         t.hold(a, held(Some(3)));
         assert!(t.is_reserved(1) && t.is_reserved(7));
         let gone = t.failed(a, 0).unwrap();
         assert_eq!(gone.iter().map(|h| h.ue).collect::<Vec<_>>(), vec![Some(1), Some(3)]);
         assert!(!t.is_reserved(1));
-        assert_eq!(t.choose(Some(1)), Some(b));
+        assert_eq!(t.choose(Some(1), None), Choice::Slot(b));
         // A late answer of the dead life is stale.
         assert_eq!(t.answered(a, 0, 1), None);
         assert!(!t.is_live(a, 1));
