@@ -70,7 +70,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -214,19 +214,11 @@ pub enum NfReadError {
 
 /// One frame: a 4-octet big-endian length and JSON. `Ok(None)` at a clean end.
 pub async fn read_msg<T: DeserializeOwned, R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<T>, NfReadError> {
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
+    match super::wire::read_body(r, MAX_NF_FRAME).await? {
+        super::wire::Body::End => Ok(None),
+        super::wire::Body::TooLong(len) => Err(NfReadError::TooLong(len)),
+        super::wire::Body::Data(body) => Ok(Some(serde_json::from_slice(&body)?)),
     }
-    let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_NF_FRAME {
-        return Err(NfReadError::TooLong(len));
-    }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).await?;
-    Ok(Some(serde_json::from_slice(&body)?))
 }
 
 pub async fn write_msg<T: Serialize, W: AsyncWrite + Unpin>(w: &mut W, msg: &T) -> std::io::Result<()> {

@@ -275,21 +275,41 @@ pub enum ReadError {
     Wire(#[from] WireError),
 }
 
-/// Read one frame; `Ok(None)` at a clean end of the stream.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>, ReadError> {
+/// What a link's next length-prefixed body (a 4-octet big-endian length
+/// first) was.
+pub enum Body {
+    /// The stream ended cleanly before a length.
+    End,
+    /// Its length is over the link's bound: not read.
+    TooLong(usize),
+    Data(Vec<u8>),
+}
+
+/// Read the next length-prefixed body of at most `max` octets (the host
+/// links' frames here, the NF instances' messages in `nf`).
+pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> std::io::Result<Body> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
         Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(Body::End),
+        Err(e) => return Err(e),
     }
     let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(WireError::TooLong(len).into());
+    if len > max {
+        return Ok(Body::TooLong(len));
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body).await?;
-    Ok(Some(Frame::decode(Bytes::from(body))?))
+    Ok(Body::Data(body))
+}
+
+/// Read one frame; `Ok(None)` at a clean end of the stream.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>, ReadError> {
+    match read_body(r, MAX_FRAME).await? {
+        Body::End => Ok(None),
+        Body::TooLong(len) => Err(WireError::TooLong(len).into()),
+        Body::Data(body) => Ok(Some(Frame::decode(Bytes::from(body))?)),
+    }
 }
 
 pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Result<()> {
