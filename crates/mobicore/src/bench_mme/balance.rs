@@ -95,6 +95,21 @@ pub fn hot_order(ues: u64, seed: u64) -> Vec<u64> {
 }
 
 /// One round: service requests of the round's UEs, then their releases.
+/// Figs. 10 and 11 on real processes: Redis, `hosts` hosts of --cpu-max
+/// cores each behind `scheme`.
+pub(super) fn budgeted_plan(a: &MmeArgs, scheme: mobicore_elastic::Scheme, hosts: u32) -> Result<Plan> {
+    Ok(Plan {
+        program: std::env::current_exe().context("the mobicore binary")?,
+        deployments: vec![Deployment::Redis],
+        hosts,
+        balancer: scheme.to_string(),
+        echo: a.verbose,
+        procedure_timeout_ms: a.procedure_timeout_ms,
+        host_args: vec!["--cpu-max".into(), a.cpu_max.to_string()],
+        frontend_args: Vec::new(),
+    })
+}
+
 pub(super) async fn round(rig: &mut Rig, ues: &[u64]) -> Result<()> {
     if !ues.is_empty() {
         rig.ran.phase_of(Phase::ServiceRequest, ues).await?;
@@ -175,16 +190,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         for &hosts in &host_counts {
             for &scheme in &a.schemes {
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: starting"));
-                let plan = Plan {
-                    program: std::env::current_exe().context("the mobicore binary")?,
-                    deployments: vec![Deployment::Redis],
-                    hosts,
-                    balancer: scheme.to_string(),
-                    echo: a.verbose,
-                    procedure_timeout_ms: a.procedure_timeout_ms,
-                    host_args: vec!["--cpu-max".into(), cpu_max.to_string()],
-                    frontend_args: Vec::new(),
-                };
+                let plan = budgeted_plan(a, scheme, hosts)?;
                 let mut rig = Rig::start(&plan, Deployment::Redis, ues, Some(rate)).await?;
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: attaching"));
                 let mut r = attach_in_waves(&mut rig, ues, &spread).await?;

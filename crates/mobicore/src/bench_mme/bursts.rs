@@ -13,8 +13,8 @@
 //! the next one take every arrival due by then; arrivals still waiting
 //! after twice the run's time count as violations.
 
-use super::balance::{attach_in_waves, cpu_time, host_pids, hot_order, round, Slo, Spread};
-use super::real::{Deployment, Plan, Rig};
+use super::balance::{attach_in_waves, budgeted_plan, cpu_time, host_pids, hot_order, round, Slo, Spread};
+use super::real::{Deployment, Rig};
 use super::{bar, finish, skews, MmeArgs};
 use crate::elastic_mme::cgroup;
 use anyhow::{bail, Context, Result};
@@ -192,16 +192,7 @@ async fn one(
     skew: Skew,
     (ues, rate, seconds, slo_ms): (u64, f64, f64, f64),
 ) -> Result<Run> {
-    let plan = Plan {
-        program: std::env::current_exe().context("the mobicore binary")?,
-        deployments: vec![Deployment::Redis],
-        hosts,
-        balancer: scheme.to_string(),
-        echo: a.verbose,
-        procedure_timeout_ms: a.procedure_timeout_ms,
-        host_args: vec!["--cpu-max".into(), a.cpu_max.to_string()],
-        frontend_args: Vec::new(),
-    };
+    let plan = budgeted_plan(a, scheme, hosts)?;
     let mut rig = Rig::start(&plan, Deployment::Redis, ues, Some(rate)).await?;
     attach_in_waves(&mut rig, ues, &Spread::new(skew, ues, a.seed)).await?;
     let mut bursts = Bursts::new(alpha, skew, ues, rate, seconds, a.seed);
