@@ -87,11 +87,13 @@ pub enum BenchCommand {
     /// CPU spread across such hosts per balancer, uniform and skewed load
     /// (fig10); the fewest such hosts per balancer and Pareto alpha that
     /// keep --target-pct violations under the load model's bursts (fig11,
-    /// up to --max-hosts 4). Figs. 10-11 with `--sim`: skewed consistent hashing
-    /// against round robin, consistent hashing and Maglev to 100 hosts
-    /// (fig10), and the hosts each needs for at most 5% violations under
-    /// Pareto bursts (fig11), from the elastic MME's simulator running the
-    /// same balancer and forwarder code.
+    /// up to --max-hosts 4). Figs. 9-11 with `--sim`: service request and
+    /// handover latency on one host with the NFs unified, decomposed or
+    /// prioritized (fig9); skewed consistent hashing against round robin,
+    /// consistent hashing and Maglev to 100 hosts (fig10), and the hosts
+    /// each needs for at most 5% violations under Pareto bursts (fig11),
+    /// from the elastic MME's simulator running the same balancer and
+    /// forwarder code.
     Mme(crate::bench_mme::MmeArgs),
 }
 
