@@ -288,6 +288,48 @@ impl Mme {
         true
     }
 
+    /// UE `id` was just taken over from a host that is gone (its heir
+    /// loaded the record): a request of the step the record stands at, an
+    /// S6a or S11 request whose answer went to that host and is lost with
+    /// it, is sent again from here (the front end routes S11 answers by
+    /// the sending host, TS 29.274 7.6; the S6a connection was the dead
+    /// host's). What is resent, by step:
+    /// - AuthInfo: the AIR (TS 29.272 5.2.3.1; a re-synchronisation's
+    ///   AUTS is not in the record, so the UE may fail synch once more and
+    ///   resynchronise, TS 33.102 6.3.5);
+    /// - UpdateLocation: the ULR (5.2.1.1);
+    /// - CreateSession: the attach's Create Session Request (TS 29.274
+    ///   7.2.1; the S-GW takes a second one for the same IMSI and EBI as
+    ///   a new session, 7.2.1 "handling of a Create Session Request for
+    ///   an existing PDN connection");
+    /// - ReleaseAccessBearers: its request (7.2.21.1);
+    /// - DetachDeleteSession: the sessions left the context when the
+    ///   Delete Sessions went out, so the detach ends here as after their
+    ///   answers (counted: the S-GW may hold them until it ages them out).
+    ///
+    /// Not yet: a handover's S11 step, a stand-alone ESM procedure's, the
+    /// Modify Bearer after an Initial Context Setup Response (sent
+    /// without waiting). Returns whether something was done.
+    pub fn resume_taken_over(&mut self, id: u32) -> bool {
+        let Some(ue) = self.ues.get(&id) else { return false };
+        if ue.handover.is_some() || ue.esm.is_some() {
+            return false;
+        }
+        match ue.step {
+            Step::AuthInfo => self.start_authentication(id, None),
+            Step::UpdateLocation => self.start_update_location(id),
+            Step::CreateSession => self.start_create_session(id),
+            Step::ReleaseAccessBearers => self.start_s1_release(id),
+            Step::DetachDeleteSession { switch_off, .. } => {
+                self.counters.incr("ue_resumed_detach_finished");
+                self.finish_detach(id, switch_off);
+            }
+            _ => return false,
+        }
+        self.counters.incr("ue_resumed_request");
+        true
+    }
+
     /// Drop the UE `key` names from memory, sending nothing and keeping
     /// no trace of it (another host carries on with it). Returns its
     /// context, or `None` if it was not here.

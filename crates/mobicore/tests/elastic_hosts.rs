@@ -38,10 +38,10 @@ use mobicore::allinone;
 use mobicore::config::Config;
 use mobicore::elastic_mme::launch;
 use mobicore::procs::{self, field, Procs, TempDir};
-use mobicore_common::s11::{DownlinkDataNotification, S11IncomingAnswer, S11IncomingRequest};
+use mobicore_common::s11::{DownlinkDataNotification, S11IncomingAnswer, S11IncomingRequest, S11Request};
 use mobicore_common::{Arp, Ebi, Teid};
 use mobicore_gtp::message::{msg_type, GtpMessage};
-use mobicore_gtp::s11::{decode_incoming_answer, encode_incoming_request};
+use mobicore_gtp::s11::{decode_incoming_answer, decode_request, encode_incoming_request};
 use mobicore_hss::SubscriberStore;
 use mobicore_mme::context_codec::{self, TimeBase};
 use mobicore_ran::Phase;
@@ -129,19 +129,29 @@ struct S11Tap {
     answers: tokio::sync::mpsc::UnboundedReceiver<GtpMessage>,
     /// The sequence numbers of the Modify Bearer Responses relayed.
     modified: tokio::sync::watch::Receiver<Vec<u32>>,
+    /// With `lose_first_csr`: the first Create Session Request's MME S11
+    /// TEID once it has been dropped.
+    lost_csr: tokio::sync::watch::Receiver<Option<u32>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 const INJECTED_SEQ: u32 = 0xf0_0000;
 
 impl S11Tap {
-    async fn start(sgw: SocketAddr) -> S11Tap {
+    /// `lose_first_csr`: the first Create Session Request from the front
+    /// end is dropped, and its retransmissions (as if its host died before
+    /// the S-GW heard it).
+    async fn start(sgw: SocketAddr, lose_first_csr: bool) -> S11Tap {
         let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let addr = socket.local_addr().unwrap();
         let (inject, mut injected) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
         let (answers_tx, answers) = tokio::sync::mpsc::unbounded_channel();
         let (modified_tx, modified) = tokio::sync::watch::channel(Vec::new());
+        let (lost_tx, lost_csr) = tokio::sync::watch::channel(None);
         let task = tokio::spawn(async move {
+            // The lost request's sequence number: its retransmissions
+            // (the same number, TS 29.274 7.6) are lost too.
+            let mut lost_seq: Option<u32> = None;
             let mut frontend: Option<SocketAddr> = None;
             let mut buf = vec![0u8; 65_536];
             loop {
@@ -168,6 +178,17 @@ impl S11Tap {
                             Ok(m) if m.seq >= INJECTED_SEQ && !msg_type::is_request(m.body.msg_type()) => {
                                 let _ = answers_tx.send(m);
                             }
+                            Ok(m) if lose_first_csr
+                                && m.body.msg_type() == msg_type::CREATE_SESSION_REQUEST
+                                && lost_seq.is_none_or(|s| s == m.seq) =>
+                            {
+                                lost_seq = Some(m.seq);
+                                let fteid = decode_request(&m).ok().and_then(|r| match r {
+                                    S11Request::CreateSession(c) => Some(c.sender_fteid.teid.0),
+                                    _ => None,
+                                });
+                                lost_tx.send_replace(Some(fteid.expect("a Create Session Request")));
+                            }
                             _ => {
                                 socket.send_to(bytes, sgw).await.unwrap();
                             }
@@ -176,7 +197,7 @@ impl S11Tap {
                 }
             }
         });
-        S11Tap { addr, inject, answers, modified, task }
+        S11Tap { addr, inject, answers, modified, lost_csr, task }
     }
 
     /// A DDN for the UE of MME S11 TEID `mme_teid`, and its answer.
@@ -317,6 +338,8 @@ struct Options {
     ues: u64,
     /// S11 between the front end and the S/P-GW-C relayed by an [`S11Tap`].
     s11_tap: bool,
+    /// The [`S11Tap`] drops the first Create Session Request.
+    lose_first_csr: bool,
     /// S1 between the RAN and the front end relayed by an [`S1Tap`].
     s1_tap: bool,
     /// What the [`S1Tap`] holds the RAN's packets from.
@@ -343,6 +366,7 @@ struct Options {
 const DEFAULT: Options = Options {
     ues: UES,
     s11_tap: false,
+    lose_first_csr: false,
     s1_tap: false,
     s1_hold: INITIAL_CONTEXT_SETUP_REQUEST,
     store: "redis",
@@ -417,7 +441,7 @@ impl Cluster {
         allinone::provision(&subscribers, &ran_cfg.plan, o.ues).unwrap();
         let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await.unwrap();
         let tap = match o.s11_tap {
-            true => Some(S11Tap::start(core.sgw_s11).await),
+            true => Some(S11Tap::start(core.sgw_s11, o.lose_first_csr).await),
             false => None,
         };
         let sgw = tap.as_ref().map_or(core.sgw_s11, |t| t.addr).to_string();
@@ -830,6 +854,48 @@ async fn hot_a_host_killed_mid_attach_its_ue_completes_the_attach_on_the_heir() 
     assert_eq!(after.values().collect::<Vec<_>>(), [&ue], "the same MME-UE-S1AP-ID, GUTI and session");
     c.finish().await;
     drop(tap); // relayed S1 to the end (Detach)
+}
+
+/// Hot replication, a host killed while an answer is awaited: the Create
+/// Session Request of the only UE attaching is lost (the [`S11Tap`] drops
+/// it) and its host is killed; the record (written before the request
+/// went out) stands at that step. The heir, told it inherits the host's
+/// UEs, loads the UE and sends the request again (the answer to the first
+/// would have gone to the dead host): the attach completes on the heir
+/// with the dead host's MME-UE-S1AP-ID, S11 TEID and GUTI, no new attach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_a_host_killed_awaiting_create_session_its_heir_resends_it_and_the_attach_completes() {
+    let o = Options { ues: 1, s11_tap: true, lose_first_csr: true, ..DEFAULT };
+    let mut c = Cluster::boot("hot", o).await;
+    let mut lost = c.tap.as_ref().unwrap().lost_csr.clone();
+    let Cluster { ran, procs, fe, store, .. } = &mut c;
+    let mid_attach = async {
+        let r = tokio::time::timeout(LIMIT, lost.wait_for(|l| l.is_some())).await;
+        let teid = r.expect("no Create Session Request went out").map(|l| *l).unwrap().expect("its TEID");
+        // Write-ahead: the host stored the UE (no GUTI nor session yet)
+        // before sending the request.
+        let mid = store.as_ref().unwrap().scan_prefix("mme/ue/").await.unwrap();
+        assert_eq!(mid.len(), 1, "the UE's record, mid-attach");
+        let time = TimeBase { now: Instant::now(), unix_ms: 1_800_000_000_000 };
+        let ue = context_codec::decode(&mid[0].1.value, time).unwrap();
+        assert_eq!(ue.id, teid, "the MME S11 TEID is the MME-UE-S1AP-ID");
+        assert_eq!(ue.step, mobicore_mme::context::Step::CreateSession);
+        let victim = teid >> 24;
+        tokio::task::block_in_place(|| kill_host(procs, fe, victim));
+        victim
+    };
+    let (attach, victim) = tokio::join!(ran.attach(), mid_attach);
+    attach.unwrap();
+    assert_eq!(c.ran.attached_ues().len(), 1, "{:?}", c.ran.report().failures);
+    c.wait_others(victim, "mobicore_mme_attach_complete", 1).await;
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, 1);
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_ue_resumed_request").await, 1, "the request went again");
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_attach_complete").await, 1);
+    let after = records(c.shared()).await;
+    let ue = after.values().next().expect("the UE's record");
+    assert_eq!(ue.mme_ue_s1ap_id >> 24, victim, "the dead host's MME-UE-S1AP-ID kept");
+    assert_eq!(after.len(), 1);
+    c.finish().await;
 }
 
 /// NF instances inside a host (issue 13 item 1, seed 004 Fig. 7 "NF

@@ -507,6 +507,56 @@ async fn hot_record_takes_an_answer_to_the_previous_hosts_request() {
     assert_eq!(b.sync().await.written, 1);
 }
 
+/// Hot replication, the host dead with a request in flight: its answer is
+/// lost with it, so the heir sends the request of the record's step again
+/// (`resume_taken_over`): the ULR, then, dead again, the Create Session;
+/// the attach completes on the third host with the same S11 TEID.
+#[tokio::test]
+async fn a_takeover_resends_the_request_whose_answer_went_to_the_dead_host() {
+    let store = Store::memory();
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let (mut ue, r) = a.h.start_attach("001010000000110", 92);
+    let auth = a.h.challenge(&mut ue, r, 32);
+    let res = ue.authenticate(&auth);
+    a.h.up(&ue, res);
+    let smc = a.h.one_down().nas.unwrap();
+    let complete = ue.security_mode_complete(&smc);
+    a.h.up(&ue, complete);
+    let out: Vec<MmeAction> = a.h.drain().into_iter().filter(|x| matches!(x, MmeAction::S6a { .. })).collect();
+    let (ulr, _) = expect_s6a(&out);
+    let id = ulr.mme_ue_s1ap_id;
+    a.sync().await;
+    drop(a);
+
+    let mut b = Host::new(store.clone(), Replication::Hot, 0x200);
+    b.load(UeKey::MmeUeS1apId(id)).await.unwrap();
+    assert!(b.h.drain().is_empty(), "loading alone sends nothing");
+    assert!(b.h.mme.resume_taken_over(id));
+    let out: Vec<MmeAction> = b.h.drain().into_iter().filter(|x| matches!(x, MmeAction::S6a { .. })).collect();
+    let (ulr2, req) = expect_s6a(&out);
+    assert!(matches!(req, S6aRequest::UpdateLocation(_)), "the ULR again: {req:?}");
+    b.h.s6a(ulr2, S6aAnswer::UpdateLocation(Ok(subscription())));
+    let (_, req) = expect_s11(&b.h.drain());
+    assert!(matches!(req, S11Request::CreateSession(_)));
+    b.sync().await;
+    drop(b);
+
+    let mut c = Host::new(store, Replication::Hot, 0x300);
+    c.load(UeKey::MmeUeS1apId(id)).await.unwrap();
+    assert_eq!(c.h.mme.ues[&id].step, Step::CreateSession);
+    assert!(c.h.mme.resume_taken_over(id));
+    let (csr, req) = expect_s11(&c.h.drain());
+    let S11Request::CreateSession(cs) = req else { panic!("{req:?}") };
+    assert_eq!(cs.sender_fteid.teid, Teid(id), "the same MME S11 TEID");
+    c.h.s11(csr, create_session_ok());
+    let ics = c.h.one_down();
+    assert_eq!(ics.kind, S1apPduKind::Initiating_InitialContextSetup);
+    assert_eq!(c.count("ue_resumed_request"), 1);
+    // A settled UE has nothing to resend.
+    c.h.mme.ues.get_mut(&id).unwrap().step = Step::Idle;
+    assert!(!c.h.mme.resume_taken_over(id));
+}
+
 /// Cold replication writes nothing mid-procedure: a host that dies in the
 /// middle of an attach leaves no record, and the attach restarts.
 #[tokio::test]

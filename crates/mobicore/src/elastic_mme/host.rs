@@ -5,7 +5,9 @@
 //!
 //! At a UE-associated message for a UE it does not hold (its MME-UE-S1AP-ID
 //! or S-TMSI names none of its UEs: the UE was another host's, gone), it
-//! loads the UE from the store first; after every event it writes what the
+//! loads the UE from the store first, and sends again the S6a or S11
+//! request the record's step awaits the answer to (that answer went to
+//! the host that is gone; `Mme::resume_taken_over`); after every event it writes what the
 //! replication mode asks for, and only then sends what the event produced,
 //! so that whatever an eNB answers to finds the state it follows from in
 //! the store (write-ahead). The core allocates MME-UE-S1AP-IDs (its S11
@@ -310,7 +312,12 @@ async fn ensure_held(core: &mut Mme, stored: &mut StoredUes, counters: &Counters
         return;
     }
     match stored.load(core, &key, time_now()).await {
-        Ok(_) => counters.incr("host_ue_taken_over"),
+        Ok(id) => {
+            counters.incr("host_ue_taken_over");
+            // An S6a or S11 answer the record waits for went to the host
+            // that is gone: the request goes again from here.
+            core.resume_taken_over(id);
+        }
         // Not stored (a UE this MME never had, or one whose procedure had
         // not completed under cold replication): the core answers as for
         // any unknown UE.
