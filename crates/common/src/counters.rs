@@ -1,14 +1,17 @@
 //! Named counters for input that was dropped, rejected or answered with an
 //! error, so that bad input is always counted (and exported as metrics).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// The counters by name; a fast fixed hash (names are ours, not a peer's).
+type Table = HashMap<&'static str, Arc<AtomicU64>, foldhash::fast::FixedState>;
 
 /// A set of counters shared by a network function's tasks.
 #[derive(Clone, Default)]
 pub struct Counters {
-    inner: Arc<Mutex<BTreeMap<&'static str, Arc<AtomicU64>>>>,
+    inner: Arc<Mutex<Table>>,
 }
 
 impl Counters {
@@ -23,7 +26,12 @@ impl Counters {
         self.add(name, 1);
     }
     pub fn add(&self, name: &'static str, n: u64) {
-        self.get(name).fetch_add(n, Ordering::Relaxed);
+        // Hot in every NF: no handle cloned, one lookup once it exists.
+        let mut t = self.inner.lock().unwrap();
+        match t.get(name) {
+            Some(c) => c.fetch_add(n, Ordering::Relaxed),
+            None => t.entry(name).or_default().fetch_add(n, Ordering::Relaxed),
+        };
     }
     pub fn value(&self, name: &'static str) -> u64 {
         self.inner.lock().unwrap().get(name).map_or(0, |c| c.load(Ordering::Relaxed))

@@ -47,6 +47,12 @@ pub struct S11ClientConfig {
     /// (an elastic MME host's number, by which its front end routes the
     /// responses); `None`: any 24-bit number.
     pub seq_prefix: Option<u8>,
+    /// Requests other than Create Session go straight to this address (the
+    /// S-GW) instead of `peer`, and their responses come back from it
+    /// (TS 29.274 4.2.2.2: a response goes to where its request came from). An elastic MME
+    /// host's: its front end (`peer`) relays the Create Session, whose
+    /// source the S-GW keeps for its own requests, and the S-GW's requests.
+    pub direct: Option<SocketAddr>,
 }
 
 impl Default for S11ClientConfig {
@@ -59,6 +65,7 @@ impl Default for S11ClientConfig {
             max_incoming: 4096,
             duplicate_cache: 16_384,
             seq_prefix: None,
+            direct: None,
         }
     }
 }
@@ -107,6 +114,7 @@ pub async fn s11_client_link(cfg: S11ClientConfig) -> Result<(S11Link, S11Client
     let task = ClientTask {
         socket,
         peer: cfg.peer,
+        direct: cfg.direct,
         tx,
         counters: counters.clone(),
         recovery: 0,
@@ -132,6 +140,7 @@ type Answered = (SocketAddr, u32, u32, Option<S11IncomingAnswer>);
 struct ClientTask {
     socket: UdpSocket,
     peer: SocketAddr,
+    direct: Option<SocketAddr>,
     tx: Transactions<SocketAddr, InFlight>,
     counters: Counters,
     recovery: u8,
@@ -196,7 +205,11 @@ impl ClientTask {
         let seq = self.tx.next_seq();
         let bytes = encode_request(&p.request, seq).to_bytes();
         let ebi = request_ebi(&p.request);
-        self.tx.send_request(now, self.peer, seq, bytes, InFlight { reply: p.reply, ebi });
+        let to = match (&p.request, self.direct) {
+            (S11Request::CreateSession(_), _) | (_, None) => self.peer,
+            (_, Some(direct)) => direct,
+        };
+        self.tx.send_request(now, to, seq, bytes, InFlight { reply: p.reply, ebi });
     }
 
     /// A message without response (TS 29.274 7.2.11.3): sent once.

@@ -220,3 +220,40 @@ async fn sgw_requests_waiting_for_the_mme_are_bounded() {
     let cc = c.counters.clone();
     wait_for("the dropped request counted", || cc.value("s11_incoming_unanswered") == 1).await;
 }
+
+/// An elastic MME host's client (`direct`): the Create Session goes to
+/// `peer` (its front end, whose address the S-GW keeps for the session),
+/// every other request straight to the S-GW, whose response ends it.
+#[tokio::test]
+async fn with_direct_only_create_session_goes_to_the_peer() {
+    let front_end = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let cfg = S11ClientConfig { direct: Some(fake_sgw(0).await), ..cfg(front_end.local_addr().unwrap()) };
+    let c = s11_client_bound(cfg).await.unwrap();
+    let r =
+        c.requester.request(S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(2) })).await;
+    assert_eq!(r, Ok(S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED)));
+    let plmn = mobicore_common::Plmn::new("001", "01").unwrap();
+    let csr = CreateSessionRequest {
+        imsi: "001010000000001".parse().unwrap(),
+        msisdn: None,
+        serving_network: plmn,
+        tai: mobicore_common::Tai { plmn, tac: 1 },
+        ecgi: mobicore_common::Ecgi { plmn, eci: 1 },
+        sender_fteid: mobicore_common::Fteid { teid: Teid(1), ipv4: std::net::Ipv4Addr::LOCALHOST },
+        apn: "internet".into(),
+        pdn_type: mobicore_common::PdnType::Ipv4,
+        apn_ambr: mobicore_common::Ambr { uplink: 1, downlink: 1 },
+        bearer: BearerContextToCreate { ebi: Ebi(5), qci: 9, arp: mobicore_common::Arp::default() },
+        pgw_s5s8_c: None,
+        static_ipv4: None,
+        pco: None,
+        mei: None,
+    };
+    let requester = c.requester.clone();
+    let pending = tokio::spawn(async move { requester.request(S11Request::CreateSession(csr)).await });
+    let mut b = vec![0u8; 4096];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(10), front_end.recv_from(&mut b)).await.unwrap().unwrap();
+    let m = GtpMessage::parse(&b[..n]).unwrap();
+    assert!(matches!(decode_request(&m), Ok(S11Request::CreateSession(_))), "{m:?}");
+    pending.abort();
+}

@@ -112,6 +112,11 @@ pub struct MmeArgs {
     /// again).
     #[arg(long, default_value_t = 5000)]
     pub procedure_timeout_ms: u64,
+    /// Real processes: every S11 request of the hosts goes through the
+    /// front end (default: only the Create Session; the others go straight
+    /// to the S-GW, `mme-host --s11-direct`, as hosts on one machine can).
+    #[arg(long)]
+    pub s11_via_frontend: bool,
     /// Figs. 6 and 7: print the processes' output.
     #[arg(long)]
     pub verbose: bool,

@@ -107,6 +107,7 @@ pub(super) fn budgeted_plan(a: &MmeArgs, scheme: mobicore_elastic::Scheme, hosts
         procedure_timeout_ms: a.procedure_timeout_ms,
         host_args: vec!["--cpu-max".into(), a.cpu_max.to_string()],
         frontend_args: Vec::new(),
+        s11_direct: !a.s11_via_frontend,
     })
 }
 

@@ -140,6 +140,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         ]
         .map(String::from)
         .to_vec(),
+        s11_direct: !a.s11_via_frontend,
     };
     b.set_message("starting");
     let mut rig = Rig::start(&plan, Deployment::Redis, ues, Some(rate * (2.0 - PEAK))).await?;

@@ -123,6 +123,8 @@ pub(super) struct Plan {
     /// More arguments of the front end (e.g. --autoscale); if any, it
     /// gets the hosts' arguments after `--` to start hosts itself.
     pub(super) frontend_args: Vec<String>,
+    /// Hosts send S11 requests but Create Session straight to the S-GW.
+    pub(super) s11_direct: bool,
 }
 
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
@@ -153,6 +155,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         procedure_timeout_ms: a.procedure_timeout_ms,
         host_args: Vec::new(),
         frontend_args: Vec::new(),
+        s11_direct: !a.s11_via_frontend,
     };
     match a.figure {
         MmeFigure::Fig6 => fig6(a, &plan).await,
@@ -209,9 +212,12 @@ impl Rig {
         let dir = TempDir::new(&format!("mobicore-bench-mme-{}", d.name()))?;
         let toml = dir.0.join("mme.toml");
         let (mme, s1ap, udp) = match d.host_store(&redis.as_ref().map(RedisServer::url).unwrap_or_default()) {
-            Some(store) => {
+            Some(mut store) => {
                 std::fs::write(&toml, launch::host_config(core.hss, core.sgw_s11))?;
                 let sgw = core.sgw_s11.to_string();
+                if plan.s11_direct {
+                    store.extend(["--s11-direct".to_string(), sgw.clone()]);
+                }
                 let mut fe_args = launch::frontend_args(&sgw, &plan.balancer);
                 if !plan.frontend_args.is_empty() {
                     fe_args.extend(plan.frontend_args.iter().map(String::as_str));

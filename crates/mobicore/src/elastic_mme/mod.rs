@@ -130,6 +130,15 @@ pub struct HostArgs {
     /// host's Sender F-TEID for Control Plane.
     #[arg(long)]
     pub frontend_s11: SocketAddr,
+    /// The S-GW's S11 address: this host's requests other than Create
+    /// Session (Modify Bearer, Release Access Bearers, Delete Session...)
+    /// go straight there from its own socket and their responses straight
+    /// back, not through the front end. The Create Session still goes
+    /// through the front end, whose address the S-GW keeps for the
+    /// session's own requests (DDN). Needs an S-GW that takes a session's
+    /// requests from this host's IP (hosts on the front end's machine).
+    #[arg(long)]
+    pub s11_direct: Option<SocketAddr>,
     /// The UE context store: "local" (this host's own embedded store,
     /// replicated through the front end to the host that would take its
     /// UEs over if it died, seed 004 4.3: that host serves them on from
@@ -387,6 +396,7 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         local: cfg.mme.s11_local,
         peer: a.frontend_s11,
         seq_prefix: Some(a.id),
+        direct: a.s11_direct,
         ..Default::default()
     })
     .await
