@@ -1,7 +1,10 @@
-//! What the front end and the hosts read of an S1AP PDU to route it: the
-//! class of its procedure and the identifiers that name its UE. Sans-I/O.
+//! What the elastic MME's front end and hosts read of an S1AP PDU to route
+//! it: the class of its procedure and the identifiers that name its UE.
+//! Sans-I/O; here rather than in the `mobicore` binary so that the
+//! harness's decomposed MME routes exactly as the real front end does.
 
 use mobicore_elastic::procedure::ProcedureKind;
+use crate::transfer::UeKey;
 use mobicore_elastic::router::UeName;
 use oxirush_s1ap::s1ap::S1AP_PDU;
 use oxirush_s1ap::S1apPduKind;
@@ -20,6 +23,19 @@ pub enum Uplink {
     Ue(UeName),
     /// Not decodable: the front end's core answers it (TS 36.413 10.2).
     Malformed,
+}
+
+impl Uplink {
+    /// The name a host finds (or loads) the message's UE by: its
+    /// MME-UE-S1AP-ID, or the M-TMSI of an INITIAL UE MESSAGE's S-TMSI;
+    /// none for a new UE or a message of no UE.
+    pub fn ue_key(&self) -> Option<UeKey> {
+        match *self {
+            Uplink::Ue(UeName::MmeUeS1apId(id)) => Some(UeKey::MmeUeS1apId(id)),
+            Uplink::Ue(UeName::Initial { m_tmsi: Some(m), .. }) => Some(UeKey::MTmsi(m)),
+            _ => None,
+        }
+    }
 }
 
 /// Classify an uplink PDU of the eNB on association `enb`.
