@@ -42,8 +42,10 @@
 pub mod edge;
 pub mod fault;
 pub mod inspect;
+pub mod mme;
 pub mod network;
 pub mod userplane;
 
 pub use fault::{FaultAction, Link, Matcher, Msg};
+pub use mme::{Decomposition, MmeMode, MmeUnderTest};
 pub use network::{Network, NetworkConfig, Report, MME_S11, SGW_PFCP, SGW_S11, UPF_PFCP, UPF_S1U};
