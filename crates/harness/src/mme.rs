@@ -68,6 +68,15 @@ impl Default for Decomposition {
 }
 
 impl MmeMode {
+    /// The same MME, of `hosts` hosts if decomposed (a scenario whose
+    /// point is one MME's load: each host judges its own).
+    pub fn with_hosts(self, hosts: u8) -> MmeMode {
+        match self {
+            MmeMode::Monolith => MmeMode::Monolith,
+            MmeMode::Decomposed(d) => MmeMode::Decomposed(Decomposition { hosts, ..d }),
+        }
+    }
+
     /// The environment variable [`MmeMode::from_env`] reads: `monolith`
     /// (or unset), or `decomposed` ([`Decomposition::default`]).
     pub const ENV: &'static str = "MOBICORE_HARNESS_MME";
@@ -156,6 +165,16 @@ impl MmeUnderTest {
         match self {
             MmeUnderTest::Monolith(m) => m.handle_timeout(now),
             MmeUnderTest::Decomposed(d) => d.handle_timeout(now),
+        }
+    }
+
+    /// How many cores handle each eNB-wide message (S1 Setup, eNB
+    /// Configuration Update, Reset) and count it: 1, or the front end and
+    /// every host (each keeps every eNB's context).
+    pub fn enb_wide_cores(&self) -> u64 {
+        match self {
+            MmeUnderTest::Monolith(_) => 1,
+            MmeUnderTest::Decomposed(d) => 1 + d.hosts.len() as u64,
         }
     }
 
