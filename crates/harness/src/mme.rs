@@ -95,14 +95,14 @@ impl MmeMode {
 /// The MME a [`crate::Network`] runs: the methods the scenarios use
 /// answer for the whole MME in either mode.
 pub enum MmeUnderTest {
-    Monolith(Mme),
+    Monolith(Box<Mme>),
     Decomposed(Box<Decomposed>),
 }
 
 impl MmeUnderTest {
     pub fn new(cfg: MmeConfig, mode: MmeMode, now: Instant) -> MmeUnderTest {
         match mode {
-            MmeMode::Monolith => MmeUnderTest::Monolith(Mme::new(cfg)),
+            MmeMode::Monolith => MmeUnderTest::Monolith(Box::new(Mme::new(cfg))),
             MmeMode::Decomposed(d) => MmeUnderTest::Decomposed(Box::new(Decomposed::new(cfg, d, now))),
         }
     }
@@ -259,7 +259,11 @@ impl Decomposed {
                 (HostId(u32::from(h)), Host { core, stored })
             })
             .collect::<BTreeMap<_, _>>();
-        let fe = Frontend::new(Scheme::RoundRobin.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 1 << 16);
+        let fe = Frontend::new(
+            Scheme::RoundRobin.balancer(2),
+            Loads::new(Profiles::default(), Estimation::default()),
+            1 << 16,
+        );
         let mut router = Router::new(fe);
         for &h in hosts.keys() {
             router.host_up(h);
@@ -335,7 +339,7 @@ impl Decomposed {
                     Some(h) if self.hosts.contains_key(&h) => self.on_host(h, now, None, ev),
                     // Its host died with its S6a link: the answer is lost.
                     Some(_) => self.counters.incr("harness_s6a_answer_host_gone"),
-                    None => self.to_serving(id, now, ev),
+                    None => self.serve_by_id(id, now, ev),
                 }
             }
             MmeEvent::S11 { ue, response } => self.s11_response(now, None, ue, response),
@@ -382,7 +386,7 @@ impl Decomposed {
 
     /// An event of the UE `id` names (S6a answer with no request seen,
     /// S11 response of no known host): to the host serving its owner.
-    fn to_serving(&mut self, id: u32, now: Instant, ev: MmeEvent) {
+    fn serve_by_id(&mut self, id: u32, now: Instant, ev: MmeEvent) {
         match self.router.serving(owner(id)) {
             Some(h) => self.on_host(h, now, Some(UeKey::MmeUeS1apId(id)), ev),
             None => self.counters.incr("frontend_no_host"),
@@ -420,7 +424,7 @@ impl Decomposed {
             // Only the sender holds the transaction (TS 29.274 7.6).
             Some(h) if self.hosts.contains_key(&h) => self.on_host(h, now, None, ev),
             Some(_) => self.counters.incr(mobicore_elastic::router::S11Drop::HostGone.counter()),
-            None => self.to_serving(ue.mme_ue_s1ap_id, now, ev),
+            None => self.serve_by_id(ue.mme_ue_s1ap_id, now, ev),
         }
     }
 

@@ -10,13 +10,13 @@ use mobicore_common::counters::Counters;
 use mobicore_common::requester::TransportError;
 use mobicore_common::sctp_api::AssocId;
 use mobicore_common::Ebi;
+use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, GtpMessage};
 use mobicore_gtp::s11::{
     decode_incoming_request, decode_response, encode_incoming_answer, encode_notification, encode_request, request_ebi,
 };
 use mobicore_gtp::transaction::{TransactionConfig, Transactions};
 use mobicore_hss::{Hss, SubscriberStore, SubscriberTemplate};
-use mobicore_elastic::HostId;
 use mobicore_mme::{MmeAction, MmeConfig, MmeEvent, UeRef};
 use mobicore_ran::enb::{Enb, EnbAction, EnbConfig, Outcome};
 use mobicore_ran::ue::Ue;

@@ -3,8 +3,8 @@
 //! Sans-I/O; here rather than in the `mobicore` binary so that the
 //! harness's decomposed MME routes exactly as the real front end does.
 
-use mobicore_elastic::procedure::ProcedureKind;
 use crate::transfer::UeKey;
+use mobicore_elastic::procedure::ProcedureKind;
 use mobicore_elastic::router::UeName;
 use oxirush_s1ap::s1ap::S1AP_PDU;
 use oxirush_s1ap::S1apPduKind;

@@ -52,7 +52,6 @@
 //! sends a bad frame is disconnected (counted: `frontend_bad_frame`), S11
 //! that cannot be routed is dropped (`frontend_s11_*`).
 
-use mobicore_mme::routing::{self, Uplink};
 use super::scaling::{self, Command, Launcher};
 use super::wire::{buffered, read_frame, write_queued, Frame, ReadError};
 use bytes::Bytes;
@@ -62,6 +61,7 @@ use mobicore_elastic::controller::{Decision, EpsController};
 use mobicore_elastic::router::{Dest, Router, S11From, S11Header, S11Route, UeName};
 use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
+use mobicore_mme::routing::{self, Uplink};
 use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};

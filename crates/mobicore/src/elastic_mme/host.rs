@@ -49,7 +49,6 @@
 //! end waiting for the core, and its CPU use of its budget, for skewed
 //! consistent hashing (seed 004 Algorithm 1, Eq. 1).
 
-use mobicore_mme::routing::{self, Uplink};
 use super::load::{process_cpu, CpuSample, LoadMeter};
 use super::nf::{NfIn, NfPool, ToNf};
 use super::replica::LocalReplica;
@@ -60,6 +59,7 @@ use mobicore_common::s6a::S6aLink;
 use mobicore_common::sctp_api::AssocId;
 use mobicore_elastic::router::UeName;
 use mobicore_mme::context_codec::TimeBase;
+use mobicore_mme::routing::{self, Uplink};
 use mobicore_mme::stored::StoredUes;
 use mobicore_mme::transfer::UeKey;
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
