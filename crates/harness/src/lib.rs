@@ -36,6 +36,11 @@
 //!   [`Network::upf_rules`], [`Network::reports`] (every outcome and
 //!   anomaly the eNBs reported), and every core through its public field.
 //! - Assert on behaviour (state, outcomes, counters), never on wall time.
+//! - The MME ([`Network::mme`], an [`MmeUnderTest`]) is the monolithic
+//!   core, or the elastic MME decomposed (front end, router, hosts, store;
+//!   [`mme`]) when `MOBICORE_HARNESS_MME=decomposed` or
+//!   [`NetworkConfig::mme_mode`] says so: assert on what either shows
+//!   (counters, stats, pagings) so that a scenario holds for both.
 //!
 //! Scenarios live in `tests/` (one file per theme).
 
