@@ -78,11 +78,32 @@ fn a_dead_hosts_idle_ues_come_back_on_its_heir_by_a_service_request() {
         net.drive();
         assert_eq!(net.downlink_received(ue), &[0], "UE {ue}");
     }
+    assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
+
+    // Idle again, a victim's downlink: the S-GW's DDN names it by the MME
+    // S11 TEID of the dead host, which the front end routes to the heir;
+    // the heir pages it (TS 23.401 5.3.4.3).
+    net.advance(INACTIVITY + Duration::from_secs(1));
+    let ue = victims[0];
+    assert!(!connected(&net, ue));
+    let paged = net.mme.counters().value("paging_sent");
+    net.send_downlink(ue, 1);
+    net.drive();
+    // One S1AP PAGING to each eNB of its TAI list: both, of TAC 1.
+    assert_eq!(net.mme.counters().value("paging_sent"), paged + 2);
+    assert_eq!(net.last_result(ue, Procedure::PagingResponse), Some(Ok(())), "{:?}", net.outcomes(ue));
+    assert_eq!(net.downlink_received(ue), &[0, 1]);
+    assert_eq!(holder(&net, ue), Some(heir));
+    // Routed by the dead host's number to its heir: the INITIAL UE
+    // MESSAGEs by S-TMSI and the messages after them, and the DDN.
+    let router = &net.mme.decomposed().unwrap().router;
+    assert!(router.stats.to_heir > victims.len() as u64, "{:?}", router.stats);
+    assert_eq!(router.stats.s11_to_host, 1, "{:?}", router.stats);
+
     let m = net.mme.counters();
     assert_eq!(m.value("attach_complete"), attaches, "no UE attached again");
     assert_eq!(m.value("host_ue_not_in_store"), 0);
     assert_eq!(net.mme.stats().attached, n as usize);
-    assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
 }
 
 /// S1AP INITIAL CONTEXT SETUP REQUEST (TS 36.413 9.1.4.1): an initiating
