@@ -36,14 +36,21 @@
 //!   [`Network::upf_rules`], [`Network::reports`] (every outcome and
 //!   anomaly the eNBs reported), and every core through its public field.
 //! - Assert on behaviour (state, outcomes, counters), never on wall time.
+//! - The MME ([`Network::mme`], an [`MmeUnderTest`]) is the monolithic
+//!   core, or the elastic MME decomposed (front end, router, hosts, store;
+//!   [`mme`]) when `MOBICORE_HARNESS_MME=decomposed` or
+//!   [`NetworkConfig::mme_mode`] says so: assert on what either shows
+//!   (counters, stats, pagings) so that a scenario holds for both.
 //!
 //! Scenarios live in `tests/` (one file per theme).
 
 pub mod edge;
 pub mod fault;
 pub mod inspect;
+pub mod mme;
 pub mod network;
 pub mod userplane;
 
 pub use fault::{FaultAction, Link, Matcher, Msg};
+pub use mme::{Decomposition, MmeMode, MmeUnderTest};
 pub use network::{Network, NetworkConfig, Report, MME_S11, SGW_PFCP, SGW_S11, UPF_PFCP, UPF_S1U};

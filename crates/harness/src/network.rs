@@ -10,13 +10,14 @@ use mobicore_common::counters::Counters;
 use mobicore_common::requester::TransportError;
 use mobicore_common::sctp_api::AssocId;
 use mobicore_common::Ebi;
+use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, GtpMessage};
 use mobicore_gtp::s11::{
     decode_incoming_request, decode_response, encode_incoming_answer, encode_notification, encode_request, request_ebi,
 };
 use mobicore_gtp::transaction::{TransactionConfig, Transactions};
 use mobicore_hss::{Hss, SubscriberStore, SubscriberTemplate};
-use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent, UeRef};
+use mobicore_mme::{MmeAction, MmeConfig, MmeEvent, UeRef};
 use mobicore_ran::enb::{Enb, EnbAction, EnbConfig, Outcome};
 use mobicore_ran::ue::Ue;
 use mobicore_ran::{imsi_for, usim_for, SubscriberPlan};
@@ -26,6 +27,7 @@ use mobicore_upf::{UpfConfig, UpfCore};
 use crate::userplane::{HarnessPlane, S1uLog};
 
 use crate::fault::{FaultAction, Faults, Link, Msg};
+use crate::mme::{MmeMode, MmeUnderTest};
 
 /// The SGW-C's S11 address (a label: nothing is bound).
 pub const SGW_S11: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 2123);
@@ -68,6 +70,10 @@ pub struct NetworkConfig {
     /// needs an APN of the S/P-GW-C (`spgwc.apns`). Empty: the HSS's
     /// default subscription ("internet").
     pub apns: Vec<mobicore_hss::ApnProfile>,
+    /// The monolithic MME or the decomposed one (front end, router, hosts,
+    /// store); by default what [`MmeMode::ENV`] names, so that every
+    /// scenario runs against both.
+    pub mme_mode: MmeMode,
 }
 
 impl Default for NetworkConfig {
@@ -87,6 +93,7 @@ impl Default for NetworkConfig {
             inactivity_timeout: None,
             enbs_per_tac: None,
             apns: Vec::new(),
+            mme_mode: MmeMode::from_env(),
         }
     }
 }
@@ -126,7 +133,7 @@ pub struct Network {
     /// eNB `i` talks to the MME on association `i + 1`; `false` once
     /// disconnected.
     pub connected: Vec<bool>,
-    pub mme: Mme,
+    pub mme: MmeUnderTest,
     pub hss: Hss,
     pub spgwc: SpgwcCore,
     pub upf: UpfCore,
@@ -141,8 +148,10 @@ pub struct Network {
     pub enb_tunnels: Vec<mobicore_ran::userplane::tunnels::Tunnels>,
     /// Keeps `enb_tunnels` in step with the eNBs (the emulator's own).
     pub(crate) follower: mobicore_ran::userplane::Follower,
-    /// The MME's S11 client: sequence numbers, T3/N3 retransmission.
-    pub s11_client: Transactions<SocketAddr, (UeRef, Ebi)>,
+    /// The MME's S11 client: sequence numbers, T3/N3 retransmission; each
+    /// transaction remembers the host that sent it (decomposed MME), whose
+    /// answer it is.
+    pub s11_client: Transactions<SocketAddr, (UeRef, Ebi, Option<HostId>)>,
     /// The S-GW's requests the MME has not answered yet, by the sequence
     /// number (the `txn`): the S-GW TEID to answer to.
     s11_incoming: HashMap<u64, u32>,
@@ -214,7 +223,7 @@ impl Network {
             now,
             connected: vec![true; n_enbs],
             enbs,
-            mme: Mme::new(cfg.mme.clone()),
+            mme: MmeUnderTest::new(cfg.mme.clone(), cfg.mme_mode, now),
             hss,
             spgwc,
             upf,
@@ -406,7 +415,7 @@ impl Network {
             }
         }
         self.sync_tunnels();
-        while let Some(a) = self.mme.poll_action() {
+        while let Some((from, a)) = self.mme.poll_action() {
             match a {
                 MmeAction::S1Send { assoc, stream, data } => {
                     let enb = assoc.0 as usize - 1;
@@ -424,7 +433,7 @@ impl Network {
                     // What the S11 client task does: number, encode, send.
                     let seq = self.s11_client.next_seq();
                     let bytes = encode_request(&request, seq).to_bytes();
-                    self.s11_client.send_request(self.now, SGW_S11, seq, bytes, (ue, request_ebi(&request)));
+                    self.s11_client.send_request(self.now, SGW_S11, seq, bytes, (ue, request_ebi(&request), from));
                 }
                 MmeAction::S11Answer { txn, answer } => {
                     let Some(teid) = self.s11_incoming.remove(&txn) else { continue };
@@ -445,8 +454,8 @@ impl Network {
         while let Some((_, bytes)) = self.s11_client.poll_transmit() {
             self.queue.push_back(Msg::S11ToSgw(bytes));
         }
-        while let Some((_, (ue, _))) = self.s11_client.poll_timed_out() {
-            self.mme.handle(self.now, MmeEvent::S11 { ue, response: Err(TransportError::Timeout) });
+        while let Some((_, (ue, _, from))) = self.s11_client.poll_timed_out() {
+            self.mme.handle_s11_response(self.now, from, ue, Err(TransportError::Timeout));
         }
         let relayed = self.controller.is_some();
         while let Some(t) = self.spgwc.poll_transmit() {
@@ -543,12 +552,12 @@ impl Network {
             Err((Some(h), e)) if !msg_type::is_request(h.msg_type) => (h.seq, Err(e.to_string())),
             Err(_) => return,
         };
-        let Some((ue, ebi)) = self.s11_client.on_response(SGW_S11, seq) else { return };
+        let Some((ue, ebi, from)) = self.s11_client.on_response(SGW_S11, seq) else { return };
         let response = match response {
             Ok(m) => decode_response(&m, ebi).map_err(|e| TransportError::Malformed(e.to_string())),
             Err(e) => Err(TransportError::Malformed(e)),
         };
-        self.mme.handle(self.now, MmeEvent::S11 { ue, response });
+        self.mme.handle_s11_response(self.now, from, ue, response);
     }
 
     /// What the S11 client task does with a request from the S-GW (a

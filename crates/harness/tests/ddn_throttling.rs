@@ -25,6 +25,9 @@ fn idle_network(n: u64, high: &[u64], factor: u8) -> Network {
 /// above `reject`.
 fn idle_network_with(n: u64, high: &[u64], factor: u8, reject: Option<u8>) -> Network {
     let mut cfg = NetworkConfig { inactivity_timeout: Some(INACTIVITY), ..NetworkConfig::default() };
+    // The load is the pagings running at the MME that pages: a decomposed
+    // MME's host judges its own, so these UEs share one host.
+    cfg.mme_mode = cfg.mme_mode.with_hosts(1);
     cfg.mme.ddn_throttling = DdnThrottlingConfig {
         pagings_above: Some(0),
         factor_percent: factor,

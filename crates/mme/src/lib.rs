@@ -32,7 +32,8 @@
 //!   [`context_codec`] (a UE context as a versioned record of octets),
 //!   [`transfer`] (export, import and eviction of one UE, the journal of
 //!   touched UEs), [`stored`] (records in a `mobicore_store::Store`, cold
-//!   or hot, with compare-and-set).
+//!   or hot, with compare-and-set), [`routing`] (what the elastic MME's
+//!   front end and hosts read of an uplink S1AP PDU to route it).
 
 pub mod admin;
 pub mod attach;
@@ -56,6 +57,7 @@ pub mod path_switch;
 pub mod pdn_connectivity;
 pub mod pdn_disconnect;
 pub mod reset;
+pub mod routing;
 pub mod s1_handover;
 pub mod s1_setup;
 pub mod s1ap_build;

@@ -158,6 +158,12 @@ impl Mme {
         }
     }
 
+    /// An MME counting in `counters` (shared with other cores: the cores of
+    /// one decomposed MME in the harness count as one MME).
+    pub fn with_counters(cfg: MmeConfig, counters: Counters) -> Self {
+        Mme { counters, ..Mme::new(cfg) }
+    }
+
     pub fn config(&self) -> &MmeConfig {
         &self.cfg
     }

@@ -130,6 +130,19 @@ pub struct SyncReport {
     pub failed: usize,
 }
 
+/// Where [`StoredUes::hold`] found a UE.
+#[derive(Debug)]
+pub enum Hold {
+    /// In the MME already (its MME-UE-S1AP-ID).
+    Held(u32),
+    /// Loaded from the store.
+    Loaded(u32),
+    /// Not in the store either.
+    NotStored,
+    /// The store or the record failed.
+    Failed(StoredError),
+}
+
 /// What this host knows of a UE's record: the version it last read or
 /// wrote, and the index keys it wrote.
 #[derive(Debug, Clone)]
@@ -396,6 +409,57 @@ impl StoredUes {
         self.held.insert(imsi, Held { version: stored.version, id, mtmsis, id_indexed: true });
         mme.counters.incr("store_ue_loaded");
         Ok(id)
+    }
+
+    /// The UE `key` names is in `mme`, loaded from the store if it was not
+    /// (an elastic MME host at a message for a UE another host served,
+    /// gone), and the request its step awaits sent again
+    /// ([`Mme::resume_taken_over`]); counted in `host_ue_taken_over`, `host_ue_not_in_store`,
+    /// `host_ue_load_failed`. A UE not stored (one this MME never had, or
+    /// one whose procedure had not completed under cold replication) is
+    /// left to the core, which answers as for any unknown UE.
+    pub async fn hold(&mut self, mme: &mut Mme, key: &UeKey, time: TimeBase) -> Hold {
+        if let Some(id) = mme.find_ue(key) {
+            return Hold::Held(id);
+        }
+        match self.load(mme, key, time).await {
+            Ok(id) => {
+                mme.counters.incr("host_ue_taken_over");
+                // An S6a or S11 answer the record waits for went to the
+                // host that is gone: the request goes again from here.
+                mme.resume_taken_over(id);
+                Hold::Loaded(id)
+            }
+            Err(StoredError::NotFound(_)) => {
+                mme.counters.incr("host_ue_not_in_store");
+                Hold::NotStored
+            }
+            Err(e) => {
+                mme.counters.incr("host_ue_load_failed");
+                tracing::warn!(?key, "loading a UE from the store: {e}");
+                Hold::Failed(e)
+            }
+        }
+    }
+
+    /// This host is the heir of host `gone` (dead or drained): every UE of
+    /// that host in the store is loaded now, not at its next message, so
+    /// that its timers (mobile reachable, implicit detach, a procedure's
+    /// guard) run here (issue 13 item 2: a timer fires on whichever host
+    /// holds the UE). A host's UEs are the ones whose MME-UE-S1AP-ID has
+    /// its number on top. Returns how many were loaded (counted in
+    /// `host_ues_adopted`); fails only if the store cannot be listed.
+    pub async fn adopt(&mut self, mme: &mut Mme, gone: u8, time: TimeBase) -> Result<u64, StoreError> {
+        let ids = self.store.scan_prefix(&keys::ids_of_host(gone)).await?;
+        let mut n = 0;
+        for (key, _) in ids {
+            let Some(id) = keys::id_of(&key) else { continue };
+            if matches!(self.hold(mme, &UeKey::MmeUeS1apId(id), time).await, Hold::Loaded(_)) {
+                n += 1;
+            }
+        }
+        mme.counters.add("host_ues_adopted", n);
+        Ok(n)
     }
 
     /// Forget what this host knows of the UE's record, and drop the UE from

@@ -1136,8 +1136,8 @@ struct LoadedHost {
 
 impl LoadedHost {
     async fn start(hosts: &str, id: u8) -> LoadedHost {
-        use mobicore::elastic_mme::keys::{uplink, Uplink};
         use mobicore::elastic_mme::wire::{read_frame, write_frame, Frame, NfLoadWire};
+        use mobicore_mme::routing::{uplink, Uplink};
         use std::sync::atomic::{AtomicU64, Ordering};
         let s11 = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let stream = tokio::net::TcpStream::connect(hosts).await.unwrap();

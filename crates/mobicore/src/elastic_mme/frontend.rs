@@ -52,7 +52,6 @@
 //! sends a bad frame is disconnected (counted: `frontend_bad_frame`), S11
 //! that cannot be routed is dropped (`frontend_s11_*`).
 
-use super::keys::{self, Uplink};
 use super::scaling::{self, Command, Launcher};
 use super::wire::{buffered, read_frame, write_queued, Frame, ReadError};
 use bytes::Bytes;
@@ -62,6 +61,7 @@ use mobicore_elastic::controller::{Decision, EpsController};
 use mobicore_elastic::router::{Dest, Router, S11From, S11Header, S11Route, UeName};
 use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
+use mobicore_mme::routing::{self, Uplink};
 use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -297,7 +297,7 @@ impl State {
                     self.counters.incr("sctp_wrong_ppid");
                     return;
                 }
-                match keys::uplink(assoc.0, &data) {
+                match routing::uplink(assoc.0, &data) {
                     Uplink::EnbWide => {
                         self.core.handle(now, MmeEvent::S1Data { assoc, stream, data: data.clone() });
                         // Only what the front end took (an eNB it has set up) goes on.
@@ -528,7 +528,7 @@ impl State {
                     Frame::S1 { assoc, stream, data } => {
                         if !self.enbs.contains_key(&assoc) {
                             self.counters.incr("frontend_downlink_unknown_enb");
-                        } else if keys::is_enb_wide_answer(&data) {
+                        } else if routing::is_enb_wide_answer(&data) {
                             self.counters.incr("frontend_host_wide_answer_dropped");
                         } else {
                             self.downlink.push((assoc, stream, data));
@@ -548,7 +548,7 @@ impl State {
                     Frame::Drained => self.drained(host, false),
                     Frame::Replica { peer, msg } => self.relay_replica(host, HostId(u32::from(peer)), msg),
                     // Sent to a host that was drained meanwhile: routed again.
-                    Frame::Bounce { assoc, stream, data } => match keys::uplink(assoc, &data) {
+                    Frame::Bounce { assoc, stream, data } => match routing::uplink(assoc, &data) {
                         Uplink::Ue(name) if self.hosts.get(&host).is_some_and(|h| h.drain == Drain::Done) => {
                             self.counters.incr("frontend_bounced");
                             self.uplink(name, assoc, stream, data);

@@ -51,7 +51,6 @@
 //! end waiting for the core, and its CPU use of its budget, for skewed
 //! consistent hashing (seed 004 Algorithm 1, Eq. 1).
 
-use super::keys::{self, Uplink};
 use super::load::{process_cpu, CpuSample, LoadMeter};
 use super::nf::{NfIn, NfPool, ToNf};
 use super::replica::LocalReplica;
@@ -62,7 +61,8 @@ use mobicore_common::s6a::S6aLink;
 use mobicore_common::sctp_api::AssocId;
 use mobicore_elastic::router::UeName;
 use mobicore_mme::context_codec::TimeBase;
-use mobicore_mme::stored::{StoredError, StoredUes};
+use mobicore_mme::routing::{self, Uplink};
+use mobicore_mme::stored::StoredUes;
 use mobicore_mme::transfer::UeKey;
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
 use std::net::SocketAddr;
@@ -202,7 +202,7 @@ pub async fn run(
                 }
                 let S11IncomingRequest::DownlinkDataNotification(ddn) = &inc.request;
                 let teid = ddn.mme_teid.0;
-                ensure_held(&mut core, &mut stored, &counters, UeKey::MmeUeS1apId(teid)).await;
+                ensure_held(&mut core, &mut stored, UeKey::MmeUeS1apId(teid)).await;
                 let ev = peers.s11_request(inc);
                 route(&mut core, &mut nf, ev, Some(teid));
             }
@@ -237,7 +237,7 @@ pub async fn run(
                         return Ok(());
                     }
                     Frame::S1 { assoc, stream, data } if drain == Drain::Drained => {
-                        if matches!(keys::uplink(assoc, &data), Uplink::Ue(_)) {
+                        if matches!(routing::uplink(assoc, &data), Uplink::Ue(_)) {
                             counters.incr("host_drained_bounced");
                             if to_fe.try_send(Frame::Bounce { assoc, stream, data }).is_err() {
                                 counters.incr("host_frontend_queue_full");
@@ -306,54 +306,22 @@ pub async fn run(
     }
 }
 
-/// The UE `key` names is in `core`, loaded from the store if it was not.
-async fn ensure_held(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, key: UeKey) {
-    if core.find_ue(&key).is_some() {
-        return;
-    }
-    match stored.load(core, &key, time_now()).await {
-        Ok(id) => {
-            counters.incr("host_ue_taken_over");
-            // An S6a or S11 answer the record waits for went to the host
-            // that is gone: the request goes again from here.
-            core.resume_taken_over(id);
-        }
-        // Not stored (a UE this MME never had, or one whose procedure had
-        // not completed under cold replication): the core answers as for
-        // any unknown UE.
-        Err(StoredError::NotFound(_)) => counters.incr("host_ue_not_in_store"),
-        Err(e) => {
-            counters.incr("host_ue_load_failed");
-            tracing::warn!(?key, "loading a UE from the store: {e}");
-        }
-    }
+/// The UE `key` names is in `core`, loaded from the store if it was not
+/// ([`StoredUes::hold`], which counts what it found).
+async fn ensure_held(core: &mut Mme, stored: &mut StoredUes, key: UeKey) {
+    stored.hold(core, &key, time_now()).await;
 }
 
 /// This host is the heir of host `gone` (dead or drained): every UE of
-/// that host in the store is loaded now, not at its next message, so that
-/// its timers (mobile reachable, implicit detach, a procedure's guard) run
-/// here (issue 13 item 2: a timer fires on whichever host holds the UE).
-/// A host's UEs are the ones whose MME-UE-S1AP-ID has its number on top.
+/// that host in the store is loaded now ([`StoredUes::adopt`]).
 async fn adopt(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, host: u8, gone: u8) {
-    use mobicore_mme::stored::keys;
-    let ids = match stored.store().scan_prefix(&keys::ids_of_host(gone)).await {
-        Ok(found) => found,
+    match stored.adopt(core, gone, time_now()).await {
+        Ok(n) => println!("mme-host {host}: adopted {n} UEs of host{gone} (their timers run here)"),
         Err(e) => {
             counters.incr("host_adopt_scan_failed");
             tracing::warn!("listing host{gone}'s UEs in the store: {e}");
-            return;
-        }
-    };
-    let mut n = 0;
-    for (key, _) in ids {
-        let Some(id) = keys::id_of(&key) else { continue };
-        if core.find_ue(&UeKey::MmeUeS1apId(id)).is_none() {
-            ensure_held(core, stored, counters, UeKey::MmeUeS1apId(id)).await;
-            n += 1;
         }
     }
-    counters.add("host_ues_adopted", n);
-    println!("mme-host {host}: adopted {n} UEs of host{gone} (their timers run here)");
 }
 
 /// The next frame of the NF instances' links (never, without instances).
@@ -392,14 +360,10 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, n
             core.handle(now, MmeEvent::S1Down { assoc: AssocId(assoc) })
         }
         Frame::S1 { assoc, stream, data } => {
-            let uplink = keys::uplink(assoc, &data);
-            let key = match uplink {
-                Uplink::Ue(UeName::MmeUeS1apId(id)) => Some(UeKey::MmeUeS1apId(id)),
-                Uplink::Ue(UeName::Initial { m_tmsi: Some(m), .. }) => Some(UeKey::MTmsi(m)),
-                _ => None,
-            };
+            let uplink = routing::uplink(assoc, &data);
+            let key = uplink.ue_key();
             if let Some(key) = &key {
-                ensure_held(core, stored, counters, key.clone()).await;
+                ensure_held(core, stored, key.clone()).await;
             }
             let held = key.as_ref().and_then(|k| core.find_ue(k));
             if let (Some(p), Uplink::EnbWide) = (nf.as_mut(), uplink) {

@@ -4,7 +4,7 @@
 //! the MME core for the UEs routed to it, their contexts in a store shared
 //! through Redis or in its own store replicated to its replica host
 //! ([`replica`]). The routing itself is sans-I/O
-//! ([`mobicore_elastic::router`]); [`keys`] reads what it needs of S1AP;
+//! ([`mobicore_elastic::router`]); [`mobicore_mme::routing`] reads what it needs of S1AP;
 //! [`wire`] is the front end <-> host link; [`load`] what a host reports
 //! for the balancer, [`cgroup`] its CPU budget; [`scaling`] the EPS
 //! controller's shell (the operator's API, the hosts' processes);
@@ -14,7 +14,6 @@
 pub mod cgroup;
 pub mod frontend;
 pub mod host;
-pub mod keys;
 pub mod launch;
 pub mod load;
 pub mod nf;

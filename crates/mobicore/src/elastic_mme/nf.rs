@@ -23,7 +23,7 @@
 //! Which instance ([`NfTable`], Algorithm 2): an instance takes every
 //! procedure kind (`--nf-instances N`) or one (`--nf attach=1,...`, seed
 //! 004 5.2's per-procedure services). The message that starts a UE's
-//! procedure ([`super::keys::starts`]) goes to the live instance of its
+//! procedure ([`mobicore_mme::routing::starts`]) goes to the live instance of its
 //! kind (or of every kind) with the least `Q/C` (Eq. 3: `Q` the events it
 //! holds, `C` Eq. 4's share from the kinds' priorities `P = SLO_min/SLO`,
 //! [`mobicore_elastic::forwarder::Forwarder::priority`]); its later ones go
@@ -771,7 +771,7 @@ impl NfPool {
             return k;
         }
         let starts = match event {
-            NfEvent::S1 { data, .. } => super::keys::starts(data),
+            NfEvent::S1 { data, .. } => mobicore_mme::routing::starts(data),
             _ => None,
         };
         match (starts, ue) {

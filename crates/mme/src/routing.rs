@@ -1,6 +1,9 @@
-//! What the front end and the hosts read of an S1AP PDU to route it: the
-//! class of its procedure and the identifiers that name its UE. Sans-I/O.
+//! What the elastic MME's front end and hosts read of an S1AP PDU to route
+//! it: the class of its procedure and the identifiers that name its UE.
+//! Sans-I/O; here rather than in the `mobicore` binary so that the
+//! harness's decomposed MME routes exactly as the real front end does.
 
+use crate::transfer::UeKey;
 use mobicore_elastic::procedure::ProcedureKind;
 use mobicore_elastic::router::UeName;
 use oxirush_s1ap::s1ap::S1AP_PDU;
@@ -22,6 +25,19 @@ pub enum Uplink {
     Malformed,
 }
 
+impl Uplink {
+    /// The name a host finds (or loads) the message's UE by: its
+    /// MME-UE-S1AP-ID, or the M-TMSI of an INITIAL UE MESSAGE's S-TMSI;
+    /// none for a new UE or a message of no UE.
+    pub fn ue_key(&self) -> Option<UeKey> {
+        match *self {
+            Uplink::Ue(UeName::MmeUeS1apId(id)) => Some(UeKey::MmeUeS1apId(id)),
+            Uplink::Ue(UeName::Initial { m_tmsi: Some(m), .. }) => Some(UeKey::MTmsi(m)),
+            _ => None,
+        }
+    }
+}
+
 /// Classify an uplink PDU of the eNB on association `enb`.
 pub fn uplink(enb: u64, data: &[u8]) -> Uplink {
     let Ok(pdu) = S1AP_PDU::decode_borrowed(data) else { return Uplink::Malformed };
@@ -34,6 +50,14 @@ pub fn uplink(enb: u64, data: &[u8]) -> Uplink {
     }
     if let Some(Ok(id)) = pdu.ie::<oxirush_s1ap::ie::MME_UE_S1AP_ID>() {
         return Uplink::Ue(UeName::MmeUeS1apId(id.0));
+    }
+    // A PATH SWITCH REQUEST (X2 handover) names the UE by the Source MME
+    // UE S1AP ID, the one it had at the source eNB (TS 36.413 9.1.5.8).
+    if kind == S1apPduKind::Initiating_PathSwitchRequest {
+        return match pdu.ie::<oxirush_s1ap::ie::SourceMME_UE_S1AP_ID>() {
+            Some(Ok(id)) => Uplink::Ue(UeName::MmeUeS1apId(id.0)),
+            _ => Uplink::NonUe,
+        };
     }
     if kind == S1apPduKind::Initiating_initialUEMessage {
         let Some(Ok(enb_ue)) = pdu.ie::<oxirush_s1ap::ie::ENB_UE_S1AP_ID>() else { return Uplink::NonUe };
@@ -164,6 +188,35 @@ mod tests {
         .unwrap()
         .to_vec();
         assert_eq!(uplink(1, &pdu), Uplink::Ue(UeName::MmeUeS1apId(0x0300_0042)));
+    }
+
+    #[test]
+    fn a_path_switch_request_names_its_ue_by_the_source_mme_ue_s1ap_id() {
+        let p = plmn("001", "01").unwrap();
+        let pdu = build_s1ap!(
+            InitiatingMessage,
+            PathSwitchRequest,
+            PathSwitchRequest,
+            eNB_UE_S1AP_ID(9u32),
+            E_RABToBeSwitchedDLList(ERABToBeSwitchedDLList(vec![oxirush_s1ap::build_s1ap_ie!(
+                REJECT E_RABToBeSwitchedDLItem(ERABToBeSwitchedDLItem::new(
+                    ERABID(5),
+                    TransportLayerAddress(oxirush_s1ap::BitString::from([10, 0, 1, 2])),
+                    GTPTEID([0, 0, 0, 1]),
+                    None,
+                ))
+            )
+            .unwrap()])),
+            SourceMME_UE_S1AP_ID(0x0200_0017u32),
+            EUTRAN_CGI(eutran_cgi(p, EnbKind::Macro, 0x12345, 1).unwrap()),
+            TAI(tai(p, [0, 1])),
+            UESecurityCapabilities(oxirush_s1ap::helpers::ue_security_capabilities(0xe0, 0xe0)),
+        )
+        .unwrap()
+        .encode()
+        .unwrap()
+        .to_vec();
+        assert_eq!(uplink(2, &pdu), Uplink::Ue(UeName::MmeUeS1apId(0x0200_0017)));
     }
 
     #[test]

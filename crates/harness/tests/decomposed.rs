@@ -1,0 +1,154 @@
+//! The decomposed MME only (issue 13: a front end, the router, three MME
+//! hosts over one store, hot replication): a host dies and its heir serves
+//! its UEs from the store, idle (by the next service request) or in the
+//! middle of a procedure (from the step its record holds, written before
+//! the step's messages went out).
+
+use mobicore_elastic::HostId;
+use mobicore_harness::{Decomposition, MmeMode, Network, NetworkConfig};
+use mobicore_mme::transfer::UeKey;
+use mobicore_ran::ue::Procedure;
+use std::time::Duration;
+
+const INACTIVITY: Duration = Duration::from_secs(10);
+
+fn decomposed() -> NetworkConfig {
+    NetworkConfig {
+        mme_mode: MmeMode::Decomposed(Decomposition::default()),
+        inactivity_timeout: Some(INACTIVITY),
+        ..NetworkConfig::default()
+    }
+}
+
+/// The live host holding UE `ue`.
+fn holder(net: &Network, ue: u64) -> Option<HostId> {
+    net.mme.decomposed().expect("a decomposed MME").holder(&UeKey::Imsi(net.imsi(ue)))
+}
+
+fn connected(net: &Network, ue: u64) -> bool {
+    net.enbs.iter().any(|e| e.ue(ue).is_some_and(|c| c.s1.is_some()))
+}
+
+/// What must survive a takeover of an idle UE: its GUTI and its PDN
+/// connection at the S-GW (both ends' S11 F-TEIDs, its address).
+fn identity(net: &Network, ue: u64) -> (Option<String>, String) {
+    let s = net.sgw_session(ue).expect("a PDN connection at the S-GW");
+    (net.guti(ue), format!("{:?} {:?} {:?} {:?}", s.sgw_s11, s.mme_s11, s.ue_ipv4, s.up_seid))
+}
+
+#[test]
+fn a_dead_hosts_idle_ues_come_back_on_its_heir_by_a_service_request() {
+    let n = 9;
+    let mut net = Network::all_attached(2, n, decomposed());
+    net.advance(INACTIVITY + Duration::from_secs(1));
+    assert_eq!(net.mme.counters().value("ue_idle"), n, "every UE idle");
+    let before: Vec<_> = (0..n).map(|ue| identity(&net, ue)).collect();
+    let hosts: Vec<HostId> = (0..n).map(|ue| holder(&net, ue).expect("a host holds it")).collect();
+    // The host holding most UEs (the lowest number on a tie).
+    let count = |h: HostId| hosts.iter().filter(|&&x| x == h).count();
+    let victim = (1..=3).map(HostId).max_by_key(|&h| (count(h), std::cmp::Reverse(h.0))).unwrap();
+    let victims: Vec<u64> = (0..n).filter(|&ue| hosts[ue as usize] == victim).collect();
+    assert!(victims.len() >= 3, "{hosts:?}");
+    let attaches = net.mme.counters().value("attach_complete");
+    let taken_over = net.mme.counters().value("host_ue_taken_over");
+
+    let heir = net.mme.decomposed_mut().unwrap().kill_host(victim).expect("an heir");
+    assert_ne!(heir, victim);
+    // The heir loaded every UE of the dead host from the store (their
+    // timers run there now), and nothing else moved.
+    let m = net.mme.counters();
+    assert_eq!(m.value("host_ues_adopted"), victims.len() as u64);
+    assert_eq!(m.value("host_ue_taken_over") - taken_over, victims.len() as u64);
+    for ue in 0..n {
+        let now = if victims.contains(&ue) { heir } else { hosts[ue as usize] };
+        assert_eq!(holder(&net, ue), Some(now), "UE {ue}");
+    }
+    assert_eq!(net.mme.stats().attached, n as usize);
+
+    for &ue in &victims {
+        let now = net.now;
+        let enb = net.enb_of(ue);
+        net.enbs[enb].start_service_request(now, ue).unwrap();
+        net.drive();
+        assert_eq!(net.last_result(ue, Procedure::ServiceRequest), Some(Ok(())), "{:?}", net.outcomes(ue));
+        assert!(connected(&net, ue));
+        assert_eq!(identity(&net, ue), before[ue as usize], "UE {ue}: same GUTI and PDN connection");
+        assert!(net.sgw_session(ue).unwrap().s1u_enb.is_some(), "UE {ue}: the heir's Modify Bearer");
+        net.send_downlink(ue, 0);
+        net.drive();
+        assert_eq!(net.downlink_received(ue), &[0], "UE {ue}");
+    }
+    assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
+
+    // Idle again, a victim's downlink: the S-GW's DDN names it by the MME
+    // S11 TEID of the dead host, which the front end routes to the heir;
+    // the heir pages it (TS 23.401 5.3.4.3).
+    net.advance(INACTIVITY + Duration::from_secs(1));
+    let ue = victims[0];
+    assert!(!connected(&net, ue));
+    let paged = net.mme.counters().value("paging_sent");
+    net.send_downlink(ue, 1);
+    net.drive();
+    // One S1AP PAGING to each eNB of its TAI list: both, of TAC 1.
+    assert_eq!(net.mme.counters().value("paging_sent"), paged + 2);
+    assert_eq!(net.last_result(ue, Procedure::PagingResponse), Some(Ok(())), "{:?}", net.outcomes(ue));
+    assert_eq!(net.downlink_received(ue), &[0, 1]);
+    assert_eq!(holder(&net, ue), Some(heir));
+    // Routed by the dead host's number to its heir: the INITIAL UE
+    // MESSAGEs by S-TMSI and the messages after them, and the DDN.
+    let router = &net.mme.decomposed().unwrap().router;
+    assert!(router.stats.to_heir > victims.len() as u64, "{:?}", router.stats);
+    assert_eq!(router.stats.s11_to_host, 1, "{:?}", router.stats);
+
+    let m = net.mme.counters();
+    assert_eq!(m.value("attach_complete"), attaches, "no UE attached again");
+    assert_eq!(m.value("host_ue_not_in_store"), 0);
+    assert_eq!(net.mme.stats().attached, n as usize);
+}
+
+/// S1AP INITIAL CONTEXT SETUP REQUEST (TS 36.413 9.1.4.1): an initiating
+/// message (0x00) of procedure code 9.
+fn is_ics_request(pdu: &[u8]) -> bool {
+    pdu.starts_with(&[0x00, 9])
+}
+
+#[test]
+fn a_host_killed_between_the_initial_context_setup_request_and_its_response_its_heir_completes_the_attach() {
+    let mut net = Network::new(1, 3, decomposed());
+    net.s1_setup_all();
+    for ue in 0..2 {
+        net.attach(ue);
+    }
+    net.drive();
+    // UE 2's attach, up to the INITIAL CONTEXT SETUP REQUEST (with the
+    // ATTACH ACCEPT) having reached the eNB, its answer not yet the MME.
+    let from = net.s1_downlink.len();
+    net.attach(2);
+    let sent = |net: &Network| net.s1_downlink[from..].last().is_some_and(|(_, pdu)| is_ics_request(pdu));
+    while !sent(&net) {
+        assert!(net.deliver_one(), "the attach stopped before its INITIAL CONTEXT SETUP: {:?}", net.outcomes(2));
+    }
+    let victim = holder(&net, 2).expect("a host holds the attaching UE");
+    let others: Vec<(u64, HostId)> =
+        (0..2).map(|ue| (ue, holder(&net, ue).unwrap())).filter(|&(_, h)| h != victim).collect();
+
+    let heir = net.mme.decomposed_mut().unwrap().kill_host(victim).expect("an heir");
+    // Hot replication: the record written before the request went out
+    // holds the attach at that step.
+    assert_eq!(holder(&net, 2), Some(heir), "the heir loaded the attaching UE");
+    net.drive();
+    assert!(net.attached(2), "{:?}", net.outcomes(2));
+    assert_eq!(net.last_result(2, Procedure::Attach), Some(Ok(())));
+    let m = net.mme.counters();
+    assert_eq!(m.value("attach_complete"), 3, "UE 2's ATTACH COMPLETE was the heir's");
+    assert_eq!(m.value("host_ue_not_in_store"), 0);
+    assert_eq!(holder(&net, 2), Some(heir));
+    for (ue, h) in others {
+        assert_eq!(holder(&net, ue), Some(h), "UE {ue} stays");
+    }
+    // The heir's Modify Bearer gave the S-GW the eNB's tunnel: data flows.
+    assert_eq!(net.sgw_session(2).unwrap().s1u_enb, net.enb_fteid(2));
+    net.send_downlink(2, 0);
+    net.drive();
+    assert_eq!(net.downlink_received(2), &[0]);
+}
