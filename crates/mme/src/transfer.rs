@@ -17,8 +17,9 @@
 use crate::context::*;
 use crate::context_codec::{self, DecodeError, TimeBase};
 use crate::mme::Mme;
+use mobicore_common::s11::{ModifyBearerRequest, S11Request};
 use mobicore_common::sctp_api::AssocId;
-use mobicore_common::Imsi;
+use mobicore_common::{Ebi, Imsi};
 use std::cmp::Reverse;
 use std::collections::HashSet;
 
@@ -307,9 +308,15 @@ impl Mme {
     ///   Delete Sessions went out, so the detach ends here as after their
     ///   answers (counted: the S-GW may hold them until it ages them out).
     ///
-    /// Not yet: a handover's S11 step, a stand-alone ESM procedure's, the
-    /// Modify Bearer after an Initial Context Setup Response (sent
-    /// without waiting). Returns whether something was done.
+    /// - a connected UE with no procedure running: the Modify Bearer of
+    ///   each PDN connection the eNB has a tunnel for (7.2.7), which the
+    ///   MME sends after an Initial Context Setup Response or a path
+    ///   switch without waiting in a step (so the record cannot say
+    ///   whether the S-GW heard it); the same F-TEID again changes
+    ///   nothing at the S-GW.
+    ///
+    /// Not yet: a handover's S11 step, a stand-alone ESM procedure's.
+    /// Returns whether something was done.
     pub fn resume_taken_over(&mut self, id: u32) -> bool {
         let Some(ue) = self.ues.get(&id) else { return false };
         if ue.handover.is_some() || ue.esm.is_some() {
@@ -323,6 +330,22 @@ impl Mme {
             Step::DetachDeleteSession { switch_off, .. } => {
                 self.counters.incr("ue_resumed_detach_finished");
                 self.finish_detach(id, switch_off);
+            }
+            Step::Idle if ue.s1.is_some() => {
+                let requests: Vec<ModifyBearerRequest> = ue
+                    .sessions
+                    .iter()
+                    .filter_map(|s| {
+                        let fteid = s.enb_s1u?;
+                        Some(ModifyBearerRequest { sgw_teid: s.sgw_s11.teid, ebi: Ebi(s.ebi), s1u_enb_fteid: fteid })
+                    })
+                    .collect();
+                if requests.is_empty() {
+                    return false;
+                }
+                for req in requests {
+                    self.request_s11(id, S11Request::ModifyBearer(req));
+                }
             }
             _ => return false,
         }

@@ -541,7 +541,7 @@ async fn a_takeover_resends_the_request_whose_answer_went_to_the_dead_host() {
     b.sync().await;
     drop(b);
 
-    let mut c = Host::new(store, Replication::Hot, 0x300);
+    let mut c = Host::new(store.clone(), Replication::Hot, 0x300);
     c.load(UeKey::MmeUeS1apId(id)).await.unwrap();
     assert_eq!(c.h.mme.ues[&id].step, Step::CreateSession);
     assert!(c.h.mme.resume_taken_over(id));
@@ -552,9 +552,26 @@ async fn a_takeover_resends_the_request_whose_answer_went_to_the_dead_host() {
     let ics = c.h.one_down();
     assert_eq!(ics.kind, S1apPduKind::Initiating_InitialContextSetup);
     assert_eq!(c.count("ue_resumed_request"), 1);
-    // A settled UE has nothing to resend.
-    c.h.mme.ues.get_mut(&id).unwrap().step = Step::Idle;
-    assert!(!c.h.mme.resume_taken_over(id));
+    let NasEmmMessage::AttachAccept(_) = ue.receive(&ics.nas.unwrap()) else { panic!("no ATTACH ACCEPT") };
+    c.h.s1(ics_response(id, ue.enb_ue_id, 0xabc));
+    let (_, req) = expect_s11(&c.h.drain());
+    assert!(matches!(req, S11Request::ModifyBearer(_)));
+    let complete = ue.attach_complete();
+    c.h.up(&ue, complete);
+    c.sync().await;
+    drop(c);
+
+    // Dead after the Modify Bearer went (sent without a step to wait in):
+    // whether the S-GW heard it, the record cannot say, so it goes again.
+    let mut d = Host::new(store, Replication::Hot, 0x400);
+    d.load(UeKey::MmeUeS1apId(id)).await.unwrap();
+    assert!(d.h.mme.resume_taken_over(id));
+    let (_, req) = expect_s11(&d.h.drain());
+    let S11Request::ModifyBearer(mb) = req else { panic!("{req:?}") };
+    assert_eq!(mb.s1u_enb_fteid.teid, Teid(0xabc), "the eNB's tunnel again");
+    // Idle, nothing is awaited.
+    d.h.mme.ues.get_mut(&id).unwrap().s1 = None;
+    assert!(!d.h.mme.resume_taken_over(id));
 }
 
 /// Cold replication writes nothing mid-procedure: a host that dies in the
