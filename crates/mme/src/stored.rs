@@ -64,6 +64,12 @@ use crate::transfer::{mtmsis, ImportError, Removed, UeKey};
 use mobicore_common::Imsi;
 use mobicore_store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// The first pause of the store after a failure; it doubles per failure
+/// up to [`BACKOFF_MAX`].
+const BACKOFF_MIN: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(4);
 
 /// When a UE's record is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -128,6 +134,9 @@ pub struct SyncReport {
     /// too large); the UE stays in memory and its write is tried again at
     /// the next sync.
     pub failed: usize,
+    /// Writes and deletes not tried: the store failed a moment ago
+    /// ([`StoredUes::sync`]); tried at a later sync.
+    pub deferred: usize,
 }
 
 /// Where [`StoredUes::hold`] found a UE.
@@ -165,13 +174,31 @@ pub struct StoredUes {
     retry: HashSet<u32>,
     /// Forgotten UEs whose delete failed: tried again at the next sync.
     retry_removed: Vec<Removed>,
+    /// After a failure the store is left alone until then (MME clock),
+    /// and the pause after the next failure.
+    backoff_until: Option<Instant>,
+    backoff: Duration,
+    /// Records whose write failed with its outcome unknown (sent, no
+    /// answer: it may land later), by IMSI, until a write of the UE
+    /// succeeds: a compare-and-set that then finds exactly that record
+    /// stored found its own write, not another host's.
+    unsure: HashMap<Imsi, Vec<u8>>,
 }
 
 impl StoredUes {
     /// The layer over `store`; it turns on the journal of `mme`.
     pub fn new(store: Store, mode: Replication, mme: &mut Mme) -> StoredUes {
         mme.track_changes(true);
-        StoredUes { store, mode, held: HashMap::new(), retry: HashSet::new(), retry_removed: Vec::new() }
+        StoredUes {
+            store,
+            mode,
+            held: HashMap::new(),
+            retry: HashSet::new(),
+            retry_removed: Vec::new(),
+            backoff_until: None,
+            backoff: BACKOFF_MIN,
+            unsure: HashMap::new(),
+        }
     }
 
     pub fn mode(&self) -> Replication {
@@ -194,13 +221,32 @@ impl StoredUes {
 
     /// Write what the mode asks for of the UEs the events since the last
     /// sync touched, and delete the records of the UEs the MME forgot.
-    /// `time.now` is the MME's clock.
+    /// `time.now` is the MME's clock. Once a write or delete fails (the
+    /// store unreachable or not answering within its timeout), the rest
+    /// waits, and so does every sync for a pause (250 ms doubling to 4 s,
+    /// reset by a success; `store_sync_deferred`): the host serves on from
+    /// memory instead of waiting out a timeout per UE at every event.
     pub async fn sync(&mut self, mme: &mut Mme, time: TimeBase) -> SyncReport {
         let changes = mme.take_changes();
         let mut report = SyncReport::default();
         let mut removed = std::mem::take(&mut self.retry_removed);
         removed.extend(changes.removed);
+        let mut touched: Vec<u32> = changes.touched.union(&self.retry).copied().collect();
+        self.retry.clear();
+        if self.backoff_until.is_some_and(|until| time.now < until) {
+            report.deferred = removed.len() + touched.len();
+            self.retry_removed = removed;
+            self.retry.extend(touched);
+            mme.counters.incr("store_sync_deferred");
+            return report;
+        }
+        let mut failing = false;
         for removed in removed {
+            if failing {
+                report.deferred += 1;
+                self.retry_removed.push(removed);
+                continue;
+            }
             match self.delete(mme, &removed).await {
                 Ok(true) => report.deleted += 1,
                 Ok(false) => {}
@@ -208,15 +254,19 @@ impl StoredUes {
                     mme.counters.incr("store_delete_failed");
                     report.failed += 1;
                     self.retry_removed.push(removed);
+                    failing = true;
                 }
             }
         }
-        let mut touched: Vec<u32> = changes.touched.union(&self.retry).copied().collect();
-        self.retry.clear();
         touched.sort_unstable();
         for id in touched {
             let Some(summary) = mme.ue_summary(id) else { continue };
             if summary.imsi.is_none() || (self.mode == Replication::Cold && !summary.settled) {
+                continue;
+            }
+            if failing {
+                report.deferred += 1;
+                self.retry.insert(id);
                 continue;
             }
             match self.write(mme, id, time).await {
@@ -225,8 +275,16 @@ impl StoredUes {
                 Err(_) => {
                     report.failed += 1;
                     self.retry.insert(id);
+                    failing = true;
                 }
             }
+        }
+        if failing {
+            self.backoff_until = Some(time.now + self.backoff);
+            self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        } else if report.written + report.deleted > 0 {
+            self.backoff_until = None;
+            self.backoff = BACKOFF_MIN;
         }
         report
     }
@@ -243,7 +301,17 @@ impl StoredUes {
         let expected = held.map(|h| h.version);
         // The names of an older context the write takes the place of.
         let mut superseded = None;
-        let result = match self.store.compare_and_set(&key, expected, &record).await {
+        let mut result = self.store.compare_and_set(&key, expected, &record).await;
+        if let (Err(StoreError::Conflict { current: Some(_) }), Some(tried)) = (&result, self.unsure.get(&imsi)) {
+            // An earlier write whose answer never came landed after all.
+            if let Ok(Some(stored)) = self.store.get(&key).await {
+                if &stored.value == tried {
+                    mme.counters.incr("store_unsure_write_found");
+                    result = self.store.compare_and_set(&key, Some(stored.version), &record).await;
+                }
+            }
+        }
+        let result = match result {
             Err(StoreError::Conflict { current: Some(current) }) if expected.is_none() => {
                 self.supersede(mme, &key, current, &record, time, &mut superseded).await
             }
@@ -259,9 +327,15 @@ impl StoredUes {
             }
             Err(e) => {
                 mme.counters.incr("store_write_failed");
+                // Sent and unanswered (a timeout, a lost connection): it
+                // may still land.
+                if matches!(e, StoreError::OutcomeUnknown { .. }) {
+                    self.unsure.insert(imsi, record);
+                }
                 return Err(e.into());
             }
         };
+        self.unsure.remove(&imsi);
         mme.counters.incr("store_ue_written");
         let prev = self.held.remove(&imsi).filter(|h| h.id == id);
         let (id_indexed, old) = prev.map(|h| (h.id_indexed, h.mtmsis)).unwrap_or_default();

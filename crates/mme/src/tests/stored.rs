@@ -472,10 +472,56 @@ async fn redis_down_counts_failed_writes() {
     let report = a.sync().await;
     assert_eq!((report.written, report.failed), (0, 1), "{report:?}");
     assert_eq!(a.count("store_write_failed"), 1);
-    // Tried again at the next sync, and failed again.
+    // Left alone for a pause (no timeout waited out at every event)...
+    let report = a.sync().await;
+    assert!(report.failed == 0 && report.deferred >= 1, "{report:?}");
+    assert_eq!(a.count("store_sync_deferred"), 1);
+    // ...then tried again, and failed again.
+    a.h.advance(Duration::from_millis(300));
     assert_eq!(a.sync().await.failed, 1);
     assert_eq!(a.h.mme.stats().attached, 1, "still served");
     assert!(matches!(a.load(UeKey::Imsi("001010000000108".parse().unwrap())).await, Err(StoredError::Store(_))));
+}
+
+/// Redis frozen (SIGSTOP: requests taken, not answered), then back: a
+/// write times out and is counted, the writes of the pause wait without
+/// being tried, and once the server answers again they catch up, so the
+/// record is the UE's newest state; the UE is served from memory all the
+/// while. The timed-out write lands when the server thaws: the next
+/// compare-and-set finds it and knows it for its own (not another host's,
+/// which would evict the UE).
+#[tokio::test]
+async fn redis_frozen_then_back_the_writes_catch_up() {
+    let mut server = match mobicore_store::redis_server::RedisServer::start() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("SKIPPED redis_frozen_then_back_the_writes_catch_up: {e}");
+            return;
+        }
+    };
+    let store = Store::connect_redis_with_timeout(&server.url(), "frozen", Duration::from_millis(200)).await.unwrap();
+    let mut a = Host::new(store.clone(), Replication::Cold, 0x100);
+    let imsi: Imsi = "001010000000111".parse().unwrap();
+    let mut ue = a.h.attach(imsi.as_str(), 82);
+    assert_eq!(a.sync().await.failed, 0);
+    let before = store.get(&keys::record(&imsi)).await.unwrap().unwrap().version;
+    server.pause().unwrap();
+    release_to_idle(&mut a.h, &ue);
+    assert_eq!(a.sync().await.failed, 1, "timed out");
+    let id = ue.mme_ue_id.unwrap();
+    let ksi = ksi_of(&a.h, id);
+    let sr = service_request(&mut a.h, &mut ue, ksi, 31);
+    assert!(!sr.is_empty());
+    let report = a.sync().await;
+    assert!(report.failed == 0 && report.deferred >= 1, "not tried during the pause: {report:?}");
+    server.resume().unwrap();
+    a.h.advance(Duration::from_secs(5));
+    let report = a.sync().await;
+    assert_eq!((report.written, report.failed), (1, 0), "caught up: {report:?}");
+    let after = store.get(&keys::record(&imsi)).await.unwrap().unwrap();
+    assert!(after.version > before);
+    assert_eq!(after.value, a.h.mme.export_ue(&UeKey::Imsi(imsi), a.time()).unwrap(), "the newest state");
+    assert_eq!(a.h.mme.stats().attached, 1);
 }
 
 /// Hot replication: A dies with its Update-Location-Request in flight; the
