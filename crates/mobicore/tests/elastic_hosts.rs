@@ -340,6 +340,8 @@ struct Options {
     s11_tap: bool,
     /// The [`S11Tap`] drops the first Create Session Request.
     lose_first_csr: bool,
+    /// Redis keeps what it answered across a kill and restart.
+    redis_persistent: bool,
     /// S1 between the RAN and the front end relayed by an [`S1Tap`].
     s1_tap: bool,
     /// What the [`S1Tap`] holds the RAN's packets from.
@@ -367,6 +369,7 @@ const DEFAULT: Options = Options {
     ues: UES,
     s11_tap: false,
     lose_first_csr: false,
+    redis_persistent: false,
     s1_tap: false,
     s1_hold: INITIAL_CONTEXT_SETUP_REQUEST,
     store: "redis",
@@ -409,7 +412,7 @@ struct Cluster {
     s1ap_udp: u16,
     s11_port: u16,
     _dir: TempDir,
-    _redis: Option<RedisServer>,
+    redis: Option<RedisServer>,
 }
 
 impl Cluster {
@@ -422,8 +425,8 @@ impl Cluster {
 
     /// Start it up to the RAN's S1 Setup.
     async fn boot(replication: &str, o: Options) -> Cluster {
-        let redis =
-            (o.store == "redis").then(|| RedisServer::start().expect("redis-server (apt-get install redis-server)"));
+        let start = if o.redis_persistent { RedisServer::start_persistent } else { RedisServer::start };
+        let redis = (o.store == "redis").then(|| start().expect("redis-server (apt-get install redis-server)"));
         let mut procs = new_procs();
 
         // HSS, UPF (PFCP only) and S/P-GW-C here; the monolithic MME that
@@ -553,7 +556,7 @@ impl Cluster {
             s1ap_udp: udp,
             s11_port: s11.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the front end's S11 port"),
             _dir: dir,
-            _redis: redis,
+            redis,
         }
     }
 
@@ -895,6 +898,65 @@ async fn hot_a_host_killed_awaiting_create_session_its_heir_resends_it_and_the_a
     let ue = after.values().next().expect("the UE's record");
     assert_eq!(ue.mme_ue_s1ap_id >> 24, victim, "the dead host's MME-UE-S1AP-ID kept");
     assert_eq!(after.len(), 1);
+    c.finish().await;
+}
+
+/// Every UE's uplink NAS COUNT as last verified, from its stored record
+/// (the store's error if it cannot be read now).
+async fn stored_ul_counts(store: &Store) -> Result<BTreeMap<String, u32>, mobicore_store::StoreError> {
+    let time = TimeBase { now: Instant::now(), unix_ms: 1_800_000_000_000 };
+    let mut out = BTreeMap::new();
+    for (key, v) in store.scan_prefix("mme/ue/").await? {
+        let ue = context_codec::decode(&v.value, time).unwrap();
+        let count = ue.security.as_ref().map_or(0, |s| s.last_ul_count);
+        out.insert(key.trim_start_matches("mme/ue/").to_string(), count);
+    }
+    Ok(out)
+}
+
+/// Redis slow, unavailable and restarted under the hosts (issue 13: clear
+/// errors and counted failures, never a crash). Frozen (SIGSTOP): every
+/// UE's service request is served from the hosts' memory, the writes
+/// time out and are counted, and the hosts pause their writes instead of
+/// waiting out a timeout at every event. Killed (SIGKILL) while frozen:
+/// every release is served too. Restarted (persistent, so with what it
+/// had answered): the hosts catch up by themselves, each record the UE's
+/// newest state (its uplink NAS COUNT past the service request). Then a
+/// host is killed: its UEs come back on the heir from those records, and
+/// every UE detaches with no attach beyond the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_frozen_killed_and_restarted_the_hosts_serve_on_and_catch_up() {
+    let mut c = Cluster::start("cold", Options { redis_persistent: true, ..DEFAULT }).await;
+    let counts_before = stored_ul_counts(c.shared()).await.unwrap();
+    assert_eq!(counts_before.len() as u64, UES);
+
+    c.redis.as_mut().unwrap().pause().unwrap();
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests, Redis frozen: {:?}", c.ran.report().failures);
+    // The failed writes are counted (once their answer's wait is over).
+    c.wait_others(0, "mobicore_mme_store_write_failed", 1).await;
+    c.redis.as_mut().unwrap().kill().unwrap();
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "releases, Redis gone: {:?}", c.ran.report().failures);
+
+    c.redis.as_mut().unwrap().restart().unwrap();
+    let end = Instant::now() + LIMIT;
+    loop {
+        // The test's own connection comes back by itself too.
+        let now = stored_ul_counts(c.shared()).await.unwrap_or_default();
+        let behind: Vec<_> = counts_before.iter().filter(|(imsi, n)| now.get(*imsi).is_none_or(|m| m <= n)).collect();
+        if behind.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < end, "records not caught up after the restart: {behind:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(records(c.shared()).await, c.before, "identifiers and sessions unchanged");
+
+    let (victim, served) = c.kill_busiest();
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    assert_eq!(c.counter_of_others(victim, "mobicore_mme_host_ue_taken_over").await, served.len() as u64);
     c.finish().await;
 }
 

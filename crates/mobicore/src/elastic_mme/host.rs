@@ -217,8 +217,9 @@ pub async fn run(
                     }
                 }
                 // Draining: whether it is quiet now is looked at below too
-                // (an answer's wait ends just after its event).
-                if drain != Drain::Draining {
+                // (an answer's wait ends just after its event). Writes the
+                // store failed are tried again below, events or not.
+                if drain != Drain::Draining && !stored.unsynced() {
                     continue;
                 }
             }
