@@ -524,14 +524,12 @@ async fn redis_frozen_then_back_the_writes_catch_up() {
     assert_eq!(a.h.mme.stats().attached, 1);
 }
 
-/// Hot replication: A dies with its Update-Location-Request in flight; the
-/// answer, routed to B (by the UE's MME-UE-S1AP-ID), is taken there: the
-/// record kept the UeRef generation the request carried.
-#[tokio::test]
-async fn hot_record_takes_an_answer_to_the_previous_hosts_request() {
-    let store = Store::memory();
+/// Host A (hot replication) takes UE `imsi` through authentication and
+/// security mode, sends the Update-Location-Request, writes the record
+/// and dies: the request and the UE.
+async fn dead_awaiting_update_location(store: &Store, imsi: &str, enb_ue_id: u32) -> (crate::UeRef, TestUe) {
     let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
-    let (mut ue, r) = a.h.start_attach("001010000000109", 91);
+    let (mut ue, r) = a.h.start_attach(imsi, enb_ue_id);
     let auth = a.h.challenge(&mut ue, r, 32);
     let res = ue.authenticate(&auth);
     a.h.up(&ue, res);
@@ -542,7 +540,16 @@ async fn hot_record_takes_an_answer_to_the_previous_hosts_request() {
     let (ulr, req) = expect_s6a(&out);
     assert!(matches!(req, S6aRequest::UpdateLocation(_)));
     a.sync().await;
-    drop(a);
+    (ulr, ue)
+}
+
+/// Hot replication: A dies with its Update-Location-Request in flight; the
+/// answer, routed to B (by the UE's MME-UE-S1AP-ID), is taken there: the
+/// record kept the UeRef generation the request carried.
+#[tokio::test]
+async fn hot_record_takes_an_answer_to_the_previous_hosts_request() {
+    let store = Store::memory();
+    let (ulr, _) = dead_awaiting_update_location(&store, "001010000000109", 91).await;
     let mut b = Host::new(store, Replication::Hot, 0x200);
     b.load(UeKey::MmeUeS1apId(ulr.mme_ue_s1ap_id)).await.unwrap();
     b.h.s6a(ulr, S6aAnswer::UpdateLocation(Ok(subscription())));
@@ -560,19 +567,8 @@ async fn hot_record_takes_an_answer_to_the_previous_hosts_request() {
 #[tokio::test]
 async fn a_takeover_resends_the_request_whose_answer_went_to_the_dead_host() {
     let store = Store::memory();
-    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
-    let (mut ue, r) = a.h.start_attach("001010000000110", 92);
-    let auth = a.h.challenge(&mut ue, r, 32);
-    let res = ue.authenticate(&auth);
-    a.h.up(&ue, res);
-    let smc = a.h.one_down().nas.unwrap();
-    let complete = ue.security_mode_complete(&smc);
-    a.h.up(&ue, complete);
-    let out: Vec<MmeAction> = a.h.drain().into_iter().filter(|x| matches!(x, MmeAction::S6a { .. })).collect();
-    let (ulr, _) = expect_s6a(&out);
+    let (ulr, mut ue) = dead_awaiting_update_location(&store, "001010000000110", 92).await;
     let id = ulr.mme_ue_s1ap_id;
-    a.sync().await;
-    drop(a);
 
     let mut b = Host::new(store.clone(), Replication::Hot, 0x200);
     b.load(UeKey::MmeUeS1apId(id)).await.unwrap();
