@@ -37,6 +37,7 @@ use crate::elastic_mme::cgroup;
 use anyhow::{bail, Context, Result};
 use mobicore_ran::{OutcomeRecord, Phase};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -187,16 +188,21 @@ fn cgroup_pids(dir: &Path) -> Vec<u32> {
     pids
 }
 
-/// CPU time of the host's processes (the forwarder and its instances,
-/// all in its cgroup), and which they are.
-fn host_cpu(host_pid: u32) -> Result<(Vec<u32>, Duration)> {
-    let dir = [cgroup::ROOT, cgroup::V1_ROOT]
-        .iter()
-        .find_map(|r| cgroup::host_dir(Path::new(r), host_pid))
-        .context("the host's cgroup")?;
-    let pids = cgroup_pids(&dir);
-    let t = pids.iter().filter_map(|&p| cpu_time(p).ok()).sum();
-    Ok((pids, t))
+/// The CPU weights of the host's NF instances' cgroups (`nf<slot>`:
+/// cgroup v2 cpu.weight or v1 cpu.shares), by slot.
+fn nf_weights(host_dir: &Path) -> BTreeMap<String, u64> {
+    let mut w = BTreeMap::new();
+    for e in std::fs::read_dir(host_dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.starts_with("nf") {
+            continue;
+        }
+        let read = |f: &str| std::fs::read_to_string(e.path().join(f)).ok()?.trim().parse().ok();
+        if let Some(v) = read("cpu.weight").or_else(|| read("cpu.shares")) {
+            w.insert(name, v);
+        }
+    }
+    w
 }
 
 /// One arrangement's run: its processes started, the UEs attached and
@@ -224,8 +230,15 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
     rig.ran.phase_of(Phase::Release, &all).await?;
     rig.ran.settle_idle().await?;
     rig.ran.phase_of(Phase::ServiceRequest, &roles.connected_first()).await?;
+    // The host and its instances, all in its cgroup: their CPU time.
     let host_pid = rig.procs.pid("host1").context("the host's process")?;
-    let (pids, cpu0) = host_cpu(host_pid)?;
+    let host_dir = [cgroup::ROOT, cgroup::V1_ROOT]
+        .iter()
+        .find_map(|r| cgroup::host_dir(Path::new(r), host_pid))
+        .context("the host's cgroup")?;
+    let pids = cgroup_pids(&host_dir);
+    let weights = nf_weights(&host_dir);
+    let cpu0: Duration = pids.iter().filter_map(|&p| cpu_time(p).ok()).sum();
     let handover = match a.handover {
         Handover::X2 => Phase::X2Handover,
         Handover::S1 => Phase::S1Handover,
@@ -265,6 +278,7 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
         "rounds": round,
         "cpu_pct": cpu_pct,
         "host_processes": pids.len(),
+        "nf_cpu_weights": weights,
         "other_failed": others_failed,
         "classes": per_class,
     }))
@@ -339,6 +353,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 "latency_ms_p99": p99,
                 "failed_procedures": failed,
                 "cpu_pct": cpu_pct,
+                "nf_cpu_weights": runs[0]["nf_cpu_weights"],
                 "rounds": runs.iter().map(|r| {
                     json!({"run_s": r["run_s"], "cpu_pct": r["cpu_pct"], "class": r["classes"][c]})
                 }).collect::<Vec<_>>(),
