@@ -73,22 +73,6 @@ pub enum MmeFigure {
     Fig11,
 }
 
-/// The handover of Fig. 9 on real processes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Handover {
-    X2,
-    S1,
-}
-
-impl Handover {
-    pub fn name(self) -> &'static str {
-        match self {
-            Handover::X2 => "x2",
-            Handover::S1 => "s1",
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LoadPattern {
     /// Constant rate (Poisson arrivals).
@@ -124,10 +108,7 @@ pub struct MmeArgs {
     /// median over them (default: Fig. 6 1, Fig. 9 2).
     #[arg(long)]
     pub rounds: Option<u32>,
-    /// Fig. 9 on real processes: the handover the emulated RAN makes
-    /// (X2: Path Switch Request; S1: Handover Required through the MME).
-    #[arg(long, value_enum, default_value = "x2")]
-    pub handover: Handover,
+
     /// Fig. 7: when the host (or the stateful MME, or with local-hot-nf
     /// one NF instance of host 1) is killed, seconds into the measured run.
     #[arg(long, default_value_t = 3.0)]

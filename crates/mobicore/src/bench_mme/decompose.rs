@@ -18,8 +18,11 @@
 //! bottleneck, as in seed 004's one host at 1,000 procedures/s.
 //!
 //! UEs attach first (not measured). A third of them (H) are then kept
-//! connected and hand over to the other eNB in every round (X2, or S1
-//! with `--handover s1`); the other two thirds (S1, S2) alternate: in
+//! connected and hand over to the other eNB in every round (S1 handover,
+//! TS 23.401 5.5.1.2.2: X2's PATH SWITCH REQUEST names the UE by its
+//! SourceMME-UE-S1AP-ID, which the front end does not route by yet, so
+//! its own core, holding no UE, would refuse it); the other two thirds
+//! (`s[0]`, `s[1]`) alternate: in
 //! each round one half makes a service request from idle while the
 //! other half is released (a service request needs an idle UE; the
 //! releases are load too, not measured). Each round starts its
@@ -28,11 +31,11 @@
 //! arrive at `--rate`, half each. Arrangements run in A B C D D C B A
 //! order over `--rounds`; a point is the median over them.
 
-use super::balance::stddev;
 use super::balance::cpu_time;
+use super::balance::stddev;
 use super::real::{Deployment, Plan, Rig};
 use super::timeline::{self, Outcome};
-use super::{bar, finish, Handover, MmeArgs};
+use super::{bar, finish, MmeArgs};
 use crate::elastic_mme::cgroup;
 use anyhow::{bail, Context, Result};
 use mobicore_ran::{OutcomeRecord, Phase};
@@ -239,16 +242,12 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
     let pids = cgroup_pids(&host_dir);
     let weights = nf_weights(&host_dir);
     let cpu0: Duration = pids.iter().filter_map(|&p| cpu_time(p).ok()).sum();
-    let handover = match a.handover {
-        Handover::X2 => Phase::X2Handover,
-        Handover::S1 => Phase::S1Handover,
-    };
     rig.ran.set_rate(Some(1.5 * rate))?;
     rig.ran.log_outcomes();
     let t0 = Instant::now();
     let mut round = 0;
     while t0.elapsed().as_secs_f64() < seconds {
-        rig.ran.mix_of(&roles.round(round, handover)).await?;
+        rig.ran.mix_of(&roles.round(round, Phase::S1Handover)).await?;
         round += 1;
     }
     let wall = t0.elapsed().as_secs_f64();
@@ -297,11 +296,10 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT))?;
     let scaled = if rate < 1000.0 { " (seed 004: 1,000/s; scaled down with --rate)" } else { "" };
     println!(
-        "Fig. 9 (real processes): {rate} procedures/s{scaled}, half service requests and half {} handovers \
+        "Fig. 9 (real processes): {rate} procedures/s{scaled}, half service requests and half S1 handovers \
          (a third of {ues} UEs each round, T1), plus a release of as many UEs (not measured), for {seconds} s per run; \
          one mme-host bounded to {cpu_max} core (cgroup CFS quota), its NF instances unified or per procedure \
          weighted by P (h-over-s, s-over-h: P fixed {} to 1); {rounds} round(s) in A B B A order, medians",
-        a.handover.name(),
         super::fig9::LOW_PRIORITY
     );
     let b = bar((rounds * Arrangement::ALL.len()) as u64);
@@ -344,7 +342,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 "hosts": 1,
                 "load": rate,
                 "ues": ues,
-                "handover": a.handover.name(),
+                "handover": "s1",
                 "cpu_max": cpu_max,
                 "nf_priority": arr.nf_priority(),
                 "procedures": sum("procedures"),
