@@ -225,11 +225,15 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
         host_args,
         frontend_args: Vec::new(),
     };
-    // The warm-up at a quarter of the rate: attaches cost the most.
-    let mut rig = Rig::start(&plan, Deployment::LocalCold, ues, Some(rate / 4.0)).await?;
+    // The warm-up at a quarter of the rate, at most 100/s: attaches cost
+    // the most, and one that times out leaves its UE out of the run.
+    let mut rig = Rig::start(&plan, Deployment::LocalCold, ues, Some((rate / 4.0).min(100.0))).await?;
     let roles = Roles::new(ues);
     let all: Vec<u64> = (0..ues).collect();
-    rig.ran.attach_some(0..ues).await?;
+    let attach = rig.ran.attach_some(0..ues).await?;
+    if attach.failed > 0 {
+        println!("{}: {} of {ues} attaches failed (warm-up: those UEs sit the run out)", arr.name(), attach.failed);
+    }
     rig.ran.phase_of(Phase::Release, &all).await?;
     rig.ran.settle_idle().await?;
     rig.ran.phase_of(Phase::ServiceRequest, &roles.connected_first()).await?;
