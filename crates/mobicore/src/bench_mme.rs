@@ -175,6 +175,11 @@ pub struct MmeArgs {
     pub seconds: Option<f64>,
     #[arg(long, default_value_t = 11)]
     pub seed: u64,
+    /// Fig. 9 on real processes: the CPU the host and its NF instances
+    /// are pinned to, so that they take turns on it by their cgroups'
+    /// weights (default: the last).
+    #[arg(long)]
+    pub pin_cpu: Option<usize>,
     /// Figs. 8, 9, 10 and 11 on real processes: each host's CPU budget,
     /// cores (its cgroup's CFS quota over the period: mme-host
     /// --cpu-max; default 0.1, Fig. 9 0.5).

@@ -13,9 +13,10 @@
 //!   the reverse, ten to one as in the simulator's arrangements
 //!   ([`super::fig9::LOW_PRIORITY`]).
 //!
-//! The instances of a host share its budget by their cgroups' weights
-//! (1000 P or 1024 P), which is where P acts: the budget is the
-//! bottleneck, as in seed 004's one host at 1,000 procedures/s.
+//! The host and its instances are pinned to one CPU (`--pin-cpu`, default
+//! the last) and share its budget there by their cgroups' weights (1000 P
+//! or 1024 P), which is where P acts: the budget is the bottleneck, as in
+//! seed 004's one host at 1,000 procedures/s.
 //!
 //! UEs attach first (not measured). A third of them (H) are then kept
 //! connected and hand over to the other eNB in every round (S1 handover,
@@ -191,6 +192,34 @@ fn cgroup_pids(dir: &Path) -> Vec<u32> {
     pids
 }
 
+/// Every thread of processes `pids` onto CPU `cpu` (threads they start
+/// later inherit it): the host's instances then take turns on one core,
+/// as seed 004's NFs sharing a core, and their cgroups' weights decide
+/// whose turn it is (a CFS quota alone lets them run side by side on
+/// two cores until it is spent, whatever their weights).
+fn pin(pids: &[u32], cpu: usize) -> Result<()> {
+    for &pid in pids {
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
+            let Ok(tid) = t.file_name().to_string_lossy().parse::<i32>() else { continue };
+            // SAFETY: a zeroed cpu_set_t with one CPU set, passed by pointer
+            // with its size; sched_setaffinity only reads it.
+            let r = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+            };
+            if r != 0 {
+                let e = std::io::Error::last_os_error();
+                // A thread that has just ended.
+                if e.raw_os_error() != Some(libc::ESRCH) {
+                    bail!("pinning thread {tid} of {pid} to CPU {cpu}: {e}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The CPU weights of the host's NF instances' cgroups (`nf<slot>`:
 /// cgroup v2 cpu.weight or v1 cpu.shares), by slot.
 fn nf_weights(host_dir: &Path) -> BTreeMap<String, u64> {
@@ -228,6 +257,15 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
     // The warm-up at a quarter of the rate, at most 100/s: attaches cost
     // the most, and one that times out leaves its UE out of the run.
     let mut rig = Rig::start(&plan, Deployment::LocalCold, ues, Some((rate / 4.0).min(100.0))).await?;
+    // The host and its instances, all in its cgroup, on one core.
+    let host_pid = rig.procs.pid("host1").context("the host's process")?;
+    let host_dir = [cgroup::ROOT, cgroup::V1_ROOT]
+        .iter()
+        .find_map(|r| cgroup::host_dir(Path::new(r), host_pid))
+        .context("the host's cgroup")?;
+    let pids = cgroup_pids(&host_dir);
+    let cpu = a.pin_cpu.unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| n.get() - 1));
+    pin(&pids, cpu)?;
     let roles = Roles::new(ues);
     let all: Vec<u64> = (0..ues).collect();
     let attach = rig.ran.attach_some(0..ues).await?;
@@ -237,13 +275,6 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
     rig.ran.phase_of(Phase::Release, &all).await?;
     rig.ran.settle_idle().await?;
     rig.ran.phase_of(Phase::ServiceRequest, &roles.connected_first()).await?;
-    // The host and its instances, all in its cgroup: their CPU time.
-    let host_pid = rig.procs.pid("host1").context("the host's process")?;
-    let host_dir = [cgroup::ROOT, cgroup::V1_ROOT]
-        .iter()
-        .find_map(|r| cgroup::host_dir(Path::new(r), host_pid))
-        .context("the host's cgroup")?;
-    let pids = cgroup_pids(&host_dir);
     let weights = nf_weights(&host_dir);
     let cpu0: Duration = pids.iter().filter_map(|&p| cpu_time(p).ok()).sum();
     rig.ran.set_rate(Some(1.5 * rate))?;
@@ -281,6 +312,7 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
         "rounds": round,
         "cpu_pct": cpu_pct,
         "host_processes": pids.len(),
+        "host_cpu": cpu,
         "nf_cpu_weights": weights,
         "other_failed": others_failed,
         "classes": per_class,
@@ -302,8 +334,9 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     println!(
         "Fig. 9 (real processes): {rate} procedures/s{scaled}, half service requests and half S1 handovers \
          (a third of {ues} UEs each round, T1), plus a release of as many UEs (not measured), for {seconds} s per run; \
-         one mme-host bounded to {cpu_max} core (cgroup CFS quota), its NF instances unified or per procedure \
-         weighted by P (h-over-s, s-over-h: P fixed {} to 1); {rounds} round(s) in A B B A order, medians",
+         one mme-host bounded to {cpu_max} core (cgroup CFS quota) and pinned to one CPU, its NF instances unified \
+         or per procedure weighted by P (h-over-s, s-over-h: P fixed {} to 1); {rounds} round(s) in A B B A order, \
+         medians",
         super::fig9::LOW_PRIORITY
     );
     let b = bar((rounds * Arrangement::ALL.len()) as u64);
