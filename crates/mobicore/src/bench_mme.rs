@@ -158,8 +158,9 @@ pub struct MmeArgs {
     #[arg(long)]
     pub rate: Option<f64>,
     /// UEs (default: 60 for Fig. 8, 300 for Fig. 10, 120 for Figs. 10 and 11 on
-    /// real processes, 100 per --max-hosts for Fig. 11, 200 for Fig. 7; Fig. 6: per offered load,
-    /// default load x --seconds).
+    /// real processes, 100 per --max-hosts for Fig. 11, 200 for Fig. 7, 600 for
+    /// Fig. 9 on real processes; Fig. 6: per offered load, default load x
+    /// --seconds).
     #[arg(long)]
     pub ues: Option<u32>,
     /// Skewed load: this fraction of the UEs carries --hot-share of it.
@@ -170,7 +171,8 @@ pub struct MmeArgs {
     /// Seconds of load per run: simulated (default 5); Fig. 6: of each
     /// phase at each offered load (default 1); Fig. 7: the measured run
     /// (default 10); Figs. 10 and 11 on real processes: the measured run
-    /// after the attaches (default 5); Fig. 8: the ramp (default 40).
+    /// after the attaches (default 5); Fig. 8: the ramp (default 40); Fig.
+    /// 9 on real processes: each arrangement's measured run (default 5).
     #[arg(long)]
     pub seconds: Option<f64>,
     #[arg(long, default_value_t = 11)]
@@ -204,7 +206,10 @@ pub struct MmeArgs {
     /// slo_violation_pct, cpu_stddev_pct, procedures_per_s,
     /// latency_ms_p50/p99, failed_procedures; Fig. 11 alpha, hosts_needed
     /// (null: more than --max-hosts), slo_violation_pct of the run with
-    /// `hosts` hosts, and real, the host counts tried).
+    /// `hosts` hosts, and real, the host counts tried; Fig. 9 real, a
+    /// point per arrangement and class: class, procedures,
+    /// procedures_per_s, latency_ms_p50/p99, failed_procedures, cpu_pct,
+    /// nf_cpu_weights).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Draw the figure as SVG into this directory.
