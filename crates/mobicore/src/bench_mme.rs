@@ -42,7 +42,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 /// Fig. 9's one host's CPU budget on real processes (cores), by default.
-const CPU_MAX_FIG9: f64 = 0.5;
+const CPU_MAX_FIG9: f64 = 1.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MmeFigure {
@@ -184,7 +184,7 @@ pub struct MmeArgs {
     pub pin_cpu: Option<usize>,
     /// Figs. 8, 9, 10 and 11 on real processes: each host's CPU budget,
     /// cores (its cgroup's CFS quota over the period: mme-host
-    /// --cpu-max; default 0.1, Fig. 9 0.5).
+    /// --cpu-max; default 0.1, Fig. 9 1: a whole core, pinned).
     #[arg(long)]
     pub cpu_max: Option<f64>,
     /// Fig. 8: the EPS controller's window (--scale-window-s of
