@@ -76,14 +76,17 @@ pub enum BenchCommand {
     /// case next to the minimal XDP forwarder and kernel forwarding on the
     /// identical namespace topology (`bench dataplane`'s generator).
     Breakout(crate::bench_breakout::BreakoutArgs),
-    /// Seed 004 Figs. 6-8, 10 and 11 on real processes: the elastic MME
+    /// Seed 004 Figs. 6-11 on real processes: the elastic MME
     /// (mme-frontend, mme-hosts, a redis-server started for the run) beside
     /// the stateful MME (`mobicore mme`), the emulated RAN as load:
     /// procedures/s against offered load (fig6); latency per bin, failed
     /// procedures, re-attaches and recovery around a host killed mid-run,
     /// hot and cold, the stateful MME killed and restarted (fig7); latency
     /// and hosts over time as the front end's EPS controller scales hosts
-    /// bounded by --cpu-max under the T2 ramp (fig8); SLO violations and
+    /// bounded by --cpu-max under the T2 ramp (fig8); service request and
+    /// S1 handover latency on one such host pinned to a CPU, its NF
+    /// instances unified, one per procedure, or prioritized either way
+    /// (fig9, --rate scaled down from 1,000/s to what it takes); SLO violations and
     /// CPU spread across such hosts per balancer, uniform and skewed load
     /// (fig10); the fewest such hosts per balancer and Pareto alpha that
     /// keep --target-pct violations under the load model's bursts (fig11,

@@ -11,8 +11,10 @@
 //!   hosts bounded by a CPU budget (a cgroup), uniform and skewed load.
 //! - Fig. 11 on real processes (`bursts`): the hosts each balancer needs
 //!   under the load model's Pareto bursts, hosts bounded the same way.
-//! - Fig. 9 (`fig9`), service request and handover latency on one host
-//!   with the MME unified, decomposed and prioritized, and Figs. 10 and
+//! - Fig. 9 on real processes (`decompose`): service request and
+//!   handover latency on one host bounded by a CPU budget, its NF
+//!   instances unified, one per procedure, and prioritized either way.
+//! - Fig. 9 (`fig9`), the same from the simulator, and Figs. 10 and
 //!   11, from the elastic MME's discrete-event simulator
 //!   (`mobicore_elastic::sim`, `--sim`), which runs the balancers and
 //!   forwarders of the real front end and hosts: skewed consistent
@@ -21,6 +23,7 @@
 
 mod balance;
 mod bursts;
+mod decompose;
 mod fig9;
 mod ramp;
 mod real;
@@ -38,6 +41,9 @@ use mobicore_elastic::{ProcedureKind, Profiles, Scheme};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
+/// Fig. 9's one host's CPU budget on real processes (cores), by default.
+const CPU_MAX_FIG9: f64 = 1.0;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MmeFigure {
     /// Procedure throughput against offered load: the elastic MME with
@@ -51,9 +57,11 @@ pub enum MmeFigure {
     /// controller starting and draining hosts (real processes).
     Fig8,
     /// Service request and handover latency on one host at 1,000
-    /// procedures/s: one NF for both (unified), one NF each sharing the
-    /// core equally, by the SLOs' priorities, and each prioritized over
-    /// the other (simulated).
+    /// procedures/s: one NF instance for every kind (unified), one per
+    /// procedure kind weighted by the SLOs' priorities (decomposed), and
+    /// each prioritized over the other (h-over-s, s-over-h) (real
+    /// processes, one host with a CPU budget; --sim: simulated, with one
+    /// NF each sharing the core equally too).
     Fig9,
     /// CPU standard deviation across hosts and SLO violations per scheme,
     /// uniform and skewed load, against the number of hosts (real
@@ -79,8 +87,7 @@ pub enum LoadPattern {
 pub struct MmeArgs {
     #[arg(value_enum)]
     pub figure: MmeFigure,
-    /// Simulate the cluster (Figs. 9, 10 and 11; required for Fig. 9,
-    /// whose real-host version is not built yet; Figs. 6, 7 and 8 run
+    /// Simulate the cluster (Figs. 9, 10 and 11; Figs. 6, 7 and 8 run
     /// real processes only).
     #[arg(long)]
     pub sim: bool,
@@ -96,10 +103,12 @@ pub struct MmeArgs {
     /// rate), up to saturation.
     #[arg(long, value_delimiter = ',', default_value = "500,1000,2000,4000,8000")]
     pub loads: Vec<f64>,
-    /// Fig. 6: rounds of every deployment, in alternating order (A B B A);
-    /// each point is the median over them.
-    #[arg(long, default_value_t = 1)]
-    pub rounds: u32,
+    /// Figs. 6 and 9 (real): rounds of every deployment (Fig. 9: NF
+    /// arrangement), in alternating order (A B B A); each point is the
+    /// median over them (default: Fig. 6 1, Fig. 9 2).
+    #[arg(long)]
+    pub rounds: Option<u32>,
+
     /// Fig. 7: when the host (or the stateful MME, or with local-hot-nf
     /// one NF instance of host 1) is killed, seconds into the measured run.
     #[arg(long, default_value_t = 3.0)]
@@ -154,8 +163,9 @@ pub struct MmeArgs {
     #[arg(long)]
     pub rate: Option<f64>,
     /// UEs (default: 60 for Fig. 8, 300 for Fig. 10, 120 for Figs. 10 and 11 on
-    /// real processes, 100 per --max-hosts for Fig. 11, 200 for Fig. 7; Fig. 6: per offered load,
-    /// default load x --seconds).
+    /// real processes, 100 per --max-hosts for Fig. 11, 200 for Fig. 7, 600 for
+    /// Fig. 9 on real processes; Fig. 6: per offered load, default load x
+    /// --seconds).
     #[arg(long)]
     pub ues: Option<u32>,
     /// Skewed load: this fraction of the UEs carries --hot-share of it.
@@ -166,15 +176,22 @@ pub struct MmeArgs {
     /// Seconds of load per run: simulated (default 5); Fig. 6: of each
     /// phase at each offered load (default 1); Fig. 7: the measured run
     /// (default 10); Figs. 10 and 11 on real processes: the measured run
-    /// after the attaches (default 5); Fig. 8: the ramp (default 40).
+    /// after the attaches (default 5); Fig. 8: the ramp (default 40); Fig.
+    /// 9 on real processes: each arrangement's measured run (default 5).
     #[arg(long)]
     pub seconds: Option<f64>,
     #[arg(long, default_value_t = 11)]
     pub seed: u64,
-    /// Figs. 8, 10 and 11 on real processes: each host's CPU budget, cores (its
-    /// cgroup's CFS quota over the period: mme-host --cpu-max).
-    #[arg(long, default_value_t = 0.1)]
-    pub cpu_max: f64,
+    /// Fig. 9 on real processes: the CPU the host and its NF instances
+    /// are pinned to, so that they take turns on it by their cgroups'
+    /// weights (default: the last).
+    #[arg(long)]
+    pub pin_cpu: Option<usize>,
+    /// Figs. 8, 9, 10 and 11 on real processes: each host's CPU budget,
+    /// cores (its cgroup's CFS quota over the period: mme-host
+    /// --cpu-max; default 0.1, Fig. 9 1: a whole core, pinned).
+    #[arg(long)]
+    pub cpu_max: Option<f64>,
     /// Fig. 8: the EPS controller's window (--scale-window-s of
     /// mme-frontend).
     #[arg(long, default_value_t = 2)]
@@ -194,7 +211,10 @@ pub struct MmeArgs {
     /// slo_violation_pct, cpu_stddev_pct, procedures_per_s,
     /// latency_ms_p50/p99, failed_procedures; Fig. 11 alpha, hosts_needed
     /// (null: more than --max-hosts), slo_violation_pct of the run with
-    /// `hosts` hosts, and real, the host counts tried).
+    /// `hosts` hosts, and real, the host counts tried; Fig. 9 real, a
+    /// point per arrangement and class: class, procedures,
+    /// procedures_per_s, latency_ms_p50/p99, failed_procedures, cpu_pct,
+    /// nf_cpu_weights).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Draw the figure as SVG into this directory.
@@ -226,6 +246,10 @@ pub async fn run(a: MmeArgs) -> Result<()> {
             r = bursts::run(&a) => r?,
             _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
         },
+        MmeFigure::Fig9 if !a.sim => tokio::select! {
+            r = decompose::run(&a) => r?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+        },
         MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
     };
     if points.is_empty() {
@@ -248,12 +272,14 @@ impl MmeArgs {
     fn sim_seconds(&self) -> f64 {
         self.seconds.unwrap_or(5.0)
     }
+
+    /// A host's CPU budget on real processes, cores.
+    fn cpu_max(&self) -> f64 {
+        self.cpu_max.unwrap_or(if self.figure == MmeFigure::Fig9 { CPU_MAX_FIG9 } else { 0.1 })
+    }
 }
 
 async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
-    if !a.sim {
-        bail!("only the simulator is built for `bench mme fig9` so far: add --sim");
-    }
     if a.schemes.is_empty()
         || a.hosts.as_ref().is_some_and(|h| h.is_empty() || h.contains(&0))
         || a.max_hosts == Some(0)
@@ -533,22 +559,31 @@ fn plot(dir: &Path, figure: MmeFigure, points: &[Value]) -> Result<()> {
         }
         MmeFigure::Fig9 => {
             // One bar group per arrangement: p50 and p99 of each procedure.
+            // Simulated, a point per arrangement holds each class; real, a
+            // point per arrangement and class.
+            let mode = if points.iter().any(|p| p["mode"] == "real") { "real processes" } else { "simulated" };
+            let latency = |p: &Value, class: &str, q: &str| -> Option<f64> {
+                let key = format!("latency_ms_{q}");
+                match p["class"].as_str() {
+                    Some(c) => (c == class).then(|| p[&key].as_f64()).flatten(),
+                    None => p[class][&key].as_f64(),
+                }
+            };
             for (class, label) in [("service_request", "service request"), ("handover", "handover")] {
-                let title = format!("Fig. 9 (simulated): {label} latency per NF arrangement");
+                let title = format!("Fig. 9 ({mode}): {label} latency per NF arrangement");
                 let per = |q: &str| Series {
                     name: format!("{label} {q}"),
                     points: points
                         .iter()
-                        .enumerate()
-                        .filter_map(|(i, p)| Some((i as f64, p[class][format!("latency_ms_{q}")].as_f64()?)))
+                        .filter_map(|p| {
+                            let i = schemes.iter().position(|s| p["scheme"] == s.as_str())?;
+                            Some((i as f64, latency(p, class, q)?))
+                        })
                         .collect(),
                 };
                 let chart = Chart {
                     title: &title,
-                    x_label: &format!(
-                        "NF arrangement ({})",
-                        points.iter().filter_map(|p| p["scheme"].as_str()).collect::<Vec<_>>().join(", ")
-                    ),
+                    x_label: &format!("NF arrangement ({})", schemes.join(", ")),
                     y_label: "latency (ms)",
                     log_x: false,
                     log_y: true,
@@ -647,6 +682,35 @@ mod tests {
         let svg = std::fs::read_to_string(dir.join("fig10_slo_violations_skewed.svg")).unwrap();
         assert_eq!(svg.matches("<polyline").count(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// One chart shape for Fig. 9 from the simulator (a point per
+    /// arrangement, each class inside) and from real processes (a point
+    /// per arrangement and class).
+    #[test]
+    fn fig9_plots_simulated_and_real_points_alike() {
+        let sim = fig9::fig9(&args("fig9 --sim --seconds 0.2"));
+        let real: Vec<Value> = ["unified", "decomposed", "h-over-s", "s-over-h"]
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                ["service_request", "handover"].map(|c| {
+                    json!({"figure": 9, "mode": "real", "scheme": s, "class": c,
+                        "latency_ms_p50": 1.0 + i as f64, "latency_ms_p99": 10.0 + i as f64})
+                })
+            })
+            .collect();
+        for (name, points, n) in [("sim", sim, fig9::Arrangement::ALL.len()), ("real", real, 4)] {
+            let dir = std::env::temp_dir().join(format!("mobicore-bench-mme-fig9-{name}-{}", std::process::id()));
+            plot(&dir, MmeFigure::Fig9, &points).unwrap();
+            for class in ["service_request", "handover"] {
+                let svg = std::fs::read_to_string(dir.join(format!("fig9_{class}.svg"))).unwrap();
+                assert_eq!(svg.matches("<polyline").count(), 2, "{name}: p50 and p99");
+                assert_eq!(svg.matches("<circle").count(), 2 * n, "{name}: a mark per arrangement and percentile");
+                assert!(svg.contains(if name == "real" { "real processes" } else { "simulated" }));
+            }
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 
     #[test]

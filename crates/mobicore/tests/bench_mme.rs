@@ -1,4 +1,4 @@
-//! `mobicore bench mme fig6|fig7|fig8|fig10|fig11` end to end at a tiny size:
+//! `mobicore bench mme fig6|fig7|fig8|fig9|fig10|fig11` end to end at a tiny size:
 //! real front end, hosts, redis-server and stateful MME processes, the
 //! emulated RAN as the load generator; the JSON has its fields and the
 //! plots are drawn. Nothing here asserts a speed: only what must hold at any speed
@@ -131,6 +131,53 @@ fn fig10_real_hosts_with_cpu_budgets_per_balancer_and_skew() {
         assert_eq!(p["failed_procedures"], 0, "a light load fails nothing: {p}");
     }
     assert!(dir.join("fig10_cpu_stddev_skewed.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn fig9_one_real_host_unified_decomposed_and_prioritized() {
+    if let Some(why) = no_cpu_budgets() {
+        return eprintln!("skipped: {why}");
+    }
+    let dir = temp("fig9");
+    let args = ["fig9", "--ues", "12", "--rate", "60", "--seconds", "2", "--rounds", "1"];
+    let points = bench(&args, &dir);
+    assert_eq!(points.len(), 8, "{points:?}");
+    let mut seen = Vec::new();
+    for p in &points {
+        for key in [
+            "figure",
+            "mode",
+            "scheme",
+            "class",
+            "procedures_per_s",
+            "latency_ms_p50",
+            "latency_ms_p99",
+            "failed_procedures",
+        ] {
+            assert!(!p[key].is_null(), "{key} in {p}");
+        }
+        assert_eq!((&p["figure"], &p["mode"], &p["hosts"]), (&9.into(), &"real".into(), &1.into()));
+        assert_eq!(p["failed_procedures"], 0, "a light load fails nothing: {p}");
+        assert!(p["procedures"].as_u64().unwrap() > 0, "procedures of its class completed: {p}");
+        assert!(p["procedures_per_s"].as_f64().unwrap() > 0.0, "{p}");
+        // The host's instances' cgroups, weighted by P: the fixed
+        // priorities ten to one, the every-kind instance alone.
+        let w: Vec<u64> = p["nf_cpu_weights"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).collect();
+        let (lo, hi) = (*w.iter().min().unwrap(), *w.iter().max().unwrap());
+        match p["scheme"].as_str().unwrap() {
+            "unified" => assert_eq!(w.len(), 1, "{p}"),
+            "h-over-s" | "s-over-h" => assert!(hi >= 9 * lo && w.len() == 4, "{p}"),
+            _ => assert!(hi < 9 * lo && w.len() == 4, "{p}"),
+        }
+        seen.push(format!("{}/{}", p["scheme"].as_str().unwrap(), p["class"].as_str().unwrap()));
+    }
+    for scheme in ["unified", "decomposed", "h-over-s", "s-over-h"] {
+        for class in ["service_request", "handover"] {
+            assert!(seen.contains(&format!("{scheme}/{class}")), "{scheme} {class} in {seen:?}");
+        }
+    }
+    assert!(dir.join("fig9_service_request.svg").exists() && dir.join("fig9_handover.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

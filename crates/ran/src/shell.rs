@@ -220,6 +220,26 @@ impl Ran {
         Ok(r)
     }
 
+    /// Several phases at once: each `(phase, ue)` of the UEs it applies to
+    /// now (as [`Ran::phase_of`]), started in the order given at the
+    /// arrival rate, all running together (a UE once). One report for
+    /// all; [`Ran::log_outcomes`] tells them apart by procedure.
+    pub async fn mix_of(&mut self, steps: &[(Phase, u64)]) -> Result<PhaseReport, RanError> {
+        let mut candidates: HashMap<Phase, HashSet<u64>> = HashMap::new();
+        let mut seen = HashSet::new();
+        let mut run = Vec::with_capacity(steps.len());
+        for &(phase, ue) in steps {
+            let c = candidates.entry(phase).or_insert_with(|| self.d.candidates(phase).into_iter().collect());
+            if c.contains(&ue) && seen.insert(ue) {
+                run.push((phase, ue));
+            }
+        }
+        let Some(&(first, _)) = run.first() else { return Ok(PhaseReport::default()) };
+        let r = self.d.mixed_phase(first, run).await?;
+        self.d.report.mobility.push((first, r.clone()));
+        Ok(r)
+    }
+
     /// The arrival rate of the phases from now on (none: all at once,
     /// within `max_in_flight`).
     pub fn set_rate(&mut self, rate: Option<f64>) -> Result<(), RanError> {
@@ -417,9 +437,10 @@ fn validate(cfg: &RanConfig) -> Result<(), RanError> {
 
 struct PhaseState {
     phase: Phase,
-    /// UEs whose procedure of this phase has not ended: other UEs'
-    /// outcomes (a paged UE's service request) are not the phase's.
-    members: HashSet<u64>,
+    /// UEs whose procedure of this phase has not ended, and which
+    /// procedure it is: other outcomes (a paged UE's service request) are
+    /// not the phase's.
+    members: HashMap<u64, Procedure>,
     total: u64,
     done: u64,
     failed: u64,
@@ -431,7 +452,7 @@ impl PhaseState {
     fn new(phase: Phase, total: u64) -> Self {
         PhaseState {
             phase,
-            members: HashSet::new(),
+            members: HashMap::new(),
             total,
             done: 0,
             failed: 0,
@@ -627,6 +648,12 @@ impl Driver {
     /// Start one procedure per UE of `ues`, at the arrival rate and under
     /// the in-flight cap, until every one has ended.
     async fn procedure_phase(&mut self, phase: Phase, ues: Vec<u64>) -> Result<PhaseReport, RanError> {
+        self.mixed_phase(phase, ues.into_iter().map(|u| (phase, u)).collect()).await
+    }
+
+    /// Each UE's procedure of its phase, started in the order given at
+    /// the arrival rate; `phase` names the whole.
+    async fn mixed_phase(&mut self, phase: Phase, ues: Vec<(Phase, u64)>) -> Result<PhaseReport, RanError> {
         self.phase = PhaseState::new(phase, ues.len() as u64);
         let start = Instant::now();
         let mut next = 0usize;
@@ -644,7 +671,8 @@ impl Driver {
                         break;
                     }
                 }
-                self.start(Instant::now(), phase, ues[next]);
+                let (phase, ue) = ues[next];
+                self.start(Instant::now(), phase, ue);
                 next += 1;
             }
             let done_before = self.phase.done;
@@ -673,7 +701,7 @@ impl Driver {
         let n = self.enbs.len();
         let k = self.locate(ue);
         let next = (k + 1) % n;
-        self.phase.members.insert(ue);
+        self.phase.members.insert(ue, procedure_of(phase));
         let started: Result<(), String> = match phase {
             Phase::Attach | Phase::Reattach => {
                 let enb = &mut self.enbs[k];
@@ -1155,7 +1183,7 @@ impl Driver {
             }
             return;
         }
-        if o.procedure != procedure_of(self.phase.phase) || !self.phase.members.remove(&o.ue) {
+        if self.phase.members.get(&o.ue) != Some(&o.procedure) {
             let r = self.report.unsolicited.entry(o.procedure.name().to_string()).or_default();
             r.record(o.latency, o.result.is_ok());
             if let Err(reason) = &o.result {
@@ -1163,6 +1191,7 @@ impl Driver {
             }
             return;
         }
+        self.phase.members.remove(&o.ue);
         self.phase.in_flight = self.phase.in_flight.saturating_sub(1);
         self.phase.done += 1;
         let ok = o.result.is_ok();

@@ -105,7 +105,7 @@ pub(super) fn budgeted_plan(a: &MmeArgs, scheme: mobicore_elastic::Scheme, hosts
         balancer: scheme.to_string(),
         echo: a.verbose,
         procedure_timeout_ms: a.procedure_timeout_ms,
-        host_args: vec!["--cpu-max".into(), a.cpu_max.to_string()],
+        host_args: vec!["--cpu-max".into(), a.cpu_max().to_string()],
         frontend_args: Vec::new(),
         s11_direct: !a.s11_via_frontend,
     })
@@ -166,7 +166,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     let ues = u64::from(a.ues.unwrap_or(120));
     let rate = a.rate.unwrap_or(300.0);
     let seconds = a.seconds.unwrap_or(5.0);
-    let cpu_max = a.cpu_max;
+    let cpu_max = a.cpu_max();
     let slo_ms = a.slo_ms.unwrap_or(1e3 * Profiles::default().get(ProcedureKind::ServiceRequest).slo_s);
     if a.schemes.is_empty() || host_counts.is_empty() || host_counts.contains(&0) || ues < WAVES {
         bail!("fig10 needs schemes, host counts above 0 and at least {WAVES} UEs");

@@ -104,7 +104,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     if a.schemes.is_empty() || max_hosts == 0 || ues < 4 {
         bail!("fig11 needs schemes, --max-hosts of at least 1 and at least 4 UEs");
     }
-    if !(rate > 0.0 && seconds > 0.0 && a.cpu_max > 0.0 && slo_ms > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {
+    if !(rate > 0.0 && seconds > 0.0 && a.cpu_max() > 0.0 && slo_ms > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {
         bail!("--rate, --seconds, --cpu-max, --slo-ms and --alpha must be positive");
     }
     cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT))?;
@@ -116,7 +116,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         SLOT_S * 1e3,
         100.0 * a.hot_fraction,
         100.0 * a.hot_share,
-        a.cpu_max,
+        a.cpu_max(),
         a.target_pct,
         a.seed
     );
@@ -158,7 +158,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 "hosts": r.hosts,
                 "load": rate,
                 "ues": ues,
-                "cpu_max": a.cpu_max,
+                "cpu_max": a.cpu_max(),
                 "slo_ms": slo_ms,
                 "target_pct": a.target_pct,
                 "seed": a.seed,
@@ -219,7 +219,7 @@ async fn one(
     let cpu_pct = cpu0
         .iter()
         .zip(&cpu1)
-        .map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall_s / a.cpu_max)
+        .map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall_s / a.cpu_max())
         .collect();
     let slo = Slo::of(&log, slo_ms);
     // Each arrival never run: its service request and release.

@@ -15,6 +15,11 @@ use mobicore_elastic::sim::{self, SimConfig, SimResult};
 use mobicore_elastic::{ProcedureKind, Profiles, Scheme};
 use serde_json::{json, Value};
 
+/// The lower of two fixed priorities (`P`), ten to one: the simulator's
+/// SR- and HO-prioritized arrangements and the real hosts' `h-over-s`
+/// and `s-over-h` (`mme-host --nf-priority`).
+pub const LOW_PRIORITY: f64 = 0.1;
+
 /// How the host's NFs are arranged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arrangement {
@@ -59,8 +64,8 @@ impl Arrangement {
             Arrangement::Unified => ForwarderConfig { unified: true, ..base },
             Arrangement::Decomposed => ForwarderConfig { priorities: priorities(1.0, 1.0), ..base },
             Arrangement::SloPriorities => base,
-            Arrangement::SrFirst => ForwarderConfig { priorities: priorities(1.0, 0.1), ..base },
-            Arrangement::HoFirst => ForwarderConfig { priorities: priorities(0.1, 1.0), ..base },
+            Arrangement::SrFirst => ForwarderConfig { priorities: priorities(1.0, LOW_PRIORITY), ..base },
+            Arrangement::HoFirst => ForwarderConfig { priorities: priorities(LOW_PRIORITY, 1.0), ..base },
         }
     }
 }

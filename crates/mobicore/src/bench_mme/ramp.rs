@@ -101,7 +101,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     let ues = u64::from(a.ues.unwrap_or(60));
     let rate = a.rate.unwrap_or(150.0);
     let seconds = a.seconds.unwrap_or(40.0);
-    let (cpu_max, bin_ms, window) = (a.cpu_max, a.bin_ms, a.scale_window_s);
+    let (cpu_max, bin_ms, window) = (a.cpu_max(), a.bin_ms, a.scale_window_s);
     if !(rate > 0.0 && seconds > 0.0 && cpu_max > 0.0 && bin_ms > 0.0 && window > 0) || ues < COHORTS {
         bail!("fig8 needs --rate, --seconds, --cpu-max, --bin-ms and --scale-window-s positive and {COHORTS} UEs");
     }

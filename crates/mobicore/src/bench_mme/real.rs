@@ -331,7 +331,7 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         plan.hosts,
         plan.balancer
     );
-    let rounds = a.rounds.max(1) as usize;
+    let rounds = a.rounds.unwrap_or(1).max(1) as usize;
     let b = bar((rounds * plan.deployments.len() * a.loads.len()) as u64);
     // Each round runs every deployment, in reverse order every other round
     // (A B B A ...), so that what the machine does meanwhile falls on each

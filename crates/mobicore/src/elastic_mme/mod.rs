@@ -191,6 +191,13 @@ pub struct HostArgs {
     /// root, else they run unweighted).
     #[arg(long, value_parser = nf::parse_kinds)]
     pub nf: Option<nf::NfKinds>,
+    /// Fix P per kind instead of the profiles' SLO_min/SLO (seed 004 Fig.
+    /// 9's prioritization): `handover=1,service-request=0.25`, P in (0, 1].
+    /// It sets the kind's instances' cgroup CPU weights (v2 cpu.weight =
+    /// 1000 P, v1 cpu.shares = 1024 P) and the P of the forwarder's Q/C
+    /// placement (Eq. 4). An every-kind instance (--nf-instances) keeps P 1.
+    #[arg(long, value_parser = nf::parse_priorities)]
+    pub nf_priority: Option<nf::NfPriorities>,
     /// (Tests) the first instance holds the first S6a answer it is sent
     /// forever, so that it can be killed mid-attach.
     #[arg(long, hide = true)]
@@ -452,7 +459,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         let exe = std::env::current_exe().context("finding the mobicore binary to start NF instances with")?;
         let launch = nf::NfLaunch { exe, args, stall_first: a.nf_stall_first, stall_mbr: a.nf_stall_mbr };
         let host_cgroup = _cgroup.as_ref().map(|c| c.dir().to_path_buf());
-        Some(nf::NfPool::start(a.id, &kinds, launch, counters.clone(), host_cgroup.as_deref()).await?)
+        let p = a.nf_priority.unwrap_or_default().over(nf::priorities(&mobicore_elastic::Profiles::default()));
+        Some(nf::NfPool::start(a.id, &kinds, launch, counters.clone(), host_cgroup.as_deref(), p).await?)
     } else {
         None
     };

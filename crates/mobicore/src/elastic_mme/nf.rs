@@ -388,15 +388,20 @@ pub fn parse_kinds(spec: &str) -> Result<NfKinds, String> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NfKinds(pub Vec<ProcedureKind>);
 
+/// A procedure kind by [`ProcedureKind::name`], `-` or `_`.
+fn kind_named(name: &str, flag: &str, part: &str) -> Result<ProcedureKind, String> {
+    let name = name.trim().replace('-', "_");
+    ProcedureKind::ALL
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| format!("{flag} {part}: a kind of attach, service-request, tau, handover, detach"))
+}
+
 fn parse_kind_list(spec: &str) -> Result<Vec<ProcedureKind>, String> {
     let mut out = Vec::new();
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (name, n) = part.split_once('=').unwrap_or((part, "1"));
-        let name = name.trim().replace('-', "_");
-        let kind = ProcedureKind::ALL
-            .into_iter()
-            .find(|k| k.name() == name)
-            .ok_or_else(|| format!("--nf {part}: a kind of attach, service-request, tau, handover, detach"))?;
+        let kind = kind_named(name, "--nf", part)?;
         let n: usize = n.trim().parse().map_err(|_| format!("--nf {part}: a count"))?;
         if n > 64 {
             return Err(format!("--nf {part}: at most 64 instances of a kind"));
@@ -410,6 +415,39 @@ fn parse_kind_list(spec: &str) -> Result<Vec<ProcedureKind>, String> {
 pub fn priorities(profiles: &Profiles) -> [f64; ProcedureKind::COUNT] {
     let f = Forwarder::<()>::new(profiles, ForwarderConfig::default());
     ProcedureKind::ALL.map(|k| f.priority(k))
+}
+
+/// `--nf-priority`: `P` fixed per kind in place of the profiles'
+/// `SLO_min / SLO` (seed 004 Fig. 9's "H over S", "S over H").
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NfPriorities(pub [Option<f64>; ProcedureKind::COUNT]);
+
+impl NfPriorities {
+    /// `base` with the fixed kinds' `P` in place.
+    pub fn over(&self, base: [f64; ProcedureKind::COUNT]) -> [f64; ProcedureKind::COUNT] {
+        std::array::from_fn(|i| self.0[i].unwrap_or(base[i]))
+    }
+}
+
+/// `--nf-priority handover=1,service-request=0.25`: each kind once, `P`
+/// in (0, 1] (the cgroup weight is 1000 P under v2, 1024 P under v1).
+pub fn parse_priorities(spec: &str) -> Result<NfPriorities, String> {
+    let mut out = NfPriorities::default();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, p) = part.split_once('=').ok_or_else(|| format!("--nf-priority {part}: kind=P"))?;
+        let kind = kind_named(name, "--nf-priority", part)?;
+        let p: f64 = p.trim().parse().map_err(|_| format!("--nf-priority {part}: P a number"))?;
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(format!("--nf-priority {part}: P in (0, 1]"));
+        }
+        if out.0[kind.index()].replace(p).is_some() {
+            return Err(format!("--nf-priority {part}: {} given twice", kind.name()));
+        }
+    }
+    if out.0.iter().all(Option::is_none) {
+        return Err("--nf-priority: at least one kind=P".into());
+    }
+    Ok(out)
 }
 
 /// Which instance holds what (Algorithm 2's dispatch, with failure).
@@ -640,21 +678,23 @@ impl Drop for NfPool {
 const MAX_COUNTER_NAMES: usize = 1024;
 
 impl NfPool {
-    /// Listen for instances on loopback and start `n` of them; their links'
-    /// frames come on the returned channel.
+    /// Listen for instances on loopback and start one per kind of `kinds`
+    /// (none: every kind), each kind's `P` from `p`; their links' frames
+    /// come on the returned channel.
     pub async fn start(
         host: u8,
         kinds: &[Option<ProcedureKind>],
         launch: NfLaunch,
         counters: Counters,
         host_cgroup: Option<&std::path::Path>,
+        p: [f64; ProcedureKind::COUNT],
     ) -> anyhow::Result<(NfPool, mpsc::Receiver<NfIn>)> {
         let n = kinds.len();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = mpsc::channel(4096);
         tokio::spawn(accept(listener, tx, counters.clone()));
-        let table = NfTable::new(kinds, priorities(&Profiles::default()));
+        let table = NfTable::new(kinds, p);
         let ps: Vec<f64> = (0..n).map(|i| table.p(i)).collect();
         let cgroups = match super::cgroup::NfCgroups::create(host_cgroup, host, &ps) {
             Ok(c) => {
@@ -1073,6 +1113,48 @@ mod tests {
         t.failed(0, 0).unwrap();
         assert_eq!(t.choose(Some(3), Some(Attach)), Choice::Wait);
         assert!(matches!(t.choose(Some(3), Some(Detach)), Choice::Slot(1 | 2)));
+    }
+
+    #[test]
+    fn fixed_priorities_are_parsed_strictly_and_set_p_and_the_cgroup_weights() {
+        use super::super::cgroup::{weight, Version};
+        use ProcedureKind::*;
+        let fixed = parse_priorities("handover=1, service_request=0.25").unwrap();
+        assert_eq!(fixed.0[Handover.index()], Some(1.0));
+        assert_eq!(fixed.0[ServiceRequest.index()], Some(0.25));
+        assert_eq!(fixed.0[Attach.index()], None);
+        for bad in [
+            "",
+            "handover",
+            "handover=",
+            "handover=x",
+            "handover=0",
+            "handover=-1",
+            "handover=1.5",
+            "handover=NaN",
+            "handover=inf",
+            "paging=1",
+            "handover=1,handover=0.5",
+        ] {
+            assert!(parse_priorities(bad).is_err(), "{bad:?}");
+        }
+        // The kinds not given keep the profiles' P.
+        let base = priorities(&Profiles::default());
+        let p = fixed.over(base);
+        assert_eq!((p[Handover.index()], p[ServiceRequest.index()]), (1.0, 0.25));
+        assert_eq!(p[Attach.index()], base[Attach.index()]);
+        // The forwarder's slots take them (an every-kind one keeps 1), and
+        // so do their cgroups' weights.
+        let mut t = NfTable::new(&[Some(ServiceRequest), Some(Handover), None], p);
+        assert_eq!((t.p(0), t.p(1), t.p(2)), (0.25, 1.0, 1.0));
+        assert_eq!((weight(Version::V2, t.p(0)), weight(Version::V1, t.p(0))), (250, 256));
+        assert_eq!((weight(Version::V2, t.p(1)), weight(Version::V1, t.p(1))), (1000, 1024));
+        // Eq. 4 with the service request's busy: the handover's share is 1 / 1.25.
+        t.up(0, 0);
+        t.hold(0, held(Some(1)));
+        assert!((t.share(1) - 0.8).abs() < 1e-12, "{}", t.share(1));
+        let s_over_h = parse_priorities("service-request=1,handover=0.1").unwrap().over(base);
+        assert_eq!(weight(Version::V1, s_over_h[Handover.index()]), 102);
     }
 
     #[test]
