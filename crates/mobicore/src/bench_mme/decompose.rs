@@ -20,9 +20,7 @@
 //!
 //! UEs attach first (not measured). A third of them (H) are then kept
 //! connected and hand over to the other eNB in every round (S1 handover,
-//! TS 23.401 5.5.1.2.2: X2's PATH SWITCH REQUEST names the UE by its
-//! SourceMME-UE-S1AP-ID, which the front end does not route by yet, so
-//! its own core, holding no UE, would refuse it); the other two thirds
+//! TS 23.401 5.5.1.2.2, seed 004's "handover request"); the other two thirds
 //! (`s[0]`, `s[1]`) alternate: in
 //! each round one half makes a service request from idle while the
 //! other half is released (a service request needs an idle UE; the
@@ -253,6 +251,7 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
         procedure_timeout_ms: a.procedure_timeout_ms,
         host_args,
         frontend_args: Vec::new(),
+        s11_direct: !a.s11_via_frontend,
     };
     // The warm-up at a quarter of the rate, at most 100/s: attaches cost
     // the most, and one that times out leaves its UE out of the run.
