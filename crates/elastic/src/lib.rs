@@ -15,6 +15,8 @@
 //!   Maglev and skewed consistent hashing (Algorithm 1, Eq. 1), and the
 //!   `Frontend` that tracks procedures and hosts joining and leaving.
 //! - `forwarder`: Algorithm 2 (argmin Q/C, Eqs. 2-4) with priorities.
+//! - `nf_scaling`: the per-host NF controller: instances of a kind from
+//!   the idle pool on a persistent backlog, back on a lasting lull.
 //! - `router`: the front end's routing of UE-associated S1AP messages to
 //!   MME hosts by the host number their identifiers carry, heirs of gone
 //!   hosts, the balancer for new UEs; and of S11 (GTPv2-C) between the
@@ -31,6 +33,7 @@ pub mod forwarder;
 pub mod hash;
 pub mod load;
 pub mod maglev;
+pub mod nf_scaling;
 pub mod procedure;
 pub mod report;
 pub mod ring;

@@ -1097,6 +1097,53 @@ async fn hot_per_procedure_nf_instances_serve_their_kind_and_a_killed_ones_repla
     core.stop().await.unwrap();
 }
 
+/// The per-host NF controller (issue 13 item 5, seed 004 5.2): one host
+/// with an instance per kind and one idle in the pool, every instance slow
+/// (30 ms per event, a test flag), 40 UEs attaching at 20 a second: the
+/// attach instance's backlog persists, so the pooled instance is given
+/// attach and takes the attaches that start from then on by least Q/C
+/// (its events counted under attach); once every UE is attached and
+/// nothing more comes, it goes back to the pool. Every UE attaches once
+/// and detaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_pool_instance_takes_a_backlogged_kind_and_goes_back_when_the_load_ends() {
+    const N: u64 = 40;
+    let host_args: &[&str] =
+        &["--nf", "attach=1,service-request=1,tau=1,handover=1,detach=1", "--nf-pool", "1", "--nf-slow-ms", "30"];
+    // 20 attaches a second, each some 7 events of 30 ms at the instance:
+    // far beyond one instance, so its backlog grows whatever the machine.
+    let o = Options { ues: N, hosts: 1, host_args, rate: Some(20.0), ..DEFAULT };
+    let mut c = Cluster::boot("hot", o).await;
+    let out = c.host_out.remove(&1).unwrap();
+    let m = c.metrics[&1];
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, N, "{:?}", c.ran.report().failures);
+    c.wait_others(0, "mobicore_mme_attach_complete", N).await;
+    let (to_attach, back) = tokio::task::spawn_blocking(move || {
+        let grown = wait_line(&out, "the pooled instance given attach", |l| {
+            l.strip_prefix("mme-host 1: nf 5 to attach").map(str::to_string)
+        });
+        let shrunk = wait_line(&out, "the instance back to the pool", |l| {
+            l.strip_prefix("mme-host 1: nf 5 to the pool").map(str::to_string)
+        });
+        (grown, shrunk)
+    })
+    .await
+    .unwrap();
+    assert!(to_attach.contains("grown") && back.contains("shrunk"), "{to_attach} / {back}");
+    assert_eq!(counter(m, "mobicore_mme_host_nf_grown").await, 1);
+    assert_eq!(counter(m, "mobicore_mme_host_nf_shrunk").await, 1);
+    let taken = counter(m, "mobicore_mme_host_nf5_attach_events").await;
+    assert!(taken > 0, "the pooled instance served attaches");
+    assert_eq!(counter(m, "mobicore_mme_attach_complete").await, N, "one attach per UE");
+    let Cluster { procs, ran, core, .. } = c;
+    let report = ran.finish().await.unwrap();
+    assert_eq!((report.attached, report.failed), (N, 0), "{:?}", report.failures);
+    assert_eq!((report.detached, report.detach_failed), (N, 0), "{:?}", report.failures);
+    drop(procs);
+    core.stop().await.unwrap();
+}
+
 /// The RAN's view of each registered UE's session: its address and the
 /// S-GW's S1-U F-TEID of its default bearer (kept while the S-GW session is).
 fn sessions(ran: &mobicore_ran::Ran) -> BTreeMap<u64, (std::net::Ipv4Addr, String)> {

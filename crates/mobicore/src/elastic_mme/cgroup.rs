@@ -236,13 +236,20 @@ impl NfCgroups {
         for (slot, &p) in priorities.iter().enumerate() {
             let dir = cg.slot_dir(slot);
             fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            let (file, w) = match version {
-                Version::V2 => ("cpu.weight", weight(version, p)),
-                Version::V1 => ("cpu.shares", weight(version, p)),
-            };
-            fs::write(dir.join(file), w.to_string()).with_context(|| format!("writing {file} {w}"))?;
+            cg.set_weight(slot, p)?;
         }
         Ok(cg)
+    }
+
+    /// Slot `slot`'s CPU weight for priority `p` (its instance took
+    /// another kind).
+    pub fn set_weight(&self, slot: usize, p: f64) -> Result<()> {
+        let (file, w) = match self.version {
+            Version::V2 => ("cpu.weight", weight(self.version, p)),
+            Version::V1 => ("cpu.shares", weight(self.version, p)),
+        };
+        let path = self.slot_dir(slot).join(file);
+        fs::write(&path, w.to_string()).with_context(|| format!("writing {} {w}", path.display()))
     }
 
     fn slot_dir(&self, slot: usize) -> PathBuf {

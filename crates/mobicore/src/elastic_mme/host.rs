@@ -209,6 +209,9 @@ pub async fn run(
             Some(inc) = peer_events.s6a_incoming.recv() => core.handle(Instant::now(), peers.s6a_request(inc)),
             _ = sleep => core.handle_timeout(Instant::now()),
             _ = report_tick.tick() => {
+                if let Some(p) = &mut nf {
+                    p.tick();
+                }
                 meter.sample(CpuSample { wall: started.elapsed(), cpu: process_cpu() }, from_fe.len());
                 if let Some(f) = meter.frame() {
                     match to_fe.try_send(f) {

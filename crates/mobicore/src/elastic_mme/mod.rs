@@ -206,6 +206,17 @@ pub struct HostArgs {
     /// Response it is sent forever (killed mid-service-request).
     #[arg(long, hide = true)]
     pub nf_stall_mbr: Option<usize>,
+    /// (Tests) every instance sleeps this long after each event.
+    #[arg(long, hide = true)]
+    pub nf_slow_ms: Option<u64>,
+    /// Idle NF instances started beside --nf's (seed 004 5.2's idle pool):
+    /// the host's NF controller gives one to a kind whose instances hold
+    /// more than 4 events each at 3 load ticks in a row (a persistent
+    /// backlog), and takes one back from a kind beyond its --nf count whose
+    /// instances hold at most 0.5 each for 30 ticks
+    /// (`mobicore_elastic::nf_scaling`); its CPU weight follows its kind's P.
+    #[arg(long, default_value_t = 0)]
+    pub nf_pool: usize,
 }
 
 /// `mobicore mme-nf` (started by an mme-host with --nf-instances): one NF
@@ -234,6 +245,9 @@ pub struct NfInstanceArgs {
     pub stall_on_s6a: bool,
     #[arg(long, hide = true)]
     pub stall_on_mbr: bool,
+    /// (Tests) sleep this long after each event: a slow instance.
+    #[arg(long, hide = true)]
+    pub slow_ms: Option<u64>,
 }
 
 /// The MME core settings of host `id` (its prefix, its F-TEIDs' IP).
@@ -260,7 +274,11 @@ pub async fn run_nf_instance(a: NfInstanceArgs) -> Result<()> {
     core_cfg.max_s6a_in_flight = usize::MAX;
     let core = mobicore_mme::Mme::new(core_cfg);
     tokio::select! {
-        r = nf::run_instance(core, a.forwarder, a.id, a.slot, a.life, a.stall_on_s6a, a.stall_on_mbr) => r,
+        r = nf::run_instance(core, a.forwarder, a.id, a.slot, a.life, nf::Faults {
+            stall_on_s6a: a.stall_on_s6a,
+            stall_on_mbr: a.stall_on_mbr,
+            slow: a.slow_ms.map(std::time::Duration::from_millis),
+        }) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
@@ -457,10 +475,11 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
             args.extend(["--config".into(), c.display().to_string()]);
         }
         let exe = std::env::current_exe().context("finding the mobicore binary to start NF instances with")?;
-        let launch = nf::NfLaunch { exe, args, stall_first: a.nf_stall_first, stall_mbr: a.nf_stall_mbr };
+        let launch =
+            nf::NfLaunch { exe, args, stall_first: a.nf_stall_first, stall_mbr: a.nf_stall_mbr, slow_ms: a.nf_slow_ms };
         let host_cgroup = _cgroup.as_ref().map(|c| c.dir().to_path_buf());
         let p = a.nf_priority.unwrap_or_default().over(nf::priorities(&mobicore_elastic::Profiles::default()));
-        Some(nf::NfPool::start(a.id, &kinds, launch, counters.clone(), host_cgroup.as_deref(), p).await?)
+        Some(nf::NfPool::start(a.id, &kinds, a.nf_pool, launch, counters.clone(), host_cgroup.as_deref(), p).await?)
     } else {
         None
     };

@@ -60,6 +60,7 @@ use mobicore_common::s11::{S11IncomingAnswer, S11IncomingRequest, S11Notificatio
 use mobicore_common::s6a::{S6aAnswer, S6aIncomingAnswer, S6aRequest};
 use mobicore_common::sctp_api::AssocId;
 use mobicore_elastic::forwarder::{Forwarder, ForwarderConfig};
+use mobicore_elastic::nf_scaling::{KindLoad, NfScale, NfScaling, NfScalingConfig};
 use mobicore_elastic::procedure::{ProcedureKind, Profiles};
 use mobicore_mme::context_codec::TimeBase;
 use mobicore_mme::transfer::UeKey;
@@ -69,7 +70,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -283,15 +284,26 @@ pub struct FromNfDone {
 /// frames until it goes. `stall_on_s6a` (`stall_on_mbr`): hold the first
 /// S6a answer (Modify Bearer Response) forever, for the system tests that
 /// kill an instance mid-attach (mid-service-request).
+/// Faults an instance is started with (system tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    /// Hold the first S6a answer forever.
+    pub stall_on_s6a: bool,
+    /// Hold the first Modify Bearer Response forever.
+    pub stall_on_mbr: bool,
+    /// Sleep this long after each event.
+    pub slow: Option<Duration>,
+}
+
 pub async fn run_instance(
     mut core: Mme,
     forwarder: SocketAddr,
     host: u8,
     slot: usize,
     life: u64,
-    stall_on_s6a: bool,
-    stall_on_mbr: bool,
+    faults: Faults,
 ) -> anyhow::Result<()> {
+    let Faults { stall_on_s6a, stall_on_mbr, slow } = faults;
     core.track_changes(true);
     let stream = TcpStream::connect(forwarder).await?;
     let _ = stream.set_nodelay(true);
@@ -334,6 +346,9 @@ pub async fn run_instance(
                     }
                     None => FromNf::Refused { seq },
                 };
+                if let Some(d) = slow {
+                    tokio::time::sleep(d).await;
+                }
                 write_msg(&mut wr, &reply).await?;
                 continue;
             }
@@ -366,6 +381,9 @@ struct Slot {
     kind: Option<ProcedureKind>,
     /// Its `P` (Eq. 4).
     p: f64,
+    /// In the idle pool: it takes nothing until the NF controller gives
+    /// it a kind ([`NfTable::grow`]).
+    pooled: bool,
 }
 
 /// Where an event goes ([`NfTable::choose`]).
@@ -454,6 +472,10 @@ pub fn parse_priorities(spec: &str) -> Result<NfPriorities, String> {
 #[derive(Debug)]
 pub struct NfTable {
     slots: Vec<Slot>,
+    /// `P` of each kind, for an instance taken from the pool.
+    kind_p: [f64; ProcedureKind::COUNT],
+    /// Instances of each kind at the start: it never shrinks below them.
+    base: [usize; ProcedureKind::COUNT],
     /// A UE's procedure's instance and kind, and whether it runs (an ended
     /// one's instance still takes the UE's messages that start nothing
     /// known, and its S6a/S11 answers still due).
@@ -464,17 +486,25 @@ pub struct NfTable {
 }
 
 impl NfTable {
-    /// Slots of these kinds (none: every kind, `P` the highest, 1).
-    pub fn new(kinds: &[Option<ProcedureKind>], p: [f64; ProcedureKind::COUNT]) -> NfTable {
-        let slot = |kind: Option<ProcedureKind>| Slot {
+    /// Slots of these kinds (none: every kind, `P` the highest, 1), then
+    /// `pool` idle ones.
+    pub fn new(kinds: &[Option<ProcedureKind>], pool: usize, p: [f64; ProcedureKind::COUNT]) -> NfTable {
+        let slot = |kind: Option<ProcedureKind>, pooled: bool| Slot {
             live: false,
             life: 0,
             held: BTreeMap::new(),
             kind,
             p: kind.map_or(1.0, |k| p[k.index()]),
+            pooled,
         };
+        let mut base = [0; ProcedureKind::COUNT];
+        for k in kinds.iter().flatten() {
+            base[k.index()] += 1;
+        }
         NfTable {
-            slots: kinds.iter().map(|&k| slot(k)).collect(),
+            slots: kinds.iter().map(|&k| slot(k, false)).chain((0..pool).map(|_| slot(None, true))).collect(),
+            kind_p: p,
+            base,
             affinity: HashMap::new(),
             reserved: HashSet::new(),
             next_seq: 1,
@@ -544,13 +574,15 @@ impl NfTable {
     /// room, else the live one taking `kind` with the least `Q/C` (Eq. 3);
     /// none of `kind` live: wait for one restarting, else any live one.
     pub fn choose(&self, ue: Option<u32>, kind: Option<ProcedureKind>) -> Choice {
-        let room = |i: usize| self.slots[i].live && self.slots[i].held.len() < MAX_HELD;
+        let room = |i: usize| self.slots[i].live && !self.slots[i].pooled && self.slots[i].held.len() < MAX_HELD;
         if let Some(&(i, _, _)) = ue.and_then(|u| self.affinity.get(&u)) {
             if room(i) {
                 return Choice::Slot(i);
             }
         }
-        let takes = |i: usize| kind.is_none() || self.slots[i].kind.is_none() || self.slots[i].kind == kind;
+        let takes = |i: usize| {
+            !self.slots[i].pooled && (kind.is_none() || self.slots[i].kind.is_none() || self.slots[i].kind == kind)
+        };
         let best = |f: &dyn Fn(usize) -> bool| {
             (0..self.slots.len())
                 .filter(|&i| room(i) && f(i))
@@ -565,6 +597,48 @@ impl NfTable {
             return Choice::Wait;
         }
         best(&|_| true).map_or(Choice::None, Choice::Slot)
+    }
+
+    /// What the NF controller samples: each kind's live instances (not
+    /// pooled, taking only it) and the events they hold; and the live
+    /// instances in the pool.
+    pub fn kind_loads(&self) -> (Vec<KindLoad>, usize) {
+        let mut loads: Vec<KindLoad> = Vec::new();
+        for s in self.slots.iter().filter(|s| s.live && !s.pooled) {
+            let Some(kind) = s.kind else { continue };
+            match loads.iter_mut().find(|l| l.kind == kind) {
+                Some(l) => {
+                    l.instances += 1;
+                    l.held += s.held.len();
+                }
+                None => loads.push(KindLoad { kind, instances: 1, held: s.held.len(), base: self.base[kind.index()] }),
+            }
+        }
+        let pool = self.slots.iter().filter(|s| s.live && s.pooled).count();
+        (loads, pool)
+    }
+
+    /// A live pooled instance takes `kind` from now on (its `P` too);
+    /// its slot, for its cgroup's weight.
+    pub fn grow(&mut self, kind: ProcedureKind) -> Option<usize> {
+        let slot = self.slots.iter().position(|s| s.live && s.pooled)?;
+        let s = &mut self.slots[slot];
+        (s.pooled, s.kind, s.p) = (false, Some(kind), self.kind_p[kind.index()]);
+        Some(slot)
+    }
+
+    /// An instance of `kind` holding nothing and running no UE's
+    /// procedure goes back to the pool (none such: `None`, try later).
+    pub fn shrink(&mut self, kind: ProcedureKind) -> Option<usize> {
+        let running = |slot: usize| self.affinity.values().any(|&(i, _, run)| i == slot && run);
+        let slot = (0..self.slots.len()).rev().find(|&i| {
+            let s = &self.slots[i];
+            s.live && !s.pooled && s.kind == Some(kind) && s.held.is_empty() && !running(i)
+        })?;
+        let s = &mut self.slots[slot];
+        (s.pooled, s.kind) = (true, None);
+        self.affinity.retain(|_, (i, _, _)| *i != slot);
+        Some(slot)
     }
 
     /// `held` sent to `slot`; its sequence number.
@@ -638,6 +712,8 @@ pub struct NfLaunch {
     pub stall_first: bool,
     /// Give this slot's first instance `--stall-on-mbr` (system test).
     pub stall_mbr: Option<usize>,
+    /// Give every instance `--slow-ms` (system test).
+    pub slow_ms: Option<u64>,
 }
 
 /// The forwarder's side: the table, the instances' processes and links,
@@ -663,6 +739,8 @@ pub struct NfPool {
     /// The slots' cgroups, weighted by `P` (none: no cgroup control here).
     /// After `children`: dropped once they are killed.
     cgroups: Option<super::cgroup::NfCgroups>,
+    /// The NF controller (with an idle pool).
+    scaling: Option<NfScaling>,
 }
 
 impl Drop for NfPool {
@@ -679,22 +757,24 @@ const MAX_COUNTER_NAMES: usize = 1024;
 
 impl NfPool {
     /// Listen for instances on loopback and start one per kind of `kinds`
-    /// (none: every kind), each kind's `P` from `p`; their links' frames
-    /// come on the returned channel.
+    /// (none: every kind), each kind's `P` from `p`, and `idle` more in the
+    /// pool ([`NfPool::tick`] gives them kinds); their links' frames come
+    /// on the returned channel.
     pub async fn start(
         host: u8,
         kinds: &[Option<ProcedureKind>],
+        idle: usize,
         launch: NfLaunch,
         counters: Counters,
         host_cgroup: Option<&std::path::Path>,
         p: [f64; ProcedureKind::COUNT],
     ) -> anyhow::Result<(NfPool, mpsc::Receiver<NfIn>)> {
-        let n = kinds.len();
+        let n = kinds.len() + idle;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = mpsc::channel(4096);
         tokio::spawn(accept(listener, tx, counters.clone()));
-        let table = NfTable::new(kinds, p);
+        let table = NfTable::new(kinds, idle, p);
         let ps: Vec<f64> = (0..n).map(|i| table.p(i)).collect();
         let cgroups = match super::cgroup::NfCgroups::create(host_cgroup, host, &ps) {
             Ok(c) => {
@@ -719,8 +799,10 @@ impl NfPool {
             counters,
             names: HashMap::new(),
             cgroups,
+            scaling: (idle > 0).then(|| NfScaling::new(NfScalingConfig::default())),
         };
-        let named: Vec<&str> = kinds.iter().map(|k| k.map_or("any", ProcedureKind::name)).collect();
+        let mut named: Vec<&str> = kinds.iter().map(|k| k.map_or("any", ProcedureKind::name)).collect();
+        named.extend(std::iter::repeat_n("pool", idle));
         println!("mme-host {host}: nf slots {}", named.join(" "));
         for slot in 0..n {
             pool.spawn(slot)?;
@@ -741,6 +823,9 @@ impl NfPool {
         if self.launch.stall_mbr == Some(slot) && life == 0 {
             cmd.arg("--stall-on-mbr");
         }
+        if let Some(ms) = self.launch.slow_ms {
+            cmd.args(["--slow-ms", &ms.to_string()]);
+        }
         let child = cmd.spawn()?;
         if let (Some(cg), Some(pid)) = (&self.cgroups, child.id()) {
             if let Err(e) = cg.enter(slot, pid) {
@@ -750,6 +835,35 @@ impl NfPool {
         }
         self.children[slot] = Some(child);
         Ok(())
+    }
+
+    /// The NF controller's sample (at the host's load tick): an idle
+    /// instance to a kind with a persistent backlog, or one back to the
+    /// pool from a kind persistently idle beyond its base count.
+    pub fn tick(&mut self) {
+        let Some(scaling) = &mut self.scaling else { return };
+        let (loads, pool) = self.table.kind_loads();
+        let (slot, what, kind) = match scaling.sample(&loads, pool) {
+            Some(NfScale::Grow(k)) => (self.table.grow(k), "host_nf_grown", k),
+            Some(NfScale::Shrink(k)) => (self.table.shrink(k), "host_nf_shrunk", k),
+            None => return,
+        };
+        let Some(slot) = slot else { return };
+        self.counters.incr(what);
+        let p = self.table.p(slot);
+        if let Some(cg) = &self.cgroups {
+            if let Err(e) = cg.set_weight(slot, p) {
+                self.counters.incr("host_nf_cgroup_failed");
+                tracing::warn!("NF instance {slot}'s weight: {e:#}");
+            }
+        }
+        let to = self.table.kind(slot).map_or("the pool", ProcedureKind::name);
+        println!(
+            "mme-host {}: nf {slot} to {to} ({}: {})",
+            self.host,
+            kind.name(),
+            what.trim_start_matches("host_nf_")
+        );
     }
 
     /// Events held at instances or waiting for one.
@@ -1087,7 +1201,7 @@ mod tests {
         let p = priorities(&Profiles::default());
         // SLO_min / SLO: the service request's (the tightest) is 1.
         assert!((p[ServiceRequest.index()] - 1.0).abs() < 1e-12 && p[Attach.index()] < 1.0);
-        let mut t = NfTable::new(&[Some(Attach), Some(ServiceRequest), Some(ServiceRequest)], p);
+        let mut t = NfTable::new(&[Some(Attach), Some(ServiceRequest), Some(ServiceRequest)], 0, p);
         t.up(0, 0);
         t.up(1, 0);
         assert_eq!(t.choose(Some(1), Some(Attach)), Choice::Slot(0));
@@ -1145,7 +1259,7 @@ mod tests {
         assert_eq!(p[Attach.index()], base[Attach.index()]);
         // The forwarder's slots take them (an every-kind one keeps 1), and
         // so do their cgroups' weights.
-        let mut t = NfTable::new(&[Some(ServiceRequest), Some(Handover), None], p);
+        let mut t = NfTable::new(&[Some(ServiceRequest), Some(Handover), None], 0, p);
         assert_eq!((t.p(0), t.p(1), t.p(2)), (0.25, 1.0, 1.0));
         assert_eq!((weight(Version::V2, t.p(0)), weight(Version::V1, t.p(0))), (250, 256));
         assert_eq!((weight(Version::V2, t.p(1)), weight(Version::V1, t.p(1))), (1000, 1024));
@@ -1157,9 +1271,44 @@ mod tests {
         assert_eq!(weight(Version::V1, s_over_h[Handover.index()]), 102);
     }
 
+    /// The idle pool (the NF controller's): a pooled instance takes
+    /// nothing, not even as an every-kind one, until given a kind; it goes
+    /// back only once it holds nothing and runs no UE's procedure.
+    #[test]
+    fn a_pooled_instance_takes_nothing_until_given_a_kind_and_goes_back_when_idle() {
+        use ProcedureKind::*;
+        let mut p = [1.0; ProcedureKind::COUNT];
+        p[Attach.index()] = 0.5;
+        let mut t = NfTable::new(&[Some(Attach)], 1, p);
+        t.up(0, 0);
+        t.up(1, 0);
+        let s0 = t.hold(0, held(Some(1)));
+        assert_eq!(t.choose(None, Some(Attach)), Choice::Slot(0), "the pool takes nothing");
+        assert_eq!(t.choose(None, Some(Tau)), Choice::Slot(0), "not even a kind none takes");
+        let (loads, pool) = t.kind_loads();
+        assert_eq!(loads, [KindLoad { kind: Attach, instances: 1, held: 1, base: 1 }]);
+        assert_eq!(pool, 1);
+
+        assert_eq!(t.grow(Attach), Some(1));
+        assert_eq!((t.kind(1), t.p(1)), (Some(Attach), 0.5), "its kind's P");
+        assert_eq!(t.grow(Attach), None, "the pool is empty");
+        assert_eq!(t.choose(None, Some(Attach)), Choice::Slot(1), "least Q/C");
+        let s1 = t.hold(1, held(Some(2)));
+        assert_eq!(t.kind_loads(), (vec![KindLoad { kind: Attach, instances: 2, held: 2, base: 1 }], 0));
+
+        assert_eq!(t.shrink(Attach), None, "both hold an event");
+        assert!(t.answered(1, 0, s1).is_some());
+        assert_eq!(t.shrink(Attach), None, "UE 2's procedure still runs there");
+        t.end_procedure(2);
+        assert_eq!(t.shrink(Attach), Some(1));
+        assert_eq!(t.kind(1), None);
+        assert_eq!(t.choose(Some(2), Some(Attach)), Choice::Slot(0), "the UE's later messages: elsewhere");
+        assert!(t.answered(0, 0, s0).is_some());
+    }
+
     #[test]
     fn a_procedure_follows_its_instance_and_is_retaken_in_order_when_it_dies() {
-        let mut t = NfTable::new(&[None, None], [1.0; ProcedureKind::COUNT]);
+        let mut t = NfTable::new(&[None, None], 0, [1.0; ProcedureKind::COUNT]);
         assert_eq!(t.choose(None, None), Choice::None);
         t.up(0, 0);
         t.up(1, 0);
