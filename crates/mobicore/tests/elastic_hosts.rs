@@ -1103,8 +1103,8 @@ async fn hot_per_procedure_nf_instances_serve_their_kind_and_a_killed_ones_repla
 /// attach instance's backlog persists, so the pooled instance is given
 /// attach and takes the attaches that start from then on by least Q/C
 /// (its events counted under attach); once every UE is attached and
-/// nothing more comes, it goes back to the pool. Every UE attaches once
-/// and detaches.
+/// nothing more comes, it goes back to the pool. Attaches over their SLO
+/// bump attach's priority. Every UE attaches once and detaches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_pool_instance_takes_a_backlogged_kind_and_goes_back_when_the_load_ends() {
     const N: u64 = 40;
@@ -1135,6 +1135,9 @@ async fn an_idle_pool_instance_takes_a_backlogged_kind_and_goes_back_when_the_lo
     assert_eq!(counter(m, "mobicore_mme_host_nf_shrunk").await, 1);
     let taken = counter(m, "mobicore_mme_host_nf5_attach_events").await;
     assert!(taken > 0, "the pooled instance served attaches");
+    // Every attach took well over its SLO (40 ms: 7 events of 30 ms at
+    // least): attach's P was bumped (seed 004 5.3).
+    assert!(counter(m, "mobicore_mme_host_nf_priority_bumped").await >= 1, "attach's priority bumped");
     assert_eq!(counter(m, "mobicore_mme_attach_complete").await, N, "one attach per UE");
     let Cluster { procs, ran, core, .. } = c;
     let report = ran.finish().await.unwrap();

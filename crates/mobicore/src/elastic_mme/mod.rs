@@ -188,7 +188,9 @@ pub struct HostArgs {
     /// message that starts nothing known to the UE's last procedure's
     /// instance, else any. Their cgroups'
     /// CPU weights follow P (cgroup v2 cpu.weight, v1 cpu.shares; needs
-    /// root, else they run unweighted).
+    /// root, else they run unweighted). A kind whose procedures exceed
+    /// their SLO 3 times in a row has its P raised by 0.01 (seed 004 5.3),
+    /// unless --nf-priority fixes it.
     #[arg(long, value_parser = nf::parse_kinds)]
     pub nf: Option<nf::NfKinds>,
     /// Fix P per kind instead of the profiles' SLO_min/SLO (seed 004 Fig.
@@ -478,8 +480,12 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         let launch =
             nf::NfLaunch { exe, args, stall_first: a.nf_stall_first, stall_mbr: a.nf_stall_mbr, slow_ms: a.nf_slow_ms };
         let host_cgroup = _cgroup.as_ref().map(|c| c.dir().to_path_buf());
+        // Fixed priorities are not bumped.
+        let bumps = a.nf_priority.is_none();
         let p = a.nf_priority.unwrap_or_default().over(nf::priorities(&mobicore_elastic::Profiles::default()));
-        Some(nf::NfPool::start(a.id, &kinds, a.nf_pool, launch, counters.clone(), host_cgroup.as_deref(), p).await?)
+        let cg = host_cgroup.as_deref();
+        let priorities = nf::Priorities { p, bumps };
+        Some(nf::NfPool::start(a.id, &kinds, a.nf_pool, launch, counters.clone(), cg, priorities).await?)
     } else {
         None
     };

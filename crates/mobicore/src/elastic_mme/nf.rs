@@ -370,6 +370,8 @@ pub struct Held {
     pub ids: (u32, u32),
     /// The kind of the procedure it belongs to (none: not known).
     pub kind: Option<ProcedureKind>,
+    /// When the forwarder took it.
+    pub at: Instant,
 }
 
 #[derive(Debug)]
@@ -466,6 +468,14 @@ pub fn parse_priorities(spec: &str) -> Result<NfPriorities, String> {
         return Err("--nf-priority: at least one kind=P".into());
     }
     Ok(out)
+}
+
+/// The instances' priorities: each kind's `P`, and whether a kind's is
+/// bumped on repeated SLO violations (not when fixed by --nf-priority).
+#[derive(Debug, Clone, Copy)]
+pub struct Priorities {
+    pub p: [f64; ProcedureKind::COUNT],
+    pub bumps: bool,
 }
 
 /// Which instance holds what (Algorithm 2's dispatch, with failure).
@@ -618,6 +628,17 @@ impl NfTable {
         (loads, pool)
     }
 
+    /// `kind`'s `P` is now `p` (a priority bump): the slots taking it.
+    pub fn set_p(&mut self, kind: ProcedureKind, p: f64) -> Vec<usize> {
+        self.kind_p[kind.index()] = p;
+        let mut out = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate().filter(|(_, s)| s.kind == Some(kind)) {
+            s.p = p;
+            out.push(i);
+        }
+        out
+    }
+
     /// A live pooled instance takes `kind` from now on (its `P` too);
     /// its slot, for its cgroup's weight.
     pub fn grow(&mut self, kind: ProcedureKind) -> Option<usize> {
@@ -741,6 +762,11 @@ pub struct NfPool {
     cgroups: Option<super::cgroup::NfCgroups>,
     /// The NF controller (with an idle pool).
     scaling: Option<NfScaling>,
+    /// Priority bumps (seed 004 5.3), unless P is fixed: the forwarder's
+    /// bookkeeping of consecutive SLO violations per kind.
+    bumps: Option<Forwarder<()>>,
+    /// The running procedure of each UE: its kind and when it began.
+    started: HashMap<u32, (ProcedureKind, Instant)>,
 }
 
 impl Drop for NfPool {
@@ -767,8 +793,9 @@ impl NfPool {
         launch: NfLaunch,
         counters: Counters,
         host_cgroup: Option<&std::path::Path>,
-        p: [f64; ProcedureKind::COUNT],
+        priorities: Priorities,
     ) -> anyhow::Result<(NfPool, mpsc::Receiver<NfIn>)> {
+        let Priorities { p, bumps } = priorities;
         let n = kinds.len() + idle;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -800,6 +827,8 @@ impl NfPool {
             names: HashMap::new(),
             cgroups,
             scaling: (idle > 0).then(|| NfScaling::new(NfScalingConfig::default())),
+            bumps: bumps.then(|| Forwarder::new(&Profiles::default(), ForwarderConfig::default())),
+            started: HashMap::new(),
         };
         let mut named: Vec<&str> = kinds.iter().map(|k| k.map_or("any", ProcedureKind::name)).collect();
         named.extend(std::iter::repeat_n("pool", idle));
@@ -864,6 +893,23 @@ impl NfPool {
             kind.name(),
             what.trim_start_matches("host_nf_")
         );
+    }
+
+    /// A procedure of `kind` ended `latency` after its first message came:
+    /// after 3 in a row over its SLO (`Profiles::default()`), its kind's P
+    /// rises by 0.01 up to 1 (seed 004 5.3, `Forwarder::completed`), and
+    /// so do its instances' CPU weights (`host_nf_priority_bumped`).
+    fn completed(&mut self, kind: ProcedureKind, latency: Duration) {
+        let Some(bump) = self.bumps.as_mut().and_then(|f| f.completed(kind, latency.as_secs_f64())) else { return };
+        self.counters.incr("host_nf_priority_bumped");
+        for slot in self.table.set_p(bump.kind, bump.priority) {
+            if let Some(cg) = &self.cgroups {
+                if let Err(e) = cg.set_weight(slot, bump.priority) {
+                    self.counters.incr("host_nf_cgroup_failed");
+                    tracing::warn!("NF instance {slot}'s weight: {e:#}");
+                }
+            }
+        }
     }
 
     /// Events held at instances or waiting for one.
@@ -931,6 +977,7 @@ impl NfPool {
         match (starts, ue) {
             (Some(k), Some(id)) => {
                 self.table.forget(id);
+                self.started.insert(id, (k, Instant::now()));
                 Some(k)
             }
             (Some(k), None) => Some(k),
@@ -968,7 +1015,7 @@ impl NfPool {
         self.count(vec![(name, 1)]);
         let record = ue.and_then(|id| core.export_ue(&UeKey::MmeUeS1apId(id), time_now()));
         let ids = core.draw_free_ids(|x| self.table.is_reserved(x));
-        let seq = self.table.hold(slot, Held { ue, event: event.clone(), ids, kind });
+        let seq = self.table.hold(slot, Held { ue, event: event.clone(), ids, kind, at: Instant::now() });
         if let Some(id) = ue {
             self.busy.entry(id).or_default();
         }
@@ -1058,8 +1105,17 @@ impl NfPool {
                             match core.replace_ue(&r, time) {
                                 Ok(id) => {
                                     let settled = core.ue_summary(id).is_some_and(|s| s.settled);
+                                    if held.ue.is_none() {
+                                        // A new UE's procedure began with this event.
+                                        if let Some(k) = held.kind {
+                                            self.started.entry(id).or_insert((k, held.at));
+                                        }
+                                    }
                                     if settled {
                                         self.table.end_procedure(id);
+                                        if let Some((k, at)) = self.started.remove(&id) {
+                                            self.completed(k, at.elapsed());
+                                        }
                                     } else {
                                         self.table.follow(id, slot, held.kind);
                                     }
@@ -1073,6 +1129,7 @@ impl NfPool {
                         for id in removed {
                             core.drop_ue(id);
                             self.table.forget(id);
+                            self.started.remove(&id);
                         }
                         actions.extend(acts.into_iter().map(NfAction::into_mme));
                     }
@@ -1187,7 +1244,8 @@ mod tests {
     use super::*;
 
     fn held(ue: Option<u32>) -> Held {
-        Held { ue, event: NfEvent::S1 { assoc: 1, stream: 1, data: vec![1] }, ids: (ue.unwrap_or(9), 7), kind: None }
+        let event = NfEvent::S1 { assoc: 1, stream: 1, data: vec![1] };
+        Held { ue, event, ids: (ue.unwrap_or(9), 7), kind: None, at: Instant::now() }
     }
 
     #[test]
@@ -1304,6 +1362,10 @@ mod tests {
         assert_eq!(t.kind(1), None);
         assert_eq!(t.choose(Some(2), Some(Attach)), Choice::Slot(0), "the UE's later messages: elsewhere");
         assert!(t.answered(0, 0, s0).is_some());
+        // A bump: the kind's instances' P, and a pooled one's once given it.
+        assert_eq!(t.set_p(Attach, 0.51), vec![0]);
+        assert_eq!(t.grow(Attach), Some(1));
+        assert_eq!(t.p(1), 0.51);
     }
 
     #[test]
