@@ -152,3 +152,41 @@ fn a_host_killed_between_the_initial_context_setup_request_and_its_response_its_
     net.drive();
     assert_eq!(net.downlink_received(2), &[0]);
 }
+
+/// A host killed while it awaits the Modify Bearer Response of an X2
+/// handover's path switch (TS 23.401 5.5.1.1.2 step 3): the answer goes to
+/// the dead host and is lost, so the heir, which loads the UE at that step
+/// (hot), sends the Modify Bearer again; the path switch completes there,
+/// and downlink data takes the target eNB's tunnel.
+#[test]
+fn a_host_killed_awaiting_a_path_switchs_modify_bearer_its_heir_sends_it_again_and_the_handover_completes() {
+    let mut net = Network::all_attached(2, 3, decomposed());
+    let ue = 0;
+    let victim = holder(&net, ue).expect("a host holds it");
+    let key = UeKey::Imsi(net.imsi(ue));
+    let id = net.mme.decomposed().unwrap().host(victim).unwrap().core.find_ue(&key).unwrap();
+    let target = 1 - net.enb_of(ue);
+    net.x2_handover(ue, target).unwrap();
+    // Up to the host having taken the PATH SWITCH REQUEST: its Modify
+    // Bearer is on its way, the answer not back.
+    let switching = |net: &Network| {
+        let core = &net.mme.decomposed().unwrap().host(victim).unwrap().core;
+        core.ue_summary(id).is_some_and(|s| !s.settled)
+    };
+    while !switching(&net) {
+        assert!(net.deliver_one(), "the path switch never reached the MME: {:?}", net.outcomes(ue));
+    }
+    let heir = net.mme.decomposed_mut().unwrap().kill_host(victim).expect("an heir");
+    net.drive();
+    let m = net.mme.counters();
+    assert_eq!(m.value("x2_handover_completed"), 1, "the heir acknowledged the path switch");
+    assert_eq!(m.value("ue_resumed_request"), 1, "the Modify Bearer went again");
+    assert_eq!(m.value("path_switch_modify_bearer_failed"), 0);
+    assert_eq!(holder(&net, ue), Some(heir));
+    assert_eq!(net.enb_of(ue), target);
+    assert_eq!(net.sgw_session(ue).unwrap().s1u_enb, net.enb_fteid(ue), "the S-GW has the target's tunnel");
+    net.send_downlink(ue, 0);
+    net.drive();
+    assert_eq!(net.downlink_received(ue), &[0]);
+    assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
+}

@@ -315,11 +315,35 @@ impl Mme {
     ///   whether the S-GW heard it); the same F-TEID again changes
     ///   nothing at the S-GW.
     ///
-    /// Not yet: a handover's S11 step, a stand-alone ESM procedure's.
-    /// Returns whether something was done.
+    /// - a handover's last step (an X2 path switch, or an S1 handover
+    ///   after its Handover Notify): the Modify Bearer of each PDN
+    ///   connection the target eNB has a tunnel for, the answers awaited
+    ///   counted again from them (TS 23.401 5.5.1.1.2 step 3, 5.5.1.2.2
+    ///   step 15).
+    ///
+    /// Not yet: an S1 handover's indirect forwarding tunnel, a stand-alone
+    /// ESM procedure's S11 step. Returns whether something was done.
     pub fn resume_taken_over(&mut self, id: u32) -> bool {
         let Some(ue) = self.ues.get(&id) else { return false };
-        if ue.handover.is_some() || ue.esm.is_some() {
+        if let Some(h) = &ue.handover {
+            use crate::s1_handover::Phase;
+            if !matches!(h.phase, Phase::PathSwitch | Phase::Completion { .. }) || ue.esm.is_some() {
+                return false;
+            }
+            let requests = modify_bearers(ue);
+            if requests.is_empty() {
+                return false;
+            }
+            if let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.as_mut()) {
+                h.pending = requests.len().min(u8::MAX as usize) as u8;
+            }
+            for req in requests {
+                self.request_s11(id, S11Request::ModifyBearer(req));
+            }
+            self.counters.incr("ue_resumed_request");
+            return true;
+        }
+        if ue.esm.is_some() {
             return false;
         }
         match ue.step {
@@ -332,14 +356,7 @@ impl Mme {
                 self.finish_detach(id, switch_off);
             }
             Step::Idle if ue.s1.is_some() => {
-                let requests: Vec<ModifyBearerRequest> = ue
-                    .sessions
-                    .iter()
-                    .filter_map(|s| {
-                        let fteid = s.enb_s1u?;
-                        Some(ModifyBearerRequest { sgw_teid: s.sgw_s11.teid, ebi: Ebi(s.ebi), s1u_enb_fteid: fteid })
-                    })
-                    .collect();
+                let requests = modify_bearers(ue);
                 if requests.is_empty() {
                     return false;
                 }
@@ -362,4 +379,14 @@ impl Mme {
         self.counters.incr("ue_evicted");
         Some(ue)
     }
+}
+
+/// A Modify Bearer Request for each PDN connection of `ue` the eNB has a
+/// tunnel for (TS 29.274 7.2.7).
+fn modify_bearers(ue: &UeContext) -> Vec<ModifyBearerRequest> {
+    let request = |s: &Session| {
+        let fteid = s.enb_s1u?;
+        Some(ModifyBearerRequest { sgw_teid: s.sgw_s11.teid, ebi: Ebi(s.ebi), s1u_enb_fteid: fteid })
+    };
+    ue.sessions.iter().filter_map(request).collect()
 }
