@@ -290,84 +290,86 @@ impl Mme {
     }
 
     /// UE `id` was just taken over from a host that is gone (its heir
-    /// loaded the record): a request of the step the record stands at, an
-    /// S6a or S11 request whose answer went to that host and is lost with
-    /// it, is sent again from here (the front end routes S11 answers by
-    /// the sending host, TS 29.274 7.6; the S6a connection was the dead
-    /// host's). What is resent, by step:
+    /// loaded the record): the S6a or S11 request the record's step awaits
+    /// the answer to is sent again from here (that answer went to the dead
+    /// host's S6a link or, routed by sequence number, to the dead host).
+    /// By step:
     /// - AuthInfo: the AIR (TS 29.272 5.2.3.1; a re-synchronisation's
     ///   AUTS is not in the record, so the UE may fail synch once more and
     ///   resynchronise, TS 33.102 6.3.5);
-    /// - UpdateLocation: the ULR (5.2.1.1);
+    /// - UpdateLocation: the ULR (TS 29.272 5.2.1.1);
     /// - CreateSession: the attach's Create Session Request (TS 29.274
-    ///   7.2.1; the S-GW takes a second one for the same IMSI and EBI as
-    ///   a new session, 7.2.1 "handling of a Create Session Request for
-    ///   an existing PDN connection");
-    /// - ReleaseAccessBearers: its request (7.2.21.1);
+    ///   7.2.1: the S-GW takes one colliding with an existing PDN
+    ///   connection as a new session);
+    /// - ReleaseAccessBearers: its request (TS 29.274 7.2.21);
     /// - DetachDeleteSession: the sessions left the context when the
     ///   Delete Sessions went out, so the detach ends here as after their
-    ///   answers (counted: the S-GW may hold them until it ages them out).
-    ///
+    ///   answers (counted: the S-GW may hold them until it ages them out);
     /// - a connected UE with no procedure running: the Modify Bearer of
-    ///   each PDN connection the eNB has a tunnel for (7.2.7), which the
-    ///   MME sends after an Initial Context Setup Response or a path
-    ///   switch without waiting in a step (so the record cannot say
-    ///   whether the S-GW heard it); the same F-TEID again changes
-    ///   nothing at the S-GW.
-    ///
+    ///   each PDN connection the eNB has a tunnel for (TS 29.274 7.2.7),
+    ///   which the MME sends after an Initial Context Setup Response
+    ///   without waiting in a step (so the record cannot say whether the
+    ///   S-GW heard it); the same F-TEID again changes nothing there;
     /// - a handover's last step (an X2 path switch, or an S1 handover
-    ///   after its Handover Notify): the Modify Bearer of each PDN
-    ///   connection the target eNB has a tunnel for, the answers awaited
-    ///   counted again from them (TS 23.401 5.5.1.1.2 step 3, 5.5.1.2.2
-    ///   step 15).
+    ///   after its Handover Notify): those Modify Bearers to the target's
+    ///   tunnels, the answers awaited counted again from them (TS 23.401
+    ///   5.5.1.1.2 step 3, 5.5.1.2.2 step 15).
     ///
     /// Not yet: an S1 handover's indirect forwarding tunnel, a stand-alone
     /// ESM procedure's S11 step. Returns whether something was done.
     pub fn resume_taken_over(&mut self, id: u32) -> bool {
+        use crate::s1_handover::Phase;
         let Some(ue) = self.ues.get(&id) else { return false };
-        if let Some(h) = &ue.handover {
-            use crate::s1_handover::Phase;
-            if !matches!(h.phase, Phase::PathSwitch | Phase::Completion { .. }) || ue.esm.is_some() {
-                return false;
-            }
-            let requests = modify_bearers(ue);
-            if requests.is_empty() {
-                return false;
-            }
-            if let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.as_mut()) {
-                h.pending = requests.len().min(u8::MAX as usize) as u8;
-            }
-            for req in requests {
-                self.request_s11(id, S11Request::ModifyBearer(req));
-            }
-            self.counters.incr("ue_resumed_request");
-            return true;
-        }
         if ue.esm.is_some() {
             return false;
         }
-        match ue.step {
-            Step::AuthInfo => self.start_authentication(id, None),
-            Step::UpdateLocation => self.start_update_location(id),
-            Step::CreateSession => self.start_create_session(id),
-            Step::ReleaseAccessBearers => self.start_s1_release(id),
-            Step::DetachDeleteSession { switch_off, .. } => {
+        match (&ue.handover, ue.step) {
+            (Some(h), _) if matches!(h.phase, Phase::PathSwitch | Phase::Completion { .. }) => {
+                let n = self.modify_bearers_again(id);
+                if n == 0 {
+                    return false;
+                }
+                if let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.as_mut()) {
+                    h.pending = n.min(u8::MAX as usize) as u8;
+                }
+            }
+            (Some(_), _) => return false,
+            (None, Step::AuthInfo) => self.start_authentication(id, None),
+            (None, Step::UpdateLocation) => self.start_update_location(id),
+            (None, Step::CreateSession) => self.start_create_session(id),
+            (None, Step::ReleaseAccessBearers) => self.start_s1_release(id),
+            (None, Step::DetachDeleteSession { switch_off, .. }) => {
                 self.counters.incr("ue_resumed_detach_finished");
                 self.finish_detach(id, switch_off);
             }
-            Step::Idle if ue.s1.is_some() => {
-                let requests = modify_bearers(ue);
-                if requests.is_empty() {
+            (None, Step::Idle) if ue.s1.is_some() => {
+                if self.modify_bearers_again(id) == 0 {
                     return false;
-                }
-                for req in requests {
-                    self.request_s11(id, S11Request::ModifyBearer(req));
                 }
             }
             _ => return false,
         }
         self.counters.incr("ue_resumed_request");
         true
+    }
+
+    /// A Modify Bearer Request for each PDN connection of UE `id` the eNB
+    /// has a tunnel for (TS 29.274 7.2.7); how many went.
+    fn modify_bearers_again(&mut self, id: u32) -> usize {
+        let Some(ue) = self.ues.get(&id) else { return 0 };
+        let requests: Vec<ModifyBearerRequest> = ue
+            .sessions
+            .iter()
+            .filter_map(|s| {
+                let fteid = s.enb_s1u?;
+                Some(ModifyBearerRequest { sgw_teid: s.sgw_s11.teid, ebi: Ebi(s.ebi), s1u_enb_fteid: fteid })
+            })
+            .collect();
+        let n = requests.len();
+        for req in requests {
+            self.request_s11(id, S11Request::ModifyBearer(req));
+        }
+        n
     }
 
     /// Drop the UE `key` names from memory, sending nothing and keeping
@@ -379,14 +381,4 @@ impl Mme {
         self.counters.incr("ue_evicted");
         Some(ue)
     }
-}
-
-/// A Modify Bearer Request for each PDN connection of `ue` the eNB has a
-/// tunnel for (TS 29.274 7.2.7).
-fn modify_bearers(ue: &UeContext) -> Vec<ModifyBearerRequest> {
-    let request = |s: &Session| {
-        let fteid = s.enb_s1u?;
-        Some(ModifyBearerRequest { sgw_teid: s.sgw_s11.teid, ebi: Ebi(s.ebi), s1u_enb_fteid: fteid })
-    };
-    ue.sessions.iter().filter_map(request).collect()
 }
