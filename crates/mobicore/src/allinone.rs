@@ -81,6 +81,7 @@ pub struct AllInOne {
     pub datapath: &'static str,
     /// Whether that includes the XDP fast path (loaded and attached).
     pub xdp: bool,
+    /// The MME's S1-MME address as bound (the config's port 0: the one chosen).
     pub s1ap: SocketAddr,
     /// The MME's admin endpoint, if `[mme] admin` is set.
     pub mme_admin: Option<SocketAddr>,
@@ -254,7 +255,7 @@ pub async fn start_edge_as(
     Ok(AllInOne {
         datapath,
         xdp,
-        s1ap: cfg.mme.s1ap,
+        s1ap: mme.s1ap,
         mme_admin: mme.admin,
         hss,
         sgw_s11,
@@ -367,6 +368,7 @@ async fn start_mme(
     let sctp = mobicore_sctp::bind(ep)
         .await
         .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
+    let s1ap = sctp.local;
     let (operator, operator_rx) = tokio::sync::mpsc::channel(64);
     let mut admin = None;
     if let (Some(addr), Some(token)) = (cfg.mme.admin, cfg.mme.admin_token.as_deref()) {
@@ -383,11 +385,13 @@ async fn start_mme(
         mobicore_mme::run(core, sctp, s6a, link, operator_rx, shutdown).await.map(|_| ()).map_err(Into::into)
     });
     let counters = vec![("mme", mme_counters), ("s6a_client", s6a_counters), ("s11_client", s11.counters)];
-    Ok(StartedMme { task, counters, admin })
+    Ok(StartedMme { task, counters, admin, s1ap })
 }
 
 struct StartedMme {
     task: JoinHandle<Result<()>>,
+    /// The S1-MME address bound (port 0 in the config: the one chosen).
+    s1ap: SocketAddr,
     counters: Vec<(&'static str, Counters)>,
     /// Where the admin endpoint listens, if it runs.
     admin: Option<SocketAddr>,
@@ -563,7 +567,7 @@ pub async fn run_nf(nf: &str, args: crate::cli::NfArgs) -> Result<()> {
             check_privileges(t)?;
             let mme = start_mme(&cfg, cfg.mme.hss, cfg.mme.sgw, t, rx).await?;
             counters.extend(mme.counters);
-            eprintln!("mme: S1-MME on {} ({t:?})", cfg.mme.s1ap);
+            eprintln!("mme: S1-MME on {} ({t:?})", mme.s1ap);
             if let Some(a) = mme.admin {
                 eprintln!("mme: admin endpoint on http://{a}/v1 (bearer token from [mme] admin_token)");
             }

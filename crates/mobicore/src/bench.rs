@@ -268,6 +268,7 @@ async fn attach(a: AttachArgs) -> Result<()> {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
     let core = allinone::start(&cfg, store, t).await?;
+    ran.mme = core.s1ap;
     let report = crate::demo::run_with_progress(&cfg, ran.clone(), t, false).await;
     core.stop().await?;
     let report = report?;
@@ -389,6 +390,7 @@ async fn mobility(a: MobilityArgs) -> Result<()> {
         let store = SubscriberStore::in_memory();
         allinone::provision(&store, &ran.plan, ran.ues)?;
         let core = allinone::start(&cfg, store, t).await?;
+        ran.mme = core.s1ap;
         let report = crate::demo::run_with_progress(&cfg, ran, t, false).await;
         let counters: Vec<_> = core.counters.iter().map(|(n, c)| (*n, c.snapshot())).collect();
         core.stop().await?;

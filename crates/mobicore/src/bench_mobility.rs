@@ -137,6 +137,7 @@ pub async fn run(
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues)?;
     let core = allinone::start_with(cfg, store, t, Some(&topo)).await?;
+    ran.mme = core.s1ap;
     let r = with_data(cfg, ran, t, &topo, data_ues, interval, moving).await;
     let counters: Vec<_> = core.counters.iter().map(|(n, c)| (*n, c.snapshot())).collect();
     core.stop().await?;

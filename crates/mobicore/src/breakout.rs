@@ -222,19 +222,18 @@ async fn flows_and_changes(
 /// keep a flow to the data network, and the rules change meanwhile.
 /// Prints the round trips, the rule changes and the flows' outcome.
 pub async fn demo(cfg: &crate::config::Config, t: mobicore_sctp::Transport) -> Result<BreakoutReport> {
-    // The same S1-MME port as the run before it (stopped by now): the
-    // one the caller gave this process.
+    // The config's S1-MME address again (the run before it has stopped).
     let _ = mobicore_netns::cleanup_stale("mx");
     let topo = Topology::create_edge(&mobicore_netns::unique_tag("mx"), 1)
         .context("creating the breakout's network namespaces")?;
     let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
     (ran.ues, ran.enbs, ran.detach, ran.mobility) = (2, 1, true, false);
     ran.s1u_addr = topo.addr.ran_s1u;
     let store = mobicore_hss::SubscriberStore::in_memory();
     crate::allinone::provision(&store, &ran.plan, ran.ues)?;
     let role = mobicore_upf::config::UpfRole::Mec;
     let core = crate::allinone::start_edge_as(cfg, store, t, Some(&topo), None, role).await?;
+    ran.mme = core.s1ap;
     let edge = core.edge.clone().context("the breakout run has a controller")?;
     let r = crate::allinone::run_ran_workload_with(cfg, ran, t, None, |ues| {
         let (topo, edge) = (&topo, &edge);

@@ -117,6 +117,7 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         _ => None,
     };
     let core = allinone::start_edge(&cfg, store, t, topo.as_ref(), None).await?;
+    ran.mme = core.s1ap; // as bound: port 0 in the config is the kernel's choice
     println!(
         "mobicore demo: MME S1-MME {} over {:?}, HSS S6a {}, S/P-GW-C S11 {}, PFCP {} -> UPF {}, data path: {}",
         core.s1ap, t, core.hss, core.sgw_s11, core.pfcp.0, core.pfcp.1, core.datapath

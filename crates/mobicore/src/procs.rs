@@ -183,6 +183,27 @@ pub fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
+/// A loopback port number free for TCP (the SCTP port reservation) and
+/// UDP (SCTP over UDP) alike, below the kernel's ephemeral range
+/// (`ip_local_port_range`, 32768 up by default): for a process that binds
+/// it, is killed and binds it again. A port the kernel can hand out to any
+/// connection could be taken in between; these are taken only by a bind
+/// that names them. Each call in a process starts elsewhere.
+pub fn spare_port() -> std::io::Result<u16> {
+    use std::net::{Ipv4Addr, TcpListener, UdpSocket};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7919).wrapping_add(CALLS.fetch_add(1, Ordering::Relaxed) * 97);
+    (0..SPAN)
+        .map(|i| (FIRST + (start.wrapping_add(i)) % SPAN) as u16)
+        .find(|&p| {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok() && UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok()
+        })
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::AddrInUse, "no free loopback port in 20000-31999"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +214,16 @@ mod tests {
         assert_eq!(field(l, "udp_port"), Some("4000"));
         assert_eq!(field(l, "s1ap"), Some("127.0.0.1:36412"));
         assert_eq!(field(l, "s11"), None);
+    }
+
+    #[test]
+    fn spare_ports_lie_below_the_ephemeral_range_and_differ_call_to_call() {
+        let (a, b) = (spare_port().unwrap(), spare_port().unwrap());
+        assert!((20_000..32_000).contains(&a) && (20_000..32_000).contains(&b), "{a} {b}");
+        assert_ne!(a, b);
+        // Free: it binds (the SCTP reservation is a TCP bind, SCTP over UDP a UDP one).
+        std::net::TcpListener::bind(("127.0.0.1", a)).unwrap();
+        std::net::UdpSocket::bind(("127.0.0.1", a)).unwrap();
     }
 
     #[test]

@@ -36,12 +36,11 @@ async fn an_attached_ue_is_detached_through_the_admin_endpoint() {
     // no obstacle; below the ephemeral range (32768-60999 by default), so
     // that no socket of another process can be holding it by chance.
     let udp = 20_000 + (std::process::id() % 12_000) as u16;
-    cfg.mme.s1ap = "127.0.0.1:36483".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     cfg.mme.admin = Some("127.0.0.1:0".parse().unwrap());
     cfg.mme.admin_token = Some(TOKEN.into());
     let t = Transport::Udp { port: udp };
     let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
     ran.ues = 2;
     ran.enbs = 1;
     ran.detach = false;
@@ -50,6 +49,7 @@ async fn an_attached_ue_is_detached_through_the_admin_endpoint() {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, 2).unwrap();
     let core = allinone::start(&cfg, store, t).await.unwrap();
+    ran.mme = core.s1ap;
     let admin = core.mme_admin.expect("the admin endpoint runs");
     let counters = core.counters.clone();
 

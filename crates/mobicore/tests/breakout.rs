@@ -42,12 +42,11 @@ async fn flows_to_an_edge_application_and_to_the_core_survive_rule_changes() {
         return;
     }
     let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:36481".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     let t = Transport::RawIp;
     let _ = mobicore_netns::cleanup_stale("mb");
     let topo = mobicore_netns::Topology::create_edge(&mobicore_netns::unique_tag("mb"), 1).unwrap();
     let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
     ran.ues = 4;
     ran.enbs = 1;
     ran.detach = true;
@@ -55,6 +54,7 @@ async fn flows_to_an_edge_application_and_to_the_core_survive_rule_changes() {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues).unwrap();
     let core = allinone::start_edge_as(&cfg, store, t, Some(&topo), None, UpfRole::Mec).await.unwrap();
+    ran.mme = core.s1ap;
     let edge = core.edge.clone().expect("the edge run has a controller");
     let (report, run) = allinone::run_ran_workload_with(&cfg, ran, t, None, |ues| {
         let (topo, edge) = (&topo, &edge);

@@ -51,12 +51,11 @@ async fn a_thousand_ues_keep_every_flow_through_moves_to_the_edge_back_and_to_a_
         return;
     }
     let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:36479".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     let t = Transport::RawIp;
     let _ = mobicore_netns::cleanup_stale("me");
     let topo = mobicore_netns::Topology::create_edge(&mobicore_netns::unique_tag("me"), 2).unwrap();
     let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
     ran.ues = 1000;
     ran.enbs = 4;
     ran.detach = true;
@@ -65,6 +64,7 @@ async fn a_thousand_ues_keep_every_flow_through_moves_to_the_edge_back_and_to_a_
     allinone::provision(&store, &ran.plan, ran.ues).unwrap();
     let program = Path::new(env!("CARGO_BIN_EXE_mobicore"));
     let core = allinone::start_edge(&cfg, store, t, Some(&topo), Some(program)).await.unwrap();
+    ran.mme = core.s1ap;
     assert!(core.xdp, "the core UPF runs XDP");
     let edge = core.edge.clone().expect("the edge run has a controller");
     // UDP from every UE; TCP from UEs 0..20 and 100..110; UEs 0..100

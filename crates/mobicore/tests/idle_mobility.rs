@@ -51,7 +51,7 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     }
     const UES: u64 = 4;
     let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:36487".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     let t = Transport::RawIp;
     let _ = mobicore_netns::cleanup_stale("mi");
     let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mi")).unwrap();
@@ -61,7 +61,6 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     let lo = Capture::start(&dir.join("lo.pcapng"), &Ports::everything()).unwrap();
     let s1u = Capture::start_gtpu(&topo.ran, mobicore_netns::topology::S1U_IF, &dir.join("s1u.pcapng")).unwrap();
     let mut ran_cfg = cfg.ran.core.clone();
-    ran_cfg.mme = cfg.mme.s1ap;
     ran_cfg.ues = UES;
     ran_cfg.enbs = 2;
     ran_cfg.detach = true;
@@ -69,6 +68,7 @@ async fn ues_lose_no_packet_through_idle_paging_x2_and_s1_handovers() {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran_cfg.plan, UES).unwrap();
     let core = allinone::start_with(&cfg, store, t, Some(&topo)).await.unwrap();
+    ran_cfg.mme = core.s1ap;
     assert!(core.xdp, "the UPF runs XDP");
 
     let mut ran = allinone::ran_session(&cfg, ran_cfg, t, None).await.unwrap();

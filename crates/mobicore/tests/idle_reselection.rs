@@ -30,10 +30,9 @@ async fn idle_ues_cross_a_ta_boundary_and_come_back_by_service_request() {
     let mut cfg = Config::default();
     // A UDP port of its own below the ephemeral range, as tests/admin.rs.
     let udp = 20_000 + ((std::process::id() + 6_000) % 12_000) as u16;
-    cfg.mme.s1ap = "127.0.0.1:36491".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     let t = Transport::Udp { port: udp };
     let mut ran_cfg = cfg.ran.core.clone();
-    ran_cfg.mme = cfg.mme.s1ap;
     ran_cfg.ues = 4;
     ran_cfg.enbs = 2;
     ran_cfg.enbs_per_tac = Some(1);
@@ -41,6 +40,7 @@ async fn idle_ues_cross_a_ta_boundary_and_come_back_by_service_request() {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran_cfg.plan, 4).unwrap();
     let core = allinone::start(&cfg, store, t).await.unwrap();
+    ran_cfg.mme = core.s1ap;
     let counters = core.counters.clone();
 
     let mut ran = allinone::ran_session(&cfg, ran_cfg, t, None).await.unwrap();

@@ -32,14 +32,13 @@ async fn ues_move_under_the_model_with_data_and_idle_ues_update_periodically() {
     // UEs 0..4 carry data and move; UE 4 is released and stays idle.
     const UES: u64 = 5;
     let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:36489".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     // T3412 of 2 s (TS 24.008 10.5.7.3: 2-second units).
     cfg.mme.core.t3412_seconds = 2;
     let t = Transport::RawIp;
     let _ = mobicore_netns::cleanup_stale("mv");
     let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mv")).unwrap();
     let mut ran_cfg = cfg.ran.core.clone();
-    ran_cfg.mme = cfg.mme.s1ap;
     ran_cfg.ues = UES;
     ran_cfg.enbs = 3;
     ran_cfg.detach = true;
@@ -47,6 +46,7 @@ async fn ues_move_under_the_model_with_data_and_idle_ues_update_periodically() {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran_cfg.plan, UES).unwrap();
     let core = allinone::start_with(&cfg, store, t, Some(&topo)).await.unwrap();
+    ran_cfg.mme = core.s1ap;
 
     let mut ran = allinone::ran_session(&cfg, ran_cfg, t, None).await.unwrap();
     ran.attach().await.unwrap();

@@ -33,9 +33,10 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     let dir = std::env::temp_dir().join(format!("mobicore-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (pcap, json) = (dir.join("demo.pcapng"), dir.join("demo.json"));
-    // Its own S1-MME port, so that an MME running on this host is no obstacle.
+    // An S1-MME port of the kernel's choosing: an MME running on this host,
+    // another test or a connection's ephemeral port is no obstacle.
     let cfg = dir.join("demo.toml");
-    std::fs::write(&cfg, "[mme]\ns1ap = \"127.0.0.1:36472\"\n").unwrap();
+    std::fs::write(&cfg, "[mme]\ns1ap = \"127.0.0.1:0\"\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
         .args(["demo", "--ues", "30", "--enbs", "2", "--quiet", "--sctp", "raw", "-c"])
         .arg(&cfg)
@@ -108,9 +109,9 @@ fn demo_runs_over_udp_encapsulated_sctp() {
         eprintln!("skipped: needs root (namespaces for the user plane)");
         return;
     }
-    // Its own S1-MME port: the raw-IP demo test may run at the same time.
+    // An S1-MME port of the kernel's choosing: the raw-IP demo test may run at the same time.
     let cfg = std::env::temp_dir().join(format!("mobicore-udp-{}.toml", std::process::id()));
-    std::fs::write(&cfg, "[mme]\ns1ap = \"127.0.0.1:36471\"\n").unwrap();
+    std::fs::write(&cfg, "[mme]\ns1ap = \"127.0.0.1:0\"\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mobicore"))
         .args(["demo", "--ues", "20", "--enbs", "3", "--quiet", "--sctp", "udp", "--traffic-ues", "2", "-c"])
         .arg(&cfg)
@@ -159,10 +160,9 @@ async fn bad_input_on_every_interface_leaves_other_ues_attaching() {
         return;
     }
     let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:36470".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     let t = Transport::RawIp;
     let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
     ran.ues = 200;
     ran.enbs = 2;
     ran.rate = Some(2000.0);
@@ -170,6 +170,7 @@ async fn bad_input_on_every_interface_leaves_other_ues_attaching() {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues).unwrap();
     let core = allinone::start(&cfg, store, t).await.unwrap();
+    ran.mme = core.s1ap;
     let counter = |nf: &str, name: &'static str| {
         core.counters.iter().filter(|(n, _)| *n == nf).map(|(_, c)| c.value(name)).sum::<u64>()
     };
@@ -181,7 +182,7 @@ async fn bad_input_on_every_interface_leaves_other_ues_attaching() {
     // A rogue eNB on S1-MME.
     let mut rogue = allinone::sctp_endpoint(&cfg, "127.0.0.1:0".parse().unwrap(), t, 0).await.unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel();
-    rogue.commands.send(SctpCommand::Connect { remote: cfg.mme.s1ap, reply: tx }).await.unwrap();
+    rogue.commands.send(SctpCommand::Connect { remote: core.s1ap, reply: tx }).await.unwrap();
     let assoc = rx.await.unwrap().unwrap();
     let send =
         |data: Vec<u8>, stream: u16| SctpCommand::Send { assoc, stream, ppid: PPID_S1AP, data: Bytes::from(data) };

@@ -31,12 +31,11 @@ async fn an_impostor_attach_with_a_registered_imsi_leaves_the_ue_working() {
         return;
     }
     let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:36476".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     let t = Transport::RawIp;
     let _ = mobicore_netns::cleanup_stale("mt");
     let topo = mobicore_netns::Topology::create(&mobicore_netns::unique_tag("mt")).unwrap();
     let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
     ran.ues = 1;
     ran.enbs = 1;
     ran.detach = true;
@@ -44,6 +43,7 @@ async fn an_impostor_attach_with_a_registered_imsi_leaves_the_ue_working() {
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, 1).unwrap();
     let core = allinone::start_with(&cfg, store, t, Some(&topo)).await.unwrap();
+    ran.mme = core.s1ap;
 
     // Another eNB with a UE that claims the same IMSI but holds another key.
     let mut impostor = ran.clone();
@@ -91,16 +91,16 @@ async fn an_s1_setup_with_a_global_enb_id_in_use_fails_and_the_live_enb_keeps_it
         return;
     }
     let mut cfg = Config::default();
-    cfg.mme.s1ap = "127.0.0.1:36477".parse().unwrap();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
     let t = Transport::RawIp;
     let mut ran = cfg.ran.core.clone();
-    ran.mme = cfg.mme.s1ap;
     ran.ues = 20;
     ran.enbs = 1;
     ran.detach = true;
     let store = SubscriberStore::in_memory();
     allinone::provision(&store, &ran.plan, ran.ues).unwrap();
     let core = allinone::start(&cfg, store, t).await.unwrap();
+    ran.mme = core.s1ap;
     let (plmn, enb_id, tac) = (ran.plmn, ran.first_enb_id, ran.tac);
     // While the RAN's eNB has its UEs attached, another association claims its Global eNB ID.
     let (report, setup_outcome) = allinone::run_ran_workload_with(&cfg, ran, t, None, |_| {
@@ -108,7 +108,7 @@ async fn an_s1_setup_with_a_global_enb_id_in_use_fails_and_the_live_enb_keeps_it
         async move {
             let mut rogue = allinone::sctp_endpoint(cfg, "127.0.0.1:0".parse().unwrap(), t, 0).await.unwrap();
             let (tx, rx) = tokio::sync::oneshot::channel();
-            rogue.commands.send(SctpCommand::Connect { remote: cfg.mme.s1ap, reply: tx }).await.unwrap();
+            rogue.commands.send(SctpCommand::Connect { remote: core.s1ap, reply: tx }).await.unwrap();
             let assoc = rx.await.unwrap().unwrap();
             let setup = s1_setup_request(&CellIdentity::new(plmn, enb_id, tac).unwrap(), "impostor").unwrap();
             let send = SctpCommand::Send { assoc, stream: 0, ppid: PPID_S1AP, data: Bytes::from(setup) };

@@ -249,9 +249,9 @@ impl Rig {
                 (Mme::Elastic { fe, nf }, s1ap, udp)
             }
             None => {
-                // A free UDP port for SCTP over UDP: the restarted MME binds it again.
-                let udp = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
-                let s1ap: SocketAddr = "127.0.0.1:36412".parse()?;
+                // The restarted MME binds its SCTP and UDP ports again.
+                let udp = crate::procs::spare_port()?;
+                let s1ap = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, udp));
                 let body = format!(
                     "[mme]\ns1ap = \"{s1ap}\"\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n\
                      [sctp]\ntransport = \"udp\"\nudp_port = {udp}\n",
