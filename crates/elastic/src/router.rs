@@ -281,17 +281,25 @@ impl Router {
     }
 
     /// A host is gone (its connection closed: killed, crashed, stopped;
-    /// or drained).
-    pub fn host_down(&mut self, host: HostId) {
-        if self.live.remove(&host) {
-            if !self.draining.remove(&host) {
-                self.leave_rings(host);
-            }
-            self.frontend.forget(host);
-            self.reported.remove(&host);
-            // Its heir from now on (see "A host that is gone").
-            self.gone.insert(host, self.ring_heir(host));
+    /// or drained). Returns the hosts whose UEs move with it, each to its
+    /// [`Router::heir`] now: `host` first, then the hosts gone before whose
+    /// UEs it served as their heir (which its heir inherits in turn).
+    pub fn host_down(&mut self, host: HostId) -> Vec<HostId> {
+        if !self.live.contains(&host) {
+            return Vec::new();
         }
+        let mut before: Vec<HostId> = self.gone.keys().copied().filter(|&g| self.heir(g) == Some(host)).collect();
+        before.sort();
+        let moved: Vec<HostId> = std::iter::once(host).chain(before).collect();
+        self.live.remove(&host);
+        if !self.draining.remove(&host) {
+            self.leave_rings(host);
+        }
+        self.frontend.forget(host);
+        self.reported.remove(&host);
+        // Its heir from now on (see "A host that is gone").
+        self.gone.insert(host, self.ring_heir(host));
+        moved
     }
 
     fn leave_rings(&mut self, host: HostId) {
@@ -717,9 +725,9 @@ mod tests {
             r.host_up(HostId(extra));
             assert_eq!(r.heir(HostId(2)), Some(heir), "joining {extra} moves nothing");
             assert_eq!(r.route(UeName::MmeUeS1apId(0x0200_0001)), Ok(Dest::Host(heir)));
-            // The heir goes: its heir serves both.
+            // The heir goes: its heir serves both, and inherits both.
             let heirs_heir = r.replica_hosts(heir)[0];
-            r.host_down(heir);
+            assert_eq!(r.host_down(heir), [heir, HostId(2)]);
             assert_eq!(r.heir(heir), Some(heirs_heir));
             assert_eq!(r.heir(HostId(2)), Some(heirs_heir));
         }

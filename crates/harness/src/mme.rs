@@ -296,16 +296,20 @@ impl Decomposed {
     }
 
     /// Host `h` dies (its core and what it held in memory are gone) and
-    /// the router learns it; the heir adopts its UEs from the store, as at
-    /// the front end's `Inherit`. Returns the heir.
+    /// the router learns it; the heir adopts its UEs from the store, and
+    /// those of hosts gone before whose heir it was, as at the front end's
+    /// `Inherit` and `Adopt`. Returns the heir.
     pub fn kill_host(&mut self, h: HostId) -> Option<HostId> {
         self.hosts.remove(&h)?;
-        self.router.host_down(h);
+        let moved = self.router.host_down(h);
         let heir = self.router.heir(h)?;
         let time = self.time(self.now);
         let host = self.hosts.get_mut(&heir)?;
-        if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, h.0 as u8, time)) {
-            panic!("the memory store failed: {e}");
+        // Its UEs, and those of hosts gone before whose heir it was.
+        for gone in moved {
+            if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, gone.0 as u8, time)) {
+                panic!("the memory store failed: {e}");
+            }
         }
         Some(heir)
     }

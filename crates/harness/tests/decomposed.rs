@@ -190,3 +190,107 @@ fn a_host_killed_awaiting_a_path_switchs_modify_bearer_its_heir_sends_it_again_a
     assert_eq!(net.downlink_received(ue), &[0]);
     assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
 }
+
+/// Deliver messages until `done`, failing with `what` if the network goes
+/// quiet first.
+fn deliver_until(net: &mut Network, ue: u64, what: &str, done: impl Fn(&Network) -> bool) {
+    while !done(net) {
+        assert!(net.deliver_one(), "{what} never happened: {:?}", net.outcomes(ue));
+    }
+}
+
+/// A host killed while it awaits the S-GW's Create Indirect Data
+/// Forwarding Tunnel Response of an S1 handover (TS 23.401 5.5.1.2.2 step
+/// 8): the answer goes to the dead host and is lost, so the heir sends the
+/// request again (the S-GW replaces the tunnel); the Handover Command
+/// follows, the handover completes there, and downlink takes the target.
+#[test]
+fn a_host_killed_awaiting_an_s1_handovers_forwarding_tunnel_its_heir_asks_again_and_the_handover_completes() {
+    let mut net = Network::all_attached(2, 3, decomposed());
+    let ue = 0;
+    let victim = holder(&net, ue).expect("a host holds it");
+    let target = 1 - net.enb_of(ue);
+    let (now, cell) = (net.now, net.enbs[target].cell());
+    let source = net.enb_of(ue);
+    net.enbs[source].start_s1_handover(now, ue, cell, false).unwrap();
+    let asked = |net: &Network| net.spgwc.counters.value("s11_create_indirect_forwarding") == 1;
+    deliver_until(&mut net, ue, "the Create Indirect Data Forwarding Tunnel Request", asked);
+    let heir = net.mme.decomposed_mut().unwrap().kill_host(victim).expect("an heir");
+    net.drive();
+    assert_eq!(net.last_result(ue, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(ue));
+    let m = net.mme.counters();
+    assert_eq!(m.value("ue_resumed_request"), 1, "the request went again");
+    assert_eq!(m.value("handover_forwarding_tunnel_failed"), 0);
+    assert_eq!(net.spgwc.counters.value("s11_create_indirect_forwarding"), 2);
+    assert_eq!(holder(&net, ue), Some(heir));
+    assert_eq!(net.enb_of(ue), target);
+    assert_eq!(net.sgw_session(ue).unwrap().s1u_enb, net.enb_fteid(ue), "the S-GW has the target's tunnel");
+    net.send_downlink(ue, 0);
+    net.drive();
+    assert_eq!(net.downlink_received(ue), &[0]);
+    // The tunnel goes as after any S1 handover (step 21), from the heir.
+    let hold = net.mme.config().indirect_forwarding_hold_ms;
+    net.advance(Duration::from_millis(hold));
+    assert!(net.sgw_session(ue).unwrap().forwarding.is_none(), "Delete Indirect Data Forwarding Tunnel");
+    assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
+}
+
+/// Decomposed, with a second APN ("ims") subscribed and served.
+fn decomposed_with_ims() -> Network {
+    let mut cfg = decomposed();
+    cfg.apns = vec![mobicore_hss::ApnProfile::new("internet"), mobicore_hss::ApnProfile::new("ims")];
+    cfg.spgwc.apns.push(mobicore_spgwc::config::ApnConfig::ipv4("ims", std::net::Ipv4Addr::new(10, 60, 0, 0), 16));
+    Network::all_attached(1, 3, cfg)
+}
+
+fn apns(net: &Network, ue: u64) -> Vec<String> {
+    let imsi = net.imsi(ue);
+    let mut v: Vec<String> = net.spgwc.sessions().values().filter(|s| s.imsi == imsi).map(|s| s.apn.clone()).collect();
+    v.sort();
+    v
+}
+
+/// A host killed while a UE's PDN connectivity (TS 24.301 6.5.1) awaits
+/// its Create Session Response, then another while the PDN disconnect
+/// awaits its Delete Session Response: each heir sends the request again,
+/// and both procedures complete with no new attach.
+#[test]
+fn hosts_killed_awaiting_a_pdn_connectivitys_and_a_pdn_disconnects_s11_answer_their_heirs_ask_again() {
+    let mut net = decomposed_with_ims();
+    let ue = 0;
+    let attaches = net.mme.counters().value("attach_complete");
+    let now = net.now;
+    net.enbs[0].start_pdn_connectivity(now, ue, "ims").unwrap();
+    let asked = |net: &Network| apns(net, ue).contains(&"ims".to_string());
+    deliver_until(&mut net, ue, "the PDN connectivity's Create Session Request", asked);
+    let first = holder(&net, ue).expect("a host holds it");
+    net.mme.decomposed_mut().unwrap().kill_host(first).expect("an heir");
+    net.drive();
+    assert_eq!(net.last_result(ue, Procedure::PdnConnectivity), Some(Ok(())), "{:?}", net.outcomes(ue));
+    // The heir's request replaced the session the first one made.
+    assert_eq!(apns(&net, ue), ["ims", "internet"], "one ims session");
+    assert_eq!(net.spgwc.counters.value("sessions_replaced"), 1);
+    let pdn = net.enbs[0].ue(ue).unwrap().ue.pdn_connections()[0].clone();
+    assert_eq!(pdn.apn, "ims");
+
+    let deleted = net.spgwc.counters.value("s11_delete_session");
+    let now = net.now;
+    net.enbs[0].start_pdn_disconnect(now, ue, pdn.ebi).unwrap();
+    let asked = |net: &Network| net.spgwc.counters.value("s11_delete_session") == deleted + 1;
+    deliver_until(&mut net, ue, "the PDN disconnect's Delete Session Request", asked);
+    let second = holder(&net, ue).expect("a host holds it");
+    net.mme.decomposed_mut().unwrap().kill_host(second).expect("an heir");
+    net.drive();
+    assert_eq!(net.last_result(ue, Procedure::PdnDisconnect), Some(Ok(())), "{:?}", net.outcomes(ue));
+    // The heir's request found the session gone (TS 29.274 7.2.10: Context
+    // Not Found), and the bearers went as after any answer.
+    assert_eq!(net.mme.counters().value("s11_delete_session_failed"), 1);
+    assert_eq!(net.mme.counters().value("frontend_s11_response_host_gone"), 1, "the first answer, lost");
+    assert_eq!(apns(&net, ue), ["internet"]);
+    assert_eq!(net.enbs[0].ue(ue).unwrap().erabs.len(), 1, "the ims E-RAB released");
+    net.send_downlink(ue, 0);
+    net.drive();
+    assert_eq!(net.downlink_received(ue), &[0], "the default PDN carries on");
+    assert_eq!(net.mme.counters().value("attach_complete"), attaches, "no UE attached again");
+    assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
+}

@@ -265,29 +265,42 @@ impl Mme {
             self.fail_preparation(id, CauseRadioNetwork::ho_failure_in_target_EPC_eNB_or_target_system);
             return Ok(());
         }
-        let forwarding: Vec<ForwardingBearer> = admitted
-            .iter()
-            .filter_map(|a| a.dl_forwarding.map(|f| ForwardingBearer { ebi: Ebi(a.ebi), fteid: f }))
-            .collect();
-        let sgw_teid = self.ues[&id].sessions.first().map(|s| s.sgw_s11.teid);
+        let forwarding: Vec<(u8, Fteid)> =
+            admitted.iter().filter_map(|a| a.dl_forwarding.map(|f| (a.ebi, f))).collect();
         let Some(h) = self.running_mut(id) else { return Ok(()) };
         h.target = Some(target);
         h.admitted = admitted;
         h.target_to_source = container;
-        match (direct, forwarding.is_empty(), sgw_teid) {
+        match (direct, forwarding.is_empty()) {
+            (true, _) => self.send_handover_command(id, &forwarding),
+            (false, true) => self.send_handover_command(id, &[]),
             // TS 23.401 5.5.1.2.2 step 8: indirect forwarding through the S-GW.
-            (false, false, Some(sgw_teid)) => {
+            (false, false) => {
                 h.phase = Phase::CreateForwarding;
-                let req = CreateIndirectForwardingRequest { sgw_teid, bearers: forwarding };
-                self.request_s11(id, S11Request::CreateIndirectForwarding(req));
+                if !self.request_forwarding_tunnel(id) {
+                    self.send_handover_command(id, &[]);
+                }
             }
-            (true, _, _) => {
-                let fwd = forwarding.iter().map(|b| (b.ebi.0, b.fteid)).collect::<Vec<_>>();
-                self.send_handover_command(id, &fwd);
-            }
-            _ => self.send_handover_command(id, &[]),
         }
         Ok(())
+    }
+
+    /// Create Indirect Data Forwarding Tunnel Request (TS 29.274 7.2.18)
+    /// for the DL forwarding F-TEIDs the target admitted; whether it went.
+    pub(crate) fn request_forwarding_tunnel(&mut self, id: u32) -> bool {
+        let Some(ue) = self.ues.get(&id) else { return false };
+        let (Some(h), Some(s)) = (ue.handover.as_ref(), ue.sessions.first()) else { return false };
+        let bearers: Vec<ForwardingBearer> = h
+            .admitted
+            .iter()
+            .filter_map(|a| a.dl_forwarding.map(|f| ForwardingBearer { ebi: Ebi(a.ebi), fteid: f }))
+            .collect();
+        if bearers.is_empty() {
+            return false;
+        }
+        let req = CreateIndirectForwardingRequest { sgw_teid: s.sgw_s11.teid, bearers };
+        self.request_s11(id, S11Request::CreateIndirectForwarding(req));
+        true
     }
 
     /// HANDOVER COMMAND to the source (TS 36.413 8.4.1.2), TS1RELOCoverall.

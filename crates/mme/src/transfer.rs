@@ -17,7 +17,7 @@
 use crate::context::*;
 use crate::context_codec::{self, DecodeError, TimeBase};
 use crate::mme::Mme;
-use mobicore_common::s11::{ModifyBearerRequest, S11Request};
+use mobicore_common::s11::{DeleteSessionRequest, ModifyBearerRequest, S11Request};
 use mobicore_common::sctp_api::AssocId;
 use mobicore_common::{Ebi, Imsi};
 use std::cmp::Reverse;
@@ -313,18 +313,32 @@ impl Mme {
     /// - a handover's last step (an X2 path switch, or an S1 handover
     ///   after its Handover Notify): those Modify Bearers to the target's
     ///   tunnels, the answers awaited counted again from them (TS 23.401
-    ///   5.5.1.1.2 step 3, 5.5.1.2.2 step 15).
+    ///   5.5.1.1.2 step 3, 5.5.1.2.2 step 15);
+    /// - an S1 handover awaiting its indirect forwarding tunnel: the Create
+    ///   Indirect Data Forwarding Tunnel Request (TS 23.401 5.5.1.2.2 step
+    ///   8; a repeated one replaces the S-GW's tunnel);
+    /// - a stand-alone ESM procedure awaiting the S-GW: PDN connectivity's
+    ///   Create Session Request (TS 24.301 6.5.1.2, as at attach), PDN
+    ///   disconnect's Delete Session Request (6.5.2.2; a session already
+    ///   gone is answered Context Not Found, and the bearers go as after
+    ///   any answer).
     ///
-    /// Not yet: an S1 handover's indirect forwarding tunnel, a stand-alone
-    /// ESM procedure's S11 step. Returns whether something was done.
+    /// Returns whether something was sent.
     pub fn resume_taken_over(&mut self, id: u32) -> bool {
         use crate::s1_handover::Phase;
         let Some(ue) = self.ues.get(&id) else { return false };
-        if ue.esm.is_some() {
-            return false;
-        }
-        match (&ue.handover, ue.step) {
-            (Some(h), _) if matches!(h.phase, Phase::PathSwitch | Phase::Completion { .. }) => {
+        match (&ue.handover, ue.step, &ue.esm) {
+            (_, _, Some(esm)) => {
+                if !self.esm_request_again(id, esm.clone()) {
+                    return false;
+                }
+            }
+            (Some(h), _, _) if h.phase == Phase::CreateForwarding => {
+                if !self.request_forwarding_tunnel(id) {
+                    return false;
+                }
+            }
+            (Some(h), _, _) if matches!(h.phase, Phase::PathSwitch | Phase::Completion { .. }) => {
                 let n = self.modify_bearers_again(id);
                 if n == 0 {
                     return false;
@@ -333,16 +347,16 @@ impl Mme {
                     h.pending = n.min(u8::MAX as usize) as u8;
                 }
             }
-            (Some(_), _) => return false,
-            (None, Step::AuthInfo) => self.start_authentication(id, None),
-            (None, Step::UpdateLocation) => self.start_update_location(id),
-            (None, Step::CreateSession) => self.start_create_session(id),
-            (None, Step::ReleaseAccessBearers) => self.start_s1_release(id),
-            (None, Step::DetachDeleteSession { switch_off, .. }) => {
+            (Some(_), _, _) => return false,
+            (None, Step::AuthInfo, _) => self.start_authentication(id, None),
+            (None, Step::UpdateLocation, _) => self.start_update_location(id),
+            (None, Step::CreateSession, _) => self.start_create_session(id),
+            (None, Step::ReleaseAccessBearers, _) => self.start_s1_release(id),
+            (None, Step::DetachDeleteSession { switch_off, .. }, _) => {
                 self.counters.incr("ue_resumed_detach_finished");
                 self.finish_detach(id, switch_off);
             }
-            (None, Step::Idle) if ue.s1.is_some() => {
+            (None, Step::Idle, _) if ue.s1.is_some() => {
                 if self.modify_bearers_again(id) == 0 {
                     return false;
                 }
@@ -350,6 +364,39 @@ impl Mme {
             _ => return false,
         }
         self.counters.incr("ue_resumed_request");
+        true
+    }
+
+    /// The S11 request the ESM procedure `esm` of UE `id` awaits the
+    /// answer to, sent again; whether it went. A PDN connectivity whose
+    /// request cannot be built again is rejected (#38 network failure).
+    fn esm_request_again(&mut self, id: u32, esm: EsmProcedure) -> bool {
+        match esm {
+            EsmProcedure::CreateSession { req, ebi, .. } => {
+                let csr = self
+                    .select_apn(id, req.apn.as_deref())
+                    .and_then(|c| self.create_session_request(id, &c, &req, ebi));
+                match csr {
+                    Ok(csr) => self.request_s11(id, S11Request::CreateSession(csr)),
+                    Err(cause) => {
+                        if let Some(ue) = self.ues.get_mut(&id) {
+                            ue.esm = None;
+                        }
+                        self.reject_pdn_connectivity(id, req.pti, cause);
+                        return false;
+                    }
+                }
+            }
+            EsmProcedure::DeleteSession { ebi, .. } => {
+                let Some(s) = self.ues.get(&id).and_then(|u| u.sessions.iter().find(|s| s.ebi == ebi)) else {
+                    return false;
+                };
+                let req = DeleteSessionRequest { sgw_teid: s.sgw_s11.teid, linked_ebi: Ebi(ebi) };
+                self.request_s11(id, S11Request::DeleteSession(req));
+            }
+            // Awaiting the UE or the eNB, under T3485 / T3495.
+            EsmProcedure::ActivateDefault { .. } | EsmProcedure::Deactivate { .. } => return false,
+        }
         true
     }
 

@@ -1161,8 +1161,9 @@ fn sessions(ran: &mobicore_ran::Ran) -> BTreeMap<u64, (std::net::Ipv4Addr, Strin
 /// (its GUTI known to the heir) and the same S-GW session (the same
 /// address and S-GW tunnel), no new attach. Then the heir is killed too:
 /// the last host, its replica host (re-seeded with a full copy when the
-/// first host went, the inherited records in it), serves every UE the
-/// same way; then their next procedures (release, TAU, detach) succeed.
+/// first host went, the inherited records in it), loads every UE of both
+/// at once and serves them the same way; then their next procedures
+/// (release, TAU, detach) succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_attach() {
     let mut c = Cluster::start("cold", Options { store: "local", ..DEFAULT }).await;
@@ -1183,6 +1184,9 @@ async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_
     c.wait_others(victim, "mobicore_mme_ue_context_release_complete", UES - served + UES).await;
     let last = kill_host(&mut c.procs, &c.fe, heir);
     c.metrics.remove(&heir);
+    // The last host loads at once (its timers run there) the heir's UEs
+    // and the first host's, which the heir had taken (Inherit, Adopt).
+    c.wait_others(0, "mobicore_mme_host_ues_adopted", UES - c.ues_on[&last]).await;
     let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
     c.check_served_from_copy(last, UES - c.ues_on[&last]).await;

@@ -43,8 +43,9 @@
 //! hosts join, leave or drain), relays the hosts' replicated records
 //! between them ([`Frame::Replica`], in order per pair of hosts), and
 //! tells a gone host's heir to take its records from its copy
-//! ([`Frame::Inherit`]) before anything of its UEs goes there. Hosts of
-//! a shared store ignore the three.
+//! ([`Frame::Inherit`]) before anything of its UEs goes there, and to
+//! load the UEs of hosts gone before whose heir it was ([`Frame::Adopt`]).
+//! Hosts of a shared store only load the UEs of the two.
 //!
 //! A host whose connection closes is gone: its UEs go to their heir at
 //! their next message. Everything queued is bounded: a host that does not
@@ -371,14 +372,14 @@ impl State {
         let Some(h) = self.hosts.get_mut(&host).filter(|h| matches!(h.drain, Drain::Draining(_))) else { return };
         h.drain = Drain::Done;
         let _ = h.tx.try_send(Frame::Stop);
-        self.router.host_down(host);
+        let moved = self.router.host_down(host);
         if let Some(c) = &mut self.controller {
             c.host_down(host);
         }
         if let Some(l) = &mut self.launcher {
             l.stopping(host);
         }
-        self.handed_on(host);
+        self.handed_on(&moved);
         let held = self.release_held(host);
         self.counters.incr(if forced { "frontend_drain_forced" } else { "frontend_host_drained" });
         let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
@@ -505,14 +506,11 @@ impl State {
                         self.s11_hosts.remove(&h.s11);
                     }
                     // A drained host was handed on when it said so.
-                    let live = self.router.is_live(host);
-                    self.router.host_down(host);
+                    let moved = self.router.host_down(host);
                     if let Some(c) = &mut self.controller {
                         c.host_down(host);
                     }
-                    if live {
-                        self.handed_on(host);
-                    }
+                    self.handed_on(&moved);
                     // A draining host that died: its held messages go to the heir.
                     self.release_held(host);
                     self.counters.incr("frontend_host_down");
@@ -561,12 +559,17 @@ impl State {
         }
     }
 
-    /// `host` is gone for the router: its heir takes its records from the
-    /// copy replicated to it (before anything of its UEs reaches it), and
-    /// the hosts whose replica host changed are told.
-    fn handed_on(&mut self, host: HostId) {
-        if let Some(heir) = self.router.heir(host) {
-            self.send(heir, Frame::Inherit { host: host.0 as u8 });
+    /// Hosts are gone for the router (`moved`, from [`Router::host_down`]:
+    /// the host that went, then those whose heir it was): the heir
+    /// inherits the first (its records, from the copy replicated to it,
+    /// which holds the others' UEs it had taken) and adopts the others
+    /// (their UEs loaded from the store), before anything of their UEs
+    /// reaches it; and the hosts whose replica host changed are told.
+    fn handed_on(&mut self, moved: &[HostId]) {
+        for (i, &gone) in moved.iter().enumerate() {
+            let Some(heir) = self.router.heir(gone) else { continue };
+            let host = gone.0 as u8;
+            self.send(heir, if i == 0 { Frame::Inherit { host } } else { Frame::Adopt { host } });
         }
         self.tell_replicas();
     }
@@ -889,6 +892,18 @@ mod tests {
                 _ => assert_eq!(new, None),
             }
         }
+
+        // The heir dies too: the last host inherits it, then adopts host
+        // 2's UEs (the heir had taken them), before any of them comes.
+        let last = if to == 1 { 3 } else { 1 };
+        st.on_host(HostEvent::Down { host: HostId(to), conn: 10 + u64::from(to) });
+        st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"release request"));
+        let f: Vec<Frame> = sent_all(q.get_mut(&last).unwrap())
+            .into_iter()
+            .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
+            .collect();
+        let expect = [Frame::Inherit { host: to as u8 }, Frame::Adopt { host: 2 }, s1(b"release request")];
+        assert_eq!(f, expect);
     }
 
     fn s1(data: &'static [u8]) -> Frame {

@@ -42,7 +42,7 @@
 //! With `--store local` ([`LocalReplica`]) the store is this host's own,
 //! and every sync's writes go to its replica host right after the sync,
 //! before what the event sends; the front end's replication frames
-//! ([`Frame::ReplicateTo`], [`Frame::Replica`], [`Frame::Inherit`]) go to
+//! ([`Frame::ReplicateTo`], [`Frame::Replica`], [`Frame::Inherit`], [`Frame::Adopt`]) go to
 //! it. With a shared store they are ignored.
 //!
 //! # Load reports
@@ -258,6 +258,7 @@ pub async fn run(
                             adopt(&mut core, &mut stored, &counters, host, gone).await;
                         }
                     }
+                    Frame::Adopt { host: gone } => adopt(&mut core, &mut stored, &counters, host, gone).await,
                     frame => on_frame(&mut core, &mut stored, &counters, &mut nf, frame).await,
                 }
             }
@@ -383,7 +384,7 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, n
         }
         Frame::Drain => {}
         // Replication frames are the loop's.
-        Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } => {}
+        Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } | Frame::Adopt { .. } => {}
         Frame::Hello { .. } | Frame::Load { .. } | Frame::Drained | Frame::Bounce { .. } | Frame::Stop => {
             counters.incr("host_bad_frame")
         }

@@ -51,6 +51,11 @@ pub enum Frame {
     /// Front end -> host: host `host` is gone and its UEs are this host's
     /// now: take its records from the copy replicated here.
     Inherit { host: u8 },
+    /// Front end -> host: host `host` went earlier, and the heir that
+    /// served its UEs has gone since; they are this host's now: load them
+    /// from the store (with host-local stores, from the copy of that heir,
+    /// inherited just before).
+    Adopt { host: u8 },
     /// Replicated UE records (host-local stores): host -> front end, to
     /// replica host `peer`; front end -> host, from host `peer`.
     Replica { peer: u8, msg: ReplicaMsg },
@@ -96,6 +101,7 @@ const STOP: u8 = 9;
 const REPLICATE_TO: u8 = 10;
 const INHERIT: u8 = 11;
 const REPLICA: u8 = 12;
+const ADOPT: u8 = 13;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -137,6 +143,10 @@ impl Frame {
             }
             Frame::Inherit { host } => {
                 b.put_u8(INHERIT);
+                b.put_u8(*host);
+            }
+            Frame::Adopt { host } => {
+                b.put_u8(ADOPT);
                 b.put_u8(*host);
             }
             Frame::Replica { peer, msg } => {
@@ -208,6 +218,10 @@ impl Frame {
             INHERIT => {
                 need(&body, 1)?;
                 Ok(Frame::Inherit { host: body.get_u8() })
+            }
+            ADOPT => {
+                need(&body, 1)?;
+                Ok(Frame::Adopt { host: body.get_u8() })
             }
             REPLICA => {
                 need(&body, 2)?;
@@ -369,6 +383,7 @@ mod tests {
         round_trip(Frame::ReplicateTo { hosts: vec![] });
         round_trip(Frame::ReplicateTo { hosts: vec![2, 254] });
         round_trip(Frame::Inherit { host: 3 });
+        round_trip(Frame::Adopt { host: 4 });
         round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Resync });
         let op = mobicore_store::replica::Op::Put { key: "mme/ue/1".into(), version: 3, value: vec![7; 1000] };
         round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![op] } });
@@ -407,6 +422,7 @@ mod tests {
             Frame::Hello { host: 1, s11: "[::1]:2123".parse().unwrap() },
             Frame::ReplicateTo { hosts: vec![1, 2] },
             Frame::Inherit { host: 1 },
+            Frame::Adopt { host: 1 },
         ] {
             let enc = f.encode();
             for n in 0..enc.len() - 4 {
