@@ -121,7 +121,7 @@ pub struct Mme {
     /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
     pub(crate) implicitly_detached: crate::idle::DetachedMemory,
     pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
-    actions: VecDeque<MmeAction>,
+    pub(crate) actions: VecDeque<MmeAction>,
     pub(crate) counters: Counters,
     pub(crate) now: Instant,
     /// The UEs that events touched since [`Mme::take_changes`], kept only

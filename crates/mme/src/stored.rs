@@ -323,6 +323,8 @@ impl StoredUes {
                 mme.counters.incr("store_cas_conflict");
                 self.held.remove(&imsi);
                 mme.evict_ue(&UeKey::MmeUeS1apId(id));
+                let withdrawn = mme.withdraw_actions(id);
+                mme.counters.add("store_conflict_actions_withdrawn", withdrawn as u64);
                 return Err(StoredError::Conflict { current });
             }
             Err(e) => {

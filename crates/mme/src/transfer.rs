@@ -16,7 +16,7 @@
 
 use crate::context::*;
 use crate::context_codec::{self, DecodeError, TimeBase};
-use crate::mme::Mme;
+use crate::mme::{Mme, MmeAction};
 use mobicore_common::s11::{DeleteSessionRequest, ModifyBearerRequest, S11Request};
 use mobicore_common::sctp_api::AssocId;
 use mobicore_common::{Ebi, Imsi};
@@ -419,6 +419,17 @@ impl Mme {
         n
     }
 
+    /// Withdraw what this MME was about to send for UE `id` (its S1AP,
+    /// S6a and S11 requests not yet polled); how many. For a copy that
+    /// turned out stale (another host wrote the UE's record meanwhile):
+    /// write-ahead, nothing an event produced has gone out before the
+    /// store took its record.
+    pub fn withdraw_actions(&mut self, id: u32) -> usize {
+        let before = self.actions.len();
+        self.actions.retain(|a| action_ue(a) != Some(id));
+        before - self.actions.len()
+    }
+
     /// Drop the UE `key` names from memory, sending nothing and keeping
     /// no trace of it (another host carries on with it). Returns its
     /// context, or `None` if it was not here.
@@ -427,5 +438,28 @@ impl Mme {
         let ue = self.forget_ue(id)?;
         self.counters.incr("ue_evicted");
         Some(ue)
+    }
+}
+
+/// The MME-UE-S1AP-ID of the UE an action is for: an S6a or S11
+/// request's, or a UE-associated S1AP PDU's (TS 36.413 9.2.3.3, or in the
+/// UE S1AP IDs of a UE CONTEXT RELEASE COMMAND, 9.2.3.18); `None` for the
+/// rest.
+pub fn action_ue(a: &MmeAction) -> Option<u32> {
+    use oxirush_s1ap::s1ap::{UES1APIDs, S1AP_PDU};
+    match a {
+        MmeAction::S6a { ue, .. } | MmeAction::S11 { ue, .. } => Some(ue.mme_ue_s1ap_id),
+        MmeAction::S1Send { data, .. } => {
+            let pdu = S1AP_PDU::decode_borrowed(data).ok()?;
+            if let Some(Ok(id)) = pdu.ie::<oxirush_s1ap::ie::MME_UE_S1AP_ID>() {
+                return Some(id.0);
+            }
+            match pdu.ie::<oxirush_s1ap::ie::UE_S1AP_IDs>()?.ok()? {
+                UES1APIDs::uE_S1AP_ID_pair(p) => Some(p.mme_ue_s1ap_id.0),
+                UES1APIDs::mME_UE_S1AP_ID(m) => Some(m.0),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }

@@ -363,6 +363,42 @@ async fn cas_conflict_is_counted_and_the_loser_steps_back() {
     assert_eq!(a.count("store_cas_conflict"), 0);
 }
 
+/// The loser of a compare-and-set sends nothing its event produced for
+/// the UE (write-ahead: the store is written before anything goes out):
+/// its copy was stale, and the winner has acted for the UE.
+#[tokio::test]
+async fn the_loser_of_a_cas_conflict_withdraws_what_its_event_would_send() {
+    let store = Store::memory();
+    let imsi: Imsi = "001010000000112".parse().unwrap();
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let ue = a.h.attach(imsi.as_str(), 42);
+    let id = ue.mme_ue_id.unwrap();
+    a.sync().await;
+    let mut b = Host::new(store.clone(), Replication::Hot, 0x200);
+    b.load(UeKey::Imsi(imsi.clone())).await.unwrap();
+    release_to_idle(&mut a.h, &ue);
+    assert!(a.sync().await.conflicts.is_empty());
+    // B takes the same release on its stale copy: a Release Access
+    // Bearers Request is ready to go, then the write loses.
+    b.h.s1(release_request(id, ue.enb_ue_id));
+    let rb = b.sync().await;
+    assert_eq!(rb.conflicts, vec![id], "{rb:?}");
+    assert_eq!(b.count("store_conflict_actions_withdrawn"), 1);
+    assert!(b.h.drain().is_empty(), "nothing of the stale copy goes out");
+    // What names the UE of an action: an S11 request's UeRef, a
+    // UE-associated S1AP PDU's MME-UE-S1AP-ID.
+    let other = a.h.attach("001010000000113", 43);
+    a.h.s1(release_request(other.mme_ue_id.unwrap(), other.enb_ue_id));
+    let out = a.h.drain();
+    let (r, _) = expect_s11(&out);
+    let s11 = out.iter().find(|x| matches!(x, MmeAction::S11 { .. })).unwrap();
+    assert_eq!(crate::transfer::action_ue(s11), other.mme_ue_id);
+    a.h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
+    let out = a.h.drain();
+    let s1 = out.iter().find(|x| matches!(x, MmeAction::S1Send { .. })).expect("UE CONTEXT RELEASE COMMAND");
+    assert_eq!(crate::transfer::action_ue(s1), other.mme_ue_id);
+}
+
 /// A UE that attaches again on another host supersedes its old record.
 #[tokio::test]
 async fn a_new_attach_supersedes_the_old_record() {

@@ -63,7 +63,7 @@ use mobicore_elastic::router::UeName;
 use mobicore_mme::context_codec::TimeBase;
 use mobicore_mme::routing::{self, Uplink};
 use mobicore_mme::stored::StoredUes;
-use mobicore_mme::transfer::UeKey;
+use mobicore_mme::transfer::{self, UeKey};
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -273,6 +273,10 @@ pub async fn run(
         let report = stored.sync(&mut core, time_now()).await;
         if !report.conflicts.is_empty() {
             tracing::warn!(conflicts = ?report.conflicts, "UE records written by another host meanwhile: dropped here");
+            // What an NF instance produced for them goes no more than the core's.
+            let before = nf_actions.len();
+            nf_actions.retain(|a| transfer::action_ue(a).is_none_or(|id| !report.conflicts.contains(&id)));
+            counters.add("store_conflict_actions_withdrawn", (before - nf_actions.len()) as u64);
         }
         // Replicated before what the event sends, as the store was written.
         if let Some(r) = &mut replica {
