@@ -153,6 +153,17 @@ fn a_host_killed_between_the_initial_context_setup_request_and_its_response_its_
     assert_eq!(net.downlink_received(2), &[0]);
 }
 
+/// After a handover the heir completed: UE `ue` is at eNB `target`, held
+/// by `heir`, the S-GW has the target's tunnel, and downlink reaches it.
+fn at_target_on_heir(net: &mut Network, ue: u64, target: usize, heir: HostId) {
+    assert_eq!(holder(net, ue), Some(heir));
+    assert_eq!(net.enb_of(ue), target);
+    assert_eq!(net.sgw_session(ue).unwrap().s1u_enb, net.enb_fteid(ue), "the S-GW has the target's tunnel");
+    net.send_downlink(ue, 0);
+    net.drive();
+    assert_eq!(net.downlink_received(ue), &[0]);
+}
+
 /// A host killed while it awaits the Modify Bearer Response of an X2
 /// handover's path switch (TS 23.401 5.5.1.1.2 step 3): the answer goes to
 /// the dead host and is lost, so the heir, which loads the UE at that step
@@ -182,12 +193,7 @@ fn a_host_killed_awaiting_a_path_switchs_modify_bearer_its_heir_sends_it_again_a
     assert_eq!(m.value("x2_handover_completed"), 1, "the heir acknowledged the path switch");
     assert_eq!(m.value("ue_resumed_request"), 1, "the Modify Bearer went again");
     assert_eq!(m.value("path_switch_modify_bearer_failed"), 0);
-    assert_eq!(holder(&net, ue), Some(heir));
-    assert_eq!(net.enb_of(ue), target);
-    assert_eq!(net.sgw_session(ue).unwrap().s1u_enb, net.enb_fteid(ue), "the S-GW has the target's tunnel");
-    net.send_downlink(ue, 0);
-    net.drive();
-    assert_eq!(net.downlink_received(ue), &[0]);
+    at_target_on_heir(&mut net, ue, target, heir);
     assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
 }
 
@@ -222,12 +228,7 @@ fn a_host_killed_awaiting_an_s1_handovers_forwarding_tunnel_its_heir_asks_again_
     assert_eq!(m.value("ue_resumed_request"), 1, "the request went again");
     assert_eq!(m.value("handover_forwarding_tunnel_failed"), 0);
     assert_eq!(net.spgwc.counters.value("s11_create_indirect_forwarding"), 2);
-    assert_eq!(holder(&net, ue), Some(heir));
-    assert_eq!(net.enb_of(ue), target);
-    assert_eq!(net.sgw_session(ue).unwrap().s1u_enb, net.enb_fteid(ue), "the S-GW has the target's tunnel");
-    net.send_downlink(ue, 0);
-    net.drive();
-    assert_eq!(net.downlink_received(ue), &[0]);
+    at_target_on_heir(&mut net, ue, target, heir);
     // The tunnel goes as after any S1 handover (step 21), from the heir.
     let hold = net.mme.config().indirect_forwarding_hold_ms;
     net.advance(Duration::from_millis(hold));
