@@ -763,16 +763,22 @@ pub const SPARE_CPU_FRACTIONS: [f64; 2] = [0.05, 0.2];
 /// number of hosts with which the scheme keeps SLO violations at or under
 /// `target_pct`, over the settings of [`SPARE_CPU_FRACTIONS`] (the same
 /// for every scheme) and the hosts the run starts with. For each setting,
-/// [`HostSearch`] bisects the starting count (up to `max_hosts`, the
+/// [`HostSearch::around`] `guess` (the fixed count the scheme needs is a
+/// good one) searches the starting count (up to `max_hosts`, the
 /// controller's minimum 1 and maximum `max_hosts`): the controller
 /// changes one host per window, too slowly to start a large cluster from
 /// one host within a run. Of every run that meets the target, the one
 /// with the fewest hosts on time average, and its setting; `None` if no
 /// run does.
-pub fn time_avg_hosts_needed(cfg: &SimConfig, max_hosts: u32, target_pct: f64) -> Option<(ScalingConfig, SimResult)> {
+pub fn time_avg_hosts_needed(
+    cfg: &SimConfig,
+    max_hosts: u32,
+    target_pct: f64,
+    guess: u32,
+) -> Option<(ScalingConfig, SimResult)> {
     let mut best: Option<(ScalingConfig, SimResult)> = None;
     for f in SPARE_CPU_FRACTIONS {
-        let mut search = HostSearch::new(max_hosts);
+        let mut search = HostSearch::around(guess, max_hosts);
         while let Some(n) = search.next() {
             let scaling = ScalingConfig::new(1, max_hosts as usize, f * f64::from(n));
             let r = run(&SimConfig { hosts: n, scaling: Some(scaling), ..cfg.clone() });
@@ -787,46 +793,69 @@ pub fn time_avg_hosts_needed(cfg: &SimConfig, max_hosts: u32, target_pct: f64) -
 }
 
 /// The search for the fewest hosts that meet a target, apart from what
-/// runs a host count (the simulator, or real processes): the most hosts
-/// first, then bisection (violations fall as hosts are added).
+/// runs a host count (the simulator, or real processes): from a first
+/// count, outward in doubling steps until a count that meets the target
+/// and one that does not bracket the least, then bisection (violations
+/// fall as hosts are added). From the most hosts ([`HostSearch::new`]),
+/// 0 hosts is the bracket's other end at once.
 #[derive(Clone, Copy, Debug)]
 pub struct HostSearch {
     max: u32,
-    /// Whether `max` meets the target, once run.
-    top: Option<bool>,
-    /// `hi` meets the target, `lo` does not (0 hosts never does).
+    first: u32,
+    tried: bool,
+    /// The next outward step.
+    step: u32,
+    /// The most hosts known to miss the target (0 hosts never meets);
+    /// whether a run showed it (or it is 0 from the most hosts).
     lo: u32,
-    hi: u32,
+    lo_known: bool,
+    /// The fewest known to meet it.
+    hi: Option<u32>,
 }
 
 impl HostSearch {
     pub fn new(max_hosts: u32) -> HostSearch {
-        HostSearch { max: max_hosts, top: None, lo: 0, hi: max_hosts }
+        HostSearch { lo_known: true, ..HostSearch::around(max_hosts, max_hosts) }
+    }
+
+    /// From `guess` (clamped to 1..=`max_hosts`), steps of 2, 4, 8...: a
+    /// good guess takes a few runs where bisecting from `max_hosts` takes
+    /// its logarithm.
+    pub fn around(guess: u32, max_hosts: u32) -> HostSearch {
+        let max = max_hosts.max(1);
+        HostSearch { max, first: guess.clamp(1, max), tried: false, step: 2, lo: 0, lo_known: false, hi: None }
     }
 
     /// The host count to run next; none when the search is over.
     pub fn next(&self) -> Option<u32> {
-        match self.top {
-            None => Some(self.max),
-            Some(false) => None,
-            Some(true) => (self.hi - self.lo > 1).then(|| self.lo + (self.hi - self.lo) / 2),
+        if !self.tried {
+            return Some(self.first);
+        }
+        match self.hi {
+            None => (self.lo < self.max).then(|| (self.lo + self.step).min(self.max)),
+            Some(hi) if hi - self.lo <= 1 => None,
+            Some(hi) if !self.lo_known => Some(hi.saturating_sub(self.step).max(self.lo + 1)),
+            Some(hi) => Some(self.lo + (hi - self.lo) / 2),
         }
     }
 
     /// The outcome of running `hosts` (the count [`HostSearch::next`] named).
     pub fn record(&mut self, hosts: u32, meets: bool) {
-        if self.top.is_none() {
-            self.top = Some(meets);
-        } else if meets {
-            self.hi = hosts;
+        if self.tried {
+            self.step = self.step.saturating_mul(2);
+        }
+        self.tried = true;
+        if meets {
+            self.hi = Some(self.hi.map_or(hosts, |h| h.min(hosts)));
         } else {
-            self.lo = hosts;
+            self.lo = self.lo.max(hosts);
+            self.lo_known = true;
         }
     }
 
     /// The fewest hosts that met the target, once [`HostSearch::next`] is none.
     pub fn found(&self) -> Option<u32> {
-        (self.top == Some(true) && self.next().is_none()).then_some(self.hi)
+        self.next().is_none().then_some(self.hi).flatten()
     }
 }
 

@@ -447,12 +447,11 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
                 },
                 ..Default::default()
             };
-            let scaled = sim::time_avg_hosts_needed(&cfg, max_hosts, a.target_pct);
-            let needed = sim::hosts_needed(&cfg, max_hosts, a.target_pct);
-            let (n, r) = match needed {
+            let (n, r) = match sim::hosts_needed(&cfg, max_hosts, a.target_pct) {
                 Some((n, r)) => (Some(n), r),
-                None => (None, sim::run(&SimConfig { hosts: max_hosts, ..cfg })),
+                None => (None, sim::run(&SimConfig { hosts: max_hosts, ..cfg.clone() })),
             };
+            let scaled = sim::time_avg_hosts_needed(&cfg, max_hosts, a.target_pct, n.unwrap_or(max_hosts));
             let mut p = point(11, &r, rate);
             p["alpha"] = json!(alpha);
             p["pattern"] = json!("T4");

@@ -168,6 +168,25 @@ fn host_search_bisects() {
     assert_eq!(search(4, 5), (None, vec![4]));
     assert_eq!(search(1, 1), (Some(1), vec![1]));
     assert_eq!(search(100, 37).0, Some(37));
+    // From a guess: outward in doubling steps, then bisection.
+    let around = |guess: u32, max: u32, enough: u32| {
+        let mut s = HostSearch::around(guess, max);
+        let mut ran = Vec::new();
+        while let Some(n) = s.next() {
+            ran.push(n);
+            s.record(n, n >= enough);
+        }
+        (s.found(), ran)
+    };
+    assert_eq!(around(50, 100, 53), (Some(53), vec![50, 52, 56, 54, 53]));
+    assert_eq!(around(50, 100, 47), (Some(47), vec![50, 48, 44, 46, 47]));
+    assert_eq!(around(50, 100, 50), (Some(50), vec![50, 48, 49]));
+    assert_eq!(around(3, 100, 1), (Some(1), vec![3, 1]));
+    assert_eq!(around(90, 100, 101), (None, vec![90, 92, 96, 100]));
+    for enough in 1..=40 {
+        assert_eq!(around(20, 40, enough).0, Some(enough));
+        assert_eq!(around(1, 40, enough).0, Some(enough));
+    }
 }
 
 /// A constant load of 1.5 hosts' capacity on one host: the EPS controller
@@ -216,7 +235,7 @@ fn skewed_pareto_load_sk_ch_needs_fewer_time_averaged_hosts() {
             },
             ..Default::default()
         };
-        time_avg_hosts_needed(&c, 16, 5.0).map(|(_, r)| {
+        time_avg_hosts_needed(&c, 16, 5.0, 8).map(|(_, r)| {
             assert!(r.slo_violation_pct() <= 5.0, "{}", show(&r));
             assert!(r.hosts_time_avg <= f64::from(r.hosts_max), "{:?}", r.hosts_timeline);
             r.hosts_time_avg
