@@ -25,7 +25,9 @@
 //!   one) from load reports and SLO violations, with hysteresis.
 //! - `load`: traffic patterns T1-T4 with skew across UEs and a procedure mix.
 //! - `sim`: a cluster of hosts under a load, its SLO violations, CPU spread,
-//!   throughput and latency; the search for the hosts a scheme needs.
+//!   throughput and latency, its hosts optionally scaled by the EPS
+//!   controller; the search for the hosts a scheme needs (a fixed count,
+//!   or time-averaged under the controller).
 
 pub mod balancer;
 pub mod controller;

@@ -168,4 +168,80 @@ fn host_search_bisects() {
     assert_eq!(search(4, 5), (None, vec![4]));
     assert_eq!(search(1, 1), (Some(1), vec![1]));
     assert_eq!(search(100, 37).0, Some(37));
+    // From a guess: outward in doubling steps, then bisection.
+    let around = |guess: u32, max: u32, enough: u32| {
+        let mut s = HostSearch::around(guess, max);
+        let mut ran = Vec::new();
+        while let Some(n) = s.next() {
+            ran.push(n);
+            s.record(n, n >= enough);
+        }
+        (s.found(), ran)
+    };
+    assert_eq!(around(50, 100, 53), (Some(53), vec![50, 52, 56, 54, 53]));
+    assert_eq!(around(50, 100, 47), (Some(47), vec![50, 48, 44, 46, 47]));
+    assert_eq!(around(50, 100, 50), (Some(50), vec![50, 48, 49]));
+    assert_eq!(around(3, 100, 1), (Some(1), vec![3, 1]));
+    assert_eq!(around(90, 100, 101), (None, vec![90, 92, 96, 100]));
+    for enough in 1..=40 {
+        assert_eq!(around(20, 40, enough).0, Some(enough));
+        assert_eq!(around(1, 40, enough).0, Some(enough));
+    }
+}
+
+/// A constant load of 1.5 hosts' capacity on one host: the EPS controller
+/// starts hosts until the violations stop, and drains them back to one
+/// when the load ends; no procedure is lost on the way.
+#[test]
+fn controller_scales_out_under_load_and_back_in_after() {
+    let capacity = host_capacity(&Profiles::default(), &Mix::default(), 1.0);
+    let mut c = cfg(1, Scheme::SkewedCh, 1.5 * capacity, Skew::UNIFORM);
+    c.load.duration_s = 3.0;
+    c.scaling = Some(ScalingConfig::new(1, 4, 1.0));
+    let r = run(&c);
+    assert_eq!((r.completed, r.failed), (r.procedures, 0), "{}", show(&r));
+    assert!(r.hosts_max >= 2, "{:?}", r.hosts_timeline);
+    let &(end_s, last) = r.hosts_timeline.last().unwrap();
+    assert_eq!(last, 1, "back to the minimum: {:?}", r.hosts_timeline);
+    assert!(end_s > c.load.duration_s, "drained after the load: {:?}", r.hosts_timeline);
+    assert!(1.0 < r.hosts_time_avg && r.hosts_time_avg < f64::from(r.hosts_max), "{}", r.hosts_time_avg);
+    // Scaled out, it meets the SLOs for most of the run.
+    assert!(r.slo_violation_pct() < 20.0, "{}", show(&r));
+    assert_eq!(run(&c), r, "deterministic");
+}
+
+/// Without scaling, the hosts are the configured ones throughout.
+#[test]
+fn fixed_hosts_time_average() {
+    let r = run(&cfg(3, Scheme::ConsistentHashing, 1500.0, Skew::UNIFORM));
+    assert_eq!((r.hosts_time_avg, r.hosts_max, r.hosts_timeline.clone()), (3.0, 3, vec![(0.0, 3)]));
+}
+
+/// Fig. 11 as seed 004 measures it: time-averaged hosts under the EPS
+/// controller, the same controller settings for both schemes.
+#[test]
+fn skewed_pareto_load_sk_ch_needs_fewer_time_averaged_hosts() {
+    let needed = |scheme| {
+        let c = SimConfig {
+            scheme,
+            load: LoadConfig {
+                ues: 1000,
+                rate: 10_000.0,
+                duration_s: 2.0,
+                pattern: Pattern::pareto(2.0),
+                skew: SKEWED,
+                seed: 11,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        time_avg_hosts_needed(&c, 16, 5.0, 8).map(|(_, r)| {
+            assert!(r.slo_violation_pct() <= 5.0, "{}", show(&r));
+            assert!(r.hosts_time_avg <= f64::from(r.hosts_max), "{:?}", r.hosts_timeline);
+            r.hosts_time_avg
+        })
+    };
+    let sk = needed(Scheme::SkewedCh).expect("16 hosts are enough");
+    let ch = needed(Scheme::ConsistentHashing);
+    assert!(ch.is_none_or(|ch| sk < ch), "sk-ch {sk} vs ch {ch:?}");
 }
