@@ -369,7 +369,8 @@ impl Mme {
 
     /// The S11 request the ESM procedure `esm` of UE `id` awaits the
     /// answer to, sent again; whether it went. A PDN connectivity whose
-    /// request cannot be built again is rejected (#38 network failure).
+    /// request cannot be built again is rejected with the ESM cause that
+    /// says why (TS 24.301 6.5.1.4).
     fn esm_request_again(&mut self, id: u32, esm: EsmProcedure) -> bool {
         match esm {
             EsmProcedure::CreateSession { req, ebi, .. } => {
