@@ -249,17 +249,28 @@ impl Rig {
                 (Mme::Elastic { fe, nf }, s1ap, udp)
             }
             None => {
-                // The restarted MME binds its SCTP and UDP ports again.
-                let udp = crate::procs::spare_port()?;
+                // The restarted MME binds its SCTP and UDP ports again:
+                // spare ones, others if another process took them first.
+                let mut tries = 0;
+                let (args, udp) = loop {
+                    let udp = crate::procs::spare_port()?;
+                    let body = format!(
+                        "[mme]\ns1ap = \"127.0.0.1:{udp}\"\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n\
+                         [sctp]\ntransport = \"udp\"\nudp_port = {udp}\n",
+                        core.hss, core.sgw_s11
+                    );
+                    std::fs::write(&toml, body)?;
+                    let args = vec!["mme".to_string(), "--config".into(), path_str(&toml)?.to_string()];
+                    match start_stateful(&mut procs, &args) {
+                        Ok(_) => break (args, udp),
+                        Err(_) if tries < 3 => {
+                            tries += 1;
+                            procs.kill("mme")?;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                };
                 let s1ap = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, udp));
-                let body = format!(
-                    "[mme]\ns1ap = \"{s1ap}\"\nhss = \"{}\"\nsgw = \"{}\"\ns11_local = \"127.0.0.1:0\"\n\
-                     [sctp]\ntransport = \"udp\"\nudp_port = {udp}\n",
-                    core.hss, core.sgw_s11
-                );
-                std::fs::write(&toml, body)?;
-                let args = vec!["mme".to_string(), "--config".into(), path_str(&toml)?.to_string()];
-                start_stateful(&mut procs, &args)?;
                 (Mme::Stateful { args }, s1ap, udp)
             }
         };
