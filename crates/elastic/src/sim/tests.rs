@@ -105,24 +105,30 @@ fn skewed_load_sk_ch_violates_least() {
     assert!(ch.cpu_stddev_pct() > 2.0 * sk.cpu_stddev_pct(), "{}\n{}", show(ch), show(sk));
 }
 
+/// Fig. 11's load at a small size: skewed Pareto bursts (alpha 2) over
+/// 1,000 UEs, about 8 hosts' worth.
+fn fig11(scheme: Scheme) -> SimConfig {
+    SimConfig {
+        scheme,
+        load: LoadConfig {
+            ues: 1000,
+            rate: 10_000.0,
+            duration_s: 2.0,
+            pattern: Pattern::pareto(2.0),
+            skew: SKEWED,
+            seed: 11,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// Fig. 11: hosts needed for at most 5% violations under skewed Pareto
 /// bursts.
 #[test]
 fn skewed_pareto_load_sk_ch_needs_fewest_hosts() {
     let needed = |scheme| {
-        let c = SimConfig {
-            scheme,
-            load: LoadConfig {
-                ues: 1000,
-                rate: 10_000.0,
-                duration_s: 2.0,
-                pattern: Pattern::pareto(2.0),
-                skew: SKEWED,
-                seed: 11,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let c = fig11(scheme);
         hosts_needed(&c, 16, 5.0).map(|(n, r)| {
             assert!(r.slo_violation_pct() <= 5.0 && r.hosts == n);
             n
@@ -222,19 +228,7 @@ fn fixed_hosts_time_average() {
 #[test]
 fn skewed_pareto_load_sk_ch_needs_fewer_time_averaged_hosts() {
     let needed = |scheme| {
-        let c = SimConfig {
-            scheme,
-            load: LoadConfig {
-                ues: 1000,
-                rate: 10_000.0,
-                duration_s: 2.0,
-                pattern: Pattern::pareto(2.0),
-                skew: SKEWED,
-                seed: 11,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let c = fig11(scheme);
         time_avg_hosts_needed(&c, 16, 5.0, 8).map(|(_, r)| {
             assert!(r.slo_violation_pct() <= 5.0, "{}", show(&r));
             assert!(r.hosts_time_avg <= f64::from(r.hosts_max), "{:?}", r.hosts_timeline);
