@@ -238,7 +238,7 @@ async fn udp_port_in_use_is_reported() {
     let port = first.udp_port.unwrap();
     let err = bind_with_info(EndpointConfig::new(lo(), Transport::Udp { port })).await.err().unwrap();
     assert!(matches!(err, SctpError::PortInUse { port: p } if p == port));
-    assert_eq!(err.to_string(), format!("UDP port {port} is in use"));
+    assert!(err.to_string().starts_with(&format!("UDP port {port} is in use: ")), "{err}");
 }
 
 #[tokio::test]
@@ -247,7 +247,7 @@ async fn sctp_port_in_use_is_reported() {
     let port = first.handle.local.port();
     let again = SocketAddr::new(lo().ip(), port);
     let err = bind_with_info(EndpointConfig::new(again, Transport::Udp { port: 0 })).await.err().unwrap();
-    assert_eq!(err.to_string(), format!("SCTP port {port} is in use by another endpoint on this host"));
+    assert!(err.to_string().starts_with(&format!("SCTP port {port} is in use by another endpoint")), "{err}");
 }
 
 #[tokio::test]

@@ -25,11 +25,13 @@ use std::os::fd::{AsRawFd, RawFd};
 /// Why an endpoint could not be bound.
 #[derive(Debug, thiserror::Error)]
 pub enum SctpError {
-    #[error("raw sockets need root (CAP_NET_RAW)")]
+    #[error("raw sockets need root (CAP_NET_RAW): run as root, or use the udp transport")]
     NeedRoot,
-    #[error("SCTP port {port} is in use by another endpoint on this host")]
+    #[error(
+        "SCTP port {port} is in use by another endpoint or connection on this host: stop it, or choose another port (0: one the kernel picks)"
+    )]
     SctpPortInUse { port: u16 },
-    #[error("UDP port {port} is in use")]
+    #[error("UDP port {port} is in use: stop what holds it, or choose another port (0: one the kernel picks)")]
     PortInUse { port: u16 },
     #[error("cannot bind {addr}: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
