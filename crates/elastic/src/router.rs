@@ -47,6 +47,22 @@
 //! with their identifiers unchanged, go to its heir, which loads them
 //! from the store, and the held messages go there too.
 //!
+//! # Per-procedure placement
+//! With a store every host reads (Redis, [`Router::placing_procedures`]),
+//! a procedure of a UE that has an identifier is placed by the balancer
+//! too, as seed 004 Algorithm 1 places every procedure, not only the
+//! attach: an INITIAL UE MESSAGE with an S-TMSI goes to the host the
+//! balancer picks for its M-TMSI, which loads the UE from the store if
+//! it is not its owner. So that one host at a time serves a UE, the
+//! front end tracks each UE some host holds in a procedure or an S1
+//! connection, from the host's word ([`Router::holding`],
+//! [`Router::released`]): its messages (by M-TMSI, by MME-UE-S1AP-ID, the
+//! S-GW's requests by S11 TEID) go to that host until it is at rest there
+//! again. When a UE comes to rest away from its owner, or the host it
+//! was at goes, the owner's host is told to read it again, as another
+//! host wrote it ([`Router::take_refreshes`]). Between procedures nothing
+//! is tracked.
+//!
 //! # Load reports
 //! Hosts report their moving averages periodically ([`Router::report`]);
 //! skewed consistent hashing picks new UEs' hosts by them (seed 004
@@ -123,7 +139,32 @@ pub struct RouterStats {
     pub s11_to_sgw: u64,
     /// S11 messages dropped ([`S11Drop`] says why; the shell counts each).
     pub s11_dropped: u64,
+    /// Procedures placed on a host other than the UE's owner's, and
+    /// messages routed to the host holding the UE.
+    pub placed_away: u64,
+    pub to_holder: u64,
+    /// UEs not tracked: the table was full.
+    pub holds_full: u64,
 }
+
+/// The UEs hosts hold in a procedure or an S1 connection (see
+/// "Per-procedure placement"): by M-TMSI (from placement, then the
+/// host's word) and by MME-UE-S1AP-ID (the host's word, with the M-TMSI
+/// it named).
+#[derive(Debug, Default)]
+struct Holds {
+    by_mtmsi: HashMap<u32, HostId>,
+    /// With every M-TMSI the host named while holding it.
+    by_id: HashMap<u32, (HostId, Vec<u32>)>,
+    /// MME-UE-S1AP-IDs whose host went while it held them: their owner's
+    /// host reads them again.
+    refresh: Vec<u32>,
+    /// UEs tracked at most (none: per-procedure placement is off).
+    max: usize,
+}
+
+/// M-TMSIs followed per held UE at most (a GUTI reallocated while held).
+const MAX_NAMES: usize = 4;
 
 /// The host number a sequence number of a host's S11 request carries:
 /// the top octet of its 24 bits.
@@ -231,6 +272,7 @@ pub struct Router {
     /// Per host: when its last load report came.
     reported: HashMap<HostId, Instant>,
     report_stale_after: Duration,
+    holds: Holds,
     pub stats: RouterStats,
 }
 
@@ -259,6 +301,7 @@ impl Router {
             s11: S11Pending { max: S11_MAX_PENDING, hold: S11_HOLD, by_seq: HashMap::new(), order: VecDeque::new() },
             reported: HashMap::new(),
             report_stale_after: REPORT_STALE_AFTER,
+            holds: Holds::default(),
             stats: RouterStats::default(),
         }
     }
@@ -297,6 +340,19 @@ impl Router {
         }
         self.frontend.forget(host);
         self.reported.remove(&host);
+        // What it held: its own UEs and those of hosts gone before go to
+        // the heir, which loads them all; the others' owners read them again.
+        let v = &mut self.holds;
+        v.by_mtmsi.retain(|_, h| *h != host);
+        let mut ended: Vec<u32> = v
+            .by_id
+            .iter()
+            .filter(|(&id, (h, _))| *h == host && !moved.contains(&owner(id)))
+            .map(|(&id, _)| id)
+            .collect();
+        ended.sort_unstable();
+        v.by_id.retain(|_, (h, _)| *h != host);
+        v.refresh.extend(ended);
         // Its heir from now on (see "A host that is gone").
         self.gone.insert(host, self.ring_heir(host));
         moved
@@ -418,6 +474,20 @@ impl Router {
 
     /// Where a UE-associated uplink message goes.
     pub fn route(&mut self, name: UeName) -> Result<Dest, RouteError> {
+        let holder = match name {
+            UeName::Initial { m_tmsi: Some(m), .. } => self.holds.by_mtmsi.get(&m).copied(),
+            UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).map(|(h, _)| *h),
+            UeName::Initial { m_tmsi: None, .. } => None,
+        };
+        if let Some(h) = holder {
+            self.stats.to_holder += 1;
+            return Ok(Dest::Host(h));
+        }
+        if let UeName::Initial { m_tmsi: Some(m), .. } = name {
+            if let Some(h) = self.place(m) {
+                return Ok(Dest::Host(h));
+            }
+        }
         let id = match name {
             UeName::Initial { m_tmsi: Some(m), .. } => m,
             UeName::MmeUeS1apId(id) => id,
@@ -442,6 +512,104 @@ impl Router {
             // No live host: the balancer says so, and counts it.
             None => self.balance(id).map(Dest::Host),
         }
+    }
+
+    /// Per-procedure placement: a host other than the owner's the
+    /// balancer picks for a procedure of the UE with M-TMSI `m`, now
+    /// tracked; `None` to route by the identifier (placement off, the
+    /// owner's host picked, no host, the table full).
+    fn place(&mut self, m: u32) -> Option<HostId> {
+        if self.holds.max == 0 {
+            return None;
+        }
+        let home = self.serving(owner(m))?;
+        if self.holds.by_mtmsi.len() >= self.holds.max {
+            self.stats.holds_full += 1;
+            return None;
+        }
+        let req = Request { slice: SliceId::ATTACH, ue: MTmsi(m), kind: ProcedureKind::ServiceRequest };
+        let r = self.frontend.route(&req).ok()?;
+        if r.host == home {
+            // Not tracked until the host says it holds the UE.
+            self.frontend.end(MTmsi(m));
+            return None;
+        }
+        self.holds.by_mtmsi.insert(m, r.host);
+        self.stats.placed_away += 1;
+        Some(r.host)
+    }
+
+    /// Place every procedure (see "Per-procedure placement"), tracking at
+    /// most `max` UEs held; only with a store every host reads.
+    pub fn placing_procedures(mut self, max: usize) -> Router {
+        self.holds.max = max;
+        self
+    }
+
+    /// Whether procedures are placed (and held UEs tracked).
+    pub fn places_procedures(&self) -> bool {
+        self.holds.max > 0
+    }
+
+    /// Host `host` holds UE `id` (MME-UE-S1AP-ID) in a procedure or an S1
+    /// connection, known by M-TMSI `m_tmsi` if it has one (said again when
+    /// a GUTI reallocation gives it another: both are followed): its
+    /// messages go there until [`Router::released`]. False (not tracked)
+    /// if placement is off or the table is full.
+    pub fn holding(&mut self, host: HostId, id: u32, m_tmsi: Option<u32>) -> bool {
+        let v = &mut self.holds;
+        if v.max == 0 {
+            return false;
+        }
+        if !v.by_id.contains_key(&id) && (v.by_id.len() >= v.max || v.by_mtmsi.len() >= v.max) {
+            self.stats.holds_full += 1;
+            return false;
+        }
+        let (h, names) = v.by_id.entry(id).or_insert((host, Vec::new()));
+        *h = host;
+        if let Some(m) = m_tmsi.filter(|m| !names.contains(m) && names.len() < MAX_NAMES) {
+            names.push(m);
+            v.by_mtmsi.insert(m, host);
+        }
+        true
+    }
+
+    /// Host `host` is done with UE `id`: at rest, its record written. Its
+    /// messages go by its identifiers again. Returns the host that is to
+    /// read the UE again: its owner's, if that is another.
+    pub fn released(&mut self, host: HostId, id: u32) -> Option<HostId> {
+        if self.holds.by_id.get(&id)?.0 != host {
+            return None;
+        }
+        let (_, names) = self.holds.by_id.remove(&id)?;
+        for m in names {
+            if self.holds.by_mtmsi.get(&m) == Some(&host) {
+                self.holds.by_mtmsi.remove(&m);
+            }
+            self.frontend.end(MTmsi(m));
+        }
+        self.serving(owner(id)).filter(|&o| o != host)
+    }
+
+    /// The UEs whose host went while it held them (in
+    /// [`Router::host_down`]), each with the host that is to read it
+    /// again now.
+    pub fn take_refreshes(&mut self) -> Vec<(HostId, u32)> {
+        let ids = std::mem::take(&mut self.holds.refresh);
+        ids.into_iter().filter_map(|id| Some((self.serving(owner(id))?, id))).collect()
+    }
+
+    /// The UEs of host `owner_host` another host holds now, in order: an
+    /// heir taking `owner_host`'s UEs leaves them to that host.
+    pub fn held_away(&self, owner_host: HostId) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.holds.by_id.keys().copied().filter(|&id| owner(id) == owner_host).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// UEs tracked now.
+    pub fn holds(&self) -> usize {
+        self.holds.by_mtmsi.len().max(self.holds.by_id.len())
     }
 
     fn balance(&mut self, key: u32) -> Result<HostId, RouteError> {
@@ -490,7 +658,8 @@ impl Router {
         match (from, h.initial) {
             (S11From::Sgw, true) => {
                 let teid = h.teid.filter(|&t| t != 0).ok_or(S11Drop::NoTeid)?;
-                let host = self.serving(owner(teid)).ok_or(S11Drop::NoHost)?;
+                let holder = self.holds.by_id.get(&teid).map(|(h, _)| *h);
+                let host = holder.or_else(|| self.serving(owner(teid))).ok_or(S11Drop::NoHost)?;
                 let p = &mut self.s11;
                 if !p.by_seq.contains_key(&h.seq) && p.by_seq.len() >= p.max {
                     return Err(S11Drop::Full);
@@ -847,5 +1016,117 @@ mod tests {
         }
         assert!(r.s11.order.len() <= 5, "{}", r.s11.order.len());
         assert!(r.s11_pending() <= 2);
+    }
+
+    /// Routes UE `m`'s INITIAL UE MESSAGEs until one is placed away from
+    /// its owner's host (round robin binds the UE to its first pick: host
+    /// 1 on a fresh router).
+    fn placed_away(r: &mut Router, m: u32) -> HostId {
+        for e in 0..8 {
+            let h = to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: e, m_tmsi: Some(m) }));
+            if h != owner(m) {
+                return h;
+            }
+        }
+        panic!("never placed away from {:?}", owner(m));
+    }
+
+    #[test]
+    fn a_procedure_placed_away_from_the_owner_is_followed_until_released() {
+        let mut r = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(16);
+        let (id, m) = (0x0200_0007, 0x0200_0005);
+        let x = placed_away(&mut r, m);
+        assert_eq!(r.stats.placed_away, 1);
+        // Until the host names the UE's MME-UE-S1AP-ID, by M-TMSI only.
+        assert_eq!(to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 9, m_tmsi: Some(m) })), x);
+        assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), HostId(2));
+        assert!(r.holding(x, id, Some(m)));
+        assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), x);
+        // The S-GW's request for it, by its S11 TEID, goes there too.
+        let now = Instant::now();
+        assert_eq!(r.route_s11(now, S11From::Sgw, request(id, 0x10)), Ok(S11Route::Host(x)));
+        assert_eq!(r.route_s11(now, S11From::Host(x), response(0, 0x10)), Ok(S11Route::Sgw));
+        assert_eq!(r.holds(), 1);
+        // Done: the owner's host reads it again, and has its messages.
+        let other = [1, 3].map(HostId).into_iter().find(|&h| h != x).unwrap();
+        assert_eq!(r.released(other, id), None);
+        assert_eq!(r.released(x, id), Some(HostId(2)));
+        assert_eq!(r.holds(), 0);
+        assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), HostId(2));
+        assert_eq!(r.frontend.in_progress(), 0);
+    }
+
+    #[test]
+    fn a_ue_held_at_its_owners_host_is_not_placed_elsewhere_until_released() {
+        // Its release not yet done there, the UE's next procedure starts.
+        let mut r = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(16);
+        let (id, m) = (0x0200_0007, 0x0200_0005);
+        assert!(r.holding(HostId(2), id, Some(m)));
+        for e in 0..6 {
+            assert_eq!(to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: e, m_tmsi: Some(m) })), HostId(2));
+        }
+        assert_eq!(r.stats.placed_away, 0);
+        // At rest at home: nothing to read again.
+        assert_eq!(r.released(HostId(2), id), None);
+        assert_ne!(placed_away(&mut r, m), HostId(2));
+    }
+
+    #[test]
+    fn a_hosts_held_ues_go_back_to_their_owners_host_when_it_goes() {
+        let mut r = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(16);
+        let (id, m) = (0x0200_0007, 0x0200_0005);
+        let x = placed_away(&mut r, m);
+        assert!(r.holding(x, id, Some(m)));
+        // A UE of x's own held there: its heir adopts it, no refresh.
+        let own = (x.0 << 24) | 1;
+        assert!(r.holding(x, own, None));
+        assert_eq!(r.held_away(HostId(2)), vec![id]);
+        assert_eq!(r.host_down(x), vec![x]);
+        assert_eq!(r.take_refreshes(), vec![(HostId(2), id)]);
+        assert!(r.take_refreshes().is_empty());
+        assert!(r.held_away(HostId(2)).is_empty());
+        assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), HostId(2));
+        assert_eq!(Some(to_host(r.route(UeName::MmeUeS1apId(own)))), r.heir(x));
+    }
+
+    #[test]
+    fn a_host_holding_a_ue_it_was_not_placed_at_is_followed() {
+        // A visited host reallocated the UE's GUTI: its next procedure
+        // comes by that host's M-TMSI, its messages by its owner's ID.
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]).placing_procedures(16);
+        let (id, m) = (0x0100_0007, 0x0300_0005);
+        assert!(r.holding(HostId(3), id, Some(m)));
+        assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), HostId(3));
+        assert_eq!(to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 1, m_tmsi: Some(m) })), HostId(3));
+        // Held, its GUTI reallocated again: either M-TMSI reaches it.
+        let m2 = 0x0300_0099;
+        assert!(r.holding(HostId(3), id, Some(m2)));
+        for mm in [m, m2] {
+            assert_eq!(to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 2, m_tmsi: Some(mm) })), HostId(3));
+        }
+        assert_eq!(r.released(HostId(3), id), Some(HostId(1)));
+        assert_eq!(r.holds(), 0);
+        assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), HostId(1));
+        // Placement off: nothing is tracked.
+        let mut off = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        assert!(!off.holding(HostId(3), id, Some(m)));
+        assert_eq!(off.stats.holds_full, 0);
+    }
+
+    #[test]
+    fn without_per_procedure_placement_or_room_a_ue_stays_on_its_owners_host() {
+        let m = 0x0200_0005;
+        let mut off = router(Scheme::RoundRobin, &[1, 2, 3]);
+        for e in 0..6 {
+            assert_eq!(to_host(off.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: e, m_tmsi: Some(m) })), HostId(2));
+        }
+        assert_eq!(off.stats.placed_away, 0);
+        let mut full = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(1);
+        placed_away(&mut full, 0x0200_0009);
+        for e in 0..6 {
+            assert_eq!(to_host(full.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: e, m_tmsi: Some(m) })), HostId(2));
+        }
+        assert_eq!(full.stats.holds_full, 6);
+        assert!(!full.holding(HostId(1), 0x0200_0001, Some(m)));
     }
 }

@@ -307,7 +307,7 @@ impl Decomposed {
         let host = self.hosts.get_mut(&heir)?;
         // Its UEs, and those of hosts gone before whose heir it was.
         for gone in moved {
-            if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, gone.0 as u8, time)) {
+            if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, gone.0 as u8, time, |_| false)) {
                 panic!("the memory store failed: {e}");
             }
         }

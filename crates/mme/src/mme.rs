@@ -117,6 +117,9 @@ pub struct Mme {
     next_timer_seq: u64,
     /// UEs with a paging running (T3413): the MME's load for DDN
     /// throttling (paging.rs).
+    /// UEs whose UE CONTEXT RELEASE COMMAND awaits its COMPLETE (TS
+    /// 36.413 8.3.3): not at rest until it comes ([`Mme::ue_at_rest`]).
+    pub(crate) releasing: HashMap<u32, AssocId>,
     pub(crate) paged: HashSet<u32>,
     /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
     pub(crate) implicitly_detached: crate::idle::DetachedMemory,
@@ -149,6 +152,7 @@ impl Mme {
             s6a_in_flight: 0,
             next_timer_seq: 1,
             paged: HashSet::new(),
+            releasing: HashMap::new(),
             implicitly_detached: crate::idle::DetachedMemory::default(),
             timers: BinaryHeap::new(),
             actions: VecDeque::new(),
@@ -656,6 +660,7 @@ impl Mme {
             return;
         };
         self.unlink_s1(id, s1);
+        self.releasing.insert(id, s1.assoc);
         let data = s1ap_build::ue_context_release_command(id, s1.enb_ue_s1ap_id, cause);
         self.push_s1(s1.assoc, s1.stream, data);
     }
@@ -674,6 +679,7 @@ impl Mme {
     /// nothing (a handover target it still links is unlinked silently).
     pub(crate) fn forget_ue(&mut self, id: u32) -> Option<UeContext> {
         self.paged.remove(&id);
+        self.releasing.remove(&id);
         let ue = self.ues.remove(&id)?;
         if let Some(c) = &mut self.changes {
             c.touched.remove(&id);

@@ -108,6 +108,8 @@ impl Mme {
 
     /// Drop the S1 part of every UE of `assoc`, and only those.
     pub(crate) fn drop_enb_ues(&mut self, assoc: AssocId) {
+        // No COMPLETE will come for the releases commanded there.
+        self.releasing.retain(|_, a| *a != assoc);
         let ids = self.s1_ues_of(assoc);
         self.lose_s1(assoc, &ids, "ue_aborted_enb_down");
     }

@@ -484,6 +484,7 @@ impl StoredUes {
         let mtmsis = mme.ue_summary(id).map(|s| s.mtmsis).unwrap_or_default();
         self.held.insert(imsi, Held { version: stored.version, id, mtmsis, id_indexed: true });
         mme.counters.incr("store_ue_loaded");
+        tracing::debug!(id, version = stored.version, "loaded");
         Ok(id)
     }
 
@@ -524,12 +525,20 @@ impl StoredUes {
     /// guard) run here (issue 13 item 2: a timer fires on whichever host
     /// holds the UE). A host's UEs are the ones whose MME-UE-S1AP-ID has
     /// its number on top. Returns how many were loaded (counted in
-    /// `host_ues_adopted`); fails only if the store cannot be listed.
-    pub async fn adopt(&mut self, mme: &mut Mme, gone: u8, time: TimeBase) -> Result<u64, StoreError> {
+    /// `host_ues_adopted`); fails only if the store cannot be listed. UEs
+    /// `away` names are left (served by another host for now, which
+    /// writes them: a copy here would be stale).
+    pub async fn adopt(
+        &mut self,
+        mme: &mut Mme,
+        gone: u8,
+        time: TimeBase,
+        away: impl Fn(u32) -> bool,
+    ) -> Result<u64, StoreError> {
         let ids = self.store.scan_prefix(&keys::ids_of_host(gone)).await?;
         let mut n = 0;
         for (key, _) in ids {
-            let Some(id) = keys::id_of(&key) else { continue };
+            let Some(id) = keys::id_of(&key).filter(|&id| !away(id)) else { continue };
             if matches!(self.hold(mme, &UeKey::MmeUeS1apId(id), time).await, Hold::Loaded(_)) {
                 n += 1;
             }

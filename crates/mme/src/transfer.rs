@@ -111,6 +111,20 @@ impl Mme {
         }
     }
 
+    /// The UEs touched since the journal was last taken (none unless
+    /// tracked), in no order.
+    pub fn touched(&self) -> impl Iterator<Item = u32> + '_ {
+        self.changes.iter().flat_map(|c| c.touched.iter().copied())
+    }
+
+    /// Take UE `id` out of the journal: as it stands here it is its
+    /// stored record (just read again), nothing to write.
+    pub fn untouch(&mut self, id: u32) {
+        if let Some(c) = &mut self.changes {
+            c.touched.remove(&id);
+        }
+    }
+
     pub(crate) fn touch(&mut self, id: u32) {
         if let Some(c) = &mut self.changes {
             c.touched.insert(id);
@@ -136,6 +150,28 @@ impl Mme {
             mtmsis: mtmsis(ue),
             settled: ue.emm == EmmState::Registered && ue.step == Step::Idle && ue.esm.is_none(),
         })
+    }
+
+    /// The M-TMSI of UE `id`'s GUTI, if it is here and has one.
+    pub fn ue_mtmsi(&self, id: u32) -> Option<u32> {
+        Some(self.ues.get(&id)?.guti?.m_tmsi.0)
+    }
+
+    /// Whether UE `id` (if here) is at rest: registered, ECM-IDLE (no S1
+    /// connection, its release completed), no procedure running (no EMM or
+    /// ESM step, paging or handover). A host a UE visited for a procedure
+    /// lets it go then.
+    pub fn ue_at_rest(&self, id: u32) -> Option<bool> {
+        let ue = self.ues.get(&id)?;
+        Some(
+            ue.emm == EmmState::Registered
+                && ue.s1.is_none()
+                && !self.releasing.contains_key(&id)
+                && ue.step == Step::Idle
+                && ue.esm.is_none()
+                && ue.paging.is_none()
+                && ue.handover.is_none(),
+        )
     }
 
     /// How many UEs here have a procedure running (an EMM or ESM step,

@@ -90,9 +90,10 @@ impl Mme {
     /// was forgotten when the command was sent; nothing is left to do.
     pub(crate) fn on_release_complete(&mut self, _assoc: AssocId, pdu: &S1APPDU<'_>) -> S1Result {
         extract_s1ap_ies!(pdu, UEContextReleaseComplete,
-            req _mme_id: u32 = MME_UE_S1AP_ID(id),
+            req mme_id: u32 = MME_UE_S1AP_ID(id),
             req _enb_id: u32 = eNB_UE_S1AP_ID(id),
         );
+        self.releasing.remove(&mme_id);
         self.counters.incr("ue_context_release_complete");
         Ok(())
     }

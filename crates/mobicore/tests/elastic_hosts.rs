@@ -1193,6 +1193,82 @@ async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_
     c.release_tau_and_finish().await;
 }
 
+/// Per-procedure placement (`--placement procedure`, seed 004 Algorithm
+/// 1 places every procedure, not only the attach) over Redis: consistent
+/// hashing by M-TMSI sends most UEs' service requests to a host other
+/// than the one they attached at. That host loads the UE, serves the
+/// service request and the X2 handover after it (the front end follows
+/// the UE there: the host says it holds it), and the UE keeps its
+/// identifiers and session. Then the host with the most visitors is
+/// killed while they are connected: their releases go to their owners'
+/// hosts, which read them again from the store (hot: as they stood); the
+/// other visitors are released and dropped (their owners read them
+/// again); TAUs and detaches are placed too; no procedure fails, no UE
+/// attaches again, and no host ever writes from a stale copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn procedures_placed_away_from_a_ues_host_run_there_and_it_goes_home_after() {
+    let o = Options { frontend: &["--placement", "procedure"], ..DEFAULT };
+    let mut c = Cluster::start("hot", o).await;
+    let total = |c: &Cluster, name: &'static str| {
+        let metrics: Vec<SocketAddr> = c.metrics.values().copied().collect();
+        async move {
+            let mut n = 0;
+            for m in metrics {
+                n += counter(m, name).await;
+            }
+            n
+        }
+    };
+    for phase in [Phase::ServiceRequest, Phase::X2Handover] {
+        let r = c.ran.phase(phase).await.unwrap();
+        assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
+    }
+    let visits = total(&c, "mobicore_mme_host_ue_taken_over").await;
+    assert!(visits > 0, "some procedures placed away from the UE's host");
+    assert_eq!(total(&c, "mobicore_mme_host_visitor_dropped").await, 0, "connected visitors stay");
+    assert_eq!(records(c.shared()).await, c.before, "every UE kept its identifiers and session");
+
+    // The host with the most (connected) visitors goes.
+    let mut busiest = (0, 0);
+    for (&id, &m) in &c.metrics {
+        let n = counter(m, "mobicore_mme_host_ue_taken_over").await;
+        if n > busiest.1 {
+            busiest = (id, n);
+        }
+    }
+    let (victim, _) = busiest;
+    kill_host(&mut c.procs, &c.fe, victim);
+    c.metrics.remove(&victim);
+
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    // Every UE at rest again: each host let go of what it held, visitors
+    // dropped, their owners' hosts reading them again (the lost host's
+    // at its death).
+    let end = Instant::now() + LIMIT;
+    while total(&c, "mobicore_mme_host_hold_released").await < total(&c, "mobicore_mme_host_hold_started").await {
+        assert!(Instant::now() < end, "held UEs released");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(total(&c, "mobicore_mme_host_ue_refreshed").await > 0, "owners read their UEs again");
+    assert_eq!(total(&c, "mobicore_mme_host_ue_refresh_failed").await, 0);
+    let r = c.ran.phase(Phase::Tau).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "TAU: {:?}", c.ran.report().failures);
+    c.ran.settle_idle().await.unwrap();
+    // Detaches visit too; no stale copy ever wrote.
+    let metrics: Vec<SocketAddr> = c.metrics.values().copied().collect();
+    let Cluster { procs, ran, core, store, .. } = c;
+    let report = ran.finish().await.unwrap();
+    assert_eq!((report.attached, report.failed), (UES, 0), "no attach beyond the first: {:?}", report.failures);
+    assert_eq!((report.detached, report.detach_failed), (UES, 0), "{:?}", report.failures);
+    assert!(records(store.as_ref().unwrap()).await.is_empty(), "detached UEs leave no record");
+    for m in metrics {
+        assert_eq!(counter(m, "mobicore_mme_store_cas_conflict").await, 0, "no stale copy wrote");
+    }
+    drop(procs);
+    core.stop().await.unwrap();
+}
+
 /// Host-local stores, hot replication, a host killed mid-handover: the
 /// host of the only UE is killed after it has sent the Handover Command
 /// of an S1 handover (its state replicated first, write-ahead) and before

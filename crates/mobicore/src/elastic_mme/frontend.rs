@@ -380,6 +380,7 @@ impl State {
             l.stopping(host);
         }
         self.handed_on(&moved);
+        self.refresh();
         let held = self.release_held(host);
         self.counters.incr(if forced { "frontend_drain_forced" } else { "frontend_host_drained" });
         let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
@@ -479,6 +480,9 @@ impl State {
                     self.counters.incr("frontend_host_duplicate");
                     return;
                 }
+                if self.router.places_procedures() && tx.try_send(Frame::Track).is_err() {
+                    self.counters.incr("frontend_host_queue_full");
+                }
                 // Every eNB first, so that the host can take any UE.
                 for (&assoc, enb) in &self.enbs {
                     let up = Frame::EnbUp { assoc, peer: enb.peer, outbound_streams: enb.outbound_streams };
@@ -511,6 +515,7 @@ impl State {
                         c.host_down(host);
                     }
                     self.handed_on(&moved);
+                    self.refresh();
                     // A draining host that died: its held messages go to the heir.
                     self.release_held(host);
                     self.counters.incr("frontend_host_down");
@@ -545,6 +550,17 @@ impl State {
                     }
                     Frame::Drained => self.drained(host, false),
                     Frame::Replica { peer, msg } => self.relay_replica(host, HostId(u32::from(peer)), msg),
+                    Frame::Holding { id, m_tmsi } => match self.router.holding(host, id, m_tmsi) {
+                        true => self.counters.incr("frontend_hold_tracked"),
+                        false => self.counters.incr("frontend_hold_untracked"),
+                    },
+                    Frame::Released { id } => {
+                        self.counters.incr("frontend_hold_released");
+                        if let Some(owner) = self.router.released(host, id) {
+                            self.counters.incr("frontend_refresh");
+                            self.send(owner, Frame::Refresh { id, resume: false });
+                        }
+                    }
                     // Sent to a host that was drained meanwhile: routed again.
                     Frame::Bounce { assoc, stream, data } => match routing::uplink(assoc, &data) {
                         Uplink::Ue(name) if self.hosts.get(&host).is_some_and(|h| h.drain == Drain::Done) => {
@@ -564,14 +580,27 @@ impl State {
     /// inherits the first (its records, from the copy replicated to it,
     /// which holds the others' UEs it had taken) and adopts the others
     /// (their UEs loaded from the store), before anything of their UEs
-    /// reaches it; and the hosts whose replica host changed are told.
+    /// reaches it, their UEs other hosts hold left out (Away); and
+    /// the hosts whose replica host changed are told.
     fn handed_on(&mut self, moved: &[HostId]) {
         for (i, &gone) in moved.iter().enumerate() {
             let Some(heir) = self.router.heir(gone) else { continue };
             let host = gone.0 as u8;
+            for id in self.router.held_away(gone) {
+                self.send(heir, Frame::Away { id });
+            }
             self.send(heir, if i == 0 { Frame::Inherit { host } } else { Frame::Adopt { host } });
         }
         self.tell_replicas();
+    }
+
+    /// The owners' hosts of the UEs whose visited host went read them
+    /// again (queued after their Inherit or Adopt).
+    fn refresh(&mut self) {
+        for (owner, id) in self.router.take_refreshes() {
+            self.counters.incr("frontend_refresh_host_gone");
+            self.send(owner, Frame::Refresh { id, resume: true });
+        }
     }
 
     /// Tells each host whose replica hosts changed its new ones.

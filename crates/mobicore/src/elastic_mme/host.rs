@@ -45,6 +45,20 @@
 //! ([`Frame::ReplicateTo`], [`Frame::Replica`], [`Frame::Inherit`], [`Frame::Adopt`]) go to
 //! it. With a shared store they are ignored.
 //!
+//! # Held UEs
+//! When the front end places every procedure (`mme-frontend --placement
+//! procedure`, hosts on one shared store; it says [`Frame::Track`]), it
+//! must know which host holds a UE in a procedure or an S1 connection,
+//! so that one host at a time serves it: the host says [`Frame::Holding`]
+//! when an event leaves a UE busy (before anything of it goes out), and
+//! [`Frame::Released`] once it is at rest again (registered, ECM-IDLE, no
+//! procedure) and its record written. A UE of another host (placed here,
+//! loaded at its INITIAL UE MESSAGE) is dropped then; the front end tells
+//! its owner's host to read it again ([`Frame::Refresh`]), so that its
+//! timers run there between procedures. UEs of a host this host takes
+//! over that another host holds ([`Frame::Away`]) are not adopted: their
+//! refresh brings them.
+//!
 //! # Load reports
 //! Every `every` (`--load-every-ms`) the host sends the front end its
 //! moving averages ([`super::load::LoadMeter`]): the frames from the front
@@ -62,9 +76,10 @@ use mobicore_common::sctp_api::AssocId;
 use mobicore_elastic::router::UeName;
 use mobicore_mme::context_codec::TimeBase;
 use mobicore_mme::routing::{self, Uplink};
-use mobicore_mme::stored::StoredUes;
+use mobicore_mme::stored::{StoredError, StoredUes};
 use mobicore_mme::transfer::{self, UeKey};
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpStream;
@@ -84,6 +99,102 @@ enum Drain {
     No,
     Draining,
     Drained,
+}
+
+/// The UEs this host holds, told to the front end (see "Held UEs").
+struct Holds {
+    /// The front end tracks them ([`Frame::Track`]).
+    on: bool,
+    /// The store is every host's (no placement with host-local stores).
+    shared: bool,
+    /// The hosts whose UEs are this host's own: itself, those it inherited.
+    mine: BTreeSet<u8>,
+    /// By MME-UE-S1AP-ID, with the M-TMSI last told.
+    held: HashMap<u32, Option<u32>>,
+    /// Held UEs at rest whose record waits for a store that failed.
+    resting: HashSet<u32>,
+    /// UEs of hosts this host takes over that another host holds
+    /// ([`Frame::Away`]): not adopted. At most [`MAX_AWAY`].
+    away: HashSet<u32>,
+}
+
+/// UEs away ([`Holds::away`]) at most: the front end's table.
+const MAX_AWAY: usize = 1 << 15;
+
+impl Holds {
+    fn new(host: u8, shared: bool) -> Holds {
+        Holds {
+            on: false,
+            shared,
+            mine: BTreeSet::from([host]),
+            held: HashMap::new(),
+            resting: HashSet::new(),
+            away: HashSet::new(),
+        }
+    }
+
+    /// The UEs the last events touched, if tracked (taken before the sync
+    /// that clears the journal).
+    fn touched(&self, core: &Mme) -> Vec<u32> {
+        match self.on && self.shared {
+            true => core.touched().collect(),
+            false => Vec::new(),
+        }
+    }
+
+    /// Says Holding for each of `touched` newly busy, or held with a new
+    /// M-TMSI (a GUTI reallocated: the UE may come by either now).
+    fn hold(&mut self, core: &Mme, touched: &[u32], to_fe: &mpsc::Sender<Frame>, counters: &Counters) {
+        for &id in touched {
+            let m_tmsi = core.ue_mtmsi(id);
+            match self.held.get(&id) {
+                Some(&told) if told == m_tmsi || m_tmsi.is_none() => continue,
+                Some(_) => {}
+                None if core.ue_at_rest(id) != Some(false) => continue,
+                None => {}
+            }
+            if self.held.insert(id, m_tmsi).is_none() {
+                counters.incr("host_hold_started");
+            }
+            tracing::debug!(id, ?m_tmsi, "holding");
+            if to_fe.try_send(Frame::Holding { id, m_tmsi }).is_err() {
+                counters.incr("host_frontend_queue_full");
+            }
+        }
+    }
+
+    /// Says Released for each held UE of `touched` (or waiting) now at
+    /// rest or gone, once the store has its record; drops other hosts'.
+    fn release(
+        &mut self,
+        core: &mut Mme,
+        stored: &mut StoredUes,
+        touched: &[u32],
+        to_fe: &mpsc::Sender<Frame>,
+        counters: &Counters,
+    ) {
+        let mut resting: Vec<u32> = touched.iter().copied().filter(|id| self.held.contains_key(id)).collect();
+        resting.extend(self.resting.drain());
+        resting.retain(|&id| core.ue_at_rest(id) != Some(false));
+        if stored.unsynced() {
+            self.resting.extend(resting);
+            return;
+        }
+        for id in resting {
+            if self.held.remove(&id).is_none() {
+                continue;
+            }
+            if !self.mine.contains(&((id >> 24) as u8)) {
+                stored.release(core, &UeKey::MmeUeS1apId(id));
+                counters.incr("host_visitor_dropped");
+            }
+            tracing::debug!(id, "released");
+            counters.incr("host_hold_released");
+            if to_fe.try_send(Frame::Released { id }).is_err() {
+                counters.incr("host_frontend_queue_full");
+            }
+        }
+    }
 }
 
 /// How a host reports its load.
@@ -158,6 +269,7 @@ pub async fn run(
     let mut report_tick = tokio::time::interval(load.every.max(Duration::from_millis(1)));
     report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut drain = Drain::No;
+    let mut holds = Holds::new(host, replica.is_none());
     loop {
         // A drained host's UEs are its heir's: no timer runs here.
         let deadline = core.poll_timeout().filter(|_| drain != Drain::Drained);
@@ -255,10 +367,24 @@ pub async fn run(
                             r.on_frame(frame, &to_fe).await;
                         }
                         if let Some(gone) = gone {
-                            adopt(&mut core, &mut stored, &counters, host, gone).await;
+                            holds.mine.insert(gone);
+                            adopt(&mut core, &mut stored, &counters, host, gone, &holds.away).await;
                         }
                     }
-                    Frame::Adopt { host: gone } => adopt(&mut core, &mut stored, &counters, host, gone).await,
+                    Frame::Adopt { host: gone } => {
+                        holds.mine.insert(gone);
+                        adopt(&mut core, &mut stored, &counters, host, gone, &holds.away).await
+                    }
+                    Frame::Track => holds.on = true,
+                    Frame::Away { id } if holds.away.len() < MAX_AWAY => {
+                        holds.away.insert(id);
+                    }
+                    Frame::Away { .. } => counters.incr("host_away_full"),
+                    // Held here: this copy is the newest.
+                    Frame::Refresh { id, resume } if !holds.held.contains_key(&id) => {
+                        holds.away.remove(&id);
+                        refresh(&mut core, &mut stored, &counters, id, resume).await
+                    }
                     frame => on_frame(&mut core, &mut stored, &counters, &mut nf, frame).await,
                 }
             }
@@ -269,6 +395,9 @@ pub async fn run(
         if drain != Drain::Drained && core.poll_timeout().is_some_and(|d| d <= Instant::now()) {
             core.handle_timeout(Instant::now());
         }
+        // Told before anything of the UEs goes out; the journal the sync clears.
+        let touched = holds.touched(&core);
+        holds.hold(&core, &touched, &to_fe, &counters);
         // Write-ahead: the store first, then what the event sends.
         let report = stored.sync(&mut core, time_now()).await;
         if !report.conflicts.is_empty() {
@@ -295,6 +424,8 @@ pub async fn run(
                 peer => peers.dispatch(peer).await,
             }
         }
+        // Held UEs at rest (or gone: detached, lost a compare-and-set).
+        holds.release(&mut core, &mut stored, &touched, &to_fe, &counters);
         // Quiet: no procedure runs, no S6a or S11 answer is awaited, every
         // record is written. Looked at only while draining: `busy_ues`
         // reads every UE (it was 40% of a loaded host's CPU after each event).
@@ -321,10 +452,41 @@ async fn ensure_held(core: &mut Mme, stored: &mut StoredUes, key: UeKey) {
     stored.hold(core, &key, time_now()).await;
 }
 
+/// Another host has written UE `id`'s record (it visited there, or the
+/// host it visited is gone: `resume`): read it again, or drop the UE if
+/// it is no longer stored (detached there). With `resume` the request
+/// its step awaits goes again from here ([`Mme::resume_taken_over`]).
+async fn refresh(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, id: u32, resume: bool) {
+    let key = UeKey::MmeUeS1apId(id);
+    tracing::debug!(id, resume, "refresh");
+    match stored.load(core, &key, time_now()).await {
+        Ok(id) => {
+            counters.incr("host_ue_refreshed");
+            match resume {
+                true => {
+                    core.resume_taken_over(id);
+                }
+                // Written back, it would race the next host to hold it.
+                false => core.untouch(id),
+            }
+        }
+        Err(StoredError::NotFound(_)) => {
+            stored.release(core, &key);
+            counters.incr("host_ue_refresh_gone");
+        }
+        Err(e) => {
+            // Its copy here is stale: dropped, read at its next message.
+            stored.release(core, &key);
+            counters.incr("host_ue_refresh_failed");
+            tracing::warn!(id, "reading a UE again: {e}");
+        }
+    }
+}
+
 /// This host is the heir of host `gone` (dead or drained): every UE of
 /// that host in the store is loaded now ([`StoredUes::adopt`]).
-async fn adopt(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, host: u8, gone: u8) {
-    match stored.adopt(core, gone, time_now()).await {
+async fn adopt(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, host: u8, gone: u8, away: &HashSet<u32>) {
+    match stored.adopt(core, gone, time_now(), |id| away.contains(&id)).await {
         Ok(n) => println!("mme-host {host}: adopted {n} UEs of host{gone} (their timers run here)"),
         Err(e) => {
             counters.incr("host_adopt_scan_failed");
@@ -387,10 +549,21 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, n
             }
         }
         Frame::Drain => {}
-        // Replication frames are the loop's.
-        Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } | Frame::Adopt { .. } => {}
-        Frame::Hello { .. } | Frame::Load { .. } | Frame::Drained | Frame::Bounce { .. } | Frame::Stop => {
-            counters.incr("host_bad_frame")
-        }
+        // Replication frames are the loop's; so is a refresh of a visitor
+        // (its copy here is the newest).
+        Frame::ReplicateTo { .. }
+        | Frame::Replica { .. }
+        | Frame::Inherit { .. }
+        | Frame::Adopt { .. }
+        | Frame::Refresh { .. }
+        | Frame::Away { .. }
+        | Frame::Track => {}
+        Frame::Hello { .. }
+        | Frame::Holding { .. }
+        | Frame::Released { .. }
+        | Frame::Load { .. }
+        | Frame::Drained
+        | Frame::Bounce { .. }
+        | Frame::Stop => counters.incr("host_bad_frame"),
     }
 }

@@ -57,6 +57,13 @@ pub struct FrontendArgs {
     /// reports, seed 004 Algorithm 1), ch, rr or maglev.
     #[arg(long, default_value = "ch")]
     pub scheme: Scheme,
+    /// What the balancer places: `attach` (a UE stays on the host it
+    /// attached at) or `procedure` (every procedure, as seed 004 places
+    /// them: a UE's procedure may run on another host, which reads its
+    /// context from the store; only with hosts on one shared store,
+    /// `--store redis://...`).
+    #[arg(long, value_enum, default_value = "attach")]
+    pub placement: Placement,
     /// The MME's S11 address, the one the S/P-GW-C sees: the hosts' S11
     /// goes through it (overrides [mme] s11_local; port 0: any, printed).
     #[arg(long)]
@@ -101,6 +108,15 @@ pub struct FrontendArgs {
     /// --store local --replication hot (host-local replicated stores).
     #[arg(last = true)]
     pub host_args: Vec<String>,
+}
+
+/// What the front end's balancer places (`mme-frontend --placement`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// The attach: a UE's later procedures go where its identifiers name.
+    Attach,
+    /// Every procedure (seed 004 Algorithm 1), on hosts sharing a store.
+    Procedure,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -324,14 +340,22 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     // its budget a host is not viable (see `Estimation::cpu_ceiling`).
     let estimation = Estimation { cpu_ceiling: 0.9, ..Estimation::default() };
     let fe = Frontend::new(balancer, Loads::new(Profiles::default(), estimation), 1 << 16);
-    let router = mobicore_elastic::router::Router::new(fe);
+    if a.placement == Placement::Procedure && a.host_args.windows(2).any(|w| w[0] == "--store" && w[1] == "local") {
+        bail!("--placement procedure needs hosts on one shared store (--store redis://...), not --store local");
+    }
+    let router = match a.placement {
+        Placement::Attach => mobicore_elastic::router::Router::new(fe),
+        // Within the front end's tracking table, which visits hold entries of.
+        Placement::Procedure => mobicore_elastic::router::Router::new(fe).placing_procedures(1 << 15),
+    };
     let scaling = frontend_scaling(&a, hosts, s11_addr).await?;
     let admin = scaling.1.map_or("none".to_string(), |a| a.to_string());
     println!(
-        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={} admin={admin}",
+        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={} placement={:?} admin={admin}",
         bound.handle.local,
         bound.udp_port.unwrap_or(0),
-        a.scheme
+        a.scheme,
+        a.placement
     );
     // Not spawned: the balancer is not Send; this task is the front end.
     let (_tx, rx) = watch::channel(false);

@@ -59,6 +59,25 @@ pub enum Frame {
     /// Replicated UE records (host-local stores): host -> front end, to
     /// replica host `peer`; front end -> host, from host `peer`.
     Replica { peer: u8, msg: ReplicaMsg },
+    /// Front end -> host, at its Hello: procedures are placed (`mme-frontend
+    /// --placement procedure`): say which UEs you hold.
+    Track,
+    /// Host -> front end, after [`Frame::Track`]: the host holds UE `id`
+    /// (MME-UE-S1AP-ID; M-TMSI `m_tmsi` if it has one) in a procedure or
+    /// an S1 connection; sent before anything of it goes out.
+    Holding { id: u32, m_tmsi: Option<u32> },
+    /// Host -> front end: that UE is at rest, its record written (and
+    /// dropped here if another host's).
+    Released { id: u32 },
+    /// Front end -> host: another host has written UE `id`'s record since
+    /// this host read it: read it again; with `resume`, the host that
+    /// wrote it is gone, and the request its step awaits goes again from
+    /// here (as for a UE taken over).
+    Refresh { id: u32, resume: bool },
+    /// Front end -> host, before [`Frame::Inherit`] or [`Frame::Adopt`]:
+    /// UE `id` of the host it takes over is visiting another host, which
+    /// writes it: not to be loaded until its [`Frame::Refresh`].
+    Away { id: u32 },
 }
 
 /// One NF's entry of a [`Frame::Load`]: its procedure kind (by
@@ -102,6 +121,11 @@ const REPLICATE_TO: u8 = 10;
 const INHERIT: u8 = 11;
 const REPLICA: u8 = 12;
 const ADOPT: u8 = 13;
+const TRACK: u8 = 14;
+const HOLDING: u8 = 15;
+const RELEASED: u8 = 16;
+const REFRESH: u8 = 17;
+const AWAY: u8 = 18;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -148,6 +172,27 @@ impl Frame {
             Frame::Adopt { host } => {
                 b.put_u8(ADOPT);
                 b.put_u8(*host);
+            }
+            Frame::Track => b.put_u8(TRACK),
+            Frame::Holding { id, m_tmsi } => {
+                b.put_u8(HOLDING);
+                b.put_u32(*id);
+                if let Some(m) = m_tmsi {
+                    b.put_u32(*m);
+                }
+            }
+            Frame::Released { id } => {
+                b.put_u8(RELEASED);
+                b.put_u32(*id);
+            }
+            Frame::Refresh { id, resume } => {
+                b.put_u8(REFRESH);
+                b.put_u32(*id);
+                b.put_u8(u8::from(*resume));
+            }
+            Frame::Away { id } => {
+                b.put_u8(AWAY);
+                b.put_u32(*id);
             }
             Frame::Replica { peer, msg } => {
                 b.put_u8(REPLICA);
@@ -222,6 +267,29 @@ impl Frame {
             ADOPT => {
                 need(&body, 1)?;
                 Ok(Frame::Adopt { host: body.get_u8() })
+            }
+            TRACK => Ok(Frame::Track),
+            HOLDING => {
+                need(&body, 4)?;
+                let id = body.get_u32();
+                let m_tmsi = match body.remaining() {
+                    0 => None,
+                    4 => Some(body.get_u32()),
+                    _ => return Err(WireError::Truncated),
+                };
+                Ok(Frame::Holding { id, m_tmsi })
+            }
+            RELEASED => {
+                need(&body, 4)?;
+                Ok(Frame::Released { id: body.get_u32() })
+            }
+            REFRESH => {
+                need(&body, 5)?;
+                Ok(Frame::Refresh { id: body.get_u32(), resume: body.get_u8() != 0 })
+            }
+            AWAY => {
+                need(&body, 4)?;
+                Ok(Frame::Away { id: body.get_u32() })
             }
             REPLICA => {
                 need(&body, 2)?;
@@ -384,6 +452,13 @@ mod tests {
         round_trip(Frame::ReplicateTo { hosts: vec![2, 254] });
         round_trip(Frame::Inherit { host: 3 });
         round_trip(Frame::Adopt { host: 4 });
+        round_trip(Frame::Track);
+        round_trip(Frame::Holding { id: 0x0200_0001, m_tmsi: Some(u32::MAX) });
+        round_trip(Frame::Holding { id: 0x0200_0001, m_tmsi: None });
+        round_trip(Frame::Released { id: 7 });
+        round_trip(Frame::Refresh { id: 0x0300_0009, resume: false });
+        round_trip(Frame::Refresh { id: 3, resume: true });
+        round_trip(Frame::Away { id: 0x0400_0001 });
         round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Resync });
         let op = mobicore_store::replica::Op::Put { key: "mme/ue/1".into(), version: 3, value: vec![7; 1000] };
         round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![op] } });
@@ -423,6 +498,10 @@ mod tests {
             Frame::ReplicateTo { hosts: vec![1, 2] },
             Frame::Inherit { host: 1 },
             Frame::Adopt { host: 1 },
+            Frame::Holding { id: 1, m_tmsi: None },
+            Frame::Released { id: 1 },
+            Frame::Refresh { id: 1, resume: true },
+            Frame::Away { id: 1 },
         ] {
             let enc = f.encode();
             for n in 0..enc.len() - 4 {
