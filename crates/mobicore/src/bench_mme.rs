@@ -129,6 +129,12 @@ pub struct MmeArgs {
     /// to the S-GW, `mme-host --s11-direct`, as hosts on one machine can).
     #[arg(long)]
     pub s11_via_frontend: bool,
+    /// Real processes, deployments over Redis: what the front end's
+    /// balancer places (mme-frontend --placement): every procedure, as
+    /// seed 004 does (default for Figs. 10 and 11), or the attach only, a
+    /// UE staying on the host it attached at (default for Figs. 6-9).
+    #[arg(long, value_enum)]
+    pub placement: Option<crate::elastic_mme::Placement>,
     /// Figs. 6 and 7: print the processes' output.
     #[arg(long)]
     pub verbose: bool,

@@ -9,10 +9,12 @@
 //! /proc/<pid>/stat, of its budget), their standard deviation, and the
 //! procedures over the SLO or failed.
 //!
-//! A UE stays on the host it attached at, so a balancer acts when UEs
-//! attach: they attach in waves, each followed by a round of the attached
-//! UEs' load, so that skewed consistent hashing places the later waves by
-//! the hosts' load reports (the others by count or hash). The hot UEs are
+//! The front end places every procedure (`--placement procedure`, the
+//! default here, as seed 004 does); with `--placement attach` a UE stays
+//! on the host it attached at and a balancer acts only when UEs attach.
+//! They attach in waves, each followed by a round of the attached UEs'
+//! load, so that skewed consistent hashing places the later waves by the
+//! hosts' load reports (the others by count or hash). The hot UEs are
 //! a seeded random set, not the first ones attached (round robin would
 //! spread those evenly by construction).
 
@@ -20,6 +22,7 @@ use super::real::{Deployment, Plan, Rig};
 use super::timeline::{self, Outcome};
 use super::{bar, finish, skews, MmeArgs};
 use crate::elastic_mme::cgroup;
+use crate::elastic_mme::Placement;
 use anyhow::{bail, Context, Result};
 use mobicore_elastic::hash::hash64;
 use mobicore_elastic::load::Skew;
@@ -108,6 +111,7 @@ pub(super) fn budgeted_plan(a: &MmeArgs, scheme: mobicore_elastic::Scheme, hosts
         host_args: vec!["--cpu-max".into(), a.cpu_max().to_string()],
         frontend_args: Vec::new(),
         s11_direct: !a.s11_via_frontend,
+        placement: a.placement.unwrap_or(Placement::Procedure),
     })
 }
 

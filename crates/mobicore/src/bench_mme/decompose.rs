@@ -36,6 +36,7 @@ use super::real::{Deployment, Plan, Rig};
 use super::timeline::{self, Outcome};
 use super::{bar, finish, MmeArgs};
 use crate::elastic_mme::cgroup;
+use crate::elastic_mme::Placement;
 use anyhow::{bail, Context, Result};
 use mobicore_ran::{OutcomeRecord, Phase};
 use serde_json::{json, Value};
@@ -252,6 +253,7 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
         host_args,
         frontend_args: Vec::new(),
         s11_direct: !a.s11_via_frontend,
+        placement: a.placement.unwrap_or(Placement::Attach),
     };
     // The warm-up at a quarter of the rate, at most 100/s: attaches cost
     // the most, and one that times out leaves its UE out of the run.

@@ -16,6 +16,7 @@ use super::real::{Deployment, Mme, Plan, Rig};
 use super::timeline::{self, Outcome};
 use super::{bar, finish, MmeArgs};
 use crate::elastic_mme::cgroup;
+use crate::elastic_mme::Placement;
 use anyhow::{bail, Context, Result};
 use mobicore_elastic::load::ramp_factor;
 use mobicore_ran::Phase;
@@ -141,6 +142,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         .map(String::from)
         .to_vec(),
         s11_direct: !a.s11_via_frontend,
+        placement: a.placement.unwrap_or(Placement::Attach),
     };
     b.set_message("starting");
     let mut rig = Rig::start(&plan, Deployment::Redis, ues, Some(rate * (2.0 - PEAK))).await?;

@@ -24,7 +24,7 @@ use super::timeline::{self, Outcome, Threshold};
 use super::{bar, finish, MmeArgs, MmeFigure};
 use crate::allinone;
 use crate::config::Config;
-use crate::elastic_mme::launch;
+use crate::elastic_mme::{launch, Placement};
 use crate::procs::{field, next_line, wait_line, Procs, TempDir};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
@@ -125,6 +125,9 @@ pub(super) struct Plan {
     pub(super) frontend_args: Vec<String>,
     /// Hosts send S11 requests but Create Session straight to the S-GW.
     pub(super) s11_direct: bool,
+    /// What the front end places, with hosts over Redis (host-local
+    /// stores: the attach only).
+    pub(super) placement: Placement,
 }
 
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
@@ -156,6 +159,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         host_args: Vec::new(),
         frontend_args: Vec::new(),
         s11_direct: !a.s11_via_frontend,
+        placement: a.placement.unwrap_or(Placement::Attach),
     };
     match a.figure {
         MmeFigure::Fig6 => fig6(a, &plan).await,
@@ -219,6 +223,9 @@ impl Rig {
                     store.extend(["--s11-direct".to_string(), sgw.clone()]);
                 }
                 let mut fe_args = launch::frontend_args(&sgw, &plan.balancer);
+                if plan.placement == Placement::Procedure && d.uses_redis() {
+                    fe_args.extend(["--placement", "procedure"]);
+                }
                 if !plan.frontend_args.is_empty() {
                     fe_args.extend(plan.frontend_args.iter().map(String::as_str));
                     fe_args.extend(["--", "--threads", "1", "--config", path_str(&toml)?]);

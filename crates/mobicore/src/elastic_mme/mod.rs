@@ -327,8 +327,9 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     let s11 = mobicore_gtp::udp::bind_udp(s11_addr).with_context(|| format!("opening the S11 address {s11_addr}"))?;
     let s11_addr = s11.local_addr()?;
     let s11 = frontend::S11Front { socket: s11, sgw: a.sgw.unwrap_or(cfg.mme.sgw) };
-    // A UE stays on the host it attached at: under sk-ch the attach is
-    // placed by the hosts' load reports (Eq. 1), not on the ring's primary.
+    // Under sk-ch the attach too is placed by the hosts' load reports
+    // (Eq. 1), not on the ring's primary: with --placement attach it is
+    // the one choice made for a UE.
     let balancer: Box<dyn mobicore_elastic::Balancer> = match a.scheme {
         Scheme::SkewedCh => Box::new(
             mobicore_elastic::balancer::SkewedCh::new(mobicore_elastic::ring::Ring::DEFAULT_VNODES, 2)
