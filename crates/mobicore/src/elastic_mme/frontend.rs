@@ -940,6 +940,59 @@ mod tests {
     }
 
     #[test]
+    fn hosts_holding_ues_are_followed_and_owners_told_to_read_them_again() {
+        let fe =
+            Frontend::new(Scheme::RoundRobin.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 64);
+        let router = Router::new(fe).placing_procedures(16);
+        let mut st = State::new(Mme::new(MmeConfig::default()), router, SGW.parse().unwrap(), Counters::new());
+        let mut q = HashMap::new();
+        for h in 1..=3 {
+            let (tx, rx) = mpsc::channel(64);
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h) });
+            q.insert(h, rx);
+        }
+        for rx in q.values_mut() {
+            assert!(sent_all(rx).contains(&Frame::Track), "told to say what it holds");
+        }
+        let frame = |st: &mut State, host: u32, frame: Frame| {
+            st.on_host(HostEvent::Frame { host: HostId(host), conn: u64::from(host), frame })
+        };
+        // Host 2's UE a, placed on host 1 (round robin's first pick), held there.
+        let (a, ma) = (0x0200_0007, 0x0200_0005);
+        st.uplink(UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) }, 1, 1, Bytes::from_static(b"sr"));
+        assert_eq!(sent(q.get_mut(&1).unwrap()), [s1(b"sr")]);
+        frame(&mut st, 1, Frame::Holding { id: a, m_tmsi: Some(ma) });
+        st.uplink(UeName::MmeUeS1apId(a), 1, 1, Bytes::from_static(b"ics response"));
+        assert_eq!(sent(q.get_mut(&1).unwrap()), [s1(b"ics response")]);
+        // Host 1's UE b, held by host 3 (placed there, or its GUTI's host).
+        let b = 0x0100_0003;
+        frame(&mut st, 3, Frame::Holding { id: b, m_tmsi: Some(0x0300_0001) });
+        // b at rest: its owner's host reads it again.
+        frame(&mut st, 3, Frame::Released { id: b });
+        assert_eq!(sent_all(q.get_mut(&1).unwrap()), [Frame::Refresh { id: b, resume: false }]);
+        frame(&mut st, 3, Frame::Holding { id: b, m_tmsi: Some(0x0300_0001) });
+        // Host 1 goes: its heir leaves b to host 3 and takes the rest; host
+        // 2 reads a again, resuming what its step awaits.
+        st.on_host(HostEvent::Down { host: HostId(1), conn: 1 });
+        let heir = st.router.heir(HostId(1)).unwrap();
+        let to_heir: Vec<Frame> = sent_all(q.get_mut(&heir.0).unwrap())
+            .into_iter()
+            .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
+            .collect();
+        let expect_heir = [Frame::Away { id: b }, Frame::Inherit { host: 1 }];
+        assert_eq!(to_heir[..2], expect_heir, "{to_heir:?}");
+        let to_2: Vec<Frame> = match heir.0 {
+            2 => to_heir[2..].to_vec(),
+            _ => sent(q.get_mut(&2).unwrap()),
+        };
+        assert_eq!(to_2, [Frame::Refresh { id: a, resume: true }]);
+        st.uplink(UeName::MmeUeS1apId(a), 1, 1, Bytes::from_static(b"release request"));
+        assert_eq!(sent(q.get_mut(&2).unwrap()), [s1(b"release request")]);
+        st.uplink(UeName::MmeUeS1apId(b), 1, 1, Bytes::from_static(b"uplink nas"));
+        assert_eq!(sent(q.get_mut(&3).unwrap()), [s1(b"uplink nas")]);
+    }
+
+    #[test]
     fn a_drained_hosts_new_procedures_wait_for_it_then_go_to_its_heir() {
         let (mut st, mut q) = state_with_queues();
         for rx in q.values_mut() {

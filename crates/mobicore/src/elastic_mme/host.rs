@@ -184,6 +184,8 @@ impl Holds {
             if self.held.remove(&id).is_none() {
                 continue;
             }
+            // Its own heir now, it was left out of an adoption: no more.
+            self.away.remove(&id);
             if !self.mine.contains(&((id >> 24) as u8)) {
                 stored.release(core, &UeKey::MmeUeS1apId(id));
                 counters.incr("host_visitor_dropped");
