@@ -273,6 +273,8 @@ pub struct Router {
     reported: HashMap<HostId, Instant>,
     report_stale_after: Duration,
     holds: Holds,
+    /// Replica hosts per host.
+    replicas: usize,
     pub stats: RouterStats,
 }
 
@@ -302,6 +304,7 @@ impl Router {
             reported: HashMap::new(),
             report_stale_after: REPORT_STALE_AFTER,
             holds: Holds::default(),
+            replicas: 1,
             stats: RouterStats::default(),
         }
     }
@@ -438,14 +441,42 @@ impl Router {
     /// The host of the heirs' ring, other than `host`, that takes its UEs
     /// if it goes now.
     fn ring_heir(&self, host: HostId) -> Option<HostId> {
+        self.ring_heir_without(host, &[])
+    }
+
+    /// The host of the heirs' ring that would take `host`'s UEs if it went
+    /// with the hosts of `without` (none of them).
+    fn ring_heir_without(&self, host: HostId, without: &[HostId]) -> Option<HostId> {
         let key = MTmsi(hash64(HEIR_SEED, u64::from(host.0)) as u32);
-        self.heirs.candidates(key, 2).into_iter().find(|&h| h != host)
+        let n = 2 + without.len();
+        self.heirs.candidates(key, n).into_iter().find(|&h| h != host && !without.contains(&h))
     }
 
     /// The hosts `host` replicates its records to (seed 004 4.3): the one
-    /// that would be its heir if it went now.
+    /// that would be its heir if it went now; with two failures survived
+    /// ([`Router::with_replicas`]), also every host that would serve its
+    /// UEs if that heir went too, in either order: the heir's heir (the
+    /// host first), and the host's next candidate (the heir first: the
+    /// host's heir then). At most three hosts.
     pub fn replica_hosts(&self, host: HostId) -> Vec<HostId> {
-        self.ring_heir(host).into_iter().collect()
+        let Some(first) = self.ring_heir(host) else { return Vec::new() };
+        let mut out = vec![first];
+        if self.replicas > 1 {
+            let then = [self.ring_heir_without(first, &[host]), self.ring_heir_without(host, &[first])];
+            for h in then.into_iter().flatten() {
+                if !out.contains(&h) {
+                    out.push(h);
+                }
+            }
+        }
+        out
+    }
+
+    /// Each host's records survive `n` failures (1 or 2; see
+    /// [`Router::replica_hosts`]).
+    pub fn with_replicas(mut self, n: usize) -> Router {
+        self.replicas = n.clamp(1, 2);
+        self
     }
 
     /// The live hosts whose replica hosts changed since they were last
@@ -881,6 +912,35 @@ mod tests {
         // A lone host replicates to none.
         let mut lone = router(Scheme::ConsistentHashing, &[5]);
         assert_eq!(lone.replica_changes(), [(HostId(5), vec![])]);
+    }
+
+    #[test]
+    fn with_two_failures_survived_a_host_and_its_heir_going_leave_its_ues_where_a_copy_is() {
+        for n in 3..12u32 {
+            let hosts: Vec<u32> = (1..=n).collect();
+            let r = router(Scheme::ConsistentHashing, &hosts).with_replicas(2);
+            let single = router(Scheme::ConsistentHashing, &hosts);
+            for &h in &hosts {
+                let t = r.replica_hosts(HostId(h));
+                assert!((2..=3).contains(&t.len()) && !t.contains(&HostId(h)), "{t:?}");
+                assert_eq!(t[..1], single.replica_hosts(HostId(h)), "the heir first");
+                // The host and its heir go, in either order: the host
+                // serving the host's UEs then holds a copy of its records.
+                for host_first in [true, false] {
+                    let mut r2 = router(Scheme::ConsistentHashing, &hosts).with_replicas(2);
+                    let order = if host_first { [HostId(h), t[0]] } else { [t[0], HostId(h)] };
+                    for g in order {
+                        r2.host_down(g);
+                    }
+                    let serving = r2.heir(HostId(h)).unwrap();
+                    assert!(t.contains(&serving), "{n} hosts, {order:?} gone: {serving:?} not in {t:?}");
+                }
+            }
+        }
+        let two = router(Scheme::ConsistentHashing, &[1, 2]).with_replicas(2);
+        assert_eq!(two.replica_hosts(HostId(1)), [HostId(2)]);
+        let one = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        assert_eq!(one.replica_hosts(HostId(1)).len(), 1);
     }
 
     #[test]

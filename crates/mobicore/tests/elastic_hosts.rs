@@ -1269,6 +1269,39 @@ async fn procedures_placed_away_from_a_ues_host_run_there_and_it_goes_home_after
     core.stop().await.unwrap();
 }
 
+/// Host-local stores surviving two failures (`mme-frontend --replicas
+/// 2`): with three hosts each replicates to both others, so two hosts
+/// killed together (kill -9 one after the other, before the front end
+/// has seen either go: the first one's heir may be the second) leave
+/// every UE's record with the last host, which serves them all from its
+/// copies with no new attach. With one replica host each, the records of
+/// a host whose only replica host dies with it are lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_cold_two_hosts_killed_together_lose_no_ue_with_two_replicas() {
+    let o = Options { store: "local", frontend: &["--replicas", "2"], ..DEFAULT };
+    let mut c = Cluster::start("cold", o).await;
+    // Every UE idle at its host (the record of the release written).
+    c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
+    for id in [1, 2] {
+        let status = c.procs.kill(&format!("host{id}")).unwrap();
+        assert!(!status.success(), "host{id} was killed");
+        c.metrics.remove(&id);
+    }
+    let mut down = std::collections::BTreeSet::new();
+    while down.len() < 2 {
+        let id: u32 = wait_line(&c.fe, "both hosts gone", |l| {
+            l.strip_prefix("mme-frontend: host")?.split_once(" down")?.0.parse().ok()
+        });
+        down.insert(id);
+    }
+    let taken = UES - c.ues_on[&3];
+    c.wait_others(0, "mobicore_mme_host_ues_adopted", taken).await;
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    c.check_served_from_copy(3, taken).await;
+    c.release_tau_and_finish().await;
+}
+
 /// Host-local stores, hot replication, a host killed mid-handover: the
 /// host of the only UE is killed after it has sent the Handover Command
 /// of an S1 handover (its state replicated first, write-ahead) and before

@@ -363,8 +363,11 @@ pub async fn run(
                         }
                         continue;
                     }
-                    Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } => {
-                        let gone = match frame { Frame::Inherit { host } => Some(host), _ => None };
+                    Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } | Frame::Adopt { .. } => {
+                        let gone = match frame {
+                            Frame::Inherit { host } | Frame::Adopt { host } => Some(host),
+                            _ => None,
+                        };
                         if let Some(r) = &mut replica {
                             r.on_frame(frame, &to_fe).await;
                         }
@@ -372,10 +375,6 @@ pub async fn run(
                             holds.mine.insert(gone);
                             adopt(&mut core, &mut stored, &counters, host, gone, &holds.away).await;
                         }
-                    }
-                    Frame::Adopt { host: gone } => {
-                        holds.mine.insert(gone);
-                        adopt(&mut core, &mut stored, &counters, host, gone, &holds.away).await
                     }
                     Frame::Track => holds.on = true,
                     Frame::Away { id } if holds.away.len() < MAX_AWAY => {

@@ -64,6 +64,13 @@ pub struct FrontendArgs {
     /// `--store redis://...`).
     #[arg(long, value_enum, default_value = "attach")]
     pub placement: Placement,
+    /// Host failures a host's records survive with host-local stores
+    /// (`--store local`): 1, each host replicating to its heir-to-be; 2,
+    /// also to every host that would serve its UEs if that heir went too
+    /// (two or three replica hosts), so that a host and its heir going
+    /// together lose none of its UEs (seed 004 4.3 keeps two replicas).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub replicas: u8,
     /// The MME's S11 address, the one the S/P-GW-C sees: the hosts' S11
     /// goes through it (overrides [mme] s11_local; port 0: any, printed).
     #[arg(long)]
@@ -344,10 +351,11 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     if a.placement == Placement::Procedure && a.host_args.windows(2).any(|w| w[0] == "--store" && w[1] == "local") {
         bail!("--placement procedure needs hosts on one shared store (--store redis://...), not --store local");
     }
+    let router = mobicore_elastic::router::Router::new(fe).with_replicas(usize::from(a.replicas));
     let router = match a.placement {
-        Placement::Attach => mobicore_elastic::router::Router::new(fe),
+        Placement::Attach => router,
         // Within the front end's tracking table, which visits hold entries of.
-        Placement::Procedure => mobicore_elastic::router::Router::new(fe).placing_procedures(1 << 15),
+        Placement::Procedure => router.placing_procedures(1 << 15),
     };
     let scaling = frontend_scaling(&a, hosts, s11_addr).await?;
     let admin = scaling.1.map_or("none".to_string(), |a| a.to_string());

@@ -69,19 +69,27 @@ impl LocalReplica {
                     }
                 }
             }
-            Frame::Inherit { host } => self.inherit(host).await,
+            Frame::Inherit { host } => self.inherit(host, true).await,
+            // A host gone earlier whose heir went too: its copy, if this
+            // host is one of its further replica hosts.
+            Frame::Adopt { host } => self.inherit(host, false).await,
             _ => {}
         }
         self.send(out);
     }
 
     /// Host `host` is gone and this host its heir: its copy joins this
-    /// host's own store.
-    async fn inherit(&mut self, host: u8) {
+    /// host's own store (records this host has of its own, newer: those
+    /// the host's heir that went too had taken and replicated here, stay).
+    /// `expected`: this host is its first replica host (the copy missing
+    /// is counted).
+    async fn inherit(&mut self, host: u8, expected: bool) {
         let whole = self.copies.holds(host).is_some_and(|(_, whole)| whole);
         let Some(copy) = self.copies.take(host) else {
-            self.counters.incr("replica_inherit_no_copy");
-            tracing::warn!(host, "inheriting host {host}'s UEs with no copy of its records");
+            if expected {
+                self.counters.incr("replica_inherit_no_copy");
+                tracing::warn!(host, "inheriting host {host}'s UEs with no copy of its records");
+            }
             return;
         };
         if !whole {
