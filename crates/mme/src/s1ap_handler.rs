@@ -108,8 +108,13 @@ impl Mme {
 
     /// Drop the S1 part of every UE of `assoc`, and only those.
     pub(crate) fn drop_enb_ues(&mut self, assoc: AssocId) {
-        // No COMPLETE will come for the releases commanded there.
-        self.releasing.retain(|_, a| *a != assoc);
+        // No COMPLETE will come for the releases commanded there: those
+        // UEs are at rest now.
+        let released: Vec<u32> = self.releasing.iter().filter(|(_, a)| **a == assoc).map(|(&id, _)| id).collect();
+        for id in released {
+            self.releasing.remove(&id);
+            self.touch(id);
+        }
         let ids = self.s1_ues_of(assoc);
         self.lose_s1(assoc, &ids, "ue_aborted_enb_down");
     }

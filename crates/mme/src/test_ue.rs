@@ -232,6 +232,20 @@ pub fn release_request(mme_id: u32, enb_id: u32) -> Vec<u8> {
     .to_vec()
 }
 
+pub fn release_complete(mme_id: u32, enb_id: u32) -> Vec<u8> {
+    build_s1ap!(
+        SuccessfulOutcome,
+        UEContextRelease,
+        UEContextReleaseComplete,
+        MME_UE_S1AP_ID(mme_id),
+        eNB_UE_S1AP_ID(enb_id),
+    )
+    .unwrap()
+    .encode()
+    .unwrap()
+    .to_vec()
+}
+
 /// What the eNB reads in a PDU from the MME.
 #[derive(Debug, Clone)]
 pub struct Down {

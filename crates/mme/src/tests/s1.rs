@@ -110,6 +110,36 @@ fn release_request_releases_access_bearers_and_keeps_ue_registered() {
     assert_eq!(h.mme.stats().attached, 1);
 }
 
+/// An elastic MME host lets a UE go once it is at rest: registered, no
+/// procedure, ECM-IDLE with its UE CONTEXT RELEASE COMPLETE in (TS 36.413
+/// 8.3.3), or its eNB gone (no COMPLETE will come).
+#[test]
+fn a_ue_is_at_rest_once_its_release_is_complete_or_its_enb_gone() {
+    let mut h = Harness::default();
+    let mut ids = Vec::new();
+    for (imsi, enb_id) in [("001010000000031", 31), ("001010000000032", 32)] {
+        let ue = h.attach(imsi, enb_id);
+        let id = ue.mme_ue_id.unwrap();
+        assert_eq!(h.mme.ue_at_rest(id), Some(false), "connected");
+        h.s1(release_request(id, enb_id));
+        let (r, _) = expect_s11(&h.drain());
+        assert_eq!(h.mme.ue_at_rest(id), Some(false), "releasing access bearers");
+        h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
+        assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
+        assert_eq!(h.mme.ue_at_rest(id), Some(false), "the COMPLETE not in");
+        ids.push((id, enb_id));
+    }
+    let (a, enb_a) = ids[0];
+    h.s1(release_complete(a, enb_a));
+    assert_eq!(h.mme.ue_at_rest(a), Some(true));
+    h.mme.take_changes();
+    h.mme.handle(h.now, MmeEvent::S1Down { assoc: AssocId(1) });
+    let b = ids[1].0;
+    assert_eq!(h.mme.ue_at_rest(b), Some(true), "its eNB gone");
+    assert!(h.mme.touched().any(|id| id == b), "looked at again");
+    assert_eq!(h.mme.ue_at_rest(0x7fff_ffff), None);
+}
+
 #[test]
 fn enb_down_cleans_only_its_ues() {
     let mut h = Harness::default();
