@@ -364,6 +364,15 @@ impl Frontend {
         Some(t.host)
     }
 
+    /// Stop tracking the UE's procedure, its host's count left as it is
+    /// until the host's next report (which includes it): for a front end
+    /// that follows the procedure by other means.
+    pub fn untrack(&mut self, ue: MTmsi) {
+        if let Some(t) = self.tracked.remove(&ue) {
+            self.balancer.procedure_ended(&t.req);
+        }
+    }
+
     pub fn in_progress(&self) -> usize {
         self.tracked.len()
     }

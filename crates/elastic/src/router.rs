@@ -561,8 +561,9 @@ impl Router {
         let req = Request { slice: SliceId::ATTACH, ue: MTmsi(m), kind: ProcedureKind::ServiceRequest };
         let r = self.frontend.route(&req).ok()?;
         if r.host == home {
-            // Not tracked until the host says it holds the UE.
-            self.frontend.end(MTmsi(m));
+            // Not tracked until the host says it holds the UE; counted on
+            // the host until its next report (Eq. 1's correction).
+            self.frontend.untrack(MTmsi(m));
             return None;
         }
         self.holds.by_mtmsi.insert(m, r.host);
