@@ -132,6 +132,23 @@ fn between_reports_the_frontends_own_procedures_count() {
 }
 
 #[test]
+fn an_untracked_procedure_counts_on_its_host_until_the_next_report() {
+    let mut f = frontend(Scheme::SkewedCh, 10);
+    let c = candidates(10, 1);
+    f.report(c[0], report(0.5, 1.0, 1.0));
+    let r = f.route(&req(1, ServiceRequest)).unwrap();
+    assert_eq!(r.host, c[0]);
+    f.untrack(MTmsi(1));
+    assert_eq!(f.in_progress(), 0, "no longer tracked");
+    assert_eq!(f.loads().least_q_over_c(c[0], ServiceRequest), Some(2.0), "still counted");
+    // The UE's next procedure is a new choice, counted too.
+    assert!(f.route(&req(1, ServiceRequest)).unwrap().first);
+    f.untrack(MTmsi(1));
+    f.report(c[0], report(0.5, 0.0, 1.0));
+    assert_eq!(f.loads().least_q_over_c(c[0], ServiceRequest), Some(0.0));
+}
+
+#[test]
 fn attach_goes_to_the_ring_host_of_its_slice() {
     let mut f = frontend(Scheme::SkewedCh, 10);
     let r = f.route(&Request { slice: SliceId::ATTACH, ue: MTmsi(5), kind: Attach }).unwrap();
