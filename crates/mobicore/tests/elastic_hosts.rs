@@ -779,6 +779,51 @@ async fn cold_downlink_data_for_a_killed_hosts_idle_ue_pages_it_from_the_heir() 
     drop(tap); // relayed S11 to the end (Delete Session)
 }
 
+/// Per-procedure placement and paging: the S-GW's Downlink Data
+/// Notification for an idle UE goes to its owner's host (by S11 TEID),
+/// which pages it and so holds it (it says so before the paging goes
+/// out): the UE's service request, by its S-TMSI, goes to that host, not
+/// to the one the balancer would pick; no host loads it from the store,
+/// no write conflicts, and the UE keeps its identifiers and session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placed_procedures_a_paged_ues_service_request_goes_to_the_host_paging_it() {
+    let o = Options { s11_tap: true, frontend: &["--placement", "procedure"], ..DEFAULT };
+    let mut c = Cluster::start("cold", o).await;
+    let total = |c: &Cluster, name: &'static str| {
+        let metrics: Vec<SocketAddr> = c.metrics.values().copied().collect();
+        async move {
+            let mut n = 0;
+            for m in metrics {
+                n += counter(m, name).await;
+            }
+            n
+        }
+    };
+    let taken_before = total(&c, "mobicore_mme_host_ue_taken_over").await;
+    let (imsi, ue) = c.before.iter().next().map(|(i, u)| (i.clone(), u.clone())).unwrap();
+    let mut tap = c.tap.take().unwrap();
+    let modified = tap.modify_bearer_count();
+    let S11IncomingAnswer::DownlinkDataNotificationAck(ack) =
+        tap.downlink_data_notification(ue.mme_ue_s1ap_id, 1).await;
+    assert!(ack.cause.is_accepted(), "DDN acknowledged: {ack:?}");
+    let owner = c.metrics[&(ue.mme_ue_s1ap_id >> 24)];
+    assert!(counter(owner, "mobicore_mme_paging_sent").await >= 1, "the owner's host paged the UE");
+
+    let mut m = tap.modified.clone();
+    let modify_bearer = async { tokio::time::timeout(LIMIT, m.wait_for(|v| v.len() > modified)).await.is_ok() };
+    let done = c.ran.serve_until(modify_bearer).await.unwrap();
+    assert!(done, "no Modify Bearer after the paging: {:?}", c.ran.report().failures);
+    let paged = c.ran.report().unsolicited.get("paging_response").map_or(0, |r| r.succeeded);
+    assert_eq!(paged, 1, "the UE came back by paging: {:?}", c.ran.report().unsolicited);
+    assert_eq!(total(&c, "mobicore_mme_host_ue_taken_over").await, taken_before, "served where it was paged");
+    assert_eq!(records(c.shared()).await.get(&imsi), Some(&ue), "UE {imsi} kept its identifiers and session");
+    for &m in c.metrics.values() {
+        assert_eq!(counter(m, "mobicore_mme_store_cas_conflict").await, 0);
+    }
+    c.finish().await;
+    drop(tap); // relayed S11 to the end (Delete Session)
+}
+
 /// A killed host's idle UEs' timers run on its heir (issue 13 item 2): the
 /// heir loads them when the front end tells it it inherits them, not at
 /// their next message, so their mobile reachable and implicit detach
