@@ -119,7 +119,7 @@ struct Holds {
 }
 
 /// UEs away ([`Holds::away`]) at most: the front end's table.
-const MAX_AWAY: usize = 1 << 15;
+const MAX_AWAY: usize = 1 << 20;
 
 impl Holds {
     fn new(host: u8, shared: bool) -> Holds {

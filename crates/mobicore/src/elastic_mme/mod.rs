@@ -117,6 +117,10 @@ pub struct FrontendArgs {
     pub host_args: Vec<String>,
 }
 
+/// UEs the front end follows at most with per-procedure placement (and
+/// procedures its balancer tracks).
+const MAX_HELD: usize = 1 << 20;
+
 /// What the front end's balancer places (`mme-frontend --placement`).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
@@ -347,15 +351,18 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     // Hosts' queues miss the time a CPU quota throttles them: at 90% of
     // its budget a host is not viable (see `Estimation::cpu_ceiling`).
     let estimation = Estimation { cpu_ceiling: 0.9, ..Estimation::default() };
-    let fe = Frontend::new(balancer, Loads::new(Profiles::default(), estimation), 1 << 16);
+    // Procedures tracked at most: those placed away from their owner's
+    // host, each until it is released (a UE held there connected stays).
+    let fe = Frontend::new(balancer, Loads::new(Profiles::default(), estimation), MAX_HELD);
     if a.placement == Placement::Procedure && a.host_args.windows(2).any(|w| w[0] == "--store" && w[1] == "local") {
         bail!("--placement procedure needs hosts on one shared store (--store redis://...), not --store local");
     }
     let router = mobicore_elastic::router::Router::new(fe).with_replicas(usize::from(a.replicas));
     let router = match a.placement {
         Placement::Attach => router,
-        // Within the front end's tracking table, which visits hold entries of.
-        Placement::Procedure => router.placing_procedures(1 << 15),
+        // Every UE held in a procedure or an S1 connection (connected UEs
+        // stay held): beyond, a UE is not followed and may be placed anew.
+        Placement::Procedure => router.placing_procedures(MAX_HELD),
     };
     let scaling = frontend_scaling(&a, hosts, s11_addr).await?;
     let admin = scaling.1.map_or("none".to_string(), |a| a.to_string());
