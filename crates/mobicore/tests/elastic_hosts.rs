@@ -1583,19 +1583,29 @@ async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&s
 /// detach succeed too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cold_hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
-    scale_out_and_in_under_load("cold").await;
+    scale_out_and_in_under_load("cold", false).await;
 }
 
 /// The same with hot replication.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
-    scale_out_and_in_under_load("hot").await;
+    scale_out_and_in_under_load("hot", false).await;
 }
 
-async fn scale_out_and_in_under_load(replication: &str) {
+/// The same with every procedure placed (`--placement procedure`): the
+/// service requests of host 1's UEs go to other hosts while it drains
+/// (none waits), the new host takes procedures of every host's UEs, and
+/// no host ever writes from a stale copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placed_procedures_hosts_scale_out_and_in_under_load_with_no_failed_procedure() {
+    scale_out_and_in_under_load("cold", true).await;
+}
+
+async fn scale_out_and_in_under_load(replication: &str, every_procedure: bool) {
     const FIRST: u64 = 8;
     // Service requests arrive 40 a second: a round lasts a while.
-    let o = Options { ues: 2 * FIRST, scheme: "rr", hosts: 2, rate: Some(40.0), ..DEFAULT };
+    let frontend: &'static [&'static str] = if every_procedure { &["--placement", "procedure"] } else { &[] };
+    let o = Options { ues: 2 * FIRST, scheme: "rr", hosts: 2, rate: Some(40.0), frontend, ..DEFAULT };
     let mut c = Cluster::boot(replication, o).await;
     let r = c.ran.attach_some(0..FIRST).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", c.ran.report().failures);
@@ -1695,10 +1705,19 @@ async fn scale_out_and_in_under_load(replication: &str) {
     assert_eq!(failed, 0, "{:?}", report.failures);
     let after = records(c.shared()).await;
     assert_eq!(after, placed, "every UE kept its MME-UE-S1AP-ID, GUTI and S-GW session");
-    // Host 1's UEs came back through the heir, each loaded once.
-    let taken = counter(c.metrics[&heir], "mobicore_mme_host_ue_taken_over").await;
-    assert_eq!(taken, on1.len() as u64, "the heir loaded each of host 1's UEs");
     c.metrics.remove(&1);
+    match every_procedure {
+        // Host 1's UEs came back through the heir, each loaded once.
+        false => {
+            let taken = counter(c.metrics[&heir], "mobicore_mme_host_ue_taken_over").await;
+            assert_eq!(taken, on1.len() as u64, "the heir loaded each of host 1's UEs");
+        }
+        true => {
+            for &m in c.metrics.values() {
+                assert_eq!(counter(m, "mobicore_mme_store_cas_conflict").await, 0, "no stale copy wrote");
+            }
+        }
+    }
 
     // Their next procedures: a TAU of every UE (a new GUTI each, TS 24.301
     // 5.5.3.2.4), then the detach in finish.
