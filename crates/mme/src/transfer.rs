@@ -97,6 +97,12 @@ pub struct UeSummary {
     pub settled: bool,
 }
 
+/// Whether a procedure runs for the UE: an EMM or ESM step, a paging, a
+/// handover.
+fn running(ue: &UeContext) -> bool {
+    ue.step != Step::Idle || ue.esm.is_some() || ue.paging.is_some() || ue.handover.is_some()
+}
+
 impl Mme {
     /// Keep (or stop keeping) the journal of [`Changes`].
     pub fn track_changes(&mut self, on: bool) {
@@ -163,25 +169,14 @@ impl Mme {
     /// lets it go then.
     pub fn ue_at_rest(&self, id: u32) -> Option<bool> {
         let ue = self.ues.get(&id)?;
-        Some(
-            ue.emm == EmmState::Registered
-                && ue.s1.is_none()
-                && !self.releasing.contains_key(&id)
-                && ue.step == Step::Idle
-                && ue.esm.is_none()
-                && ue.paging.is_none()
-                && ue.handover.is_none(),
-        )
+        Some(ue.emm == EmmState::Registered && ue.s1.is_none() && !self.releasing.contains_key(&id) && !running(ue))
     }
 
     /// How many UEs here have a procedure running (an EMM or ESM step,
     /// a paging, a handover): what a host being drained waits for before
     /// its UEs are handed on (seed 004 5.2 "Scaling").
     pub fn busy_ues(&self) -> usize {
-        self.ues
-            .values()
-            .filter(|ue| ue.step != Step::Idle || ue.esm.is_some() || ue.paging.is_some() || ue.handover.is_some())
-            .count()
+        self.ues.values().filter(|ue| running(ue)).count()
     }
 
     /// The record of the UE `key` names, its deadlines on the wall clock of

@@ -633,7 +633,7 @@ impl Cluster {
         (victim, served)
     }
 
-    /// The sum of a counter over the live hosts (all but `dead`).
+    /// The sum of a counter over the live hosts (all but `dead`; 0: all).
     async fn counter_of_others(&self, dead: u32, name: &str) -> u64 {
         let mut n = 0;
         for (id, m) in &self.metrics {
@@ -789,17 +789,7 @@ async fn cold_downlink_data_for_a_killed_hosts_idle_ue_pages_it_from_the_heir() 
 async fn placed_procedures_a_paged_ues_service_request_goes_to_the_host_paging_it() {
     let o = Options { s11_tap: true, frontend: &["--placement", "procedure"], ..DEFAULT };
     let mut c = Cluster::start("cold", o).await;
-    let total = |c: &Cluster, name: &'static str| {
-        let metrics: Vec<SocketAddr> = c.metrics.values().copied().collect();
-        async move {
-            let mut n = 0;
-            for m in metrics {
-                n += counter(m, name).await;
-            }
-            n
-        }
-    };
-    let taken_before = total(&c, "mobicore_mme_host_ue_taken_over").await;
+    let taken_before = c.counter_of_others(0, "mobicore_mme_host_ue_taken_over").await;
     let (imsi, ue) = c.before.iter().next().map(|(i, u)| (i.clone(), u.clone())).unwrap();
     let mut tap = c.tap.take().unwrap();
     let modified = tap.modify_bearer_count();
@@ -815,7 +805,11 @@ async fn placed_procedures_a_paged_ues_service_request_goes_to_the_host_paging_i
     assert!(done, "no Modify Bearer after the paging: {:?}", c.ran.report().failures);
     let paged = c.ran.report().unsolicited.get("paging_response").map_or(0, |r| r.succeeded);
     assert_eq!(paged, 1, "the UE came back by paging: {:?}", c.ran.report().unsolicited);
-    assert_eq!(total(&c, "mobicore_mme_host_ue_taken_over").await, taken_before, "served where it was paged");
+    assert_eq!(
+        c.counter_of_others(0, "mobicore_mme_host_ue_taken_over").await,
+        taken_before,
+        "served where it was paged"
+    );
     assert_eq!(records(c.shared()).await.get(&imsi), Some(&ue), "UE {imsi} kept its identifiers and session");
     for &m in c.metrics.values() {
         assert_eq!(counter(m, "mobicore_mme_store_cas_conflict").await, 0);
@@ -1254,23 +1248,13 @@ async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_
 async fn procedures_placed_away_from_a_ues_host_run_there_and_it_goes_home_after() {
     let o = Options { frontend: &["--placement", "procedure"], ..DEFAULT };
     let mut c = Cluster::start("hot", o).await;
-    let total = |c: &Cluster, name: &'static str| {
-        let metrics: Vec<SocketAddr> = c.metrics.values().copied().collect();
-        async move {
-            let mut n = 0;
-            for m in metrics {
-                n += counter(m, name).await;
-            }
-            n
-        }
-    };
     for phase in [Phase::ServiceRequest, Phase::X2Handover] {
         let r = c.ran.phase(phase).await.unwrap();
         assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
     }
-    let visits = total(&c, "mobicore_mme_host_ue_taken_over").await;
+    let visits = c.counter_of_others(0, "mobicore_mme_host_ue_taken_over").await;
     assert!(visits > 0, "some procedures placed away from the UE's host");
-    assert_eq!(total(&c, "mobicore_mme_host_visitor_dropped").await, 0, "connected visitors stay");
+    assert_eq!(c.counter_of_others(0, "mobicore_mme_host_visitor_dropped").await, 0, "connected visitors stay");
     assert_eq!(records(c.shared()).await, c.before, "every UE kept its identifiers and session");
 
     // The host with the most (connected) visitors goes.
@@ -1291,12 +1275,14 @@ async fn procedures_placed_away_from_a_ues_host_run_there_and_it_goes_home_after
     // dropped, their owners' hosts reading them again (the lost host's
     // at its death).
     let end = Instant::now() + LIMIT;
-    while total(&c, "mobicore_mme_host_hold_released").await < total(&c, "mobicore_mme_host_hold_started").await {
+    while c.counter_of_others(0, "mobicore_mme_host_hold_released").await
+        < c.counter_of_others(0, "mobicore_mme_host_hold_started").await
+    {
         assert!(Instant::now() < end, "held UEs released");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(total(&c, "mobicore_mme_host_ue_refreshed").await > 0, "owners read their UEs again");
-    assert_eq!(total(&c, "mobicore_mme_host_ue_refresh_failed").await, 0);
+    assert!(c.counter_of_others(0, "mobicore_mme_host_ue_refreshed").await > 0, "owners read their UEs again");
+    assert_eq!(c.counter_of_others(0, "mobicore_mme_host_ue_refresh_failed").await, 0);
     let r = c.ran.phase(Phase::Tau).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (UES, 0), "TAU: {:?}", c.ran.report().failures);
     c.ran.settle_idle().await.unwrap();

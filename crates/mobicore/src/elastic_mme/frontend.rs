@@ -594,7 +594,7 @@ impl State {
         self.tell_replicas();
     }
 
-    /// The owners' hosts of the UEs whose visited host went read them
+    /// The owners' hosts of the UEs whose holding host went read them
     /// again (queued after their Inherit or Adopt).
     fn refresh(&mut self) {
         for (owner, id) in self.router.take_refreshes() {

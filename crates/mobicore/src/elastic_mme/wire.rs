@@ -75,7 +75,7 @@ pub enum Frame {
     /// here (as for a UE taken over).
     Refresh { id: u32, resume: bool },
     /// Front end -> host, before [`Frame::Inherit`] or [`Frame::Adopt`]:
-    /// UE `id` of the host it takes over is visiting another host, which
+    /// UE `id` of the host it takes over is held by another host, which
     /// writes it: not to be loaded until its [`Frame::Refresh`].
     Away { id: u32 },
 }
