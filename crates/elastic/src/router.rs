@@ -58,10 +58,15 @@
 //! connection, from the host's word ([`Router::holding`],
 //! [`Router::released`]): its messages (by M-TMSI, by MME-UE-S1AP-ID, the
 //! S-GW's requests by S11 TEID) go to that host until it is at rest there
-//! again. When a UE comes to rest away from its owner, or the host it
-//! was at goes, the owner's host is told to read it again, as another
-//! host wrote it ([`Router::take_refreshes`]). Between procedures nothing
-//! is tracked.
+//! again. The owner's host is told when a UE is placed away
+//! ([`Lend::Lent`]) and drops its copy if the UE is at rest there, so
+//! that no timer of a stale copy fires while another host holds it. When
+//! a UE comes to rest away from its owner, or the host it was at goes,
+//! the owner's host is told to read it again, as another host wrote it
+//! ([`Router::take_refreshes`]); so it is when a placement ends with no
+//! host having said it holds the UE ([`Lend::Returned`], bounded by
+//! [`MAX_UNCONFIRMED`]: an S-TMSI no host knows leaves no entry for
+//! good). Between procedures nothing is tracked.
 //!
 //! # Load reports
 //! Hosts report their moving averages periodically ([`Router::report`]);
@@ -145,6 +150,22 @@ pub struct RouterStats {
     pub to_holder: u64,
     /// UEs not tracked: the table was full.
     pub holds_full: u64,
+    /// Placements no host confirmed in time (see [`Lend::Returned`]).
+    pub placements_returned: u64,
+}
+
+/// What the owner's host of a UE placed away is told (see "Per-procedure
+/// placement"), by the UE's M-TMSI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lend {
+    /// A procedure of the UE went to another host: the owner's host drops
+    /// its copy if the UE is at rest there, so that no timer of a stale
+    /// copy runs while another host holds it.
+    Lent(u32),
+    /// The placement ended with no host saying it holds the UE (the host
+    /// went first, or the oldest of [`MAX_UNCONFIRMED`]): the owner's host
+    /// reads it again, its timers running there.
+    Returned(u32),
 }
 
 /// The UEs hosts hold in a procedure or an S1 connection (see
@@ -159,12 +180,27 @@ struct Holds {
     /// MME-UE-S1AP-IDs whose host went while it held them: their owner's
     /// host reads them again.
     refresh: Vec<u32>,
+    /// Placements no host has said it holds yet, by M-TMSI, numbered in
+    /// the order placed; that order (with stale entries: confirmed since,
+    /// or placed again).
+    unconfirmed: HashMap<u32, u64>,
+    placed_order: VecDeque<(u64, u32)>,
+    placed_seq: u64,
+    /// What owners' hosts are to be told.
+    lends: Vec<(HostId, Lend)>,
     /// UEs tracked at most (none: per-procedure placement is off).
     max: usize,
 }
 
 /// M-TMSIs followed per held UE at most (a GUTI reallocated while held).
 const MAX_NAMES: usize = 4;
+
+/// Placements not yet confirmed by the host's Holding at most, and half
+/// the table (beyond what the hosts' round trip leaves in flight at any
+/// rate measured): an
+/// INITIAL UE MESSAGE naming an unknown S-TMSI leaves one for good, and
+/// must not fill the table.
+pub const MAX_UNCONFIRMED: usize = 1 << 16;
 
 /// The host number a sequence number of a host's S11 request carries:
 /// the top octet of its 24 bits.
@@ -346,6 +382,16 @@ impl Router {
         // What it held: its own UEs and those of hosts gone before go to
         // the heir, which loads them all; the others' owners read them again.
         let v = &mut self.holds;
+        let mut unheld: Vec<u32> = v
+            .by_mtmsi
+            .iter()
+            .filter(|(m, h)| **h == host && v.unconfirmed.contains_key(m) && !moved.contains(&owner(**m)))
+            .map(|(&m, _)| m)
+            .collect();
+        unheld.sort_unstable();
+        for m in &unheld {
+            v.unconfirmed.remove(m);
+        }
         v.by_mtmsi.retain(|_, h| *h != host);
         let mut ended: Vec<u32> = v
             .by_id
@@ -358,6 +404,7 @@ impl Router {
         v.refresh.extend(ended);
         // Its heir from now on (see "A host that is gone").
         self.gone.insert(host, self.ring_heir(host));
+        self.return_placements(unheld);
         moved
     }
 
@@ -566,9 +613,49 @@ impl Router {
             self.frontend.untrack(MTmsi(m));
             return None;
         }
-        self.holds.by_mtmsi.insert(m, r.host);
+        let v = &mut self.holds;
+        v.by_mtmsi.insert(m, r.host);
+        v.lends.push((home, Lend::Lent(m)));
+        v.placed_seq += 1;
+        v.unconfirmed.insert(m, v.placed_seq);
+        v.placed_order.push_back((v.placed_seq, m));
         self.stats.placed_away += 1;
+        self.expire_unconfirmed();
         Some(r.host)
+    }
+
+    /// Forgets the oldest placements beyond [`MAX_UNCONFIRMED`] (and
+    /// stale order entries beyond twice that): their owners' hosts read
+    /// them again.
+    fn expire_unconfirmed(&mut self) {
+        let bound = MAX_UNCONFIRMED.min(self.holds.max / 2).max(1);
+        let mut returned = Vec::new();
+        let v = &mut self.holds;
+        while v.unconfirmed.len() > bound || v.placed_order.len() > 2 * bound {
+            let Some((seq, m)) = v.placed_order.pop_front() else { break };
+            if v.unconfirmed.get(&m) == Some(&seq) {
+                v.unconfirmed.remove(&m);
+                v.by_mtmsi.remove(&m);
+                returned.push(m);
+            }
+        }
+        self.return_placements(returned);
+    }
+
+    /// Placements of `ms` ended with no holder: their owners' hosts are told.
+    fn return_placements(&mut self, ms: Vec<u32>) {
+        for m in ms {
+            self.stats.placements_returned += 1;
+            self.frontend.end(MTmsi(m));
+            if let Some(home) = self.serving(owner(m)) {
+                self.holds.lends.push((home, Lend::Returned(m)));
+            }
+        }
+    }
+
+    /// What owners' hosts of UEs placed away are to be told, in order.
+    pub fn take_lends(&mut self) -> Vec<(HostId, Lend)> {
+        std::mem::take(&mut self.holds.lends)
     }
 
     /// Place every procedure (see "Per-procedure placement"), tracking at
@@ -597,6 +684,9 @@ impl Router {
             self.stats.holds_full += 1;
             return false;
         }
+        if let Some(m) = m_tmsi {
+            v.unconfirmed.remove(&m);
+        }
         let (h, names) = v.by_id.entry(id).or_insert((host, Vec::new()));
         *h = host;
         if let Some(m) = m_tmsi.filter(|m| !names.contains(m) && names.len() < MAX_NAMES) {
@@ -615,6 +705,7 @@ impl Router {
         }
         let (_, names) = self.holds.by_id.remove(&id)?;
         for m in names {
+            self.holds.unconfirmed.remove(&m);
             if self.holds.by_mtmsi.get(&m) == Some(&host) {
                 self.holds.by_mtmsi.remove(&m);
             }
@@ -1115,6 +1206,48 @@ mod tests {
         assert_eq!(r.holds(), 0);
         assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), HostId(2));
         assert_eq!(r.frontend.in_progress(), 0);
+    }
+
+    #[test]
+    fn the_owners_host_is_told_of_a_placement_away_and_of_one_no_host_took() {
+        let mut r = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(1 << 20);
+        let (id, m) = (0x0200_0007, 0x0200_0005);
+        // Placed at home: nothing to tell.
+        assert_eq!(to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 0, m_tmsi: Some(m) })), HostId(1));
+        let x = placed_away(&mut r, m);
+        assert_eq!(r.take_lends(), vec![(HostId(2), Lend::Lent(m))]);
+        assert!(r.take_lends().is_empty());
+        // Confirmed by the host: its end is a refresh, not a return.
+        assert!(r.holding(x, id, Some(m)));
+        assert_eq!(r.released(x, id), Some(HostId(2)));
+
+        // Placed again; its host goes before saying it holds the UE: the
+        // owner's host reads it again.
+        let y = placed_away(&mut r, m);
+        assert_eq!(r.take_lends(), vec![(HostId(2), Lend::Lent(m))]);
+        r.host_down(y);
+        assert_eq!(r.take_lends(), vec![(HostId(2), Lend::Returned(m))]);
+        assert!(r.take_refreshes().is_empty());
+        assert_eq!(r.holds(), 0);
+        assert_eq!(r.stats.placements_returned, 1);
+
+        // S-TMSIs no host knows (never confirmed): the oldest are returned
+        // beyond the bound, so the table never fills with them.
+        let mut r = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(64);
+        for m in 1..=100 {
+            r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: m, m_tmsi: Some(0x0200_0000 | m) }).unwrap();
+        }
+        // Round robin: 2 in 3 away from host 2.
+        assert_eq!(r.stats.placed_away, 67);
+        assert_eq!(r.holds(), 32);
+        assert!(r.frontend.in_progress() <= 32);
+        assert_eq!(r.stats.placements_returned, 35);
+        let lends = r.take_lends();
+        assert!(lends.iter().all(|(h, _)| *h == HostId(2)));
+        let returned: Vec<Lend> =
+            lends.into_iter().map(|(_, l)| l).filter(|l| matches!(l, Lend::Returned(_))).collect();
+        assert_eq!(returned.len(), 35);
+        assert_eq!(returned[0], Lend::Returned(0x0200_0001));
     }
 
     #[test]

@@ -1300,6 +1300,60 @@ async fn procedures_placed_away_from_a_ues_host_run_there_and_it_goes_home_after
     core.stop().await.unwrap();
 }
 
+/// Per-procedure placement: the owner's host of a UE placed away is told
+/// (the front end lent the UE), and drops its copy of the UE at rest, so
+/// that no timer of a stale copy runs while another host holds it. The
+/// UEs' mobile reachable timer is short here: while every UE's service
+/// request connection is held (some away from their owners), no host's
+/// timer fires (a UE connected has none running: only a stale copy's
+/// would), and no stale copy ever writes. Released, each UE is read again
+/// by its owner's host and its timer fires there, once per UE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placed_procedures_an_owners_copy_runs_no_timer_while_another_host_holds_the_ue() {
+    let host_mme = "mobile_reachable_seconds = 2\nimplicit_detach_seconds = 600\n";
+    let o = Options { host_mme, frontend: &["--placement", "procedure"], ..DEFAULT };
+    let mut c = Cluster::start("hot", o).await;
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service request: {:?}", c.ran.report().failures);
+    let visits = c.counter_of_others(0, "mobicore_mme_host_ue_taken_over").await;
+    assert!(visits > 0, "some procedures placed away from the UE's host");
+    assert!(c.counter_of_others(0, "mobicore_mme_host_lent_dropped").await > 0, "owners dropped lent UEs");
+    // Every UE connected: past the timer's period, none fires (one that
+    // fired before the phase, on a slow machine, is in `fired`).
+    let fired = c.counter_of_others(0, "mobicore_mme_mobile_reachable_expiry").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        c.counter_of_others(0, "mobicore_mme_mobile_reachable_expiry").await,
+        fired,
+        "a stale copy's timer fired for a connected UE"
+    );
+
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    // Idle again, wherever they were: each UE's timer fires once, on the
+    // host that holds it now.
+    let end = Instant::now() + LIMIT;
+    while c.counter_of_others(0, "mobicore_mme_mobile_reachable_expiry").await < fired + UES {
+        assert!(Instant::now() < end, "every idle UE's mobile reachable timer fires");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(c.counter_of_others(0, "mobicore_mme_host_ue_refreshed").await > 0, "owners read their UEs again");
+    let metrics: Vec<SocketAddr> = c.metrics.values().copied().collect();
+    let Cluster { procs, ran, core, store, .. } = c;
+    let report = ran.finish().await.unwrap();
+    assert_eq!((report.attached, report.failed), (UES, 0), "no attach beyond the first: {:?}", report.failures);
+    assert_eq!((report.detached, report.detach_failed), (UES, 0), "{:?}", report.failures);
+    assert!(records(store.as_ref().unwrap()).await.is_empty(), "detached UEs leave no record");
+    let mut expired = 0;
+    for m in metrics {
+        assert_eq!(counter(m, "mobicore_mme_store_cas_conflict").await, 0, "no stale copy wrote");
+        expired += counter(m, "mobicore_mme_mobile_reachable_expiry").await;
+    }
+    assert_eq!(expired, fired + UES, "each idle UE's timer fired once");
+    drop(procs);
+    core.stop().await.unwrap();
+}
+
 /// Host-local stores surviving two failures (`mme-frontend --replicas
 /// 2`): with three hosts each replicates to both others, so two hosts
 /// killed together (kill -9 one after the other, before the front end

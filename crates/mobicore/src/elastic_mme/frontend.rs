@@ -59,7 +59,7 @@ use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
 use mobicore_elastic::controller::{Decision, EpsController};
-use mobicore_elastic::router::{Dest, Router, S11From, S11Header, S11Route, UeName};
+use mobicore_elastic::router::{Dest, Lend, Router, S11From, S11Header, S11Route, UeName};
 use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
 use mobicore_mme::routing::{self, Uplink};
@@ -320,7 +320,9 @@ impl State {
 
     /// A UE-associated uplink message to its host, or held for it.
     fn uplink(&mut self, name: UeName, assoc: u64, stream: u16, data: Bytes) {
-        match self.router.route(name) {
+        let dest = self.router.route(name);
+        self.lend();
+        match dest {
             Ok(Dest::Host(host)) => self.send(host, Frame::S1 { assoc, stream, data }),
             Ok(Dest::Hold(host)) if self.held.len() < HOLD_MAX => {
                 self.held.push_back((host, name, assoc, stream, data))
@@ -600,6 +602,25 @@ impl State {
         for (owner, id) in self.router.take_refreshes() {
             self.counters.incr("frontend_refresh_host_gone");
             self.send(owner, Frame::Refresh { id, resume: true });
+        }
+        self.lend();
+    }
+
+    /// The owners' hosts of UEs placed away, or whose placement ended
+    /// with no holder, are told.
+    fn lend(&mut self) {
+        for (owner, lend) in self.router.take_lends() {
+            let frame = match lend {
+                Lend::Lent(m_tmsi) => {
+                    self.counters.incr("frontend_lent");
+                    Frame::Lent { m_tmsi }
+                }
+                Lend::Returned(m_tmsi) => {
+                    self.counters.incr("frontend_placement_returned");
+                    Frame::Returned { m_tmsi }
+                }
+            };
+            self.send(owner, frame);
         }
     }
 
@@ -939,6 +960,8 @@ mod tests {
         Frame::S1 { assoc: 1, stream: 1, data: Bytes::from_static(data) }
     }
 
+    /// Placement, holding, release and a host's death as the hosts and
+    /// the front end tell each other.
     #[test]
     fn hosts_holding_ues_are_followed_and_owners_told_to_read_them_again() {
         let fe =
@@ -961,6 +984,8 @@ mod tests {
         let (a, ma) = (0x0200_0007, 0x0200_0005);
         st.uplink(UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) }, 1, 1, Bytes::from_static(b"sr"));
         assert_eq!(sent(q.get_mut(&1).unwrap()), [s1(b"sr")]);
+        // Its owner's host is told, to drop its copy if at rest.
+        assert_eq!(sent(q.get_mut(&2).unwrap()), [Frame::Lent { m_tmsi: ma }]);
         frame(&mut st, 1, Frame::Holding { id: a, m_tmsi: Some(ma) });
         st.uplink(UeName::MmeUeS1apId(a), 1, 1, Bytes::from_static(b"ics response"));
         assert_eq!(sent(q.get_mut(&1).unwrap()), [s1(b"ics response")]);

@@ -53,9 +53,13 @@
 //! when an event leaves a UE busy (before anything of it goes out), and
 //! [`Frame::Released`] once it is at rest again (registered, ECM-IDLE, no
 //! procedure) and its record written. A UE of another host (placed here,
-//! loaded at its INITIAL UE MESSAGE) is dropped then; the front end tells
-//! its owner's host to read it again ([`Frame::Refresh`]), so that its
-//! timers run there between procedures. UEs of a host this host takes
+//! loaded at its INITIAL UE MESSAGE) is held even if that message left
+//! it at rest, and dropped then; the front end tells its owner's host to
+//! read it again ([`Frame::Refresh`]), so that its timers run there
+//! between procedures. The owner's host drops its own copy of a UE at
+//! rest when told it was placed away ([`Frame::Lent`]): no timer of that
+//! stale copy fires while the other host holds it; and reads it again if
+//! the placement ends with no host holding it ([`Frame::Returned`]). UEs of a host this host takes
 //! over that another host holds ([`Frame::Away`]) are not adopted: their
 //! refresh brings them.
 //!
@@ -147,11 +151,14 @@ impl Holds {
     fn hold(&mut self, core: &Mme, touched: &[u32], to_fe: &mpsc::Sender<Frame>, counters: &Counters) {
         for &id in touched {
             let m_tmsi = core.ue_mtmsi(id);
-            match self.held.get(&id) {
-                Some(&told) if told == m_tmsi || m_tmsi.is_none() => continue,
-                Some(_) => {}
-                None if core.ue_at_rest(id) != Some(false) => continue,
-                None => {}
+            match (self.held.get(&id), core.ue_at_rest(id)) {
+                (Some(&told), _) if told == m_tmsi || m_tmsi.is_none() => continue,
+                (Some(_), _) => {}
+                // A visitor at rest is held too, to be released (and
+                // dropped) at once: its owner's host reads it again.
+                (None, Some(true)) if self.mine.contains(&((id >> 24) as u8)) => continue,
+                (None, None) => continue,
+                (None, _) => {}
             }
             if self.held.insert(id, m_tmsi).is_none() {
                 counters.incr("host_hold_started");
@@ -384,8 +391,14 @@ pub async fn run(
                     // Held here: this copy is the newest.
                     Frame::Refresh { id, resume } if !holds.held.contains_key(&id) => {
                         holds.away.remove(&id);
-                        refresh(&mut core, &mut stored, &counters, id, resume).await
+                        refresh(&mut core, &mut stored, &counters, UeKey::MmeUeS1apId(id), resume).await
                     }
+                    Frame::Lent { m_tmsi } => lent(&mut core, &mut stored, &holds, &counters, m_tmsi),
+                    // Here already (it came back by another way): current.
+                    Frame::Returned { m_tmsi } if core.find_ue(&UeKey::MTmsi(m_tmsi)).is_none() => {
+                        refresh(&mut core, &mut stored, &counters, UeKey::MTmsi(m_tmsi), false).await
+                    }
+                    Frame::Returned { .. } => counters.incr("host_returned_present"),
                     frame => on_frame(&mut core, &mut stored, &counters, &mut nf, frame).await,
                 }
             }
@@ -453,13 +466,34 @@ async fn ensure_held(core: &mut Mme, stored: &mut StoredUes, key: UeKey) {
     stored.hold(core, &key, time_now()).await;
 }
 
-/// Another host has written UE `id`'s record (it visited there, or the
-/// host it visited is gone: `resume`): read it again, or drop the UE if
-/// it is no longer stored (detached there). With `resume` the request
+/// A procedure of this host's UE `m_tmsi` was placed on another host
+/// ([`Frame::Lent`]): the UE is dropped here if it is at rest, its record
+/// written, so that no timer of this copy fires while the other host
+/// holds it; read again at its refresh. A UE busy here (paged, say: its
+/// service request comes back here) stays; the store's compare-and-set
+/// settles which host's write counts.
+fn lent(core: &mut Mme, stored: &mut StoredUes, holds: &Holds, counters: &Counters, m_tmsi: u32) {
+    let key = UeKey::MTmsi(m_tmsi);
+    match core.find_ue(&key) {
+        None => counters.incr("host_lent_absent"),
+        Some(id) if holds.held.contains_key(&id) || core.ue_at_rest(id) != Some(true) || stored.unsynced() => {
+            counters.incr("host_lent_busy")
+        }
+        Some(id) => {
+            tracing::debug!(id, m_tmsi, "lent");
+            stored.release(core, &key);
+            counters.incr("host_lent_dropped");
+        }
+    }
+}
+
+/// Another host has written the record of the UE `key` names (it visited
+/// there, or the host it visited is gone: `resume`; or its placement
+/// there ended before that host held it): read it again, or drop the UE
+/// if it is no longer stored (detached there). With `resume` the request
 /// its step awaits goes again from here ([`Mme::resume_taken_over`]).
-async fn refresh(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, id: u32, resume: bool) {
-    let key = UeKey::MmeUeS1apId(id);
-    tracing::debug!(id, resume, "refresh");
+async fn refresh(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, key: UeKey, resume: bool) {
+    tracing::debug!(?key, resume, "refresh");
     match stored.load(core, &key, time_now()).await {
         Ok(id) => {
             counters.incr("host_ue_refreshed");
@@ -479,7 +513,7 @@ async fn refresh(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, id
             // Its copy here is stale: dropped, read at its next message.
             stored.release(core, &key);
             counters.incr("host_ue_refresh_failed");
-            tracing::warn!(id, "reading a UE again: {e}");
+            tracing::warn!(?key, "reading a UE again: {e}");
         }
     }
 }
@@ -558,6 +592,8 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, n
         | Frame::Adopt { .. }
         | Frame::Refresh { .. }
         | Frame::Away { .. }
+        | Frame::Lent { .. }
+        | Frame::Returned { .. }
         | Frame::Track => {}
         Frame::Hello { .. }
         | Frame::Holding { .. }

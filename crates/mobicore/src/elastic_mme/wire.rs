@@ -78,6 +78,14 @@ pub enum Frame {
     /// UE `id` of the host it takes over is held by another host, which
     /// writes it: not to be loaded until its [`Frame::Refresh`].
     Away { id: u32 },
+    /// Front end -> host: a procedure of its UE with M-TMSI `m_tmsi` was
+    /// placed on another host: drop the UE if it is at rest here (its
+    /// timers run where it is held), to be read again at its
+    /// [`Frame::Refresh`].
+    Lent { m_tmsi: u32 },
+    /// Front end -> host: that placement ended with no host holding the
+    /// UE: read it again.
+    Returned { m_tmsi: u32 },
 }
 
 /// One NF's entry of a [`Frame::Load`]: its procedure kind (by
@@ -126,6 +134,8 @@ const HOLDING: u8 = 15;
 const RELEASED: u8 = 16;
 const REFRESH: u8 = 17;
 const AWAY: u8 = 18;
+const LENT: u8 = 19;
+const RETURNED: u8 = 20;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -193,6 +203,14 @@ impl Frame {
             Frame::Away { id } => {
                 b.put_u8(AWAY);
                 b.put_u32(*id);
+            }
+            Frame::Lent { m_tmsi } => {
+                b.put_u8(LENT);
+                b.put_u32(*m_tmsi);
+            }
+            Frame::Returned { m_tmsi } => {
+                b.put_u8(RETURNED);
+                b.put_u32(*m_tmsi);
             }
             Frame::Replica { peer, msg } => {
                 b.put_u8(REPLICA);
@@ -290,6 +308,14 @@ impl Frame {
             AWAY => {
                 need(&body, 4)?;
                 Ok(Frame::Away { id: body.get_u32() })
+            }
+            LENT => {
+                need(&body, 4)?;
+                Ok(Frame::Lent { m_tmsi: body.get_u32() })
+            }
+            RETURNED => {
+                need(&body, 4)?;
+                Ok(Frame::Returned { m_tmsi: body.get_u32() })
             }
             REPLICA => {
                 need(&body, 2)?;
@@ -459,6 +485,8 @@ mod tests {
         round_trip(Frame::Refresh { id: 0x0300_0009, resume: false });
         round_trip(Frame::Refresh { id: 3, resume: true });
         round_trip(Frame::Away { id: 0x0400_0001 });
+        round_trip(Frame::Lent { m_tmsi: 0x0200_0005 });
+        round_trip(Frame::Returned { m_tmsi: 0x0200_0005 });
         round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Resync });
         let op = mobicore_store::replica::Op::Put { key: "mme/ue/1".into(), version: 3, value: vec![7; 1000] };
         round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![op] } });
@@ -502,6 +530,8 @@ mod tests {
             Frame::Released { id: 1 },
             Frame::Refresh { id: 1, resume: true },
             Frame::Away { id: 1 },
+            Frame::Lent { m_tmsi: 1 },
+            Frame::Returned { m_tmsi: 1 },
         ] {
             let enc = f.encode();
             for n in 0..enc.len() - 4 {
