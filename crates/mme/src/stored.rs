@@ -51,6 +51,11 @@
 //! is why a UE must be served by one host at a time and the conflict is
 //! reported ([`SyncReport::conflicts`]).
 //!
+//! One sync's writes are pipelined: every record's compare-and-set is sent
+//! at once (one round trip to Redis for them all), each answer is then
+//! settled in order on its own (a conflict evicts that UE only), and the
+//! index keys of the records written go at once too.
+//!
 //! A write or delete that fails otherwise (the store unreachable, a value
 //! over its bound) is counted (`store_write_failed`, `store_delete_failed`)
 //! and tried again at the next sync; the UE stays served from memory. The
@@ -61,6 +66,7 @@
 use crate::context_codec::{self, TimeBase};
 use crate::mme::Mme;
 use crate::transfer::{mtmsis, ImportError, Removed, UeKey};
+use futures_util::future::join_all;
 use mobicore_common::Imsi;
 use mobicore_store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
@@ -150,6 +156,29 @@ pub enum Hold {
     NotStored,
     /// The store or the record failed.
     Failed(StoredError),
+}
+
+/// A UE's record ready to write: its key, the version it replaces (none:
+/// only if absent) and its M-TMSIs.
+struct Ready {
+    id: u32,
+    imsi: Imsi,
+    key: String,
+    expected: Option<u64>,
+    record: Vec<u8>,
+    mtmsis: Vec<u32>,
+}
+
+/// The index keys of a record written (see [`StoredUes::write_indexes`]):
+/// those it had (`id_indexed`, `old`), those it has, and an older
+/// context's it took the place of.
+struct Indexes {
+    imsi: Imsi,
+    id: u32,
+    id_indexed: bool,
+    old: Vec<u32>,
+    mtmsis: Vec<u32>,
+    superseded: Option<(u32, Vec<u32>)>,
 }
 
 /// What this host knows of a UE's record: the version it last read or
@@ -259,6 +288,7 @@ impl StoredUes {
             }
         }
         touched.sort_unstable();
+        let mut ready = Vec::new();
         for id in touched {
             let Some(summary) = mme.ue_summary(id) else { continue };
             if summary.imsi.is_none() || (self.mode == Replication::Cold && !summary.settled) {
@@ -269,12 +299,43 @@ impl StoredUes {
                 self.retry.insert(id);
                 continue;
             }
-            match self.write(mme, id, time).await {
-                Ok(_) => report.written += 1,
+            match self.prepare(mme, id, time) {
+                Ok(r) => ready.push(r),
+                Err(_) => {
+                    report.failed += 1;
+                    self.retry.insert(id);
+                }
+            }
+        }
+        // Pipelined: every record's compare-and-set at once (one round
+        // trip to Redis for the lot), then each answer in order; then the
+        // index keys of those written, at once too.
+        let store = &self.store;
+        let answers = join_all(ready.iter().map(|r| store.compare_and_set(&r.key, r.expected, &r.record))).await;
+        let mut indexes = Vec::new();
+        for (r, answer) in ready.into_iter().zip(answers) {
+            let id = r.id;
+            match self.settle(mme, r, answer, time).await {
+                Ok((_, ix)) => indexes.push(ix),
                 Err(StoredError::Conflict { .. }) => report.conflicts.push(id),
                 Err(_) => {
                     report.failed += 1;
                     self.retry.insert(id);
+                    failing = true;
+                }
+            }
+        }
+        let written = join_all(indexes.iter().map(|ix| self.write_indexes(ix))).await;
+        for (ix, w) in indexes.into_iter().zip(written) {
+            match w {
+                Ok(()) => {
+                    report.written += 1;
+                    self.indexed(ix);
+                }
+                Err(_) => {
+                    mme.counters.incr("store_write_failed");
+                    report.failed += 1;
+                    self.retry.insert(ix.id);
                     failing = true;
                 }
             }
@@ -293,15 +354,42 @@ impl StoredUes {
     /// shutdown); returns its new version. A lost compare-and-set evicts
     /// the UE from `mme` (see the module doc).
     pub async fn write(&mut self, mme: &mut Mme, id: u32, time: TimeBase) -> Result<u64, StoredError> {
+        let r = self.prepare(mme, id, time)?;
+        let answer = self.store.compare_and_set(&r.key, r.expected, &r.record).await;
+        let (version, ix) = self.settle(mme, r, answer, time).await?;
+        if let Err(e) = self.write_indexes(&ix).await {
+            mme.counters.incr("store_write_failed");
+            return Err(e.into());
+        }
+        self.indexed(ix);
+        Ok(version)
+    }
+
+    /// UE `id`'s record, and the version it is to replace.
+    fn prepare(&self, mme: &Mme, id: u32, time: TimeBase) -> Result<Ready, StoredError> {
         let summary = mme.ue_summary(id).ok_or(StoredError::NotHere(id))?;
         let imsi = summary.imsi.clone().ok_or(StoredError::NoImsi(id))?;
         let record = mme.export_ue(&UeKey::MmeUeS1apId(id), time).ok_or(StoredError::NotHere(id))?;
         let key = keys::record(&imsi);
-        let held = self.held.get(&imsi).filter(|h| h.id == id);
-        let expected = held.map(|h| h.version);
+        let expected = self.held.get(&imsi).filter(|h| h.id == id).map(|h| h.version);
+        Ok(Ready { id, imsi, key, expected, record, mtmsis: summary.mtmsis })
+    }
+
+    /// The compare-and-set of `r` answered `answer`: what follows from it
+    /// (a write of this host's that was unsure, an older context's record
+    /// superseded, a conflict that evicts the UE), and the index keys left
+    /// to write once the record is.
+    async fn settle(
+        &mut self,
+        mme: &mut Mme,
+        r: Ready,
+        answer: Result<u64, StoreError>,
+        time: TimeBase,
+    ) -> Result<(u64, Indexes), StoredError> {
+        let Ready { id, imsi, key, expected, record, mtmsis } = r;
         // The names of an older context the write takes the place of.
         let mut superseded = None;
-        let mut result = self.store.compare_and_set(&key, expected, &record).await;
+        let mut result = answer;
         if let (Err(StoreError::Conflict { current: Some(_) }), Some(tried)) = (&result, self.unsure.get(&imsi)) {
             // An earlier write whose answer never came landed after all.
             if let Ok(Some(stored)) = self.store.get(&key).await {
@@ -344,37 +432,30 @@ impl StoredUes {
         // The new version first: an index write that fails leaves the
         // record this host's, and the indexes are done again next time.
         self.held.insert(imsi.clone(), Held { version, id, mtmsis: old.clone(), id_indexed });
-        if let Err(e) = self.write_indexes(&imsi, id, id_indexed, &old, &summary.mtmsis, superseded).await {
-            mme.counters.incr("store_write_failed");
-            return Err(e.into());
-        }
-        if let Some(h) = self.held.get_mut(&imsi) {
+        Ok((version, Indexes { imsi, id, id_indexed, old, mtmsis, superseded }))
+    }
+
+    /// The index keys of `ix` are written: this host's record says so.
+    fn indexed(&mut self, ix: Indexes) {
+        if let Some(h) = self.held.get_mut(&ix.imsi) {
             h.id_indexed = true;
-            h.mtmsis = summary.mtmsis;
+            h.mtmsis = ix.mtmsis;
         }
-        Ok(version)
     }
 
     /// The index keys of a record just written: after the record, so that
     /// a reader that follows an index finds a record at least as new.
-    async fn write_indexes(
-        &self,
-        imsi: &Imsi,
-        id: u32,
-        id_indexed: bool,
-        old: &[u32],
-        mtmsis: &[u32],
-        superseded: Option<(u32, Vec<u32>)>,
-    ) -> Result<(), StoreError> {
+    async fn write_indexes(&self, ix: &Indexes) -> Result<(), StoreError> {
+        let Indexes { imsi, id, id_indexed, old, mtmsis, superseded } = ix;
         let value = imsi.as_str().as_bytes();
         if !id_indexed {
-            self.store.put(&keys::id(id), value).await?;
+            self.store.put(&keys::id(*id), value).await?;
         }
         for &m in mtmsis.iter().filter(|m| !old.contains(m)) {
             self.store.put(&keys::mtmsi(m), value).await?;
         }
-        let (old_id, gone) = superseded.unwrap_or((id, Vec::new()));
-        if old_id != id {
+        let (old_id, gone) = superseded.clone().unwrap_or((*id, Vec::new()));
+        if old_id != *id {
             self.delete_index(&keys::id(old_id), imsi).await?;
         }
         for &m in old.iter().chain(&gone).filter(|m| !mtmsis.contains(m)) {

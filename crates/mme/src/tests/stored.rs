@@ -363,6 +363,44 @@ async fn cas_conflict_is_counted_and_the_loser_steps_back() {
     assert_eq!(a.count("store_cas_conflict"), 0);
 }
 
+/// One sync writes several UEs' records at once (pipelined): each answer
+/// is its own, so the one UE another host wrote meanwhile is a conflict
+/// (evicted here) and the others are written with their index keys.
+async fn one_sync_of_many_ues_settles_each_write_on_its_own(store: Store) {
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let imsis: Vec<Imsi> = (0..4).map(|i| format!("00101000000020{i}").parse().unwrap()).collect();
+    let ues: Vec<TestUe> = imsis.iter().zip(51..).map(|(i, e)| a.h.attach(i.as_str(), e)).collect();
+    let r = a.sync().await;
+    assert_eq!((r.written, r.failed, r.conflicts.len()), (4, 0, 0), "{r:?}");
+    // Host B takes UE 2 over and writes it first.
+    let mut b = Host::new(store.clone(), Replication::Hot, 0x200);
+    b.load(UeKey::Imsi(imsis[2].clone())).await.unwrap();
+    release_to_idle(&mut b.h, &ues[2]);
+    assert_eq!(b.sync().await.written, 1);
+    let theirs = store.get(&keys::record(&imsis[2])).await.unwrap().unwrap();
+    for ue in &ues {
+        release_to_idle(&mut a.h, ue);
+    }
+    let r = a.sync().await;
+    assert_eq!(r.written, 3, "{r:?}");
+    assert_eq!(r.conflicts, vec![ues[2].mme_ue_id.unwrap()]);
+    assert_eq!(a.h.mme.stats().ues, 3, "only the stale copy dropped");
+    assert_eq!(store.get(&keys::record(&imsis[2])).await.unwrap().unwrap(), theirs, "B's record stays");
+    for (i, ue) in ues.iter().enumerate().filter(|(i, _)| *i != 2) {
+        let mine = a.h.mme.export_ue(&UeKey::Imsi(imsis[i].clone()), a.time()).unwrap();
+        assert_eq!(store.get(&keys::record(&imsis[i])).await.unwrap().unwrap().value, mine);
+        // Found again by its index keys, from another host.
+        let mut c = Host::new(store.clone(), Replication::Hot, 0x300);
+        assert!(c.load(UeKey::MTmsi(m_tmsi(ue))).await.is_ok(), "UE {i} by its M-TMSI");
+        assert!(c.load(UeKey::MmeUeS1apId(ue.mme_ue_id.unwrap())).await.is_ok(), "UE {i} by its MME-UE-S1AP-ID");
+    }
+}
+
+#[tokio::test]
+async fn one_sync_of_many_ues_settles_each_write_on_its_own_embedded() {
+    one_sync_of_many_ues_settles_each_write_on_its_own(Store::memory()).await;
+}
+
 /// The loser of a compare-and-set sends nothing its event produced for
 /// the UE (write-ahead: the store is written before anything goes out):
 /// its copy was stale, and the winner has acted for the UE.
@@ -486,6 +524,8 @@ async fn redis_takeovers() {
     release_to_idle(&mut b.h, &ue);
     assert_eq!(b.sync().await.conflicts, vec![ue.mme_ue_id.unwrap()]);
     assert_eq!(b.count("store_cas_conflict"), 1);
+    // Many UEs in one sync: their writes pipelined on one connection.
+    one_sync_of_many_ues_settles_each_write_on_its_own(connect("many").await).await;
 }
 
 /// Redis gone: writes fail, are counted and tried again; the UE is still
