@@ -540,6 +540,30 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 2048,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x6672_616d),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any body, a known type first or not: a frame or an error, never
+        /// a panic; a frame decoded encodes to a body that decodes to it.
+        #[test]
+        fn any_body_decodes_to_a_frame_that_round_trips_or_an_error(
+            kind in 0u8..24,
+            rest in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96),
+        ) {
+            let mut body = vec![kind];
+            body.extend_from_slice(&rest);
+            if let Ok(f) = Frame::decode(Bytes::from(body)) {
+                let enc = f.encode();
+                proptest::prop_assert_eq!(Frame::decode(enc.slice(4..)), Ok(f));
+            }
+        }
+    }
+
     #[tokio::test]
     async fn reading_bounds_the_length() {
         let mut too_long: &[u8] = &(MAX_FRAME as u32 + 1).to_be_bytes();
