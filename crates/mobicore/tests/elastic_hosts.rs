@@ -1186,6 +1186,71 @@ async fn an_idle_pool_instance_takes_a_backlogged_kind_and_goes_back_when_the_lo
     core.stop().await.unwrap();
 }
 
+/// Instances beyond the pool (`--nf-max`): the same backlogged attach
+/// instance as above, the pool of one kept at its size. When the pooled
+/// instance is given to attach, a new instance process is started in the
+/// pool; once the load ends and attach gives instances back, the pool
+/// above its size stops as many as were started (their processes gone).
+/// Every UE attaches once and detaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_is_kept_at_its_size_by_instances_started_and_stopped() {
+    const N: u64 = 40;
+    let host_args: &[&str] = &[
+        "--nf",
+        "attach=1,service-request=1,tau=1,handover=1,detach=1",
+        "--nf-pool",
+        "1",
+        "--nf-max",
+        "8",
+        "--nf-slow-ms",
+        "30",
+    ];
+    let o = Options { ues: N, hosts: 1, host_args, rate: Some(20.0), ..DEFAULT };
+    let mut c = Cluster::boot("hot", o).await;
+    let out = c.host_out.remove(&1).unwrap();
+    let m = c.metrics[&1];
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, N, "{:?}", c.ran.report().failures);
+    c.wait_others(0, "mobicore_mme_attach_complete", N).await;
+    let (slot, pid) = tokio::task::spawn_blocking(move || {
+        wait_line(&out, "an instance stopped", |l| {
+            let rest = l.strip_prefix("mme-host 1: nf ")?;
+            let (slot, rest) = rest.split_once(" stopped, pid ")?;
+            let pid = rest.split_once(',')?.0;
+            Some((slot.parse::<usize>().ok()?, pid.parse::<u32>().ok()?))
+        })
+    })
+    .await
+    .unwrap();
+    assert!(pid > 0, "instance {slot}'s process");
+    let end = Instant::now() + LIMIT;
+    loop {
+        let started = counter(m, "mobicore_mme_host_nf_started").await;
+        if started >= 1 && counter(m, "mobicore_mme_host_nf_stopped").await == started {
+            break;
+        }
+        assert!(Instant::now() < end, "every instance started beyond the pool stopped once the load ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(counter(m, "mobicore_mme_host_nf_grown").await >= 1);
+    assert_eq!(counter(m, "mobicore_mme_host_nf_failed").await, 0, "a stopped instance is no failure");
+    // Gone (or a zombie, its command line empty, until reaped).
+    let runs =
+        || std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("mme-nf"));
+    let end = Instant::now() + LIMIT;
+    while runs() {
+        assert!(Instant::now() < end, "the stopped instance's process {pid} is gone");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(counter(m, "mobicore_mme_attach_complete").await, N, "one attach per UE");
+    let Cluster { procs, ran, core, .. } = c;
+    let report = ran.finish().await.unwrap();
+    assert_eq!((report.attached, report.failed), (N, 0), "{:?}", report.failures);
+    assert_eq!((report.detached, report.detach_failed), (N, 0), "{:?}", report.failures);
+    drop(procs);
+    core.stop().await.unwrap();
+}
+
 /// The RAN's view of each registered UE's session: its address and the
 /// S-GW's S1-U F-TEID of its default bearer (kept while the S-GW session is).
 fn sessions(ran: &mobicore_ran::Ran) -> BTreeMap<u64, (std::net::Ipv4Addr, String)> {

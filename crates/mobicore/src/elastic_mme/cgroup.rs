@@ -252,6 +252,13 @@ impl NfCgroups {
         fs::write(&path, w.to_string()).with_context(|| format!("writing {} {w}", path.display()))
     }
 
+    /// A cgroup for a slot added at run time, weighted for `p`.
+    pub fn add_slot(&self, slot: usize, p: f64) -> Result<()> {
+        let dir = self.slot_dir(slot);
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        self.set_weight(slot, p)
+    }
+
     fn slot_dir(&self, slot: usize) -> PathBuf {
         self.parent.join(format!("nf{slot}"))
     }

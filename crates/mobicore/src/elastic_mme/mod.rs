@@ -246,6 +246,12 @@ pub struct HostArgs {
     /// (`mobicore_elastic::nf_scaling`); its CPU weight follows its kind's P.
     #[arg(long, default_value_t = 0)]
     pub nf_pool: usize,
+    /// NF instances at most, the pool's included: with more than --nf's
+    /// and --nf-pool's, an instance given to a kind is replaced in the
+    /// pool by a new one (a process started), and one given back beyond
+    /// --nf-pool is stopped (0: no more than at the start).
+    #[arg(long, default_value_t = 0)]
+    pub nf_max: usize,
 }
 
 /// `mobicore mme-nf` (started by an mme-host with --nf-instances): one NF
@@ -525,7 +531,7 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         let p = a.nf_priority.unwrap_or_default().over(nf::priorities(&mobicore_elastic::Profiles::default()));
         let cg = host_cgroup.as_deref();
         let priorities = nf::Priorities { p, bumps };
-        Some(nf::NfPool::start(a.id, &kinds, a.nf_pool, launch, counters.clone(), cg, priorities).await?)
+        Some(nf::NfPool::start(a.id, &kinds, a.nf_pool, a.nf_max, launch, counters.clone(), cg, priorities).await?)
     } else {
         None
     };

@@ -386,6 +386,10 @@ struct Slot {
     /// In the idle pool: it takes nothing until the NF controller gives
     /// it a kind ([`NfTable::grow`]).
     pooled: bool,
+    /// Its instance was stopped, the pool above its size
+    /// ([`NfTable::retire_pooled`]): no instance runs in it, none is
+    /// started again but for the pool ([`NfTable::add_pooled`]).
+    retired: bool,
 }
 
 /// Where an event goes ([`NfTable::choose`]).
@@ -506,6 +510,7 @@ impl NfTable {
             kind,
             p: kind.map_or(1.0, |k| p[k.index()]),
             pooled,
+            retired: false,
         };
         let mut base = [0; ProcedureKind::COUNT];
         for k in kinds.iter().flatten() {
@@ -648,6 +653,52 @@ impl NfTable {
         Some(slot)
     }
 
+    /// Slots with an instance (running or being started).
+    pub fn instances(&self) -> usize {
+        self.slots.iter().filter(|s| !s.retired).count()
+    }
+
+    /// Slots of the idle pool with an instance (running or being started).
+    pub fn pooled(&self) -> usize {
+        self.slots.iter().filter(|s| s.pooled && !s.retired).count()
+    }
+
+    /// A slot for one more pooled instance, to be started: a retired one
+    /// again, or a new one.
+    pub fn add_pooled(&mut self) -> usize {
+        let fresh =
+            Slot { live: false, life: 0, held: BTreeMap::new(), kind: None, p: 1.0, pooled: true, retired: false };
+        match self.slots.iter().position(|s| s.retired) {
+            Some(i) => {
+                let life = self.slots[i].life;
+                self.slots[i] = Slot { life, ..fresh };
+                i
+            }
+            None => {
+                self.slots.push(fresh);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// A live pooled instance (it holds nothing) is to stop: its slot is
+    /// retired, its life over (its link's end is no failure); its slot.
+    pub fn retire_pooled(&mut self) -> Option<usize> {
+        let slot = self.slots.iter().rposition(|s| s.live && s.pooled && s.held.is_empty())?;
+        let s = &mut self.slots[slot];
+        (s.live, s.retired) = (false, true);
+        s.life += 1;
+        self.affinity.retain(|_, (i, _, _)| *i != slot);
+        Some(slot)
+    }
+
+    /// A slot just added to the pool whose instance did not start.
+    pub fn retire_pooled_slot(&mut self, slot: usize) {
+        let s = &mut self.slots[slot];
+        (s.live, s.retired) = (false, true);
+        s.life += 1;
+    }
+
     /// An instance of `kind` holding nothing and running no UE's
     /// procedure goes back to the pool (none such: `None`, try later).
     pub fn shrink(&mut self, kind: ProcedureKind) -> Option<usize> {
@@ -762,6 +813,11 @@ pub struct NfPool {
     cgroups: Option<super::cgroup::NfCgroups>,
     /// The NF controller (with an idle pool).
     scaling: Option<NfScaling>,
+    /// The idle pool's size, kept while instances are at most `max`:
+    /// one given to a kind is replaced by a new one, one given back
+    /// beyond the size is stopped.
+    idle: usize,
+    max: usize,
     /// Priority bumps (seed 004 5.3), unless P is fixed: the forwarder's
     /// bookkeeping of consecutive SLO violations per kind.
     bumps: Option<Forwarder<()>>,
@@ -784,12 +840,15 @@ const MAX_COUNTER_NAMES: usize = 1024;
 impl NfPool {
     /// Listen for instances on loopback and start one per kind of `kinds`
     /// (none: every kind), each kind's `P` from `p`, and `idle` more in the
-    /// pool ([`NfPool::tick`] gives them kinds); their links' frames come
-    /// on the returned channel.
+    /// pool ([`NfPool::tick`] gives them kinds; instances started beyond
+    /// those, up to `max` in all, keep the pool at `idle`); their links'
+    /// frames come on the returned channel.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         host: u8,
         kinds: &[Option<ProcedureKind>],
         idle: usize,
+        max: usize,
         launch: NfLaunch,
         counters: Counters,
         host_cgroup: Option<&std::path::Path>,
@@ -827,6 +886,8 @@ impl NfPool {
             names: HashMap::new(),
             cgroups,
             scaling: (idle > 0).then(|| NfScaling::new(NfScalingConfig::default())),
+            idle,
+            max: max.max(n),
             bumps: bumps.then(|| Forwarder::new(&Profiles::default(), ForwarderConfig::default())),
             started: HashMap::new(),
         };
@@ -856,6 +917,10 @@ impl NfPool {
             cmd.args(["--slow-ms", &ms.to_string()]);
         }
         let child = cmd.spawn()?;
+        if slot >= self.children.len() {
+            self.children.resize_with(slot + 1, || None);
+            self.links.resize_with(slot + 1, || None);
+        }
         if let (Some(cg), Some(pid)) = (&self.cgroups, child.id()) {
             if let Err(e) = cg.enter(slot, pid) {
                 self.counters.incr("host_nf_cgroup_failed");
@@ -893,6 +958,50 @@ impl NfPool {
             kind.name(),
             what.trim_start_matches("host_nf_")
         );
+        self.keep_pool();
+    }
+
+    /// The idle pool back to its size: an instance started for each one
+    /// given to a kind (up to `max` in all), one stopped for each given
+    /// back beyond the size.
+    fn keep_pool(&mut self) {
+        while self.table.pooled() < self.idle && self.table.instances() < self.max {
+            let slot = self.table.add_pooled();
+            if let Some(cg) = &self.cgroups {
+                if let Err(e) = cg.add_slot(slot, self.table.p(slot)) {
+                    self.counters.incr("host_nf_cgroup_failed");
+                    tracing::warn!("NF instance {slot}'s cgroup: {e:#}");
+                }
+            }
+            if let Err(e) = self.spawn(slot) {
+                self.counters.incr("host_nf_spawn_failed");
+                tracing::warn!("starting NF instance {slot} for the pool: {e}");
+                self.table.retire_pooled_slot(slot);
+                return;
+            }
+            self.counters.incr("host_nf_started");
+            println!("mme-host {}: nf {slot} started for the pool ({} instances)", self.host, self.table.instances());
+        }
+        while self.table.pooled() > self.idle {
+            let Some(slot) = self.table.retire_pooled() else { return };
+            let mut pid = 0;
+            if let Some(mut child) = self.children[slot].take() {
+                pid = child.id().unwrap_or(0);
+                let _ = child.start_kill();
+                // Reaped in the background.
+                tokio::spawn(async move {
+                    let _ = child.wait().await;
+                });
+            }
+            self.links[slot] = None;
+            self.counters.incr("host_nf_stopped");
+            println!(
+                "mme-host {}: nf {slot} stopped, pid {pid}, the pool above {} ({} instances)",
+                self.host,
+                self.idle,
+                self.table.instances()
+            );
+        }
     }
 
     /// A procedure of `kind` ended `latency` after its first message came:
@@ -1366,6 +1475,37 @@ mod tests {
         assert_eq!(t.set_p(Attach, 0.51), vec![0]);
         assert_eq!(t.grow(Attach), Some(1));
         assert_eq!(t.p(1), 0.51);
+    }
+
+    /// Beyond the pool: a slot for a new pooled instance, a stopped one's
+    /// retired (its old life's link end no failure), then reused.
+    #[test]
+    fn the_pool_gets_new_slots_and_a_stopped_instances_slot_is_retired_then_reused() {
+        use ProcedureKind::*;
+        let mut t = NfTable::new(&[Some(Attach)], 1, [1.0; ProcedureKind::COUNT]);
+        t.up(0, 0);
+        t.up(1, 0);
+        assert_eq!((t.instances(), t.pooled()), (2, 1));
+        assert_eq!(t.grow(Attach), Some(1));
+        assert_eq!(t.pooled(), 0);
+        let new = t.add_pooled();
+        assert_eq!((new, t.instances(), t.pooled()), (2, 3, 1));
+        assert_eq!(t.retire_pooled(), None, "not up yet");
+        t.up(2, 0);
+        assert_eq!(t.choose(None, Some(Attach)), Choice::Slot(0), "the new one is pooled: it takes nothing");
+        assert_eq!(t.shrink(Attach), Some(1));
+        assert_eq!(t.pooled(), 2);
+        // The last pooled slot stops: retired, its life over.
+        assert_eq!(t.retire_pooled(), Some(2));
+        assert_eq!((t.instances(), t.pooled()), (2, 1));
+        assert_eq!(t.failed(2, 0), None, "its link's end is no failure");
+        assert!(!t.is_live(2, 1));
+        assert_eq!(t.kind_loads().1, 1);
+        // Needed again: the retired slot, in its next life.
+        assert_eq!(t.add_pooled(), 2);
+        assert_eq!((t.life(2), t.instances(), t.pooled()), (1, 3, 2));
+        t.up(2, 1);
+        assert_eq!(t.grow(Attach), Some(1));
     }
 
     #[test]
