@@ -1673,6 +1673,95 @@ async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&s
     procs::next_line(rx, what, LIMIT, pick).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The EPS controller scales out under real CPU load, then in (issue 13
+/// item 5): one host bounded to 0.05 of a core (a cgroup, root only), the
+/// UEs' service requests and releases round after round with every
+/// procedure placed (Redis). The host's reported CPU use stays over 80%
+/// of its budget for the window, so the controller starts a second host
+/// (a process the front end starts), which takes procedures too. Once the
+/// load ends, the spare CPU lasts the window and the controller drains a
+/// host, down to `--min-hosts 1`. No procedure fails throughout, and every
+/// UE comes back and detaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eps_controller_starts_a_host_under_real_cpu_load_and_drains_one_after() {
+    use mobicore::elastic_mme::cgroup::{self, Version};
+    let version = match cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT)) {
+        Ok(v) if unsafe { libc::geteuid() } == 0 => v,
+        Ok(_) => return eprintln!("skipped: --cpu-max needs root"),
+        Err(e) => return eprintln!("skipped: {e}"),
+    };
+    let root = PathBuf::from(if version == Version::V2 { cgroup::ROOT } else { cgroup::V1_ROOT });
+    // Host 1's cgroup, if it is killed at the end (not drained): removed
+    // after the cluster's processes are gone.
+    let mut cleanup = RemoveDir(PathBuf::new());
+    let frontend = &[
+        "--autoscale",
+        "--min-hosts",
+        "1",
+        "--max-hosts",
+        "2",
+        "--scale-window-s",
+        "1",
+        "--spare-cores",
+        "0.5",
+        "--placement",
+        "procedure",
+    ];
+    let o = Options { hosts: 1, scheme: "sk-ch", frontend, host_args: &["--cpu-max", "0.05"], ..DEFAULT };
+    let mut c = Cluster::boot("cold", o).await;
+    cleanup.0 = root.join(format!("mobicore-hosts/host1-{}", c.procs.pid("host1").unwrap()));
+    c.ran.attach().await.unwrap();
+    assert_eq!(c.ran.attached_ues().len() as u64, UES, "{:?}", c.ran.report().failures);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    let (started_tx, mut started) = tokio::sync::watch::channel(false);
+    let Cluster { ran, fe, .. } = &mut c;
+    let load = async {
+        let (mut rounds, t0) = (0u32, Instant::now());
+        // Until the second host is up, and a few rounds more with it.
+        let mut after = 0;
+        while after < 3 {
+            for phase in [Phase::ServiceRequest, Phase::Release] {
+                let r = ran.phase(phase).await.unwrap();
+                assert_eq!(r.failed, 0, "{phase:?} in round {rounds}: {:?}", ran.report().failures);
+            }
+            rounds += 1;
+            if *started.borrow_and_update() {
+                after += 1;
+            }
+            assert!(t0.elapsed() < LIMIT, "no host started under load in {rounds} rounds");
+        }
+    };
+    let scale = async {
+        fe_line(fe, "the controller's start", |l| (l == "mme-frontend: controller: start a host").then_some(())).await;
+        fe_line(fe, "the started host", |l| {
+            (l.starts_with("mme-frontend: host") && l.ends_with(" up") && l != "mme-frontend: host1 up").then_some(())
+        })
+        .await;
+        started_tx.send_replace(true);
+    };
+    tokio::join!(load, scale);
+    // The load over: hosts drained down to --min-hosts (the controller may
+    // have drained and started one again under the load meanwhile).
+    fe_line(&c.fe, "the controller's drain", |l| l.starts_with("mme-frontend: controller: drain host").then_some(()))
+        .await;
+    let end = Instant::now() + LIMIT;
+    loop {
+        let (_, hosts) = admin(c.admin, "GET", "/v1/hosts").await;
+        let states: Vec<&str> = hosts["hosts"].as_array().unwrap().iter().filter_map(|h| h["state"].as_str()).collect();
+        if states.iter().filter(|&&s| s == "serving").count() == 1 && !states.contains(&"draining") {
+            break;
+        }
+        assert!(Instant::now() < end, "back to --min-hosts once the load ended: {hosts}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "{:?}", c.ran.report().failures);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!(r.failed, 0, "{:?}", c.ran.report().failures);
+    c.finish().await;
+}
+
 /// Scaling under load (issue 13 item 5, seed 004 5.2): two hosts, half
 /// the UEs attached, and the RAN running service requests and releases
 /// round after round all along. An operator request makes the front end
