@@ -1144,13 +1144,14 @@ async fn hot_per_procedure_nf_instances_serve_their_kind_and_a_killed_ones_repla
 /// (its events counted under attach); once every UE is attached and
 /// nothing more comes, it goes back to the pool. Attaches over their SLO
 /// bump attach's priority. Every UE attaches once and detaches.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_pool_instance_takes_a_backlogged_kind_and_goes_back_when_the_load_ends() {
-    const N: u64 = 40;
-    let host_args: &[&str] =
-        &["--nf", "attach=1,service-request=1,tau=1,handover=1,detach=1", "--nf-pool", "1", "--nf-slow-ms", "30"];
-    // 20 attaches a second, each some 7 events of 30 ms at the instance:
-    // far beyond one instance, so its backlog grows whatever the machine.
+/// UEs attaching to a backlogged instance (the NF controller's tests).
+const N: u64 = 40;
+
+/// One hot host with `host_args` (NF instances slowed down), and `N` UEs
+/// attached at 20 a second, each attach some 7 events of 30 ms at the
+/// instance: far beyond one instance, so its backlog grows whatever the
+/// machine. The host's output and metrics address.
+async fn backlogged_attaches(host_args: &'static [&'static str]) -> (Cluster, mpsc::Receiver<String>, SocketAddr) {
     let o = Options { ues: N, hosts: 1, host_args, rate: Some(20.0), ..DEFAULT };
     let mut c = Cluster::boot("hot", o).await;
     let out = c.host_out.remove(&1).unwrap();
@@ -1158,6 +1159,14 @@ async fn an_idle_pool_instance_takes_a_backlogged_kind_and_goes_back_when_the_lo
     c.ran.attach().await.unwrap();
     assert_eq!(c.ran.attached_ues().len() as u64, N, "{:?}", c.ran.report().failures);
     c.wait_others(0, "mobicore_mme_attach_complete", N).await;
+    (c, out, m)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_pool_instance_takes_a_backlogged_kind_and_goes_back_when_the_load_ends() {
+    let args =
+        &["--nf", "attach=1,service-request=1,tau=1,handover=1,detach=1", "--nf-pool", "1", "--nf-slow-ms", "30"];
+    let (c, out, m) = backlogged_attaches(args).await;
     let (to_attach, back) = tokio::task::spawn_blocking(move || {
         let grown = wait_line(&out, "the pooled instance given attach", |l| {
             l.strip_prefix("mme-host 1: nf 5 to attach").map(str::to_string)
@@ -1194,8 +1203,7 @@ async fn an_idle_pool_instance_takes_a_backlogged_kind_and_goes_back_when_the_lo
 /// Every UE attaches once and detaches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pool_is_kept_at_its_size_by_instances_started_and_stopped() {
-    const N: u64 = 40;
-    let host_args: &[&str] = &[
+    let args = &[
         "--nf",
         "attach=1,service-request=1,tau=1,handover=1,detach=1",
         "--nf-pool",
@@ -1205,13 +1213,7 @@ async fn the_pool_is_kept_at_its_size_by_instances_started_and_stopped() {
         "--nf-slow-ms",
         "30",
     ];
-    let o = Options { ues: N, hosts: 1, host_args, rate: Some(20.0), ..DEFAULT };
-    let mut c = Cluster::boot("hot", o).await;
-    let out = c.host_out.remove(&1).unwrap();
-    let m = c.metrics[&1];
-    c.ran.attach().await.unwrap();
-    assert_eq!(c.ran.attached_ues().len() as u64, N, "{:?}", c.ran.report().failures);
-    c.wait_others(0, "mobicore_mme_attach_complete", N).await;
+    let (c, out, m) = backlogged_attaches(args).await;
     let (slot, pid) = tokio::task::spawn_blocking(move || {
         wait_line(&out, "an instance stopped", |l| {
             let rest = l.strip_prefix("mme-host 1: nf ")?;
@@ -1611,19 +1613,31 @@ impl Drop for RemoveDir {
     }
 }
 
+/// The cgroup hierarchy hosts' `--cpu-max` uses (its version, its
+/// root), if this machine has one and the tests run as root; why not
+/// otherwise.
+fn cgroup_root() -> Result<(mobicore::elastic_mme::cgroup::Version, PathBuf), String> {
+    use mobicore::elastic_mme::cgroup::{self, Version};
+    match cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT)) {
+        Ok(v) if unsafe { libc::geteuid() } == 0 => {
+            Ok((v, PathBuf::from(if v == Version::V2 { cgroup::ROOT } else { cgroup::V1_ROOT })))
+        }
+        Ok(_) => Err("--cpu-max needs root".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// `mme-host --cpu-max` (issue 13 item 8): the host runs in a cgroup of
 /// its own bounded to its budget (cgroup v2's `cpu.max`, else cgroup v1's
 /// CFS quota), reports, and its cgroup is gone once it is stopped. Needs
 /// root and either; skipped, with the reason, otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
-    use mobicore::elastic_mme::cgroup::{self, Version};
-    let version = match cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT)) {
-        Ok(v) if unsafe { libc::geteuid() } == 0 => v,
-        Ok(_) => return eprintln!("skipped: --cpu-max needs root"),
+    use mobicore::elastic_mme::cgroup::Version;
+    let (version, root) = match cgroup_root() {
+        Ok(r) => r,
         Err(e) => return eprintln!("skipped: {e}"),
     };
-    let root = PathBuf::from(if version == Version::V2 { cgroup::ROOT } else { cgroup::V1_ROOT });
     // Declared before the cluster, so dropped after its processes (even
     // on failure): the cgroup is empty by then.
     let mut cleanup = RemoveDir(PathBuf::new());
@@ -1684,13 +1698,10 @@ async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&s
 /// UE comes back and detaches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_eps_controller_starts_a_host_under_real_cpu_load_and_drains_one_after() {
-    use mobicore::elastic_mme::cgroup::{self, Version};
-    let version = match cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT)) {
-        Ok(v) if unsafe { libc::geteuid() } == 0 => v,
-        Ok(_) => return eprintln!("skipped: --cpu-max needs root"),
+    let root = match cgroup_root() {
+        Ok((_, root)) => root,
         Err(e) => return eprintln!("skipped: {e}"),
     };
-    let root = PathBuf::from(if version == Version::V2 { cgroup::ROOT } else { cgroup::V1_ROOT });
     // Host 1's cgroup, if it is killed at the end (not drained): removed
     // after the cluster's processes are gone.
     let mut cleanup = RemoveDir(PathBuf::new());
