@@ -448,20 +448,19 @@ impl StoredUes {
     async fn write_indexes(&self, ix: &Indexes) -> Result<(), StoreError> {
         let Indexes { imsi, id, id_indexed, old, mtmsis, superseded } = ix;
         let value = imsi.as_str().as_bytes();
-        if !id_indexed {
-            self.store.put(&keys::id(*id), value).await?;
-        }
-        for &m in mtmsis.iter().filter(|m| !old.contains(m)) {
-            self.store.put(&keys::mtmsi(m), value).await?;
+        let new_id = (!id_indexed).then(|| keys::id(*id));
+        let new_mtmsis = mtmsis.iter().filter(|m| !old.contains(m)).map(|&m| keys::mtmsi(m));
+        let puts: Vec<String> = new_id.into_iter().chain(new_mtmsis).collect();
+        // At once: independent of each other, each after the record.
+        for put in join_all(puts.iter().map(|k| self.store.put(k, value))).await {
+            put?;
         }
         let (old_id, gone) = superseded.clone().unwrap_or((*id, Vec::new()));
-        if old_id != *id {
-            self.delete_index(&keys::id(old_id), imsi).await?;
-        }
-        for &m in old.iter().chain(&gone).filter(|m| !mtmsis.contains(m)) {
-            self.delete_index(&keys::mtmsi(m), imsi).await?;
-        }
-        Ok(())
+        let old_names = old.iter().chain(&gone).filter(|m| !mtmsis.contains(m)).map(|&m| keys::mtmsi(m));
+        let mut names: Vec<String> = (old_id != *id).then(|| keys::id(old_id)).into_iter().chain(old_names).collect();
+        names.sort_unstable();
+        names.dedup();
+        self.delete_indexes(&names, imsi).await
     }
 
     /// The stored record is of another context of the IMSI than the one
@@ -510,13 +509,22 @@ impl StoredUes {
             }
             Err(e) => return Err(e.into()),
         }
-        self.delete_index(&keys::id(removed.id), imsi).await?;
-        for &m in held.mtmsis.iter().chain(&removed.mtmsis) {
-            self.delete_index(&keys::mtmsi(m), imsi).await?;
-        }
+        let mut names: Vec<String> = held.mtmsis.iter().chain(&removed.mtmsis).map(|&m| keys::mtmsi(m)).collect();
+        names.push(keys::id(removed.id));
+        names.sort_unstable();
+        names.dedup();
+        self.delete_indexes(&names, imsi).await?;
         self.held.remove(imsi);
         mme.counters.incr("store_ue_deleted");
         Ok(true)
+    }
+
+    /// Delete the index keys `names` that still point at `imsi`, at once.
+    async fn delete_indexes(&self, names: &[String], imsi: &Imsi) -> Result<(), StoreError> {
+        for r in join_all(names.iter().map(|k| self.delete_index(k, imsi))).await {
+            r?;
+        }
+        Ok(())
     }
 
     /// Delete an index key if it still points at `imsi`.
