@@ -269,16 +269,55 @@ impl StoredUes {
             mme.counters.incr("store_sync_deferred");
             return report;
         }
+        // The records of UEs the MME forgot, if this host holds their
+        // version (a record it never read is another context's, or none).
+        // Pipelined as the writes below: the records' deletes at once,
+        // then their index keys' at once.
         let mut failing = false;
-        for removed in removed {
-            if failing {
-                report.deferred += 1;
-                self.retry_removed.push(removed);
-                continue;
+        let doomed: Vec<(Removed, Option<(Imsi, u64)>)> = removed
+            .into_iter()
+            .map(|r| {
+                let held =
+                    r.imsi.as_ref().and_then(|i| Some((i.clone(), self.held.get(i).filter(|h| h.id == r.id)?.version)));
+                (r, held)
+            })
+            .collect();
+        let store = &self.store;
+        let answers = join_all(doomed.iter().map(|(_, held)| async move {
+            match held {
+                Some((imsi, version)) => Some(store.compare_and_delete(&keys::record(imsi), *version).await),
+                None => None,
             }
-            match self.delete(mme, &removed).await {
-                Ok(true) => report.deleted += 1,
-                Ok(false) => {}
+        }))
+        .await;
+        let mut indexes = Vec::new();
+        for ((removed, held), answer) in doomed.into_iter().zip(answers) {
+            let (Some((imsi, _)), Some(answer)) = (held, answer) else { continue };
+            match answer {
+                // Deleted, or deleted by an earlier try whose index deletes failed.
+                Ok(()) | Err(StoreError::Conflict { current: None }) => indexes.push((removed, imsi)),
+                Err(StoreError::Conflict { .. }) => {
+                    // Another host wrote it since: its record stays.
+                    mme.counters.incr("store_cas_conflict");
+                    self.held.remove(&imsi);
+                }
+                Err(_) => {
+                    mme.counters.incr("store_delete_failed");
+                    report.failed += 1;
+                    self.retry_removed.push(removed);
+                    failing = true;
+                }
+            }
+        }
+        let names: Vec<Vec<String>> = indexes.iter().map(|(r, imsi)| self.index_names(r, imsi)).collect();
+        let deleted = join_all(indexes.iter().zip(&names).map(|((_, imsi), n)| self.delete_indexes(n, imsi))).await;
+        for ((removed, imsi), d) in indexes.into_iter().zip(deleted) {
+            match d {
+                Ok(()) => {
+                    self.held.remove(&imsi);
+                    mme.counters.incr("store_ue_deleted");
+                    report.deleted += 1;
+                }
                 Err(_) => {
                     mme.counters.incr("store_delete_failed");
                     report.failed += 1;
@@ -491,32 +530,15 @@ impl StoredUes {
         }
     }
 
-    /// Delete the record of a UE the MME forgot, if this host holds its
-    /// version (a record it never read is another context's, or none).
-    async fn delete(&mut self, mme: &Mme, removed: &Removed) -> Result<bool, StoredError> {
-        let Some(imsi) = &removed.imsi else { return Ok(false) };
-        let Some(held) = self.held.get(imsi).filter(|h| h.id == removed.id).cloned() else {
-            return Ok(false);
-        };
-        match self.store.compare_and_delete(&keys::record(imsi), held.version).await {
-            // Deleted, or deleted by an earlier try whose index deletes failed.
-            Ok(()) | Err(StoreError::Conflict { current: None }) => {}
-            Err(StoreError::Conflict { .. }) => {
-                // Another host wrote it since: its record stays.
-                mme.counters.incr("store_cas_conflict");
-                self.held.remove(imsi);
-                return Ok(false);
-            }
-            Err(e) => return Err(e.into()),
-        }
-        let mut names: Vec<String> = held.mtmsis.iter().chain(&removed.mtmsis).map(|&m| keys::mtmsi(m)).collect();
+    /// The index keys of a UE the MME forgot: its MME-UE-S1AP-ID's and
+    /// every M-TMSI's it had.
+    fn index_names(&self, removed: &Removed, imsi: &Imsi) -> Vec<String> {
+        let written = self.held.get(imsi).map(|h| h.mtmsis.as_slice()).unwrap_or_default();
+        let mut names: Vec<String> = written.iter().chain(&removed.mtmsis).map(|&m| keys::mtmsi(m)).collect();
         names.push(keys::id(removed.id));
         names.sort_unstable();
         names.dedup();
-        self.delete_indexes(&names, imsi).await?;
-        self.held.remove(imsi);
-        mme.counters.incr("store_ue_deleted");
-        Ok(true)
+        names
     }
 
     /// Delete the index keys `names` that still point at `imsi`, at once.

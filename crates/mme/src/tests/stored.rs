@@ -152,6 +152,7 @@ fn tau_from_idle(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
 /// Switch-off DETACH REQUEST from idle (TS 24.301 5.5.2.2): session
 /// deleted, S1 connection released, the context gone.
 fn detach_from_idle(h: &mut Harness, ue: &mut TestUe, enb_ue_id: u32) {
+    let before = h.mme.stats().ues;
     ue.enb_ue_id = enb_ue_id;
     let d = NasDetachRequestUeOriginating::new(
         NasDetachType::from_ue_detach_kind(UeDetachKind::EpsDetach, true),
@@ -166,7 +167,7 @@ fn detach_from_idle(h: &mut Harness, ue: &mut TestUe, enb_ue_id: u32) {
     assert_eq!(ds.sgw_teid, SGW_S11.teid);
     h.s11(r, S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED));
     assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
-    assert_eq!(h.mme.stats().ues, 0);
+    assert_eq!(h.mme.stats().ues, before - 1);
 }
 
 fn ksi_of(h: &Harness, id: u32) -> u8 {
@@ -365,11 +366,12 @@ async fn cas_conflict_is_counted_and_the_loser_steps_back() {
 
 /// One sync writes several UEs' records at once (pipelined): each answer
 /// is its own, so the one UE another host wrote meanwhile is a conflict
-/// (evicted here) and the others are written with their index keys.
+/// (evicted here) and the others are written with their index keys. One
+/// sync deletes several detached UEs' records and index keys at once.
 async fn one_sync_of_many_ues_settles_each_write_on_its_own(store: Store) {
     let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
     let imsis: Vec<Imsi> = (0..4).map(|i| format!("00101000000020{i}").parse().unwrap()).collect();
-    let ues: Vec<TestUe> = imsis.iter().zip(51..).map(|(i, e)| a.h.attach(i.as_str(), e)).collect();
+    let mut ues: Vec<TestUe> = imsis.iter().zip(51..).map(|(i, e)| a.h.attach(i.as_str(), e)).collect();
     let r = a.sync().await;
     assert_eq!((r.written, r.failed, r.conflicts.len()), (4, 0, 0), "{r:?}");
     // Host B takes UE 2 over and writes it first.
@@ -394,6 +396,14 @@ async fn one_sync_of_many_ues_settles_each_write_on_its_own(store: Store) {
         assert!(c.load(UeKey::MTmsi(m_tmsi(ue))).await.is_ok(), "UE {i} by its M-TMSI");
         assert!(c.load(UeKey::MmeUeS1apId(ue.mme_ue_id.unwrap())).await.is_ok(), "UE {i} by its MME-UE-S1AP-ID");
     }
+    for (i, ue) in ues.iter_mut().enumerate().filter(|(i, _)| *i != 2) {
+        detach_from_idle(&mut a.h, ue, 60 + i as u32);
+    }
+    let r = a.sync().await;
+    assert_eq!((r.deleted, r.failed), (3, 0), "{r:?}");
+    let left: Vec<String> = store.scan_prefix("").await.unwrap().into_iter().map(|(k, _)| k).collect();
+    let ue2 = [keys::record(&imsis[2]), keys::id(ues[2].mme_ue_id.unwrap()), keys::mtmsi(m_tmsi(&ues[2]))];
+    assert!(left.iter().all(|k| ue2.contains(k)), "only UE 2's keys are left: {left:?}");
 }
 
 #[tokio::test]
