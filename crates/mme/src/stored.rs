@@ -274,25 +274,20 @@ impl StoredUes {
         // Pipelined as the writes below: the records' deletes at once,
         // then their index keys' at once.
         let mut failing = false;
-        let doomed: Vec<(Removed, Option<(Imsi, u64)>)> = removed
+        // Each with its IMSI, its record's key and the version held.
+        let doomed: Vec<(Removed, Imsi, String, u64)> = removed
             .into_iter()
-            .map(|r| {
-                let held =
-                    r.imsi.as_ref().and_then(|i| Some((i.clone(), self.held.get(i).filter(|h| h.id == r.id)?.version)));
-                (r, held)
+            .filter_map(|r| {
+                let imsi = r.imsi.clone()?;
+                let version = self.held.get(&imsi).filter(|h| h.id == r.id)?.version;
+                let key = keys::record(&imsi);
+                Some((r, imsi, key, version))
             })
             .collect();
         let store = &self.store;
-        let answers = join_all(doomed.iter().map(|(_, held)| async move {
-            match held {
-                Some((imsi, version)) => Some(store.compare_and_delete(&keys::record(imsi), *version).await),
-                None => None,
-            }
-        }))
-        .await;
+        let answers = join_all(doomed.iter().map(|(_, _, key, version)| store.compare_and_delete(key, *version))).await;
         let mut indexes = Vec::new();
-        for ((removed, held), answer) in doomed.into_iter().zip(answers) {
-            let (Some((imsi, _)), Some(answer)) = (held, answer) else { continue };
+        for ((removed, imsi, _, _), answer) in doomed.into_iter().zip(answers) {
             match answer {
                 // Deleted, or deleted by an earlier try whose index deletes failed.
                 Ok(()) | Err(StoreError::Conflict { current: None }) => indexes.push((removed, imsi)),

@@ -1677,6 +1677,15 @@ async fn fe_line<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&s
     procs::next_line(rx, what, LIMIT, pick).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Round `round` of load under scaling: every UE's service request, then
+/// its release, none failing.
+async fn service_round(ran: &mut mobicore_ran::Ran, round: u32) {
+    for phase in [Phase::ServiceRequest, Phase::Release] {
+        let r = ran.phase(phase).await.unwrap();
+        assert_eq!(r.failed, 0, "{phase:?} in round {round}: {:?}", ran.report().failures);
+    }
+}
+
 /// The EPS controller scales out under real CPU load, then in (issue 13
 /// item 5): one host bounded to 0.05 of a core (a cgroup, root only), the
 /// UEs' service requests and releases round after round with every
@@ -1722,10 +1731,7 @@ async fn the_eps_controller_starts_a_host_under_real_cpu_load_and_drains_one_aft
         // Until the second host is up, and a few rounds more with it.
         let mut after = 0;
         while after < 3 {
-            for phase in [Phase::ServiceRequest, Phase::Release] {
-                let r = ran.phase(phase).await.unwrap();
-                assert_eq!(r.failed, 0, "{phase:?} in round {rounds}: {:?}", ran.report().failures);
-            }
+            service_round(ran, rounds).await;
             rounds += 1;
             if *started.borrow_and_update() {
                 after += 1;
@@ -1830,10 +1836,7 @@ async fn scale_out_and_in_under_load(replication: &str, every_procedure: bool) {
                 attached_tx.send_replace(true);
             }
             begun_tx.send_modify(|n| *n += 1);
-            for phase in [Phase::ServiceRequest, Phase::Release] {
-                let r = ran.phase(phase).await.unwrap();
-                assert_eq!(r.failed, 0, "{phase:?} in round {rounds}: {:?}", ran.report().failures);
-            }
+            service_round(ran, rounds).await;
             rounds += 1;
             // Rounds that began with host 1 gone: every UE through its host or heir.
             if *gone.borrow_and_update() {
