@@ -116,6 +116,15 @@ pub trait Balancer {
     /// The host for a procedure's first message; `None` if the slice has
     /// no host.
     fn select(&mut self, req: &Request, loads: &Loads) -> Option<Selection>;
+    /// The host for a procedure's first message among `candidates` only
+    /// (the hosts that hold the UE's state; the first is its owner's): by
+    /// default the scheme's own choice if it is one of them, else the
+    /// first. Skewed CH applies Algorithm 1 to them.
+    fn select_among(&mut self, req: &Request, loads: &Loads, candidates: &[HostId]) -> Option<Selection> {
+        let first = *candidates.first()?;
+        let sel = self.select(req, loads).filter(|s| candidates.contains(&s.host));
+        Some(sel.unwrap_or(Selection { host: first, violation: None }))
+    }
     /// A procedure ended (its host has answered its last message).
     fn procedure_ended(&mut self, _req: &Request) {}
 }
@@ -333,6 +342,20 @@ impl Frontend {
     /// The host for a message of the procedure `req`: the tracked one, or
     /// a new choice at the procedure's first message.
     pub fn route(&mut self, req: &Request) -> Result<Route, RouteError> {
+        self.route_with(req, |b, loads| b.select(req, loads))
+    }
+
+    /// [`Frontend::route`], a new choice made among `candidates` only
+    /// ([`Balancer::select_among`]).
+    pub fn route_among(&mut self, req: &Request, candidates: &[HostId]) -> Result<Route, RouteError> {
+        self.route_with(req, |b, loads| b.select_among(req, loads, candidates))
+    }
+
+    fn route_with(
+        &mut self,
+        req: &Request,
+        select: impl FnOnce(&mut dyn Balancer, &Loads) -> Option<Selection>,
+    ) -> Result<Route, RouteError> {
         self.stats.messages += 1;
         if let Some(t) = self.tracked.get(&req.ue) {
             return Ok(Route { host: t.host, first: false, violation: None });
@@ -341,7 +364,7 @@ impl Frontend {
             self.stats.tracking_full += 1;
             return Err(RouteError::TrackingFull);
         }
-        let Some(sel) = self.balancer.select(req, &self.loads) else {
+        let Some(sel) = select(self.balancer.as_mut(), &self.loads) else {
             self.stats.no_host += 1;
             return Err(RouteError::NoHost(req.slice));
         };

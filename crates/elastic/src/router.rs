@@ -152,6 +152,8 @@ pub struct RouterStats {
     pub holds_full: u64,
     /// Placements no host confirmed in time (see [`Lend::Returned`]).
     pub placements_returned: u64,
+    /// Placements whose host could not load the UE ([`Router::bounced`]).
+    pub placements_bounced: u64,
 }
 
 /// What the owner's host of a UE placed away is told (see "Per-procedure
@@ -194,6 +196,13 @@ struct Holds {
 
 /// M-TMSIs followed per held UE at most (a GUTI reallocated while held).
 const MAX_NAMES: usize = 4;
+
+/// The procedures placed away from the UE's owner's host with host-local
+/// stores: those that keep the UE's identifiers there (a visitor keeps
+/// the GUTI in a TAU), so that its record goes back to the host its
+/// identifiers name. An attach (a new context under the visitor's
+/// identifiers) and a detach go to the owner's host.
+pub const LOCALLY_PLACED: [ProcedureKind; 2] = [ProcedureKind::ServiceRequest, ProcedureKind::Tau];
 
 /// Placements not yet confirmed by the host's Holding at most, and half
 /// the table (beyond what the hosts' round trip leaves in flight at any
@@ -311,6 +320,8 @@ pub struct Router {
     holds: Holds,
     /// Replica hosts per host.
     replicas: usize,
+    /// The hosts' stores are their own ([`Router::local_stores`]).
+    local: bool,
     pub stats: RouterStats,
 }
 
@@ -341,6 +352,7 @@ impl Router {
             report_stale_after: REPORT_STALE_AFTER,
             holds: Holds::default(),
             replicas: 1,
+            local: false,
             stats: RouterStats::default(),
         }
     }
@@ -552,6 +564,14 @@ impl Router {
 
     /// Where a UE-associated uplink message goes.
     pub fn route(&mut self, name: UeName) -> Result<Dest, RouteError> {
+        self.route_as(name, None)
+    }
+
+    /// [`Router::route`] of a message that starts a procedure of `kind`
+    /// (the NAS of an INITIAL UE MESSAGE; none: not known), for the
+    /// balancer's Eq. 1 and, with host-local stores, whether it may be
+    /// placed away at all.
+    pub fn route_as(&mut self, name: UeName, kind: Option<ProcedureKind>) -> Result<Dest, RouteError> {
         let holder = match name {
             UeName::Initial { m_tmsi: Some(m), .. } => self.holds.by_mtmsi.get(&m).copied(),
             UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).map(|(h, _)| *h),
@@ -562,7 +582,7 @@ impl Router {
             return Ok(Dest::Host(h));
         }
         if let UeName::Initial { m_tmsi: Some(m), .. } = name {
-            if let Some(h) = self.place(m) {
+            if let Some(h) = self.place(m, kind) {
                 return Ok(Dest::Host(h));
             }
         }
@@ -596,8 +616,8 @@ impl Router {
     /// balancer picks for a procedure of the UE with M-TMSI `m`, now
     /// tracked; `None` to route by the identifier (placement off, the
     /// owner's host picked, no host, the table full).
-    fn place(&mut self, m: u32) -> Option<HostId> {
-        if self.holds.max == 0 {
+    fn place(&mut self, m: u32, kind: Option<ProcedureKind>) -> Option<HostId> {
+        if self.holds.max == 0 || (self.local && !kind.is_some_and(|k| LOCALLY_PLACED.contains(&k))) {
             return None;
         }
         let home = self.serving(owner(m))?;
@@ -605,8 +625,15 @@ impl Router {
             self.stats.holds_full += 1;
             return None;
         }
-        let req = Request { slice: SliceId::ATTACH, ue: MTmsi(m), kind: ProcedureKind::ServiceRequest };
-        let r = self.frontend.route(&req).ok()?;
+        let req = Request { slice: SliceId::ATTACH, ue: MTmsi(m), kind: kind.unwrap_or(ProcedureKind::ServiceRequest) };
+        let r = match self.local {
+            true => {
+                let mut candidates = vec![home];
+                candidates.extend(self.replica_hosts(home));
+                self.frontend.route_among(&req, &candidates).ok()?
+            }
+            false => self.frontend.route(&req).ok()?,
+        };
         if r.host == home {
             // Not tracked until the host says it holds the UE; counted on
             // the host until its next report (Eq. 1's correction).
@@ -663,6 +690,37 @@ impl Router {
     pub fn placing_procedures(mut self, max: usize) -> Router {
         self.holds.max = max;
         self
+    }
+
+    /// The hosts' stores are host-local (seed 004 4.3): a procedure is
+    /// placed only among the hosts that hold the UE's record, its owner's
+    /// and the replica hosts holding a copy of that host's store
+    /// ([`Router::replica_hosts`]), and only if it keeps the UE's
+    /// identifiers ([`LOCALLY_PLACED`]: the visitor writes the record
+    /// back to the owner's host when it is done). See "Per-procedure
+    /// placement".
+    pub fn local_stores(&mut self) {
+        self.local = true;
+    }
+
+    pub fn has_local_stores(&self) -> bool {
+        self.local
+    }
+
+    /// A host a procedure was placed at could not load the UE (with
+    /// host-local stores: its copy of the owner's store lacks it yet, a
+    /// replica host just named) and gave its first message back: the
+    /// placement ends, and the message goes to the owner's host, which
+    /// holds the record. False if the UE was not placed at `host`.
+    pub fn bounced(&mut self, host: HostId, m: u32) -> bool {
+        let v = &mut self.holds;
+        if v.by_mtmsi.get(&m) != Some(&host) || v.unconfirmed.remove(&m).is_none() {
+            return false;
+        }
+        v.by_mtmsi.remove(&m);
+        self.frontend.end(MTmsi(m));
+        self.stats.placements_bounced += 1;
+        true
     }
 
     /// Whether procedures are placed (and held UEs tracked).
@@ -1248,6 +1306,48 @@ mod tests {
             lends.into_iter().map(|(_, l)| l).filter(|l| matches!(l, Lend::Returned(_))).collect();
         assert_eq!(returned.len(), 35);
         assert_eq!(returned[0], Lend::Returned(0x0200_0001));
+    }
+
+    #[test]
+    fn with_local_stores_only_procedures_keeping_identifiers_are_placed_and_only_on_copies() {
+        let mut r = router(Scheme::RoundRobin, &[1, 2, 3, 4]).placing_procedures(1 << 10);
+        r.local_stores();
+        let copies = r.replica_hosts(HostId(2));
+        assert_eq!(copies.len(), 1);
+        let allowed = [HostId(2), copies[0]];
+        let initial = |e: u32, m: u32| UeName::Initial { enb: 1, enb_ue_s1ap_id: e, m_tmsi: Some(m) };
+        let mut away = 0;
+        for e in 0..24 {
+            let m = 0x0200_0000 | e;
+            let kind = [ProcedureKind::ServiceRequest, ProcedureKind::Tau][e as usize % 2];
+            let h = to_host(r.route_as(initial(e, m), Some(kind)));
+            assert!(allowed.contains(&h), "{h:?} holds no copy of host 2's store");
+            away += u32::from(h != HostId(2));
+        }
+        assert!(away > 0, "round robin reaches the replica host");
+        assert_eq!(r.stats.placed_away, u64::from(away));
+        // An attach or a detach by S-TMSI, or a procedure not known, goes home.
+        let m = 0x0200_1000;
+        for kind in [Some(ProcedureKind::Attach), Some(ProcedureKind::Detach), None] {
+            for e in 0..4 {
+                assert_eq!(to_host(r.route_as(initial(e, m), kind)), HostId(2));
+            }
+        }
+        assert_eq!(r.stats.placed_away, u64::from(away));
+
+        // A visitor without the UE in its copy gives it back: home.
+        let m = 0x0200_2000;
+        let x = (0..8)
+            .map(|e| to_host(r.route_as(initial(e, m), Some(ProcedureKind::ServiceRequest))))
+            .find(|&h| h != HostId(2))
+            .unwrap();
+        assert!(!r.bounced(HostId(2), m), "not placed there");
+        let before = r.frontend.in_progress();
+        assert!(r.bounced(x, m));
+        assert_eq!(r.frontend.in_progress(), before - 1);
+        assert_eq!(to_host(r.route(initial(9, m))), HostId(2));
+        assert!(!r.bounced(x, m), "once");
+        assert_eq!(r.stats.placements_bounced, 1);
     }
 
     #[test]

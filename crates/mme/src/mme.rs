@@ -111,6 +111,9 @@ pub struct Mme {
     /// The MME-UE-S1AP-ID and M-TMSI the next new UE and GUTI take, handed
     /// out by an elastic MME host's forwarder ([`Mme::pin_next_ids`]).
     pinned: (Option<u32>, Option<u32>),
+    /// Host numbers besides `host_prefix` whose identifiers are this
+    /// MME's own: the hosts it took over ([`Mme::adopt_prefix`]).
+    adopted_prefixes: HashSet<u8>,
     /// S6a requests sent whose answer has not come back (bounded by
     /// `max_s6a_in_flight`; every request yields one answer or error).
     s6a_in_flight: usize,
@@ -149,6 +152,7 @@ impl Mme {
             next_generation: 1,
             mtmsi,
             pinned: (None, None),
+            adopted_prefixes: HashSet::new(),
             s6a_in_flight: 0,
             next_timer_seq: 1,
             paged: HashSet::new(),
@@ -429,6 +433,20 @@ impl Mme {
             .draw_u32(self.id_range(0..=u32::MAX - 1), |m| by_mtmsi.contains_key(&m) || taken(m))
             .unwrap_or(0);
         (id, m)
+    }
+
+    /// The identifiers of host `prefix` are this MME's own from now on (an
+    /// elastic MME host that took that host's UEs over).
+    pub fn adopt_prefix(&mut self, prefix: u8) {
+        self.adopted_prefixes.insert(prefix);
+    }
+
+    /// Whether this MME allocated M-TMSI `m` (or the host it took over
+    /// did). Not so: a UE another elastic MME host placed here for one
+    /// procedure (a visitor), which keeps its GUTI (see `tau`).
+    pub(crate) fn owns_mtmsi(&self, m: u32) -> bool {
+        let p = (m >> 24) as u8;
+        self.cfg.host_prefix.is_none_or(|own| own == p || self.adopted_prefixes.contains(&p))
     }
 
     /// `whole`, or the part of it under this host's prefix

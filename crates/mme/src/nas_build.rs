@@ -223,13 +223,17 @@ fn t3412_value(seconds: u64) -> Option<NasT3412Value> {
     NasT3412Value::from_seconds(seconds).or_else(|_| NasT3412Value::from_seconds(seconds / 360 * 360)).ok()
 }
 
-/// TRACKING AREA UPDATE ACCEPT (8.2.26): TA updated, T3412, the new GUTI,
-/// the TAI list and the EPS bearer context status of `ebis` (9.9.2.1).
-pub fn tau_accept(plmn: &Plmn, tacs: &[u16], t3412_seconds: u64, guti: &Guti, ebis: &[u8]) -> Option<Vec<u8>> {
+/// TRACKING AREA UPDATE ACCEPT (8.2.26): TA updated, T3412, the new GUTI
+/// (none: the UE keeps its own), the TAI list and the EPS bearer context
+/// status of `ebis` (9.9.2.1).
+pub fn tau_accept(plmn: &Plmn, tacs: &[u16], t3412_seconds: u64, guti: Option<&Guti>, ebis: &[u8]) -> Option<Vec<u8>> {
     let nas_plmn = nas_plmn(plmn)?;
     let mut accept = NasTrackingAreaUpdateAccept::new(NasEpsUpdateResult::from_update_result(UpdateResult::TaUpdated));
     accept.t3412_value = Some(t3412_value(t3412_seconds)?);
-    accept.guti = Some(guti_identity(guti)?);
+    accept.guti = match guti {
+        Some(g) => Some(guti_identity(g)?),
+        None => None,
+    };
     accept.tai_list = Some(NasTrackingAreaIdentityList::from_plmn_tacs(&nas_plmn, tacs).ok()?);
     accept.eps_bearer_context_status = Some(NasEpsBearerContextStatus::from_bearers(ebis).ok()?);
     emm(accept)

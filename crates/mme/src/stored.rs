@@ -653,6 +653,49 @@ impl StoredUes {
         Ok(n)
     }
 
+    /// A visitor's procedure is over (host-local stores, placed here from
+    /// the host that holds the UE's record between procedures): the UE's
+    /// record and index keys as this host wrote them last, for that host's
+    /// store ([`StoredUes::take_back`]). They are deleted here, and the UE
+    /// dropped. Empty if the UE is not here or its record is not written.
+    pub async fn hand_back(&mut self, mme: &mut Mme, id: u32) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let key = UeKey::MmeUeS1apId(id);
+        let Some(imsi) = mme.find_ue(&key).and_then(|id| mme.ue_summary(id)).and_then(|s| s.imsi) else {
+            return Ok(Vec::new());
+        };
+        let Some(held) = self.held.get(&imsi).filter(|h| h.id == id).cloned() else { return Ok(Vec::new()) };
+        let Some(record) = self.store.get(&keys::record(&imsi)).await? else { return Ok(Vec::new()) };
+        let name = imsi.to_string().into_bytes();
+        let mut writes = vec![(keys::record(&imsi), record.value)];
+        writes.extend(held.mtmsis.iter().map(|&m| (keys::mtmsi(m), name.clone())));
+        writes.push((keys::id(id), name));
+        for (k, _) in &writes {
+            self.store.delete(k).await?;
+        }
+        self.release(mme, &key);
+        Ok(writes)
+    }
+
+    /// Take back what a visitor handed back ([`StoredUes::hand_back`]):
+    /// each write is put over what this store holds (the visitor's record
+    /// is the newer: the front end let one host at a time hold the UE).
+    /// A key outside the UE keys is refused whole (`store_take_back_refused`);
+    /// a UE held here is dropped, to be read again.
+    pub async fn take_back(&mut self, mme: &mut Mme, writes: &[(String, Vec<u8>)]) -> Result<usize, StoredError> {
+        let ue_key = |k: &str| ["mme/ue/", "mme/mtmsi/", "mme/id/"].iter().any(|p| k.starts_with(p));
+        if !writes.iter().all(|(k, _)| ue_key(k)) {
+            mme.counters.incr("store_take_back_refused");
+            return Ok(0);
+        }
+        for (k, v) in writes {
+            if let Some(id) = keys::id_of(k) {
+                self.release(mme, &UeKey::MmeUeS1apId(id));
+            }
+            self.store.put(k, v).await?;
+        }
+        Ok(writes.len())
+    }
+
     /// Forget what this host knows of the UE's record, and drop the UE from
     /// `mme` (another host serves it now).
     pub fn release(&mut self, mme: &mut Mme, key: &UeKey) {

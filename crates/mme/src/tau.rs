@@ -42,28 +42,46 @@ impl Mme {
             }
         }
         let old_mtmsi = self.ues.get(&id).and_then(|u| u.guti).map(|g| g.m_tmsi.0);
-        let guti = self.alloc_guti(id);
+        // A visitor (placed here for this procedure by an elastic MME's
+        // front end) keeps its GUTI, which names the host that holds its
+        // record between procedures: the ACCEPT carries none, and no
+        // COMPLETE comes (5.5.3.2.4: a new GUTI is the MME's choice).
+        let guti = match old_mtmsi.is_some_and(|m| !self.owns_mtmsi(m)) {
+            true => None,
+            false => Some(self.alloc_guti(id)),
+        };
         let tacs = self.tai_list_of(id);
         let Some(ue) = self.ues.get_mut(&id) else { return };
-        ue.guti = Some(guti);
+        if guti.is_some() {
+            ue.guti = guti;
+        }
         // The list the UE takes from this ACCEPT is the one it is paged in
         // from now on (a lost ACCEPT is retransmitted under T3450).
         ue.tai_list.clone_from(&tacs);
         let ebis: Vec<u8> = ue.sessions.iter().map(|s| s.ebi).collect();
         // Connected, or asked to be: the S1 connection stays after the TAU.
         let release = from_idle && !active;
-        ue.step = Step::TauAccept { old_mtmsi, release };
-        let accept = nas_build::tau_accept(&self.cfg.plmn, &tacs, self.cfg.t3412_seconds, &guti, &ebis);
+        let accept = nas_build::tau_accept(&self.cfg.plmn, &tacs, self.cfg.t3412_seconds, guti.as_ref(), &ebis);
         let Some(accept) = accept else {
             self.counters.incr("nas_encode_error");
             return;
         };
-        self.send_dl_nas_timed(
-            id,
-            crate::context::NasTimerKind::T3450,
-            accept,
-            NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered,
-        );
+        let secured = NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered;
+        match guti {
+            Some(_) => {
+                ue.step = Step::TauAccept { old_mtmsi, release };
+                self.send_dl_nas_timed(id, crate::context::NasTimerKind::T3450, accept, secured);
+            }
+            // Done at the ACCEPT: T3450 runs only for a new GUTI.
+            None => {
+                ue.step = Step::Idle;
+                self.counters.incr("tau_guti_kept");
+                self.send_dl_nas(id, &accept, secured);
+                if release {
+                    self.release_idle_s1(id);
+                }
+            }
+        }
         // TS 23.401 5.3.3.2 step 22 (active flag): the user plane is set up.
         if from_idle && active && !self.reestablish_bearers(id) {
             self.counters.incr("tau_active_without_bearers");

@@ -68,10 +68,15 @@ impl Balancer for SkewedCh {
             return Some(Selection { host: ring.primary(req.ue)?, violation: None });
         }
         let candidates = ring.candidates(req.ue, 1 + self.replicas);
+        self.select_among(req, loads, &candidates)
+    }
+
+    /// Algorithm 1 lines 6-15 over `candidates`.
+    fn select_among(&mut self, req: &Request, loads: &Loads, candidates: &[HostId]) -> Option<Selection> {
         let slo_s = loads.profiles().get(req.kind).slo_s;
         let mut viable: Option<(f64, HostId)> = None;
         let mut least: Option<(f64, HostId)> = None;
-        for &h in &candidates {
+        for &h in candidates {
             let Some(qc) = loads.least_q_over_c(h, req.kind) else { continue };
             if loads.viable(h, req.kind) == Some(true) && viable.is_none_or(|(cpu, _)| loads.cpu(h) > cpu) {
                 viable = Some((loads.cpu(h), h));

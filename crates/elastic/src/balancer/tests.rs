@@ -110,6 +110,33 @@ fn only_the_ues_candidates_are_considered() {
 }
 
 #[test]
+fn among_given_candidates_only_those_are_considered_whatever_the_ring_says() {
+    // Host-local stores: the hosts that hold the UE's record, not its ring
+    // candidates. Of hosts 5 and 8: 8 viable and the most loaded.
+    let mut f = frontend(Scheme::SkewedCh, 10);
+    for h in 0..10 {
+        f.report(HostId(h), report(0.95, 0.0, 1.0));
+    }
+    f.report(HostId(5), report(0.2, 0.0, 1.0));
+    f.report(HostId(8), report(0.6, 1.0, 1.0));
+    let given = [HostId(5), HostId(8)];
+    let r = f.route_among(&req(9, ServiceRequest), &given).unwrap();
+    assert_eq!((r.host, r.violation), (HostId(8), None));
+    f.end(MTmsi(9));
+    // 8 over Eq. 1 now: 5, the only viable one.
+    f.report(HostId(8), report(0.9, 9.0, 1.0));
+    assert_eq!(f.route_among(&req(9, ServiceRequest), &given).unwrap().host, HostId(5));
+    f.end(MTmsi(9));
+    // The baselines keep their own choice only if it is a given host.
+    let mut rr = frontend(Scheme::RoundRobin, 10);
+    for ue in 0..20 {
+        let r = rr.route_among(&req(ue, ServiceRequest), &given).unwrap();
+        assert!(given.contains(&r.host));
+        rr.end(MTmsi(ue));
+    }
+}
+
+#[test]
 fn between_reports_the_frontends_own_procedures_count() {
     let mut f = frontend(Scheme::SkewedCh, 10);
     let c = candidates(10, 1);

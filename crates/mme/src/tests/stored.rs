@@ -40,6 +40,14 @@ impl Host {
         Host { start: h.now, h, stored }
     }
 
+    /// An elastic MME host numbered `prefix` (its identifiers carry it).
+    fn numbered(store: Store, mode: Replication, seed: u32, prefix: u8) -> Host {
+        let cfg = MmeConfig { mtmsi_seed: Some(seed), host_prefix: Some(prefix), ..MmeConfig::default() };
+        let mut h = Harness::new(cfg).without_journal_check();
+        let stored = StoredUes::new(store, mode, &mut h.mme);
+        Host { start: h.now, h, stored }
+    }
+
     fn time(&self) -> TimeBase {
         TimeBase { now: self.h.now, unix_ms: WALL0 + (self.h.now - self.start).as_millis() as u64 }
     }
@@ -149,6 +157,30 @@ fn tau_from_idle(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
     assert_eq!(d.kind, S1apPduKind::Initiating_UEContextRelease);
 }
 
+/// TAU from idle of a UE visiting another elastic MME host than the one
+/// whose GUTI it has (TS 24.301 5.5.3.2.4): TAU ACCEPT without a GUTI, no
+/// TAU COMPLETE, the S1 connection released at once.
+fn tau_from_idle_keeping_guti(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
+    ue.enb_ue_id = enb_ue_id;
+    let req = NasTrackingAreaUpdateRequest::new(
+        NasEpsUpdateType::from_update_type(UpdateType::TaUpdating),
+        NasKeySetIdentifier::new(ksi),
+        NasEpsMobileIdentity::from_guti(ue.guti.unwrap()),
+    );
+    let h1 = NasEpsSecurityHeaderType::IntegrityProtected;
+    let pdu = ue.ctx.as_mut().unwrap().protect(&NasEpsMessage::new_emm(req), h1, Direction::Uplink).unwrap();
+    h.s1(initial_ue_message_stmsi(enb_ue_id, pdu, h.mme.config().mme_code, m_tmsi(ue)));
+    let out = h.drain();
+    assert_eq!(out.len(), 2, "{out:?}");
+    let accept = read_down(&s1_data(&out[0]).2);
+    assert_eq!(accept.kind, S1apPduKind::Initiating_downlinkNASTransport);
+    let NasEmmMessage::TrackingAreaUpdateAccept(acc) = ue.receive(&accept.nas.unwrap()) else {
+        panic!("no TAU ACCEPT")
+    };
+    assert!(acc.guti.is_none(), "the GUTI is kept");
+    assert_eq!(read_down(&s1_data(&out[1]).2).kind, S1apPduKind::Initiating_UEContextRelease);
+}
+
 /// Switch-off DETACH REQUEST from idle (TS 24.301 5.5.2.2): session
 /// deleted, S1 connection released, the context gone.
 fn detach_from_idle(h: &mut Harness, ue: &mut TestUe, enb_ue_id: u32) {
@@ -228,6 +260,59 @@ async fn cold_takeovers(store_of: impl Fn() -> Store) {
     let report = d.sync().await;
     assert_eq!((report.deleted, report.written), (1, 0), "{report:?}");
     assert_eq!(d.stored.store().usage("mme/").await.unwrap(), (0, 0), "no record nor index left");
+}
+
+/// Host-local stores, a procedure placed on a replica host: host 2 (the
+/// visitor) has host 1's record in its own store (taken from its copy),
+/// serves a service request and a TAU keeping the UE's GUTI, and hands
+/// the record back; host 1 takes it back and carries on from it (the NAS
+/// COUNTs the visitor advanced), and the visitor keeps nothing.
+#[tokio::test]
+async fn a_visitor_keeps_the_guti_and_hands_the_record_back_to_its_owner() {
+    let imsi = "001010000000131";
+    let mut owner = Host::numbered(Store::memory(), Replication::Cold, 0x100, 1);
+    let mut ue = owner.h.attach(imsi, 11);
+    let id = ue.mme_ue_id.unwrap();
+    let guti = ue.guti.unwrap();
+    assert_eq!(guti.m_tmsi() >> 24, 1);
+    release_to_idle(&mut owner.h, &ue);
+    assert_eq!(owner.sync().await.written, 1);
+    let ksi = ksi_of(&owner.h, id);
+    let lent = owner.stored.hand_back(&mut owner.h.mme, id).await.unwrap();
+    assert_eq!(lent.len(), 3, "record, M-TMSI and MME-UE-S1AP-ID keys");
+    owner.stored.take_back(&mut owner.h.mme, &lent).await.unwrap();
+
+    let mut visitor = Host::numbered(Store::memory(), Replication::Cold, 0x200, 2);
+    visitor.stored.take_back(&mut visitor.h.mme, &lent).await.unwrap();
+    assert_eq!(visitor.load(UeKey::MTmsi(guti.m_tmsi())).await.unwrap(), id);
+    service_request(&mut visitor.h, &mut ue, ksi, 12);
+    release_to_idle(&mut visitor.h, &ue);
+    tau_from_idle_keeping_guti(&mut visitor.h, &mut ue, ksi, 13);
+    assert_eq!(visitor.count("tau_guti_kept"), 1);
+    assert_eq!(visitor.h.mme.ues[&id].guti.map(|g| g.m_tmsi.0), Some(guti.m_tmsi()));
+    assert_eq!(visitor.sync().await.written, 1);
+    let counts = nas_counts(&visitor.h, id);
+    let back = visitor.stored.hand_back(&mut visitor.h.mme, id).await.unwrap();
+    assert_eq!(back.len(), 3);
+    assert!(visitor.h.mme.find_ue(&UeKey::MmeUeS1apId(id)).is_none(), "dropped at the visitor");
+    assert_eq!(visitor.stored.store().usage("mme/").await.unwrap(), (0, 0), "nothing left there");
+
+    // Held at the owner meanwhile (a stale copy): dropped, then read again.
+    owner.load(UeKey::MmeUeS1apId(id)).await.unwrap();
+    assert_eq!(owner.stored.take_back(&mut owner.h.mme, &back).await.unwrap(), 3);
+    assert!(owner.h.mme.find_ue(&UeKey::MmeUeS1apId(id)).is_none());
+    assert_eq!(owner.load(UeKey::MTmsi(guti.m_tmsi())).await.unwrap(), id);
+    assert_eq!(nas_counts(&owner.h, id), counts, "the visitor's NAS COUNTs");
+    // The owner's own TAU gives a new GUTI of its own.
+    tau_from_idle(&mut owner.h, &mut ue, ksi, 14);
+    assert_eq!(m_tmsi(&ue) >> 24, 1);
+    assert_eq!(owner.count("tau_guti_kept"), 0);
+
+    // Keys other than a UE's are refused, all of them.
+    let bad = vec![(keys::record(&imsi.parse().unwrap()), vec![1]), ("other".to_string(), vec![2])];
+    assert_eq!(visitor.stored.take_back(&mut visitor.h.mme, &bad).await.unwrap(), 0);
+    assert_eq!(visitor.count("store_take_back_refused"), 1);
+    assert_eq!(visitor.stored.store().usage("").await.unwrap(), (0, 0));
 }
 
 #[tokio::test]
