@@ -572,6 +572,16 @@ impl Router {
     /// balancer's Eq. 1 and, with host-local stores, whether it may be
     /// placed away at all.
     pub fn route_as(&mut self, name: UeName, kind: Option<ProcedureKind>) -> Result<Dest, RouteError> {
+        self.route_placing(name, kind, true)
+    }
+
+    /// [`Router::route`], never placed away: a message a visitor gave
+    /// back ([`Router::bounced`]).
+    pub fn route_home(&mut self, name: UeName) -> Result<Dest, RouteError> {
+        self.route_placing(name, None, false)
+    }
+
+    fn route_placing(&mut self, name: UeName, kind: Option<ProcedureKind>, place: bool) -> Result<Dest, RouteError> {
         let holder = match name {
             UeName::Initial { m_tmsi: Some(m), .. } => self.holds.by_mtmsi.get(&m).copied(),
             UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).map(|(h, _)| *h),
@@ -581,7 +591,7 @@ impl Router {
             self.stats.to_holder += 1;
             return Ok(Dest::Host(h));
         }
-        if let UeName::Initial { m_tmsi: Some(m), .. } = name {
+        if let (UeName::Initial { m_tmsi: Some(m), .. }, true) = (name, place) {
             if let Some(h) = self.place(m, kind) {
                 return Ok(Dest::Host(h));
             }
@@ -1345,7 +1355,9 @@ mod tests {
         let before = r.frontend.in_progress();
         assert!(r.bounced(x, m));
         assert_eq!(r.frontend.in_progress(), before - 1);
-        assert_eq!(to_host(r.route(initial(9, m))), HostId(2));
+        for e in 9..13 {
+            assert_eq!(to_host(r.route_home(initial(e, m))), HostId(2), "not placed again");
+        }
         assert!(!r.bounced(x, m), "once");
         assert_eq!(r.stats.placements_bounced, 1);
     }

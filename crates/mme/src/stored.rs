@@ -676,21 +676,20 @@ impl StoredUes {
         Ok(writes)
     }
 
-    /// Take back what a visitor handed back ([`StoredUes::hand_back`]):
-    /// each write is put over what this store holds (the visitor's record
-    /// is the newer: the front end let one host at a time hold the UE).
-    /// A key outside the UE keys is refused whole (`store_take_back_refused`);
-    /// a UE held here is dropped, to be read again.
-    pub async fn take_back(&mut self, mme: &mut Mme, writes: &[(String, Vec<u8>)]) -> Result<usize, StoredError> {
+    /// Take back what a visitor handed back ([`StoredUes::hand_back`]), or
+    /// a UE's keys from a copy of another host's store: each write is put
+    /// over what this store holds (the visitor's record is the newer: the
+    /// front end lets one host at a time hold the UE). A copy of the UE in
+    /// `mme` stays as it is: a load replaces it (the front end's refresh),
+    /// and a write of it loses its compare-and-set. A key outside the UE
+    /// keys is refused, with all the others (`store_take_back_refused`).
+    pub async fn take_back(&mut self, mme: &Mme, writes: &[(String, Vec<u8>)]) -> Result<usize, StoreError> {
         let ue_key = |k: &str| ["mme/ue/", "mme/mtmsi/", "mme/id/"].iter().any(|p| k.starts_with(p));
         if !writes.iter().all(|(k, _)| ue_key(k)) {
             mme.counters.incr("store_take_back_refused");
             return Ok(0);
         }
         for (k, v) in writes {
-            if let Some(id) = keys::id_of(k) {
-                self.release(mme, &UeKey::MmeUeS1apId(id));
-            }
             self.store.put(k, v).await?;
         }
         Ok(writes.len())

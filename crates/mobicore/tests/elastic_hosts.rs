@@ -1289,6 +1289,64 @@ async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_
     c.release_tau_and_finish().await;
 }
 
+/// Per-procedure placement with host-local stores (`--store local`, seed
+/// 004 4.3 and Algorithm 1): a service request or TAU is placed on the
+/// UE's owner's host or on its replica host, which holds a copy of the
+/// owner's store (round robin among them here, so that many go away).
+/// There the visitor takes the UE from its copy, serves the procedure
+/// (a TAU keeping the UE's GUTI, which names its owner) and, at rest,
+/// hands the record back: the owner's host puts it in its own store,
+/// replicates it, and reads the UE again. No procedure fails, no UE
+/// attaches again, nothing is written from a stale copy, and every
+/// visitor's record went home. Then the host that took back the most is
+/// killed: its heir serves its UEs from the copy, with the records the
+/// visitors handed back in it, and every UE detaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_placed_procedures_run_on_a_replica_host_and_the_record_goes_home_after() {
+    let o = Options { store: "local", scheme: "rr", frontend: &["--placement", "procedure"], ..DEFAULT };
+    let mut c = Cluster::start("cold", o).await;
+    c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
+    for phase in [Phase::ServiceRequest, Phase::Release, Phase::Tau, Phase::ServiceRequest, Phase::Release] {
+        let r = c.ran.phase(phase).await.unwrap();
+        assert_eq!((r.succeeded, r.failed), (UES, 0), "{phase:?}: {:?}", c.ran.report().failures);
+        // A TAU's S1 connection is released after it.
+        if phase == Phase::Tau {
+            c.ran.settle_idle().await.unwrap();
+        }
+    }
+    // Every visit over: its record handed back and taken back.
+    let end = Instant::now() + LIMIT;
+    loop {
+        let visits = c.counter_of_others(0, "mobicore_mme_host_visitor_from_copy").await;
+        let back = c.counter_of_others(0, "mobicore_mme_host_handed_back").await;
+        let taken = c.counter_of_others(0, "mobicore_mme_host_taken_back").await;
+        if visits > 0 && back == visits && taken == back {
+            break;
+        }
+        assert!(Instant::now() < end, "visits {visits}, handed back {back}, taken back {taken}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(c.counter_of_others(0, "mobicore_mme_tau_guti_kept").await > 0, "TAUs placed away kept the GUTI");
+    for name in ["host_hand_back_empty", "host_hand_back_failed", "store_cas_conflict", "host_ue_not_in_store"] {
+        assert_eq!(c.counter_of_others(0, &format!("mobicore_mme_{name}")).await, 0, "{name}");
+    }
+
+    // The host that took back the most goes: its heir has its copy.
+    let mut busiest = (0, 0);
+    for (&id, &m) in &c.metrics {
+        let n = counter(m, "mobicore_mme_host_taken_back").await;
+        if n > busiest.1 {
+            busiest = (id, n);
+        }
+    }
+    kill_host(&mut c.procs, &c.fe, busiest.0);
+    c.metrics.remove(&busiest.0);
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    assert_eq!(sessions(&c.ran), c.attached, "every UE kept its address and S-GW tunnel: its session");
+    c.release_tau_and_finish().await;
+}
+
 /// Per-procedure placement (`--placement procedure`, seed 004 Algorithm
 /// 1 places every procedure, not only the attach) over Redis: consistent
 /// hashing by M-TMSI sends most UEs' service requests to a host other
@@ -1509,7 +1567,7 @@ impl LoadedHost {
         let s11 = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let stream = tokio::net::TcpStream::connect(hosts).await.unwrap();
         let (mut rd, mut wr) = stream.into_split();
-        write_frame(&mut wr, &Frame::Hello { host: id, s11: s11.local_addr().unwrap() }).await.unwrap();
+        write_frame(&mut wr, &Frame::Hello { host: id, s11: s11.local_addr().unwrap(), local: false }).await.unwrap();
         let ue_messages = std::sync::Arc::new(AtomicU64::new(0));
         let (reporting, mut on) = tokio::sync::watch::channel(true);
         let count = ue_messages.clone();

@@ -383,6 +383,37 @@ impl Copies {
         self.copies.get(&from).map(|c| (c.map.len(), !c.broken))
     }
 
+    /// The value and version of `key` in the copy of `from`'s store.
+    pub fn get(&self, from: u8, key: &str) -> Option<&Versioned> {
+        self.copies.get(&from)?.map.get(key)
+    }
+
+    /// `key` of `from`'s store holds `value` now, as this host learned
+    /// before `from`'s replicated write of it comes (a visitor's record
+    /// handed back to `from`): the copy holds the value under the version
+    /// it had (0 if none), so that the write, of a newer version, still
+    /// applies. Nothing without a copy of `from`; a value over the bound
+    /// is dropped (the copy marked broken).
+    pub fn overwrite(&mut self, from: u8, key: &str, value: &[u8]) {
+        let Some(copy) = self.copies.get_mut(&from) else { return };
+        let held = copy.map.get(key).map(|v| (v.version, entry_len(key, &v.value)));
+        let freed = held.map_or(0, |(_, l)| l);
+        let len = entry_len(key, value);
+        if self.bytes - freed + len > self.max_bytes {
+            self.stats.over_bound += 1;
+            copy.broken = true;
+            return;
+        }
+        self.bytes = self.bytes - freed + len;
+        let version = held.map_or(0, |(v, _)| v);
+        copy.map.insert(key.to_string(), Versioned { value: value.to_vec(), version });
+    }
+
+    /// The senders whose copies are held here.
+    pub fn senders(&self) -> impl Iterator<Item = u8> + '_ {
+        self.copies.keys().copied()
+    }
+
     /// A message of `from`; returns what to answer it (a resync request).
     #[must_use]
     pub fn receive(&mut self, from: u8, msg: ReplicaMsg) -> Option<ReplicaMsg> {
@@ -566,6 +597,32 @@ mod tests {
         assert_eq!(c.receive(1, b(3, vec![p("k", 6, "newer"), Op::Delete { key: "k".into(), version: 6 }])), None);
         assert_eq!(c.holds(1), Some((0, true)));
         assert_eq!(c.bytes(), 0);
+    }
+
+    #[test]
+    fn a_value_learned_ahead_keeps_its_version_for_the_senders_write() {
+        let mut c = Copies::new(1 << 20);
+        let b = |seq, ops| ReplicaMsg::Batch { reset: seq == 0, seq, ops };
+        let p = |k: &str, v, d: &str| Op::Put { key: k.into(), version: v, value: d.into() };
+        c.overwrite(1, "k", b"ahead");
+        assert_eq!(c.holds(1), None, "no copy of host 1: nothing");
+        assert_eq!(c.receive(1, b(0, vec![p("k", 5, "old")])), None);
+        c.overwrite(1, "k", b"ahead");
+        c.overwrite(1, "n", b"new key");
+        assert_eq!(held(&c, 1)["k"], (5, "ahead".into()));
+        assert_eq!(held(&c, 1)["n"], (0, "new key".into()));
+        // The sender's write of it comes: newer, applied.
+        assert_eq!(c.receive(1, b(1, vec![p("k", 6, "ahead"), p("n", 1, "new key")])), None);
+        assert_eq!(held(&c, 1)["k"], (6, "ahead".into()));
+        assert_eq!(c.stats.stale, 0);
+        let bytes = c.bytes();
+        assert_eq!(c.take(1).map(|v| v.len()), Some(2));
+        assert!(bytes > 0 && c.bytes() == 0);
+        // Bounded as any put.
+        let mut small = Copies::new(100);
+        assert_eq!(small.receive(1, b(0, vec![])), None);
+        small.overwrite(1, "k", &[0; 64]);
+        assert_eq!((small.holds(1), small.stats.over_bound), (Some((0, false)), 1));
     }
 
     #[test]

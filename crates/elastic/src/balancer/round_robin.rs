@@ -12,13 +12,15 @@ pub struct RoundRobin {
     max_bindings: usize,
     /// UEs sent round robin without a binding because the table was full.
     pub unbound: u64,
+    /// The turn among given candidates ([`Balancer::select_among`]).
+    among: usize,
 }
 
 impl RoundRobin {
     pub const DEFAULT_MAX_BINDINGS: usize = 1 << 22;
 
     pub fn new(max_bindings: usize) -> Self {
-        RoundRobin { slices: BTreeMap::new(), bindings: HashMap::new(), max_bindings, unbound: 0 }
+        RoundRobin { slices: BTreeMap::new(), bindings: HashMap::new(), max_bindings, unbound: 0, among: 0 }
     }
 }
 
@@ -64,6 +66,14 @@ impl Balancer for RoundRobin {
         } else {
             self.unbound += 1;
         }
+        Some(Selection { host, violation: None })
+    }
+
+    /// The hosts that hold the UE's state in turn, procedure after
+    /// procedure (whichever UE): no binding, the state is on each.
+    fn select_among(&mut self, _req: &Request, _loads: &Loads, candidates: &[HostId]) -> Option<Selection> {
+        let host = *candidates.get(self.among % candidates.len().max(1))?;
+        self.among = self.among.wrapping_add(1);
         Some(Selection { host, violation: None })
     }
 

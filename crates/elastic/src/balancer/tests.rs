@@ -127,12 +127,23 @@ fn among_given_candidates_only_those_are_considered_whatever_the_ring_says() {
     f.report(HostId(8), report(0.9, 9.0, 1.0));
     assert_eq!(f.route_among(&req(9, ServiceRequest), &given).unwrap().host, HostId(5));
     f.end(MTmsi(9));
-    // The baselines keep their own choice only if it is a given host.
+    // Round robin takes them in turn, whichever UE; consistent hashing
+    // keeps its choice only if it is one of them, else the first.
     let mut rr = frontend(Scheme::RoundRobin, 10);
+    let turns: Vec<HostId> = (0..4)
+        .map(|ue| {
+            let r = rr.route_among(&req(ue % 2, ServiceRequest), &given).unwrap();
+            rr.end(MTmsi(ue % 2));
+            r.host
+        })
+        .collect();
+    assert_eq!(turns, [HostId(5), HostId(8), HostId(5), HostId(8)]);
+    let mut ch = frontend(Scheme::ConsistentHashing, 10);
     for ue in 0..20 {
-        let r = rr.route_among(&req(ue, ServiceRequest), &given).unwrap();
-        assert!(given.contains(&r.host));
-        rr.end(MTmsi(ue));
+        let r = ch.route_among(&req(ue, ServiceRequest), &given).unwrap();
+        let own = ch.balancer.owner(SLICE, MTmsi(ue)).unwrap();
+        assert_eq!(r.host, if given.contains(&own) { own } else { HostId(5) });
+        ch.end(MTmsi(ue));
     }
 }
 

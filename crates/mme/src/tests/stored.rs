@@ -280,10 +280,10 @@ async fn a_visitor_keeps_the_guti_and_hands_the_record_back_to_its_owner() {
     let ksi = ksi_of(&owner.h, id);
     let lent = owner.stored.hand_back(&mut owner.h.mme, id).await.unwrap();
     assert_eq!(lent.len(), 3, "record, M-TMSI and MME-UE-S1AP-ID keys");
-    owner.stored.take_back(&mut owner.h.mme, &lent).await.unwrap();
+    owner.stored.take_back(&owner.h.mme, &lent).await.unwrap();
 
     let mut visitor = Host::numbered(Store::memory(), Replication::Cold, 0x200, 2);
-    visitor.stored.take_back(&mut visitor.h.mme, &lent).await.unwrap();
+    visitor.stored.take_back(&visitor.h.mme, &lent).await.unwrap();
     assert_eq!(visitor.load(UeKey::MTmsi(guti.m_tmsi())).await.unwrap(), id);
     service_request(&mut visitor.h, &mut ue, ksi, 12);
     release_to_idle(&mut visitor.h, &ue);
@@ -297,11 +297,12 @@ async fn a_visitor_keeps_the_guti_and_hands_the_record_back_to_its_owner() {
     assert!(visitor.h.mme.find_ue(&UeKey::MmeUeS1apId(id)).is_none(), "dropped at the visitor");
     assert_eq!(visitor.stored.store().usage("mme/").await.unwrap(), (0, 0), "nothing left there");
 
-    // Held at the owner meanwhile (a stale copy): dropped, then read again.
+    // Held at the owner meanwhile (a stale copy): read again over it.
     owner.load(UeKey::MmeUeS1apId(id)).await.unwrap();
-    assert_eq!(owner.stored.take_back(&mut owner.h.mme, &back).await.unwrap(), 3);
-    assert!(owner.h.mme.find_ue(&UeKey::MmeUeS1apId(id)).is_none());
+    let stale = owner.stored.version(&imsi.parse().unwrap());
+    assert_eq!(owner.stored.take_back(&owner.h.mme, &back).await.unwrap(), 3);
     assert_eq!(owner.load(UeKey::MTmsi(guti.m_tmsi())).await.unwrap(), id);
+    assert!(owner.stored.version(&imsi.parse().unwrap()) > stale);
     assert_eq!(nas_counts(&owner.h, id), counts, "the visitor's NAS COUNTs");
     // The owner's own TAU gives a new GUTI of its own.
     tau_from_idle(&mut owner.h, &mut ue, ksi, 14);
@@ -310,7 +311,7 @@ async fn a_visitor_keeps_the_guti_and_hands_the_record_back_to_its_owner() {
 
     // Keys other than a UE's are refused, all of them.
     let bad = vec![(keys::record(&imsi.parse().unwrap()), vec![1]), ("other".to_string(), vec![2])];
-    assert_eq!(visitor.stored.take_back(&mut visitor.h.mme, &bad).await.unwrap(), 0);
+    assert_eq!(visitor.stored.take_back(&visitor.h.mme, &bad).await.unwrap(), 0);
     assert_eq!(visitor.count("store_take_back_refused"), 1);
     assert_eq!(visitor.stored.store().usage("").await.unwrap(), (0, 0));
 }

@@ -58,6 +58,7 @@ use super::wire::{buffered, read_frame, write_queued, Frame, ReadError};
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
+use mobicore_elastic::balancer::RouteError;
 use mobicore_elastic::controller::{Decision, EpsController};
 use mobicore_elastic::router::{Dest, Lend, Router, S11From, S11Header, S11Route, UeName};
 use mobicore_elastic::HostId;
@@ -114,9 +115,23 @@ enum Drain {
 
 /// What the connections of hosts tell the front end's loop.
 enum HostEvent {
-    Up { host: HostId, conn: u64, tx: mpsc::Sender<Frame>, s11: SocketAddr },
-    Frame { host: HostId, conn: u64, frame: Frame },
-    Down { host: HostId, conn: u64 },
+    /// `local`: its store is its own (`--store local`).
+    Up {
+        host: HostId,
+        conn: u64,
+        tx: mpsc::Sender<Frame>,
+        s11: SocketAddr,
+        local: bool,
+    },
+    Frame {
+        host: HostId,
+        conn: u64,
+        frame: Frame,
+    },
+    Down {
+        host: HostId,
+        conn: u64,
+    },
 }
 
 /// An eNB as the front end keeps it, to give it to hosts that come later.
@@ -320,7 +335,24 @@ impl State {
 
     /// A UE-associated uplink message to its host, or held for it.
     fn uplink(&mut self, name: UeName, assoc: u64, stream: u16, data: Bytes) {
-        let dest = self.router.route(name);
+        // The procedure an INITIAL UE MESSAGE starts, by its NAS, when it
+        // may be placed (the balancer's Eq. 1 is per procedure class).
+        let kind = match name {
+            UeName::Initial { m_tmsi: Some(_), .. } if self.router.places_procedures() => routing::starts(&data),
+            _ => None,
+        };
+        let dest = self.router.route_as(name, kind);
+        self.to_dest(dest, name, assoc, stream, data);
+    }
+
+    /// A visitor's first message given back ([`Router::bounced`]): to the
+    /// UE's owner's host, not placed again.
+    fn uplink_home(&mut self, name: UeName, assoc: u64, stream: u16, data: Bytes) {
+        let dest = self.router.route_home(name);
+        self.to_dest(dest, name, assoc, stream, data);
+    }
+
+    fn to_dest(&mut self, dest: Result<Dest, RouteError>, name: UeName, assoc: u64, stream: u16, data: Bytes) {
         self.lend();
         match dest {
             Ok(Dest::Host(host)) => self.send(host, Frame::S1 { assoc, stream, data }),
@@ -475,12 +507,20 @@ impl State {
 
     fn on_host(&mut self, ev: HostEvent) {
         match ev {
-            HostEvent::Up { host, conn, tx, s11 } => {
+            HostEvent::Up { host, conn, tx, s11, local } => {
                 if self.hosts.contains_key(&host) || self.s11_hosts.contains_key(&s11) {
                     // Two processes say they are the same host (or have the
                     // same S11 socket): the first stays.
                     self.counters.incr("frontend_host_duplicate");
                     return;
+                }
+                // One kind of store for all: placement follows the first's.
+                if self.hosts.is_empty() && local {
+                    self.router.local_stores();
+                }
+                if local != self.router.has_local_stores() {
+                    self.counters.incr("frontend_host_store_mismatch");
+                    tracing::warn!(%host, local, "a host whose store differs from the others'");
                 }
                 if self.router.places_procedures() && tx.try_send(Frame::Track).is_err() {
                     self.counters.incr("frontend_host_queue_full");
@@ -563,14 +603,34 @@ impl State {
                             self.send(owner, Frame::Refresh { id, resume: false });
                         }
                     }
-                    // Sent to a host that was drained meanwhile: routed again.
+                    // Sent to a host that was drained meanwhile, or placed at
+                    // one whose copy lacks the UE: routed again.
                     Frame::Bounce { assoc, stream, data } => match routing::uplink(assoc, &data) {
                         Uplink::Ue(name) if self.hosts.get(&host).is_some_and(|h| h.drain == Drain::Done) => {
                             self.counters.incr("frontend_bounced");
                             self.uplink(name, assoc, stream, data);
                         }
+                        Uplink::Ue(name @ UeName::Initial { m_tmsi: Some(m), .. }) if self.router.bounced(host, m) => {
+                            self.counters.incr("frontend_placement_bounced");
+                            self.uplink_home(name, assoc, stream, data);
+                        }
                         _ => self.counters.incr("frontend_bad_host_frame"),
                     },
+                    // A visitor's record, to the host serving its identifiers.
+                    Frame::WriteBack { id, writes } if self.router.has_local_stores() => {
+                        match self.router.serving(mobicore_elastic::router::owner(id)) {
+                            Some(to) => {
+                                self.counters.incr("frontend_write_back");
+                                // Its copies first: before any procedure placed after.
+                                let owner = to.0 as u8;
+                                for r in self.router.replica_hosts(to) {
+                                    self.send(r, Frame::Copied { owner, writes: writes.clone() });
+                                }
+                                self.send(to, Frame::WriteBack { id, writes });
+                            }
+                            None => self.counters.incr("frontend_write_back_no_host"),
+                        }
+                    }
                     _ => self.counters.incr("frontend_bad_host_frame"),
                 }
             }
@@ -739,15 +799,17 @@ async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<Host
     let _ = stream.set_nodelay(true);
     let (rd, mut wr) = stream.into_split();
     let mut rd = buffered(rd);
-    let (host, s11) = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
-        Ok(Ok(Some(Frame::Hello { host, s11 }))) if (1..=254).contains(&host) => (HostId(u32::from(host)), s11),
+    let (host, s11, local) = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
+        Ok(Ok(Some(Frame::Hello { host, s11, local }))) if (1..=254).contains(&host) => {
+            (HostId(u32::from(host)), s11, local)
+        }
         _ => {
             counters.incr("frontend_bad_frame");
             return;
         }
     };
     let (tx, mut rx) = mpsc::channel::<Frame>(HOST_QUEUE);
-    if events.send(HostEvent::Up { host, conn, tx, s11 }).await.is_err() {
+    if events.send(HostEvent::Up { host, conn, tx, s11, local }).await.is_err() {
         return;
     }
     let writer = tokio::spawn(async move { write_queued(&mut wr, &mut rx).await });
@@ -801,7 +863,7 @@ mod tests {
         let mut st = State::new(Mme::new(MmeConfig::default()), Router::new(fe), SGW.parse().unwrap(), Counters::new());
         for h in 1..=3 {
             let (tx, _) = mpsc::channel(1);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h) });
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h), local: false });
         }
         st
     }
@@ -867,7 +929,7 @@ mod tests {
         for h in 1..=3 {
             st.on_host(HostEvent::Down { host: HostId(h), conn: u64::from(h) });
             let (tx, rx) = mpsc::channel(64);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: 10 + u64::from(h), tx, s11: host_s11(h) });
+            st.on_host(HostEvent::Up { host: HostId(h), conn: 10 + u64::from(h), tx, s11: host_s11(h), local: false });
             queues.insert(h, rx);
         }
         (st, queues)
@@ -971,7 +1033,7 @@ mod tests {
         let mut q = HashMap::new();
         for h in 1..=3 {
             let (tx, rx) = mpsc::channel(64);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h) });
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h), local: false });
             q.insert(h, rx);
         }
         for rx in q.values_mut() {

@@ -115,8 +115,6 @@ enum Drain {
 struct Holds {
     /// The front end tracks them ([`Frame::Track`]).
     on: bool,
-    /// The store is every host's (no placement with host-local stores).
-    shared: bool,
     /// The hosts whose UEs are this host's own: itself, those it inherited.
     mine: BTreeSet<u8>,
     /// By MME-UE-S1AP-ID, with the M-TMSI last told.
@@ -132,10 +130,9 @@ struct Holds {
 const MAX_AWAY: usize = 1 << 20;
 
 impl Holds {
-    fn new(host: u8, shared: bool) -> Holds {
+    fn new(host: u8) -> Holds {
         Holds {
             on: false,
-            shared,
             mine: BTreeSet::from([host]),
             held: HashMap::new(),
             resting: HashSet::new(),
@@ -146,7 +143,7 @@ impl Holds {
     /// The UEs the last events touched, if tracked (taken before the sync
     /// that clears the journal).
     fn touched(&self, core: &Mme) -> Vec<u32> {
-        match self.on && self.shared {
+        match self.on {
             true => core.touched().collect(),
             false => Vec::new(),
         }
@@ -177,11 +174,14 @@ impl Holds {
     }
 
     /// Says Released for each held UE of `touched` (or waiting) now at
-    /// rest or gone, once the store has its record; drops other hosts'.
-    fn release(
+    /// rest or gone, once the store has its record; drops other hosts'
+    /// (with a host-local store, their records handed back first).
+    #[allow(clippy::too_many_arguments)]
+    async fn release(
         &mut self,
         core: &mut Mme,
         stored: &mut StoredUes,
+        mut replica: Option<&mut LocalReplica>,
         touched: &[u32],
         to_fe: &mpsc::Sender<Frame>,
         counters: &Counters,
@@ -200,6 +200,9 @@ impl Holds {
             // Its own heir now, it was left out of an adoption: no more.
             self.away.remove(&id);
             if !self.mine.contains(&((id >> 24) as u8)) {
+                if let Some(r) = replica.as_deref_mut() {
+                    hand_back(core, stored, r, id, to_fe, counters).await;
+                }
                 stored.release(core, &UeKey::MmeUeS1apId(id));
                 counters.incr("host_visitor_dropped");
             }
@@ -208,6 +211,70 @@ impl Holds {
             if to_fe.try_send(Frame::Released { id }).is_err() {
                 counters.incr("host_frontend_queue_full");
             }
+        }
+    }
+}
+
+/// A visitor at rest (host-local stores): its record and index keys go
+/// back to the host serving its identifiers, before its Released (the
+/// front end relays them ahead of that host's refresh), and are deleted
+/// here.
+async fn hand_back(
+    core: &mut Mme,
+    stored: &mut StoredUes,
+    replica: &mut LocalReplica,
+    id: u32,
+    to_fe: &mpsc::Sender<Frame>,
+    counters: &Counters,
+) {
+    match stored.hand_back(core, id).await {
+        Ok(writes) if writes.is_empty() => counters.incr("host_hand_back_empty"),
+        Ok(writes) => {
+            counters.incr("host_handed_back");
+            replica.handed_back(&writes);
+            if to_fe.try_send(Frame::WriteBack { id, writes }).is_err() {
+                counters.incr("host_frontend_queue_full");
+            }
+        }
+        Err(e) => {
+            counters.incr("host_hand_back_failed");
+            tracing::warn!(id, "handing a visitor's record back: {e}");
+        }
+    }
+}
+
+/// With a host-local store, an INITIAL UE MESSAGE of a UE whose
+/// identifiers another host holds (the front end placed its procedure
+/// here, this host holding a copy of that host's store): the UE's record
+/// is taken into this host's own store from the copy, so that it loads as
+/// any UE. False if no copy holds it (this host was just named a replica
+/// host, its full copy still on its way): the message is for the front
+/// end to route to the owner's host.
+async fn visit(
+    core: &Mme,
+    stored: &mut StoredUes,
+    replica: &LocalReplica,
+    mine: &BTreeSet<u8>,
+    data: &[u8],
+    counters: &Counters,
+) -> bool {
+    let Uplink::Ue(UeName::Initial { m_tmsi: Some(m), .. }) = routing::uplink(0, data) else { return true };
+    if mine.contains(&((m >> 24) as u8)) || core.find_ue(&UeKey::MTmsi(m)).is_some() {
+        return true;
+    }
+    let writes = replica.lend(m);
+    if writes.is_empty() {
+        counters.incr("host_visitor_not_in_copy");
+        return false;
+    }
+    match stored.take_back(core, &writes).await {
+        Ok(_) => {
+            counters.incr("host_visitor_from_copy");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(m, "taking a visitor from a copy: {e}");
+            false
         }
     }
 }
@@ -251,7 +318,7 @@ pub async fn run(
     let _ = frontend.set_nodelay(true);
     let (rd, mut wr) = frontend.into_split();
     let mut rd = buffered(rd);
-    write_frame(&mut wr, &Frame::Hello { host, s11: s11_addr }).await?;
+    write_frame(&mut wr, &Frame::Hello { host, s11: s11_addr, local: replica.is_some() }).await?;
     let (in_tx, mut from_fe) = mpsc::channel::<Frame>(QUEUE);
     let reader_counters = counters.clone();
     tokio::spawn(async move {
@@ -284,7 +351,7 @@ pub async fn run(
     let mut report_tick = tokio::time::interval(load.every.max(Duration::from_millis(1)));
     report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut drain = Drain::No;
-    let mut holds = Holds::new(host, replica.is_none());
+    let mut holds = Holds::new(host);
     // A frame taken from the front end's queue that ended a group (see
     // GROUP), handled next.
     let mut carried: Option<Frame> = None;
@@ -394,6 +461,7 @@ pub async fn run(
                         }
                         if let Some(gone) = gone {
                             holds.mine.insert(gone);
+                            core.adopt_prefix(gone);
                             adopt(&mut core, &mut stored, &counters, host, gone, &holds.away).await;
                         }
                     }
@@ -413,8 +481,25 @@ pub async fn run(
                         refresh(&mut core, &mut stored, &counters, UeKey::MTmsi(m_tmsi), false).await
                     }
                     Frame::Returned { .. } => counters.incr("host_returned_present"),
+                    // Values of a host's store this host holds a copy of,
+                    // ahead of its replicated write.
+                    Frame::Copied { owner, writes } => {
+                        if let Some(r) = &mut replica {
+                            r.copied(owner, &writes);
+                        }
+                    }
+                    // A visitor's record, for this host's own store (its
+                    // Refresh follows).
+                    Frame::WriteBack { id, writes } if replica.is_some() => {
+                        match stored.take_back(&core, &writes).await {
+                            Ok(n) if n > 0 => counters.incr("host_taken_back"),
+                            Ok(_) => {}
+                            Err(e) => tracing::warn!(id, "taking a visitor's record back: {e}"),
+                        }
+                    }
                     frame @ Frame::S1 { .. } => {
-                        on_frame(&mut core, &mut stored, &counters, &mut nf, frame).await;
+                        let visiting = holds.on.then_some(replica.as_ref()).flatten();
+                        on_s1(&mut core, &mut stored, &counters, &mut nf, visiting, &holds.mine, &to_fe, frame).await;
                         // Group commit: the S1 frames queued now are handled
                         // before the one sync (nothing of them goes out
                         // before it); any other frame waits for the sync.
@@ -422,7 +507,7 @@ pub async fn run(
                             match from_fe.try_recv() {
                                 Ok(f @ Frame::S1 { .. }) => {
                                     counters.incr("host_s1_grouped");
-                                    on_frame(&mut core, &mut stored, &counters, &mut nf, f).await
+                                    on_s1(&mut core, &mut stored, &counters, &mut nf, visiting, &holds.mine, &to_fe, f).await
                                 }
                                 Ok(f) => {
                                     carried = Some(f);
@@ -472,7 +557,7 @@ pub async fn run(
             }
         }
         // Held UEs at rest (or gone: detached, lost a compare-and-set).
-        holds.release(&mut core, &mut stored, &touched, &to_fe, &counters);
+        holds.release(&mut core, &mut stored, replica.as_mut(), &touched, &to_fe, &counters).await;
         // Quiet: no procedure runs, no S6a or S11 answer is awaited, every
         // record is written. Looked at only while draining: `busy_ues`
         // reads every UE (it was 40% of a loaded host's CPU after each event).
@@ -583,6 +668,33 @@ fn route(core: &mut Mme, nf: &mut Option<NfPool>, ev: MmeEvent, ue: Option<u32>)
     }
 }
 
+/// An S1 frame of the front end: with `visiting` (a host-local store, its
+/// copies, procedures placed), a visitor's first message is given back if
+/// no copy holds the UE ([`visit`]).
+#[allow(clippy::too_many_arguments)]
+async fn on_s1(
+    core: &mut Mme,
+    stored: &mut StoredUes,
+    counters: &Counters,
+    nf: &mut Option<NfPool>,
+    visiting: Option<&LocalReplica>,
+    mine: &BTreeSet<u8>,
+    to_fe: &mpsc::Sender<Frame>,
+    frame: Frame,
+) {
+    if let (Some(r), Frame::S1 { assoc, stream, data }) = (visiting, &frame) {
+        if !visit(core, stored, r, mine, data, counters).await {
+            counters.incr("host_visitor_bounced");
+            let back = Frame::Bounce { assoc: *assoc, stream: *stream, data: data.clone() };
+            if to_fe.try_send(back).is_err() {
+                counters.incr("host_frontend_queue_full");
+            }
+            return;
+        }
+    }
+    on_frame(core, stored, counters, nf, frame).await
+}
+
 async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, nf: &mut Option<NfPool>, frame: Frame) {
     let now = Instant::now();
     match frame {
@@ -627,6 +739,8 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, n
         | Frame::Away { .. }
         | Frame::Lent { .. }
         | Frame::Returned { .. }
+        | Frame::WriteBack { .. }
+        | Frame::Copied { .. }
         | Frame::Track => {}
         Frame::Hello { .. }
         | Frame::Holding { .. }

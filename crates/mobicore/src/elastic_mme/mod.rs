@@ -126,7 +126,8 @@ const MAX_HELD: usize = 1 << 20;
 pub enum Placement {
     /// The attach: a UE's later procedures go where its identifiers name.
     Attach,
-    /// Every procedure (seed 004 Algorithm 1), on hosts sharing a store.
+    /// Every procedure (seed 004 Algorithm 1); with host-local stores,
+    /// service requests and TAUs among the hosts holding the UE's record.
     Procedure,
 }
 
@@ -360,9 +361,6 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     // Procedures tracked at most: those placed away from their owner's
     // host, each until it is released (a UE held there connected stays).
     let fe = Frontend::new(balancer, Loads::new(Profiles::default(), estimation), MAX_HELD);
-    if a.placement == Placement::Procedure && a.host_args.windows(2).any(|w| w[0] == "--store" && w[1] == "local") {
-        bail!("--placement procedure needs hosts on one shared store (--store redis://...), not --store local");
-    }
     let router = mobicore_elastic::router::Router::new(fe).with_replicas(usize::from(a.replicas));
     let router = match a.placement {
         Placement::Attach => router,

@@ -18,8 +18,11 @@
 
 use super::wire::Frame;
 use mobicore_common::counters::Counters;
+use mobicore_common::Imsi;
+use mobicore_mme::stored::keys;
 use mobicore_store::replica::{Copies, ReplicaMsg, Sender};
 use mobicore_store::{Store, StoreError, Versioned};
+use std::collections::{HashMap, VecDeque};
 use tokio::sync::mpsc;
 
 /// A host's own store and its replication.
@@ -29,14 +32,31 @@ pub struct LocalReplica {
     store: Store,
     sender: Sender,
     copies: Copies,
+    /// What this host handed back (visitors' keys), until the front end's
+    /// [`Frame::Copied`] of them shows its copy holds them: a procedure of
+    /// the UE placed here before that reads these, not the copy. At most
+    /// [`MAX_HANDED`] keys, the oldest forgotten first.
+    handed: HashMap<String, Vec<u8>>,
+    handed_order: VecDeque<String>,
     counters: Counters,
 }
+
+/// Keys handed back and not yet copied at most.
+const MAX_HANDED: usize = 1 << 16;
 
 impl LocalReplica {
     /// Over `store` (a [`Store::memory_with_feed`]); the copies of other
     /// hosts' stores hold at most `max_copy_bytes` together.
     pub fn new(host: u8, store: Store, max_copy_bytes: usize, counters: Counters) -> LocalReplica {
-        LocalReplica { host, store, sender: Sender::new(), copies: Copies::new(max_copy_bytes), counters }
+        LocalReplica {
+            host,
+            store,
+            sender: Sender::new(),
+            copies: Copies::new(max_copy_bytes),
+            handed: HashMap::new(),
+            handed_order: VecDeque::new(),
+            counters,
+        }
     }
 
     /// The store's writes since the last call go to the replica host(s),
@@ -76,6 +96,57 @@ impl LocalReplica {
             _ => {}
         }
         self.send(out);
+    }
+
+    /// The record of the UE with M-TMSI `m_tmsi` and its M-TMSI index key,
+    /// from what this host handed back last, or else from the copy of
+    /// another host's store that holds it (a procedure of that host's UE
+    /// placed here, seed 004 4.3): for this host's own store
+    /// ([`mobicore_mme::stored::StoredUes::take_back`]). Empty if none
+    /// holds it.
+    pub fn lend(&self, m_tmsi: u32) -> Vec<(String, Vec<u8>)> {
+        self.lend_keys(m_tmsi).unwrap_or_default()
+    }
+
+    fn lend_keys(&self, m_tmsi: u32) -> Option<Vec<(String, Vec<u8>)>> {
+        // Each key from what was handed back, else from a copy.
+        let get = |key: &str| {
+            let copied = || self.copies.senders().find_map(|from| self.copies.get(from, key)).map(|v| v.value.clone());
+            self.handed.get(key).cloned().or_else(copied)
+        };
+        let index = keys::mtmsi(m_tmsi);
+        let imsi = get(&index)?;
+        let record = keys::record(&std::str::from_utf8(&imsi).ok()?.parse::<Imsi>().ok()?);
+        Some(vec![(record.clone(), get(&record)?), (index, imsi)])
+    }
+
+    /// A visitor's keys handed back ([`Frame::WriteBack`]): read by
+    /// [`LocalReplica::lend`] until copied.
+    pub fn handed_back(&mut self, writes: &[(String, Vec<u8>)]) {
+        for (k, v) in writes {
+            if self.handed.insert(k.clone(), v.clone()).is_none() {
+                self.handed_order.push_back(k.clone());
+            }
+        }
+        while self.handed.len() > MAX_HANDED {
+            let Some(k) = self.handed_order.pop_front() else { break };
+            self.handed.remove(&k);
+        }
+    }
+
+    /// Keys of host `owner`'s store a visitor handed back to it
+    /// ([`Frame::Copied`]): the copy of it here holds them now.
+    pub fn copied(&mut self, owner: u8, writes: &[(String, Vec<u8>)]) {
+        for (k, v) in writes {
+            self.copies.overwrite(owner, k, v);
+            // Handed back since with another value: still the newer.
+            if self.handed.get(k) == Some(v) {
+                self.handed.remove(k);
+            }
+        }
+        let handed = &self.handed;
+        self.handed_order.retain(|k| handed.contains_key(k));
+        self.counters.incr("replica_copied_ahead");
     }
 
     /// Host `host` is gone and this host its heir: its copy joins this
@@ -151,6 +222,7 @@ impl LocalReplica {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     /// Hosts 1 and 2 with their own stores; what each queued for the
     /// front end is relayed as the front end does.
@@ -186,6 +258,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_visitor_lends_from_its_copy_and_what_it_handed_back_until_copied() {
+        let mut p = Pair::new();
+        let (imsi, m) = ("001010000000001", 0x0100_0001);
+        let (record, index) = ("mme/ue/001010000000001".to_string(), keys::mtmsi(m));
+        p.stores[0].put(&record, b"v1").await.unwrap();
+        p.stores[0].put(&index, imsi.as_bytes()).await.unwrap();
+        p.hosts[0].on_frame(Frame::ReplicateTo { hosts: vec![2] }, &p.out[0].0).await;
+        p.relay().await;
+        let lent = |r: &LocalReplica| r.lend(m).into_iter().collect::<BTreeMap<_, _>>();
+        assert_eq!(lent(&p.hosts[1])[&record], b"v1");
+        assert_eq!(lent(&p.hosts[1])[&index], imsi.as_bytes());
+        assert!(p.hosts[1].lend(0x0100_0002).is_empty(), "no copy holds it");
+        // Handed back (v2), then again (v3) before the first is copied.
+        let w = |v: &[u8]| vec![(record.clone(), v.to_vec()), (index.clone(), imsi.as_bytes().to_vec())];
+        p.hosts[1].handed_back(&w(b"v2"));
+        assert_eq!(lent(&p.hosts[1])[&record], b"v2");
+        p.hosts[1].handed_back(&w(b"v3"));
+        p.hosts[1].copied(1, &w(b"v2"));
+        assert_eq!(lent(&p.hosts[1])[&record], b"v3", "the newer hand-back still");
+        p.hosts[1].copied(1, &w(b"v3"));
+        assert!(p.hosts[1].handed.is_empty() && p.hosts[1].handed_order.is_empty());
+        assert_eq!(lent(&p.hosts[1])[&record], b"v3", "the copy holds it now");
+        // Host 1's own write of it comes and applies over the copy's value.
+        p.stores[0].put(&record, b"v3").await.unwrap();
+        p.hosts[0].flush(&p.out[0].0);
+        p.relay().await;
+        assert_eq!(p.hosts[1].copies.stats.stale, 0);
+        assert_eq!(lent(&p.hosts[1])[&record], b"v3");
     }
 
     #[tokio::test]

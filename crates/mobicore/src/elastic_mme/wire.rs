@@ -6,6 +6,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use mobicore_store::replica::{ReplicaError, ReplicaMsg, MAX_BATCH_LEN};
+use mobicore_store::MAX_KEY_LEN;
 use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -18,9 +19,10 @@ pub const MAX_FRAME: usize = MAX_BATCH_LEN + 1024;
 /// One frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
-    /// Host -> front end, first frame: the host's number (1..=254) and the
-    /// address of its S11 socket (the front end relays S11 with it).
-    Hello { host: u8, s11: SocketAddr },
+    /// Host -> front end, first frame: the host's number (1..=254), the
+    /// address of its S11 socket (the front end relays S11 with it), and
+    /// whether its store is its own (`--store local`).
+    Hello { host: u8, s11: SocketAddr, local: bool },
     /// Front end -> host: an eNB's association is up.
     EnbUp { assoc: u64, peer: IpAddr, outbound_streams: u16 },
     /// Front end -> host: the association is gone.
@@ -86,7 +88,24 @@ pub enum Frame {
     /// Front end -> host: that placement ended with no host holding the
     /// UE: read it again.
     Returned { m_tmsi: u32 },
+    /// With host-local stores, host -> front end before its
+    /// [`Frame::Released`] of a UE placed there from another host (a
+    /// visitor): the UE's record and index keys (`key`, value), deleted
+    /// there; front end -> the host serving the UE's MME-UE-S1AP-ID `id`,
+    /// to put in its own store before its [`Frame::Refresh`]. At most
+    /// [`MAX_WRITE_BACK`] keys.
+    WriteBack { id: u32, writes: Vec<(String, Vec<u8>)> },
+    /// Front end -> each replica host of host `owner`, as it relays a
+    /// [`Frame::WriteBack`] to `owner`: those keys hold these values in
+    /// `owner`'s store now; the copy of it here takes them before
+    /// `owner`'s replicated write of them comes, so that no procedure
+    /// placed here meanwhile reads the values they replace.
+    Copied { owner: u8, writes: Vec<(String, Vec<u8>)> },
 }
+
+/// Keys of a [`Frame::WriteBack`] at most: a record, its MME-UE-S1AP-ID
+/// and M-TMSI index keys (an old GUTI's too).
+pub const MAX_WRITE_BACK: usize = 8;
 
 /// One NF's entry of a [`Frame::Load`]: its procedure kind (by
 /// `ProcedureKind::index`), queue length and CPU share.
@@ -112,6 +131,10 @@ pub enum WireError {
     BadFamily(u8),
     #[error("load report of {0} entries (at most {MAX_LOAD_NFS})")]
     TooManyNfs(usize),
+    #[error("write-back of {0} keys (at most {MAX_WRITE_BACK})")]
+    TooManyWrites(usize),
+    #[error("write-back key not UTF-8 or over {MAX_KEY_LEN} octets")]
+    BadKey,
     #[error(transparent)]
     Replica(#[from] ReplicaError),
 }
@@ -136,6 +159,8 @@ const REFRESH: u8 = 17;
 const AWAY: u8 = 18;
 const LENT: u8 = 19;
 const RETURNED: u8 = 20;
+const WRITE_BACK: u8 = 21;
+const COPIED: u8 = 22;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -143,11 +168,12 @@ impl Frame {
         let mut b = BytesMut::with_capacity(32);
         b.put_u32(0);
         match self {
-            Frame::Hello { host, s11 } => {
+            Frame::Hello { host, s11, local } => {
                 b.put_u8(HELLO);
                 b.put_u8(*host);
                 b.put_u16(s11.port());
                 put_ip(&mut b, s11.ip());
+                b.put_u8(u8::from(*local));
             }
             Frame::EnbUp { assoc, peer, outbound_streams } => {
                 b.put_u8(ENB_UP);
@@ -212,6 +238,16 @@ impl Frame {
                 b.put_u8(RETURNED);
                 b.put_u32(*m_tmsi);
             }
+            Frame::WriteBack { id, writes } => {
+                b.put_u8(WRITE_BACK);
+                b.put_u32(*id);
+                put_writes(&mut b, writes);
+            }
+            Frame::Copied { owner, writes } => {
+                b.put_u8(COPIED);
+                b.put_u8(*owner);
+                put_writes(&mut b, writes);
+            }
             Frame::Replica { peer, msg } => {
                 b.put_u8(REPLICA);
                 b.put_u8(*peer);
@@ -247,7 +283,9 @@ impl Frame {
                 need(&body, 4)?;
                 let host = body.get_u8();
                 let port = body.get_u16();
-                Ok(Frame::Hello { host, s11: SocketAddr::new(get_ip(&mut body)?, port) })
+                let s11 = SocketAddr::new(get_ip(&mut body)?, port);
+                need(&body, 1)?;
+                Ok(Frame::Hello { host, s11, local: body.get_u8() != 0 })
             }
             ENB_UP => {
                 need(&body, 11)?;
@@ -317,6 +355,16 @@ impl Frame {
                 need(&body, 4)?;
                 Ok(Frame::Returned { m_tmsi: body.get_u32() })
             }
+            WRITE_BACK => {
+                need(&body, 4)?;
+                let id = body.get_u32();
+                Ok(Frame::WriteBack { id, writes: get_writes(&mut body)? })
+            }
+            COPIED => {
+                need(&body, 1)?;
+                let owner = body.get_u8();
+                Ok(Frame::Copied { owner, writes: get_writes(&mut body)? })
+            }
             REPLICA => {
                 need(&body, 2)?;
                 let peer = body.get_u8();
@@ -338,6 +386,44 @@ impl Frame {
             t => Err(WireError::UnknownType(t)),
         }
     }
+}
+
+/// Keys and values of a [`Frame::WriteBack`] or [`Frame::Copied`]: their
+/// count, then each key (2-octet length) and value (4-octet length). A
+/// longer list is cut: the peer would refuse it.
+fn put_writes(b: &mut BytesMut, writes: &[(String, Vec<u8>)]) {
+    let writes = &writes[..writes.len().min(MAX_WRITE_BACK)];
+    b.put_u8(writes.len() as u8);
+    for (k, v) in writes {
+        b.put_u16(k.len() as u16);
+        b.put_slice(k.as_bytes());
+        b.put_u32(v.len() as u32);
+        b.put_slice(v);
+    }
+}
+
+fn get_writes(body: &mut Bytes) -> Result<Vec<(String, Vec<u8>)>, WireError> {
+    let need = |b: &Bytes, n: usize| if b.remaining() < n { Err(WireError::Truncated) } else { Ok(()) };
+    need(body, 1)?;
+    let n = usize::from(body.get_u8());
+    if n > MAX_WRITE_BACK {
+        return Err(WireError::TooManyWrites(n));
+    }
+    let mut writes = Vec::with_capacity(n);
+    for _ in 0..n {
+        need(body, 2)?;
+        let len = usize::from(body.get_u16());
+        if len > MAX_KEY_LEN {
+            return Err(WireError::BadKey);
+        }
+        need(body, len)?;
+        let key = String::from_utf8(body.split_to(len).to_vec()).map_err(|_| WireError::BadKey)?;
+        need(body, 4)?;
+        let len = body.get_u32() as usize;
+        need(body, len)?;
+        writes.push((key, body.split_to(len).to_vec()));
+    }
+    Ok(writes)
 }
 
 /// An address: its family (4 or 6), then its octets.
@@ -463,8 +549,17 @@ mod tests {
 
     #[test]
     fn frames_round_trip() {
-        round_trip(Frame::Hello { host: 3, s11: "127.0.0.1:40123".parse().unwrap() });
-        round_trip(Frame::Hello { host: 254, s11: "[::1]:2123".parse().unwrap() });
+        round_trip(Frame::Hello { host: 3, s11: "127.0.0.1:40123".parse().unwrap(), local: false });
+        round_trip(Frame::Hello { host: 254, s11: "[::1]:2123".parse().unwrap(), local: true });
+        round_trip(Frame::WriteBack { id: 0x0300_0001, writes: Vec::new() });
+        round_trip(Frame::Copied {
+            owner: 3,
+            writes: vec![("mme/mtmsi/03000002".into(), b"001010000000001".to_vec())],
+        });
+        round_trip(Frame::WriteBack {
+            id: 0x0300_0001,
+            writes: vec![("mme/ue/001010000000001".into(), vec![1, 2, 3]), ("mme/id/03000001".into(), Vec::new())],
+        });
         round_trip(Frame::EnbUp { assoc: 7, peer: "127.0.0.1".parse().unwrap(), outbound_streams: 2 });
         round_trip(Frame::EnbUp { assoc: 7, peer: "::1".parse().unwrap(), outbound_streams: 9 });
         round_trip(Frame::EnbDown { assoc: 7 });
@@ -515,6 +610,10 @@ mod tests {
         );
         assert_eq!(Frame::decode(Bytes::from_static(&[S1, 0, 0])), Err(WireError::Truncated));
         assert_eq!(Frame::decode(Bytes::from_static(&[LOAD, 0, 0, 33])), Err(WireError::TooManyNfs(33)));
+        assert_eq!(Frame::decode(Bytes::from_static(&[WRITE_BACK, 0, 0, 0, 1, 9])), Err(WireError::TooManyWrites(9)));
+        assert_eq!(Frame::decode(Bytes::from_static(&[WRITE_BACK, 0, 0, 0, 1, 1, 2, 1])), Err(WireError::BadKey));
+        let not_utf8 = [WRITE_BACK, 0, 0, 0, 1, 1, 0, 1, 0xff, 0, 0, 0, 0];
+        assert_eq!(Frame::decode(Bytes::copy_from_slice(&not_utf8)), Err(WireError::BadKey));
         // A list longer than the bound is cut when encoded.
         let nf = NfLoadWire { kind: 1, q_e3: 2, c_e4: 3 };
         let long = Frame::Load { cpu_e4: 1, nfs: vec![nf; MAX_LOAD_NFS + 5] };
@@ -522,7 +621,9 @@ mod tests {
         for f in [
             Frame::Load { cpu_e4: 7, nfs: vec![nf, nf] },
             Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 },
-            Frame::Hello { host: 1, s11: "[::1]:2123".parse().unwrap() },
+            Frame::Hello { host: 1, s11: "[::1]:2123".parse().unwrap(), local: false },
+            Frame::WriteBack { id: 7, writes: vec![("mme/id/00000007".into(), b"001010000000001".to_vec())] },
+            Frame::Copied { owner: 2, writes: vec![("mme/id/00000007".into(), b"001010000000001".to_vec())] },
             Frame::ReplicateTo { hosts: vec![1, 2] },
             Frame::Inherit { host: 1 },
             Frame::Adopt { host: 1 },
