@@ -68,6 +68,15 @@
 //! [`MAX_UNCONFIRMED`]: an S-TMSI no host knows leaves no entry for
 //! good). Between procedures nothing is tracked.
 //!
+//! With host-local stores ([`Router::local_stores`]) only the hosts that
+//! hold the UE's record are candidates: its owner's host and that host's
+//! replica hosts, which hold a copy of its store; and only procedures
+//! that keep the UE's identifiers are placed ([`LOCALLY_PLACED`]). The
+//! visitor hands the record back to the owner's host when the UE is at
+//! rest (the front end relays it ahead of the refresh); a visitor whose
+//! copy lacks the UE gives the message back ([`Router::bounced`]), and
+//! it goes home ([`Router::route_home`]).
+//!
 //! # Load reports
 //! Hosts report their moving averages periodically ([`Router::report`]);
 //! skewed consistent hashing picks new UEs' hosts by them (seed 004

@@ -64,7 +64,11 @@
 //! stale copy fires while the other host holds it; and reads it again if
 //! the placement ends with no host holding it ([`Frame::Returned`]). UEs of a host this host takes
 //! over that another host holds ([`Frame::Away`]) are not adopted: their
-//! refresh brings them.
+//! refresh brings them. With a host-local store, a visitor's record comes
+//! from this host's copy of its owner's store ([`visit`]; none: the
+//! message goes back, [`Frame::Bounce`]), and goes back to the owner at
+//! rest ([`Frame::WriteBack`], deleted here); a write-back to this host
+//! is put in its own store, and a [`Frame::Copied`] updates its copy.
 //!
 //! # Load reports
 //! Every `every` (`--load-every-ms`) the host sends the front end its
