@@ -342,17 +342,17 @@ impl State {
             _ => None,
         };
         let dest = self.router.route_as(name, kind);
-        self.to_dest(dest, name, assoc, stream, data);
+        self.send_to(dest, name, assoc, stream, data);
     }
 
     /// A visitor's first message given back ([`Router::bounced`]): to the
     /// UE's owner's host, not placed again.
     fn uplink_home(&mut self, name: UeName, assoc: u64, stream: u16, data: Bytes) {
         let dest = self.router.route_home(name);
-        self.to_dest(dest, name, assoc, stream, data);
+        self.send_to(dest, name, assoc, stream, data);
     }
 
-    fn to_dest(&mut self, dest: Result<Dest, RouteError>, name: UeName, assoc: u64, stream: u16, data: Bytes) {
+    fn send_to(&mut self, dest: Result<Dest, RouteError>, name: UeName, assoc: u64, stream: u16, data: Bytes) {
         self.lend();
         match dest {
             Ok(Dest::Host(host)) => self.send(host, Frame::S1 { assoc, stream, data }),
