@@ -1022,6 +1022,93 @@ mod tests {
         Frame::S1 { assoc: 1, stream: 1, data: Bytes::from_static(data) }
     }
 
+    /// An INITIAL UE MESSAGE with S-TMSI `m` whose NAS starts procedure
+    /// `nas` (its first octets: 0xc7, a short SERVICE REQUEST; 0x07 0x45,
+    /// a DETACH REQUEST).
+    fn initial_with(m: u32, nas: &[u8]) -> Bytes {
+        use oxirush_s1ap::build_s1ap;
+        use oxirush_s1ap::helpers::{eutran_cgi, plmn, tai, EnbKind};
+        use oxirush_s1ap::s1ap::*;
+        let p = plmn("001", "01").unwrap();
+        let pdu = build_s1ap!(
+            InitiatingMessage,
+            initialUEMessage,
+            InitialUEMessage,
+            eNB_UE_S1AP_ID(3u32),
+            NAS_PDU(nas.to_vec()),
+            TAI(tai(p, [0, 1])),
+            EUTRAN_CGI(eutran_cgi(p, EnbKind::Macro, 0x12345, 1).unwrap()),
+            RRC_Establishment_Cause(RRCEstablishmentCause::mo_Data),
+            S_TMSI(STMSI::new(MMECode([1]), MTMSI(m.to_be_bytes()), None)),
+        );
+        Bytes::from(pdu.unwrap().encode().unwrap().to_vec())
+    }
+
+    /// Host-local stores: a service request goes to the owner's host or
+    /// its replica host, a detach home; a visitor without a copy gives
+    /// the message back and it goes home; a visitor's write-back reaches
+    /// the owner's replica hosts' copies first, then the owner, then its
+    /// refresh.
+    #[test]
+    fn with_host_local_stores_visits_stay_among_the_copies_and_records_go_home() {
+        let fe =
+            Frontend::new(Scheme::RoundRobin.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 64);
+        let router = Router::new(fe).placing_procedures(16);
+        let mut st = State::new(Mme::new(MmeConfig::default()), router, SGW.parse().unwrap(), Counters::new());
+        let mut q = HashMap::new();
+        for h in 1..=3 {
+            let (tx, rx) = mpsc::channel(64);
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h), local: true });
+            q.insert(h, rx);
+        }
+        assert!(st.router.has_local_stores());
+        let copy = st.router.replica_hosts(HostId(2))[0].0;
+        for rx in q.values_mut() {
+            sent_all(rx);
+        }
+        let frame = |st: &mut State, host: u32, frame: Frame| {
+            st.on_host(HostEvent::Frame { host: HostId(host), conn: u64::from(host), frame })
+        };
+        let (a, ma) = (0x0200_0007, 0x0200_0005);
+        let sr = initial_with(ma, &[0xc7, 0, 0, 0]);
+        let name = UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) };
+        // A detach goes home, whatever the turn.
+        for _ in 0..3 {
+            st.uplink(name, 1, 1, initial_with(ma, &[0x07, 0x45, 0x09, 0]));
+            assert_eq!(sent_all(q.get_mut(&2).unwrap()).len(), 1);
+        }
+        // Service requests: home and the copy in turn, never the third host.
+        let mut to_copy = 0;
+        for _ in 0..4 {
+            st.uplink(name, 1, 1, sr.clone());
+            let home = sent_all(q.get_mut(&2).unwrap());
+            let away = sent_all(q.get_mut(&copy).unwrap());
+            assert!(q.iter_mut().filter(|(h, _)| **h != 2 && **h != copy).all(|(_, rx)| sent_all(rx).is_empty()));
+            if away.is_empty() {
+                continue;
+            }
+            to_copy += 1;
+            assert_eq!(home, [Frame::Lent { m_tmsi: ma }]);
+            if to_copy == 1 {
+                // No copy there yet: given back, and sent home.
+                frame(&mut st, copy, Frame::Bounce { assoc: 1, stream: 1, data: sr.clone() });
+                assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::S1 { assoc: 1, stream: 1, data: sr.clone() }]);
+                continue;
+            }
+            // Held there, then at rest: the record goes back.
+            frame(&mut st, copy, Frame::Holding { id: a, m_tmsi: Some(ma) });
+            let writes = vec![("mme/ue/001010000000001".to_string(), b"record".to_vec())];
+            frame(&mut st, copy, Frame::WriteBack { id: a, writes: writes.clone() });
+            frame(&mut st, copy, Frame::Released { id: a });
+            assert_eq!(sent_all(q.get_mut(&copy).unwrap()), [Frame::Copied { owner: 2, writes: writes.clone() }]);
+            let home = sent_all(q.get_mut(&2).unwrap());
+            assert_eq!(home, [Frame::WriteBack { id: a, writes }, Frame::Refresh { id: a, resume: false }]);
+        }
+        assert_eq!(to_copy, 2);
+        assert_eq!(st.counters.value("frontend_placement_bounced"), 1);
+        assert_eq!(st.counters.value("frontend_write_back"), 1);
+    }
+
     /// Placement, holding, release and a host's death as the hosts and
     /// the front end tell each other.
     #[test]
