@@ -659,20 +659,29 @@ impl StoredUes {
     /// store ([`StoredUes::take_back`]). They are deleted here, and the UE
     /// dropped. Empty if the UE is not here or its record is not written.
     pub async fn hand_back(&mut self, mme: &mut Mme, id: u32) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let writes = self.written(mme, id).await?;
+        for (k, _) in &writes {
+            self.store.delete(k).await?;
+        }
+        self.release(mme, &UeKey::MmeUeS1apId(id));
+        Ok(writes)
+    }
+
+    /// The record and index keys of UE `id` as this host wrote them last
+    /// (empty if it is not here or its record is not written): what
+    /// [`StoredUes::hand_back`] hands back, and what a visitor under hot
+    /// replication sends its owner's host after every message.
+    pub async fn written(&self, mme: &Mme, id: u32) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let key = UeKey::MmeUeS1apId(id);
         let Some(imsi) = mme.find_ue(&key).and_then(|id| mme.ue_summary(id)).and_then(|s| s.imsi) else {
             return Ok(Vec::new());
         };
-        let Some(held) = self.held.get(&imsi).filter(|h| h.id == id).cloned() else { return Ok(Vec::new()) };
+        let Some(held) = self.held.get(&imsi).filter(|h| h.id == id) else { return Ok(Vec::new()) };
         let Some(record) = self.store.get(&keys::record(&imsi)).await? else { return Ok(Vec::new()) };
         let name = imsi.to_string().into_bytes();
         let mut writes = vec![(keys::record(&imsi), record.value)];
         writes.extend(held.mtmsis.iter().map(|&m| (keys::mtmsi(m), name.clone())));
         writes.push((keys::id(id), name));
-        for (k, _) in &writes {
-            self.store.delete(k).await?;
-        }
-        self.release(mme, &key);
         Ok(writes)
     }
 

@@ -97,6 +97,8 @@ pub struct MmeArgs {
     /// Figs. 6 and 7: what is compared (default: fig6
     /// local-cold,redis,stateful; fig7
     /// local-hot,local-hot-nf,local-cold,redis-hot,redis-cold,stateful).
+    /// Figs. 10 and 11 (real): the hosts' store, one of redis (default),
+    /// local-cold, local-hot.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub deployments: Option<Vec<Deployment>>,
     /// Figs. 6, 7 and 8: the front end's load balancer.

@@ -1347,6 +1347,42 @@ async fn local_placed_procedures_run_on_a_replica_host_and_the_record_goes_home_
     c.release_tau_and_finish().await;
 }
 
+/// Per-procedure placement with host-local stores and hot replication:
+/// a visitor sends its owner's host the UE's record after every message
+/// (kept there too), so that when the visitor dies mid-procedure (here
+/// with its visitors connected after their service requests) their
+/// owners' hosts carry on from the record as it stood: every release
+/// succeeds, then every TAU and detach, with no new attach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_hot_a_visitor_killed_mid_procedure_its_ues_go_on_at_their_owners() {
+    let o = Options { store: "local", scheme: "rr", frontend: &["--placement", "procedure"], ..DEFAULT };
+    let mut c = Cluster::start("hot", o).await;
+    c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
+    let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
+    // The host holding the most visitors (connected) goes.
+    let mut busiest = (0, 0);
+    for (&id, &m) in &c.metrics {
+        let n = counter(m, "mobicore_mme_host_visitor_from_copy").await;
+        if n > busiest.1 {
+            busiest = (id, n);
+        }
+    }
+    assert!(busiest.1 > 0, "some service requests placed on a replica host");
+    assert!(c.counter_of_others(0, "mobicore_mme_host_visitor_mirrored").await >= busiest.1);
+    assert_eq!(c.counter_of_others(0, "mobicore_mme_host_handed_back").await, 0, "connected visitors stay");
+    kill_host(&mut c.procs, &c.fe, busiest.0);
+    c.metrics.remove(&busiest.0);
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "release: {:?}", c.ran.report().failures);
+    assert!(c.counter_of_others(0, "mobicore_mme_host_ue_refreshed").await >= busiest.1, "owners read them again");
+    assert_eq!(c.counter_of_others(0, "mobicore_mme_host_ue_refresh_failed").await, 0);
+    let r = c.ran.phase(Phase::Tau).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "TAU: {:?}", c.ran.report().failures);
+    c.ran.settle_idle().await.unwrap();
+    c.finish().await;
+}
+
 /// Per-procedure placement (`--placement procedure`, seed 004 Algorithm
 /// 1 places every procedure, not only the attach) over Redis: consistent
 /// hashing by M-TMSI sends most UEs' service requests to a host other

@@ -1,6 +1,7 @@
 //! `bench mme fig10` on real processes (seed 004 7.3 "Load Distribution
 //! and SLOs", Fig. 10; issue 13 item 8): for each balancer and host
-//! count, a front end and H `mme-host`s over Redis, each host bounded by
+//! count, a front end and H `mme-host`s over Redis (or host-local stores,
+//! `--deployments local-cold`), each host bounded by
 //! `--cpu-max` (a cgroup's CFS quota) so that its capacity is the
 //! bottleneck, and the emulated RAN's service requests and releases
 //! spread over the UEs uniformly or skewed ([`Skew`] of the load model:
@@ -98,12 +99,24 @@ pub fn hot_order(ues: u64, seed: u64) -> Vec<u64> {
 }
 
 /// One round: service requests of the round's UEs, then their releases.
-/// Figs. 10 and 11 on real processes: Redis, `hosts` hosts of --cpu-max
-/// cores each behind `scheme`.
+/// The hosts' store of Figs. 10 and 11 on real processes (`--deployments`
+/// of one: `redis`, the default, `local-cold` or `local-hot`).
+pub(super) fn store_of(a: &MmeArgs) -> Result<Deployment> {
+    match a.deployments.as_deref() {
+        None => Ok(Deployment::Redis),
+        Some([d @ (Deployment::Redis | Deployment::LocalCold | Deployment::LocalHot)]) => Ok(*d),
+        Some(other) => {
+            bail!("figs. 10 and 11 take one of redis, local-cold, local-hot as --deployments, not {other:?}")
+        }
+    }
+}
+
+/// Figs. 10 and 11 on real processes: `hosts` hosts of --cpu-max cores
+/// each behind `scheme`, over the store of [`store_of`].
 pub(super) fn budgeted_plan(a: &MmeArgs, scheme: mobicore_elastic::Scheme, hosts: u32) -> Result<Plan> {
     Ok(Plan {
         program: std::env::current_exe().context("the mobicore binary")?,
-        deployments: vec![Deployment::Redis],
+        deployments: vec![store_of(a)?],
         hosts,
         balancer: scheme.to_string(),
         echo: a.verbose,
@@ -183,9 +196,10 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     println!(
         "Fig. 10 (real processes): {ues} UEs, service requests and releases at {rate} procedures/s for {seconds} s per run, \
          uniform and skewed ({:.0}% of the UEs carrying {:.0}%); hosts bounded to {cpu_max} core each (cgroup CFS quota), \
-         Redis; SLO {slo_ms} ms per procedure; seed {}",
+         store {}; SLO {slo_ms} ms per procedure; seed {}",
         100.0 * a.hot_fraction,
         100.0 * a.hot_share,
+        store_of(a)?.name(),
         a.seed
     );
     let b = bar((2 * host_counts.len() * a.schemes.len()) as u64);
@@ -196,7 +210,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
             for &scheme in &a.schemes {
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: starting"));
                 let plan = budgeted_plan(a, scheme, hosts)?;
-                let mut rig = Rig::start(&plan, Deployment::Redis, ues, Some(rate)).await?;
+                let mut rig = Rig::start(&plan, plan.deployments[0], ues, Some(rate)).await?;
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: attaching"));
                 let mut r = attach_in_waves(&mut rig, ues, &spread).await?;
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: running"));
@@ -236,6 +250,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     "figure": 10,
                     "mode": "real",
                     "scheme": scheme.name(),
+                    "store": plan.deployments[0].name(),
                     "hosts": hosts,
                     "load": rate,
                     "skew": skew_name,

@@ -14,7 +14,7 @@
 //! after twice the run's time count as violations.
 
 use super::balance::{attach_in_waves, budgeted_plan, cpu_time, host_pids, hot_order, round, Slo, Spread};
-use super::real::{Deployment, Rig};
+use super::real::Rig;
 use super::{bar, finish, skews, MmeArgs};
 use crate::elastic_mme::cgroup;
 use anyhow::{bail, Context, Result};
@@ -112,11 +112,12 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     println!(
         "Fig. 11 (real processes): {rate} procedures/s in Pareto bursts (service requests and releases, rounds of {} ms), \
          {ues} UEs, {:.0}% of them carrying {:.0}% of the load, {seconds} s per run; hosts of {} core each (cgroup CFS \
-         quota), Redis; hosts needed (1..={max_hosts}) for <= {}% of procedures over the SLO of {slo_ms} ms; seed {}",
+         quota), store {}; hosts needed (1..={max_hosts}) for <= {}% of procedures over the SLO of {slo_ms} ms; seed {}",
         SLOT_S * 1e3,
         100.0 * a.hot_fraction,
         100.0 * a.hot_share,
         a.cpu_max(),
+        super::balance::store_of(a)?.name(),
         a.target_pct,
         a.seed
     );
@@ -152,6 +153,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 "figure": 11,
                 "mode": "real",
                 "scheme": scheme.name(),
+                "store": super::balance::store_of(a)?.name(),
                 "alpha": alpha,
                 "pattern": "T4",
                 "hosts_needed": needed,
@@ -193,7 +195,7 @@ async fn one(
     (ues, rate, seconds, slo_ms): (u64, f64, f64, f64),
 ) -> Result<Run> {
     let plan = budgeted_plan(a, scheme, hosts)?;
-    let mut rig = Rig::start(&plan, Deployment::Redis, ues, Some(rate)).await?;
+    let mut rig = Rig::start(&plan, plan.deployments[0], ues, Some(rate)).await?;
     attach_in_waves(&mut rig, ues, &Spread::new(skew, ues, a.seed)).await?;
     let mut bursts = Bursts::new(alpha, skew, ues, rate, seconds, a.seed);
     let pids = host_pids(&rig, hosts)?;

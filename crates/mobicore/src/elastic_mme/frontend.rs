@@ -622,8 +622,13 @@ impl State {
                             Some(to) => {
                                 self.counters.incr("frontend_write_back");
                                 // Its copies first: before any procedure placed after.
+                                // The visitor too, whose own values they were.
                                 let owner = to.0 as u8;
-                                for r in self.router.replica_hosts(to) {
+                                let mut copies = self.router.replica_hosts(to);
+                                if !copies.contains(&host) && host != to {
+                                    copies.push(host);
+                                }
+                                for r in copies {
                                     self.send(r, Frame::Copied { owner, writes: writes.clone() });
                                 }
                                 self.send(to, Frame::WriteBack { id, writes });

@@ -87,7 +87,7 @@ use mobicore_common::sctp_api::AssocId;
 use mobicore_elastic::router::UeName;
 use mobicore_mme::context_codec::TimeBase;
 use mobicore_mme::routing::{self, Uplink};
-use mobicore_mme::stored::{StoredError, StoredUes};
+use mobicore_mme::stored::{Replication, StoredError, StoredUes};
 use mobicore_mme::transfer::{self, UeKey};
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -173,6 +173,36 @@ impl Holds {
             tracing::debug!(id, ?m_tmsi, "holding");
             if to_fe.try_send(Frame::Holding { id, m_tmsi }).is_err() {
                 counters.incr("host_frontend_queue_full");
+            }
+        }
+    }
+
+    /// Hot replication with a host-local store: the record of each
+    /// visitor of `touched` goes to its owner's host after every message
+    /// too ([`Frame::WriteBack`], kept here), before what the message
+    /// sends, so that the owner's host carries on mid-procedure if this
+    /// host dies (its refresh resumes the UE).
+    async fn mirror(
+        &self,
+        core: &Mme,
+        stored: &StoredUes,
+        touched: &[u32],
+        to_fe: &mpsc::Sender<Frame>,
+        counters: &Counters,
+    ) {
+        for &id in touched {
+            if !self.held.contains_key(&id) || self.mine.contains(&((id >> 24) as u8)) {
+                continue;
+            }
+            match stored.written(core, id).await {
+                Ok(writes) if writes.is_empty() => {}
+                Ok(writes) => {
+                    counters.incr("host_visitor_mirrored");
+                    if to_fe.try_send(Frame::WriteBack { id, writes }).is_err() {
+                        counters.incr("host_frontend_queue_full");
+                    }
+                }
+                Err(e) => tracing::warn!(id, "reading a visitor's record: {e}"),
             }
         }
     }
@@ -546,6 +576,9 @@ pub async fn run(
         // Replicated before what the event sends, as the store was written.
         if let Some(r) = &mut replica {
             r.flush(&to_fe);
+            if stored.mode() == Replication::Hot {
+                holds.mirror(&core, &stored, &touched, &to_fe, &counters).await;
+            }
         }
         nf_actions.reverse();
         while let Some(action) = core.poll_action().or_else(|| nf_actions.pop()) {
