@@ -132,11 +132,10 @@ fn nas_counts(h: &Harness, id: u32) -> (Option<u32>, Option<u32>) {
     (get(Direction::Uplink), get(Direction::Downlink))
 }
 
-/// TAU from idle without the active flag (TS 24.301 5.5.3.2): TAU ACCEPT
-/// with a new GUTI, TAU COMPLETE, the S1 connection released.
-fn tau_from_idle(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
+/// TRACKING AREA UPDATE REQUEST from idle (TA updating, integrity
+/// protected) in an INITIAL UE MESSAGE with the UE's S-TMSI.
+fn send_tau_request(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
     ue.enb_ue_id = enb_ue_id;
-    let old = m_tmsi(ue);
     let req = NasTrackingAreaUpdateRequest::new(
         NasEpsUpdateType::from_update_type(UpdateType::TaUpdating),
         NasKeySetIdentifier::new(ksi),
@@ -144,7 +143,14 @@ fn tau_from_idle(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
     );
     let h1 = NasEpsSecurityHeaderType::IntegrityProtected;
     let pdu = ue.ctx.as_mut().unwrap().protect(&NasEpsMessage::new_emm(req), h1, Direction::Uplink).unwrap();
-    h.s1(initial_ue_message_stmsi(enb_ue_id, pdu, h.mme.config().mme_code, old));
+    h.s1(initial_ue_message_stmsi(enb_ue_id, pdu, h.mme.config().mme_code, m_tmsi(ue)));
+}
+
+/// TAU from idle without the active flag (TS 24.301 5.5.3.2): TAU ACCEPT
+/// with a new GUTI, TAU COMPLETE, the S1 connection released.
+fn tau_from_idle(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
+    let old = m_tmsi(ue);
+    send_tau_request(h, ue, ksi, enb_ue_id);
     let d = h.one_down();
     assert_eq!(d.kind, S1apPduKind::Initiating_downlinkNASTransport);
     ue.mme_ue_id = d.mme_id;
@@ -161,15 +167,7 @@ fn tau_from_idle(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
 /// whose GUTI it has (TS 24.301 5.5.3.2.4): TAU ACCEPT without a GUTI, no
 /// TAU COMPLETE, the S1 connection released at once.
 fn tau_from_idle_keeping_guti(h: &mut Harness, ue: &mut TestUe, ksi: u8, enb_ue_id: u32) {
-    ue.enb_ue_id = enb_ue_id;
-    let req = NasTrackingAreaUpdateRequest::new(
-        NasEpsUpdateType::from_update_type(UpdateType::TaUpdating),
-        NasKeySetIdentifier::new(ksi),
-        NasEpsMobileIdentity::from_guti(ue.guti.unwrap()),
-    );
-    let h1 = NasEpsSecurityHeaderType::IntegrityProtected;
-    let pdu = ue.ctx.as_mut().unwrap().protect(&NasEpsMessage::new_emm(req), h1, Direction::Uplink).unwrap();
-    h.s1(initial_ue_message_stmsi(enb_ue_id, pdu, h.mme.config().mme_code, m_tmsi(ue)));
+    send_tau_request(h, ue, ksi, enb_ue_id);
     let out = h.drain();
     assert_eq!(out.len(), 2, "{out:?}");
     let accept = read_down(&s1_data(&out[0]).2);

@@ -1049,13 +1049,9 @@ mod tests {
         Bytes::from(pdu.unwrap().encode().unwrap().to_vec())
     }
 
-    /// Host-local stores: a service request goes to the owner's host or
-    /// its replica host, a detach home; a visitor without a copy gives
-    /// the message back and it goes home; a visitor's write-back reaches
-    /// the owner's replica hosts' copies first, then the owner, then its
-    /// refresh.
-    #[test]
-    fn with_host_local_stores_visits_stay_among_the_copies_and_records_go_home() {
+    /// Three hosts (`local`: with host-local stores) behind round robin,
+    /// every procedure placed; what is sent to each.
+    fn placing(local: bool) -> (State, HashMap<u32, mpsc::Receiver<Frame>>) {
         let fe =
             Frontend::new(Scheme::RoundRobin.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 64);
         let router = Router::new(fe).placing_procedures(16);
@@ -1063,9 +1059,20 @@ mod tests {
         let mut q = HashMap::new();
         for h in 1..=3 {
             let (tx, rx) = mpsc::channel(64);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h), local: true });
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h), local });
             q.insert(h, rx);
         }
+        (st, q)
+    }
+
+    /// Host-local stores: a service request goes to the owner's host or
+    /// its replica host, a detach home; a visitor without a copy gives
+    /// the message back and it goes home; a visitor's write-back reaches
+    /// the owner's replica hosts' copies first, then the owner, then its
+    /// refresh.
+    #[test]
+    fn with_host_local_stores_visits_stay_among_the_copies_and_records_go_home() {
+        let (mut st, mut q) = placing(true);
         assert!(st.router.has_local_stores());
         let copy = st.router.replica_hosts(HostId(2))[0].0;
         for rx in q.values_mut() {
@@ -1118,16 +1125,7 @@ mod tests {
     /// the front end tell each other.
     #[test]
     fn hosts_holding_ues_are_followed_and_owners_told_to_read_them_again() {
-        let fe =
-            Frontend::new(Scheme::RoundRobin.balancer(2), Loads::new(Profiles::default(), Estimation::default()), 64);
-        let router = Router::new(fe).placing_procedures(16);
-        let mut st = State::new(Mme::new(MmeConfig::default()), router, SGW.parse().unwrap(), Counters::new());
-        let mut q = HashMap::new();
-        for h in 1..=3 {
-            let (tx, rx) = mpsc::channel(64);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h), local: false });
-            q.insert(h, rx);
-        }
+        let (mut st, mut q) = placing(false);
         for rx in q.values_mut() {
             assert!(sent_all(rx).contains(&Frame::Track), "told to say what it holds");
         }
