@@ -20,7 +20,7 @@ use super::wire::Frame;
 use mobicore_common::counters::Counters;
 use mobicore_common::Imsi;
 use mobicore_mme::stored::keys;
-use mobicore_store::replica::{Copies, ReplicaMsg, Sender};
+use mobicore_store::replica::{Copies, Op, ReplicaMsg, Sender};
 use mobicore_store::{Store, StoreError, Versioned};
 use std::collections::{HashMap, VecDeque};
 use tokio::sync::mpsc;
@@ -32,10 +32,13 @@ pub struct LocalReplica {
     store: Store,
     sender: Sender,
     copies: Copies,
-    /// What this host handed back (visitors' keys), until the front end's
-    /// [`Frame::Copied`] of them shows its copy holds them: a procedure of
-    /// the UE placed here before that reads these, not the copy. At most
-    /// [`MAX_HANDED`] keys, the oldest forgotten first.
+    /// What this host handed back (visitors' keys), until the owner's
+    /// replicated write of them shows that its copy holds them: a
+    /// procedure of the UE placed here before that reads these, not the
+    /// copy (which a full copy of the owner's store, sent when this host
+    /// became its replica host, may set back even after a
+    /// [`Frame::Copied`]). At most [`MAX_HANDED`] keys, the oldest
+    /// forgotten first; none of a copy taken or forgotten.
     handed: HashMap<String, Vec<u8>>,
     handed_order: VecDeque<String>,
     counters: Counters,
@@ -83,11 +86,36 @@ impl LocalReplica {
                 self.counters.incr("replica_resync_asked");
             }
             Frame::Replica { peer, msg } => {
+                // The keys it writes that this host handed back: once the
+                // copy holds what was handed back, the copy is read again.
+                let written: Vec<String> = match &msg {
+                    ReplicaMsg::Batch { ops, .. } if !self.handed.is_empty() => ops
+                        .iter()
+                        .map(|op| match op {
+                            Op::Put { key, .. } | Op::Delete { key, .. } => key.clone(),
+                        })
+                        .filter(|k| self.handed.contains_key(k))
+                        .collect(),
+                    // No copy of the sender's left: nor anything lent ahead of it.
+                    ReplicaMsg::Forget => {
+                        let copies = &self.copies;
+                        self.handed.retain(|k, _| copies.get(peer, k).is_none());
+                        Vec::new()
+                    }
+                    _ => Vec::new(),
+                };
                 if let Some(answer) = self.copies.receive(peer, msg) {
                     if out.try_send(Frame::Replica { peer, msg: answer }).is_err() {
                         self.counters.incr("replica_frame_dropped");
                     }
                 }
+                for k in written {
+                    if self.copies.get(peer, &k).is_none_or(|v| self.handed.get(&k) == Some(&v.value)) {
+                        self.handed.remove(&k);
+                    }
+                }
+                let handed = &self.handed;
+                self.handed_order.retain(|k| handed.contains_key(k));
             }
             Frame::Inherit { host } => self.inherit(host, true).await,
             // A host gone earlier whose heir went too: its copy, if this
@@ -139,13 +167,7 @@ impl LocalReplica {
     pub fn copied(&mut self, owner: u8, writes: &[(String, Vec<u8>)]) {
         for (k, v) in writes {
             self.copies.overwrite(owner, k, v);
-            // Handed back since with another value: still the newer.
-            if self.handed.get(k) == Some(v) {
-                self.handed.remove(k);
-            }
         }
-        let handed = &self.handed;
-        self.handed_order.retain(|k| handed.contains_key(k));
         self.counters.incr("replica_copied_ahead");
     }
 
@@ -166,6 +188,12 @@ impl LocalReplica {
         if !whole {
             self.counters.incr("replica_inherit_incomplete");
         }
+        // Its UEs are this host's own now: nothing of them is lent.
+        for (key, _) in &copy {
+            self.handed.remove(key);
+        }
+        let handed = &self.handed;
+        self.handed_order.retain(|k| handed.contains_key(k));
         let n = copy.len();
         for (key, v) in copy {
             match self.store.compare_and_set(&key, None, &v.value).await {
@@ -280,15 +308,27 @@ mod tests {
         p.hosts[1].handed_back(&w(b"v3"));
         p.hosts[1].copied(1, &w(b"v2"));
         assert_eq!(lent(&p.hosts[1])[&record], b"v3", "the newer hand-back still");
-        p.hosts[1].copied(1, &w(b"v3"));
-        assert!(p.hosts[1].handed.is_empty() && p.hosts[1].handed_order.is_empty());
-        assert_eq!(lent(&p.hosts[1])[&record], b"v3", "the copy holds it now");
-        // Host 1's own write of it comes and applies over the copy's value.
+        // A full copy of host 1 as it was before (v1) does not set it back.
+        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
+        p.hosts[0].on_frame(resync, &p.out[0].0).await;
+        p.relay().await;
+        assert_eq!(p.hosts[1].copies.get(1, &record).map(|v| v.value.clone()), Some(b"v1".to_vec()));
+        assert_eq!(lent(&p.hosts[1])[&record], b"v3");
+        // Host 1's write of v2, then of v3: only then is the copy read.
+        p.stores[0].put(&record, b"v2").await.unwrap();
+        p.hosts[0].flush(&p.out[0].0);
+        p.relay().await;
+        assert_eq!(lent(&p.hosts[1])[&record], b"v3");
         p.stores[0].put(&record, b"v3").await.unwrap();
         p.hosts[0].flush(&p.out[0].0);
         p.relay().await;
+        assert!(!p.hosts[1].handed.contains_key(&record));
+        assert_eq!(lent(&p.hosts[1])[&record], b"v3", "the copy holds it now");
         assert_eq!(p.hosts[1].copies.stats.stale, 0);
-        assert_eq!(lent(&p.hosts[1])[&record], b"v3");
+        // Inherited: nothing lent ahead of it is left.
+        p.hosts[1].handed_back(&w(b"v4"));
+        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        assert!(p.hosts[1].handed.is_empty() && p.hosts[1].handed_order.is_empty());
     }
 
     #[tokio::test]
