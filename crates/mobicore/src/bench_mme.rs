@@ -131,12 +131,17 @@ pub struct MmeArgs {
     /// to the S-GW, `mme-host --s11-direct`, as hosts on one machine can).
     #[arg(long)]
     pub s11_via_frontend: bool,
-    /// Real processes, deployments over Redis: what the front end's
+    /// Real processes: what the front end's
     /// balancer places (mme-frontend --placement): every procedure, as
     /// seed 004 does (default for Figs. 10 and 11), or the attach only, a
     /// UE staying on the host it attached at (default for Figs. 6-9).
     #[arg(long, value_enum)]
     pub placement: Option<crate::elastic_mme::Placement>,
+    /// Figs. 10 and 11 over host-local stores: replica hosts per host
+    /// (mme-frontend --replicas), so a UE's procedure has 1 + N
+    /// candidates (seed 004 uses 2).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub replicas: u8,
     /// Figs. 6 and 7: print the processes' output.
     #[arg(long)]
     pub verbose: bool,

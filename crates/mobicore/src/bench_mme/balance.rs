@@ -122,7 +122,7 @@ pub(super) fn budgeted_plan(a: &MmeArgs, scheme: mobicore_elastic::Scheme, hosts
         echo: a.verbose,
         procedure_timeout_ms: a.procedure_timeout_ms,
         host_args: vec!["--cpu-max".into(), a.cpu_max().to_string()],
-        frontend_args: Vec::new(),
+        frontend_args: vec!["--replicas".into(), a.replicas.to_string()],
         s11_direct: !a.s11_via_frontend,
         placement: a.placement.unwrap_or(Placement::Procedure),
     })
@@ -251,6 +251,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     "mode": "real",
                     "scheme": scheme.name(),
                     "store": plan.deployments[0].name(),
+                    "replicas": a.replicas,
                     "hosts": hosts,
                     "load": rate,
                     "skew": skew_name,
