@@ -277,26 +277,27 @@ async fn hand_back(
     }
 }
 
-/// With a host-local store, an INITIAL UE MESSAGE of a UE whose
+/// What a host with a host-local store needs to take visitors (procedures
+/// placed, [`Frame::Track`]): its copies, the hosts whose UEs are its own,
+/// its link to the front end.
+struct Visiting<'a> {
+    replica: &'a LocalReplica,
+    mine: &'a BTreeSet<u8>,
+    to_fe: &'a mpsc::Sender<Frame>,
+}
+
+/// With a host-local store, an INITIAL UE MESSAGE (S-TMSI `m`) of a UE whose
 /// identifiers another host holds (the front end placed its procedure
 /// here, this host holding a copy of that host's store): the UE's record
 /// is taken into this host's own store from the copy, so that it loads as
 /// any UE. False if no copy holds it (this host was just named a replica
 /// host, its full copy still on its way): the message is for the front
 /// end to route to the owner's host.
-async fn visit(
-    core: &Mme,
-    stored: &mut StoredUes,
-    replica: &LocalReplica,
-    mine: &BTreeSet<u8>,
-    data: &[u8],
-    counters: &Counters,
-) -> bool {
-    let Uplink::Ue(UeName::Initial { m_tmsi: Some(m), .. }) = routing::uplink(0, data) else { return true };
-    if mine.contains(&((m >> 24) as u8)) || core.find_ue(&UeKey::MTmsi(m)).is_some() {
+async fn visit(core: &Mme, stored: &mut StoredUes, v: &Visiting<'_>, m: u32, counters: &Counters) -> bool {
+    if v.mine.contains(&((m >> 24) as u8)) || core.find_ue(&UeKey::MTmsi(m)).is_some() {
         return true;
     }
-    let writes = replica.lend(m);
+    let writes = v.replica.lend(m);
     if writes.is_empty() {
         counters.incr("host_visitor_not_in_copy");
         return false;
@@ -532,8 +533,12 @@ pub async fn run(
                         }
                     }
                     frame @ Frame::S1 { .. } => {
-                        let visiting = holds.on.then_some(replica.as_ref()).flatten();
-                        on_s1(&mut core, &mut stored, &counters, &mut nf, visiting, &holds.mine, &to_fe, frame).await;
+                        let visiting = match (&replica, holds.on) {
+                            (Some(replica), true) => Some(Visiting { replica, mine: &holds.mine, to_fe: &to_fe }),
+                            _ => None,
+                        };
+                        let visiting = visiting.as_ref();
+                        on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, frame).await;
                         // Group commit: the S1 frames queued now are handled
                         // before the one sync (nothing of them goes out
                         // before it); any other frame waits for the sync.
@@ -541,7 +546,7 @@ pub async fn run(
                             match from_fe.try_recv() {
                                 Ok(f @ Frame::S1 { .. }) => {
                                     counters.incr("host_s1_grouped");
-                                    on_s1(&mut core, &mut stored, &counters, &mut nf, visiting, &holds.mine, &to_fe, f).await
+                                    on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, f).await
                                 }
                                 Ok(f) => {
                                     carried = Some(f);
@@ -551,7 +556,7 @@ pub async fn run(
                             }
                         }
                     }
-                    frame => on_frame(&mut core, &mut stored, &counters, &mut nf, frame).await,
+                    frame => on_frame(&mut core, &mut stored, &counters, &mut nf, None, frame).await,
                 }
             }
         }
@@ -705,34 +710,16 @@ fn route(core: &mut Mme, nf: &mut Option<NfPool>, ev: MmeEvent, ue: Option<u32>)
     }
 }
 
-/// An S1 frame of the front end: with `visiting` (a host-local store, its
-/// copies, procedures placed), a visitor's first message is given back if
-/// no copy holds the UE ([`visit`]).
-#[allow(clippy::too_many_arguments)]
-async fn on_s1(
+/// A frame of the front end for the core; with `visiting`, a visitor's
+/// first message is given back if no copy holds the UE ([`visit`]).
+async fn on_frame(
     core: &mut Mme,
     stored: &mut StoredUes,
     counters: &Counters,
     nf: &mut Option<NfPool>,
-    visiting: Option<&LocalReplica>,
-    mine: &BTreeSet<u8>,
-    to_fe: &mpsc::Sender<Frame>,
+    visiting: Option<&Visiting<'_>>,
     frame: Frame,
 ) {
-    if let (Some(r), Frame::S1 { assoc, stream, data }) = (visiting, &frame) {
-        if !visit(core, stored, r, mine, data, counters).await {
-            counters.incr("host_visitor_bounced");
-            let back = Frame::Bounce { assoc: *assoc, stream: *stream, data: data.clone() };
-            if to_fe.try_send(back).is_err() {
-                counters.incr("host_frontend_queue_full");
-            }
-            return;
-        }
-    }
-    on_frame(core, stored, counters, nf, frame).await
-}
-
-async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, nf: &mut Option<NfPool>, frame: Frame) {
     let now = Instant::now();
     match frame {
         Frame::EnbUp { assoc, peer, outbound_streams } => {
@@ -749,6 +736,15 @@ async fn on_frame(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, n
         }
         Frame::S1 { assoc, stream, data } => {
             let uplink = routing::uplink(assoc, &data);
+            if let (Some(v), Uplink::Ue(UeName::Initial { m_tmsi: Some(m), .. })) = (visiting, uplink) {
+                if !visit(core, stored, v, m, counters).await {
+                    counters.incr("host_visitor_bounced");
+                    if v.to_fe.try_send(Frame::Bounce { assoc, stream, data }).is_err() {
+                        counters.incr("host_frontend_queue_full");
+                    }
+                    return;
+                }
+            }
             let key = uplink.ue_key();
             if let Some(key) = &key {
                 ensure_held(core, stored, key.clone()).await;

@@ -40,6 +40,7 @@ pub struct LocalReplica {
     /// [`Frame::Copied`]). At most [`MAX_HANDED`] keys, the oldest
     /// forgotten first; none of a copy taken or forgotten.
     handed: HashMap<String, Vec<u8>>,
+    /// The keys in the order handed back, with stale ones (removed since).
     handed_order: VecDeque<String>,
     counters: Counters,
 }
@@ -114,8 +115,6 @@ impl LocalReplica {
                         self.handed.remove(&k);
                     }
                 }
-                let handed = &self.handed;
-                self.handed_order.retain(|k| handed.contains_key(k));
             }
             Frame::Inherit { host } => self.inherit(host, true).await,
             // A host gone earlier whose heir went too: its copy, if this
@@ -156,7 +155,9 @@ impl LocalReplica {
                 self.handed_order.push_back(k.clone());
             }
         }
-        while self.handed.len() > MAX_HANDED {
+        // The order keeps keys removed since (stale entries, skipped):
+        // bounded at twice the keys.
+        while self.handed.len() > MAX_HANDED || self.handed_order.len() > 2 * MAX_HANDED {
             let Some(k) = self.handed_order.pop_front() else { break };
             self.handed.remove(&k);
         }
