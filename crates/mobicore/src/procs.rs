@@ -190,14 +190,20 @@ pub fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 /// connection could be taken in between; these are taken only by a bind
 /// that names them. Each call in a process starts elsewhere.
 pub fn spare_port() -> std::io::Result<u16> {
-    use std::net::{Ipv4Addr, TcpListener, UdpSocket};
     use std::sync::atomic::{AtomicU32, Ordering};
-    const FIRST: u32 = 20_000;
-    const SPAN: u32 = 12_000;
     static CALLS: AtomicU32 = AtomicU32::new(0);
-    let start = std::process::id().wrapping_mul(7919).wrapping_add(CALLS.fetch_add(1, Ordering::Relaxed) * 97);
-    (0..SPAN)
-        .map(|i| (FIRST + (start.wrapping_add(i)) % SPAN) as u16)
+    spare_port_from(std::process::id().wrapping_mul(7919).wrapping_add(CALLS.fetch_add(1, Ordering::Relaxed) * 97))
+}
+
+const SPARE_FIRST: u32 = 20_000;
+const SPARE_SPAN: u32 = 12_000;
+
+/// The first port free for TCP and UDP, searching from `start` (modulo
+/// the span) upwards.
+fn spare_port_from(start: u32) -> std::io::Result<u16> {
+    use std::net::{Ipv4Addr, TcpListener, UdpSocket};
+    (0..SPARE_SPAN)
+        .map(|i| (SPARE_FIRST + (start.wrapping_add(i)) % SPARE_SPAN) as u16)
         .find(|&p| {
             TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok() && UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok()
         })
@@ -217,13 +223,22 @@ mod tests {
     }
 
     #[test]
-    fn spare_ports_lie_below_the_ephemeral_range_and_differ_call_to_call() {
+    fn spare_ports_lie_below_the_ephemeral_range_differ_call_to_call_and_skip_a_bound_one() {
         let (a, b) = (spare_port().unwrap(), spare_port().unwrap());
         assert!((20_000..32_000).contains(&a) && (20_000..32_000).contains(&b), "{a} {b}");
         assert_ne!(a, b);
-        // Free: it binds (the SCTP reservation is a TCP bind, SCTP over UDP a UDP one).
-        std::net::TcpListener::bind(("127.0.0.1", a)).unwrap();
-        std::net::UdpSocket::bind(("127.0.0.1", a)).unwrap();
+        // A port this test holds is never handed out, searching from it.
+        // (Re-binding a returned port here would race every other process
+        // on the machine: that it was free is only true when it was looked at.)
+        let (held, _tcp) = (0..SPARE_SPAN)
+            .find_map(|i| {
+                let p = (SPARE_FIRST + i) as u16;
+                std::net::TcpListener::bind(("127.0.0.1", p)).ok().map(|l| (p, l))
+            })
+            .unwrap();
+        let got = spare_port_from(u32::from(held) - SPARE_FIRST).unwrap();
+        assert_ne!(got, held);
+        assert!((20_000..32_000).contains(&got), "{got}");
     }
 
     #[test]
