@@ -114,14 +114,7 @@ impl HostCgroup {
     /// hierarchy `root` of `version`.
     pub fn enter(root: &Path, version: Version, origin: &str, id: u8, pid: u32, fraction: f64) -> Result<HostCgroup> {
         let quota = quota_us(fraction)?;
-        let parent = root.join(PARENT);
-        if version == Version::V2 {
-            enable_cpu(root)?;
-            fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
-            enable_cpu(&parent)?;
-        }
-        let dir = parent.join(format!("host{id}-{pid}"));
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = make_host_dir(root, version, &format!("host{id}-{pid}"))?;
         let cg = HostCgroup { dir, origin: root.join(origin.trim_start_matches('/')) };
         let write = |file: &str, value: String| {
             fs::write(cg.dir.join(file), &value).with_context(|| format!("writing {file} {value:?}"))
@@ -157,10 +150,48 @@ impl Drop for HostCgroup {
     /// cannot be removed), then remove it (its NF instances' first).
     fn drop(&mut self) {
         let _ = fs::write(self.origin.join("cgroup.procs"), std::process::id().to_string());
-        if let Err(e) = remove_tree(&self.dir) {
+        if let Err(e) = remove_host_dir(&self.dir) {
             tracing::warn!("removing the host's cgroup {}: {e}", self.dir.display());
         }
     }
+}
+
+/// `<root>/mobicore-hosts/<name>`, the parent made (and, v2, given the
+/// cpu controller) as needed. Another host's exit may remove the parent
+/// between the two steps ([`remove_host_dir`]): then it is made again.
+fn make_host_dir(root: &Path, version: Version, name: &str) -> Result<PathBuf> {
+    let parent = root.join(PARENT);
+    let dir = parent.join(name);
+    let mut tries = 0;
+    loop {
+        let made = (|| {
+            if version == Version::V2 {
+                enable_cpu(root)?;
+                fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+                enable_cpu(&parent)?;
+            }
+            fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))
+        })();
+        match made {
+            Ok(()) => return Ok(dir),
+            Err(e) if tries < 10 && !parent.is_dir() => {
+                tries += 1;
+                tracing::debug!("{}: made again ({e:#})", parent.display());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Remove host cgroup `dir` ([`remove_tree`]), then the hosts' parent if
+/// it was the last one in it (a cgroup with children cannot be removed:
+/// then it stays).
+fn remove_host_dir(dir: &Path) -> std::io::Result<()> {
+    remove_tree(dir)?;
+    if let Some(parent) = dir.parent().filter(|p| p.file_name().is_some_and(|n| n == PARENT)) {
+        let _ = fs::remove_dir(parent);
+    }
+    Ok(())
 }
 
 /// Remove cgroup `dir` and its child cgroups; a child whose processes
@@ -220,14 +251,8 @@ impl NfCgroups {
     ) -> Result<NfCgroups> {
         let (parent, made_parent) = match host_dir {
             Some(d) => (d.to_path_buf(), false),
-            None => (root.join(PARENT).join(format!("host{id}-{pid}")), true),
+            None => (make_host_dir(root, version, &format!("host{id}-{pid}"))?, true),
         };
-        if version == Version::V2 {
-            enable_cpu(root)?;
-            fs::create_dir_all(root.join(PARENT)).context("creating the hosts' cgroup")?;
-            enable_cpu(&root.join(PARENT))?;
-        }
-        fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
         let cg = NfCgroups { version, parent, made_parent };
         if version == Version::V2 {
             // A v2 cgroup with processes in it has no controllers below it.
@@ -279,7 +304,7 @@ impl Drop for NfCgroups {
     /// the parent if made here.
     fn drop(&mut self) {
         let r = if self.made_parent {
-            remove_tree(&self.parent)
+            remove_host_dir(&self.parent)
         } else {
             fs::read_dir(&self.parent).map(|d| {
                 for e in d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("nf")) {
@@ -309,7 +334,7 @@ pub fn host_dir(root: &Path, pid: u32) -> Option<PathBuf> {
 pub fn remove_leftovers(pid: u32) {
     for root in [ROOT, V1_ROOT] {
         if let Some(dir) = host_dir(Path::new(root), pid) {
-            let _ = remove_tree(&dir);
+            let _ = remove_host_dir(&dir);
         }
     }
 }
@@ -379,7 +404,17 @@ mod tests {
         assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_quota_us")).unwrap(), "20000");
         assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_period_us")).unwrap(), "100000");
         assert_eq!(fs::read_to_string(cg.dir().join("cgroup.procs")).unwrap(), "77");
+        let other = HostCgroup::enter(&root, Version::V1, "/", 3, 78, 0.2).unwrap();
+        // A plain directory keeps its files; a cgroup's go with rmdir.
+        for cg in [&cg, &other] {
+            for f in ["cpu.cfs_quota_us", "cpu.cfs_period_us", "cgroup.procs"] {
+                fs::remove_file(cg.dir().join(f)).unwrap();
+            }
+        }
         drop(cg);
+        assert!(root.join(PARENT).is_dir(), "the other host's is in it");
+        drop(other);
+        assert!(!root.join(PARENT).exists(), "removed with the last host's");
         fs::remove_dir_all(&root).unwrap();
     }
 
