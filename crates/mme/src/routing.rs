@@ -6,7 +6,7 @@
 use crate::transfer::UeKey;
 use mobicore_elastic::procedure::ProcedureKind;
 use mobicore_elastic::router::UeName;
-use oxirush_s1ap::s1ap::S1AP_PDU;
+use oxirush_s1ap::s1ap::{S1APPDU, S1AP_PDU};
 use oxirush_s1ap::S1apPduKind;
 
 /// An uplink PDU as the front end routes it.
@@ -40,7 +40,21 @@ impl Uplink {
 
 /// Classify an uplink PDU of the eNB on association `enb`.
 pub fn uplink(enb: u64, data: &[u8]) -> Uplink {
-    let Ok(pdu) = S1AP_PDU::decode_borrowed(data) else { return Uplink::Malformed };
+    match S1AP_PDU::decode_borrowed(data) {
+        Ok(pdu) => uplink_of(enb, &pdu),
+        Err(_) => Uplink::Malformed,
+    }
+}
+
+/// [`uplink`] and [`starts`] of one PDU, decoded once.
+pub fn uplink_and_start(enb: u64, data: &[u8]) -> (Uplink, Option<ProcedureKind>) {
+    match S1AP_PDU::decode_borrowed(data) {
+        Ok(pdu) => (uplink_of(enb, &pdu), starts_of(&pdu)),
+        Err(_) => (Uplink::Malformed, None),
+    }
+}
+
+fn uplink_of(enb: u64, pdu: &S1APPDU<'_>) -> Uplink {
     let kind = pdu.kind();
     match kind {
         S1apPduKind::Initiating_S1Setup
@@ -74,7 +88,10 @@ pub fn uplink(enb: u64, data: &[u8]) -> Uplink {
 /// REQUIRED or PATH SWITCH REQUEST; `None` for the rest (a procedure's
 /// later message, or one that starts nothing known, or garbage).
 pub fn starts(data: &[u8]) -> Option<ProcedureKind> {
-    let pdu = S1AP_PDU::decode_borrowed(data).ok()?;
+    starts_of(&S1AP_PDU::decode_borrowed(data).ok()?)
+}
+
+fn starts_of(pdu: &S1APPDU<'_>) -> Option<ProcedureKind> {
     match pdu.kind() {
         S1apPduKind::Initiating_HandoverPreparation | S1apPduKind::Initiating_PathSwitchRequest => {
             Some(ProcedureKind::Handover)
@@ -235,6 +252,10 @@ mod tests {
         assert_eq!(nas_starts(&[0x27, 1, 2]), None);
         assert_eq!(nas_starts(&[]), None);
         assert_eq!(starts(&[0xff; 40]), None);
+        // Both from one decoding, as each alone.
+        for pdu in [initial(None), initial(Some(0x0201_0203)), vec![0xff; 40], vec![]] {
+            assert_eq!(uplink_and_start(3, &pdu), (uplink(3, &pdu), starts(&pdu)));
+        }
     }
 
     #[test]

@@ -60,6 +60,7 @@ use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
 use mobicore_elastic::balancer::RouteError;
 use mobicore_elastic::controller::{Decision, EpsController};
+use mobicore_elastic::procedure::ProcedureKind;
 use mobicore_elastic::router::{Dest, Lend, Router, S11From, S11Header, S11Route, UeName};
 use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
@@ -313,8 +314,8 @@ impl State {
                     self.counters.incr("sctp_wrong_ppid");
                     return;
                 }
-                match routing::uplink(assoc.0, &data) {
-                    Uplink::EnbWide => {
+                match routing::uplink_and_start(assoc.0, &data) {
+                    (Uplink::EnbWide, _) => {
                         self.core.handle(now, MmeEvent::S1Data { assoc, stream, data: data.clone() });
                         // Only what the front end took (an eNB it has set up) goes on.
                         let Some(enb) = self.enbs.get_mut(&assoc.0) else { return };
@@ -324,21 +325,22 @@ impl State {
                         enb.wide.push(data.clone());
                         self.broadcast(Frame::S1 { assoc: assoc.0, stream, data });
                     }
-                    Uplink::NonUe | Uplink::Malformed => {
+                    (Uplink::NonUe | Uplink::Malformed, _) => {
                         self.core.handle(now, MmeEvent::S1Data { assoc, stream, data });
                     }
-                    Uplink::Ue(name) => self.uplink(name, assoc.0, stream, data),
+                    (Uplink::Ue(name), starts) => self.uplink(name, starts, assoc.0, stream, data),
                 }
             }
         }
     }
 
-    /// A UE-associated uplink message to its host, or held for it.
-    fn uplink(&mut self, name: UeName, assoc: u64, stream: u16, data: Bytes) {
+    /// A UE-associated uplink message to its host, or held for it;
+    /// `starts`: the procedure it starts ([`routing::starts`]).
+    fn uplink(&mut self, name: UeName, starts: Option<ProcedureKind>, assoc: u64, stream: u16, data: Bytes) {
         // The procedure an INITIAL UE MESSAGE starts, by its NAS, when it
         // may be placed (the balancer's Eq. 1 is per procedure class).
         let kind = match name {
-            UeName::Initial { m_tmsi: Some(_), .. } if self.router.places_procedures() => routing::starts(&data),
+            UeName::Initial { m_tmsi: Some(_), .. } if self.router.places_procedures() => starts,
             _ => None,
         };
         let dest = self.router.route_as(name, kind);
@@ -372,7 +374,8 @@ impl State {
         let n = mine.len();
         for (_, name, assoc, stream, data) in mine {
             self.counters.incr("frontend_held_released");
-            self.uplink(name, assoc, stream, data);
+            let starts = if self.router.places_procedures() { routing::starts(&data) } else { None };
+            self.uplink(name, starts, assoc, stream, data);
         }
         n
     }
@@ -605,12 +608,14 @@ impl State {
                     }
                     // Sent to a host that was drained meanwhile, or placed at
                     // one whose copy lacks the UE: routed again.
-                    Frame::Bounce { assoc, stream, data } => match routing::uplink(assoc, &data) {
-                        Uplink::Ue(name) if self.hosts.get(&host).is_some_and(|h| h.drain == Drain::Done) => {
+                    Frame::Bounce { assoc, stream, data } => match routing::uplink_and_start(assoc, &data) {
+                        (Uplink::Ue(name), starts) if self.hosts.get(&host).is_some_and(|h| h.drain == Drain::Done) => {
                             self.counters.incr("frontend_bounced");
-                            self.uplink(name, assoc, stream, data);
+                            self.uplink(name, starts, assoc, stream, data);
                         }
-                        Uplink::Ue(name @ UeName::Initial { m_tmsi: Some(m), .. }) if self.router.bounced(host, m) => {
+                        (Uplink::Ue(name @ UeName::Initial { m_tmsi: Some(m), .. }), _)
+                            if self.router.bounced(host, m) =>
+                        {
                             self.counters.incr("frontend_placement_bounced");
                             self.uplink_home(name, assoc, stream, data);
                         }
@@ -845,6 +850,12 @@ async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<Host
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An eNB's uplink message on association 1, stream 1, as `on_sctp` gives it.
+    fn up(st: &mut State, name: UeName, data: Bytes) {
+        let starts = routing::starts(&data);
+        st.uplink(name, starts, 1, 1, data);
+    }
     use mobicore_common::s11::{DownlinkDataNotification, DownlinkDataNotificationAck, GtpCause};
     use mobicore_common::s11::{S11IncomingAnswer, S11IncomingRequest};
     use mobicore_common::{Ebi, Teid};
@@ -991,7 +1002,7 @@ mod tests {
         // then its UEs' messages come; whoever replicated to 2 is told anew.
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
         assert_eq!(st.router.heir(HostId(2)), Some(HostId(to)));
-        st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"ics response"));
+        up(&mut st, UeName::MmeUeS1apId(0x0200_0001), Bytes::from_static(b"ics response"));
         let mut after: HashMap<u32, Vec<Frame>> =
             [1, 3].into_iter().map(|h| (h, sent_all(q.get_mut(&h).unwrap()))).collect();
         let f: Vec<Frame> = after[&to].iter().filter(|f| !matches!(f, Frame::ReplicateTo { .. })).cloned().collect();
@@ -1014,7 +1025,7 @@ mod tests {
         // 2's UEs (the heir had taken them), before any of them comes.
         let last = if to == 1 { 3 } else { 1 };
         st.on_host(HostEvent::Down { host: HostId(to), conn: 10 + u64::from(to) });
-        st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"release request"));
+        up(&mut st, UeName::MmeUeS1apId(0x0200_0001), Bytes::from_static(b"release request"));
         let f: Vec<Frame> = sent_all(q.get_mut(&last).unwrap())
             .into_iter()
             .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
@@ -1086,13 +1097,13 @@ mod tests {
         let name = UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) };
         // A detach goes home, whatever the turn.
         for _ in 0..3 {
-            st.uplink(name, 1, 1, initial_with(ma, &[0x07, 0x45, 0x09, 0]));
+            up(&mut st, name, initial_with(ma, &[0x07, 0x45, 0x09, 0]));
             assert_eq!(sent_all(q.get_mut(&2).unwrap()).len(), 1);
         }
         // Service requests: home and the copy in turn, never the third host.
         let mut to_copy = 0;
         for _ in 0..4 {
-            st.uplink(name, 1, 1, sr.clone());
+            up(&mut st, name, sr.clone());
             let home = sent_all(q.get_mut(&2).unwrap());
             let away = sent_all(q.get_mut(&copy).unwrap());
             assert!(q.iter_mut().filter(|(h, _)| **h != 2 && **h != copy).all(|(_, rx)| sent_all(rx).is_empty()));
@@ -1134,12 +1145,12 @@ mod tests {
         };
         // Host 2's UE a, placed on host 1 (round robin's first pick), held there.
         let (a, ma) = (0x0200_0007, 0x0200_0005);
-        st.uplink(UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) }, 1, 1, Bytes::from_static(b"sr"));
+        up(&mut st, UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) }, Bytes::from_static(b"sr"));
         assert_eq!(sent(q.get_mut(&1).unwrap()), [s1(b"sr")]);
         // Its owner's host is told, to drop its copy if at rest.
         assert_eq!(sent(q.get_mut(&2).unwrap()), [Frame::Lent { m_tmsi: ma }]);
         frame(&mut st, 1, Frame::Holding { id: a, m_tmsi: Some(ma) });
-        st.uplink(UeName::MmeUeS1apId(a), 1, 1, Bytes::from_static(b"ics response"));
+        up(&mut st, UeName::MmeUeS1apId(a), Bytes::from_static(b"ics response"));
         assert_eq!(sent(q.get_mut(&1).unwrap()), [s1(b"ics response")]);
         // Host 1's UE b, held by host 3 (placed there, or its GUTI's host).
         let b = 0x0100_0003;
@@ -1163,9 +1174,9 @@ mod tests {
             _ => sent(q.get_mut(&2).unwrap()),
         };
         assert_eq!(to_2, [Frame::Refresh { id: a, resume: true }]);
-        st.uplink(UeName::MmeUeS1apId(a), 1, 1, Bytes::from_static(b"release request"));
+        up(&mut st, UeName::MmeUeS1apId(a), Bytes::from_static(b"release request"));
         assert_eq!(sent(q.get_mut(&2).unwrap()), [s1(b"release request")]);
-        st.uplink(UeName::MmeUeS1apId(b), 1, 1, Bytes::from_static(b"uplink nas"));
+        up(&mut st, UeName::MmeUeS1apId(b), Bytes::from_static(b"uplink nas"));
         assert_eq!(sent(q.get_mut(&3).unwrap()), [s1(b"uplink nas")]);
     }
 
@@ -1183,8 +1194,8 @@ mod tests {
 
         // Its S1 connections' messages go on to it; a new procedure waits.
         let idle = UeName::Initial { enb: 1, enb_ue_s1ap_id: 7, m_tmsi: Some(0x0200_0009) };
-        st.uplink(idle, 1, 1, Bytes::from_static(b"service request"));
-        st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"ics response"));
+        up(&mut st, idle, Bytes::from_static(b"service request"));
+        up(&mut st, UeName::MmeUeS1apId(0x0200_0001), Bytes::from_static(b"ics response"));
         assert_eq!(sent(q.get_mut(&2).unwrap()), [s1(b"ics response")]);
         assert_eq!(st.held.len(), 1);
 
@@ -1196,7 +1207,7 @@ mod tests {
         let f = sent_all(q.get_mut(&heir.0).unwrap());
         assert_eq!(f.iter().filter(|f| matches!(f, Frame::Inherit { .. })).count(), 1, "{f:?}");
         assert_eq!(f.last(), Some(&s1(b"service request")));
-        st.uplink(UeName::MmeUeS1apId(0x0200_0001), 1, 1, Bytes::from_static(b"release request"));
+        up(&mut st, UeName::MmeUeS1apId(0x0200_0001), Bytes::from_static(b"release request"));
         assert_eq!(sent(q.get_mut(&heir.0).unwrap()), [s1(b"release request")]);
         let hosts: serde_json::Value = serde_json::from_str(&st.command(now, Command::Hosts).1).unwrap();
         assert_eq!(hosts["hosts"][1]["state"], "drained", "{hosts}");

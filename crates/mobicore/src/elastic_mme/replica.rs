@@ -32,17 +32,26 @@ pub struct LocalReplica {
     store: Store,
     sender: Sender,
     copies: Copies,
-    /// What this host handed back (visitors' keys), until the owner's
-    /// replicated write of them shows that its copy holds them: a
-    /// procedure of the UE placed here before that reads these, not the
-    /// copy (which a full copy of the owner's store, sent when this host
-    /// became its replica host, may set back even after a
-    /// [`Frame::Copied`]). At most [`MAX_HANDED`] keys, the oldest
-    /// forgotten first; none of a copy taken or forgotten.
-    handed: HashMap<String, Vec<u8>>,
+    /// What this host handed back (visitors' keys) or was sent ahead of
+    /// a copy ([`Frame::Copied`]), until the owner's replicated write of
+    /// them shows that its copy holds them: a procedure of the UE placed
+    /// here before that reads these, not the copy (which a full copy of
+    /// the owner's store, sent when this host became its replica host,
+    /// may set back even after a [`Frame::Copied`]), and an inheritance
+    /// takes them. At most [`MAX_HANDED`] keys, the oldest forgotten
+    /// first; none of a copy taken or forgotten.
+    handed: HashMap<String, Ahead>,
     /// The keys in the order handed back, with stale ones (removed since).
     handed_order: VecDeque<String>,
     counters: Counters,
+}
+
+/// A value read ahead of the copies ([`LocalReplica::handed`]).
+#[derive(Debug, PartialEq)]
+struct Ahead {
+    value: Vec<u8>,
+    /// This host handed it back (else: a [`Frame::Copied`] brought it).
+    own: bool,
 }
 
 /// Keys handed back and not yet copied at most.
@@ -111,7 +120,8 @@ impl LocalReplica {
                     }
                 }
                 for k in written {
-                    if self.copies.get(peer, &k).is_none_or(|v| self.handed.get(&k) == Some(&v.value)) {
+                    if self.copies.get(peer, &k).is_none_or(|v| self.handed.get(&k).is_some_and(|a| a.value == v.value))
+                    {
                         self.handed.remove(&k);
                     }
                 }
@@ -139,7 +149,7 @@ impl LocalReplica {
         // Each key from what was handed back, else from a copy.
         let get = |key: &str| {
             let copied = || self.copies.senders().find_map(|from| self.copies.get(from, key)).map(|v| v.value.clone());
-            self.handed.get(key).cloned().or_else(copied)
+            self.handed.get(key).map(|a| a.value.clone()).or_else(copied)
         };
         let index = keys::mtmsi(m_tmsi);
         let imsi = get(&index)?;
@@ -150,9 +160,24 @@ impl LocalReplica {
     /// A visitor's keys handed back ([`Frame::WriteBack`]): read by
     /// [`LocalReplica::lend`] until copied.
     pub fn handed_back(&mut self, writes: &[(String, Vec<u8>)]) {
+        self.remember(writes, true);
+    }
+
+    /// `writes` read ahead of the copies, until the owner's replicated
+    /// write of the same values reaches them. What this host handed back
+    /// itself is newer than any [`Frame::Copied`] still on its way (of
+    /// its own earlier hand-back, or of the mirror of a hot visitor):
+    /// the front end sends the UE's next procedure after the last.
+    fn remember(&mut self, writes: &[(String, Vec<u8>)], own: bool) {
         for (k, v) in writes {
-            if self.handed.insert(k.clone(), v.clone()).is_none() {
-                self.handed_order.push_back(k.clone());
+            let ahead = Ahead { value: v.clone(), own };
+            match self.handed.get_mut(k) {
+                None => {
+                    self.handed.insert(k.clone(), ahead);
+                    self.handed_order.push_back(k.clone());
+                }
+                Some(a) if own || !a.own => *a = ahead,
+                Some(_) => {}
             }
         }
         // The order keeps keys removed since (stale entries, skipped):
@@ -164,11 +189,16 @@ impl LocalReplica {
     }
 
     /// Keys of host `owner`'s store a visitor handed back to it
-    /// ([`Frame::Copied`]): the copy of it here holds them now.
+    /// ([`Frame::Copied`]): the copy of it here holds them now, and they
+    /// are remembered as a visitor remembers what it handed back. A full
+    /// copy of the owner's store sent before its write of them (this host
+    /// just named its replica host) would set the copy back; lent or
+    /// inherited meanwhile, they are still read.
     pub fn copied(&mut self, owner: u8, writes: &[(String, Vec<u8>)]) {
         for (k, v) in writes {
             self.copies.overwrite(owner, k, v);
         }
+        self.remember(writes, false);
         self.counters.incr("replica_copied_ahead");
     }
 
@@ -189,15 +219,21 @@ impl LocalReplica {
         if !whole {
             self.counters.incr("replica_inherit_incomplete");
         }
-        // Its UEs are this host's own now: nothing of them is lent.
-        for (key, _) in &copy {
-            self.handed.remove(key);
-        }
+        // Its UEs are this host's own now: nothing of them is lent. What
+        // was handed back to it or copied ahead and not yet written by it
+        // here is newer than the copy.
+        let copy: Vec<(String, Vec<u8>)> = copy
+            .into_iter()
+            .map(|(key, v)| {
+                let value = self.handed.remove(&key).map_or(v.value, |a| a.value);
+                (key, value)
+            })
+            .collect();
         let handed = &self.handed;
         self.handed_order.retain(|k| handed.contains_key(k));
         let n = copy.len();
-        for (key, v) in copy {
-            match self.store.compare_and_set(&key, None, &v.value).await {
+        for (key, value) in copy {
+            match self.store.compare_and_set(&key, None, &value).await {
                 Ok(_) => self.counters.incr("replica_inherited"),
                 Err(StoreError::Conflict { .. }) => self.counters.incr("replica_inherit_kept_own"),
                 Err(e) => {
@@ -330,6 +366,34 @@ mod tests {
         p.hosts[1].handed_back(&w(b"v4"));
         p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
         assert!(p.hosts[1].handed.is_empty() && p.hosts[1].handed_order.is_empty());
+    }
+
+    /// Host 2 is host 1's replica host, not the visitor: a `Copied` it
+    /// is sent outlives a full copy of host 1 sent before host 1's write,
+    /// for a procedure placed here and for an inheritance meanwhile.
+    #[tokio::test]
+    async fn a_replica_host_keeps_what_was_copied_ahead_over_an_older_full_copy() {
+        let mut p = Pair::new();
+        let (imsi, m) = ("001010000000007", 0x0100_0007);
+        let (record, index) = ("mme/ue/001010000000007".to_string(), keys::mtmsi(m));
+        p.stores[0].put(&record, b"v1").await.unwrap();
+        p.stores[0].put(&index, imsi.as_bytes()).await.unwrap();
+        p.hosts[0].on_frame(Frame::ReplicateTo { hosts: vec![2] }, &p.out[0].0).await;
+        p.relay().await;
+        let w = vec![(record.clone(), b"v2".to_vec()), (index.clone(), imsi.as_bytes().to_vec())];
+        p.hosts[1].copied(1, &w);
+        let lent = |r: &LocalReplica| r.lend(m).into_iter().collect::<BTreeMap<_, _>>();
+        assert_eq!(lent(&p.hosts[1])[&record], b"v2");
+        // A full copy of host 1 (v1) reaches host 2 before its write of v2.
+        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
+        p.hosts[0].on_frame(resync, &p.out[0].0).await;
+        p.relay().await;
+        assert_eq!(p.hosts[1].copies.get(1, &record).map(|v| v.value.clone()), Some(b"v1".to_vec()), "set back");
+        assert_eq!(lent(&p.hosts[1])[&record], b"v2", "what was copied ahead is still lent");
+        // Host 1 is gone before its write reaches host 2: the heir takes v2.
+        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        assert_eq!(p.stores[1].get(&record).await.unwrap().map(|v| v.value), Some(b"v2".to_vec()));
+        assert!(p.hosts[1].handed.is_empty());
     }
 
     #[tokio::test]
