@@ -1731,10 +1731,10 @@ async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
     cleanup.0 = dir.clone();
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
     match version {
-        Version::V2 => assert_eq!(read("cpu.max").trim(), "20000 100000"),
+        Version::V2 => assert_eq!(read("cpu.max").trim(), "2000 10000"),
         Version::V1 => {
-            assert_eq!(read("cpu.cfs_quota_us").trim(), "20000");
-            assert_eq!(read("cpu.cfs_period_us").trim(), "100000");
+            assert_eq!(read("cpu.cfs_quota_us").trim(), "2000");
+            assert_eq!(read("cpu.cfs_period_us").trim(), "10000");
         }
     }
     let procs = read("cgroup.procs");

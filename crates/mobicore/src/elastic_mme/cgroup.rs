@@ -4,7 +4,7 @@
 //! 004 Eq. 1, issue 13 item 8) is the kernel's, measured, not modelled.
 //! cgroup v2 (`cpu.max`) where its root has the cpu controller, else
 //! cgroup v1's cpu hierarchy (`cpu.cfs_quota_us` over `cpu.cfs_period_us`,
-//! the same quota and period). The cgroup is removed when the host stops
+//! the same quota and period, [`quota_period_us`]: a 10 ms period). The cgroup is removed when the host stops
 //! (the process first moves back to the cgroup it came from); a killed
 //! host's is removed by whoever reaps it ([`remove_leftovers`]).
 //!
@@ -26,21 +26,29 @@ pub const ROOT: &str = "/sys/fs/cgroup";
 pub const V1_ROOT: &str = "/sys/fs/cgroup/cpu";
 /// The parent of the hosts' cgroups, under the root.
 pub const PARENT: &str = "mobicore-hosts";
-/// The CFS period, microseconds (the kernel's default).
-pub const PERIOD_US: u64 = 100_000;
+/// The CFS period of a budget, microseconds, at most: 10 ms, a tenth of
+/// the kernel's default. A host that spends its quota early in a period
+/// waits for the next one; over a 100 ms period a tenth of a core would
+/// stall for 90 ms, where a slower core (what a budget stands for) only
+/// runs slower. Longer only so that the quota keeps the kernel's least, 1 ms.
+pub const PERIOD_US: u64 = 10_000;
+/// The least CFS quota the kernel takes, microseconds.
+const MIN_QUOTA_US: u64 = 1_000;
 
-/// The CFS quota of `fraction` of a core per [`PERIOD_US`], microseconds;
-/// at least 1 ms (the kernel's least).
-pub fn quota_us(fraction: f64) -> Result<u64> {
+/// The CFS quota and period for `fraction` of a core, microseconds: the
+/// period [`PERIOD_US`], or longer for a quota of at least 1 ms.
+pub fn quota_period_us(fraction: f64) -> Result<(u64, u64)> {
     if !fraction.is_finite() || fraction <= 0.0 {
         bail!("--cpu-max {fraction}: a fraction of a core above 0 (0.5: half a core; 2: two cores)");
     }
-    Ok(((fraction * PERIOD_US as f64).round() as u64).max(1000))
+    let period = PERIOD_US.max((MIN_QUOTA_US as f64 / fraction).ceil() as u64).min(1_000_000);
+    Ok((((fraction * period as f64).round() as u64).max(MIN_QUOTA_US), period))
 }
 
 /// `cpu.max` (v2) for `fraction` of a core: "<quota> <period>".
 pub fn cpu_max(fraction: f64) -> Result<String> {
-    Ok(format!("{} {PERIOD_US}", quota_us(fraction)?))
+    let (quota, period) = quota_period_us(fraction)?;
+    Ok(format!("{quota} {period}"))
 }
 
 /// The cgroup hierarchy a host's budget is set in.
@@ -113,16 +121,16 @@ impl HostCgroup {
     /// new cgroup for host `id` bounded to `fraction` of a core, in the
     /// hierarchy `root` of `version`.
     pub fn enter(root: &Path, version: Version, origin: &str, id: u8, pid: u32, fraction: f64) -> Result<HostCgroup> {
-        let quota = quota_us(fraction)?;
+        let (quota, period) = quota_period_us(fraction)?;
         let dir = make_host_dir(root, version, &format!("host{id}-{pid}"))?;
         let cg = HostCgroup { dir, origin: root.join(origin.trim_start_matches('/')) };
         let write = |file: &str, value: String| {
             fs::write(cg.dir.join(file), &value).with_context(|| format!("writing {file} {value:?}"))
         };
         match version {
-            Version::V2 => write("cpu.max", format!("{quota} {PERIOD_US}"))?,
+            Version::V2 => write("cpu.max", format!("{quota} {period}"))?,
             Version::V1 => {
-                write("cpu.cfs_period_us", PERIOD_US.to_string())?;
+                write("cpu.cfs_period_us", period.to_string())?;
                 write("cpu.cfs_quota_us", quota.to_string())?;
             }
         }
@@ -132,7 +140,7 @@ impl HostCgroup {
 
     /// This process into a cgroup of its own (see the module).
     pub fn enter_self(id: u8, fraction: f64) -> Result<HostCgroup> {
-        quota_us(fraction)?;
+        quota_period_us(fraction)?;
         let version = available(Path::new(ROOT), Path::new(V1_ROOT))?;
         let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let origin = origin_in(&own, version).unwrap_or("/").to_string();
@@ -345,11 +353,14 @@ mod tests {
 
     #[test]
     fn quota_and_cpu_max() {
-        assert_eq!(quota_us(0.2).unwrap(), 20_000);
-        assert_eq!(cpu_max(0.5).unwrap(), "50000 100000");
-        assert_eq!(cpu_max(2.0).unwrap(), "200000 100000");
-        assert_eq!(cpu_max(0.001).unwrap(), "1000 100000", "at least 1 ms");
-        assert!(quota_us(0.0).is_err() && quota_us(-1.0).is_err() && quota_us(f64::NAN).is_err());
+        assert_eq!(quota_period_us(0.2).unwrap(), (2_000, 10_000));
+        assert_eq!(cpu_max(0.5).unwrap(), "5000 10000");
+        assert_eq!(cpu_max(2.0).unwrap(), "20000 10000");
+        assert_eq!(cpu_max(0.1).unwrap(), "1000 10000");
+        // Below a tenth of a core, the period grows to keep a 1 ms quota.
+        assert_eq!(cpu_max(0.05).unwrap(), "1000 20000");
+        assert_eq!(cpu_max(0.001).unwrap(), "1000 1000000", "the kernel's longest period");
+        assert!(quota_period_us(0.0).is_err() && quota_period_us(-1.0).is_err() && quota_period_us(f64::NAN).is_err());
     }
 
     #[test]
@@ -385,7 +396,7 @@ mod tests {
         let cg = HostCgroup::enter(&root, Version::V2, "/", 3, 4242, 0.25).unwrap();
         assert_eq!(cg.dir(), root.join(PARENT).join("host3-4242"));
         assert_eq!(host_dir(&root, 4242).as_deref(), Some(cg.dir()));
-        assert_eq!(fs::read_to_string(cg.dir().join("cpu.max")).unwrap(), "25000 100000");
+        assert_eq!(fs::read_to_string(cg.dir().join("cpu.max")).unwrap(), "2500 10000");
         assert_eq!(fs::read_to_string(cg.dir().join("cgroup.procs")).unwrap(), "4242");
         assert_eq!(fs::read_to_string(root.join("cgroup.subtree_control")).unwrap(), "+cpu", "enabled in the root");
         assert_eq!(fs::read_to_string(root.join(PARENT).join("cgroup.subtree_control")).unwrap(), "cpu", "kept");
@@ -401,8 +412,8 @@ mod tests {
         assert_eq!(available(&no_v2, &root).unwrap(), Version::V1);
         let cg = HostCgroup::enter(&root, Version::V1, "/", 2, 77, 0.2).unwrap();
         assert_eq!(cg.dir(), root.join(PARENT).join("host2-77"));
-        assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_quota_us")).unwrap(), "20000");
-        assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_period_us")).unwrap(), "100000");
+        assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_quota_us")).unwrap(), "2000");
+        assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_period_us")).unwrap(), "10000");
         assert_eq!(fs::read_to_string(cg.dir().join("cgroup.procs")).unwrap(), "77");
         let other = HostCgroup::enter(&root, Version::V1, "/", 3, 78, 0.2).unwrap();
         // A plain directory keeps its files; a cgroup's go with rmdir.
