@@ -71,9 +71,10 @@
 //! With host-local stores ([`Router::local_stores`]) only the hosts that
 //! hold the UE's record are candidates: its owner's host and that host's
 //! replica hosts, which hold a copy of its store; and only procedures
-//! that keep the UE's identifiers are placed ([`LOCALLY_PLACED`]). The
-//! visitor hands the record back to the owner's host when the UE is at
-//! rest (the front end relays it ahead of the refresh); a visitor whose
+//! that keep the UE's identifiers or end them are placed
+//! ([`LOCALLY_PLACED`]). The visitor hands the record back to the owner's
+//! host when the UE is at rest (the front end relays it ahead of the
+//! refresh), or its keys as deletes after a detach; a visitor whose
 //! copy lacks the UE gives the message back ([`Router::bounced`]), and
 //! it goes home ([`Router::route_home`]).
 //!
@@ -209,9 +210,11 @@ const MAX_NAMES: usize = 4;
 /// The procedures placed away from the UE's owner's host with host-local
 /// stores: those that keep the UE's identifiers there (a visitor keeps
 /// the GUTI in a TAU), so that its record goes back to the host its
-/// identifiers name. An attach (a new context under the visitor's
-/// identifiers) and a detach go to the owner's host.
-pub const LOCALLY_PLACED: [ProcedureKind; 2] = [ProcedureKind::ServiceRequest, ProcedureKind::Tau];
+/// identifiers name, and the detach, which ends them (its keys go back
+/// as deletes). An attach (a new context under the visitor's
+/// identifiers) goes to the owner's host.
+pub const LOCALLY_PLACED: [ProcedureKind; 3] =
+    [ProcedureKind::ServiceRequest, ProcedureKind::Tau, ProcedureKind::Detach];
 
 /// Placements not yet confirmed by the host's Holding at most, and half
 /// the table (beyond what the hosts' round trip leaves in flight at any
@@ -715,8 +718,9 @@ impl Router {
     /// placed only among the hosts that hold the UE's record, its owner's
     /// and the replica hosts holding a copy of that host's store
     /// ([`Router::replica_hosts`]), and only if it keeps the UE's
-    /// identifiers ([`LOCALLY_PLACED`]: the visitor writes the record
-    /// back to the owner's host when it is done). See "Per-procedure
+    /// identifiers or ends them ([`LOCALLY_PLACED`]: the visitor writes
+    /// the record back to the owner's host when it is done, or deletes it
+    /// there). See "Per-procedure
     /// placement".
     pub fn local_stores(&mut self) {
         self.local = true;
@@ -1338,16 +1342,16 @@ mod tests {
         let mut away = 0;
         for e in 0..24 {
             let m = 0x0200_0000 | e;
-            let kind = [ProcedureKind::ServiceRequest, ProcedureKind::Tau][e as usize % 2];
+            let kind = LOCALLY_PLACED[e as usize % 3];
             let h = to_host(r.route_as(initial(e, m), Some(kind)));
             assert!(allowed.contains(&h), "{h:?} holds no copy of host 2's store");
             away += u32::from(h != HostId(2));
         }
         assert!(away > 0, "round robin reaches the replica host");
         assert_eq!(r.stats.placed_away, u64::from(away));
-        // An attach or a detach by S-TMSI, or a procedure not known, goes home.
+        // An attach by S-TMSI, or a procedure not known, goes home.
         let m = 0x0200_1000;
-        for kind in [Some(ProcedureKind::Attach), Some(ProcedureKind::Detach), None] {
+        for kind in [Some(ProcedureKind::Attach), None] {
             for e in 0..4 {
                 assert_eq!(to_host(r.route_as(initial(e, m), kind)), HostId(2));
             }

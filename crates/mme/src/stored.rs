@@ -212,7 +212,15 @@ pub struct StoredUes {
     /// succeeds: a compare-and-set that then finds exactly that record
     /// stored found its own write, not another host's.
     unsure: HashMap<Imsi, Vec<u8>>,
+    /// The keys of other hosts' UEs (a visitor's: its MME-UE-S1AP-ID under
+    /// another host's prefix) deleted here, by MME-UE-S1AP-ID, until
+    /// handed back ([`StoredUes::hand_back`]): a detach at a visitor
+    /// leaves them for its owner's host to delete. At most [`MAX_GONE`].
+    gone: HashMap<u32, Vec<String>>,
 }
+
+/// Visitors' deleted keys kept for their hand-back at most.
+const MAX_GONE: usize = 4096;
 
 impl StoredUes {
     /// The layer over `store`; it turns on the journal of `mme`.
@@ -227,6 +235,7 @@ impl StoredUes {
             backoff_until: None,
             backoff: BACKOFF_MIN,
             unsure: HashMap::new(),
+            gone: HashMap::new(),
         }
     }
 
@@ -306,10 +315,14 @@ impl StoredUes {
         }
         let names: Vec<Vec<String>> = indexes.iter().map(|(r, imsi)| self.index_names(r, imsi)).collect();
         let deleted = join_all(indexes.iter().zip(&names).map(|((_, imsi), n)| self.delete_indexes(n, imsi))).await;
-        for ((removed, imsi), d) in indexes.into_iter().zip(deleted) {
+        for (((removed, imsi), d), mut names) in indexes.into_iter().zip(deleted).zip(names) {
             match d {
                 Ok(()) => {
                     self.held.remove(&imsi);
+                    if !mme.owns_mtmsi(removed.id) && self.gone.len() < MAX_GONE {
+                        names.push(keys::record(&imsi));
+                        self.gone.insert(removed.id, names);
+                    }
                     mme.counters.incr("store_ue_deleted");
                     report.deleted += 1;
                 }
@@ -657,9 +670,17 @@ impl StoredUes {
     /// the host that holds the UE's record between procedures): the UE's
     /// record and index keys as this host wrote them last, for that host's
     /// store ([`StoredUes::take_back`]). They are deleted here, and the UE
-    /// dropped. Empty if the UE is not here or its record is not written.
+    /// dropped. A UE that detached here: the keys it had, each with an
+    /// empty value (deleted there too). Empty if the UE is not here or its
+    /// record is not written.
     pub async fn hand_back(&mut self, mme: &mut Mme, id: u32) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let writes = self.written(mme, id).await?;
+        if writes.is_empty() {
+            // Detached here (its keys deleted): each an empty value, a
+            // delete for its owner's host.
+            let gone = self.gone.remove(&id).unwrap_or_default();
+            return Ok(gone.into_iter().map(|k| (k, Vec::new())).collect());
+        }
         for (k, _) in &writes {
             self.store.delete(k).await?;
         }
@@ -687,7 +708,7 @@ impl StoredUes {
 
     /// Take back what a visitor handed back ([`StoredUes::hand_back`]), or
     /// a UE's keys from a copy of another host's store: each write is put
-    /// over what this store holds (the visitor's record is the newer: the
+    /// (an empty value: deleted) over what this store holds (the visitor's record is the newer: the
     /// front end lets one host at a time hold the UE). A copy of the UE in
     /// `mme` stays as it is: a load replaces it (the front end's refresh),
     /// and a write of it loses its compare-and-set. A key outside the UE
@@ -699,7 +720,12 @@ impl StoredUes {
             return Ok(0);
         }
         for (k, v) in writes {
-            self.store.put(k, v).await?;
+            if v.is_empty() {
+                // The UE detached at the visitor.
+                self.store.delete(k).await?;
+            } else {
+                self.store.put(k, v).await?;
+            }
         }
         Ok(writes.len())
     }

@@ -107,11 +107,25 @@ async fn records(store: &Store) -> BTreeMap<String, Stored> {
     out
 }
 
+/// A counter summed over hosts.
+async fn counter_sum(metrics: impl Iterator<Item = &SocketAddr>, name: &str) -> u64 {
+    let mut n = 0;
+    for &m in metrics {
+        n += counter(m, name).await;
+    }
+    n
+}
+
 /// A host's counter, from its Prometheus endpoint.
 async fn counter(metrics: std::net::SocketAddr, name: &str) -> u64 {
-    let (status, body) = mobicore_controller::site::http(metrics, "GET", "/metrics", None, "").await.unwrap();
+    live_counter(metrics, name).await.unwrap()
+}
+
+/// A host's counter; an error if the host is gone.
+async fn live_counter(metrics: std::net::SocketAddr, name: &str) -> std::io::Result<u64> {
+    let (status, body) = mobicore_controller::site::http(metrics, "GET", "/metrics", None, "").await?;
     assert_eq!(status, 200);
-    body.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0)
+    Ok(body.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0))
 }
 
 /// The S11 path between the front end and the S/P-GW-C, relayed by the
@@ -601,13 +615,13 @@ impl Cluster {
     }
 
     /// Every (connected) UE's release and TAU, then [`Cluster::finish`].
-    async fn release_tau_and_finish(mut self) {
+    async fn release_tau_and_finish(mut self) -> u64 {
         for phase in [Phase::Release, Phase::Tau] {
             let r = self.ran.phase(phase).await.unwrap();
             assert_eq!((r.succeeded, r.failed), (self.ues, 0), "{phase:?}: {:?}", self.ran.report().failures);
         }
         self.ran.settle_idle().await.unwrap();
-        self.finish().await;
+        self.finish().await
     }
 
     /// The shared store (Redis).
@@ -635,13 +649,7 @@ impl Cluster {
 
     /// The sum of a counter over the live hosts (all but `dead`; 0: all).
     async fn counter_of_others(&self, dead: u32, name: &str) -> u64 {
-        let mut n = 0;
-        for (id, m) in &self.metrics {
-            if *id != dead {
-                n += counter(*m, name).await;
-            }
-        }
-        n
+        counter_sum(self.metrics.iter().filter(|(&id, _)| id != dead).map(|(_, m)| m), name).await
     }
 
     /// Until the sum of a counter over the live hosts reaches `value`.
@@ -654,16 +662,37 @@ impl Cluster {
     }
 
     /// Every UE detaches, with no attach beyond the first; no record left.
-    async fn finish(self) {
-        let Cluster { procs, ran, core, store, ues, .. } = self;
+    /// Every UE detaches, none attached again; the UEs that detached at a
+    /// visitor (host-local stores) had their keys deleted at their owners'
+    /// hosts too: how many.
+    async fn finish(self) -> u64 {
+        let Cluster { procs, ran, core, store, ues, metrics, .. } = self;
         let report = ran.finish().await.unwrap();
         assert_eq!((report.attached, report.failed), (ues, 0), "no attach beyond the first: {:?}", report.failures);
         assert_eq!((report.detached, report.detach_failed), (ues, 0), "{:?}", report.failures);
         if let Some(store) = &store {
             assert!(records(store).await.is_empty(), "detached UEs leave no record");
         }
+        // Over the hosts alive now (a test may have killed one).
+        let mut live = Vec::new();
+        for &m in metrics.values() {
+            if live_counter(m, "mobicore_mme_host_detached_away").await.is_ok() {
+                live.push(m);
+            }
+        }
+        let end = Instant::now() + LIMIT;
+        let away = loop {
+            let away = counter_sum(live.iter(), "mobicore_mme_host_detached_away").await;
+            let deleted = counter_sum(live.iter(), "mobicore_mme_host_taken_back_deleted").await;
+            if away == deleted {
+                break away;
+            }
+            assert!(Instant::now() < end, "{away} UEs detached at a visitor, {deleted} deleted at their owners");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         drop(procs);
         core.stop().await.unwrap();
+        away
     }
 }
 
@@ -1344,7 +1373,7 @@ async fn local_placed_procedures_run_on_a_replica_host_and_the_record_goes_home_
     let r = c.ran.phase(Phase::ServiceRequest).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (UES, 0), "service requests: {:?}", c.ran.report().failures);
     assert_eq!(sessions(&c.ran), c.attached, "every UE kept its address and S-GW tunnel: its session");
-    c.release_tau_and_finish().await;
+    assert!(c.release_tau_and_finish().await > 0, "detaches placed on a replica host");
 }
 
 /// Per-procedure placement with host-local stores and hot replication:

@@ -409,6 +409,16 @@ impl Copies {
         copy.map.insert(key.to_string(), Versioned { value: value.to_vec(), version });
     }
 
+    /// `key` of `from`'s store is deleted now, as this host learned before
+    /// `from`'s replicated delete of it comes (a UE that detached at a
+    /// visitor): gone from the copy. Nothing without a copy of `from`.
+    pub fn erase(&mut self, from: u8, key: &str) {
+        let Some(copy) = self.copies.get_mut(&from) else { return };
+        if let Some(v) = copy.map.remove(key) {
+            self.bytes -= entry_len(key, &v.value);
+        }
+    }
+
     /// The senders whose copies are held here.
     pub fn senders(&self) -> impl Iterator<Item = u8> + '_ {
         self.copies.keys().copied()

@@ -314,6 +314,46 @@ async fn a_visitor_keeps_the_guti_and_hands_the_record_back_to_its_owner() {
     assert_eq!(visitor.stored.store().usage("").await.unwrap(), (0, 0));
 }
 
+/// A detach placed on a replica host: the visitor deletes the UE's keys
+/// in its own store and hands them back as deletes; its owner's host
+/// deletes them too, and the UE is gone everywhere.
+#[tokio::test]
+async fn a_visitor_that_detaches_the_ue_hands_back_deletes() {
+    let imsi = "001010000000132";
+    let mut owner = Host::numbered(Store::memory(), Replication::Cold, 0x100, 1);
+    let mut ue = owner.h.attach(imsi, 11);
+    let id = ue.mme_ue_id.unwrap();
+    release_to_idle(&mut owner.h, &ue);
+    owner.sync().await;
+    let lent = owner.stored.written(&owner.h.mme, id).await.unwrap();
+    let mut visitor = Host::numbered(Store::memory(), Replication::Cold, 0x200, 2);
+    visitor.stored.take_back(&visitor.h.mme, &lent).await.unwrap();
+    visitor.load(UeKey::MTmsi(m_tmsi(&ue))).await.unwrap();
+    detach_from_idle(&mut visitor.h, &mut ue, 12);
+    assert_eq!(visitor.sync().await.deleted, 1);
+    let back = visitor.stored.hand_back(&mut visitor.h.mme, id).await.unwrap();
+    let mut keys: Vec<&str> = back.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    let mut want = lent.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>();
+    want.sort_unstable();
+    assert_eq!(keys, want, "the keys it had");
+    assert!(back.iter().all(|(_, v)| v.is_empty()), "each a delete");
+    assert_eq!(visitor.stored.store().usage("mme/").await.unwrap(), (0, 0));
+    assert!(visitor.stored.hand_back(&mut visitor.h.mme, id).await.unwrap().is_empty(), "once");
+    // The owner's host deletes them: the UE is gone.
+    assert_eq!(owner.stored.take_back(&owner.h.mme, &back).await.unwrap(), 3);
+    assert_eq!(owner.stored.store().usage("mme/").await.unwrap(), (0, 0));
+    assert!(matches!(owner.load(UeKey::MTmsi(m_tmsi(&ue))).await, Err(StoredError::NotFound(_))));
+    // An own UE detached leaves nothing to hand back.
+    let mut own = owner.h.attach("001010000000133", 13);
+    let own_id = own.mme_ue_id.unwrap();
+    release_to_idle(&mut owner.h, &own);
+    owner.sync().await;
+    detach_from_idle(&mut owner.h, &mut own, 14);
+    owner.sync().await;
+    assert!(owner.stored.hand_back(&mut owner.h.mme, own_id).await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn cold_record_serves_service_request_tau_and_detach_on_other_hosts() {
     let store = Store::memory();

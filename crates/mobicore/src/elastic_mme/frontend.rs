@@ -1095,9 +1095,9 @@ mod tests {
         let (a, ma) = (0x0200_0007, 0x0200_0005);
         let sr = initial_with(ma, &[0xc7, 0, 0, 0]);
         let name = UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) };
-        // A detach goes home, whatever the turn.
+        // An attach by S-TMSI goes home, whatever the turn.
         for _ in 0..3 {
-            up(&mut st, name, initial_with(ma, &[0x07, 0x45, 0x09, 0]));
+            up(&mut st, name, initial_with(ma, &[0x07, 0x41, 0x01, 0]));
             assert_eq!(sent_all(q.get_mut(&2).unwrap()).len(), 1);
         }
         // Service requests: home and the copy in turn, never the third host.

@@ -265,6 +265,10 @@ async fn hand_back(
         Ok(writes) if writes.is_empty() => counters.incr("host_hand_back_empty"),
         Ok(writes) => {
             counters.incr("host_handed_back");
+            if writes.iter().all(|(_, v)| v.is_empty()) {
+                // Detached here: its keys go back as deletes.
+                counters.incr("host_detached_away");
+            }
             replica.handed_back(&writes);
             if to_fe.try_send(Frame::WriteBack { id, writes }).is_err() {
                 counters.incr("host_frontend_queue_full");
@@ -527,7 +531,12 @@ pub async fn run(
                     // Refresh follows).
                     Frame::WriteBack { id, writes } if replica.is_some() => {
                         match stored.take_back(&core, &writes).await {
-                            Ok(n) if n > 0 => counters.incr("host_taken_back"),
+                            Ok(n) if n > 0 => {
+                                counters.incr("host_taken_back");
+                                if writes.iter().all(|(_, v)| v.is_empty()) {
+                                    counters.incr("host_taken_back_deleted");
+                                }
+                            }
                             Ok(_) => {}
                             Err(e) => tracing::warn!(id, "taking a visitor's record back: {e}"),
                         }

@@ -146,10 +146,10 @@ impl LocalReplica {
     }
 
     fn lend_keys(&self, m_tmsi: u32) -> Option<Vec<(String, Vec<u8>)>> {
-        // Each key from what was handed back, else from a copy.
-        let get = |key: &str| {
-            let copied = || self.copies.senders().find_map(|from| self.copies.get(from, key)).map(|v| v.value.clone());
-            self.handed.get(key).map(|a| a.value.clone()).or_else(copied)
+        // Each key from what was handed back (empty: deleted), else from a copy.
+        let get = |key: &str| match self.handed.get(key) {
+            Some(a) => Some(a.value.clone()).filter(|v| !v.is_empty()),
+            None => self.copies.senders().find_map(|from| self.copies.get(from, key)).map(|v| v.value.clone()),
         };
         let index = keys::mtmsi(m_tmsi);
         let imsi = get(&index)?;
@@ -196,7 +196,11 @@ impl LocalReplica {
     /// inherited meanwhile, they are still read.
     pub fn copied(&mut self, owner: u8, writes: &[(String, Vec<u8>)]) {
         for (k, v) in writes {
-            self.copies.overwrite(owner, k, v);
+            match v.is_empty() {
+                // A UE that detached at the visitor.
+                true => self.copies.erase(owner, k),
+                false => self.copies.overwrite(owner, k, v),
+            }
         }
         self.remember(writes, false);
         self.counters.incr("replica_copied_ahead");
@@ -222,12 +226,14 @@ impl LocalReplica {
         // Its UEs are this host's own now: nothing of them is lent. What
         // was handed back to it or copied ahead and not yet written by it
         // here is newer than the copy.
+        // (An empty one: the UE detached at a visitor, not inherited.)
         let copy: Vec<(String, Vec<u8>)> = copy
             .into_iter()
             .map(|(key, v)| {
                 let value = self.handed.remove(&key).map_or(v.value, |a| a.value);
                 (key, value)
             })
+            .filter(|(_, v)| !v.is_empty())
             .collect();
         let handed = &self.handed;
         self.handed_order.retain(|k| handed.contains_key(k));
@@ -394,6 +400,33 @@ mod tests {
         p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
         assert_eq!(p.stores[1].get(&record).await.unwrap().map(|v| v.value), Some(b"v2".to_vec()));
         assert!(p.hosts[1].handed.is_empty());
+    }
+
+    /// A UE that detached at a visitor: its keys come as deletes (empty
+    /// values). The copies lose them, nothing lends them, even after an
+    /// older full copy, and an heir does not inherit them.
+    #[tokio::test]
+    async fn a_ue_detached_at_a_visitor_is_neither_lent_nor_inherited() {
+        let mut p = Pair::new();
+        let (imsi, m) = ("001010000000008", 0x0100_0008);
+        let (record, index) = ("mme/ue/001010000000008".to_string(), keys::mtmsi(m));
+        p.stores[0].put(&record, b"v1").await.unwrap();
+        p.stores[0].put(&index, imsi.as_bytes()).await.unwrap();
+        p.hosts[0].on_frame(Frame::ReplicateTo { hosts: vec![2] }, &p.out[0].0).await;
+        p.relay().await;
+        assert!(!p.hosts[1].lend(m).is_empty());
+        let deletes = vec![(record.clone(), Vec::new()), (index.clone(), Vec::new())];
+        p.hosts[1].copied(1, &deletes);
+        assert!(p.hosts[1].copies.get(1, &record).is_none());
+        assert!(p.hosts[1].lend(m).is_empty());
+        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
+        p.hosts[0].on_frame(resync, &p.out[0].0).await;
+        p.relay().await;
+        assert!(p.hosts[1].copies.get(1, &record).is_some(), "set back");
+        assert!(p.hosts[1].lend(m).is_empty(), "still not lent");
+        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        assert_eq!(p.stores[1].get(&record).await.unwrap(), None);
+        assert_eq!(p.stores[1].get(&index).await.unwrap(), None);
     }
 
     #[tokio::test]
