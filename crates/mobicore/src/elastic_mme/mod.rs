@@ -127,7 +127,8 @@ pub enum Placement {
     /// The attach: a UE's later procedures go where its identifiers name.
     Attach,
     /// Every procedure (seed 004 Algorithm 1); with host-local stores,
-    /// service requests and TAUs among the hosts holding the UE's record.
+    /// service requests, TAUs and detaches among the hosts holding the
+    /// UE's record.
     Procedure,
 }
 
