@@ -311,6 +311,17 @@ mod tests {
             Pair { stores, hosts, out: [mpsc::channel(64), mpsc::channel(64)] }
         }
 
+        /// Host 1 holds UE `imsi` (M-TMSI `m`: record "v1" and its index
+        /// key) and replicates to host 2, which has the full copy: the keys.
+        async fn one_ue(&mut self, imsi: &str, m: u32) -> (String, String) {
+            let (record, index) = (format!("mme/ue/{imsi}"), keys::mtmsi(m));
+            self.stores[0].put(&record, b"v1").await.unwrap();
+            self.stores[0].put(&index, imsi.as_bytes()).await.unwrap();
+            self.hosts[0].on_frame(Frame::ReplicateTo { hosts: vec![2] }, &self.out[0].0).await;
+            self.relay().await;
+            (record, index)
+        }
+
         /// Relays every Replica frame queued, until none is.
         async fn relay(&mut self) -> usize {
             let mut n = 0;
@@ -335,11 +346,7 @@ mod tests {
     async fn a_visitor_lends_from_its_copy_and_what_it_handed_back_until_copied() {
         let mut p = Pair::new();
         let (imsi, m) = ("001010000000001", 0x0100_0001);
-        let (record, index) = ("mme/ue/001010000000001".to_string(), keys::mtmsi(m));
-        p.stores[0].put(&record, b"v1").await.unwrap();
-        p.stores[0].put(&index, imsi.as_bytes()).await.unwrap();
-        p.hosts[0].on_frame(Frame::ReplicateTo { hosts: vec![2] }, &p.out[0].0).await;
-        p.relay().await;
+        let (record, index) = p.one_ue(imsi, m).await;
         let lent = |r: &LocalReplica| r.lend(m).into_iter().collect::<BTreeMap<_, _>>();
         assert_eq!(lent(&p.hosts[1])[&record], b"v1");
         assert_eq!(lent(&p.hosts[1])[&index], imsi.as_bytes());
@@ -381,11 +388,7 @@ mod tests {
     async fn a_replica_host_keeps_what_was_copied_ahead_over_an_older_full_copy() {
         let mut p = Pair::new();
         let (imsi, m) = ("001010000000007", 0x0100_0007);
-        let (record, index) = ("mme/ue/001010000000007".to_string(), keys::mtmsi(m));
-        p.stores[0].put(&record, b"v1").await.unwrap();
-        p.stores[0].put(&index, imsi.as_bytes()).await.unwrap();
-        p.hosts[0].on_frame(Frame::ReplicateTo { hosts: vec![2] }, &p.out[0].0).await;
-        p.relay().await;
+        let (record, index) = p.one_ue(imsi, m).await;
         let w = vec![(record.clone(), b"v2".to_vec()), (index.clone(), imsi.as_bytes().to_vec())];
         p.hosts[1].copied(1, &w);
         let lent = |r: &LocalReplica| r.lend(m).into_iter().collect::<BTreeMap<_, _>>();
@@ -409,11 +412,7 @@ mod tests {
     async fn a_ue_detached_at_a_visitor_is_neither_lent_nor_inherited() {
         let mut p = Pair::new();
         let (imsi, m) = ("001010000000008", 0x0100_0008);
-        let (record, index) = ("mme/ue/001010000000008".to_string(), keys::mtmsi(m));
-        p.stores[0].put(&record, b"v1").await.unwrap();
-        p.stores[0].put(&index, imsi.as_bytes()).await.unwrap();
-        p.hosts[0].on_frame(Frame::ReplicateTo { hosts: vec![2] }, &p.out[0].0).await;
-        p.relay().await;
+        let (record, index) = p.one_ue(imsi, m).await;
         assert!(!p.hosts[1].lend(m).is_empty());
         let deletes = vec![(record.clone(), Vec::new()), (index.clone(), Vec::new())];
         p.hosts[1].copied(1, &deletes);
