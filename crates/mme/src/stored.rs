@@ -708,8 +708,9 @@ impl StoredUes {
 
     /// Take back what a visitor handed back ([`StoredUes::hand_back`]), or
     /// a UE's keys from a copy of another host's store: each write is put
-    /// (an empty value: deleted) over what this store holds (the visitor's record is the newer: the
-    /// front end lets one host at a time hold the UE). A copy of the UE in
+    /// (an empty value: deleted) over what this store holds (the
+    /// visitor's record is the newer: the front end lets one host at a
+    /// time hold the UE). A copy of the UE in
     /// `mme` stays as it is: a load replaces it (the front end's refresh),
     /// and a write of it loses its compare-and-set. A key outside the UE
     /// keys is refused, with all the others (`store_take_back_refused`).
