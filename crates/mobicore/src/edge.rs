@@ -69,6 +69,11 @@ pub struct MoveReport {
     /// Packets the links of every namespace dropped meanwhile (the eNB's
     /// TUN included): on an overloaded host, veth rings overflow.
     pub links_dropped: u64,
+    /// UDP datagrams dropped on full receive buffers in the core's, the
+    /// steering switch's and the sites' namespaces meanwhile (the user
+    /// planes' sockets): the core's own loss, counted apart from the
+    /// test's ends.
+    pub core_udp_dropped: u64,
     pub continuity: ContinuityReport,
 }
 
@@ -84,7 +89,7 @@ pub async fn run_moves(topo: &Topology, edge: &EdgeControl, ues: &[AttachedUe], 
         .await
         .context("starting the eNBs' user plane")?;
     let cfg = (plan.continuity)(&topo.ran, &topo.dn, topo.addr.dn_sgi);
-    let before = (instrument_drops(topo).await?, links_dropped(topo).await?);
+    let before = (instrument_drops(topo).await?, links_dropped(topo).await?, core_udp_drops(topo).await?);
     let r = moves(topo, edge, &ips, plan, &cfg).await;
     let tun = up.tun_dropped().await;
     let links = links_dropped(topo).await;
@@ -92,6 +97,7 @@ pub async fn run_moves(topo: &Topology, edge: &EdgeControl, ues: &[AttachedUe], 
     let mut r = r?;
     r.emulator_dropped = tun.context("the eNB TUN's counters")? + (instrument_drops(topo).await? - before.0);
     r.links_dropped = links? - before.1;
+    r.core_udp_dropped = core_udp_drops(topo).await?.saturating_sub(before.2);
     Ok(r)
 }
 
@@ -153,7 +159,7 @@ async fn moves(
     let continuity = streams.stop().await;
     let (rtt_before_us, rtt_at_edge_us) = r?;
     let (moved, flow_moved) = (ips[..plan.moved].to_vec(), flow_moved.to_vec());
-    let (emulator_dropped, links_dropped) = (0, 0);
+    let (emulator_dropped, links_dropped, core_udp_dropped) = (0, 0, 0);
     Ok(MoveReport {
         phases,
         rtt_before_us,
@@ -162,6 +168,7 @@ async fn moves(
         flow_moved,
         emulator_dropped,
         links_dropped,
+        core_udp_dropped,
         continuity,
     })
 }
@@ -171,6 +178,18 @@ async fn instrument_drops(topo: &Topology) -> Result<u64> {
     let (ran, dn) = (topo.ran.clone(), topo.dn.clone());
     let n = tokio::task::spawn_blocking(move || -> Result<u64> {
         Ok(mobicore_netns::udp_rcvbuf_errors(&ran)? + mobicore_netns::udp_rcvbuf_errors(&dn)?)
+    });
+    n.await?
+}
+
+/// UDP datagrams dropped on full receive buffers in the core's, the
+/// steering switch's and the sites' namespaces.
+async fn core_udp_drops(topo: &Topology) -> Result<u64> {
+    let mut names = vec![topo.core.clone()];
+    names.extend(topo.steer.clone());
+    names.extend(topo.sites.iter().map(|s| s.ns.clone()));
+    let n = tokio::task::spawn_blocking(move || -> Result<u64> {
+        names.iter().try_fold(0, |n, ns| Ok(n + mobicore_netns::udp_rcvbuf_errors(ns)?))
     });
     n.await?
 }

@@ -99,10 +99,11 @@ async fn a_thousand_ues_keep_every_flow_through_moves_to_the_edge_back_and_to_a_
     let moved_broken = broken.iter().filter(|f| moves.moved.contains(&f.ue)).count();
     let lost: u64 = broken.iter().map(|f| f.lost).sum();
     println!(
-        "broken: {} ({moved_broken} moved), lost {lost}; the emulator dropped {}, the links {}",
+        "broken: {} ({moved_broken} moved), lost {lost}; the emulator dropped {}, the links {}, the core's UDP sockets {}",
         broken.len(),
         moves.emulator_dropped,
-        moves.links_dropped
+        moves.links_dropped,
+        moves.core_udp_dropped
     );
     // Where a loss fell: the UE's place in the move order, which end lost
     // it, and when (the n-th datagram left n intervals after the start).
