@@ -734,6 +734,10 @@ impl StoredUes {
     /// Forget what this host knows of the UE's record, and drop the UE from
     /// `mme` (another host serves it now).
     pub fn release(&mut self, mme: &mut Mme, key: &UeKey) {
+        // Deleted keys no hand-back took (a shared store has none).
+        if let UeKey::MmeUeS1apId(id) = key {
+            self.gone.remove(id);
+        }
         if let Some(ue) = mme.evict_ue(key) {
             if let Some(i) = ue.imsi {
                 self.held.remove(&i);

@@ -175,33 +175,33 @@ async fn moves(
 
 /// UDP datagrams dropped on full receive buffers in `ran` and `dn`.
 async fn instrument_drops(topo: &Topology) -> Result<u64> {
-    let (ran, dn) = (topo.ran.clone(), topo.dn.clone());
-    let n = tokio::task::spawn_blocking(move || -> Result<u64> {
-        Ok(mobicore_netns::udp_rcvbuf_errors(&ran)? + mobicore_netns::udp_rcvbuf_errors(&dn)?)
-    });
-    n.await?
+    sum_in(vec![topo.ran.clone(), topo.dn.clone()], mobicore_netns::udp_rcvbuf_errors).await
 }
 
-/// UDP datagrams dropped on full receive buffers in the core's, the
-/// steering switch's and the sites' namespaces.
-async fn core_udp_drops(topo: &Topology) -> Result<u64> {
+/// The core's, the steering switch's and the sites' namespaces.
+fn core_side(topo: &Topology) -> Vec<String> {
     let mut names = vec![topo.core.clone()];
     names.extend(topo.steer.clone());
     names.extend(topo.sites.iter().map(|s| s.ns.clone()));
-    let n = tokio::task::spawn_blocking(move || -> Result<u64> {
-        names.iter().try_fold(0, |n, ns| Ok(n + mobicore_netns::udp_rcvbuf_errors(ns)?))
-    });
-    n.await?
+    names
+}
+
+/// UDP datagrams dropped on full receive buffers on the core's side.
+async fn core_udp_drops(topo: &Topology) -> Result<u64> {
+    sum_in(core_side(topo), mobicore_netns::udp_rcvbuf_errors).await
 }
 
 /// Packets dropped by the links of every namespace of the topology.
 async fn links_dropped(topo: &Topology) -> Result<u64> {
-    let mut names = vec![topo.ran.clone(), topo.core.clone(), topo.dn.clone()];
-    names.extend(topo.steer.clone());
-    names.extend(topo.sites.iter().map(|s| s.ns.clone()));
-    let n = tokio::task::spawn_blocking(move || -> Result<u64> {
-        names.iter().try_fold(0, |n, ns| Ok(n + mobicore_netns::link_drops(ns)?))
-    });
+    let mut names = vec![topo.ran.clone(), topo.dn.clone()];
+    names.extend(core_side(topo));
+    sum_in(names, mobicore_netns::link_drops).await
+}
+
+/// `count` summed over namespaces `names` (it runs commands in them).
+async fn sum_in(names: Vec<String>, count: fn(&str) -> Result<u64, mobicore_netns::NetnsError>) -> Result<u64> {
+    let n =
+        tokio::task::spawn_blocking(move || -> Result<u64> { names.iter().try_fold(0, |n, ns| Ok(n + count(ns)?)) });
     n.await?
 }
 
