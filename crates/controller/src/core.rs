@@ -13,7 +13,7 @@
 //! [`ControllerCore::poll_switch_transmit`]. Without a steering switch the
 //! core moves state only and says so in the relocation.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
@@ -59,6 +59,10 @@ pub enum RelocationState {
 /// How long each part took, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Timing {
+    /// Waiting for a request of the UE's sessions that the original
+    /// S/P-GW had not answered yet, before the replay started.
+    #[serde(default)]
+    pub waited_ms: f64,
     pub replication_ms: f64,
     pub rule_install_ms: f64,
     pub total_ms: f64,
@@ -176,6 +180,9 @@ pub struct ControllerCore {
     to_switch: VecDeque<CoreEvent>,
     /// Relocations in force waiting for their anchor to run again, by anchor.
     orphans: BTreeMap<String, Vec<u64>>,
+    /// Relocations whose replay waits for the original S/P-GW to answer
+    /// a request of their sessions ([`Self::start_replication`]).
+    deferred: BTreeSet<u64>,
 }
 
 impl ControllerCore {
@@ -197,6 +204,7 @@ impl ControllerCore {
             switch: None,
             to_switch: VecDeque::new(),
             orphans: BTreeMap::new(),
+            deferred: BTreeSet::new(),
         }
     }
 
@@ -394,7 +402,9 @@ impl ControllerCore {
         mode: Mode,
         keep_address: bool,
     ) -> Result<u64, CoreError> {
-        let a = self.anchors.get(anchor).cloned().ok_or_else(|| CoreError::UnknownAnchor(anchor.into()))?;
+        if !self.anchors.contains_key(anchor) {
+            return Err(CoreError::UnknownAnchor(anchor.into()));
+        }
         let sessions: Vec<SessionRecord> = match ue.parse::<Ipv4Addr>() {
             Ok(ip) => self.relay.session_by_ipv4(ip).into_iter().cloned().collect(),
             Err(_) => self.relay.sessions_of(ue).into_iter().cloned().collect(),
@@ -406,18 +416,9 @@ impl ControllerCore {
                 return Err(CoreError::Conflict(format!("UE {imsi} is already at {anchor} (relocation {})", r.id)));
             }
         }
-        let steps: Vec<Step> = match mode {
-            Mode::Selective => sessions.iter().flat_map(|s| selective_steps(s, keep_address)).collect(),
-            Mode::Naive => {
-                let log = self
-                    .relay
-                    .log()
-                    .ok_or_else(|| CoreError::Conflict("the naive log overflowed its bound; use selective".into()))?;
-                // A naive replica already follows every request.
-                let from = if self.naive.contains_key(&a.s11) { log.len() } else { 0 };
-                log[from..].iter().filter_map(naive_step).collect()
-            }
-        };
+        if mode == Mode::Naive && self.relay.log().is_none() {
+            return Err(CoreError::Conflict(NAIVE_LOG_FULL.into()));
+        }
         let id = self.next_id;
         self.next_id += 1;
         let moved = sessions
@@ -445,15 +446,65 @@ impl ControllerCore {
         };
         self.relocations.insert(id, r.clone());
         self.events.push_back(CoreEvent::Relocation(r));
-        self.replicate(now, id, a.s11, mode, steps);
         self.counters.incr("relocations_started");
+        self.started.insert(id, (now, None));
+        self.start_replication(now, id);
         self.pump(now);
         Ok(id)
     }
 
+    /// Starts the replay of relocation `id` (Replicating) into its anchor
+    /// from its sessions' records as they are now, unless the original
+    /// S/P-GW has a request of one of them unanswered (a Modify Bearer
+    /// during the attach or a handover, say): a replay without it would
+    /// give the replica a session the request has not finished (no eNB
+    /// F-TEID yet: its downlink buffered until the request is mirrored,
+    /// and lost if the UE moves back first). Then it waits, and is tried
+    /// again at each answer and expiry ([`Self::pump`]). Sessions the MME
+    /// ended meanwhile are left out; with none left, the relocation is
+    /// reverted (nothing moved).
+    fn start_replication(&mut self, now: Instant, id: u64) {
+        let Some(r) = self.relocations.get_mut(&id) else { return };
+        let records: Vec<SessionRecord> =
+            r.sessions.iter().filter_map(|s| self.relay.session(s.sgw_s11_teid).cloned()).collect();
+        r.sessions.retain(|s| records.iter().any(|x| x.sgw_s11_teid == s.sgw_s11_teid));
+        if r.sessions.is_empty() {
+            self.deferred.remove(&id);
+            self.started.remove(&id);
+            r.state = RelocationState::Reverted;
+            let r = r.clone();
+            self.events.push_back(CoreEvent::Relocation(r));
+            return;
+        }
+        if records.iter().any(|x| self.relay.in_progress(x.sgw_s11_teid)) {
+            if self.deferred.insert(id) {
+                self.counters.incr("relocations_deferred");
+            }
+            return;
+        }
+        let t0 = self.started.get(&id).map_or(now, |s| s.0);
+        if self.deferred.remove(&id) {
+            r.timing.waited_ms = ms(now - t0);
+        }
+        let (mode, keep_address, anchor) = (r.mode, r.keep_address, r.anchor.clone());
+        let Some(a) = self.anchors.get(&anchor).cloned() else {
+            return self.rollback(now, id, format!("its anchor {anchor} is gone"));
+        };
+        let steps: Vec<Step> = match mode {
+            Mode::Selective => records.iter().flat_map(|s| selective_steps(s, keep_address)).collect(),
+            Mode::Naive => {
+                let Some(log) = self.relay.log() else { return self.rollback(now, id, NAIVE_LOG_FULL.into()) };
+                // A naive replica already follows every request.
+                let from = if self.naive.contains_key(&a.s11) { log.len() } else { 0 };
+                log[from..].iter().filter_map(naive_step).collect()
+            }
+        };
+        self.replicate(now, id, a.s11, mode, steps);
+    }
+
     /// Starts the replication job of relocation `id` into the anchor at `s11`.
     fn replicate(&mut self, now: Instant, id: u64, s11: SocketAddr, mode: Mode, steps: Vec<Step>) {
-        self.started.insert(id, (now, None));
+        self.started.entry(id).or_insert((now, None));
         let job = self.replicator.start(now, s11, steps);
         if mode == Mode::Naive {
             let len = self.relay.log().map_or(0, <[_]>::len);
@@ -477,33 +528,22 @@ impl ControllerCore {
     /// holds now, then diverted (make-before-break, as at first).
     pub fn reestablish(&mut self, now: Instant, anchor: &str) {
         let Some(ids) = self.orphans.remove(anchor) else { return };
-        let Some(a) = self.anchors.get(anchor).cloned() else {
+        if !self.anchors.contains_key(anchor) {
             return self.fail_all(now, ids, format!("its anchor {anchor} is gone"));
-        };
+        }
         for id in ids {
             let Some(r) = self.relocations.get_mut(&id) else { continue };
-            // Sessions the MME ended meanwhile are gone from the relay.
-            let records: Vec<SessionRecord> =
-                r.sessions.iter().filter_map(|s| self.relay.session(s.sgw_s11_teid).cloned()).collect();
-            r.sessions.retain(|s| records.iter().any(|x| x.sgw_s11_teid == s.sgw_s11_teid));
             for s in &mut r.sessions {
                 s.replica = None;
             }
-            if r.sessions.is_empty() {
-                r.state = RelocationState::Reverted;
-                let r = r.clone();
-                self.events.push_back(CoreEvent::Relocation(r));
-                continue;
-            }
-            let steps: Vec<Step> = match r.mode {
-                Mode::Selective => records.iter().flat_map(|s| selective_steps(s, r.keep_address)).collect(),
-                Mode::Naive => self.relay.log().unwrap_or_default().iter().filter_map(naive_step).collect(),
-            };
             r.state = RelocationState::Replicating;
-            let (mode, r) = (r.mode, r.clone());
+            let r = r.clone();
             self.events.push_back(CoreEvent::Relocation(r));
-            self.replicate(now, id, a.s11, mode, steps);
-            self.counters.incr("relocations_reestablished");
+            self.started.insert(id, (now, None));
+            self.start_replication(now, id);
+            if self.relocation(id).is_some_and(|r| r.state == RelocationState::Replicating) {
+                self.counters.incr("relocations_reestablished");
+            }
         }
         self.pump(now);
     }
@@ -647,6 +687,7 @@ impl ControllerCore {
         r.state = RelocationState::Failed(why);
         let r = r.clone();
         self.started.remove(&id);
+        self.deferred.remove(&id);
         if let (Mode::Selective, Some(a)) = (r.mode, self.anchors.get(&r.anchor)) {
             if !self.shared_replica(&r) {
                 for s in &r.sessions {
@@ -729,6 +770,18 @@ impl ControllerCore {
                     tracing::warn!(%anchor, orig_teid, %why, "a replica missed a mirrored request");
                 }
             }
+        }
+        // Replays that waited for an answer the relay has now had (or
+        // forgotten).
+        let ready: Vec<u64> = (self.deferred.iter().copied())
+            .filter(|id| {
+                self.relocations
+                    .get(id)
+                    .is_none_or(|r| !r.sessions.iter().any(|s| self.relay.in_progress(s.sgw_s11_teid)))
+            })
+            .collect();
+        for id in ready {
+            self.start_replication(now, id);
         }
         self.pump_switch(now);
     }
@@ -827,7 +880,7 @@ impl ControllerCore {
         r.replicated_messages = report.messages;
         r.replicated_bytes = report.sent_bytes;
         let t0 = self.started.get(&id).map_or(now, |s| s.0);
-        r.timing.replication_ms = ms(now - t0);
+        r.timing.replication_ms = ms(now - t0) - r.timing.waited_ms;
         self.started.insert(id, (t0, Some(now)));
         if self.steering {
             r.state = RelocationState::Diverting;
@@ -864,6 +917,8 @@ fn naive_step(m: &LoggedMessage) -> Option<Step> {
     };
     Some(Step { orig_teid, bytes: Bytes::from(m.bytes.clone()) })
 }
+
+const NAIVE_LOG_FULL: &str = "the naive log overflowed its bound; use selective";
 
 fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3

@@ -32,7 +32,9 @@
 //! `relay_sessions_forgotten`, `relay_peer_restarted`; `replica_mirrored`,
 //! `replica_mirror_failed`, `replica_malformed`, `replica_unsolicited`,
 //! `replication_done`, `replication_failed`, `replication_skipped`;
-//! `relocations_started`, `relocations_active`, `relocations_failed`,
+//! `relocations_started`, `relocations_deferred` (the replay waited for
+//! an answer of the original S/P-GW), `relocations_reestablished`,
+//! `relocations_active`, `relocations_failed`,
 //! `relocations_reverted`, `relocations_ended_by_detach`,
 //! `undivert_failed`, `redivert_failed`; the steering client's are listed
 //! in [`steering`].

@@ -97,6 +97,8 @@ pub struct Relay {
     counters: Counters,
     mme_peers: PeerFilter,
     pending: HashMap<(SocketAddr, u32), Pending>,
+    /// Requests in `pending` per session (header TEID).
+    in_progress: HashMap<u32, u32>,
     /// Deadlines of `pending`, in arrival order (stale entries skipped).
     expiry: VecDeque<(Instant, SocketAddr, u32)>,
     sessions: HashMap<u32, SessionRecord>,
@@ -122,6 +124,7 @@ impl Relay {
             counters,
             mme_peers,
             pending: HashMap::new(),
+            in_progress: HashMap::new(),
             expiry: VecDeque::new(),
             sessions: HashMap::new(),
             by_imsi: HashMap::new(),
@@ -206,7 +209,7 @@ impl Relay {
         self.expire(now);
         let bytes = Bytes::copy_from_slice(bytes);
         if let Some(h) = header(&bytes) {
-            if let Some(p) = self.pending.remove(&(mme, h.seq)) {
+            if let Some(p) = self.untrack(&(mme, h.seq)) {
                 if msg_type::response_to(p.msg_type) == Some(h.msg_type) {
                     self.on_answer(mme, p, &bytes);
                 } else {
@@ -245,7 +248,7 @@ impl Relay {
             }
             self.expiry.pop_front();
             if self.pending.get(&(mme, seq)).is_some_and(|p| p.deadline <= now) {
-                self.pending.remove(&(mme, seq));
+                self.untrack(&(mme, seq));
                 self.counters.incr("relay_unanswered");
             }
         }
@@ -263,8 +266,27 @@ impl Relay {
         }
         let deadline = now + self.limits.pending_timeout;
         let p = Pending { msg_type: h.msg_type, teid: h.teid.unwrap_or(0), bytes: bytes.clone(), deadline };
+        *self.in_progress.entry(p.teid).or_default() += 1;
         self.pending.insert(key, p);
         self.expiry.push_back((deadline, mme, h.seq));
+    }
+
+    fn untrack(&mut self, key: &(SocketAddr, u32)) -> Option<Pending> {
+        let p = self.pending.remove(key)?;
+        if let std::collections::hash_map::Entry::Occupied(mut e) = self.in_progress.entry(p.teid) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+        Some(p)
+    }
+
+    /// Whether a request of the session is with the S/P-GW, unanswered
+    /// (until its answer, or until it is forgotten after
+    /// `pending_timeout`).
+    pub fn in_progress(&self, sgw_s11_teid: u32) -> bool {
+        self.in_progress.contains_key(&sgw_s11_teid)
     }
 
     /// The S/P-GW answered `p`: record what it accepted.

@@ -103,8 +103,10 @@ pub struct Controller {
 }
 
 pub async fn bind(cfg: ControllerConfig) -> Result<Controller, ControllerError> {
+    // Large buffers (`bind_udp`): an attach storm's requests arrive in
+    // bursts, and a datagram dropped here waits out the MME's T3.
     let udp = |what, addr| async move {
-        UdpSocket::bind(addr).await.map_err(|source| ControllerError::Bind { what, addr, source })
+        mobicore_gtp::udp::bind_udp(addr).map_err(|source| ControllerError::Bind { what, addr, source })
     };
     let s11 = Arc::new(udp("S11 (relay)", cfg.s11).await?);
     let anchor = Arc::new(udp("GTP-C towards anchors", cfg.anchor_bind).await?);
@@ -323,7 +325,7 @@ impl Controller {
                             self.counters.incr("relay_too_many_mmes");
                             continue;
                         }
-                        let sock = Arc::new(UdpSocket::bind(SocketAddr::new(upstream_ip, 0)).await?);
+                        let sock = Arc::new(mobicore_gtp::udp::bind_udp(SocketAddr::new(upstream_ip, 0))?);
                         upstream.insert(mme, sock.clone());
                         let tx = up_tx.clone();
                         up_tasks.push(tokio::spawn(async move {

@@ -81,6 +81,14 @@ async fn a_thousand_ues_keep_every_flow_through_moves_to_the_edge_back_and_to_a_
     };
     let diversions = counter("steering", "pfcp_steering_diversions_established");
     let sites_started = counter("controller", "sites_started");
+    // On a loss, every NF's non-zero counters: relay retransmissions
+    // and buffered downlink at the core told a late Modify Bearer.
+    if moves.as_ref().is_ok_and(|m| !m.continuity.broken().is_empty()) {
+        for (nf, c) in &core.counters {
+            let nz: Vec<_> = c.snapshot().into_iter().filter(|(_, v)| *v != 0).collect();
+            println!("counters of {nf}: {nz:?}");
+        }
+    }
     core.stop().await.unwrap();
     drop(topo);
 

@@ -6,6 +6,7 @@ use super::*;
 use mobicore_common::s11::{CreateSessionRequest, S11Request};
 use mobicore_common::{Fteid, Teid};
 use mobicore_gtp::s11::encode_request;
+use std::time::Duration;
 
 const MME: &str = "127.0.0.1:2123";
 const EDGE: &str = "127.0.9.1:2123";
@@ -133,4 +134,107 @@ fn a_relocation_whose_sessions_ended_meanwhile_is_reverted_not_replayed() {
     c.reestablish(now, "edge1");
     assert_eq!(state(&c, 7), RelocationState::Reverted);
     assert!(anchor_sends(&mut c).is_empty());
+}
+
+/// The relay's transmits to the original S/P-GW, dropped (the test
+/// answers for it).
+fn relayed(core: &mut ControllerCore) -> usize {
+    std::iter::from_fn(|| core.poll_transmit()).filter(|t| matches!(t, Transmit::Relay(_))).count()
+}
+
+#[test]
+fn a_ue_whose_modify_bearer_is_unanswered_is_replayed_once_it_is_answered_with_it() {
+    use mobicore_common::s11::S11Response;
+    use mobicore_common::s11::{CreateSessionResponse, GtpCause, ModifyBearerRequest, ModifyBearerResponse};
+    use mobicore_common::{Ebi, PdnType};
+    use mobicore_gtp::s11::encode_response;
+    let now = Instant::now();
+    let mut c = core();
+    let edge = Anchor { name: "edge1".into(), s11: EDGE.parse().unwrap() };
+    let (mme, s) = (MME.parse().unwrap(), record(1));
+    c.restore(now, vec![s.clone()], vec![], vec![edge.clone()], vec![]);
+    // The MME's Modify Bearer (the attach's last step) is with the
+    // original S/P-GW when the relocation is asked for.
+    let enb = Fteid { teid: Teid(0x4242), ipv4: Ipv4Addr::new(10, 0, 1, 2) };
+    let mbr = S11Request::ModifyBearer(ModifyBearerRequest {
+        sgw_teid: Teid(s.sgw_s11_teid),
+        ebi: Ebi(5),
+        s1u_enb_fteid: enb,
+    });
+    c.handle_from_mme(now, mme, &encode_request(&mbr, 77).to_bytes());
+    assert_eq!(relayed(&mut c), 1);
+    let id = c.relocate(now, &s.imsi, None, "edge1", Mode::Selective).unwrap();
+    assert_eq!(state(&c, id), RelocationState::Replicating);
+    assert!(anchor_sends(&mut c).is_empty(), "no replay while the Modify Bearer is unanswered");
+    assert_eq!(c.counters().value("relocations_deferred"), 1);
+    // Other traffic does not start it.
+    c.handle_timeout(now + Duration::from_millis(5));
+    assert!(anchor_sends(&mut c).is_empty());
+
+    // Answered: the replay starts, and carries the Modify Bearer.
+    let ok = S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: None });
+    let later = now + Duration::from_millis(30);
+    c.handle_from_sgw(later, mme, &encode_response(&ok, 0x9001, 77, None).to_bytes());
+    let sent: Vec<Bytes> = std::iter::from_fn(|| c.poll_transmit())
+        .filter_map(|t| match t {
+            Transmit::Anchor { bytes, .. } => Some(bytes),
+            Transmit::Relay(_) => None,
+        })
+        .collect();
+    let types: Vec<u8> = sent.iter().map(|b| relay::header(b).unwrap().msg_type).collect();
+    assert_eq!(types, [msg_type::CREATE_SESSION_REQUEST]);
+    let f = |teid| Fteid { teid: Teid(teid), ipv4: Ipv4Addr::new(127, 0, 9, 1) };
+    let created = S11Response::CreateSession(CreateSessionResponse {
+        cause: GtpCause::REQUEST_ACCEPTED,
+        sgw_fteid: Some(f(0x900)),
+        paa: s.ue_ipv4,
+        apn_ambr: None,
+        bearer_ebi: Ebi(5),
+        bearer_cause: GtpCause::REQUEST_ACCEPTED,
+        s1u_sgw_fteid: Some(f(0x700)),
+        pgw_s5s8_c_fteid: None,
+        charging_id: None,
+        pdn_type: Some(PdnType::Ipv4),
+        ipv6_prefix: None,
+        pco: None,
+    });
+    let seq = relay::header(&sent[0]).unwrap().seq;
+    c.handle_from_anchor(later, edge.s11, &encode_response(&created, 0x9001, seq, None).to_bytes());
+    let next: Vec<Bytes> = std::iter::from_fn(|| c.poll_transmit())
+        .filter_map(|t| match t {
+            Transmit::Anchor { bytes, .. } => Some(bytes),
+            Transmit::Relay(_) => None,
+        })
+        .collect();
+    assert_eq!(next.len(), 1);
+    let m = mobicore_gtp::GtpMessage::parse(&next[0]).unwrap();
+    let Ok(S11Request::ModifyBearer(replayed)) = mobicore_gtp::s11::decode_request(&m) else { panic!("{m:?}") };
+    assert_eq!((replayed.sgw_teid, replayed.s1u_enb_fteid), (Teid(0x900), enb), "the replica's TEID, the eNB's F-TEID");
+    let t = c.relocation(id).unwrap().timing;
+    assert!(t.waited_ms >= 29.0, "{t:?}");
+}
+
+#[test]
+fn a_request_the_original_never_answers_holds_a_relocation_only_until_the_relay_forgets_it() {
+    use mobicore_common::s11::ModifyBearerRequest;
+    use mobicore_common::Ebi;
+    let now = Instant::now();
+    let mut c = core();
+    let (mme, s) = (MME.parse().unwrap(), record(2));
+    c.restore(now, vec![s.clone()], vec![], vec![Anchor { name: "edge1".into(), s11: EDGE.parse().unwrap() }], vec![]);
+    let enb = Fteid { teid: Teid(0x4343), ipv4: Ipv4Addr::new(10, 0, 1, 2) };
+    let mbr = S11Request::ModifyBearer(ModifyBearerRequest {
+        sgw_teid: Teid(s.sgw_s11_teid),
+        ebi: Ebi(5),
+        s1u_enb_fteid: enb,
+    });
+    c.handle_from_mme(now, mme, &encode_request(&mbr, 78).to_bytes());
+    let id = c.relocate(now, &s.imsi, None, "edge1", Mode::Selective).unwrap();
+    assert!(anchor_sends(&mut c).is_empty());
+    let forget = RelayLimits::default().pending_timeout;
+    assert!(c.poll_timeout().is_some_and(|t| t <= now + forget), "a timer for the relay's forgetting");
+    c.handle_timeout(now + forget);
+    assert_eq!(anchor_sends(&mut c), [(EDGE.parse().unwrap(), msg_type::CREATE_SESSION_REQUEST)]);
+    assert_eq!(state(&c, id), RelocationState::Replicating);
+    assert_eq!(c.counters().value("relay_unanswered"), 1);
 }
