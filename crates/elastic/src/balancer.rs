@@ -142,8 +142,21 @@ pub struct Loads {
     epochs: HashMap<HostId, u64>,
     /// Hosts whose reports stopped ([`Loads::stale`]).
     stale: BTreeSet<HostId>,
+    /// Per host: procedures placed there since its last report, and a
+    /// moving average of those placed per report period.
+    placed: HashMap<HostId, Placed>,
     estimation: Estimation,
 }
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Placed {
+    since_report: u32,
+    per_report: Option<f64>,
+}
+
+/// Weight of a period's count in [`Placed::per_report`] (the hosts'
+/// moving averages weigh a sample as much).
+const PLACED_ALPHA: f64 = 0.5;
 
 /// How the front end applies Eq. 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -168,6 +181,11 @@ pub struct Estimation {
     /// quota is throttled as a whole, its sampler with it, so the queue
     /// it reports misses the time its messages wait for CPU: at 100% of
     /// its budget it may still report almost none (`bench mme fig10`).
+    /// The ceiling applies to [`Loads::cpu_committed`] too: the CPU the
+    /// procedures placed on a host since its last report will take, at
+    /// the CPU per procedure of its recent reports. Reports come a period
+    /// apart, and the most-loaded-first choice would fill a host far past
+    /// its budget within one.
     /// Off (infinite) by default: the simulator's queues are exact.
     pub cpu_ceiling: f64,
 }
@@ -192,6 +210,7 @@ impl Loads {
             since_report: HashMap::new(),
             epochs: HashMap::new(),
             stale: BTreeSet::new(),
+            placed: HashMap::new(),
             estimation,
         }
     }
@@ -204,7 +223,15 @@ impl Loads {
         self.reports.insert(host, report);
         self.since_report.remove(&host);
         self.stale.remove(&host);
-        *self.epochs.entry(host).or_default() += 1;
+        let epoch = self.epochs.entry(host).or_default();
+        *epoch += 1;
+        // The first report closes no whole period of placements.
+        let first = *epoch == 1;
+        let p = self.placed.entry(host).or_default();
+        let n = f64::from(std::mem::take(&mut p.since_report));
+        if !first {
+            p.per_report = Some(p.per_report.map_or(n, |v| v + PLACED_ALPHA * (n - v)));
+        }
     }
 
     /// The host's reports have stopped (it reported before, but not for
@@ -227,6 +254,26 @@ impl Loads {
         self.stale.remove(&host);
         self.reports.remove(&host);
         self.since_report.remove(&host);
+        self.placed.remove(&host);
+    }
+
+    /// A procedure was placed on `host`.
+    fn note_placed(&mut self, host: HostId) {
+        self.placed.entry(host).or_default().since_report += 1;
+    }
+
+    /// The share of a report period's CPU budget that the procedures
+    /// placed on `host` since its last report will take: their number
+    /// times the CPU per procedure by its reports (reported use over the
+    /// procedures placed per period, both moving averages). 0 before the
+    /// host's second report, or while none are placed. Everything a host does counts
+    /// in its use (replicated writes, reports), so this errs high.
+    pub fn cpu_committed(&self, host: HostId) -> f64 {
+        let Some(p) = self.placed.get(&host) else { return 0.0 };
+        match p.per_report {
+            Some(per) if per > 0.0 => self.cpu(host) * f64::from(p.since_report) / per,
+            _ => 0.0,
+        }
     }
 
     fn count(&mut self, host: HostId, kind: ProcedureKind, d: i64) {
@@ -265,7 +312,7 @@ impl Loads {
         let t = self.completion_estimate_s(host, kind)?;
         Some(
             t <= self.estimation.headroom * self.profiles.get(kind).slo_s
-                && self.cpu(host) < self.estimation.cpu_ceiling,
+                && self.cpu(host).max(self.cpu_committed(host)) < self.estimation.cpu_ceiling,
         )
     }
 
@@ -371,6 +418,7 @@ impl Frontend {
         self.stats.procedures += 1;
         self.stats.violations += u64::from(sel.violation.is_some());
         self.loads.count(sel.host, req.kind, 1);
+        self.loads.note_placed(sel.host);
         let epoch = self.loads.epoch(sel.host);
         self.tracked.insert(req.ue, Tracked { host: sel.host, req: *req, epoch });
         Ok(Route { host: sel.host, first: true, violation: sel.violation })

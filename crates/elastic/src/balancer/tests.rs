@@ -306,3 +306,51 @@ fn a_host_at_its_cpu_ceiling_is_not_viable_whatever_its_queue() {
     l.report(HostId(0), report(1.0, 0.0, 0.1));
     assert_eq!(l.viable(HostId(0), ServiceRequest), Some(true));
 }
+
+#[test]
+fn a_host_takes_in_one_report_period_only_what_its_cpu_per_procedure_leaves_under_the_ceiling() {
+    let estimation = Estimation { cpu_ceiling: 0.9, headroom: 1.0, ..Default::default() };
+    let mut f = Frontend::new(Scheme::SkewedCh.balancer(2), Loads::new(profiles(), estimation), 1000);
+    for h in 0..2 {
+        f.add_host(SLICE, HostId(h), &[]);
+    }
+    let report_all = |f: &mut Frontend, cpu0| {
+        f.report(HostId(0), report(cpu0, 0.0, 1.0));
+        f.report(HostId(1), report(0.2, 0.0, 1.0));
+    };
+    let mut ue = 0;
+    let mut place = |f: &mut Frontend, n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                ue += 1;
+                let r = f.route(&req(ue, ServiceRequest)).unwrap();
+                f.end(MTmsi(ue));
+                r.host.0
+            })
+            .collect()
+    };
+    // Before its second report a host's cost per procedure is unknown:
+    // the most loaded viable host takes them all.
+    report_all(&mut f, 0.6);
+    assert!(place(&mut f, 30).iter().all(|h| *h == 0));
+    // 60% of the budget for 30 procedures: 2% each. 45 in a period
+    // would reach the 90% ceiling, so the 46th goes to the other host.
+    report_all(&mut f, 0.6);
+    let hosts = place(&mut f, 60);
+    assert_eq!(hosts.iter().filter(|h| **h == 0).count(), 45, "{hosts:?}");
+    assert!(hosts[45..].iter().all(|h| *h == 1), "{hosts:?}");
+    assert!((f.loads().cpu_committed(HostId(0)) - 0.9).abs() < 1e-9);
+    // A new report opens a new period.
+    report_all(&mut f, 0.6);
+    assert_eq!(f.loads().cpu_committed(HostId(0)), 0.0);
+    assert_eq!(place(&mut f, 1), [0]);
+    // Off (the simulator's default): the reports alone decide.
+    let mut f = Frontend::new(Scheme::SkewedCh.balancer(2), Loads::new(profiles(), Estimation::default()), 1000);
+    for h in 0..2 {
+        f.add_host(SLICE, HostId(h), &[]);
+    }
+    for _ in 0..2 {
+        report_all(&mut f, 0.6);
+        assert!(place(&mut f, 60).iter().all(|h| *h == 0));
+    }
+}
