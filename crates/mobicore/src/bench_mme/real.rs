@@ -223,7 +223,9 @@ impl Rig {
                     store.extend(["--s11-direct".to_string(), sgw.clone()]);
                 }
                 let mut fe_args = launch::frontend_args(&sgw, &plan.balancer);
-                if plan.placement == Placement::Procedure && d.uses_redis() {
+                // Over Redis and over host-local stores alike (there, among
+                // the hosts holding the UE's record).
+                if plan.placement == Placement::Procedure {
                     fe_args.extend(["--placement", "procedure"]);
                 }
                 if !plan.frontend_args.is_empty() {
