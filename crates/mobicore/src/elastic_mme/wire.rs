@@ -518,12 +518,22 @@ const BATCH: usize = 64 * 1024;
 /// fails: each wake writes what is queued then, up to [`BATCH`] octets.
 pub async fn write_queued<W: AsyncWrite + Unpin>(w: &mut W, rx: &mut mpsc::Receiver<Frame>) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(BATCH);
-    while let Some(f) = rx.recv().await {
-        buf.clear();
-        buf.extend_from_slice(&f.encode());
+    let drain = |buf: &mut Vec<u8>, rx: &mut mpsc::Receiver<Frame>| {
         while buf.len() < BATCH {
             let Ok(f) = rx.try_recv() else { break };
             buf.extend_from_slice(&f.encode());
+        }
+    };
+    while let Some(f) = rx.recv().await {
+        buf.clear();
+        buf.extend_from_slice(&f.encode());
+        drain(&mut buf, rx);
+        // Once more after the tasks that were ready with this one have
+        // run: what they queue goes in this write. A write over loopback
+        // TCP costs the sender the receiver's side too, and wakes it.
+        if buf.len() < BATCH {
+            tokio::task::yield_now().await;
+            drain(&mut buf, rx);
         }
         w.write_all(&buf).await?;
     }
