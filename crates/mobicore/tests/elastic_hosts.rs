@@ -377,6 +377,8 @@ struct Options {
     host_mme: &'static str,
     /// More arguments of the hosts started with the cluster.
     host_args: &'static [&'static str],
+    /// The hosts' link to the front end is a Unix socket (not loopback TCP).
+    unix_link: bool,
 }
 
 const DEFAULT: Options = Options {
@@ -394,7 +396,12 @@ const DEFAULT: Options = Options {
     frontend: &[],
     host_mme: "",
     host_args: &[],
+    unix_link: false,
 };
+
+/// A bad peer's connection to the hosts' link, TCP or Unix.
+trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Duplex for T {}
 
 /// The elastic MME of three hosts, the RAN connected.
 struct Cluster {
@@ -473,10 +480,14 @@ impl Cluster {
         let host_args = ["--config", host_cfg.to_str().unwrap(), "--store", &url, "--replication", replication];
         let host_args = host_args.into_iter().chain(["--metrics", "127.0.0.1:0"]);
 
+        let link = match o.unix_link {
+            true => format!("unix:{}", dir.0.join("hosts.sock").display()),
+            false => "127.0.0.1:0".to_string(),
+        };
         let fe = procs
             .start(
                 "frontend",
-                &launch::frontend_args(&sgw, o.scheme)
+                &launch::frontend_args(&sgw, o.scheme, &link)
                     .into_iter()
                     // Generous: a drain waits for procedures, never for luck.
                     .chain(["--admin", "127.0.0.1:0", "--drain-within-ms", "20000"])
@@ -497,7 +508,10 @@ impl Cluster {
         // host. Each is disconnected; the front end carries on.
         for bad in [vec![0xff, 0xff, 0xff, 0xff], vec![0, 0, 0, 2, 1, 0]] {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut c = tokio::net::TcpStream::connect(&hosts).await.unwrap();
+            let mut c: Box<dyn Duplex> = match hosts.strip_prefix("unix:") {
+                Some(path) => Box::new(tokio::net::UnixStream::connect(path).await.unwrap()),
+                None => Box::new(tokio::net::TcpStream::connect(&hosts).await.unwrap()),
+            };
             c.write_all(&bad).await.unwrap();
             let mut buf = [0u8; 16];
             let n = tokio::time::timeout(LIMIT, c.read(&mut buf)).await.expect("closed by the front end");
@@ -1332,7 +1346,9 @@ async fn local_cold_killed_hosts_ues_are_served_from_their_heirs_copies_without_
 /// visitors handed back in it, and every UE detaches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_placed_procedures_run_on_a_replica_host_and_the_record_goes_home_after() {
-    let o = Options { store: "local", scheme: "rr", frontend: &["--placement", "procedure"], ..DEFAULT };
+    // The hosts' link over a Unix socket here.
+    let o =
+        Options { store: "local", scheme: "rr", frontend: &["--placement", "procedure"], unix_link: true, ..DEFAULT };
     let mut c = Cluster::start("cold", o).await;
     c.wait_others(0, "mobicore_mme_ue_context_release_complete", UES).await;
     for phase in [Phase::ServiceRequest, Phase::Release, Phase::Tau, Phase::ServiceRequest, Phase::Release] {
@@ -1929,7 +1945,10 @@ async fn scale_out_and_in_under_load(replication: &str, every_procedure: bool) {
     const FIRST: u64 = 8;
     // Service requests arrive 40 a second: a round lasts a while.
     let frontend: &'static [&'static str] = if every_procedure { &["--placement", "procedure"] } else { &[] };
-    let o = Options { ues: 2 * FIRST, scheme: "rr", hosts: 2, rate: Some(40.0), frontend, ..DEFAULT };
+    // Placed: the hosts' link over a Unix socket, the hosts the front end
+    // starts told it too.
+    let unix_link = every_procedure;
+    let o = Options { ues: 2 * FIRST, scheme: "rr", hosts: 2, rate: Some(40.0), frontend, unix_link, ..DEFAULT };
     let mut c = Cluster::boot(replication, o).await;
     let r = c.ran.attach_some(0..FIRST).await.unwrap();
     assert_eq!((r.succeeded, r.failed), (FIRST, 0), "{:?}", c.ran.report().failures);

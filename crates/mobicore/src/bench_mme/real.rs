@@ -222,7 +222,9 @@ impl Rig {
                 if plan.s11_direct {
                     store.extend(["--s11-direct".to_string(), sgw.clone()]);
                 }
-                let mut fe_args = launch::frontend_args(&sgw, &plan.balancer);
+                // Hosts on this machine: a Unix socket, not loopback TCP.
+                let link = format!("unix:{}", dir.0.join("hosts.sock").display());
+                let mut fe_args = launch::frontend_args(&sgw, &plan.balancer, &link);
                 // Over Redis and over host-local stores alike (there, among
                 // the hosts holding the UE's record).
                 if plan.placement == Placement::Procedure {

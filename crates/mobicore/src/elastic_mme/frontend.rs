@@ -69,7 +69,7 @@ use mobicore_mme::{Mme, MmeAction, MmeConfig, MmeEvent};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 
 /// Frames queued towards one host at most.
@@ -165,7 +165,7 @@ pub async fn run(
     core_cfg: MmeConfig,
     router: Router,
     sctp: SctpHandle,
-    hosts: TcpListener,
+    hosts: super::link::LinkListener,
     s11: S11Front,
     scaling: Scaling,
     counters: Counters,
@@ -194,9 +194,9 @@ pub async fn run(
             }
             accepted = hosts.accept() => {
                 match accepted {
-                    Ok((stream, _)) => {
+                    Ok(link) => {
                         next_conn += 1;
-                        tokio::spawn(host_connection(stream, next_conn, host_tx.clone(), fe.counters.clone()));
+                        tokio::spawn(host_connection(link, next_conn, host_tx.clone(), fe.counters.clone()));
                     }
                     Err(_) => fe.counters.incr("frontend_accept_error"),
                 }
@@ -805,9 +805,8 @@ fn read_s11(bytes: &[u8]) -> S11Read {
 
 /// One host's connection: its Hello, then its frames to the loop; the
 /// loop's frames to it through a bounded queue.
-async fn host_connection(stream: TcpStream, conn: u64, events: mpsc::Sender<HostEvent>, counters: Counters) {
-    let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.into_split();
+async fn host_connection(link: super::link::Link, conn: u64, events: mpsc::Sender<HostEvent>, counters: Counters) {
+    let super::link::Link { rd, mut wr } = link;
     let mut rd = buffered(rd);
     let (host, s11, local) = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
         Ok(Ok(Some(Frame::Hello { host, s11, local }))) if (1..=254).contains(&host) => {

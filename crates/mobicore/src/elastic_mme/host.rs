@@ -93,7 +93,6 @@ use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 /// Frames queued towards the front end at most.
@@ -338,7 +337,7 @@ pub async fn run(
     mut core: Mme,
     mut stored: StoredUes,
     mut replica: Option<LocalReplica>,
-    frontend: TcpStream,
+    frontend: super::link::Link,
     s6a: S6aLink,
     s11: S11Link,
     s11_addr: SocketAddr,
@@ -354,8 +353,7 @@ pub async fn run(
     // Events an NF instance gave back for the core; the instances' actions.
     let mut local: Vec<MmeEvent> = Vec::new();
     let mut nf_actions: Vec<MmeAction> = Vec::new();
-    let _ = frontend.set_nodelay(true);
-    let (rd, mut wr) = frontend.into_split();
+    let super::link::Link { rd, mut wr } = frontend;
     let mut rd = buffered(rd);
     write_frame(&mut wr, &Frame::Hello { host, s11: s11_addr, local: replica.is_some() }).await?;
     let (in_tx, mut from_fe) = mpsc::channel::<Frame>(QUEUE);

@@ -3,9 +3,9 @@
 //! kernel and read back from the front end's ready line.
 
 /// `mme-frontend` on ephemeral loopback ports (S1-MME as SCTP over UDP,
-/// the hosts' port, S11) towards the S/P-GW-C at `sgw`, placing new UEs
-/// by `scheme`.
-pub fn frontend_args<'a>(sgw: &'a str, scheme: &'a str) -> Vec<&'a str> {
+/// S11) towards the S/P-GW-C at `sgw`, placing new UEs by `scheme`, its
+/// hosts connecting at `hosts` (`127.0.0.1:0`, or `unix:/path`).
+pub fn frontend_args<'a>(sgw: &'a str, scheme: &'a str, hosts: &'a str) -> Vec<&'a str> {
     vec![
         "mme-frontend",
         "--threads",
@@ -17,7 +17,7 @@ pub fn frontend_args<'a>(sgw: &'a str, scheme: &'a str) -> Vec<&'a str> {
         "--udp-port",
         "0",
         "--hosts",
-        "127.0.0.1:0",
+        hosts,
         "--s11",
         "127.0.0.1:0",
         "--sgw",

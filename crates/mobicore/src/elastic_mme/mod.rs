@@ -15,6 +15,7 @@ pub mod cgroup;
 pub mod frontend;
 pub mod host;
 pub mod launch;
+pub mod link;
 pub mod load;
 pub mod nf;
 pub mod replica;
@@ -50,9 +51,11 @@ pub struct FrontendArgs {
     /// With --sctp udp: the UDP port of the encapsulation (0: any, printed).
     #[arg(long)]
     pub udp_port: Option<u16>,
-    /// Where MME hosts connect (TCP; loopback: the link is not protected).
+    /// Where MME hosts connect: a loopback TCP address (the link is not
+    /// protected), or `unix:/path`, a Unix socket only this user may use
+    /// (hosts on this machine; cheaper per frame than loopback TCP).
     #[arg(long, default_value = "127.0.0.1:36420")]
-    pub hosts: SocketAddr,
+    pub hosts: link::LinkAddr,
     /// The balancer placing new UEs on hosts: sk-ch (by the hosts' load
     /// reports, seed 004 Algorithm 1), ch, rr or maglev.
     #[arg(long, default_value = "ch")]
@@ -150,9 +153,9 @@ pub struct HostArgs {
     /// and M-TMSI it allocates. Never reuse the number of a host that died.
     #[arg(long)]
     pub id: u8,
-    /// The front end's host address (its --hosts).
+    /// The front end's host address (its --hosts: address:port or unix:/path).
     #[arg(long)]
-    pub frontend: SocketAddr,
+    pub frontend: link::LinkAddr,
     /// The front end's S11 address (its --s11): this host's S11 requests go
     /// there and the S-GW's come from there; its IP is the one of the
     /// host's Sender F-TEID for Control Plane.
@@ -334,10 +337,7 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     let bound = mobicore_sctp::bind_with_info(ep)
         .await
         .with_context(|| format!("opening the SCTP endpoint on {} ({t:?})", cfg.mme.s1ap))?;
-    loopback_only(a.hosts, "--hosts", "the link to the hosts")?;
-    let listener = tokio::net::TcpListener::bind(a.hosts)
-        .await
-        .with_context(|| format!("opening the hosts' address {}", a.hosts))?;
+    let listener = link::LinkListener::bind(&a.hosts).await.with_context(|| format!("opening --hosts {}", a.hosts))?;
     let hosts = listener.local_addr()?;
     let s11_addr = a.s11.unwrap_or(cfg.mme.s11_local);
     if s11_addr.ip().is_unspecified() {
@@ -369,7 +369,7 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
         // stay held): beyond, a UE is not followed and may be placed anew.
         Placement::Procedure => router.placing_procedures(MAX_HELD),
     };
-    let scaling = frontend_scaling(&a, hosts, s11_addr).await?;
+    let scaling = frontend_scaling(&a, hosts.clone(), s11_addr).await?;
     let admin = scaling.1.map_or("none".to_string(), |a| a.to_string());
     println!(
         "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={} placement={:?} admin={admin}",
@@ -389,7 +389,7 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
 /// The front end's scaling from its arguments, and the operator API's address.
 async fn frontend_scaling(
     a: &FrontendArgs,
-    hosts: SocketAddr,
+    hosts: link::LinkAddr,
     s11: SocketAddr,
 ) -> Result<(frontend::Scaling, Option<SocketAddr>)> {
     let mut scaling = frontend::Scaling::none();
@@ -485,9 +485,8 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let stored = StoredUes::new(store.clone(), mode, &mut core);
     let replica = (a.store == "local")
         .then(|| replica::LocalReplica::new(a.id, store.clone(), a.replica_max_mib << 20, counters.clone()));
-    let fe = tokio::net::TcpStream::connect(a.frontend)
-        .await
-        .with_context(|| format!("connecting to the front end at {}", a.frontend))?;
+    let fe =
+        link::connect(&a.frontend).await.with_context(|| format!("connecting to the front end at {}", a.frontend))?;
     let mut metrics = None;
     if let Some(addr) = a.metrics {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("metrics address {addr}"))?;

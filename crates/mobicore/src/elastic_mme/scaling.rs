@@ -108,7 +108,7 @@ pub async fn serve_admin(listener: TcpListener, requests: mpsc::Sender<Request>)
 pub struct Launcher {
     exe: PathBuf,
     args: Vec<String>,
-    hosts: SocketAddr,
+    hosts: super::link::LinkAddr,
     s11: SocketAddr,
     /// The running processes this front end started, by host: what tells
     /// a drained one's reaper that it was told to exit.
@@ -116,7 +116,7 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    pub fn new(exe: PathBuf, args: Vec<String>, hosts: SocketAddr, s11: SocketAddr) -> Launcher {
+    pub fn new(exe: PathBuf, args: Vec<String>, hosts: super::link::LinkAddr, s11: SocketAddr) -> Launcher {
         Launcher { exe, args, hosts, s11, running: HashMap::new() }
     }
 
