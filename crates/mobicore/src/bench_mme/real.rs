@@ -222,7 +222,7 @@ impl Rig {
                 if plan.s11_direct {
                     store.extend(["--s11-direct".to_string(), sgw.clone()]);
                 }
-                // Hosts on this machine: a Unix socket, not loopback TCP.
+                // Hosts on this machine: a Unix socket only this user may use.
                 let link = format!("unix:{}", dir.0.join("hosts.sock").display());
                 let mut fe_args = launch::frontend_args(&sgw, &plan.balancer, &link);
                 // Over Redis and over host-local stores alike (there, among

@@ -52,8 +52,8 @@ pub struct FrontendArgs {
     #[arg(long)]
     pub udp_port: Option<u16>,
     /// Where MME hosts connect: a loopback TCP address (the link is not
-    /// protected), or `unix:/path`, a Unix socket only this user may use
-    /// (hosts on this machine; cheaper per frame than loopback TCP).
+    /// authenticated: any local user may connect), or `unix:/path`, a Unix
+    /// socket only this user may use.
     #[arg(long, default_value = "127.0.0.1:36420")]
     pub hosts: link::LinkAddr,
     /// The balancer placing new UEs on hosts: sk-ch (by the hosts' load
