@@ -464,7 +464,10 @@ impl ControllerCore {
     /// ended meanwhile are left out; with none left, the relocation is
     /// reverted (nothing moved).
     fn start_replication(&mut self, now: Instant, id: u64) {
-        let Some(r) = self.relocations.get_mut(&id) else { return };
+        let Some(r) = self.relocations.get_mut(&id) else {
+            self.deferred.remove(&id);
+            return;
+        };
         let records: Vec<SessionRecord> =
             r.sessions.iter().filter_map(|s| self.relay.session(s.sgw_s11_teid).cloned()).collect();
         r.sessions.retain(|s| records.iter().any(|x| x.sgw_s11_teid == s.sgw_s11_teid));
@@ -771,16 +774,10 @@ impl ControllerCore {
                 }
             }
         }
-        // Replays that waited for an answer the relay has now had (or
-        // forgotten).
-        let ready: Vec<u64> = (self.deferred.iter().copied())
-            .filter(|id| {
-                self.relocations
-                    .get(id)
-                    .is_none_or(|r| !r.sessions.iter().any(|s| self.relay.in_progress(s.sgw_s11_teid)))
-            })
-            .collect();
-        for id in ready {
+        // Replays waiting for an answer: those the relay has now had (or
+        // forgotten) start.
+        let waiting: Vec<u64> = self.deferred.iter().copied().collect();
+        for id in waiting {
             self.start_replication(now, id);
         }
         self.pump_switch(now);

@@ -66,6 +66,16 @@ fn relocation(id: u64, n: u32, anchor: &str, state: RelocationState) -> Relocati
     }
 }
 
+/// What the core sent to anchors, octets only.
+fn anchor_bytes(core: &mut ControllerCore) -> Vec<Bytes> {
+    std::iter::from_fn(|| core.poll_transmit())
+        .filter_map(|t| match t {
+            Transmit::Anchor { bytes, .. } => Some(bytes),
+            Transmit::Relay(_) => None,
+        })
+        .collect()
+}
+
 fn anchor_sends(core: &mut ControllerCore) -> Vec<(SocketAddr, u8)> {
     std::iter::from_fn(|| core.poll_transmit())
         .filter_map(|t| match t {
@@ -175,12 +185,7 @@ fn a_ue_whose_modify_bearer_is_unanswered_is_replayed_once_it_is_answered_with_i
     let ok = S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: None });
     let later = now + Duration::from_millis(30);
     c.handle_from_sgw(later, mme, &encode_response(&ok, 0x9001, 77, None).to_bytes());
-    let sent: Vec<Bytes> = std::iter::from_fn(|| c.poll_transmit())
-        .filter_map(|t| match t {
-            Transmit::Anchor { bytes, .. } => Some(bytes),
-            Transmit::Relay(_) => None,
-        })
-        .collect();
+    let sent: Vec<Bytes> = anchor_bytes(&mut c);
     let types: Vec<u8> = sent.iter().map(|b| relay::header(b).unwrap().msg_type).collect();
     assert_eq!(types, [msg_type::CREATE_SESSION_REQUEST]);
     let f = |teid| Fteid { teid: Teid(teid), ipv4: Ipv4Addr::new(127, 0, 9, 1) };
@@ -200,12 +205,7 @@ fn a_ue_whose_modify_bearer_is_unanswered_is_replayed_once_it_is_answered_with_i
     });
     let seq = relay::header(&sent[0]).unwrap().seq;
     c.handle_from_anchor(later, edge.s11, &encode_response(&created, 0x9001, seq, None).to_bytes());
-    let next: Vec<Bytes> = std::iter::from_fn(|| c.poll_transmit())
-        .filter_map(|t| match t {
-            Transmit::Anchor { bytes, .. } => Some(bytes),
-            Transmit::Relay(_) => None,
-        })
-        .collect();
+    let next: Vec<Bytes> = anchor_bytes(&mut c);
     assert_eq!(next.len(), 1);
     let m = mobicore_gtp::GtpMessage::parse(&next[0]).unwrap();
     let Ok(S11Request::ModifyBearer(replayed)) = mobicore_gtp::s11::decode_request(&m) else { panic!("{m:?}") };
