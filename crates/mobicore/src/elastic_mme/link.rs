@@ -3,16 +3,27 @@
 //! (`unix:/path`). The link carries no authentication, so both are for
 //! this machine's processes only: TCP binds to loopback, where any local
 //! user may connect and pose as a host; the socket file is the owner's
-//! alone (mode 0600), so only the front end's user may. (Per frame they
-//! cost the same here: `bench mme fig6` at 6,000 attaches/s measured no
-//! CPU difference.)
+//! alone (mode 0600), so only the front end's user may.
+//!
+//! A Unix stream wakes a writer's epoll whenever its reader frees what it
+//! read (the kernel's `unix_write_space` does not wait for a writer to
+//! have found the socket full, as TCP's does). Through tokio's
+//! `UnixStream`, which registers both directions, every read of one end
+//! would wake the other process for nothing; so a Unix link's halves
+//! ([`UnixRead`], [`UnixWrite`]) register only for what they wait on: the
+//! reader for input, the writer for room only while a write waits for it.
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 /// Where the front end listens for its hosts.
@@ -56,9 +67,76 @@ impl Link {
         Link { rd: Box::new(rd), wr: Box::new(wr) }
     }
 
-    fn unix(s: UnixStream) -> Link {
-        let (rd, wr) = s.into_split();
-        Link { rd: Box::new(rd), wr: Box::new(wr) }
+    fn unix(s: UnixStream) -> std::io::Result<Link> {
+        let s = s.into_std()?;
+        let wr = UnixWrite { sock: s.try_clone()?, waiting: None };
+        let rd = UnixRead(register(s, Interest::READABLE)?);
+        Ok(Link { rd: Box::new(rd), wr: Box::new(wr) })
+    }
+}
+
+/// `fd` registered with the runtime's reactor for `interest` only.
+fn register<T: std::os::fd::AsRawFd>(fd: T, interest: Interest) -> std::io::Result<AsyncFd<T>> {
+    // SAFETY: `fd` is an owned socket (a `UnixStream` or an `OwnedFd`),
+    // open until the `AsyncFd` that owns it is dropped, and its raw fd
+    // never changes while owned.
+    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(std::io::Error::from)
+}
+
+/// A Unix link's reading half: registered for input only.
+struct UnixRead(AsyncFd<std::os::unix::net::UnixStream>);
+
+impl AsyncRead for UnixRead {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        loop {
+            let mut guard = ready!(self.0.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            match guard.try_io(|s| s.get_ref().read(unfilled)) {
+                Ok(Ok(n)) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
+/// A Unix link's writing half (non-blocking, as `into_std` left it):
+/// writes straight away, and registers for room only while a write
+/// finds the socket full.
+struct UnixWrite {
+    sock: std::os::unix::net::UnixStream,
+    waiting: Option<AsyncFd<OwnedFd>>,
+}
+
+impl AsyncWrite for UnixWrite {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        loop {
+            match (&self.sock).write(buf) {
+                Ok(n) => {
+                    self.waiting = None;
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+            if self.waiting.is_none() {
+                let fd = self.sock.as_fd().try_clone_to_owned()?;
+                self.waiting = Some(register(fd, Interest::WRITABLE)?);
+            }
+            let waiting = self.waiting.as_ref().expect("registered above");
+            ready!(waiting.poll_write_ready(cx))?.clear_ready();
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(self.sock.shutdown(std::net::Shutdown::Write))
     }
 }
 
@@ -103,7 +181,7 @@ impl LinkListener {
     pub async fn accept(&self) -> std::io::Result<Link> {
         match self {
             LinkListener::Tcp(l) => l.accept().await.map(|(s, _)| Link::tcp(s)),
-            LinkListener::Unix(l, _) => l.accept().await.map(|(s, _)| Link::unix(s)),
+            LinkListener::Unix(l, _) => Link::unix(l.accept().await?.0),
         }
     }
 }
@@ -120,7 +198,7 @@ impl Drop for LinkListener {
 pub async fn connect(a: &LinkAddr) -> std::io::Result<Link> {
     match a {
         LinkAddr::Tcp(addr) => TcpStream::connect(addr).await.map(Link::tcp),
-        LinkAddr::Unix(p) => UnixStream::connect(p).await.map(Link::unix),
+        LinkAddr::Unix(p) => Link::unix(UnixStream::connect(p).await?),
     }
 }
 
@@ -164,6 +242,24 @@ mod tests {
             }
         }
         assert!(!path.exists(), "removed with its listener");
+        // More than a Unix socket holds: the writer waits for room (its
+        // only registration for it) and goes on; the reader gets it all.
+        let l = LinkListener::bind(&LinkAddr::Unix(path.clone())).await.unwrap();
+        let (mut host, mut fe) = tokio::join!(async { connect(&l.local_addr().unwrap()).await.unwrap() }, async {
+            l.accept().await.unwrap()
+        });
+        let sent: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+        let mut got = Vec::new();
+        let ((), r) = tokio::join!(
+            async {
+                host.wr.write_all(&sent).await.unwrap();
+                host.wr.shutdown().await.unwrap();
+            },
+            fe.rd.read_to_end(&mut got)
+        );
+        r.unwrap();
+        assert!(got == sent, "{} octets of {}", got.len(), sent.len());
+        drop(l);
         let err = LinkListener::bind(&LinkAddr::Tcp("192.0.2.1:0".parse().unwrap())).await.err().unwrap();
         assert!(err.to_string().contains("loopback only"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
