@@ -6,7 +6,8 @@
 //!   (today's monolithic MME); throughput against offered load, and a
 //!   host failure's latency timeline (`timeline`, no I/O).
 //! - Fig. 8 on real processes (`ramp`): the T2 ramp against the front
-//!   end's EPS controller scaling hosts bounded by a CPU budget out and in.
+//!   end's EPS controller scaling hosts bounded by a CPU budget out and in,
+//!   beside the stateful MME bounded to one host's budget and to the most.
 //! - Fig. 10 on real processes (`balance`): each balancer in front of
 //!   hosts bounded by a CPU budget (a cgroup), uniform and skewed load.
 //! - Fig. 11 on real processes (`bursts`): the hosts each balancer needs
@@ -98,7 +99,8 @@ pub struct MmeArgs {
     /// local-cold,redis,stateful; fig7
     /// local-hot,local-hot-nf,local-cold,redis-hot,redis-cold,stateful).
     /// Figs. 10 and 11 (real): the hosts' store, one of redis (default),
-    /// local-cold, local-hot.
+    /// local-cold, local-hot. Fig. 8: without `stateful`, no stateful
+    /// baseline beside.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub deployments: Option<Vec<Deployment>>,
     /// Figs. 6, 7 and 8: the front end's load balancer.

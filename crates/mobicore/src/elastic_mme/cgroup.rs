@@ -66,6 +66,8 @@ pub struct HostCgroup {
     dir: PathBuf,
     /// The cgroup the process came from, to go back to before removal.
     origin: PathBuf,
+    /// This process is in it (else another, which must be gone first).
+    own: bool,
 }
 
 fn has_cpu(controllers: &str) -> bool {
@@ -123,7 +125,8 @@ impl HostCgroup {
     pub fn enter(root: &Path, version: Version, origin: &str, id: u8, pid: u32, fraction: f64) -> Result<HostCgroup> {
         let (quota, period) = quota_period_us(fraction)?;
         let dir = make_host_dir(root, version, &format!("host{id}-{pid}"))?;
-        let cg = HostCgroup { dir, origin: root.join(origin.trim_start_matches('/')) };
+        let own = pid == std::process::id();
+        let cg = HostCgroup { dir, origin: root.join(origin.trim_start_matches('/')), own };
         let write = |file: &str, value: String| {
             fs::write(cg.dir.join(file), &value).with_context(|| format!("writing {file} {value:?}"))
         };
@@ -140,12 +143,19 @@ impl HostCgroup {
 
     /// This process into a cgroup of its own (see the module).
     pub fn enter_self(id: u8, fraction: f64) -> Result<HostCgroup> {
+        HostCgroup::enter_child(id, std::process::id(), fraction)
+    }
+
+    /// Process `pid`, this one or a child still in this one's cgroup,
+    /// into a cgroup of its own (a bench's budgeted stateful MME, as host
+    /// `id`). Another process must be gone before this is dropped.
+    pub fn enter_child(id: u8, pid: u32, fraction: f64) -> Result<HostCgroup> {
         quota_period_us(fraction)?;
         let version = available(Path::new(ROOT), Path::new(V1_ROOT))?;
         let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let origin = origin_in(&own, version).unwrap_or("/").to_string();
         let root = if version == Version::V2 { ROOT } else { V1_ROOT };
-        HostCgroup::enter(Path::new(root), version, &origin, id, std::process::id(), fraction)
+        HostCgroup::enter(Path::new(root), version, &origin, id, pid, fraction)
     }
 
     pub fn dir(&self) -> &Path {
@@ -157,8 +167,12 @@ impl Drop for HostCgroup {
     /// Back to the cgroup it came from (a cgroup with a process in it
     /// cannot be removed), then remove it (its NF instances' first).
     fn drop(&mut self) {
-        let _ = fs::write(self.origin.join("cgroup.procs"), std::process::id().to_string());
-        if let Err(e) = remove_host_dir(&self.dir) {
+        if self.own {
+            let _ = fs::write(self.origin.join("cgroup.procs"), std::process::id().to_string());
+        }
+        // Another process's: whoever reaped it may have removed it.
+        let gone = |e: &std::io::Error| !self.own && e.kind() == std::io::ErrorKind::NotFound;
+        if let Err(e) = remove_host_dir(&self.dir).or_else(|e| if gone(&e) { Ok(()) } else { Err(e) }) {
             tracing::warn!("removing the host's cgroup {}: {e}", self.dir.display());
         }
     }
