@@ -142,8 +142,8 @@ pub struct Loads {
     epochs: HashMap<HostId, u64>,
     /// Hosts whose reports stopped ([`Loads::stale`]).
     stale: BTreeSet<HostId>,
-    /// Per host: procedures placed there since its last report, and a
-    /// moving average of those placed per report period.
+    /// Per host: procedures placed there since its last report, and its
+    /// CPU per procedure.
     placed: HashMap<HostId, Placed>,
     estimation: Estimation,
 }
@@ -151,12 +151,22 @@ pub struct Loads {
 #[derive(Clone, Copy, Debug, Default)]
 struct Placed {
     since_report: u32,
-    per_report: Option<f64>,
+    /// A moving average of the reported CPU use over the procedures placed
+    /// in the period, from busy periods only ([`BUSY_PERIOD`]).
+    cpu_per_procedure: Option<f64>,
 }
 
-/// Weight of a period's count in [`Placed::per_report`] (the hosts'
-/// moving averages weigh a sample as much).
+/// Weight of a period's value in [`Placed::cpu_per_procedure`] (the
+/// hosts' moving averages weigh a sample as much).
 const PLACED_ALPHA: f64 = 0.5;
+
+/// Procedures placed in a report period for its CPU use to tell the CPU
+/// per procedure: in a quieter one the host's own work (timers, reports,
+/// its store) dominates, and a host at rest would seem to spend its whole
+/// use on its one procedure, so that a burst after a lull found every
+/// host full at a tenth of its budget (`bench mme fig8`: violations at
+/// every load, so the EPS controller never scaled in).
+pub const BUSY_PERIOD: u32 = 5;
 
 /// How the front end applies Eq. 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -220,6 +230,7 @@ impl Loads {
     }
 
     pub fn report(&mut self, host: HostId, report: HostReport) {
+        let cpu = report.cpu;
         self.reports.insert(host, report);
         self.since_report.remove(&host);
         self.stale.remove(&host);
@@ -228,9 +239,10 @@ impl Loads {
         // The first report closes no whole period of placements.
         let first = *epoch == 1;
         let p = self.placed.entry(host).or_default();
-        let n = f64::from(std::mem::take(&mut p.since_report));
-        if !first {
-            p.per_report = Some(p.per_report.map_or(n, |v| v + PLACED_ALPHA * (n - v)));
+        let n = std::mem::take(&mut p.since_report);
+        if !first && n >= BUSY_PERIOD {
+            let x = cpu / f64::from(n);
+            p.cpu_per_procedure = Some(p.cpu_per_procedure.map_or(x, |v| v + PLACED_ALPHA * (x - v)));
         }
     }
 
@@ -264,16 +276,14 @@ impl Loads {
 
     /// The share of a report period's CPU budget that the procedures
     /// placed on `host` since its last report will take: their number
-    /// times the CPU per procedure by its reports (reported use over the
-    /// procedures placed per period, both moving averages). 0 before the
-    /// host's second report, or while none are placed. Everything a host does counts
-    /// in its use (replicated writes, reports), so this errs high.
+    /// times the CPU per procedure by its reports (a moving average of the
+    /// reported use over the procedures placed in the period, over busy
+    /// periods, [`BUSY_PERIOD`]). 0 until a busy period has closed, or
+    /// while none are placed. Everything a host does counts in its use
+    /// (replicated writes, reports), so this errs high.
     pub fn cpu_committed(&self, host: HostId) -> f64 {
         let Some(p) = self.placed.get(&host) else { return 0.0 };
-        match p.per_report {
-            Some(per) if per > 0.0 => self.cpu(host) * f64::from(p.since_report) / per,
-            _ => 0.0,
-        }
+        p.cpu_per_procedure.map_or(0.0, |c| c * f64::from(p.since_report))
     }
 
     fn count(&mut self, host: HostId, kind: ProcedureKind, d: i64) {

@@ -329,8 +329,8 @@ fn a_host_takes_in_one_report_period_only_what_its_cpu_per_procedure_leaves_unde
             })
             .collect()
     };
-    // Before its second report a host's cost per procedure is unknown:
-    // the most loaded viable host takes them all.
+    // Until a busy period has closed a host's cost per procedure is
+    // unknown: the most loaded viable host takes them all.
     report_all(&mut f, 0.6);
     assert!(place(&mut f, 30).iter().all(|h| *h == 0));
     // 60% of the budget for 30 procedures: 2% each. 45 in a period
@@ -353,4 +353,41 @@ fn a_host_takes_in_one_report_period_only_what_its_cpu_per_procedure_leaves_unde
         report_all(&mut f, 0.6);
         assert!(place(&mut f, 60).iter().all(|h| *h == 0));
     }
+}
+
+#[test]
+fn a_host_at_rest_is_not_taken_for_full_by_its_own_work() {
+    let estimation = Estimation { cpu_ceiling: 0.9, headroom: 1.0, ..Default::default() };
+    let mut f = Frontend::new(Scheme::SkewedCh.balancer(2), Loads::new(profiles(), estimation), 1000);
+    for h in 0..2 {
+        f.add_host(SLICE, HostId(h), &[]);
+    }
+    let mut ue = 0;
+    let mut place = |f: &mut Frontend, n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                ue += 1;
+                let r = f.route(&req(ue, ServiceRequest)).unwrap();
+                f.end(MTmsi(ue));
+                r.host.0
+            })
+            .collect()
+    };
+    // A lull: host 0 spends 15% of its budget on its own work with one
+    // procedure a period (the most loaded, it takes each).
+    for _ in 0..6 {
+        f.report(HostId(0), report(0.15, 0.0, 1.0));
+        f.report(HostId(1), report(0.05, 0.0, 1.0));
+        assert_eq!(place(&mut f, 1), [0]);
+    }
+    // A burst: 15% per procedure would fill it at the 6th; it takes them.
+    f.report(HostId(0), report(0.15, 0.0, 1.0));
+    f.report(HostId(1), report(0.05, 0.0, 1.0));
+    assert!(place(&mut f, 30).iter().all(|h| *h == 0));
+    assert_eq!(f.loads().cpu_committed(HostId(0)), 0.0, "no busy period has closed");
+    // That period was busy: 60% for 30, 2% each from now on.
+    f.report(HostId(0), report(0.6, 0.0, 1.0));
+    f.report(HostId(1), report(0.05, 0.0, 1.0));
+    let hosts = place(&mut f, 50);
+    assert_eq!(hosts.iter().filter(|h| **h == 0).count(), 45, "{hosts:?}");
 }
