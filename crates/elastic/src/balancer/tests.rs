@@ -307,6 +307,19 @@ fn a_host_at_its_cpu_ceiling_is_not_viable_whatever_its_queue() {
     assert_eq!(l.viable(HostId(0), ServiceRequest), Some(true));
 }
 
+/// `n` service requests of new UEs placed and ended at once: the hosts
+/// they went to.
+fn place_service_requests(f: &mut Frontend, ue: &mut u32, n: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| {
+            *ue += 1;
+            let r = f.route(&req(*ue, ServiceRequest)).unwrap();
+            f.end(MTmsi(*ue));
+            r.host.0
+        })
+        .collect()
+}
+
 #[test]
 fn a_host_takes_in_one_report_period_only_what_its_cpu_per_procedure_leaves_under_the_ceiling() {
     let estimation = Estimation { cpu_ceiling: 0.9, headroom: 1.0, ..Default::default() };
@@ -319,16 +332,7 @@ fn a_host_takes_in_one_report_period_only_what_its_cpu_per_procedure_leaves_unde
         f.report(HostId(1), report(0.2, 0.0, 1.0));
     };
     let mut ue = 0;
-    let mut place = |f: &mut Frontend, n: usize| -> Vec<u32> {
-        (0..n)
-            .map(|_| {
-                ue += 1;
-                let r = f.route(&req(ue, ServiceRequest)).unwrap();
-                f.end(MTmsi(ue));
-                r.host.0
-            })
-            .collect()
-    };
+    let mut place = |f: &mut Frontend, n: usize| place_service_requests(f, &mut ue, n);
     // Until a busy period has closed a host's cost per procedure is
     // unknown: the most loaded viable host takes them all.
     report_all(&mut f, 0.6);
@@ -363,16 +367,7 @@ fn a_host_at_rest_is_not_taken_for_full_by_its_own_work() {
         f.add_host(SLICE, HostId(h), &[]);
     }
     let mut ue = 0;
-    let mut place = |f: &mut Frontend, n: usize| -> Vec<u32> {
-        (0..n)
-            .map(|_| {
-                ue += 1;
-                let r = f.route(&req(ue, ServiceRequest)).unwrap();
-                f.end(MTmsi(ue));
-                r.host.0
-            })
-            .collect()
-    };
+    let mut place = |f: &mut Frontend, n: usize| place_service_requests(f, &mut ue, n);
     // A lull: host 0 spends 15% of its budget on its own work with one
     // procedure a period (the most loaded, it takes each).
     for _ in 0..6 {
