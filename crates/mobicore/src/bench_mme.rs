@@ -176,7 +176,7 @@ pub struct MmeArgs {
     /// service requests and releases). Fig. 7: the constant rate of
     /// service requests and releases (default 400); Fig. 10 on real
     /// processes: the same (default 300); Fig. 8: the T2 ramp's mean
-    /// (default 150; from 0.2 to 1.8 times it). Fig. 9: service requests
+    /// (default 300; from 0.2 to 1.8 times it). Fig. 9: service requests
     /// and handovers (default 1000).
     #[arg(long)]
     pub rate: Option<f64>,

@@ -185,7 +185,8 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         Some(_) => bail!("--hosts: Fig. 8 takes one count, the most hosts the controller may start"),
     };
     let ues = u64::from(a.ues.unwrap_or(60));
-    let rate = a.rate.unwrap_or(150.0);
+    // At its peak (540/s) past what one host of 0.1 core serves.
+    let rate = a.rate.unwrap_or(300.0);
     let seconds = a.seconds.unwrap_or(40.0);
     let (cpu_max, bin_ms, window) = (a.cpu_max(), a.bin_ms, a.scale_window_s);
     if !(rate > 0.0 && seconds > 0.0 && cpu_max > 0.0 && bin_ms > 0.0 && window > 0) || ues < COHORTS {

@@ -410,6 +410,7 @@ async fn frontend_scaling(
             max_hosts: a.max_hosts,
             window: std::time::Duration::from_secs(a.scale_window_s.max(1)),
             spare_cpu: a.spare_cores,
+            violations_above_cpu: 0.5,
             ..Default::default()
         };
         scaling.controller = Some(mobicore_elastic::controller::EpsController::new(cfg));
