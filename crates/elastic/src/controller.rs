@@ -187,8 +187,7 @@ impl EpsController {
             return Sample::Neither;
         }
         let cpu = |h: &Host| h.report.as_ref().map_or(0.0, |r| r.cpu);
-        let busiest = serving.iter().map(|h| cpu(h)).fold(0.0, f64::max);
-        let violating = violations > 0 && busiest >= self.cfg.violations_above_cpu;
+        let violating = violations > 0 && serving.iter().any(|h| cpu(h) >= self.cfg.violations_above_cpu);
         if violating || serving.iter().all(|h| cpu(h) >= self.cfg.high_cpu) {
             return Sample::Hot;
         }

@@ -170,10 +170,11 @@ impl Drop for HostCgroup {
         if self.own {
             let _ = fs::write(self.origin.join("cgroup.procs"), std::process::id().to_string());
         }
-        // Another process's: whoever reaped it may have removed it.
-        let gone = |e: &std::io::Error| !self.own && e.kind() == std::io::ErrorKind::NotFound;
-        if let Err(e) = remove_host_dir(&self.dir).or_else(|e| if gone(&e) { Ok(()) } else { Err(e) }) {
-            tracing::warn!("removing the host's cgroup {}: {e}", self.dir.display());
+        match remove_host_dir(&self.dir) {
+            // Another process's: whoever reaped it may have removed it.
+            Err(e) if !self.own && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("removing the host's cgroup {}: {e}", self.dir.display()),
+            Ok(()) => {}
         }
     }
 }
