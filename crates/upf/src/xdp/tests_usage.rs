@@ -247,7 +247,9 @@ fn the_pfcp_node_moves_an_updated_entry_home_on_its_timer() {
         assert!(!at_home(&p), "the home slot held the replaced entry");
         assert_eq!(p.maps().fast(maps::Dir::Ul, TEID).map(|e| e.action), Some(maps::FAR_DROP));
     }
-    let due = t1 + slots::GRACE;
+    // The plane's `apply` reads the wall clock (not `t1`): the move is due
+    // a grace period after the modification, which is before now.
+    let due = Instant::now().max(t1) + slots::GRACE;
     assert!(core.poll_timeout().is_some_and(|t| t <= due), "the node's timer covers the move");
     core.handle_timeout(due);
     let p = plane.lock().unwrap();
