@@ -97,7 +97,7 @@ pub enum BenchCommand {
     /// each needs for at most 5% violations under Pareto bursts (fig11),
     /// from the elastic MME's simulator running the same balancer and
     /// forwarder code.
-    Mme(crate::bench_mme::MmeArgs),
+    Mme(Box<crate::bench_mme::MmeArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -257,7 +257,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Relocation(a) => crate::bench_relocation::run(a).await,
         BenchCommand::Divert(a) => crate::bench_divert::run(a).await,
         BenchCommand::Breakout(a) => crate::bench_breakout::run(a).await,
-        BenchCommand::Mme(a) => crate::bench_mme::run(a).await,
+        BenchCommand::Mme(a) => crate::bench_mme::run(*a).await,
     }
 }
 

@@ -12,6 +12,8 @@
 //!   hosts bounded by a CPU budget (a cgroup), uniform and skewed load.
 //! - Fig. 11 on real processes (`bursts`): the hosts each balancer needs
 //!   under the load model's Pareto bursts, hosts bounded the same way.
+//! - Both play the load model's arrivals (T1-T4, a procedure mix) at the
+//!   emulated RAN (`arrivals`) and give SLO violations per class.
 //! - Fig. 9 on real processes (`decompose`): service request and
 //!   handover latency on one host bounded by a CPU budget, its NF
 //!   instances unified, one per procedure, and prioritized either way.
@@ -24,6 +26,7 @@
 //!   under the EPS controller's scaling, as seed 004 measures them, with
 //!   the fixed count beside.
 
+mod arrivals;
 mod balance;
 mod bursts;
 mod decompose;
@@ -85,6 +88,8 @@ pub enum LoadPattern {
     T2,
     /// Markov-modulated Poisson per UE.
     T3,
+    /// Pareto bursts (of the first --alpha).
+    T4,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -164,6 +169,16 @@ pub struct MmeArgs {
     /// Fig. 10: the traffic pattern.
     #[arg(long, value_enum, default_value = "t1")]
     pub pattern: LoadPattern,
+    /// Figs. 10 and 11: the procedure mix, `iot` (attach 5%, service
+    /// request 50%, TAU 20%, handover 20%, detach 5%) or weights such as
+    /// `sr=3,tau=1` (attach, sr, tau, ho, detach). Default: simulated
+    /// iot; real, service requests only. On real processes an arrival
+    /// runs at the RAN from and back to idle: a service request and a
+    /// release; a handover, a service request, an S1 handover and a
+    /// release; a TAU; an attach or a detach, a detach and an attach
+    /// again and a release (--rate counts each).
+    #[arg(long, value_parser = parse_mix)]
+    pub mix: Option<Mix>,
     /// Fig. 11: Pareto shape of the bursts, one search each.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pub alpha: Vec<f64>,
@@ -172,10 +187,10 @@ pub struct MmeArgs {
     #[arg(long)]
     pub max_hosts: Option<u32>,
     /// Fig. 11: offered procedures per second (simulated, default: half
-    /// what --max-hosts hosts serve at full CPU; real, default 200,
-    /// service requests and releases). Fig. 7: the constant rate of
+    /// what --max-hosts hosts serve at full CPU; real, default 200, the
+    /// RAN's procedures of the --mix). Fig. 7: the constant rate of
     /// service requests and releases (default 400); Fig. 10 on real
-    /// processes: the same (default 300); Fig. 8: the T2 ramp's mean
+    /// processes: the mean of --pattern (default 300); Fig. 8: the T2 ramp's mean
     /// (default 300; from 0.2 to 1.8 times it). Fig. 9: service requests
     /// and handovers (default 1000).
     #[arg(long)]
@@ -214,8 +229,9 @@ pub struct MmeArgs {
     /// mme-frontend).
     #[arg(long, default_value_t = 2)]
     pub scale_window_s: u64,
-    /// Figs. 10 and 11 on real processes: a procedure's SLO, ms (default: the
-    /// service request's of the simulator's profiles, 10).
+    /// Figs. 10 and 11 on real processes: every procedure's SLO, ms
+    /// (default: its class's in the simulator's profiles, a release's a
+    /// service request's: 10).
     #[arg(long)]
     pub slo_ms: Option<f64>,
     /// SLO violations allowed when counting the hosts needed (Fig. 11).
@@ -285,7 +301,50 @@ pub async fn run(a: MmeArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--mix`: `iot`, or `kind=weight` pairs.
+fn parse_mix(s: &str) -> Result<Mix, String> {
+    if s == "iot" {
+        return Ok(Mix::default());
+    }
+    let mut mix = Mix([0.0; ProcedureKind::COUNT]);
+    for part in s.split(',') {
+        let (k, w) = part.split_once('=').ok_or_else(|| format!("{part:?}: kind=weight (or the mix `iot`)"))?;
+        let kind = match k.trim() {
+            "attach" => ProcedureKind::Attach,
+            "sr" | "service_request" => ProcedureKind::ServiceRequest,
+            "tau" => ProcedureKind::Tau,
+            "ho" | "handover" => ProcedureKind::Handover,
+            "detach" => ProcedureKind::Detach,
+            other => return Err(format!("{other:?}: one of attach, sr, tau, ho, detach")),
+        };
+        let w: f64 = w.trim().parse().map_err(|e| format!("{part:?}: {e}"))?;
+        if !(w >= 0.0 && w.is_finite()) {
+            return Err(format!("{part:?}: a weight of 0 or more"));
+        }
+        mix.0[kind.index()] += w;
+    }
+    if mix.0.iter().sum::<f64>() <= 0.0 {
+        return Err(format!("{s:?}: some weight above 0"));
+    }
+    Ok(mix)
+}
+
 impl MmeArgs {
+    /// `--pattern` for the load model.
+    fn load_pattern(&self) -> Pattern {
+        match self.pattern {
+            LoadPattern::T1 => Pattern::Constant,
+            LoadPattern::T2 => Pattern::Ramp { peak_factor: 1.8 },
+            LoadPattern::T3 => Pattern::mmpp(),
+            LoadPattern::T4 => Pattern::pareto(self.alpha.first().copied().unwrap_or(1.0)),
+        }
+    }
+
+    /// The mix on real processes: `--mix`, else service requests only.
+    fn real_mix(&self) -> Mix {
+        self.mix.unwrap_or_else(|| parse_mix("sr=1").expect("a valid mix"))
+    }
+
     fn sim_hosts(&self) -> Vec<u32> {
         self.hosts.clone().unwrap_or_else(|| vec![3, 4, 6, 9, 12])
     }
@@ -360,20 +419,19 @@ fn point(figure: u32, r: &SimResult, rate: f64) -> Value {
 
 fn fig10(a: &MmeArgs) -> Vec<Value> {
     let profiles = Profiles::default();
-    let capacity = sim::host_capacity(&profiles, &Mix::default(), 1.0);
+    let mix = a.mix.unwrap_or_default();
+    let capacity = sim::host_capacity(&profiles, &mix, 1.0);
     let host_counts = a.sim_hosts();
     let rate = a.utilization * f64::from(host_counts[0]) * capacity;
-    let pattern = match a.pattern {
-        LoadPattern::T1 => Pattern::Constant,
-        LoadPattern::T2 => Pattern::Ramp { peak_factor: 1.8 },
-        LoadPattern::T3 => Pattern::mmpp(),
-    };
+    let pattern = a.load_pattern();
     println!(
-        "Fig. 10 (simulated): {rate:.0} procedures/s ({:.0}% of {} hosts at {capacity:.0}/s each), {} UEs, {}, {} s per run",
+        "Fig. 10 (simulated): {rate:.0} procedures/s ({:.0}% of {} hosts at {capacity:.0}/s each), {} UEs, {}, {}, {} s \
+         per run",
         100.0 * a.utilization,
         host_counts[0],
         a.ues.unwrap_or(300),
         pattern.name(),
+        arrivals::describe_mix(&mix),
         a.sim_seconds()
     );
     let b = bar((2 * host_counts.len() * a.schemes.len()) as u64);
@@ -393,8 +451,8 @@ fn fig10(a: &MmeArgs) -> Vec<Value> {
                         duration_s: a.sim_seconds(),
                         pattern,
                         skew,
+                        mix,
                         seed: a.seed,
-                        ..Default::default()
                     },
                     ..Default::default()
                 };
@@ -424,7 +482,8 @@ fn fig10(a: &MmeArgs) -> Vec<Value> {
 
 fn fig11(a: &MmeArgs) -> Vec<Value> {
     let profiles = Profiles::default();
-    let capacity = sim::host_capacity(&profiles, &Mix::default(), 1.0);
+    let mix = a.mix.unwrap_or_default();
+    let capacity = sim::host_capacity(&profiles, &mix, 1.0);
     let max_hosts = a.max_hosts.unwrap_or(100);
     let rate = a.rate.unwrap_or(0.5 * f64::from(max_hosts) * capacity);
     let ues = a.ues.unwrap_or(100 * max_hosts);
@@ -457,8 +516,8 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
                     duration_s: a.sim_seconds(),
                     pattern: Pattern::pareto(alpha),
                     skew,
+                    mix,
                     seed: a.seed,
-                    ..Default::default()
                 },
                 ..Default::default()
             };

@@ -134,6 +134,56 @@ fn fig10_real_hosts_with_cpu_budgets_per_balancer_and_skew() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Fig. 10 with the IoT mix under T3: every kind of arrival runs at the
+/// RAN through the hosts, and the report gives violations per class. (A
+/// few arrivals per second per UE: a UE takes one per 50 ms round, and
+/// arrivals still waiting at twice the run's time would not run.)
+#[test]
+fn fig10_real_hosts_play_a_procedure_mix_and_report_each_class() {
+    if let Some(why) = no_cpu_budgets() {
+        return eprintln!("skipped: {why}");
+    }
+    let dir = temp("fig10-mix");
+    let args = [
+        "fig10",
+        "--hosts",
+        "2",
+        "--schemes",
+        "sk-ch",
+        "--ues",
+        "40",
+        "--rate",
+        "80",
+        "--seconds",
+        "3",
+        "--mix",
+        "iot",
+        "--pattern",
+        "t3",
+    ];
+    let points = bench(&args, &dir);
+    assert_eq!(points.len(), 2, "{points:?}");
+    for p in &points {
+        assert_eq!((&p["pattern"], &p["mix"]["service_request"]), (&"T3".into(), &0.5.into()), "{p}");
+        assert_eq!((&p["failed_procedures"], &p["not_run"]), (&0.into(), &0.into()), "a light load runs all: {p}");
+        let classes = p["classes"].as_object().unwrap();
+        let n = |c: &str| classes.get(c).map_or(0, |x| x["procedures"].as_u64().unwrap());
+        for c in ["attach", "detach", "service_request", "release", "s1_handover", "tau"] {
+            assert!(n(c) > 0, "{c} ran: {p}");
+            let slo = classes[c]["slo_ms"].as_f64().unwrap();
+            assert!(slo >= 10.0, "{c}'s SLO by its class: {p}");
+        }
+        // A service request, a handover and an attach again each end in a
+        // release; an attach follows each detach.
+        assert_eq!(n("release"), n("service_request") + n("attach"), "{p}");
+        assert_eq!(n("attach"), n("detach"), "{p}");
+        assert!(n("service_request") >= n("s1_handover"), "{p}");
+        let all: u64 = classes.values().map(|c| c["procedures"].as_u64().unwrap()).sum();
+        assert_eq!(p["procedures"].as_u64(), Some(all), "{p}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn fig9_one_real_host_unified_decomposed_and_prioritized() {
     if let Some(why) = no_cpu_budgets() {

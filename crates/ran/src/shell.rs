@@ -860,10 +860,14 @@ impl Driver {
         self.enbs.iter().position(|e| e.ue(ue).is_some()).unwrap_or_else(|| enb_of(ue, self.enbs.len() as u32))
     }
 
-    /// The registered UEs a mobility phase starts with: connected ones
-    /// for a release or a handover, idle ones for a service request or a
-    /// TAU; in index order.
+    /// The UEs a phase starts with, in index order: registered ones,
+    /// connected for a release or a handover, idle for a service request,
+    /// a TAU or a detach; deregistered ones for an attach.
     fn candidates(&self, phase: Phase) -> Vec<u64> {
+        // A UE attaches again once detached (it stays on its eNB).
+        if matches!(phase, Phase::Attach | Phase::Reattach) {
+            return self.ues_in(EmmState::Deregistered);
+        }
         let connected = matches!(phase, Phase::Release | Phase::X2Handover | Phase::S1Handover);
         let mut v: Vec<u64> = self
             .enbs

@@ -3,12 +3,13 @@
 //! count, a front end and H `mme-host`s over Redis (or host-local stores,
 //! `--deployments local-cold`), each host bounded by
 //! `--cpu-max` (a cgroup's CFS quota) so that its capacity is the
-//! bottleneck, and the emulated RAN's service requests and releases
-//! spread over the UEs uniformly or skewed ([`Skew`] of the load model:
-//! the hot fraction of the UEs carries the hot share of the procedures).
+//! bottleneck, and the load model's arrivals (`--pattern`, `--mix`,
+//! default T1 service requests and releases; [`super::arrivals`]) spread
+//! over the UEs uniformly or skewed ([`Skew`] of the load model: the hot
+//! fraction of the UEs carries the hot share of the procedures).
 //! Measured per point: each host's CPU use over the run (from
 //! /proc/<pid>/stat, of its budget), their standard deviation, and the
-//! procedures over the SLO or failed.
+//! procedures over their SLO, failed or not run, in all and per class.
 //!
 //! The front end places every procedure (`--placement procedure`, the
 //! default here, as seed 004 does); with `--placement attach` a UE stays
@@ -19,16 +20,15 @@
 //! a seeded random set, not the first ones attached (round robin would
 //! spread those evenly by construction).
 
+use super::arrivals::{self, Arrivals, Slo};
 use super::real::{Deployment, Plan, Rig};
-use super::timeline::{self, Outcome};
 use super::{bar, finish, skews, MmeArgs};
 use crate::elastic_mme::cgroup;
 use crate::elastic_mme::Placement;
 use anyhow::{bail, Context, Result};
 use mobicore_elastic::hash::hash64;
-use mobicore_elastic::load::Skew;
-use mobicore_elastic::{ProcedureKind, Profiles};
-use mobicore_ran::{OutcomeRecord, Phase};
+use mobicore_elastic::load::{LoadConfig, Skew};
+use mobicore_ran::Phase;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -155,51 +155,32 @@ pub(super) fn host_pids(rig: &Rig, hosts: u32) -> Result<Vec<u32>> {
     (1..=hosts).map(|id| rig.procs.pid(&format!("host{id}")).context("a host's process")).collect()
 }
 
-/// A run's procedures against the SLO.
-pub(super) struct Slo {
-    pub failed: usize,
-    /// Failed or over the SLO, percent of all.
-    pub viol: f64,
-    pub p50: Option<f64>,
-    pub p99: Option<f64>,
-}
-
-impl Slo {
-    pub fn of(log: &[OutcomeRecord], slo_ms: f64) -> Slo {
-        let failed = log.iter().filter(|o| !o.ok).count();
-        let over = log.iter().filter(|o| !o.ok || o.latency.as_secs_f64() * 1e3 > slo_ms).count();
-        let outcomes: Vec<Outcome> = log
-            .iter()
-            .map(|o| Outcome { start_ms: 0.0, latency_ms: o.latency.as_secs_f64() * 1e3, ok: o.ok })
-            .collect();
-        let (p50, p99) = timeline::p50_p99(&outcomes);
-        let viol = if log.is_empty() { 0.0 } else { 100.0 * over as f64 / log.len() as f64 };
-        Slo { failed, viol, p50, p99 }
-    }
-}
-
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     let host_counts = a.hosts.clone().unwrap_or_else(|| vec![2, 3, 4]);
     let ues = u64::from(a.ues.unwrap_or(120));
     let rate = a.rate.unwrap_or(300.0);
     let seconds = a.seconds.unwrap_or(5.0);
     let cpu_max = a.cpu_max();
-    let slo_ms = a.slo_ms.unwrap_or(1e3 * Profiles::default().get(ProcedureKind::ServiceRequest).slo_s);
+    let slos = arrivals::slos_of(a)?;
+    let (pattern, mix) = (a.load_pattern(), a.real_mix());
     if a.schemes.is_empty() || host_counts.is_empty() || host_counts.contains(&0) || ues < WAVES {
         bail!("fig10 needs schemes, host counts above 0 and at least {WAVES} UEs");
     }
-    if !(rate > 0.0 && seconds > 0.0 && cpu_max > 0.0 && slo_ms > 0.0) {
-        bail!("--rate, --seconds, --cpu-max and --slo-ms must be positive");
+    if !(rate > 0.0 && seconds > 0.0 && cpu_max > 0.0) {
+        bail!("--rate, --seconds and --cpu-max must be positive");
     }
     // The hosts' budgets: fail here, not in every host.
     cgroup::available(Path::new(cgroup::ROOT), Path::new(cgroup::V1_ROOT))?;
     println!(
-        "Fig. 10 (real processes): {ues} UEs, service requests and releases at {rate} procedures/s for {seconds} s per run, \
-         uniform and skewed ({:.0}% of the UEs carrying {:.0}%); hosts bounded to {cpu_max} core each (cgroup CFS quota), \
-         store {}; SLO {slo_ms} ms per procedure; seed {}",
+        "Fig. 10 (real processes): {ues} UEs, {rate} procedures/s ({}, {}) for {seconds} s per run, uniform and skewed \
+         ({:.0}% of the UEs carrying {:.0}%); hosts bounded to {cpu_max} core each (cgroup CFS quota), store {}; SLO \
+         {}; seed {}",
+        pattern.name(),
+        arrivals::describe_mix(&mix),
         100.0 * a.hot_fraction,
         100.0 * a.hot_share,
         store_of(a)?.name(),
+        slos.describe(),
         a.seed
     );
     let b = bar((2 * host_counts.len() * a.schemes.len()) as u64);
@@ -212,39 +193,44 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 let plan = budgeted_plan(a, scheme, hosts)?;
                 let mut rig = Rig::start(&plan, plan.deployments[0], ues, Some(rate)).await?;
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: attaching"));
-                let mut r = attach_in_waves(&mut rig, ues, &spread).await?;
+                attach_in_waves(&mut rig, ues, &spread).await?;
                 b.set_message(format!("{skew_name}, {hosts} hosts, {scheme}: running"));
+                let mut load = Arrivals::new(LoadConfig {
+                    ues: ues as u32,
+                    rate,
+                    duration_s: seconds,
+                    pattern,
+                    skew,
+                    mix,
+                    seed: a.seed,
+                });
                 let pids = host_pids(&rig, hosts)?;
                 let cpu0: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
-                rig.ran.log_outcomes();
                 let t0 = Instant::now();
-                while t0.elapsed().as_secs_f64() < seconds {
-                    let load = spread.round(r, 0..ues);
-                    round(&mut rig, &load).await?;
-                    r += 1;
-                }
+                let (log, not_run) = arrivals::play(&mut rig, &mut load, seconds).await?;
                 let wall = t0.elapsed().as_secs_f64();
                 let cpu1: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
-                let log = rig.ran.take_outcomes();
                 let cpu_pct: Vec<f64> = cpu0
                     .iter()
                     .zip(&cpu1)
                     .map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall / cpu_max)
                     .collect();
-                let Slo { failed, viol, p50, p99 } = Slo::of(&log, slo_ms);
+                let slo = Slo::of(&log, &slos, not_run);
+                let classes = Slo::per_class(&log, &slos);
                 let sd = stddev(&cpu_pct);
-                let per_s = (log.len() - failed) as f64 / wall;
+                let per_s = (slo.procedures - slo.failed) as f64 / wall;
                 rows.push(vec![
                     skew_name.to_string(),
                     hosts.to_string(),
                     scheme.to_string(),
-                    format!("{viol:.2}"),
+                    format!("{:.2}", slo.viol),
                     format!("{sd:.1}"),
                     cpu_pct.iter().map(|c| format!("{c:.0}")).collect::<Vec<_>>().join("/"),
-                    p50.map_or("-".into(), |v| format!("{v:.2}")),
-                    p99.map_or("-".into(), |v| format!("{v:.2}")),
+                    slo.p50.map_or("-".into(), |v| format!("{v:.2}")),
+                    slo.p99.map_or("-".into(), |v| format!("{v:.2}")),
                     format!("{per_s:.0}"),
-                    failed.to_string(),
+                    slo.failed.to_string(),
+                    arrivals::classes_cell(&classes),
                 ]);
                 points.push(json!({
                     "figure": 10,
@@ -255,19 +241,22 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     "hosts": hosts,
                     "load": rate,
                     "skew": skew_name,
-                    "pattern": "T1",
+                    "pattern": pattern.name(),
+                    "mix": arrivals::mix_json(&mix),
                     "ues": ues,
                     "cpu_max": cpu_max,
-                    "slo_ms": slo_ms,
+                    "slo_ms": slos.all_ms,
                     "run_s": wall,
-                    "procedures": log.len(),
+                    "procedures": slo.procedures,
+                    "not_run": not_run,
                     "procedures_per_s": per_s,
-                    "latency_ms_p50": p50,
-                    "latency_ms_p99": p99,
-                    "slo_violation_pct": viol,
+                    "latency_ms_p50": slo.p50,
+                    "latency_ms_p99": slo.p99,
+                    "slo_violation_pct": slo.viol,
+                    "classes": arrivals::classes_json(&classes, &slos),
                     "cpu_pct": cpu_pct,
                     "cpu_stddev_pct": sd,
-                    "failed_procedures": failed,
+                    "failed_procedures": slo.failed,
                 }));
                 rig.stop().await?;
                 b.inc(1);
@@ -287,6 +276,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
             "p99 ms",
             "proc/s",
             "failed",
+            "viol. % by class",
         ],
         &rows,
     );
