@@ -209,6 +209,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 let t0 = Instant::now();
                 let (log, not_run) = arrivals::play(&mut rig, &mut load, seconds).await?;
                 let wall = t0.elapsed().as_secs_f64();
+                let reasons = rig.ran.report().failures.clone();
                 let cpu1: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
                 let cpu_pct: Vec<f64> = cpu0
                     .iter()
@@ -257,6 +258,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     "cpu_pct": cpu_pct,
                     "cpu_stddev_pct": sd,
                     "failed_procedures": slo.failed,
+                    "failures": reasons,
                 }));
                 rig.stop().await?;
                 b.inc(1);
