@@ -210,6 +210,12 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 let (log, not_run) = arrivals::play(&mut rig, &mut load, seconds).await?;
                 let wall = t0.elapsed().as_secs_f64();
                 let reasons = rig.ran.report().failures.clone();
+                // Which UE, which procedure, when: to find a failure again.
+                let failed: Vec<Value> = log
+                    .iter()
+                    .filter(|o| !o.ok)
+                    .map(|o| json!({"ue": o.ue, "procedure": o.procedure, "start_ms": o.started.saturating_duration_since(t0).as_secs_f64() * 1e3}))
+                    .collect();
                 let cpu1: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
                 let cpu_pct: Vec<f64> = cpu0
                     .iter()
@@ -259,6 +265,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     "cpu_stddev_pct": sd,
                     "failed_procedures": slo.failed,
                     "failures": reasons,
+                    "failed": failed,
                 }));
                 rig.stop().await?;
                 b.inc(1);
