@@ -243,7 +243,10 @@ pub struct MmeArgs {
     /// failed_procedures; Fig. 7 failed_procedures, reattaches,
     /// recovery_ms, latency_ms_p50/p99 and the timeline's bins; Fig. 10
     /// slo_violation_pct, cpu_stddev_pct, procedures_per_s,
-    /// latency_ms_p50/p99, failed_procedures; Fig. 11 alpha, hosts_needed
+    /// latency_ms_p50/p99, failed_procedures, and real, pattern, mix,
+    /// not_run, classes (per RAN procedure: procedures, slo_ms,
+    /// slo_violation_pct, p50/p99, failed), failures (by reason) and
+    /// failed (ue, procedure, start_ms); Fig. 11 alpha, hosts_needed
     /// (a fixed count; null: more than --max-hosts), slo_violation_pct of
     /// the run with `hosts` hosts, and real, the host counts tried;
     /// simulated, hosts_time_avg (null: no run met the target) and
