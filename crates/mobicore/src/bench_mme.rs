@@ -791,6 +791,26 @@ mod tests {
     }
 
     #[test]
+    fn a_mix_is_iot_or_weights_and_anything_else_a_clear_error() {
+        assert_eq!(args("fig10 --mix iot").mix, Some(Mix::default()));
+        let m = args("fig10 --mix sr=3,tau=1,sr=1").mix.unwrap();
+        assert_eq!(m.0, [0.0, 4.0, 1.0, 0.0, 0.0]);
+        assert_eq!(args("fig10").mix, None);
+        assert_eq!(args("fig10").real_mix().0, [0.0, 1.0, 0.0, 0.0, 0.0], "real: service requests");
+        for (bad, why) in [
+            ("x=1", "one of attach"),
+            ("sr", "kind=weight"),
+            ("sr=-1", "0 or more"),
+            ("sr=NaN", "0 or more"),
+            ("sr=0,ho=0", "above 0"),
+            ("ho=one", "invalid float"),
+        ] {
+            let err = Cli::try_parse_from(["mme", "fig10", "--mix", bad]).err().unwrap().to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn fig10_points_and_plots() {
         let a = args("fig10 --sim --hosts 3,4 --seconds 0.5 --schemes sk-ch,ch");
         let points = fig10(&a);
