@@ -169,26 +169,20 @@ pub fn slos_of(a: &MmeArgs) -> Result<Slos> {
     Ok(Slos { all_ms: a.slo_ms, profiles: Profiles::default() })
 }
 
+/// Each kind in `mix` and its share of it.
+fn shares(mix: &Mix) -> impl Iterator<Item = (ProcedureKind, f64)> + '_ {
+    let total: f64 = mix.0.iter().sum();
+    ProcedureKind::ALL.into_iter().filter(|k| mix.0[k.index()] > 0.0).map(move |k| (k, mix.0[k.index()] / total))
+}
+
 /// "service_request 60%, tau 40%".
 pub fn describe_mix(mix: &Mix) -> String {
-    let total: f64 = mix.0.iter().sum();
-    ProcedureKind::ALL
-        .iter()
-        .filter(|k| mix.0[k.index()] > 0.0)
-        .map(|k| format!("{} {:.0}%", k.name(), 100.0 * mix.0[k.index()] / total))
-        .collect::<Vec<_>>()
-        .join(", ")
+    shares(mix).map(|(k, s)| format!("{} {:.0}%", k.name(), 100.0 * s)).collect::<Vec<_>>().join(", ")
 }
 
 /// The mix as JSON: each kind's share.
 pub fn mix_json(mix: &Mix) -> Value {
-    let total: f64 = mix.0.iter().sum();
-    ProcedureKind::ALL
-        .iter()
-        .filter(|k| mix.0[k.index()] > 0.0)
-        .map(|k| (k.name().to_string(), json!(mix.0[k.index()] / total)))
-        .collect::<serde_json::Map<_, _>>()
-        .into()
+    shares(mix).map(|(k, s)| (k.name().to_string(), json!(s))).collect::<serde_json::Map<_, _>>().into()
 }
 
 impl Slos {

@@ -28,7 +28,7 @@ use crate::elastic_mme::Placement;
 use anyhow::{bail, Context, Result};
 use mobicore_elastic::hash::hash64;
 use mobicore_elastic::load::{LoadConfig, Skew};
-use mobicore_ran::Phase;
+use mobicore_ran::{OutcomeRecord, Phase};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -155,6 +155,39 @@ pub(super) fn host_pids(rig: &Rig, hosts: u32) -> Result<Vec<u32>> {
     (1..=hosts).map(|id| rig.procs.pid(&format!("host{id}")).context("a host's process")).collect()
 }
 
+/// A run of the load model's arrivals on budgeted hosts.
+pub(super) struct Played {
+    pub log: Vec<OutcomeRecord>,
+    pub not_run: usize,
+    pub t0: Instant,
+    pub wall_s: f64,
+    /// Each host's CPU over the run, percent of its budget.
+    pub cpu_pct: Vec<f64>,
+}
+
+/// `load` played on `rig` ([`arrivals::play`]), with the CPU of hosts
+/// 1..=`hosts` over it against their budget of `cpu_max` cores each.
+pub(super) async fn play_on_hosts(
+    rig: &mut Rig,
+    hosts: u32,
+    load: &mut Arrivals,
+    seconds: f64,
+    cpu_max: f64,
+) -> Result<Played> {
+    let pids = host_pids(rig, hosts)?;
+    let cpu0: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
+    let t0 = Instant::now();
+    let (log, not_run) = arrivals::play(rig, load, seconds).await?;
+    let wall_s = t0.elapsed().as_secs_f64();
+    let cpu1: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
+    let cpu_pct = cpu0
+        .iter()
+        .zip(&cpu1)
+        .map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall_s / cpu_max)
+        .collect();
+    Ok(Played { log, not_run, t0, wall_s, cpu_pct })
+}
+
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     let host_counts = a.hosts.clone().unwrap_or_else(|| vec![2, 3, 4]);
     let ues = u64::from(a.ues.unwrap_or(120));
@@ -204,23 +237,14 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                     mix,
                     seed: a.seed,
                 });
-                let pids = host_pids(&rig, hosts)?;
-                let cpu0: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
-                let t0 = Instant::now();
-                let (log, not_run) = arrivals::play(&mut rig, &mut load, seconds).await?;
-                let wall = t0.elapsed().as_secs_f64();
+                let Played { log, not_run, t0, wall_s: wall, cpu_pct } =
+                    play_on_hosts(&mut rig, hosts, &mut load, seconds, cpu_max).await?;
                 let reasons = rig.ran.report().failures.clone();
                 // Which UE, which procedure, when: to find a failure again.
                 let failed: Vec<Value> = log
                     .iter()
                     .filter(|o| !o.ok)
                     .map(|o| json!({"ue": o.ue, "procedure": o.procedure, "start_ms": o.started.saturating_duration_since(t0).as_secs_f64() * 1e3}))
-                    .collect();
-                let cpu1: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
-                let cpu_pct: Vec<f64> = cpu0
-                    .iter()
-                    .zip(&cpu1)
-                    .map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall / cpu_max)
                     .collect();
                 let slo = Slo::of(&log, &slos, not_run);
                 let classes = Slo::per_class(&log, &slos);

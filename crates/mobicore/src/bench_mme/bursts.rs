@@ -10,7 +10,7 @@
 //! [`super::arrivals`]; procedures not run count as violations.
 
 use super::arrivals::{self, Arrivals, Slo, Slos};
-use super::balance::{attach_in_waves, budgeted_plan, cpu_time, host_pids, Spread};
+use super::balance::{attach_in_waves, budgeted_plan, play_on_hosts, Played, Spread};
 use super::real::Rig;
 use super::{bar, finish, skews, MmeArgs};
 use crate::elastic_mme::cgroup;
@@ -21,7 +21,6 @@ use mobicore_elastic::Scheme;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 /// One run's measure.
 struct Run {
@@ -160,18 +159,9 @@ async fn one(
         mix: a.real_mix(),
         seed: a.seed,
     });
-    let pids = host_pids(&rig, hosts)?;
-    let cpu0: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
-    let t0 = Instant::now();
-    let (log, not_run) = arrivals::play(&mut rig, &mut load, seconds).await?;
-    let wall_s = t0.elapsed().as_secs_f64();
-    let cpu1: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect::<Result<_>>()?;
+    let played = play_on_hosts(&mut rig, hosts, &mut load, seconds, a.cpu_max()).await;
     rig.stop().await?;
-    let cpu_pct = cpu0
-        .iter()
-        .zip(&cpu1)
-        .map(|(c0, c1)| 100.0 * c1.saturating_sub(*c0).as_secs_f64() / wall_s / a.cpu_max())
-        .collect();
+    let Played { log, not_run, wall_s, cpu_pct, .. } = played?;
     let (slo, classes) = (Slo::of(&log, slos, not_run), Slo::per_class(&log, slos));
     Ok(Run { hosts, slo, classes, not_run, cpu_pct, wall_s })
 }
