@@ -222,10 +222,14 @@ impl Mme {
                 break;
             }
             self.timers.pop();
-            self.touch(id);
+            // A stopped timer's entry changes nothing: the UE is not
+            // touched (an elastic MME host would write its record, a
+            // copy that another host may be serving meanwhile).
             if self.timer_is_live(id, seq) {
+                self.touch(id);
                 self.on_nas_timer_expiry(id);
             } else if let Some(g) = self.take_guard_seq(id, seq) {
+                self.touch(id);
                 self.on_guard_expiry(id, g);
             }
         }

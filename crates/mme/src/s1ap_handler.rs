@@ -358,6 +358,7 @@ impl Mme {
 
     fn unknown_ue(&mut self, assoc: AssocId, mme_id: u32, enb_id: u32, e: UnknownUe) {
         self.counters.incr("s1ap_unknown_ue");
+        tracing::debug!(mme_id, enb_id, cause = ?e.0, "S1AP message of a UE not known here");
         let ind = s1ap_build::error_indication(Some(mme_id), Some(enb_id), Cause::radioNetwork(e.0));
         self.push_s1(assoc, 0, ind);
     }

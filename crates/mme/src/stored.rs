@@ -456,6 +456,7 @@ impl StoredUes {
             Ok(v) => v,
             Err(StoreError::Conflict { current }) => {
                 mme.counters.incr("store_cas_conflict");
+                tracing::debug!(id, ?expected, ?current, "compare-and-set lost");
                 self.held.remove(&imsi);
                 mme.evict_ue(&UeKey::MmeUeS1apId(id));
                 let withdrawn = mme.withdraw_actions(id);
@@ -473,6 +474,7 @@ impl StoredUes {
             }
         };
         self.unsure.remove(&imsi);
+        tracing::debug!(id, ?expected, version, "written");
         mme.counters.incr("store_ue_written");
         let prev = self.held.remove(&imsi).filter(|h| h.id == id);
         let (id_indexed, old) = prev.map(|h| (h.id_indexed, h.mtmsis)).unwrap_or_default();

@@ -140,6 +140,29 @@ fn a_ue_is_at_rest_once_its_release_is_complete_or_its_enb_gone() {
     assert_eq!(h.mme.ue_at_rest(0x7fff_ffff), None);
 }
 
+/// A stopped timer's heap entry (the ATTACH ACCEPT's T3450, stopped by
+/// the ATTACH COMPLETE) changes nothing when its deadline passes, so the
+/// UE is not touched: an elastic MME host would otherwise write the
+/// record of a copy another host may be serving (a lost compare-and-set
+/// there, the UE's S1 connection unknown to the record).
+#[test]
+fn a_stopped_timers_deadline_does_not_touch_the_ue() {
+    let mut h = Harness::default();
+    // B's T3460 runs (AUTHENTICATION REQUEST unanswered) and comes first
+    // on the heap, so A's stopped T3450 stays under it.
+    let (mut b_ue, r) = h.start_attach("001010000000034", 34);
+    h.challenge(&mut b_ue, r, 32);
+    let b = b_ue.mme_ue_id.unwrap();
+    h.now += std::time::Duration::from_secs(1);
+    let a = h.attach("001010000000033", 33).mme_ue_id.unwrap();
+    assert!(h.mme.ues[&a].timer.is_none(), "T3450 stopped");
+    h.mme.take_changes();
+    h.mme.handle_timeout(h.now + std::time::Duration::from_secs(60));
+    let touched: Vec<u32> = h.mme.touched().collect();
+    assert_eq!(touched, [b], "B's T3460 fired, A's stale entry touched nothing");
+    assert!(h.mme.poll_timeout().is_some(), "B's T3460 runs again");
+}
+
 #[test]
 fn enb_down_cleans_only_its_ues() {
     let mut h = Harness::default();

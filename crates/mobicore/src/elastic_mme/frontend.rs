@@ -344,6 +344,7 @@ impl State {
             _ => None,
         };
         let dest = self.router.route_as(name, kind);
+        tracing::debug!(?name, ?kind, ?dest, "uplink routed");
         self.send_to(dest, name, assoc, stream, data);
     }
 
@@ -595,13 +596,18 @@ impl State {
                     }
                     Frame::Drained => self.drained(host, false),
                     Frame::Replica { peer, msg } => self.relay_replica(host, HostId(u32::from(peer)), msg),
-                    Frame::Holding { id, m_tmsi } => match self.router.holding(host, id, m_tmsi) {
-                        true => self.counters.incr("frontend_hold_tracked"),
-                        false => self.counters.incr("frontend_hold_untracked"),
-                    },
+                    Frame::Holding { id, m_tmsi } => {
+                        tracing::debug!(%host, id, ?m_tmsi, "holding");
+                        match self.router.holding(host, id, m_tmsi) {
+                            true => self.counters.incr("frontend_hold_tracked"),
+                            false => self.counters.incr("frontend_hold_untracked"),
+                        }
+                    }
                     Frame::Released { id } => {
                         self.counters.incr("frontend_hold_released");
-                        if let Some(owner) = self.router.released(host, id) {
+                        let owner = self.router.released(host, id);
+                        tracing::debug!(%host, id, ?owner, "released");
+                        if let Some(owner) = owner {
                             self.counters.incr("frontend_refresh");
                             self.send(owner, Frame::Refresh { id, resume: false });
                         }

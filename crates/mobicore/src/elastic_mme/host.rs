@@ -757,6 +757,7 @@ async fn on_frame(
                 ensure_held(core, stored, key.clone()).await;
             }
             let held = key.as_ref().and_then(|k| core.find_ue(k));
+            tracing::debug!(?uplink, ?held, at_rest = ?held.and_then(|id| core.ue_at_rest(id)), "S1 frame");
             if let (Some(p), Uplink::EnbWide) = (nf.as_mut(), uplink) {
                 p.enb(ToNf::EnbS1 { assoc, stream, data: data.to_vec() });
             }
