@@ -226,9 +226,11 @@ impl Mme {
             // touched (an elastic MME host would write its record, a
             // copy that another host may be serving meanwhile).
             if self.timer_is_live(id, seq) {
+                tracing::debug!(id, "NAS timer expired");
                 self.touch(id);
                 self.on_nas_timer_expiry(id);
             } else if let Some(g) = self.take_guard_seq(id, seq) {
+                tracing::debug!(id, kind = ?g.kind, "guard timer expired");
                 self.touch(id);
                 self.on_guard_expiry(id, g);
             }

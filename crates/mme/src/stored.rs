@@ -51,6 +51,19 @@
 //! is why a UE must be served by one host at a time and the conflict is
 //! reported ([`SyncReport::conflicts`]).
 //!
+//! # Claims (a shared store)
+//! A host that loads a UE's record to serve a message writes it back
+//! unchanged at that event's sync unless the event writes it anyway (cold
+//! replication writes nothing mid-procedure): its version moves before
+//! anything of the event goes out, so a copy another host still holds
+//! (the owner's, between a placement elsewhere and its `Lent`, whose
+//! guard timer fires) can no longer win a compare-and-set against the
+//! host serving the UE. Without it, such a write won, the serving host
+//! lost its copy with the S1 connection up, and the UE's next message went
+//! to a host that thought it idle. Counted: `store_ue_claimed`; a lost
+//! claim is a conflict like any (the event's actions withdrawn). Only
+//! over a shared store (Redis): a host-local store has no other writer.
+//!
 //! One sync's writes are pipelined: every record's compare-and-set is sent
 //! at once (one round trip to Redis for them all), each answer is then
 //! settled in order on its own (a conflict evicts that UE only), and the
@@ -68,7 +81,7 @@ use crate::mme::Mme;
 use crate::transfer::{mtmsis, ImportError, Removed, UeKey};
 use futures_util::future::join_all;
 use mobicore_common::Imsi;
-use mobicore_store::{Store, StoreError};
+use mobicore_store::{Store, StoreError, StoreKind};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -169,6 +182,15 @@ struct Ready {
     mtmsis: Vec<u32>,
 }
 
+/// A record loaded to serve a message, written back as read (see "Claims").
+struct Claim {
+    id: u32,
+    imsi: Imsi,
+    key: String,
+    version: u64,
+    record: Vec<u8>,
+}
+
 /// The index keys of a record written (see [`StoredUes::write_indexes`]):
 /// those it had (`id_indexed`, `old`), those it has, and an older
 /// context's it took the place of.
@@ -217,6 +239,10 @@ pub struct StoredUes {
     /// handed back ([`StoredUes::hand_back`]): a detach at a visitor
     /// leaves them for its owner's host to delete. At most [`MAX_GONE`].
     gone: HashMap<u32, Vec<String>>,
+    /// Records loaded to serve a message, as read, by MME-UE-S1AP-ID: the
+    /// next sync's claims (see "Claims"). Only over a shared store.
+    claims: HashMap<u32, Vec<u8>>,
+    shared: bool,
 }
 
 /// Visitors' deleted keys kept for their hand-back at most.
@@ -225,6 +251,7 @@ const MAX_GONE: usize = 4096;
 impl StoredUes {
     /// The layer over `store`; it turns on the journal of `mme`.
     pub fn new(store: Store, mode: Replication, mme: &mut Mme) -> StoredUes {
+        let shared = store.kind() == StoreKind::Redis;
         mme.track_changes(true);
         StoredUes {
             store,
@@ -236,6 +263,8 @@ impl StoredUes {
             backoff: BACKOFF_MIN,
             unsure: HashMap::new(),
             gone: HashMap::new(),
+            claims: HashMap::new(),
+            shared,
         }
     }
 
@@ -336,6 +365,7 @@ impl StoredUes {
         }
         touched.sort_unstable();
         let mut ready = Vec::new();
+        let mut claims = Vec::new();
         for id in touched {
             let Some(summary) = mme.ue_summary(id) else { continue };
             if summary.imsi.is_none() || (self.mode == Replication::Cold && !summary.settled) {
@@ -354,11 +384,46 @@ impl StoredUes {
                 }
             }
         }
+        // Loaded to serve this event's message and not written above: the
+        // record as read, so that its version moves (see "Claims").
+        for (id, record) in std::mem::take(&mut self.claims) {
+            if failing || ready.iter().any(|r| r.id == id) {
+                continue;
+            }
+            let Some(imsi) = mme.ue_summary(id).and_then(|s| s.imsi) else { continue };
+            let Some(h) = self.held.get(&imsi).filter(|h| h.id == id) else { continue };
+            let key = keys::record(&imsi);
+            claims.push(Claim { id, imsi, key, version: h.version, record });
+        }
         // Pipelined: every record's compare-and-set at once (one round
         // trip to Redis for the lot), then each answer in order; then the
         // index keys of those written, at once too.
         let store = &self.store;
-        let answers = join_all(ready.iter().map(|r| store.compare_and_set(&r.key, r.expected, &r.record))).await;
+        let claimed = join_all(claims.iter().map(|c| store.compare_and_set(&c.key, Some(c.version), &c.record)));
+        let answers = join_all(ready.iter().map(|r| store.compare_and_set(&r.key, r.expected, &r.record)));
+        let (claimed, answers) = futures_util::future::join(claimed, answers).await;
+        for (c, answer) in claims.into_iter().zip(claimed) {
+            match answer {
+                Ok(version) => {
+                    mme.counters.incr("store_ue_claimed");
+                    if let Some(h) = self.held.get_mut(&c.imsi).filter(|h| h.id == c.id) {
+                        h.version = version;
+                    }
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    mme.counters.incr("store_cas_conflict");
+                    tracing::debug!(id = c.id, version = c.version, "claim lost");
+                    self.held.remove(&c.imsi);
+                    mme.evict_ue(&UeKey::MmeUeS1apId(c.id));
+                    let withdrawn = mme.withdraw_actions(c.id);
+                    mme.counters.add("store_conflict_actions_withdrawn", withdrawn as u64);
+                    report.conflicts.push(c.id);
+                }
+                // The store failing: served on from memory, as a write
+                // that failed (its own counter: nothing waits for a retry).
+                Err(_) => mme.counters.incr("store_claim_failed"),
+            }
+        }
         let mut indexes = Vec::new();
         for (r, answer) in ready.into_iter().zip(answers) {
             let id = r.id;
@@ -587,6 +652,11 @@ impl StoredUes {
     /// older copy it held); returns its MME-UE-S1AP-ID. `time.now` is the
     /// MME's clock.
     pub async fn load(&mut self, mme: &mut Mme, key: &UeKey, time: TimeBase) -> Result<u32, StoredError> {
+        self.load_record(mme, key, time).await.map(|(id, _)| id)
+    }
+
+    /// [`StoredUes::load`], with the record as read.
+    async fn load_record(&mut self, mme: &mut Mme, key: &UeKey, time: TimeBase) -> Result<(u32, Vec<u8>), StoredError> {
         let not_found = || StoredError::NotFound(key.clone());
         let imsi = self.imsi_of(key).await?.ok_or_else(not_found)?;
         let stored = self.store.get(&keys::record(&imsi)).await?.ok_or_else(not_found)?;
@@ -606,7 +676,7 @@ impl StoredUes {
         self.held.insert(imsi, Held { version: stored.version, id, mtmsis, id_indexed: true });
         mme.counters.incr("store_ue_loaded");
         tracing::debug!(id, version = stored.version, "loaded");
-        Ok(id)
+        Ok((id, stored.value))
     }
 
     /// The UE `key` names is in `mme`, loaded from the store if it was not
@@ -620,8 +690,11 @@ impl StoredUes {
         if let Some(id) = mme.find_ue(key) {
             return Hold::Held(id);
         }
-        match self.load(mme, key, time).await {
-            Ok(id) => {
+        match self.load_record(mme, key, time).await {
+            Ok((id, record)) => {
+                if self.shared {
+                    self.claims.insert(id, record);
+                }
                 mme.counters.incr("host_ue_taken_over");
                 // An S6a or S11 answer the record waits for went to the
                 // host that is gone: the request goes again from here.

@@ -629,6 +629,47 @@ fn evict_sends_nothing_and_import_restores_the_indexes() {
 
 /// The same takeovers through a real Redis, each host with its own
 /// connection.
+/// Over a shared store a host that loads a UE to serve a message claims
+/// its record at that event's sync (cold: the record as read, nothing of
+/// the procedure), before its INITIAL CONTEXT SETUP REQUEST goes: the
+/// owner's copy, still held until the front end's `Lent` reaches it,
+/// loses its compare-and-set if it writes (a guard of it fired), and the
+/// serving host completes its service request.
+async fn a_serving_host_claims_the_record_it_loaded(store_a: Store, store_b: Store) {
+    let imsi: Imsi = "001010000000108".parse().unwrap();
+    let mut a = Host::new(store_a, Replication::Cold, 0x100);
+    let mut ue = a.h.attach(imsi.as_str(), 81);
+    let id = ue.mme_ue_id.unwrap();
+    release_to_idle(&mut a.h, &ue);
+    assert_eq!(a.sync().await.written, 1);
+    let ksi = ksi_of(&a.h, id);
+    let mut b = Host::new(store_b, Replication::Cold, 0x200);
+    let t = b.time();
+    let held = b.stored.hold(&mut b.h.mme, &UeKey::MTmsi(m_tmsi(&ue)), t).await;
+    assert!(matches!(held, crate::stored::Hold::Loaded(i) if i == id), "{held:?}");
+    ue.enb_ue_id = 82;
+    let sr = ue.ctx.as_mut().unwrap().protect_service_request(ksi).unwrap();
+    let pdu = NasEpsMessage::ServiceRequest(sr).encode().unwrap();
+    b.h.s1(initial_ue_message_stmsi(82, pdu, b.h.mme.config().mme_code, m_tmsi(&ue)));
+    let r = b.sync().await;
+    assert_eq!((r.written, r.conflicts.len()), (0, 0), "cold: nothing of the procedure written: {r:?}");
+    assert_eq!(b.count("store_ue_claimed"), 1);
+    assert_eq!(b.h.one_down().kind, S1apPduKind::Initiating_InitialContextSetup);
+    // The owner's copy writes: it lost, and went.
+    let t = a.time();
+    assert!(matches!(a.stored.write(&mut a.h.mme, id, t).await, Err(StoredError::Conflict { .. })));
+    assert_eq!((a.count("store_cas_conflict"), a.h.mme.stats().ues), (1, 0));
+    b.h.s1(ics_response(id, 82, 0xdef));
+    let (r, _) = expect_s11(&b.h.drain());
+    b.h.s11(
+        r,
+        S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: None }),
+    );
+    let r = b.sync().await;
+    assert_eq!((r.written, r.conflicts.len()), (1, 0), "the service request completed: {r:?}");
+    assert_eq!((b.count("store_cas_conflict"), b.count("store_ue_claimed")), (0, 1));
+}
+
 #[tokio::test]
 async fn redis_takeovers() {
     let server = match mobicore_store::redis_server::RedisServer::start() {
@@ -660,6 +701,7 @@ async fn redis_takeovers() {
     assert_eq!(b.count("store_cas_conflict"), 1);
     // Many UEs in one sync: their writes pipelined on one connection.
     one_sync_of_many_ues_settles_each_write_on_its_own(connect("many").await).await;
+    a_serving_host_claims_the_record_it_loaded(connect("claim").await, connect("claim").await).await;
 }
 
 /// Redis gone: writes fail, are counted and tried again; the UE is still

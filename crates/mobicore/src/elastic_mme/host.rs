@@ -644,6 +644,7 @@ fn lent(core: &mut Mme, stored: &mut StoredUes, holds: &Holds, counters: &Counte
     match core.find_ue(&key) {
         None => counters.incr("host_lent_absent"),
         Some(id) if holds.held.contains_key(&id) || core.ue_at_rest(id) != Some(true) || stored.unsynced() => {
+            tracing::debug!(id, held = holds.held.contains_key(&id), at_rest = ?core.ue_at_rest(id), "lent, busy here");
             counters.incr("host_lent_busy")
         }
         Some(id) => {
