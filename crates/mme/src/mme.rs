@@ -117,6 +117,10 @@ pub struct Mme {
     /// S6a requests sent whose answer has not come back (bounded by
     /// `max_s6a_in_flight`; every request yields one answer or error).
     s6a_in_flight: usize,
+    /// S11 requests sent per UE whose answer (or transport error) has not
+    /// come: such a UE is not at rest ([`Mme::ue_at_rest`]; a guard's
+    /// request, say the forwarding tunnel's deletion, runs with no step).
+    pub(crate) s11_awaited: HashMap<u32, u16>,
     next_timer_seq: u64,
     /// UEs with a paging running (T3413): the MME's load for DDN
     /// throttling (paging.rs).
@@ -154,6 +158,7 @@ impl Mme {
             pinned: (None, None),
             adopted_prefixes: HashSet::new(),
             s6a_in_flight: 0,
+            s11_awaited: HashMap::new(),
             next_timer_seq: 1,
             paged: HashSet::new(),
             releasing: HashMap::new(),
@@ -283,6 +288,12 @@ impl Mme {
         }
         let id = ue.mme_ue_s1ap_id;
         self.touch(id);
+        if let Some(n) = self.s11_awaited.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                self.s11_awaited.remove(&id);
+            }
+        }
         let step = self.ues[&id].step;
         if self.esm_awaits_s11(id, step, &response) {
             self.on_esm_s11(id, response);
@@ -355,6 +366,7 @@ impl Mme {
         self.touch(id);
         if let Some(ue) = self.ues.get(&id) {
             let ue = ue.ue_ref();
+            *self.s11_awaited.entry(id).or_default() += 1;
             self.push(MmeAction::S11 { ue, request });
         }
     }
@@ -704,6 +716,7 @@ impl Mme {
     pub(crate) fn forget_ue(&mut self, id: u32) -> Option<UeContext> {
         self.paged.remove(&id);
         self.releasing.remove(&id);
+        self.s11_awaited.remove(&id);
         let ue = self.ues.remove(&id)?;
         if let Some(c) = &mut self.changes {
             c.touched.remove(&id);

@@ -165,11 +165,12 @@ impl Mme {
 
     /// Whether UE `id` (if here) is at rest: registered, ECM-IDLE (no S1
     /// connection, its release completed), no procedure running (no EMM or
-    /// ESM step, paging or handover). A host a UE visited for a procedure
-    /// lets it go then.
+    /// ESM step, paging or handover) and no S11 answer awaited. A host a
+    /// UE visited for a procedure lets it go then.
     pub fn ue_at_rest(&self, id: u32) -> Option<bool> {
         let ue = self.ues.get(&id)?;
-        Some(ue.emm == EmmState::Registered && ue.s1.is_none() && !self.releasing.contains_key(&id) && !running(ue))
+        let awaiting = self.releasing.contains_key(&id) || self.s11_awaited.contains_key(&id);
+        Some(ue.emm == EmmState::Registered && ue.s1.is_none() && !awaiting && !running(ue))
     }
 
     /// How many UEs here have a procedure running (an EMM or ESM step,

@@ -1,6 +1,7 @@
 use super::*;
 use crate::context::EmmState;
 use crate::{MmeAction, MmeEvent};
+use mobicore_common::requester::TransportError;
 use mobicore_common::s11::*;
 use mobicore_common::sctp_api::AssocId;
 use oxirush_nas::nas_eps::*;
@@ -138,6 +139,32 @@ fn a_ue_is_at_rest_once_its_release_is_complete_or_its_enb_gone() {
     assert_eq!(h.mme.ue_at_rest(b), Some(true), "its eNB gone");
     assert!(h.mme.touched().any(|id| id == b), "looked at again");
     assert_eq!(h.mme.ue_at_rest(0x7fff_ffff), None);
+}
+
+/// A UE whose S11 request awaits its answer is not at rest, though no
+/// step runs: the deletion of an S1 handover's forwarding tunnel, which
+/// its guard sends after the handover (TS 23.401 5.5.1.2.2 step 21). An
+/// elastic MME host holds it until the answer, or a transport error, is in.
+#[test]
+fn a_ue_awaiting_an_s11_answer_is_not_at_rest() {
+    let mut h = Harness::default();
+    let ue = h.attach("001010000000035", 35);
+    let id = ue.mme_ue_id.unwrap();
+    h.s1(release_request(id, 35));
+    let (r, _) = expect_s11(&h.drain());
+    h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
+    h.drain();
+    h.s1(release_complete(id, 35));
+    assert_eq!(h.mme.ue_at_rest(id), Some(true));
+    for answer in [Ok(S11Response::DeleteIndirectForwarding(GtpCause::REQUEST_ACCEPTED)), Err(TransportError::Timeout)]
+    {
+        let sgw_teid = h.mme.ues[&id].sessions[0].sgw_s11.teid;
+        h.mme.request_s11(id, S11Request::DeleteIndirectForwarding(DeleteIndirectForwardingRequest { sgw_teid }));
+        let (r, _) = expect_s11(&h.drain());
+        assert_eq!(h.mme.ue_at_rest(id), Some(false), "its answer awaited");
+        h.mme.handle(h.now, MmeEvent::S11 { ue: r, response: answer });
+        assert_eq!(h.mme.ue_at_rest(id), Some(true), "its answer in");
+    }
 }
 
 /// A stopped timer's heap entry (the ATTACH ACCEPT's T3450, stopped by
