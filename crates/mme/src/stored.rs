@@ -281,6 +281,12 @@ impl StoredUes {
         self.held.get(imsi).map(|h| h.version)
     }
 
+    /// Whether a UE loaded to serve a message claims its record (see
+    /// "Claims"): over a shared store.
+    pub fn claims(&self) -> bool {
+        self.shared
+    }
+
     /// Whether writes or deletes that failed wait for the next sync.
     pub fn unsynced(&self) -> bool {
         !self.retry.is_empty() || !self.retry_removed.is_empty()

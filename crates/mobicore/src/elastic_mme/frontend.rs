@@ -625,6 +625,15 @@ impl State {
                             self.counters.incr("frontend_placement_bounced");
                             self.uplink_home(name, assoc, stream, data);
                         }
+                        // Over a shared store: the host's claim of the UE's
+                        // record lost to another host's write; the host
+                        // holding the UE (or its owner's) takes it.
+                        (Uplink::Ue(name @ UeName::Initial { m_tmsi: Some(_), .. }), _)
+                            if !self.router.has_local_stores() =>
+                        {
+                            self.counters.incr("frontend_claim_bounced");
+                            self.uplink_home(name, assoc, stream, data);
+                        }
                         _ => self.counters.incr("frontend_bad_host_frame"),
                     },
                     // A visitor's record, to the host serving its identifiers.
@@ -1183,6 +1192,32 @@ mod tests {
         assert_eq!(sent(q.get_mut(&2).unwrap()), [s1(b"release request")]);
         up(&mut st, UeName::MmeUeS1apId(b), Bytes::from_static(b"uplink nas"));
         assert_eq!(sent(q.get_mut(&3).unwrap()), [s1(b"uplink nas")]);
+    }
+
+    /// Over a shared store, a host whose claim of a UE's record lost (its
+    /// owner's host wrote it: a timer of its copy fired as the service
+    /// request was placed away) gives the message back: it goes to the
+    /// host holding the UE, not placed again.
+    #[test]
+    fn a_message_whose_claim_lost_goes_to_the_host_holding_the_ue() {
+        let (mut st, mut q) = placing(false);
+        for rx in q.values_mut() {
+            sent_all(rx);
+        }
+        let frame = |st: &mut State, host: u32, frame: Frame| {
+            st.on_host(HostEvent::Frame { host: HostId(host), conn: u64::from(host), frame })
+        };
+        let (a, ma) = (0x0200_0007, 0x0200_0005);
+        let sr = initial_with(ma, &[0xc7, 0, 0, 0]);
+        up(&mut st, UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) }, sr.clone());
+        assert_eq!(sent_all(q.get_mut(&1).unwrap()), [Frame::S1 { assoc: 1, stream: 1, data: sr.clone() }]);
+        assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::Lent { m_tmsi: ma }]);
+        // The owner's host holds it (a guard fired); host 1 lost its claim.
+        frame(&mut st, 2, Frame::Holding { id: a, m_tmsi: Some(ma) });
+        frame(&mut st, 1, Frame::Bounce { assoc: 1, stream: 1, data: sr.clone() });
+        assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::S1 { assoc: 1, stream: 1, data: sr.clone() }]);
+        assert!(sent_all(q.get_mut(&1).unwrap()).is_empty() && sent_all(q.get_mut(&3).unwrap()).is_empty());
+        assert_eq!(st.counters.value("frontend_claim_bounced"), 1);
     }
 
     #[test]

@@ -80,6 +80,7 @@ use super::load::{process_cpu, CpuSample, LoadMeter};
 use super::nf::{NfIn, NfPool, ToNf};
 use super::replica::LocalReplica;
 use super::wire::{buffered, read_frame, write_frame, write_queued, Frame};
+use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::s11::{S11IncomingRequest, S11Link};
 use mobicore_common::s6a::S6aLink;
@@ -87,7 +88,7 @@ use mobicore_common::sctp_api::AssocId;
 use mobicore_elastic::router::UeName;
 use mobicore_mme::context_codec::TimeBase;
 use mobicore_mme::routing::{self, Uplink};
-use mobicore_mme::stored::{Replication, StoredError, StoredUes};
+use mobicore_mme::stored::{Hold, Replication, StoredError, StoredUes};
 use mobicore_mme::transfer::{self, UeKey};
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -392,6 +393,8 @@ pub async fn run(
     // A frame taken from the front end's queue that ended a group (see
     // GROUP), handled next.
     let mut carried: Option<Frame> = None;
+    // The INITIAL UE MESSAGEs of this round whose UE was loaded for them.
+    let mut claimed: Vec<Claimed> = Vec::new();
     loop {
         // A drained host's UEs are its heir's: no timer runs here.
         let deadline = core.poll_timeout().filter(|_| drain != Drain::Drained);
@@ -545,7 +548,7 @@ pub async fn run(
                             _ => None,
                         };
                         let visiting = visiting.as_ref();
-                        on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, frame).await;
+                        claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, frame).await);
                         // Group commit: the S1 frames queued now are handled
                         // before the one sync (nothing of them goes out
                         // before it); any other frame waits for the sync.
@@ -553,7 +556,7 @@ pub async fn run(
                             match from_fe.try_recv() {
                                 Ok(f @ Frame::S1 { .. }) => {
                                     counters.incr("host_s1_grouped");
-                                    on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, f).await
+                                    claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, f).await)
                                 }
                                 Ok(f) => {
                                     carried = Some(f);
@@ -563,7 +566,7 @@ pub async fn run(
                             }
                         }
                     }
-                    frame => on_frame(&mut core, &mut stored, &counters, &mut nf, None, frame).await,
+                    frame => claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, None, frame).await),
                 }
             }
         }
@@ -578,6 +581,14 @@ pub async fn run(
         holds.hold(&core, &touched, &to_fe, &counters);
         // Write-ahead: the store first, then what the event sends.
         let report = stored.sync(&mut core, time_now()).await;
+        for c in claimed.drain(..).filter(|c| report.conflicts.contains(&c.id)) {
+            // Its claim lost: the host that wrote the UE takes it.
+            counters.incr("host_claim_bounced");
+            let Claimed { assoc, stream, data, .. } = c;
+            if to_fe.try_send(Frame::Bounce { assoc, stream, data }).is_err() {
+                counters.incr("host_frontend_queue_full");
+            }
+        }
         if !report.conflicts.is_empty() {
             tracing::warn!(conflicts = ?report.conflicts, "UE records written by another host meanwhile: dropped here");
             // What an NF instance produced for them goes no more than the core's.
@@ -718,8 +729,21 @@ fn route(core: &mut Mme, nf: &mut Option<NfPool>, ev: MmeEvent, ue: Option<u32>)
     }
 }
 
+/// An INITIAL UE MESSAGE whose UE this host loaded from a shared store
+/// for it: given back to the front end ([`Frame::Bounce`]) if the claim
+/// of the record loses (another host wrote it meanwhile: the owner's
+/// host, a timer of its copy firing as the front end placed the UE
+/// here), which routes it to the host that holds the UE now.
+struct Claimed {
+    id: u32,
+    assoc: u64,
+    stream: u16,
+    data: Bytes,
+}
+
 /// A frame of the front end for the core; with `visiting`, a visitor's
 /// first message is given back if no copy holds the UE ([`visit`]).
+/// Returns the message if it loaded its UE from a shared store.
 async fn on_frame(
     core: &mut Mme,
     stored: &mut StoredUes,
@@ -727,7 +751,7 @@ async fn on_frame(
     nf: &mut Option<NfPool>,
     visiting: Option<&Visiting<'_>>,
     frame: Frame,
-) {
+) -> Option<Claimed> {
     let now = Instant::now();
     match frame {
         Frame::EnbUp { assoc, peer, outbound_streams } => {
@@ -750,12 +774,17 @@ async fn on_frame(
                     if v.to_fe.try_send(Frame::Bounce { assoc, stream, data }).is_err() {
                         counters.incr("host_frontend_queue_full");
                     }
-                    return;
+                    return None;
                 }
             }
             let key = uplink.ue_key();
+            let mut claimed = None;
             if let Some(key) = &key {
-                ensure_held(core, stored, key.clone()).await;
+                if let (Hold::Loaded(id), Uplink::Ue(UeName::Initial { .. }), true) =
+                    (stored.hold(core, key, time_now()).await, uplink, stored.claims())
+                {
+                    claimed = Some(Claimed { id, assoc, stream, data: data.clone() });
+                }
             }
             let held = key.as_ref().and_then(|k| core.find_ue(k));
             tracing::debug!(?uplink, ?held, at_rest = ?held.and_then(|id| core.ue_at_rest(id)), "S1 frame");
@@ -769,6 +798,7 @@ async fn on_frame(
                 Uplink::Ue(_) if held.is_some() => route(core, nf, ev, held),
                 _ => core.handle(Instant::now(), ev),
             }
+            return claimed;
         }
         Frame::Drain => {}
         // Replication frames are the loop's; so is a refresh of a visitor
@@ -792,4 +822,5 @@ async fn on_frame(
         | Frame::Bounce { .. }
         | Frame::Stop => counters.incr("host_bad_frame"),
     }
+    None
 }
