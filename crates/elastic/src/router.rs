@@ -164,6 +164,9 @@ pub struct RouterStats {
     pub placements_returned: u64,
     /// Placements whose host could not load the UE ([`Router::bounced`]).
     pub placements_bounced: u64,
+    /// A host said it holds a UE another host held already (see
+    /// [`Router::holding`]).
+    pub holds_contested: u64,
 }
 
 /// What the owner's host of a UE placed away is told (see "Per-procedure
@@ -187,8 +190,9 @@ pub enum Lend {
 #[derive(Debug, Default)]
 struct Holds {
     by_mtmsi: HashMap<u32, HostId>,
-    /// With every M-TMSI the host named while holding it.
-    by_id: HashMap<u32, (HostId, Vec<u32>)>,
+    /// The hosts holding it, in the order they said so (messages go to the
+    /// first), with every M-TMSI named while held.
+    by_id: HashMap<u32, Held>,
     /// MME-UE-S1AP-IDs whose host went while it held them: their owner's
     /// host reads them again.
     refresh: Vec<u32>,
@@ -206,6 +210,22 @@ struct Holds {
 
 /// M-TMSIs followed per held UE at most (a GUTI reallocated while held).
 const MAX_NAMES: usize = 4;
+/// Hosts holding one UE at once at most (see [`Router::holding`]).
+const MAX_HOLDERS: usize = 4;
+
+/// A UE held: its hosts (never empty) and its names.
+#[derive(Debug, Default)]
+struct Held {
+    hosts: Vec<HostId>,
+    names: Vec<u32>,
+}
+
+impl Held {
+    /// Where its messages go.
+    fn first(&self) -> HostId {
+        self.hosts[0]
+    }
+}
 
 /// The procedures placed away from the UE's owner's host with host-local
 /// stores: those that keep the UE's identifiers there (a visitor keeps
@@ -420,11 +440,20 @@ impl Router {
         let mut ended: Vec<u32> = v
             .by_id
             .iter()
-            .filter(|(&id, (h, _))| *h == host && !moved.contains(&owner(id)))
+            .filter(|(&id, held)| held.hosts == [host] && !moved.contains(&owner(id)))
             .map(|(&id, _)| id)
             .collect();
         ended.sort_unstable();
-        v.by_id.retain(|_, (h, _)| *h != host);
+        for held in v.by_id.values_mut() {
+            held.hosts.retain(|&h| h != host);
+            // Another host holds it too: its names go there now.
+            if let Some(&first) = held.hosts.first() {
+                for m in &held.names {
+                    v.by_mtmsi.insert(*m, first);
+                }
+            }
+        }
+        v.by_id.retain(|_, held| !held.hosts.is_empty());
         v.refresh.extend(ended);
         // Its heir from now on (see "A host that is gone").
         self.gone.insert(host, self.ring_heir(host));
@@ -596,7 +625,7 @@ impl Router {
     fn route_placing(&mut self, name: UeName, kind: Option<ProcedureKind>, place: bool) -> Result<Dest, RouteError> {
         let holder = match name {
             UeName::Initial { m_tmsi: Some(m), .. } => self.holds.by_mtmsi.get(&m).copied(),
-            UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).map(|(h, _)| *h),
+            UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).map(Held::first),
             UeName::Initial { m_tmsi: None, .. } => None,
         };
         if let Some(h) = holder {
@@ -756,6 +785,12 @@ impl Router {
     /// a GUTI reallocation gives it another: both are followed): its
     /// messages go there until [`Router::released`]. False (not tracked)
     /// if placement is off or the table is full.
+    ///
+    /// A second host may say so while the first holds it (a timer of the
+    /// owner's host's copy fired as the UE was placed away): the store's
+    /// compare-and-set keeps one, the other lets it go. Its messages go to
+    /// the first until it is released; one host's release leaves the UE
+    /// held by the others (counted: `holds_contested`).
     pub fn holding(&mut self, host: HostId, id: u32, m_tmsi: Option<u32>) -> bool {
         let v = &mut self.holds;
         if v.max == 0 {
@@ -768,11 +803,19 @@ impl Router {
         if let Some(m) = m_tmsi {
             v.unconfirmed.remove(&m);
         }
-        let (h, names) = v.by_id.entry(id).or_insert((host, Vec::new()));
-        *h = host;
-        if let Some(m) = m_tmsi.filter(|m| !names.contains(m) && names.len() < MAX_NAMES) {
-            names.push(m);
-            v.by_mtmsi.insert(m, host);
+        let held = v.by_id.entry(id).or_default();
+        if !held.hosts.contains(&host) && held.hosts.len() < MAX_HOLDERS {
+            if !held.hosts.is_empty() {
+                self.stats.holds_contested += 1;
+            }
+            held.hosts.push(host);
+        }
+        if let Some(m) = m_tmsi.filter(|m| !held.names.contains(m) && held.names.len() < MAX_NAMES) {
+            held.names.push(m);
+        }
+        let first = held.first();
+        for m in &held.names {
+            v.by_mtmsi.insert(*m, first);
         }
         true
     }
@@ -781,10 +824,19 @@ impl Router {
     /// messages go by its identifiers again. Returns the host that is to
     /// read the UE again: its owner's, if that is another.
     pub fn released(&mut self, host: HostId, id: u32) -> Option<HostId> {
-        if self.holds.by_id.get(&id)?.0 != host {
+        let held = self.holds.by_id.get_mut(&id)?;
+        if !held.hosts.contains(&host) {
             return None;
         }
-        let (_, names) = self.holds.by_id.remove(&id)?;
+        held.hosts.retain(|&h| h != host);
+        if let Some(&first) = held.hosts.first() {
+            // Held by another host still: its messages go there.
+            for m in &held.names {
+                self.holds.by_mtmsi.insert(*m, first);
+            }
+            return None;
+        }
+        let Held { names, .. } = self.holds.by_id.remove(&id)?;
         for m in names {
             self.holds.unconfirmed.remove(&m);
             if self.holds.by_mtmsi.get(&m) == Some(&host) {
@@ -862,7 +914,7 @@ impl Router {
         match (from, h.initial) {
             (S11From::Sgw, true) => {
                 let teid = h.teid.filter(|&t| t != 0).ok_or(S11Drop::NoTeid)?;
-                let holder = self.holds.by_id.get(&teid).map(|(h, _)| *h);
+                let holder = self.holds.by_id.get(&teid).map(Held::first);
                 let host = holder.or_else(|| self.serving(owner(teid))).ok_or(S11Drop::NoHost)?;
                 let p = &mut self.s11;
                 if !p.by_seq.contains_key(&h.seq) && p.by_seq.len() >= p.max {
@@ -1287,6 +1339,39 @@ mod tests {
         assert_eq!(r.holds(), 0);
         assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), HostId(2));
         assert_eq!(r.frontend.in_progress(), 0);
+    }
+
+    /// Two hosts hold one UE at once (the owner's host's timer fired as
+    /// the UE was placed away; the store keeps one of them): its messages
+    /// go to the first until it lets go, and the release of either leaves
+    /// it held by the other, with no refresh until the last.
+    #[test]
+    fn a_ue_two_hosts_hold_goes_to_the_first_until_it_lets_go() {
+        let by_id = |r: &mut Router, id| to_host(r.route(UeName::MmeUeS1apId(id)));
+        let by_m = |r: &mut Router, m| to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 9, m_tmsi: Some(m) }));
+        let mut r = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(16);
+        let (id, m, home) = (0x0200_0007, 0x0200_0005, HostId(2));
+        // The visitor holds it first; the owner's copy lost, and lets go.
+        let x = placed_away(&mut r, m);
+        assert!(r.holding(x, id, Some(m)));
+        assert!(r.holding(home, id, Some(m)));
+        assert_eq!(r.stats.holds_contested, 1);
+        assert_eq!((by_id(&mut r, id), by_m(&mut r, m)), (x, x));
+        assert_eq!(r.released(home, id), None, "still held");
+        assert_eq!((by_id(&mut r, id), by_m(&mut r, m)), (x, x));
+        assert_eq!(r.released(x, id), Some(home));
+        assert_eq!(r.holds(), 0);
+        // The owner's host first; the visitor's claim won, the owner lets go.
+        let x = placed_away(&mut r, m);
+        assert!(r.holding(home, id, Some(m)));
+        assert!(r.holding(x, id, Some(m)));
+        assert_eq!(by_id(&mut r, id), home);
+        assert_eq!(r.released(home, id), None);
+        assert_eq!((by_id(&mut r, id), by_m(&mut r, m)), (x, x), "the visitor's now");
+        // The visitor goes while holding it: its owner's host reads it again.
+        r.host_down(x);
+        assert_eq!(r.take_refreshes(), [(home, id)]);
+        assert_eq!(r.holds(), 0);
     }
 
     #[test]
