@@ -213,7 +213,7 @@ const MAX_NAMES: usize = 4;
 /// Hosts holding one UE at once at most (see [`Router::holding`]).
 const MAX_HOLDERS: usize = 4;
 
-/// A UE held: its hosts (never empty) and its names.
+/// A UE held: its hosts (in the order they said so) and its names.
 #[derive(Debug, Default)]
 struct Held {
     hosts: Vec<HostId>,
@@ -221,9 +221,15 @@ struct Held {
 }
 
 impl Held {
-    /// Where its messages go.
-    fn first(&self) -> HostId {
-        self.hosts[0]
+    /// Where the messages of UE `id` go: the first host holding it other
+    /// than its owner's, else the owner's. Two hold it when a timer of the
+    /// owner's host's copy fired as the UE was placed away: the host it
+    /// was placed at has its S1 connection, the owner's only a timer's
+    /// work (a guard's S11 request), and one of them lets go when the
+    /// store's compare-and-set settles it.
+    fn first(&self, id: u32) -> Option<HostId> {
+        let owner = owner(id);
+        self.hosts.iter().copied().find(|&h| h != owner).or_else(|| self.hosts.first().copied())
     }
 }
 
@@ -444,10 +450,10 @@ impl Router {
             .map(|(&id, _)| id)
             .collect();
         ended.sort_unstable();
-        for held in v.by_id.values_mut() {
+        for (&id, held) in v.by_id.iter_mut() {
             held.hosts.retain(|&h| h != host);
             // Another host holds it too: its names go there now.
-            if let Some(&first) = held.hosts.first() {
+            if let Some(first) = held.first(id) {
                 for m in &held.names {
                     v.by_mtmsi.insert(*m, first);
                 }
@@ -625,7 +631,7 @@ impl Router {
     fn route_placing(&mut self, name: UeName, kind: Option<ProcedureKind>, place: bool) -> Result<Dest, RouteError> {
         let holder = match name {
             UeName::Initial { m_tmsi: Some(m), .. } => self.holds.by_mtmsi.get(&m).copied(),
-            UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).map(Held::first),
+            UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).and_then(|h| h.first(id)),
             UeName::Initial { m_tmsi: None, .. } => None,
         };
         if let Some(h) = holder {
@@ -789,8 +795,8 @@ impl Router {
     /// A second host may say so while the first holds it (a timer of the
     /// owner's host's copy fired as the UE was placed away): the store's
     /// compare-and-set keeps one, the other lets it go. Its messages go to
-    /// the first until it is released; one host's release leaves the UE
-    /// held by the others (counted: `holds_contested`).
+    /// the host it was placed at ([`Held::first`]); one host's release
+    /// leaves the UE held by the other (counted: `holds_contested`).
     pub fn holding(&mut self, host: HostId, id: u32, m_tmsi: Option<u32>) -> bool {
         let v = &mut self.holds;
         if v.max == 0 {
@@ -813,9 +819,10 @@ impl Router {
         if let Some(m) = m_tmsi.filter(|m| !held.names.contains(m) && held.names.len() < MAX_NAMES) {
             held.names.push(m);
         }
-        let first = held.first();
-        for m in &held.names {
-            v.by_mtmsi.insert(*m, first);
+        if let Some(first) = held.first(id) {
+            for m in &held.names {
+                v.by_mtmsi.insert(*m, first);
+            }
         }
         true
     }
@@ -829,7 +836,7 @@ impl Router {
             return None;
         }
         held.hosts.retain(|&h| h != host);
-        if let Some(&first) = held.hosts.first() {
+        if let Some(first) = held.first(id) {
             // Held by another host still: its messages go there.
             for m in &held.names {
                 self.holds.by_mtmsi.insert(*m, first);
@@ -914,7 +921,7 @@ impl Router {
         match (from, h.initial) {
             (S11From::Sgw, true) => {
                 let teid = h.teid.filter(|&t| t != 0).ok_or(S11Drop::NoTeid)?;
-                let holder = self.holds.by_id.get(&teid).map(Held::first);
+                let holder = self.holds.by_id.get(&teid).and_then(|h| h.first(teid));
                 let host = holder.or_else(|| self.serving(owner(teid))).ok_or(S11Drop::NoHost)?;
                 let p = &mut self.s11;
                 if !p.by_seq.contains_key(&h.seq) && p.by_seq.len() >= p.max {
@@ -1343,10 +1350,11 @@ mod tests {
 
     /// Two hosts hold one UE at once (the owner's host's timer fired as
     /// the UE was placed away; the store keeps one of them): its messages
-    /// go to the first until it lets go, and the release of either leaves
-    /// it held by the other, with no refresh until the last.
+    /// go to the host it was placed at, whichever said so first, and the
+    /// release of either leaves it held by the other, with no refresh
+    /// until the last.
     #[test]
-    fn a_ue_two_hosts_hold_goes_to_the_first_until_it_lets_go() {
+    fn a_ue_two_hosts_hold_goes_to_the_host_it_was_placed_at() {
         let by_id = |r: &mut Router, id| to_host(r.route(UeName::MmeUeS1apId(id)));
         let by_m = |r: &mut Router, m| to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 9, m_tmsi: Some(m) }));
         let mut r = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(16);
@@ -1364,8 +1372,9 @@ mod tests {
         // The owner's host first; the visitor's claim won, the owner lets go.
         let x = placed_away(&mut r, m);
         assert!(r.holding(home, id, Some(m)));
-        assert!(r.holding(x, id, Some(m)));
         assert_eq!(by_id(&mut r, id), home);
+        assert!(r.holding(x, id, Some(m)));
+        assert_eq!((by_id(&mut r, id), by_m(&mut r, m)), (x, x), "the S1 connection is there");
         assert_eq!(r.released(home, id), None);
         assert_eq!((by_id(&mut r, id), by_m(&mut r, m)), (x, x), "the visitor's now");
         // The visitor goes while holding it: its owner's host reads it again.
