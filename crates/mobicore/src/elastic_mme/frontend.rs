@@ -1090,6 +1090,11 @@ mod tests {
         (st, q)
     }
 
+    /// A frame of host `host` to the front end.
+    fn from_host(st: &mut State, host: u32, frame: Frame) {
+        st.on_host(HostEvent::Frame { host: HostId(host), conn: u64::from(host), frame })
+    }
+
     /// Host-local stores: a service request goes to the owner's host or
     /// its replica host, a detach home; a visitor without a copy gives
     /// the message back and it goes home; a visitor's write-back reaches
@@ -1103,9 +1108,6 @@ mod tests {
         for rx in q.values_mut() {
             sent_all(rx);
         }
-        let frame = |st: &mut State, host: u32, frame: Frame| {
-            st.on_host(HostEvent::Frame { host: HostId(host), conn: u64::from(host), frame })
-        };
         let (a, ma) = (0x0200_0007, 0x0200_0005);
         let sr = initial_with(ma, &[0xc7, 0, 0, 0]);
         let name = UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) };
@@ -1128,15 +1130,15 @@ mod tests {
             assert_eq!(home, [Frame::Lent { m_tmsi: ma }]);
             if to_copy == 1 {
                 // No copy there yet: given back, and sent home.
-                frame(&mut st, copy, Frame::Bounce { assoc: 1, stream: 1, data: sr.clone() });
+                from_host(&mut st, copy, Frame::Bounce { assoc: 1, stream: 1, data: sr.clone() });
                 assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::S1 { assoc: 1, stream: 1, data: sr.clone() }]);
                 continue;
             }
             // Held there, then at rest: the record goes back.
-            frame(&mut st, copy, Frame::Holding { id: a, m_tmsi: Some(ma) });
+            from_host(&mut st, copy, Frame::Holding { id: a, m_tmsi: Some(ma) });
             let writes = vec![("mme/ue/001010000000001".to_string(), b"record".to_vec())];
-            frame(&mut st, copy, Frame::WriteBack { id: a, writes: writes.clone() });
-            frame(&mut st, copy, Frame::Released { id: a });
+            from_host(&mut st, copy, Frame::WriteBack { id: a, writes: writes.clone() });
+            from_host(&mut st, copy, Frame::Released { id: a });
             assert_eq!(sent_all(q.get_mut(&copy).unwrap()), [Frame::Copied { owner: 2, writes: writes.clone() }]);
             let home = sent_all(q.get_mut(&2).unwrap());
             assert_eq!(home, [Frame::WriteBack { id: a, writes }, Frame::Refresh { id: a, resume: false }]);
@@ -1154,25 +1156,22 @@ mod tests {
         for rx in q.values_mut() {
             assert!(sent_all(rx).contains(&Frame::Track), "told to say what it holds");
         }
-        let frame = |st: &mut State, host: u32, frame: Frame| {
-            st.on_host(HostEvent::Frame { host: HostId(host), conn: u64::from(host), frame })
-        };
         // Host 2's UE a, placed on host 1 (round robin's first pick), held there.
         let (a, ma) = (0x0200_0007, 0x0200_0005);
         up(&mut st, UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) }, Bytes::from_static(b"sr"));
         assert_eq!(sent(q.get_mut(&1).unwrap()), [s1(b"sr")]);
         // Its owner's host is told, to drop its copy if at rest.
         assert_eq!(sent(q.get_mut(&2).unwrap()), [Frame::Lent { m_tmsi: ma }]);
-        frame(&mut st, 1, Frame::Holding { id: a, m_tmsi: Some(ma) });
+        from_host(&mut st, 1, Frame::Holding { id: a, m_tmsi: Some(ma) });
         up(&mut st, UeName::MmeUeS1apId(a), Bytes::from_static(b"ics response"));
         assert_eq!(sent(q.get_mut(&1).unwrap()), [s1(b"ics response")]);
         // Host 1's UE b, held by host 3 (placed there, or its GUTI's host).
         let b = 0x0100_0003;
-        frame(&mut st, 3, Frame::Holding { id: b, m_tmsi: Some(0x0300_0001) });
+        from_host(&mut st, 3, Frame::Holding { id: b, m_tmsi: Some(0x0300_0001) });
         // b at rest: its owner's host reads it again.
-        frame(&mut st, 3, Frame::Released { id: b });
+        from_host(&mut st, 3, Frame::Released { id: b });
         assert_eq!(sent_all(q.get_mut(&1).unwrap()), [Frame::Refresh { id: b, resume: false }]);
-        frame(&mut st, 3, Frame::Holding { id: b, m_tmsi: Some(0x0300_0001) });
+        from_host(&mut st, 3, Frame::Holding { id: b, m_tmsi: Some(0x0300_0001) });
         // Host 1 goes: its heir leaves b to host 3 and takes the rest; host
         // 2 reads a again, resuming what its step awaits.
         st.on_host(HostEvent::Down { host: HostId(1), conn: 1 });
@@ -1204,17 +1203,14 @@ mod tests {
         for rx in q.values_mut() {
             sent_all(rx);
         }
-        let frame = |st: &mut State, host: u32, frame: Frame| {
-            st.on_host(HostEvent::Frame { host: HostId(host), conn: u64::from(host), frame })
-        };
         let (a, ma) = (0x0200_0007, 0x0200_0005);
         let sr = initial_with(ma, &[0xc7, 0, 0, 0]);
         up(&mut st, UeName::Initial { enb: 1, enb_ue_s1ap_id: 3, m_tmsi: Some(ma) }, sr.clone());
         assert_eq!(sent_all(q.get_mut(&1).unwrap()), [Frame::S1 { assoc: 1, stream: 1, data: sr.clone() }]);
         assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::Lent { m_tmsi: ma }]);
         // The owner's host holds it (a guard fired); host 1 lost its claim.
-        frame(&mut st, 2, Frame::Holding { id: a, m_tmsi: Some(ma) });
-        frame(&mut st, 1, Frame::Bounce { assoc: 1, stream: 1, data: sr.clone() });
+        from_host(&mut st, 2, Frame::Holding { id: a, m_tmsi: Some(ma) });
+        from_host(&mut st, 1, Frame::Bounce { assoc: 1, stream: 1, data: sr.clone() });
         assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::S1 { assoc: 1, stream: 1, data: sr.clone() }]);
         assert!(sent_all(q.get_mut(&1).unwrap()).is_empty() && sent_all(q.get_mut(&3).unwrap()).is_empty());
         assert_eq!(st.counters.value("frontend_claim_bounced"), 1);
