@@ -190,8 +190,8 @@ pub enum Lend {
 #[derive(Debug, Default)]
 struct Holds {
     by_mtmsi: HashMap<u32, HostId>,
-    /// The hosts holding it, in the order they said so (messages go to the
-    /// first), with every M-TMSI named while held.
+    /// The hosts holding it, in the order they said so (its messages go
+    /// to [`Held::holder`]), with every M-TMSI named while held.
     by_id: HashMap<u32, Held>,
     /// MME-UE-S1AP-IDs whose host went while it held them: their owner's
     /// host reads them again.
@@ -227,9 +227,18 @@ impl Held {
     /// was placed at has its S1 connection, the owner's only a timer's
     /// work (a guard's S11 request), and one of them lets go when the
     /// store's compare-and-set settles it.
-    fn first(&self, id: u32) -> Option<HostId> {
+    fn holder(&self, id: u32) -> Option<HostId> {
         let owner = owner(id);
         self.hosts.iter().copied().find(|&h| h != owner).or_else(|| self.hosts.first().copied())
+    }
+
+    /// Its names lead to [`Held::holder`], if it has one.
+    fn name_holder(&self, id: u32, by_mtmsi: &mut HashMap<u32, HostId>) {
+        if let Some(h) = self.holder(id) {
+            for m in &self.names {
+                by_mtmsi.insert(*m, h);
+            }
+        }
     }
 }
 
@@ -453,11 +462,7 @@ impl Router {
         for (&id, held) in v.by_id.iter_mut() {
             held.hosts.retain(|&h| h != host);
             // Another host holds it too: its names go there now.
-            if let Some(first) = held.first(id) {
-                for m in &held.names {
-                    v.by_mtmsi.insert(*m, first);
-                }
-            }
+            held.name_holder(id, &mut v.by_mtmsi);
         }
         v.by_id.retain(|_, held| !held.hosts.is_empty());
         v.refresh.extend(ended);
@@ -631,7 +636,7 @@ impl Router {
     fn route_placing(&mut self, name: UeName, kind: Option<ProcedureKind>, place: bool) -> Result<Dest, RouteError> {
         let holder = match name {
             UeName::Initial { m_tmsi: Some(m), .. } => self.holds.by_mtmsi.get(&m).copied(),
-            UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).and_then(|h| h.first(id)),
+            UeName::MmeUeS1apId(id) => self.holds.by_id.get(&id).and_then(|h| h.holder(id)),
             UeName::Initial { m_tmsi: None, .. } => None,
         };
         if let Some(h) = holder {
@@ -795,7 +800,7 @@ impl Router {
     /// A second host may say so while the first holds it (a timer of the
     /// owner's host's copy fired as the UE was placed away): the store's
     /// compare-and-set keeps one, the other lets it go. Its messages go to
-    /// the host it was placed at ([`Held::first`]); one host's release
+    /// the host it was placed at ([`Held::holder`]); one host's release
     /// leaves the UE held by the other (counted: `holds_contested`).
     pub fn holding(&mut self, host: HostId, id: u32, m_tmsi: Option<u32>) -> bool {
         let v = &mut self.holds;
@@ -819,11 +824,7 @@ impl Router {
         if let Some(m) = m_tmsi.filter(|m| !held.names.contains(m) && held.names.len() < MAX_NAMES) {
             held.names.push(m);
         }
-        if let Some(first) = held.first(id) {
-            for m in &held.names {
-                v.by_mtmsi.insert(*m, first);
-            }
-        }
+        held.name_holder(id, &mut v.by_mtmsi);
         true
     }
 
@@ -836,11 +837,9 @@ impl Router {
             return None;
         }
         held.hosts.retain(|&h| h != host);
-        if let Some(first) = held.first(id) {
+        if !held.hosts.is_empty() {
             // Held by another host still: its messages go there.
-            for m in &held.names {
-                self.holds.by_mtmsi.insert(*m, first);
-            }
+            held.name_holder(id, &mut self.holds.by_mtmsi);
             return None;
         }
         let Held { names, .. } = self.holds.by_id.remove(&id)?;
@@ -921,7 +920,7 @@ impl Router {
         match (from, h.initial) {
             (S11From::Sgw, true) => {
                 let teid = h.teid.filter(|&t| t != 0).ok_or(S11Drop::NoTeid)?;
-                let holder = self.holds.by_id.get(&teid).and_then(|h| h.first(teid));
+                let holder = self.holds.by_id.get(&teid).and_then(|h| h.holder(teid));
                 let host = holder.or_else(|| self.serving(owner(teid))).ok_or(S11Drop::NoHost)?;
                 let p = &mut self.s11;
                 if !p.by_seq.contains_key(&h.seq) && p.by_seq.len() >= p.max {

@@ -417,12 +417,8 @@ impl StoredUes {
                     }
                 }
                 Err(StoreError::Conflict { .. }) => {
-                    mme.counters.incr("store_cas_conflict");
                     tracing::debug!(id = c.id, version = c.version, "claim lost");
-                    self.held.remove(&c.imsi);
-                    mme.evict_ue(&UeKey::MmeUeS1apId(c.id));
-                    let withdrawn = mme.withdraw_actions(c.id);
-                    mme.counters.add("store_conflict_actions_withdrawn", withdrawn as u64);
+                    self.lost(mme, &c.imsi, c.id);
                     report.conflicts.push(c.id);
                 }
                 // The store failing: served on from memory, as a write
@@ -466,6 +462,16 @@ impl StoredUes {
             self.backoff = BACKOFF_MIN;
         }
         report
+    }
+
+    /// UE `id` lost a compare-and-set: the other host's record is its
+    /// state, so this host drops its copy and what its event would send.
+    fn lost(&mut self, mme: &mut Mme, imsi: &Imsi, id: u32) {
+        mme.counters.incr("store_cas_conflict");
+        self.held.remove(imsi);
+        mme.evict_ue(&UeKey::MmeUeS1apId(id));
+        let withdrawn = mme.withdraw_actions(id);
+        mme.counters.add("store_conflict_actions_withdrawn", withdrawn as u64);
     }
 
     /// Write UE `id`'s record now, whatever the mode (a migration, a
@@ -526,12 +532,8 @@ impl StoredUes {
         let version = match result {
             Ok(v) => v,
             Err(StoreError::Conflict { current }) => {
-                mme.counters.incr("store_cas_conflict");
                 tracing::debug!(id, ?expected, ?current, "compare-and-set lost");
-                self.held.remove(&imsi);
-                mme.evict_ue(&UeKey::MmeUeS1apId(id));
-                let withdrawn = mme.withdraw_actions(id);
-                mme.counters.add("store_conflict_actions_withdrawn", withdrawn as u64);
+                self.lost(mme, &imsi, id);
                 return Err(StoredError::Conflict { current });
             }
             Err(e) => {

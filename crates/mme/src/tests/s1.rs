@@ -150,10 +150,7 @@ fn a_ue_awaiting_an_s11_answer_is_not_at_rest() {
     let mut h = Harness::default();
     let ue = h.attach("001010000000035", 35);
     let id = ue.mme_ue_id.unwrap();
-    h.s1(release_request(id, 35));
-    let (r, _) = expect_s11(&h.drain());
-    h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
-    h.drain();
+    super::stored::release_to_idle(&mut h, &ue);
     h.s1(release_complete(id, 35));
     assert_eq!(h.mme.ue_at_rest(id), Some(true));
     for answer in [Ok(S11Response::DeleteIndirectForwarding(GtpCause::REQUEST_ACCEPTED)), Err(TransportError::Timeout)]

@@ -92,7 +92,7 @@ fn m_tmsi(ue: &TestUe) -> u32 {
 }
 
 /// S1 release of a connected UE (TS 23.401 5.3.5): it goes ECM-IDLE.
-fn release_to_idle(h: &mut Harness, ue: &TestUe) {
+pub(super) fn release_to_idle(h: &mut Harness, ue: &TestUe) {
     h.s1(release_request(ue.mme_ue_id.unwrap(), ue.enb_ue_id));
     let (r, req) = expect_s11(&h.drain());
     assert!(matches!(req, S11Request::ReleaseAccessBearers(_)));
