@@ -509,10 +509,6 @@ pub async fn ran_session(
     mobicore_ran::Ran::connect(ran, sctp, progress).await.context("connecting the emulated RAN")
 }
 
-async fn wait_for_signal() {
-    let _ = tokio::signal::ctrl_c().await;
-}
-
 /// `mobicore mme|hss|spgwc|upf`: one network function in this process.
 pub async fn run_nf(nf: &str, args: crate::cli::NfArgs) -> Result<()> {
     let cfg = config::load(args.config.as_deref())?;
@@ -582,7 +578,7 @@ pub async fn run_nf(nf: &str, args: crate::cli::NfArgs) -> Result<()> {
     }
     tokio::select! {
         r = task => return r?,
-        _ = wait_for_signal() => {}
+        _ = crate::procs::interrupted() => {}
     }
     let _ = tx.send(true);
     tokio::time::sleep(Duration::from_millis(200)).await;

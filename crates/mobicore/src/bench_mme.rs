@@ -268,27 +268,27 @@ pub async fn run(a: MmeArgs) -> Result<()> {
             if a.sim {
                 bail!("Figs. 6 and 7 run on real processes only: drop --sim");
             }
-            // Ctrl-C drops the run: every process it started is killed.
+            // Ctrl-C or SIGTERM drops the run: every process it started is killed.
             tokio::select! {
                 r = real::run(&a) => r?,
-                _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+                _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
             }
         }
         MmeFigure::Fig8 => tokio::select! {
             r = ramp::run(&a) => r?,
-            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+            _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
         },
         MmeFigure::Fig10 if !a.sim => tokio::select! {
             r = balance::run(&a) => r?,
-            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+            _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
         },
         MmeFigure::Fig11 if !a.sim => tokio::select! {
             r = bursts::run(&a) => r?,
-            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+            _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
         },
         MmeFigure::Fig9 if !a.sim => tokio::select! {
             r = decompose::run(&a) => r?,
-            _ = tokio::signal::ctrl_c() => bail!("interrupted (every process the bench started is stopped)"),
+            _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
         },
         MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
     };

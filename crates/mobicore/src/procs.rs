@@ -2,7 +2,8 @@
 //! `mme-host`, `mme`, ...): each started with its stdout and stderr read
 //! line by line into a channel, all SIGKILLed and reaped when the
 //! [`Procs`] is dropped, so an error, a panic or an interrupted run
-//! leaves none behind (nor a killed host's cgroup).
+//! ([`interrupted`]: Ctrl-C or SIGTERM) leaves none behind (nor a killed
+//! host's cgroup).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -181,6 +182,23 @@ fn scan<T>(
 /// The value of `key=` in a line of `key=value` words.
 pub fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM: how every mobicore process is asked to
+/// stop. Whoever awaits it drops what runs, so that the [`Procs`] it holds
+/// kill and reap their children (a bench stopped by `kill` leaves no host
+/// process or cgroup behind).
+pub async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 /// A loopback port number free for TCP (the SCTP port reservation) and

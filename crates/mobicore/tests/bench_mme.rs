@@ -328,3 +328,61 @@ fn fig11_real_hosts_needed_under_pareto_bursts() {
     assert!(left.is_empty(), "cgroups left: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_bench_stopped_by_sigterm_leaves_no_process_or_cgroup_behind() {
+    if let Some(why) = no_cpu_budgets() {
+        return eprintln!("skipped: {why}");
+    }
+    let dir = temp("sigterm");
+    let mark = ("MOBICORE_BENCH_TEST", format!("sigterm-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mobicore"))
+        .env(mark.0, &mark.1)
+        .args(["bench", "mme", "fig11", "--alpha", "2", "--schemes", "sk-ch", "--max-hosts", "2"])
+        .args(["--ues", "8", "--rate", "60", "--seconds", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running mobicore bench mme");
+    // Wait (bounded, for a loaded machine) until the hosts run in their cgroups.
+    let (mut pids, mut cgroups) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    let end = Instant::now() + Duration::from_secs(120);
+    while cgroups.len() < 2 && Instant::now() < end && child.try_wait().unwrap().is_none() {
+        pids.extend(marked(mark.0, &mark.1));
+        cgroups.extend(cgroups_of(&pids));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(cgroups.len(), 2, "two hosts started in their cgroups");
+    // Into the run: past the start, whose lines a dead bench's children
+    // would die writing (what this test looks for is a run's children
+    // left running). Waiting longer cannot fail the test.
+    std::thread::sleep(Duration::from_secs(2));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let end = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < end, "the bench did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!child.wait().unwrap().success(), "an interrupted bench fails");
+    let left = marked(mark.0, &mark.1);
+    assert!(left.is_empty(), "processes left: {left:?}");
+    let left: Vec<_> = cgroups.iter().filter(|c| c.exists()).collect();
+    assert!(left.is_empty(), "cgroups left: {left:?}");
+    // redis-server rewrites its environment (its process title): it is
+    // known by its socket's directory, named after the bench's pid.
+    let redis = format!("mobicore-redis-{}-", child.id());
+    let left = with_cmdline(&redis);
+    assert!(left.is_empty(), "redis-server left: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The pids of live processes whose command line holds `part`.
+fn with_cmdline(part: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(part))
+        })
+        .collect()
+}

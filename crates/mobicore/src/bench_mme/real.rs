@@ -33,6 +33,7 @@ use mobicore_ran::{Phase, PhaseReport, Ran, RanConfig};
 use mobicore_sctp::Transport;
 use mobicore_store::redis_server::RedisServer;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -382,9 +383,12 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                 let all = [&attach, &sr, &release];
                 let (p50, p99) = percentiles(&all);
                 let failed: u64 = all.iter().map(|p| p.failed).sum();
+                let mut reasons = BTreeMap::new();
                 if failed > 0 {
                     let r = rig.ran.report();
-                    b.println(format!(
+                    reasons = r.failures.clone();
+                    // Printed even when the bar is hidden (standard error not a terminal).
+                    b.suspend(|| eprintln!(
                         "{} at {load}/s: failed attach {}, service request {}, release {}; failures {:?}, anomalies {:?}",
                         d.name(),
                         attach.failed,
@@ -405,6 +409,7 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                     "attach_latency_ms_p50": mobicore_ran::percentile(&attach.latencies_us, 50.0).map_or(0.0, ms),
                     "attach_latency_ms_p99": mobicore_ran::percentile(&attach.latencies_us, 99.0).map_or(0.0, ms),
                     "failed_procedures": failed,
+                    "failures": reasons,
                 }));
                 b.inc(1);
             }

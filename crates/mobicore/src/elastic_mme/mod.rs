@@ -319,7 +319,7 @@ pub async fn run_nf_instance(a: NfInstanceArgs) -> Result<()> {
             stall_on_mbr: a.stall_on_mbr,
             slow: a.slow_ms.map(std::time::Duration::from_millis),
         }) => r,
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = crate::procs::interrupted() => Ok(()),
     }
 }
 
@@ -382,7 +382,7 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     let (_tx, rx) = watch::channel(false);
     tokio::select! {
         r = frontend::run(cfg.mme.core.clone(), router, bound.handle, listener, s11, scaling.0, counters, rx) => r,
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = crate::procs::interrupted() => Ok(()),
     }
 }
 
@@ -538,7 +538,7 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11.local_addr, load, counters, nf, rx));
     tokio::select! {
         r = task => r?,
-        _ = tokio::signal::ctrl_c() => {
+        _ = crate::procs::interrupted() => {
             let _ = tx.send(true);
             Ok(())
         }
