@@ -721,6 +721,24 @@ impl StoredUes {
         }
     }
 
+    /// [`StoredUes::hold`] for a message of the UE's S1 connection (by
+    /// MME-UE-S1AP-ID). A UE loaded at rest (ECM-IDLE: it has no S1
+    /// connection) cannot be concerned: its copy is dropped unwritten,
+    /// so that it overwrites no record of the host that serves the UE
+    /// (`host_stray_load_dropped`), and `NotStored` returned (the core
+    /// answers as for any unknown UE: ERROR INDICATION, TS 36.413 10.6).
+    pub async fn hold_connected(&mut self, mme: &mut Mme, key: &UeKey, time: TimeBase) -> Hold {
+        match self.hold(mme, key, time).await {
+            Hold::Loaded(id) if mme.ue_at_rest(id) == Some(true) => {
+                tracing::debug!(id, "loaded at rest for a message of an S1 connection: dropped");
+                self.release(mme, key);
+                mme.counters.incr("host_stray_load_dropped");
+                Hold::NotStored
+            }
+            held => held,
+        }
+    }
+
     /// This host is the heir of host `gone` (dead or drained): every UE of
     /// that host in the store is loaded now, not at its next message, so
     /// that its timers (mobile reachable, implicit detach, a procedure's
@@ -822,6 +840,7 @@ impl StoredUes {
             self.gone.remove(id);
         }
         if let Some(ue) = mme.evict_ue(key) {
+            self.claims.remove(&ue.id);
             if let Some(i) = ue.imsi {
                 self.held.remove(&i);
             }

@@ -702,6 +702,37 @@ async fn redis_takeovers() {
     // Many UEs in one sync: their writes pipelined on one connection.
     one_sync_of_many_ues_settles_each_write_on_its_own(connect("many").await).await;
     a_serving_host_claims_the_record_it_loaded(connect("claim").await, connect("claim").await).await;
+    a_stray_message_of_an_s1_connection_writes_nothing(connect("stray").await, connect("stray").await).await;
+}
+
+/// A message of an S1 connection (by MME-UE-S1AP-ID) that reaches a host
+/// for a UE the store has at rest (misrouted, or late after a release)
+/// concerns no UE: the copy its lookup loads is dropped unwritten, so the
+/// owner's host writes the UE's record on with no conflict.
+async fn a_stray_message_of_an_s1_connection_writes_nothing(store_a: Store, store_b: Store) {
+    let mut a = Host::new(store_a, Replication::Cold, 0x100);
+    let ue = a.h.attach("001010000000109", 91);
+    let id = ue.mme_ue_id.unwrap();
+    release_to_idle(&mut a.h, &ue);
+    assert_eq!(a.sync().await.written, 1);
+    let mut b = Host::new(store_b, Replication::Cold, 0x200);
+    let t = b.time();
+    let held = b.stored.hold_connected(&mut b.h.mme, &UeKey::MmeUeS1apId(id), t).await;
+    assert!(matches!(held, crate::stored::Hold::NotStored), "{held:?}");
+    b.h.s1(release_request(id, 91));
+    assert_eq!(b.h.one_down().kind, S1apPduKind::Initiating_ErrorIndication);
+    let r = b.sync().await;
+    assert_eq!((r.written, r.conflicts.len(), b.h.mme.stats().ues), (0, 0, 0), "{r:?}");
+    assert_eq!((b.count("store_ue_claimed"), b.count("host_stray_load_dropped")), (0, 1));
+    let t = a.time();
+    assert!(a.stored.write(&mut a.h.mme, id, t).await.is_ok(), "the owner's copy is the record");
+    assert_eq!(a.count("store_cas_conflict"), 0);
+}
+
+#[tokio::test]
+async fn a_stray_message_of_an_s1_connection_writes_nothing_embedded() {
+    let store = Store::memory();
+    a_stray_message_of_an_s1_connection_writes_nothing(store.clone(), store).await;
 }
 
 /// Redis gone: writes fail, are counted and tried again; the UE is still

@@ -780,10 +780,13 @@ async fn on_frame(
             let key = uplink.ue_key();
             let mut claimed = None;
             if let Some(key) = &key {
-                if let (Hold::Loaded(id), Uplink::Ue(UeName::Initial { .. }), true) =
-                    (stored.hold(core, key, time_now()).await, uplink, stored.claims())
-                {
-                    claimed = Some(Claimed { id, assoc, stream, data: data.clone() });
+                if let Uplink::Ue(UeName::Initial { .. }) = uplink {
+                    if let (Hold::Loaded(id), true) = (stored.hold(core, key, time_now()).await, stored.claims()) {
+                        claimed = Some(Claimed { id, assoc, stream, data: data.clone() });
+                    }
+                } else {
+                    // A UE at rest in the store is not loaded for this.
+                    stored.hold_connected(core, key, time_now()).await;
                 }
             }
             let held = key.as_ref().and_then(|k| core.find_ue(k));
