@@ -99,7 +99,9 @@ pub struct Mme {
     /// Associations from peers that `enb_peers` does not allow, aborted and
     /// ignored until they are gone.
     pub(crate) refused: HashSet<AssocId>,
-    pub(crate) ues: HashMap<u32, UeContext>,
+    /// Boxed: a context is 900-odd octets, and a table of them rehashed
+    /// as it grows copied every one into fresh (zeroed) pages.
+    pub(crate) ues: HashMap<u32, Box<UeContext>>,
     pub(crate) by_enb_ue: HashMap<(AssocId, u32), u32>,
     pub(crate) by_mtmsi: HashMap<u32, u32>,
     pub(crate) by_imsi: HashMap<Imsi, u32>,
@@ -382,7 +384,7 @@ impl Mme {
         };
         let generation = self.next_generation;
         self.next_generation += 1;
-        self.ues.insert(id, UeContext::new(id, generation, s1));
+        self.ues.insert(id, Box::new(UeContext::new(id, generation, s1)));
         self.touch(id);
         match self.by_enb_ue.insert((s1.assoc, s1.enb_ue_s1ap_id), id) {
             // The eNB reused its UE id: the old S1 connection is gone.
@@ -717,7 +719,7 @@ impl Mme {
         self.paged.remove(&id);
         self.releasing.remove(&id);
         self.s11_awaited.remove(&id);
-        let ue = self.ues.remove(&id)?;
+        let ue = *self.ues.remove(&id)?;
         if let Some(c) = &mut self.changes {
             c.touched.remove(&id);
         }

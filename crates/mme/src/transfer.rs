@@ -278,7 +278,7 @@ impl Mme {
             g.seq = self.take_timer_seq();
             deadlines.push((g.deadline, g.seq));
         }
-        self.ues.insert(id, ue);
+        self.ues.insert(id, Box::new(ue));
         for (deadline, seq) in deadlines {
             self.timers.push(Reverse((deadline, id, seq)));
         }

@@ -180,6 +180,8 @@ pub(super) struct Rig {
     core: allinone::AllInOne,
     pub(super) mme: Mme,
     hosts: u32,
+    /// The front end's and hosts' metrics addresses, by process name.
+    metrics: Vec<(String, SocketAddr)>,
     _redis: Option<RedisServer>,
     _dir: TempDir,
 }
@@ -216,6 +218,7 @@ impl Rig {
         let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await?;
         let dir = TempDir::new(&format!("mobicore-bench-mme-{}", d.name()))?;
         let toml = dir.0.join("mme.toml");
+        let mut metrics = Vec::new();
         let (mme, s1ap, udp) = match d.host_store(&redis.as_ref().map(RedisServer::url).unwrap_or_default()) {
             Some(mut store) => {
                 std::fs::write(&toml, launch::host_config(core.hss, core.sgw_s11))?;
@@ -226,6 +229,7 @@ impl Rig {
                 // Hosts on this machine: a Unix socket only this user may use.
                 let link = format!("unix:{}", dir.0.join("hosts.sock").display());
                 let mut fe_args = launch::frontend_args(&sgw, &plan.balancer, &link);
+                fe_args.extend(["--metrics", "127.0.0.1:0"]);
                 // Over Redis and over host-local stores alike (there, among
                 // the hosts holding the UE's record).
                 if plan.placement == Placement::Procedure {
@@ -242,13 +246,19 @@ impl Rig {
                 let s1ap: SocketAddr = get("s1ap")?.parse()?;
                 let udp: u16 = get("udp_port")?.parse()?;
                 let (hosts_addr, s11) = (get("hosts")?.to_string(), get("s11")?.to_string());
+                metrics.push(("frontend".to_string(), get("metrics")?.parse()?));
                 let mut nf = None;
                 for id in 1..=plan.hosts {
                     let id_s = id.to_string();
                     let mut args = vec!["mme-host", "--threads", "1", "--config", path_str(&toml)?, "--id", &id_s];
                     args.extend(["--frontend", &hosts_addr, "--frontend-s11", &s11]);
                     args.extend(store.iter().chain(&plan.host_args).map(String::as_str));
+                    args.extend(["--metrics", "127.0.0.1:0"]);
                     let out = procs.start(&format!("host{id}"), &args)?;
+                    let ready = format!("mme-host {id} ready");
+                    let m =
+                        wait(&out, "a host", |l| l.starts_with(&ready).then(|| field(l, "metrics")?.parse().ok())?)?;
+                    metrics.push((format!("host{id}"), m));
                     let up = format!("mme-frontend: host{id} up");
                     wait(&fe, "a host's connection", |l| (l == up).then_some(()))?;
                     if d == Deployment::LocalHotNf && id == 1 {
@@ -289,7 +299,28 @@ impl Rig {
         ran_cfg.mme = s1ap;
         let ran = allinone::ran_session(&cfg, ran_cfg, Transport::Udp { port: udp }, None).await?;
         let hosts = d.hosts(plan.hosts);
-        Ok(Rig { procs, ran, core, mme, hosts, _redis: redis, _dir: dir })
+        Ok(Rig { procs, ran, core, mme, hosts, metrics, _redis: redis, _dir: dir })
+    }
+
+    /// The counters of every process of the deployment (its front end and
+    /// hosts, by their metrics; the NFs here) that count something gone
+    /// wrong, by process: what to read after a failed procedure.
+    pub(super) async fn trouble(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
+        let mut all = BTreeMap::new();
+        for (process, addr) in &self.metrics {
+            let counters = match scrape(*addr).await {
+                Ok(text) => troubled(text.lines().filter_map(|l| {
+                    let (name, v) = l.split_once(' ')?;
+                    Some((name.strip_prefix("mobicore_")?, v.trim().parse().ok()?))
+                })),
+                Err(e) => [(format!("metrics unreadable: {e}"), 0)].into(),
+            };
+            all.insert(process.clone(), counters);
+        }
+        for (nf, c) in &self.core.counters {
+            all.insert(nf.to_string(), troubled(c.snapshot()));
+        }
+        all
     }
 
     /// Stop the deployment: the processes, the RAN, the NFs here.
@@ -310,6 +341,33 @@ fn start_stateful(procs: &mut Procs, args: &[String]) -> Result<mpsc::Receiver<S
 
 fn wait<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&str) -> Option<T>) -> Result<T> {
     wait_line(rx, what, READY, pick).map_err(|e| anyhow!("{e} (run with --verbose to see its output)"))
+}
+
+/// The counters among `counters` that count something gone wrong (by
+/// their names), if not zero.
+fn troubled<'a>(counters: impl IntoIterator<Item = (&'a str, u64)>) -> BTreeMap<String, u64> {
+    const WORDS: [&str; 12] = [
+        "fail", "full", "unknown", "conflict", "lost", "drop", "bounce", "error", "timeout", "retrans", "stale",
+        "reject",
+    ];
+    counters
+        .into_iter()
+        .filter(|(n, v)| *v > 0 && WORDS.iter().any(|w| n.contains(w)))
+        .map(|(n, v)| (n.to_string(), v))
+        .collect()
+}
+
+/// A Prometheus text page (`GET /metrics`, HTTP/1.0) from `addr`, bounded.
+async fn scrape(addr: SocketAddr) -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let get = async {
+        let mut conn = tokio::net::TcpStream::connect(addr).await?;
+        conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await?;
+        let mut body = Vec::new();
+        conn.take(1 << 20).read_to_end(&mut body).await?;
+        anyhow::Ok(String::from_utf8_lossy(&body).into_owned())
+    };
+    tokio::time::timeout(Duration::from_secs(5), get).await.context("no answer within 5 s")?
 }
 
 fn path_str(p: &std::path::Path) -> Result<&str> {
@@ -383,19 +441,22 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                 let all = [&attach, &sr, &release];
                 let (p50, p99) = percentiles(&all);
                 let failed: u64 = all.iter().map(|p| p.failed).sum();
-                let mut reasons = BTreeMap::new();
+                let (mut reasons, mut trouble) = (BTreeMap::new(), BTreeMap::new());
                 if failed > 0 {
                     let r = rig.ran.report();
                     reasons = r.failures.clone();
+                    trouble = rig.trouble().await;
                     // Printed even when the bar is hidden (standard error not a terminal).
                     b.suspend(|| eprintln!(
-                        "{} at {load}/s: failed attach {}, service request {}, release {}; failures {:?}, anomalies {:?}",
+                        "{} at {load}/s: failed attach {}, service request {}, release {}; failures {:?}, anomalies {:?}; \
+                         counters {:?}",
                         d.name(),
                         attach.failed,
                         sr.failed,
                         release.failed,
                         r.failures,
-                        r.anomalies
+                        r.anomalies,
+                        trouble
                     ));
                 }
                 measured[di][li].push(json!({
@@ -410,6 +471,7 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                     "attach_latency_ms_p99": mobicore_ran::percentile(&attach.latencies_us, 99.0).map_or(0.0, ms),
                     "failed_procedures": failed,
                     "failures": reasons,
+                    "counters": trouble,
                 }));
                 b.inc(1);
             }
@@ -621,4 +683,16 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         &rows,
     );
     Ok(points)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trouble_is_what_counts_something_gone_wrong() {
+        let page = [("frontend_host_queue_full", 3), ("frontend_uplink_routed", 900), ("store_cas_conflict", 0)];
+        let t = troubled(page);
+        assert_eq!(t, [("frontend_host_queue_full".to_string(), 3)].into());
+    }
 }

@@ -86,6 +86,10 @@ pub struct FrontendArgs {
     /// (start a host), POST /v1/hosts/N/drain (drain host N, then stop it).
     #[arg(long)]
     pub admin: Option<SocketAddr>,
+    /// Serve Prometheus metrics (the front end's counters: routing, hosts'
+    /// queues, S11 relay, SCTP) on this address (port 0: any, printed).
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
     /// The EPS controller starts and drains hosts by itself: a host more
     /// after --scale-window-s of SLO violations (sk-ch) or of every host
     /// over 80% CPU, one less (the least loaded) after as long with
@@ -371,12 +375,19 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     };
     let scaling = frontend_scaling(&a, hosts.clone(), s11_addr).await?;
     let admin = scaling.1.map_or("none".to_string(), |a| a.to_string());
+    let mut metrics = None;
+    if let Some(addr) = a.metrics {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("metrics address {addr}"))?;
+        metrics = Some(listener.local_addr()?);
+        tokio::spawn(crate::allinone::serve_metrics(listener, vec![("mme", counters.clone())]));
+    }
     println!(
-        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={} placement={:?} admin={admin}",
+        "mme-frontend ready: s1ap={} udp_port={} hosts={hosts} s11={s11_addr} scheme={} placement={:?} admin={admin} metrics={}",
         bound.handle.local,
         bound.udp_port.unwrap_or(0),
         a.scheme,
-        a.placement
+        a.placement,
+        metrics.map_or("none".into(), |m| m.to_string())
     );
     // Not spawned: the balancer is not Send; this task is the front end.
     let (_tx, rx) = watch::channel(false);
