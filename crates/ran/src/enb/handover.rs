@@ -702,7 +702,7 @@ impl Enb {
         target: TargetCell,
     ) -> Result<X2Handover, HandoverError> {
         let (conn, mme_ue_id, kenb) = self.handover_candidate(index)?;
-        let mobility = self.ues.get_mut(&index).map(Self::mobility).cloned().unwrap_or_default();
+        let mobility = self.ues.get_mut(&index).map(|c| Self::mobility(c)).cloned().unwrap_or_default();
         let (ncc, star) = match mobility.next_hop {
             Some((ncc, nh)) => (ncc, kenb_star(&nh, true, &target)?),
             None => (mobility.ncc, kenb_star(&kenb, false, &target)?),
@@ -766,7 +766,7 @@ impl Enb {
         // through the source, TS 36.300 10.1.2.1.1) with the source's NCC.
         let cell = self.cell();
         let ue_kenb = ue.take_handover_command(&rrc_handover_command(ncc), cell.pci, cell.earfcn_dl);
-        self.ues.insert(index, UeContext::new(ue));
+        self.ues.insert(index, Box::new(UeContext::new(ue)));
         self.arrived_by_handover(index);
         let fail = |enb: &mut Enb, error: HandoverError| {
             if let Some(ctx) = enb.ues.get_mut(&index) {
@@ -1115,7 +1115,7 @@ impl Enb {
         let S1Departure { ue_index: index, mut ue, mme_ue_id, rrc_command, started } = d;
         let cell = self.cell();
         let ue_kenb = ue.take_handover_command(&rrc_command, cell.pci, cell.earfcn_dl);
-        self.ues.insert(index, UeContext::new(ue));
+        self.ues.insert(index, Box::new(UeContext::new(ue)));
         self.arrived_by_handover(index);
         // The prepared context: the one the MME named with the source's
         // MME-UE-S1AP-ID (an MME that keeps the ID), else the one whose KeNB

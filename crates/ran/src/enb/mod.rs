@@ -38,7 +38,9 @@ pub struct Enb {
     cell: CellIdentity,
     s1: S1State,
     outbound_streams: u16,
-    ues: HashMap<u64, UeContext>,
+    /// Boxed: a UE's context is large, and a table of them rehashed as
+    /// it grows copied every one into fresh (zeroed) pages.
+    ues: HashMap<u64, Box<UeContext>>,
     by_enb_ue_id: HashMap<u32, u64>,
     /// Connections a UE left that the MME has not released yet:
     /// eNB-UE-S1AP-ID to MME-UE-S1AP-ID and stream.
@@ -90,10 +92,10 @@ impl Enb {
         matches!(self.s1, S1State::Ready { .. })
     }
     pub fn ue(&self, index: u64) -> Option<&UeContext> {
-        self.ues.get(&index)
+        self.ues.get(&index).map(|c| &**c)
     }
     pub fn ues(&self) -> impl Iterator<Item = (u64, &UeContext)> {
-        self.ues.iter().map(|(i, c)| (*i, c))
+        self.ues.iter().map(|(i, c)| (*i, &**c))
     }
 
     #[must_use]
@@ -141,7 +143,7 @@ impl Enb {
 
     /// Put a UE in this eNB's cell.
     pub fn add_ue(&mut self, index: u64, ue: Ue) {
-        self.ues.insert(index, UeContext::new(ue));
+        self.ues.insert(index, Box::new(UeContext::new(ue)));
         self.settle_ue(index);
     }
 
