@@ -377,6 +377,8 @@ struct Options {
     host_mme: &'static str,
     /// More arguments of the hosts started with the cluster.
     host_args: &'static [&'static str],
+    /// More arguments of the hosts the front end starts.
+    launched_args: &'static [&'static str],
     /// The hosts' link to the front end is a Unix socket (not loopback TCP).
     unix_link: bool,
 }
@@ -396,6 +398,7 @@ const DEFAULT: Options = Options {
     frontend: &[],
     host_mme: "",
     host_args: &[],
+    launched_args: &[],
     unix_link: false,
 };
 
@@ -479,6 +482,7 @@ impl Cluster {
         // The hosts the front end starts (scaling out) are as these.
         let host_args = ["--config", host_cfg.to_str().unwrap(), "--store", &url, "--replication", replication];
         let host_args = host_args.into_iter().chain(["--metrics", "127.0.0.1:0"]);
+        let launched = host_args.clone().chain(o.launched_args.iter().copied());
 
         let link = match o.unix_link {
             true => format!("unix:{}", dir.0.join("hosts.sock").display()),
@@ -493,7 +497,7 @@ impl Cluster {
                     .chain(["--admin", "127.0.0.1:0", "--drain-within-ms", "20000"])
                     .chain(o.frontend.iter().copied())
                     .chain(["--"])
-                    .chain(host_args)
+                    .chain(launched)
                     .collect::<Vec<_>>(),
             )
             .expect("starting the front end");
@@ -2174,4 +2178,32 @@ async fn the_eps_controller_drains_a_host_of_an_idle_pair() {
     let r = c.ran.phase(Phase::Release).await.unwrap();
     assert_eq!(r.failed, 0, "{:?}", c.ran.report().failures);
     c.finish().await;
+}
+
+/// A front end stopped by SIGTERM takes the hosts it started itself (at
+/// the operator's request here) with it: none is left running, nor its
+/// cgroup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_end_stopped_by_sigterm_takes_the_hosts_it_started_with_it() {
+    let root = match cgroup_root() {
+        Ok((_, root)) => root,
+        Err(e) => return eprintln!("skipped: {e}"),
+    };
+    let mut cleanup = RemoveDir(PathBuf::new());
+    let o = Options { hosts: 1, host_args: &["--cpu-max", "0.5"], launched_args: &["--cpu-max", "0.5"], ..DEFAULT };
+    let c = Cluster::boot("cold", o).await;
+    cleanup.0 = root.join(format!("mobicore-hosts/host1-{}", c.procs.pid("host1").unwrap()));
+    let (status, started) = admin(c.admin, "POST", "/v1/hosts").await;
+    assert_eq!(status, 202, "{started}");
+    let pid = started["pid"].as_u64().unwrap() as u32;
+    let _host2 = KillOnDrop(pid);
+    fe_line(&c.fe, "host 2 up", |l| (l == "mme-frontend: host2 up").then_some(())).await;
+    let cgroup = root.join(format!("mobicore-hosts/host2-{pid}"));
+    assert!(cgroup.exists(), "{cgroup:?}");
+    unsafe { libc::kill(c.procs.pid("frontend").unwrap() as i32, libc::SIGTERM) };
+    let end = Instant::now() + LIMIT;
+    while Path::new(&format!("/proc/{pid}")).exists() || cgroup.exists() {
+        assert!(Instant::now() < end, "host 2 (pid {pid}) or its cgroup left after the front end went");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -11,9 +11,10 @@
 //! - `POST /v1/hosts/<n>/drain`: drain host `n`, then stop it.
 
 use mobicore_elastic::HostId;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -113,11 +114,31 @@ pub struct Launcher {
     /// The running processes this front end started, by host: what tells
     /// a drained one's reaper that it was told to exit.
     running: HashMap<HostId, oneshot::Sender<()>>,
+    /// The pids of those not reaped yet (drained ones too): killed,
+    /// reaped and their cgroups removed if the front end goes first.
+    live: Arc<Mutex<HashSet<u32>>>,
+}
+
+impl Drop for Launcher {
+    /// The front end is going (stopped, Ctrl-C, SIGTERM): the hosts it
+    /// started go with it, and leave no cgroup behind.
+    fn drop(&mut self) {
+        let live = std::mem::take(&mut *self.live.lock().unwrap_or_else(|e| e.into_inner()));
+        for pid in live {
+            // Its own child: killed, then reaped here (the runtime that
+            // would reap it is going), which empties its cgroup.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+                libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+            }
+            super::cgroup::remove_leftovers(pid);
+        }
+    }
 }
 
 impl Launcher {
     pub fn new(exe: PathBuf, args: Vec<String>, hosts: super::link::LinkAddr, s11: SocketAddr) -> Launcher {
-        Launcher { exe, args, hosts, s11, running: HashMap::new() }
+        Launcher { exe, args, hosts, s11, running: HashMap::new(), live: Arc::default() }
     }
 
     /// Start host `id`; its process id. Its output goes to the front end's;
@@ -129,11 +150,12 @@ impl Launcher {
             .args(["--frontend-s11", &self.s11.to_string()])
             .args(&self.args)
             .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
             .spawn()?;
         let pid = child.id().unwrap_or(0);
         let (stopping, stopped) = oneshot::channel::<()>();
         self.running.insert(id, stopping);
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
+        let live = self.live.clone();
         tokio::spawn(async move {
             let status = tokio::select! {
                 s = child.wait() => s,
@@ -146,6 +168,7 @@ impl Launcher {
                     }
                 },
             };
+            live.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
             // Killed (or dead), a host with --cpu-max leaves its cgroup.
             super::cgroup::remove_leftovers(pid);
             let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
