@@ -534,9 +534,28 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                 d.name(),
                 x / stateful
             );
+            // The same ratio in each round (the deployments run side by
+            // side there): how far the machine's noise moves it.
+            let si = plan.deployments.iter().position(|d| *d == Deployment::Stateful);
+            let di = plan.deployments.iter().position(|e| e == d);
+            if let (Some(si), Some(di), true) = (si, di, rounds > 1) {
+                let ratios = round_ratios(&measured[di], &measured[si]);
+                let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+                println!("  per round: {}", shown.join(", "));
+            }
         }
     }
     Ok(points)
+}
+
+/// Per round, the peak attach rate over the loads of `x` against that of
+/// `base`: `runs[load][round]` each.
+fn round_ratios(x: &[Vec<Value>], base: &[Vec<Value>]) -> Vec<f64> {
+    let peak = |runs: &[Vec<Value>], round: usize| {
+        runs.iter().filter_map(|l| l.get(round)?["attach_per_s"].as_f64()).fold(0.0, f64::max)
+    };
+    let rounds = x.iter().chain(base).map(Vec::len).min().unwrap_or(0);
+    (0..rounds).filter(|&r| peak(base, r) > 0.0).map(|r| peak(x, r) / peak(base, r)).collect()
 }
 
 /// Seed 004 Fig. 7: a host failure under constant load.
@@ -688,6 +707,17 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_rounds_peak_against_the_baselines_in_that_round() {
+        let runs = |v: &[[f64; 2]]| -> Vec<Vec<Value>> {
+            v.iter().map(|l| l.iter().map(|a| json!({ "attach_per_s": a })).collect()).collect()
+        };
+        // Two loads, two rounds each: round 1 peaks at 8 and 10, round 2 at 9 and 12.
+        let x = runs(&[[8.0, 9.0], [7.0, 6.0]]);
+        let base = runs(&[[10.0, 12.0], [9.0, 11.0]]);
+        assert_eq!(round_ratios(&x, &base), vec![0.8, 0.75]);
+    }
 
     #[test]
     fn trouble_is_what_counts_something_gone_wrong() {
