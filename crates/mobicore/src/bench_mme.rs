@@ -269,28 +269,12 @@ pub async fn run(a: MmeArgs) -> Result<()> {
             if a.sim {
                 bail!("Figs. 6 and 7 run on real processes only: drop --sim");
             }
-            // Ctrl-C or SIGTERM drops the run: every process it started is killed.
-            tokio::select! {
-                r = real::run(&a) => r?,
-                _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
-            }
+            until_interrupted(real::run(&a)).await?
         }
-        MmeFigure::Fig8 => tokio::select! {
-            r = ramp::run(&a) => r?,
-            _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
-        },
-        MmeFigure::Fig10 if !a.sim => tokio::select! {
-            r = balance::run(&a) => r?,
-            _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
-        },
-        MmeFigure::Fig11 if !a.sim => tokio::select! {
-            r = bursts::run(&a) => r?,
-            _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
-        },
-        MmeFigure::Fig9 if !a.sim => tokio::select! {
-            r = decompose::run(&a) => r?,
-            _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
-        },
+        MmeFigure::Fig8 => until_interrupted(ramp::run(&a)).await?,
+        MmeFigure::Fig10 if !a.sim => until_interrupted(balance::run(&a)).await?,
+        MmeFigure::Fig11 if !a.sim => until_interrupted(bursts::run(&a)).await?,
+        MmeFigure::Fig9 if !a.sim => until_interrupted(decompose::run(&a)).await?,
         MmeFigure::Fig9 | MmeFigure::Fig10 | MmeFigure::Fig11 => sim_points(a.clone()).await?,
     };
     if points.is_empty() {
@@ -379,6 +363,15 @@ async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
         _ => fig10(&a),
     })
     .await?)
+}
+
+/// A run on real processes, dropped at Ctrl-C or SIGTERM: every process
+/// it started is killed.
+async fn until_interrupted(run: impl std::future::Future<Output = Result<Vec<Value>>>) -> Result<Vec<Value>> {
+    tokio::select! {
+        r = run => r,
+        _ = crate::procs::interrupted() => bail!("interrupted (every process the bench started is stopped)"),
+    }
 }
 
 fn skews(a: &MmeArgs) -> [(&'static str, Skew); 2] {

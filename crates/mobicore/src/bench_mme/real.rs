@@ -308,7 +308,7 @@ impl Rig {
     pub(super) async fn trouble(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
         let mut all = BTreeMap::new();
         for (process, addr) in &self.metrics {
-            let counters = match scrape(*addr).await {
+            let counters = match mobicore_controller::site::http_get(*addr, "/metrics").await {
                 Ok(text) => troubled(text.lines().filter_map(|l| {
                     let (name, v) = l.split_once(' ')?;
                     Some((name.strip_prefix("mobicore_")?, v.trim().parse().ok()?))
@@ -347,7 +347,17 @@ fn wait<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&str) -> Op
 /// their names), if not zero.
 fn troubled<'a>(counters: impl IntoIterator<Item = (&'a str, u64)>) -> BTreeMap<String, u64> {
     const WORDS: [&str; 12] = [
-        "fail", "full", "unknown", "conflict", "lost", "drop", "bounce", "error", "timeout", "retrans", "stale",
+        "fail",
+        "queue_full",
+        "unknown",
+        "conflict",
+        "lost",
+        "drop",
+        "bounce",
+        "error",
+        "timeout",
+        "retrans",
+        "stale",
         "reject",
     ];
     counters
@@ -355,19 +365,6 @@ fn troubled<'a>(counters: impl IntoIterator<Item = (&'a str, u64)>) -> BTreeMap<
         .filter(|(n, v)| *v > 0 && WORDS.iter().any(|w| n.contains(w)))
         .map(|(n, v)| (n.to_string(), v))
         .collect()
-}
-
-/// A Prometheus text page (`GET /metrics`, HTTP/1.0) from `addr`, bounded.
-async fn scrape(addr: SocketAddr) -> Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let get = async {
-        let mut conn = tokio::net::TcpStream::connect(addr).await?;
-        conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await?;
-        let mut body = Vec::new();
-        conn.take(1 << 20).read_to_end(&mut body).await?;
-        anyhow::Ok(String::from_utf8_lossy(&body).into_owned())
-    };
-    tokio::time::timeout(Duration::from_secs(5), get).await.context("no answer within 5 s")?
 }
 
 fn path_str(p: &std::path::Path) -> Result<&str> {
