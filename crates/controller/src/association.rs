@@ -179,7 +179,7 @@ impl<Op: Copy> Association<Op> {
         }
         if h.msg_type == msg::HEARTBEAT_REQUEST {
             // TS 29.244 6.2.2: answered with our Recovery Time Stamp.
-            if self.tx.on_request(now, from, h.seq) == Incoming::New {
+            if self.tx.on_request(now, from, h.seq, bytes) == Incoming::New {
                 let b = encode(msg::HEARTBEAT_RESPONSE, None, h.seq, &[RecoveryTimeStamp::new(self.recovery).to_ie()]);
                 self.tx.answer(now, from, h.seq, b);
                 self.check_recovery(now, &ies);
@@ -190,7 +190,7 @@ impl<Op: Copy> Association<Op> {
             self.counters.incr(n.unsupported_message);
             return None;
         }
-        let Some(token) = self.tx.on_response(from, h.seq) else {
+        let Some(token) = self.tx.on_response(from, h.seq, h.msg_type) else {
             self.counters.incr(n.unmatched_response);
             return None;
         };

@@ -170,7 +170,7 @@ impl Replicator {
                 return;
             }
         };
-        let Some(token) = self.tx.on_response(from, m.seq) else {
+        let Some(token) = self.tx.on_response(from, m.seq, m.body.msg_type()) else {
             // Its requests (a Downlink Data Notification) are not for us:
             // the original S/P-GW pages through the MME.
             self.counters.incr("replica_unsolicited");

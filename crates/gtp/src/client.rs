@@ -122,6 +122,7 @@ pub async fn s11_client_link(cfg: S11ClientConfig) -> Result<(S11Link, S11Client
         answers_tx,
         waiting: 0,
         max_incoming: cfg.max_incoming,
+        seen: crate::TransactionStats::default(),
     };
     let requester = link.requests.clone();
     tokio::spawn(task.run(link_task, answers));
@@ -149,6 +150,8 @@ struct ClientTask {
     /// S-GW requests handed to the MME and not answered yet.
     waiting: usize,
     max_incoming: usize,
+    /// The transaction layer's stats already counted.
+    seen: crate::TransactionStats,
 }
 
 impl ClientTask {
@@ -198,17 +201,19 @@ impl ClientTask {
                 }
             }
             self.flush().await;
+            self.tx.stats.count_since(&mut self.seen, &self.counters, &crate::S11_STATS);
         }
     }
 
     fn submit(&mut self, now: std::time::Instant, p: Pending<S11Request, S11Response>) {
-        let seq = self.tx.next_seq();
-        let bytes = encode_request(&p.request, seq).to_bytes();
-        let ebi = request_ebi(&p.request);
         let to = match (&p.request, self.direct) {
             (S11Request::CreateSession(_), _) | (_, None) => self.peer,
             (_, Some(direct)) => direct,
         };
+        // Only what goes through `peer` needs the prefix its router reads.
+        let seq = if to == self.peer { self.tx.next_seq() } else { self.tx.next_seq_unprefixed() };
+        let bytes = encode_request(&p.request, seq).to_bytes();
+        let ebi = request_ebi(&p.request);
         self.tx.send_request(now, to, seq, bytes, InFlight { reply: p.reply, ebi });
     }
 
@@ -237,7 +242,7 @@ impl ClientTask {
 
     /// An S-GW request: only from the configured S-GW's address; a
     /// retransmission is answered from the cache; a new one goes to the MME.
-    fn on_request(&mut self, now: std::time::Instant, msg: GtpMessage, from: SocketAddr) {
+    fn on_request(&mut self, now: std::time::Instant, msg: GtpMessage, bytes: &[u8], from: SocketAddr) {
         if from.ip() != self.peer.ip() {
             self.counters.incr("s11_request_from_unknown_peer");
             return;
@@ -246,7 +251,7 @@ impl ClientTask {
             self.counters.incr("s11_unexpected_request");
             return;
         };
-        match self.tx.on_request(now, from, msg.seq) {
+        match self.tx.on_request(now, from, msg.seq, bytes) {
             Incoming::New => {}
             Incoming::Duplicate => return self.counters.incr("s11_incoming_duplicate_answered"),
             Incoming::InProgress => return self.counters.incr("s11_incoming_duplicate_in_progress"),
@@ -283,7 +288,7 @@ impl ClientTask {
                 // An S-GW request with a bad IE is rejected naming it
                 // (TS 29.274 7.7.3, 7.7.7), once per sequence number.
                 if let (Some(h), Some(cause)) = (h.filter(|h| msg_type::is_request(h.msg_type)), e.cause()) {
-                    if from.ip() == self.peer.ip() && self.tx.on_request(now, from, h.seq) == Incoming::New {
+                    if from.ip() == self.peer.ip() && self.tx.on_request(now, from, h.seq, bytes) == Incoming::New {
                         if let Some(r) = gm::reject(h.msg_type, 0, h.seq, cause.0, e.offending_ie()) {
                             self.tx.answer(now, from, h.seq, r.to_bytes());
                         }
@@ -293,7 +298,7 @@ impl ClientTask {
                 // A response we cannot read still ends its transaction.
                 if let Some(h) = h.filter(|h| !msg_type::is_request(h.msg_type) && !msg_type::is_unanswered(h.msg_type))
                 {
-                    if let Some(f) = self.tx.on_response(from, h.seq) {
+                    if let Some(f) = self.tx.on_response(from, h.seq, h.msg_type) {
                         let _ = f.reply.send(Err(TransportError::Malformed(e.to_string())));
                     }
                 }
@@ -312,7 +317,7 @@ impl ClientTask {
             }
             Message::EchoResponse(_) => {}
             body if !msg_type::is_request(body.msg_type()) && !msg_type::is_unanswered(body.msg_type()) => {
-                let Some(f) = self.tx.on_response(from, msg.seq) else {
+                let Some(f) = self.tx.on_response(from, msg.seq, msg.body.msg_type()) else {
                     self.counters.incr("s11_unmatched_response");
                     return;
                 };
@@ -320,7 +325,7 @@ impl ClientTask {
                 let _ = f.reply.send(r);
             }
             body if msg_type::is_unanswered(body.msg_type()) => self.counters.incr("s11_unexpected_request"),
-            _ => self.on_request(now, msg, from),
+            _ => self.on_request(now, msg, bytes, from),
         }
     }
 

@@ -23,7 +23,7 @@ pub mod wire;
 
 pub use client::{s11_client, s11_client_bound, s11_client_link, S11Client, S11ClientConfig};
 pub use message::{GtpMessage, Message, MessageError};
-pub use transaction::{Incoming, TransactionConfig, Transactions};
+pub use transaction::{Incoming, StatNames, TransactionConfig, TransactionStats, Transactions, PFCP_STATS, S11_STATS};
 
 /// Errors of the GTP-C client and server tasks.
 #[derive(Debug, thiserror::Error)]

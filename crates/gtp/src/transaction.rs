@@ -2,20 +2,26 @@
 //! TS 29.244 6.4, with T1/N1).
 //!
 //! Requester side: each request gets a 24-bit sequence number, is resent
-//! every T3 up to N3 times and then fails. Responder side: a request whose
+//! every T3 up to N3 times and then fails; a response ends it only if its
+//! message type answers the request's (a late answer to an earlier request
+//! under the same number does not). Responder side: a request whose
 //! (peer, sequence number) was already answered gets the cached answer
-//! again without being processed again; the cache entry lives T3 x N3,
-//! and the cache holds at most [`Transactions::max_cached`] entries (the
-//! oldest is evicted first), so a peer sending distinct sequence numbers
-//! cannot make it grow without bound.
+//! again without being processed again, if it repeats that request octet
+//! for octet (a retransmission is the same message, TS 29.274 7.6,
+//! TS 29.244 6.4); another request under a number the peer has reused is
+//! new. The cache entry lives T3 x N3, and the cache holds at most
+//! [`Transactions::max_cached`] entries (the oldest is evicted first), so
+//! a peer sending distinct sequence numbers cannot make it grow without
+//! bound.
 //!
 //! No clock and no socket: time comes in as `now`, datagrams go out through
 //! [`Transactions::poll_transmit`], and [`Transactions::poll_timeout`] says
 //! when to call [`Transactions::handle_timeout`] next.
 
 use bytes::Bytes;
+use mobicore_common::counters::Counters;
 use std::collections::{HashMap, VecDeque};
-use std::hash::Hash;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 /// T3-RESPONSE and N3-REQUESTS (TS 29.274 7.6), defaults 3 s and 3.
@@ -57,6 +63,23 @@ enum Answer {
 struct Cached {
     answer: Answer,
     expires: Instant,
+    /// The request's [`fingerprint`]; `None` if answered unseen (any
+    /// request under the number is a retransmission of it).
+    request: Option<u64>,
+}
+
+/// What tells a retransmission from another request under the same number.
+fn fingerprint(request: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    request.hash(&mut h);
+    h.finish()
+}
+
+/// Whether a response of type `response` answers `request`: in GTPv2-C and
+/// PFCP alike the message type is the header's second octet, and each
+/// response type follows its request's (TS 29.274 6.1, TS 29.244 7.3).
+fn answers(request: &[u8], response: u8) -> bool {
+    request.get(1).is_some_and(|&t| t.wrapping_add(1) == response)
 }
 
 /// Entries the duplicate cache holds at most unless told otherwise
@@ -73,6 +96,12 @@ pub struct TransactionStats {
     pub duplicates_answered: u64,
     pub duplicates_in_progress: u64,
     pub unmatched_responses: u64,
+    /// Responses under an outstanding number whose type does not answer
+    /// its request (a late answer to an earlier request under it), ignored.
+    pub mismatched_responses: u64,
+    /// Requests under a (peer, number) answered before that are not that
+    /// request again (the peer's numbers came round), taken as new.
+    pub reused_numbers: u64,
     /// Cache entries dropped before their time because the cache was full.
     pub evicted: u64,
 }
@@ -80,6 +109,8 @@ pub struct TransactionStats {
 pub struct Transactions<P, T> {
     cfg: TransactionConfig,
     next_seq: u32,
+    /// The next of [`Self::next_seq_unprefixed`]'s numbers.
+    next_unprefixed: u32,
     /// The bits every sequence number carries, and those that count
     /// ([`Self::with_seq_prefix`]; by default none and all 24).
     seq_base: u32,
@@ -97,6 +128,48 @@ pub struct Transactions<P, T> {
     pub stats: TransactionStats,
 }
 
+/// The counters a protocol's [`TransactionStats`] are mirrored under
+/// ([`TransactionStats::count_since`]).
+#[derive(Debug, Clone, Copy)]
+pub struct StatNames {
+    pub retransmissions: &'static str,
+    pub mismatched_responses: &'static str,
+    pub reused_numbers: &'static str,
+    pub evicted: &'static str,
+}
+
+pub const S11_STATS: StatNames = StatNames {
+    retransmissions: "s11_retransmissions",
+    mismatched_responses: "s11_mismatched_response",
+    reused_numbers: "s11_reused_sequence_number",
+    evicted: "s11_duplicate_cache_evicted",
+};
+
+pub const PFCP_STATS: StatNames = StatNames {
+    retransmissions: "pfcp_retransmissions",
+    mismatched_responses: "pfcp_mismatched_response",
+    reused_numbers: "pfcp_reused_sequence_number",
+    evicted: "pfcp_duplicate_cache_evicted",
+};
+
+impl TransactionStats {
+    /// Adds to `counters` what changed since `seen` (which becomes these
+    /// stats) of what callers do not count themselves.
+    pub fn count_since(&self, seen: &mut TransactionStats, counters: &Counters, names: &StatNames) {
+        for (now, before, name) in [
+            (self.retransmissions, seen.retransmissions, names.retransmissions),
+            (self.mismatched_responses, seen.mismatched_responses, names.mismatched_responses),
+            (self.reused_numbers, seen.reused_numbers, names.reused_numbers),
+            (self.evicted, seen.evicted, names.evicted),
+        ] {
+            if now > before {
+                counters.add(name, now - before);
+            }
+        }
+        *seen = *self;
+    }
+}
+
 const SEQ_MASK: u32 = 0x00ff_ffff;
 
 impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
@@ -108,6 +181,7 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
         Transactions {
             cfg,
             next_seq: first & SEQ_MASK,
+            next_unprefixed: first & SEQ_MASK,
             seq_base: 0,
             seq_mask: SEQ_MASK,
             outstanding: HashMap::new(),
@@ -156,10 +230,23 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
 
     /// A fresh 24-bit sequence number not used by an outstanding request.
     pub fn next_seq(&mut self) -> u32 {
+        let (base, mask) = (self.seq_base, self.seq_mask);
+        Self::draw(&self.outstanding, &mut self.next_seq, base, mask)
+    }
+
+    /// A fresh number from the whole 24-bit space even with a prefix, for
+    /// a request whose response comes straight back rather than through
+    /// what routes by the prefix: a peer's duplicate detection then sees
+    /// each number again only after 2^24 requests, not 2^16.
+    pub fn next_seq_unprefixed(&mut self) -> u32 {
+        Self::draw(&self.outstanding, &mut self.next_unprefixed, 0, SEQ_MASK)
+    }
+
+    fn draw(outstanding: &HashMap<u32, Outstanding<P, T>>, next: &mut u32, base: u32, mask: u32) -> u32 {
         loop {
-            let s = self.seq_base | self.next_seq;
-            self.next_seq = (self.next_seq + 1) & self.seq_mask;
-            if !self.outstanding.contains_key(&s) {
+            let s = base | *next;
+            *next = (*next + 1) & mask;
+            if !outstanding.contains_key(&s) {
                 return s;
             }
         }
@@ -177,11 +264,16 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
         self.retx.push_back((now + self.cfg.t3, seq, 0));
     }
 
-    /// A response numbered `seq` arrived from `peer`: the token of the
-    /// request it answers, or `None` for a late or unknown response.
-    pub fn on_response(&mut self, peer: P, seq: u32) -> Option<T> {
+    /// A response of type `msg_type` numbered `seq` arrived from `peer`:
+    /// the token of the request it answers, or `None` for a late or
+    /// unknown response (the request, if any, stays outstanding).
+    pub fn on_response(&mut self, peer: P, seq: u32, msg_type: u8) -> Option<T> {
         match self.outstanding.get(&seq) {
-            Some(o) if o.peer == peer => self.outstanding.remove(&seq).map(|o| o.token),
+            Some(o) if o.peer == peer && answers(&o.bytes, msg_type) => self.outstanding.remove(&seq).map(|o| o.token),
+            Some(o) if o.peer == peer => {
+                self.stats.mismatched_responses += 1;
+                None
+            }
             _ => {
                 self.stats.unmatched_responses += 1;
                 None
@@ -194,20 +286,24 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
         self.outstanding.remove(&seq).map(|o| o.token)
     }
 
-    /// A request numbered `seq` arrived from `peer` (TS 29.274 7.6).
-    pub fn on_request(&mut self, now: Instant, peer: P, seq: u32) -> Incoming {
+    /// Request `request`, numbered `seq`, arrived from `peer` (TS 29.274 7.6).
+    pub fn on_request(&mut self, now: Instant, peer: P, seq: u32, request: &[u8]) -> Incoming {
+        let print = fingerprint(request);
         match self.answered.get(&(peer, seq)) {
-            Some(Cached { answer: Answer::Sent(bytes), .. }) => {
+            Some(Cached { answer: Answer::Sent(bytes), request, .. }) if request.is_none_or(|r| r == print) => {
                 self.stats.duplicates_answered += 1;
                 self.transmits.push_back((peer, bytes.clone()));
                 Incoming::Duplicate
             }
-            Some(Cached { answer: Answer::InProgress, .. }) => {
+            Some(Cached { answer: Answer::InProgress, request, .. }) if request.is_none_or(|r| r == print) => {
                 self.stats.duplicates_in_progress += 1;
                 Incoming::InProgress
             }
-            None => {
-                self.cache(now, peer, seq, Answer::InProgress);
+            held => {
+                if held.is_some() {
+                    self.stats.reused_numbers += 1;
+                }
+                self.cache(now, peer, seq, Answer::InProgress, Some(print));
                 Incoming::New
             }
         }
@@ -226,12 +322,16 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     pub fn answer(&mut self, now: Instant, peer: P, seq: u32, bytes: impl Into<Bytes>) {
         let bytes = bytes.into();
         self.transmits.push_back((peer, bytes.clone()));
-        self.cache(now, peer, seq, Answer::Sent(bytes));
+        // The request answered is the one seen under this number (none
+        // seen: a request the caller answered without asking, matched by
+        // number alone).
+        let request = self.answered.get(&(peer, seq)).and_then(|c| c.request);
+        self.cache(now, peer, seq, Answer::Sent(bytes), request);
     }
 
     /// Keeps `answer` for (`peer`, `seq`), evicting the oldest entries
     /// while the cache is full.
-    fn cache(&mut self, now: Instant, peer: P, seq: u32, answer: Answer) {
+    fn cache(&mut self, now: Instant, peer: P, seq: u32, answer: Answer, request: Option<u64>) {
         let expires = now + self.cache_lifetime();
         if !self.answered.contains_key(&(peer, seq)) {
             while self.answered.len() >= self.max_cached {
@@ -241,7 +341,7 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
                 self.stats.evicted += 1;
             }
         }
-        self.answered.insert((peer, seq), Cached { answer, expires });
+        self.answered.insert((peer, seq), Cached { answer, expires, request });
         self.expiry.push_back((expires, peer, seq));
         // Each live entry has at most two positions in `expiry` (asked,
         // answered); stale ones beyond that are dropped here.
@@ -332,6 +432,9 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
 mod tests {
     use super::*;
 
+    /// A request as the tests' peers send it (type 34, Modify Bearer).
+    const REQ: &[u8] = &[0x48, 34, 0, 4];
+
     fn cfg() -> TransactionConfig {
         TransactionConfig { t3: Duration::from_secs(3), n3: 3 }
     }
@@ -361,7 +464,7 @@ mod tests {
         assert_eq!(t.stats.retransmissions, 3);
         assert_eq!(t.outstanding(), 0);
         // A late answer matches nothing.
-        assert_eq!(t.on_response(1, seq), None);
+        assert_eq!(t.on_response(1, seq, 10), None);
     }
 
     #[test]
@@ -369,10 +472,12 @@ mod tests {
         let t0 = Instant::now();
         let mut t = Transactions::<u8, u32>::new(cfg());
         let seq = t.next_seq();
-        t.send_request(t0, 1, seq, vec![1], 77);
+        t.send_request(t0, 1, seq, vec![0x48, 170], 77);
         let _ = drain(&mut t);
-        assert_eq!(t.on_response(2, seq), None, "wrong peer");
-        assert_eq!(t.on_response(1, seq), Some(77));
+        assert_eq!(t.on_response(2, seq, 171), None, "wrong peer");
+        assert_eq!(t.on_response(1, seq, 35), None, "not an answer to it");
+        assert_eq!(t.on_response(1, seq, 171), Some(77));
+        assert_eq!((t.stats.mismatched_responses, t.stats.unmatched_responses), (1, 1));
         t.handle_timeout(t0 + Duration::from_secs(30));
         assert!(drain(&mut t).is_empty());
         assert!(t.poll_timed_out().is_none());
@@ -382,21 +487,47 @@ mod tests {
     fn duplicate_request_gets_cached_answer_until_expiry() {
         let t0 = Instant::now();
         let mut t = Transactions::<u8, ()>::new(cfg());
-        assert_eq!(t.on_request(t0, 5, 100), Incoming::New);
-        assert_eq!(t.on_request(t0, 5, 100), Incoming::InProgress);
+        assert_eq!(t.on_request(t0, 5, 100, REQ), Incoming::New);
+        assert_eq!(t.on_request(t0, 5, 100, REQ), Incoming::InProgress);
         t.answer(t0, 5, 100, vec![42]);
         assert_eq!(drain(&mut t), vec![(5, vec![42])]);
         let later = t0 + Duration::from_secs(8);
         t.handle_timeout(later);
-        assert_eq!(t.on_request(later, 5, 100), Incoming::Duplicate);
+        assert_eq!(t.on_request(later, 5, 100, REQ), Incoming::Duplicate);
         assert_eq!(drain(&mut t), vec![(5, vec![42])]);
         // Another peer with the same sequence number is a new request.
-        assert_eq!(t.on_request(later, 6, 100), Incoming::New);
+        assert_eq!(t.on_request(later, 6, 100, REQ), Incoming::New);
         // After T3 x N3 the entry is gone.
         let expired = t0 + Duration::from_secs(9);
         t.handle_timeout(expired);
-        assert_eq!(t.on_request(expired, 5, 100), Incoming::New);
+        assert_eq!(t.on_request(expired, 5, 100, REQ), Incoming::New);
         assert_eq!(t.stats.duplicates_answered, 1);
+    }
+
+    #[test]
+    fn another_request_under_a_number_the_peer_reused_is_new() {
+        let t0 = Instant::now();
+        let mut t = Transactions::<u8, ()>::new(cfg());
+        assert_eq!(t.on_request(t0, 5, 100, REQ), Incoming::New);
+        t.answer(t0, 5, 100, vec![42]);
+        let _ = drain(&mut t);
+        // The peer's numbers came round within the cache's lifetime: a
+        // Release Access Bearers Request under the Modify Bearer's number.
+        let later = t0 + Duration::from_secs(5);
+        let rab: &[u8] = &[0x48, 170, 0, 4];
+        assert_eq!(t.on_request(later, 5, 100, rab), Incoming::New, "not answered with the other's answer");
+        assert!(drain(&mut t).is_empty());
+        assert_eq!(t.on_request(later, 5, 100, rab), Incoming::InProgress);
+        t.answer(later, 5, 100, vec![43]);
+        let _ = drain(&mut t);
+        // Its retransmission is answered with its own answer.
+        assert_eq!(t.on_request(later, 5, 100, rab), Incoming::Duplicate);
+        assert_eq!(drain(&mut t), vec![(5, vec![43])]);
+        assert_eq!((t.stats.reused_numbers, t.stats.duplicates_answered), (1, 1));
+        // One answered without being asked is matched by number alone.
+        t.answer(later, 5, 7, vec![44]);
+        let _ = drain(&mut t);
+        assert_eq!(t.on_request(later, 5, 7, rab), Incoming::Duplicate);
     }
 
     #[test]
@@ -407,7 +538,7 @@ mod tests {
         for seq in 0..10_000u32 {
             // Within one cache lifetime, so nothing expires by time.
             let now = t0 + Duration::from_micros(seq as u64);
-            assert_eq!(t.on_request(now, 1, seq), Incoming::New);
+            assert_eq!(t.on_request(now, 1, seq, REQ), Incoming::New);
             if seq % 2 == 0 {
                 t.answer(now, 1, seq, vec![seq as u8]);
             }
@@ -420,10 +551,10 @@ mod tests {
         // The oldest went first: the newest 100 are still answered from cache.
         let _ = drain(&mut t);
         let now = t0 + Duration::from_millis(20);
-        assert_eq!(t.on_request(now, 1, 9_998), Incoming::Duplicate);
+        assert_eq!(t.on_request(now, 1, 9_998, REQ), Incoming::Duplicate);
         assert_eq!(drain(&mut t), vec![(1, vec![(9_998u32) as u8])]);
-        assert_eq!(t.on_request(now, 1, 9_901), Incoming::InProgress);
-        assert_eq!(t.on_request(now, 1, 9_899), Incoming::New, "evicted");
+        assert_eq!(t.on_request(now, 1, 9_901, REQ), Incoming::InProgress);
+        assert_eq!(t.on_request(now, 1, 9_899, REQ), Incoming::New, "evicted");
         assert_eq!(t.cached(), 100);
     }
 
@@ -440,6 +571,17 @@ mod tests {
             assert_eq!(s >> 16, 7);
             assert_ne!(s, a, "outstanding: skipped");
         }
+        // Unprefixed numbers run through the whole space, skipping
+        // outstanding ones of either kind.
+        let b = t.next_seq_unprefixed();
+        t.send_request(Instant::now(), 2, b, vec![], ());
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..0x100_0000 - 2 {
+            let s = t.next_seq_unprefixed();
+            assert!(s != a && s != b && s <= SEQ_MASK);
+            seen.insert(s >> 16);
+        }
+        assert_eq!(seen.len(), 256, "every block");
     }
 
     #[test]

@@ -257,3 +257,43 @@ async fn with_direct_only_create_session_goes_to_the_peer() {
     assert!(matches!(decode_request(&m), Ok(S11Request::CreateSession(_))), "{m:?}");
     pending.abort();
 }
+
+/// An elastic MME host's client: what goes straight to the S-GW is
+/// numbered from the whole 24-bit space, not the 2^16 of its prefix (which
+/// came round within the S-GW's duplicate cache at 7,000 requests/s); and
+/// a response under its number that does not answer it (a late one to an
+/// earlier request under that number) leaves it waiting for its own.
+#[tokio::test]
+async fn direct_requests_are_numbered_past_the_prefix_and_answered_only_by_their_type() {
+    let sgw = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let front_end = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let cfg = S11ClientConfig {
+        direct: Some(sgw.local_addr().unwrap()),
+        seq_prefix: Some(7),
+        // Seconds between the retransmission and the failure, however
+        // slow the machine.
+        t3: Duration::from_secs(2),
+        ..cfg(front_end.local_addr().unwrap())
+    };
+    let c = s11_client_bound(cfg).await.unwrap();
+    let requester = c.requester.clone();
+    let rab = S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(2) });
+    let pending = tokio::spawn(async move { requester.request(rab).await });
+    let mut b = vec![0u8; 4096];
+    let (n, from) = tokio::time::timeout(Duration::from_secs(10), sgw.recv_from(&mut b)).await.unwrap().unwrap();
+    let m = GtpMessage::parse(&b[..n]).unwrap();
+    assert!(matches!(decode_request(&m), Ok(S11Request::ReleaseAccessBearers(_))));
+    assert_ne!(m.seq >> 16, 7, "not in the prefix's block: {:#x}", m.seq);
+    // A Modify Bearer Response under its number: not its answer.
+    let stale =
+        S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: None });
+    sgw.send_to(&encode_response(&stale, 1, m.seq, None).to_bytes(), from).await.unwrap();
+    // Its retransmission (after T3) gets its own answer.
+    let (n, _) = tokio::time::timeout(Duration::from_secs(10), sgw.recv_from(&mut b)).await.unwrap().unwrap();
+    assert_eq!(GtpMessage::parse(&b[..n]).unwrap().seq, m.seq, "retransmitted");
+    let ok = S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED);
+    sgw.send_to(&encode_response(&ok, 1, m.seq, None).to_bytes(), from).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap();
+    assert_eq!(got, Ok(ok));
+    assert_eq!(c.counters.value("s11_mismatched_response"), 1);
+}

@@ -546,13 +546,13 @@ impl Network {
 
     /// What the S11 client task does with a datagram from the SGW-C.
     fn s11_to_mme(&mut self, bytes: &[u8]) {
-        let (seq, response) = match GtpMessage::parse(bytes) {
-            Ok(m) if !msg_type::is_request(m.body.msg_type()) => (m.seq, Ok(m)),
+        let (seq, kind, response) = match GtpMessage::parse(bytes) {
+            Ok(m) if !msg_type::is_request(m.body.msg_type()) => (m.seq, m.body.msg_type(), Ok(m)),
             Ok(m) => return self.s11_request_to_mme(&m),
-            Err((Some(h), e)) if !msg_type::is_request(h.msg_type) => (h.seq, Err(e.to_string())),
+            Err((Some(h), e)) if !msg_type::is_request(h.msg_type) => (h.seq, h.msg_type, Err(e.to_string())),
             Err(_) => return,
         };
-        let Some((ue, ebi, from)) = self.s11_client.on_response(SGW_S11, seq) else { return };
+        let Some((ue, ebi, from)) = self.s11_client.on_response(SGW_S11, seq, kind) else { return };
         let response = match response {
             Ok(m) => decode_response(&m, ebi).map_err(|e| TransportError::Malformed(e.to_string())),
             Err(e) => Err(TransportError::Malformed(e)),

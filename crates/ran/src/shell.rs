@@ -1183,7 +1183,7 @@ impl Driver {
             let r = if mine.is_some() { m.report.handovers.entry(key) } else { m.report.other.entry(key) };
             r.or_default().record(o.latency, o.result.is_ok());
             if let Err(reason) = &o.result {
-                *self.report.failures.entry(format!("{}: {reason}", o.procedure.name())).or_default() += 1;
+                *self.report.failures.entry(failure_key(o.procedure, reason)).or_default() += 1;
             }
             return;
         }
@@ -1191,7 +1191,7 @@ impl Driver {
             let r = self.report.unsolicited.entry(o.procedure.name().to_string()).or_default();
             r.record(o.latency, o.result.is_ok());
             if let Err(reason) = &o.result {
-                *self.report.failures.entry(format!("{}: {reason}", o.procedure.name())).or_default() += 1;
+                *self.report.failures.entry(failure_key(o.procedure, reason)).or_default() += 1;
             }
             return;
         }
@@ -1201,7 +1201,7 @@ impl Driver {
         let ok = o.result.is_ok();
         if let Err(reason) = &o.result {
             self.phase.failed += 1;
-            *self.report.failures.entry(format!("{}: {reason}", o.procedure.name())).or_default() += 1;
+            *self.report.failures.entry(failure_key(o.procedure, reason)).or_default() += 1;
         }
         self.phase.report.record(o.latency, ok);
     }
@@ -1276,5 +1276,43 @@ impl Driver {
         for assoc in self.assoc_of.iter().flatten() {
             let _ = self.commands.send(SctpCommand::Shutdown { assoc: *assoc }).await;
         }
+    }
+}
+
+/// The key a failure is counted under: its procedure and reason, without
+/// the UE's index, so that one cause is one line however many UEs it hit.
+fn failure_key(procedure: Procedure, reason: &str) -> String {
+    let mut key = format!("{}: ", procedure.name());
+    let mut rest = reason;
+    while let Some(at) = rest.find("UE ") {
+        let after = &rest[at + 3..];
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        match digits {
+            0 => {
+                key.push_str(&rest[..at + 3]);
+                rest = after;
+            }
+            _ => {
+                key.push_str(&rest[..at + 2]);
+                rest = &after[digits..];
+            }
+        }
+    }
+    key.push_str(rest);
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_is_counted_by_its_reason_not_by_its_ue() {
+        let key = |r: &str| failure_key(Procedure::Release, r);
+        assert_eq!(key("UE 10225 has no S1 connection"), "release: UE has no S1 connection");
+        assert_eq!(key("UE 7's release is requested already"), "release: UE's release is requested already");
+        assert_eq!(key("no UE CONTEXT RELEASE COMMAND"), "release: no UE CONTEXT RELEASE COMMAND");
+        assert_eq!(key("UE 1 and UE 22 on eNB 3"), "release: UE and UE on eNB 3");
+        assert_eq!(key("UE "), "release: UE ");
     }
 }

@@ -17,7 +17,7 @@ use mobicore_common::counters::Counters;
 use mobicore_common::s11::GtpCause;
 use mobicore_common::{Imsi, Teid};
 use mobicore_gtp::message::{self as gm, GtpMessage, Message};
-use mobicore_gtp::transaction::{TransactionConfig, Transactions};
+use mobicore_gtp::transaction::{TransactionConfig, TransactionStats, Transactions};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Instant, SystemTime};
@@ -137,8 +137,9 @@ pub struct SpgwcCore {
     pub(crate) draining: HashMap<u64, UpIds>,
     /// The one allocator of S11 TEIDs, S1-U TEIDs and CP SEIDs.
     pub(crate) ids: IdDraw,
-    /// Cache evictions already counted (s11, pfcp).
-    evicted_seen: (u64, u64),
+    /// The transaction layers' stats already counted.
+    s11_seen: TransactionStats,
+    pfcp_seen: TransactionStats,
     pub(crate) next_upf: usize,
     pub(crate) next_heartbeat: Option<Instant>,
     pub(crate) started: bool,
@@ -173,7 +174,8 @@ impl SpgwcCore {
             pools,
             upfs,
             draining: HashMap::new(),
-            evicted_seen: (0, 0),
+            s11_seen: TransactionStats::default(),
+            pfcp_seen: TransactionStats::default(),
             next_upf: 0,
             next_heartbeat: None,
             started: false,
@@ -259,15 +261,9 @@ impl SpgwcCore {
     }
 
     /// Counts the duplicate-cache evictions since the last call.
-    pub(crate) fn count_evictions(&mut self) {
-        let (s, p) = (self.s11.stats.evicted, self.pfcp.stats.evicted);
-        if s > self.evicted_seen.0 {
-            self.counters.add("s11_duplicate_cache_evicted", s - self.evicted_seen.0);
-        }
-        if p > self.evicted_seen.1 {
-            self.counters.add("pfcp_duplicate_cache_evicted", p - self.evicted_seen.1);
-        }
-        self.evicted_seen = (s, p);
+    pub(crate) fn count_transactions(&mut self) {
+        self.s11.stats.count_since(&mut self.s11_seen, &self.counters, &mobicore_gtp::S11_STATS);
+        self.pfcp.stats.count_since(&mut self.pfcp_seen, &self.counters, &mobicore_gtp::PFCP_STATS);
     }
 
     /// Whether UPF `i` (configuration order) has a PFCP association.
@@ -329,7 +325,7 @@ impl SpgwcCore {
             return;
         }
         self.s11_datagram(now, peer, bytes);
-        self.count_evictions();
+        self.count_transactions();
     }
 
     fn s11_datagram(&mut self, now: Instant, peer: SocketAddr, bytes: &[u8]) {
@@ -341,14 +337,14 @@ impl SpgwcCore {
             return;
         }
         match GtpMessage::parse(bytes) {
-            Ok(m) => self.on_s11_message(now, peer, m),
+            Ok(m) => self.on_s11_message(now, peer, m, bytes),
             Err((Some(h), e)) if gm::msg_type::is_request(h.msg_type) && e.cause().is_some() => {
                 // TS 29.274 7.7.3, 7.7.7: reject naming the offending IE.
                 self.counters.incr("s11_rejected_ie");
                 if matches!(e, gm::MessageError::InvalidLength { .. }) {
                     self.counters.incr("s11_rejected_invalid_length");
                 }
-                if self.s11.on_request(now, peer, h.seq) != mobicore_gtp::Incoming::New {
+                if self.s11.on_request(now, peer, h.seq, bytes) != mobicore_gtp::Incoming::New {
                     return;
                 }
                 let teid = self.mme_teid_for(h.teid.unwrap_or(0), peer);
@@ -367,7 +363,7 @@ impl SpgwcCore {
         self.sessions.get(&teid).filter(|s| s.owned_by(peer.ip())).map_or(0, |s| s.mme_s11.teid.0)
     }
 
-    fn on_s11_message(&mut self, now: Instant, peer: SocketAddr, m: GtpMessage) {
+    fn on_s11_message(&mut self, now: Instant, peer: SocketAddr, m: GtpMessage, bytes: &[u8]) {
         match &m.body {
             Message::EchoRequest(_) => {
                 // TS 29.274 7.1.2: Echo Response with our Recovery.
@@ -382,7 +378,7 @@ impl SpgwcCore {
             // No response is sent to it (TS 29.274 7.2.11.3).
             Message::DownlinkDataNotificationFailureIndication(_) => self.on_ddn_failure(now, peer, &m),
             Message::DownlinkDataNotificationAck(_) => self.on_s11_response(now, peer, &m),
-            b if gm::msg_type::is_request(b.msg_type()) => match self.s11.on_request(now, peer, m.seq) {
+            b if gm::msg_type::is_request(b.msg_type()) => match self.s11.on_request(now, peer, m.seq, bytes) {
                 mobicore_gtp::Incoming::New => self.on_s11_request(now, S11Pending { peer, seq: m.seq }, &m),
                 _ => self.counters.incr("s11_duplicate_request"),
             },
@@ -402,7 +398,7 @@ impl SpgwcCore {
         while let Some((_, op)) = self.pfcp.poll_timed_out() {
             self.on_pfcp_timeout(now, op);
         }
-        self.count_evictions();
+        self.count_transactions();
         if self.next_heartbeat.is_some_and(|t| t <= now) {
             self.next_heartbeat = Some(now + self.cfg.heartbeat_interval);
             for i in 0..self.upfs.len() {

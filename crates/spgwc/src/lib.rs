@@ -43,7 +43,12 @@
 //! `pfcp_session_establishment_rejected`, `pfcp_from_unknown_peer` (not a
 //! configured UPF, dropped), `pfcp_report_from_non_owner`,
 //! `pfcp_report_unknown_session`, `pfcp_duplicate_request`,
-//! `s11_duplicate_cache_evicted`, `pfcp_duplicate_cache_evicted`.
+//! `s11_duplicate_cache_evicted`, `pfcp_duplicate_cache_evicted`, and of the
+//! transaction layers (`mobicore_gtp::S11_STATS`, `PFCP_STATS`):
+//! `{s11,pfcp}_retransmissions`, `_mismatched_response` (a response under
+//! an outstanding number that does not answer its request) and
+//! `_reused_sequence_number` (a peer's new request under a number still
+//! cached, taken as new).
 
 pub mod config;
 pub mod context;

@@ -132,7 +132,7 @@ impl SpgwcCore {
 
     /// A response on S11 (the only request we send is the DDN).
     pub(crate) fn on_s11_response(&mut self, now: Instant, peer: SocketAddr, m: &GtpMessage) {
-        let Some(teid) = self.s11.on_response(peer, m.seq) else {
+        let Some(teid) = self.s11.on_response(peer, m.seq, m.body.msg_type()) else {
             self.counters.incr("s11_unexpected_response");
             return;
         };

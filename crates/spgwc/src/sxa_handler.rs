@@ -28,7 +28,7 @@ impl SpgwcCore {
             return;
         }
         self.pfcp_datagram(now, peer, bytes);
-        self.count_evictions();
+        self.count_transactions();
     }
 
     /// The configured UPF whose PFCP address is `peer`'s.
@@ -71,7 +71,7 @@ impl SpgwcCore {
             sxa::SESSION_REPORT_REQUEST => {
                 // A retransmitted report is answered again, never added
                 // up twice (TS 29.244 6.4).
-                if self.pfcp.on_request(now, peer, h.seq) == mobicore_gtp::Incoming::New {
+                if self.pfcp.on_request(now, peer, h.seq, bytes) == mobicore_gtp::Incoming::New {
                     self.session_report(now, peer, h.seid.unwrap_or(0), h.seq, &ies);
                 } else {
                     self.counters.incr("pfcp_duplicate_request");
@@ -89,7 +89,7 @@ impl SpgwcCore {
             }
         }
         // Matched only if it comes from the node the request went to.
-        let Some(op) = self.pfcp.on_response(peer, h.seq) else {
+        let Some(op) = self.pfcp.on_response(peer, h.seq, h.msg_type) else {
             self.counters.incr("pfcp_unmatched_response");
             return;
         };

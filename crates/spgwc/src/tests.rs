@@ -311,6 +311,35 @@ fn duplicate_request_is_answered_from_cache_without_reprocessing() {
     assert_eq!(n.gw.sessions().len(), 1);
 }
 
+/// An MME whose sequence numbers came round within the duplicate cache's
+/// lifetime (T3 x N3): its Release Access Bearers under the number of an
+/// earlier Modify Bearer is served, not answered with the Modify Bearer's
+/// cached response (once, an elastic MME host's UEs then never left
+/// connected mode).
+#[test]
+fn a_new_request_under_a_reused_sequence_number_is_served() {
+    let mut n = Net::new(Net::cfg());
+    let sgw_teid = created(n.s11(&S11Request::CreateSession(csr(1)))).sgw_fteid.unwrap().teid;
+    let enb = Fteid { teid: Teid(0xe0b), ipv4: Ipv4Addr::new(127, 0, 0, 9) };
+    let mbr = S11Request::ModifyBearer(ModifyBearerRequest { sgw_teid, ebi: Ebi(5), s1u_enb_fteid: enb });
+    let m = n.s11_raw(&encode_request(&mbr, 4242).to_bytes()).unwrap();
+    assert_eq!(m.body.msg_type(), mobicore_gtp::message::msg_type::MODIFY_BEARER_RESPONSE);
+    let rab = S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid });
+    let bytes = encode_request(&rab, 4242).to_bytes();
+    let r = n.s11_raw(&bytes).unwrap();
+    assert_eq!(
+        decode_response(&r, mobicore_gtp::s11::request_ebi(&rab)).unwrap(),
+        S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED)
+    );
+    assert_eq!(n.gw.session(sgw_teid).unwrap().s1u_enb, None, "released");
+    assert_eq!(n.gw.counters.value("s11_reused_sequence_number"), 1);
+    // Its own retransmission is still answered from the cache.
+    let pfcp_sent = n.pfcp_log.len();
+    assert_eq!(n.s11_raw(&bytes), Some(r));
+    assert_eq!(n.pfcp_log.len(), pfcp_sent);
+    assert_eq!(n.gw.counters.value("s11_duplicate_request"), 1);
+}
+
 #[test]
 fn upf_silence_fails_create_session_after_n1_retransmissions() {
     let mut n = Net::new(Net::cfg());

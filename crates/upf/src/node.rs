@@ -221,7 +221,7 @@ impl UpfCore {
             self.counters.incr("pfcp_unexpected_response");
             return;
         }
-        match self.tx.on_request(now, peer, h.seq) {
+        match self.tx.on_request(now, peer, h.seq, &bytes) {
             Incoming::New => {}
             Incoming::Duplicate | Incoming::InProgress => {
                 self.counters.incr("pfcp_duplicate_request");
@@ -483,10 +483,10 @@ impl UpfCore {
         }
     }
 
-    /// The request of ours that a response from `peer` numbered `seq`
-    /// answers (no longer outstanding); `None` (counted) for none.
-    pub(crate) fn response_to(&mut self, peer: SocketAddr, seq: u32) -> Option<Outgoing> {
-        let Some(what) = self.tx.on_response(peer, seq) else {
+    /// The request of ours that a response of type `msg_type` from `peer`
+    /// numbered `seq` answers (no longer outstanding); `None` (counted) for none.
+    pub(crate) fn response_to(&mut self, peer: SocketAddr, seq: u32, msg_type: u8) -> Option<Outgoing> {
+        let Some(what) = self.tx.on_response(peer, seq, msg_type) else {
             self.counters.incr("pfcp_unexpected_response");
             return None;
         };
@@ -500,7 +500,7 @@ impl UpfCore {
 
     /// A Heartbeat Response (TS 29.244 7.4.2.2) to one of ours.
     fn heartbeat_response(&mut self, peer: SocketAddr, seq: u32, ies: &[IeRef]) {
-        match self.response_to(peer, seq) {
+        match self.response_to(peer, seq, msg::HEARTBEAT_RESPONSE) {
             Some(Outgoing::Heartbeat(_)) => self.heard_from(peer.ip(), recovery_in(ies)),
             Some(Outgoing::SessionReport) => self.counters.incr("pfcp_unexpected_response"),
             None => {}

@@ -554,7 +554,7 @@ impl UpfCore {
     /// a rejection is counted (cause 65, Session context not found, means
     /// the CP function no longer has the session).
     pub(crate) fn session_report_response(&mut self, peer: std::net::SocketAddr, seq: u32, ies: &[IeRef]) {
-        match self.response_to(peer, seq) {
+        match self.response_to(peer, seq, SESSION_REPORT_RESPONSE) {
             Some(crate::node::Outgoing::SessionReport) => {}
             Some(crate::node::Outgoing::Heartbeat(_)) => return self.counters.incr("pfcp_unexpected_response"),
             None => return,

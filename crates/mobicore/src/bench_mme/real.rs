@@ -346,8 +346,11 @@ fn wait<T>(rx: &mpsc::Receiver<String>, what: &str, pick: impl FnMut(&str) -> Op
 /// The counters among `counters` that count something gone wrong (by
 /// their names), if not zero.
 fn troubled<'a>(counters: impl IntoIterator<Item = (&'a str, u64)>) -> BTreeMap<String, u64> {
-    const WORDS: [&str; 12] = [
+    const WORDS: [&str; 15] = [
         "fail",
+        "duplicate",
+        "mismatch",
+        "reused",
         "queue_full",
         "unknown",
         "conflict",

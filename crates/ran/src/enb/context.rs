@@ -127,6 +127,10 @@ pub enum EnbError {
     UnknownUe(u64),
     #[error("UE {0} has no S1 connection")]
     NotConnected(u64),
+    #[error("UE {0}'s release is requested already")]
+    ReleaseRequested(u64),
+    #[error("UE {0} runs a procedure")]
+    Busy(u64),
     #[error("UE {0} is not idle")]
     NotIdle(u64),
     #[error(transparent)]

@@ -207,8 +207,13 @@ impl Enb {
     /// user-inactivity, TS 36.413 8.3.2): for drivers that decide when.
     pub fn release_inactive(&mut self, index: u64) -> Result<(), EnbError> {
         let ctx = self.ues.get(&index).ok_or(EnbError::UnknownUe(index))?;
-        if !ctx.s1.is_some_and(|s| s.mme_ue_id.is_some() && !s.release_requested) || ctx.ue.procedure().is_some() {
-            return Err(EnbError::NotConnected(index));
+        match ctx.s1 {
+            Some(s) if s.release_requested => return Err(EnbError::ReleaseRequested(index)),
+            Some(s) if s.mme_ue_id.is_some() => {}
+            _ => return Err(EnbError::NotConnected(index)),
+        }
+        if ctx.ue.procedure().is_some() {
+            return Err(EnbError::Busy(index));
         }
         self.request_release(index, CauseRadioNetwork::user_inactivity);
         Ok(())
