@@ -240,8 +240,10 @@ pub struct MmeArgs {
     /// Write one JSON object per point (figure, mode "sim" or "real",
     /// scheme, hosts, load in procedures/s, and what the figure measures:
     /// Fig. 6 procedures_per_s, attach_per_s, latency_ms_p50/p99,
-    /// failed_procedures (per round: the RAN's failures and the processes'
-    /// counters of trouble if any failed); Fig. 7 failed_procedures, reattaches,
+    /// failed_procedures, cpu_us_per_attach (by role: bench, frontend,
+    /// hosts, mme, redis, and mme_side, their sum without the bench) (per
+    /// round: the RAN's failures and the processes' counters of trouble if
+    /// any failed); Fig. 7 failed_procedures, reattaches,
     /// recovery_ms, latency_ms_p50/p99 and the timeline's bins; Fig. 10
     /// slo_violation_pct, cpu_stddev_pct, procedures_per_s,
     /// latency_ms_p50/p99, failed_procedures, and real, pattern, mix,

@@ -61,6 +61,11 @@ impl Procs {
         self.children.iter().find(|(n, _)| n == name).map(|(_, c)| c.id())
     }
 
+    /// Every running child's name and process id, in start order.
+    pub fn pids(&self) -> impl Iterator<Item = (&str, u32)> + '_ {
+        self.children.iter().map(|(n, c)| (n.as_str(), c.id()))
+    }
+
     /// SIGKILL `name` and reap it.
     pub fn kill(&mut self, name: &str) -> std::io::Result<ExitStatus> {
         let i = self.position(name)?;

@@ -196,7 +196,56 @@ pub(super) enum Mme {
     Stateful { args: Vec<String> },
 }
 
+/// CPU time of a run's processes by role ([`Rig::cpu_by_role`]).
+type CpuByRole = BTreeMap<&'static str, Duration>;
+
+/// The role of one of a run's child processes, by its name there.
+fn role_of(name: &str) -> &'static str {
+    match name {
+        "frontend" => "frontend",
+        "mme" => "mme",
+        n if n.starts_with("host") => "hosts",
+        _ => "other",
+    }
+}
+
+/// Microseconds of CPU per procedure of each role between `before` and
+/// `after`, `done` procedures; with `mme_side`, the front end's, hosts',
+/// stateful MME's and Redis's together.
+fn cpu_us_per(before: &CpuByRole, after: &CpuByRole, done: u64) -> BTreeMap<String, f64> {
+    let mut per: BTreeMap<String, f64> = after
+        .iter()
+        .map(|(role, t)| {
+            let used = t.saturating_sub(before.get(role).copied().unwrap_or_default());
+            (role.to_string(), used.as_secs_f64() * 1e6 / done.max(1) as f64)
+        })
+        .collect();
+    let side: f64 = per.iter().filter(|(r, _)| r.as_str() != "bench").map(|(_, v)| v).sum();
+    per.insert("mme_side".to_string(), side);
+    per
+}
+
 impl Rig {
+    /// CPU time so far of this process (the bench: RAN, HSS, S/P-GW-C,
+    /// UPF), of the front end, the hosts (summed; not their NF instance
+    /// processes), the stateful MME and Redis. A process gone is left out.
+    fn cpu_by_role(&self) -> CpuByRole {
+        let mut by = CpuByRole::new();
+        let mut add = |role: &'static str, pid: u32| {
+            if let Ok(t) = super::balance::cpu_time(pid) {
+                *by.entry(role).or_default() += t;
+            }
+        };
+        add("bench", std::process::id());
+        for (name, pid) in self.procs.pids() {
+            add(role_of(name), pid);
+        }
+        if let Some(r) = &self._redis {
+            add("redis", r.pid());
+        }
+        by
+    }
+
     pub(super) async fn start(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
         let redis = match d.uses_redis() {
             false => None,
@@ -434,7 +483,9 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                 let ues: Vec<u64> = (first..first + n).collect();
                 first += n;
                 rig.ran.set_rate(Some(load))?;
+                let cpu_before = rig.cpu_by_role();
                 let attach = rig.ran.attach_some(ues[0]..ues[0] + n).await?;
+                let cpu = cpu_us_per(&cpu_before, &rig.cpu_by_role(), attach.succeeded);
                 rig.ran.phase_of(Phase::Release, &ues).await?;
                 let sr = rig.ran.phase_of(Phase::ServiceRequest, &ues).await?;
                 let release = rig.ran.phase_of(Phase::Release, &ues).await?;
@@ -472,6 +523,7 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                     "failed_procedures": failed,
                     "failures": reasons,
                     "counters": trouble,
+                    "cpu_us_per_attach": cpu,
                 }));
                 b.inc(1);
             }
@@ -494,6 +546,19 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
                 "failed_procedures": failed,
                 "rounds": runs,
             });
+            let roles: std::collections::BTreeSet<String> = runs
+                .iter()
+                .filter_map(|r| r["cpu_us_per_attach"].as_object())
+                .flat_map(|o| o.keys().cloned())
+                .collect();
+            let cpu: BTreeMap<String, f64> = roles
+                .into_iter()
+                .map(|role| {
+                    let v = runs.iter().filter_map(|r| r["cpu_us_per_attach"][&role].as_f64()).collect();
+                    (role, mobicore_dpbench::rig::median(v))
+                })
+                .collect();
+            p["cpu_us_per_attach"] = json!(cpu);
             for k in [
                 "procedures_per_s",
                 "attach_per_s",
@@ -520,6 +585,15 @@ async fn fig6(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         }
     }
     finish(b, &["scheme", "hosts", "offered/s", "proc/s", "attach/s", "SR+rel/s", "p50 ms", "p99 ms", "failed"], &rows);
+    // What an attach costs each process, at the lowest load (below every
+    // deployment's peak, where the machine is not yet saturated).
+    println!("CPU per attach at {}/s, microseconds (median of the rounds):", a.loads[0]);
+    for d in &plan.deployments {
+        let Some(p) = points.iter().find(|p| p["scheme"] == d.name()) else { continue };
+        let Some(cpu) = p["cpu_us_per_attach"].as_object() else { continue };
+        let shown: Vec<String> = cpu.iter().map(|(r, v)| format!("{r} {:.0}", v.as_f64().unwrap_or(0.0))).collect();
+        println!("  {}: {}", d.name(), shown.join(", "));
+    }
     // The target: each elastic deployment's peak attach rate against
     // the stateful MME's, in the same run.
     let peak = |name: &str| {
@@ -717,6 +791,20 @@ mod tests {
         let x = runs(&[[8.0, 9.0], [7.0, 6.0]]);
         let base = runs(&[[10.0, 12.0], [9.0, 11.0]]);
         assert_eq!(round_ratios(&x, &base), vec![0.8, 0.75]);
+    }
+
+    #[test]
+    fn cpu_per_attach_is_each_roles_time_over_the_attaches() {
+        let ms = Duration::from_millis;
+        let before: CpuByRole = [("bench", ms(1_000)), ("frontend", ms(200)), ("hosts", ms(300))].into();
+        let after: CpuByRole =
+            [("bench", ms(2_000)), ("frontend", ms(500)), ("hosts", ms(1_100)), ("redis", ms(100))].into();
+        let per = cpu_us_per(&before, &after, 10_000);
+        let want = [("bench", 100.0), ("frontend", 30.0), ("hosts", 80.0), ("redis", 10.0), ("mme_side", 120.0)];
+        for (role, us) in want {
+            assert!((per[role] - us).abs() < 1e-9, "{role}: {} != {us}", per[role]);
+        }
+        assert_eq!((role_of("host12"), role_of("frontend"), role_of("mme")), ("hosts", "frontend", "mme"));
     }
 
     #[test]
