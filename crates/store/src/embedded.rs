@@ -1,16 +1,15 @@
-//! The embedded store: an ordered map behind a mutex, optionally persisted
+//! The embedded store: a hash map behind a mutex (a scan by prefix reads
+//! every key: it is rare, a lookup is not), optionally persisted
 //! to a [`Log`]. Every operation is short and never awaits while holding the
 //! lock; a persisted write is in the log (handed to the OS) before the map
 //! changes and before the call returns. A compaction (rare: the log must
 //! have doubled) runs inside the write that triggers it.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::log::{Log, Record};
-use crate::{Change, StoreError, Versioned};
+use crate::{Change, Map, StoreError, Versioned};
 
 #[derive(Debug)]
 pub(crate) struct Embedded {
@@ -19,7 +18,7 @@ pub(crate) struct Embedded {
 
 #[derive(Debug, Default)]
 struct State {
-    map: BTreeMap<String, Versioned>,
+    map: Map,
     log: Option<Log>,
     /// Every write since the last [`Embedded::take_changes`], when the
     /// store feeds its changes to replicas (`crate::replica`).
@@ -68,9 +67,7 @@ impl State {
     }
 
     fn prefixed<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a String, &'a Versioned)> + 'a {
-        self.map
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(move |(k, _)| k.starts_with(prefix))
+        self.map.iter().filter(move |(k, _)| k.starts_with(prefix))
     }
 }
 
@@ -136,7 +133,10 @@ impl Embedded {
     }
 
     pub(crate) fn scan_prefix(&self, prefix: &str) -> Vec<(String, Versioned)> {
-        self.lock().prefixed(prefix).map(|(k, v)| (k.clone(), v.clone())).collect()
+        let mut found: Vec<(String, Versioned)> =
+            self.lock().prefixed(prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        found
     }
 
     pub(crate) fn usage(&self, prefix: &str) -> (usize, usize) {

@@ -111,6 +111,10 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/";
 /// Default bound on waiting for Redis (each answer, each connect attempt).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Keys and their values, in no order (lookups are what is hot; a scan by
+/// prefix, rare, reads them all and sorts what it returns).
+pub(crate) type Map = std::collections::HashMap<String, Versioned>;
+
 /// A value and its version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versioned {

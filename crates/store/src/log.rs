@@ -5,12 +5,11 @@
 //! Encoding and replay work on bytes ([`encode`], [`replay`]); [`Log`] holds
 //! the file.
 
-use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::{StoreError, Versioned};
+use crate::{Map, StoreError, Versioned};
 
 /// First bytes of every log file.
 pub(crate) const MAGIC: &[u8; 8] = b"MCSLOG01";
@@ -86,7 +85,7 @@ fn decode_body(body: &[u8]) -> Option<Record<'_>> {
 /// What a log holds.
 #[derive(Debug, Default)]
 pub(crate) struct Replayed {
-    pub map: BTreeMap<String, Versioned>,
+    pub map: Map,
     /// Bytes up to the end of the last good record (0: not even a header).
     pub valid_len: usize,
 }
@@ -157,7 +156,7 @@ pub(crate) struct Log {
 
 impl Log {
     /// Opens (or creates) the log at `path` and replays it.
-    pub(crate) fn open(path: &Path) -> Result<(Log, BTreeMap<String, Versioned>), StoreError> {
+    pub(crate) fn open(path: &Path) -> Result<(Log, Map), StoreError> {
         let corrupt = |msg: String| StoreError::Corrupt(format!("{}: {msg}", path.display()));
         remove_if_present(&compact_path(path))?;
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
@@ -223,7 +222,7 @@ impl Log {
 
     /// Compacts if the log is past twice the live data and long enough; a
     /// failure leaves the old log in use (it is complete) and is logged.
-    pub(crate) fn maybe_compact(&mut self, map: &BTreeMap<String, Versioned>) {
+    pub(crate) fn maybe_compact(&mut self, map: &Map) {
         if self.len < self.compact_from || self.len <= 2 * self.live {
             return;
         }
@@ -235,7 +234,7 @@ impl Log {
 
     /// Rewrites the log with one put per key of `map`: a temporary file,
     /// forced to the disk, renamed over the log.
-    fn compact(&mut self, map: &BTreeMap<String, Versioned>) -> io::Result<()> {
+    fn compact(&mut self, map: &Map) -> io::Result<()> {
         let tmp = compact_path(&self.path);
         let mut buf = Vec::with_capacity(self.live as usize);
         buf.extend_from_slice(MAGIC);

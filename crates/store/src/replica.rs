@@ -341,7 +341,7 @@ pub struct CopyStats {
 /// The copy of one sender's store.
 #[derive(Debug, Default)]
 struct Copy {
-    map: BTreeMap<String, Versioned>,
+    map: crate::Map,
     next_seq: u64,
     /// A batch was lost or a put dropped since the last full copy.
     broken: bool,
@@ -499,7 +499,9 @@ impl Copies {
         let copy = self.copies.remove(&from)?;
         let held: usize = copy.map.iter().map(|(k, v)| entry_len(k, &v.value)).sum();
         self.bytes -= held;
-        Some(copy.map.into_iter().collect())
+        let mut all: Vec<(String, Versioned)> = copy.map.into_iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Some(all)
     }
 }
 
