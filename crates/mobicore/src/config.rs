@@ -283,6 +283,13 @@ mod tests {
     }
 
     #[test]
+    fn the_s_gw_sends_to_the_mmes_f_teid_at_a_port_only_if_told() {
+        assert_eq!(Config::default().spgwc.mme_s11_port, None);
+        let c: Config = toml::from_str("[spgwc]\nmme_s11_port = 2123\n").unwrap();
+        assert_eq!(c.spgwc.mme_s11_port, Some(2123));
+    }
+
+    #[test]
     fn unknown_section_is_an_error() {
         assert!(toml::from_str::<Config>("[nope]\nx = 1\n").is_err());
     }

@@ -173,6 +173,14 @@ pub struct SpgwcConfig {
     /// that must repeat (tests, replay). Absent (the default): seeded
     /// from the OS, so no identifier is predictable from another.
     pub id_seed: Option<u64>,
+    /// The UDP port our requests to an MME (Downlink Data Notification)
+    /// go to, at the IP of the Sender F-TEID for Control Plane of the
+    /// session's Create Session Request: 2123, the GTP-C port, in a
+    /// network (TS 29.274 4.2.1); then the MME may send its requests from
+    /// any port (an elastic MME's hosts, each from its own). Absent (the
+    /// default): they go to the address the Create Session Request came
+    /// from, which serves an MME on any port of one machine.
+    pub mme_s11_port: Option<u16>,
 }
 
 impl Default for SpgwcConfig {
@@ -197,6 +205,7 @@ impl Default for SpgwcConfig {
             s11_duplicate_cache: mobicore_gtp::transaction::DEFAULT_MAX_CACHED,
             pfcp_duplicate_cache: mobicore_gtp::transaction::DEFAULT_MAX_CACHED,
             id_seed: None,
+            mme_s11_port: None,
         }
     }
 }

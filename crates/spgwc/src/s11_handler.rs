@@ -367,7 +367,10 @@ impl SpgwcCore {
                 queued: Default::default(),
                 usage: Default::default(),
                 arp: r.bearer.arp,
-                mme_s11_addr: p.peer,
+                mme_s11_addr: match self.cfg.mme_s11_port {
+                    Some(port) => std::net::SocketAddr::from((r.sender_fteid.ipv4, port)),
+                    None => p.peer,
+                },
                 paging: Default::default(),
                 forwarding: None,
             },

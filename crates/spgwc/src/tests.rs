@@ -340,6 +340,21 @@ fn a_new_request_under_a_reused_sequence_number_is_served() {
     assert_eq!(n.gw.counters.value("s11_duplicate_request"), 1);
 }
 
+/// Our requests to an MME go where its Create Session Request came from,
+/// or, with `mme_s11_port`, to its F-TEID's IP at that port (TS 29.274
+/// 4.2.1): an elastic MME's front end there, whichever host sent it.
+#[test]
+fn requests_to_the_mme_go_to_its_f_teid_at_the_configured_port() {
+    let mut n = Net::new(Net::cfg());
+    let teid = created(n.s11(&S11Request::CreateSession(csr(1)))).sgw_fteid.unwrap().teid;
+    assert_eq!(n.gw.session(teid).unwrap().mme_s11_addr, a(MME));
+    let mut n = Net::new(SpgwcConfig { mme_s11_port: Some(2123), ..Net::cfg() });
+    let mut req = csr(2);
+    req.sender_fteid.ipv4 = Ipv4Addr::new(127, 0, 0, 5);
+    let teid = created(n.s11(&S11Request::CreateSession(req))).sgw_fteid.unwrap().teid;
+    assert_eq!(n.gw.session(teid).unwrap().mme_s11_addr, a("127.0.0.5:2123"));
+}
+
 #[test]
 fn upf_silence_fails_create_session_after_n1_retransmissions() {
     let mut n = Net::new(Net::cfg());
