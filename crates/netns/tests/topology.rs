@@ -144,10 +144,14 @@ fn tun_device_lives_in_the_namespace_it_was_created_in() {
     assert_eq!(end.map_err(|e| e.kind()).err(), Some(std::io::ErrorKind::WouldBlock));
 }
 
-/// A datagram from `from` reaches `to_addr` in namespace `to`.
+/// A datagram from `from` reaches `to_addr` in namespace `to`. The
+/// receiver takes a port of the kernel's choosing: a fixed one, bound
+/// again at once for the next pair, was once still held (EADDRINUSE) by a
+/// process another test had just forked, before its exec closed the
+/// copy of the descriptor.
 fn udp_reaches(from: &str, to: &str, to_addr: std::net::Ipv4Addr) -> bool {
-    let dst = SocketAddrV4::new(to_addr, 9099);
-    let rx = run_in(to, move || UdpSocket::bind(dst)).unwrap().unwrap();
+    let rx = run_in(to, move || UdpSocket::bind(SocketAddrV4::new(to_addr, 0))).unwrap().unwrap();
+    let dst = rx.local_addr().unwrap();
     rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let tx = run_in(from, || UdpSocket::bind("0.0.0.0:0")).unwrap().unwrap();
     tx.send_to(b"hello", dst).unwrap();
