@@ -53,6 +53,11 @@ pub struct S11ClientConfig {
     /// host's: its front end (`peer`) relays the Create Session, whose
     /// source the S-GW keeps for its own requests, and the S-GW's requests.
     pub direct: Option<SocketAddr>,
+    /// The Create Session too goes to `direct`: the S-GW sends its own
+    /// requests to the Sender F-TEID's IP at the port of `peer` (its
+    /// `[spgwc] mme_s11_port`, TS 29.274 4.2.1), not to where the Create
+    /// Session came from, so `peer` need relay nothing.
+    pub create_session_direct: bool,
 }
 
 impl Default for S11ClientConfig {
@@ -66,6 +71,7 @@ impl Default for S11ClientConfig {
             duplicate_cache: 16_384,
             seq_prefix: None,
             direct: None,
+            create_session_direct: false,
         }
     }
 }
@@ -115,6 +121,7 @@ pub async fn s11_client_link(cfg: S11ClientConfig) -> Result<(S11Link, S11Client
         socket,
         peer: cfg.peer,
         direct: cfg.direct,
+        create_session_direct: cfg.create_session_direct,
         tx,
         counters: counters.clone(),
         recovery: 0,
@@ -142,6 +149,7 @@ struct ClientTask {
     socket: UdpSocket,
     peer: SocketAddr,
     direct: Option<SocketAddr>,
+    create_session_direct: bool,
     tx: Transactions<SocketAddr, InFlight>,
     counters: Counters,
     recovery: u8,
@@ -207,7 +215,8 @@ impl ClientTask {
 
     fn submit(&mut self, now: std::time::Instant, p: Pending<S11Request, S11Response>) {
         let to = match (&p.request, self.direct) {
-            (S11Request::CreateSession(_), _) | (_, None) => self.peer,
+            (_, None) => self.peer,
+            (S11Request::CreateSession(_), Some(_)) if !self.create_session_direct => self.peer,
             (_, Some(direct)) => direct,
         };
         // Only what goes through `peer` needs the prefix its router reads.

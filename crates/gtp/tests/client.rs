@@ -227,8 +227,8 @@ async fn sgw_requests_waiting_for_the_mme_are_bounded() {
 #[tokio::test]
 async fn with_direct_only_create_session_goes_to_the_peer() {
     let front_end = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let cfg = S11ClientConfig { direct: Some(fake_sgw(0).await), ..cfg(front_end.local_addr().unwrap()) };
-    let c = s11_client_bound(cfg).await.unwrap();
+    let via_fe = S11ClientConfig { direct: Some(fake_sgw(0).await), ..cfg(front_end.local_addr().unwrap()) };
+    let c = s11_client_bound(via_fe).await.unwrap();
     let r =
         c.requester.request(S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(2) })).await;
     assert_eq!(r, Ok(S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED)));
@@ -249,12 +249,31 @@ async fn with_direct_only_create_session_goes_to_the_peer() {
         pco: None,
         mei: None,
     };
+    let csr2 = csr.clone();
     let requester = c.requester.clone();
     let pending = tokio::spawn(async move { requester.request(S11Request::CreateSession(csr)).await });
     let mut b = vec![0u8; 4096];
     let (n, _) = tokio::time::timeout(Duration::from_secs(10), front_end.recv_from(&mut b)).await.unwrap().unwrap();
     let m = GtpMessage::parse(&b[..n]).unwrap();
     assert!(matches!(decode_request(&m), Ok(S11Request::CreateSession(_))), "{m:?}");
+    pending.abort();
+
+    // With `create_session_direct`, the Create Session goes to the S-GW
+    // too, numbered outside the prefix's block.
+    let sgw = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let all_direct = S11ClientConfig {
+        direct: Some(sgw.local_addr().unwrap()),
+        create_session_direct: true,
+        seq_prefix: Some(7),
+        ..cfg(front_end.local_addr().unwrap())
+    };
+    let c = s11_client_bound(all_direct).await.unwrap();
+    let requester = c.requester.clone();
+    let pending = tokio::spawn(async move { requester.request(S11Request::CreateSession(csr2)).await });
+    let (n, _) = tokio::time::timeout(Duration::from_secs(10), sgw.recv_from(&mut b)).await.unwrap().unwrap();
+    let m = GtpMessage::parse(&b[..n]).unwrap();
+    assert!(matches!(decode_request(&m), Ok(S11Request::CreateSession(_))), "{m:?}");
+    assert_ne!(m.seq >> 16, 7);
     pending.abort();
 }
 

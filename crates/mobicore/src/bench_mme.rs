@@ -138,6 +138,12 @@ pub struct MmeArgs {
     /// to the S-GW, `mme-host --s11-direct`, as hosts on one machine can).
     #[arg(long)]
     pub s11_via_frontend: bool,
+    /// Figs. 6 and 7: the hosts send the Create Session straight to the
+    /// S-GW too (`mme-host --create-session-direct`), whose requests go to
+    /// the front end's S11 port at the F-TEID's IP (`[spgwc]
+    /// mme_s11_port`): the front end relays no S11 request.
+    #[arg(long, conflicts_with = "s11_via_frontend")]
+    pub create_session_direct: bool,
     /// Real processes: what the front end's
     /// balancer places (mme-frontend --placement): every procedure, as
     /// seed 004 does (default for Figs. 10 and 11), or the attach only, a

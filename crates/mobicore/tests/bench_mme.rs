@@ -77,6 +77,20 @@ fn fig6_throughput_of_the_elastic_and_the_stateful_mme() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Hosts that send the Create Session themselves (`--create-session-direct`),
+/// the S-GW sending its requests to the front end's S11 port: every
+/// attach, service request and release completes.
+#[test]
+fn fig6_with_the_hosts_sending_every_s11_request_themselves() {
+    let dir = temp("fig6-csr-direct");
+    let args = ["fig6", "--deployments", "local-cold", "--loads", "50", "--ues", "6", "--hosts", "2"];
+    let points = bench(&[&args[..], &["--create-session-direct"]].concat(), &dir);
+    assert_eq!(points.len(), 1, "{points:?}");
+    assert_eq!(points[0]["failed_procedures"], 0, "{}", points[0]);
+    assert!(points[0]["attach_per_s"].as_f64().unwrap() > 0.0, "{}", points[0]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn fig7_a_host_failure_beside_the_stateful_mme_restarted() {
     let dir = temp("fig7");

@@ -124,6 +124,7 @@ pub(super) fn budgeted_plan(a: &MmeArgs, scheme: mobicore_elastic::Scheme, hosts
         host_args: vec!["--cpu-max".into(), a.cpu_max().to_string()],
         frontend_args: vec!["--replicas".into(), a.replicas.to_string()],
         s11_direct: !a.s11_via_frontend,
+        create_session_direct: false,
         placement: a.placement.unwrap_or(Placement::Procedure),
     })
 }

@@ -253,6 +253,7 @@ async fn run_one(a: &MmeArgs, arr: Arrangement, ues: u64, rate: f64, seconds: f6
         host_args,
         frontend_args: Vec::new(),
         s11_direct: !a.s11_via_frontend,
+        create_session_direct: false,
         placement: a.placement.unwrap_or(Placement::Attach),
     };
     // The warm-up at a quarter of the rate, at most 100/s: attaches cost

@@ -240,6 +240,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         .map(String::from)
         .to_vec(),
         s11_direct: !a.s11_via_frontend,
+        create_session_direct: false,
         placement: a.placement.unwrap_or(Placement::Attach),
     };
     let low = Some(rate * (2.0 - PEAK));

@@ -126,6 +126,9 @@ pub(super) struct Plan {
     pub(super) frontend_args: Vec<String>,
     /// Hosts send S11 requests but Create Session straight to the S-GW.
     pub(super) s11_direct: bool,
+    /// With `s11_direct`, the Create Session too; the S-GW sends its
+    /// requests to the front end's S11 port.
+    pub(super) create_session_direct: bool,
     /// What the front end places, with hosts over Redis (host-local
     /// stores: the attach only).
     pub(super) placement: Placement,
@@ -160,6 +163,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         host_args: Vec::new(),
         frontend_args: Vec::new(),
         s11_direct: !a.s11_via_frontend,
+        create_session_direct: a.create_session_direct,
         placement: a.placement.unwrap_or(Placement::Attach),
     };
     match a.figure {
@@ -262,6 +266,16 @@ impl Rig {
         ran_cfg.procedure_timeout_ms = plan.procedure_timeout_ms;
         ran_cfg.rate = rate;
         allinone::provision(&subscribers, &ran_cfg.plan, ues)?;
+        // The front end's S11 port, which the S-GW sends its requests to
+        // when the hosts send even the Create Session themselves.
+        let fe_s11 = match plan.s11_direct && plan.create_session_direct && d.host_store("").is_some() {
+            true => {
+                let port = crate::procs::spare_port()?;
+                cfg.spgwc.mme_s11_port = Some(port);
+                format!("127.0.0.1:{port}")
+            }
+            false => "127.0.0.1:0".to_string(),
+        };
         // HSS, UPF (PFCP only) and S/P-GW-C here; the MME `start` brings
         // too stays idle on its own ephemeral port.
         let core = allinone::start(&cfg, subscribers, Transport::Udp { port: 0 }).await?;
@@ -278,6 +292,12 @@ impl Rig {
                 // Hosts on this machine: a Unix socket only this user may use.
                 let link = format!("unix:{}", dir.0.join("hosts.sock").display());
                 let mut fe_args = launch::frontend_args(&sgw, &plan.balancer, &link);
+                if let Some(i) = fe_args.iter().position(|a| *a == "--s11") {
+                    fe_args[i + 1] = &fe_s11;
+                }
+                if plan.s11_direct && plan.create_session_direct {
+                    store.push("--create-session-direct".to_string());
+                }
                 fe_args.extend(["--metrics", "127.0.0.1:0"]);
                 // Over Redis and over host-local stores alike (there, among
                 // the hosts holding the UE's record).

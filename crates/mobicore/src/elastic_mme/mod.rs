@@ -174,6 +174,13 @@ pub struct HostArgs {
     /// requests from this host's IP (hosts on the front end's machine).
     #[arg(long)]
     pub s11_direct: Option<SocketAddr>,
+    /// With --s11-direct, the Create Session too: for an S-GW that sends
+    /// its requests to the Sender F-TEID's IP at the front end's S11 port
+    /// (`[spgwc] mme_s11_port`, TS 29.274 4.2.1) rather than to where the
+    /// Create Session came from. The front end then relays none of this
+    /// host's requests.
+    #[arg(long, requires = "s11_direct")]
+    pub create_session_direct: bool,
     /// The UE context store: "local" (this host's own embedded store,
     /// replicated through the front end to the host that would take its
     /// UEs over if it died, seed 004 4.3: that host serves them on from
@@ -480,6 +487,7 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         peer: a.frontend_s11,
         seq_prefix: Some(a.id),
         direct: a.s11_direct,
+        create_session_direct: a.create_session_direct,
         ..Default::default()
     })
     .await
