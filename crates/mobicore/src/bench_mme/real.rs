@@ -251,6 +251,27 @@ impl Rig {
     }
 
     pub(super) async fn start(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
+        // The front end's S11 port is chosen here before the S-GW starts
+        // (it sends its requests there): another process could bind it
+        // first, so a failed start is tried again with another (at most
+        // three times, as the stateful MME's restart does).
+        let tries = match plan.s11_direct && plan.create_session_direct && d.host_store("").is_some() {
+            true => 3,
+            false => 1,
+        };
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(plan, d, ues, rate).await {
+                Err(e) if attempt < tries => {
+                    eprintln!("bench mme: starting {} failed ({e:#}); again with another S11 port", d.name());
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn start_once(plan: &Plan, d: Deployment, ues: u64, rate: Option<f64>) -> Result<Rig> {
         let redis = match d.uses_redis() {
             false => None,
             true => Some(RedisServer::start().context("starting redis-server (apt-get install redis-server)")?),
