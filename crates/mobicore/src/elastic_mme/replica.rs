@@ -44,7 +44,12 @@ pub struct LocalReplica {
     /// The keys in the order handed back, with stale ones (removed since).
     handed_order: VecDeque<String>,
     counters: Counters,
+    /// The counters' values as last published (see [`LocalReplica::send`]).
+    published: [u64; STATS],
 }
+
+/// How many replication counters [`LocalReplica::send`] publishes.
+const STATS: usize = 10;
 
 /// A value read ahead of the copies ([`LocalReplica::handed`]).
 #[derive(Debug, PartialEq)]
@@ -69,6 +74,7 @@ impl LocalReplica {
             handed: HashMap::new(),
             handed_order: VecDeque::new(),
             counters,
+            published: [0; STATS],
         }
     }
 
@@ -273,7 +279,7 @@ impl LocalReplica {
         }
         let s = self.sender.stats;
         let c = self.copies.stats;
-        for (name, v) in [
+        let stats: [(&'static str, u64); STATS] = [
             ("replica_batches_sent", s.batches),
             ("replica_ops_sent", s.ops),
             ("replica_full_copies_sent", s.full_copies),
@@ -284,8 +290,13 @@ impl LocalReplica {
             ("replica_over_bound", c.over_bound),
             ("replica_copies_forgotten", c.forgotten),
             ("replica_copy_bytes", self.copies.bytes() as u64),
-        ] {
-            self.counters.get(name).store(v, std::sync::atomic::Ordering::Relaxed);
+        ];
+        // Only those that moved: this runs after every event, and a
+        // counter's lookup each time was 1.7% of a loaded host's CPU.
+        for ((name, v), published) in stats.into_iter().zip(&mut self.published) {
+            if v != std::mem::replace(published, v) {
+                self.counters.get(name).store(v, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 }
