@@ -416,10 +416,10 @@ impl AllInOne {
     }
 
     /// Stops every task and waits for them (a task stuck for 5 s is aborted).
-    pub async fn stop(self) -> Result<()> {
+    pub async fn stop(mut self) -> Result<()> {
         let _ = self.shutdown.send(true);
         let mut errors = Vec::new();
-        for (name, mut task) in self.tasks {
+        for (name, mut task) in std::mem::take(&mut self.tasks) {
             match tokio::time::timeout(Duration::from_secs(5), &mut task).await {
                 Ok(Ok(Ok(()))) => {}
                 Ok(Ok(Err(e))) => errors.push(format!("{name}: {e:#}")),
@@ -434,6 +434,18 @@ impl AllInOne {
             Ok(())
         } else {
             bail!("shutdown: {}", errors.join("; "))
+        }
+    }
+}
+
+/// Dropped without [`AllInOne::stop`] (a caller that failed after starting
+/// it, as a bench's start tried again): its tasks are told to stop and
+/// aborted, so that nothing of it keeps running or holds its ports.
+impl Drop for AllInOne {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        for (_, task) in &self.tasks {
+            task.abort();
         }
     }
 }

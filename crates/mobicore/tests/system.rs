@@ -1,7 +1,8 @@
 //! Whole-system tests over real sockets on loopback: the demo's capture
 //! decodes cleanly in tshark, and bad input on every interface of a running
-//! core is answered or counted while other UEs' attaches still complete.
-//! They need root (raw IP for SCTP); without it they say so and pass. As
+//! core is answered or counted while other UEs' attaches still complete,
+//! and a core dropped without being stopped frees its ports.
+//! The first two need root (raw IP for SCTP); without it they say so and pass. As
 //! root, a tshark that cannot run fails them, and so does a demo whose
 //! user plane fell back from the XDP fast path to user space.
 
@@ -259,4 +260,34 @@ async fn bad_input_on_every_interface_leaves_other_ues_attaching() {
     );
     let _ = rogue.commands.send(SctpCommand::Abort { assoc }).await;
     core.stop().await.unwrap();
+}
+
+/// A core dropped without `stop` (a caller that failed after starting it)
+/// lets go of its sockets: nothing of it keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_core_stops_its_tasks_and_frees_its_ports() {
+    let mut cfg = Config::default();
+    cfg.mme.s1ap = "127.0.0.1:0".parse().unwrap();
+    let core = allinone::start(&cfg, SubscriberStore::in_memory(), Transport::Udp { port: 0 }).await.unwrap();
+    let (sgw_s11, hss) = (core.sgw_s11, core.hss);
+    // Held while it runs.
+    assert!(tokio::net::UdpSocket::bind(sgw_s11).await.is_err(), "the S-GW's S11 port is free while it runs");
+    drop(core);
+    // The aborted tasks' sockets close as the runtime drops them: waited
+    // for, not assumed to be at once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let udp = tokio::net::UdpSocket::bind(sgw_s11).await;
+        let tcp = tokio::net::TcpListener::bind(hss).await;
+        if udp.is_ok() && tcp.is_ok() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "20 s after the drop: S11 {sgw_s11} {:?}, S6a {hss} {:?}",
+            udp.err(),
+            tcp.err()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
