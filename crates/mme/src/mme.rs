@@ -92,6 +92,12 @@ pub enum MmeAction {
     OperatorAnswer { txn: u64, outcome: OperatorOutcome },
 }
 
+/// A table keyed by an identifier this MME drew (MME-UE-S1AP-ID, M-TMSI):
+/// foldhash, seeded per process, is cheaper than SipHash, and no peer
+/// chooses the keys. Tables keyed by what a peer sends (IMSI, eNB-UE-S1AP-ID)
+/// keep SipHash.
+pub(crate) type IdMap<V> = HashMap<u32, V, foldhash::fast::RandomState>;
+
 /// The MME state machine.
 pub struct Mme {
     pub(crate) cfg: MmeConfig,
@@ -101,9 +107,9 @@ pub struct Mme {
     pub(crate) refused: HashSet<AssocId>,
     /// Boxed: a context is 900-odd octets, and a table of them rehashed
     /// as it grows copied every one into fresh (zeroed) pages.
-    pub(crate) ues: HashMap<u32, Box<UeContext>>,
+    pub(crate) ues: IdMap<Box<UeContext>>,
     pub(crate) by_enb_ue: HashMap<(AssocId, u32), u32>,
-    pub(crate) by_mtmsi: HashMap<u32, u32>,
+    pub(crate) by_mtmsi: IdMap<u32>,
     pub(crate) by_imsi: HashMap<Imsi, u32>,
     /// MME-UE-S1AP-IDs, which are also the MME's S11 TEIDs: drawn at
     /// random (never 0, the TEID no one may use), never one in use.
@@ -122,13 +128,13 @@ pub struct Mme {
     /// S11 requests sent per UE whose answer (or transport error) has not
     /// come: such a UE is not at rest ([`Mme::ue_at_rest`]; a guard's
     /// request, say the forwarding tunnel's deletion, runs with no step).
-    pub(crate) s11_awaited: HashMap<u32, u16>,
+    pub(crate) s11_awaited: IdMap<u16>,
     next_timer_seq: u64,
     /// UEs with a paging running (T3413): the MME's load for DDN
     /// throttling (paging.rs).
     /// UEs whose UE CONTEXT RELEASE COMMAND awaits its COMPLETE (TS
     /// 36.413 8.3.3): not at rest until it comes ([`Mme::ue_at_rest`]).
-    pub(crate) releasing: HashMap<u32, AssocId>,
+    pub(crate) releasing: IdMap<AssocId>,
     pub(crate) paged: HashSet<u32>,
     /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
     pub(crate) implicitly_detached: crate::idle::DetachedMemory,
@@ -150,9 +156,9 @@ impl Mme {
             cfg,
             enbs: HashMap::new(),
             refused: HashSet::new(),
-            ues: HashMap::new(),
+            ues: IdMap::default(),
             by_enb_ue: HashMap::new(),
-            by_mtmsi: HashMap::new(),
+            by_mtmsi: IdMap::default(),
             by_imsi: HashMap::new(),
             ue_ids,
             next_generation: 1,
@@ -160,10 +166,10 @@ impl Mme {
             pinned: (None, None),
             adopted_prefixes: HashSet::new(),
             s6a_in_flight: 0,
-            s11_awaited: HashMap::new(),
+            s11_awaited: IdMap::default(),
             next_timer_seq: 1,
             paged: HashSet::new(),
-            releasing: HashMap::new(),
+            releasing: IdMap::default(),
             implicitly_detached: crate::idle::DetachedMemory::default(),
             timers: BinaryHeap::new(),
             actions: VecDeque::new(),
