@@ -2,7 +2,7 @@
 //! decodes cleanly in tshark, and bad input on every interface of a running
 //! core is answered or counted while other UEs' attaches still complete,
 //! and a core dropped without being stopped frees its ports.
-//! The first two need root (raw IP for SCTP); without it they say so and pass. As
+//! All but the last need root (raw IP for SCTP); without it they say so and pass. As
 //! root, a tshark that cannot run fails them, and so does a demo whose
 //! user plane fell back from the XDP fast path to user space.
 

@@ -229,6 +229,14 @@ fn cpu_us_per(before: &CpuByRole, after: &CpuByRole, done: u64) -> BTreeMap<Stri
     per
 }
 
+impl Plan {
+    /// Whether `d`'s hosts send the Create Session straight to the S-GW,
+    /// which then sends its requests to the front end's S11 port.
+    fn sends_create_session(&self, d: Deployment) -> bool {
+        self.s11_direct && self.create_session_direct && d.host_store("").is_some()
+    }
+}
+
 impl Rig {
     /// CPU time so far of this process (the bench: RAN, HSS, S/P-GW-C,
     /// UPF), of the front end, the hosts (summed; not their NF instance
@@ -255,7 +263,7 @@ impl Rig {
         // (it sends its requests there): another process could bind it
         // first, so a failed start is tried again with another (at most
         // three times, as the stateful MME's restart does).
-        let tries = match plan.s11_direct && plan.create_session_direct && d.host_store("").is_some() {
+        let tries = match plan.sends_create_session(d) {
             true => 3,
             false => 1,
         };
@@ -289,7 +297,7 @@ impl Rig {
         allinone::provision(&subscribers, &ran_cfg.plan, ues)?;
         // The front end's S11 port, which the S-GW sends its requests to
         // when the hosts send even the Create Session themselves.
-        let fe_s11 = match plan.s11_direct && plan.create_session_direct && d.host_store("").is_some() {
+        let fe_s11 = match plan.sends_create_session(d) {
             true => {
                 let port = crate::procs::spare_port()?;
                 cfg.spgwc.mme_s11_port = Some(port);
@@ -316,7 +324,7 @@ impl Rig {
                 if let Some(i) = fe_args.iter().position(|a| *a == "--s11") {
                     fe_args[i + 1] = &fe_s11;
                 }
-                if plan.s11_direct && plan.create_session_direct {
+                if plan.sends_create_session(d) {
                     store.push("--create-session-direct".to_string());
                 }
                 fe_args.extend(["--metrics", "127.0.0.1:0"]);
