@@ -100,6 +100,10 @@ impl Embedded {
         self.lock().map.get(key).cloned()
     }
 
+    pub(crate) fn version(&self, key: &str) -> Option<u64> {
+        self.lock().map.get(key).map(|v| v.version)
+    }
+
     pub(crate) fn put(&self, key: &str, value: &[u8]) -> Result<u64, StoreError> {
         let mut state = self.lock();
         let current = state.current(key);

@@ -362,6 +362,15 @@ impl Store {
         }
     }
 
+    /// The version `key` holds now (`Some(None)`: absent) if the store is
+    /// in this process; `None` for Redis (it takes a round trip: [`Store::get`]).
+    pub fn local_version(&self, key: &str) -> Option<Option<u64>> {
+        match &self.backend {
+            Backend::Embedded(e) => Some(e.version(key)),
+            Backend::Redis(_) => None,
+        }
+    }
+
     pub async fn get(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
         self.counted(check_key(key))?;
         let result = match &self.backend {

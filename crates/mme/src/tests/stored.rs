@@ -974,3 +974,51 @@ fn pinned_ids_are_taken_records_replace_and_dropped_ues_are_removed() {
     assert_eq!(h.mme.find_ue(&UeKey::MmeUeS1apId(id)), None);
     assert!(!h.mme.drop_ue(id));
 }
+
+/// A UE touched by an event that leaves its record as it was (the UE
+/// CONTEXT RELEASE COMPLETE after its release to idle was written) is not
+/// written again: no compare-and-set, nothing for the replica host, the
+/// version held stays. The next change is written as any, and so is an
+/// unchanged record another writer moved meanwhile (it loses).
+#[tokio::test]
+async fn a_record_an_event_left_as_it_was_is_not_written_again() {
+    let store = Store::memory_with_feed();
+    let imsi: Imsi = "001010000000120".parse().unwrap();
+    let mut a = Host::new(store.clone(), Replication::Cold, 0x100);
+    let mut ue = a.h.attach(imsi.as_str(), 41);
+    let id = ue.mme_ue_id.unwrap();
+    assert_eq!(a.sync().await.written, 1);
+    release_to_idle(&mut a.h, &ue);
+    assert_eq!(a.sync().await.written, 1, "ECM-IDLE: the record changed");
+    let v = a.stored.version(&imsi).unwrap();
+    store.take_changes();
+    a.h.s1(crate::test_ue::release_complete(id, ue.enb_ue_id));
+    assert!(a.h.mme.touched().any(|t| t == id), "the event touched the UE");
+    let r = a.sync().await;
+    assert_eq!((r.written, r.failed), (0, 0), "{r:?}");
+    assert_eq!(a.count("store_ue_unchanged"), 1);
+    assert!(store.take_changes().is_empty(), "nothing to replicate");
+    assert_eq!(a.stored.version(&imsi), Some(v));
+    let stored = store.get(&keys::record(&imsi)).await.unwrap().unwrap();
+    assert_eq!(stored.version, v);
+    assert_eq!(
+        Some(stored.value),
+        a.h.mme.export_ue(&UeKey::MmeUeS1apId(id), a.time()),
+        "the store holds the UE as it is"
+    );
+    // A SERVICE REQUEST changes it (its NAS COUNT, ECM-CONNECTED): written.
+    let ksi = ksi_of(&a.h, id);
+    service_request(&mut a.h, &mut ue, ksi, 42);
+    assert_eq!(a.sync().await.written, 1);
+    assert!(a.stored.version(&imsi).unwrap() > v);
+    assert_eq!(a.count("store_ue_unchanged"), 1);
+    // Another writer moved the record (a visitor's, handed back): the same
+    // event is a compare-and-set again, and loses it.
+    release_to_idle(&mut a.h, &ue);
+    assert_eq!(a.sync().await.written, 1);
+    let record = store.get(&keys::record(&imsi)).await.unwrap().unwrap().value;
+    store.put(&keys::record(&imsi), &record).await.unwrap();
+    a.h.s1(crate::test_ue::release_complete(id, 42));
+    assert_eq!(a.sync().await.conflicts, vec![id]);
+    assert_eq!(a.count("store_ue_unchanged"), 1);
+}
