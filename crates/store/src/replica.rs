@@ -39,6 +39,8 @@ pub const MAX_BATCH_LEN: usize = 72 * 1024;
 
 /// Fixed octets of an encoded batch before its ops.
 const BATCH_HEADER: usize = 1 + 1 + 8 + 4;
+/// The longest message encoded (a batch of [`MAX_BATCH_LEN`]).
+pub const MAX_MSG_LEN: usize = MAX_BATCH_LEN + BATCH_HEADER;
 
 /// One replicated write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,7 +139,7 @@ impl ReplicaMsg {
 
     /// A message from all of `b`.
     pub fn decode(b: &[u8]) -> Result<ReplicaMsg, ReplicaError> {
-        if b.len() > MAX_BATCH_LEN + BATCH_HEADER {
+        if b.len() > MAX_MSG_LEN {
             return Err(ReplicaError::TooLong);
         }
         let mut r = Reader(b);

@@ -721,7 +721,7 @@ impl State {
     /// host `to`: relayed, named by their sender. Lost if `to` is gone or
     /// its queue full (counted; the replica notices the gap by its
     /// sequence and asks for a full copy).
-    fn relay_replica(&mut self, from: HostId, to: HostId, msg: mobicore_store::replica::ReplicaMsg) {
+    fn relay_replica(&mut self, from: HostId, to: HostId, msg: super::wire::Replicated) {
         let Some(h) = self.hosts.get(&to).filter(|_| to != from) else {
             self.counters.incr("frontend_replica_no_host");
             return;
@@ -994,7 +994,7 @@ mod tests {
         }
         // Host 2's records go to its replica host, named as from host 2;
         // its answer goes back; a replica message for no host is dropped.
-        let batch = ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![] };
+        let batch: super::super::wire::Replicated = ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![] }.into();
         let to = told[&2];
         st.on_host(HostEvent::Frame {
             host: HostId(2),
@@ -1002,13 +1002,16 @@ mod tests {
             frame: Frame::Replica { peer: to as u8, msg: batch.clone() },
         });
         assert_eq!(sent_all(q.get_mut(&to).unwrap()), [Frame::Replica { peer: 2, msg: batch }]);
-        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
+        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync.into() };
         st.on_host(HostEvent::Frame { host: HostId(to), conn: 10 + u64::from(to), frame: resync });
-        assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::Replica { peer: to as u8, msg: ReplicaMsg::Resync }]);
+        assert_eq!(
+            sent_all(q.get_mut(&2).unwrap()),
+            [Frame::Replica { peer: to as u8, msg: ReplicaMsg::Resync.into() }]
+        );
         st.on_host(HostEvent::Frame {
             host: HostId(2),
             conn: 12,
-            frame: Frame::Replica { peer: 9, msg: ReplicaMsg::Forget },
+            frame: Frame::Replica { peer: 9, msg: ReplicaMsg::Forget.into() },
         });
         assert_eq!(st.counters.value("frontend_replica_no_host"), 1);
 

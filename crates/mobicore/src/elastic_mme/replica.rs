@@ -85,6 +85,45 @@ impl LocalReplica {
         self.send(out);
     }
 
+    /// A replicated message of host `peer`, relayed by the front end.
+    async fn on_msg(&mut self, peer: u8, msg: ReplicaMsg, out: &mpsc::Sender<Frame>) {
+        if msg == ReplicaMsg::Resync {
+            self.sender.changes(self.store.take_changes());
+            let snapshot = self.snapshot().await;
+            self.sender.resync(peer, &snapshot);
+            self.counters.incr("replica_resync_asked");
+            return;
+        }
+        // The keys it writes that this host handed back: once the
+        // copy holds what was handed back, the copy is read again.
+        let written: Vec<String> = match &msg {
+            ReplicaMsg::Batch { ops, .. } if !self.handed.is_empty() => ops
+                .iter()
+                .map(|op| match op {
+                    Op::Put { key, .. } | Op::Delete { key, .. } => key.clone(),
+                })
+                .filter(|k| self.handed.contains_key(k))
+                .collect(),
+            // No copy of the sender's left: nor anything lent ahead of it.
+            ReplicaMsg::Forget => {
+                let copies = &self.copies;
+                self.handed.retain(|k, _| copies.get(peer, k).is_none());
+                Vec::new()
+            }
+            _ => Vec::new(),
+        };
+        if let Some(answer) = self.copies.receive(peer, msg) {
+            if out.try_send(Frame::Replica { peer, msg: answer.into() }).is_err() {
+                self.counters.incr("replica_frame_dropped");
+            }
+        }
+        for k in written {
+            if self.copies.get(peer, &k).is_none_or(|v| self.handed.get(&k).is_some_and(|a| a.value == v.value)) {
+                self.handed.remove(&k);
+            }
+        }
+    }
+
     /// A replication frame of the front end.
     pub async fn on_frame(&mut self, frame: Frame, out: &mpsc::Sender<Frame>) {
         match frame {
@@ -95,43 +134,15 @@ impl LocalReplica {
                 self.sender.set_targets(&hosts, &snapshot);
                 tracing::info!(?hosts, "replica hosts");
             }
-            Frame::Replica { peer, msg: ReplicaMsg::Resync } => {
-                self.sender.changes(self.store.take_changes());
-                let snapshot = self.snapshot().await;
-                self.sender.resync(peer, &snapshot);
-                self.counters.incr("replica_resync_asked");
-            }
-            Frame::Replica { peer, msg } => {
-                // The keys it writes that this host handed back: once the
-                // copy holds what was handed back, the copy is read again.
-                let written: Vec<String> = match &msg {
-                    ReplicaMsg::Batch { ops, .. } if !self.handed.is_empty() => ops
-                        .iter()
-                        .map(|op| match op {
-                            Op::Put { key, .. } | Op::Delete { key, .. } => key.clone(),
-                        })
-                        .filter(|k| self.handed.contains_key(k))
-                        .collect(),
-                    // No copy of the sender's left: nor anything lent ahead of it.
-                    ReplicaMsg::Forget => {
-                        let copies = &self.copies;
-                        self.handed.retain(|k, _| copies.get(peer, k).is_none());
-                        Vec::new()
-                    }
-                    _ => Vec::new(),
-                };
-                if let Some(answer) = self.copies.receive(peer, msg) {
-                    if out.try_send(Frame::Replica { peer, msg: answer }).is_err() {
-                        self.counters.incr("replica_frame_dropped");
-                    }
+            Frame::Replica { peer, msg } => match msg.decode() {
+                Ok(msg) => self.on_msg(peer, msg, out).await,
+                // Its sequence is lost with it: the next batch's gap asks
+                // for a full copy.
+                Err(e) => {
+                    self.counters.incr("replica_msg_malformed");
+                    tracing::warn!(peer, "replicated message: {e}");
                 }
-                for k in written {
-                    if self.copies.get(peer, &k).is_none_or(|v| self.handed.get(&k).is_some_and(|a| a.value == v.value))
-                    {
-                        self.handed.remove(&k);
-                    }
-                }
-            }
+            },
             Frame::Inherit { host } => self.inherit(host, true).await,
             // A host gone earlier whose heir went too: its copy, if this
             // host is one of its further replica hosts.
@@ -273,7 +284,7 @@ impl LocalReplica {
     fn send(&mut self, out: &mpsc::Sender<Frame>) {
         while let Some((to, msg)) = self.sender.poll() {
             // Lost (the queue full): the replica sees the gap and asks again.
-            if out.try_send(Frame::Replica { peer: to, msg }).is_err() {
+            if out.try_send(Frame::Replica { peer: to, msg: msg.into() }).is_err() {
                 self.counters.incr("replica_frame_dropped");
             }
         }
@@ -353,6 +364,27 @@ mod tests {
         }
     }
 
+    /// A replicated message the replica host cannot read is counted and
+    /// dropped; the batch it was is a gap in the sequence, so the next one
+    /// brings a full copy.
+    #[tokio::test]
+    async fn a_malformed_replicated_message_is_counted_and_the_gap_filled() {
+        let mut p = Pair::new();
+        let (record, _) = p.one_ue("001010000000001", 0x0100_0001).await;
+        p.stores[0].put(&record, b"v2").await.unwrap();
+        p.hosts[0].flush(&p.out[0].0);
+        let Ok(Frame::Replica { peer: 2, .. }) = p.out[0].1.try_recv() else { panic!("v2 not replicated") };
+        let bad = Frame::Replica { peer: 1, msg: super::super::wire::Replicated::raw(&[77, 0, 1]) };
+        p.hosts[1].on_frame(bad, &p.out[1].0).await;
+        assert_eq!(p.hosts[1].counters.value("replica_msg_malformed"), 1);
+        assert_eq!(p.hosts[1].copies.get(1, &record).unwrap().value, b"v1");
+        p.stores[0].put(&record, b"v3").await.unwrap();
+        p.hosts[0].flush(&p.out[0].0);
+        p.relay().await;
+        assert_eq!(p.hosts[1].copies.get(1, &record).unwrap().value, b"v3");
+        assert_eq!(p.hosts[0].counters.value("replica_resync_asked"), 1);
+    }
+
     #[tokio::test]
     async fn a_visitor_lends_from_its_copy_and_what_it_handed_back_until_copied() {
         let mut p = Pair::new();
@@ -370,7 +402,7 @@ mod tests {
         p.hosts[1].copied(1, &w(b"v2"));
         assert_eq!(lent(&p.hosts[1])[&record], b"v3", "the newer hand-back still");
         // A full copy of host 1 as it was before (v1) does not set it back.
-        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
+        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync.into() };
         p.hosts[0].on_frame(resync, &p.out[0].0).await;
         p.relay().await;
         assert_eq!(p.hosts[1].copies.get(1, &record).map(|v| v.value.clone()), Some(b"v1".to_vec()));
@@ -405,7 +437,7 @@ mod tests {
         let lent = |r: &LocalReplica| r.lend(m).into_iter().collect::<BTreeMap<_, _>>();
         assert_eq!(lent(&p.hosts[1])[&record], b"v2");
         // A full copy of host 1 (v1) reaches host 2 before its write of v2.
-        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
+        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync.into() };
         p.hosts[0].on_frame(resync, &p.out[0].0).await;
         p.relay().await;
         assert_eq!(p.hosts[1].copies.get(1, &record).map(|v| v.value.clone()), Some(b"v1".to_vec()), "set back");
@@ -429,7 +461,7 @@ mod tests {
         p.hosts[1].copied(1, &deletes);
         assert!(p.hosts[1].copies.get(1, &record).is_none());
         assert!(p.hosts[1].lend(m).is_empty());
-        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync };
+        let resync = Frame::Replica { peer: 2, msg: ReplicaMsg::Resync.into() };
         p.hosts[0].on_frame(resync, &p.out[0].0).await;
         p.relay().await;
         assert!(p.hosts[1].copies.get(1, &record).is_some(), "set back");

@@ -5,7 +5,7 @@
 //! [`WireError`], and the connection that carried it is closed.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use mobicore_store::replica::{ReplicaError, ReplicaMsg, MAX_BATCH_LEN};
+use mobicore_store::replica::{ReplicaError, ReplicaMsg, MAX_BATCH_LEN, MAX_MSG_LEN};
 use mobicore_store::MAX_KEY_LEN;
 use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -60,7 +60,7 @@ pub enum Frame {
     Adopt { host: u8 },
     /// Replicated UE records (host-local stores): host -> front end, to
     /// replica host `peer`; front end -> host, from host `peer`.
-    Replica { peer: u8, msg: ReplicaMsg },
+    Replica { peer: u8, msg: Replicated },
     /// Front end -> host, at its Hello: procedures are placed (`mme-frontend
     /// --placement procedure`): say which UEs you hold.
     Track,
@@ -109,6 +109,34 @@ pub const MAX_WRITE_BACK: usize = 8;
 
 /// One NF's entry of a [`Frame::Load`]: its procedure kind (by
 /// `ProcedureKind::index`), queue length and CPU share.
+/// A [`ReplicaMsg`] on the link, encoded: the front end relays it from
+/// host to host unread (its length checked: at most [`MAX_MSG_LEN`]), and
+/// the replica host decodes it ([`Replicated::decode`]). Reading every
+/// batch's keys and values in the front end only to write them out again
+/// was a sixth of its allocations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replicated(Bytes);
+
+impl Replicated {
+    pub fn decode(&self) -> Result<ReplicaMsg, ReplicaError> {
+        ReplicaMsg::decode(&self.0)
+    }
+
+    /// Octets as they came, whatever they hold.
+    #[cfg(test)]
+    pub fn raw(b: &'static [u8]) -> Replicated {
+        Replicated(Bytes::from_static(b))
+    }
+}
+
+impl From<ReplicaMsg> for Replicated {
+    fn from(msg: ReplicaMsg) -> Replicated {
+        let mut b = Vec::new();
+        msg.encode(&mut b);
+        Replicated(b.into())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NfLoadWire {
     pub kind: u8,
@@ -251,9 +279,7 @@ impl Frame {
             Frame::Replica { peer, msg } => {
                 b.put_u8(REPLICA);
                 b.put_u8(*peer);
-                let mut body = Vec::new();
-                msg.encode(&mut body);
-                b.put_slice(&body);
+                b.put_slice(&msg.0);
             }
             Frame::Load { cpu_e4, nfs } => {
                 b.put_u8(LOAD);
@@ -368,7 +394,10 @@ impl Frame {
             REPLICA => {
                 need(&body, 2)?;
                 let peer = body.get_u8();
-                Ok(Frame::Replica { peer, msg: ReplicaMsg::decode(&body)? })
+                if body.len() > MAX_MSG_LEN {
+                    return Err(ReplicaError::TooLong.into());
+                }
+                Ok(Frame::Replica { peer, msg: Replicated(body) })
             }
             LOAD => {
                 need(&body, 3)?;
@@ -550,11 +579,13 @@ pub fn buffered<R: AsyncRead>(r: R) -> tokio::io::BufReader<R> {
 mod tests {
     use super::*;
 
-    fn round_trip(f: Frame) {
+    fn round_trip(f: Frame) -> Frame {
         let enc = f.encode();
         let len = u32::from_be_bytes(enc[..4].try_into().unwrap()) as usize;
         assert_eq!(len, enc.len() - 4);
-        assert_eq!(Frame::decode(enc.slice(4..)).unwrap(), f);
+        let back = Frame::decode(enc.slice(4..)).unwrap();
+        assert_eq!(back, f);
+        back
     }
 
     #[test]
@@ -592,12 +623,16 @@ mod tests {
         round_trip(Frame::Away { id: 0x0400_0001 });
         round_trip(Frame::Lent { m_tmsi: 0x0200_0005 });
         round_trip(Frame::Returned { m_tmsi: 0x0200_0005 });
-        round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Resync });
+        round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Resync.into() });
         let op = mobicore_store::replica::Op::Put { key: "mme/ue/1".into(), version: 3, value: vec![7; 1000] };
-        round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![op] } });
+        let batch = ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![op] };
+        let Frame::Replica { msg, .. } = round_trip(Frame::Replica { peer: 2, msg: batch.clone().into() }) else {
+            unreachable!()
+        };
+        assert_eq!(msg.decode(), Ok(batch));
         // A full batch fits a frame.
         let big = mobicore_store::replica::Op::Put { key: "k".into(), version: 1, value: vec![0; MAX_BATCH_LEN - 20] };
-        let f = Frame::Replica { peer: 9, msg: ReplicaMsg::Batch { reset: false, seq: 5, ops: vec![big] } };
+        let f = Frame::Replica { peer: 9, msg: ReplicaMsg::Batch { reset: false, seq: 5, ops: vec![big] }.into() };
         assert!(f.encode().len() - 4 <= MAX_FRAME);
         round_trip(f);
         let nf = NfLoadWire { kind: 4, q_e3: u32::MAX, c_e4: 5000 };
@@ -609,10 +644,14 @@ mod tests {
         assert_eq!(Frame::decode(Bytes::new()), Err(WireError::Truncated));
         assert_eq!(Frame::decode(Bytes::from_static(&[99])), Err(WireError::UnknownType(99)));
         assert_eq!(Frame::decode(Bytes::from_static(&[REPLICATE_TO, 3, 1])), Err(WireError::Truncated));
-        assert_eq!(
-            Frame::decode(Bytes::from_static(&[REPLICA, 1, 77])),
-            Err(WireError::Replica(ReplicaError::Unknown(77)))
-        );
+        // A replicated message is the replica host's to read, not the link's.
+        let Ok(Frame::Replica { peer: 1, msg }) = Frame::decode(Bytes::from_static(&[REPLICA, 1, 77])) else {
+            panic!("not relayed as it is")
+        };
+        assert_eq!(msg.decode(), Err(ReplicaError::Unknown(77)));
+        let mut long = vec![REPLICA, 1];
+        long.resize(2 + MAX_MSG_LEN + 1, 0);
+        assert_eq!(Frame::decode(Bytes::from(long)), Err(WireError::Replica(ReplicaError::TooLong)));
         assert_eq!(Frame::decode(Bytes::from_static(&[BOUNCE, 0])), Err(WireError::Truncated));
         assert_eq!(
             Frame::decode(Bytes::from_static(&[ENB_UP, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 5])),
