@@ -194,20 +194,28 @@ impl Frame {
     /// The frame with its length prefix.
     pub fn encode(&self) -> Bytes {
         let mut b = BytesMut::with_capacity(32);
+        self.encode_into(&mut b);
+        b.freeze()
+    }
+
+    /// [`Frame::encode`] appended to `b` (a batch of frames for one write:
+    /// no buffer of its own per frame).
+    pub fn encode_into(&self, b: &mut BytesMut) {
+        let start = b.len();
         b.put_u32(0);
         match self {
             Frame::Hello { host, s11, local } => {
                 b.put_u8(HELLO);
                 b.put_u8(*host);
                 b.put_u16(s11.port());
-                put_ip(&mut b, s11.ip());
+                put_ip(b, s11.ip());
                 b.put_u8(u8::from(*local));
             }
             Frame::EnbUp { assoc, peer, outbound_streams } => {
                 b.put_u8(ENB_UP);
                 b.put_u64(*assoc);
                 b.put_u16(*outbound_streams);
-                put_ip(&mut b, *peer);
+                put_ip(b, *peer);
             }
             Frame::EnbDown { assoc } => {
                 b.put_u8(ENB_DOWN);
@@ -269,12 +277,12 @@ impl Frame {
             Frame::WriteBack { id, writes } => {
                 b.put_u8(WRITE_BACK);
                 b.put_u32(*id);
-                put_writes(&mut b, writes);
+                put_writes(b, writes);
             }
             Frame::Copied { owner, writes } => {
                 b.put_u8(COPIED);
                 b.put_u8(*owner);
-                put_writes(&mut b, writes);
+                put_writes(b, writes);
             }
             Frame::Replica { peer, msg } => {
                 b.put_u8(REPLICA);
@@ -294,9 +302,8 @@ impl Frame {
                 }
             }
         }
-        let len = (b.len() - 4) as u32;
-        b[..4].copy_from_slice(&len.to_be_bytes());
-        b.freeze()
+        let len = (b.len() - start - 4) as u32;
+        b[start..start + 4].copy_from_slice(&len.to_be_bytes());
     }
 
     /// A frame from its body (what follows the length).
@@ -546,16 +553,16 @@ const BATCH: usize = 64 * 1024;
 /// Writes the frames of `rx` to `w` until `rx` closes (`Ok`) or a write
 /// fails: each wake writes what is queued then, up to [`BATCH`] octets.
 pub async fn write_queued<W: AsyncWrite + Unpin>(w: &mut W, rx: &mut mpsc::Receiver<Frame>) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(BATCH);
-    let drain = |buf: &mut Vec<u8>, rx: &mut mpsc::Receiver<Frame>| {
+    let mut buf = BytesMut::with_capacity(BATCH);
+    let drain = |buf: &mut BytesMut, rx: &mut mpsc::Receiver<Frame>| {
         while buf.len() < BATCH {
             let Ok(f) = rx.try_recv() else { break };
-            buf.extend_from_slice(&f.encode());
+            f.encode_into(buf);
         }
     };
     while let Some(f) = rx.recv().await {
         buf.clear();
-        buf.extend_from_slice(&f.encode());
+        f.encode_into(&mut buf);
         drain(&mut buf, rx);
         // Once more after the tasks that were ready with this one have
         // run: what they queue goes in this write. A write over loopback
