@@ -17,6 +17,8 @@
 //! - [`alloc`]: [`alloc::IdDraw`], identifiers drawn at random, never one in use.
 //! - [`state_dump`]: the framing of a network function's full-state dump
 //!   (header, checksum, JSON body) and times relative to the dump.
+//! - [`mmsg`]: batched UDP I/O (`recvmmsg`/`sendmmsg`) over a tokio
+//!   socket: the UPF's PFCP socket, the elastic MME front end's S11 relay.
 //! - [`tools`]: external tools (tshark) for tests and captures: a check
 //!   that needs one fails as root when it cannot run, skips otherwise.
 
@@ -24,6 +26,7 @@ pub mod alloc;
 pub mod counters;
 pub mod ids;
 pub mod inet;
+pub mod mmsg;
 pub mod peers;
 pub mod requester;
 pub mod s11;

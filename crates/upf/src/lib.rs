@@ -78,7 +78,6 @@ pub mod config;
 pub mod dataplane;
 pub mod dump;
 mod mec;
-mod mmsg;
 pub mod neighbours;
 pub mod node;
 pub mod pfcp;

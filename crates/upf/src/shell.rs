@@ -402,7 +402,7 @@ impl Upf {
             }
             None => Arc::new(Notify::new()),
         };
-        let mut rx = crate::mmsg::RecvBatch::new();
+        let mut rx = mobicore_common::mmsg::RecvBatch::new();
         let mut out: Vec<(SocketAddr, bytes::Bytes)> = Vec::new();
         // One timer, moved when the core's next deadline changes.
         let far = tokio::time::Instant::now() + std::time::Duration::from_secs(86400 * 365);
@@ -426,7 +426,7 @@ impl Upf {
                                 for (from, b) in rx.iter() {
                                     core.handle_datagram(now, from, b);
                                 }
-                                if n < crate::mmsg::BATCH {
+                                if n < mobicore_common::mmsg::BATCH {
                                     break;
                                 }
                             }
@@ -455,7 +455,7 @@ impl Upf {
             }
             out.extend(std::iter::from_fn(|| core.poll_transmit()));
             if !out.is_empty() {
-                for _ in 0..crate::mmsg::send_all(&socket, &out).await {
+                for _ in 0..mobicore_common::mmsg::send_all(&socket, &out).await {
                     core.counters.incr("pfcp_send_error");
                 }
                 out.clear();

@@ -180,7 +180,10 @@ pub async fn run(
     fe.controller = controller;
     fe.drain_within = drain_within;
     let mut control = tokio::time::interval(CONTROL_EVERY);
-    let mut buf = vec![0u8; 65_536];
+    // S11 relayed in batches: every datagram ready at a wake read with one
+    // system call, what they lead to sent with one.
+    let mut s11_in = mobicore_common::mmsg::RecvBatch::new();
+    let mut s11_out: Vec<(SocketAddr, Bytes)> = Vec::new();
     let (host_tx, mut host_rx) = mpsc::channel::<HostEvent>(HOST_QUEUE);
     let mut next_conn = 0u64;
     let mut expiry = tokio::time::interval(REPORT_CHECK);
@@ -218,17 +221,24 @@ pub async fn run(
                 let answer = fe.command(Instant::now(), r.command);
                 let _ = r.reply.send(answer);
             }
-            r = s11.recv_from(&mut buf) => match r {
-                Ok((n, from)) => {
-                    if let Some((to, reply)) = fe.on_s11(Instant::now(), &buf[..n], from) {
-                        let out = reply.as_deref().unwrap_or(&buf[..n]);
-                        if s11.send_to(out, to).await.is_err() {
-                            fe.counters.incr("frontend_s11_send_error");
+            r = s11.readable() => {
+                r?;
+                match s11_in.recv(&s11) {
+                    Ok(_) => {
+                        let now = Instant::now();
+                        for (from, b) in s11_in.iter() {
+                            if let Some((to, reply)) = fe.on_s11(now, b, from) {
+                                s11_out.push((to, reply.map_or_else(|| Bytes::copy_from_slice(b), Bytes::from)));
+                            }
                         }
+                        let failed = mobicore_common::mmsg::send_all(&s11, &s11_out).await;
+                        fe.counters.add("frontend_s11_send_error", failed as u64);
+                        s11_out.clear();
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => tracing::debug!("front end S11 recv: {e}"),
                 }
-                Err(e) => tracing::debug!("front end S11 recv: {e}"),
-            },
+            }
         }
         while let Some(action) = fe.core.poll_action() {
             let cmd = match action {

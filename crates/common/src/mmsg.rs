@@ -1,6 +1,7 @@
-//! Batched datagram I/O for the PFCP socket: every ready datagram is read
-//! with one `recvmmsg(2)` and the answers go out with one `sendmmsg(2)`,
-//! instead of one system call per message.
+//! Batched datagram I/O (the UPF's PFCP socket, the elastic MME front
+//! end's S11 relay): every ready datagram is read with one `recvmmsg(2)`
+//! and what goes out with one `sendmmsg(2)`, instead of one system call
+//! per message.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -11,7 +12,8 @@ use tokio::net::UdpSocket;
 
 /// Datagrams read or written per system call.
 pub const BATCH: usize = 32;
-/// The largest PFCP message (its length field is 16 bits).
+/// The largest datagram read (PFCP's and GTPv2-C's length fields are 16
+/// bits).
 const MAX_DATAGRAM: usize = 65536;
 
 /// Receive buffers for [`BATCH`] datagrams.
