@@ -54,7 +54,7 @@
 //! that cannot be routed is dropped (`frontend_s11_*`).
 
 use super::scaling::{self, Command, Launcher};
-use super::wire::{buffered, read_frame, write_queued, Frame, ReadError};
+use super::wire::{buffered, read_frame, write_queued, Frame, ReadError, Replicated};
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
@@ -731,7 +731,7 @@ impl State {
     /// host `to`: relayed, named by their sender. Lost if `to` is gone or
     /// its queue full (counted; the replica notices the gap by its
     /// sequence and asks for a full copy).
-    fn relay_replica(&mut self, from: HostId, to: HostId, msg: super::wire::Replicated) {
+    fn relay_replica(&mut self, from: HostId, to: HostId, msg: Replicated) {
         let Some(h) = self.hosts.get(&to).filter(|_| to != from) else {
             self.counters.incr("frontend_replica_no_host");
             return;
@@ -1004,7 +1004,7 @@ mod tests {
         }
         // Host 2's records go to its replica host, named as from host 2;
         // its answer goes back; a replica message for no host is dropped.
-        let batch: super::super::wire::Replicated = ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![] }.into();
+        let batch: Replicated = ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![] }.into();
         let to = told[&2];
         st.on_host(HostEvent::Frame {
             host: HostId(2),
