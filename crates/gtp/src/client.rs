@@ -10,6 +10,9 @@
 //! without reaching the MME twice; at most `max_incoming` wait for the
 //! MME's answer (beyond, dropped and counted). Messages without response
 //! ([`S11Notification`]) are sent once.
+//!
+//! An elastic MME host's client reaches its `peer`, the front end, over
+//! the host's link to it instead of the socket ([`s11_client_via`]).
 
 use crate::message::{self as gm, msg_type, Echo, GtpMessage, Message};
 use crate::s11::{decode_incoming_request, decode_response, encode_incoming_answer, encode_notification};
@@ -107,6 +110,22 @@ pub async fn s11_client_bound(cfg: S11ClientConfig) -> Result<S11Client, GtpErro
 /// the messages without response (`S11Link::notify`). Returns the MME's
 /// end of the link and the client's handle (bound address, counters).
 pub async fn s11_client_link(cfg: S11ClientConfig) -> Result<(S11Link, S11Client), GtpError> {
+    s11_client_via(cfg, None).await
+}
+
+/// How the messages of `peer` travel when not over the client's socket:
+/// an elastic MME host's front end (`peer`, the MME's S11 address) is
+/// reached over the host's link to it, which carries them as they are.
+pub struct PeerVia {
+    /// Sends a message to `peer`; false if it could not be queued.
+    pub send: Box<dyn Fn(bytes::Bytes) -> bool + Send>,
+    /// The messages from `peer`.
+    pub recv: mpsc::Receiver<bytes::Bytes>,
+}
+
+/// [`s11_client_link`], what goes to and comes from `cfg.peer` through
+/// `via` if given; the socket serves `direct` (and the bound address).
+pub async fn s11_client_via(cfg: S11ClientConfig, via: Option<PeerVia>) -> Result<(S11Link, S11Client), GtpError> {
     let socket = crate::udp::bind_udp(cfg.local)?;
     let local_addr = socket.local_addr()?;
     let (link, link_task) = S11Link::channel(4096);
@@ -117,8 +136,13 @@ pub async fn s11_client_link(cfg: S11ClientConfig) -> Result<(S11Link, S11Client
     if let Some(prefix) = cfg.seq_prefix {
         tx = tx.with_seq_prefix(prefix);
     }
+    let (via_send, via_recv) = match via {
+        Some(v) => (Some(v.send), Some(v.recv)),
+        None => (None, None),
+    };
     let task = ClientTask {
         socket,
+        via: via_send,
         peer: cfg.peer,
         direct: cfg.direct,
         create_session_direct: cfg.create_session_direct,
@@ -132,7 +156,7 @@ pub async fn s11_client_link(cfg: S11ClientConfig) -> Result<(S11Link, S11Client
         seen: crate::TransactionStats::default(),
     };
     let requester = link.requests.clone();
-    tokio::spawn(task.run(link_task, answers));
+    tokio::spawn(task.run(link_task, answers, via_recv));
     Ok((link, S11Client { requester, local_addr, counters }))
 }
 
@@ -147,6 +171,8 @@ type Answered = (SocketAddr, u32, u32, Option<S11IncomingAnswer>);
 
 struct ClientTask {
     socket: UdpSocket,
+    /// What goes to `peer`, when not over `socket` ([`PeerVia`]).
+    via: Option<Box<dyn Fn(bytes::Bytes) -> bool + Send>>,
     peer: SocketAddr,
     direct: Option<SocketAddr>,
     create_session_direct: bool,
@@ -163,7 +189,12 @@ struct ClientTask {
 }
 
 impl ClientTask {
-    async fn run(mut self, link: S11LinkTask, mut answers: mpsc::UnboundedReceiver<Answered>) {
+    async fn run(
+        mut self,
+        link: S11LinkTask,
+        mut answers: mpsc::UnboundedReceiver<Answered>,
+        mut via: Option<mpsc::Receiver<bytes::Bytes>>,
+    ) {
         let S11LinkTask { requests: mut rx, mut notify, .. } = link;
         let start = Instant::now();
         let std_start = std::time::Instant::now();
@@ -190,6 +221,16 @@ impl ClientTask {
                     None => notify_open = false,
                 },
                 Some(a) = answers.recv() => self.on_answer(now(), a),
+                b = recv_via(&mut via) => match b {
+                    Some(b) => {
+                        let peer = self.peer;
+                        self.on_datagram(now(), &b, peer);
+                        while let Some(b) = via.as_mut().and_then(|v| v.try_recv().ok()) {
+                            self.on_datagram(now(), &b, peer);
+                        }
+                    }
+                    None => via = None,
+                },
                 r = self.socket.recv_from(&mut buf) => match r {
                     Ok((n, from)) => {
                         self.on_datagram(now(), &buf[..n], from);
@@ -231,9 +272,18 @@ impl ClientTask {
         let seq = self.tx.next_seq();
         let bytes = encode_notification(n, seq).to_bytes();
         self.counters.incr("s11_notification_sent");
-        if let Err(e) = self.socket.try_send_to(&bytes, self.peer) {
+        let to = self.peer;
+        self.send_now(bytes, to);
+    }
+
+    /// Sends without waiting: through `via` to `peer`, else on the socket.
+    fn send_now(&mut self, bytes: Vec<u8>, to: SocketAddr) {
+        let sent = match &self.via {
+            Some(via) if to == self.peer => via(bytes.into()),
+            _ => self.socket.try_send_to(&bytes, to).map_err(|e| tracing::debug!("S11 client send: {e}")).is_ok(),
+        };
+        if !sent {
             self.counters.incr("s11_send_error");
-            tracing::debug!("S11 client send: {e}");
         }
     }
 
@@ -322,7 +372,7 @@ impl ClientTask {
                     seq: msg.seq,
                     body: Message::EchoResponse(Echo { recovery: self.recovery }),
                 };
-                let _ = self.socket.try_send_to(&resp.to_bytes(), from);
+                self.send_now(resp.to_bytes(), from);
             }
             Message::EchoResponse(_) => {}
             body if !msg_type::is_request(body.msg_type()) && !msg_type::is_unanswered(body.msg_type()) => {
@@ -340,11 +390,24 @@ impl ClientTask {
 
     async fn flush(&mut self) {
         while let Some((to, bytes)) = self.tx.poll_transmit() {
+            if let Some(via) = self.via.as_ref().filter(|_| to == self.peer) {
+                if !via(bytes) {
+                    self.counters.incr("s11_send_error");
+                }
+                continue;
+            }
             if let Err(e) = self.socket.send_to(&bytes, to).await {
                 self.counters.incr("s11_send_error");
                 tracing::debug!("S11 client send: {e}");
             }
         }
+    }
+}
+
+async fn recv_via(via: &mut Option<mpsc::Receiver<bytes::Bytes>>) -> Option<bytes::Bytes> {
+    match via {
+        Some(v) => v.recv().await,
+        None => std::future::pending().await,
     }
 }
 

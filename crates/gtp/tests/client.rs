@@ -316,3 +316,68 @@ async fn direct_requests_are_numbered_past_the_prefix_and_answered_only_by_their
     assert_eq!(got, Ok(ok));
     assert_eq!(c.counters.value("s11_mismatched_response"), 1);
 }
+
+/// An elastic MME host's client over its link to the front end
+/// (`s11_client_via`): what goes to `peer` (a request numbered in the
+/// prefix's block, the answer to the S-GW's request, an Echo Response)
+/// is handed to the link, not the socket; what the link gives is read as
+/// from `peer`; a message the link cannot take is counted.
+#[tokio::test]
+async fn over_a_link_the_peer_s_messages_do_not_touch_the_socket() {
+    use mobicore_gtp::client::{s11_client_via, PeerVia};
+    use mobicore_gtp::s11::decode_incoming_answer;
+    let front_end = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (to_link, mut link_out) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
+    let (link_in, recv) = tokio::sync::mpsc::channel(16);
+    let send = Box::new(move |b| to_link.try_send(b).is_ok());
+    let cfg = S11ClientConfig { seq_prefix: Some(7), ..cfg(front_end.local_addr().unwrap()) };
+    let (mut link, c) = s11_client_via(cfg, Some(PeerVia { send, recv })).await.unwrap();
+    // A request: onto the link, its response from the link.
+    let requester = c.requester.clone();
+    let pending = tokio::spawn(async move {
+        requester
+            .request(S11Request::DeleteSession(DeleteSessionRequest { sgw_teid: Teid(4), linked_ebi: Ebi(5) }))
+            .await
+    });
+    let sent = tokio::time::timeout(Duration::from_secs(10), link_out.recv()).await.unwrap().unwrap();
+    let m = GtpMessage::parse(&sent).unwrap();
+    assert!(matches!(decode_request(&m), Ok(S11Request::DeleteSession(_))), "{m:?}");
+    assert_eq!(m.seq >> 16, 7);
+    let resp = S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED);
+    link_in.send(encode_response(&resp, 1, m.seq, None).to_bytes().into()).await.unwrap();
+    assert_eq!(tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap(), Ok(resp));
+
+    // The S-GW's request relayed by the peer, answered onto the link.
+    link_in.send(ddn(9).into()).await.unwrap();
+    let inc = tokio::time::timeout(Duration::from_secs(10), link.incoming.recv()).await.unwrap().unwrap();
+    let ack = DownlinkDataNotificationAck {
+        cause: GtpCause::REQUEST_ACCEPTED,
+        data_notification_delay_ms: None,
+        dl_buffering_duration_s: None,
+        dl_buffering_suggested_packets: None,
+        throttling: None,
+    };
+    inc.reply.send(S11IncomingAnswer::DownlinkDataNotificationAck(ack.clone())).unwrap();
+    let sent = tokio::time::timeout(Duration::from_secs(10), link_out.recv()).await.unwrap().unwrap();
+    let m = GtpMessage::parse(&sent).unwrap();
+    assert_eq!((m.seq, decode_incoming_answer(&m).unwrap()), (9, S11IncomingAnswer::DownlinkDataNotificationAck(ack)));
+
+    // An Echo Request from the link is answered onto it.
+    let echo = GtpMessage { teid: None, seq: 0x42, body: Message::EchoRequest(Echo { recovery: 3 }) };
+    link_in.send(echo.to_bytes().into()).await.unwrap();
+    let sent = tokio::time::timeout(Duration::from_secs(10), link_out.recv()).await.unwrap().unwrap();
+    assert!(matches!(GtpMessage::parse(&sent).unwrap().body, Message::EchoResponse(_)));
+
+    // The socket saw nothing for the peer; a full link is counted.
+    let mut b = [0u8; 64];
+    assert!(tokio::time::timeout(Duration::from_millis(100), front_end.recv_from(&mut b)).await.is_err());
+    let fail = S11Notification::DownlinkDataNotificationFailure(DownlinkDataNotificationFailure {
+        sgw_teid: Teid(0x99),
+        cause: GtpCause::UE_NOT_RESPONDING,
+    });
+    link.notify.send(fail.clone()).await.unwrap();
+    link.notify.send(fail).await.unwrap();
+    let cc = c.counters.clone();
+    wait_for("the one the full link could not take counted", || cc.value("s11_send_error") == 1).await;
+    assert_eq!(c.counters.value("s11_notification_sent"), 2);
+}

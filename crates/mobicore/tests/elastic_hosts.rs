@@ -1649,15 +1649,13 @@ impl LoadedHost {
         use mobicore::elastic_mme::wire::{read_frame, write_frame, Frame, NfLoadWire};
         use mobicore_mme::routing::{uplink, Uplink};
         use std::sync::atomic::{AtomicU64, Ordering};
-        let s11 = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let stream = tokio::net::TcpStream::connect(hosts).await.unwrap();
         let (mut rd, mut wr) = stream.into_split();
-        write_frame(&mut wr, &Frame::Hello { host: id, s11: s11.local_addr().unwrap(), local: false }).await.unwrap();
+        write_frame(&mut wr, &Frame::Hello { host: id, local: false }).await.unwrap();
         let ue_messages = std::sync::Arc::new(AtomicU64::new(0));
         let (reporting, mut on) = tokio::sync::watch::channel(true);
         let count = ue_messages.clone();
         let task = tokio::spawn(async move {
-            let _s11 = s11;
             // Eq. 1 at c = 1: a million messages ahead of any procedure.
             let nfs = (0..5).map(|kind| NfLoadWire { kind, q_e3: 1_000_000_000, c_e4: 10_000 }).collect();
             let load = Frame::Load { cpu_e4: 10_000, nfs };

@@ -10,15 +10,15 @@
 //! messages (the front end's answer went already).
 //!
 //! The front end also owns the MME's S11 address (one UDP socket): the
-//! hosts send their S11 requests to it and it relays them to the S-GW
-//! unchanged, so that the S-GW knows one MME address whichever host
-//! serves a UE (the one it sends Downlink Data Notifications to); the
-//! S-GW's requests go to the host that serves the UE by the MME S11 TEID
-//! in their header, the responses to the host whose number their sequence
-//! number carries ([`Router::route_s11`]), and the hosts' answers go back
-//! to the S-GW from this address. Only the S-GW's address and the hosts'
-//! S11 sockets (from their Hello) are heard; an Echo Request is answered
-//! here (TS 29.274 7.1.2).
+//! hosts send their S11 requests to it over their links ([`Frame::S11`])
+//! and it relays them to the S-GW unchanged, so that the S-GW knows one
+//! MME address whichever host serves a UE (the one it sends Downlink Data
+//! Notifications to); the S-GW's requests go to the host that serves the
+//! UE by the MME S11 TEID in their header, the responses to the host
+//! whose number their sequence number carries ([`Router::route_s11`]),
+//! both over the host's link, and the hosts' answers go back to the S-GW
+//! from this address. The socket hears the S-GW alone; an Echo Request is
+//! answered here (TS 29.274 7.1.2).
 //!
 //! Hosts report their load periodically (`Frame::Load`); the reports go to
 //! the balancer ([`Router::report`], for `sk-ch`: seed 004 Algorithm 1,
@@ -121,7 +121,6 @@ enum HostEvent {
         host: HostId,
         conn: u64,
         tx: mpsc::Sender<Frame>,
-        s11: SocketAddr,
         local: bool,
     },
     Frame {
@@ -153,7 +152,6 @@ pub struct S11Front {
 struct Host {
     conn: u64,
     tx: mpsc::Sender<Frame>,
-    s11: SocketAddr,
     /// Whether it has sent a load report (printed once).
     reporting: bool,
     drain: Drain,
@@ -183,7 +181,6 @@ pub async fn run(
     // S11 relayed in batches: every datagram ready at a wake read with one
     // system call, what they lead to sent with one.
     let mut s11_in = mobicore_common::mmsg::RecvBatch::new();
-    let mut s11_out: Vec<(SocketAddr, Bytes)> = Vec::new();
     let (host_tx, mut host_rx) = mpsc::channel::<HostEvent>(HOST_QUEUE);
     let mut next_conn = 0u64;
     let mut expiry = tokio::time::interval(REPORT_CHECK);
@@ -208,7 +205,15 @@ pub async fn run(
                 let Some(ev) = ev else { anyhow::bail!("the SCTP endpoint task has stopped") };
                 fe.on_sctp(ev);
             }
-            Some(ev) = host_rx.recv() => fe.on_host(ev),
+            Some(ev) = host_rx.recv() => {
+                fe.on_host(ev);
+                // And those already queued, a bounded number: the S11
+                // messages among them go to the S-GW in one system call.
+                for _ in 1..mobicore_common::mmsg::BATCH {
+                    let Ok(ev) = host_rx.try_recv() else { break };
+                    fe.on_host(ev);
+                }
+            }
             _ = expiry.tick() => {
                 for h in fe.router.expire_reports(Instant::now()) {
                     fe.counters.incr("frontend_load_report_stale");
@@ -227,18 +232,18 @@ pub async fn run(
                     Ok(_) => {
                         let now = Instant::now();
                         for (from, b) in s11_in.iter() {
-                            if let Some((to, reply)) = fe.on_s11(now, b, from) {
-                                s11_out.push((to, reply.map_or_else(|| Bytes::copy_from_slice(b), Bytes::from)));
-                            }
+                            fe.on_s11_datagram(now, b, from);
                         }
-                        let failed = mobicore_common::mmsg::send_all(&s11, &s11_out).await;
-                        fe.counters.add("frontend_s11_send_error", failed as u64);
-                        s11_out.clear();
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(e) => tracing::debug!("front end S11 recv: {e}"),
                 }
             }
+        }
+        if !fe.to_sgw.is_empty() {
+            let to_sgw: Vec<(SocketAddr, Bytes)> = fe.to_sgw.drain(..).map(|b| (fe.sgw, b)).collect();
+            let failed = mobicore_common::mmsg::send_all(&s11, &to_sgw).await;
+            fe.counters.add("frontend_s11_send_error", failed as u64);
         }
         while let Some(action) = fe.core.poll_action() {
             let cmd = match action {
@@ -267,9 +272,9 @@ struct State {
     router: Router,
     enbs: BTreeMap<u64, Enb>,
     hosts: HashMap<HostId, Host>,
-    /// The hosts by the address of their S11 socket.
-    s11_hosts: HashMap<SocketAddr, HostId>,
     sgw: SocketAddr,
+    /// S11 messages for the S-GW, sent after the event.
+    to_sgw: Vec<Bytes>,
     /// Hosts' downlink S1AP for the eNBs, sent after the event.
     downlink: Vec<(u64, u16, Bytes)>,
     /// Uplink held for draining hosts: (host, UE, assoc, stream, PDU).
@@ -292,8 +297,8 @@ impl State {
             router,
             enbs: BTreeMap::new(),
             hosts: HashMap::new(),
-            s11_hosts: HashMap::new(),
             sgw,
+            to_sgw: Vec::new(),
             downlink: Vec::new(),
             held: VecDeque::new(),
             numbers: BTreeSet::new(),
@@ -521,10 +526,9 @@ impl State {
 
     fn on_host(&mut self, ev: HostEvent) {
         match ev {
-            HostEvent::Up { host, conn, tx, s11, local } => {
-                if self.hosts.contains_key(&host) || self.s11_hosts.contains_key(&s11) {
-                    // Two processes say they are the same host (or have the
-                    // same S11 socket): the first stays.
+            HostEvent::Up { host, conn, tx, local } => {
+                if self.hosts.contains_key(&host) {
+                    // Two processes say they are the same host: the first stays.
                     self.counters.incr("frontend_host_duplicate");
                     return;
                 }
@@ -549,8 +553,7 @@ impl State {
                         }
                     }
                 }
-                self.hosts.insert(host, Host { conn, tx, s11, reporting: false, drain: Drain::No });
-                self.s11_hosts.insert(s11, host);
+                self.hosts.insert(host, Host { conn, tx, reporting: false, drain: Drain::No });
                 self.numbers.insert(host);
                 self.router.host_up(host);
                 if let Some(c) = &mut self.controller {
@@ -562,9 +565,7 @@ impl State {
             }
             HostEvent::Down { host, conn } => {
                 if self.hosts.get(&host).is_some_and(|h| h.conn == conn) {
-                    if let Some(h) = self.hosts.remove(&host) {
-                        self.s11_hosts.remove(&h.s11);
-                    }
+                    self.hosts.remove(&host);
                     // A drained host was handed on when it said so.
                     let moved = self.router.host_down(host);
                     if let Some(c) = &mut self.controller {
@@ -593,6 +594,7 @@ impl State {
                             self.downlink.push((assoc, stream, data));
                         }
                     }
+                    Frame::S11 { data } => self.on_s11(Instant::now(), data, S11From::Host(host)),
                     Frame::Load { cpu_e4, nfs } => {
                         self.counters.incr("frontend_load_report");
                         if self.hosts.get_mut(&host).is_some_and(|h| !std::mem::replace(&mut h.reporting, true)) {
@@ -755,43 +757,35 @@ impl State {
         }
     }
 
-    /// An S11 datagram from `from`: where it goes, with the answer to send
-    /// instead of it (an Echo Response), or nowhere.
-    fn on_s11(&mut self, now: Instant, bytes: &[u8], from: SocketAddr) -> Option<(SocketAddr, Option<Vec<u8>>)> {
-        let source = match self.s11_hosts.get(&from) {
-            Some(&h) => S11From::Host(h),
-            None if from == self.sgw => S11From::Sgw,
-            None => {
-                self.counters.incr("frontend_s11_unknown_peer");
-                return None;
-            }
-        };
-        let header = match read_s11(bytes) {
+    /// A datagram on the S11 socket: only the S-GW's are heard.
+    fn on_s11_datagram(&mut self, now: Instant, b: &[u8], from: SocketAddr) {
+        match from == self.sgw {
+            true => self.on_s11(now, Bytes::copy_from_slice(b), S11From::Sgw),
+            false => self.counters.incr("frontend_s11_unknown_peer"),
+        }
+    }
+
+    /// An S11 message from the S-GW or a host: relayed to where it goes
+    /// (the S-GW's to a host over its link, a host's to the S-GW from the
+    /// S11 socket), answered (an Echo Request of the S-GW), or dropped.
+    fn on_s11(&mut self, now: Instant, data: Bytes, source: S11From) {
+        let header = match read_s11(&data) {
             S11Read::Message(h) => h,
             S11Read::EchoRequest { seq } if source == S11From::Sgw => {
                 // TS 29.274 7.1.2: answered with our Recovery (no restarts counted).
                 let echo = GtpMessage { teid: None, seq, body: Message::EchoResponse(Echo { recovery: 0 }) };
-                return Some((from, Some(echo.to_bytes())));
+                return self.to_sgw.push(echo.to_bytes().into());
             }
-            S11Read::EchoRequest { .. } | S11Read::EchoResponse => return None,
-            S11Read::Malformed => {
-                self.counters.incr("frontend_s11_malformed");
-                return None;
-            }
+            S11Read::EchoRequest { .. } | S11Read::EchoResponse => return,
+            S11Read::Malformed => return self.counters.incr("frontend_s11_malformed"),
         };
         match self.router.route_s11(now, source, header) {
-            Ok(S11Route::Sgw) => Some((self.sgw, None)),
-            Ok(S11Route::Host(h)) => match self.hosts.get(&h) {
-                Some(host) => Some((host.s11, None)),
-                None => {
-                    self.counters.incr("frontend_s11_no_host");
-                    None
-                }
-            },
+            Ok(S11Route::Sgw) => self.to_sgw.push(data),
+            Ok(S11Route::Host(h)) if self.hosts.contains_key(&h) => self.send(h, Frame::S11 { data }),
+            Ok(S11Route::Host(_)) => self.counters.incr("frontend_s11_no_host"),
             Err(e) => {
                 self.counters.incr(e.counter());
-                tracing::debug!(%from, "S11 dropped: {e}");
-                None
+                tracing::debug!(?source, "S11 dropped: {e}");
             }
         }
     }
@@ -833,17 +827,15 @@ fn read_s11(bytes: &[u8]) -> S11Read {
 async fn host_connection(link: super::link::Link, conn: u64, events: mpsc::Sender<HostEvent>, counters: Counters) {
     let super::link::Link { rd, mut wr } = link;
     let mut rd = buffered(rd);
-    let (host, s11, local) = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
-        Ok(Ok(Some(Frame::Hello { host, s11, local }))) if (1..=254).contains(&host) => {
-            (HostId(u32::from(host)), s11, local)
-        }
+    let (host, local) = match tokio::time::timeout(HELLO_WITHIN, read_frame(&mut rd)).await {
+        Ok(Ok(Some(Frame::Hello { host, local }))) if (1..=254).contains(&host) => (HostId(u32::from(host)), local),
         _ => {
             counters.incr("frontend_bad_frame");
             return;
         }
     };
     let (tx, mut rx) = mpsc::channel::<Frame>(HOST_QUEUE);
-    if events.send(HostEvent::Up { host, conn, tx, s11, local }).await.is_err() {
+    if events.send(HostEvent::Up { host, conn, tx, local }).await.is_err() {
         return;
     }
     let writer = tokio::spawn(async move { write_queued(&mut wr, &mut rx).await });
@@ -889,10 +881,6 @@ mod tests {
 
     const SGW: &str = "127.0.0.1:2123";
 
-    fn host_s11(h: u32) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], 40_000 + h as u16))
-    }
-
     /// A front end with hosts 1..=3 connected (their frames dropped).
     fn state() -> State {
         let fe = Frontend::new(
@@ -903,7 +891,7 @@ mod tests {
         let mut st = State::new(Mme::new(MmeConfig::default()), Router::new(fe), SGW.parse().unwrap(), Counters::new());
         for h in 1..=3 {
             let (tx, _) = mpsc::channel(1);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h), local: false });
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, local: false });
         }
         st
     }
@@ -942,24 +930,38 @@ mod tests {
 
     #[test]
     fn a_ddn_goes_to_the_ues_host_or_heir_and_its_ack_back_to_the_sgw() {
-        let mut st = state();
+        let (mut st, mut q) = state_with_queues();
         let (sgw, now) = (st.sgw, Instant::now());
-        assert_eq!(st.on_s11(now, &ddn(0x0200_0001, 7), sgw), Some((host_s11(2), None)));
-        assert_eq!(st.on_s11(now, &ack(7), host_s11(2)), Some((sgw, None)));
+        let s11 = |b: Vec<u8>| Frame::S11 { data: b.into() };
+        let from_host = |st: &mut State, h: u32, frame| {
+            st.on_host(HostEvent::Frame { host: HostId(h), conn: 10 + u64::from(h), frame })
+        };
+        q.values_mut().for_each(|r| drop(sent_all(r)));
+        // Over the host's link, and its answer to the S-GW from the S11 socket.
+        st.on_s11_datagram(now, &ddn(0x0200_0001, 7), sgw);
+        assert_eq!(sent_all(q.get_mut(&2).unwrap()), [s11(ddn(0x0200_0001, 7))]);
+        from_host(&mut st, 2, s11(ack(7)));
+        assert_eq!(std::mem::take(&mut st.to_sgw), [Bytes::from(ack(7))]);
 
         // Host 2 gone: its UE's DDN goes to the heir, and only the heir's ack back.
-        st.on_host(HostEvent::Down { host: HostId(2), conn: 2 });
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
         let heir = st.router.heir(HostId(2)).unwrap();
-        assert_eq!(st.on_s11(now, &ddn(0x0200_0001, 8), sgw), Some((host_s11(heir.0), None)));
-        assert_eq!(st.on_s11(now, &ack(8), host_s11(2)), None, "not a host any more");
-        assert_eq!(st.on_s11(now, &ack(8), host_s11(heir.0)), Some((sgw, None)));
+        q.values_mut().for_each(|r| drop(sent_all(r)));
+        st.on_s11_datagram(now, &ddn(0x0200_0001, 8), sgw);
+        assert_eq!(sent_all(q.get_mut(&heir.0).unwrap()), [s11(ddn(0x0200_0001, 8))]);
+        from_host(&mut st, 2, s11(ack(8)));
+        assert!(st.to_sgw.is_empty(), "not a host any more");
+        from_host(&mut st, heir.0, s11(ack(8)));
+        assert_eq!(std::mem::take(&mut st.to_sgw), [Bytes::from(ack(8))]);
 
-        // Nobody else is heard; bad and unroutable input is counted.
-        assert_eq!(st.on_s11(now, &ddn(0x0100_0001, 9), "127.0.0.1:9".parse().unwrap()), None);
-        assert_eq!(st.on_s11(now, &[1, 2, 3], sgw), None);
-        assert_eq!(st.on_s11(now, &ddn(0, 10), sgw), None);
+        // Nobody else is heard on the socket; bad and unroutable input is counted.
+        st.on_s11_datagram(now, &ddn(0x0100_0001, 9), "127.0.0.1:9".parse().unwrap());
+        st.on_s11_datagram(now, &[1, 2, 3], sgw);
+        from_host(&mut st, 1, Frame::S11 { data: Bytes::from_static(&[1, 2, 3]) });
+        st.on_s11_datagram(now, &ddn(0, 10), sgw);
+        assert!(st.to_sgw.is_empty() && (1..=3).all(|h| q.get_mut(&h).is_none_or(|r| sent_all(r).is_empty())));
         let counted = ["frontend_s11_unknown_peer", "frontend_s11_malformed", "frontend_s11_no_teid"];
-        assert_eq!(counted.map(|n| st.counters.value(n)), [2, 1, 1]);
+        assert_eq!(counted.map(|n| st.counters.value(n)), [1, 2, 1]);
     }
 
     /// A front end with hosts 1..=3 connected, and what each is sent.
@@ -969,7 +971,7 @@ mod tests {
         for h in 1..=3 {
             st.on_host(HostEvent::Down { host: HostId(h), conn: u64::from(h) });
             let (tx, rx) = mpsc::channel(64);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: 10 + u64::from(h), tx, s11: host_s11(h), local: false });
+            st.on_host(HostEvent::Up { host: HostId(h), conn: 10 + u64::from(h), tx, local: false });
             queues.insert(h, rx);
         }
         (st, queues)
@@ -1097,7 +1099,7 @@ mod tests {
         let mut q = HashMap::new();
         for h in 1..=3 {
             let (tx, rx) = mpsc::channel(64);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, s11: host_s11(h), local });
+            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, local });
             q.insert(h, rx);
         }
         (st, q)
@@ -1284,9 +1286,12 @@ mod tests {
         let mut st = state();
         let sgw = st.sgw;
         let echo = GtpMessage { teid: None, seq: 5, body: Message::EchoRequest(Echo { recovery: 1 }) };
-        let (to, reply) = st.on_s11(Instant::now(), &echo.to_bytes(), sgw).unwrap();
-        assert_eq!(to, sgw);
-        let reply = GtpMessage::parse(&reply.unwrap()).unwrap();
+        st.on_s11_datagram(Instant::now(), &echo.to_bytes(), sgw);
+        let [reply] = &std::mem::take(&mut st.to_sgw)[..] else { panic!("one answer") };
+        let reply = GtpMessage::parse(reply).unwrap();
         assert_eq!((reply.seq, reply.body.msg_type()), (5, msg_type::ECHO_RESPONSE));
+        // A host's is not relayed.
+        st.on_host(HostEvent::Frame { host: HostId(1), conn: 1, frame: Frame::S11 { data: echo.to_bytes().into() } });
+        assert!(st.to_sgw.is_empty());
     }
 }

@@ -19,8 +19,9 @@
 //!
 //! # S11 after a takeover
 //! A host's S11 goes through the front end, which owns the MME's one S11
-//! address: the host's S11 client sends there (numbering its requests in
-//! its own block, `seq_prefix`), and its Sender F-TEID for Control Plane
+//! address: the host's S11 client sends there, over the host's link to it
+//! ([`Frame::S11`], [`S11OverLink`]; numbering its requests in its own
+//! block, `seq_prefix`), and its Sender F-TEID for Control Plane
 //! names the front end's IP (TS 29.274 7.2.1). The S-GW thus knows one MME
 //! address for a UE whichever host serves it, and its requests (Downlink
 //! Data Notification, TS 29.274 7.2.11.1) reach the host that serves the
@@ -86,13 +87,13 @@ use mobicore_common::s11::{S11IncomingRequest, S11Link};
 use mobicore_common::s6a::S6aLink;
 use mobicore_common::sctp_api::AssocId;
 use mobicore_elastic::router::UeName;
+use mobicore_gtp::client::PeerVia;
 use mobicore_mme::context_codec::TimeBase;
 use mobicore_mme::routing::{self, Uplink};
 use mobicore_mme::stored::{Hold, Replication, StoredError, StoredUes};
 use mobicore_mme::transfer::{self, UeKey};
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 
@@ -326,12 +327,35 @@ pub struct LoadReporting {
     pub budget: Option<f64>,
 }
 
+/// The host's S11 messages with the front end, carried by the link
+/// ([`Frame::S11`]) rather than a socket of each: made before the S11
+/// client, whose end ([`PeerVia`]) queues its messages for the front end
+/// with the host's other frames (the one write of a wake) and takes the
+/// front end's from the link's reader.
+pub struct S11OverLink {
+    to_fe: mpsc::Sender<Frame>,
+    out_rx: mpsc::Receiver<Frame>,
+    s11_in: mpsc::Sender<Bytes>,
+}
+
+impl S11OverLink {
+    /// The queue of frames to the front end, and the S11 client's end.
+    pub fn new() -> (S11OverLink, PeerVia) {
+        let (to_fe, out_rx) = mpsc::channel(QUEUE);
+        let (s11_in, recv) = mpsc::channel(QUEUE);
+        // Weak: the writer ends when the host lets its queue go.
+        let weak = to_fe.downgrade();
+        let send = Box::new(move |data| weak.upgrade().is_some_and(|tx| tx.try_send(Frame::S11 { data }).is_ok()));
+        (S11OverLink { to_fe, out_rx, s11_in }, PeerVia { send, recv })
+    }
+}
+
 /// Run host `host` (1..=254) with `core` (its `host_prefix` set) over
 /// `stored`, connected to the front end by `frontend`, until shutdown or
-/// until the front end goes. `s11` is the link of the host's S11 client
-/// (its peer the front end's S11 address), `s11_addr` the address of its
-/// socket, which the front end relays the S-GW's messages to. With `nf`
-/// the host is its NF instances' forwarder ([`super::nf`]).
+/// until the front end goes. `s11` is the link of the host's S11 client,
+/// whose messages with the front end (the MME's S11 address) go over
+/// `frontend` through `s11_over_link`. With `nf` the host is its NF
+/// instances' forwarder ([`super::nf`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     host: u8,
@@ -341,7 +365,7 @@ pub async fn run(
     frontend: super::link::Link,
     s6a: S6aLink,
     s11: S11Link,
-    s11_addr: SocketAddr,
+    s11_over_link: S11OverLink,
     load: LoadReporting,
     counters: Counters,
     nf: Option<(NfPool, mpsc::Receiver<NfIn>)>,
@@ -356,12 +380,20 @@ pub async fn run(
     let mut nf_actions: Vec<MmeAction> = Vec::new();
     let super::link::Link { rd, mut wr } = frontend;
     let mut rd = buffered(rd);
-    write_frame(&mut wr, &Frame::Hello { host, s11: s11_addr, local: replica.is_some() }).await?;
+    write_frame(&mut wr, &Frame::Hello { host, local: replica.is_some() }).await?;
+    let S11OverLink { to_fe, mut out_rx, s11_in } = s11_over_link;
     let (in_tx, mut from_fe) = mpsc::channel::<Frame>(QUEUE);
     let reader_counters = counters.clone();
     tokio::spawn(async move {
         loop {
             match read_frame(&mut rd).await {
+                // Straight to the S11 client; lost if it lags (its peer's
+                // or its own T3 sends again).
+                Ok(Some(Frame::S11 { data })) => {
+                    if s11_in.try_send(data).is_err() {
+                        reader_counters.incr("host_s11_queue_full");
+                    }
+                }
                 Ok(Some(f)) => {
                     if in_tx.send(f).await.is_err() {
                         break;
@@ -376,7 +408,6 @@ pub async fn run(
             }
         }
     });
-    let (to_fe, mut out_rx) = mpsc::channel::<Frame>(QUEUE);
     let writer = tokio::spawn(async move {
         if write_queued(&mut wr, &mut out_rx).await.is_ok() {
             let _ = tokio::io::AsyncWriteExt::shutdown(&mut wr).await;
@@ -817,6 +848,8 @@ async fn on_frame(
         | Frame::WriteBack { .. }
         | Frame::Copied { .. }
         | Frame::Track => {}
+        // The link's reader gives these to the S11 client.
+        Frame::S11 { .. } => {}
         Frame::Hello { .. }
         | Frame::Holding { .. }
         | Frame::Released { .. }

@@ -480,22 +480,20 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let s6a = mobicore_diameter::connect_s6a_link(s6a_cfg)
         .await
         .with_context(|| format!("connecting S6a to the HSS at {}", cfg.mme.hss))?;
-    // Through the front end, numbered in the host's block (for the
-    // responses to find it), under the front end's S11 address.
-    let (s11_link, s11) = mobicore_gtp::client::s11_client_link(mobicore_gtp::client::S11ClientConfig {
+    // Through the front end, over the link to it, numbered in the host's
+    // block (for the responses to find it), under the front end's S11
+    // address; the socket is for `--s11-direct`.
+    let (s11_over_link, via) = host::S11OverLink::new();
+    let s11_cfg = mobicore_gtp::client::S11ClientConfig {
         local: cfg.mme.s11_local,
         peer: a.frontend_s11,
         seq_prefix: Some(a.id),
         direct: a.s11_direct,
         create_session_direct: a.create_session_direct,
         ..Default::default()
-    })
-    .await
-    .context("opening the host's S11 socket")?;
-    if s11.local_addr.ip().is_unspecified() {
-        // The front end knows the host's S11 socket by its address.
-        bail!("[mme] s11_local {}: give the host's address, not a wildcard", s11.local_addr);
-    }
+    };
+    let (s11_link, s11) =
+        mobicore_gtp::client::s11_client_via(s11_cfg, Some(via)).await.context("opening the host's S11 socket")?;
     let mut core = mobicore_mme::Mme::new(core_cfg);
     let counters = core.counters().clone();
     let mode = match a.replication {
@@ -554,7 +552,7 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         None
     };
     let task =
-        tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11.local_addr, load, counters, nf, rx));
+        tokio::spawn(host::run(a.id, core, stored, replica, fe, s6a, s11_link, s11_over_link, load, counters, nf, rx));
     tokio::select! {
         r = task => r?,
         _ = crate::procs::interrupted() => {

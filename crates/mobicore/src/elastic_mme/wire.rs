@@ -7,7 +7,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use mobicore_store::replica::{ReplicaError, ReplicaMsg, MAX_BATCH_LEN, MAX_MSG_LEN};
 use mobicore_store::MAX_KEY_LEN;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -19,10 +19,9 @@ pub const MAX_FRAME: usize = MAX_BATCH_LEN + 1024;
 /// One frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
-    /// Host -> front end, first frame: the host's number (1..=254), the
-    /// address of its S11 socket (the front end relays S11 with it), and
+    /// Host -> front end, first frame: the host's number (1..=254) and
     /// whether its store is its own (`--store local`).
-    Hello { host: u8, s11: SocketAddr, local: bool },
+    Hello { host: u8, local: bool },
     /// Front end -> host: an eNB's association is up.
     EnbUp { assoc: u64, peer: IpAddr, outbound_streams: u16 },
     /// Front end -> host: the association is gone.
@@ -101,7 +100,15 @@ pub enum Frame {
     /// `owner`'s replicated write of them comes, so that no procedure
     /// placed here meanwhile reads the values they replace.
     Copied { owner: u8, writes: Vec<(String, Vec<u8>)> },
+    /// A GTPv2-C message between a host's S11 client and the MME's S11
+    /// address, the front end's: host -> front end, to be relayed to the
+    /// S-GW; front end -> host, relayed from it. At most [`MAX_S11_LEN`]
+    /// octets.
+    S11 { data: Bytes },
 }
+
+/// A [`Frame::S11`]'s message at most: a UDP datagram's payload.
+pub const MAX_S11_LEN: usize = 65_507;
 
 /// Keys of a [`Frame::WriteBack`] at most: a record, its MME-UE-S1AP-ID
 /// and M-TMSI index keys (an old GUTI's too).
@@ -163,6 +170,8 @@ pub enum WireError {
     TooManyWrites(usize),
     #[error("write-back key not UTF-8 or over {MAX_KEY_LEN} octets")]
     BadKey,
+    #[error("S11 message of {0} octets (at most {MAX_S11_LEN})")]
+    S11TooLong(usize),
     #[error(transparent)]
     Replica(#[from] ReplicaError),
 }
@@ -189,6 +198,7 @@ const LENT: u8 = 19;
 const RETURNED: u8 = 20;
 const WRITE_BACK: u8 = 21;
 const COPIED: u8 = 22;
+const S11: u8 = 23;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -204,12 +214,14 @@ impl Frame {
         let start = b.len();
         b.put_u32(0);
         match self {
-            Frame::Hello { host, s11, local } => {
+            Frame::Hello { host, local } => {
                 b.put_u8(HELLO);
                 b.put_u8(*host);
-                b.put_u16(s11.port());
-                put_ip(b, s11.ip());
                 b.put_u8(u8::from(*local));
+            }
+            Frame::S11 { data } => {
+                b.put_u8(S11);
+                b.put_slice(data);
             }
             Frame::EnbUp { assoc, peer, outbound_streams } => {
                 b.put_u8(ENB_UP);
@@ -313,13 +325,11 @@ impl Frame {
         let t = body.get_u8();
         match t {
             HELLO => {
-                need(&body, 4)?;
-                let host = body.get_u8();
-                let port = body.get_u16();
-                let s11 = SocketAddr::new(get_ip(&mut body)?, port);
-                need(&body, 1)?;
-                Ok(Frame::Hello { host, s11, local: body.get_u8() != 0 })
+                need(&body, 2)?;
+                Ok(Frame::Hello { host: body.get_u8(), local: body.get_u8() != 0 })
             }
+            S11 if body.len() > MAX_S11_LEN => Err(WireError::S11TooLong(body.len())),
+            S11 => Ok(Frame::S11 { data: body }),
             ENB_UP => {
                 need(&body, 11)?;
                 let assoc = body.get_u64();
@@ -597,8 +607,10 @@ mod tests {
 
     #[test]
     fn frames_round_trip() {
-        round_trip(Frame::Hello { host: 3, s11: "127.0.0.1:40123".parse().unwrap(), local: false });
-        round_trip(Frame::Hello { host: 254, s11: "[::1]:2123".parse().unwrap(), local: true });
+        round_trip(Frame::Hello { host: 3, local: false });
+        round_trip(Frame::Hello { host: 254, local: true });
+        round_trip(Frame::S11 { data: Bytes::from_static(b"\x48\x20\x00\x08") });
+        round_trip(Frame::S11 { data: Bytes::from(vec![7; MAX_S11_LEN]) });
         round_trip(Frame::WriteBack { id: 0x0300_0001, writes: Vec::new() });
         round_trip(Frame::Copied {
             owner: 3,
@@ -665,6 +677,9 @@ mod tests {
             Err(WireError::BadFamily(5))
         );
         assert_eq!(Frame::decode(Bytes::from_static(&[S1, 0, 0])), Err(WireError::Truncated));
+        let mut long = vec![S11];
+        long.resize(1 + MAX_S11_LEN + 1, 0);
+        assert_eq!(Frame::decode(Bytes::from(long)), Err(WireError::S11TooLong(MAX_S11_LEN + 1)));
         assert_eq!(Frame::decode(Bytes::from_static(&[LOAD, 0, 0, 33])), Err(WireError::TooManyNfs(33)));
         assert_eq!(Frame::decode(Bytes::from_static(&[WRITE_BACK, 0, 0, 0, 1, 9])), Err(WireError::TooManyWrites(9)));
         assert_eq!(Frame::decode(Bytes::from_static(&[WRITE_BACK, 0, 0, 0, 1, 1, 2, 1])), Err(WireError::BadKey));
@@ -677,7 +692,7 @@ mod tests {
         for f in [
             Frame::Load { cpu_e4: 7, nfs: vec![nf, nf] },
             Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 },
-            Frame::Hello { host: 1, s11: "[::1]:2123".parse().unwrap(), local: false },
+            Frame::Hello { host: 1, local: false },
             Frame::WriteBack { id: 7, writes: vec![("mme/id/00000007".into(), b"001010000000001".to_vec())] },
             Frame::Copied { owner: 2, writes: vec![("mme/id/00000007".into(), b"001010000000001".to_vec())] },
             Frame::ReplicateTo { hosts: vec![1, 2] },
