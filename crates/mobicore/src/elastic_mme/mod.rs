@@ -75,7 +75,8 @@ pub struct FrontendArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub replicas: u8,
     /// The MME's S11 address, the one the S/P-GW-C sees: the hosts' S11
-    /// goes through it (overrides [mme] s11_local; port 0: any, printed).
+    /// goes through it, relayed from and to their links (overrides [mme]
+    /// s11_local; port 0: any, printed).
     #[arg(long)]
     pub s11: Option<SocketAddr>,
     /// The S/P-GW-C's S11 address (overrides [mme] sgw).
@@ -161,8 +162,9 @@ pub struct HostArgs {
     #[arg(long)]
     pub frontend: link::LinkAddr,
     /// The front end's S11 address (its --s11): this host's S11 requests go
-    /// there and the S-GW's come from there; its IP is the one of the
-    /// host's Sender F-TEID for Control Plane.
+    /// there and the S-GW's come from there, both over the link to the
+    /// front end; its IP is the one of the host's Sender F-TEID for
+    /// Control Plane.
     #[arg(long)]
     pub frontend_s11: SocketAddr,
     /// The S-GW's S11 address: this host's requests other than Create
