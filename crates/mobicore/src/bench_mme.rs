@@ -117,7 +117,9 @@ pub struct MmeArgs {
     pub loads: Vec<f64>,
     /// Figs. 6 and 9 (real): rounds of every deployment (Fig. 9: NF
     /// arrangement), in alternating order (A B B A); each point is the
-    /// median over them (default: Fig. 6 1, Fig. 9 2).
+    /// median over them (default: Fig. 6 1, Fig. 9 2). Fig. 11 (real):
+    /// runs of each host count tried, one after the other; the count
+    /// meets the target if their median run does (default 1).
     #[arg(long)]
     pub rounds: Option<u32>,
 
