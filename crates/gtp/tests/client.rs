@@ -124,6 +124,17 @@ fn ddn(seq: u32) -> Vec<u8> {
     encode_incoming_request(&req, Some(sgw), seq).to_bytes()
 }
 
+/// A DDN Ack that accepts, with nothing else.
+fn accepted() -> DownlinkDataNotificationAck {
+    DownlinkDataNotificationAck {
+        cause: GtpCause::REQUEST_ACCEPTED,
+        data_notification_delay_ms: None,
+        dl_buffering_duration_s: None,
+        dl_buffering_suggested_packets: None,
+        throttling: None,
+    }
+}
+
 async fn recv_msg(sock: &UdpSocket) -> GtpMessage {
     let mut b = [0u8; 1024];
     let (n, _) = tokio::time::timeout(Duration::from_secs(10), sock.recv_from(&mut b)).await.unwrap().unwrap();
@@ -205,13 +216,7 @@ async fn sgw_requests_waiting_for_the_mme_are_bounded() {
     wait_for("the second DDN refused", || cc.value("s11_incoming_queue_full") == 1).await;
     assert!(link.incoming.try_recv().is_err());
     // Once the first is answered, the S-GW's retransmission of the second gets through.
-    let ack = DownlinkDataNotificationAck {
-        cause: GtpCause::REQUEST_ACCEPTED,
-        data_notification_delay_ms: None,
-        dl_buffering_duration_s: None,
-        dl_buffering_suggested_packets: None,
-        throttling: None,
-    };
+    let ack = accepted();
     first.reply.send(S11IncomingAnswer::DownlinkDataNotificationAck(ack)).unwrap();
     assert_eq!(recv_msg(&sgw).await.seq, 1);
     sgw.send_to(&ddn(2), c.local_addr()).await.unwrap();
@@ -350,13 +355,7 @@ async fn over_a_link_the_peer_s_messages_do_not_touch_the_socket() {
     // The S-GW's request relayed by the peer, answered onto the link.
     link_in.send(ddn(9).into()).await.unwrap();
     let inc = tokio::time::timeout(Duration::from_secs(10), link.incoming.recv()).await.unwrap().unwrap();
-    let ack = DownlinkDataNotificationAck {
-        cause: GtpCause::REQUEST_ACCEPTED,
-        data_notification_delay_ms: None,
-        dl_buffering_duration_s: None,
-        dl_buffering_suggested_packets: None,
-        throttling: None,
-    };
+    let ack = accepted();
     inc.reply.send(S11IncomingAnswer::DownlinkDataNotificationAck(ack.clone())).unwrap();
     let sent = tokio::time::timeout(Duration::from_secs(10), link_out.recv()).await.unwrap().unwrap();
     let m = GtpMessage::parse(&sent).unwrap();
