@@ -98,11 +98,13 @@
 //!   owner, the heir of a gone host. Each is held (at most `max`, for
 //!   `hold`) until that host answers, so that only an answer to a request
 //!   it was given goes back to the S-GW;
-//! - a host's request goes to the S-GW as it is: its sequence number
-//!   carries the host's number ([`seq_owner`], the hosts' S11 clients
-//!   number in a block of their own), so the S-GW's response goes back to
-//!   that host by its number alone (to no other: only the sender holds the
-//!   transaction, TS 29.274 7.6).
+//! - a host's request goes to the S-GW renumbered from the front end's
+//!   own 24-bit space, which all hosts share (a host's retransmission
+//!   keeps the number its first try got: TS 29.274 7.6), and the S-GW's
+//!   response goes back to that host under the host's number (to no
+//!   other: only the sender holds the transaction). Each is kept (at most
+//!   `max`) for `hold` after its last try, beyond the S-GW's duplicate
+//!   cache, so that a late retransmission still reads as one there.
 
 use crate::balancer::{Frontend, Request, RouteError};
 use crate::hash::hash64;
@@ -258,12 +260,6 @@ pub const LOCALLY_PLACED: [ProcedureKind; 3] =
 /// must not fill the table.
 pub const MAX_UNCONFIRMED: usize = 1 << 16;
 
-/// The host number a sequence number of a host's S11 request carries:
-/// the top octet of its 24 bits.
-pub fn seq_owner(seq: u32) -> HostId {
-    HostId((seq >> 16) & 0xff)
-}
-
 /// What the front end reads of an S11 message's GTPv2-C header (TS 29.274
 /// 5.1, 5.5.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,6 +283,10 @@ pub enum S11From {
 pub enum S11Route {
     Host(HostId),
     Sgw,
+    /// A host's request, with this sequence number written in.
+    SgwAs(u32),
+    /// The S-GW's response, to this host with its own number written back.
+    HostAs(HostId, u32),
 }
 
 /// Why an S11 message goes nowhere.
@@ -300,8 +300,10 @@ pub enum S11Drop {
     Full,
     #[error("the response's host is gone")]
     HostGone,
-    #[error("a host's request numbered in another host's block")]
-    ForeignSeq,
+    #[error("too many hosts' requests relayed within the hold")]
+    RelayFull,
+    #[error("a response to no request relayed")]
+    UnknownResponse,
     #[error("a host's answer to no request it was given")]
     Unsolicited,
 }
@@ -314,7 +316,8 @@ impl S11Drop {
             S11Drop::NoHost => "frontend_s11_no_host",
             S11Drop::Full => "frontend_s11_pending_full",
             S11Drop::HostGone => "frontend_s11_response_host_gone",
-            S11Drop::ForeignSeq => "frontend_s11_foreign_seq",
+            S11Drop::RelayFull => "frontend_s11_relay_full",
+            S11Drop::UnknownResponse => "frontend_s11_unknown_response",
             S11Drop::Unsolicited => "frontend_s11_unsolicited_answer",
         }
     }
@@ -329,6 +332,60 @@ struct S11Pending {
     /// (expiry, seq) in the order given; an entry whose expiry the map no
     /// longer has (answered, or given again) is stale and skipped.
     order: VecDeque<(Instant, u32)>,
+}
+
+/// The hosts' requests relayed to the S-GW, by the number the front end
+/// gave each (24 bits, TS 29.274 5.5.1), and that number by the host's:
+/// bounded in number and in time.
+struct S11Relayed {
+    max: usize,
+    hold: Duration,
+    /// The last number given.
+    last: u32,
+    by_seq: HashMap<u32, (HostId, u32, Instant)>,
+    by_host: HashMap<(HostId, u32), u32>,
+    /// (expiry, number) in the order given or tried again; stale as in
+    /// [`S11Pending`].
+    order: VecDeque<(Instant, u32)>,
+}
+
+impl S11Relayed {
+    fn new(max: usize, hold: Duration) -> S11Relayed {
+        S11Relayed { max, hold, last: 0, by_seq: HashMap::new(), by_host: HashMap::new(), order: VecDeque::new() }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while let Some(&(at, seq)) = self.order.front() {
+            if at > now && self.order.len() <= 2 * self.max {
+                break;
+            }
+            self.order.pop_front();
+            if let Some(&(host, theirs, _)) = self.by_seq.get(&seq).filter(|e| e.2 == at) {
+                self.by_seq.remove(&seq);
+                self.by_host.remove(&(host, theirs));
+            }
+        }
+    }
+
+    /// The number host `host`'s request `theirs` goes under: the one it
+    /// got if tried before, else the next free one.
+    fn number(&mut self, now: Instant, host: HostId, theirs: u32) -> Option<u32> {
+        let at = now + self.hold;
+        let seq = match self.by_host.get(&(host, theirs)) {
+            Some(&seq) => seq,
+            None if self.by_seq.len() >= self.max => return None,
+            None => loop {
+                self.last = (self.last + 1) & 0xff_ffff;
+                if !self.by_seq.contains_key(&self.last) {
+                    self.by_host.insert((host, theirs), self.last);
+                    break self.last;
+                }
+            },
+        };
+        self.by_seq.insert(seq, (host, theirs, at));
+        self.order.push_back((at, seq));
+        Some(seq)
+    }
 }
 
 impl S11Pending {
@@ -361,6 +418,7 @@ pub struct Router {
     /// The replica hosts each live host was last told of.
     replicas_told: HashMap<HostId, Vec<HostId>>,
     s11: S11Pending,
+    s11_relayed: S11Relayed,
     /// Per host: when its last load report came.
     reported: HashMap<HostId, Instant>,
     report_stale_after: Duration,
@@ -379,8 +437,12 @@ pub const REPORT_STALE_AFTER: Duration = Duration::from_secs(1);
 /// The S-GW's requests waiting for a host's answer at most, by default.
 pub const S11_MAX_PENDING: usize = 4096;
 /// How long one waits at most, by default: beyond the S-GW's last
-/// retransmission (T3 x N3, TS 29.274 7.6; 3 s x 3 by default).
+/// retransmission (T3 x N3, TS 29.274 7.6; 3 s x 3 by default). Also how
+/// long a host's relayed request keeps its number after its last try.
 pub const S11_HOLD: Duration = Duration::from_secs(20);
+/// The hosts' requests relayed within [`S11_HOLD`] at most, by default:
+/// over 13,000 a second; a 24-bit number is not given again within it.
+pub const S11_MAX_RELAYED: usize = 1 << 18;
 
 /// Seed of the key a dead host's heir is found by.
 const HEIR_SEED: u64 = 0x6865_6972;
@@ -395,6 +457,7 @@ impl Router {
             gone: HashMap::new(),
             replicas_told: HashMap::new(),
             s11: S11Pending { max: S11_MAX_PENDING, hold: S11_HOLD, by_seq: HashMap::new(), order: VecDeque::new() },
+            s11_relayed: S11Relayed::new(S11_MAX_RELAYED, S11_HOLD),
             reported: HashMap::new(),
             report_stale_after: REPORT_STALE_AFTER,
             holds: Holds::default(),
@@ -899,6 +962,12 @@ impl Router {
         self
     }
 
+    /// At most `max` of the hosts' requests relayed within `hold`.
+    pub fn with_s11_relayed(mut self, max: usize, hold: Duration) -> Router {
+        self.s11_relayed = S11Relayed::new(max.clamp(1, 1 << 23), hold);
+        self
+    }
+
     /// The S-GW's requests waiting for a host's answer now.
     pub fn s11_pending(&self) -> usize {
         self.s11.by_seq.len()
@@ -907,10 +976,11 @@ impl Router {
     /// Where an S11 message from `from` goes (see the module's "S11").
     pub fn route_s11(&mut self, now: Instant, from: S11From, h: S11Header) -> Result<S11Route, S11Drop> {
         self.s11.expire(now);
+        self.s11_relayed.expire(now);
         let r = self.s11_route(now, from, h);
         match r {
-            Ok(S11Route::Host(_)) => self.stats.s11_to_host += 1,
-            Ok(S11Route::Sgw) => self.stats.s11_to_sgw += 1,
+            Ok(S11Route::Host(_) | S11Route::HostAs(..)) => self.stats.s11_to_host += 1,
+            Ok(S11Route::Sgw | S11Route::SgwAs(_)) => self.stats.s11_to_sgw += 1,
             Err(_) => self.stats.s11_dropped += 1,
         }
         r
@@ -933,11 +1003,12 @@ impl Router {
                 Ok(S11Route::Host(host))
             }
             (S11From::Sgw, false) => {
-                let host = seq_owner(h.seq);
-                self.is_live(host).then_some(S11Route::Host(host)).ok_or(S11Drop::HostGone)
+                // Kept: the S-GW answers a late retransmission again.
+                let &(host, theirs, _) = self.s11_relayed.by_seq.get(&h.seq).ok_or(S11Drop::UnknownResponse)?;
+                self.is_live(host).then_some(S11Route::HostAs(host, theirs)).ok_or(S11Drop::HostGone)
             }
             (S11From::Host(host), true) => {
-                (seq_owner(h.seq) == host).then_some(S11Route::Sgw).ok_or(S11Drop::ForeignSeq)
+                self.s11_relayed.number(now, host, h.seq).map(S11Route::SgwAs).ok_or(S11Drop::RelayFull)
             }
             (S11From::Host(host), false) => match self.s11.by_seq.get(&h.seq) {
                 Some(&(to, _)) if to == host => {
@@ -1267,20 +1338,44 @@ mod tests {
     }
 
     #[test]
-    fn s11_requests_of_hosts_go_to_the_sgw_and_responses_back_by_their_number() {
-        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
-        let now = Instant::now();
-        assert_eq!(seq_owner(0x03_0001), HostId(3));
-        assert_eq!(r.route_s11(now, S11From::Host(HostId(3)), request(0x8000_0001, 0x03_0001)), Ok(S11Route::Sgw));
-        // Numbered in another host's block: its response would go astray.
-        let foreign = request(0x8000_0001, 0x01_0001);
-        assert_eq!(r.route_s11(now, S11From::Host(HostId(3)), foreign), Err(S11Drop::ForeignSeq));
-        // The response goes to the host that numbered the request, whatever
-        // the TEID (Context Not Found comes on TEID 0, TS 29.274 5.5.2).
-        assert_eq!(r.route_s11(now, S11From::Sgw, response(0, 0x03_0001)), Ok(S11Route::Host(HostId(3))));
+    fn s11_requests_of_hosts_are_renumbered_and_responses_go_back_under_the_hosts_numbers() {
+        use S11Route::{HostAs, SgwAs};
+        let hold = Duration::from_secs(20);
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]).with_s11_relayed(3, hold);
+        let t0 = Instant::now();
+        let number = |r: &mut Router, at, host, h| match r.route_s11(at, S11From::Host(HostId(host)), h) {
+            Ok(SgwAs(seq)) => seq,
+            other => panic!("{other:?}"),
+        };
+        // Two hosts' requests under the same number of theirs: two numbers.
+        let a = number(&mut r, t0, 3, request(0x8000_0001, 7));
+        let b = number(&mut r, t0, 1, request(0x8000_0002, 7));
+        assert!(a != b && a <= 0xff_ffff && b <= 0xff_ffff);
+        // A retransmission keeps its number.
+        assert_eq!(number(&mut r, t0, 3, request(0x8000_0001, 7)), a);
+        // The response goes to the host that sent the request, under its
+        // number, whatever the TEID (Context Not Found comes on TEID 0, TS
+        // 29.274 5.5.2); so does the S-GW's answer to a late retransmission.
+        assert_eq!(r.route_s11(t0, S11From::Sgw, response(0, a)), Ok(HostAs(HostId(3), 7)));
+        assert_eq!(r.route_s11(t0, S11From::Sgw, response(0x0300_0001, a)), Ok(HostAs(HostId(3), 7)));
+        assert_eq!(r.route_s11(t0, S11From::Sgw, response(0, b)), Ok(HostAs(HostId(1), 7)));
+        assert_eq!(r.route_s11(t0, S11From::Sgw, response(0, b + 1000)), Err(S11Drop::UnknownResponse));
+        // Bounded: a third is relayed, a fourth not until the first expire.
+        number(&mut r, t0, 2, request(1, 9));
+        assert_eq!(r.route_s11(t0, S11From::Host(HostId(2)), request(1, 10)), Err(S11Drop::RelayFull));
+        let later = t0 + hold + Duration::from_millis(1);
+        assert_eq!(r.route_s11(later, S11From::Sgw, response(0, a)), Err(S11Drop::UnknownResponse));
+        let d = number(&mut r, later, 3, request(1, 10));
         // Not to an heir: only the sender holds the transaction.
         r.host_down(HostId(3));
-        assert_eq!(r.route_s11(now, S11From::Sgw, response(0x0300_0001, 0x03_0002)), Err(S11Drop::HostGone));
+        assert_eq!(r.route_s11(later, S11From::Sgw, response(0, d)), Err(S11Drop::HostGone));
+        // Numbers come round within 24 bits, past those in use.
+        r.s11_relayed.max = 8;
+        r.s11_relayed.last = 0xff_fffe;
+        assert_eq!(number(&mut r, later, 1, request(1, 11)), 0xff_ffff);
+        assert_eq!(number(&mut r, later, 1, request(1, 12)), 0);
+        r.s11_relayed.last = d - 1;
+        assert_eq!(number(&mut r, later, 1, request(1, 13)), d + 1);
     }
 
     #[test]

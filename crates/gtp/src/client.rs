@@ -46,10 +46,6 @@ pub struct S11ClientConfig {
     /// Entries of the duplicate cache of the S-GW's requests answered
     /// (each kept T3 x N3). Default 16384.
     pub duplicate_cache: usize,
-    /// The top octet of every sequence number of this client's requests
-    /// (an elastic MME host's number, by which its front end routes the
-    /// responses); `None`: any 24-bit number.
-    pub seq_prefix: Option<u8>,
     /// Requests other than Create Session go straight to this address (the
     /// S-GW) instead of `peer`, and their responses come back from it
     /// (TS 29.274 4.2.2.2: a response goes to where its request came from). An elastic MME
@@ -72,7 +68,6 @@ impl Default for S11ClientConfig {
             n3: 3,
             max_incoming: 4096,
             duplicate_cache: 16_384,
-            seq_prefix: None,
             direct: None,
             create_session_direct: false,
         }
@@ -131,11 +126,8 @@ pub async fn s11_client_via(cfg: S11ClientConfig, via: Option<PeerVia>) -> Resul
     let (link, link_task) = S11Link::channel(4096);
     let counters = Counters::new();
     let (answers_tx, answers) = mpsc::unbounded_channel();
-    let mut tx = Transactions::with_first_seq(TransactionConfig { t3: cfg.t3, n3: cfg.n3 }, 1)
+    let tx = Transactions::with_first_seq(TransactionConfig { t3: cfg.t3, n3: cfg.n3 }, 1)
         .with_max_cached(cfg.duplicate_cache);
-    if let Some(prefix) = cfg.seq_prefix {
-        tx = tx.with_seq_prefix(prefix);
-    }
     let (via_send, via_recv) = match via {
         Some(v) => (Some(v.send), Some(v.recv)),
         None => (None, None),
@@ -260,8 +252,7 @@ impl ClientTask {
             (S11Request::CreateSession(_), Some(_)) if !self.create_session_direct => self.peer,
             (_, Some(direct)) => direct,
         };
-        // Only what goes through `peer` needs the prefix its router reads.
-        let seq = if to == self.peer { self.tx.next_seq() } else { self.tx.next_seq_unprefixed() };
+        let seq = self.tx.next_seq();
         let bytes = encode_request(&p.request, seq).to_bytes();
         let ebi = request_ebi(&p.request);
         self.tx.send_request(now, to, seq, bytes, InFlight { reply: p.reply, ebi });

@@ -109,12 +109,6 @@ pub struct TransactionStats {
 pub struct Transactions<P, T> {
     cfg: TransactionConfig,
     next_seq: u32,
-    /// The next of [`Self::next_seq_unprefixed`]'s numbers.
-    next_unprefixed: u32,
-    /// The bits every sequence number carries, and those that count
-    /// ([`Self::with_seq_prefix`]; by default none and all 24).
-    seq_base: u32,
-    seq_mask: u32,
     outstanding: HashMap<u32, Outstanding<P, T>>,
     /// (deadline, seq, retransmissions at arming time); stale entries skipped.
     retx: VecDeque<(Instant, u32, u32)>,
@@ -181,9 +175,6 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
         Transactions {
             cfg,
             next_seq: first & SEQ_MASK,
-            next_unprefixed: first & SEQ_MASK,
-            seq_base: 0,
-            seq_mask: SEQ_MASK,
             outstanding: HashMap::new(),
             retx: VecDeque::new(),
             answered: HashMap::new(),
@@ -198,19 +189,6 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
     /// Bounds the duplicate cache to `max` entries (at least 1).
     pub fn with_max_cached(mut self, max: usize) -> Self {
         self.max_cached = max.max(1);
-        self
-    }
-
-    /// Numbers requests within one block of 2^16 of the 24-bit space,
-    /// `prefix` their top octet. Senders behind one address (the elastic
-    /// MME's hosts behind its front end's S11 address) then never use the
-    /// same number towards a peer that tells transactions apart by sender
-    /// address and number (TS 29.274 7.6), and the front end routes the
-    /// responses by the number alone.
-    pub fn with_seq_prefix(mut self, prefix: u8) -> Self {
-        self.seq_base = u32::from(prefix) << 16;
-        self.seq_mask = 0xffff;
-        self.next_seq &= self.seq_mask;
         self
     }
 
@@ -230,23 +208,10 @@ impl<P: Copy + Eq + Hash, T> Transactions<P, T> {
 
     /// A fresh 24-bit sequence number not used by an outstanding request.
     pub fn next_seq(&mut self) -> u32 {
-        let (base, mask) = (self.seq_base, self.seq_mask);
-        Self::draw(&self.outstanding, &mut self.next_seq, base, mask)
-    }
-
-    /// A fresh number from the whole 24-bit space even with a prefix, for
-    /// a request whose response comes straight back rather than through
-    /// what routes by the prefix: a peer's duplicate detection then sees
-    /// each number again only after 2^24 requests, not 2^16.
-    pub fn next_seq_unprefixed(&mut self) -> u32 {
-        Self::draw(&self.outstanding, &mut self.next_unprefixed, 0, SEQ_MASK)
-    }
-
-    fn draw(outstanding: &HashMap<u32, Outstanding<P, T>>, next: &mut u32, base: u32, mask: u32) -> u32 {
         loop {
-            let s = base | *next;
-            *next = (*next + 1) & mask;
-            if !outstanding.contains_key(&s) {
+            let s = self.next_seq;
+            self.next_seq = (s + 1) & SEQ_MASK;
+            if !self.outstanding.contains_key(&s) {
                 return s;
             }
         }
@@ -556,32 +521,6 @@ mod tests {
         assert_eq!(t.on_request(now, 1, 9_901, REQ), Incoming::InProgress);
         assert_eq!(t.on_request(now, 1, 9_899, REQ), Incoming::New, "evicted");
         assert_eq!(t.cached(), 100);
-    }
-
-    #[test]
-    fn a_prefix_keeps_sequence_numbers_in_its_block() {
-        let mut t = Transactions::<u8, ()>::with_first_seq(cfg(), 0xfffe).with_seq_prefix(7);
-        let a = t.next_seq();
-        t.send_request(Instant::now(), 1, a, vec![], ());
-        let seqs = [a, t.next_seq(), t.next_seq()];
-        // Wrapping within the block, never into the neighbours'.
-        assert_eq!(seqs, [0x07_fffe, 0x07_ffff, 0x07_0000]);
-        for _ in 0..0x1_0000 {
-            let s = t.next_seq();
-            assert_eq!(s >> 16, 7);
-            assert_ne!(s, a, "outstanding: skipped");
-        }
-        // Unprefixed numbers run through the whole space, skipping
-        // outstanding ones of either kind.
-        let b = t.next_seq_unprefixed();
-        t.send_request(Instant::now(), 2, b, vec![], ());
-        let mut seen = std::collections::HashSet::new();
-        for _ in 0..0x100_0000 - 2 {
-            let s = t.next_seq_unprefixed();
-            assert!(s != a && s != b && s <= SEQ_MASK);
-            seen.insert(s >> 16);
-        }
-        assert_eq!(seen.len(), 256, "every block");
     }
 
     #[test]

@@ -264,12 +264,11 @@ async fn with_direct_only_create_session_goes_to_the_peer() {
     pending.abort();
 
     // With `create_session_direct`, the Create Session goes to the S-GW
-    // too, numbered outside the prefix's block.
+    // too.
     let sgw = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let all_direct = S11ClientConfig {
         direct: Some(sgw.local_addr().unwrap()),
         create_session_direct: true,
-        seq_prefix: Some(7),
         ..cfg(front_end.local_addr().unwrap())
     };
     let c = s11_client_bound(all_direct).await.unwrap();
@@ -278,22 +277,18 @@ async fn with_direct_only_create_session_goes_to_the_peer() {
     let (n, _) = tokio::time::timeout(Duration::from_secs(10), sgw.recv_from(&mut b)).await.unwrap().unwrap();
     let m = GtpMessage::parse(&b[..n]).unwrap();
     assert!(matches!(decode_request(&m), Ok(S11Request::CreateSession(_))), "{m:?}");
-    assert_ne!(m.seq >> 16, 7);
     pending.abort();
 }
 
-/// An elastic MME host's client: what goes straight to the S-GW is
-/// numbered from the whole 24-bit space, not the 2^16 of its prefix (which
-/// came round within the S-GW's duplicate cache at 7,000 requests/s); and
-/// a response under its number that does not answer it (a late one to an
-/// earlier request under that number) leaves it waiting for its own.
+/// An elastic MME host's client: a response under a direct request's
+/// number that does not answer it (a late one to an earlier request under
+/// that number) leaves it waiting for its own.
 #[tokio::test]
-async fn direct_requests_are_numbered_past_the_prefix_and_answered_only_by_their_type() {
+async fn direct_requests_are_answered_only_by_their_type() {
     let sgw = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let front_end = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let cfg = S11ClientConfig {
         direct: Some(sgw.local_addr().unwrap()),
-        seq_prefix: Some(7),
         // Seconds between the retransmission and the failure, however
         // slow the machine.
         t3: Duration::from_secs(2),
@@ -307,7 +302,6 @@ async fn direct_requests_are_numbered_past_the_prefix_and_answered_only_by_their
     let (n, from) = tokio::time::timeout(Duration::from_secs(10), sgw.recv_from(&mut b)).await.unwrap().unwrap();
     let m = GtpMessage::parse(&b[..n]).unwrap();
     assert!(matches!(decode_request(&m), Ok(S11Request::ReleaseAccessBearers(_))));
-    assert_ne!(m.seq >> 16, 7, "not in the prefix's block: {:#x}", m.seq);
     // A Modify Bearer Response under its number: not its answer.
     let stale =
         S11Response::ModifyBearer(ModifyBearerResponse { cause: GtpCause::REQUEST_ACCEPTED, bearer_cause: None });
@@ -323,8 +317,8 @@ async fn direct_requests_are_numbered_past_the_prefix_and_answered_only_by_their
 }
 
 /// An elastic MME host's client over its link to the front end
-/// (`s11_client_via`): what goes to `peer` (a request numbered in the
-/// prefix's block, the answer to the S-GW's request, an Echo Response)
+/// (`s11_client_via`): what goes to `peer` (a request, the answer to the
+/// S-GW's request, an Echo Response)
 /// is handed to the link, not the socket; what the link gives is read as
 /// from `peer`; a message the link cannot take is counted.
 #[tokio::test]
@@ -335,7 +329,7 @@ async fn over_a_link_the_peer_s_messages_do_not_touch_the_socket() {
     let (to_link, mut link_out) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
     let (link_in, recv) = tokio::sync::mpsc::channel(16);
     let send = Box::new(move |b| to_link.try_send(b).is_ok());
-    let cfg = S11ClientConfig { seq_prefix: Some(7), ..cfg(front_end.local_addr().unwrap()) };
+    let cfg = cfg(front_end.local_addr().unwrap());
     let (mut link, c) = s11_client_via(cfg, Some(PeerVia { send, recv })).await.unwrap();
     // A request: onto the link, its response from the link.
     let requester = c.requester.clone();
@@ -347,7 +341,6 @@ async fn over_a_link_the_peer_s_messages_do_not_touch_the_socket() {
     let sent = tokio::time::timeout(Duration::from_secs(10), link_out.recv()).await.unwrap().unwrap();
     let m = GtpMessage::parse(&sent).unwrap();
     assert!(matches!(decode_request(&m), Ok(S11Request::DeleteSession(_))), "{m:?}");
-    assert_eq!(m.seq >> 16, 7);
     let resp = S11Response::DeleteSession(GtpCause::REQUEST_ACCEPTED);
     link_in.send(encode_response(&resp, 1, m.seq, None).to_bytes().into()).await.unwrap();
     assert_eq!(tokio::time::timeout(Duration::from_secs(10), pending).await.unwrap().unwrap(), Ok(resp));

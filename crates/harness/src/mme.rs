@@ -353,7 +353,8 @@ impl Decomposed {
                 let header = S11Header { initial: true, teid: Some(teid), seq: txn as u32 };
                 match self.router.route_s11(now, S11From::Sgw, header) {
                     Ok(S11Route::Host(h)) => self.on_host(h, now, Some(UeKey::MmeUeS1apId(teid)), ev),
-                    Ok(S11Route::Sgw) => {}
+                    // Not for a request of the S-GW.
+                    Ok(S11Route::Sgw | S11Route::SgwAs(_) | S11Route::HostAs(..)) => {}
                     Err(d) => self.counters.incr(d.counter()),
                 }
             }

@@ -779,14 +779,20 @@ impl State {
             S11Read::EchoRequest { .. } | S11Read::EchoResponse => return,
             S11Read::Malformed => return self.counters.incr("frontend_s11_malformed"),
         };
-        match self.router.route_s11(now, source, header) {
-            Ok(S11Route::Sgw) => self.to_sgw.push(data),
-            Ok(S11Route::Host(h)) if self.hosts.contains_key(&h) => self.send(h, Frame::S11 { data }),
-            Ok(S11Route::Host(_)) => self.counters.incr("frontend_s11_no_host"),
+        let (to, data) = match self.router.route_s11(now, source, header) {
+            Ok(S11Route::Sgw) => (None, data),
+            Ok(S11Route::SgwAs(seq)) => (None, renumbered(&data, seq)),
+            Ok(S11Route::Host(h)) => (Some(h), data),
+            Ok(S11Route::HostAs(h, seq)) => (Some(h), renumbered(&data, seq)),
             Err(e) => {
                 self.counters.incr(e.counter());
-                tracing::debug!(?source, "S11 dropped: {e}");
+                return tracing::debug!(?source, "S11 dropped: {e}");
             }
+        };
+        match to {
+            None => self.to_sgw.push(data),
+            Some(h) if self.hosts.contains_key(&h) => self.send(h, Frame::S11 { data }),
+            Some(_) => self.counters.incr("frontend_s11_no_host"),
         }
     }
 
@@ -796,6 +802,17 @@ impl State {
             self.send(h, frame.clone());
         }
     }
+}
+
+/// The message with sequence number `seq` (TS 29.274 5.5.1; its header
+/// read already), the rest as it was.
+fn renumbered(data: &[u8], seq: u32) -> Bytes {
+    let mut b = data.to_vec();
+    if let Ok(p) = mobicore_gtp::wire::Packet::new_checked(&b[..]) {
+        let at = p.header_len() - 4;
+        b[at..at + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
+    }
+    b.into()
 }
 
 /// What the front end reads of an S11 datagram.
@@ -1279,6 +1296,28 @@ mod tests {
         assert_eq!(st.command(now, Command::Drain(heir)).0, 409);
         // Not a launcher here: no host can be started.
         assert_eq!(st.command(now, Command::StartHost).0, 409);
+    }
+
+    /// A host's request reaches the S-GW under the front end's number, the
+    /// rest unchanged; the response reaches the host under the host's.
+    #[test]
+    fn a_host_s_request_is_renumbered_and_its_response_numbered_back() {
+        use mobicore_common::s11::{ReleaseAccessBearersRequest, S11Request, S11Response};
+        let (mut st, mut q) = state_with_queues();
+        q.values_mut().for_each(|r| drop(sent_all(r)));
+        let (sgw, now) = (st.sgw, Instant::now());
+        let rab = S11Request::ReleaseAccessBearers(ReleaseAccessBearersRequest { sgw_teid: Teid(0x99) });
+        let sent = mobicore_gtp::s11::encode_request(&rab, 0x02_0007).to_bytes();
+        st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::S11 { data: sent.clone().into() } });
+        let [out] = &std::mem::take(&mut st.to_sgw)[..] else { panic!("one request for the S-GW") };
+        let relayed = GtpMessage::parse(out).unwrap();
+        assert_ne!(relayed.seq, 0x02_0007);
+        assert_eq!(GtpMessage { seq: 0x02_0007, ..relayed.clone() }.to_bytes(), sent, "only the number changed");
+        let resp = S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED);
+        let answer = mobicore_gtp::s11::encode_response(&resp, 0x0200_0001, relayed.seq, None).to_bytes();
+        st.on_s11_datagram(now, &answer, sgw);
+        let back = mobicore_gtp::s11::encode_response(&resp, 0x0200_0001, 0x02_0007, None).to_bytes();
+        assert_eq!(sent_all(q.get_mut(&2).unwrap()), [Frame::S11 { data: back.into() }]);
     }
 
     #[test]

@@ -20,8 +20,8 @@
 //! # S11 after a takeover
 //! A host's S11 goes through the front end, which owns the MME's one S11
 //! address: the host's S11 client sends there, over the host's link to it
-//! ([`Frame::S11`], [`S11OverLink`]; numbering its requests in its own
-//! block, `seq_prefix`), and its Sender F-TEID for Control Plane
+//! ([`Frame::S11`], [`S11OverLink`]; the front end renumbers the requests
+//! it relays), and its Sender F-TEID for Control Plane
 //! names the front end's IP (TS 29.274 7.2.1). The S-GW thus knows one MME
 //! address for a UE whichever host serves it, and its requests (Downlink
 //! Data Notification, TS 29.274 7.2.11.1) reach the host that serves the

@@ -482,14 +482,14 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
     let s6a = mobicore_diameter::connect_s6a_link(s6a_cfg)
         .await
         .with_context(|| format!("connecting S6a to the HSS at {}", cfg.mme.hss))?;
-    // Through the front end, over the link to it, numbered in the host's
-    // block (for the responses to find it), under the front end's S11
-    // address; the socket is for `--s11-direct`.
+    // Through the front end, over the link to it, under the front end's
+    // S11 address; numbered from the whole 24-bit space (the front end
+    // renumbers what it relays and keeps the host's number for 20 s); the
+    // socket is for `--s11-direct`.
     let (s11_over_link, via) = host::S11OverLink::new();
     let s11_cfg = mobicore_gtp::client::S11ClientConfig {
         local: cfg.mme.s11_local,
         peer: a.frontend_s11,
-        seq_prefix: Some(a.id),
         direct: a.s11_direct,
         create_session_direct: a.create_session_direct,
         ..Default::default()
