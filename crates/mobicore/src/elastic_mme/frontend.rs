@@ -11,13 +11,13 @@
 //!
 //! The front end also owns the MME's S11 address (one UDP socket): the
 //! hosts send their S11 requests to it over their links ([`Frame::S11`])
-//! and it relays them to the S-GW unchanged, so that the S-GW knows one
-//! MME address whichever host serves a UE (the one it sends Downlink Data
-//! Notifications to); the S-GW's requests go to the host that serves the
-//! UE by the MME S11 TEID in their header, the responses to the host
-//! whose number their sequence number carries ([`Router::route_s11`]),
-//! both over the host's link, and the hosts' answers go back to the S-GW
-//! from this address. The socket hears the S-GW alone; an Echo Request is
+//! and it relays them to the S-GW under numbers of its own, so that the
+//! S-GW knows one MME address whichever host serves a UE (the one it sends
+//! Downlink Data Notifications to); the S-GW's requests go to the host
+//! that serves the UE by the MME S11 TEID in their header, the responses
+//! to the host that sent the request, under its number
+//! ([`Router::route_s11`]), both over the host's link, and the hosts'
+//! answers go back to the S-GW from this address. The socket hears the S-GW alone; an Echo Request is
 //! answered here (TS 29.274 7.1.2).
 //!
 //! Hosts report their load periodically (`Frame::Load`); the reports go to
