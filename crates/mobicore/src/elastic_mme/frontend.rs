@@ -17,8 +17,8 @@
 //! that serves the UE by the MME S11 TEID in their header, the responses
 //! to the host that sent the request, under its number
 //! ([`Router::route_s11`]), both over the host's link, and the hosts'
-//! answers go back to the S-GW from this address. The socket hears the S-GW alone; an Echo Request is
-//! answered here (TS 29.274 7.1.2).
+//! answers go back to the S-GW from this address. The socket hears the
+//! S-GW alone; an Echo Request is answered here (TS 29.274 7.1.2).
 //!
 //! Hosts report their load periodically (`Frame::Load`); the reports go to
 //! the balancer ([`Router::report`], for `sk-ch`: seed 004 Algorithm 1,
@@ -181,6 +181,7 @@ pub async fn run(
     // S11 relayed in batches: every datagram ready at a wake read with one
     // system call, what they lead to sent with one.
     let mut s11_in = mobicore_common::mmsg::RecvBatch::new();
+    let mut s11_out: Vec<(SocketAddr, Bytes)> = Vec::new();
     let (host_tx, mut host_rx) = mpsc::channel::<HostEvent>(HOST_QUEUE);
     let mut next_conn = 0u64;
     let mut expiry = tokio::time::interval(REPORT_CHECK);
@@ -241,9 +242,10 @@ pub async fn run(
             }
         }
         if !fe.to_sgw.is_empty() {
-            let to_sgw: Vec<(SocketAddr, Bytes)> = fe.to_sgw.drain(..).map(|b| (fe.sgw, b)).collect();
-            let failed = mobicore_common::mmsg::send_all(&s11, &to_sgw).await;
+            s11_out.extend(fe.to_sgw.drain(..).map(|b| (fe.sgw, b)));
+            let failed = mobicore_common::mmsg::send_all(&s11, &s11_out).await;
             fe.counters.add("frontend_s11_send_error", failed as u64);
+            s11_out.clear();
         }
         while let Some(action) = fe.core.poll_action() {
             let cmd = match action {
