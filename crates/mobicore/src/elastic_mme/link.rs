@@ -91,8 +91,15 @@ impl AsyncRead for UnixRead {
         loop {
             let mut guard = ready!(self.0.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();
+            let asked = unfilled.len();
             match guard.try_io(|s| s.get_ref().read(unfilled)) {
                 Ok(Ok(n)) => {
+                    // A short read drained the socket: wait for the reactor
+                    // rather than read again to find it empty (as tokio's
+                    // own streams do).
+                    if n > 0 && n < asked {
+                        guard.clear_ready();
+                    }
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }

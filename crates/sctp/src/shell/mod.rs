@@ -113,7 +113,9 @@ fn receive(ep: &mut Endpoint, io: &mut Batcher, fd: RawFd) -> bool {
     for _ in 0..RECV_ROUNDS {
         match io.recv_batch(fd, |src, pkt| ep.handle_packet(now, src, pkt)) {
             Ok(n) if n == BATCH => continue,
-            Ok(_) => continue,
+            // Fewer than asked for: drained (another call would only find
+            // it empty); the caller clears the readiness.
+            Ok(_) => return true,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
