@@ -1740,6 +1740,8 @@ struct RemoveDir(PathBuf);
 
 impl Drop for RemoveDir {
     fn drop(&mut self) {
+        // A host's cgroup: its process's leaf first.
+        let _ = std::fs::remove_dir(self.0.join(mobicore::elastic_mme::cgroup::PROCESS_LEAF));
         let _ = std::fs::remove_dir(&self.0);
     }
 }
@@ -1784,8 +1786,11 @@ async fn a_host_with_a_cpu_budget_runs_in_its_own_cgroup() {
             assert_eq!(read("cpu.cfs_period_us").trim(), "10000");
         }
     }
-    let procs = read("cgroup.procs");
+    // The process in a leaf below its budget (cgroup v2 hands no
+    // controller on from a cgroup with processes of its own).
+    let procs = read("main/cgroup.procs");
     assert!(procs.lines().any(|l| l.trim() == pid.to_string()), "host3 ({pid}) in {version:?} {dir:?}: {procs:?}");
+    assert!(read("cgroup.procs").trim().is_empty(), "none in the budget's cgroup itself");
     let end = Instant::now() + LIMIT;
     while counter(c.metrics[&3], "mobicore_mme_host_load_report_sent").await < 2 {
         assert!(Instant::now() < end, "host3's load reports");

@@ -1,12 +1,14 @@
 //! A host's CPU budget (`mme-host --cpu-max`): the process moves itself
-//! into a cgroup of its own, `<cpu hierarchy>/mobicore-hosts/host<id>-<pid>`,
-//! bounded to a fraction of a core, so that its capacity (`c_i` of seed
-//! 004 Eq. 1, issue 13 item 8) is the kernel's, measured, not modelled.
-//! cgroup v2 (`cpu.max`) where its root has the cpu controller, else
-//! cgroup v1's cpu hierarchy (`cpu.cfs_quota_us` over `cpu.cfs_period_us`,
-//! the same quota and period, [`quota_period_us`]: a 10 ms period). The cgroup is removed when the host stops
-//! (the process first moves back to the cgroup it came from); a killed
-//! host's is removed by whoever reaps it ([`remove_leftovers`]).
+//! into a cgroup of its own, `<cpu hierarchy>/mobicore-hosts/host<id>-<pid>`
+//! (into its leaf `main`, beside its NF instances'), bounded to a
+//! fraction of a core, so that its capacity (`c_i` of seed 004 Eq. 1,
+//! issue 13 item 8) is the kernel's, measured, not modelled. cgroup v2
+//! (`cpu.max`) where its root has the cpu controller, else cgroup v1's
+//! cpu hierarchy (`cpu.cfs_quota_us` over `cpu.cfs_period_us`, the same
+//! quota and period, [`quota_period_us`]: a 10 ms period). The cgroup is
+//! removed when the host stops (the process first moves back to the
+//! cgroup it came from); a killed host's is removed by whoever reaps it
+//! ([`remove_leftovers`]).
 //!
 //! A host's NF instances ([`NfCgroups`], `mme-host --nf`) get a cgroup per
 //! slot under the host's (its `--cpu-max` one, else an unbounded
@@ -26,6 +28,8 @@ pub const ROOT: &str = "/sys/fs/cgroup";
 pub const V1_ROOT: &str = "/sys/fs/cgroup/cpu";
 /// The parent of the hosts' cgroups, under the root.
 pub const PARENT: &str = "mobicore-hosts";
+/// The leaf of a host's cgroup its process is in ([`HostCgroup::enter`]).
+pub const PROCESS_LEAF: &str = "main";
 /// The CFS period of a budget, microseconds, at most: 10 ms, a tenth of
 /// the kernel's default. A host that spends its quota early in a period
 /// waits for the next one; over a 100 ms period a tenth of a core would
@@ -137,7 +141,19 @@ impl HostCgroup {
                 write("cpu.cfs_quota_us", quota.to_string())?;
             }
         }
-        write("cgroup.procs", pid.to_string()).context("moving the host into its cgroup")?;
+        // The process goes into a leaf below the budget, beside its NF
+        // instances' (NfCgroups): a v2 cgroup with processes of its own
+        // hands no controller to its children (cgroup-v2.rst, "No
+        // Internal Process Constraint"), so the instances could not be
+        // weighted. v1 the same, the leaf weighted as a task of its own.
+        if version == Version::V2 {
+            enable_cpu(&cg.dir)?;
+        }
+        let leaf = cg.dir.join(PROCESS_LEAF);
+        fs::create_dir_all(&leaf).with_context(|| format!("creating {}", leaf.display()))?;
+        let (file, w) = (weight_file(version), weight(version, 1.0));
+        fs::write(leaf.join(file), w.to_string()).with_context(|| format!("writing {file} {w}"))?;
+        fs::write(leaf.join("cgroup.procs"), pid.to_string()).context("moving the host into its cgroup")?;
         Ok(cg)
     }
 
@@ -244,6 +260,14 @@ pub fn weight(version: Version, p: f64) -> u64 {
     }
 }
 
+/// The file of a cgroup's CPU weight.
+fn weight_file(version: Version) -> &'static str {
+    match version {
+        Version::V2 => "cpu.weight",
+        Version::V1 => "cpu.shares",
+    }
+}
+
 /// The cgroups of a host's NF instances, one per slot, weighted by `P`.
 #[derive(Debug)]
 pub struct NfCgroups {
@@ -278,7 +302,8 @@ impl NfCgroups {
         };
         let cg = NfCgroups { version, parent, made_parent };
         if version == Version::V2 {
-            // A v2 cgroup with processes in it has no controllers below it.
+            // The host's process is in a leaf beside the slots (or in
+            // another cgroup): none in the parent, which may hand on cpu.
             enable_cpu(&cg.parent)?;
         }
         for (slot, &p) in priorities.iter().enumerate() {
@@ -292,10 +317,7 @@ impl NfCgroups {
     /// Slot `slot`'s CPU weight for priority `p` (its instance took
     /// another kind).
     pub fn set_weight(&self, slot: usize, p: f64) -> Result<()> {
-        let (file, w) = match self.version {
-            Version::V2 => ("cpu.weight", weight(self.version, p)),
-            Version::V1 => ("cpu.shares", weight(self.version, p)),
-        };
+        let (file, w) = (weight_file(self.version), weight(self.version, p));
         let path = self.slot_dir(slot).join(file);
         fs::write(&path, w.to_string()).with_context(|| format!("writing {} {w}", path.display()))
     }
@@ -408,14 +430,26 @@ mod tests {
     fn a_host_cgroup_is_made_bounded_and_entered() {
         let root = fake_root("cpuset cpu io memory pids");
         assert_eq!(available(&root, Path::new("/nonexistent")).unwrap(), Version::V2);
+        // The kernel makes a cgroup's files with it; here, by hand.
+        let dir = root.join(PARENT).join("host3-4242");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("cgroup.subtree_control"), "").unwrap();
         let cg = HostCgroup::enter(&root, Version::V2, "/", 3, 4242, 0.25).unwrap();
-        assert_eq!(cg.dir(), root.join(PARENT).join("host3-4242"));
+        assert_eq!(cg.dir(), dir);
         assert_eq!(host_dir(&root, 4242).as_deref(), Some(cg.dir()));
-        assert_eq!(fs::read_to_string(cg.dir().join("cpu.max")).unwrap(), "2500 10000");
-        assert_eq!(fs::read_to_string(cg.dir().join("cgroup.procs")).unwrap(), "4242");
+        assert_eq!(fs::read_to_string(dir.join("cpu.max")).unwrap(), "2500 10000");
+        // The process in a leaf, none in the budget's cgroup, which hands
+        // cpu on (to the NF instances' slots, weighted against the leaf).
+        assert!(!dir.join("cgroup.procs").exists());
+        assert_eq!(fs::read_to_string(dir.join("main/cgroup.procs")).unwrap(), "4242");
+        assert_eq!(fs::read_to_string(dir.join("main/cpu.weight")).unwrap(), "1000");
+        assert_eq!(fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap(), "+cpu");
         assert_eq!(fs::read_to_string(root.join("cgroup.subtree_control")).unwrap(), "+cpu", "enabled in the root");
         assert_eq!(fs::read_to_string(root.join(PARENT).join("cgroup.subtree_control")).unwrap(), "cpu", "kept");
-        drop(cg);
+        let nfs = NfCgroups::create_in(&root, Version::V2, Some(&dir), 3, 4242, &[0.5]).unwrap();
+        assert_eq!(fs::read_to_string(dir.join("nf0/cpu.weight")).unwrap(), "500");
+        // Plain directories keep their files (rmdir of a cgroup does not).
+        std::mem::forget((nfs, cg));
         fs::remove_dir_all(&root).unwrap();
     }
 
@@ -429,11 +463,12 @@ mod tests {
         assert_eq!(cg.dir(), root.join(PARENT).join("host2-77"));
         assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_quota_us")).unwrap(), "2000");
         assert_eq!(fs::read_to_string(cg.dir().join("cpu.cfs_period_us")).unwrap(), "10000");
-        assert_eq!(fs::read_to_string(cg.dir().join("cgroup.procs")).unwrap(), "77");
+        assert_eq!(fs::read_to_string(cg.dir().join("main/cgroup.procs")).unwrap(), "77");
+        assert_eq!(fs::read_to_string(cg.dir().join("main/cpu.shares")).unwrap(), "1024", "a nice-0 task's");
         let other = HostCgroup::enter(&root, Version::V1, "/", 3, 78, 0.2).unwrap();
         // A plain directory keeps its files; a cgroup's go with rmdir.
         for cg in [&cg, &other] {
-            for f in ["cpu.cfs_quota_us", "cpu.cfs_period_us", "cgroup.procs"] {
+            for f in ["cpu.cfs_quota_us", "cpu.cfs_period_us", "main/cgroup.procs", "main/cpu.shares"] {
                 fs::remove_file(cg.dir().join(f)).unwrap();
             }
         }
