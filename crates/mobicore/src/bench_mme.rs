@@ -563,20 +563,16 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
         }
         let ch = found.iter().find(|f| f.0 == Scheme::ConsistentHashing);
         let (ch_avg, ch_fixed) = (ch.and_then(|f| f.1.map(|x| x.0)), ch.and_then(|f| f.2.map(f64::from)));
-        let fewer = |x: Option<f64>, ch: Option<f64>| match (x, ch) {
-            (Some(x), Some(c)) => format!("{:.0}%", 100.0 * (1.0 - x / c)),
-            _ => "-".into(),
-        };
         for &(scheme, avg, n, viol) in &found {
             rows.push(vec![
                 format!("{alpha}"),
                 scheme.to_string(),
                 avg.map_or(format!("> {max_hosts}"), |(h, _)| format!("{h:.1}")),
                 avg.map_or("-".into(), |(_, v)| format!("{v:.2}")),
-                fewer(avg.map(|x| x.0), ch_avg),
+                fewer_than_ch(avg.map(|x| x.0), ch_avg),
                 n.map_or(format!("> {max_hosts}"), |n| n.to_string()),
                 format!("{viol:.2}"),
-                fewer(n.map(f64::from), ch_fixed),
+                fewer_than_ch(n.map(f64::from), ch_fixed),
             ]);
         }
     }
@@ -595,6 +591,15 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
         &rows,
     );
     points
+}
+
+/// `x` hosts against consistent hashing's `ch` (Fig. 11): how many
+/// fewer, in percent of `ch`; "-" if either is not known.
+fn fewer_than_ch(x: Option<f64>, ch: Option<f64>) -> String {
+    match (x, ch) {
+        (Some(x), Some(c)) if c > 0.0 => format!("{:.0}%", 100.0 * (1.0 - x / c)),
+        _ => "-".into(),
+    }
 }
 
 /// One series per point of the run (each scheme's): its `key` array's

@@ -68,6 +68,8 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
     let b = bar(a.alpha.len() as u64 * a.schemes.len() as u64 * runs_each);
     let (mut points, mut rows) = (Vec::new(), Vec::new());
     for &alpha in &a.alpha {
+        // This alpha's rows and counts, for the saving against CH.
+        let (mut alpha_rows, mut found) = (Vec::new(), Vec::new());
         for &scheme in &a.schemes {
             let mut search = HostSearch::new(max_hosts);
             let mut tried: Vec<Run> = Vec::new();
@@ -89,7 +91,8 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
             // The run reported: the fewest hosts that met the target, else the most.
             let shown = needed.unwrap_or(max_hosts);
             let r = tried.iter().rfind(|r| r.hosts == shown).context("the search ran its answer")?;
-            rows.push(vec![
+            found.push((scheme, needed));
+            alpha_rows.push(vec![
                 format!("{alpha}"),
                 scheme.to_string(),
                 needed.map_or(format!("> {max_hosts}"), |n| n.to_string()),
@@ -129,6 +132,11 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 "tried_rounds": all.iter().map(|&(h, v)| json!({"hosts": h, "slo_violation_pct": v})).collect::<Vec<_>>(),
             }));
         }
+        let ch = found.iter().find(|f| f.0 == Scheme::ConsistentHashing).and_then(|f| f.1.map(f64::from));
+        for (mut row, (_, needed)) in alpha_rows.into_iter().zip(&found) {
+            row.insert(3, super::fewer_than_ch(needed.map(f64::from), ch));
+            rows.push(row);
+        }
     }
     finish(
         b,
@@ -136,6 +144,7 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
             "alpha",
             "scheme",
             "hosts needed",
+            "fewer than ch",
             "SLO viol. %",
             "hosts:viol. % tried",
             "CPU % of budget",
