@@ -382,7 +382,12 @@ async fn run(cfg: S6aClientConfig, conn: Connection, task: S6aLinkTask) {
         match serve(&cfg, &mut conn, &mut rx, &mut inflight, &mut incoming).await {
             Exit::Done => return,
             Exit::Down(why) => {
-                tracing::warn!(peer = %cfg.peer, %why, "S6a connection down");
+                // A peer that says goodbye (DPR) is no failure.
+                if why == crate::peer::DPR_RECEIVED {
+                    tracing::info!(peer = %cfg.peer, %why, "S6a connection down");
+                } else {
+                    tracing::warn!(peer = %cfg.peer, %why, "S6a connection down");
+                }
                 inflight.fail_all(TransportError::Down(why));
             }
         }

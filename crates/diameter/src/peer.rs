@@ -65,6 +65,10 @@ pub enum PeerState {
     Closed,
 }
 
+/// The reason of [`PeerEvent::Down`] when the peer closed in order: a
+/// Disconnect-Peer-Request (RFC 6733 5.4), answered.
+pub const DPR_RECEIVED: &str = "DPR received";
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum PeerEvent {
     /// Capabilities exchanged; the remote identity.
@@ -421,7 +425,7 @@ impl Peer {
                 cmd::DISCONNECT_PEER => {
                     let a = base::dpa(local, &h);
                     self.send(&a);
-                    self.down("DPR received");
+                    self.down(DPR_RECEIVED);
                     return;
                 }
                 _ => {
