@@ -90,7 +90,7 @@ pub enum BenchCommand {
     /// CPU spread across such hosts per balancer, uniform and skewed load
     /// (fig10); the fewest such hosts per balancer and Pareto alpha that
     /// keep --target-pct violations under the load model's bursts (fig11,
-    /// up to --max-hosts 8). Figs. 9-11 with `--sim`: service request and
+    /// up to --max-hosts 4). Figs. 9-11 with `--sim`: service request and
     /// handover latency on one host with the NFs unified, decomposed or
     /// prioritized (fig9); skewed consistent hashing against round robin,
     /// consistent hashing and Maglev to 100 hosts (fig10), and the hosts

@@ -49,8 +49,6 @@ use std::path::{Path, PathBuf};
 
 /// Fig. 9's one host's CPU budget on real processes (cores), by default.
 const CPU_MAX_FIG9: f64 = 1.0;
-/// Fig. 11 on real processes: each host's default budget, cores.
-const CPU_MAX_FIG11: f64 = 0.05;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MmeFigure {
@@ -193,11 +191,11 @@ pub struct MmeArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pub alpha: Vec<f64>,
     /// Fig. 11: the most hosts a search tries, and simulated, the most
-    /// the EPS controller may run (default 100 simulated, 8 real).
+    /// the EPS controller may run (default 100 simulated, 4 real).
     #[arg(long)]
     pub max_hosts: Option<u32>,
     /// Fig. 11: offered procedures per second (simulated, default: half
-    /// what --max-hosts hosts serve at full CPU; real, default 800, the
+    /// what --max-hosts hosts serve at full CPU; real, default 200, the
     /// RAN's procedures of the --mix). Fig. 7: the constant rate of
     /// service requests and releases (default 400); Fig. 10 on real
     /// processes: the mean of --pattern (default 300); Fig. 8: the T2 ramp's mean
@@ -232,9 +230,7 @@ pub struct MmeArgs {
     pub pin_cpu: Option<usize>,
     /// Figs. 8, 9, 10 and 11 on real processes: each host's CPU budget,
     /// cores (its cgroup's CFS quota over the period: mme-host
-    /// --cpu-max; default 0.1, Fig. 9 1: a whole core, pinned; Fig. 11
-    /// 0.05, so that --max-hosts 8 fit beside the load and a count can
-    /// differ by an eighth).
+    /// --cpu-max; default 0.1, Fig. 9 1: a whole core, pinned).
     #[arg(long)]
     pub cpu_max: Option<f64>,
     /// Fig. 8: the EPS controller's window (--scale-window-s of
@@ -357,11 +353,7 @@ impl MmeArgs {
 
     /// A host's CPU budget on real processes, cores.
     fn cpu_max(&self) -> f64 {
-        self.cpu_max.unwrap_or(match self.figure {
-            MmeFigure::Fig9 => CPU_MAX_FIG9,
-            MmeFigure::Fig11 => CPU_MAX_FIG11,
-            _ => 0.1,
-        })
+        self.cpu_max.unwrap_or(if self.figure == MmeFigure::Fig9 { CPU_MAX_FIG9 } else { 0.1 })
     }
 }
 

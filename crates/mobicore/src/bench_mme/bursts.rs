@@ -34,9 +34,9 @@ struct Run {
 }
 
 pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
-    let max_hosts = a.max_hosts.unwrap_or(8);
+    let max_hosts = a.max_hosts.unwrap_or(4);
     let ues = u64::from(a.ues.unwrap_or(120));
-    let rate = a.rate.unwrap_or(800.0);
+    let rate = a.rate.unwrap_or(200.0);
     let seconds = a.seconds.unwrap_or(5.0);
     let slos = arrivals::slos_of(a)?;
     if a.schemes.is_empty() || max_hosts == 0 || ues < 4 {
