@@ -233,6 +233,13 @@ mod tests {
         );
     }
 
+    /// Readable, within seconds: a lost wake-up fails the test instead of
+    /// hanging it.
+    async fn readable(b: &UdpSocket) {
+        let r = tokio::time::timeout(std::time::Duration::from_secs(10), b.readable()).await;
+        r.expect("no wake-up for a queued datagram").unwrap();
+    }
+
     /// A short batch clears the socket's readiness: what comes after it
     /// must still make it readable (no wake-up lost), round after round.
     #[tokio::test]
@@ -246,12 +253,12 @@ mod tests {
             let out: Vec<_> = (0..3u8).map(|i| (to, bytes::Bytes::from(vec![round, i]))).collect();
             assert_eq!(send_all(&a, &out).await, 0);
             // Datagrams over loopback are queued by the time send returns.
-            b.readable().await.unwrap();
+            readable(&b).await;
             let n = rx.recv(&b).unwrap();
             assert!((1..=3).contains(&n), "round {round}: {n}");
             got.extend(rx.iter().map(|(_, d)| d.to_vec()));
             while got.len() < 3 * (usize::from(round) + 1) {
-                b.readable().await.unwrap();
+                readable(&b).await;
                 if rx.recv(&b).is_ok() {
                     got.extend(rx.iter().map(|(_, d)| d.to_vec()));
                 }

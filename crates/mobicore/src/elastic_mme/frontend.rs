@@ -810,9 +810,8 @@ impl State {
 /// read already), the rest as it was.
 fn renumbered(data: &[u8], seq: u32) -> Bytes {
     let mut b = data.to_vec();
-    if let Ok(p) = mobicore_gtp::wire::Packet::new_checked(&b[..]) {
-        let at = p.header_len() - 4;
-        b[at..at + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
+    if let Ok(mut p) = mobicore_gtp::wire::Packet::new_checked(&mut b[..]) {
+        p.set_seq(seq);
     }
     b.into()
 }
