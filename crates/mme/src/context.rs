@@ -337,6 +337,19 @@ pub struct UeContext {
     pub handover: Option<crate::s1_handover::Handover>,
     /// The paging that runs (with the T3413 guard), and why.
     pub paging: Option<crate::paging::Paging>,
+    /// The UE CONTEXT RELEASE COMMAND sent whose COMPLETE has not come
+    /// (TS 36.413 8.3.3): the UE is not at rest until it does, and a host
+    /// that takes the UE over sends it again (the host that sent it may
+    /// have died before it went out).
+    pub releasing: Option<Releasing>,
+}
+
+/// A UE CONTEXT RELEASE COMMAND sent, on the S1 connection it released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Releasing {
+    pub s1: S1Conn,
+    /// The command's S1AP PDU, as sent.
+    pub command: Bytes,
 }
 
 impl UeContext {
@@ -390,6 +403,7 @@ impl UeContext {
             imeisv: None,
             handover: None,
             paging: None,
+            releasing: None,
         }
     }
 

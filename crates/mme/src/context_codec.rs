@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 /// The four octets a record starts with.
 pub const MAGIC: [u8; 4] = *b"MCUE";
 /// The format version this build writes and reads.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// The longest record written or read: a UE context is a few hundred
 /// octets, a UE radio capability a few thousand at most.
 pub const MAX_RECORD_LEN: usize = 64 * 1024;
@@ -497,6 +497,10 @@ fn put_ue(w: &mut Writer, ue: &UeContext, time: TimeBase) {
         w.bool(p.ddn);
         w.opt(p.detach, Writer::bool);
     });
+    w.opt(ue.releasing.as_ref(), |w, r| {
+        put_s1(w, r.s1);
+        w.short(&r.command);
+    });
 }
 
 fn get_ue(r: &mut Reader, time: TimeBase) -> R<UeContext> {
@@ -580,7 +584,26 @@ fn get_ue(r: &mut Reader, time: TimeBase) -> R<UeContext> {
     })?;
     ue.handover = r.opt(get_handover)?;
     ue.paging = r.opt(|r| Ok(Paging { ddn: r.bool()?, detach: r.opt(Reader::bool)? }))?;
+    ue.releasing = r.opt(|r| {
+        let s1 = get_s1(r)?;
+        let command = Bytes::copy_from_slice(r.short()?);
+        match release_command_of(&command) == Some((id, s1.enb_ue_s1ap_id)) {
+            true => Ok(Releasing { s1, command }),
+            false => Err(DecodeError::Invalid("UE CONTEXT RELEASE COMMAND")),
+        }
+    })?;
     Ok(ue)
+}
+
+/// The UE S1AP ID pair (TS 36.413 9.2.3.18) of a UE CONTEXT RELEASE
+/// COMMAND; none if `pdu` is no such command.
+fn release_command_of(pdu: &[u8]) -> Option<(u32, u32)> {
+    use oxirush_s1ap::s1ap::{UES1APIDs, S1AP_PDU};
+    let pdu = S1AP_PDU::decode_borrowed(pdu).ok()?;
+    match pdu.ie::<oxirush_s1ap::ie::UE_S1AP_IDs>()?.ok()? {
+        UES1APIDs::uE_S1AP_ID_pair(p) => Some((p.mme_ue_s1ap_id.0, p.enb_ue_s1ap_id.0)),
+        _ => None,
+    }
 }
 
 fn put_step(w: &mut Writer, step: Step) {
@@ -1135,6 +1158,12 @@ mod tests {
             release_requested: r.random(),
         });
         ue.paging = opt(rng, |r| Paging { ddn: r.random(), detach: opt(r, |r| r.random()) });
+        ue.releasing = opt(rng, |r| {
+            let s1 = s1(r);
+            let cause = oxirush_s1ap::s1ap::Cause::nas(oxirush_s1ap::s1ap::CauseNas::detach);
+            let command = crate::s1ap_build::ue_context_release_command(ue.id, s1.enb_ue_s1ap_id, cause).unwrap();
+            Releasing { s1, command: command.into() }
+        });
         ue
     }
 

@@ -132,9 +132,6 @@ pub struct Mme {
     next_timer_seq: u64,
     /// UEs with a paging running (T3413): the MME's load for DDN
     /// throttling (paging.rs).
-    /// UEs whose UE CONTEXT RELEASE COMMAND awaits its COMPLETE (TS
-    /// 36.413 8.3.3): not at rest until it comes ([`Mme::ue_at_rest`]).
-    pub(crate) releasing: IdMap<AssocId>,
     pub(crate) paged: HashSet<u32>,
     /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
     pub(crate) implicitly_detached: crate::idle::DetachedMemory,
@@ -169,7 +166,6 @@ impl Mme {
             s11_awaited: IdMap::default(),
             next_timer_seq: 1,
             paged: HashSet::new(),
-            releasing: IdMap::default(),
             implicitly_detached: crate::idle::DetachedMemory::default(),
             timers: BinaryHeap::new(),
             actions: VecDeque::new(),
@@ -704,9 +700,15 @@ impl Mme {
             return;
         };
         self.unlink_s1(id, s1);
-        self.releasing.insert(id, s1.assoc);
-        let data = s1ap_build::ue_context_release_command(id, s1.enb_ue_s1ap_id, cause);
-        self.push_s1(s1.assoc, s1.stream, data);
+        let Some(command) = s1ap_build::ue_context_release_command(id, s1.enb_ue_s1ap_id, cause).map(Bytes::from)
+        else {
+            self.counters.incr("s1ap_encode_error");
+            return;
+        };
+        if let Some(ue) = self.ues.get_mut(&id) {
+            ue.releasing = Some(Releasing { s1, command: command.clone() });
+        }
+        self.push(MmeAction::S1Send { assoc: s1.assoc, stream: s1.stream, data: command });
     }
 
     /// Forget a UE entirely: its S1 connection, its GUTI, its context.
@@ -723,7 +725,6 @@ impl Mme {
     /// nothing (a handover target it still links is unlinked silently).
     pub(crate) fn forget_ue(&mut self, id: u32) -> Option<UeContext> {
         self.paged.remove(&id);
-        self.releasing.remove(&id);
         self.s11_awaited.remove(&id);
         let ue = *self.ues.remove(&id)?;
         if let Some(c) = &mut self.changes {

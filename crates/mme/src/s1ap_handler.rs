@@ -110,9 +110,16 @@ impl Mme {
     pub(crate) fn drop_enb_ues(&mut self, assoc: AssocId) {
         // No COMPLETE will come for the releases commanded there: those
         // UEs are at rest now.
-        let released: Vec<u32> = self.releasing.iter().filter(|(_, a)| **a == assoc).map(|(&id, _)| id).collect();
+        let released: Vec<u32> = self
+            .ues
+            .iter()
+            .filter(|(_, u)| u.releasing.as_ref().is_some_and(|r| r.s1.assoc == assoc))
+            .map(|(&id, _)| id)
+            .collect();
         for id in released {
-            self.releasing.remove(&id);
+            if let Some(ue) = self.ues.get_mut(&id) {
+                ue.releasing = None;
+            }
             self.touch(id);
         }
         let ids = self.s1_ues_of(assoc);

@@ -169,7 +169,7 @@ impl Mme {
     /// UE visited for a procedure lets it go then.
     pub fn ue_at_rest(&self, id: u32) -> Option<bool> {
         let ue = self.ues.get(&id)?;
-        let awaiting = self.releasing.contains_key(&id) || self.s11_awaited.contains_key(&id);
+        let awaiting = ue.releasing.is_some() || self.s11_awaited.contains_key(&id);
         Some(ue.emm == EmmState::Registered && ue.s1.is_none() && !awaiting && !running(ue))
     }
 
@@ -387,6 +387,18 @@ impl Mme {
             (None, Step::DetachDeleteSession { switch_off, .. }, _) => {
                 self.counters.incr("ue_resumed_detach_finished");
                 self.finish_detach(id, switch_off);
+            }
+            // The bearers requested back: the same INITIAL CONTEXT SETUP
+            // REQUEST again (its KeNB from the same uplink NAS COUNT).
+            (None, Step::ServiceRequest, _) if ue.s1.is_some() => {
+                if !self.reestablish_bearers(id) {
+                    return false;
+                }
+            }
+            // The release commanded: the command again (TS 36.413 8.3.3).
+            (None, Step::Idle, _) if ue.s1.is_none() && ue.releasing.is_some() => {
+                let Some(r) = ue.releasing.clone() else { return false };
+                self.push(MmeAction::S1Send { assoc: r.s1.assoc, stream: r.s1.stream, data: r.command });
             }
             (None, Step::Idle, _) if ue.s1.is_some() => {
                 if self.modify_bearers_again(id) == 0 {

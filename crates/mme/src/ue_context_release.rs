@@ -87,13 +87,16 @@ impl Mme {
     }
 
     /// UE CONTEXT RELEASE COMPLETE (TS 36.413 8.3.3.2). The S1 connection
-    /// was forgotten when the command was sent; nothing is left to do.
+    /// was forgotten when the command was sent; the UE is at rest now.
     pub(crate) fn on_release_complete(&mut self, _assoc: AssocId, pdu: &S1APPDU<'_>) -> S1Result {
         extract_s1ap_ies!(pdu, UEContextReleaseComplete,
             req mme_id: u32 = MME_UE_S1AP_ID(id),
             req _enb_id: u32 = eNB_UE_S1AP_ID(id),
         );
-        self.releasing.remove(&mme_id);
+        if let Some(ue) = self.ues.get_mut(&mme_id).filter(|u| u.releasing.is_some()) {
+            ue.releasing = None;
+            self.touch(mme_id);
+        }
         self.counters.incr("ue_context_release_complete");
         Ok(())
     }

@@ -98,6 +98,8 @@ pub(super) fn release_to_idle(h: &mut Harness, ue: &TestUe) {
     assert!(matches!(req, S11Request::ReleaseAccessBearers(_)));
     h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
     assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
+    h.s1(crate::test_ue::release_complete(ue.mme_ue_id.unwrap(), ue.enb_ue_id));
+    assert!(h.drain().is_empty());
 }
 
 /// UE-triggered SERVICE REQUEST from idle (TS 24.301 5.6.1): short MAC and
@@ -897,6 +899,78 @@ async fn a_takeover_resends_the_request_whose_answer_went_to_the_dead_host() {
     // Idle, nothing is awaited.
     d.h.mme.ues.get_mut(&id).unwrap().s1 = None;
     assert!(!d.h.mme.resume_taken_over(id));
+}
+
+/// Hot replication, the host dead once its UE CONTEXT RELEASE COMMAND was
+/// written but maybe not sent: the record keeps the command until the
+/// COMPLETE, so the heir sends it again (TS 36.413 8.3.3) and the UE is
+/// at rest only after the COMPLETE, whose record the next heir reads.
+#[tokio::test]
+async fn a_takeover_resends_a_release_command_whose_complete_has_not_come() {
+    let store = Store::memory();
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let ue = a.h.attach("001010000000111", 93);
+    let id = ue.mme_ue_id.unwrap();
+    a.h.s1(release_request(id, ue.enb_ue_id));
+    let (r, _) = expect_s11(&a.h.drain());
+    a.h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
+    a.sync().await;
+    let command = a.h.one_down();
+    assert_eq!(command.kind, S1apPduKind::Initiating_UEContextRelease);
+    assert_eq!(a.h.mme.ue_at_rest(id), Some(false), "until the COMPLETE");
+    drop(a);
+
+    let mut b = Host::new(store.clone(), Replication::Hot, 0x200);
+    b.load(UeKey::MmeUeS1apId(id)).await.unwrap();
+    assert_eq!(b.h.mme.ue_at_rest(id), Some(false));
+    assert!(b.h.mme.resume_taken_over(id));
+    let again = b.h.one_down();
+    assert_eq!((again.kind, again.mme_id, again.enb_id), (command.kind, command.mme_id, command.enb_id));
+    b.h.s1(crate::test_ue::release_complete(id, ue.enb_ue_id));
+    assert_eq!(b.h.mme.ue_at_rest(id), Some(true));
+    assert_eq!(b.sync().await.written, 1, "the release is complete");
+    drop(b);
+
+    let mut c = Host::new(store, Replication::Hot, 0x300);
+    c.load(UeKey::MmeUeS1apId(id)).await.unwrap();
+    assert_eq!(c.h.mme.ue_at_rest(id), Some(true));
+    assert!(!c.h.mme.resume_taken_over(id), "nothing awaited");
+    assert!(c.h.drain().is_empty());
+}
+
+/// Hot replication, the host dead once its INITIAL CONTEXT SETUP REQUEST
+/// for a SERVICE REQUEST was written but maybe not sent: the heir sends
+/// the same request again (the KeNB from the same uplink NAS COUNT), and
+/// its RESPONSE ends the service request there.
+#[tokio::test]
+async fn a_takeover_resends_the_initial_context_setup_of_a_service_request() {
+    let store = Store::memory();
+    let mut a = Host::new(store.clone(), Replication::Hot, 0x100);
+    let mut ue = a.h.attach("001010000000112", 94);
+    let id = ue.mme_ue_id.unwrap();
+    release_to_idle(&mut a.h, &ue);
+    let ksi = ksi_of(&a.h, id);
+    ue.enb_ue_id = 95;
+    let ctx = ue.ctx.as_mut().unwrap();
+    let count = ctx.nas_count(Direction::Uplink).unwrap().get();
+    let sr = NasEpsMessage::ServiceRequest(ctx.protect_service_request(ksi).unwrap()).encode().unwrap();
+    a.h.s1(initial_ue_message_stmsi(95, sr, a.h.mme.config().mme_code, m_tmsi(&ue)));
+    let ics = a.h.one_down();
+    assert_eq!(ics.kind, S1apPduKind::Initiating_InitialContextSetup);
+    a.sync().await;
+    drop(a);
+
+    let mut b = Host::new(store, Replication::Hot, 0x200);
+    b.load(UeKey::MmeUeS1apId(id)).await.unwrap();
+    assert_eq!(b.h.mme.ues[&id].step, Step::ServiceRequest);
+    assert!(b.h.mme.resume_taken_over(id));
+    let again = b.h.one_down();
+    assert_eq!((again.kind, again.mme_id, again.enb_id), (ics.kind, Some(id), Some(95)));
+    assert_eq!(again.kenb, Some(ue.kenb(count)), "the same KeNB (TS 33.401 A.3)");
+    b.h.s1(ics_response(id, 95, 0xdef));
+    let (_, req) = expect_s11(&b.h.drain());
+    assert!(matches!(req, S11Request::ModifyBearer(_)), "{req:?}");
+    assert_eq!(b.h.mme.ues[&id].step, Step::Idle, "the service request is over");
 }
 
 /// Cold replication writes nothing mid-procedure: a host that dies in the

@@ -56,9 +56,22 @@ impl Enb {
                 enb: Fteid { teid: Teid(self.allocate_teid()), ipv4: self.cfg.s1u_addr },
             })
             .collect();
-        let answer =
-            erabs.iter().map(|e| ErabSetup { e_rab_id: e.e_rab_id, address: e.enb.ipv4, teid: e.enb.teid.0 }).collect();
+        let answer = erabs.iter().map(Erab::setup).collect();
         (erabs, answer)
+    }
+
+    /// The answer to an INITIAL CONTEXT SETUP REQUEST that repeats the one
+    /// UE `index`'s bearers were set up by (same KeNB, E-RABs set up
+    /// already): an MME host that took the UE over sends it again when
+    /// the one that sent it died before it knew it went. The E-RABs stay
+    /// as they are.
+    pub(super) fn repeated_ics(&self, index: u64, kenb: &[u8; 32], req: &[ErabToSetup]) -> Option<Vec<ErabSetup>> {
+        let ctx = self.ues.get(&index).filter(|c| c.kenb.as_ref() == Some(kenb))?;
+        let set_up = |id: u8| ctx.erabs.iter().find(|e| e.e_rab_id == id);
+        if ctx.erabs.is_empty() || !req.iter().all(|e| set_up(e.e_rab_id).is_some()) {
+            return None;
+        }
+        Some(ctx.erabs.iter().map(Erab::setup).collect())
     }
 
     /// E-RAB SETUP REQUEST (8.2.1.2): each E-RAB gets a TEID of ours and
@@ -108,5 +121,12 @@ impl Enb {
         }
         self.push_pdu(stream, s1ap_build::erab_release_response(mme_ue_id, enb_ue_id, &e_rab_ids));
         self.drive(index);
+    }
+}
+
+impl Erab {
+    /// How the eNB answers that it set this E-RAB up.
+    fn setup(&self) -> ErabSetup {
+        ErabSetup { e_rab_id: self.e_rab_id, address: self.enb.ipv4, teid: self.enb.teid.0 }
     }
 }

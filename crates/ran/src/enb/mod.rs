@@ -508,6 +508,10 @@ impl Enb {
             self.push_pdu(stream, failure(CauseRadioNetwork::failure_in_radio_interface_procedure));
             return self.fail_ue(now, index, "KeNB of the MME differs from the UE's");
         }
+        if let Some(setup) = self.repeated_ics(index, &req.kenb, &req.erabs) {
+            let built = s1ap_build::initial_context_setup_response(req.mme_ue_id, req.enb_ue_id, &setup);
+            return self.push_pdu(stream, built);
+        }
         let (erabs, setup) = self.set_up_erabs(&req.erabs);
         let built = s1ap_build::initial_context_setup_response(req.mme_ue_id, req.enb_ue_id, &setup);
         self.push_pdu(stream, built);
@@ -547,7 +551,11 @@ impl Enb {
             return;
         }
         let index = match enb_ue_id {
-            Some(id) => self.by_enb_ue_id.get(&id).copied(),
+            // The pair must match (TS 36.413 9.2.3.18): a command repeated
+            // late must not release a newer connection under the same id.
+            Some(id) => self.by_enb_ue_id.get(&id).copied().filter(|i| {
+                self.ues.get(i).and_then(|c| c.s1).is_none_or(|s| s.mme_ue_id.is_none_or(|m| m == mme_ue_id))
+            }),
             None => {
                 self.ues.iter().find(|(_, c)| c.s1.is_some_and(|s| s.mme_ue_id == Some(mme_ue_id))).map(|(i, _)| *i)
             }
