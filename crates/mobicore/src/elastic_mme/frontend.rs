@@ -48,7 +48,27 @@
 //! Hosts of a shared store only load the UEs of the two.
 //!
 //! A host whose connection closes is gone: its UEs go to their heir at
-//! their next message. Everything queued is bounded: a host that does not
+//! their next message.
+//!
+//! # Messages in flight to a host that dies
+//! Each UE-associated message sent to a host is kept until the host says
+//! it handled it ([`Frame::Handled`]: every S1 frame up to a count, its
+//! UEs' records written and, with a host-local store, replicated ahead of
+//! that frame). When the host dies, those it had not handled go again,
+//! after its heir's [`Frame::Inherit`], as if the eNB had just sent them
+//! (`frontend_unhandled_routed_again`); so do those routed to it after
+//! its connection closed and before its going was handled
+//! (`frontend_host_closing`). The heir's copy, replicated hot, is what the
+//! dead host wrote before it sent anything (write-ahead), and the heir
+//! sends again whatever the copy's step awaits (an S6a or S11 request, an
+//! INITIAL CONTEXT SETUP REQUEST, a UE CONTEXT RELEASE COMMAND): so a
+//! procedure running there at the kill completes, and none is lost. At
+//! most [`UNHANDLED_MAX`] are kept per host, the oldest forgotten first
+//! (`frontend_unhandled_evicted`). A message the host handled just before
+//! it died, before its [`Frame::Handled`] went, goes to the heir a second
+//! time (the window is the write of one frame).
+//!
+//! Everything queued is bounded: a host that does not
 //! read loses messages (counted: `frontend_host_queue_full`), a peer that
 //! sends a bad frame is disconnected (counted: `frontend_bad_frame`), S11
 //! that cannot be routed is dropped (`frontend_s11_*`).
@@ -155,7 +175,19 @@ struct Host {
     /// Whether it has sent a load report (printed once).
     reporting: bool,
     drain: Drain,
+    /// [`Frame::S1`]s sent to it so far.
+    s1_sent: u64,
+    /// The UE-associated ones it has not said it handled
+    /// ([`Frame::Handled`]), by their number among those: routed again
+    /// if it dies (see "Messages in flight to a host that dies"), at most
+    /// [`UNHANDLED_MAX`].
+    unhandled: VecDeque<(u64, u64, u16, Bytes)>,
 }
+
+/// Messages kept per host until it has handled them, at most: beyond
+/// hosts' group commits in flight at any rate measured; the oldest is
+/// forgotten first (`frontend_unhandled_evicted`).
+const UNHANDLED_MAX: usize = 8192;
 
 /// Run the front end until `shutdown`.
 #[allow(clippy::too_many_arguments)]
@@ -375,7 +407,7 @@ impl State {
     fn send_to(&mut self, dest: Result<Dest, RouteError>, name: UeName, assoc: u64, stream: u16, data: Bytes) {
         self.lend();
         match dest {
-            Ok(Dest::Host(host)) => self.send(host, Frame::S1 { assoc, stream, data }),
+            Ok(Dest::Host(host)) => self.send_uplink(host, assoc, stream, data),
             Ok(Dest::Hold(host)) if self.held.len() < HOLD_MAX => {
                 self.held.push_back((host, name, assoc, stream, data))
             }
@@ -426,6 +458,8 @@ impl State {
     fn drained(&mut self, host: HostId, forced: bool) {
         let Some(h) = self.hosts.get_mut(&host).filter(|h| matches!(h.drain, Drain::Draining(_))) else { return };
         h.drain = Drain::Done;
+        // Handled, all of it: what comes after, it gives back.
+        h.unhandled.clear();
         let _ = h.tx.try_send(Frame::Stop);
         let moved = self.router.host_down(host);
         if let Some(c) = &mut self.controller {
@@ -546,16 +580,20 @@ impl State {
                     self.counters.incr("frontend_host_queue_full");
                 }
                 // Every eNB first, so that the host can take any UE.
+                let mut s1_sent = 0;
                 for (&assoc, enb) in &self.enbs {
                     let up = Frame::EnbUp { assoc, peer: enb.peer, outbound_streams: enb.outbound_streams };
                     let wide = enb.wide.iter().map(|d| Frame::S1 { assoc, stream: 0, data: d.clone() });
                     for f in std::iter::once(up).chain(wide) {
-                        if tx.try_send(f).is_err() {
-                            self.counters.incr("frontend_host_queue_full");
+                        let s1 = matches!(f, Frame::S1 { .. });
+                        match tx.try_send(f) {
+                            Ok(()) => s1_sent += u64::from(s1),
+                            Err(_) => self.counters.incr("frontend_host_queue_full"),
                         }
                     }
                 }
-                self.hosts.insert(host, Host { conn, tx, reporting: false, drain: Drain::No });
+                let unhandled = VecDeque::new();
+                self.hosts.insert(host, Host { conn, tx, reporting: false, drain: Drain::No, s1_sent, unhandled });
                 self.numbers.insert(host);
                 self.router.host_up(host);
                 if let Some(c) = &mut self.controller {
@@ -567,7 +605,7 @@ impl State {
             }
             HostEvent::Down { host, conn } => {
                 if self.hosts.get(&host).is_some_and(|h| h.conn == conn) {
-                    self.hosts.remove(&host);
+                    let unhandled = self.hosts.remove(&host).map(|h| h.unhandled).unwrap_or_default();
                     // A drained host was handed on when it said so.
                     let moved = self.router.host_down(host);
                     if let Some(c) = &mut self.controller {
@@ -575,11 +613,23 @@ impl State {
                     }
                     self.handed_on(&moved);
                     self.refresh();
-                    // A draining host that died: its held messages go to the heir.
+                    // What it had not handled goes again, after the heir's
+                    // Inherit; then, if it died draining, what was held for it.
+                    let mut again = 0;
+                    for (_, assoc, stream, data) in unhandled {
+                        if let (Uplink::Ue(name), starts) = routing::uplink_and_start(assoc, &data) {
+                            self.counters.incr("frontend_unhandled_routed_again");
+                            self.uplink(name, starts, assoc, stream, data);
+                            again += 1;
+                        }
+                    }
                     self.release_held(host);
                     self.counters.incr("frontend_host_down");
                     let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
                     println!("mme-frontend: {host} down (heir {heir})");
+                    if again > 0 {
+                        println!("mme-frontend: {again} messages {host} had not handled routed again");
+                    }
                 }
             }
             HostEvent::Frame { host, conn, frame } => {
@@ -609,6 +659,13 @@ impl State {
                         self.router.report(Instant::now(), host, report);
                     }
                     Frame::Drained => self.drained(host, false),
+                    Frame::Handled { upto } => {
+                        if let Some(h) = self.hosts.get_mut(&host) {
+                            while h.unhandled.front().is_some_and(|f| f.0 <= upto) {
+                                h.unhandled.pop_front();
+                            }
+                        }
+                    }
                     Frame::Replica { peer, msg } => self.relay_replica(host, HostId(u32::from(peer)), msg),
                     Frame::Holding { id, m_tmsi } => {
                         tracing::debug!(%host, id, ?m_tmsi, "holding");
@@ -750,13 +807,44 @@ impl State {
     }
 
     fn send(&mut self, host: HostId, frame: Frame) {
-        let Some(h) = self.hosts.get(&host) else {
+        let Some(h) = self.hosts.get_mut(&host) else {
             self.counters.incr("frontend_no_host");
             return;
         };
+        let s1 = matches!(frame, Frame::S1 { .. });
         if h.tx.try_send(frame).is_err() {
             self.counters.incr("frontend_host_queue_full");
+            return;
         }
+        h.s1_sent += u64::from(s1);
+    }
+
+    /// A UE-associated uplink message to `host`, kept until it says it
+    /// handled it (a drained host gives back what it is sent instead).
+    /// A host whose connection has closed, whose going is not handled
+    /// yet, keeps it too: it goes to the heir with the rest.
+    fn send_uplink(&mut self, host: HostId, assoc: u64, stream: u16, data: Bytes) {
+        let Some(h) = self.hosts.get_mut(&host) else {
+            self.counters.incr("frontend_no_host");
+            return;
+        };
+        match h.tx.try_send(Frame::S1 { assoc, stream, data: data.clone() }) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.counters.incr("frontend_host_queue_full");
+                return;
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => self.counters.incr("frontend_host_closing"),
+        }
+        h.s1_sent += 1;
+        if h.drain == Drain::Done {
+            return;
+        }
+        if h.unhandled.len() >= UNHANDLED_MAX {
+            h.unhandled.pop_front();
+            self.counters.incr("frontend_unhandled_evicted");
+        }
+        h.unhandled.push_back((h.s1_sent, assoc, stream, data));
     }
 
     /// A datagram on the S11 socket: only the S-GW's are heard.
@@ -1079,6 +1167,71 @@ mod tests {
             .collect();
         let expect = [Frame::Inherit { host: to as u8 }, Frame::Adopt { host: 2 }, s1(b"release request")];
         assert_eq!(f, expect);
+    }
+
+    /// A UE CONTEXT RELEASE REQUEST of the UE with MME-UE-S1AP-ID `id`.
+    fn release_request(id: u32) -> Bytes {
+        use oxirush_s1ap::build_s1ap;
+        use oxirush_s1ap::s1ap::*;
+        let pdu = build_s1ap!(
+            InitiatingMessage,
+            UEContextReleaseRequest,
+            UEContextReleaseRequest,
+            MME_UE_S1AP_ID(id),
+            eNB_UE_S1AP_ID(id & 0xff),
+            Cause(Cause::radioNetwork(CauseRadioNetwork::user_inactivity)),
+        );
+        Bytes::from(pdu.unwrap().encode().unwrap().to_vec())
+    }
+
+    #[test]
+    fn what_a_host_that_dies_has_not_handled_goes_to_its_heir_after_its_inherit() {
+        let (mut st, mut q) = state_with_queues();
+        let msgs: Vec<Bytes> = (1..=3).map(|n| release_request(0x0200_0000 + n)).collect();
+        for (n, m) in (1..=3).zip(&msgs) {
+            up(&mut st, UeName::MmeUeS1apId(0x0200_0000 + n), m.clone());
+        }
+        let s1 = |data: &Bytes| Frame::S1 { assoc: 1, stream: 1, data: data.clone() };
+        assert_eq!(sent(q.get_mut(&2).unwrap()), msgs.iter().map(s1).collect::<Vec<_>>());
+        // Host 2 handled the first; it dies before it says so of the others.
+        st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Handled { upto: 1 } });
+        for rx in q.values_mut() {
+            sent_all(rx);
+        }
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
+        let heir = st.router.heir(HostId(2)).unwrap().0;
+        let f: Vec<Frame> = sent_all(q.get_mut(&heir).unwrap())
+            .into_iter()
+            .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
+            .collect();
+        assert_eq!(f, [Frame::Inherit { host: 2 }, s1(&msgs[1]), s1(&msgs[2])]);
+        assert_eq!(st.counters.value("frontend_unhandled_routed_again"), 2);
+        // The heir handles them: nothing goes again when it dies too.
+        let conn = 10 + u64::from(heir);
+        st.on_host(HostEvent::Frame { host: HostId(heir), conn, frame: Frame::Handled { upto: 2 } });
+        st.on_host(HostEvent::Down { host: HostId(heir), conn: 10 + u64::from(heir) });
+        assert_eq!(st.counters.value("frontend_unhandled_routed_again"), 2);
+    }
+
+    /// A message routed to a host whose connection has closed before the
+    /// front end handled its going is not lost: it goes to the heir.
+    #[test]
+    fn a_message_for_a_host_whose_connection_closed_goes_to_its_heir() {
+        let (mut st, mut q) = state_with_queues();
+        drop(q.remove(&2));
+        let m = release_request(0x0200_0001);
+        up(&mut st, UeName::MmeUeS1apId(0x0200_0001), m.clone());
+        assert_eq!(st.counters.value("frontend_host_closing"), 1);
+        for rx in q.values_mut() {
+            sent_all(rx);
+        }
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
+        let heir = st.router.heir(HostId(2)).unwrap().0;
+        let f: Vec<Frame> = sent_all(q.get_mut(&heir).unwrap())
+            .into_iter()
+            .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
+            .collect();
+        assert_eq!(f, [Frame::Inherit { host: 2 }, Frame::S1 { assoc: 1, stream: 1, data: m }]);
     }
 
     fn s1(data: &'static [u8]) -> Frame {

@@ -426,6 +426,8 @@ pub async fn run(
     let mut carried: Option<Frame> = None;
     // The INITIAL UE MESSAGEs of this round whose UE was loaded for them.
     let mut claimed: Vec<Claimed> = Vec::new();
+    // S1 frames taken from the front end, and those said handled.
+    let (mut s1_seen, mut s1_handled) = (0u64, 0u64);
     loop {
         // A drained host's UEs are its heir's: no timer runs here.
         let deadline = core.poll_timeout().filter(|_| drain != Drain::Drained);
@@ -514,6 +516,7 @@ pub async fn run(
                         return Ok(());
                     }
                     Frame::S1 { assoc, stream, data } if drain == Drain::Drained => {
+                        s1_seen += 1;
                         if matches!(routing::uplink(assoc, &data), Uplink::Ue(_)) {
                             counters.incr("host_drained_bounced");
                             if to_fe.try_send(Frame::Bounce { assoc, stream, data }).is_err() {
@@ -574,6 +577,7 @@ pub async fn run(
                         }
                     }
                     frame @ Frame::S1 { .. } => {
+                        s1_seen += 1;
                         let visiting = match (&replica, holds.on) {
                             (Some(replica), true) => Some(Visiting { replica, mine: &holds.mine, to_fe: &to_fe }),
                             _ => None,
@@ -586,6 +590,7 @@ pub async fn run(
                         for _ in 1..GROUP {
                             match from_fe.try_recv() {
                                 Ok(f @ Frame::S1 { .. }) => {
+                                    s1_seen += 1;
                                     counters.incr("host_s1_grouped");
                                     claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, f).await)
                                 }
@@ -632,6 +637,15 @@ pub async fn run(
             r.flush(&to_fe);
             if stored.mode() == Replication::Hot {
                 holds.mirror(&core, &stored, &touched, &to_fe, &counters).await;
+            }
+        }
+        // The S1 frames taken are handled and written (replicated just
+        // ahead): the front end need not route them again if this host
+        // dies. NF instances' work is handled once none is in flight.
+        if s1_handled < s1_seen && nf.as_ref().is_none_or(|p| p.in_flight() == 0) {
+            match to_fe.try_send(Frame::Handled { upto: s1_seen }) {
+                Ok(()) => s1_handled = s1_seen,
+                Err(_) => counters.incr("host_frontend_queue_full"),
             }
         }
         nf_actions.reverse();
@@ -853,6 +867,7 @@ async fn on_frame(
         Frame::Hello { .. }
         | Frame::Holding { .. }
         | Frame::Released { .. }
+        | Frame::Handled { .. }
         | Frame::Load { .. }
         | Frame::Drained
         | Frame::Bounce { .. }

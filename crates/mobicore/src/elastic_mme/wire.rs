@@ -105,6 +105,12 @@ pub enum Frame {
     /// S-GW; front end -> host, relayed from it. At most [`MAX_S11_LEN`]
     /// octets.
     S11 { data: Bytes },
+    /// Host -> front end: the first `upto` [`Frame::S1`]s the front end
+    /// sent this host are handled, their UEs' records written (with a
+    /// host-local store, its replicated batch sent ahead of this frame):
+    /// the front end forgets them. Those it has not heard of as handled
+    /// when the host dies go again, to the heir.
+    Handled { upto: u64 },
 }
 
 /// A [`Frame::S11`]'s message at most: a UDP datagram's payload.
@@ -199,6 +205,7 @@ const RETURNED: u8 = 20;
 const WRITE_BACK: u8 = 21;
 const COPIED: u8 = 22;
 const S11: u8 = 23;
+const HANDLED: u8 = 24;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -268,6 +275,10 @@ impl Frame {
             Frame::Released { id } => {
                 b.put_u8(RELEASED);
                 b.put_u32(*id);
+            }
+            Frame::Handled { upto } => {
+                b.put_u8(HANDLED);
+                b.put_u64(*upto);
             }
             Frame::Refresh { id, resume } => {
                 b.put_u8(REFRESH);
@@ -381,6 +392,10 @@ impl Frame {
             RELEASED => {
                 need(&body, 4)?;
                 Ok(Frame::Released { id: body.get_u32() })
+            }
+            HANDLED => {
+                need(&body, 8)?;
+                Ok(Frame::Handled { upto: body.get_u64() })
             }
             REFRESH => {
                 need(&body, 5)?;
@@ -637,6 +652,7 @@ mod tests {
         round_trip(Frame::Holding { id: 0x0200_0001, m_tmsi: Some(u32::MAX) });
         round_trip(Frame::Holding { id: 0x0200_0001, m_tmsi: None });
         round_trip(Frame::Released { id: 7 });
+        round_trip(Frame::Handled { upto: u64::MAX });
         round_trip(Frame::Refresh { id: 0x0300_0009, resume: false });
         round_trip(Frame::Refresh { id: 3, resume: true });
         round_trip(Frame::Away { id: 0x0400_0001 });
@@ -700,6 +716,7 @@ mod tests {
             Frame::Adopt { host: 1 },
             Frame::Holding { id: 1, m_tmsi: None },
             Frame::Released { id: 1 },
+            Frame::Handled { upto: 1 },
             Frame::Refresh { id: 1, resume: true },
             Frame::Away { id: 1 },
             Frame::Lent { m_tmsi: 1 },
@@ -724,7 +741,7 @@ mod tests {
         /// a panic; a frame decoded encodes to a body that decodes to it.
         #[test]
         fn any_body_decodes_to_a_frame_that_round_trips_or_an_error(
-            kind in 0u8..24,
+            kind in 0u8..26,
             rest in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96),
         ) {
             let mut body = vec![kind];
