@@ -35,7 +35,7 @@ mod ramp;
 mod real;
 pub mod timeline;
 
-pub use real::Deployment;
+pub use real::{elastic_demo, Deployment, ElasticDemo};
 
 use crate::plot::{Chart, Series};
 use anyhow::{bail, Result};

@@ -101,6 +101,18 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     }
     assert_eq!(cap["malformed"].as_array().unwrap().len(), 0, "{cap}");
     assert_eq!(cap["expert_errors"].as_array().unwrap().len(), 0, "{cap}");
+    // The elastic MME at the end: the UEs spread over three host
+    // processes, the busiest killed with kill -9 under load, and not one
+    // procedure failed, no UE attached again, every GUTI and session kept.
+    let e = &v["elastic"];
+    let by_host = e["ues_by_host"].as_object().unwrap();
+    assert_eq!(by_host.values().map(|n| n.as_u64().unwrap()).sum::<u64>(), 30, "{e}");
+    let killed = e["killed_host"].to_string();
+    assert!(by_host[&killed].as_u64().unwrap() > 0, "{e}");
+    assert!(e["procedures"].as_u64().unwrap() >= 3 * 30, "{e}");
+    for (k, want) in [("failed_procedures", 0), ("reattaches", 0), ("gutis_kept", 30), ("sessions_kept", 30)] {
+        assert_eq!(e[k], want, "{k}: {e}\n{stdout}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -133,6 +145,7 @@ fn demo_runs_over_udp_encapsulated_sctp() {
     }
     assert!(stdout.contains(&format!("data path: {XDP_DATAPATH}")), "the demo fell back from XDP:\n{stdout}");
     assert!(stdout.contains("tcp uplink    2/2"), "{stdout}");
+    assert!(stdout.contains("GUTI kept 20/20, PDN session kept 20/20"), "{stdout}");
 }
 
 /// Receives S1AP PDUs on `assoc` until one of `kind`'s procedure arrives.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
+use oxirush_nas::nas_eps::Guti;
 use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
 use tokio::sync::oneshot;
 
@@ -300,6 +301,14 @@ impl Ran {
     /// EMM-REGISTERED UEs, connected or idle, in index order.
     pub fn registered_ues(&self) -> Vec<u64> {
         self.d.ues_in(EmmState::Registered)
+    }
+
+    /// Every UE's GUTI (none: it was given none), in index order.
+    pub fn gutis(&self) -> Vec<(u64, Option<Guti>)> {
+        let mut v: Vec<(u64, Option<Guti>)> =
+            self.d.enbs.iter().flat_map(|e| e.ues().map(|(i, c)| (i, c.ue.guti()))).collect();
+        v.sort_unstable_by_key(|g| g.0);
+        v
     }
 
     /// The eNB (its position in the run) UE `ue` camps on now.

@@ -706,81 +706,14 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         rig.ran.attach_some(0..ues).await?;
         rig.ran.phase_of(Phase::Release, &all).await?;
         rig.ran.settle_idle().await?;
-        if d == Deployment::Stateful {
-            rig.ran.reconnect_after_loss(Duration::from_millis(200));
-        }
-        rig.ran.log_outcomes();
         b.set_message(format!("{}: running, a host fails at {kill_at} s", d.name()));
-        let Rig { procs, ran, mme, .. } = &mut rig;
-        let t0 = Instant::now();
-        let end = t0 + Duration::from_secs_f64(seconds);
-        let load = async {
-            while Instant::now() < end {
-                ran.phase_of(Phase::ServiceRequest, &all).await?;
-                ran.phase_of(Phase::Release, &all).await?;
-            }
-            anyhow::Ok(())
-        };
-        let fail = async {
-            tokio::time::sleep_until((t0 + Duration::from_secs_f64(kill_at)).into()).await;
-            let killed = Instant::now();
-            match mme {
-                Mme::Elastic { nf: Some((out, pid)), .. } => {
-                    // SAFETY: kill(2) of host 1's child, whose pid it printed.
-                    if unsafe { libc::kill(*pid, libc::SIGKILL) } != 0 {
-                        bail!("kill -9 {pid}: {}", std::io::Error::last_os_error());
-                    }
-                    next_line(out, "host 1 to see its NF instance 0 gone", READY, |l| {
-                        l.starts_with("mme-host 1: nf 0 gone").then_some(())
-                    })
-                    .await
-                    .map_err(|e| anyhow!(e))?;
-                }
-                Mme::Elastic { fe, nf: None } => {
-                    procs.kill("host1")?;
-                    next_line(fe, "the front end to see host 1 gone", READY, |l| {
-                        l.starts_with("mme-frontend: host1 down").then_some(())
-                    })
-                    .await
-                    .map_err(|e| anyhow!(e))?;
-                }
-                Mme::Stateful { args } => {
-                    procs.kill("mme")?;
-                    // Started again at once; it knows no UE.
-                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                    let out = procs.start("mme", &args)?;
-                    next_line(&out, "the stateful MME again", READY, |l| l.starts_with("mme: S1-MME on").then_some(()))
-                        .await
-                        .map_err(|e| anyhow!(e))?;
-                }
-            }
-            anyhow::Ok(killed)
-        };
-        let (l, f) = tokio::join!(load, fail);
-        l?;
-        let fail_ms = f?.saturating_duration_since(t0).as_secs_f64() * 1e3;
-        let run_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let log = ran.take_outcomes();
-        let reasons = ran.report().failures.clone();
-        let reattaches = log.iter().filter(|o| o.procedure == "attach").count();
-        let outcomes: Vec<Outcome> = log
-            .iter()
-            .map(|o| Outcome {
-                start_ms: o.started.saturating_duration_since(t0).as_secs_f64() * 1e3,
-                latency_ms: o.latency.as_secs_f64() * 1e3,
-                ok: o.ok,
-            })
-            .collect();
-        let bins = timeline::bins(&outcomes, bin_ms, run_ms);
+        let run = failure_under_load(&mut rig, d, 1, &all, seconds, kill_at).await?;
+        let FailureRun { fail_ms, run_ms, ref outcomes, reattaches, ref reasons } = run;
+        let bins = timeline::bins(outcomes, bin_ms, run_ms);
         let r = timeline::recovery(&bins, bin_ms, fail_ms, Threshold::default());
-        let failed = outcomes.iter().filter(|o| !o.ok).count();
-        let mut lat: Vec<f64> = outcomes.iter().filter(|o| o.ok).map(|o| o.latency_ms).collect();
-        lat.sort_by(f64::total_cmp);
-        let (p50, p99) = (timeline::nearest_rank(&lat, 50.0), timeline::nearest_rank(&lat, 99.0));
-        let bins_json: Vec<Value> = bins
-            .iter()
-            .map(|b| json!({"t_ms": b.start_ms, "ok": b.ok, "failed": b.failed, "latency_ms_p50": b.p50_ms, "latency_ms_p99": b.p99_ms}))
-            .collect();
+        let failed = run.failed();
+        let (p50, p99) = timeline::p50_p99(outcomes);
+        let bins_json = timeline::bins_json(&bins);
         rows.push(vec![
             d.name().to_string(),
             d.hosts(plan.hosts).to_string(),
@@ -825,6 +758,227 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         &rows,
     );
     Ok(points)
+}
+
+/// What a failure under load did ([`failure_under_load`]).
+pub(super) struct FailureRun {
+    /// When the failure came and the run ended, from its start.
+    fail_ms: f64,
+    run_ms: f64,
+    /// Every procedure the RAN ran, by start from the run's start.
+    outcomes: Vec<Outcome>,
+    /// Attaches among them: UEs that had to attach again.
+    reattaches: usize,
+    /// The RAN's failures by reason.
+    reasons: BTreeMap<String, u64>,
+}
+
+impl FailureRun {
+    fn failed(&self) -> usize {
+        self.outcomes.iter().filter(|o| !o.ok).count()
+    }
+}
+
+/// Seed 004 Fig. 7's run: rounds of a service request and a release of
+/// every UE of `ues` (idle, attached) at the RAN's rate for `seconds`;
+/// `kill_at` s in, `d`'s failure: host `victim` killed (kill -9), or with
+/// NF instances host 1's instance 0, or the stateful MME killed and
+/// started again at once (it knows no UE then).
+async fn failure_under_load(
+    rig: &mut Rig,
+    d: Deployment,
+    victim: u32,
+    ues: &[u64],
+    seconds: f64,
+    kill_at: f64,
+) -> Result<FailureRun> {
+    if d == Deployment::Stateful {
+        rig.ran.reconnect_after_loss(Duration::from_millis(200));
+    }
+    rig.ran.log_outcomes();
+    let Rig { procs, ran, mme, .. } = rig;
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(seconds);
+    let load = async {
+        while Instant::now() < end {
+            ran.phase_of(Phase::ServiceRequest, ues).await?;
+            ran.phase_of(Phase::Release, ues).await?;
+        }
+        anyhow::Ok(())
+    };
+    let fail = async {
+        tokio::time::sleep_until((t0 + Duration::from_secs_f64(kill_at)).into()).await;
+        let killed = Instant::now();
+        match mme {
+            Mme::Elastic { nf: Some((out, pid)), .. } => {
+                // SAFETY: kill(2) of host 1's child, whose pid it printed.
+                if unsafe { libc::kill(*pid, libc::SIGKILL) } != 0 {
+                    bail!("kill -9 {pid}: {}", std::io::Error::last_os_error());
+                }
+                next_line(out, "host 1 to see its NF instance 0 gone", READY, |l| {
+                    l.starts_with("mme-host 1: nf 0 gone").then_some(())
+                })
+                .await
+                .map_err(|e| anyhow!(e))?;
+            }
+            Mme::Elastic { fe, nf: None } => {
+                procs.kill(&format!("host{victim}"))?;
+                let down = format!("mme-frontend: host{victim} down");
+                next_line(fe, &format!("the front end to see host {victim} gone"), READY, |l| {
+                    l.starts_with(&down).then_some(())
+                })
+                .await
+                .map_err(|e| anyhow!(e))?;
+            }
+            Mme::Stateful { args } => {
+                procs.kill("mme")?;
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = procs.start("mme", &args)?;
+                next_line(&out, "the stateful MME again", READY, |l| l.starts_with("mme: S1-MME on").then_some(()))
+                    .await
+                    .map_err(|e| anyhow!(e))?;
+            }
+        }
+        anyhow::Ok(killed)
+    };
+    let (l, f) = tokio::join!(load, fail);
+    l?;
+    let fail_ms = f?.saturating_duration_since(t0).as_secs_f64() * 1e3;
+    let run_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let log = ran.take_outcomes();
+    let reattaches = log.iter().filter(|o| o.procedure == "attach").count();
+    let outcomes = log
+        .iter()
+        .map(|o| Outcome {
+            start_ms: o.started.saturating_duration_since(t0).as_secs_f64() * 1e3,
+            latency_ms: o.latency.as_secs_f64() * 1e3,
+            ok: o.ok,
+        })
+        .collect();
+    Ok(FailureRun { fail_ms, run_ms, outcomes, reattaches, reasons: ran.report().failures.clone() })
+}
+
+/// What `mobicore demo` shows of the elastic MME ([`elastic_demo`]).
+#[derive(Debug, serde::Serialize)]
+pub struct ElasticDemo {
+    pub hosts: u32,
+    pub ues: u64,
+    /// UEs by the host their GUTI names (the top octet of the M-TMSI),
+    /// as attached.
+    pub ues_by_host: BTreeMap<u32, u64>,
+    pub killed_host: u32,
+    pub kill_at_ms: f64,
+    pub run_ms: f64,
+    /// Service requests and releases during the run, and after it one
+    /// service request of every UE.
+    pub procedures: usize,
+    pub failed_procedures: usize,
+    pub reattaches: usize,
+    pub failure_reasons: BTreeMap<String, u64>,
+    /// UEs whose GUTI, and whose PDN session (their address and the
+    /// S-GW's S1-U F-TEID), are those they attached with.
+    pub gutis_kept: u64,
+    pub sessions_kept: u64,
+    pub latency_ms_p50: Option<f64>,
+    pub latency_ms_p99: Option<f64>,
+    pub recovery_ms: Option<f64>,
+    /// When something failed: the processes' counters of trouble.
+    pub trouble: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl ElasticDemo {
+    /// Every procedure succeeded, none attached again, and every UE kept
+    /// its GUTI and session.
+    pub fn ok(&self) -> bool {
+        self.failed_procedures == 0
+            && self.reattaches == 0
+            && self.gutis_kept == self.ues
+            && self.sessions_kept == self.ues
+    }
+}
+
+/// The elastic MME's story in short, for `mobicore demo`: a front end and
+/// three MME hosts as processes (host-local stores replicated hot, seed
+/// 004 4.3), `ues` UEs attached through the front end and idle; rounds of
+/// service requests and releases for 3 s at 400/s with the host holding
+/// the most UEs killed (kill -9) 1 s in; then every UE's service request
+/// once more, which must find its GUTI and session kept, with no
+/// re-attach.
+pub async fn elastic_demo(ues: u64, verbose: bool) -> Result<ElasticDemo> {
+    const HOSTS: u32 = 3;
+    let (seconds, kill_at, bin_ms) = (3.0, 1.0, 100.0);
+    let d = Deployment::LocalHot;
+    let plan = Plan {
+        program: std::env::current_exe().context("the mobicore binary")?,
+        deployments: vec![d],
+        hosts: HOSTS,
+        balancer: "sk-ch".to_string(),
+        echo: verbose,
+        procedure_timeout_ms: 5_000,
+        host_args: Vec::new(),
+        frontend_args: Vec::new(),
+        s11_direct: true,
+        create_session_direct: false,
+        placement: Placement::Attach,
+    };
+    let mut rig = Rig::start(&plan, d, ues, Some(400.0)).await?;
+    let all: Vec<u64> = (0..ues).collect();
+    rig.ran.attach_some(0..ues).await?;
+    // The session each UE attached with: its address and the S-GW's F-TEID.
+    let sessions = |rig: &Rig| -> BTreeMap<u64, _> {
+        rig.ran.attached_ues().into_iter().map(|u| (u.index, (u.tunnel.ue_ip, u.tunnel.sgw))).collect()
+    };
+    let attached = sessions(&rig);
+    let gutis: BTreeMap<u64, _> = rig.ran.gutis().into_iter().collect();
+    let mut ues_by_host = BTreeMap::new();
+    for g in gutis.values().flatten() {
+        *ues_by_host.entry(g.m_tmsi() >> 24).or_insert(0u64) += 1;
+    }
+    let victim = ues_by_host.iter().max_by_key(|(h, n)| (**n, std::cmp::Reverse(**h))).map_or(1, |(h, _)| *h);
+    rig.ran.phase_of(Phase::Release, &all).await?;
+    rig.ran.settle_idle().await?;
+    let mut run = failure_under_load(&mut rig, d, victim, &all, seconds, kill_at).await?;
+    // Every UE once more, now that the host is gone.
+    rig.ran.log_outcomes();
+    rig.ran.phase_of(Phase::ServiceRequest, &all).await?;
+    let after = sessions(&rig);
+    let gutis_after: BTreeMap<u64, _> = rig.ran.gutis().into_iter().collect();
+    rig.ran.phase_of(Phase::Release, &all).await?;
+    let last = rig.ran.take_outcomes();
+    run.reattaches += last.iter().filter(|o| o.procedure == "attach").count();
+    let last_failed = last.iter().filter(|o| !o.ok).count();
+    let bins = timeline::bins(&run.outcomes, bin_ms, run.run_ms);
+    let recovery = timeline::recovery(&bins, bin_ms, run.fail_ms, Threshold::default());
+    let (p50, p99) = timeline::p50_p99(&run.outcomes);
+    let kept = |a: &BTreeMap<u64, _>, b: &BTreeMap<u64, _>| {
+        all.iter().filter(|u| a.get(u).is_some_and(|x| b.get(u) == Some(x))).count() as u64
+    };
+    let mut demo = ElasticDemo {
+        hosts: HOSTS,
+        ues,
+        ues_by_host,
+        killed_host: victim,
+        kill_at_ms: run.fail_ms,
+        run_ms: run.run_ms,
+        procedures: run.outcomes.len() + last.len(),
+        failed_procedures: run.failed() + last_failed,
+        reattaches: run.reattaches,
+        failure_reasons: rig.ran.report().failures.clone(),
+        gutis_kept: all
+            .iter()
+            .filter(|u| gutis.get(u).is_some_and(|g| g.is_some() && gutis_after.get(u) == Some(g)))
+            .count() as u64,
+        sessions_kept: kept(&attached, &after),
+        latency_ms_p50: p50,
+        latency_ms_p99: p99,
+        recovery_ms: recovery.recovery_ms,
+        trouble: BTreeMap::new(),
+    };
+    if !demo.ok() {
+        demo.trouble = rig.trouble().await;
+    }
+    rig.stop().await?;
+    Ok(demo)
 }
 
 #[cfg(test)]
