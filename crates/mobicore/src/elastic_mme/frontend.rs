@@ -1195,15 +1195,7 @@ mod tests {
         assert_eq!(sent(q.get_mut(&2).unwrap()), msgs.iter().map(s1).collect::<Vec<_>>());
         // Host 2 handled the first; it dies before it says so of the others.
         st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Handled { upto: 1 } });
-        for rx in q.values_mut() {
-            sent_all(rx);
-        }
-        st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
-        let heir = st.router.heir(HostId(2)).unwrap().0;
-        let f: Vec<Frame> = sent_all(q.get_mut(&heir).unwrap())
-            .into_iter()
-            .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
-            .collect();
+        let (heir, f) = host_2_dies(&mut st, &mut q);
         assert_eq!(f, [Frame::Inherit { host: 2 }, s1(&msgs[1]), s1(&msgs[2])]);
         assert_eq!(st.counters.value("frontend_unhandled_routed_again"), 2);
         // The heir handles them: nothing goes again when it dies too.
@@ -1222,16 +1214,20 @@ mod tests {
         let m = release_request(0x0200_0001);
         up(&mut st, UeName::MmeUeS1apId(0x0200_0001), m.clone());
         assert_eq!(st.counters.value("frontend_host_closing"), 1);
+        let (_, f) = host_2_dies(&mut st, &mut q);
+        assert_eq!(f, [Frame::Inherit { host: 2 }, Frame::S1 { assoc: 1, stream: 1, data: m }]);
+    }
+
+    /// Host 2 (of [`state_with_queues`]) goes, what was sent before
+    /// forgotten: its heir, and what the heir is sent (no ReplicateTo).
+    fn host_2_dies(st: &mut State, q: &mut HashMap<u32, mpsc::Receiver<Frame>>) -> (u32, Vec<Frame>) {
         for rx in q.values_mut() {
             sent_all(rx);
         }
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
         let heir = st.router.heir(HostId(2)).unwrap().0;
-        let f: Vec<Frame> = sent_all(q.get_mut(&heir).unwrap())
-            .into_iter()
-            .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
-            .collect();
-        assert_eq!(f, [Frame::Inherit { host: 2 }, Frame::S1 { assoc: 1, stream: 1, data: m }]);
+        let f = sent_all(q.get_mut(&heir).unwrap()).into_iter().filter(|f| !matches!(f, Frame::ReplicateTo { .. }));
+        (heir, f.collect())
     }
 
     fn s1(data: &'static [u8]) -> Frame {
