@@ -858,6 +858,11 @@ async fn failure_under_load(
     Ok(FailureRun { fail_ms, run_ms, outcomes, reattaches, reasons: ran.report().failures.clone() })
 }
 
+/// How many keys of `before` `after` holds with the same value.
+fn kept<K: Ord, V: PartialEq>(before: &BTreeMap<K, V>, after: &BTreeMap<K, V>) -> u64 {
+    before.iter().filter(|(k, v)| after.get(k) == Some(v)).count() as u64
+}
+
 /// What `mobicore demo` shows of the elastic MME ([`elastic_demo`]).
 #[derive(Debug, serde::Serialize)]
 pub struct ElasticDemo {
@@ -929,9 +934,12 @@ pub async fn elastic_demo(ues: u64, verbose: bool) -> Result<ElasticDemo> {
         rig.ran.attached_ues().into_iter().map(|u| (u.index, (u.tunnel.ue_ip, u.tunnel.sgw))).collect()
     };
     let attached = sessions(&rig);
-    let gutis: BTreeMap<u64, _> = rig.ran.gutis().into_iter().collect();
+    let gutis_of = |rig: &Rig| -> BTreeMap<u64, _> {
+        rig.ran.gutis().into_iter().filter_map(|(ue, guti)| Some((ue, guti?))).collect()
+    };
+    let gutis = gutis_of(&rig);
     let mut ues_by_host = BTreeMap::new();
-    for g in gutis.values().flatten() {
+    for g in gutis.values() {
         *ues_by_host.entry(g.m_tmsi() >> 24).or_insert(0u64) += 1;
     }
     let victim = ues_by_host.iter().max_by_key(|(h, n)| (**n, std::cmp::Reverse(**h))).map_or(1, |(h, _)| *h);
@@ -942,7 +950,7 @@ pub async fn elastic_demo(ues: u64, verbose: bool) -> Result<ElasticDemo> {
     rig.ran.log_outcomes();
     rig.ran.phase_of(Phase::ServiceRequest, &all).await?;
     let after = sessions(&rig);
-    let gutis_after: BTreeMap<u64, _> = rig.ran.gutis().into_iter().collect();
+    let gutis_after = gutis_of(&rig);
     rig.ran.phase_of(Phase::Release, &all).await?;
     let last = rig.ran.take_outcomes();
     run.reattaches += last.iter().filter(|o| o.procedure == "attach").count();
@@ -950,9 +958,6 @@ pub async fn elastic_demo(ues: u64, verbose: bool) -> Result<ElasticDemo> {
     let bins = timeline::bins(&run.outcomes, bin_ms, run.run_ms);
     let recovery = timeline::recovery(&bins, bin_ms, run.fail_ms, Threshold::default());
     let (p50, p99) = timeline::p50_p99(&run.outcomes);
-    let kept = |a: &BTreeMap<u64, _>, b: &BTreeMap<u64, _>| {
-        all.iter().filter(|u| a.get(u).is_some_and(|x| b.get(u) == Some(x))).count() as u64
-    };
     let mut demo = ElasticDemo {
         hosts: HOSTS,
         ues,
@@ -964,10 +969,7 @@ pub async fn elastic_demo(ues: u64, verbose: bool) -> Result<ElasticDemo> {
         failed_procedures: run.failed() + last_failed,
         reattaches: run.reattaches,
         failure_reasons: rig.ran.report().failures.clone(),
-        gutis_kept: all
-            .iter()
-            .filter(|u| gutis.get(u).is_some_and(|g| g.is_some() && gutis_after.get(u) == Some(g)))
-            .count() as u64,
+        gutis_kept: kept(&gutis, &gutis_after),
         sessions_kept: kept(&attached, &after),
         latency_ms_p50: p50,
         latency_ms_p99: p99,
