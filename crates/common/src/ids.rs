@@ -264,6 +264,89 @@ pub enum PdnType {
     Ipv4v6,
 }
 
+/// A set of replica groups (0..=255). An elastic MME host allocates a UE's
+/// identifiers (MME-UE-S1AP-ID, M-TMSI) with its host number as the top
+/// octet and the UE's replica group as the next ([`replica_group`]); each
+/// group of a host has its own replica host and heir, so that a dead
+/// host's UEs spread over the live hosts (seed 004 4.3: replicas per UE).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Groups([u64; 4]);
+
+impl Groups {
+    pub const NONE: Groups = Groups([0; 4]);
+    pub const ALL: Groups = Groups([u64::MAX; 4]);
+
+    pub fn one(g: u8) -> Groups {
+        let mut s = Groups::NONE;
+        s.insert(g);
+        s
+    }
+    pub fn insert(&mut self, g: u8) {
+        self.0[usize::from(g >> 6)] |= 1 << (g & 63);
+    }
+    pub fn contains(&self, g: u8) -> bool {
+        self.0[usize::from(g >> 6)] & (1 << (g & 63)) != 0
+    }
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+    pub fn iter(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..=255u8).filter(|&g| self.contains(g))
+    }
+    /// 32 octets, group 0 in the first octet's low bit.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        for (i, w) in self.0.iter().enumerate() {
+            b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        b
+    }
+    pub fn from_bytes(b: &[u8; 32]) -> Groups {
+        let mut s = Groups::NONE;
+        for (i, w) in s.0.iter_mut().enumerate() {
+            *w = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 octets"));
+        }
+        s
+    }
+}
+
+impl FromIterator<u8> for Groups {
+    fn from_iter<I: IntoIterator<Item = u8>>(it: I) -> Groups {
+        let mut s = Groups::NONE;
+        for g in it {
+            s.insert(g);
+        }
+        s
+    }
+}
+
+impl fmt::Debug for Groups {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.len() {
+            256 => write!(f, "Groups(all)"),
+            n if n > 8 => write!(f, "Groups({n} of 256)"),
+            _ => f.debug_set().entries(self.iter()).finish(),
+        }
+    }
+}
+
+/// The replica group an elastic MME host's identifier carries (its second
+/// octet; see [`Groups`]).
+pub fn replica_group(identifier: u32) -> u8 {
+    (identifier >> 16) as u8
+}
+
+/// The replica group of the UE with IMSI `imsi`: every identifier a host
+/// allocates it carries this group, so every key of its record names it.
+/// FNV-1a over the digits, folded to one octet.
+pub fn imsi_group(imsi: &str) -> u8 {
+    let h = imsi.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    (h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24) ^ (h >> 32) ^ (h >> 40) ^ (h >> 48) ^ (h >> 56)) as u8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +382,27 @@ mod tests {
             let i: Imsi = d.parse().unwrap();
             prop_assert_eq!(Imsi::from_tbcd(&i.to_tbcd()).unwrap(), i);
         }
+    }
+
+    #[test]
+    fn groups_set_and_octets() {
+        let s: Groups = [0u8, 63, 64, 200, 255].into_iter().collect();
+        assert_eq!(s.len(), 5);
+        assert!(s.contains(63) && s.contains(64) && !s.contains(65));
+        assert_eq!(s.iter().collect::<Vec<_>>(), [0, 63, 64, 200, 255]);
+        assert_eq!(Groups::from_bytes(&s.to_bytes()), s);
+        assert_eq!(Groups::ALL.len(), 256);
+        assert!(Groups::NONE.is_empty());
+        assert_eq!(replica_group(0x07ab_1234), 0xab);
+    }
+
+    #[test]
+    fn imsis_spread_over_the_groups() {
+        let mut per_group = [0u32; 256];
+        for i in 0..25_600u64 {
+            per_group[usize::from(imsi_group(&format!("00101{i:010}")))] += 1;
+        }
+        // 100 per group on average: none empty, none far beyond.
+        assert!(per_group.iter().all(|&n| (40..=180).contains(&n)), "{per_group:?}");
     }
 }

@@ -3,13 +3,14 @@
 //! the front end's shell decodes the identifiers of a message and asks
 //! [`Router::route`] (S1AP) or [`Router::route_s11`] (GTPv2-C) where it goes.
 //!
-//! # Identifiers carry their host
+//! # Identifiers carry their host and replica group
 //! Every MME host allocates MME-UE-S1AP-IDs (also its S11 TEIDs) and
 //! M-TMSIs with its host number as the top octet (`host_prefix` of the
-//! MME core), so that the front end routes by an identifier alone, with no
-//! per-UE table: a message that names the UE by MME-UE-S1AP-ID, or an
-//! INITIAL UE MESSAGE with an S-TMSI, goes to the host whose prefix it
-//! carries ([`owner`]).
+//! MME core) and the UE's replica group as the second
+//! ([`mobicore_common::imsi_group`] of its IMSI), so that the front end
+//! routes by an identifier alone, with no per-UE table: a message that
+//! names the UE by MME-UE-S1AP-ID, or an INITIAL UE MESSAGE with an
+//! S-TMSI, goes to the host whose prefix it carries ([`owner`]).
 //!
 //! # New UEs
 //! An INITIAL UE MESSAGE with no S-TMSI (an attach by IMSI, or a GUTI of
@@ -18,21 +19,26 @@
 //! eNB-UE-S1AP-ID hashed, in slice [`SliceId::ATTACH`].
 //!
 //! # A host that is gone
-//! All the UEs of a host that left are served by one heir: the primary,
-//! on a ring of the live hosts, of a key derived from the dead host's
-//! number, the host itself left out ([`Router::heir`]). Every identifier
-//! of such a UE (its old MME-UE-S1AP-ID, its M-TMSI) thus reaches the same
-//! heir, which loads the UE's context from the store at its first message
-//! there. The heir is fixed when the host goes (a host joining later does
-//! not move it: with host-local stores only the heir holds the dead
-//! host's records); when the heir goes too, its own heir serves both. A
-//! host number is never given to a new host while UEs may still carry it.
+//! The UEs of a host that left are served group by group: those of each
+//! replica group by one heir, the primary, on a ring of the live hosts,
+//! of a key derived from the dead host's number and the group, the host
+//! itself left out ([`Router::heir`]). So a dead host's UEs spread over
+//! the live hosts (seed 004 4.3 keeps replicas per UE), while every
+//! identifier of one UE (its old MME-UE-S1AP-ID, its M-TMSI, both with
+//! the same host and group) reaches the same heir, which loads the UE's
+//! context from the store at its first message there. The heirs are
+//! fixed when the host goes (a host joining later does not move them:
+//! with host-local stores only the heir holds the dead host's records of
+//! its groups); when an heir goes too, its own heir of the group serves
+//! both ([`Router::host_down`] says who takes what: [`Handover`]). A host
+//! number is never given to a new host while UEs may still carry it.
 //!
 //! # Replica hosts
 //! With host-local stores (seed 004 4.3) each live host replicates its
-//! records to the host that would be its heir if it went now
-//! ([`Router::replica_changes`] says whom to tell when that changes), so
-//! that the heir holds a copy when it takes the UEs over.
+//! records of each group to the host that would be their heir if it went
+//! now ([`Router::replica_hosts`]; [`Router::replica_changes`] says whom
+//! to tell when that changes), so that each heir holds a copy when it
+//! takes the UEs over.
 //!
 //! # Scaling
 //! A host that comes up at run time joins the balancer's ring and the
@@ -44,7 +50,7 @@
 //! the INITIAL UE MESSAGEs of its UEs, which would start new procedures
 //! there, are held ([`Dest::Hold`]) until it says it has none running;
 //! then it is gone as any gone host ([`Router::host_down`]): its UEs,
-//! with their identifiers unchanged, go to its heir, which loads them
+//! with their identifiers unchanged, go to their heirs, which load them
 //! from the store, and the held messages go there too.
 //!
 //! # Per-procedure placement
@@ -70,7 +76,8 @@
 //!
 //! With host-local stores ([`Router::local_stores`]) only the hosts that
 //! hold the UE's record are candidates: its owner's host and that host's
-//! replica hosts, which hold a copy of its store; and only procedures
+//! replica hosts of the UE's group, which hold a copy of its records of
+//! that group; and only procedures
 //! that keep the UE's identifiers or end them are placed
 //! ([`LOCALLY_PLACED`]). The visitor hands the record back to the owner's
 //! host when the UE is at rest (the front end relays it ahead of the
@@ -111,12 +118,25 @@ use crate::hash::hash64;
 use crate::procedure::{HostId, MTmsi, ProcedureKind, SliceId};
 use crate::report::HostReport;
 use crate::ring::Ring;
+use mobicore_common::{replica_group, Groups};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// The host number an identifier (MME-UE-S1AP-ID or M-TMSI) carries.
 pub fn owner(identifier: u32) -> HostId {
     HostId(identifier >> 24)
+}
+
+/// A gone host's UEs of `groups` are served by `heir` from now on (see
+/// "A host that is gone"): it inherits them (`inherit`: the host that
+/// went, its records from the copy replicated to it) or adopts them (a
+/// host gone before, whose heir for these groups it was).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handover {
+    pub gone: HostId,
+    pub heir: HostId,
+    pub groups: Groups,
+    pub inherit: bool,
 }
 
 /// How the front end names a UE-associated uplink message's UE.
@@ -413,10 +433,10 @@ pub struct Router {
     /// Live hosts being drained (in neither ring).
     draining: BTreeSet<HostId>,
     heirs: Ring,
-    /// Gone hosts and the heir each had when it went.
-    gone: HashMap<HostId, Option<HostId>>,
+    /// Gone hosts and the heir each of their groups had when it went.
+    gone: HashMap<HostId, Vec<Option<HostId>>>,
     /// The replica hosts each live host was last told of.
-    replicas_told: HashMap<HostId, Vec<HostId>>,
+    replicas_told: HashMap<HostId, Vec<(HostId, Groups)>>,
     s11: S11Pending,
     s11_relayed: S11Relayed,
     /// Per host: when its last load report came.
@@ -485,16 +505,25 @@ impl Router {
     }
 
     /// A host is gone (its connection closed: killed, crashed, stopped;
-    /// or drained). Returns the hosts whose UEs move with it, each to its
-    /// [`Router::heir`] now: `host` first, then the hosts gone before whose
-    /// UEs it served as their heir (which its heir inherits in turn).
-    pub fn host_down(&mut self, host: HostId) -> Vec<HostId> {
+    /// or drained). Returns who serves the UEs that move with it, group
+    /// by group ([`Router::heir`] now): `host`'s first (inherited), then
+    /// those of hosts gone before whose heir it was (adopted in turn).
+    pub fn host_down(&mut self, host: HostId) -> Vec<Handover> {
         if !self.live.contains(&host) {
             return Vec::new();
         }
-        let mut before: Vec<HostId> = self.gone.keys().copied().filter(|&g| self.heir(g) == Some(host)).collect();
-        before.sort();
-        let moved: Vec<HostId> = std::iter::once(host).chain(before).collect();
+        let mut gone: Vec<HostId> = self.gone.keys().copied().collect();
+        gone.sort();
+        let before: Vec<(HostId, Groups)> = gone
+            .into_iter()
+            .map(|g| (g, (0..=255u8).filter(|&grp| self.heir(g, grp) == Some(host)).collect::<Groups>()))
+            .filter(|(_, groups)| !groups.is_empty())
+            .collect();
+        // Whether UE identifier `id` moves with `host` to an heir.
+        let moves = |id: u32| {
+            let o = owner(id);
+            o == host || before.iter().any(|(g, groups)| *g == o && groups.contains(replica_group(id)))
+        };
         self.live.remove(&host);
         if !self.draining.remove(&host) {
             self.leave_rings(host);
@@ -502,12 +531,12 @@ impl Router {
         self.frontend.forget(host);
         self.reported.remove(&host);
         // What it held: its own UEs and those of hosts gone before go to
-        // the heir, which loads them all; the others' owners read them again.
+        // the heirs, which load them all; the others' owners read them again.
         let v = &mut self.holds;
         let mut unheld: Vec<u32> = v
             .by_mtmsi
             .iter()
-            .filter(|(m, h)| **h == host && v.unconfirmed.contains_key(m) && !moved.contains(&owner(**m)))
+            .filter(|(m, h)| **h == host && v.unconfirmed.contains_key(m) && !moves(**m))
             .map(|(&m, _)| m)
             .collect();
         unheld.sort_unstable();
@@ -515,12 +544,8 @@ impl Router {
             v.unconfirmed.remove(m);
         }
         v.by_mtmsi.retain(|_, h| *h != host);
-        let mut ended: Vec<u32> = v
-            .by_id
-            .iter()
-            .filter(|(&id, held)| held.hosts == [host] && !moved.contains(&owner(id)))
-            .map(|(&id, _)| id)
-            .collect();
+        let mut ended: Vec<u32> =
+            v.by_id.iter().filter(|(&id, held)| held.hosts == [host] && !moves(id)).map(|(&id, _)| id).collect();
         ended.sort_unstable();
         for (&id, held) in v.by_id.iter_mut() {
             held.hosts.retain(|&h| h != host);
@@ -529,10 +554,35 @@ impl Router {
         }
         v.by_id.retain(|_, held| !held.hosts.is_empty());
         v.refresh.extend(ended);
-        // Its heir from now on (see "A host that is gone").
-        self.gone.insert(host, self.ring_heir(host));
+        // Its heirs from now on (see "A host that is gone").
+        let heirs = (0..=255u8).map(|g| self.ring_heir(host, g)).collect();
+        self.gone.insert(host, heirs);
         self.return_placements(unheld);
-        moved
+        let mut out = self.handovers(host, Groups::ALL, true);
+        for (g, groups) in before {
+            out.extend(self.handovers(g, groups, false));
+        }
+        out
+    }
+
+    /// Who serves gone host `gone`'s UEs of `groups` now, one entry per heir.
+    fn handovers(&self, gone: HostId, groups: Groups, inherit: bool) -> Vec<Handover> {
+        self.heirs_of(gone, groups).into_iter().map(|(heir, groups)| Handover { gone, heir, groups, inherit }).collect()
+    }
+
+    /// The live hosts serving gone host `gone`'s UEs of `groups`, each
+    /// with its groups, in host order.
+    pub fn heirs_of(&self, gone: HostId, groups: Groups) -> Vec<(HostId, Groups)> {
+        let mut out: Vec<(HostId, Groups)> = Vec::new();
+        for g in groups.iter() {
+            let Some(heir) = self.heir(gone, g) else { continue };
+            match out.iter_mut().find(|(h, _)| *h == heir) {
+                Some((_, s)) => s.insert(g),
+                None => out.push((heir, Groups::one(g))),
+            }
+        }
+        out.sort_by_key(|(h, _)| *h);
+        out
     }
 
     fn leave_rings(&mut self, host: HostId) {
@@ -597,46 +647,47 @@ impl Router {
         gone
     }
 
-    /// The live host that serves the UEs of `gone`, if any host is live:
-    /// the heir it had when it went, or that heir's if gone too.
-    pub fn heir(&self, gone: HostId) -> Option<HostId> {
+    /// The live host that serves the UEs of `gone` in replica group
+    /// `group`, if any host is live: the heir it had when it went, or that
+    /// heir's if gone too.
+    pub fn heir(&self, gone: HostId, group: u8) -> Option<HostId> {
         let mut h = gone;
         // Each step goes to a host that went later: at most one per gone host.
         for _ in 0..=self.gone.len() {
-            match self.gone.get(&h) {
-                Some(&Some(next)) if self.live.contains(&next) => return Some(next),
-                Some(&Some(next)) => h = next,
-                _ => return self.ring_heir(h),
+            match self.gone.get(&h).and_then(|heirs| heirs[usize::from(group)]) {
+                Some(next) if self.live.contains(&next) => return Some(next),
+                Some(next) => h = next,
+                None => return self.ring_heir(h, group),
             }
         }
         None
     }
 
     /// The host of the heirs' ring, other than `host`, that takes its UEs
-    /// if it goes now.
-    fn ring_heir(&self, host: HostId) -> Option<HostId> {
-        self.ring_heir_without(host, &[])
+    /// of `group` if it goes now.
+    fn ring_heir(&self, host: HostId, group: u8) -> Option<HostId> {
+        self.ring_heir_without(host, group, &[])
     }
 
-    /// The host of the heirs' ring that would take `host`'s UEs if it went
-    /// with the hosts of `without` (none of them).
-    fn ring_heir_without(&self, host: HostId, without: &[HostId]) -> Option<HostId> {
-        let key = MTmsi(hash64(HEIR_SEED, u64::from(host.0)) as u32);
+    /// The host of the heirs' ring that would take `host`'s UEs of `group`
+    /// if it went with the hosts of `without` (none of them).
+    fn ring_heir_without(&self, host: HostId, group: u8, without: &[HostId]) -> Option<HostId> {
+        let key = MTmsi(hash64(HEIR_SEED, u64::from(host.0) << 8 | u64::from(group)) as u32);
         let n = 2 + without.len();
         self.heirs.candidates(key, n).into_iter().find(|&h| h != host && !without.contains(&h))
     }
 
-    /// The hosts `host` replicates its records to (seed 004 4.3): the one
-    /// that would be its heir if it went now; with two failures survived
-    /// ([`Router::with_replicas`]), also every host that would serve its
-    /// UEs if that heir went too, in either order: the heir's heir (the
-    /// host first), and the host's next candidate (the heir first: the
-    /// host's heir then). At most three hosts.
-    pub fn replica_hosts(&self, host: HostId) -> Vec<HostId> {
-        let Some(first) = self.ring_heir(host) else { return Vec::new() };
+    /// The hosts `host` replicates its records of `group` to (seed 004
+    /// 4.3): the one that would be their heir if it went now; with two
+    /// failures survived ([`Router::with_replicas`]), also every host that
+    /// would serve them if that heir went too, in either order: the heir's
+    /// heir (the host first), and the host's next candidate (the heir
+    /// first: the host's heir then). At most three hosts.
+    pub fn replica_hosts_of(&self, host: HostId, group: u8) -> Vec<HostId> {
+        let Some(first) = self.ring_heir(host, group) else { return Vec::new() };
         let mut out = vec![first];
         if self.replicas > 1 {
-            let then = [self.ring_heir_without(first, &[host]), self.ring_heir_without(host, &[first])];
+            let then = [self.ring_heir_without(first, group, &[host]), self.ring_heir_without(host, group, &[first])];
             for h in then.into_iter().flatten() {
                 if !out.contains(&h) {
                     out.push(h);
@@ -646,8 +697,24 @@ impl Router {
         out
     }
 
+    /// Every replica host of `host` ([`Router::replica_hosts_of`]), each
+    /// with the groups it holds a copy of, in host order.
+    pub fn replica_hosts(&self, host: HostId) -> Vec<(HostId, Groups)> {
+        let mut out: Vec<(HostId, Groups)> = Vec::new();
+        for g in 0..=255u8 {
+            for r in self.replica_hosts_of(host, g) {
+                match out.iter_mut().find(|(h, _)| *h == r) {
+                    Some((_, s)) => s.insert(g),
+                    None => out.push((r, Groups::one(g))),
+                }
+            }
+        }
+        out.sort_by_key(|(h, _)| *h);
+        out
+    }
+
     /// Each host's records survive `n` failures (1 or 2; see
-    /// [`Router::replica_hosts`]).
+    /// [`Router::replica_hosts_of`]).
     pub fn with_replicas(mut self, n: usize) -> Router {
         self.replicas = n.clamp(1, 2);
         self
@@ -655,7 +722,7 @@ impl Router {
 
     /// The live hosts whose replica hosts changed since they were last
     /// told (each joining host once), with their replica hosts now.
-    pub fn replica_changes(&mut self) -> Vec<(HostId, Vec<HostId>)> {
+    pub fn replica_changes(&mut self) -> Vec<(HostId, Vec<(HostId, Groups)>)> {
         let live = &self.live;
         self.replicas_told.retain(|h, _| live.contains(h));
         let mut out = Vec::new();
@@ -669,12 +736,19 @@ impl Router {
         out
     }
 
-    /// The host that serves identifiers carrying `host`'s number.
-    pub fn serving(&self, host: HostId) -> Option<HostId> {
+    /// The host that serves identifiers carrying `host`'s number and
+    /// replica group `group`.
+    pub fn serving(&self, host: HostId, group: u8) -> Option<HostId> {
         match self.live.contains(&host) {
             true => Some(host),
-            false => self.heir(host),
+            false => self.heir(host, group),
         }
+    }
+
+    /// The host that serves UE identifier `id` (MME-UE-S1AP-ID, M-TMSI,
+    /// S11 TEID): [`Router::serving`] of the host and group it carries.
+    pub fn serving_id(&self, id: u32) -> Option<HostId> {
+        self.serving(owner(id), replica_group(id))
     }
 
     /// Where a UE-associated uplink message goes.
@@ -719,7 +793,7 @@ impl Router {
             }
         };
         let host = owner(id);
-        match self.serving(host) {
+        match self.serving_id(id) {
             Some(h) if h == host && self.draining.contains(&h) && matches!(name, UeName::Initial { .. }) => {
                 self.stats.held += 1;
                 Ok(Dest::Hold(h))
@@ -745,7 +819,7 @@ impl Router {
         if self.holds.max == 0 || (self.local && !kind.is_some_and(|k| LOCALLY_PLACED.contains(&k))) {
             return None;
         }
-        let home = self.serving(owner(m))?;
+        let home = self.serving_id(m)?;
         if self.holds.by_mtmsi.len() >= self.holds.max {
             self.stats.holds_full += 1;
             return None;
@@ -754,7 +828,7 @@ impl Router {
         let r = match self.local {
             true => {
                 let mut candidates = vec![home];
-                candidates.extend(self.replica_hosts(home));
+                candidates.extend(self.replica_hosts_of(home, replica_group(m)));
                 self.frontend.route_among(&req, &candidates).ok()?
             }
             false => self.frontend.route(&req).ok()?,
@@ -799,7 +873,7 @@ impl Router {
         for m in ms {
             self.stats.placements_returned += 1;
             self.frontend.end(MTmsi(m));
-            if let Some(home) = self.serving(owner(m)) {
+            if let Some(home) = self.serving_id(m) {
                 self.holds.lends.push((home, Lend::Returned(m)));
             }
         }
@@ -913,7 +987,7 @@ impl Router {
             }
             self.frontend.end(MTmsi(m));
         }
-        self.serving(owner(id)).filter(|&o| o != host)
+        self.serving_id(id).filter(|&o| o != host)
     }
 
     /// The UEs whose host went while it held them (in
@@ -921,13 +995,19 @@ impl Router {
     /// again now.
     pub fn take_refreshes(&mut self) -> Vec<(HostId, u32)> {
         let ids = std::mem::take(&mut self.holds.refresh);
-        ids.into_iter().filter_map(|id| Some((self.serving(owner(id))?, id))).collect()
+        ids.into_iter().filter_map(|id| Some((self.serving_id(id)?, id))).collect()
     }
 
-    /// The UEs of host `owner_host` another host holds now, in order: an
-    /// heir taking `owner_host`'s UEs leaves them to that host.
-    pub fn held_away(&self, owner_host: HostId) -> Vec<u32> {
-        let mut ids: Vec<u32> = self.holds.by_id.keys().copied().filter(|&id| owner(id) == owner_host).collect();
+    /// The UEs of host `owner_host` in `groups` another host holds now, in
+    /// order: an heir taking those UEs leaves them to that host.
+    pub fn held_away(&self, owner_host: HostId, groups: Groups) -> Vec<u32> {
+        let mut ids: Vec<u32> = self
+            .holds
+            .by_id
+            .keys()
+            .copied()
+            .filter(|&id| owner(id) == owner_host && groups.contains(replica_group(id)))
+            .collect();
         ids.sort_unstable();
         ids
     }
@@ -991,7 +1071,7 @@ impl Router {
             (S11From::Sgw, true) => {
                 let teid = h.teid.filter(|&t| t != 0).ok_or(S11Drop::NoTeid)?;
                 let holder = self.holds.by_id.get(&teid).and_then(|h| h.holder(teid));
-                let host = holder.or_else(|| self.serving(owner(teid))).ok_or(S11Drop::NoHost)?;
+                let host = holder.or_else(|| self.serving_id(teid)).ok_or(S11Drop::NoHost)?;
                 let p = &mut self.s11;
                 if !p.by_seq.contains_key(&h.seq) && p.by_seq.len() >= p.max {
                     return Err(S11Drop::Full);
@@ -1132,18 +1212,32 @@ mod tests {
         assert_eq!(r.stats.balanced, 300);
     }
 
+    /// Identifier `low` of host `host`, replica group `group`.
+    fn ident(host: u32, group: u8, low: u16) -> u32 {
+        host << 24 | u32::from(group) << 16 | u32::from(low)
+    }
+
     #[test]
-    fn every_identifier_of_a_gone_host_reaches_one_heir() {
+    fn every_identifier_of_a_gone_hosts_ue_reaches_its_groups_heir_and_the_groups_spread() {
         for scheme in Scheme::ALL {
             let mut r = router(scheme, &[1, 2, 3]);
-            r.host_down(HostId(2));
-            let heir = r.heir(HostId(2)).unwrap();
-            assert_ne!(heir, HostId(2));
-            for low in [0u32, 1, 0x1234, 0xff_ffff] {
-                let id = 0x0200_0000 | low;
-                assert_eq!(r.route(UeName::MmeUeS1apId(id)), Ok(Dest::Host(heir)));
-                let initial = UeName::Initial { enb: 1, enb_ue_s1ap_id: low, m_tmsi: Some(id) };
-                assert_eq!(r.route(initial), Ok(Dest::Host(heir)));
+            let handovers = r.host_down(HostId(2));
+            let heirs = r.heirs_of(HostId(2), Groups::ALL);
+            assert_eq!(heirs.iter().map(|h| h.0).collect::<Vec<_>>(), [HostId(1), HostId(3)], "{scheme}");
+            // The dead host's UEs spread: about half the groups each.
+            assert!(heirs.iter().all(|(_, g)| g.len() > 80), "{scheme}: {heirs:?}");
+            let inherited: Vec<_> = handovers.iter().map(|h| (h.heir, h.groups)).collect();
+            assert_eq!(inherited, heirs);
+            assert!(handovers.iter().all(|h| h.gone == HostId(2) && h.inherit));
+            for g in 0..=255u8 {
+                let heir = r.heir(HostId(2), g).unwrap();
+                assert_ne!(heir, HostId(2));
+                for low in [0u16, 1, 0x1234, 0xffff] {
+                    let id = ident(2, g, low);
+                    assert_eq!(r.route(UeName::MmeUeS1apId(id)), Ok(Dest::Host(heir)));
+                    let initial = UeName::Initial { enb: 1, enb_ue_s1ap_id: 7, m_tmsi: Some(id) };
+                    assert_eq!(r.route(initial), Ok(Dest::Host(heir)), "both names of one UE, one heir");
+                }
             }
             // The others' UEs stay where they are; new UEs avoid the gone host.
             assert_eq!(r.route(UeName::MmeUeS1apId(0x0100_0001)), Ok(Dest::Host(HostId(1))));
@@ -1152,7 +1246,7 @@ mod tests {
                 let h = to_host(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: id, m_tmsi: None }));
                 assert_ne!(h, HostId(2), "{scheme}");
             }
-            assert_eq!(r.stats.to_heir, 8);
+            assert_eq!(r.stats.to_heir, 256 * 8);
         }
     }
 
@@ -1160,53 +1254,57 @@ mod tests {
     fn gone_hosts_heirs_are_live_hosts_and_none_without_hosts() {
         let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3, 4]);
         r.host_down(HostId(4));
-        let first = r.heir(HostId(4)).unwrap();
-        assert_eq!(r.heir(HostId(4)), Some(first), "stable");
-        // The heir goes too: both gone hosts' UEs go to live hosts.
+        let first = r.heir(HostId(4), 9).unwrap();
+        assert_eq!(r.heir(HostId(4), 9), Some(first), "stable");
+        // That heir goes too: both gone hosts' UEs go to live hosts.
         r.host_down(first);
         for gone in [HostId(4), first] {
-            let h = r.heir(gone).unwrap();
-            assert!(r.is_live(h));
+            for g in 0..=255u8 {
+                assert!(r.is_live(r.heir(gone, g).unwrap()));
+            }
         }
         for h in [1, 2, 3] {
             r.host_down(HostId(h));
         }
-        assert_eq!(r.heir(HostId(4)), None);
+        assert_eq!(r.heir(HostId(4), 9), None);
         assert!(r.route(UeName::MmeUeS1apId(0x0100_0001)).is_err());
         assert!(r.route(UeName::Initial { enb: 1, enb_ue_s1ap_id: 1, m_tmsi: None }).is_err());
         assert_eq!(r.stats.no_host, 2);
     }
 
     #[test]
-    fn each_host_replicates_to_the_host_that_would_be_its_heir() {
+    fn each_host_replicates_each_group_to_the_host_that_would_be_its_heir() {
         let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
-        let told: BTreeMap<HostId, Vec<HostId>> = r.replica_changes().into_iter().collect();
+        type Told = BTreeMap<HostId, Vec<(HostId, Groups)>>;
+        let told: Told = r.replica_changes().into_iter().collect();
         assert_eq!(told.len(), 3, "every host is told once");
         for (&h, targets) in &told {
-            assert_eq!(targets.len(), 1);
-            assert_ne!(targets[0], h, "never itself");
+            // Both other hosts, every group at exactly one of them.
+            assert_eq!(targets.len(), 2, "{h}: {targets:?}");
+            assert!(targets.iter().all(|(t, _)| *t != h), "never itself");
+            assert_eq!(targets.iter().map(|(_, g)| g.len()).sum::<usize>(), 256);
+            assert_eq!(targets.iter().flat_map(|(_, g)| g.iter()).collect::<Groups>(), Groups::ALL);
         }
         assert!(r.replica_changes().is_empty(), "nothing changed");
-        // Whichever host goes, its heir is the host it replicated to.
+        // Whichever host goes, each group's heir is the host it replicated
+        // that group to.
         for gone in [1, 2, 3] {
             let mut r2 = router(Scheme::ConsistentHashing, &[1, 2, 3]);
             r2.host_down(HostId(gone));
-            assert_eq!(Some(told[&HostId(gone)][0]), r2.heir(HostId(gone)));
-        }
-        // A host goes: those that replicated to it are told their new
-        // replica host (seeded with a full copy then), the others nothing.
-        r.host_down(HostId(2));
-        let changed: BTreeMap<HostId, Vec<HostId>> = r.replica_changes().into_iter().collect();
-        for h in [1, 3] {
-            let was = &told[&HostId(h)];
-            match was[0] == HostId(2) {
-                true => assert_eq!(changed[&HostId(h)], [HostId(if h == 1 { 3 } else { 1 })]),
-                false => assert!(!changed.contains_key(&HostId(h))),
+            for (t, groups) in &told[&HostId(gone)] {
+                assert!(groups.iter().all(|g| r2.heir(HostId(gone), g) == Some(*t)));
             }
         }
-        // A host joins: it is told (1 and 3 only if their heir-to-be moved).
+        // A host goes: those that replicated to it are told their new
+        // replica hosts (seeded with a full copy then).
+        r.host_down(HostId(2));
+        let changed: Told = r.replica_changes().into_iter().collect();
+        assert_eq!(changed[&HostId(1)], [(HostId(3), Groups::ALL)]);
+        assert_eq!(changed[&HostId(3)], [(HostId(1), Groups::ALL)]);
+        // A host joins: it is told, and so is any host some of whose
+        // groups now go to it.
         r.host_up(HostId(4));
-        let changed: BTreeMap<HostId, Vec<HostId>> = r.replica_changes().into_iter().collect();
+        let changed: Told = r.replica_changes().into_iter().collect();
         assert!(changed.contains_key(&HostId(4)));
         for (h, t) in &changed {
             assert_eq!(&r.replica_hosts(*h), t);
@@ -1223,44 +1321,58 @@ mod tests {
             let r = router(Scheme::ConsistentHashing, &hosts).with_replicas(2);
             let single = router(Scheme::ConsistentHashing, &hosts);
             for &h in &hosts {
-                let t = r.replica_hosts(HostId(h));
-                assert!((2..=3).contains(&t.len()) && !t.contains(&HostId(h)), "{t:?}");
-                assert_eq!(t[..1], single.replica_hosts(HostId(h)), "the heir first");
-                // The host and its heir go, in either order: the host
-                // serving the host's UEs then holds a copy of its records.
-                for host_first in [true, false] {
-                    let mut r2 = router(Scheme::ConsistentHashing, &hosts).with_replicas(2);
-                    let order = if host_first { [HostId(h), t[0]] } else { [t[0], HostId(h)] };
-                    for g in order {
-                        r2.host_down(g);
+                for g in (0..=255u8).step_by(37) {
+                    let t = r.replica_hosts_of(HostId(h), g);
+                    assert!((2..=3).contains(&t.len()) && !t.contains(&HostId(h)), "{t:?}");
+                    assert_eq!(t[..1], single.replica_hosts_of(HostId(h), g), "the heir first");
+                    // The host and its heir go, in either order: the host
+                    // serving the host's UEs then holds a copy of its records.
+                    for host_first in [true, false] {
+                        let mut r2 = router(Scheme::ConsistentHashing, &hosts).with_replicas(2);
+                        let order = if host_first { [HostId(h), t[0]] } else { [t[0], HostId(h)] };
+                        for gone in order {
+                            r2.host_down(gone);
+                        }
+                        let serving = r2.heir(HostId(h), g).unwrap();
+                        assert!(t.contains(&serving), "{n} hosts, {order:?} gone: {serving:?} not in {t:?}");
                     }
-                    let serving = r2.heir(HostId(h)).unwrap();
-                    assert!(t.contains(&serving), "{n} hosts, {order:?} gone: {serving:?} not in {t:?}");
                 }
             }
         }
         let two = router(Scheme::ConsistentHashing, &[1, 2]).with_replicas(2);
-        assert_eq!(two.replica_hosts(HostId(1)), [HostId(2)]);
+        assert_eq!(two.replica_hosts(HostId(1)), [(HostId(2), Groups::ALL)]);
         let one = router(Scheme::ConsistentHashing, &[1, 2, 3]);
-        assert_eq!(one.replica_hosts(HostId(1)).len(), 1);
+        assert_eq!(one.replica_hosts_of(HostId(1), 0).len(), 1);
     }
 
     #[test]
-    fn a_gone_hosts_heir_stays_when_hosts_join_and_its_own_heir_follows_it() {
-        // Over several seeds of membership, the heir of a gone host is
+    fn a_gone_hosts_heirs_stay_when_hosts_join_and_an_heirs_own_heirs_follow_it() {
+        // Over several seeds of membership, the heirs of a gone host are
         // fixed when it goes, whatever joins later.
         for extra in 4..40u32 {
             let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
             r.host_down(HostId(2));
-            let heir = r.heir(HostId(2)).unwrap();
+            let before: Vec<HostId> = (0..=255u8).map(|g| r.heir(HostId(2), g).unwrap()).collect();
             r.host_up(HostId(extra));
-            assert_eq!(r.heir(HostId(2)), Some(heir), "joining {extra} moves nothing");
-            assert_eq!(r.route(UeName::MmeUeS1apId(0x0200_0001)), Ok(Dest::Host(heir)));
-            // The heir goes: its heir serves both, and inherits both.
-            let heirs_heir = r.replica_hosts(heir)[0];
-            assert_eq!(r.host_down(heir), [heir, HostId(2)]);
-            assert_eq!(r.heir(heir), Some(heirs_heir));
-            assert_eq!(r.heir(HostId(2)), Some(heirs_heir));
+            for g in 0..=255u8 {
+                assert_eq!(r.heir(HostId(2), g), Some(before[usize::from(g)]), "joining {extra} moves nothing");
+            }
+            let g = (extra * 7) as u8;
+            let heir = before[usize::from(g)];
+            assert_eq!(r.route(UeName::MmeUeS1apId(ident(2, g, 1))), Ok(Dest::Host(heir)));
+            // That heir goes: for each group, its heir serves both hosts'
+            // UEs, inheriting its own and adopting the others'.
+            let theirs: Groups = (0..=255u8).filter(|&g| before[usize::from(g)] == heir).collect();
+            let handovers = r.host_down(heir);
+            assert!(handovers.iter().all(|h| h.gone == heir || h.gone == HostId(2)));
+            assert_eq!(handovers.iter().filter(|h| h.inherit).map(|h| h.groups.len()).sum::<usize>(), 256);
+            let adopted: Vec<&Handover> = handovers.iter().filter(|h| !h.inherit).collect();
+            assert!(adopted.iter().all(|h| h.gone == HostId(2)));
+            assert_eq!(adopted.iter().flat_map(|h| h.groups.iter()).collect::<Groups>(), theirs);
+            for g in theirs.iter() {
+                assert_eq!(r.heir(HostId(2), g), r.heir(heir, g));
+                assert!(r.is_live(r.heir(heir, g).unwrap()));
+            }
         }
     }
 
@@ -1293,7 +1405,7 @@ mod tests {
         assert_eq!(r.stats.held, 1);
         // Drained: every identifier of it goes to one heir, a live host.
         r.host_down(HostId(2));
-        let heir = r.heir(HostId(2)).unwrap();
+        let heir = r.heir(HostId(2), 0).unwrap();
         assert_ne!(heir, HostId(2));
         assert_eq!(r.route(idle), Ok(Dest::Host(heir)));
         assert_eq!(r.route(UeName::MmeUeS1apId(0x0200_0001)), Ok(Dest::Host(heir)));
@@ -1326,7 +1438,7 @@ mod tests {
 
         // Host 2 gone: its UEs' DDNs (and a retransmission) go to its heir.
         r.host_down(HostId(2));
-        let heir = r.heir(HostId(2)).unwrap();
+        let heir = r.heir(HostId(2), 0).unwrap();
         assert_eq!(r.route_s11(now, S11From::Sgw, request(0x0200_0007, 41)), Ok(S11Route::Host(heir)));
         assert_eq!(r.route_s11(now, S11From::Sgw, request(0x0200_0007, 41)), Ok(S11Route::Host(heir)));
         assert_eq!(r.route_s11(now, S11From::Host(heir), response(0x0200_0007, 41)), Ok(S11Route::Sgw));
@@ -1523,7 +1635,8 @@ mod tests {
     fn with_local_stores_only_procedures_keeping_identifiers_are_placed_and_only_on_copies() {
         let mut r = router(Scheme::RoundRobin, &[1, 2, 3, 4]).placing_procedures(1 << 10);
         r.local_stores();
-        let copies = r.replica_hosts(HostId(2));
+        // Host 2's copies of group 0 (every identifier below is of it).
+        let copies = r.replica_hosts_of(HostId(2), 0);
         assert_eq!(copies.len(), 1);
         let allowed = [HostId(2), copies[0]];
         let initial = |e: u32, m: u32| UeName::Initial { enb: 1, enb_ue_s1ap_id: e, m_tmsi: Some(m) };
@@ -1587,13 +1700,14 @@ mod tests {
         // A UE of x's own held there: its heir adopts it, no refresh.
         let own = (x.0 << 24) | 1;
         assert!(r.holding(x, own, None));
-        assert_eq!(r.held_away(HostId(2)), vec![id]);
-        assert_eq!(r.host_down(x), vec![x]);
+        assert_eq!(r.held_away(HostId(2), Groups::ALL), vec![id]);
+        assert!(r.held_away(HostId(2), Groups::one(1)).is_empty(), "of group 0");
+        assert!(r.host_down(x).iter().all(|h| h.gone == x && h.inherit));
         assert_eq!(r.take_refreshes(), vec![(HostId(2), id)]);
         assert!(r.take_refreshes().is_empty());
-        assert!(r.held_away(HostId(2)).is_empty());
+        assert!(r.held_away(HostId(2), Groups::ALL).is_empty());
         assert_eq!(to_host(r.route(UeName::MmeUeS1apId(id))), HostId(2));
-        assert_eq!(Some(to_host(r.route(UeName::MmeUeS1apId(own)))), r.heir(x));
+        assert_eq!(Some(to_host(r.route(UeName::MmeUeS1apId(own)))), r.heir(x, 0));
     }
 
     #[test]

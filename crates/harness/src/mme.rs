@@ -34,7 +34,7 @@ use mobicore_common::s11::S11IncomingRequest;
 use mobicore_common::s6a::S6aIncomingRequest;
 use mobicore_common::Imsi;
 use mobicore_elastic::balancer::{Estimation, Loads};
-use mobicore_elastic::router::{owner, Dest, Router, S11From, S11Header, S11Route};
+use mobicore_elastic::router::{Dest, Router, S11From, S11Header, S11Route};
 use mobicore_elastic::{Frontend, HostId, Profiles, Scheme};
 use mobicore_mme::context_codec::{self, TimeBase};
 use mobicore_mme::routing::{self, Uplink};
@@ -296,22 +296,29 @@ impl Decomposed {
     }
 
     /// Host `h` dies (its core and what it held in memory are gone) and
-    /// the router learns it; the heir adopts its UEs from the store, and
-    /// those of hosts gone before whose heir it was, as at the front end's
-    /// `Inherit` and `Adopt`. Returns the heir.
-    pub fn kill_host(&mut self, h: HostId) -> Option<HostId> {
-        self.hosts.remove(&h)?;
-        let moved = self.router.host_down(h);
-        let heir = self.router.heir(h)?;
+    /// the router learns it; each heir adopts its replica groups of the
+    /// dead host's UEs from the store, and of those of hosts gone before
+    /// whose heir it was, as at the front end's `Inherit` and `Adopt`.
+    /// Returns the heirs, in host order (none if `h` was not live).
+    pub fn kill_host(&mut self, h: HostId) -> Vec<HostId> {
+        if self.hosts.remove(&h).is_none() {
+            return Vec::new();
+        }
         let time = self.time(self.now);
-        let host = self.hosts.get_mut(&heir)?;
-        // Its UEs, and those of hosts gone before whose heir it was.
-        for gone in moved {
-            if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, gone.0 as u8, time, |_| false)) {
+        let mut heirs = Vec::new();
+        for ho in self.router.host_down(h) {
+            let Some(host) = self.hosts.get_mut(&ho.heir) else { continue };
+            let gone = ho.gone.0 as u8;
+            host.core.adopt_prefix(gone, ho.groups);
+            if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, gone, ho.groups, time, |_| false)) {
                 panic!("the memory store failed: {e}");
             }
+            if !heirs.contains(&ho.heir) {
+                heirs.push(ho.heir);
+            }
         }
-        Some(heir)
+        heirs.sort();
+        heirs
     }
 
     fn cores(&self) -> impl Iterator<Item = &Mme> {
@@ -392,7 +399,7 @@ impl Decomposed {
     /// An event of the UE `id` names (S6a answer with no request seen,
     /// S11 response of no known host): to the host serving its owner.
     fn serve_by_id(&mut self, id: u32, now: Instant, ev: MmeEvent) {
-        match self.router.serving(owner(id)) {
+        match self.router.serving_id(id) {
             Some(h) => self.on_host(h, now, Some(UeKey::MmeUeS1apId(id)), ev),
             None => self.counters.incr("frontend_no_host"),
         }
@@ -407,7 +414,7 @@ impl Decomposed {
         let stored = || {
             let record = now_or_never(self.store.get(&stored::keys::record(imsi))).ok()??;
             let (id, _) = context_codec::peek_context(&record.value).ok()?;
-            self.router.serving(owner(id))
+            self.router.serving_id(id)
         };
         let host = self.holder(&key).or_else(stored).or_else(|| self.hosts.keys().next().copied());
         match host {

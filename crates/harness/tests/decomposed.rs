@@ -25,6 +25,15 @@ fn holder(net: &Network, ue: u64) -> Option<HostId> {
     net.mme.decomposed().expect("a decomposed MME").holder(&UeKey::Imsi(net.imsi(ue)))
 }
 
+/// Kill host `victim`, which holds UE `ue`: the heir that loaded it, one
+/// of the dead host's heirs.
+fn kill_holder(net: &mut Network, ue: u64, victim: HostId) -> HostId {
+    let heirs = net.mme.decomposed_mut().unwrap().kill_host(victim);
+    let heir = holder(net, ue).expect("an heir loaded the UE");
+    assert!(heirs.contains(&heir) && heir != victim, "{heir} of {heirs:?}");
+    heir
+}
+
 fn connected(net: &Network, ue: u64) -> bool {
     net.enbs.iter().any(|e| e.ue(ue).is_some_and(|c| c.s1.is_some()))
 }
@@ -37,7 +46,7 @@ fn identity(net: &Network, ue: u64) -> (Option<String>, String) {
 }
 
 #[test]
-fn a_dead_hosts_idle_ues_come_back_on_its_heir_by_a_service_request() {
+fn a_dead_hosts_idle_ues_come_back_on_their_heirs_by_a_service_request() {
     let n = 9;
     let mut net = Network::all_attached(2, n, decomposed());
     net.advance(INACTIVITY + Duration::from_secs(1));
@@ -52,17 +61,29 @@ fn a_dead_hosts_idle_ues_come_back_on_its_heir_by_a_service_request() {
     let attaches = net.mme.counters().value("attach_complete");
     let taken_over = net.mme.counters().value("host_ue_taken_over");
 
-    let heir = net.mme.decomposed_mut().unwrap().kill_host(victim).expect("an heir");
-    assert_ne!(heir, victim);
-    // The heir loaded every UE of the dead host from the store (their
-    // timers run there now), and nothing else moved.
+    let heirs = net.mme.decomposed_mut().unwrap().kill_host(victim);
+    assert!(!heirs.is_empty() && !heirs.contains(&victim), "{heirs:?}");
+    // The heirs loaded every UE of the dead host from the store (their
+    // timers run there now), each UE at the heir of its replica group,
+    // and nothing else moved.
     let m = net.mme.counters();
     assert_eq!(m.value("host_ues_adopted"), victims.len() as u64);
     assert_eq!(m.value("host_ue_taken_over") - taken_over, victims.len() as u64);
+    let mut heir_of = std::collections::HashMap::new();
     for ue in 0..n {
-        let now = if victims.contains(&ue) { heir } else { hosts[ue as usize] };
-        assert_eq!(holder(&net, ue), Some(now), "UE {ue}");
+        let now = holder(&net, ue).expect("held");
+        match victims.contains(&ue) {
+            true => {
+                assert!(heirs.contains(&now), "UE {ue} at {now}, not an heir");
+                heir_of.insert(ue, now);
+            }
+            false => assert_eq!(now, hosts[ue as usize], "UE {ue}"),
+        }
     }
+    // Their replica groups (of their IMSIs, fixed here) spread them over
+    // both heirs.
+    let used: std::collections::BTreeSet<HostId> = heir_of.values().copied().collect();
+    assert_eq!(used.len(), 2, "{heir_of:?}");
     assert_eq!(net.mme.stats().attached, n as usize);
 
     for &ue in &victims {
@@ -93,7 +114,7 @@ fn a_dead_hosts_idle_ues_come_back_on_its_heir_by_a_service_request() {
     assert_eq!(net.mme.counters().value("paging_sent"), paged + 2);
     assert_eq!(net.last_result(ue, Procedure::PagingResponse), Some(Ok(())), "{:?}", net.outcomes(ue));
     assert_eq!(net.downlink_received(ue), &[0, 1]);
-    assert_eq!(holder(&net, ue), Some(heir));
+    assert_eq!(holder(&net, ue), Some(heir_of[&ue]));
     // Routed by the dead host's number to its heir: the INITIAL UE
     // MESSAGEs by S-TMSI and the messages after them, and the DDN.
     let router = &net.mme.decomposed().unwrap().router;
@@ -132,10 +153,11 @@ fn a_host_killed_between_the_initial_context_setup_request_and_its_response_its_
     let others: Vec<(u64, HostId)> =
         (0..2).map(|ue| (ue, holder(&net, ue).unwrap())).filter(|&(_, h)| h != victim).collect();
 
-    let heir = net.mme.decomposed_mut().unwrap().kill_host(victim).expect("an heir");
+    let heirs = net.mme.decomposed_mut().unwrap().kill_host(victim);
     // Hot replication: the record written before the request went out
     // holds the attach at that step.
-    assert_eq!(holder(&net, 2), Some(heir), "the heir loaded the attaching UE");
+    let heir = holder(&net, 2).expect("an heir loaded the attaching UE");
+    assert!(heirs.contains(&heir), "{heir} of {heirs:?}");
     net.drive();
     assert!(net.attached(2), "{:?}", net.outcomes(2));
     assert_eq!(net.last_result(2, Procedure::Attach), Some(Ok(())));
@@ -187,7 +209,7 @@ fn a_host_killed_awaiting_a_path_switchs_modify_bearer_its_heir_sends_it_again_a
     while !switching(&net) {
         assert!(net.deliver_one(), "the path switch never reached the MME: {:?}", net.outcomes(ue));
     }
-    let heir = net.mme.decomposed_mut().unwrap().kill_host(victim).expect("an heir");
+    let heir = kill_holder(&mut net, ue, victim);
     net.drive();
     let m = net.mme.counters();
     assert_eq!(m.value("x2_handover_completed"), 1, "the heir acknowledged the path switch");
@@ -221,7 +243,7 @@ fn a_host_killed_awaiting_an_s1_handovers_forwarding_tunnel_its_heir_asks_again_
     net.enbs[source].start_s1_handover(now, ue, cell, false).unwrap();
     let asked = |net: &Network| net.spgwc.counters.value("s11_create_indirect_forwarding") == 1;
     deliver_until(&mut net, ue, "the Create Indirect Data Forwarding Tunnel Request", asked);
-    let heir = net.mme.decomposed_mut().unwrap().kill_host(victim).expect("an heir");
+    let heir = kill_holder(&mut net, ue, victim);
     net.drive();
     assert_eq!(net.last_result(ue, Procedure::S1Handover), Some(Ok(())), "{:?}", net.outcomes(ue));
     let m = net.mme.counters();
@@ -265,7 +287,7 @@ fn hosts_killed_awaiting_a_pdn_connectivitys_and_a_pdn_disconnects_s11_answer_th
     let asked = |net: &Network| apns(net, ue).contains(&"ims".to_string());
     deliver_until(&mut net, ue, "the PDN connectivity's Create Session Request", asked);
     let first = holder(&net, ue).expect("a host holds it");
-    net.mme.decomposed_mut().unwrap().kill_host(first).expect("an heir");
+    kill_holder(&mut net, ue, first);
     net.drive();
     assert_eq!(net.last_result(ue, Procedure::PdnConnectivity), Some(Ok(())), "{:?}", net.outcomes(ue));
     // The heir's request replaced the session the first one made.
@@ -280,7 +302,7 @@ fn hosts_killed_awaiting_a_pdn_connectivitys_and_a_pdn_disconnects_s11_answer_th
     let asked = |net: &Network| net.spgwc.counters.value("s11_delete_session") == deleted + 1;
     deliver_until(&mut net, ue, "the PDN disconnect's Delete Session Request", asked);
     let second = holder(&net, ue).expect("a host holds it");
-    net.mme.decomposed_mut().unwrap().kill_host(second).expect("an heir");
+    kill_holder(&mut net, ue, second);
     net.drive();
     assert_eq!(net.last_result(ue, Procedure::PdnDisconnect), Some(Ok(())), "{:?}", net.outcomes(ue));
     // The heir's request found the session gone (TS 29.274 7.2.10: Context

@@ -6,7 +6,7 @@
 
 use crate::config::{MmeConfig, NasTimerConfig};
 use crate::context::*;
-use crate::s1ap_build;
+use crate::{routing, s1ap_build};
 use bytes::Bytes;
 use mobicore_common::alloc::IdDraw;
 use mobicore_common::counters::Counters;
@@ -16,7 +16,7 @@ use mobicore_common::s11::{
 };
 use mobicore_common::s6a::{S6aAnswer, S6aIncomingAnswer, S6aIncomingRequest, S6aRequest};
 use mobicore_common::sctp_api::AssocId;
-use mobicore_common::{Ebi, Gummei, Guti, Imsi, MTmsi};
+use mobicore_common::{imsi_group, replica_group, Ebi, Groups, Gummei, Guti, Imsi, MTmsi};
 use oxirush_nas::nas_eps::{Direction, NasEpsSecurityHeaderType};
 use oxirush_s1ap::s1ap::{Cause, CauseNas};
 use std::cmp::Reverse;
@@ -119,9 +119,10 @@ pub struct Mme {
     /// The MME-UE-S1AP-ID and M-TMSI the next new UE and GUTI take, handed
     /// out by an elastic MME host's forwarder ([`Mme::pin_next_ids`]).
     pinned: (Option<u32>, Option<u32>),
-    /// Host numbers besides `host_prefix` whose identifiers are this
-    /// MME's own: the hosts it took over ([`Mme::adopt_prefix`]).
-    adopted_prefixes: HashSet<u8>,
+    /// Host numbers besides `host_prefix` whose identifiers of some
+    /// replica groups are this MME's own: the hosts whose UEs of those
+    /// groups it took over ([`Mme::adopt_prefix`]).
+    adopted_prefixes: HashMap<u8, Groups>,
     /// S6a requests sent whose answer has not come back (bounded by
     /// `max_s6a_in_flight`; every request yields one answer or error).
     s6a_in_flight: usize,
@@ -161,7 +162,7 @@ impl Mme {
             next_generation: 1,
             mtmsi,
             pinned: (None, None),
-            adopted_prefixes: HashSet::new(),
+            adopted_prefixes: HashMap::new(),
             s6a_in_flight: 0,
             s11_awaited: IdMap::default(),
             next_timer_seq: 1,
@@ -376,10 +377,10 @@ impl Mme {
     }
 
     /// A fresh UE context on an S1 connection; returns its MME-UE-S1AP-ID.
-    pub(crate) fn new_ue(&mut self, s1: S1Conn) -> u32 {
+    pub(crate) fn new_ue(&mut self, s1: S1Conn, group: u8) -> u32 {
         let ues = &self.ues;
         // `max_ues` keeps the table far from full: a draw always succeeds.
-        let range = self.id_range(1..=u32::MAX);
+        let range = self.id_range(1..=u32::MAX, group);
         let id = match self.pinned.0.take().filter(|id| !ues.contains_key(id)) {
             Some(id) => id,
             None => self.ue_ids.draw_u32(range, |id| ues.contains_key(&id)).unwrap_or(u32::MAX),
@@ -421,8 +422,8 @@ impl Mme {
     /// (TS 33.401 6.2: the GUTI is a temporary identity). `max_ues` keeps
     /// the table far from full, so a draw always finds a free value.
     pub(crate) fn alloc_guti(&mut self, id: u32) -> Guti {
+        let range = self.id_range(0..=u32::MAX - 1, self.ue_group(id));
         let by_mtmsi = &self.by_mtmsi;
-        let range = self.id_range(0..=u32::MAX - 1);
         let m = match self.pinned.1.take().filter(|m| !by_mtmsi.contains_key(m)) {
             Some(m) => m,
             None => self.mtmsi.draw_u32(range, |m| by_mtmsi.contains_key(&m)).unwrap_or(0),
@@ -441,43 +442,76 @@ impl Mme {
         self.pinned = (Some(ue_id), Some(m_tmsi));
     }
 
-    /// An MME-UE-S1AP-ID and an M-TMSI under this host's prefix that no UE
-    /// here has and `taken` does not name (the forwarder's ids handed out
-    /// to events still at an instance), for [`Mme::pin_next_ids`].
-    pub fn draw_free_ids(&mut self, taken: impl Fn(u32) -> bool) -> (u32, u32) {
+    /// An MME-UE-S1AP-ID and an M-TMSI under this host's prefix and
+    /// replica group `group` ([`Mme::group_for`]) that no UE here has and
+    /// `taken` does not name (the forwarder's ids handed out to events
+    /// still at an instance), for [`Mme::pin_next_ids`].
+    pub fn draw_free_ids(&mut self, group: u8, taken: impl Fn(u32) -> bool) -> (u32, u32) {
         let (ues, by_mtmsi) = (&self.ues, &self.by_mtmsi);
         let id = self
             .ue_ids
-            .draw_u32(self.id_range(1..=u32::MAX), |id| ues.contains_key(&id) || taken(id))
+            .draw_u32(self.id_range(1..=u32::MAX, group), |id| ues.contains_key(&id) || taken(id))
             .unwrap_or(u32::MAX);
         let m = self
             .mtmsi
-            .draw_u32(self.id_range(0..=u32::MAX - 1), |m| by_mtmsi.contains_key(&m) || taken(m))
+            .draw_u32(self.id_range(0..=u32::MAX - 1, group), |m| by_mtmsi.contains_key(&m) || taken(m))
             .unwrap_or(0);
         (id, m)
     }
 
-    /// The identifiers of host `prefix` are this MME's own from now on (an
-    /// elastic MME host that took that host's UEs over).
-    pub fn adopt_prefix(&mut self, prefix: u8) {
-        self.adopted_prefixes.insert(prefix);
+    /// The identifiers of host `prefix` in replica groups `groups` are
+    /// this MME's own from now on (an elastic MME host that took those
+    /// UEs of that host over).
+    pub fn adopt_prefix(&mut self, prefix: u8, groups: Groups) {
+        let all = self.adopted_prefixes.entry(prefix).or_default();
+        for g in groups.iter() {
+            all.insert(g);
+        }
     }
 
-    /// Whether this MME allocated M-TMSI `m` (or the host it took over
-    /// did). Not so: a UE another elastic MME host placed here for one
+    /// Whether this MME allocated identifier `m` (an M-TMSI or an
+    /// MME-UE-S1AP-ID), or the host whose UEs of its group it took over
+    /// did. Not so: a UE another elastic MME host placed here for one
     /// procedure (a visitor), which keeps its GUTI (see `tau`).
-    pub(crate) fn owns_mtmsi(&self, m: u32) -> bool {
+    pub fn owns_identifier(&self, m: u32) -> bool {
         let p = (m >> 24) as u8;
-        self.cfg.host_prefix.is_none_or(|own| own == p || self.adopted_prefixes.contains(&p))
+        self.cfg
+            .host_prefix
+            .is_none_or(|own| own == p || self.adopted_prefixes.get(&p).is_some_and(|g| g.contains(replica_group(m))))
+    }
+
+    /// The replica group of UE `id`'s identifiers (see
+    /// [`mobicore_common::Groups`]): its IMSI's, or, before it is known
+    /// (an attach by a GUTI of another MME), its MME-UE-S1AP-ID's.
+    pub(crate) fn ue_group(&self, id: u32) -> u8 {
+        match self.ues.get(&id).and_then(|u| u.imsi.as_ref()) {
+            Some(imsi) => imsi_group(imsi.as_str()),
+            None => replica_group(id),
+        }
+    }
+
+    /// The GUMMEI as a GUTI carries it in NAS, for [`routing::initial_group`].
+    pub(crate) fn own_gummei(&self) -> routing::OwnGummei {
+        (self.cfg.plmn.to_octets(), self.cfg.mme_group_id, self.cfg.mme_code)
+    }
+
+    /// The replica group of the identifiers an event may allocate: the
+    /// group of its UE `ue` if this MME holds it, else of the INITIAL UE
+    /// MESSAGE `s1` if it is one ([`routing::initial_ue_group`]); else 0.
+    pub fn group_for(&self, ue: Option<u32>, s1: Option<&[u8]>) -> u8 {
+        match ue.filter(|id| self.ues.contains_key(id)) {
+            Some(id) => self.ue_group(id),
+            None => s1.and_then(|d| routing::initial_ue_group(d, self.own_gummei())).unwrap_or(0),
+        }
     }
 
     /// `whole`, or the part of it under this host's prefix
-    /// ([`MmeConfig::host_prefix`]).
-    fn id_range(&self, whole: std::ops::RangeInclusive<u32>) -> std::ops::RangeInclusive<u32> {
+    /// ([`MmeConfig::host_prefix`]) and replica group `group`.
+    fn id_range(&self, whole: std::ops::RangeInclusive<u32>, group: u8) -> std::ops::RangeInclusive<u32> {
         match self.cfg.host_prefix {
             Some(p) => {
-                let base = u32::from(p) << 24;
-                base.max(*whole.start())..=(base | 0x00ff_ffff).min(*whole.end())
+                let base = u32::from(p) << 24 | u32::from(group) << 16;
+                base.max(*whole.start())..=(base | 0xffff).min(*whole.end())
             }
             None => whole,
         }

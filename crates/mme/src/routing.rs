@@ -130,6 +130,83 @@ pub fn nas_starts(nas: &[u8]) -> Option<ProcedureKind> {
     }
 }
 
+/// The MME's own GUMMEI as NAS carries it in a GUTI (TS 24.301 9.9.3.12):
+/// PLMN octets, MME Group ID, MME Code.
+pub type OwnGummei = ([u8; 3], u16, u8);
+
+/// The replica group (see [`mobicore_common::Groups`]) that a new S1
+/// connection's MME-UE-S1AP-ID takes at an elastic MME host, from what its
+/// INITIAL UE MESSAGE names: the M-TMSI of an S-TMSI of ours, else the
+/// ATTACH REQUEST's IMSI ([`mobicore_common::imsi_group`]) or GUTI of ours.
+/// `None`: none of these (a foreign GUTI, a TAU without S-TMSI); any group
+/// will do.
+pub fn initial_group(nas: &[u8], s_tmsi: Option<(u8, u32)>, ours: OwnGummei) -> Option<u8> {
+    if let Some((mmec, m)) = s_tmsi {
+        return (mmec == ours.2).then(|| mobicore_common::replica_group(m));
+    }
+    attach_identity_group(nas, ours)
+}
+
+/// [`initial_group`] of an encoded INITIAL UE MESSAGE.
+pub fn initial_ue_group(data: &[u8], ours: OwnGummei) -> Option<u8> {
+    let pdu = S1AP_PDU::decode_borrowed(data).ok()?;
+    if pdu.kind() != S1apPduKind::Initiating_initialUEMessage {
+        return None;
+    }
+    let nas = pdu.ie::<oxirush_s1ap::ie::NAS_PDU>()?.ok()?;
+    let s_tmsi = pdu
+        .ie::<oxirush_s1ap::ie::S_TMSI>()
+        .and_then(|r| r.ok())
+        .map(|t| (t.mmec.0[0], u32::from_be_bytes(t.m_tmsi.0)));
+    initial_group(&nas.0, s_tmsi, ours)
+}
+
+/// The replica group of the identity an ATTACH REQUEST names (TS 24.301
+/// 8.2.4: plain, or integrity protected under a six-octet header), read
+/// without decoding the rest: EPS mobile identity (9.9.3.12) after the
+/// message type and the NAS key set identifier; an IMSI's digits in TBCD
+/// (digit 1 in the first octet's high nibble, odd/even in bit 4), a
+/// GUTI's M-TMSI in its last four octets if the GUMMEI is `ours`.
+fn attach_identity_group(nas: &[u8], ours: OwnGummei) -> Option<u8> {
+    let plain = match nas.first()? >> 4 {
+        0 => nas,
+        1 => nas.get(6..)?,
+        _ => return None,
+    };
+    if *plain.first()? != 0x07 || *plain.get(1)? != 0x41 {
+        return None;
+    }
+    let len = usize::from(*plain.get(3)?);
+    let id = plain.get(4..4 + len)?;
+    match id.first()? & 0x07 {
+        1 => {
+            let mut digits = [0u8; 16];
+            let mut n = 0;
+            let odd = id[0] & 0x08 != 0;
+            let mut push = |d: u8| {
+                if d <= 9 && n < 15 {
+                    digits[n] = b'0' + d;
+                    n += 1;
+                }
+            };
+            push(id[0] >> 4);
+            for (i, &o) in id[1..].iter().enumerate() {
+                push(o & 0x0f);
+                let last = i + 2 == id.len();
+                if !last || odd {
+                    push(o >> 4);
+                }
+            }
+            Some(mobicore_common::imsi_group(std::str::from_utf8(&digits[..n]).ok()?))
+        }
+        6 if len == 11 => {
+            let gummei = ([id[1], id[2], id[3]], u16::from_be_bytes([id[4], id[5]]), id[6]);
+            (gummei == ours).then(|| mobicore_common::replica_group(u32::from_be_bytes([id[7], id[8], id[9], id[10]])))
+        }
+        _ => None,
+    }
+}
+
 /// Whether a host's downlink PDU is its answer to an eNB-wide message the
 /// front end answered already (dropped, not sent twice).
 pub fn is_enb_wide_answer(data: &[u8]) -> bool {
@@ -263,5 +340,64 @@ mod tests {
         assert_eq!(uplink(1, &[]), Uplink::Malformed);
         assert_eq!(uplink(1, &[0xff; 40]), Uplink::Malformed);
         assert!(!is_enb_wide_answer(&[1, 2, 3]));
+    }
+
+    const OURS: OwnGummei = ([0x00, 0xf1, 0x10], 1, 1);
+
+    /// ATTACH REQUEST header and identity octets (TS 24.301 8.2.4).
+    fn attach(identity: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x07, 0x41, 0x71, identity.len() as u8];
+        v.extend_from_slice(identity);
+        v.extend_from_slice(&[0x02, 0xe0, 0x60]);
+        v
+    }
+
+    #[test]
+    fn a_new_connection_takes_the_group_of_the_identity_its_initial_message_names() {
+        let g = mobicore_common::imsi_group;
+        // IMSI 001010123456789 (odd) and 00101012345678 (even, 0xf filler).
+        let odd = attach(&[0x09, 0x10, 0x10, 0x10, 0x32, 0x54, 0x76, 0x98]);
+        assert_eq!(initial_group(&odd, None, OURS), Some(g("001010123456789")));
+        let even = attach(&[0x01, 0x10, 0x10, 0x10, 0x32, 0x54, 0x76, 0xf8]);
+        assert_eq!(initial_group(&even, None, OURS), Some(g("00101012345678")));
+        // Integrity protected (header type 1, six octets) around it.
+        let mut protected = vec![0x17, 1, 2, 3, 4, 0];
+        protected.extend_from_slice(&odd);
+        assert_eq!(initial_group(&protected, None, OURS), Some(g("001010123456789")));
+        // A GUTI of ours: its M-TMSI's second octet; another MME's: none.
+        let guti = |code: u8| attach(&[0xf6, 0x00, 0xf1, 0x10, 0x00, 0x01, code, 0x07, 0x2a, 0x00, 0x01]);
+        assert_eq!(initial_group(&guti(1), None, OURS), Some(0x2a));
+        assert_eq!(initial_group(&guti(9), None, OURS), None);
+        // An S-TMSI of ours wins; of another MME code, none.
+        assert_eq!(initial_group(&odd, Some((1, 0x0733_0001)), OURS), Some(0x33));
+        assert_eq!(initial_group(&odd, Some((2, 0x0733_0001)), OURS), None);
+        // Not an ATTACH REQUEST, or cut short.
+        assert_eq!(initial_group(&[0x07, 0x45, 0x00], None, OURS), None);
+        assert_eq!(initial_group(&odd[..6], None, OURS), None);
+        // The same through an INITIAL UE MESSAGE.
+        assert_eq!(initial_ue_group(&initial(Some(0x0201_0203)), ([0; 3], 0, 1)), Some(0x01));
+        assert_eq!(initial_ue_group(&initial(None), OURS), None, "no identity in its NAS");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 2048,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x6772_6f75),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any octets after an ATTACH REQUEST's header: a group or none,
+        /// never a panic.
+        #[test]
+        fn any_attach_identity_reads_without_panic(
+            plain in proptest::prelude::any::<bool>(),
+            rest in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+        ) {
+            let mut nas = if plain { vec![0x07, 0x41] } else { vec![0x17, 0, 0, 0, 0, 0, 0x07, 0x41] };
+            nas.extend_from_slice(&rest);
+            let _ = initial_group(&nas, None, OURS);
+            let _ = initial_group(&rest, None, OURS);
+        }
     }
 }

@@ -391,7 +391,9 @@ impl Mme {
         };
         let stream = enb.pick_stream();
         let full = enb.s1_ues >= self.cfg.max_ues_per_enb || self.ues.len() >= self.cfg.max_ues;
-        let id = self.new_ue(S1Conn { assoc, enb_ue_s1ap_id: enb_id, stream });
+        // Any group will do for a UE of no known identity (see `initial_group`).
+        let group = crate::routing::initial_group(&nas, s_tmsi, self.own_gummei()).unwrap_or(enb_id as u8);
+        let id = self.new_ue(S1Conn { assoc, enb_ue_s1ap_id: enb_id, stream }, group);
         if full {
             self.refuse_new_ue(id, &nas);
             return Ok(());

@@ -92,7 +92,7 @@ use crate::context_codec::{self, TimeBase};
 use crate::mme::Mme;
 use crate::transfer::{mtmsis, ImportError, Removed, UeKey};
 use futures_util::future::join_all;
-use mobicore_common::Imsi;
+use mobicore_common::{replica_group, Groups, Imsi};
 use mobicore_store::{Store, StoreError, StoreKind};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -134,6 +134,16 @@ pub mod keys {
     /// The MME-UE-S1AP-ID an [`id`] key names.
     pub fn id_of(key: &str) -> Option<u32> {
         u32::from_str_radix(key.strip_prefix("mme/id/")?, 16).ok()
+    }
+    /// The replica group of a UE's key (see [`mobicore_common::Groups`]):
+    /// its IMSI's for a record, its identifier's for an index key (the
+    /// same, as a host allocates them); none for any other key.
+    pub fn group_of(key: &str) -> Option<u8> {
+        if let Some(imsi) = key.strip_prefix("mme/ue/") {
+            return Some(mobicore_common::imsi_group(imsi));
+        }
+        let ident = key.strip_prefix("mme/id/").or_else(|| key.strip_prefix("mme/mtmsi/"))?;
+        u32::from_str_radix(ident, 16).ok().map(mobicore_common::replica_group)
     }
 }
 
@@ -375,7 +385,7 @@ impl StoredUes {
             match d {
                 Ok(()) => {
                     self.held.remove(&imsi);
-                    if !mme.owns_mtmsi(removed.id) && self.gone.len() < MAX_GONE {
+                    if !mme.owns_identifier(removed.id) && self.gone.len() < MAX_GONE {
                         names.push(keys::record(&imsi));
                         self.gone.insert(removed.id, names);
                     }
@@ -776,12 +786,12 @@ impl StoredUes {
         }
     }
 
-    /// This host is the heir of host `gone` (dead or drained): every UE of
-    /// that host in the store is loaded now, not at its next message, so
-    /// that its timers (mobile reachable, implicit detach, a procedure's
-    /// guard) run here (issue 13 item 2: a timer fires on whichever host
-    /// holds the UE). A host's UEs are the ones whose MME-UE-S1AP-ID has
-    /// its number on top. Returns how many were loaded (counted in
+    /// This host is the heir of host `gone`'s UEs of replica groups
+    /// `groups` (dead or drained): every such UE in the store is loaded
+    /// now, not at its next message, so that its timers (mobile reachable,
+    /// implicit detach, a procedure's guard) run here (issue 13 item 2: a
+    /// timer fires on whichever host holds the UE). A host's UEs are the
+    /// ones whose MME-UE-S1AP-ID has its number on top, their group next. Returns how many were loaded (counted in
     /// `host_ues_adopted`); fails only if the store cannot be listed. UEs
     /// `away` names are left (served by another host for now, which
     /// writes them: a copy here would be stale).
@@ -789,13 +799,15 @@ impl StoredUes {
         &mut self,
         mme: &mut Mme,
         gone: u8,
+        groups: Groups,
         time: TimeBase,
         away: impl Fn(u32) -> bool,
     ) -> Result<u64, StoreError> {
         let ids = self.store.scan_prefix(&keys::ids_of_host(gone)).await?;
         let mut n = 0;
         for (key, _) in ids {
-            let Some(id) = keys::id_of(&key).filter(|&id| !away(id)) else { continue };
+            let theirs = |id: &u32| groups.contains(replica_group(*id)) && !away(*id);
+            let Some(id) = keys::id_of(&key).filter(theirs) else { continue };
             if matches!(self.hold(mme, &UeKey::MmeUeS1apId(id), time).await, Hold::Loaded(_)) {
                 n += 1;
             }

@@ -46,7 +46,7 @@ impl Mme {
         // front end) keeps its GUTI, which names the host that holds its
         // record between procedures: the ACCEPT carries none, and no
         // COMPLETE comes (5.5.3.2.4: a new GUTI is the MME's choice).
-        let guti = match old_mtmsi.is_some_and(|m| !self.owns_mtmsi(m)) {
+        let guti = match old_mtmsi.is_some_and(|m| !self.owns_identifier(m)) {
             true => None,
             false => Some(self.alloc_guti(id)),
         };

@@ -16,6 +16,13 @@
 //! When the sender's targets change, a new target gets a full copy and a
 //! target no longer one is told to drop its copy ([`ReplicaMsg::Forget`]).
 //!
+//! # Groups
+//! A sender may split its keys into groups ([`Sender::with_groups`]: the
+//! elastic MME's replica groups, one per UE) and each target take some of
+//! them only: its full copy and its batches carry only keys of its groups
+//! (and keys of no group). A target whose groups change gets a full copy
+//! of its new groups.
+//!
 //! # Versions
 //! Each write carries the key's version in the sender's store. A target
 //! applies a put only over an older version (or none), and a delete only
@@ -32,6 +39,7 @@
 //! and counted, and the copy marked broken. A message that does not decode is a [`ReplicaError`].
 
 use crate::{Change, Versioned, MAX_KEY_LEN};
+use mobicore_common::Groups;
 use std::collections::BTreeMap;
 
 /// A batch's ops at most, encoded.
@@ -221,11 +229,14 @@ pub struct SenderStats {
 }
 
 /// The sending side of one host: its targets (the hosts that would take
-/// its UEs over, told by the front end) and the numbering towards each.
+/// its UEs over, told by the front end), the groups each takes and the
+/// numbering towards each.
 #[derive(Debug, Default)]
 pub struct Sender {
-    /// Target -> the next batch's number.
-    targets: BTreeMap<u8, u64>,
+    /// Target -> the next batch's number, and its groups.
+    targets: BTreeMap<u8, (u64, Groups)>,
+    /// The group of a key (none: every target's); none: no groups.
+    group_of: Option<fn(&str) -> Option<u8>>,
     out: std::collections::VecDeque<(u8, ReplicaMsg)>,
     pub stats: SenderStats,
 }
@@ -235,52 +246,73 @@ impl Sender {
         Sender::default()
     }
 
+    /// Keys are in the group `group_of` names (see "Groups").
+    pub fn with_groups(mut self, group_of: fn(&str) -> Option<u8>) -> Sender {
+        self.group_of = Some(group_of);
+        self
+    }
+
     pub fn targets(&self) -> impl Iterator<Item = u8> + '_ {
         self.targets.keys().copied()
     }
 
-    /// The targets are now `targets`; `snapshot` is the whole store now
-    /// (with every change before it given to [`Sender::changes`]): a new
-    /// target gets it as a full copy, a former one is told to forget.
-    pub fn set_targets(&mut self, targets: &[u8], snapshot: &[(String, Versioned)]) {
-        let gone: Vec<u8> = self.targets.keys().copied().filter(|t| !targets.contains(t)).collect();
+    /// The targets are now `targets`, each with the groups it takes;
+    /// `snapshot` is the whole store now (with every change before it
+    /// given to [`Sender::changes`]): a new target, or one whose groups
+    /// changed, gets a full copy of its groups, a former one is told to
+    /// forget.
+    pub fn set_targets(&mut self, targets: &[(u8, Groups)], snapshot: &[(String, Versioned)]) {
+        let gone: Vec<u8> = self.targets.keys().copied().filter(|t| !targets.iter().any(|(x, _)| x == t)).collect();
         for t in gone {
             self.targets.remove(&t);
             self.out.push_back((t, ReplicaMsg::Forget));
         }
-        for &t in targets {
-            if !self.targets.contains_key(&t) {
-                self.full_copy(t, snapshot);
+        for &(t, groups) in targets {
+            if self.targets.get(&t).is_none_or(|&(_, g)| g != groups) {
+                self.full_copy(t, groups, snapshot);
             }
         }
     }
 
     /// Target `from` lost a batch: a full copy again (if it is a target).
     pub fn resync(&mut self, from: u8, snapshot: &[(String, Versioned)]) {
-        if self.targets.contains_key(&from) {
-            self.full_copy(from, snapshot);
+        if let Some(&(_, groups)) = self.targets.get(&from) {
+            self.full_copy(from, groups, snapshot);
         }
     }
 
-    fn full_copy(&mut self, target: u8, snapshot: &[(String, Versioned)]) {
+    /// Whether a target of `groups` takes `key`.
+    fn takes(&self, groups: Groups, key: &str) -> bool {
+        self.group_of.and_then(|f| f(key)).is_none_or(|g| groups.contains(g))
+    }
+
+    fn full_copy(&mut self, target: u8, groups: Groups, snapshot: &[(String, Versioned)]) {
         self.stats.full_copies += 1;
-        self.targets.insert(target, 0);
+        self.targets.insert(target, (0, groups));
         let ops: Vec<Op> = snapshot
             .iter()
+            .filter(|(k, _)| self.takes(groups, k))
             .map(|(k, v)| Op::Put { key: k.clone(), version: v.version, value: v.value.clone() })
             .collect();
         self.batches(target, ops, true);
     }
 
-    /// The store's writes since the last call, in order: to every target.
+    /// The store's writes since the last call, in order: to every target
+    /// that takes their keys' groups.
     pub fn changes(&mut self, changes: Vec<Change>) {
         if changes.is_empty() || self.targets.is_empty() {
             return;
         }
         let ops: Vec<Op> = changes.into_iter().map(Op::from).collect();
-        let targets: Vec<u8> = self.targets.keys().copied().collect();
-        for t in targets {
-            self.batches(t, ops.clone(), false);
+        let targets: Vec<(u8, Groups)> = self.targets.iter().map(|(&t, &(_, g))| (t, g)).collect();
+        for (t, groups) in targets {
+            let theirs = match groups == Groups::ALL || self.group_of.is_none() {
+                true => ops.clone(),
+                false => ops.iter().filter(|op| self.takes(groups, op.key())).cloned().collect(),
+            };
+            if !theirs.is_empty() {
+                self.batches(t, theirs, false);
+            }
         }
     }
 
@@ -290,7 +322,7 @@ impl Sender {
         let mut batch: Vec<Op> = Vec::new();
         let mut len = 0;
         let flush = |s: &mut Sender, batch: &mut Vec<Op>, reset: &mut bool| {
-            let Some(seq) = s.targets.get_mut(&target) else { return };
+            let Some((seq, _)) = s.targets.get_mut(&target) else { return };
             let n = *seq;
             *seq += 1;
             s.stats.batches += 1;
@@ -505,6 +537,26 @@ impl Copies {
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Some(all)
     }
+
+    /// The keys of `from`'s copy that `pick` picks, sorted, taken out of
+    /// it (what is left stays, a copy still; none left: forgotten); `None`
+    /// if no copy of `from` is held.
+    pub fn take_where(&mut self, from: u8, pick: impl Fn(&str) -> bool) -> Option<Vec<(String, Versioned)>> {
+        let copy = self.copies.get_mut(&from)?;
+        let keys: Vec<String> = copy.map.keys().filter(|k| pick(k)).cloned().collect();
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Some(v) = copy.map.remove(&k) {
+                self.bytes -= entry_len(&k, &v.value);
+                out.push((k, v));
+            }
+        }
+        if copy.map.is_empty() {
+            self.copies.remove(&from);
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Some(out)
+    }
 }
 
 #[cfg(test)]
@@ -552,7 +604,7 @@ mod tests {
     fn a_target_gets_a_full_copy_then_every_write_in_order() {
         let mut hosts: BTreeMap<u8, Copies> = [(2, Copies::new(1 << 20)), (3, Copies::new(1 << 20))].into();
         let mut s = Sender::new();
-        s.set_targets(&[2], &snapshot(&[("mme/ue/1", 3, "a"), ("mme/id/01000001", 1, "1")]));
+        s.set_targets(&[(2, Groups::ALL)], &snapshot(&[("mme/ue/1", 3, "a"), ("mme/id/01000001", 1, "1")]));
         assert!(carry(&mut s, 1, &mut hosts).is_empty());
         assert_eq!(hosts[&2].holds(1), Some((2, true)));
         assert_eq!(hosts[&3].holds(1), None, "not a target");
@@ -576,12 +628,12 @@ mod tests {
     fn a_new_target_is_seeded_with_a_full_copy_and_the_old_one_forgets() {
         let mut hosts: BTreeMap<u8, Copies> = [(2, Copies::new(1 << 20)), (3, Copies::new(1 << 20))].into();
         let mut s = Sender::new();
-        s.set_targets(&[2], &snapshot(&[("k1", 1, "a")]));
+        s.set_targets(&[(2, Groups::ALL)], &snapshot(&[("k1", 1, "a")]));
         s.changes(vec![put("k2", 1, "b")]);
         let _ = carry(&mut s, 1, &mut hosts);
         // The heir-to-be changes (a host joined or left): 3 is seeded with
         // the store as it is now, 2 drops its copy.
-        s.set_targets(&[3], &snapshot(&[("k1", 1, "a"), ("k2", 1, "b")]));
+        s.set_targets(&[(3, Groups::ALL)], &snapshot(&[("k1", 1, "a"), ("k2", 1, "b")]));
         let _ = carry(&mut s, 1, &mut hosts);
         assert_eq!(hosts[&2].holds(1), None);
         assert_eq!(hosts[&2].stats.forgotten, 1);
@@ -589,11 +641,62 @@ mod tests {
         assert_eq!(s.targets().collect::<Vec<_>>(), [3]);
         assert_eq!(s.stats.full_copies, 2);
         // The same targets again: nothing sent.
-        s.set_targets(&[3], &[]);
+        s.set_targets(&[(3, Groups::ALL)], &[]);
         assert!(drain(&mut s).is_empty());
         // An empty store is still a reset (an old copy must go).
-        s.set_targets(&[2], &[]);
+        s.set_targets(&[(2, Groups::ALL)], &[]);
         assert!(drain(&mut s).contains(&(2, ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![] })));
+    }
+
+    /// Keys `g<n>/...` are of group n; others of none.
+    fn group_of(key: &str) -> Option<u8> {
+        key.strip_prefix('g')?.split('/').next()?.parse().ok()
+    }
+
+    #[test]
+    fn each_target_gets_only_its_groups_and_a_full_copy_when_they_change() {
+        let mut s = Sender::new().with_groups(group_of);
+        // Every message sent, delivered from host 1.
+        let deliver = |s: &mut Sender, hosts: &mut BTreeMap<u8, Copies>| {
+            let sent = drain(s);
+            for (to, msg) in &sent {
+                assert_eq!(hosts.get_mut(to).unwrap().receive(1, msg.clone()), None);
+            }
+            sent
+        };
+        let mut hosts = BTreeMap::from([(2u8, Copies::new(1 << 20)), (3, Copies::new(1 << 20))]);
+        let snap = snapshot(&[("g0/a", 1, "a"), ("g1/b", 1, "b"), ("shared", 1, "s")]);
+        s.set_targets(&[(2, Groups::one(0)), (3, Groups::one(1))], &snap);
+        deliver(&mut s, &mut hosts);
+        let keys = |c: &Copies| held(c, 1).into_keys().collect::<Vec<_>>();
+        assert_eq!(keys(&hosts[&2]), ["g0/a", "shared"]);
+        assert_eq!(keys(&hosts[&3]), ["g1/b", "shared"]);
+        // Writes go where their group goes; a key of no group to both.
+        s.changes(vec![put("g1/c", 1, "c"), put("g0/a", 2, "a2"), del("shared", 2)]);
+        let sent = deliver(&mut s, &mut hosts);
+        assert_eq!(sent.len(), 2, "one batch each");
+        assert_eq!(keys(&hosts[&2]), ["g0/a"]);
+        assert_eq!(keys(&hosts[&3]), ["g1/b", "g1/c"]);
+        // Nothing of a target's groups: nothing sent to it.
+        s.changes(vec![put("g1/d", 1, "d")]);
+        assert_eq!(deliver(&mut s, &mut hosts).iter().map(|(t, _)| *t).collect::<Vec<_>>(), [3]);
+        // Host 3 takes both groups now: a full copy of both, to it alone.
+        let snap = snapshot(&[("g0/a", 2, "a2"), ("g1/b", 1, "b"), ("g1/c", 1, "c"), ("g1/d", 1, "d")]);
+        s.set_targets(&[(2, Groups::one(0)), (3, [0, 1].into_iter().collect())], &snap);
+        let sent = deliver(&mut s, &mut hosts);
+        assert!(sent.iter().all(|(t, m)| *t == 3 && matches!(m, ReplicaMsg::Batch { reset: true, .. })));
+        assert_eq!(keys(&hosts[&3]), ["g0/a", "g1/b", "g1/c", "g1/d"]);
+        assert_eq!(s.stats.full_copies, 3);
+        // An heir of group 1 takes those keys; the rest stays a copy.
+        let c = hosts.get_mut(&3).unwrap();
+        let before = c.bytes();
+        let taken = c.take_where(1, |k| group_of(k) == Some(1)).unwrap();
+        assert_eq!(taken.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["g1/b", "g1/c", "g1/d"]);
+        assert_eq!(keys(c), ["g0/a"]);
+        assert!(c.bytes() < before);
+        assert_eq!(c.take_where(1, |_| true).unwrap().len(), 1);
+        assert!(c.take_where(1, |_| true).is_none(), "nothing left: forgotten");
+        assert_eq!(c.bytes(), 0);
     }
 
     #[test]
@@ -643,7 +746,7 @@ mod tests {
     fn a_lost_batch_asks_once_for_a_full_copy() {
         let mut hosts: BTreeMap<u8, Copies> = [(2, Copies::new(1 << 20))].into();
         let mut s = Sender::new();
-        s.set_targets(&[2], &snapshot(&[("k1", 1, "a")]));
+        s.set_targets(&[(2, Groups::ALL)], &snapshot(&[("k1", 1, "a")]));
         let _ = carry(&mut s, 1, &mut hosts);
         s.changes(vec![put("k1", 2, "b")]);
         let lost = drain(&mut s);
@@ -682,7 +785,7 @@ mod tests {
         let big = "x".repeat(1000);
         let snap: Vec<(String, Versioned)> =
             (0..200).map(|i| (format!("k{i}"), Versioned { value: big.as_bytes().to_vec(), version: 1 })).collect();
-        s.set_targets(&[2], &snap);
+        s.set_targets(&[(2, Groups::ALL)], &snap);
         let out = drain(&mut s);
         assert!(out.len() >= 3);
         for (i, (_, m)) in out.iter().enumerate() {

@@ -989,18 +989,36 @@ async fn cold_record_waits_for_the_procedure_to_complete() {
 }
 
 /// An elastic MME host (`host_prefix`): every MME-UE-S1AP-ID (its S11
-/// TEID) and M-TMSI it allocates carries its number as the top octet, by
-/// which the front end routes; the prefix is 1..=254.
+/// TEID) and M-TMSI it allocates carries its number as the top octet and
+/// the UE's replica group (its IMSI's) as the second, by which the front
+/// end routes; the prefix is 1..=254.
 #[test]
-fn a_hosts_identifiers_carry_its_number() {
+fn a_hosts_identifiers_carry_its_number_and_the_ues_group() {
     let cfg = MmeConfig { host_prefix: Some(7), mtmsi_seed: Some(0x77), ..MmeConfig::default() };
     assert!(cfg.validate().is_ok());
     let mut h = Harness::new(cfg);
-    for i in 0..8u32 {
-        let ue = h.attach(&format!("0010100000002{i:02}"), 100 + i);
-        assert_eq!(ue.mme_ue_id.unwrap() >> 24, 7, "{:#x}", ue.mme_ue_id.unwrap());
-        assert_eq!(m_tmsi(&ue) >> 24, 7, "{:#x}", m_tmsi(&ue));
+    let mut groups = std::collections::BTreeSet::new();
+    // IMSIs of 15 digits and of 14 (odd and even TBCD).
+    for imsi in (0..8u32).map(|i| format!("0010100000002{i:02}")).chain(["00101000000299".to_string()]) {
+        let ue = h.attach(&imsi, 100 + groups.len() as u32);
+        let (id, m) = (ue.mme_ue_id.unwrap(), m_tmsi(&ue));
+        let g = mobicore_common::imsi_group(&imsi);
+        groups.insert(g);
+        assert_eq!((id >> 24, id >> 16 & 0xff), (7, u32::from(g)), "{id:#x}");
+        assert_eq!((m >> 24, m >> 16 & 0xff), (7, u32::from(g)), "{m:#x}");
+        assert_eq!(keys::group_of(&keys::record(&imsi.parse().unwrap())), Some(g));
+        assert_eq!(keys::group_of(&keys::id(id)), Some(g));
+        assert_eq!(keys::group_of(&keys::mtmsi(m)), Some(g));
+        // Attaching again by that GUTI: the new S1 connection's
+        // MME-UE-S1AP-ID has the same group, before the IMSI is known.
+        release_to_idle(&mut h, &ue);
+        let e = 200 + groups.len() as u32;
+        h.s1(initial_ue_message(e, ue.attach_request_with(NasEpsMobileIdentity::from_guti(ue.guti.unwrap()))));
+        let (again, _) = h.mme.ues.iter().find(|(_, u)| u.s1.is_some_and(|s| s.enb_ue_s1ap_id == e)).unwrap();
+        assert_eq!(again >> 16, 7 << 8 | u32::from(g), "{again:#x}");
+        let _ = h.drain();
     }
+    assert!(groups.len() > 4, "IMSIs spread over the groups: {groups:?}");
     for bad in [0, 255] {
         assert!(MmeConfig { host_prefix: Some(bad), ..MmeConfig::default() }.validate().is_err());
     }
@@ -1032,11 +1050,11 @@ fn a_ue_mid_attach_is_busy_and_an_attached_one_is_not() {
 fn pinned_ids_are_taken_records_replace_and_dropped_ues_are_removed() {
     let mut h = Harness::default();
     h.mme.track_changes(true);
-    let (id, m) = h.mme.draw_free_ids(|_| false);
+    let (id, m) = h.mme.draw_free_ids(0, |_| false);
     h.mme.pin_next_ids(id, m);
     let ue = h.attach("001010000000107", 62);
     assert_eq!((ue.mme_ue_id, m_tmsi(&ue)), (Some(id), m), "the pinned ids");
-    let (id2, m2) = h.mme.draw_free_ids(|x| x == id.wrapping_add(1));
+    let (id2, m2) = h.mme.draw_free_ids(0, |x| x == id.wrapping_add(1));
     assert!(id2 != id && m2 != m, "never one in use");
     let t = TimeBase { now: h.now, unix_ms: WALL0 };
     let record = h.mme.export_ue(&UeKey::MmeUeS1apId(id), t).unwrap();

@@ -78,10 +78,11 @@ use super::wire::{buffered, read_frame, write_queued, Frame, ReadError, Replicat
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
+use mobicore_common::{replica_group, Groups};
 use mobicore_elastic::balancer::RouteError;
 use mobicore_elastic::controller::{Decision, EpsController};
 use mobicore_elastic::procedure::ProcedureKind;
-use mobicore_elastic::router::{Dest, Lend, Router, S11From, S11Header, S11Route, UeName};
+use mobicore_elastic::router::{Dest, Handover, Lend, Router, S11From, S11Header, S11Route, UeName};
 use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
 use mobicore_mme::routing::{self, Uplink};
@@ -472,9 +473,8 @@ impl State {
         self.refresh();
         let held = self.release_held(host);
         self.counters.incr(if forced { "frontend_drain_forced" } else { "frontend_host_drained" });
-        let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
         let how = if forced { "drain forced (time up)" } else { "drained" };
-        println!("mme-frontend: {host} {how} (heir {heir}, {held} held)");
+        println!("mme-frontend: {host} {how} ({}, {held} held)", self.heirs_text(host));
     }
 
     /// Draining hosts whose time is up are stopped as they stand.
@@ -625,8 +625,7 @@ impl State {
                     }
                     self.release_held(host);
                     self.counters.incr("frontend_host_down");
-                    let heir = self.router.heir(host).map_or("none".to_string(), |h| h.to_string());
-                    println!("mme-frontend: {host} down (heir {heir})");
+                    println!("mme-frontend: {host} down ({})", self.heirs_text(host));
                     if again > 0 {
                         println!("mme-frontend: {again} messages {host} had not handled routed again");
                     }
@@ -709,13 +708,13 @@ impl State {
                     },
                     // A visitor's record, to the host serving its identifiers.
                     Frame::WriteBack { id, writes } if self.router.has_local_stores() => {
-                        match self.router.serving(mobicore_elastic::router::owner(id)) {
+                        match self.router.serving_id(id) {
                             Some(to) => {
                                 self.counters.incr("frontend_write_back");
                                 // Its copies first: before any procedure placed after.
                                 // The visitor too, whose own values they were.
                                 let owner = to.0 as u8;
-                                let mut copies = self.router.replica_hosts(to);
+                                let mut copies = self.router.replica_hosts_of(to, replica_group(id));
                                 if !copies.contains(&host) && host != to {
                                     copies.push(host);
                                 }
@@ -733,23 +732,38 @@ impl State {
         }
     }
 
-    /// Hosts are gone for the router (`moved`, from [`Router::host_down`]:
-    /// the host that went, then those whose heir it was): the heir
-    /// inherits the first (its records, from the copy replicated to it,
-    /// which holds the others' UEs it had taken) and adopts the others
-    /// (their UEs loaded from the store), before anything of their UEs
-    /// reaches it, their UEs other hosts hold left out (Away); and
-    /// the hosts whose replica host changed are told.
-    fn handed_on(&mut self, moved: &[HostId]) {
-        for (i, &gone) in moved.iter().enumerate() {
-            let Some(heir) = self.router.heir(gone) else { continue };
-            let host = gone.0 as u8;
-            for id in self.router.held_away(gone) {
-                self.send(heir, Frame::Away { id });
+    /// Hosts are gone for the router (from [`Router::host_down`]: the
+    /// host that went, then those whose heir it was, group by group): each
+    /// heir inherits its groups of the first (their records, from the
+    /// copy replicated to it, which holds the others' UEs it had taken)
+    /// and adopts its groups of the others (their UEs loaded from the
+    /// store), before anything of their UEs reaches it, their UEs other
+    /// hosts hold left out (Away); and the hosts whose replica hosts
+    /// changed are told.
+    fn handed_on(&mut self, handovers: &[Handover]) {
+        for h in handovers {
+            for id in self.router.held_away(h.gone, h.groups) {
+                self.send(h.heir, Frame::Away { id });
             }
-            self.send(heir, if i == 0 { Frame::Inherit { host } } else { Frame::Adopt { host } });
+            let (host, groups) = (h.gone.0 as u8, h.groups);
+            self.send(h.heir, if h.inherit { Frame::Inherit { host, groups } } else { Frame::Adopt { host, groups } });
         }
         self.tell_replicas();
+    }
+
+    /// Who serves gone host `gone`'s UEs now, for a line of output: "heir
+    /// hostH" (one host), "heirs hostH N groups, hostK M groups", or "heir
+    /// none".
+    fn heirs_text(&self, gone: HostId) -> String {
+        let heirs = self.router.heirs_of(gone, Groups::ALL);
+        match heirs.as_slice() {
+            [] => "heir none".to_string(),
+            [(h, _)] => format!("heir {h}"),
+            _ => {
+                let each: Vec<String> = heirs.iter().map(|(h, g)| format!("{h} {} groups", g.len())).collect();
+                format!("heirs {}", each.join(", "))
+            }
+        }
     }
 
     /// The owners' hosts of the UEs whose holding host went read them
@@ -783,8 +797,8 @@ impl State {
     /// Tells each host whose replica hosts changed its new ones.
     fn tell_replicas(&mut self) {
         for (h, targets) in self.router.replica_changes() {
-            let hosts = targets.iter().map(|t| t.0 as u8).collect();
-            self.send(h, Frame::ReplicateTo { hosts });
+            let targets = targets.iter().map(|(t, groups)| (t.0 as u8, *groups)).collect();
+            self.send(h, Frame::ReplicateTo { targets });
         }
     }
 
@@ -1051,7 +1065,7 @@ mod tests {
 
         // Host 2 gone: its UE's DDN goes to the heir, and only the heir's ack back.
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
-        let heir = st.router.heir(HostId(2)).unwrap();
+        let heir = st.router.heir(HostId(2), 0).unwrap();
         q.values_mut().for_each(|r| drop(sent_all(r)));
         st.on_s11_datagram(now, &ddn(0x0200_0001, 8), sgw);
         assert_eq!(sent_all(q.get_mut(&heir.0).unwrap()), [s11(ddn(0x0200_0001, 8))]);
@@ -1093,27 +1107,41 @@ mod tests {
         std::iter::from_fn(|| rx.try_recv().ok()).collect()
     }
 
+    /// Host `h`'s replica host of replica group `g`, as it was told.
+    fn target_of(told: &[(u8, Groups)], g: u8) -> u32 {
+        told.iter().find(|(_, groups)| groups.contains(g)).map(|(t, _)| u32::from(*t)).expect("a target")
+    }
+
+    /// The groups host `t` takes of a host's, as it was told.
+    fn groups_at(told: &[(u8, Groups)], t: u32) -> Groups {
+        told.iter().find(|(h, _)| u32::from(*h) == t).map(|(_, g)| *g).unwrap_or_default()
+    }
+
     #[test]
-    fn hosts_replicate_to_their_heir_to_be_which_inherits_before_their_ues_come() {
+    fn hosts_replicate_each_group_to_its_heir_to_be_which_inherits_before_their_ues_come() {
         use mobicore_store::replica::ReplicaMsg;
         let (mut st, mut q) = state_with_queues();
-        // Each host is told its replica host: the heir it would have.
+        // Each host is told its replica hosts, each with its groups: for
+        // each group, the heir it would have. Three hosts: both others.
         let mut told = HashMap::new();
         for h in 1..=3u32 {
             let f = sent_all(q.get_mut(&h).unwrap());
-            let Some(Frame::ReplicateTo { hosts }) =
+            let Some(Frame::ReplicateTo { targets }) =
                 f.into_iter().rev().find(|f| matches!(f, Frame::ReplicateTo { .. }))
             else {
                 panic!("host {h} told nothing")
             };
-            assert_eq!(hosts, st.router.replica_hosts(HostId(h)).iter().map(|t| t.0 as u8).collect::<Vec<_>>());
-            assert_eq!(hosts.len(), 1);
-            told.insert(h, u32::from(hosts[0]));
+            let want: Vec<(u8, Groups)> =
+                st.router.replica_hosts(HostId(h)).iter().map(|(t, g)| (t.0 as u8, *g)).collect();
+            assert_eq!(targets, want);
+            assert_eq!(targets.len(), 2, "host {h}: {targets:?}");
+            told.insert(h, targets);
         }
-        // Host 2's records go to its replica host, named as from host 2;
-        // its answer goes back; a replica message for no host is dropped.
+        // Host 2's records go to its replica hosts, named as from host 2;
+        // an answer goes back; a replica message for no host is dropped.
+        // Every identifier below is of group 0.
         let batch: Replicated = ReplicaMsg::Batch { reset: true, seq: 0, ops: vec![] }.into();
-        let to = told[&2];
+        let to = target_of(&told[&2], 0);
         st.on_host(HostEvent::Frame {
             host: HostId(2),
             conn: 12,
@@ -1133,31 +1161,34 @@ mod tests {
         });
         assert_eq!(st.counters.value("frontend_replica_no_host"), 1);
 
-        // Host 2 dies: its heir, the host it replicated to, inherits first,
-        // then its UEs' messages come; whoever replicated to 2 is told anew.
+        // Host 2 dies: each heir of its groups, the host it replicated
+        // them to, inherits them first; then the UEs' messages come; the
+        // hosts that replicated to 2 are told anew.
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
-        assert_eq!(st.router.heir(HostId(2)), Some(HostId(to)));
+        assert_eq!(st.router.heir(HostId(2), 0), Some(HostId(to)));
         up(&mut st, UeName::MmeUeS1apId(0x0200_0001), Bytes::from_static(b"ics response"));
         let mut after: HashMap<u32, Vec<Frame>> =
             [1, 3].into_iter().map(|h| (h, sent_all(q.get_mut(&h).unwrap()))).collect();
+        for h in [1, 3] {
+            let groups = groups_at(&told[&2], h);
+            assert!(after[&h].contains(&Frame::Inherit { host: 2, groups }), "host {h} inherits {groups:?}");
+        }
         let f: Vec<Frame> = after[&to].iter().filter(|f| !matches!(f, Frame::ReplicateTo { .. })).cloned().collect();
-        let inherit = f.iter().position(|f| *f == Frame::Inherit { host: 2 }).expect("told to inherit");
+        let inherit = f.iter().position(|f| matches!(f, Frame::Inherit { host: 2, .. })).expect("told to inherit");
         assert_eq!(f.iter().position(|f| *f == s1(b"ics response")), Some(f.len() - 1));
         assert!(inherit < f.len() - 1);
         for h in [1, 3] {
             let f = after.remove(&h).unwrap();
             let new = f.iter().find_map(|f| match f {
-                Frame::ReplicateTo { hosts } => Some(hosts.clone()),
+                Frame::ReplicateTo { targets } => Some(targets.clone()),
                 _ => None,
             });
-            match told[&h] {
-                2 => assert_eq!(new, Some(vec![if h == 1 { 3 } else { 1 }])),
-                _ => assert_eq!(new, None),
-            }
+            assert!(!groups_at(&told[&h], 2).is_empty(), "host {h} replicated some groups to 2");
+            assert_eq!(new, Some(vec![(if h == 1 { 3 } else { 1 }, Groups::ALL)]));
         }
 
-        // The heir dies too: the last host inherits it, then adopts host
-        // 2's UEs (the heir had taken them), before any of them comes.
+        // That heir dies too: the last host inherits it, then adopts the
+        // groups of host 2's UEs it had taken, before any of them comes.
         let last = if to == 1 { 3 } else { 1 };
         st.on_host(HostEvent::Down { host: HostId(to), conn: 10 + u64::from(to) });
         up(&mut st, UeName::MmeUeS1apId(0x0200_0001), Bytes::from_static(b"release request"));
@@ -1165,7 +1196,11 @@ mod tests {
             .into_iter()
             .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
             .collect();
-        let expect = [Frame::Inherit { host: to as u8 }, Frame::Adopt { host: 2 }, s1(b"release request")];
+        let expect = [
+            Frame::Inherit { host: to as u8, groups: Groups::ALL },
+            Frame::Adopt { host: 2, groups: groups_at(&told[&2], to) },
+            s1(b"release request"),
+        ];
         assert_eq!(f, expect);
     }
 
@@ -1195,8 +1230,8 @@ mod tests {
         assert_eq!(sent(q.get_mut(&2).unwrap()), msgs.iter().map(s1).collect::<Vec<_>>());
         // Host 2 handled the first; it dies before it says so of the others.
         st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Handled { upto: 1 } });
-        let (heir, f) = host_2_dies(&mut st, &mut q);
-        assert_eq!(f, [Frame::Inherit { host: 2 }, s1(&msgs[1]), s1(&msgs[2])]);
+        let (heir, groups, f) = host_2_dies(&mut st, &mut q);
+        assert_eq!(f, [Frame::Inherit { host: 2, groups }, s1(&msgs[1]), s1(&msgs[2])]);
         assert_eq!(st.counters.value("frontend_unhandled_routed_again"), 2);
         // The heir handles them: nothing goes again when it dies too.
         let conn = 10 + u64::from(heir);
@@ -1214,20 +1249,22 @@ mod tests {
         let m = release_request(0x0200_0001);
         up(&mut st, UeName::MmeUeS1apId(0x0200_0001), m.clone());
         assert_eq!(st.counters.value("frontend_host_closing"), 1);
-        let (_, f) = host_2_dies(&mut st, &mut q);
-        assert_eq!(f, [Frame::Inherit { host: 2 }, Frame::S1 { assoc: 1, stream: 1, data: m }]);
+        let (_, groups, f) = host_2_dies(&mut st, &mut q);
+        assert_eq!(f, [Frame::Inherit { host: 2, groups }, Frame::S1 { assoc: 1, stream: 1, data: m }]);
     }
 
     /// Host 2 (of [`state_with_queues`]) goes, what was sent before
-    /// forgotten: its heir, and what the heir is sent (no ReplicateTo).
-    fn host_2_dies(st: &mut State, q: &mut HashMap<u32, mpsc::Receiver<Frame>>) -> (u32, Vec<Frame>) {
+    /// forgotten: its heir of replica group 0, the groups that heir takes,
+    /// and what it is sent (no ReplicateTo).
+    fn host_2_dies(st: &mut State, q: &mut HashMap<u32, mpsc::Receiver<Frame>>) -> (u32, Groups, Vec<Frame>) {
         for rx in q.values_mut() {
             sent_all(rx);
         }
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
-        let heir = st.router.heir(HostId(2)).unwrap().0;
-        let f = sent_all(q.get_mut(&heir).unwrap()).into_iter().filter(|f| !matches!(f, Frame::ReplicateTo { .. }));
-        (heir, f.collect())
+        let heir = st.router.heir(HostId(2), 0).unwrap();
+        let groups = st.router.heirs_of(HostId(2), Groups::ALL).into_iter().find(|(h, _)| *h == heir).unwrap().1;
+        let f = sent_all(q.get_mut(&heir.0).unwrap()).into_iter().filter(|f| !matches!(f, Frame::ReplicateTo { .. }));
+        (heir.0, groups, f.collect())
     }
 
     fn s1(data: &'static [u8]) -> Frame {
@@ -1286,7 +1323,8 @@ mod tests {
     fn with_host_local_stores_visits_stay_among_the_copies_and_records_go_home() {
         let (mut st, mut q) = placing(true);
         assert!(st.router.has_local_stores());
-        let copy = st.router.replica_hosts(HostId(2))[0].0;
+        // Host 2's replica host of group 0, which every identifier below is of.
+        let copy = st.router.replica_hosts_of(HostId(2), 0)[0].0;
         for rx in q.values_mut() {
             sent_all(rx);
         }
@@ -1354,20 +1392,33 @@ mod tests {
         from_host(&mut st, 3, Frame::Released { id: b });
         assert_eq!(sent_all(q.get_mut(&1).unwrap()), [Frame::Refresh { id: b, resume: false }]);
         from_host(&mut st, 3, Frame::Holding { id: b, m_tmsi: Some(0x0300_0001) });
-        // Host 1 goes: its heir leaves b to host 3 and takes the rest; host
-        // 2 reads a again, resuming what its step awaits.
+        // Host 1 goes: each heir takes its groups, the heir of b's (0)
+        // leaving b to host 3; host 2 reads a again, resuming what its
+        // step awaits.
         st.on_host(HostEvent::Down { host: HostId(1), conn: 1 });
-        let heir = st.router.heir(HostId(1)).unwrap();
-        let to_heir: Vec<Frame> = sent_all(q.get_mut(&heir.0).unwrap())
+        let heir = st.router.heir(HostId(1), 0).unwrap();
+        let heirs = st.router.heirs_of(HostId(1), Groups::ALL);
+        assert_eq!(heirs.len(), 2, "{heirs:?}");
+        let mut to: HashMap<u32, Vec<Frame>> = [2, 3]
             .into_iter()
-            .filter(|f| !matches!(f, Frame::ReplicateTo { .. }))
+            .map(|h| {
+                let f = sent_all(q.get_mut(&h).unwrap());
+                (h, f.into_iter().filter(|f| !matches!(f, Frame::ReplicateTo { .. })).collect())
+            })
             .collect();
-        let expect_heir = [Frame::Away { id: b }, Frame::Inherit { host: 1 }];
-        assert_eq!(to_heir[..2], expect_heir, "{to_heir:?}");
-        let to_2: Vec<Frame> = match heir.0 {
-            2 => to_heir[2..].to_vec(),
-            _ => sent(q.get_mut(&2).unwrap()),
-        };
+        for (h, groups) in &heirs {
+            let inherit = Frame::Inherit { host: 1, groups: *groups };
+            match *h == heir {
+                true => assert_eq!(to[&h.0][..2], [Frame::Away { id: b }, inherit], "{to:?}"),
+                false => assert_eq!(to[&h.0][..1], [inherit], "{to:?}"),
+            }
+        }
+        let to_2: Vec<Frame> = to
+            .remove(&2)
+            .unwrap()
+            .into_iter()
+            .filter(|f| !matches!(f, Frame::Inherit { .. } | Frame::Away { .. }))
+            .collect();
         assert_eq!(to_2, [Frame::Refresh { id: a, resume: true }]);
         up(&mut st, UeName::MmeUeS1apId(a), Bytes::from_static(b"release request"));
         assert_eq!(sent(q.get_mut(&2).unwrap()), [s1(b"release request")]);
@@ -1421,7 +1472,7 @@ mod tests {
         // the heir, told first to inherit (once, not again at the close).
         st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Drained });
         assert_eq!(sent(q.get_mut(&2).unwrap()), [Frame::Stop]);
-        let heir = st.router.heir(HostId(2)).unwrap();
+        let heir = st.router.heir(HostId(2), 0).unwrap();
         let f = sent_all(q.get_mut(&heir.0).unwrap());
         assert_eq!(f.iter().filter(|f| matches!(f, Frame::Inherit { .. })).count(), 1, "{f:?}");
         assert_eq!(f.last(), Some(&s1(b"service request")));
@@ -1432,7 +1483,7 @@ mod tests {
         // It exits: gone (its heir is not told to inherit again).
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
         assert!(!st.hosts.contains_key(&HostId(2)));
-        assert!(!sent_all(q.get_mut(&heir.0).unwrap()).contains(&Frame::Inherit { host: 2 }));
+        assert!(!sent_all(q.get_mut(&heir.0).unwrap()).iter().any(|f| matches!(f, Frame::Inherit { host: 2, .. })));
 
         // One that does not drain in time is stopped as it stands; the
         // last host taking new UEs is not drained.

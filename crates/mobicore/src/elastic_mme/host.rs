@@ -86,6 +86,7 @@ use mobicore_common::counters::Counters;
 use mobicore_common::s11::{S11IncomingRequest, S11Link};
 use mobicore_common::s6a::S6aLink;
 use mobicore_common::sctp_api::AssocId;
+use mobicore_common::Groups;
 use mobicore_elastic::router::UeName;
 use mobicore_gtp::client::PeerVia;
 use mobicore_mme::context_codec::TimeBase;
@@ -93,7 +94,7 @@ use mobicore_mme::routing::{self, Uplink};
 use mobicore_mme::stored::{Hold, Replication, StoredError, StoredUes};
 use mobicore_mme::transfer::{self, UeKey};
 use mobicore_mme::{Mme, MmeAction, MmeEvent, Peers};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 
@@ -120,8 +121,6 @@ enum Drain {
 struct Holds {
     /// The front end tracks them ([`Frame::Track`]).
     on: bool,
-    /// The hosts whose UEs are this host's own: itself, those it inherited.
-    mine: BTreeSet<u8>,
     /// By MME-UE-S1AP-ID, with the M-TMSI last told.
     held: HashMap<u32, Option<u32>>,
     /// Held UEs at rest whose record waits for a store that failed.
@@ -135,14 +134,8 @@ struct Holds {
 const MAX_AWAY: usize = 1 << 20;
 
 impl Holds {
-    fn new(host: u8) -> Holds {
-        Holds {
-            on: false,
-            mine: BTreeSet::from([host]),
-            held: HashMap::new(),
-            resting: HashSet::new(),
-            away: HashSet::new(),
-        }
+    fn new() -> Holds {
+        Holds { on: false, held: HashMap::new(), resting: HashSet::new(), away: HashSet::new() }
     }
 
     /// The UEs the last events touched, if tracked (taken before the sync
@@ -164,7 +157,7 @@ impl Holds {
                 (Some(_), _) => {}
                 // A visitor at rest is held too, to be released (and
                 // dropped) at once: its owner's host reads it again.
-                (None, Some(true)) if self.mine.contains(&((id >> 24) as u8)) => continue,
+                (None, Some(true)) if core.owns_identifier(id) => continue,
                 (None, None) => continue,
                 (None, _) => {}
             }
@@ -192,7 +185,7 @@ impl Holds {
         counters: &Counters,
     ) {
         for &id in touched {
-            if !self.held.contains_key(&id) || self.mine.contains(&((id >> 24) as u8)) {
+            if !self.held.contains_key(&id) || core.owns_identifier(id) {
                 continue;
             }
             match stored.written(core, id).await {
@@ -234,7 +227,7 @@ impl Holds {
             }
             // Its own heir now, it was left out of an adoption: no more.
             self.away.remove(&id);
-            if !self.mine.contains(&((id >> 24) as u8)) {
+            if !core.owns_identifier(id) {
                 if let Some(r) = replica.as_deref_mut() {
                     hand_back(core, stored, r, id, to_fe, counters).await;
                 }
@@ -283,11 +276,9 @@ async fn hand_back(
 }
 
 /// What a host with a host-local store needs to take visitors (procedures
-/// placed, [`Frame::Track`]): its copies, the hosts whose UEs are its own,
-/// its link to the front end.
+/// placed, [`Frame::Track`]): its copies, its link to the front end.
 struct Visiting<'a> {
     replica: &'a LocalReplica,
-    mine: &'a BTreeSet<u8>,
     to_fe: &'a mpsc::Sender<Frame>,
 }
 
@@ -299,7 +290,7 @@ struct Visiting<'a> {
 /// host, its full copy still on its way): the message is for the front
 /// end to route to the owner's host.
 async fn visit(core: &Mme, stored: &mut StoredUes, v: &Visiting<'_>, m: u32, counters: &Counters) -> bool {
-    if v.mine.contains(&((m >> 24) as u8)) || core.find_ue(&UeKey::MTmsi(m)).is_some() {
+    if core.owns_identifier(m) || core.find_ue(&UeKey::MTmsi(m)).is_some() {
         return true;
     }
     let writes = v.replica.lend(m);
@@ -420,7 +411,7 @@ pub async fn run(
     let mut report_tick = tokio::time::interval(load.every.max(Duration::from_millis(1)));
     report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut drain = Drain::No;
-    let mut holds = Holds::new(host);
+    let mut holds = Holds::new();
     // A frame taken from the front end's queue that ended a group (see
     // GROUP), handled next.
     let mut carried: Option<Frame> = None;
@@ -527,16 +518,15 @@ pub async fn run(
                     }
                     Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } | Frame::Adopt { .. } => {
                         let gone = match frame {
-                            Frame::Inherit { host } | Frame::Adopt { host } => Some(host),
+                            Frame::Inherit { host, groups } | Frame::Adopt { host, groups } => Some((host, groups)),
                             _ => None,
                         };
                         if let Some(r) = &mut replica {
                             r.on_frame(frame, &to_fe).await;
                         }
-                        if let Some(gone) = gone {
-                            holds.mine.insert(gone);
-                            core.adopt_prefix(gone);
-                            adopt(&mut core, &mut stored, &counters, host, gone, &holds.away).await;
+                        if let Some((gone, groups)) = gone {
+                            core.adopt_prefix(gone, groups);
+                            adopt(&mut core, &mut stored, &counters, host, gone, groups, &holds.away).await;
                         }
                     }
                     Frame::Track => holds.on = true,
@@ -579,7 +569,7 @@ pub async fn run(
                     frame @ Frame::S1 { .. } => {
                         s1_seen += 1;
                         let visiting = match (&replica, holds.on) {
-                            (Some(replica), true) => Some(Visiting { replica, mine: &holds.mine, to_fe: &to_fe }),
+                            (Some(replica), true) => Some(Visiting { replica, to_fe: &to_fe }),
                             _ => None,
                         };
                         let visiting = visiting.as_ref();
@@ -742,11 +732,22 @@ async fn refresh(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, ke
     }
 }
 
-/// This host is the heir of host `gone` (dead or drained): every UE of
-/// that host in the store is loaded now ([`StoredUes::adopt`]).
-async fn adopt(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, host: u8, gone: u8, away: &HashSet<u32>) {
-    match stored.adopt(core, gone, time_now(), |id| away.contains(&id)).await {
-        Ok(n) => println!("mme-host {host}: adopted {n} UEs of host{gone} (their timers run here)"),
+/// This host is the heir of host `gone`'s UEs of `groups` (dead or
+/// drained): every such UE in the store is loaded now ([`StoredUes::adopt`]).
+async fn adopt(
+    core: &mut Mme,
+    stored: &mut StoredUes,
+    counters: &Counters,
+    host: u8,
+    gone: u8,
+    groups: Groups,
+    away: &HashSet<u32>,
+) {
+    match stored.adopt(core, gone, groups, time_now(), |id| away.contains(&id)).await {
+        Ok(n) => println!(
+            "mme-host {host}: adopted {n} UEs of host{gone}, {} of its 256 groups (their timers run here)",
+            groups.len()
+        ),
         Err(e) => {
             counters.incr("host_adopt_scan_failed");
             tracing::warn!("listing host{gone}'s UEs in the store: {e}");

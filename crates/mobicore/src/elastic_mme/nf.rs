@@ -1123,7 +1123,14 @@ impl NfPool {
         let name = format!("host_nf{slot}_{}_events", kind.map_or("other", ProcedureKind::name));
         self.count(vec![(name, 1)]);
         let record = ue.and_then(|id| core.export_ue(&UeKey::MmeUeS1apId(id), time_now()));
-        let ids = core.draw_free_ids(|x| self.table.is_reserved(x));
+        // In the replica group of the UE (or of the one its INITIAL UE
+        // MESSAGE names), as the instance's own draw would be.
+        let s1 = match &event {
+            NfEvent::S1 { data, .. } => Some(&data[..]),
+            _ => None,
+        };
+        let group = core.group_for(ue, s1);
+        let ids = core.draw_free_ids(group, |x| self.table.is_reserved(x));
         let seq = self.table.hold(slot, Held { ue, event: event.clone(), ids, kind, at: Instant::now() });
         if let Some(id) = ue {
             self.busy.entry(id).or_default();

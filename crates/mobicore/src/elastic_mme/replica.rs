@@ -18,7 +18,7 @@
 
 use super::wire::Frame;
 use mobicore_common::counters::Counters;
-use mobicore_common::Imsi;
+use mobicore_common::{Groups, Imsi};
 use mobicore_mme::stored::keys;
 use mobicore_store::replica::{Copies, Op, ReplicaMsg, Sender};
 use mobicore_store::{Store, StoreError, Versioned};
@@ -69,7 +69,7 @@ impl LocalReplica {
         LocalReplica {
             host,
             store,
-            sender: Sender::new(),
+            sender: Sender::new().with_groups(keys::group_of),
             copies: Copies::new(max_copy_bytes),
             handed: HashMap::new(),
             handed_order: VecDeque::new(),
@@ -127,12 +127,12 @@ impl LocalReplica {
     /// A replication frame of the front end.
     pub async fn on_frame(&mut self, frame: Frame, out: &mpsc::Sender<Frame>) {
         match frame {
-            Frame::ReplicateTo { hosts } => {
+            Frame::ReplicateTo { targets } => {
                 // Every write so far in the stream first: the copy is newer.
                 self.sender.changes(self.store.take_changes());
                 let snapshot = self.snapshot().await;
-                self.sender.set_targets(&hosts, &snapshot);
-                tracing::info!(?hosts, "replica hosts");
+                self.sender.set_targets(&targets, &snapshot);
+                tracing::info!(?targets, "replica hosts");
             }
             Frame::Replica { peer, msg } => match msg.decode() {
                 Ok(msg) => self.on_msg(peer, msg, out).await,
@@ -143,10 +143,10 @@ impl LocalReplica {
                     tracing::warn!(peer, "replicated message: {e}");
                 }
             },
-            Frame::Inherit { host } => self.inherit(host, true).await,
+            Frame::Inherit { host, groups } => self.inherit(host, groups, true).await,
             // A host gone earlier whose heir went too: its copy, if this
             // host is one of its further replica hosts.
-            Frame::Adopt { host } => self.inherit(host, false).await,
+            Frame::Adopt { host, groups } => self.inherit(host, groups, false).await,
             _ => {}
         }
         self.send(out);
@@ -223,14 +223,17 @@ impl LocalReplica {
         self.counters.incr("replica_copied_ahead");
     }
 
-    /// Host `host` is gone and this host its heir: its copy joins this
-    /// host's own store (records this host has of its own, newer: those
-    /// the host's heir that went too had taken and replicated here, stay).
-    /// `expected`: this host is its first replica host (the copy missing
-    /// is counted).
-    async fn inherit(&mut self, host: u8, expected: bool) {
+    /// Host `host` is gone and this host the heir of its UEs of `groups`:
+    /// their part of its copy joins this host's own store (records this
+    /// host has of its own, newer: those the host's heir that went too
+    /// had taken and replicated here, stay); the rest of the copy stays
+    /// (with two failures survived, other groups' heir may be another
+    /// host, this one their next). `expected`: this host is its first
+    /// replica host (the copy missing is counted).
+    async fn inherit(&mut self, host: u8, groups: Groups, expected: bool) {
         let whole = self.copies.holds(host).is_some_and(|(_, whole)| whole);
-        let Some(copy) = self.copies.take(host) else {
+        let theirs = |key: &str| keys::group_of(key).is_none_or(|g| groups.contains(g));
+        let Some(copy) = self.copies.take_where(host, theirs) else {
             if expected {
                 self.counters.incr("replica_inherit_no_copy");
                 tracing::warn!(host, "inheriting host {host}'s UEs with no copy of its records");
@@ -265,7 +268,7 @@ impl LocalReplica {
                 }
             }
         }
-        println!("mme-host {}: inherited host{host}'s {n} records", self.host);
+        println!("mme-host {}: inherited host{host}'s {n} records, {} of its 256 groups", self.host, groups.len());
     }
 
     async fn snapshot(&self) -> Vec<(String, Versioned)> {
@@ -339,7 +342,7 @@ mod tests {
             let (record, index) = (format!("mme/ue/{imsi}"), keys::mtmsi(m));
             self.stores[0].put(&record, b"v1").await.unwrap();
             self.stores[0].put(&index, imsi.as_bytes()).await.unwrap();
-            self.hosts[0].on_frame(Frame::ReplicateTo { hosts: vec![2] }, &self.out[0].0).await;
+            self.hosts[0].on_frame(Frame::ReplicateTo { targets: vec![(2, Groups::ALL)] }, &self.out[0].0).await;
             self.relay().await;
             (record, index)
         }
@@ -420,7 +423,7 @@ mod tests {
         assert_eq!(p.hosts[1].copies.stats.stale, 0);
         // Inherited: nothing lent ahead of it is left.
         p.hosts[1].handed_back(&w(b"v4"));
-        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        p.hosts[1].on_frame(Frame::Inherit { host: 1, groups: Groups::ALL }, &p.out[1].0).await;
         assert!(p.hosts[1].handed.is_empty() && p.hosts[1].handed_order.is_empty());
     }
 
@@ -443,7 +446,7 @@ mod tests {
         assert_eq!(p.hosts[1].copies.get(1, &record).map(|v| v.value.clone()), Some(b"v1".to_vec()), "set back");
         assert_eq!(lent(&p.hosts[1])[&record], b"v2", "what was copied ahead is still lent");
         // Host 1 is gone before its write reaches host 2: the heir takes v2.
-        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        p.hosts[1].on_frame(Frame::Inherit { host: 1, groups: Groups::ALL }, &p.out[1].0).await;
         assert_eq!(p.stores[1].get(&record).await.unwrap().map(|v| v.value), Some(b"v2".to_vec()));
         assert!(p.hosts[1].handed.is_empty());
     }
@@ -466,7 +469,7 @@ mod tests {
         p.relay().await;
         assert!(p.hosts[1].copies.get(1, &record).is_some(), "set back");
         assert!(p.hosts[1].lend(m).is_empty(), "still not lent");
-        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        p.hosts[1].on_frame(Frame::Inherit { host: 1, groups: Groups::ALL }, &p.out[1].0).await;
         assert_eq!(p.stores[1].get(&record).await.unwrap(), None);
         assert_eq!(p.stores[1].get(&index).await.unwrap(), None);
     }
@@ -477,7 +480,7 @@ mod tests {
         p.stores[0].put("mme/ue/1", b"a").await.unwrap();
         // Host 1 replicates to host 2 (a full copy first), host 2 to host 1.
         for (h, to) in [(0, 2), (1, 1)] {
-            p.hosts[h].on_frame(Frame::ReplicateTo { hosts: vec![to] }, &p.out[h].0).await;
+            p.hosts[h].on_frame(Frame::ReplicateTo { targets: vec![(to, Groups::ALL)] }, &p.out[h].0).await;
         }
         assert_eq!(p.relay().await, 2);
         p.stores[0].put("mme/ue/1", b"b").await.unwrap();
@@ -491,7 +494,7 @@ mod tests {
         assert_eq!(p.hosts[1].copies.holds(1), Some((2, true)));
 
         // Host 1 is gone: host 2 inherits; its own record stays.
-        p.hosts[1].on_frame(Frame::Inherit { host: 1 }, &p.out[1].0).await;
+        p.hosts[1].on_frame(Frame::Inherit { host: 1, groups: Groups::ALL }, &p.out[1].0).await;
         let value = |s: &Store, k: &'static str| {
             let s = s.clone();
             async move { s.get(k).await.unwrap().map(|v| v.value) }
@@ -506,7 +509,36 @@ mod tests {
         assert_eq!(p.relay().await, 1);
         assert_eq!(p.hosts[0].copies.holds(2), Some((2, true)));
         // Inheriting with no copy is counted, not a failure.
-        p.hosts[1].on_frame(Frame::Inherit { host: 9 }, &p.out[1].0).await;
+        p.hosts[1].on_frame(Frame::Inherit { host: 9, groups: Groups::ALL }, &p.out[1].0).await;
         assert_eq!(p.hosts[1].counters.value("replica_inherit_no_copy"), 1);
+    }
+
+    /// An heir of some of a dead host's groups takes those records only;
+    /// the rest of the copy stays, for the heir of the others.
+    #[tokio::test]
+    async fn an_heir_takes_its_groups_of_the_copy_and_leaves_the_rest() {
+        let mut p = Pair::new();
+        // Two UEs of different replica groups, each with an index key.
+        let imsis: Vec<String> = (0..20).map(|i| format!("0010100000001{i:02}")).collect();
+        let g = |i: &str| mobicore_common::imsi_group(i);
+        let a = imsis[0].clone();
+        let b = imsis.iter().find(|i| g(i) != g(&a)).unwrap().clone();
+        let (ra, ia) = p.one_ue(&a, 0x0100_0000 | u32::from(g(&a)) << 16 | 1).await;
+        let (rb, ib) = p.one_ue(&b, 0x0100_0000 | u32::from(g(&b)) << 16 | 2).await;
+        assert_eq!(p.hosts[1].copies.holds(1).map(|(n, _)| n), Some(4));
+        p.hosts[1].on_frame(Frame::Inherit { host: 1, groups: Groups::one(g(&a)) }, &p.out[1].0).await;
+        for k in [&ra, &ia] {
+            assert!(p.stores[1].get(k).await.unwrap().is_some(), "{k} inherited");
+        }
+        for k in [&rb, &ib] {
+            assert!(p.stores[1].get(k).await.unwrap().is_none(), "{k} is another heir's");
+        }
+        assert_eq!(p.hosts[1].copies.holds(1).map(|(n, _)| n), Some(2), "the rest stays a copy");
+        // Its heir went too: this host adopts b's group, from the copy.
+        p.hosts[1].on_frame(Frame::Adopt { host: 1, groups: Groups::one(g(&b)) }, &p.out[1].0).await;
+        for k in [&rb, &ib] {
+            assert!(p.stores[1].get(k).await.unwrap().is_some(), "{k} adopted");
+        }
+        assert_eq!(p.hosts[1].copies.holds(1), None);
     }
 }

@@ -5,6 +5,7 @@
 //! [`WireError`], and the connection that carried it is closed.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use mobicore_common::Groups;
 use mobicore_store::replica::{ReplicaError, ReplicaMsg, MAX_BATCH_LEN, MAX_MSG_LEN};
 use mobicore_store::MAX_KEY_LEN;
 use std::net::IpAddr;
@@ -47,16 +48,17 @@ pub enum Frame {
     Stop,
     /// Front end -> host, at its Hello and whenever they change: the hosts
     /// it replicates its UE records to (with a host-local store, seed 004
-    /// 4.3): the one that would be its heir if it went now.
-    ReplicateTo { hosts: Vec<u8> },
-    /// Front end -> host: host `host` is gone and its UEs are this host's
-    /// now: take its records from the copy replicated here.
-    Inherit { host: u8 },
+    /// 4.3), each with the replica groups it takes: for each group, the
+    /// host that would be its heir if it went now.
+    ReplicateTo { targets: Vec<(u8, Groups)> },
+    /// Front end -> host: host `host` is gone and its UEs of `groups` are
+    /// this host's now: take their records from the copy replicated here.
+    Inherit { host: u8, groups: Groups },
     /// Front end -> host: host `host` went earlier, and the heir that
-    /// served its UEs has gone since; they are this host's now: load them
-    /// from the store (with host-local stores, from the copy of that heir,
-    /// inherited just before).
-    Adopt { host: u8 },
+    /// served its UEs of `groups` has gone since; they are this host's
+    /// now: load them from the store (with host-local stores, from the
+    /// copy of that heir, inherited just before).
+    Adopt { host: u8, groups: Groups },
     /// Replicated UE records (host-local stores): host -> front end, to
     /// replica host `peer`; front end -> host, from host `peer`.
     Replica { peer: u8, msg: Replicated },
@@ -249,20 +251,20 @@ impl Frame {
             Frame::Drain => b.put_u8(DRAIN),
             Frame::Drained => b.put_u8(DRAINED),
             Frame::Stop => b.put_u8(STOP),
-            Frame::ReplicateTo { hosts } => {
+            Frame::ReplicateTo { targets } => {
                 b.put_u8(REPLICATE_TO);
                 // At most 255 (host numbers are 1..=254).
-                let hosts = &hosts[..hosts.len().min(255)];
-                b.put_u8(hosts.len() as u8);
-                b.put_slice(hosts);
+                let targets = &targets[..targets.len().min(255)];
+                b.put_u8(targets.len() as u8);
+                for (host, groups) in targets {
+                    b.put_u8(*host);
+                    b.put_slice(&groups.to_bytes());
+                }
             }
-            Frame::Inherit { host } => {
-                b.put_u8(INHERIT);
+            Frame::Inherit { host, groups } | Frame::Adopt { host, groups } => {
+                b.put_u8(if matches!(self, Frame::Inherit { .. }) { INHERIT } else { ADOPT });
                 b.put_u8(*host);
-            }
-            Frame::Adopt { host } => {
-                b.put_u8(ADOPT);
-                b.put_u8(*host);
+                b.put_slice(&groups.to_bytes());
             }
             Frame::Track => b.put_u8(TRACK),
             Frame::Holding { id, m_tmsi } => {
@@ -367,16 +369,17 @@ impl Frame {
             REPLICATE_TO => {
                 need(&body, 1)?;
                 let n = usize::from(body.get_u8());
-                need(&body, n)?;
-                Ok(Frame::ReplicateTo { hosts: body.split_to(n).to_vec() })
+                need(&body, n * 33)?;
+                let targets = (0..n).map(|_| (body.get_u8(), groups(&mut body))).collect();
+                Ok(Frame::ReplicateTo { targets })
             }
-            INHERIT => {
-                need(&body, 1)?;
-                Ok(Frame::Inherit { host: body.get_u8() })
-            }
-            ADOPT => {
-                need(&body, 1)?;
-                Ok(Frame::Adopt { host: body.get_u8() })
+            INHERIT | ADOPT => {
+                need(&body, 33)?;
+                let (host, groups) = (body.get_u8(), groups(&mut body));
+                Ok(match t {
+                    INHERIT => Frame::Inherit { host, groups },
+                    _ => Frame::Adopt { host, groups },
+                })
             }
             TRACK => Ok(Frame::Track),
             HOLDING => {
@@ -461,6 +464,13 @@ fn put_writes(b: &mut BytesMut, writes: &[(String, Vec<u8>)]) {
         b.put_u32(v.len() as u32);
         b.put_slice(v);
     }
+}
+
+/// 32 octets of a replica group set (the caller checked they are there).
+fn groups(body: &mut Bytes) -> Groups {
+    let mut b = [0u8; 32];
+    body.copy_to_slice(&mut b);
+    Groups::from_bytes(&b)
 }
 
 fn get_writes(body: &mut Bytes) -> Result<Vec<(String, Vec<u8>)>, WireError> {
@@ -644,10 +654,11 @@ mod tests {
         for f in [Frame::Drain, Frame::Drained, Frame::Stop] {
             round_trip(f);
         }
-        round_trip(Frame::ReplicateTo { hosts: vec![] });
-        round_trip(Frame::ReplicateTo { hosts: vec![2, 254] });
-        round_trip(Frame::Inherit { host: 3 });
-        round_trip(Frame::Adopt { host: 4 });
+        round_trip(Frame::ReplicateTo { targets: vec![] });
+        let some: Groups = [0, 7, 255].into_iter().collect();
+        round_trip(Frame::ReplicateTo { targets: vec![(2, Groups::ALL), (254, some)] });
+        round_trip(Frame::Inherit { host: 3, groups: some });
+        round_trip(Frame::Adopt { host: 4, groups: Groups::ALL });
         round_trip(Frame::Track);
         round_trip(Frame::Holding { id: 0x0200_0001, m_tmsi: Some(u32::MAX) });
         round_trip(Frame::Holding { id: 0x0200_0001, m_tmsi: None });
@@ -711,9 +722,9 @@ mod tests {
             Frame::Hello { host: 1, local: false },
             Frame::WriteBack { id: 7, writes: vec![("mme/id/00000007".into(), b"001010000000001".to_vec())] },
             Frame::Copied { owner: 2, writes: vec![("mme/id/00000007".into(), b"001010000000001".to_vec())] },
-            Frame::ReplicateTo { hosts: vec![1, 2] },
-            Frame::Inherit { host: 1 },
-            Frame::Adopt { host: 1 },
+            Frame::ReplicateTo { targets: vec![(1, Groups::one(1)), (2, Groups::ALL)] },
+            Frame::Inherit { host: 1, groups: Groups::ALL },
+            Frame::Adopt { host: 1, groups: Groups::one(9) },
             Frame::Holding { id: 1, m_tmsi: None },
             Frame::Released { id: 1 },
             Frame::Handled { upto: 1 },
