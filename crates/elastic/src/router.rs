@@ -1012,6 +1012,23 @@ impl Router {
         ids
     }
 
+    /// The UEs of host `owner_host` in `groups` whose procedure was placed
+    /// on another host that has not said it holds them yet, by M-TMSI, in
+    /// order: an heir taking those UEs leaves them too (that host reads
+    /// them from the store; their release or return brings them back).
+    pub fn placed_away(&self, owner_host: HostId, groups: Groups) -> Vec<u32> {
+        let v = &self.holds;
+        let mut ms: Vec<u32> = v
+            .unconfirmed
+            .keys()
+            .copied()
+            .filter(|&m| owner(m) == owner_host && groups.contains(replica_group(m)))
+            .filter(|m| v.by_mtmsi.get(m).is_some_and(|&h| h != owner_host))
+            .collect();
+        ms.sort_unstable();
+        ms
+    }
+
     /// UEs tracked now.
     pub fn holds(&self) -> usize {
         self.holds.by_mtmsi.len().max(self.holds.by_id.len())
@@ -1527,6 +1544,26 @@ mod tests {
             }
         }
         panic!("never placed away from {:?}", owner(m));
+    }
+
+    /// A UE whose procedure was placed on another host, which has not
+    /// said it holds it yet, is named to the heirs of its group when its
+    /// owner's host goes, so that none loads it: it is the other host's.
+    #[test]
+    fn an_unconfirmed_placement_is_named_to_the_heirs_of_a_gone_owner() {
+        let mut r = router(Scheme::RoundRobin, &[1, 2, 3]).placing_procedures(16);
+        let m = ident(2, 0x34, 5);
+        let x = placed_away(&mut r, m);
+        assert!(r.held_away(HostId(2), Groups::ALL).is_empty(), "not held yet");
+        assert_eq!(r.placed_away(HostId(2), Groups::one(0x34)), [m]);
+        assert!(r.placed_away(HostId(2), Groups::one(0x35)).is_empty(), "another group's heirs");
+        r.host_down(HostId(2));
+        assert_eq!(r.placed_away(HostId(2), Groups::ALL), [m], "its heirs are told after it went");
+        // Confirmed: named by its MME-UE-S1AP-ID instead.
+        let id = ident(2, 0x34, 9);
+        assert!(r.holding(x, id, Some(m)));
+        assert!(r.placed_away(HostId(2), Groups::ALL).is_empty());
+        assert_eq!(r.held_away(HostId(2), Groups::ALL), [id]);
     }
 
     #[test]

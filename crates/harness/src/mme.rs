@@ -310,7 +310,7 @@ impl Decomposed {
             let Some(host) = self.hosts.get_mut(&ho.heir) else { continue };
             let gone = ho.gone.0 as u8;
             host.core.adopt_prefix(gone, ho.groups);
-            if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, gone, ho.groups, time, |_| false)) {
+            if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, gone, ho.groups, time, |_, _| false)) {
                 panic!("the memory store failed: {e}");
             }
             if !heirs.contains(&ho.heir) {

@@ -692,7 +692,7 @@ impl StoredUes {
     }
 
     /// The IMSI whose record `key` leads to, through the indexes.
-    async fn imsi_of(&self, key: &UeKey) -> Result<Option<Imsi>, StoreError> {
+    pub async fn imsi_of(&self, key: &UeKey) -> Result<Option<Imsi>, StoreError> {
         let index = match key {
             UeKey::Imsi(i) => return Ok(Some(i.clone())),
             UeKey::MTmsi(m) => keys::mtmsi(*m),
@@ -791,22 +791,24 @@ impl StoredUes {
     /// now, not at its next message, so that its timers (mobile reachable,
     /// implicit detach, a procedure's guard) run here (issue 13 item 2: a
     /// timer fires on whichever host holds the UE). A host's UEs are the
-    /// ones whose MME-UE-S1AP-ID has its number on top, their group next. Returns how many were loaded (counted in
-    /// `host_ues_adopted`); fails only if the store cannot be listed. UEs
-    /// `away` names are left (served by another host for now, which
-    /// writes them: a copy here would be stale).
+    /// ones whose MME-UE-S1AP-ID has its number on top, their group next.
+    /// Returns how many were loaded (counted in `host_ues_adopted`); fails
+    /// only if the store cannot be listed. UEs `away` names (by
+    /// MME-UE-S1AP-ID, or by the IMSI its index key holds) are left
+    /// (served by another host for now, which writes them: a copy here
+    /// would be stale).
     pub async fn adopt(
         &mut self,
         mme: &mut Mme,
         gone: u8,
         groups: Groups,
         time: TimeBase,
-        away: impl Fn(u32) -> bool,
+        away: impl Fn(u32, &[u8]) -> bool,
     ) -> Result<u64, StoreError> {
         let ids = self.store.scan_prefix(&keys::ids_of_host(gone)).await?;
         let mut n = 0;
-        for (key, _) in ids {
-            let theirs = |id: &u32| groups.contains(replica_group(*id)) && !away(*id);
+        for (key, imsi) in ids {
+            let theirs = |id: &u32| groups.contains(replica_group(*id)) && !away(*id, &imsi.value);
             let Some(id) = keys::id_of(&key).filter(theirs) else { continue };
             if matches!(self.hold(mme, &UeKey::MmeUeS1apId(id), time).await, Hold::Loaded(_)) {
                 n += 1;

@@ -745,6 +745,9 @@ impl State {
             for id in self.router.held_away(h.gone, h.groups) {
                 self.send(h.heir, Frame::Away { id });
             }
+            for m_tmsi in self.router.placed_away(h.gone, h.groups) {
+                self.send(h.heir, Frame::AwayPlaced { m_tmsi });
+            }
             let (host, groups) = (h.gone.0 as u8, h.groups);
             self.send(h.heir, if h.inherit { Frame::Inherit { host, groups } } else { Frame::Adopt { host, groups } });
         }

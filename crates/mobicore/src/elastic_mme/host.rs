@@ -64,8 +64,9 @@
 //! rest when told it was placed away ([`Frame::Lent`]): no timer of that
 //! stale copy fires while the other host holds it; and reads it again if
 //! the placement ends with no host holding it ([`Frame::Returned`]). UEs of a host this host takes
-//! over that another host holds ([`Frame::Away`]) are not adopted: their
-//! refresh brings them. With a host-local store, a visitor's record comes
+//! over that another host holds ([`Frame::Away`]), or was given a
+//! procedure of and has not said it holds yet ([`Frame::AwayPlaced`]),
+//! are not adopted: their refresh (or return) brings them. With a host-local store, a visitor's record comes
 //! from this host's copy of its owner's store ([`visit`]; none: the
 //! message goes back, [`Frame::Bounce`]), and goes back to the owner at
 //! rest ([`Frame::WriteBack`], deleted here); a write-back to this host
@@ -128,6 +129,10 @@ struct Holds {
     /// UEs of hosts this host takes over that another host holds
     /// ([`Frame::Away`]): not adopted. At most [`MAX_AWAY`].
     away: HashSet<u32>,
+    /// M-TMSIs of such UEs placed on another host that has not said it
+    /// holds them ([`Frame::AwayPlaced`]): not adopted by the next
+    /// adoption. At most [`MAX_AWAY`].
+    away_placed: HashSet<u32>,
 }
 
 /// UEs away ([`Holds::away`]) at most: the front end's table.
@@ -135,7 +140,13 @@ const MAX_AWAY: usize = 1 << 20;
 
 impl Holds {
     fn new() -> Holds {
-        Holds { on: false, held: HashMap::new(), resting: HashSet::new(), away: HashSet::new() }
+        Holds {
+            on: false,
+            held: HashMap::new(),
+            resting: HashSet::new(),
+            away: HashSet::new(),
+            away_placed: HashSet::new(),
+        }
     }
 
     /// The UEs the last events touched, if tracked (taken before the sync
@@ -526,14 +537,17 @@ pub async fn run(
                         }
                         if let Some((gone, groups)) = gone {
                             core.adopt_prefix(gone, groups);
-                            adopt(&mut core, &mut stored, &counters, host, gone, groups, &holds.away).await;
+                            adopt(&mut core, &mut stored, &counters, (host, gone, groups), &mut holds).await;
                         }
                     }
                     Frame::Track => holds.on = true,
                     Frame::Away { id } if holds.away.len() < MAX_AWAY => {
                         holds.away.insert(id);
                     }
-                    Frame::Away { .. } => counters.incr("host_away_full"),
+                    Frame::AwayPlaced { m_tmsi } if holds.away_placed.len() < MAX_AWAY => {
+                        holds.away_placed.insert(m_tmsi);
+                    }
+                    Frame::Away { .. } | Frame::AwayPlaced { .. } => counters.incr("host_away_full"),
                     // Held here: this copy is the newest.
                     Frame::Refresh { id, resume } if !holds.held.contains_key(&id) => {
                         holds.away.remove(&id);
@@ -733,17 +747,24 @@ async fn refresh(core: &mut Mme, stored: &mut StoredUes, counters: &Counters, ke
 }
 
 /// This host is the heir of host `gone`'s UEs of `groups` (dead or
-/// drained): every such UE in the store is loaded now ([`StoredUes::adopt`]).
+/// drained): every such UE in the store is loaded now
+/// ([`StoredUes::adopt`]), but those another host holds or was given a
+/// procedure of (`holds`' away UEs; the placed ones by their IMSIs).
 async fn adopt(
     core: &mut Mme,
     stored: &mut StoredUes,
     counters: &Counters,
-    host: u8,
-    gone: u8,
-    groups: Groups,
-    away: &HashSet<u32>,
+    (host, gone, groups): (u8, u8, Groups),
+    holds: &mut Holds,
 ) {
-    match stored.adopt(core, gone, groups, time_now(), |id| away.contains(&id)).await {
+    let mut placed = HashSet::new();
+    for m in std::mem::take(&mut holds.away_placed) {
+        if let Ok(Some(imsi)) = stored.imsi_of(&UeKey::MTmsi(m)).await {
+            placed.insert(imsi.as_str().as_bytes().to_vec());
+        }
+    }
+    let away = |id: u32, imsi: &[u8]| holds.away.contains(&id) || placed.contains(imsi);
+    match stored.adopt(core, gone, groups, time_now(), away).await {
         Ok(n) => println!(
             "mme-host {host}: adopted {n} UEs of host{gone}, {} of its 256 groups (their timers run here)",
             groups.len()
@@ -858,6 +879,7 @@ async fn on_frame(
         | Frame::Adopt { .. }
         | Frame::Refresh { .. }
         | Frame::Away { .. }
+        | Frame::AwayPlaced { .. }
         | Frame::Lent { .. }
         | Frame::Returned { .. }
         | Frame::WriteBack { .. }

@@ -81,6 +81,11 @@ pub enum Frame {
     /// UE `id` of the host it takes over is held by another host, which
     /// writes it: not to be loaded until its [`Frame::Refresh`].
     Away { id: u32 },
+    /// Front end -> host, before [`Frame::Inherit`] or [`Frame::Adopt`]:
+    /// a procedure of the UE with M-TMSI `m_tmsi` of the host it takes
+    /// over was placed on another host, not yet holding it, which reads
+    /// it from the store: not to be loaded (that adoption only).
+    AwayPlaced { m_tmsi: u32 },
     /// Front end -> host: a procedure of its UE with M-TMSI `m_tmsi` was
     /// placed on another host: drop the UE if it is at rest here (its
     /// timers run where it is held), to be read again at its
@@ -208,6 +213,7 @@ const WRITE_BACK: u8 = 21;
 const COPIED: u8 = 22;
 const S11: u8 = 23;
 const HANDLED: u8 = 24;
+const AWAY_PLACED: u8 = 25;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -290,6 +296,10 @@ impl Frame {
             Frame::Away { id } => {
                 b.put_u8(AWAY);
                 b.put_u32(*id);
+            }
+            Frame::AwayPlaced { m_tmsi } => {
+                b.put_u8(AWAY_PLACED);
+                b.put_u32(*m_tmsi);
             }
             Frame::Lent { m_tmsi } => {
                 b.put_u8(LENT);
@@ -407,6 +417,10 @@ impl Frame {
             AWAY => {
                 need(&body, 4)?;
                 Ok(Frame::Away { id: body.get_u32() })
+            }
+            AWAY_PLACED => {
+                need(&body, 4)?;
+                Ok(Frame::AwayPlaced { m_tmsi: body.get_u32() })
             }
             LENT => {
                 need(&body, 4)?;
@@ -667,6 +681,7 @@ mod tests {
         round_trip(Frame::Refresh { id: 0x0300_0009, resume: false });
         round_trip(Frame::Refresh { id: 3, resume: true });
         round_trip(Frame::Away { id: 0x0400_0001 });
+        round_trip(Frame::AwayPlaced { m_tmsi: 0x0400_0002 });
         round_trip(Frame::Lent { m_tmsi: 0x0200_0005 });
         round_trip(Frame::Returned { m_tmsi: 0x0200_0005 });
         round_trip(Frame::Replica { peer: 2, msg: ReplicaMsg::Resync.into() });
@@ -730,6 +745,7 @@ mod tests {
             Frame::Handled { upto: 1 },
             Frame::Refresh { id: 1, resume: true },
             Frame::Away { id: 1 },
+            Frame::AwayPlaced { m_tmsi: 1 },
             Frame::Lent { m_tmsi: 1 },
             Frame::Returned { m_tmsi: 1 },
         ] {
