@@ -301,6 +301,13 @@ fn print_elastic(e: &crate::bench_mme::ElasticDemo) {
         ms(e.latency_ms_p99),
         recovery,
     );
+    let heirs: Vec<String> = e.ues_by_heir.iter().map(|(h, n)| format!("host{h} {n}")).collect();
+    println!(
+        "  host{}'s {} UEs taken over by the heirs of their replica groups: {}",
+        e.killed_host,
+        e.ues_by_host.get(&e.killed_host).copied().unwrap_or(0),
+        heirs.join(", ")
+    );
     println!(
         "  GUTI kept {}/{}, PDN session kept {}/{} (UE address and S-GW S1-U F-TEID): {}",
         e.gutis_kept,

@@ -109,6 +109,10 @@ fn demo_capture_decodes_without_malformed_packets_or_expert_errors() {
     assert_eq!(by_host.values().map(|n| n.as_u64().unwrap()).sum::<u64>(), 30, "{e}");
     let killed = e["killed_host"].to_string();
     assert!(by_host[&killed].as_u64().unwrap() > 0, "{e}");
+    // Its UEs, each loaded by the heir of its replica group, once.
+    let heirs = e["ues_by_heir"].as_object().unwrap();
+    assert!(!heirs.contains_key(&killed), "{e}");
+    assert_eq!(heirs.values().map(|n| n.as_u64().unwrap()).sum::<u64>(), by_host[&killed].as_u64().unwrap(), "{e}");
     assert!(e["procedures"].as_u64().unwrap() >= 3 * 30, "{e}");
     for (k, want) in [("failed_procedures", 0), ("reattaches", 0), ("gutis_kept", 30), ("sessions_kept", 30)] {
         assert_eq!(e[k], want, "{k}: {e}\n{stdout}");

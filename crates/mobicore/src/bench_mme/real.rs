@@ -421,6 +421,23 @@ impl Rig {
         all
     }
 
+    /// Counter `name` (without its `mobicore_` prefix) of each process
+    /// that serves its metrics and has it, by process name.
+    pub(super) async fn counter_of_each(&self, name: &str) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (process, addr) in &self.metrics {
+            let Ok(text) = mobicore_controller::site::http_get(*addr, "/metrics").await else { continue };
+            let value = text.lines().find_map(|l| {
+                let (n, v) = l.split_once(' ')?;
+                (n.strip_prefix("mobicore_")? == name).then(|| v.trim().parse().ok())?
+            });
+            if let Some(v) = value {
+                out.insert(process.clone(), v);
+            }
+        }
+        out
+    }
+
     /// Stop the deployment: the processes, the RAN, the NFs here.
     pub(super) async fn stop(self) -> Result<()> {
         let Rig { procs, ran, core, .. } = self;
@@ -872,6 +889,9 @@ pub struct ElasticDemo {
     /// as attached.
     pub ues_by_host: BTreeMap<u32, u64>,
     pub killed_host: u32,
+    /// The killed host's UEs each live host took over (its heir for their
+    /// replica groups): the UEs it loaded when told it inherits them.
+    pub ues_by_heir: BTreeMap<u32, u64>,
     pub kill_at_ms: f64,
     pub run_ms: f64,
     /// Service requests and releases during the run, and after it one
@@ -955,6 +975,13 @@ pub async fn elastic_demo(ues: u64, verbose: bool) -> Result<ElasticDemo> {
     let last = rig.ran.take_outcomes();
     run.reattaches += last.iter().filter(|o| o.procedure == "attach").count();
     let last_failed = last.iter().filter(|o| !o.ok).count();
+    let ues_by_heir = rig
+        .counter_of_each("mme_host_ues_adopted")
+        .await
+        .into_iter()
+        .filter_map(|(p, n)| Some((p.strip_prefix("host")?.parse::<u32>().ok()?, n)))
+        .filter(|&(h, n)| h != victim && n > 0)
+        .collect();
     let bins = timeline::bins(&run.outcomes, bin_ms, run.run_ms);
     let recovery = timeline::recovery(&bins, bin_ms, run.fail_ms, Threshold::default());
     let (p50, p99) = timeline::p50_p99(&run.outcomes);
@@ -963,6 +990,7 @@ pub async fn elastic_demo(ues: u64, verbose: bool) -> Result<ElasticDemo> {
         ues,
         ues_by_host,
         killed_host: victim,
+        ues_by_heir,
         kill_at_ms: run.fail_ms,
         run_ms: run.run_ms,
         procedures: run.outcomes.len() + last.len(),
