@@ -55,8 +55,9 @@ pub enum Deployment {
     RedisCold,
     /// Today's monolithic MME (`mobicore mme`): the stateful baseline.
     Stateful,
-    /// Host-local stores, each replicated to its replica host (the heir
-    /// it would have), after every message (seed 004 4.3; no Redis).
+    /// Host-local stores, each replicated to its replica hosts (per
+    /// replica group, the heir it would have), after every message (seed
+    /// 004 4.3; no Redis).
     LocalHot,
     /// The same, when a procedure completes.
     LocalCold,

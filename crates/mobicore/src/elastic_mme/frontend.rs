@@ -33,29 +33,30 @@
 //! serves what runs, and the INITIAL UE MESSAGEs of its UEs are held here
 //! until it says [`Frame::Drained`] (or `drain_within` has passed: then it
 //! is stopped as it stands); then it is gone for the router (its UEs go to
-//! its heir, which loads them from the store, the held messages first),
+//! the heirs of their replica groups, which load them from the store, the
+//! held messages first),
 //! what it gives back ([`Frame::Bounce`]) is routed again, and it is told
 //! to stop ([`Frame::Stop`]).
 //!
 //! Host-local stores (seed 004 4.3, `mme-host --store local`): the front
-//! end tells each host its replica host, the one that would be its heir
-//! if it went now ([`Frame::ReplicateTo`], at its Hello and whenever
-//! hosts join, leave or drain), relays the hosts' replicated records
-//! between them ([`Frame::Replica`], in order per pair of hosts), and
-//! tells a gone host's heir to take its records from its copy
-//! ([`Frame::Inherit`]) before anything of its UEs goes there, and to
-//! load the UEs of hosts gone before whose heir it was ([`Frame::Adopt`]).
-//! Hosts of a shared store only load the UEs of the two.
+//! end tells each host its replica hosts, for each replica group the one
+//! that would be its heir if it went now ([`Frame::ReplicateTo`], at its
+//! Hello and whenever hosts join, leave or drain), relays the hosts'
+//! replicated records between them ([`Frame::Replica`], in order per
+//! pair of hosts), and tells each heir of a gone host's groups to take
+//! their records from its copy ([`Frame::Inherit`]) before anything of
+//! their UEs goes there, and to load those of hosts gone before whose
+//! heir it was ([`Frame::Adopt`]). Hosts of a shared store only load the
+//! UEs of the two.
 //!
-//! A host whose connection closes is gone: its UEs go to their heir at
-//! their next message.
+//! A host whose connection closes is gone: its UEs go to their heirs.
 //!
 //! # Messages in flight to a host that dies
 //! Each UE-associated message sent to a host is kept until the host says
 //! it handled it ([`Frame::Handled`]: every S1 frame up to a count, its
 //! UEs' records written and, with a host-local store, replicated ahead of
 //! that frame). When the host dies, those it had not handled go again,
-//! after its heir's [`Frame::Inherit`], as if the eNB had just sent them
+//! after its heirs' [`Frame::Inherit`]s, as if the eNB had just sent them
 //! (`frontend_unhandled_routed_again`); so do those routed to it after
 //! its connection closed and before its going was handled
 //! (`frontend_host_closing`). The heir's copy, replicated hot, is what the

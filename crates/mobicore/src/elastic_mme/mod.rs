@@ -68,10 +68,11 @@ pub struct FrontendArgs {
     #[arg(long, value_enum, default_value = "attach")]
     pub placement: Placement,
     /// Host failures a host's records survive with host-local stores
-    /// (`--store local`): 1, each host replicating to its heir-to-be; 2,
-    /// also to every host that would serve its UEs if that heir went too
-    /// (two or three replica hosts), so that a host and its heir going
-    /// together lose none of its UEs (seed 004 4.3 keeps two replicas).
+    /// (`--store local`): 1, each host replicating each replica group to
+    /// its heir-to-be; 2, also to every host that would serve the group's
+    /// UEs if that heir went too (two or three replica hosts per group),
+    /// so that a host and its heir going together lose none of its UEs
+    /// (seed 004 4.3 keeps two replicas).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub replicas: u8,
     /// The MME's S11 address, the one the S/P-GW-C sees: the hosts' S11
