@@ -111,6 +111,9 @@ fn fig7_a_host_failure_beside_the_stateful_mme_restarted() {
     for (p, scheme) in points.iter().zip(["redis-hot", "local-hot"]) {
         assert_eq!(p["scheme"], scheme);
         assert_eq!(p["reattaches"], 0, "no UE of the elastic MME attaches again: {p}");
+        // Host 1's UEs by the heir that took them over: the live hosts.
+        let heirs = p["ues_by_heir"].as_object().unwrap();
+        assert!(!heirs.contains_key("1") && heirs.values().map(|n| n.as_u64().unwrap()).sum::<u64>() <= 8, "{p}");
     }
     assert_eq!(points[2]["scheme"], "stateful");
     assert!(dir.join("fig7_latency_p99.svg").exists());

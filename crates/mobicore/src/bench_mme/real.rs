@@ -439,6 +439,17 @@ impl Rig {
         out
     }
 
+    /// The UEs of dead host `victim` each live host took over when told it
+    /// inherits them (the heir of their replica groups), by host number.
+    pub(super) async fn ues_by_heir(&self, victim: u32) -> BTreeMap<u32, u64> {
+        self.counter_of_each("mme_host_ues_adopted")
+            .await
+            .into_iter()
+            .filter_map(|(p, n)| Some((p.strip_prefix("host")?.parse::<u32>().ok()?, n)))
+            .filter(|&(h, n)| h != victim && n > 0)
+            .collect()
+    }
+
     /// Stop the deployment: the processes, the RAN, the NFs here.
     pub(super) async fn stop(self) -> Result<()> {
         let Rig { procs, ran, core, .. } = self;
@@ -732,6 +743,12 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
         let failed = run.failed();
         let (p50, p99) = timeline::p50_p99(outcomes);
         let bins_json = timeline::bins_json(&bins);
+        // Host 1's UEs (idle, loaded at the inheritance) by heir.
+        let heirs = match d {
+            Deployment::Stateful | Deployment::LocalHotNf => BTreeMap::new(),
+            _ => rig.ues_by_heir(1).await,
+        };
+        let heirs_text: Vec<String> = heirs.iter().map(|(h, n)| format!("host{h} {n}")).collect();
         rows.push(vec![
             d.name().to_string(),
             d.hosts(plan.hosts).to_string(),
@@ -741,6 +758,7 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
             r.level_ms.map_or("-".into(), |v| format!("{v:.2}")),
             p99.map_or("-".into(), |v| format!("{v:.1}")),
             r.recovery_ms.map_or(format!("> {:.0}", run_ms - fail_ms), |v| format!("{v:.0}")),
+            if heirs_text.is_empty() { "-".to_string() } else { heirs_text.join(", ") },
         ]);
         points.push(json!({
             "figure": 7,
@@ -764,6 +782,7 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
             "latency_ms_p99": p99,
             "level_ms": r.level_ms,
             "recovery_ms": r.recovery_ms,
+            "ues_by_heir": heirs,
             "failure_reasons": reasons,
             "timeline": bins_json,
         }));
@@ -772,7 +791,17 @@ async fn fig7(a: &MmeArgs, plan: &Plan) -> Result<Vec<Value>> {
     }
     finish(
         b,
-        &["scheme", "hosts", "procedures", "failed", "re-attaches", "level p50 ms", "p99 ms", "recovery ms"],
+        &[
+            "scheme",
+            "hosts",
+            "procedures",
+            "failed",
+            "re-attaches",
+            "level p50 ms",
+            "p99 ms",
+            "recovery ms",
+            "UEs taken over by",
+        ],
         &rows,
     );
     Ok(points)
@@ -976,13 +1005,7 @@ pub async fn elastic_demo(ues: u64, verbose: bool) -> Result<ElasticDemo> {
     let last = rig.ran.take_outcomes();
     run.reattaches += last.iter().filter(|o| o.procedure == "attach").count();
     let last_failed = last.iter().filter(|o| !o.ok).count();
-    let ues_by_heir = rig
-        .counter_of_each("mme_host_ues_adopted")
-        .await
-        .into_iter()
-        .filter_map(|(p, n)| Some((p.strip_prefix("host")?.parse::<u32>().ok()?, n)))
-        .filter(|&(h, n)| h != victim && n > 0)
-        .collect();
+    let ues_by_heir = rig.ues_by_heir(victim).await;
     let bins = timeline::bins(&run.outcomes, bin_ms, run.run_ms);
     let recovery = timeline::recovery(&bins, bin_ms, run.fail_ms, Threshold::default());
     let (p50, p99) = timeline::p50_p99(&run.outcomes);
