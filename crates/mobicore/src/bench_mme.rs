@@ -230,7 +230,9 @@ pub struct MmeArgs {
     pub pin_cpu: Option<usize>,
     /// Figs. 8, 9, 10 and 11 on real processes: each host's CPU budget,
     /// cores (its cgroup's CFS quota over the period: mme-host
-    /// --cpu-max; default 0.1, Fig. 9 1: a whole core, pinned).
+    /// --cpu-max; default 0.1, Fig. 9 1: a whole core, pinned). Figs. 6
+    /// and 7: the elastic MME's hosts', only if given (the stateful MME
+    /// has none).
     #[arg(long)]
     pub cpu_max: Option<f64>,
     /// Fig. 8: the EPS controller's window (--scale-window-s of

@@ -161,7 +161,8 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
         balancer: a.balancer.to_string(),
         echo: a.verbose,
         procedure_timeout_ms: a.procedure_timeout_ms,
-        host_args: Vec::new(),
+        // A CPU budget only if asked for (the stateful MME has none).
+        host_args: a.cpu_max.map(|c| vec!["--cpu-max".into(), c.to_string()]).unwrap_or_default(),
         frontend_args: Vec::new(),
         s11_direct: !a.s11_via_frontend,
         create_session_direct: a.create_session_direct,
