@@ -266,8 +266,8 @@ pub enum PdnType {
 
 /// A set of replica groups (0..=255). An elastic MME host allocates a UE's
 /// identifiers (MME-UE-S1AP-ID, M-TMSI) with its host number as the top
-/// octet and the UE's replica group as the next ([`replica_group`]); each
-/// group of a host has its own replica host and heir, so that a dead
+/// octet and the UE's replica group as the next (`mobicore_elastic::router`);
+/// each group of a host has its own replica host and heir, so that a dead
 /// host's UEs spread over the live hosts (seed 004 4.3: replicas per UE).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Groups([u64; 4]);
@@ -333,20 +333,6 @@ impl fmt::Debug for Groups {
     }
 }
 
-/// The replica group an elastic MME host's identifier carries (its second
-/// octet; see [`Groups`]).
-pub fn replica_group(identifier: u32) -> u8 {
-    (identifier >> 16) as u8
-}
-
-/// The replica group of the UE with IMSI `imsi`: every identifier a host
-/// allocates it carries this group, so every key of its record names it.
-/// FNV-1a over the digits, folded to one octet.
-pub fn imsi_group(imsi: &str) -> u8 {
-    let h = imsi.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    (h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24) ^ (h >> 32) ^ (h >> 40) ^ (h >> 48) ^ (h >> 56)) as u8
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,16 +379,5 @@ mod tests {
         assert_eq!(Groups::from_bytes(&s.to_bytes()), s);
         assert_eq!(Groups::ALL.len(), 256);
         assert!(Groups::NONE.is_empty());
-        assert_eq!(replica_group(0x07ab_1234), 0xab);
-    }
-
-    #[test]
-    fn imsis_spread_over_the_groups() {
-        let mut per_group = [0u32; 256];
-        for i in 0..25_600u64 {
-            per_group[usize::from(imsi_group(&format!("00101{i:010}")))] += 1;
-        }
-        // 100 per group on average: none empty, none far beyond.
-        assert!(per_group.iter().all(|&n| (40..=180).contains(&n)), "{per_group:?}");
     }
 }

@@ -11,6 +11,8 @@ pub mod seed {
     /// Maglev's offset and skip per host (Maglev 3.4 uses two hashes).
     pub const MAGLEV_OFFSET: u64 = 0x6f66_6673_6574;
     pub const MAGLEV_SKIP: u64 = 0x736b_6970;
+    /// A UE's replica group, from its IMSI (`router::imsi_group`).
+    pub const GROUP: u64 = 0x0067_726f_7570;
 }
 
 /// A 64-bit hash of `key` under `seed`: MurmurHash3's 64-bit finalizer on

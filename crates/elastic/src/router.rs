@@ -7,7 +7,7 @@
 //! Every MME host allocates MME-UE-S1AP-IDs (also its S11 TEIDs) and
 //! M-TMSIs with its host number as the top octet (`host_prefix` of the
 //! MME core) and the UE's replica group as the second
-//! ([`mobicore_common::imsi_group`] of its IMSI), so that the front end
+//! ([`imsi_group`] of its IMSI), so that the front end
 //! routes by an identifier alone, with no per-UE table: a message that
 //! names the UE by MME-UE-S1AP-ID, or an INITIAL UE MESSAGE with an
 //! S-TMSI, goes to the host whose prefix it carries ([`owner`]).
@@ -118,13 +118,35 @@ use crate::hash::hash64;
 use crate::procedure::{HostId, MTmsi, ProcedureKind, SliceId};
 use crate::report::HostReport;
 use crate::ring::Ring;
-use mobicore_common::{replica_group, Groups};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use mobicore_common::Groups;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// The host number an identifier (MME-UE-S1AP-ID or M-TMSI) carries.
 pub fn owner(identifier: u32) -> HostId {
     HostId(identifier >> 24)
+}
+
+/// The replica group an identifier carries (its second octet).
+pub fn replica_group(identifier: u32) -> u8 {
+    (identifier >> 16) as u8
+}
+
+/// The replica group of the UE with IMSI `imsi` (its digits, with their
+/// count, hashed): every identifier a host allocates it carries this
+/// group, so every key of its record names it.
+pub fn imsi_group(imsi: &str) -> u8 {
+    let digits = imsi.bytes().take(18).fold(0u64, |v, b| v * 10 + u64::from(b.wrapping_sub(b'0') % 10));
+    hash64(crate::hash::seed::GROUP, digits | (imsi.len() as u64) << 60) as u8
+}
+
+/// `(group, host)` pairs as each host with its groups, in host order.
+fn by_host(pairs: impl IntoIterator<Item = (u8, HostId)>) -> Vec<(HostId, Groups)> {
+    let mut out: BTreeMap<HostId, Groups> = BTreeMap::new();
+    for (g, h) in pairs {
+        out.entry(h).or_default().insert(g);
+    }
+    out.into_iter().collect()
 }
 
 /// A gone host's UEs of `groups` are served by `heir` from now on (see
@@ -573,16 +595,7 @@ impl Router {
     /// The live hosts serving gone host `gone`'s UEs of `groups`, each
     /// with its groups, in host order.
     pub fn heirs_of(&self, gone: HostId, groups: Groups) -> Vec<(HostId, Groups)> {
-        let mut out: Vec<(HostId, Groups)> = Vec::new();
-        for g in groups.iter() {
-            let Some(heir) = self.heir(gone, g) else { continue };
-            match out.iter_mut().find(|(h, _)| *h == heir) {
-                Some((_, s)) => s.insert(g),
-                None => out.push((heir, Groups::one(g))),
-            }
-        }
-        out.sort_by_key(|(h, _)| *h);
-        out
+        by_host(groups.iter().filter_map(|g| Some((g, self.heir(gone, g)?))))
     }
 
     fn leave_rings(&mut self, host: HostId) {
@@ -700,17 +713,7 @@ impl Router {
     /// Every replica host of `host` ([`Router::replica_hosts_of`]), each
     /// with the groups it holds a copy of, in host order.
     pub fn replica_hosts(&self, host: HostId) -> Vec<(HostId, Groups)> {
-        let mut out: Vec<(HostId, Groups)> = Vec::new();
-        for g in 0..=255u8 {
-            for r in self.replica_hosts_of(host, g) {
-                match out.iter_mut().find(|(h, _)| *h == r) {
-                    Some((_, s)) => s.insert(g),
-                    None => out.push((r, Groups::one(g))),
-                }
-            }
-        }
-        out.sort_by_key(|(h, _)| *h);
-        out
+        by_host((0..=255u8).flat_map(|g| self.replica_hosts_of(host, g).into_iter().map(move |r| (g, r))))
     }
 
     /// Each host's records survive `n` failures (1 or 2; see
@@ -1124,7 +1127,6 @@ mod tests {
     use crate::balancer::{Estimation, Loads};
     use crate::procedure::Profiles;
     use crate::Scheme;
-    use std::collections::BTreeMap;
 
     fn router(scheme: Scheme, hosts: &[u32]) -> Router {
         let balancer: Box<dyn crate::balancer::Balancer> = match scheme {
@@ -1265,6 +1267,18 @@ mod tests {
             }
             assert_eq!(r.stats.to_heir, 256 * 8);
         }
+    }
+
+    #[test]
+    fn imsis_spread_over_the_groups_and_identifiers_carry_theirs() {
+        let mut per_group = [0u32; 256];
+        for i in 0..25_600u64 {
+            per_group[usize::from(imsi_group(&format!("00101{i:010}")))] += 1;
+        }
+        // 100 per group on average: none empty, none far beyond.
+        assert!(per_group.iter().all(|&n| (40..=180).contains(&n)), "{per_group:?}");
+        assert_ne!(imsi_group("001010000000001"), imsi_group("00101000000001"), "lengths apart");
+        assert_eq!((owner(0x07ab_1234), replica_group(0x07ab_1234)), (HostId(7), 0xab));
     }
 
     #[test]

@@ -16,7 +16,8 @@ use mobicore_common::s11::{
 };
 use mobicore_common::s6a::{S6aAnswer, S6aIncomingAnswer, S6aIncomingRequest, S6aRequest};
 use mobicore_common::sctp_api::AssocId;
-use mobicore_common::{imsi_group, replica_group, Ebi, Groups, Gummei, Guti, Imsi, MTmsi};
+use mobicore_common::{Ebi, Groups, Gummei, Guti, Imsi, MTmsi};
+use mobicore_elastic::router::{imsi_group, replica_group};
 use oxirush_nas::nas_eps::{Direction, NasEpsSecurityHeaderType};
 use oxirush_s1ap::s1ap::{Cause, CauseNas};
 use std::cmp::Reverse;

@@ -5,7 +5,7 @@
 
 use crate::transfer::UeKey;
 use mobicore_elastic::procedure::ProcedureKind;
-use mobicore_elastic::router::UeName;
+use mobicore_elastic::router::{imsi_group, replica_group, UeName};
 use oxirush_s1ap::s1ap::{S1APPDU, S1AP_PDU};
 use oxirush_s1ap::S1apPduKind;
 
@@ -137,12 +137,12 @@ pub type OwnGummei = ([u8; 3], u16, u8);
 /// The replica group (see [`mobicore_common::Groups`]) that a new S1
 /// connection's MME-UE-S1AP-ID takes at an elastic MME host, from what its
 /// INITIAL UE MESSAGE names: the M-TMSI of an S-TMSI of ours, else the
-/// ATTACH REQUEST's IMSI ([`mobicore_common::imsi_group`]) or GUTI of ours.
+/// ATTACH REQUEST's IMSI ([`imsi_group`]) or GUTI of ours.
 /// `None`: none of these (a foreign GUTI, a TAU without S-TMSI); any group
 /// will do.
 pub fn initial_group(nas: &[u8], s_tmsi: Option<(u8, u32)>, ours: OwnGummei) -> Option<u8> {
     if let Some((mmec, m)) = s_tmsi {
-        return (mmec == ours.2).then(|| mobicore_common::replica_group(m));
+        return (mmec == ours.2).then(|| replica_group(m));
     }
     attach_identity_group(nas, ours)
 }
@@ -197,11 +197,11 @@ fn attach_identity_group(nas: &[u8], ours: OwnGummei) -> Option<u8> {
                     push(o >> 4);
                 }
             }
-            Some(mobicore_common::imsi_group(std::str::from_utf8(&digits[..n]).ok()?))
+            Some(imsi_group(std::str::from_utf8(&digits[..n]).ok()?))
         }
         6 if len == 11 => {
             let gummei = ([id[1], id[2], id[3]], u16::from_be_bytes([id[4], id[5]]), id[6]);
-            (gummei == ours).then(|| mobicore_common::replica_group(u32::from_be_bytes([id[7], id[8], id[9], id[10]])))
+            (gummei == ours).then(|| replica_group(u32::from_be_bytes([id[7], id[8], id[9], id[10]])))
         }
         _ => None,
     }
@@ -354,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_new_connection_takes_the_group_of_the_identity_its_initial_message_names() {
-        let g = mobicore_common::imsi_group;
+        let g = imsi_group;
         // IMSI 001010123456789 (odd) and 00101012345678 (even, 0xf filler).
         let odd = attach(&[0x09, 0x10, 0x10, 0x10, 0x32, 0x54, 0x76, 0x98]);
         assert_eq!(initial_group(&odd, None, OURS), Some(g("001010123456789")));

@@ -92,7 +92,8 @@ use crate::context_codec::{self, TimeBase};
 use crate::mme::Mme;
 use crate::transfer::{mtmsis, ImportError, Removed, UeKey};
 use futures_util::future::join_all;
-use mobicore_common::{replica_group, Groups, Imsi};
+use mobicore_common::{Groups, Imsi};
+use mobicore_elastic::router::replica_group;
 use mobicore_store::{Store, StoreError, StoreKind};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -116,6 +117,7 @@ pub enum Replication {
 /// The store keys of a UE.
 pub mod keys {
     use mobicore_common::Imsi;
+    use mobicore_elastic::router::{imsi_group, replica_group};
 
     pub fn record(imsi: &Imsi) -> String {
         format!("mme/ue/{imsi}")
@@ -140,10 +142,10 @@ pub mod keys {
     /// same, as a host allocates them); none for any other key.
     pub fn group_of(key: &str) -> Option<u8> {
         if let Some(imsi) = key.strip_prefix("mme/ue/") {
-            return Some(mobicore_common::imsi_group(imsi));
+            return Some(imsi_group(imsi));
         }
         let ident = key.strip_prefix("mme/id/").or_else(|| key.strip_prefix("mme/mtmsi/"))?;
-        u32::from_str_radix(ident, 16).ok().map(mobicore_common::replica_group)
+        u32::from_str_radix(ident, 16).ok().map(replica_group)
     }
 }
 

@@ -1002,7 +1002,7 @@ fn a_hosts_identifiers_carry_its_number_and_the_ues_group() {
     for imsi in (0..8u32).map(|i| format!("0010100000002{i:02}")).chain(["00101000000299".to_string()]) {
         let ue = h.attach(&imsi, 100 + groups.len() as u32);
         let (id, m) = (ue.mme_ue_id.unwrap(), m_tmsi(&ue));
-        let g = mobicore_common::imsi_group(&imsi);
+        let g = mobicore_elastic::router::imsi_group(&imsi);
         groups.insert(g);
         assert_eq!((id >> 24, id >> 16 & 0xff), (7, u32::from(g)), "{id:#x}");
         assert_eq!((m >> 24, m >> 16 & 0xff), (7, u32::from(g)), "{m:#x}");

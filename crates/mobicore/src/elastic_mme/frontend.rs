@@ -79,11 +79,11 @@ use super::wire::{buffered, read_frame, write_queued, Frame, ReadError, Replicat
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
-use mobicore_common::{replica_group, Groups};
+use mobicore_common::Groups;
 use mobicore_elastic::balancer::RouteError;
 use mobicore_elastic::controller::{Decision, EpsController};
 use mobicore_elastic::procedure::ProcedureKind;
-use mobicore_elastic::router::{Dest, Handover, Lend, Router, S11From, S11Header, S11Route, UeName};
+use mobicore_elastic::router::{replica_group, Dest, Handover, Lend, Router, S11From, S11Header, S11Route, UeName};
 use mobicore_elastic::HostId;
 use mobicore_gtp::message::{msg_type, Echo, GtpMessage, Message};
 use mobicore_mme::routing::{self, Uplink};

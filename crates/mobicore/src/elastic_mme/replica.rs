@@ -520,7 +520,7 @@ mod tests {
         let mut p = Pair::new();
         // Two UEs of different replica groups, each with an index key.
         let imsis: Vec<String> = (0..20).map(|i| format!("0010100000001{i:02}")).collect();
-        let g = |i: &str| mobicore_common::imsi_group(i);
+        let g = |i: &str| mobicore_elastic::router::imsi_group(i);
         let a = imsis[0].clone();
         let b = imsis.iter().find(|i| g(i) != g(&a)).unwrap().clone();
         let (ra, ia) = p.one_ue(&a, 0x0100_0000 | u32::from(g(&a)) << 16 | 1).await;
