@@ -463,7 +463,7 @@ impl Copies {
     pub fn receive(&mut self, from: u8, msg: ReplicaMsg) -> Option<ReplicaMsg> {
         match msg {
             ReplicaMsg::Forget => {
-                if self.take(from).is_some() {
+                if self.drop_copy(from) {
                     self.stats.forgotten += 1;
                 }
                 None
@@ -471,7 +471,7 @@ impl Copies {
             ReplicaMsg::Resync => None,
             ReplicaMsg::Batch { reset, seq, ops } => {
                 if reset {
-                    self.take(from);
+                    self.drop_copy(from);
                 }
                 let copy = self.copies.entry(from).or_default();
                 let mut answer = None;
@@ -527,20 +527,17 @@ impl Copies {
         self.stats.applied += 1;
     }
 
-    /// Remove and return the copy of `from`'s store (its host is gone and
-    /// this host inherits it, or it is dropped).
-    pub fn take(&mut self, from: u8) -> Option<Vec<(String, Versioned)>> {
-        let copy = self.copies.remove(&from)?;
-        let held: usize = copy.map.iter().map(|(k, v)| entry_len(k, &v.value)).sum();
-        self.bytes -= held;
-        let mut all: Vec<(String, Versioned)> = copy.map.into_iter().collect();
-        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Some(all)
+    /// Drops the copy of `from`'s store, if one is held.
+    fn drop_copy(&mut self, from: u8) -> bool {
+        let Some(copy) = self.copies.remove(&from) else { return false };
+        self.bytes -= copy.map.iter().map(|(k, v)| entry_len(k, &v.value)).sum::<usize>();
+        true
     }
 
     /// The keys of `from`'s copy that `pick` picks, sorted, taken out of
-    /// it (what is left stays, a copy still; none left: forgotten); `None`
-    /// if no copy of `from` is held.
+    /// it (its host is gone and this host inherits them; what is left
+    /// stays, a copy still; none left: forgotten); `None` if no copy of
+    /// `from` is held.
     pub fn take_where(&mut self, from: u8, pick: impl Fn(&str) -> bool) -> Option<Vec<(String, Versioned)>> {
         let copy = self.copies.get_mut(&from)?;
         let keys: Vec<String> = copy.map.keys().filter(|k| pick(k)).cloned().collect();
@@ -619,7 +616,7 @@ mod tests {
         let _ = carry(&mut s, 1, &mut hosts);
         assert_eq!(held(&hosts[&2], 1)["mme/ue/2"], (1, "d".into()));
         // Inherited: the copy is taken whole, and nothing is held after.
-        let copy = hosts.get_mut(&2).unwrap().take(1).unwrap();
+        let copy = hosts.get_mut(&2).unwrap().take_where(1, |_| true).unwrap();
         assert_eq!(copy.len(), 2);
         assert_eq!(hosts[&2].bytes(), 0);
     }
@@ -733,7 +730,7 @@ mod tests {
         assert_eq!(held(&c, 1)["k"], (6, "ahead".into()));
         assert_eq!(c.stats.stale, 0);
         let bytes = c.bytes();
-        assert_eq!(c.take(1).map(|v| v.len()), Some(2));
+        assert_eq!(c.take_where(1, |_| true).map(|v| v.len()), Some(2));
         assert!(bytes > 0 && c.bytes() == 0);
         // Bounded as any put.
         let mut small = Copies::new(100);
