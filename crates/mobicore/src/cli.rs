@@ -40,7 +40,7 @@ pub enum Command {
     Controller(NfArgs),
     /// The elastic MME's front end: the one MME the eNBs see (S1-MME, S1 Setup, eNB contexts) and the S/P-GW-C sees (S11); routes each UE's messages to an MME host (mme-host) by the host number in its identifiers (S1AP IDs, M-TMSI, S11 TEID), new UEs by --scheme; scales hosts out and in (hosts joining at run time; drains on --admin requests or by the EPS controller, --autoscale).
     MmeFrontend(crate::elastic_mme::FrontendArgs),
-    /// One MME host of the elastic MME: the MME core for the UEs the front end routes to it, its own S6a, S11 through the front end, UE contexts in a store shared by all hosts (Redis), cold or hot; takes over the UEs of a host that died or was drained.
+    /// One MME host of the elastic MME: the MME core for the UEs the front end routes to it, its own S6a, S11 through the front end, UE contexts in a store shared by all hosts (Redis) or its own replicated to its replica hosts (--store local), written cold or hot; takes over the UEs of a host that died or was drained (of its replica groups).
     MmeHost(crate::elastic_mme::HostArgs),
     /// One NF instance of an mme-host started with --nf-instances (the host starts it).
     #[command(hide = true)]

@@ -239,3 +239,22 @@ fn skewed_pareto_load_sk_ch_needs_fewer_time_averaged_hosts() {
     let ch = needed(Scheme::ConsistentHashing);
     assert!(ch.is_none_or(|ch| sk < ch), "sk-ch {sk} vs ch {ch:?}");
 }
+
+/// Seed 004's SLOs sit near a procedure's completion time alone: with
+/// ours tightened towards it ([`Profiles::with_slos_scaled`]), hosts that
+/// balance UEs by count alone pay more for their hot spots, and skewed
+/// CH's saving over consistent hashing grows.
+#[test]
+fn tighter_slos_widen_sk_chs_saving_over_ch() {
+    let saving = |scale: f64| {
+        let needed = |scheme| {
+            let c = SimConfig { profiles: Profiles::default().with_slos_scaled(scale), ..fig11(scheme) };
+            hosts_needed(&c, 32, 5.0).map(|(n, _)| f64::from(n)).expect("32 hosts are enough")
+        };
+        let (sk, ch) = (needed(Scheme::SkewedCh), needed(Scheme::ConsistentHashing));
+        eprintln!("SLOs x{scale}: sk-ch {sk} hosts, ch {ch}");
+        1.0 - sk / ch
+    };
+    let (default, tight) = (saving(1.0), saving(0.25));
+    assert!(default > 0.0 && tight > default, "saving {default:.2} at the default SLOs, {tight:.2} at a quarter");
+}
