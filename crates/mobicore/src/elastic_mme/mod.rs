@@ -75,6 +75,11 @@ pub struct FrontendArgs {
     /// (seed 004 4.3 keeps two replicas).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub replicas: u8,
+    /// Every procedure class's SLO (T_SLO of seed 004 Eq. 1, by which
+    /// skewed consistent hashing finds viable hosts) times this: 1 for
+    /// attach 40 ms, service request 10 ms, TAU, handover and detach 20.
+    #[arg(long, default_value_t = 1.0, value_parser = positive)]
+    pub slo_scale: f64,
     /// The MME's S11 address, the one the S/P-GW-C sees: the hosts' S11
     /// goes through it, relayed from and to their links (overrides [mme]
     /// s11_local; port 0: any, printed).
@@ -375,7 +380,8 @@ pub async fn run_frontend(a: FrontendArgs) -> Result<()> {
     let estimation = Estimation { cpu_ceiling: 0.9, ..Estimation::default() };
     // Procedures tracked at most: those placed away from their owner's
     // host, each until it is released (a UE held there connected stays).
-    let fe = Frontend::new(balancer, Loads::new(Profiles::default(), estimation), MAX_HELD);
+    let profiles = Profiles::default().with_slos_scaled(a.slo_scale);
+    let fe = Frontend::new(balancer, Loads::new(profiles, estimation), MAX_HELD);
     let router = mobicore_elastic::router::Router::new(fe).with_replicas(usize::from(a.replicas));
     let router = match a.placement {
         Placement::Attach => router,
@@ -447,6 +453,14 @@ async fn frontend_scaling(
         scaling.requests = Some(rx);
     }
     Ok((scaling, admin))
+}
+
+/// A positive, finite factor (`--slo-scale`).
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!("{s:?}: a positive number, e.g. 0.25")),
+    }
 }
 
 /// An unauthenticated listener: only this machine's own processes may
