@@ -31,7 +31,7 @@
 //! with host-local stores only the heir holds the dead host's records of
 //! its groups); when an heir goes too, its own heir of the group serves
 //! both ([`Router::host_down`] says who takes what: [`Handover`]). A host
-//! number is never given to a new host while UEs may still carry it.
+//! number is never taken again: [`Router::host_up`] refuses a gone one.
 //!
 //! # Replica hosts
 //! With host-local stores (seed 004 4.3) each live host replicates its
@@ -517,13 +517,25 @@ impl Router {
         self.live.contains(&host)
     }
 
-    /// A host is up (connected to the front end).
-    pub fn host_up(&mut self, host: HostId) {
+    /// A host is up (connected to the front end); false, and nothing
+    /// changes, if its number is one of a host that went ([`Router::is_gone`]).
+    pub fn host_up(&mut self, host: HostId) -> bool {
+        if self.is_gone(host) {
+            return false;
+        }
         if self.live.insert(host) {
-            self.gone.remove(&host);
             self.heirs.add(host);
             self.frontend.add_host(SliceId::ATTACH, host, &[]);
         }
+        true
+    }
+
+    /// Whether `host` is the number of a host that went: its heirs serve
+    /// the UEs whose identifiers carry it, so no host may take it again
+    /// (a new one would allocate identifiers those UEs hold, and receive
+    /// their messages without their records).
+    pub fn is_gone(&self, host: HostId) -> bool {
+        self.gone.contains_key(&host)
     }
 
     /// A host is gone (its connection closed: killed, crashed, stopped;
@@ -1405,6 +1417,25 @@ mod tests {
                 assert!(r.is_live(r.heir(heir, g).unwrap()));
             }
         }
+    }
+
+    #[test]
+    fn a_gone_hosts_number_is_refused_and_its_ues_stay_with_their_heirs() {
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        r.host_down(HostId(2));
+        let heirs: Vec<Option<HostId>> = (0..=255u8).map(|g| r.heir(HostId(2), g)).collect();
+        assert!(r.is_gone(HostId(2)) && !r.is_gone(HostId(1)) && !r.is_gone(HostId(4)));
+        // A process restarted under the dead host's number.
+        assert!(!r.host_up(HostId(2)));
+        assert!(!r.is_live(HostId(2)));
+        assert_eq!((0..=255u8).map(|g| r.heir(HostId(2), g)).collect::<Vec<_>>(), heirs);
+        for g in [0u8, 77, 255] {
+            assert_eq!(r.serving_id(ident(2, g, 1)), heirs[usize::from(g)]);
+        }
+        assert_eq!(attaches(&mut r, 100)[2], 0, "no new UE on it");
+        // A new number is welcome; a live one again changes nothing.
+        assert!(r.host_up(HostId(4)) && r.is_live(HostId(4)));
+        assert!(r.host_up(HostId(4)));
     }
 
     #[test]

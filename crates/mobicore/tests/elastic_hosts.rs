@@ -599,6 +599,21 @@ impl Cluster {
         }
     }
 
+    /// A host started under gone host `id`'s number exits, refused.
+    async fn restart_refused(&mut self, id: u32) {
+        let url = self.redis.as_ref().map(|r| r.url()).expect("over Redis");
+        let cfg = self._dir.0.join("host.toml");
+        let s11 = format!("127.0.0.1:{}", self.s11_port);
+        let id = id.to_string();
+        let args = ["mme-host", "--config", cfg.to_str().unwrap(), "--id", &id, "--frontend", &self.hosts];
+        let args = [&args[..], &["--frontend-s11", &s11, "--store", &url]].concat();
+        let out = self.procs.start("restarted", &args).unwrap();
+        let why = "went and its UEs are served by its heirs";
+        wait_line(&out, "the restarted host's refusal", |l| l.contains(why).then_some(()));
+        assert!(!wait_exit(&mut self.procs, "restarted").await.success(), "refused");
+        wait_line(&self.fe, "the front end's refusal", |l| (l.contains("refused") && l.contains(why)).then_some(()));
+    }
+
     /// Attach, then release to idle: each UE's procedure completed, its
     /// record written (cold too), UEs on every host.
     async fn attach_and_idle(&mut self) {
@@ -786,6 +801,13 @@ async fn killed_host_after_completed_procedures(replication: &str) {
     for imsi in &served {
         assert_eq!(after.get(imsi), c.before.get(imsi), "UE {imsi} kept its context");
     }
+
+    // The victim restarted under its number (as a supervisor would) is
+    // refused: its UEs' identifiers are its heirs' now. It exits saying
+    // so, and they go on being served there.
+    c.restart_refused(victim).await;
+    let r = c.ran.phase(Phase::Release).await.unwrap();
+    assert_eq!((r.succeeded, r.failed), (UES, 0), "releases: {:?}", c.ran.report().failures);
     c.finish().await;
 }
 

@@ -75,7 +75,7 @@
 //! that cannot be routed is dropped (`frontend_s11_*`).
 
 use super::scaling::{self, Command, Launcher};
-use super::wire::{buffered, read_frame, write_queued, Frame, ReadError, Replicated};
+use super::wire::{buffered, read_frame, write_queued, Frame, ReadError, Refusal, Replicated};
 use bytes::Bytes;
 use mobicore_common::counters::Counters;
 use mobicore_common::sctp_api::{AssocId, SctpCommand, SctpEvent, SctpHandle, PPID_S1AP};
@@ -564,9 +564,18 @@ impl State {
     fn on_host(&mut self, ev: HostEvent) {
         match ev {
             HostEvent::Up { host, conn, tx, local } => {
-                if self.hosts.contains_key(&host) {
-                    // Two processes say they are the same host: the first stays.
-                    self.counters.incr("frontend_host_duplicate");
+                // Two processes say they are the same host: the first stays.
+                // A number of a host that went stays its heirs'.
+                let refused = match (self.hosts.contains_key(&host), self.router.is_gone(host)) {
+                    (true, _) => Some((Refusal::InUse, "frontend_host_duplicate")),
+                    (_, true) => Some((Refusal::Gone, "frontend_host_gone_refused")),
+                    _ => None,
+                };
+                if let Some((why, counter)) = refused {
+                    self.counters.incr(counter);
+                    tracing::warn!(%host, "refused: {why}");
+                    // Sent before the link closes (`tx` dropped here).
+                    let _ = tx.try_send(Frame::Refused { why });
                     return;
                 }
                 // One kind of store for all: placement follows the first's.
@@ -1007,17 +1016,25 @@ mod tests {
 
     /// A front end with hosts 1..=3 connected (their frames dropped).
     fn state() -> State {
+        hosts_on(0).0
+    }
+
+    /// A front end with hosts 1..=3 connected, host h on connection
+    /// `conn_base` + h, and what each is sent.
+    fn hosts_on(conn_base: u64) -> (State, HashMap<u32, mpsc::Receiver<Frame>>) {
         let fe = Frontend::new(
             Scheme::ConsistentHashing.balancer(2),
             Loads::new(Profiles::default(), Estimation::default()),
             64,
         );
         let mut st = State::new(Mme::new(MmeConfig::default()), Router::new(fe), SGW.parse().unwrap(), Counters::new());
+        let mut queues = HashMap::new();
         for h in 1..=3 {
-            let (tx, _) = mpsc::channel(1);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: u64::from(h), tx, local: false });
+            let (tx, rx) = mpsc::channel(64);
+            st.on_host(HostEvent::Up { host: HostId(h), conn: conn_base + u64::from(h), tx, local: false });
+            queues.insert(h, rx);
         }
-        st
+        (st, queues)
     }
 
     fn ddn(mme_teid: u32, seq: u32) -> Vec<u8> {
@@ -1090,15 +1107,27 @@ mod tests {
 
     /// A front end with hosts 1..=3 connected, and what each is sent.
     fn state_with_queues() -> (State, HashMap<u32, mpsc::Receiver<Frame>>) {
-        let mut st = state();
-        let mut queues = HashMap::new();
-        for h in 1..=3 {
-            st.on_host(HostEvent::Down { host: HostId(h), conn: u64::from(h) });
-            let (tx, rx) = mpsc::channel(64);
-            st.on_host(HostEvent::Up { host: HostId(h), conn: 10 + u64::from(h), tx, local: false });
-            queues.insert(h, rx);
+        hosts_on(10)
+    }
+
+    #[test]
+    fn a_host_under_a_number_in_use_or_gone_is_refused_and_changes_nothing() {
+        let (mut st, _q) = state_with_queues();
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
+        let heir = st.router.serving_id(0x0200_0001);
+        for (host, why) in [(1, Refusal::InUse), (2, Refusal::Gone)] {
+            let (tx, mut rx) = mpsc::channel(64);
+            st.on_host(HostEvent::Up { host: HostId(host), conn: 99, tx, local: false });
+            // The one frame, then the link closes.
+            assert_eq!(sent_all(&mut rx), vec![Frame::Refused { why }]);
+            assert!(rx.is_closed());
+            st.on_host(HostEvent::Down { host: HostId(host), conn: 99 });
         }
-        (st, queues)
+        assert!(st.router.is_live(HostId(1)) && !st.router.is_live(HostId(2)));
+        assert_eq!(st.router.serving_id(0x0200_0001), heir, "host 2's UEs stay with their heirs");
+        assert!(st.hosts.contains_key(&HostId(1)) && !st.hosts.contains_key(&HostId(2)));
+        assert_eq!(st.counters.value("frontend_host_duplicate"), 1);
+        assert_eq!(st.counters.value("frontend_host_gone_refused"), 1);
     }
 
     /// What was sent to a host, but the replication frames.

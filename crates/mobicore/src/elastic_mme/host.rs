@@ -510,6 +510,7 @@ pub async fn run(
                         drain = Drain::Draining;
                         println!("mme-host {host}: draining ({} UEs in a procedure)", core.busy_ues());
                     }
+                    Frame::Refused { why } => anyhow::bail!("the front end refused host {host}: {why}"),
                     Frame::Stop => {
                         // What it gave back goes out before it exits.
                         drop(to_fe);
@@ -888,6 +889,7 @@ async fn on_frame(
         // The link's reader gives these to the S11 client.
         Frame::S11 { .. } => {}
         Frame::Hello { .. }
+        | Frame::Refused { .. }
         | Frame::Holding { .. }
         | Frame::Released { .. }
         | Frame::Handled { .. }

@@ -23,6 +23,9 @@ pub enum Frame {
     /// Host -> front end, first frame: the host's number (1..=254) and
     /// whether its store is its own (`--store local`).
     Hello { host: u8, local: bool },
+    /// Front end -> host, the one answer to a [`Frame::Hello`] it does
+    /// not take; then it closes the link.
+    Refused { why: Refusal },
     /// Front end -> host: an eNB's association is up.
     EnbUp { assoc: u64, peer: IpAddr, outbound_streams: u16 },
     /// Front end -> host: the association is gone.
@@ -120,6 +123,28 @@ pub enum Frame {
     Handled { upto: u64 },
 }
 
+/// Why the front end refuses a host ([`Frame::Refused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A host of that number is up.
+    InUse = 1,
+    /// A host of that number went: its heirs serve the UEs whose
+    /// identifiers carry it (`Router::is_gone`).
+    Gone = 2,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::InUse => "a host of this number (--id) is up: give this one another",
+            Refusal::Gone => {
+                "a host of this number (--id) went and its UEs are served by its heirs: a number is never taken \
+                 again, give this host a new one"
+            }
+        })
+    }
+}
+
 /// A [`Frame::S11`]'s message at most: a UDP datagram's payload.
 pub const MAX_S11_LEN: usize = 65_507;
 
@@ -177,6 +202,8 @@ pub enum WireError {
     Truncated,
     #[error("bad address family {0}")]
     BadFamily(u8),
+    #[error("unknown refusal {0}")]
+    UnknownRefusal(u8),
     #[error("load report of {0} entries (at most {MAX_LOAD_NFS})")]
     TooManyNfs(usize),
     #[error("write-back of {0} keys (at most {MAX_WRITE_BACK})")]
@@ -214,6 +241,7 @@ const COPIED: u8 = 22;
 const S11: u8 = 23;
 const HANDLED: u8 = 24;
 const AWAY_PLACED: u8 = 25;
+const REFUSED: u8 = 26;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -233,6 +261,10 @@ impl Frame {
                 b.put_u8(HELLO);
                 b.put_u8(*host);
                 b.put_u8(u8::from(*local));
+            }
+            Frame::Refused { why } => {
+                b.put_u8(REFUSED);
+                b.put_u8(*why as u8);
             }
             Frame::S11 { data } => {
                 b.put_u8(S11);
@@ -350,6 +382,15 @@ impl Frame {
             HELLO => {
                 need(&body, 2)?;
                 Ok(Frame::Hello { host: body.get_u8(), local: body.get_u8() != 0 })
+            }
+            REFUSED => {
+                need(&body, 1)?;
+                let why = match body.get_u8() {
+                    1 => Refusal::InUse,
+                    2 => Refusal::Gone,
+                    x => return Err(WireError::UnknownRefusal(x)),
+                };
+                Ok(Frame::Refused { why })
             }
             S11 if body.len() > MAX_S11_LEN => Err(WireError::S11TooLong(body.len())),
             S11 => Ok(Frame::S11 { data: body }),
@@ -648,6 +689,9 @@ mod tests {
     fn frames_round_trip() {
         round_trip(Frame::Hello { host: 3, local: false });
         round_trip(Frame::Hello { host: 254, local: true });
+        round_trip(Frame::Refused { why: Refusal::InUse });
+        round_trip(Frame::Refused { why: Refusal::Gone });
+        assert_eq!(Frame::decode(Bytes::from_static(&[REFUSED, 3])), Err(WireError::UnknownRefusal(3)));
         round_trip(Frame::S11 { data: Bytes::from_static(b"\x48\x20\x00\x08") });
         round_trip(Frame::S11 { data: Bytes::from(vec![7; MAX_S11_LEN]) });
         round_trip(Frame::WriteBack { id: 0x0300_0001, writes: Vec::new() });
@@ -735,6 +779,7 @@ mod tests {
             Frame::Load { cpu_e4: 7, nfs: vec![nf, nf] },
             Frame::EnbUp { assoc: 1, peer: "::1".parse().unwrap(), outbound_streams: 1 },
             Frame::Hello { host: 1, local: false },
+            Frame::Refused { why: Refusal::Gone },
             Frame::WriteBack { id: 7, writes: vec![("mme/id/00000007".into(), b"001010000000001".to_vec())] },
             Frame::Copied { owner: 2, writes: vec![("mme/id/00000007".into(), b"001010000000001".to_vec())] },
             Frame::ReplicateTo { targets: vec![(1, Groups::one(1)), (2, Groups::ALL)] },
