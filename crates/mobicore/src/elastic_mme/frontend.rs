@@ -318,6 +318,9 @@ struct State {
     /// Every host number that has been up or was started here: a new
     /// host gets none of them (UEs may carry them).
     numbers: BTreeSet<HostId>,
+    /// Whether the hosts' stores are their own (`--store local`) or one
+    /// shared: the first host's, which every later one must match.
+    local_stores: Option<bool>,
     launcher: Option<Launcher>,
     controller: Option<EpsController>,
     /// The balancer's violations the controller has been told of.
@@ -338,6 +341,7 @@ impl State {
             downlink: Vec::new(),
             held: VecDeque::new(),
             numbers: BTreeSet::new(),
+            local_stores: None,
             launcher: None,
             controller: None,
             violations: 0,
@@ -565,11 +569,16 @@ impl State {
         match ev {
             HostEvent::Up { host, conn, tx, local } => {
                 // Two processes say they are the same host: the first stays.
-                // A number of a host that went stays its heirs'.
-                let refused = match (self.hosts.contains_key(&host), self.router.is_gone(host)) {
-                    (true, _) => Some((Refusal::InUse, "frontend_host_duplicate")),
-                    (_, true) => Some((Refusal::Gone, "frontend_host_gone_refused")),
-                    _ => None,
+                // A number of a host that went stays its heirs'. One kind
+                // of store for all (an heir must hold what it inherits).
+                let refused = if self.hosts.contains_key(&host) {
+                    Some((Refusal::InUse, "frontend_host_duplicate"))
+                } else if self.router.is_gone(host) {
+                    Some((Refusal::Gone, "frontend_host_gone_refused"))
+                } else if self.local_stores.is_some_and(|l| l != local) {
+                    Some((Refusal::OtherStore, "frontend_host_store_mismatch"))
+                } else {
+                    None
                 };
                 if let Some((why, counter)) = refused {
                     self.counters.incr(counter);
@@ -578,13 +587,12 @@ impl State {
                     let _ = tx.try_send(Frame::Refused { why });
                     return;
                 }
-                // One kind of store for all: placement follows the first's.
-                if self.hosts.is_empty() && local {
-                    self.router.local_stores();
-                }
-                if local != self.router.has_local_stores() {
-                    self.counters.incr("frontend_host_store_mismatch");
-                    tracing::warn!(%host, local, "a host whose store differs from the others'");
+                // Placement follows the first host's store.
+                if self.local_stores.is_none() {
+                    self.local_stores = Some(local);
+                    if local {
+                        self.router.local_stores();
+                    }
                 }
                 if self.router.places_procedures() && tx.try_send(Frame::Track).is_err() {
                     self.counters.incr("frontend_host_queue_full");
@@ -1111,23 +1119,33 @@ mod tests {
     }
 
     #[test]
-    fn a_host_under_a_number_in_use_or_gone_is_refused_and_changes_nothing() {
+    fn a_host_under_a_number_in_use_or_gone_or_of_another_store_is_refused_and_changes_nothing() {
         let (mut st, _q) = state_with_queues();
         st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
         let heir = st.router.serving_id(0x0200_0001);
-        for (host, why) in [(1, Refusal::InUse), (2, Refusal::Gone)] {
+        // Host 4's store is its own; the others share one.
+        for (host, local, why) in
+            [(1, false, Refusal::InUse), (2, false, Refusal::Gone), (4, true, Refusal::OtherStore)]
+        {
             let (tx, mut rx) = mpsc::channel(64);
-            st.on_host(HostEvent::Up { host: HostId(host), conn: 99, tx, local: false });
+            st.on_host(HostEvent::Up { host: HostId(host), conn: 99, tx, local });
             // The one frame, then the link closes.
             assert_eq!(sent_all(&mut rx), vec![Frame::Refused { why }]);
             assert!(rx.is_closed());
             st.on_host(HostEvent::Down { host: HostId(host), conn: 99 });
         }
-        assert!(st.router.is_live(HostId(1)) && !st.router.is_live(HostId(2)));
+        assert!(st.router.is_live(HostId(1)) && !st.router.is_live(HostId(2)) && !st.router.is_live(HostId(4)));
+        assert!(!st.router.has_local_stores());
         assert_eq!(st.router.serving_id(0x0200_0001), heir, "host 2's UEs stay with their heirs");
         assert!(st.hosts.contains_key(&HostId(1)) && !st.hosts.contains_key(&HostId(2)));
         assert_eq!(st.counters.value("frontend_host_duplicate"), 1);
         assert_eq!(st.counters.value("frontend_host_gone_refused"), 1);
+        assert_eq!(st.counters.value("frontend_host_store_mismatch"), 1);
+        // Host 4 sharing the store is welcome.
+        let (tx, mut rx) = mpsc::channel(64);
+        st.on_host(HostEvent::Up { host: HostId(4), conn: 100, tx, local: false });
+        assert!(st.router.is_live(HostId(4)));
+        assert!(!sent_all(&mut rx).iter().any(|f| matches!(f, Frame::Refused { .. })));
     }
 
     /// What was sent to a host, but the replication frames.

@@ -131,6 +131,9 @@ pub enum Refusal {
     /// A host of that number went: its heirs serve the UEs whose
     /// identifiers carry it (`Router::is_gone`).
     Gone = 2,
+    /// Its store is of the other kind than the first host's (its own,
+    /// `--store local`, or one shared).
+    OtherStore = 3,
 }
 
 impl std::fmt::Display for Refusal {
@@ -140,6 +143,10 @@ impl std::fmt::Display for Refusal {
             Refusal::Gone => {
                 "a host of this number (--id) went and its UEs are served by its heirs: a number is never taken \
                  again, give this host a new one"
+            }
+            Refusal::OtherStore => {
+                "the hosts' stores are of another kind (--store local: each its own; else one shared): give this \
+                 host theirs"
             }
         })
     }
@@ -388,6 +395,7 @@ impl Frame {
                 let why = match body.get_u8() {
                     1 => Refusal::InUse,
                     2 => Refusal::Gone,
+                    3 => Refusal::OtherStore,
                     x => return Err(WireError::UnknownRefusal(x)),
                 };
                 Ok(Frame::Refused { why })
@@ -691,7 +699,8 @@ mod tests {
         round_trip(Frame::Hello { host: 254, local: true });
         round_trip(Frame::Refused { why: Refusal::InUse });
         round_trip(Frame::Refused { why: Refusal::Gone });
-        assert_eq!(Frame::decode(Bytes::from_static(&[REFUSED, 3])), Err(WireError::UnknownRefusal(3)));
+        round_trip(Frame::Refused { why: Refusal::OtherStore });
+        assert_eq!(Frame::decode(Bytes::from_static(&[REFUSED, 4])), Err(WireError::UnknownRefusal(4)));
         round_trip(Frame::S11 { data: Bytes::from_static(b"\x48\x20\x00\x08") });
         round_trip(Frame::S11 { data: Bytes::from(vec![7; MAX_S11_LEN]) });
         round_trip(Frame::WriteBack { id: 0x0300_0001, writes: Vec::new() });
