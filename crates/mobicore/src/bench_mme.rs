@@ -252,7 +252,7 @@ pub struct MmeArgs {
     /// service request under 10 ms alone, SLOs of 1-10 ms): 0.25 puts
     /// ours at 1.4 to 3.6 times it (a service request's 2.5 ms, a
     /// handover's 5 ms).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::elastic_mme::positive)]
     pub slo_scale: f64,
     /// SLO violations allowed when counting the hosts needed (Fig. 11).
     #[arg(long, default_value_t = 5.0)]
@@ -382,13 +382,8 @@ async fn sim_points(a: MmeArgs) -> Result<Vec<Value>> {
     {
         bail!("--schemes, --hosts and --max-hosts need at least one scheme and one host");
     }
-    if !(a.seconds.is_none_or(|s| s > 0.0)
-        && a.utilization > 0.0
-        && a.alpha.iter().all(|&x| x > 0.0)
-        && a.slo_scale > 0.0
-        && a.slo_scale.is_finite())
-    {
-        bail!("--seconds, --utilization, --alpha and --slo-scale must be positive");
+    if !(a.seconds.is_none_or(|s| s > 0.0) && a.utilization > 0.0 && a.alpha.iter().all(|&x| x > 0.0)) {
+        bail!("--seconds, --utilization and --alpha must be positive");
     }
     Ok(tokio::task::spawn_blocking(move || match a.figure {
         MmeFigure::Fig9 => fig9::fig9(&a),

@@ -163,8 +163,8 @@ pub struct Slos {
 
 /// The SLOs of a real run by `--slo-ms`.
 pub fn slos_of(a: &MmeArgs) -> Result<Slos> {
-    if a.slo_ms.is_some_and(|s| s.is_nan() || s <= 0.0) || !(a.slo_scale > 0.0 && a.slo_scale.is_finite()) {
-        bail!("--slo-ms and --slo-scale must be positive");
+    if a.slo_ms.is_some_and(|s| s.is_nan() || s <= 0.0) {
+        bail!("--slo-ms must be positive");
     }
     Ok(Slos { all_ms: a.slo_ms, profiles: a.profiles() })
 }

@@ -456,7 +456,7 @@ async fn frontend_scaling(
 }
 
 /// A positive, finite factor (`--slo-scale`).
-fn positive(s: &str) -> Result<f64, String> {
+pub(crate) fn positive(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
         _ => Err(format!("{s:?}: a positive number, e.g. 0.25")),
