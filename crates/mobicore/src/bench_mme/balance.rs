@@ -121,7 +121,7 @@ pub(super) fn budgeted_plan(a: &MmeArgs, scheme: mobicore_elastic::Scheme, hosts
         balancer: scheme.to_string(),
         echo: a.verbose,
         procedure_timeout_ms: a.procedure_timeout_ms,
-        host_args: vec!["--cpu-max".into(), a.cpu_max().to_string()],
+        host_args: vec!["--cpu-max".into(), a.cpu_max().to_string(), "--slo-scale".into(), a.slo_scale.to_string()],
         frontend_args: vec!["--replicas".into(), a.replicas.to_string(), "--slo-scale".into(), a.slo_scale.to_string()],
         s11_direct: !a.s11_via_frontend,
         create_session_direct: false,

@@ -224,6 +224,11 @@ pub struct HostArgs {
     /// of this budget. Needs root.
     #[arg(long)]
     pub cpu_max: Option<f64>,
+    /// Every procedure class's SLO times this, by which an NF kind's
+    /// priority is bumped on repeated violations (seed 004 5.3; as
+    /// mme-frontend --slo-scale).
+    #[arg(long, default_value_t = 1.0, value_parser = positive)]
+    pub slo_scale: f64,
     /// Run the host's procedures in this many NF instances
     /// (`mobicore mme-nf` child processes, seed 004 5.2): this process
     /// becomes their forwarder; an instance that dies is replaced and the
@@ -559,9 +564,10 @@ pub async fn run_host(a: HostArgs) -> Result<()> {
         let launch =
             nf::NfLaunch { exe, args, stall_first: a.nf_stall_first, stall_mbr: a.nf_stall_mbr, slow_ms: a.nf_slow_ms };
         let host_cgroup = _cgroup.as_ref().map(|c| c.dir().to_path_buf());
+        let slos = Profiles::default().with_slos_scaled(a.slo_scale);
         // Fixed priorities are not bumped.
-        let bumps = a.nf_priority.is_none();
-        let p = a.nf_priority.unwrap_or_default().over(nf::priorities(&mobicore_elastic::Profiles::default()));
+        let bumps = a.nf_priority.is_none().then(|| slos.clone());
+        let p = a.nf_priority.unwrap_or_default().over(nf::priorities(&slos));
         let cg = host_cgroup.as_deref();
         let priorities = nf::Priorities { p, bumps };
         Some(nf::NfPool::start(a.id, &kinds, a.nf_pool, a.nf_max, launch, counters.clone(), cg, priorities).await?)

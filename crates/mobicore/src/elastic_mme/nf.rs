@@ -474,12 +474,13 @@ pub fn parse_priorities(spec: &str) -> Result<NfPriorities, String> {
     Ok(out)
 }
 
-/// The instances' priorities: each kind's `P`, and whether a kind's is
-/// bumped on repeated SLO violations (not when fixed by --nf-priority).
-#[derive(Debug, Clone, Copy)]
+/// The instances' priorities: each kind's `P`, and the SLOs by which a
+/// kind's is bumped on repeated violations (none when fixed by
+/// --nf-priority).
+#[derive(Debug, Clone)]
 pub struct Priorities {
     pub p: [f64; ProcedureKind::COUNT],
-    pub bumps: bool,
+    pub bumps: Option<Profiles>,
 }
 
 /// Which instance holds what (Algorithm 2's dispatch, with failure).
@@ -888,7 +889,7 @@ impl NfPool {
             scaling: (idle > 0).then(|| NfScaling::new(NfScalingConfig::default())),
             idle,
             max: max.max(n),
-            bumps: bumps.then(|| Forwarder::new(&Profiles::default(), ForwarderConfig::default())),
+            bumps: bumps.map(|slos| Forwarder::new(&slos, ForwarderConfig::default())),
             started: HashMap::new(),
         };
         let mut named: Vec<&str> = kinds.iter().map(|k| k.map_or("any", ProcedureKind::name)).collect();
@@ -1005,7 +1006,7 @@ impl NfPool {
     }
 
     /// A procedure of `kind` ended `latency` after its first message came:
-    /// after 3 in a row over its SLO (`Profiles::default()`), its kind's P
+    /// after 3 in a row over its SLO (mme-host --slo-scale), its kind's P
     /// rises by 0.01 up to 1 (seed 004 5.3, `Forwarder::completed`), and
     /// so do its instances' CPU weights (`host_nf_priority_bumped`).
     fn completed(&mut self, kind: ProcedureKind, latency: Duration) {
