@@ -495,16 +495,18 @@ impl State {
         }
     }
 
+    /// The lowest host number never used here (a host started by hand may
+    /// have taken any).
+    fn next_number(&self) -> Option<HostId> {
+        (1..=254).map(HostId).find(|h| !self.numbers.contains(h))
+    }
+
     /// Start a host with a number never used here.
     fn start_host(&mut self) -> Result<(HostId, u32), String> {
+        let id = self.next_number().ok_or("no host number left (1..=254, never reused)")?;
         let Some(launcher) = &mut self.launcher else {
             return Err("no host command: give mme-host's arguments after --".into());
         };
-        let next = self.numbers.last().map_or(1, |h| h.0 + 1);
-        if next > 254 {
-            return Err("no host number left (1..=254, never reused)".into());
-        }
-        let id = HostId(next);
         let pid = launcher.start(id).map_err(|e| format!("starting mme-host: {e}"))?;
         self.numbers.insert(id);
         self.counters.incr("frontend_host_started");
@@ -1116,6 +1118,19 @@ mod tests {
     /// A front end with hosts 1..=3 connected, and what each is sent.
     fn state_with_queues() -> (State, HashMap<u32, mpsc::Receiver<Frame>>) {
         hosts_on(10)
+    }
+
+    #[test]
+    fn a_started_host_takes_the_lowest_number_never_used() {
+        let (mut st, _q) = state_with_queues();
+        assert_eq!(st.next_number(), Some(HostId(4)));
+        // One started by hand under 254, one gone: neither is taken again.
+        let (tx, _rx) = mpsc::channel(64);
+        st.on_host(HostEvent::Up { host: HostId(254), conn: 99, tx, local: false });
+        st.on_host(HostEvent::Down { host: HostId(2), conn: 12 });
+        assert_eq!(st.next_number(), Some(HostId(4)));
+        st.numbers.extend((4..=253).map(HostId));
+        assert_eq!(st.next_number(), None);
     }
 
     #[test]
