@@ -592,17 +592,17 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
             b.inc(1);
         }
         let ch = found.iter().find(|f| f.0 == Scheme::ConsistentHashing);
-        let (ch_avg, ch_fixed) = (ch.and_then(|f| f.1.map(|x| x.0)), ch.and_then(|f| f.2.map(f64::from)));
+        let (ch_avg, ch_fixed) = (ch.map(|f| f.1.map(|x| x.0)), ch.map(|f| f.2.map(f64::from)));
         for &(scheme, avg, n, viol) in &found {
             rows.push(vec![
                 format!("{alpha}"),
                 scheme.to_string(),
                 avg.map_or(format!("> {max_hosts}"), |(h, _)| format!("{h:.1}")),
                 avg.map_or("-".into(), |(_, v)| format!("{v:.2}")),
-                fewer_than_ch(avg.map(|x| x.0), ch_avg),
+                fewer_than_ch(avg.map(|x| x.0), ch_avg, max_hosts),
                 n.map_or(format!("> {max_hosts}"), |n| n.to_string()),
                 format!("{viol:.2}"),
-                fewer_than_ch(n.map(f64::from), ch_fixed),
+                fewer_than_ch(n.map(f64::from), ch_fixed, max_hosts),
             ]);
         }
     }
@@ -625,9 +625,13 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
 
 /// `x` hosts against consistent hashing's `ch` (Fig. 11): how many
 /// fewer, in percent of `ch`; "-" if either is not known.
-fn fewer_than_ch(x: Option<f64>, ch: Option<f64>) -> String {
+/// How many fewer hosts `x` needs than consistent hashing, `ch` (none:
+/// no CH in the run; `Some(None)`: CH needs more than `max` hosts, so the
+/// saving is a lower bound).
+fn fewer_than_ch(x: Option<f64>, ch: Option<Option<f64>>, max: u32) -> String {
     match (x, ch) {
-        (Some(x), Some(c)) if c > 0.0 => format!("{:.0}%", 100.0 * (1.0 - x / c)),
+        (Some(x), Some(Some(c))) if c > 0.0 => format!("{:.0}%", 100.0 * (1.0 - x / c)),
+        (Some(x), Some(None)) if max > 0 => format!("> {:.0}%", 100.0 * (1.0 - x / f64::from(max))),
         _ => "-".into(),
     }
 }
@@ -835,6 +839,14 @@ mod tests {
 
     fn args(line: &str) -> MmeArgs {
         Cli::try_parse_from(std::iter::once("mme").chain(line.split_whitespace())).unwrap().args
+    }
+
+    #[test]
+    fn the_saving_against_ch_is_a_lower_bound_when_ch_needs_more_than_the_most_hosts() {
+        assert_eq!(fewer_than_ch(Some(80.0), Some(Some(116.0)), 160), "31%");
+        assert_eq!(fewer_than_ch(Some(80.0), Some(None), 100), "> 20%");
+        assert_eq!(fewer_than_ch(None, Some(None), 100), "-", "neither met the target");
+        assert_eq!(fewer_than_ch(Some(80.0), None, 100), "-", "no CH in the run");
     }
 
     #[test]

@@ -132,9 +132,9 @@ pub async fn run(a: &MmeArgs) -> Result<Vec<Value>> {
                 "tried_rounds": all.iter().map(|&(h, v)| json!({"hosts": h, "slo_violation_pct": v})).collect::<Vec<_>>(),
             }));
         }
-        let ch = found.iter().find(|f| f.0 == Scheme::ConsistentHashing).and_then(|f| f.1.map(f64::from));
+        let ch = found.iter().find(|f| f.0 == Scheme::ConsistentHashing).map(|f| f.1.map(f64::from));
         for (mut row, (_, needed)) in alpha_rows.into_iter().zip(&found) {
-            row.insert(3, super::fewer_than_ch(needed.map(f64::from), ch));
+            row.insert(3, super::fewer_than_ch(needed.map(f64::from), ch, max_hosts));
             rows.push(row);
         }
     }
