@@ -779,6 +779,28 @@ impl Router {
         self.route_placing(name, kind, true)
     }
 
+    /// Where a UE-associated uplink that host `gone` took before it went,
+    /// and had not handled, goes again. An INITIAL UE MESSAGE naming no
+    /// M-TMSI (an attach by IMSI, or by another MME's GUTI) goes to the
+    /// heir of `group`, the replica group the dead host drew the UE's
+    /// identifiers in (`mobicore_mme::routing::initial_ue_group`): with
+    /// its record written, that heir took the UE over and carries on
+    /// (TS 24.301 5.5.1.2.7 e: the same ATTACH REQUEST again continues
+    /// the attach), where a new host would start a second context for the
+    /// IMSI and the two collide in the store. Any other as [`Router::route`].
+    pub fn route_again(&mut self, gone: HostId, name: UeName, group: u8) -> Result<Dest, RouteError> {
+        match name {
+            UeName::Initial { m_tmsi: None, .. } => match self.serving(gone, group) {
+                Some(h) => {
+                    self.stats.to_heir += 1;
+                    Ok(Dest::Host(h))
+                }
+                None => Err(RouteError::NoHost(SliceId::ATTACH)),
+            },
+            _ => self.route(name),
+        }
+    }
+
     /// [`Router::route`], never placed away: a message a visitor gave
     /// back ([`Router::bounced`]).
     pub fn route_home(&mut self, name: UeName) -> Result<Dest, RouteError> {
@@ -1417,6 +1439,21 @@ mod tests {
                 assert!(r.is_live(r.heir(heir, g).unwrap()));
             }
         }
+    }
+
+    #[test]
+    fn a_dead_hosts_unhandled_initial_ue_message_goes_again_to_the_heir_of_its_group() {
+        let mut r = router(Scheme::ConsistentHashing, &[1, 2, 3]);
+        r.host_down(HostId(2));
+        for g in [0u8, 9, 200] {
+            let attach = UeName::Initial { enb: 1, enb_ue_s1ap_id: 7, m_tmsi: None };
+            assert_eq!(r.route_again(HostId(2), attach, g), Ok(Dest::Host(r.heir(HostId(2), g).unwrap())));
+        }
+        // Any other message by its identifiers, as ever.
+        let by_id = UeName::MmeUeS1apId(ident(3, 9, 1));
+        assert_eq!(r.route_again(HostId(2), by_id, 200), Ok(Dest::Host(HostId(3))));
+        let idle = UeName::Initial { enb: 1, enb_ue_s1ap_id: 8, m_tmsi: Some(ident(2, 9, 4)) };
+        assert_eq!(r.route_again(HostId(2), idle, 200), Ok(Dest::Host(r.heir(HostId(2), 9).unwrap())));
     }
 
     #[test]

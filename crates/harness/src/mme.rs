@@ -243,6 +243,9 @@ pub struct Decomposed {
     /// The host each UE's S6a request came from, by MME-UE-S1AP-ID: its
     /// answer goes back there (a host's S6a link is its own).
     s6a_sender: HashMap<u32, HostId>,
+    /// (Fault) UE-associated uplinks to go before the host handling one
+    /// dies ([`Decomposed::kill_after_uplink`]).
+    die_after: Option<u64>,
 }
 
 /// The Unix time the virtual clock starts at (2026-01-01T00:00:00Z).
@@ -277,6 +280,7 @@ impl Decomposed {
             start: now,
             now,
             s6a_sender: HashMap::new(),
+            die_after: None,
         }
     }
 
@@ -300,6 +304,15 @@ impl Decomposed {
     /// dead host's UEs from the store, and of those of hosts gone before
     /// whose heir it was, as at the front end's `Inherit` and `Adopt`.
     /// Returns the heirs, in host order (none if `h` was not live).
+    /// (Fault) The host that handles the `n`th UE-associated uplink from
+    /// now (1: the next) dies right after, its UE's record written and
+    /// nothing it sent gone out; the uplink goes again to whoever serves
+    /// the UE then, as `mme-frontend` sends a dead host's messages it had
+    /// not said it handled (`Frame::Handled`) to the heir.
+    pub fn kill_after_uplink(&mut self, n: u64) {
+        self.die_after = (n > 0).then_some(n);
+    }
+
     pub fn kill_host(&mut self, h: HostId) -> Vec<HostId> {
         if self.hosts.remove(&h).is_none() {
             return Vec::new();
@@ -334,13 +347,26 @@ impl Decomposed {
         self.now = now;
         match ev {
             MmeEvent::S1Up { .. } | MmeEvent::S1Down { .. } => self.enb_wide(now, ev),
-            MmeEvent::S1Data { assoc, ref data, .. } => match routing::uplink(assoc.0, data) {
+            MmeEvent::S1Data { assoc, stream, ref data } => match routing::uplink(assoc.0, data) {
                 Uplink::EnbWide => self.enb_wide(now, ev),
                 Uplink::NonUe | Uplink::Malformed => self.frontend.handle(now, ev),
                 uplink @ Uplink::Ue(name) => match self.router.route(name) {
                     // No host drains here: a held message would be routed
                     // the same once the host is gone.
-                    Ok(Dest::Host(h) | Dest::Hold(h)) => self.on_host(h, now, uplink.ue_key(), ev),
+                    Ok(Dest::Host(h) | Dest::Hold(h)) => {
+                        let dies = self.die_after.as_mut().is_some_and(|n| {
+                            *n -= 1;
+                            *n == 0
+                        });
+                        let again = dies.then(|| MmeEvent::S1Data { assoc, stream, data: data.clone() });
+                        self.on_host(h, now, uplink.ue_key(), ev);
+                        if let Some(again) = again {
+                            self.die_after = None;
+                            self.kill_host(h);
+                            self.counters.incr("harness_uplink_again");
+                            self.again(h, now, again);
+                        }
+                    }
                     Err(_) => self.counters.incr("frontend_no_host"),
                 },
             },
@@ -373,6 +399,25 @@ impl Decomposed {
                 let imsi = imsi.clone();
                 self.by_imsi(&imsi, now, ev)
             }
+        }
+    }
+
+    /// A UE-associated uplink dead host `gone` had not handled, routed
+    /// again as `mme-frontend` does ([`Router::route_again`]).
+    fn again(&mut self, gone: HostId, now: Instant, ev: MmeEvent) {
+        let MmeEvent::S1Data { assoc, ref data, .. } = ev else { return };
+        let uplink = routing::uplink(assoc.0, data);
+        let Uplink::Ue(name) = uplink else { return };
+        let group = self.frontend.group_for(None, Some(data));
+        match self.router.route_again(gone, name, group) {
+            Ok(Dest::Host(h) | Dest::Hold(h)) => {
+                if self.hosts.get(&h).is_some_and(|host| host.core.taken_over_initial(&ev)) {
+                    self.counters.incr("host_initial_again_dropped");
+                    return;
+                }
+                self.on_host(h, now, uplink.ue_key(), ev)
+            }
+            Err(_) => self.counters.incr("frontend_no_host"),
         }
     }
 

@@ -317,3 +317,74 @@ fn hosts_killed_awaiting_a_pdn_connectivitys_and_a_pdn_disconnects_s11_answer_th
     assert_eq!(net.mme.counters().value("attach_complete"), attaches, "no UE attached again");
     assert!(net.anomalies().is_empty(), "{:?}", net.anomalies());
 }
+
+/// Deliver until UE `ue`'s last `what` has a result, up to a minute of
+/// virtual time: what a dead host had sent goes again at its timer
+/// (T3450, T3460, T3470: 6 s, TS 24.301 10.2).
+fn finish_step(net: &mut Network, ue: u64, what: Procedure) {
+    net.drive();
+    for _ in 0..60 {
+        if net.last_result(ue, what).is_some() {
+            break;
+        }
+        net.advance(Duration::from_secs(1));
+    }
+    assert_eq!(net.last_result(ue, what), Some(Ok(())), "{what:?}: {:?}", net.outcomes(ue));
+}
+
+/// Two eNBs, UEs 0 and 1 attached, UE 2 not yet.
+fn two_of_three_attached() -> Network {
+    let mut net = Network::new(2, 3, decomposed());
+    net.s1_setup_all();
+    for ue in 0..2 {
+        net.attach(ue);
+    }
+    net.drive();
+    assert!((0..2).all(|ue| net.attached(ue)));
+    net
+}
+
+/// The duplicate window of a host's death (`mme-frontend` sends the
+/// messages a dead host had not said it handled to the heir): for each
+/// uplink of UE 2's attach in turn, the host handling it dies right
+/// after, its record written (hot) and what it sent lost, and the heir
+/// takes the same message again (`Decomposed::kill_after_uplink`). The
+/// attach completes every time, once, and the UE is served after it.
+/// The first, the INITIAL UE MESSAGE with the ATTACH REQUEST, names no
+/// identifier of the dead host: it goes to the heir of the group its
+/// identifiers were drawn in (`Router::route_again`), which took the UE
+/// over and drops it (`Mme::taken_over_initial`): a new context for the
+/// same S1 connection and IMSI would collide with the taken-over one in
+/// the store, and neither attach would complete.
+#[test]
+fn whichever_uplink_of_an_attach_a_host_dies_after_the_heir_completes_the_attach() {
+    let mut n = 1;
+    loop {
+        let mut net = two_of_three_attached();
+        let attaches = net.mme.counters().value("attach_complete");
+        net.mme.decomposed_mut().unwrap().kill_after_uplink(n);
+        net.attach(2);
+        finish_step(&mut net, 2, Procedure::Attach);
+        net.mme.decomposed_mut().unwrap().kill_after_uplink(0);
+        let m = net.mme.counters();
+        if m.value("harness_uplink_again") == 0 {
+            break;
+        }
+        assert_eq!(m.value("attach_complete"), attaches + 1, "uplink {n}: one attach");
+        assert_eq!(m.value("host_initial_again_dropped"), u64::from(n == 1), "uplink {n}");
+        assert_eq!(m.value("store_cas_conflict"), 0, "uplink {n}");
+        // Served after: idle, then a service request.
+        let guti = net.guti(2);
+        net.advance(INACTIVITY + Duration::from_secs(1));
+        assert!(!connected(&net, 2), "uplink {n}: idle");
+        let now = net.now;
+        let enb = net.enb_of(2);
+        net.enbs[enb].start_service_request(now, 2).unwrap();
+        finish_step(&mut net, 2, Procedure::ServiceRequest);
+        assert_eq!(net.guti(2), guti, "uplink {n}");
+        assert!((0..3).all(|ue| net.attached(ue)), "uplink {n}");
+        assert!(net.anomalies().is_empty(), "uplink {n}: {:?}", net.anomalies());
+        n += 1;
+    }
+    assert!(n > 4, "only {} uplinks in an attach", n - 1);
+}
