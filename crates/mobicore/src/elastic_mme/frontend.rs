@@ -67,7 +67,16 @@
 //! most [`UNHANDLED_MAX`] are kept per host, the oldest forgotten first
 //! (`frontend_unhandled_evicted`). A message the host handled just before
 //! it died, before its [`Frame::Handled`] went, goes to the heir a second
-//! time (the window is the write of one frame).
+//! time (the window is the write of one frame); so they go as
+//! [`Frame::S1Again`], routed by [`Router::route_again`]: an INITIAL UE
+//! MESSAGE naming no M-TMSI goes to the heir of the replica group the dead
+//! host drew its UE's identifiers in (the same [`Mme::group_for`] here),
+//! which drops it if it took the UE over with that S1 connection
+//! (`host_initial_again_dropped`): handled again, it would start a second
+//! context of the IMSI there, and the two would collide in the store. The
+//! other messages of such a window meet the heir's procedure at the step
+//! after them; `Decomposed::kill_after_uplink` (crates/harness) sweeps an
+//! attach's.
 //!
 //! Everything queued is bounded: a host that does not
 //! read loses messages (counted: `frontend_host_queue_full`), a peer that
@@ -403,6 +412,19 @@ impl State {
         self.send_to(dest, name, assoc, stream, data);
     }
 
+    /// A UE-associated uplink that host `gone` took before it went and had
+    /// not handled: to the host serving its UE now ([`Router::route_again`],
+    /// an INITIAL UE MESSAGE naming no M-TMSI by the replica group the dead
+    /// host drew its identifiers in, as this MME core computes it too), as
+    /// [`Frame::S1Again`].
+    fn uplink_again(&mut self, gone: HostId, name: UeName, assoc: u64, stream: u16, data: Bytes) {
+        let group = self.core.group_for(None, Some(&data));
+        match self.router.route_again(gone, name, group) {
+            Ok(Dest::Host(host)) => self.send_uplink(host, assoc, stream, data, true),
+            dest => self.send_to(dest, name, assoc, stream, data),
+        }
+    }
+
     /// A visitor's first message given back ([`Router::bounced`]): to the
     /// UE's owner's host, not placed again.
     fn uplink_home(&mut self, name: UeName, assoc: u64, stream: u16, data: Bytes) {
@@ -413,7 +435,7 @@ impl State {
     fn send_to(&mut self, dest: Result<Dest, RouteError>, name: UeName, assoc: u64, stream: u16, data: Bytes) {
         self.lend();
         match dest {
-            Ok(Dest::Host(host)) => self.send_uplink(host, assoc, stream, data),
+            Ok(Dest::Host(host)) => self.send_uplink(host, assoc, stream, data, false),
             Ok(Dest::Hold(host)) if self.held.len() < HOLD_MAX => {
                 self.held.push_back((host, name, assoc, stream, data))
             }
@@ -637,9 +659,9 @@ impl State {
                     // Inherit; then, if it died draining, what was held for it.
                     let mut again = 0;
                     for (_, assoc, stream, data) in unhandled {
-                        if let (Uplink::Ue(name), starts) = routing::uplink_and_start(assoc, &data) {
+                        if let Uplink::Ue(name) = routing::uplink(assoc, &data) {
                             self.counters.incr("frontend_unhandled_routed_again");
-                            self.uplink(name, starts, assoc, stream, data);
+                            self.uplink_again(host, name, assoc, stream, data);
                             again += 1;
                         }
                     }
@@ -848,7 +870,7 @@ impl State {
             self.counters.incr("frontend_no_host");
             return;
         };
-        let s1 = matches!(frame, Frame::S1 { .. });
+        let s1 = matches!(frame, Frame::S1 { .. } | Frame::S1Again { .. });
         if h.tx.try_send(frame).is_err() {
             self.counters.incr("frontend_host_queue_full");
             return;
@@ -860,12 +882,17 @@ impl State {
     /// handled it (a drained host gives back what it is sent instead).
     /// A host whose connection has closed, whose going is not handled
     /// yet, keeps it too: it goes to the heir with the rest.
-    fn send_uplink(&mut self, host: HostId, assoc: u64, stream: u16, data: Bytes) {
+    /// `again`: one a dead host had not handled ([`Frame::S1Again`]).
+    fn send_uplink(&mut self, host: HostId, assoc: u64, stream: u16, data: Bytes, again: bool) {
         let Some(h) = self.hosts.get_mut(&host) else {
             self.counters.incr("frontend_no_host");
             return;
         };
-        match h.tx.try_send(Frame::S1 { assoc, stream, data: data.clone() }) {
+        let frame = match again {
+            true => Frame::S1Again { assoc, stream, data: data.clone() },
+            false => Frame::S1 { assoc, stream, data: data.clone() },
+        };
+        match h.tx.try_send(frame) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.counters.incr("frontend_host_queue_full");
@@ -1297,7 +1324,8 @@ mod tests {
         // Host 2 handled the first; it dies before it says so of the others.
         st.on_host(HostEvent::Frame { host: HostId(2), conn: 12, frame: Frame::Handled { upto: 1 } });
         let (heir, groups, f) = host_2_dies(&mut st, &mut q);
-        assert_eq!(f, [Frame::Inherit { host: 2, groups }, s1(&msgs[1]), s1(&msgs[2])]);
+        let again = |data: &Bytes| Frame::S1Again { assoc: 1, stream: 1, data: data.clone() };
+        assert_eq!(f, [Frame::Inherit { host: 2, groups }, again(&msgs[1]), again(&msgs[2])]);
         assert_eq!(st.counters.value("frontend_unhandled_routed_again"), 2);
         // The heir handles them: nothing goes again when it dies too.
         let conn = 10 + u64::from(heir);
@@ -1316,7 +1344,7 @@ mod tests {
         up(&mut st, UeName::MmeUeS1apId(0x0200_0001), m.clone());
         assert_eq!(st.counters.value("frontend_host_closing"), 1);
         let (_, groups, f) = host_2_dies(&mut st, &mut q);
-        assert_eq!(f, [Frame::Inherit { host: 2, groups }, Frame::S1 { assoc: 1, stream: 1, data: m }]);
+        assert_eq!(f, [Frame::Inherit { host: 2, groups }, Frame::S1Again { assoc: 1, stream: 1, data: m }]);
     }
 
     /// Host 2 (of [`state_with_queues`]) goes, what was sent before
@@ -1357,6 +1385,49 @@ mod tests {
             S_TMSI(STMSI::new(MMECode([1]), MTMSI(m.to_be_bytes()), None)),
         );
         Bytes::from(pdu.unwrap().encode().unwrap().to_vec())
+    }
+
+    /// An INITIAL UE MESSAGE of eNB UE `enb_ue` with an ATTACH REQUEST by
+    /// IMSI 001010000000001 (TS 24.301 8.2.4: only as far as its identity).
+    fn attach_by_imsi(enb_ue: u32) -> Bytes {
+        use oxirush_s1ap::build_s1ap;
+        use oxirush_s1ap::helpers::{eutran_cgi, plmn, tai, EnbKind};
+        use oxirush_s1ap::s1ap::*;
+        let p = plmn("001", "01").unwrap();
+        let nas = [0x07, 0x41, 0x71, 8, 0x09, 0x10, 0x10, 0x00, 0x00, 0x00, 0x00, 0x10];
+        let pdu = build_s1ap!(
+            InitiatingMessage,
+            initialUEMessage,
+            InitialUEMessage,
+            eNB_UE_S1AP_ID(enb_ue),
+            NAS_PDU(nas.to_vec()),
+            TAI(tai(p, [0, 1])),
+            EUTRAN_CGI(eutran_cgi(p, EnbKind::Macro, 0x12345, 1).unwrap()),
+            RRC_Establishment_Cause(RRCEstablishmentCause::mo_Signalling),
+        );
+        Bytes::from(pdu.unwrap().encode().unwrap().to_vec())
+    }
+
+    /// An attach's INITIAL UE MESSAGE its host took and had not handled
+    /// when it died goes again to the heir of the replica group of the
+    /// IMSI it names (where the host drew the UE's identifiers, and where
+    /// its record went), not to the balancer's pick, marked as sent again.
+    #[test]
+    fn an_unhandled_attach_goes_again_to_the_heir_of_its_imsis_group() {
+        let (mut st, mut q) = state_with_queues();
+        let m = attach_by_imsi(9);
+        up(&mut st, UeName::Initial { enb: 1, enb_ue_s1ap_id: 9, m_tmsi: None }, m.clone());
+        let took = (1..=3).find(|h| !sent(q.get_mut(h).unwrap()).is_empty()).expect("a host took it");
+        let group = mobicore_elastic::router::imsi_group("001010000000001");
+        assert_eq!(st.core.group_for(None, Some(&m)), group);
+        for rx in q.values_mut() {
+            sent_all(rx);
+        }
+        st.on_host(HostEvent::Down { host: HostId(took), conn: 10 + u64::from(took) });
+        let heir = st.router.heir(HostId(took), group).unwrap();
+        let got = sent(q.get_mut(&heir.0).unwrap());
+        assert!(got.contains(&Frame::S1Again { assoc: 1, stream: 1, data: m }), "{got:?}");
+        assert_eq!(st.counters.value("frontend_unhandled_routed_again"), 1);
     }
 
     /// Three hosts (`local`: with host-local stores) behind round robin,

@@ -581,6 +581,20 @@ pub async fn run(
                             Err(e) => tracing::warn!(id, "taking a visitor's record back: {e}"),
                         }
                     }
+                    // Dropped, it counts as handled; else it is an S1 frame.
+                    Frame::S1Again { assoc, stream, data } => {
+                        let ev = MmeEvent::S1Data { assoc: AssocId(assoc), stream, data };
+                        match core.taken_over_initial(&ev) {
+                            true => {
+                                s1_seen += 1;
+                                counters.incr("host_initial_again_dropped");
+                            }
+                            false => {
+                                let MmeEvent::S1Data { data, .. } = ev else { unreachable!() };
+                                carried = Some(Frame::S1 { assoc, stream, data });
+                            }
+                        }
+                    }
                     frame @ Frame::S1 { .. } => {
                         s1_seen += 1;
                         let visiting = match (&replica, holds.on) {
@@ -888,6 +902,8 @@ async fn on_frame(
         | Frame::Track => {}
         // The link's reader gives these to the S11 client.
         Frame::S11 { .. } => {}
+        // The main loop makes it an S1 frame or drops it.
+        Frame::S1Again { .. } => {}
         Frame::Hello { .. }
         | Frame::Refused { .. }
         | Frame::Holding { .. }

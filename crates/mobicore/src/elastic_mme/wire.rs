@@ -33,6 +33,13 @@ pub enum Frame {
     /// An S1AP PDU of an eNB's association (uplink: from the eNB; downlink:
     /// to be sent to it on `stream`).
     S1 { assoc: u64, stream: u16, data: Bytes },
+    /// Front end -> host: an uplink [`Frame::S1`] a host took before it
+    /// went and had not handled ([`Frame::Handled`]), sent again to the
+    /// host serving its UE now (`Router::route_again`). As a
+    /// [`Frame::S1`], but an INITIAL UE MESSAGE whose S1 connection a UE
+    /// at the host holds is dropped: the dead host handled it and the
+    /// host took its record over (`Mme::taken_over_initial`).
+    S1Again { assoc: u64, stream: u16, data: Bytes },
     /// Host -> front end, periodically: the host's moving averages for the
     /// inter-host balancer (seed 004 5.1; `q_i`, `c_i` of Eq. 1), in fixed
     /// point: CPU use and shares in 1/10,000, queue lengths in 1/1,000 of
@@ -249,6 +256,7 @@ const S11: u8 = 23;
 const HANDLED: u8 = 24;
 const AWAY_PLACED: u8 = 25;
 const REFUSED: u8 = 26;
+const S1_AGAIN: u8 = 27;
 
 impl Frame {
     /// The frame with its length prefix.
@@ -287,8 +295,14 @@ impl Frame {
                 b.put_u8(ENB_DOWN);
                 b.put_u64(*assoc);
             }
-            Frame::S1 { assoc, stream, data } | Frame::Bounce { assoc, stream, data } => {
-                b.put_u8(if matches!(self, Frame::S1 { .. }) { S1 } else { BOUNCE });
+            Frame::S1 { assoc, stream, data }
+            | Frame::S1Again { assoc, stream, data }
+            | Frame::Bounce { assoc, stream, data } => {
+                b.put_u8(match self {
+                    Frame::S1 { .. } => S1,
+                    Frame::S1Again { .. } => S1_AGAIN,
+                    _ => BOUNCE,
+                });
                 b.put_u64(*assoc);
                 b.put_u16(*stream);
                 b.put_slice(data);
@@ -413,12 +427,13 @@ impl Frame {
                 need(&body, 8)?;
                 Ok(Frame::EnbDown { assoc: body.get_u64() })
             }
-            S1 | BOUNCE => {
+            S1 | S1_AGAIN | BOUNCE => {
                 need(&body, 10)?;
                 let assoc = body.get_u64();
                 let stream = body.get_u16();
                 Ok(match t {
                     S1 => Frame::S1 { assoc, stream, data: body },
+                    S1_AGAIN => Frame::S1Again { assoc, stream, data: body },
                     _ => Frame::Bounce { assoc, stream, data: body },
                 })
             }
@@ -716,6 +731,7 @@ mod tests {
         round_trip(Frame::EnbUp { assoc: 7, peer: "::1".parse().unwrap(), outbound_streams: 9 });
         round_trip(Frame::EnbDown { assoc: 7 });
         round_trip(Frame::S1 { assoc: 1, stream: 3, data: Bytes::from_static(b"\x00\x0c\x40") });
+        round_trip(Frame::S1Again { assoc: 1, stream: 3, data: Bytes::from_static(b"\x00\x0c\x40") });
         round_trip(Frame::Load { cpu_e4: 0, nfs: vec![] });
         round_trip(Frame::Bounce { assoc: 2, stream: 1, data: Bytes::from_static(b"\x00\x0c\x40") });
         for f in [Frame::Drain, Frame::Drained, Frame::Stop] {
