@@ -326,6 +326,9 @@ impl Decomposed {
             if let Err(e) = now_or_never(host.stored.adopt(&mut host.core, gone, ho.groups, time, |_, _| false)) {
                 panic!("the memory store failed: {e}");
             }
+            // As `mme-host` after its Inherit: what the resumed steps changed
+            // (a detach finished) is written before the next message.
+            now_or_never(host.stored.sync(&mut host.core, time));
             if !heirs.contains(&ho.heir) {
                 heirs.push(ho.heir);
             }

@@ -100,6 +100,10 @@ pub enum MmeAction {
 pub(crate) type IdMap<V> = HashMap<u32, V, foldhash::fast::RandomState>;
 
 /// The MME state machine.
+/// Connections [`Mme::taken_over_initial`] remembers of UEs gone at their
+/// takeover: far more than a dead host's unhandled messages.
+const RESUMED_ENDED_MAX: usize = 1024;
+
 pub struct Mme {
     pub(crate) cfg: MmeConfig,
     pub(crate) enbs: HashMap<AssocId, EnbContext>,
@@ -137,6 +141,11 @@ pub struct Mme {
     pub(crate) paged: HashSet<u32>,
     /// M-TMSIs of UEs detached implicitly (TS 24.301 5.3.7), bounded.
     pub(crate) implicitly_detached: crate::idle::DetachedMemory,
+    /// The S1 connections of taken-over UEs whose procedure their
+    /// resumption ended (a detach), the newest [`RESUMED_ENDED_MAX`]: an
+    /// INITIAL UE MESSAGE on one sent again is the dead host's
+    /// ([`Mme::taken_over_initial`]).
+    pub(crate) resumed_ended: std::collections::VecDeque<(AssocId, u32)>,
     pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, u64)>>,
     pub(crate) actions: VecDeque<MmeAction>,
     pub(crate) counters: Counters,
@@ -169,6 +178,7 @@ impl Mme {
             next_timer_seq: 1,
             paged: HashSet::new(),
             implicitly_detached: crate::idle::DetachedMemory::default(),
+            resumed_ended: std::collections::VecDeque::new(),
             timers: BinaryHeap::new(),
             actions: VecDeque::new(),
             counters: Counters::new(),
@@ -197,6 +207,16 @@ impl Mme {
         self.next_timer_seq - 1
     }
 
+    /// A taken-over UE's S1 connection, whose procedure its resumption
+    /// ended (see `resumed_ended`).
+    pub(crate) fn note_resumed_ended(&mut self, s1: Option<S1Conn>) {
+        let Some(s1) = s1 else { return };
+        if self.resumed_ended.len() >= RESUMED_ENDED_MAX {
+            self.resumed_ended.pop_front();
+        }
+        self.resumed_ended.push_back((s1.assoc, s1.enb_ue_s1ap_id));
+    }
+
     /// Whether `ev`, an uplink an elastic MME host took before it died and
     /// the front end sends again to the host serving its UE now, is an
     /// INITIAL UE MESSAGE whose S1 connection a UE here holds: the dead
@@ -209,7 +229,9 @@ impl Mme {
         let MmeEvent::S1Data { assoc, data, .. } = ev else { return false };
         match crate::routing::uplink(assoc.0, data) {
             crate::routing::Uplink::Ue(mobicore_elastic::router::UeName::Initial { enb_ue_s1ap_id, .. }) => {
-                self.by_enb_ue.get(&(*assoc, enb_ue_s1ap_id)).is_some_and(|id| self.ues.contains_key(id))
+                let conn = (*assoc, enb_ue_s1ap_id);
+                self.by_enb_ue.get(&conn).is_some_and(|id| self.ues.contains_key(id))
+                    || self.resumed_ended.contains(&conn)
             }
             _ => false,
         }

@@ -170,22 +170,33 @@ impl Mme {
             fail(self, "handover_required_not_intra_lte", CauseRadioNetwork::ho_target_not_allowed);
             return Ok(());
         }
+        let target_assoc = target_enb(&target)
+            .and_then(|g| self.enbs.values().find(|e| e.setup && e.global_enb_id == Some(g)))
+            .map(|e| e.assoc);
         let ue = &self.ues[&id];
+        // The same again from the same source while its preparation waits
+        // for the target (an elastic MME host took the first and died
+        // before its HANDOVER REQUEST went out; its heir has the UE at this
+        // step): the preparation goes on, its request sent again.
+        let repeat = ue.step == Step::Handover
+            && ue.s1.is_some_and(|s| s.assoc == assoc && s.enb_ue_s1ap_id == enb_id)
+            && ue
+                .handover
+                .as_ref()
+                .is_some_and(|h| h.phase == Phase::Preparation && Some(h.target_assoc) == target_assoc);
         // One procedure at a time: a second Handover Required while one
         // runs, or one during another procedure, fails (8.4.1.4).
-        if ue.emm != EmmState::Registered
-            || ue.step != Step::Idle
-            || ue.esm.is_some()
-            || ue.sessions.is_empty()
-            || ue.security.is_none()
+        if !repeat
+            && (ue.emm != EmmState::Registered
+                || ue.step != Step::Idle
+                || ue.esm.is_some()
+                || ue.sessions.is_empty()
+                || ue.security.is_none())
         {
             fail(self, "handover_required_busy", CauseRadioNetwork::interaction_with_other_procedure);
             return Ok(());
         }
-        let Some(target_assoc) = target_enb(&target)
-            .and_then(|g| self.enbs.values().find(|e| e.setup && e.global_enb_id == Some(g)))
-            .map(|e| e.assoc)
-        else {
+        let Some(target_assoc) = target_assoc else {
             fail(self, "handover_required_unknown_target", CauseRadioNetwork::unknown_targetID);
             return Ok(());
         };
@@ -212,12 +223,19 @@ impl Mme {
             nh: &nh,
         });
         self.push_s1(target_assoc, stream, data);
-        self.counters.incr("s1_handover_required");
-        let mut h = Handover::new(Phase::Preparation, target_assoc, stream);
-        h.direct = direct.is_some();
-        if let Some(ue) = self.ues.get_mut(&id) {
-            ue.step = Step::Handover;
-            ue.handover = Some(h);
+        if repeat {
+            self.counters.incr("handover_required_repeated");
+            if let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.as_mut()) {
+                h.target_stream = stream;
+            }
+        } else {
+            self.counters.incr("s1_handover_required");
+            let mut h = Handover::new(Phase::Preparation, target_assoc, stream);
+            h.direct = direct.is_some();
+            if let Some(ue) = self.ues.get_mut(&id) {
+                ue.step = Step::Handover;
+                ue.handover = Some(h);
+            }
         }
         self.start_guard(id, GuardKind::TS1RelocPrep, Duration::from_millis(self.cfg.ts1reloc_prep_ms), 0);
         Ok(())
@@ -240,6 +258,27 @@ impl Mme {
             if let Some(s1u) = fteid_of(&item.transport_layer_address, &item.gtp_teid) {
                 admitted.push(Admitted { ebi: item.e_rab_id.0.min(255) as u8, s1u, dl_forwarding: dl });
             }
+        }
+        // The same acknowledge again from the target connection the
+        // preparation took (an elastic MME host handled it and died before
+        // what it sent went out; its heir has the UE past it): the forwarding
+        // tunnel is asked again (the heir's resumed request), or the command,
+        // sent, goes again, as the dead host sent it.
+        let again = self.running(mme_id).and_then(|h| {
+            let linked = h.target.is_some_and(|t| t.assoc == assoc && t.enb_ue_s1ap_id == enb_id);
+            let forwarding = || h.admitted.iter().filter_map(|a| a.dl_forwarding.map(|f| (a.ebi, f))).collect();
+            match h.phase {
+                Phase::CreateForwarding if linked => Some(None),
+                Phase::Execution if linked => Some(Some(if h.direct { forwarding() } else { Vec::new() })),
+                _ => None,
+            }
+        });
+        if let Some(command) = again {
+            self.counters.incr("handover_request_ack_repeated");
+            if let Some(forwarding) = command {
+                self.send_handover_command(mme_id, &forwarding);
+            }
+            return Ok(());
         }
         let preparing = self.running(mme_id).is_some_and(|h| h.phase == Phase::Preparation && h.target_assoc == assoc);
         if !preparing {
@@ -418,6 +457,19 @@ impl Mme {
         let conn = |c: &S1Conn| c.assoc == assoc && c.enb_ue_s1ap_id == enb_id;
         let ours =
             self.running(mme_id).is_some_and(|h| h.phase == Phase::Execution && h.target.is_some_and(|t| conn(&t)));
+        // Again on the connection the UE moved to, its handover completing
+        // (an elastic MME host handled it and died before what it sent went
+        // out; its heir has the UE past it, its Modify Bearers asked again,
+        // the source's release due at TS1RELOCoverall at the latest):
+        // nothing to do.
+        let moved = self.ues.get(&mme_id).is_some_and(|u| {
+            u.s1.is_some_and(|s| conn(&s))
+                && u.handover.as_ref().is_some_and(|h| matches!(h.phase, Phase::Completion { .. }))
+        });
+        if !ours && moved {
+            self.counters.incr("handover_notify_repeated");
+            return Ok(());
+        }
         if !ours {
             // Without preparation: the UE's own connection (or a target's
             // out of turn) is not in a state for it; another id is unknown.

@@ -386,7 +386,9 @@ impl Mme {
             (None, Step::ReleaseAccessBearers, _) => self.start_s1_release(id),
             (None, Step::DetachDeleteSession { switch_off, .. }, _) => {
                 self.counters.incr("ue_resumed_detach_finished");
+                let s1 = ue.s1;
                 self.finish_detach(id, switch_off);
+                self.note_resumed_ended(s1);
             }
             // The bearers requested back: the same INITIAL CONTEXT SETUP
             // REQUEST again (its KeNB from the same uplink NAS COUNT).

@@ -32,6 +32,13 @@ impl Mme {
             }
         }
         let ue = &self.ues[&id];
+        // A repeat while the release runs: its command answers both (TS
+        // 36.413 8.3.2; an eNB's retry, or one a dead elastic MME host had
+        // taken, sent again to its heir).
+        if ue.step == Step::ReleaseAccessBearers {
+            self.counters.incr("release_request_repeated");
+            return Ok(());
+        }
         // A release during a service request or TAU (radio link lost) leaves
         // the UE registered and idle (TS 23.401 5.3.5).
         let settled = ue.emm == EmmState::Registered

@@ -111,6 +111,25 @@ fn release_request_releases_access_bearers_and_keeps_ue_registered() {
     assert_eq!(h.mme.stats().attached, 1);
 }
 
+/// The eNB asks again while the release runs (TS 36.413 8.3.2; or an
+/// elastic MME host took the first and died, and its heir gets it again):
+/// the release under way answers both, the UE stays registered.
+#[test]
+fn a_release_request_repeated_while_the_release_runs_is_answered_by_it() {
+    let mut h = Harness::default();
+    let ue = h.attach("001010000000036", 36);
+    let id = ue.mme_ue_id.unwrap();
+    h.s1(release_request(id, 36));
+    let (r, _) = expect_s11(&h.drain());
+    h.s1(release_request(id, 36));
+    assert!(h.drain().is_empty(), "nothing new for the repeat");
+    assert_eq!(h.mme.counters().value("release_request_repeated"), 1);
+    h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
+    assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
+    assert_eq!(h.mme.ues[&id].emm, EmmState::Registered);
+    assert_eq!(h.mme.stats().attached, 1);
+}
+
 /// An elastic MME host lets a UE go once it is at rest: registered, no
 /// procedure, ECM-IDLE with its UE CONTEXT RELEASE COMPLETE in (TS 36.413
 /// 8.3.3), or its eNB gone (no COMPLETE will come).

@@ -75,8 +75,8 @@
 //! (`host_initial_again_dropped`): handled again, it would start a second
 //! context of the IMSI there, and the two would collide in the store. The
 //! other messages of such a window meet the heir's procedure at the step
-//! after them; `Decomposed::kill_after_uplink` (crates/harness) sweeps an
-//! attach's.
+//! after them, which takes them as a repeat; `Decomposed::kill_after_uplink`
+//! (crates/harness) sweeps a UE's life.
 //!
 //! Everything queued is bounded: a host that does not
 //! read loses messages (counted: `frontend_host_queue_full`), a peer that
