@@ -332,9 +332,14 @@ fn finish_step(net: &mut Network, ue: u64, what: Procedure) {
     assert_eq!(net.last_result(ue, what), Some(Ok(())), "{what:?}: {:?}", net.outcomes(ue));
 }
 
+/// T3412 of [`two_of_three_attached`]: a periodic TAU a minute into idle.
+const T3412_S: u64 = 60;
+
 /// Two eNBs, UEs 0 and 1 attached, UE 2 not yet.
 fn two_of_three_attached() -> Network {
-    let mut net = Network::new(2, 3, decomposed());
+    let mut cfg = decomposed();
+    cfg.mme.t3412_seconds = T3412_S;
+    let mut net = Network::new(2, 3, cfg);
     net.s1_setup_all();
     for ue in 0..2 {
         net.attach(ue);
@@ -383,8 +388,9 @@ fn whichever_uplink_a_host_dies_after_the_heir_takes_it_again_and_every_step_com
 }
 
 /// UE 2's life, each step run to its end: attach, idle, a service request,
-/// an S1 handover to the other eNB, idle again, detach. UEs 0 and 1 go
-/// idle with it. Its GUTI after each of the first three steps.
+/// an S1 handover to the other eNB, an X2 handover back, idle again, a
+/// periodic TAU, detach. UEs 0 and 1 go idle with it (and update too). Its
+/// GUTI after each step up to the X2 handover.
 fn life(net: &mut Network) -> Vec<Option<String>> {
     let ue = 2;
     net.attach(ue);
@@ -401,7 +407,16 @@ fn life(net: &mut Network) -> Vec<Option<String>> {
     let cell = net.enbs[target].cell();
     net.enbs[source].start_s1_handover(net.now, ue, cell, false).unwrap();
     finish_step(net, ue, Procedure::S1Handover);
+    assert_eq!(net.enb_of(ue), target);
     gutis.push(net.guti(ue));
+    net.x2_handover(ue, source).unwrap();
+    finish_step(net, ue, Procedure::X2Handover);
+    assert_eq!(net.enb_of(ue), source);
+    gutis.push(net.guti(ue));
+    net.advance(INACTIVITY + Duration::from_secs(1));
+    net.advance(Duration::from_secs(T3412_S - 10));
+    // (Its ACCEPT may give a new GUTI, TS 24.301 5.5.3.2.4.)
+    finish_step(net, ue, Procedure::PeriodicTau);
     net.advance(INACTIVITY + Duration::from_secs(1));
     net.detach(ue, false);
     finish_step(net, ue, Procedure::Detach);

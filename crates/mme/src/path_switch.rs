@@ -80,6 +80,14 @@ impl Mme {
             fail(self, "path_switch_unknown_ue", radio(CauseRadioNetwork::unknown_mme_ue_s1ap_id));
             return Ok(());
         };
+        // Again from the target the UE switched to, its Modify Bearers out
+        // (an elastic MME host took it and died before what it sent went
+        // out; its heir asked them again): the ACKNOWLEDGE comes with them.
+        let on_target = ue.s1.is_some_and(|s| s.assoc == assoc && s.enb_ue_s1ap_id == enb_id);
+        if on_target && ue.handover.as_ref().is_some_and(|h| h.phase == crate::s1_handover::Phase::PathSwitch) {
+            self.counters.incr("path_switch_repeated");
+            return Ok(());
+        }
         // The UE must be ECM-CONNECTED on another S1 connection.
         let Some(source) = ue.s1.filter(|s| !(s.assoc == assoc && s.enb_ue_s1ap_id == enb_id)) else {
             fail(self, "path_switch_ue_not_connected", radio(CauseRadioNetwork::unknown_mme_ue_s1ap_id));

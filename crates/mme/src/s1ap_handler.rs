@@ -356,11 +356,28 @@ impl Mme {
                 self.touch(id);
                 Some(id)
             }
+            // On the connection a UE CONTEXT RELEASE COMMAND released (it
+            // crossed the command; or an elastic MME host took it and died
+            // before the command went, and its heir sent the command again):
+            // the release answers it, no ERROR INDICATION.
+            Err(_) if self.released_here(assoc, mme_id, enb_id) => {
+                self.counters.incr("s1ap_after_release_command");
+                None
+            }
             Err(e) => {
                 self.unknown_ue(assoc, mme_id, enb_id, e);
                 None
             }
         }
+    }
+
+    /// Whether UE `mme_id`'s release command, its COMPLETE not in, was for
+    /// eNB UE `enb_id` on `assoc`.
+    fn released_here(&self, assoc: AssocId, mme_id: u32, enb_id: u32) -> bool {
+        self.ues
+            .get(&mme_id)
+            .and_then(|u| u.releasing.as_ref())
+            .is_some_and(|r| r.s1.assoc == assoc && r.s1.enb_ue_s1ap_id == enb_id)
     }
 
     fn unknown_ue(&mut self, assoc: AssocId, mme_id: u32, enb_id: u32, e: UnknownUe) {

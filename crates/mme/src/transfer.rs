@@ -371,6 +371,14 @@ impl Mme {
                 }
             }
             (Some(h), _, _) if matches!(h.phase, Phase::PathSwitch | Phase::Completion { .. }) => {
+                // After an S1 handover's notify, the source's release command
+                // too, its COMPLETE not in (TS 23.401 5.5.1.2.2 step 19).
+                if let Phase::Completion { source, released: false } = h.phase {
+                    use oxirush_s1ap::s1ap::{Cause, CauseRadioNetwork};
+                    let cause = Cause::radioNetwork(CauseRadioNetwork::successful_handover);
+                    let data = crate::s1ap_build::ue_context_release_command(id, source.enb_ue_s1ap_id, cause);
+                    self.push_s1(source.assoc, source.stream, data);
+                }
                 let n = self.modify_bearers_again(id);
                 if n == 0 {
                     return false;

@@ -130,6 +130,28 @@ fn a_release_request_repeated_while_the_release_runs_is_answered_by_it() {
     assert_eq!(h.mme.stats().attached, 1);
 }
 
+/// A message of the eNB's that crossed the UE CONTEXT RELEASE COMMAND
+/// (here a second release request) names a connection the MME released:
+/// the release answers it, with no ERROR INDICATION; after the COMPLETE,
+/// the connection is unknown, as any other.
+#[test]
+fn a_message_crossing_the_release_command_gets_no_error_indication() {
+    let mut h = Harness::default();
+    let ue = h.attach("001010000000037", 37);
+    let id = ue.mme_ue_id.unwrap();
+    h.s1(release_request(id, 37));
+    let (r, _) = expect_s11(&h.drain());
+    h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
+    assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
+    h.s1(release_request(id, 37));
+    assert!(h.drain().is_empty(), "nothing for it");
+    assert_eq!(h.mme.counters().value("s1ap_after_release_command"), 1);
+    h.s1(release_complete(id, 37));
+    h.s1(release_request(id, 37));
+    assert_eq!(h.one_down().kind, S1apPduKind::Initiating_ErrorIndication);
+    assert_eq!(h.mme.stats().attached, 1);
+}
+
 /// An elastic MME host lets a UE go once it is at rest: registered, no
 /// procedure, ECM-IDLE with its UE CONTEXT RELEASE COMPLETE in (TS 36.413
 /// 8.3.3), or its eNB gone (no COMPLETE will come).
