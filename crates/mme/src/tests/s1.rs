@@ -93,14 +93,20 @@ fn detach_switch_off_sends_no_accept() {
     assert_eq!(h.mme.counters().value("detach_switch_off"), 1);
 }
 
+/// UE `imsi` attached at eNB UE `enb_id`, its eNB asks for its release:
+/// its MME-UE-S1AP-ID and the Release Access Bearers request sent.
+fn release_asked(h: &mut Harness, imsi: &str, enb_id: u32) -> (u32, crate::UeRef) {
+    let id = h.attach(imsi, enb_id).mme_ue_id.unwrap();
+    h.s1(release_request(id, enb_id));
+    let (r, req) = expect_s11(&h.drain());
+    assert!(matches!(req, S11Request::ReleaseAccessBearers(_)));
+    (id, r)
+}
+
 #[test]
 fn release_request_releases_access_bearers_and_keeps_ue_registered() {
     let mut h = Harness::default();
-    let ue = h.attach("001010000000035", 35);
-    let id = ue.mme_ue_id.unwrap();
-    h.s1(release_request(id, 35));
-    let (r, req) = expect_s11(&h.drain());
-    assert!(matches!(req, S11Request::ReleaseAccessBearers(_)));
+    let (id, r) = release_asked(&mut h, "001010000000035", 35);
     h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
     let d = h.one_down();
     assert_eq!(d.kind, S1apPduKind::Initiating_UEContextRelease);
@@ -117,10 +123,7 @@ fn release_request_releases_access_bearers_and_keeps_ue_registered() {
 #[test]
 fn a_release_request_repeated_while_the_release_runs_is_answered_by_it() {
     let mut h = Harness::default();
-    let ue = h.attach("001010000000036", 36);
-    let id = ue.mme_ue_id.unwrap();
-    h.s1(release_request(id, 36));
-    let (r, _) = expect_s11(&h.drain());
+    let (id, r) = release_asked(&mut h, "001010000000036", 36);
     h.s1(release_request(id, 36));
     assert!(h.drain().is_empty(), "nothing new for the repeat");
     assert_eq!(h.mme.counters().value("release_request_repeated"), 1);
@@ -137,10 +140,7 @@ fn a_release_request_repeated_while_the_release_runs_is_answered_by_it() {
 #[test]
 fn a_message_crossing_the_release_command_gets_no_error_indication() {
     let mut h = Harness::default();
-    let ue = h.attach("001010000000037", 37);
-    let id = ue.mme_ue_id.unwrap();
-    h.s1(release_request(id, 37));
-    let (r, _) = expect_s11(&h.drain());
+    let (id, r) = release_asked(&mut h, "001010000000037", 37);
     h.s11(r, S11Response::ReleaseAccessBearers(GtpCause::REQUEST_ACCEPTED));
     assert_eq!(h.one_down().kind, S1apPduKind::Initiating_UEContextRelease);
     h.s1(release_request(id, 37));
