@@ -99,11 +99,11 @@ pub enum MmeAction {
 /// keep SipHash.
 pub(crate) type IdMap<V> = HashMap<u32, V, foldhash::fast::RandomState>;
 
-/// The MME state machine.
 /// Connections [`Mme::taken_over_initial`] remembers of UEs gone at their
 /// takeover: far more than a dead host's unhandled messages.
 const RESUMED_ENDED_MAX: usize = 1024;
 
+/// The MME state machine.
 pub struct Mme {
     pub(crate) cfg: MmeConfig,
     pub(crate) enbs: HashMap<AssocId, EnbContext>,
