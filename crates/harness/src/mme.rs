@@ -299,20 +299,20 @@ impl Decomposed {
         self.hosts.iter().find(|(_, h)| h.core.find_ue(key).is_some()).map(|(&h, _)| h)
     }
 
+    /// (Fault) The host that handles the `n`th UE-associated uplink from
+    /// now (1: the next; 0: none) dies right after, its UE's record
+    /// written and nothing it sent gone out; the uplink goes again to
+    /// whoever serves the UE then, as `mme-frontend` sends a dead host's
+    /// messages it had not said it handled (`Frame::Handled`) to the heir.
+    pub fn kill_after_uplink(&mut self, n: u64) {
+        self.die_after = (n > 0).then_some(n);
+    }
+
     /// Host `h` dies (its core and what it held in memory are gone) and
     /// the router learns it; each heir adopts its replica groups of the
     /// dead host's UEs from the store, and of those of hosts gone before
     /// whose heir it was, as at the front end's `Inherit` and `Adopt`.
     /// Returns the heirs, in host order (none if `h` was not live).
-    /// (Fault) The host that handles the `n`th UE-associated uplink from
-    /// now (1: the next) dies right after, its UE's record written and
-    /// nothing it sent gone out; the uplink goes again to whoever serves
-    /// the UE then, as `mme-frontend` sends a dead host's messages it had
-    /// not said it handled (`Frame::Handled`) to the heir.
-    pub fn kill_after_uplink(&mut self, n: u64) {
-        self.die_after = (n > 0).then_some(n);
-    }
-
     pub fn kill_host(&mut self, h: HostId) -> Vec<HostId> {
         if self.hosts.remove(&h).is_none() {
             return Vec::new();
