@@ -335,10 +335,12 @@ fn finish_step(net: &mut Network, ue: u64, what: Procedure) {
 /// T3412 of [`two_of_three_attached`]: a periodic TAU a minute into idle.
 const T3412_S: u64 = 60;
 
-/// Two eNBs, UEs 0 and 1 attached, UE 2 not yet.
+/// Two eNBs, UEs 0 and 1 attached, UE 2 not yet; a second APN, "ims".
 fn two_of_three_attached() -> Network {
     let mut cfg = decomposed();
     cfg.mme.t3412_seconds = T3412_S;
+    cfg.apns = vec![mobicore_hss::ApnProfile::new("internet"), mobicore_hss::ApnProfile::new("ims")];
+    cfg.spgwc.apns.push(mobicore_spgwc::config::ApnConfig::ipv4("ims", std::net::Ipv4Addr::new(10, 60, 0, 0), 16));
     let mut net = Network::new(2, 3, cfg);
     net.s1_setup_all();
     for ue in 0..2 {
@@ -388,8 +390,8 @@ fn whichever_uplink_a_host_dies_after_the_heir_takes_it_again_and_every_step_com
 }
 
 /// UE 2's life, each step run to its end: attach, idle, a service request,
-/// an S1 handover to the other eNB, an X2 handover back, idle again, a
-/// periodic TAU, detach. UEs 0 and 1 go idle with it (and update too). Its
+/// a PDN connection to a second APN and its disconnect, an S1 handover to
+/// the other eNB, an X2 handover back, idle again, a periodic TAU, detach. UEs 0 and 1 go idle with it (and update too). Its
 /// GUTI after each step up to the X2 handover.
 fn life(net: &mut Network) -> Vec<Option<String>> {
     let ue = 2;
@@ -403,6 +405,16 @@ fn life(net: &mut Network) -> Vec<Option<String>> {
     net.enbs[enb].start_service_request(now, ue).unwrap();
     finish_step(net, ue, Procedure::ServiceRequest);
     gutis.push(net.guti(ue));
+    let now = net.now;
+    net.enbs[enb].start_pdn_connectivity(now, ue, "ims").unwrap();
+    finish_step(net, ue, Procedure::PdnConnectivity);
+    assert_eq!(apns(net, ue), ["ims", "internet"]);
+    let pdns = net.enbs[enb].ue(ue).unwrap().ue.pdn_connections();
+    let ebi = pdns.iter().find(|p| p.apn == "ims").expect("the ims PDN connection").ebi;
+    let now = net.now;
+    net.enbs[enb].start_pdn_disconnect(now, ue, ebi).unwrap();
+    finish_step(net, ue, Procedure::PdnDisconnect);
+    assert_eq!(apns(net, ue), ["internet"]);
     let (source, target) = (net.enb_of(ue), 1 - net.enb_of(ue));
     let cell = net.enbs[target].cell();
     net.enbs[source].start_s1_handover(net.now, ue, cell, false).unwrap();
