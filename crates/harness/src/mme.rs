@@ -414,7 +414,7 @@ impl Decomposed {
         let group = self.frontend.group_for(None, Some(data));
         match self.router.route_again(gone, name, group) {
             Ok(Dest::Host(h) | Dest::Hold(h)) => {
-                if self.hosts.get(&h).is_some_and(|host| host.core.taken_over_initial(&ev)) {
+                if self.hosts.get(&h).is_some_and(|host| host.core.taken_over_initial(assoc, data)) {
                     self.counters.incr("host_initial_again_dropped");
                     return;
                 }

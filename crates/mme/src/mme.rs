@@ -217,19 +217,18 @@ impl Mme {
         self.resumed_ended.push_back((s1.assoc, s1.enb_ue_s1ap_id));
     }
 
-    /// Whether `ev`, an uplink an elastic MME host took before it died and
-    /// the front end sends again to the host serving its UE now, is an
-    /// INITIAL UE MESSAGE whose S1 connection a UE here holds: the dead
+    /// Whether S1AP PDU `data` of `assoc`, an uplink an elastic MME host
+    /// took before it died and the front end sends again to the host
+    /// serving its UE now, is an INITIAL UE MESSAGE whose S1 connection a UE here holds: the dead
     /// host handled it and wrote the UE's record, which this host took
     /// over, so the UE's procedure goes on from there (the requests it was
     /// awaiting asked again, its NAS timers running). Handled again, it
     /// would start a second context for the connection (TS 36.413 8.6.2.1:
     /// a new S1 connection) and the two would collide in the store.
-    pub fn taken_over_initial(&self, ev: &MmeEvent) -> bool {
-        let MmeEvent::S1Data { assoc, data, .. } = ev else { return false };
+    pub fn taken_over_initial(&self, assoc: AssocId, data: &[u8]) -> bool {
         match crate::routing::uplink(assoc.0, data) {
             crate::routing::Uplink::Ue(mobicore_elastic::router::UeName::Initial { enb_ue_s1ap_id, .. }) => {
-                let conn = (*assoc, enb_ue_s1ap_id);
+                let conn = (assoc, enb_ue_s1ap_id);
                 self.by_enb_ue.get(&conn).is_some_and(|id| self.ues.contains_key(id))
                     || self.resumed_ended.contains(&conn)
             }

@@ -582,19 +582,13 @@ pub async fn run(
                         }
                     }
                     // Dropped, it counts as handled; else it is an S1 frame.
-                    Frame::S1Again { assoc, stream, data } => {
-                        let ev = MmeEvent::S1Data { assoc: AssocId(assoc), stream, data };
-                        match core.taken_over_initial(&ev) {
-                            true => {
-                                s1_seen += 1;
-                                counters.incr("host_initial_again_dropped");
-                            }
-                            false => {
-                                let MmeEvent::S1Data { data, .. } = ev else { unreachable!() };
-                                carried = Some(Frame::S1 { assoc, stream, data });
-                            }
+                    Frame::S1Again { assoc, stream, data } => match core.taken_over_initial(AssocId(assoc), &data) {
+                        true => {
+                            s1_seen += 1;
+                            counters.incr("host_initial_again_dropped");
                         }
-                    }
+                        false => carried = Some(Frame::S1 { assoc, stream, data }),
+                    },
                     frame @ Frame::S1 { .. } => {
                         s1_seen += 1;
                         let visiting = match (&replica, holds.on) {
