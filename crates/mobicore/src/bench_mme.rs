@@ -22,7 +22,7 @@
 //!   (`mobicore_elastic::sim`, `--sim`), which runs the balancers and
 //!   forwarders of the real front end and hosts: skewed consistent
 //!   hashing beside round robin, consistent hashing and Maglev on the
-//!   same seeded load, to 100 hosts; Fig. 11's hosts time-averaged
+//!   same seeded load, to 160 hosts; Fig. 11's hosts time-averaged
 //!   under the EPS controller's scaling, as seed 004 measures them, with
 //!   the fixed count beside.
 
@@ -191,11 +191,11 @@ pub struct MmeArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pub alpha: Vec<f64>,
     /// Fig. 11: the most hosts a search tries, and simulated, the most
-    /// the EPS controller may run (default 100 simulated, 4 real).
+    /// the EPS controller may run (default 160 simulated, 4 real).
     #[arg(long)]
     pub max_hosts: Option<u32>,
-    /// Fig. 11: offered procedures per second (simulated, default: half
-    /// what --max-hosts hosts serve at full CPU; real, default 200, the
+    /// Fig. 11: offered procedures per second (simulated, default: what
+    /// 50 hosts serve at full CPU, seed 004 Fig. 11b's scale; real, default 200, the
     /// RAN's procedures of the --mix). Fig. 7: the constant rate of
     /// service requests and releases (default 400); Fig. 10 on real
     /// processes: the mean of --pattern (default 300); Fig. 8: the T2 ramp's mean
@@ -204,7 +204,7 @@ pub struct MmeArgs {
     #[arg(long)]
     pub rate: Option<f64>,
     /// UEs (default: 60 for Fig. 8, 300 for Fig. 10, 120 for Figs. 10 and 11 on
-    /// real processes, 100 per --max-hosts for Fig. 11, 200 for Fig. 7, 600 for
+    /// real processes, 40 per host's worth of --rate for Fig. 11, 200 for Fig. 7, 600 for
     /// Fig. 9 on real processes; Fig. 6: per offered load, default load x
     /// --seconds).
     #[arg(long)]
@@ -251,9 +251,9 @@ pub struct MmeArgs {
     /// a procedure's completion time alone; seed 004's sit near it (a
     /// service request under 10 ms alone, SLOs of 1-10 ms): 0.25 puts
     /// ours at 1.4 to 3.6 times it (a service request's 2.5 ms, a
-    /// handover's 5 ms).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::elastic_mme::positive)]
-    pub slo_scale: f64,
+    /// handover's 5 ms). Default 1, and 0.25 for Fig. 11 simulated.
+    #[arg(long, value_parser = crate::elastic_mme::positive)]
+    pub slo_scale: Option<f64>,
     /// SLO violations allowed when counting the hosts needed (Fig. 11).
     #[arg(long, default_value_t = 5.0)]
     pub target_pct: f64,
@@ -362,7 +362,14 @@ impl MmeArgs {
     /// The simulator's profiles, SLOs by --slo-scale (also the SLOs a
     /// real run counts and its front end places by).
     pub(crate) fn profiles(&self) -> Profiles {
-        Profiles::default().with_slos_scaled(self.slo_scale)
+        Profiles::default().with_slos_scaled(self.slo_scale())
+    }
+
+    /// --slo-scale, by default the seed's SLO regime for Fig. 11
+    /// simulated ([`FIG11_SIM_SLO_SCALE`]), else 1.
+    pub(crate) fn slo_scale(&self) -> f64 {
+        let fig11_sim = self.figure == MmeFigure::Fig11 && self.sim;
+        self.slo_scale.unwrap_or(if fig11_sim { FIG11_SIM_SLO_SCALE } else { 1.0 })
     }
 
     fn sim_seconds(&self) -> f64 {
@@ -523,21 +530,37 @@ fn fig10(a: &MmeArgs) -> Vec<Value> {
     points
 }
 
+/// Fig. 11 simulated, by default: SLOs near a procedure's completion time
+/// alone, as seed 004's (a service request under 10 ms alone, SLOs of
+/// 1-10 ms); ours at 1 are 6 to 14 times it.
+const FIG11_SIM_SLO_SCALE: f64 = 0.25;
+/// Fig. 11 simulated, by default: the load, in hosts' worth at full CPU
+/// (seed 004 Fig. 11b simulates 100 hosts).
+const FIG11_SIM_HOSTS_OF_LOAD: f64 = 50.0;
+/// Fig. 11 simulated, by default: UEs per host's worth of load. Each hot
+/// UE then carries a tenth of a host, and how unevenly hashing spreads
+/// them decides what consistent hashing needs: with more UEs it needs
+/// fewer hosts, while skewed CH needs about as many (its floor is the
+/// bursts), so the saving shrinks (seed 004 does not give its UE count).
+const FIG11_SIM_UES_PER_HOST_OF_LOAD: f64 = 40.0;
+
 fn fig11(a: &MmeArgs) -> Vec<Value> {
     let profiles = a.profiles();
     let mix = a.mix.unwrap_or_default();
     let capacity = sim::host_capacity(&profiles, &mix, 1.0);
-    let max_hosts = a.max_hosts.unwrap_or(100);
-    let rate = a.rate.unwrap_or(0.5 * f64::from(max_hosts) * capacity);
-    let ues = a.ues.unwrap_or(100 * max_hosts);
+    let max_hosts = a.max_hosts.unwrap_or(160);
+    let rate = a.rate.unwrap_or(FIG11_SIM_HOSTS_OF_LOAD * capacity);
+    let ues = a.ues.unwrap_or((FIG11_SIM_UES_PER_HOST_OF_LOAD * rate / capacity).round().max(1.0) as u32);
     let skew = skews(a)[1].1;
+    let hot_ue = skew.weights(ues).first().copied().unwrap_or(0.0) * rate / capacity;
     println!(
-        "Fig. 11 (simulated): {rate:.0} procedures/s in Pareto bursts, {ues} UEs, {:.0}% of them carrying {:.0}% of the load, \
-         at most {} hosts at {capacity:.0}/s each, {} s per run; hosts needed for <= {}% SLO violations: time-averaged \
-         under the EPS controller (the least over spare-CPU settings {:?} of the starting hosts' cores and starting \
-         counts), and a fixed count; {}",
+        "Fig. 11 (simulated): {rate:.0} procedures/s in Pareto bursts, {ues} UEs, {:.0}% of them carrying {:.0}% of the load \
+         (a hot UE {:.1}% of a host's capacity), at most {} hosts at {capacity:.0}/s each, {} s per run; hosts needed for \
+         <= {}% SLO violations: time-averaged under the EPS controller (the least over spare-CPU settings {:?} of the \
+         starting hosts' cores and starting counts), and a fixed count; {}",
         100.0 * a.hot_fraction,
         100.0 * a.hot_share,
+        100.0 * hot_ue,
         max_hosts,
         a.sim_seconds(),
         a.target_pct,
@@ -573,6 +596,7 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
             let mut p = point(11, &r, rate);
             p["slo_ms"] = slos_json(&profiles);
             p["alpha"] = json!(alpha);
+            p["ues"] = json!(ues);
             p["pattern"] = json!("T4");
             p["hosts_needed"] = json!(n);
             p["target_pct"] = json!(a.target_pct);
@@ -623,8 +647,6 @@ fn fig11(a: &MmeArgs) -> Vec<Value> {
     points
 }
 
-/// `x` hosts against consistent hashing's `ch` (Fig. 11): how many
-/// fewer, in percent of `ch`; "-" if either is not known.
 /// How many fewer hosts `x` needs than consistent hashing, `ch` (none:
 /// no CH in the run; `Some(None)`: CH needs more than `max` hosts, so the
 /// saving is a lower bound).
@@ -839,6 +861,17 @@ mod tests {
 
     fn args(line: &str) -> MmeArgs {
         Cli::try_parse_from(std::iter::once("mme").chain(line.split_whitespace())).unwrap().args
+    }
+
+    #[test]
+    fn fig11_simulated_defaults_to_the_seeds_slo_regime_and_the_rest_to_ours() {
+        assert_eq!(args("fig11 --sim").slo_scale(), FIG11_SIM_SLO_SCALE);
+        assert_eq!(args("fig11 --sim").profiles(), Profiles::default().with_slos_scaled(FIG11_SIM_SLO_SCALE));
+        for line in ["fig11", "fig10 --sim", "fig10", "fig9 --sim"] {
+            assert_eq!(args(line).slo_scale(), 1.0, "{line}");
+        }
+        assert_eq!(args("fig11 --sim --slo-scale 1").slo_scale(), 1.0);
+        assert!(Cli::try_parse_from(["mme", "fig11", "--sim", "--slo-scale", "0"]).is_err());
     }
 
     #[test]

@@ -258,3 +258,29 @@ fn tighter_slos_widen_sk_chs_saving_over_ch() {
     let (default, tight) = (saving(1.0), saving(0.25));
     assert!(default > 0.0 && tight > default, "saving {default:.2} at the default SLOs, {tight:.2} at a quarter");
 }
+
+/// The fewer UEs share a load, the larger each one's share of a host, and
+/// the less evenly hashing spreads the hot ones: consistent hashing needs
+/// more hosts for its hottest, while skewed CH, which places each
+/// procedure on the least loaded viable of its candidates, needs about
+/// as many (`mobicore bench mme fig11 --sim` takes 40 UEs per host's worth
+/// of load; at 125, as here by default, the saving is smaller).
+#[test]
+fn lumpier_ues_widen_sk_chs_saving_over_ch() {
+    let saving = |ues: u32| {
+        let needed = |scheme| {
+            let base = fig11(scheme);
+            let c = SimConfig {
+                profiles: Profiles::default().with_slos_scaled(0.25),
+                load: LoadConfig { ues, ..base.load.clone() },
+                ..base
+            };
+            hosts_needed(&c, 40, 5.0).map(|(n, _)| f64::from(n)).expect("40 hosts are enough")
+        };
+        let (sk, ch) = (needed(Scheme::SkewedCh), needed(Scheme::ConsistentHashing));
+        eprintln!("{ues} UEs: sk-ch {sk} hosts, ch {ch}");
+        1.0 - sk / ch
+    };
+    let (many, few) = (saving(1000), saving(320));
+    assert!(few > many && many > 0.0, "saving {many:.2} with 1000 UEs, {few:.2} with 320");
+}
