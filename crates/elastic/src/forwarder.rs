@@ -1,10 +1,11 @@
 //! The intra-host forwarder (seed 004 5.2-5.3, Algorithm 2): per-service
 //! NF instances sharing a core, each with a queue; a procedure's first
 //! message goes to the instance with the least Q/C (Eqs. 2-3) and its later
-//! messages follow it (tracking by M-TMSI); the core's time is shared
-//! between busy instances in proportion to their priorities (Eq. 4,
+//! messages follow it (tracking by M-TMSI), queued there ahead of new
+//! procedures' first messages; the core's time is shared between busy
+//! instances in proportion to their priorities (Eq. 4,
 //! `C_i = P_i / sum P_j`, `P_i = SLO_min / SLO_i`), and a service whose
-//! procedures keep missing their SLO has its priority raised.
+//! procedures miss their SLO has its priority raised.
 
 use crate::procedure::{MTmsi, ProcedureKind, Profiles};
 use std::collections::{HashMap, VecDeque};
@@ -16,7 +17,8 @@ pub struct ForwarderConfig {
     /// `SLO_min`; by default the tightest class SLO.
     pub slo_min_s: Option<f64>,
     /// Consecutive completions over the SLO that raise a service's
-    /// priority.
+    /// priority (seed 004 5.3: "if SLO violations occur for an NF, we
+    /// reactively increment its priority": 1).
     pub bump_after: u32,
     /// How much a priority rises (seed 004 5.3: "a small fraction (e.g.,
     /// 0.01)").
@@ -33,6 +35,11 @@ pub struct ForwarderConfig {
     /// `P_i` per service, in place of `SLO_min / SLO_i` (seed 004 Fig. 9
     /// "prioritized": one procedure's NF favoured over another's).
     pub priorities: Option<[f64; ProcedureKind::COUNT]>,
+    /// An instance runs the later messages of procedures under way
+    /// before new procedures' first messages (in arrival order each), as
+    /// `mme-host` takes the S6a and S11 answers of its procedures before
+    /// new frames: what a procedure has begun finishes first.
+    pub continuing_first: bool,
 }
 
 impl Default for ForwarderConfig {
@@ -40,13 +47,14 @@ impl Default for ForwarderConfig {
         ForwarderConfig {
             instances: [1; ProcedureKind::COUNT],
             slo_min_s: None,
-            bump_after: 3,
+            bump_after: 1,
             bump_step: 0.01,
             max_priority: 1.0,
             max_queue: 4096,
             max_tracked: 1 << 20,
             unified: false,
             priorities: None,
+            continuing_first: true,
         }
     }
 }
@@ -103,7 +111,11 @@ struct Service {
 #[derive(Clone, Debug)]
 struct Instance<M> {
     kind: ProcedureKind,
-    queue: VecDeque<(M, f64)>,
+    /// Each message with its UE and cost.
+    queue: VecDeque<(MTmsi, M, f64)>,
+    /// The first `continuing` messages of `queue` are later messages of
+    /// procedures under way, queued ahead of new procedures' first.
+    continuing: usize,
     /// Stride scheduling's pass: core time received over priority.
     pass: f64,
 }
@@ -139,12 +151,12 @@ impl<M> Forwarder<M> {
             .collect();
         let instances = if cfg.unified {
             // Its kind names it only: it takes every kind (`serves`).
-            vec![Instance { kind: ProcedureKind::Attach, queue: VecDeque::new(), pass: 0.0 }]
+            vec![Instance { kind: ProcedureKind::Attach, queue: VecDeque::new(), continuing: 0, pass: 0.0 }]
         } else {
             ProcedureKind::ALL
                 .iter()
                 .flat_map(|&kind| (0..cfg.instances[kind.index()]).map(move |_| kind))
-                .map(|kind| Instance { kind, queue: VecDeque::new(), pass: 0.0 })
+                .map(|kind| Instance { kind, queue: VecDeque::new(), continuing: 0, pass: 0.0 })
                 .collect()
         };
         Forwarder {
@@ -266,7 +278,16 @@ impl<M> Forwarder<M> {
             // credit for having been idle.
             inst.pass = inst.pass.max(self.vtime);
         }
-        inst.queue.push_back((msg, cost_s));
+        // Never ahead of a message of its own UE.
+        let ahead =
+            !first && self.cfg.continuing_first && inst.queue.iter().skip(inst.continuing).all(|(u, _, _)| *u != ue);
+        match ahead {
+            true => {
+                inst.queue.insert(inst.continuing, (ue, msg, cost_s));
+                inst.continuing += 1;
+            }
+            false => inst.queue.push_back((ue, msg, cost_s)),
+        }
         self.queued += 1;
         self.stats.dispatched += 1;
         self.stats.predicted_violations += u64::from(predicted_violation);
@@ -287,7 +308,8 @@ impl<M> Forwarder<M> {
             .min_by(|&a, &b| self.instances[a].pass.total_cmp(&self.instances[b].pass))?;
         let p = self.p(i);
         let inst = &mut self.instances[i];
-        let (msg, cost) = inst.queue.pop_front()?;
+        let (_, msg, cost) = inst.queue.pop_front()?;
+        inst.continuing = inst.continuing.saturating_sub(1);
         self.vtime = inst.pass;
         inst.pass += cost / p;
         self.queued -= 1;
@@ -405,7 +427,9 @@ mod tests {
 
     #[test]
     fn priority_bumped_after_repeated_violations() {
-        let mut f = fwd([0, 1, 0, 1, 0]);
+        let cfg =
+            ForwarderConfig { instances: [0, 1, 0, 1, 0], slo_min_s: Some(0.001), bump_after: 3, ..Default::default() };
+        let mut f = Forwarder::<u32>::new(&paper_profiles(), cfg);
         let p0 = f.priority(Handover);
         assert_eq!(f.completed(Handover, 0.011), None);
         assert_eq!(f.completed(Handover, 0.011), None);
@@ -417,6 +441,50 @@ mod tests {
         assert!((b.priority - (p0 + 0.01)).abs() < 1e-12);
         assert_eq!(f.priority(Handover), b.priority);
         assert_eq!(f.priority(ServiceRequest), 0.2);
+    }
+
+    /// Seed 004 5.3: "if SLO violations occur for an NF, we reactively
+    /// increment its priority by a small fraction (e.g., 0.01)", up to the
+    /// highest.
+    #[test]
+    fn by_default_every_violation_bumps_up_to_the_highest_priority() {
+        let mut f = fwd([0, 1, 0, 1, 0]);
+        let p0 = f.priority(Handover);
+        assert_eq!(f.completed(Handover, 0.009), None, "in time");
+        let b = f.completed(Handover, 0.011).expect("a bump at the first violation");
+        assert!((b.priority - (p0 + 0.01)).abs() < 1e-12);
+        while f.completed(Handover, 0.011).is_some() {}
+        assert_eq!(f.priority(Handover), 1.0);
+        assert_eq!(f.stats.bumps, 90, "from 0.1 to 1 by 0.01");
+    }
+
+    /// A procedure's later messages go ahead of new procedures' first at
+    /// its instance, in arrival order among themselves, never ahead of
+    /// their own UE's; without
+    /// `continuing_first`, all in arrival order.
+    #[test]
+    fn later_messages_of_procedures_under_way_run_before_new_procedures() {
+        let order = |continuing_first| {
+            let cfg = ForwarderConfig { instances: [0, 1, 0, 0, 0], continuing_first, ..Default::default() };
+            let mut f = Forwarder::<&str>::new(&Profiles::default(), cfg);
+            let sr = ServiceRequest;
+            f.dispatch(MTmsi(1), sr, "a1", 0.001).unwrap();
+            f.dispatch(MTmsi(2), sr, "b1", 0.001).unwrap();
+            assert_eq!(f.next_message().unwrap().1, "a1");
+            f.dispatch(MTmsi(3), sr, "c1", 0.001).unwrap();
+            // UE 1's second message goes ahead of UE 2's and 3's first;
+            // UE 2's second, come before its first ran, never ahead of it.
+            f.dispatch(MTmsi(1), sr, "a2", 0.001).unwrap();
+            let mut out = vec![f.next_message().unwrap().1];
+            f.dispatch(MTmsi(2), sr, "b2", 0.001).unwrap();
+            f.dispatch(MTmsi(1), sr, "a3", 0.001).unwrap();
+            while let Some((_, m, _)) = f.next_message() {
+                out.push(m);
+            }
+            out
+        };
+        assert_eq!(order(true), ["a2", "a3", "b1", "c1", "b2"]);
+        assert_eq!(order(false), ["b1", "c1", "a2", "b2", "a3"]);
     }
 
     proptest::proptest! {
