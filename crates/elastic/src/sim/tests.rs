@@ -90,7 +90,7 @@ fn uniform_light_load_every_scheme_meets_slos() {
 
 /// Fig. 10b: 3 hosts at about 95% of their capacity, skewed load. The
 /// schemes that place UEs regardless of their load leave a host over
-/// capacity; skewed CH does not.
+/// capacity; skewed CH does not, and misses at most 3% of the SLOs.
 #[test]
 fn skewed_load_sk_ch_violates_least() {
     let results: Vec<SimResult> = Scheme::ALL.iter().map(|&s| run(&cfg(3, s, 3600.0, SKEWED))).collect();
@@ -99,7 +99,8 @@ fn skewed_load_sk_ch_violates_least() {
     for r in &results[1..] {
         assert!(sk.slo_violation_pct() < r.slo_violation_pct(), "{}\n{}", show(sk), show(r));
     }
-    assert!(sk.slo_violation_pct() <= 5.0, "{}", show(sk));
+    // Issue 13's target (seed 004: 3-4%, the others 18-28%).
+    assert!(sk.slo_violation_pct() <= 3.0, "{}", show(sk));
     // Consistent hashing leaves the most imbalance.
     let ch = results.iter().find(|r| r.scheme == Scheme::ConsistentHashing).unwrap();
     assert!(ch.cpu_stddev_pct() > 2.0 * sk.cpu_stddev_pct(), "{}\n{}", show(ch), show(sk));
