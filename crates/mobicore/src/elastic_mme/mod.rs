@@ -225,7 +225,7 @@ pub struct HostArgs {
     #[arg(long)]
     pub cpu_max: Option<f64>,
     /// Every procedure class's SLO times this, by which an NF kind's
-    /// priority is bumped on repeated violations (seed 004 5.3; as
+    /// priority is bumped at each violation (seed 004 5.3; as
     /// mme-frontend --slo-scale).
     #[arg(long, default_value_t = 1.0, value_parser = positive)]
     pub slo_scale: f64,

@@ -475,7 +475,7 @@ pub fn parse_priorities(spec: &str) -> Result<NfPriorities, String> {
 }
 
 /// The instances' priorities: each kind's `P`, and the SLOs by which a
-/// kind's is bumped on repeated violations (none when fixed by
+/// kind's is bumped at each violation (none when fixed by
 /// --nf-priority).
 #[derive(Debug, Clone)]
 pub struct Priorities {
@@ -1006,7 +1006,7 @@ impl NfPool {
     }
 
     /// A procedure of `kind` ended `latency` after its first message came:
-    /// after 3 in a row over its SLO (mme-host --slo-scale), its kind's P
+    /// at each one over its SLO (mme-host --slo-scale), its kind's P
     /// rises by 0.01 up to 1 (seed 004 5.3, `Forwarder::completed`), and
     /// so do its instances' CPU weights (`host_nf_priority_bumped`).
     fn completed(&mut self, kind: ProcedureKind, latency: Duration) {
