@@ -13,7 +13,8 @@
 //! the store (write-ahead). Under load the S1 frames queued from the
 //! front end are handled together (up to `GROUP`) before one such write
 //! (group commit: the UEs' records pipelined to Redis, one replicated
-//! batch; `host_s1_grouped`). The core allocates MME-UE-S1AP-IDs (its S11
+//! batch; `host_s1_grouped`), the messages of S1 connections under way
+//! before INITIAL UE MESSAGEs ([`Inbox`]). The core allocates MME-UE-S1AP-IDs (its S11
 //! TEIDs) and M-TMSIs under the host's number (`host_prefix`), which is how
 //! the front end routes.
 //!
@@ -78,6 +79,7 @@
 //! end waiting for the core, and its CPU use of its budget, for skewed
 //! consistent hashing (seed 004 Algorithm 1, Eq. 1).
 
+use super::inbox::Inbox;
 use super::load::{process_cpu, CpuSample, LoadMeter};
 use super::nf::{NfIn, NfPool, ToNf};
 use super::replica::LocalReplica;
@@ -423,13 +425,14 @@ pub async fn run(
     report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut drain = Drain::No;
     let mut holds = Holds::new();
-    // A frame taken from the front end's queue that ended a group (see
-    // GROUP), handled next.
-    let mut carried: Option<Frame> = None;
+    // The front end's frames taken from its queue, in the order the core
+    // takes them (messages of connections under way first), and which S1
+    // frames are handled.
+    let mut inbox = Inbox::new();
     // The INITIAL UE MESSAGEs of this round whose UE was loaded for them.
     let mut claimed: Vec<Claimed> = Vec::new();
-    // S1 frames taken from the front end, and those said handled.
-    let (mut s1_seen, mut s1_handled) = (0u64, 0u64);
+    // S1 frames said handled.
+    let mut s1_handled = 0u64;
     loop {
         // A drained host's UEs are its heir's: no timer runs here.
         let deadline = core.poll_timeout().filter(|_| drain != Drain::Drained);
@@ -484,7 +487,7 @@ pub async fn run(
                 if let Some(p) = &mut nf {
                     p.tick();
                 }
-                meter.sample(CpuSample { wall: started.elapsed(), cpu: process_cpu() }, from_fe.len());
+                meter.sample(CpuSample { wall: started.elapsed(), cpu: process_cpu() }, from_fe.len() + inbox.len());
                 if let Some(f) = meter.frame() {
                     match to_fe.try_send(f) {
                         Ok(()) => counters.incr("host_load_report_sent"),
@@ -498,124 +501,133 @@ pub async fn run(
                     continue;
                 }
             }
-            frame = async {
-                match carried.take() {
-                    Some(f) => Some(f),
-                    None => from_fe.recv().await,
+            taken = async {
+                match inbox.is_empty() {
+                    true => from_fe.recv().await.map(|f| inbox.push(f)),
+                    false => Some(()),
                 }
             } => {
-                let Some(frame) = frame else { anyhow::bail!("the front end closed the connection") };
+                let Some(()) = taken else { anyhow::bail!("the front end closed the connection") };
+                while inbox.len() < QUEUE {
+                    match from_fe.try_recv() {
+                        Ok(f) => inbox.push(f),
+                        Err(_) => break,
+                    }
+                }
+                let (seq, frame) = inbox.pop().expect("a frame was taken");
+                // Sent again: an INITIAL UE MESSAGE the host took over is
+                // dropped (it counts as handled), else it is an S1 frame.
+                let frame = match frame {
+                    Frame::S1Again { assoc, data, .. } if core.taken_over_initial(AssocId(assoc), &data) => {
+                        counters.incr("host_initial_again_dropped");
+                        None
+                    }
+                    Frame::S1Again { assoc, stream, data } => Some(Frame::S1 { assoc, stream, data }),
+                    f => Some(f),
+                };
                 match frame {
-                    Frame::Drain if drain == Drain::No => {
-                        drain = Drain::Draining;
-                        println!("mme-host {host}: draining ({} UEs in a procedure)", core.busy_ues());
-                    }
-                    Frame::Refused { why } => anyhow::bail!("the front end refused host {host}: {why}"),
-                    Frame::Stop => {
-                        // What it gave back goes out before it exits.
-                        drop(to_fe);
-                        let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
-                        println!("mme-host {host}: stopped by the front end");
-                        return Ok(());
-                    }
-                    Frame::S1 { assoc, stream, data } if drain == Drain::Drained => {
-                        s1_seen += 1;
-                        if matches!(routing::uplink(assoc, &data), Uplink::Ue(_)) {
-                            counters.incr("host_drained_bounced");
-                            if to_fe.try_send(Frame::Bounce { assoc, stream, data }).is_err() {
-                                counters.incr("host_frontend_queue_full");
-                            }
+                    None => inbox.handled(seq.expect("an S1 frame is numbered")),
+                    Some(frame) => match frame {
+                        Frame::Drain if drain == Drain::No => {
+                            drain = Drain::Draining;
+                            println!("mme-host {host}: draining ({} UEs in a procedure)", core.busy_ues());
                         }
-                        continue;
-                    }
-                    Frame::ReplicateTo { .. } | Frame::Replica { .. } | Frame::Inherit { .. } | Frame::Adopt { .. } => {
-                        let gone = match frame {
-                            Frame::Inherit { host, groups } | Frame::Adopt { host, groups } => Some((host, groups)),
-                            _ => None,
-                        };
-                        if let Some(r) = &mut replica {
-                            r.on_frame(frame, &to_fe).await;
+                        Frame::Refused { why } => anyhow::bail!("the front end refused host {host}: {why}"),
+                        Frame::Stop => {
+                            // What it gave back goes out before it exits.
+                            drop(to_fe);
+                            let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+                            println!("mme-host {host}: stopped by the front end");
+                            return Ok(());
                         }
-                        if let Some((gone, groups)) = gone {
-                            core.adopt_prefix(gone, groups);
-                            adopt(&mut core, &mut stored, &counters, (host, gone, groups), &mut holds).await;
-                        }
-                    }
-                    Frame::Track => holds.on = true,
-                    Frame::Away { id } if holds.away.len() < MAX_AWAY => {
-                        holds.away.insert(id);
-                    }
-                    Frame::AwayPlaced { m_tmsi } if holds.away_placed.len() < MAX_AWAY => {
-                        holds.away_placed.insert(m_tmsi);
-                    }
-                    Frame::Away { .. } | Frame::AwayPlaced { .. } => counters.incr("host_away_full"),
-                    // Held here: this copy is the newest.
-                    Frame::Refresh { id, resume } if !holds.held.contains_key(&id) => {
-                        holds.away.remove(&id);
-                        refresh(&mut core, &mut stored, &counters, UeKey::MmeUeS1apId(id), resume).await
-                    }
-                    Frame::Lent { m_tmsi } => lent(&mut core, &mut stored, &holds, &counters, m_tmsi),
-                    // Here already (it came back by another way): current.
-                    Frame::Returned { m_tmsi } if core.find_ue(&UeKey::MTmsi(m_tmsi)).is_none() => {
-                        refresh(&mut core, &mut stored, &counters, UeKey::MTmsi(m_tmsi), false).await
-                    }
-                    Frame::Returned { .. } => counters.incr("host_returned_present"),
-                    // Values of a host's store this host holds a copy of,
-                    // ahead of its replicated write.
-                    Frame::Copied { owner, writes } => {
-                        if let Some(r) = &mut replica {
-                            r.copied(owner, &writes);
-                        }
-                    }
-                    // A visitor's record, for this host's own store (its
-                    // Refresh follows).
-                    Frame::WriteBack { id, writes } if replica.is_some() => {
-                        match stored.take_back(&core, &writes).await {
-                            Ok(n) if n > 0 => {
-                                counters.incr("host_taken_back");
-                                if writes.iter().all(|(_, v)| v.is_empty()) {
-                                    counters.incr("host_taken_back_deleted");
+                        Frame::S1 { assoc, stream, data } if drain == Drain::Drained => {
+                            inbox.handled(seq.expect("an S1 frame is numbered"));
+                            if matches!(routing::uplink(assoc, &data), Uplink::Ue(_)) {
+                                counters.incr("host_drained_bounced");
+                                if to_fe.try_send(Frame::Bounce { assoc, stream, data }).is_err() {
+                                    counters.incr("host_frontend_queue_full");
                                 }
                             }
-                            Ok(_) => {}
-                            Err(e) => tracing::warn!(id, "taking a visitor's record back: {e}"),
+                            continue;
                         }
-                    }
-                    // Dropped, it counts as handled; else it is an S1 frame.
-                    Frame::S1Again { assoc, stream, data } => match core.taken_over_initial(AssocId(assoc), &data) {
-                        true => {
-                            s1_seen += 1;
-                            counters.incr("host_initial_again_dropped");
+                        Frame::ReplicateTo { .. }
+                        | Frame::Replica { .. }
+                        | Frame::Inherit { .. }
+                        | Frame::Adopt { .. } => {
+                            let gone = match frame {
+                                Frame::Inherit { host, groups } | Frame::Adopt { host, groups } => Some((host, groups)),
+                                _ => None,
+                            };
+                            if let Some(r) = &mut replica {
+                                r.on_frame(frame, &to_fe).await;
+                            }
+                            if let Some((gone, groups)) = gone {
+                                core.adopt_prefix(gone, groups);
+                                adopt(&mut core, &mut stored, &counters, (host, gone, groups), &mut holds).await;
+                            }
                         }
-                        false => carried = Some(Frame::S1 { assoc, stream, data }),
+                        Frame::Track => holds.on = true,
+                        Frame::Away { id } if holds.away.len() < MAX_AWAY => {
+                            holds.away.insert(id);
+                        }
+                        Frame::AwayPlaced { m_tmsi } if holds.away_placed.len() < MAX_AWAY => {
+                            holds.away_placed.insert(m_tmsi);
+                        }
+                        Frame::Away { .. } | Frame::AwayPlaced { .. } => counters.incr("host_away_full"),
+                        // Held here: this copy is the newest.
+                        Frame::Refresh { id, resume } if !holds.held.contains_key(&id) => {
+                            holds.away.remove(&id);
+                            refresh(&mut core, &mut stored, &counters, UeKey::MmeUeS1apId(id), resume).await
+                        }
+                        Frame::Lent { m_tmsi } => lent(&mut core, &mut stored, &holds, &counters, m_tmsi),
+                        // Here already (it came back by another way): current.
+                        Frame::Returned { m_tmsi } if core.find_ue(&UeKey::MTmsi(m_tmsi)).is_none() => {
+                            refresh(&mut core, &mut stored, &counters, UeKey::MTmsi(m_tmsi), false).await
+                        }
+                        Frame::Returned { .. } => counters.incr("host_returned_present"),
+                        // Values of a host's store this host holds a copy of,
+                        // ahead of its replicated write.
+                        Frame::Copied { owner, writes } => {
+                            if let Some(r) = &mut replica {
+                                r.copied(owner, &writes);
+                            }
+                        }
+                        // A visitor's record, for this host's own store (its
+                        // Refresh follows).
+                        Frame::WriteBack { id, writes } if replica.is_some() => {
+                            match stored.take_back(&core, &writes).await {
+                                Ok(n) if n > 0 => {
+                                    counters.incr("host_taken_back");
+                                    if writes.iter().all(|(_, v)| v.is_empty()) {
+                                        counters.incr("host_taken_back_deleted");
+                                    }
+                                }
+                                Ok(_) => {}
+                                Err(e) => tracing::warn!(id, "taking a visitor's record back: {e}"),
+                            }
+                        }
+                        frame @ Frame::S1 { .. } => {
+                            inbox.handled(seq.expect("an S1 frame is numbered"));
+                            let visiting = match (&replica, holds.on) {
+                                (Some(replica), true) => Some(Visiting { replica, to_fe: &to_fe }),
+                                _ => None,
+                            };
+                            let visiting = visiting.as_ref();
+                            claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, frame).await);
+                            // Group commit: the UE-associated S1 frames queued now
+                            // are handled before the one sync (nothing of them
+                            // goes out before it); any other frame waits for it.
+                            for _ in 1..GROUP {
+                                let Some((seq, f)) = inbox.pop_ue_s1() else { break };
+                                inbox.handled(seq);
+                                counters.incr("host_s1_grouped");
+                                claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, f).await)
+                            }
+                        }
+                        frame => {
+                            claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, None, frame).await)
+                        }
                     },
-                    frame @ Frame::S1 { .. } => {
-                        s1_seen += 1;
-                        let visiting = match (&replica, holds.on) {
-                            (Some(replica), true) => Some(Visiting { replica, to_fe: &to_fe }),
-                            _ => None,
-                        };
-                        let visiting = visiting.as_ref();
-                        claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, frame).await);
-                        // Group commit: the S1 frames queued now are handled
-                        // before the one sync (nothing of them goes out
-                        // before it); any other frame waits for the sync.
-                        for _ in 1..GROUP {
-                            match from_fe.try_recv() {
-                                Ok(f @ Frame::S1 { .. }) => {
-                                    s1_seen += 1;
-                                    counters.incr("host_s1_grouped");
-                                    claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, visiting, f).await)
-                                }
-                                Ok(f) => {
-                                    carried = Some(f);
-                                    break;
-                                }
-                                Err(_) => break,
-                            }
-                        }
-                    }
-                    frame => claimed.extend(on_frame(&mut core, &mut stored, &counters, &mut nf, None, frame).await),
                 }
             }
         }
@@ -655,9 +667,9 @@ pub async fn run(
         // The S1 frames taken are handled and written (replicated just
         // ahead): the front end need not route them again if this host
         // dies. NF instances' work is handled once none is in flight.
-        if s1_handled < s1_seen && nf.as_ref().is_none_or(|p| p.in_flight() == 0) {
-            match to_fe.try_send(Frame::Handled { upto: s1_seen }) {
-                Ok(()) => s1_handled = s1_seen,
+        if s1_handled < inbox.upto() && nf.as_ref().is_none_or(|p| p.in_flight() == 0) {
+            match to_fe.try_send(Frame::Handled { upto: inbox.upto() }) {
+                Ok(()) => s1_handled = inbox.upto(),
                 Err(_) => counters.incr("host_frontend_queue_full"),
             }
         }

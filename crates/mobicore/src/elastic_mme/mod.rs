@@ -14,6 +14,7 @@
 pub mod cgroup;
 pub mod frontend;
 pub mod host;
+pub mod inbox;
 pub mod launch;
 pub mod link;
 pub mod load;
