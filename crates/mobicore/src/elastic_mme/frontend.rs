@@ -1035,6 +1035,7 @@ async fn host_connection(link: super::link::Link, conn: u64, events: mpsc::Sende
 
 #[cfg(test)]
 mod tests {
+    use super::super::samples::release_request;
     use super::*;
 
     /// An eNB's uplink message on association 1, stream 1, as `on_sctp` gives it.
@@ -1295,21 +1296,6 @@ mod tests {
             s1(b"release request"),
         ];
         assert_eq!(f, expect);
-    }
-
-    /// A UE CONTEXT RELEASE REQUEST of the UE with MME-UE-S1AP-ID `id`.
-    fn release_request(id: u32) -> Bytes {
-        use oxirush_s1ap::build_s1ap;
-        use oxirush_s1ap::s1ap::*;
-        let pdu = build_s1ap!(
-            InitiatingMessage,
-            UEContextReleaseRequest,
-            UEContextReleaseRequest,
-            MME_UE_S1AP_ID(id),
-            eNB_UE_S1AP_ID(id & 0xff),
-            Cause(Cause::radioNetwork(CauseRadioNetwork::user_inactivity)),
-        );
-        Bytes::from(pdu.unwrap().encode().unwrap().to_vec())
     }
 
     #[test]

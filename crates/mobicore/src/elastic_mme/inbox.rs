@@ -160,17 +160,9 @@ mod tests {
         Bytes::from(pdu.unwrap().encode().unwrap().to_vec())
     }
 
-    /// A UE CONTEXT RELEASE REQUEST of the connection MME-UE-S1AP-ID `id`.
+    /// A message of the S1 connection MME-UE-S1AP-ID `id`.
     fn connected(id: u32) -> Bytes {
-        let pdu = build_s1ap!(
-            InitiatingMessage,
-            UEContextReleaseRequest,
-            UEContextReleaseRequest,
-            MME_UE_S1AP_ID(id),
-            eNB_UE_S1AP_ID(id & 0xff),
-            Cause(Cause::radioNetwork(CauseRadioNetwork::user_inactivity)),
-        );
-        Bytes::from(pdu.unwrap().encode().unwrap().to_vec())
+        super::super::samples::release_request(id)
     }
 
     /// The S1 frames' numbers in the order the core takes every frame (0:

@@ -23,6 +23,9 @@ pub mod replica;
 pub mod scaling;
 pub mod wire;
 
+#[cfg(test)]
+mod samples;
+
 use crate::allinone::{check_privileges, endpoint_config, transport};
 use crate::cli::SctpTransport;
 use crate::config;
