@@ -93,10 +93,11 @@ pub enum BenchCommand {
     /// up to --max-hosts 4). Figs. 9-11 with `--sim`: service request and
     /// handover latency on one host with the NFs unified, decomposed or
     /// prioritized (fig9); skewed consistent hashing against round robin,
-    /// consistent hashing and Maglev to 100 hosts (fig10), and the hosts
-    /// each needs for at most 5% violations under Pareto bursts (fig11),
-    /// from the elastic MME's simulator running the same balancer and
-    /// forwarder code.
+    /// consistent hashing and Maglev against the number of hosts (fig10),
+    /// and the hosts each needs for at most 5% violations under Pareto
+    /// bursts (fig11: 50 hosts' load, up to 160 hosts, SLOs x0.25 as
+    /// tight as seed 004's), from the elastic MME's simulator running the
+    /// same balancer and forwarder code.
     Mme(Box<crate::bench_mme::MmeArgs>),
 }
 
