@@ -29,7 +29,7 @@ pub struct ForwarderConfig {
     pub max_queue: usize,
     /// Procedures tracked at once.
     pub max_tracked: usize,
-    /// One NF instance takes every kind in arrival order: the unified
+    /// One NF instance takes every kind, in one queue: the unified
     /// MME of seed 004 Fig. 9 (`instances` is then ignored).
     pub unified: bool,
     /// `P_i` per service, in place of `SLO_min / SLO_i` (seed 004 Fig. 9
@@ -536,7 +536,7 @@ mod tests {
         }
     }
 
-    /// Fig. 9's arrangements: one NF taking every kind in arrival order;
+    /// Fig. 9's arrangements: one NF taking every kind in one queue (here all first messages, so in arrival order);
     /// priorities given instead of the SLOs'.
     #[test]
     fn a_unified_nf_takes_every_kind_in_order_and_priorities_can_be_fixed() {
